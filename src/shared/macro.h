@@ -5,6 +5,7 @@
  * released when it goes out of scope; TAKE_PTR()/TAKE_FD() hand ownership on. */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

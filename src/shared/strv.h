@@ -23,3 +23,11 @@ bool strv_contains(char * const *l, const char *s);
 /* Environment-block merge: entries of b replace same-named entries of a. */
 int strv_env_merge(char * const *a, char * const *b, char ***ret);
 bool env_assignment_is_valid(const char *e);
+
+static inline bool strv_isempty(char * const *l) {
+        return !l || !*l;
+}
+
+static inline bool isempty(const char *s) {
+        return !s || !*s;
+}

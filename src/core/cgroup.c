@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/statfs.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
+
+#include "cgroup.h"
+#include "macro.h"
+
+int cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret) {
+        size_t k = strlen(key);
+
+        for (const char *p = text; p && *p; ) {
+                const char *eol = strchrnul(p, '\n');
+                if ((size_t) (eol - p) > k && strncmp(p, key, k) == 0 && p[k] == ' ') {
+                        char *end;
+                        errno = 0;
+                        unsigned long long v = strtoull(p + k + 1, &end, 10);
+                        if (errno != 0 || end == p + k + 1 || end != eol)
+                                return -EBADMSG;
+                        *ret = v;
+                        return 0;
+                }
+                p = *eol ? eol + 1 : eol;
+        }
+        return -ENOENT;
+}
+
+static int read_text(const char *path, char *buf, size_t size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n;
+
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        return 0;
+}
+
+static bool cgroup_is_unified(void) {
+        struct statfs fs;
+        return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
+        _cleanup_free_ char *path = NULL;
+        char buf[1024];
+        int r;
+
+        if (!cgroup_path || cgroup_path[0] != '/')
+                return -EINVAL;
+        if (cgroup_is_unified())
+                r = asprintf(&path, "/sys/fs/cgroup%s/memory.events", cgroup_path);
+        else
+                r = asprintf(&path, "/sys/fs/cgroup/memory%s/memory.oom_control", cgroup_path);
+        if (r < 0)
+                return -ENOMEM;
+        r = read_text(path, buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        return cgroup_parse_keyed(buf, "oom_kill", ret);
+}

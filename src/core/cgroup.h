@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Reading what the kernel accounted for a unit's cgroup, on the unified hierarchy or on
+ * the legacy/hybrid one (memory controller in v1). */
+
+#include <stdint.h>
+
+/* The number of processes the kernel's OOM killer killed in the cgroup
+ * (memory.events "oom_kill" on v2, memory.oom_control "oom_kill" on v1). */
+int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret);
+/* Parses "key value\n" lines (memory.events, memory.oom_control) for key. */
+int cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret);

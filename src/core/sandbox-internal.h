@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The structures behind Manager, Sandbox and Exec, shared by the core's own files only. */
+
+#include "manager.h"
+#include "payload.h"
+#include "scope.h"
+#include "template.h"
+
+typedef struct DestroyWaiter DestroyWaiter;
+struct DestroyWaiter {
+        sandbox_callback_t cb;
+        void *userdata;
+        DestroyWaiter *next;
+};
+
+struct Exec {
+        Sandbox *sandbox;
+        uint64_t id;
+        ExecConfig config;
+        int out_fd;
+        int err_fd;
+        sd_event_source *out_source;
+        sd_event_source *err_source;
+        sd_event_source *timeout_source;
+        uint64_t oom_kills_before;
+        bool timed_out;
+        bool exited;          /* result is final, waiting only to be delivered */
+        ExecResult result;
+        exec_callback_t cb;
+        void *userdata;
+        Exec *next, *prev;
+};
+
+struct Sandbox {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        char *template_name;
+        char *unit;
+        char *object_path;
+        char *description;
+        char *work_dir;
+        char *cgroup;
+        char **environment;   /* the template's, merged under each exec's own */
+        uid_t owner;
+        uid_t host_uid;
+        SandboxState state;
+        SandboxConfig config;
+        uint64_t created_at;
+
+        PayloadProcess payload;
+        int control_fd;
+        sd_event_source *control_source;
+        sd_event_source *payload_source;
+        sd_event_source *timer_source; /* start deadline, then lifetime */
+
+        bool start_pending;   /* StartTransientUnit in flight */
+        bool unit_started;
+        bool stop_pending;    /* StopUnit in flight */
+        bool used;            /* an ephemeral sandbox ran its exec */
+        char *failure;        /* why it is going away, if not asked to */
+
+        Exec *execs;
+        uint64_t next_exec_id;
+
+        sandbox_callback_t create_cb;
+        void *create_userdata;
+        DestroyWaiter *waiters;
+
+        Sandbox *next, *prev;
+};
+
+struct Manager {
+        sd_event *event;
+        sd_bus *bus;
+        SystemdClient *systemd;
+        ManagerSettings settings;
+        TemplateSet templates;
+        SystemBounds bounds;
+        ManagerHooks hooks;
+
+        Sandbox *sandboxes, *sandboxes_tail;
+        size_t n_sandboxes;
+
+        void (*all_destroyed_cb)(void *userdata);
+        void *all_destroyed_userdata;
+};
+
+int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
+int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
+Sandbox *sandbox_free_internal(Sandbox *s);
+void manager_sandbox_state_changed(Manager *m, Sandbox *s);
+void manager_unlink_sandbox(Manager *m, Sandbox *s);
+bool manager_host_uid_in_use(Manager *m, uid_t uid);
+
+/* exec.c */
+int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
+void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
+/* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
+void exec_abort(Exec *e, const char *reason);
+Exec *exec_free(Exec *e);

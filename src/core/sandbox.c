@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agent-protocol.h"
+#include "fs-util.h"
+#include "log.h"
+#include "sandbox-errors.h"
+#include "sandbox-internal.h"
+#include "strv.h"
+
+/* How long a payload may take from release to its agent's "ready". */
+#define SANDBOX_START_TIMEOUT_USEC (15ULL * 1000000ULL)
+#define SANDBOX_SLICE "sandbox.slice"
+#define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
+
+static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_STARTING] = "starting",
+        [SANDBOX_RUNNING] = "running",
+        [SANDBOX_STOPPING] = "stopping",
+        [SANDBOX_DEAD] = "dead",
+};
+
+const char *sandbox_state_to_string(SandboxState s) {
+        return s >= 0 && s < _SANDBOX_STATE_MAX ? sandbox_state_table[s] : NULL;
+}
+
+bool sandbox_id_is_valid(const char *id) {
+        if (!id || strlen(id) != SANDBOX_ID_LEN)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+                        return false;
+        return true;
+}
+
+const char *sandbox_get_id(const Sandbox *s) { return s->id; }
+const char *sandbox_get_template(const Sandbox *s) { return s->template_name; }
+const char *sandbox_get_unit(const Sandbox *s) { return s->unit; }
+const char *sandbox_get_object_path(const Sandbox *s) { return s->object_path; }
+uid_t sandbox_get_owner(const Sandbox *s) { return s->owner; }
+SandboxState sandbox_get_state(const Sandbox *s) { return s->state; }
+uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
+const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+}
+
+static void sandbox_set_state(Sandbox *s, SandboxState state) {
+        if (s->state == state)
+                return;
+        s->state = state;
+        manager_sandbox_state_changed(s->manager, s);
+}
+
+static int sandbox_pick_host_uid(Manager *m, uid_t *ret) {
+        /* A uid of its own per sandbox: even a sandbox that got out of its namespaces owns
+         * no file of the host's, nor of another sandbox. */
+        for (unsigned attempt = 0; attempt < 64; attempt++) {
+                uint32_t slot;
+                if (getrandom(&slot, sizeof(slot), 0) != sizeof(slot))
+                        return -EIO;
+                uid_t uid = m->settings.uid_base + (slot % SANDBOX_UID_RANGE);
+                if (!manager_host_uid_in_use(m, uid)) {
+                        *ret = uid;
+                        return 0;
+                }
+        }
+        return -EBUSY;
+}
+
+static int sandbox_generate_id(Manager *m, char ret[static SANDBOX_ID_LEN + 1]) {
+        for (unsigned attempt = 0; attempt < 16; attempt++) {
+                uint8_t b[SANDBOX_ID_LEN / 2];
+                if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                        return -EIO;
+                for (size_t i = 0; i < sizeof(b); i++)
+                        sprintf(ret + 2 * i, "%02x", b[i]);
+                if (!manager_get_sandbox(m, ret))
+                        return 0;
+        }
+        return -EEXIST;
+}
+
+Sandbox *sandbox_free_internal(Sandbox *s) {
+        if (!s)
+                return NULL;
+        while (s->execs)
+                exec_free(s->execs);
+        while (s->waiters) {
+                DestroyWaiter *w = s->waiters;
+                s->waiters = w->next;
+                free(w);
+        }
+        if (s->manager->systemd)
+                systemd_client_cancel(s->manager->systemd, s);
+        sd_event_source_disable_unref(s->control_source);
+        sd_event_source_disable_unref(s->payload_source);
+        sd_event_source_disable_unref(s->timer_source);
+        safe_close(s->control_fd);
+        payload_process_abort(&s->payload);
+        free(s->template_name);
+        free(s->unit);
+        free(s->object_path);
+        free(s->description);
+        free(s->work_dir);
+        free(s->cgroup);
+        free(s->failure);
+        strv_free(s->environment);
+        return mfree(s);
+}
+
+int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret) {
+        Sandbox *s;
+        int r;
+
+        s = calloc(1, sizeof(Sandbox));
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+        s->control_fd = -EBADF;
+        s->payload = PAYLOAD_PROCESS_NULL;
+        s->owner = owner;
+        s->config = *config;
+        s->state = SANDBOX_STARTING;
+        s->created_at = now_usec(CLOCK_REALTIME);
+
+        r = sandbox_generate_id(m, s->id);
+        if (r >= 0)
+                r = sandbox_pick_host_uid(m, &s->host_uid);
+        if (r < 0)
+                goto fail;
+
+        s->template_name = strdup(t->name);
+        s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
+        if (!s->template_name || !s->environment ||
+            asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
+            asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
+            asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0 ||
+            asprintf(&s->work_dir, "%s/sandboxes/%s", m->settings.state_dir, s->id) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        *ret = s;
+        return 0;
+fail:
+        sandbox_free_internal(s);
+        return r;
+}
+
+static void sandbox_finalize(Sandbox *s) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        Manager *m = s->manager;
+        int r;
+
+        /* Whoever still waits learns the end now. */
+        while (s->execs)
+                exec_abort(s->execs, s->failure ?: "The sandbox was destroyed while the command ran.");
+
+        r = rm_rf_async(m->event, s->work_dir);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to remove work directory %s: %m", s->work_dir);
+
+        sandbox_set_state(s, SANDBOX_DEAD);
+
+        if (s->create_cb) {
+                sd_bus_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                                  s->failure ?: "it stopped while starting.");
+                s->create_cb(s, &error, s->create_userdata);
+                s->create_cb = NULL;
+        }
+        while (s->waiters) {
+                DestroyWaiter *w = s->waiters;
+                s->waiters = w->next;
+                w->cb(s, NULL, w->userdata);
+                free(w);
+        }
+
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
+        manager_unlink_sandbox(m, s);
+        sandbox_free_internal(s);
+}
+
+static void on_unit_stopped(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->stop_pending = false;
+        if (error)
+                /* The scope may linger; its processes were killed by systemd's job or will be
+                 * by its own collection. Nothing of ours is left to wait for. */
+                log_sandbox(s, LOG_WARNING, 0, "Failed to stop %s: %s", s->unit, error->message);
+        else if (!streq(result, "done"))
+                log_sandbox(s, LOG_WARNING, 0, "Stopping %s finished with result '%s'.", s->unit, result);
+        sandbox_finalize(s);
+}
+
+static void sandbox_abort_payload(Sandbox *s) {
+        /* The source first: its fd is the pidfd that abort closes. */
+        s->payload_source = sd_event_source_disable_unref(s->payload_source);
+        payload_process_abort(&s->payload);
+}
+
+static void sandbox_stop_unit(Sandbox *s) {
+        int r;
+
+        r = unit_stop(s->manager->systemd, s->unit, on_unit_stopped, s);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to stop %s: %m", s->unit);
+                sandbox_abort_payload(s);
+                sandbox_finalize(s);
+                return;
+        }
+        s->stop_pending = true;
+}
+
+static void sandbox_stop(Sandbox *s, const char *reason) {
+        if (reason && !s->failure)
+                s->failure = strdup(reason);
+        if (s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD)
+                return;
+        sandbox_set_state(s, SANDBOX_STOPPING);
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+
+        if (!s->unit_started)
+                /* Still held (or never started): no process of the sandbox's ran. */
+                sandbox_abort_payload(s);
+        if (s->start_pending)
+                return; /* on_scope_started continues from here */
+        sandbox_stop_unit(s);
+}
+
+static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+
+        if (s->state == SANDBOX_STARTING) {
+                log_sandbox(s, LOG_ERR, 0, "Sandbox %s did not become ready in time.", s->id);
+                sandbox_stop(s, "its agent did not report ready in time.");
+        } else {
+                log_sandbox(s, LOG_INFO, 0, "Sandbox %s reached its lifetime timeout.", s->id);
+                sandbox_stop(s, "The sandbox reached its lifetime timeout while the command ran.");
+        }
+        return 0;
+}
+
+static int sandbox_arm_timer(Sandbox *s, uint64_t usec) {
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        if (usec == 0)
+                return 0;
+        return sd_event_add_time_relative(s->manager->event, &s->timer_source, CLOCK_MONOTONIC, usec, 0,
+                                          on_timer, s);
+}
+
+static void sandbox_died(Sandbox *s, const char *reason) {
+        if (s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD)
+                return;
+        log_sandbox(s, LOG_WARNING, 0, "Sandbox %s ended: %s", s->id, reason);
+        sandbox_stop(s, reason);
+}
+
+static void sandbox_became_ready(Sandbox *s) {
+        int r;
+
+        r = sandbox_arm_timer(s, s->config.timeout_sec * 1000000ULL);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to arm lifetime timer: %m");
+                sandbox_stop(s, "its lifetime timer could not be set.");
+                return;
+        }
+        sandbox_set_state(s, SANDBOX_RUNNING);
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
+        if (s->create_cb) {
+                sandbox_callback_t cb = s->create_cb;
+                s->create_cb = NULL;
+                cb(s, NULL, s->create_userdata);
+        }
+}
+
+static int on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+
+        for (;;) {
+                json_object *msg = NULL;
+                const char *type;
+                size_t n_fds = 0;
+                int r;
+
+                r = agent_recv(fd, &msg, NULL, 0, &n_fds);
+                if (r == -EAGAIN)
+                        return 0;
+                if (r < 0) {
+                        s->control_source = sd_event_source_disable_unref(s->control_source);
+                        sandbox_died(s, r == -ECONNRESET ? "its agent exited." : "its agent sent a malformed message.");
+                        return 0;
+                }
+
+                if (agent_get_string(msg, "type", &type) < 0)
+                        type = "";
+                if (streq(type, "ready")) {
+                        if (s->state == SANDBOX_STARTING)
+                                sandbox_became_ready(s);
+                } else if (streq(type, "exit")) {
+                        struct agent_exit x;
+                        if (agent_parse_exit(msg, &x) >= 0)
+                                exec_on_agent_exit(s, &x);
+                }
+                json_object_put(msg);
+
+                /* A callback above may have started the sandbox's end. */
+                if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING)
+                        return 0;
+        }
+}
+
+static int on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+
+        s->payload_source = sd_event_source_disable_unref(s->payload_source);
+        sandbox_died(s, "its payload process exited.");
+        return 0;
+}
+
+static void on_control_group(const char *cgroup, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        if (error) {
+                /* OOM detection falls back to the path systemd uses on a plain host. */
+                log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
+                if (asprintf(&s->cgroup, "/" SANDBOX_SLICE "/%s", s->unit) < 0)
+                        s->cgroup = NULL;
+                return;
+        }
+        free(s->cgroup);
+        s->cgroup = strdup(cgroup);
+}
+
+static void on_scope_started(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+        _cleanup_free_ char *reason = NULL;
+        int r;
+
+        s->start_pending = false;
+        /* Even a failed job may have left the unit behind: from here on, stopping means
+         * asking systemd. */
+        s->unit_started = true;
+
+        if (error || !streq(result, "done")) {
+                if (asprintf(&reason, "systemd could not start %s: %s", s->unit,
+                             error ? error->message : result) < 0)
+                        reason = NULL;
+                log_sandbox(s, LOG_ERR, 0, "%s", strempty(reason));
+                sandbox_abort_payload(s);
+                if (s->state == SANDBOX_STOPPING) {
+                        sandbox_stop_unit(s);
+                        return;
+                }
+                sandbox_stop(s, reason ?: "systemd could not start its unit.");
+                return;
+        }
+
+        if (s->state == SANDBOX_STOPPING) {
+                /* Destroyed while its unit was being made: now it can be stopped. */
+                sandbox_stop_unit(s);
+                return;
+        }
+
+        r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
+
+        r = payload_release(&s->payload);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to release payload: %m");
+                sandbox_stop(s, "its payload exited before it was released.");
+        }
+}
+
+static int sandbox_make_work_dir(Sandbox *s) {
+        if (mkdir(s->work_dir, 0700) < 0)
+                return -errno;
+        if (chown(s->work_dir, s->host_uid, s->host_uid) < 0) {
+                int r = -errno;
+                (void) rmdir(s->work_dir);
+                return r;
+        }
+        return 0;
+}
+
+int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        Manager *m = s->manager;
+        _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
+        const Template *t = template_set_find(&m->templates, s->template_name);
+        int r;
+
+        if (!t)
+                return -ENOENT;
+
+        r = sandbox_make_work_dir(s);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to create work directory %s: %m", s->work_dir);
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        /* Large exec requests must fit in one datagram (we are root: the FORCE variant). */
+        int sz = AGENT_MESSAGE_MAX + 64 * 1024;
+        (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
+        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0) {
+                r = -errno;
+                goto fail;
+        }
+
+        PayloadParams params = {
+                .template = t,
+                .bwrap_path = m->settings.bwrap_path,
+                .agent_path = m->settings.agent_path,
+                .work_dir = s->work_dir,
+                .host_uid = s->host_uid,
+                .host_gid = s->host_uid,
+        };
+        r = payload_spawn_held(&params, pair[1], &s->payload);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
+                goto fail;
+        }
+        pair[1] = safe_close(pair[1]);
+        s->control_fd = TAKE_FD(pair[0]);
+
+        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, on_control, s);
+        if (r < 0)
+                goto fail_payload;
+        r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, on_payload_exit, s);
+        if (r < 0)
+                goto fail_payload;
+        r = sandbox_arm_timer(s, SANDBOX_START_TIMEOUT_USEC);
+        if (r < 0)
+                goto fail_payload;
+
+        ScopeParams sp = {
+                .unit = s->unit,
+                .slice = SANDBOX_SLICE,
+                .description = s->description,
+                .pid = s->payload.pid,
+                .limits = s->config.limits,
+        };
+        r = scope_start_transient(m->systemd, &sp, on_scope_started, s);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
+                goto fail_payload;
+        }
+        s->start_pending = true;
+        s->create_cb = cb;
+        s->create_userdata = userdata;
+        return 0;
+
+fail_payload:
+        s->control_source = sd_event_source_disable_unref(s->control_source);
+        s->payload_source = sd_event_source_disable_unref(s->payload_source);
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->control_fd = safe_close(s->control_fd);
+        sandbox_abort_payload(s);
+fail:
+        (void) rmdir(s->work_dir);
+        return r;
+}
+
+int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
+        if (s->state != SANDBOX_RUNNING)
+                return sd_bus_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                                         s->id, sandbox_state_to_string(s->state));
+        if (s->config.ephemeral && s->used)
+                return sd_bus_error_setf(error, SANDBOX_ERROR_BUSY,
+                                         "Sandbox %s is ephemeral and already ran its command.", s->id);
+        return exec_start(s, c, cb, userdata, error);
+}
+
+int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        DestroyWaiter *w;
+
+        if (cb) {
+                w = calloc(1, sizeof(DestroyWaiter));
+                if (!w)
+                        return -ENOMEM;
+                *w = (DestroyWaiter) { .cb = cb, .userdata = userdata, .next = s->waiters };
+                s->waiters = w;
+        }
+        log_sandbox(s, LOG_INFO, 0, "Destroying sandbox %s.", s->id);
+        sandbox_stop(s, NULL);
+        return 0;
+}

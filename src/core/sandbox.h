@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A sandbox: one transient scope running one payload, serving execs through its agent. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-bus.h>
+
+#include "exec.h"
+#include "options.h"
+#include "payload.h"
+
+typedef struct Manager Manager;
+
+#define SANDBOX_ID_LEN 16
+
+typedef enum SandboxState {
+        SANDBOX_STARTING,
+        SANDBOX_RUNNING,
+        SANDBOX_STOPPING,
+        SANDBOX_DEAD,
+        _SANDBOX_STATE_MAX,
+        _SANDBOX_STATE_INVALID = -EINVAL,
+} SandboxState;
+
+const char *sandbox_state_to_string(SandboxState s);
+
+/* Reply hook of CreateSandbox and Destroy: error is NULL on success. s is valid during
+ * the call only. */
+typedef void (*sandbox_callback_t)(Sandbox *s, const sd_bus_error *error, void *userdata);
+
+bool sandbox_id_is_valid(const char *id);
+
+const char *sandbox_get_id(const Sandbox *s);
+const char *sandbox_get_template(const Sandbox *s);
+const char *sandbox_get_unit(const Sandbox *s);
+const char *sandbox_get_object_path(const Sandbox *s);
+uid_t sandbox_get_owner(const Sandbox *s);
+SandboxState sandbox_get_state(const Sandbox *s);
+uint64_t sandbox_get_created_at(const Sandbox *s); /* µs, CLOCK_REALTIME */
+const SandboxConfig *sandbox_get_config(const Sandbox *s);
+
+/* Runs an exec. Takes ownership of c's contents. User errors (not running, ephemeral
+ * already used) come back as -errno with error set and the callback not called. */
+int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
+/* Stops the unit; cb runs when it is gone (then s is freed). Several destroys of one
+ * sandbox all get their callback. */
+int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata);

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <signal.h>
+
+#include "scope.h"
+#include "strv.h"
+
+#define SYSTEMD_DEST "org.freedesktop.systemd1"
+#define SYSTEMD_PATH "/org/freedesktop/systemd1"
+#define SYSTEMD_MANAGER "org.freedesktop.systemd1.Manager"
+#define SYSTEMD_CALL_TIMEOUT_USEC (25ULL * 1000000ULL)
+
+typedef enum CallKind {
+        CALL_START,
+        CALL_STOP,
+        CALL_CONTROL_GROUP,
+} CallKind;
+
+/* One operation in flight: first the method call, then (for jobs) the wait for its
+ * JobRemoved. */
+typedef struct PendingCall PendingCall;
+struct PendingCall {
+        SystemdClient *client;
+        CallKind kind;
+        sd_bus_slot *slot;
+        char *job;             /* set once systemd queued the job */
+        ScopeParams params;    /* CALL_START, for a retry */
+        char *unit;
+        bool drop_oom_policy;
+        systemd_job_callback_t cb;
+        void *userdata;
+        PendingCall *next, *prev;
+};
+
+struct SystemdClient {
+        sd_bus *bus;
+        sd_bus_slot *job_removed_slot;
+        PendingCall *calls;
+};
+
+static void pending_call_unlink_free(PendingCall *p) {
+        if (!p)
+                return;
+        if (p->prev)
+                p->prev->next = p->next;
+        else if (p->client->calls == p)
+                p->client->calls = p->next;
+        if (p->next)
+                p->next->prev = p->prev;
+        sd_bus_slot_unref(p->slot);
+        free(p->job);
+        free(p->unit);
+        free(p);
+}
+
+static void pending_call_finish(PendingCall *p, const char *result, const sd_bus_error *error) {
+        systemd_job_callback_t cb = p->cb;
+        void *userdata = p->userdata;
+
+        /* Free first: the callback may start new calls or free its owner. */
+        pending_call_unlink_free(p);
+        cb(result, error, userdata);
+}
+
+static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        SystemdClient *c = userdata;
+        const char *path, *unit, *result;
+        uint32_t id;
+        int r;
+
+        r = sd_bus_message_read(m, "uoss", &id, &path, &unit, &result);
+        if (r < 0)
+                return 0;
+        for (PendingCall *p = c->calls; p; p = p->next)
+                if (p->job && streq(p->job, path)) {
+                        pending_call_finish(p, result, NULL);
+                        break;
+                }
+        return 0;
+}
+
+int systemd_client_new(sd_bus *bus, SystemdClient **ret) {
+        SystemdClient *c;
+        int r;
+
+        c = calloc(1, sizeof(SystemdClient));
+        if (!c)
+                return -ENOMEM;
+        c->bus = sd_bus_ref(bus);
+
+        /* Match before any job is queued, so no JobRemoved can slip past. */
+        r = sd_bus_match_signal_async(bus, &c->job_removed_slot, SYSTEMD_DEST, SYSTEMD_PATH,
+                                      SYSTEMD_MANAGER, "JobRemoved", on_job_removed, NULL, c);
+        if (r < 0)
+                goto fail;
+        /* systemd emits job signals only while someone is subscribed. */
+        r = sd_bus_call_method_async(bus, NULL, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                     "Subscribe", NULL, NULL, NULL);
+        if (r < 0)
+                goto fail;
+
+        *ret = c;
+        return 0;
+fail:
+        systemd_client_free(c);
+        return r;
+}
+
+SystemdClient *systemd_client_free(SystemdClient *c) {
+        if (!c)
+                return NULL;
+        while (c->calls)
+                pending_call_unlink_free(c->calls);
+        sd_bus_slot_unref(c->job_removed_slot);
+        sd_bus_unref(c->bus);
+        return mfree(c);
+}
+
+void systemd_client_cancel(SystemdClient *c, void *userdata) {
+        for (PendingCall *p = c->calls, *n; p; p = n) {
+                n = p->next;
+                if (p->userdata == userdata)
+                        pending_call_unlink_free(p);
+        }
+}
+
+static PendingCall *pending_call_new(SystemdClient *c, CallKind kind, const char *unit,
+                                     systemd_job_callback_t cb, void *userdata) {
+        PendingCall *p = calloc(1, sizeof(PendingCall));
+        if (!p)
+                return NULL;
+        p->unit = strdup(unit);
+        if (!p->unit)
+                return mfree(p);
+        p->client = c;
+        p->kind = kind;
+        p->cb = cb;
+        p->userdata = userdata;
+        p->next = c->calls;
+        if (c->calls)
+                c->calls->prev = p;
+        c->calls = p;
+        return p;
+}
+
+static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error);
+
+static int append_property(sd_bus_message *m, const char *name, const char *type, ...) {
+        va_list ap;
+        int r;
+
+        r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "s", name);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'v', type);
+        if (r < 0)
+                return r;
+        va_start(ap, type);
+        r = sd_bus_message_appendv(m, type, ap);
+        va_end(ap);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(m);
+}
+
+static int scope_send_start(PendingCall *p) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        const ScopeParams *s = &p->params;
+        int r;
+
+        r = sd_bus_message_new_method_call(p->client->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH,
+                                           SYSTEMD_MANAGER, "StartTransientUnit");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "ss", p->unit, "fail");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'a', "(sv)");
+        if (r < 0)
+                return r;
+
+        if (r >= 0)
+                r = append_property(m, "Description", "s", s->description);
+        if (r >= 0)
+                r = append_property(m, "Slice", "s", s->slice);
+        if (r >= 0)
+                r = append_property(m, "PIDs", "au", 1, (uint32_t) s->pid);
+        if (r >= 0)
+                r = append_property(m, "MemoryAccounting", "b", 1);
+        if (r >= 0)
+                r = append_property(m, "MemoryMax", "t", s->limits.memory_max);
+        if (r >= 0)
+                r = append_property(m, "CPUAccounting", "b", 1);
+        if (r >= 0)
+                r = append_property(m, "CPUQuotaPerSecUSec", "t", s->limits.cpu_quota_per_sec_usec);
+        if (r >= 0)
+                r = append_property(m, "TasksAccounting", "b", 1);
+        if (r >= 0)
+                r = append_property(m, "TasksMax", "t", s->limits.tasks_max);
+        /* Untrusted code gets no grace period on stop. */
+        if (r >= 0)
+                r = append_property(m, "KillSignal", "i", SIGKILL);
+        if (r >= 0)
+                r = append_property(m, "SendSIGHUP", "b", 0);
+        /* A sandbox whose code ended badly must not linger as a failed unit. */
+        if (r >= 0)
+                r = append_property(m, "CollectMode", "s", "inactive-or-failed");
+        /* An OOM kill of one exec must not stop a persistent sandbox (systemd ≥ 253
+         * knows OOMPolicy= for scopes; older ones refuse it and we retry without). */
+        if (r >= 0 && !p->drop_oom_policy)
+                r = append_property(m, "OOMPolicy", "s", "continue");
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "a(sa(sv))", 0);
+        if (r < 0)
+                return r;
+
+        p->slot = sd_bus_slot_unref(p->slot);
+        return sd_bus_call_async(p->client->bus, &p->slot, m, on_job_queued, p, SYSTEMD_CALL_TIMEOUT_USEC);
+}
+
+static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        PendingCall *p = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        const char *job;
+        int r;
+
+        p->slot = sd_bus_slot_unref(p->slot);
+
+        if (e) {
+                if (p->kind == CALL_START && !p->drop_oom_policy &&
+                    sd_bus_error_has_names(e, SD_BUS_ERROR_PROPERTY_READ_ONLY, SD_BUS_ERROR_INVALID_ARGS) &&
+                    e->message && strstr(e->message, "OOMPolicy")) {
+                        p->drop_oom_policy = true;
+                        r = scope_send_start(p);
+                        if (r >= 0)
+                                return 0;
+                        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                        sd_bus_error_set_errno(&error, r);
+                        pending_call_finish(p, NULL, &error);
+                        return 0;
+                }
+                if (p->kind == CALL_STOP && sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")) {
+                        pending_call_finish(p, "done", NULL);
+                        return 0;
+                }
+                pending_call_finish(p, NULL, e);
+                return 0;
+        }
+
+        r = sd_bus_message_read(reply, "o", &job);
+        if (r >= 0) {
+                p->job = strdup(job);
+                if (!p->job)
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                sd_bus_error_set_errno(&error, r);
+                pending_call_finish(p, NULL, &error);
+        }
+        return 0;
+}
+
+int scope_start_transient(SystemdClient *c, const ScopeParams *params,
+                          systemd_job_callback_t cb, void *userdata) {
+        PendingCall *p;
+        int r;
+
+        p = pending_call_new(c, CALL_START, params->unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        p->params = *params;
+        p->params.unit = p->unit;
+        /* slice and description must outlive the call: they belong to the caller's
+         * sandbox, which cancels us before it goes away. */
+        r = scope_send_start(p);
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}
+
+int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata) {
+        PendingCall *p;
+        int r;
+
+        p = pending_call_new(c, CALL_STOP, unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        r = sd_bus_call_method_async(c->bus, &p->slot, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                     "StopUnit", on_job_queued, p, "ss", unit, "replace");
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}
+
+static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        PendingCall *p = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *cg = NULL;
+        const char *s;
+        int r;
+
+        if (e) {
+                pending_call_finish(p, NULL, e);
+                return 0;
+        }
+        r = sd_bus_message_read(reply, "v", "s", &s);
+        if (r >= 0 && !(cg = strdup(s)))
+                r = -ENOMEM;
+        if (r < 0) {
+                sd_bus_error_set_errno(&error, r);
+                pending_call_finish(p, NULL, &error);
+                return 0;
+        }
+        pending_call_finish(p, cg, NULL);
+        return 0;
+}
+
+int unit_get_control_group(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata) {
+        _cleanup_free_ char *path = NULL;
+        PendingCall *p;
+        int r;
+
+        r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
+        if (r < 0)
+                return r;
+        p = pending_call_new(c, CALL_CONTROL_GROUP, unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        r = sd_bus_call_method_async(c->bus, &p->slot, SYSTEMD_DEST, path, "org.freedesktop.DBus.Properties",
+                                     "Get", on_control_group, p, "ss", "org.freedesktop.systemd1.Scope",
+                                     "ControlGroup");
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Talking to systemd (org.freedesktop.systemd1) without ever waiting: jobs are tracked
+ * from the JobRemoved signal, matched before any job is queued, and a caller's callback
+ * runs when its job has finished. */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-bus.h>
+
+#include "macro.h"
+#include "options.h"
+
+typedef struct SystemdClient SystemdClient;
+
+/* result is systemd's job result ("done", "failed", "canceled", …); error is set when
+ * the method call itself failed, in which case result is NULL. */
+typedef void (*systemd_job_callback_t)(const char *result, const sd_bus_error *error, void *userdata);
+
+int systemd_client_new(sd_bus *bus, SystemdClient **ret);
+SystemdClient *systemd_client_free(SystemdClient *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SystemdClient *, systemd_client_free);
+
+typedef struct ScopeParams {
+        const char *unit;         /* sandbox-<id>.scope */
+        const char *slice;        /* sandbox.slice */
+        const char *description;
+        pid_t pid;
+        SandboxLimits limits;
+} ScopeParams;
+
+/* StartTransientUnit(); the callback runs when the job is done. A property systemd does
+ * not know (older versions) is dropped and the call retried. Returns 0 if queued. */
+int scope_start_transient(SystemdClient *c, const ScopeParams *p,
+                          systemd_job_callback_t cb, void *userdata);
+/* StopUnit(); a unit that does not exist counts as stopped (result "done"). */
+int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);
+/* Forget any callbacks for this userdata (its owner is going away). */
+void systemd_client_cancel(SystemdClient *c, void *userdata);
+/* Reads the unit's ControlGroup property; cb gets it as result (or error). */
+int unit_get_control_group(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "strv.h"
+#include "template.h"
+
+#define TEMPLATE_FILE_MAX (64U * 1024U)
+
+Template *template_free(Template *t) {
+        if (!t)
+                return NULL;
+        free(t->name);
+        free(t->description);
+        strv_free(t->ro_binds);
+        strv_free(t->environment);
+        strv_free(t->runtimes);
+        return mfree(t);
+}
+
+bool template_name_is_valid(const char *name) {
+        size_t n = 0;
+
+        if (isempty(name))
+                return false;
+        for (const char *p = name; *p; p++, n++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      *p == '-' || *p == '_' || *p == '.'))
+                        return false;
+        return n <= TEMPLATE_NAME_MAX && name[0] != '.';
+}
+
+_printf_(2, 3) static int fail(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_error) {
+                va_start(ap, fmt);
+                if (vasprintf(ret_error, fmt, ap) < 0)
+                        *ret_error = NULL;
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+static int json_strv(json_object *o, const char *key, bool want_path, char ***ret, char **ret_error) {
+        _cleanup_strv_free_ char **l = NULL;
+        json_object *a;
+        int r;
+
+        if (!json_object_object_get_ex(o, key, &a))
+                return 0;
+        if (!json_object_is_type(a, json_type_array))
+                return fail(ret_error, "\"%s\" must be an array of strings", key);
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                if (!json_object_is_type(e, json_type_string))
+                        return fail(ret_error, "\"%s\" must be an array of strings", key);
+                const char *s = json_object_get_string(e);
+                if (want_path && (s[0] != '/' || strstr(s, "/../") || strchr(s, ':')))
+                        return fail(ret_error, "\"%s\" entries must be absolute paths", key);
+                r = strv_extend(&l, s);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int json_u64(json_object *o, const char *key, uint64_t *ret, char **ret_error) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) <= 0)
+                return fail(ret_error, "\"%s\" must be a positive integer", key);
+        *ret = (uint64_t) json_object_get_int64(v);
+        return 0;
+}
+
+int template_parse(const char *name, const char *json, Template **ret, char **ret_error) {
+        _cleanup_(template_freep) Template *t = NULL;
+        json_object *o = NULL, *v;
+        int r;
+
+        if (!template_name_is_valid(name))
+                return fail(ret_error, "invalid template name '%s'", name);
+
+        o = json_tokener_parse(json);
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return fail(ret_error, "%s", "not a JSON object");
+        }
+
+        t = calloc(1, sizeof(Template));
+        if (!t) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        t->name = strdup(name);
+        if (!t->name) {
+                r = -ENOMEM;
+                goto finish;
+        }
+
+        t->payload = PAYLOAD_BWRAP;
+        if (json_object_object_get_ex(o, "payload", &v)) {
+                t->payload = json_object_is_type(v, json_type_string) ?
+                        payload_kind_from_string(json_object_get_string(v)) : _PAYLOAD_KIND_INVALID;
+                if (t->payload < 0) {
+                        r = fail(ret_error, "%s", "\"payload\" must be \"bwrap\" or \"docker\"");
+                        goto finish;
+                }
+        }
+        if (t->payload != PAYLOAD_BWRAP) {
+                r = fail(ret_error, "payload \"%s\" is not supported by this version",
+                         payload_kind_to_string(t->payload));
+                goto finish;
+        }
+        if (json_object_object_get_ex(o, "description", &v)) {
+                if (!json_object_is_type(v, json_type_string)) {
+                        r = fail(ret_error, "%s", "\"description\" must be a string");
+                        goto finish;
+                }
+                t->description = strdup(json_object_get_string(v));
+                if (!t->description) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+        }
+
+        r = json_strv(o, "ro_binds", true, &t->ro_binds, ret_error);
+        if (r < 0)
+                goto finish;
+        if (strv_isempty(t->ro_binds)) {
+                r = fail(ret_error, "%s", "\"ro_binds\" must name at least one host directory");
+                goto finish;
+        }
+        r = json_strv(o, "environment", false, &t->environment, ret_error);
+        if (r < 0)
+                goto finish;
+        for (char **e = t->environment; e && *e; e++)
+                if (!env_assignment_is_valid(*e)) {
+                        r = fail(ret_error, "environment entry '%s' is not NAME=VALUE", *e);
+                        goto finish;
+                }
+        r = json_strv(o, "runtimes", false, &t->runtimes, ret_error);
+        if (r < 0)
+                goto finish;
+
+        if (json_object_object_get_ex(o, "limits", &v)) {
+                if (!json_object_is_type(v, json_type_object)) {
+                        r = fail(ret_error, "%s", "\"limits\" must be an object");
+                        goto finish;
+                }
+                r = json_u64(v, "MemoryMax", &t->limits.memory_max, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "CPUQuotaPerSecUSec", &t->limits.cpu_quota_per_sec_usec, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "TasksMax", &t->limits.tasks_max, ret_error);
+                if (r < 0)
+                        goto finish;
+        }
+
+        *ret = TAKE_PTR(t);
+        r = 0;
+finish:
+        json_object_put(o);
+        return r;
+}
+
+static int read_small_file(int dir_fd, const char *path, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t n = 0;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if (st.st_size > TEMPLATE_FILE_MAX)
+                return -EFBIG;
+        buf = malloc(TEMPLATE_FILE_MAX + 1);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                ssize_t k = read(fd, buf + n, TEMPLATE_FILE_MAX - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n == TEMPLATE_FILE_MAX)
+                        return -EFBIG;
+        }
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int template_load_file(const char *path, Template **ret, char **ret_error) {
+        _cleanup_free_ char *text = NULL, *name = NULL;
+        const char *base = strrchr(path, '/');
+        size_t n;
+        int r;
+
+        base = base ? base + 1 : path;
+        n = strlen(base);
+        if (n <= 5 || !streq(base + n - 5, ".json"))
+                return fail(ret_error, "%s", "template files must end in .json");
+        name = strndup(base, n - 5);
+        if (!name)
+                return -ENOMEM;
+
+        r = read_small_file(AT_FDCWD, path, &text);
+        if (r < 0) {
+                if (ret_error && asprintf(ret_error, "cannot read: %s", strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        return template_parse(name, text, ret, ret_error);
+}
+
+void template_set_done(TemplateSet *set) {
+        for (size_t i = 0; i < set->n; i++)
+                template_free(set->templates[i]);
+        set->templates = mfree(set->templates);
+        set->n = 0;
+}
+
+const Template *template_set_find(const TemplateSet *set, const char *name) {
+        for (size_t i = 0; i < set->n; i++)
+                if (streq(set->templates[i]->name, name))
+                        return set->templates[i];
+        return NULL;
+}
+
+static int template_set_put(TemplateSet *set, Template *t) {
+        /* Later directories override earlier ones: replace a template of the same name. */
+        for (size_t i = 0; i < set->n; i++)
+                if (streq(set->templates[i]->name, t->name)) {
+                        template_free(set->templates[i]);
+                        set->templates[i] = t;
+                        return 0;
+                }
+        Template **a = realloc(set->templates, sizeof(Template *) * (set->n + 1));
+        if (!a)
+                return -ENOMEM;
+        set->templates = a;
+        set->templates[set->n++] = t;
+        return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char * const *) a, *(char * const *) b);
+}
+
+int template_set_load(TemplateSet *set, char * const *dirs,
+                      void (*report)(const char *path, const char *error, void *userdata),
+                      void *userdata) {
+        TemplateSet new = {};
+        int r;
+
+        for (char * const *d = dirs; d && *d; d++) {
+                _cleanup_strv_free_ char **files = NULL;
+                DIR *dir = opendir(*d);
+                if (!dir) {
+                        if (errno == ENOENT)
+                                continue;
+                        r = -errno;
+                        goto fail;
+                }
+                struct dirent *de;
+                while ((de = readdir(dir))) {
+                        size_t n = strlen(de->d_name);
+                        if (de->d_name[0] == '.' || n <= 5 || !streq(de->d_name + n - 5, ".json"))
+                                continue;
+                        r = strv_extendf(&files, "%s/%s", *d, de->d_name);
+                        if (r < 0) {
+                                closedir(dir);
+                                goto fail;
+                        }
+                }
+                closedir(dir);
+                if (files)
+                        qsort(files, strv_length(files), sizeof(char *), cmp_str);
+
+                for (char **f = files; f && *f; f++) {
+                        _cleanup_free_ char *error = NULL;
+                        Template *t = NULL;
+
+                        r = template_load_file(*f, &t, &error);
+                        if (r == -ENOMEM)
+                                goto fail;
+                        if (r < 0) {
+                                if (report)
+                                        report(*f, error ?: strerror(-r), userdata);
+                                continue;
+                        }
+                        r = template_set_put(&new, t);
+                        if (r < 0) {
+                                template_free(t);
+                                goto fail;
+                        }
+                }
+        }
+
+        template_set_done(set);
+        *set = new;
+        return (int) set->n;
+fail:
+        template_set_done(&new);
+        return r;
+}

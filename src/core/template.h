@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Templates: named environments, one JSON file each, found in a list of directories;
+ * a file in a later directory overrides one of the same name in an earlier directory
+ * (vendor /usr/lib/sandboxd/templates.d, then /etc/sandboxd/templates.d). */
+
+#include <stddef.h>
+
+#include "options.h"
+#include "payload.h"
+
+#define TEMPLATE_NAME_MAX 64
+
+typedef struct Template {
+        char *name;
+        char *description;
+        PayloadKind payload;
+        char **ro_binds;     /* host paths, shown read-only at the same place inside */
+        char **environment;  /* NAME=VALUE */
+        char **runtimes;     /* informative: python3, sh, … */
+        SandboxLimits limits; /* 0 = built-in default */
+} Template;
+
+Template *template_free(Template *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Template *, template_free);
+
+bool template_name_is_valid(const char *name);
+/* Parses one template from JSON text; on error returns -EINVAL and, if ret_error is
+ * given, a message naming the problem. */
+int template_parse(const char *name, const char *json, Template **ret, char **ret_error);
+int template_load_file(const char *path, Template **ret, char **ret_error);
+
+typedef struct TemplateSet {
+        Template **templates;
+        size_t n;
+} TemplateSet;
+
+/* Loads every *.json of dirs (missing dirs are fine). Broken files are reported through
+ * the callback and skipped; returns the number of templates or -errno. */
+int template_set_load(TemplateSet *set, char * const *dirs,
+                      void (*report)(const char *path, const char *error, void *userdata),
+                      void *userdata);
+void template_set_done(TemplateSet *set);
+const Template *template_set_find(const TemplateSet *set, const char *name);

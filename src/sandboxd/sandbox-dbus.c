@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include "bus-util.h"
+#include "log.h"
+#include "sandbox-dbus.h"
+#include "sandbox-errors.h"
+#include "strv.h"
+
+static int property_get_string(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        const char *v;
+
+        if (streq(property, "Id"))
+                v = sandbox_get_id(s);
+        else if (streq(property, "Template"))
+                v = sandbox_get_template(s);
+        else if (streq(property, "Unit"))
+                v = sandbox_get_unit(s);
+        else
+                v = sandbox_state_to_string(sandbox_get_state(s));
+        return sd_bus_message_append(reply, "s", v);
+}
+
+static int property_get_u64(sd_bus *bus, const char *path, const char *interface, const char *property,
+                            sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        const SandboxConfig *c = sandbox_get_config(s);
+        uint64_t v;
+
+        if (streq(property, "CreatedAt"))
+                v = sandbox_get_created_at(s);
+        else if (streq(property, "MemoryMax"))
+                v = c->limits.memory_max;
+        else if (streq(property, "CPUQuotaPerSecUSec"))
+                v = c->limits.cpu_quota_per_sec_usec;
+        else if (streq(property, "TasksMax"))
+                v = c->limits.tasks_max;
+        else
+                v = c->timeout_sec;
+        return sd_bus_message_append(reply, "t", v);
+}
+
+static int property_get_owner(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "u", (uint32_t) sandbox_get_owner(userdata));
+}
+
+static int property_get_ephemeral(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        return sd_bus_message_append(reply, "b", sandbox_get_config(userdata)->ephemeral);
+}
+
+static int exec_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
+        return exec_config_set(config, name, v, error);
+}
+
+static int append_info(sd_bus_message *reply, const ExecResult *r) {
+        return sd_bus_message_append(reply, "a{sv}", 10,
+                                     "TimedOut", "b", r->timed_out,
+                                     "OOMKilled", "b", r->oom_killed,
+                                     "Signal", "i", r->signal,
+                                     "ExitCode", "i", r->exit_code,
+                                     "DurationUSec", "t", r->duration_usec,
+                                     "CPUUSec", "t", r->cpu_usec,
+                                     "MaxRSSBytes", "t", r->max_rss_bytes,
+                                     "Truncated", "b", r->truncated,
+                                     "StdoutBytes", "t", r->out.total,
+                                     "StderrBytes", "t", r->err.total);
+}
+
+static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *error, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata, *reply = NULL;
+        int r;
+
+        if (error) {
+                bus_reply_error(call, error);
+                return;
+        }
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "i", result->exit_status);
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', result->out.data ?: "", result->out.size);
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', result->err.data ?: "", result->err.size);
+        if (r >= 0)
+                r = append_info(reply, result);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send Exec reply: %m");
+}
+
+static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(exec_config_done) ExecConfig c;
+        Sandbox *s = userdata;
+        char **argv = NULL;
+        int r;
+
+        exec_config_init(&c);
+        r = sd_bus_message_read_strv(m, &argv);
+        if (r < 0)
+                return r;
+        r = exec_config_set_argv(&c, argv, error);
+        if (r < 0)
+                return r;
+        r = bus_read_options(m, exec_config_setter, &c, error);
+        if (r < 0)
+                return r;
+
+        r = sandbox_exec(s, &c, on_exec_done, sd_bus_message_ref(m), error);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        return 1;
+}
+
+static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
+
+        if (error)
+                bus_reply_error(call, error);
+        else
+                (void) sd_bus_reply_method_return(call, NULL);
+}
+
+static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        int r;
+
+        r = sandbox_destroy(s, on_destroyed, sd_bus_message_ref(m));
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        return 1;
+}
+
+static const sd_bus_vtable sandbox_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Id", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Template", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Owner", "u", property_get_owner, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("State", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Unit", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("CreatedAt", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("MemoryMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("CPUQuotaPerSecUSec", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("TasksMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Timeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Ephemeral", "b", property_get_ephemeral, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_METHOD_WITH_ARGS("Exec",
+                                SD_BUS_ARGS("as", argv, "a{sv}", options),
+                                SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),
+                                method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Destroy", NULL, NULL, method_destroy, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END
+};
+
+static int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata,
+                               void **found, sd_bus_error *error) {
+        _cleanup_free_ char *id = NULL;
+        Manager *m = userdata;
+        Sandbox *s;
+        int r;
+
+        r = sd_bus_path_decode(path, SANDBOX_OBJECT_ROOT, &id);
+        if (r <= 0)
+                return r;
+        s = manager_get_sandbox(m, id);
+        if (!s)
+                return 0;
+        *found = s;
+        return 1;
+}
+
+static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata, char ***nodes,
+                                   sd_bus_error *error) {
+        _cleanup_strv_free_ char **l = NULL;
+        Manager *m = userdata;
+        int r;
+
+        for (Sandbox *s = manager_next_sandbox(m, NULL); s; s = manager_next_sandbox(m, s)) {
+                r = strv_extend(&l, sandbox_get_object_path(s));
+                if (r < 0)
+                        return r;
+        }
+        *nodes = TAKE_PTR(l);
+        return 1;
+}
+
+int sandbox_dbus_register(sd_bus *bus, Manager *m) {
+        int r;
+
+        r = sd_bus_add_fallback_vtable(bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,
+                                       sandbox_object_find, m);
+        if (r < 0)
+                return r;
+        return sd_bus_add_node_enumerator(bus, NULL, SANDBOX_OBJECT_ROOT, sandbox_node_enumerator, m);
+}
+
+int sandbox_dbus_emit_state(sd_bus *bus, Sandbox *s) {
+        return sd_bus_emit_properties_changed(bus, sandbox_get_object_path(s), SANDBOX_INTERFACE, "State", NULL);
+}

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "log.h"
+#include "manager.h"
+#include "sandbox-dbus.h"
+#include "strv.h"
+
+/* How long SIGTERM waits for sandboxes to be stopped before exiting regardless. */
+#define SHUTDOWN_TIMEOUT_USEC (20ULL * 1000000ULL)
+
+typedef struct Daemon {
+        sd_event *event;
+        sd_bus *bus;
+        Manager *manager;
+        bool shutting_down;
+} Daemon;
+
+static void help(void) {
+        printf("%s [OPTIONS...]\n\n"
+               "Runs sandboxes for untrusted code as transient systemd scopes.\n\n"
+               "  -h --help                 Show this help\n"
+               "     --version              Show package version\n"
+               "     --template-dir=DIR     Load templates from DIR (repeatable; replaces the\n"
+               "                            defaults; later directories override earlier ones)\n"
+               "     --state-dir=DIR        Where work directories live (default %s)\n"
+               "     --agent=PATH           The sandbox-init binary (default %s)\n"
+               "     --bwrap=PATH           The bubblewrap binary (default %s)\n"
+               "     --max-sandboxes=N      Refuse to create more than N sandboxes (default %u)\n"
+               "     --debug                Log debug messages\n"
+               "\nSee the sandboxd(8) man page for details.\n",
+               program_invocation_short_name, SANDBOX_STATE_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH,
+               SANDBOX_MAX_DEFAULT);
+}
+
+static int set_path(char **dest, const char *arg, const char *what) {
+        if (arg[0] != '/')
+                return log_error_errno(EINVAL, "%s must be an absolute path: %s", what, arg);
+        char *d = strdup(arg);
+        if (!d)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        free(*dest);
+        *dest = d;
+        return 0;
+}
+
+static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_TEMPLATE_DIR,
+                ARG_STATE_DIR,
+                ARG_AGENT,
+                ARG_BWRAP,
+                ARG_MAX_SANDBOXES,
+                ARG_DEBUG,
+        };
+        static const struct option options[] = {
+                { "help",          no_argument,       NULL, 'h'               },
+                { "version",       no_argument,       NULL, ARG_VERSION       },
+                { "template-dir",  required_argument, NULL, ARG_TEMPLATE_DIR  },
+                { "state-dir",     required_argument, NULL, ARG_STATE_DIR     },
+                { "agent",         required_argument, NULL, ARG_AGENT         },
+                { "bwrap",         required_argument, NULL, ARG_BWRAP         },
+                { "max-sandboxes", required_argument, NULL, ARG_MAX_SANDBOXES },
+                { "debug",         no_argument,       NULL, ARG_DEBUG         },
+                {}
+        };
+        bool template_dirs_given = false;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        puts(PACKAGE_VERSION);
+                        return 0;
+                case ARG_TEMPLATE_DIR:
+                        if (!template_dirs_given) {
+                                s->template_dirs = strv_free(s->template_dirs);
+                                template_dirs_given = true;
+                        }
+                        if (optarg[0] != '/')
+                                return log_error_errno(EINVAL, "--template-dir= must be an absolute path: %s", optarg);
+                        if (strv_extend(&s->template_dirs, optarg) < 0)
+                                return log_error_errno(ENOMEM, "Out of memory.");
+                        break;
+                case ARG_STATE_DIR:
+                        r = set_path(&s->state_dir, optarg, "--state-dir=");
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_AGENT:
+                        r = set_path(&s->agent_path, optarg, "--agent=");
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_BWRAP:
+                        r = set_path(&s->bwrap_path, optarg, "--bwrap=");
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_MAX_SANDBOXES: {
+                        char *end;
+                        unsigned long n;
+                        errno = 0;
+                        n = strtoul(optarg, &end, 10);
+                        if (errno != 0 || *end || end == optarg || n == 0 || n > 1000000)
+                                return log_error_errno(EINVAL, "Invalid --max-sandboxes=: %s", optarg);
+                        s->max_sandboxes = (unsigned) n;
+                        break;
+                }
+                case ARG_DEBUG:
+                        log_set_max_level(LOG_DEBUG);
+                        break;
+                case '?':
+                        return -EINVAL;
+                default:
+                        abort();
+                }
+
+        if (optind < argc)
+                return log_error_errno(EINVAL, "%s takes no arguments.", program_invocation_short_name);
+        return 1;
+}
+
+static int check_executable(const char *path, const char *what) {
+        if (access(path, X_OK) < 0)
+                return log_error_errno(errno, "Cannot use %s %s: %m", what, path);
+        return 0;
+}
+
+static void on_sandbox_added(Sandbox *s, void *userdata) {
+        Daemon *d = userdata;
+        (void) manager_dbus_emit_sandbox(d->bus, s, true);
+}
+
+static void on_sandbox_state_changed(Sandbox *s, void *userdata) {
+        Daemon *d = userdata;
+        (void) sandbox_dbus_emit_state(d->bus, s);
+}
+
+static void on_sandbox_removed(Sandbox *s, void *userdata) {
+        Daemon *d = userdata;
+        (void) manager_dbus_emit_sandbox(d->bus, s, false);
+}
+
+static void on_all_destroyed(void *userdata) {
+        Daemon *d = userdata;
+        log_info("All sandboxes stopped, exiting.");
+        (void) sd_event_exit(d->event, 0);
+}
+
+static int on_shutdown_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Daemon *d = userdata;
+        log_warning("Sandboxes did not stop in time, exiting regardless.");
+        return sd_event_exit(d->event, 0);
+}
+
+static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
+        Daemon *d = userdata;
+        int r;
+
+        if (d->shutting_down)
+                return 0;
+        d->shutting_down = true;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Stopping sandboxes...");
+        log_info("Received SIG%s, stopping %zu sandbox(es).", sigabbrev_np(si->ssi_signo),
+                 manager_n_sandboxes(d->manager));
+
+        r = sd_event_add_time_relative(d->event, NULL, CLOCK_MONOTONIC, SHUTDOWN_TIMEOUT_USEC, 0,
+                                       on_shutdown_timeout, d);
+        if (r < 0)
+                return sd_event_exit(d->event, 0);
+        return manager_destroy_all(d->manager, on_all_destroyed, d);
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(manager_settings_done) ManagerSettings settings = {};
+        Daemon d = {};
+        sigset_t mask;
+        int r;
+
+        r = manager_settings_init(&settings);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory.");
+        r = parse_argv(argc, argv, &settings);
+        if (r <= 0)
+                return r;
+        r = check_executable(settings.bwrap_path, "bubblewrap");
+        if (r < 0)
+                return r;
+        r = check_executable(settings.agent_path, "sandbox-init");
+        if (r < 0)
+                return r;
+
+        umask(0022);
+        /* Signals are handled by the event loop; SIGCHLD for the work-directory cleaners. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals: %m");
+        /* A caller that hangs up mid-reply must not kill us. */
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_default(&d.event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate event loop: %m");
+        r = sd_event_set_watchdog(d.event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable watchdog, ignoring: %m");
+        r = sd_event_add_signal(d.event, NULL, SIGTERM, on_terminate, &d);
+        if (r >= 0)
+                r = sd_event_add_signal(d.event, NULL, SIGINT, on_terminate, &d);
+        if (r < 0)
+                goto finish;
+
+        r = sd_bus_open_system(&d.bus);
+        if (r < 0) {
+                log_error_errno(r, "Failed to connect to the system bus: %m");
+                goto finish;
+        }
+        r = sd_bus_attach_event(d.bus, d.event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                goto finish;
+
+        r = manager_new(d.event, d.bus, &settings, &d.manager);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up manager: %m");
+                goto finish;
+        }
+        manager_set_hooks(d.manager, &(ManagerHooks) {
+                .sandbox_added = on_sandbox_added,
+                .sandbox_state_changed = on_sandbox_state_changed,
+                .sandbox_removed = on_sandbox_removed,
+                .userdata = &d,
+        });
+        r = manager_load_templates(d.manager);
+        if (r < 0)
+                goto finish;
+
+        r = manager_dbus_register(d.bus, d.manager);
+        if (r >= 0)
+                r = sandbox_dbus_register(d.bus, d.manager);
+        if (r < 0) {
+                log_error_errno(r, "Failed to register D-Bus objects: %m");
+                goto finish;
+        }
+        r = sd_bus_request_name(d.bus, SANDBOX_BUS_NAME, 0);
+        if (r < 0) {
+                log_error_errno(r, "Failed to acquire bus name %s: %m", SANDBOX_BUS_NAME);
+                goto finish;
+        }
+
+        (void) sd_notify(false, "READY=1\nSTATUS=Running.");
+        log_info("sandboxd %s running, %zu template(s).", PACKAGE_VERSION, manager_get_templates(d.manager)->n);
+
+        r = sd_event_loop(d.event);
+        if (r < 0)
+                log_error_errno(r, "Event loop failed: %m");
+
+finish:
+        if (r < 0 && r != -EINVAL)
+                log_error_errno(r, "Exiting: %m");
+        d.manager = manager_free(d.manager);
+        if (d.bus) {
+                sd_bus_flush(d.bus);
+                d.bus = sd_bus_flush_close_unref(d.bus);
+        }
+        d.event = sd_event_unref(d.event);
+        return r;
+}
+
+int main(int argc, char *argv[]) {
+        return run(argc, argv) < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "agent-protocol.h"
+#include "macro.h"
+#include "strv.h"
+
+/* The kernel's SCM_MAX_FD: no datagram can carry more. */
+#define AGENT_FDS_MAX 253
+
+/* A control buffer large enough for any SCM_RIGHTS message, correctly aligned. */
+union agent_control {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * AGENT_FDS_MAX)];
+};
+
+static void json_object_putp(json_object **p) {
+        if (*p)
+                json_object_put(*p);
+}
+#define _cleanup_json_ _cleanup_(json_object_putp)
+
+static void json_tokener_freep(json_tokener **p) {
+        if (*p)
+                json_tokener_free(*p);
+}
+
+static void close_many(const int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+}
+
+static int socket_grow_sndbuf(int sock, size_t len) {
+        int cur, want;
+        socklen_t sl = sizeof(cur);
+
+        /* An AF_UNIX datagram must fit in the sender's buffer (wmem_default, ~208 KiB), well
+         * below AGENT_MESSAGE_MAX. The kernel doubles the value we set; ask for a little more
+         * than len so that the doubled value leaves room for what is already queued. */
+        if (len > AGENT_MESSAGE_MAX)
+                return -EMSGSIZE;
+        want = (int) len + 4096;
+
+        if (getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &cur, &sl) < 0)
+                return -errno;
+        if (cur / 2 >= want)
+                return -EMSGSIZE;
+
+        /* SO_SNDBUFFORCE ignores net.core.wmem_max but needs CAP_NET_ADMIN. */
+        if (setsockopt(sock, SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof(want)) >= 0)
+                return 0;
+        if (setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) < 0)
+                return -errno;
+        return 0;
+}
+
+int agent_send(int sock, json_object *obj, const int *fds, size_t n_fds) {
+        union agent_control control = {};
+        struct iovec iov;
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+        };
+        const char *s;
+        size_t len;
+        ssize_t n;
+        int r;
+
+        if (sock < 0 || !json_object_is_type(obj, json_type_object))
+                return -EINVAL;
+        if (n_fds > AGENT_FDS_MAX || (n_fds > 0 && !fds))
+                return -EINVAL;
+
+        s = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!s)
+                return -ENOMEM;
+        len = strlen(s);
+        if (len > AGENT_MESSAGE_MAX)
+                return -EMSGSIZE;
+
+        iov = (struct iovec) { .iov_base = (char *) s, .iov_len = len };
+
+        if (n_fds > 0) {
+                struct cmsghdr *cmsg;
+
+                mh.msg_control = &control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                cmsg = CMSG_FIRSTHDR(&mh);
+                cmsg->cmsg_level = SOL_SOCKET;
+                cmsg->cmsg_type = SCM_RIGHTS;
+                cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
+        }
+
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        if (n < 0 && errno == EMSGSIZE) {
+                /* Too big for the socket's buffer, not for the protocol: grow it, once. */
+                r = socket_grow_sndbuf(sock, len);
+                if (r < 0)
+                        return r;
+                n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        }
+        if (n < 0)
+                return -errno;
+        if ((size_t) n != len)
+                return -EIO;
+        return 0;
+}
+
+int agent_recv(int sock, json_object **ret_obj, int *fds, size_t max_fds, size_t *ret_n_fds) {
+        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
+        _cleanup_free_ char *buf = NULL;
+        union agent_control control;
+        int received[AGENT_FDS_MAX];
+        size_t n_received = 0;
+        bool overflow = false;
+        struct iovec iov = {};
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+        };
+        json_object *obj;
+        ssize_t size, n;
+        int r;
+
+        if (sock < 0 || !ret_obj || (max_fds > 0 && (!fds || !ret_n_fds)))
+                return -EINVAL;
+        max_fds = MIN(max_fds, (size_t) AGENT_FDS_MAX);
+
+        /* Learn the datagram's size without taking it, so the buffer fits the message. */
+        size = recv(sock, NULL, 0, MSG_PEEK | MSG_TRUNC);
+        if (size < 0)
+                return -errno;
+        if (size == 0)
+                return -ECONNRESET;
+
+        /* An oversized datagram is still taken off the queue (with an empty buffer), so that
+         * the descriptors it carries are closed and the next call sees the next message. */
+        if ((size_t) size <= AGENT_MESSAGE_MAX) {
+                buf = malloc(size);
+                if (!buf)
+                        return -ENOMEM;
+                iov = (struct iovec) { .iov_base = buf, .iov_len = size };
+        }
+
+        if (max_fds > 0) {
+                mh.msg_control = &control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * max_fds);
+        }
+
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return -errno;
+
+        /* Collect every descriptor first, so each error path below can close them all. CMSG
+         * padding may let one more fd in than asked for: those count as overflow too. */
+        for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&mh); cmsg; cmsg = CMSG_NXTHDR(&mh, cmsg)) {
+                size_t k;
+
+                if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+                        continue;
+                k = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+
+                        memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof(int));
+                        if (n_received < max_fds)
+                                received[n_received++] = fd;
+                        else {
+                                safe_close(fd);
+                                overflow = true;
+                        }
+                }
+        }
+
+        if (overflow || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || n != size || !buf) {
+                r = -EBADMSG;
+                goto fail;
+        }
+
+        tok = json_tokener_new();
+        if (!tok) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+
+        obj = json_tokener_parse_ex(tok, buf, (int) n);
+        if (!obj || json_tokener_get_error(tok) != json_tokener_success ||
+            json_tokener_get_parse_end(tok) != (size_t) n ||
+            !json_object_is_type(obj, json_type_object)) {
+                json_object_put(obj);
+                r = -EBADMSG;
+                goto fail;
+        }
+
+        if (n_received > 0)
+                memcpy(fds, received, sizeof(int) * n_received);
+        if (ret_n_fds)
+                *ret_n_fds = n_received;
+        *ret_obj = obj;
+        return 0;
+
+fail:
+        close_many(received, n_received);
+        return r;
+}
+
+int agent_get_string(json_object *obj, const char *key, const char **ret) {
+        json_object *v;
+        const char *s;
+
+        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+
+        /* "\u0000" is valid JSON, but a C string would silently end there. */
+        s = json_object_get_string(v);
+        if (strlen(s) != (size_t) json_object_get_string_len(v))
+                return -EBADMSG;
+
+        *ret = s;
+        return 0;
+}
+
+int agent_get_int64(json_object *obj, const char *key, int64_t *ret) {
+        json_object *v;
+        int64_t i;
+
+        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_int))
+                return -EBADMSG;
+
+        /* json-c keeps values above INT64_MAX as uint64 and clamps them when read as int64. */
+        i = json_object_get_int64(v);
+        if (i == INT64_MAX && json_object_get_uint64(v) != (uint64_t) INT64_MAX)
+                return -EBADMSG;
+
+        *ret = i;
+        return 0;
+}
+
+int agent_get_strv(json_object *obj, const char *key, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        json_object *v;
+        size_t n;
+
+        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_array))
+                return -EBADMSG;
+
+        n = json_object_array_length(v);
+        l = calloc(n + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+                const char *s;
+
+                if (!json_object_is_type(e, json_type_string))
+                        return -EBADMSG;
+                s = json_object_get_string(e);
+                if (strlen(s) != (size_t) json_object_get_string_len(e))
+                        return -EBADMSG;
+                l[i] = strdup(s);
+                if (!l[i])
+                        return -ENOMEM;
+        }
+
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static int json_add(json_object *obj, const char *key, json_object *v) {
+        if (!v)
+                return -ENOMEM;
+        if (json_object_object_add(obj, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* Integers travel as int64: a uint64 above INT64_MAX cannot be sent, and is refused here
+ * (NULL, as for OOM) rather than silently wrapped into a negative number. */
+static int json_add_u64(json_object *obj, const char *key, uint64_t u) {
+        if (u > INT64_MAX)
+                return -ERANGE;
+        return json_add(obj, key, json_object_new_int64((int64_t) u));
+}
+
+static json_object *json_new_strv(char * const *l) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        if (l)
+                for (char * const *i = l; *i; i++) {
+                        json_object *s = json_object_new_string(*i);
+
+                        if (!s)
+                                return NULL;
+                        if (json_object_array_add(a, s) < 0) {
+                                json_object_put(s);
+                                return NULL;
+                        }
+                }
+        return TAKE_PTR(a);
+}
+
+static json_object *agent_msg_new(const char *type) {
+        _cleanup_json_ json_object *obj = json_object_new_object();
+
+        if (!obj || json_add(obj, "type", json_object_new_string(type)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_exec(uint64_t id, char * const *argv, char * const *env, const char *cwd) {
+        _cleanup_json_ json_object *obj = agent_msg_new("exec");
+
+        /* A NULL cwd leaves the key out: the agent then keeps its own working directory. */
+        if (!obj ||
+            json_add_u64(obj, "id", id) < 0 ||
+            json_add(obj, "argv", json_new_strv(argv)) < 0 ||
+            json_add(obj, "env", json_new_strv(env)) < 0 ||
+            (cwd && json_add(obj, "cwd", json_object_new_string(cwd)) < 0))
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_kill(uint64_t id, int sig) {
+        _cleanup_json_ json_object *obj = agent_msg_new("kill");
+
+        if (!obj ||
+            json_add_u64(obj, "id", id) < 0 ||
+            json_add(obj, "signal", json_object_new_int64(sig)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_ready(void) {
+        _cleanup_json_ json_object *obj = agent_msg_new("ready");
+
+        if (!obj || json_add(obj, "version", json_object_new_int64(AGENT_PROTOCOL_VERSION)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_exit(const struct agent_exit *e) {
+        _cleanup_json_ json_object *obj = agent_msg_new("exit");
+
+        if (!obj ||
+            json_add_u64(obj, "id", e->id) < 0 ||
+            json_add(obj, "code", json_object_new_int64(e->code)) < 0 ||
+            json_add(obj, "signal", json_object_new_int64(e->signal)) < 0 ||
+            json_add_u64(obj, "duration_usec", e->duration_usec) < 0 ||
+            json_add_u64(obj, "utime_usec", e->utime_usec) < 0 ||
+            json_add_u64(obj, "stime_usec", e->stime_usec) < 0 ||
+            json_add_u64(obj, "maxrss_kb", e->maxrss_kb) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+static int get_u64(json_object *obj, const char *key, uint64_t *ret) {
+        int64_t i;
+        int r;
+
+        r = agent_get_int64(obj, key, &i);
+        if (r < 0)
+                return r;
+        if (i < 0)
+                return -EBADMSG;
+        *ret = (uint64_t) i;
+        return 0;
+}
+
+int agent_parse_exit(json_object *obj, struct agent_exit *ret) {
+        struct agent_exit e = {};
+        int64_t code, sig;
+        int r;
+
+        if ((r = get_u64(obj, "id", &e.id)) < 0 ||
+            (r = agent_get_int64(obj, "code", &code)) < 0 ||
+            (r = agent_get_int64(obj, "signal", &sig)) < 0 ||
+            (r = get_u64(obj, "duration_usec", &e.duration_usec)) < 0 ||
+            (r = get_u64(obj, "utime_usec", &e.utime_usec)) < 0 ||
+            (r = get_u64(obj, "stime_usec", &e.stime_usec)) < 0 ||
+            (r = get_u64(obj, "maxrss_kb", &e.maxrss_kb)) < 0)
+                return r;
+
+        /* The agent is inside the sandbox and not to be trusted: an exit is either a code
+         * (0..255, no signal) or a signal (1..64, code -1), never both or neither. */
+        if (sig == 0 ? (code < 0 || code > 255) : (sig < 1 || sig > 64 || code != -1))
+                return -EBADMSG;
+        e.code = (int) code;
+        e.signal = (int) sig;
+
+        *ret = e;
+        return 0;
+}

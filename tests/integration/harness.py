@@ -1,0 +1,763 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A real systemd, a real system bus and a running sandboxd, for tests and tools.
+
+When PID 1 is systemd and we are root, that systemd is used: sandboxd.service and
+sandbox.slice go to /run/systemd/system, the bus policy to /etc/dbus-1/system.d, and all
+of it is removed again afterwards.
+
+Otherwise systemd is booted as PID 1 of a new PID + mount namespace, as
+/work/shared/MACHINE.md shows, with these additions, all confined to that namespace:
+  - private tmpfs on /tmp and /run (else systemd-tmpfiles empties the host's /tmp, and
+    two systemds would share /run/systemd and /run/dbus);
+  - a tmpfs over /var/log/journal and a volatile journal (else two journalds write one
+    file), timers.target masked (no apt/fstrim/tmpfiles-clean runs on the host's disks),
+    and the tmpfiles.d lines that remove files outside /run and /tmp filtered out;
+  - its own top-level cgroup, named like its work directory, so that it and any other
+    namespace systemd on the machine never manage the same cgroup paths.
+The bus policy is bind-mounted over /etc/dbus-1/system.d inside the namespace only.
+
+Library use (tests/integration/test_core.py, bench/bench.py):
+    system = harness.acquire()        # boot + install + start sandboxd (or reuse)
+    system.run([...]) / system.sandboxctl(...) / system.busctl(...)
+    harness.release()                 # stop, check for leftovers, kill, clean up
+
+Command line (tools/quickstart):
+    harness.py boot      boot a persistent namespace systemd; prints its PID
+    harness.py stop PID  kill such a systemd and remove its cgroup and work directory
+    harness.py mode      prints "host" or "namespace"
+
+Paths come from the environment that meson's test() sets (see tests/meson.build):
+SANDBOXD_SOURCE_DIR, SANDBOXD_BUILD_DIR, SANDBOXD_BIN, SANDBOXCTL_BIN, SANDBOX_INIT_BIN,
+SANDBOXD_UNITS_DIR, SANDBOXD_TEMPLATES_DIR; by default <repo>/build. Other knobs:
+SANDBOXD_TEST_MODE=host|namespace, SANDBOXD_TEST_TMPDIR (default /var/tmp),
+SANDBOXD_TEST_KEEP=1 (keep the work directory), SANDBOXD_BWRAP.
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SYSTEMD = '/lib/systemd/systemd'
+CGROUP_FS = '/sys/fs/cgroup'
+NS_PREFIXES = ('sandboxd-test-', 'sandboxd-ns-')
+BUS_NAME = 'io.sandboxd.Sandbox1'
+MANAGER_PATH = '/io/sandboxd/Sandbox1'
+MANAGER_IFACE = 'io.sandboxd.Sandbox1.Manager'
+SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
+SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
+
+# Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
+# $2: name of the cgroup to move into.
+BOOT_SCRIPT = r'''
+set -e
+mount -t proc proc /proc
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
+if [ -d /var/log/journal ]; then
+        mount -t tmpfs -o mode=2755,nosuid,nodev tmpfs /var/log/journal
+fi
+cp -a "$1"/. /run/
+for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
+        [ ! -L "$h" ] && [ -f "$h/cgroup.procs" ] || continue
+        case "$h" in */cpuset) continue ;; esac
+        if mkdir -p "$h/$2" && echo 0 >"$h/$2/cgroup.procs"; then
+                :
+        else
+                case "$h" in */systemd|*/unified|/sys/fs/cgroup) exit 1 ;; esac
+        fi
+done
+exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target
+'''
+
+
+class Unavailable(Exception):
+    """A component the tests need is missing or cannot start (skip, or fail under CI)."""
+
+
+class HarnessError(Exception):
+    """The harness itself failed to bring the system up or down."""
+
+
+def log(msg):
+    print(f'harness: {msg}', file=sys.stderr, flush=True)
+
+
+def _systemd_quote(s):
+    s = s.replace('%', '%%')
+    if re.search(r'[\s"\\\']', s):
+        return '"' + s.replace('\\', '\\\\').replace('"', '\\"') + '"'
+    return s
+
+
+class Paths:
+    """Where the things under test are: the build dir, or what meson told us."""
+
+    def __init__(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        env = os.environ.get
+        self.source = os.path.abspath(env('SANDBOXD_SOURCE_DIR') or os.path.join(here, '..', '..'))
+        self.build = os.path.abspath(env('SANDBOXD_BUILD_DIR') or os.path.join(self.source, 'build'))
+        self.sandboxd = env('SANDBOXD_BIN') or os.path.join(self.build, 'src/sandboxd/sandboxd')
+        self.sandboxctl = env('SANDBOXCTL_BIN') or os.path.join(self.build, 'src/sandboxctl/sandboxctl')
+        self.sandbox_init = env('SANDBOX_INIT_BIN') or os.path.join(self.build, 'src/sandbox-init/sandbox-init')
+        self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
+        self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
+        self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
+        self.slice = os.path.join(self.source, 'units', 'sandbox.slice')
+        self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
+        self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
+
+    def service_text(self):
+        built = os.path.join(self.units, 'sandboxd.service')
+        if os.path.exists(built):
+            with open(built) as f:
+                return f.read()
+        # Not configured yet (running by hand): ExecStart is overridden by the drop-in.
+        with open(self.service_in) as f:
+            return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+
+    def missing(self, daemon=True):
+        """Names of the components that are absent, for a clear skip or failure."""
+        out = []
+        for tool in ('unshare', 'nsenter', 'systemctl', 'busctl', 'journalctl', 'mount'):
+            if not shutil.which(tool):
+                out.append(f'{tool} (util-linux/systemd)')
+        if not os.access(self.bwrap, os.X_OK):
+            out.append(f'bwrap ({self.bwrap}; package bubblewrap)')
+        if detect_mode() == 'namespace' and not os.access(SYSTEMD, os.X_OK):
+            out.append(f'systemd ({SYSTEMD}; package systemd)')
+        if not shutil.which('dbus-daemon') and not shutil.which('dbus-broker'):
+            out.append('dbus-daemon (package dbus)')
+        if daemon:
+            for p in (self.sandboxd, self.sandboxctl, self.sandbox_init):
+                if not os.access(p, os.X_OK):
+                    out.append(f'{p} (not built)')
+            for p in (self.policy, self.slice, self.templates):
+                if not os.path.exists(p):
+                    out.append(p)
+        return out
+
+
+def detect_mode():
+    forced = os.environ.get('SANDBOXD_TEST_MODE')
+    if forced in ('host', 'namespace'):
+        return forced
+    try:
+        with open('/proc/1/comm') as f:
+            pid1 = f.read().strip()
+    except OSError:
+        pid1 = ''
+    return 'host' if pid1 == 'systemd' and os.geteuid() == 0 else 'namespace'
+
+
+def _children(pid):
+    try:
+        with open(f'/proc/{pid}/task/{pid}/children') as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    kids = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat') as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(')', 1)[1].split()[1]) == pid:
+            kids.append(int(d))
+    return kids
+
+
+def _comm(pid):
+    try:
+        with open(f'/proc/{pid}/comm') as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _alive(pid):
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
+
+
+def _cgroup_root_of(pid):
+    """The top-level cgroup a namespace systemd was put in, from its name=systemd line."""
+    with open(f'/proc/{pid}/cgroup') as f:
+        lines = f.read().splitlines()
+    for want in (':name=systemd:', '0::'):
+        for line in lines:
+            if want in line or line.startswith(want):
+                path = line.split(':', 2)[2].strip('/')
+                top = path.split('/')[0]
+                if top.startswith(NS_PREFIXES):
+                    return top
+    return None
+
+
+def _remove_cgroups(name, timeout=15):
+    """rmdir the cgroup subtree NAME (ours) in every hierarchy, deepest first."""
+    if not name or '/' in name or not name.startswith(NS_PREFIXES):
+        return []
+    left = []
+    deadline = time.monotonic() + timeout
+    for h in sorted(os.listdir(CGROUP_FS)) + ['.']:
+        top = os.path.join(CGROUP_FS, h, name)
+        if os.path.islink(os.path.join(CGROUP_FS, h)) or not os.path.isdir(top):
+            continue
+        while True:
+            for dirpath, _dirs, _files in os.walk(top, topdown=False):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    pass
+            if not os.path.exists(top) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if os.path.exists(top):
+            left.append(top)
+    return left
+
+
+def _pdeathsig_kill():
+    """preexec: our child gets SIGKILL when we die, however we die."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _tmpfiles_seed(dest):
+    """tmpfiles.d overrides (/run has priority) without lines that delete or replace
+    files outside /run and /tmp, which are private; everything else stays as shipped."""
+    os.makedirs(dest, exist_ok=True)
+    for d in ('/usr/lib/tmpfiles.d', '/lib/tmpfiles.d', '/etc/tmpfiles.d'):
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if not name.endswith('.conf'):
+                continue
+            try:
+                with open(os.path.join(d, name)) as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            keep, dropped = [], False
+            for line in lines:
+                fields = line.split()
+                if fields and not line.lstrip().startswith('#') and len(fields) >= 2:
+                    kind, path = fields[0], fields[1]
+                    private = path.startswith(('/run/', '/tmp/', '/dev/')) or path in ('/run', '/tmp')
+                    if not private and (kind[0] in 'rRD' or '+' in kind):
+                        dropped = True
+                        continue
+                keep.append(line)
+            if dropped:
+                with open(os.path.join(dest, name), 'w') as f:
+                    f.write('# filtered by tests/integration/harness.py\n' + '\n'.join(keep) + '\n')
+
+
+class System:
+    """One systemd (the host's or a namespace's) with sandboxd installed into it."""
+
+    def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-'):
+        self.paths = paths or Paths()
+        self.mode = mode or detect_mode()
+        self.persistent = persistent
+        tmp = os.environ.get('SANDBOXD_TEST_TMPDIR', '/var/tmp')
+        self.workdir = tempfile.mkdtemp(prefix=prefix, dir=tmp)
+        os.chmod(self.workdir, 0o755)
+        self.name = os.path.basename(self.workdir)
+        self.state_dir = os.path.join(self.workdir, 'state')
+        self.pid = None            # host pid of the namespace's systemd
+        self.unshare = None        # our Popen of unshare
+        self.root = ''             # prefix to reach the system's files from here
+        self.installed = []        # host-mode files to remove
+        self.daemon_started = False
+        self.torn_down = False
+        self.started_at = time.time()
+
+    # ---- running things ---------------------------------------------------------------
+
+    def wrap(self, cmd):
+        if self.mode == 'namespace':
+            return ['nsenter', '-t', str(self.pid), '-m', '-p', '--'] + list(cmd)
+        return list(cmd)
+
+    def run(self, cmd, input=None, timeout=60, check=False, env=None):
+        """Run CMD on the system; returns CompletedProcess with text stdout/stderr.
+        On timeout the whole process group is killed and TimeoutExpired raised."""
+        full_env = dict(os.environ, SYSTEMD_PAGER='', PAGER='cat', SYSTEMD_COLORS='0',
+                        LC_ALL='C.UTF-8')
+        full_env.pop('NOTIFY_SOCKET', None)
+        if env:
+            full_env.update(env)
+        p = subprocess.Popen(self.wrap(cmd), stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env,
+                             start_new_session=True)
+        try:
+            out, err = p.communicate(input=input.encode() if isinstance(input, str) else input,
+                                     timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            out, err = p.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+        cp = subprocess.CompletedProcess(cmd, p.returncode, out.decode(errors='replace'),
+                                         err.decode(errors='replace'))
+        if check and cp.returncode != 0:
+            raise HarnessError(f'{shlex.join(cmd)} failed ({cp.returncode}):\n{cp.stdout}{cp.stderr}')
+        return cp
+
+    def sandboxctl(self, *args, **kw):
+        return self.run([self.paths.sandboxctl] + list(args), **kw)
+
+    def busctl(self, *args, **kw):
+        return self.run(['busctl', '--system', '--no-pager'] + list(args), **kw)
+
+    def bus_call(self, *args, timeout=60, as_json=True):
+        """busctl call ARGS. Returns (CompletedProcess, data, error_name): data is the
+        reply's JSON "data" list, error_name the D-Bus error's name (busctl itself prints
+        only the message; its debug log shows the name)."""
+        cmd = ['busctl', '--system', '--no-pager'] + (['--json=short'] if as_json else []) + ['call']
+        cp = self.run(cmd + list(args), env={'SYSTEMD_LOG_LEVEL': 'debug'}, timeout=timeout)
+        error = None
+        for line in cp.stderr.splitlines():
+            m = re.match(r'Got message type=error .*\berror-name=(\S+)', line)
+            if m:
+                error = m.group(1)
+        data = None
+        if cp.returncode == 0 and as_json and cp.stdout.strip():
+            data = json.loads(cp.stdout)['data']
+        return cp, data, error
+
+    def systemctl(self, *args, **kw):
+        return self.run(['systemctl', '--no-pager'] + list(args), **kw)
+
+    def show(self, unit, *props):
+        """systemctl show UNIT -p … as a dict."""
+        args = ['show', unit]
+        for p in props:
+            args += ['-p', p]
+        cp = self.systemctl(*args, check=True)
+        return dict(line.split('=', 1) for line in cp.stdout.splitlines() if '=' in line)
+
+    def journal(self, unit='sandboxd.service', since=None):
+        args = ['journalctl', '--no-pager', '-o', 'short-precise', '-u', unit]
+        if since:
+            args += [f'--since=@{int(since) - 1}']
+        try:
+            cp = self.run(args, timeout=30)
+            return cp.stdout + cp.stderr
+        except Exception as e:  # a broken journal must not hide the test failure
+            return f'(journalctl failed: {e})'
+
+    def path(self, p):
+        """P as seen by the system, reachable from here (namespace: through /proc/PID/root)."""
+        return self.root + p
+
+    def sandbox_scopes(self):
+        cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope')
+        return [line.split()[0] for line in cp.stdout.splitlines() if line.strip()]
+
+    def cgroup_dir(self, control_group):
+        """Directory of a unit's ControlGroup (as systemctl shows it: the full path, also
+        in a namespace) in the hierarchy systemd tracks processes with."""
+        for h in ('systemd', 'unified', ''):
+            base = os.path.join(CGROUP_FS, h)
+            if os.path.exists(os.path.join(base, 'cgroup.procs')):
+                return os.path.join(base, control_group.lstrip('/')).rstrip('/')
+        return None
+
+    # ---- bringing it up --------------------------------------------------------------
+
+    def boot(self, timeout=120):
+        if self.mode == 'host':
+            return
+        seed = os.path.join(self.workdir, 'run-seed')
+        units = os.path.join(seed, 'systemd', 'system')
+        os.makedirs(units)
+        for masked in ('timers.target', 'systemd-tmpfiles-clean.timer'):
+            os.symlink('/dev/null', os.path.join(units, masked))
+        os.makedirs(os.path.join(seed, 'systemd', 'journald.conf.d'))
+        with open(os.path.join(seed, 'systemd', 'journald.conf.d', '50-volatile.conf'), 'w') as f:
+            f.write('[Journal]\nStorage=volatile\n')
+        _tmpfiles_seed(os.path.join(seed, 'tmpfiles.d'))
+
+        logpath = os.path.join(self.workdir, 'boot.log')
+        argv = ['unshare', '--pid', '--fork', '--mount', '--propagation', 'private']
+        if not self.persistent:
+            argv.append('--kill-child')
+        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name]
+        with open(logpath, 'wb') as logf:
+            self.unshare = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True, env={'PATH': '/usr/sbin:/usr/bin:/sbin:/bin'},
+                preexec_fn=None if self.persistent else _pdeathsig_kill)
+        deadline = time.monotonic() + timeout
+
+        # The systemd we want is the child of the unshare we started, once it has exec'd.
+        while True:
+            if self.unshare.poll() is not None:
+                raise Unavailable(f'cannot boot systemd: unshare exited {self.unshare.returncode}:\n'
+                                  + self._boot_log())
+            kids = _children(self.unshare.pid)
+            if kids and _comm(kids[0]) == 'systemd':
+                self.pid = kids[0]
+                break
+            if time.monotonic() > deadline:
+                raise Unavailable('cannot boot systemd: no systemd process appeared\n' + self._boot_log())
+            time.sleep(0.05)
+        self.root = f'/proc/{self.pid}/root'
+        with open(os.path.join(self.workdir, 'systemd.pid'), 'w') as f:
+            f.write(f'{self.pid}\n')
+        log(f'booted systemd as host pid {self.pid} (namespace {self.name})')
+
+        state = ''
+        while time.monotonic() < deadline:
+            try:
+                cp = self.run(['systemctl', 'is-system-running', '--wait'],
+                              timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                break
+            state = cp.stdout.strip()
+            if state in ('running', 'degraded'):
+                break
+            if self.unshare.poll() is not None:
+                break
+            time.sleep(0.2)
+        if state not in ('running', 'degraded'):
+            raise Unavailable(f'systemd did not finish booting (state {state!r}):\n' + self._boot_log())
+        if state == 'degraded':
+            failed = self.systemctl('--failed', '--plain', '--no-legend').stdout.strip()
+            log(f'system is degraded; failed units:\n{failed}')
+        self.wait_for_bus(deadline)
+
+    def wait_for_bus(self, deadline):
+        while True:
+            cp = self.busctl('list', '--acquired', timeout=30)
+            if cp.returncode == 0 and 'org.freedesktop.systemd1' in cp.stdout:
+                return
+            if time.monotonic() > deadline:
+                raise Unavailable('the system bus does not answer, or systemd is not on it:\n'
+                                  + cp.stdout + cp.stderr)
+            time.sleep(0.2)
+
+    def _boot_log(self):
+        try:
+            with open(os.path.join(self.workdir, 'boot.log'), errors='replace') as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ''
+
+    def install(self):
+        """Units, drop-in and bus policy into the system; sandboxd not started yet."""
+        p = self.paths
+        os.makedirs(self.state_dir, exist_ok=True)
+        unitdir = self.path('/run/systemd/system')
+        dropdir = os.path.join(unitdir, 'sandboxd.service.d')
+        exec_start = [p.sandboxd, f'--template-dir={p.templates}', f'--agent={p.sandbox_init}',
+                      f'--state-dir={self.state_dir}']
+        if os.environ.get('SANDBOXD_BWRAP'):
+            exec_start.append(f'--bwrap={p.bwrap}')
+        dropin = ['# written by tests/integration/harness.py', '[Service]', 'ExecStart=',
+                  'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
+                  'StateDirectory=', 'Restart=no']
+        for var in SANITIZER_VARS:
+            if os.environ.get(var):
+                dropin.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
+        files = {
+            os.path.join(unitdir, 'sandboxd.service'): p.service_text(),
+            os.path.join(unitdir, 'sandbox.slice'): open(p.slice).read(),
+            os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
+        }
+        for path, text in files.items():
+            if self.mode == 'host' and os.path.exists(path):
+                raise HarnessError(f'{path} exists already; not overwriting the host\'s file')
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write(text)
+            self.installed.append(path)
+        if self.mode == 'host':
+            self.installed.append(dropdir)
+        self.systemctl('daemon-reload', check=True)
+        self.install_policy()
+
+    def install_policy(self):
+        if self.mode == 'host':
+            dest = '/etc/dbus-1/system.d/io.sandboxd.Sandbox1.conf'
+            if os.path.exists(dest):
+                raise HarnessError(f'{dest} exists already; not overwriting the host\'s file')
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy(self.paths.policy, dest)
+            self.installed.append(dest)
+        else:
+            target = next((d for d in ('/etc/dbus-1/system.d', '/usr/share/dbus-1/system.d')
+                           if os.path.isdir(d)), None)
+            if not target:
+                raise Unavailable('no dbus system.d directory to put the policy in (package dbus)')
+            mine = os.path.join(self.workdir, 'dbus-system.d')
+            os.makedirs(mine)
+            for n in os.listdir(target):
+                src = os.path.join(target, n)
+                if os.path.isfile(src):
+                    shutil.copy(src, mine)
+            shutil.copy(self.paths.policy, mine)
+            self.run(['mount', '--bind', mine, target], check=True)
+        self.busctl('call', 'org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus',
+                    'ReloadConfig', check=True)
+
+    def start_daemon(self, timeout=90):
+        self.daemon_started = True
+        cp = self.systemctl('start', 'sandboxd.service', timeout=timeout)
+        if cp.returncode != 0:
+            status = self.systemctl('status', 'sandboxd.service', '-l').stdout
+            raise HarnessError(f'systemctl start sandboxd failed:\n{cp.stderr}\n{status}\n'
+                               + self.journal())
+        deadline = time.monotonic() + 30
+        while True:
+            cp = self.busctl('call', BUS_NAME, MANAGER_PATH, 'org.freedesktop.DBus.Peer', 'Ping')
+            if cp.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise HarnessError(f'sandboxd runs but {BUS_NAME} does not answer: {cp.stderr}\n'
+                                   + self.journal())
+            time.sleep(0.1)
+        log('sandboxd is running and answers on the bus')
+
+    # ---- taking it down --------------------------------------------------------------
+
+    def teardown(self):
+        """Stop everything; returns a list of problems found (leftovers, daemon failures)."""
+        if self.torn_down:
+            return []
+        self.torn_down = True
+        problems = []
+        reachable = self.mode == 'host' or (self.pid and _alive(self.pid))
+        if reachable and self.daemon_started:
+            try:
+                problems += self._stop_daemon()
+            except Exception as e:
+                problems.append(f'stopping sandboxd failed: {e}')
+        if self.mode == 'namespace':
+            problems += self.kill()
+        else:
+            problems += self._uninstall()
+        if os.environ.get('SANDBOXD_TEST_KEEP') == '1':
+            log(f'keeping {self.workdir}')
+        else:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return problems
+
+    def _stop_daemon(self):
+        problems = []
+        cp = self.systemctl('stop', 'sandboxd.service', timeout=90)
+        if cp.returncode != 0:
+            problems.append(f'systemctl stop sandboxd failed: {cp.stderr.strip()}')
+        info = self.show('sandboxd.service', 'Result', 'NRestarts', 'ExecMainStatus', 'ExecMainCode')
+        if info.get('Result') not in ('success', None):
+            problems.append(f'sandboxd ended badly: {info}\n{self.journal()}')
+        leftovers = self.sandbox_scopes()
+        if leftovers:
+            problems.append(f'sandbox scopes left after the tests: {leftovers}')
+            for unit in leftovers:
+                self.systemctl('stop', unit, timeout=60)
+        workdirs = os.path.join(self.state_dir, 'sandboxes')
+        if os.path.isdir(workdirs) and os.listdir(workdirs):
+            problems.append(f'sandbox work directories left: {os.listdir(workdirs)}')
+        return problems
+
+    def kill(self):
+        """kill -KILL the namespace's systemd (ends everything in it) and clean up."""
+        problems = []
+        if self.pid and _alive(self.pid):
+            os.kill(self.pid, signal.SIGKILL)
+        if self.unshare is not None:
+            try:
+                self.unshare.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                problems.append(f'unshare (pid {self.unshare.pid}) did not exit')
+        deadline = time.monotonic() + 30
+        while self.pid and _alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.pid and _alive(self.pid):
+            problems.append(f'systemd (pid {self.pid}) still alive after SIGKILL')
+        left = _remove_cgroups(self.name)
+        if left:
+            problems.append(f'could not remove cgroups {left}')
+        return problems
+
+    def _uninstall(self):
+        problems = []
+        for path in reversed(self.installed):
+            try:
+                if os.path.isdir(path):
+                    os.rmdir(path)
+                else:
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                problems.append(f'cannot remove {path}: {e}')
+        self.installed = []
+        try:
+            self.systemctl('daemon-reload', timeout=60)
+            self.busctl('call', 'org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus',
+                        'ReloadConfig', timeout=30)
+        except Exception as e:
+            problems.append(f'reload after uninstall failed: {e}')
+        return problems
+
+
+# ---- one system per process ----------------------------------------------------------
+
+_current = None
+
+
+def _on_sigterm(signum, frame):
+    # KeyboardInterrupt passes through unittest (other exceptions would be swallowed as a
+    # test error), so finally: clauses and atexit run the teardown.
+    raise KeyboardInterrupt(f'signal {signum}')
+
+
+def current():
+    return _current
+
+
+def acquire(start_daemon=True):
+    """Boot (or reuse) the system for this process, with sandboxd installed and running."""
+    global _current
+    if _current is not None:
+        return _current
+    if os.geteuid() != 0:
+        raise Unavailable('the integration tests need root')
+    missing = Paths().missing(daemon=start_daemon)
+    if missing:
+        raise Unavailable('missing: ' + ', '.join(missing))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) in (signal.SIG_DFL, None):
+            signal.signal(sig, _on_sigterm)
+    system = System()
+    _current = system
+    atexit.register(release)
+    try:
+        system.boot()
+        if start_daemon:
+            system.install()
+            system.start_daemon()
+    except BaseException:
+        for p in release():
+            log(p)
+        raise
+    return system
+
+
+def release():
+    """Tear the system down; returns the problems found (also logged)."""
+    global _current
+    system, _current = _current, None
+    if system is None:
+        return []
+    problems = system.teardown()
+    for p in problems:
+        log(f'PROBLEM: {p}')
+    return problems
+
+
+class SystemTestCase(unittest.TestCase):
+    """Prints sandboxd's journal into the test log when a test fails or errors."""
+
+    def run(self, result=None):
+        result = result or self.defaultTestResult()
+        before = len(result.failures) + len(result.errors)
+        start = time.time()
+        out = super().run(result)
+        if len(result.failures) + len(result.errors) > before and _current is not None:
+            print(f'\n----- journal of sandboxd.service during {self.id()} -----\n'
+                  + _current.journal(since=start) + '----- end of journal -----',
+                  file=sys.stderr, flush=True)
+        return out
+
+
+# ---- command line ------------------------------------------------------------------
+
+
+def _cli_boot(persistent_prefix='sandboxd-ns-'):
+    mode = detect_mode()
+    if mode == 'host':
+        print('PID 1 is systemd: nothing to boot; use systemctl directly.')
+        return 0
+    system = System(mode='namespace', persistent=True, prefix=persistent_prefix)
+    try:
+        system.boot()
+    except Exception:
+        system.kill()
+        shutil.rmtree(system.workdir, ignore_errors=True)
+        raise
+    print(system.pid)
+    log(f'enter it with:  nsenter -t {system.pid} -m -p systemctl status')
+    log(f'stop it with:   kill -KILL {system.pid}   '
+        f'(or {sys.argv[0]} stop {system.pid}, which also removes its cgroup and {system.workdir})')
+    return 0
+
+
+def _cli_stop(pid):
+    if _comm(pid) != 'systemd':
+        print(f'pid {pid} is not a systemd', file=sys.stderr)
+        return 1
+    name = _cgroup_root_of(pid)
+    if not name:
+        print(f'pid {pid} was not booted by this harness (no {NS_PREFIXES[1]}* cgroup); not touching it',
+              file=sys.stderr)
+        return 1
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _remove_cgroups(name)
+    workdir = os.path.join(os.environ.get('SANDBOXD_TEST_TMPDIR', '/var/tmp'), name)
+    if os.path.isdir(workdir):
+        shutil.rmtree(workdir, ignore_errors=True)
+    if _alive(pid) or left:
+        print(f'still there: pid alive={_alive(pid)}, cgroups={left}', file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 1 and argv[0] == 'boot':
+        return _cli_boot()
+    if len(argv) == 2 and argv[0] == 'stop' and argv[1].isdigit():
+        return _cli_stop(int(argv[1]))
+    if len(argv) == 1 and argv[0] == 'mode':
+        print(detect_mode())
+        return 0
+    print(f'usage: {sys.argv[0]} boot | stop PID | mode', file=sys.stderr)
+    return 2
+
+
+if __name__ == '__main__':
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (Unavailable, HarnessError) as e:
+        print(f'harness: {e}', file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Runs the integration tests on one booted system (see harness.py).
+
+Exit status: 0 all passed, 1 something failed, 77 skipped (meson's skip code).
+With CI=true in the environment a missing component (bwrap, systemd, a built binary, a
+system that does not boot) is a failure, never a skip.
+
+    meson test -C build --suite integration --print-errorlogs
+    python3 tests/integration/run.py [test_core.Limits.test_exec_timeout …]
+"""
+
+import os
+import sys
+import traceback
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+MODULES = ['test_core']
+SKIP = 77
+
+
+def main(argv):
+    ci = os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
+    try:
+        system = harness.acquire()
+    except harness.Unavailable as e:
+        if ci:
+            print(f'FAIL: CI=true and a component is unavailable: {e}', file=sys.stderr)
+            return 1
+        print(f'SKIP: {e}', file=sys.stderr)
+        return SKIP
+    except KeyboardInterrupt:
+        print('interrupted while booting', file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print('FAIL: could not bring the system up', file=sys.stderr)
+        return 1
+
+    print(f'system: {system.mode} mode, systemd pid {system.pid or 1}, work dir {system.workdir}',
+          file=sys.stderr, flush=True)
+    result = None
+    try:
+        suite = unittest.defaultTestLoader.loadTestsFromNames(argv or MODULES)
+        result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
+    except KeyboardInterrupt as e:
+        print(f'interrupted: {e}', file=sys.stderr)
+    finally:
+        problems = harness.release()
+    for p in problems:
+        print(f'FAIL (teardown): {p}', file=sys.stderr)
+    if result is None or problems or not result.wasSuccessful():
+        return 1
+    if result.testsRun == 0 or len(result.skipped) == result.testsRun:
+        print('FAIL: no test ran' if ci else 'SKIP: no test ran', file=sys.stderr)
+        return 1 if ci else SKIP
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
