@@ -41,6 +41,7 @@ bool sandbox_id_is_valid(const char *id) {
         return true;
 }
 
+Manager *sandbox_get_manager(const Sandbox *s) { return s->manager; }
 const char *sandbox_get_id(const Sandbox *s) { return s->id; }
 const char *sandbox_get_template(const Sandbox *s) { return s->template_name; }
 const char *sandbox_get_unit(const Sandbox *s) { return s->unit; }

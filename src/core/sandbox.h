@@ -34,6 +34,7 @@ typedef void (*sandbox_callback_t)(Sandbox *s, const sd_bus_error *error, void *
 
 bool sandbox_id_is_valid(const char *id);
 
+Manager *sandbox_get_manager(const Sandbox *s);
 const char *sandbox_get_id(const Sandbox *s);
 const char *sandbox_get_template(const Sandbox *s);
 const char *sandbox_get_unit(const Sandbox *s);

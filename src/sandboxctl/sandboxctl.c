@@ -3,10 +3,6 @@
 /* sandboxctl: the command line face of sandboxd's D-Bus API (sandboxd-api(7)). It only
  * translates: arguments into method calls, replies into text or JSON. */
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1   /* program_invocation_short_name, asprintf() */
-#endif
-
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -378,18 +374,20 @@ typedef struct CallState {
         int signal;
 } CallState;
 
+/* The handlers only record: sd_event_exit() would also close the bus (sd-bus hooks the
+ * loop's exit), and the caller may still need it, e.g. to destroy the sandbox. */
 static int call_reply_handler(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         CallState *s = userdata;
 
         s->reply = sd_bus_message_ref(m);
-        return sd_event_exit(sd_bus_get_event(sd_bus_message_get_bus(m)), 0);
+        return 0;
 }
 
 static int call_signal_handler(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
         CallState *s = userdata;
 
         s->signal = (int) si->ssi_signo;
-        return sd_event_exit(sd_event_source_get_event(source), 0);
+        return 0;
 }
 
 static int call_wait(sd_bus *bus, sd_event *event, sd_bus_message *m, uint64_t usec, CallState *state) {
@@ -407,7 +405,14 @@ static int call_wait(sd_bus *bus, sd_event *event, sd_bus_message *m, uint64_t u
         if (r < 0)
                 return r;
 
-        return sd_event_loop(event);
+        /* The call's own timeout ends it with an error reply, so this ends. */
+        while (!state->reply && state->signal == 0) {
+                r = sd_event_run(event, UINT64_MAX);
+                if (r < 0)
+                        return r;
+        }
+
+        return 0;
 }
 
 /* Like sd_bus_call(), but SIGINT, SIGTERM and SIGHUP end the wait (returning -EINTR and

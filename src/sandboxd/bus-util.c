@@ -2,6 +2,7 @@
 
 #include "bus-util.h"
 #include "log.h"
+#include "polkit.h"
 #include "sandbox-errors.h"
 #include "strv.h"
 
@@ -68,4 +69,85 @@ void bus_reply_error(sd_bus_message *call, const sd_bus_error *error) {
         int r = sd_bus_reply_method_error(call, error);
         if (r < 0)
                 log_debug("Failed to send error reply (caller gone?): %s", strerror(-r));
+}
+
+int bus_get_sender_uid(sd_bus_message *m, uid_t *ret) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        int r;
+
+        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        return sd_bus_creds_get_euid(creds, ret);
+}
+
+typedef struct AuthRequest {
+        sd_bus_message *call;
+        bus_authorized_t fn;
+        void *userdata;
+        void (*free_userdata)(void *userdata);
+} AuthRequest;
+
+static void auth_request_run(AuthRequest *a) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = a->fn(a->call, a->userdata, &error);
+        if (r < 0) {
+                if (sd_bus_error_is_set(&error))
+                        bus_reply_error(a->call, &error);
+                else
+                        (void) sd_bus_reply_method_errno(a->call, r, NULL);
+        }
+}
+
+static void auth_request_free(AuthRequest *a) {
+        if (a->free_userdata)
+                a->free_userdata(a->userdata);
+        sd_bus_message_unref(a->call);
+        free(a);
+}
+
+static void on_authorized(int authorized, const sd_bus_error *error, void *userdata) {
+        AuthRequest *a = userdata;
+
+        if (authorized > 0)
+                auth_request_run(a);
+        else
+                bus_reply_error(a->call, error);
+        auth_request_free(a);
+}
+
+int bus_authorize_then(sd_bus_message *call, const char *action, bus_authorized_t fn,
+                       void *userdata, void (*free_userdata)(void *userdata)) {
+        AuthRequest *a;
+        int r;
+
+        a = calloc(1, sizeof(AuthRequest));
+        if (!a) {
+                if (free_userdata)
+                        free_userdata(userdata);
+                return -ENOMEM;
+        }
+        *a = (AuthRequest) {
+                .call = sd_bus_message_ref(call),
+                .fn = fn,
+                .userdata = userdata,
+                .free_userdata = free_userdata,
+        };
+
+        if (!action) {
+                auth_request_run(a);
+                auth_request_free(a);
+                return 1;
+        }
+
+        r = polkit_check_bus_name(sd_bus_message_get_bus(call), sd_bus_message_get_sender(call), action,
+                                  sd_bus_message_get_allow_interactive_authorization(call) > 0,
+                                  on_authorized, a);
+        if (r < 0) {
+                auth_request_free(a);
+                return r;
+        }
+        return 1;
 }

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
+#include "polkit.h"
 #include "strv.h"
 
 static int sandbox_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
@@ -23,45 +24,71 @@ static void on_created(Sandbox *s, const sd_bus_error *error, void *userdata) {
                 log_sandbox(s, LOG_WARNING, r, "Failed to reply to CreateSandbox: %m");
 }
 
-static int bus_get_sender_uid(sd_bus_message *m, uid_t *ret) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+typedef struct CreateRequest {
+        Manager *manager;
+        char *template;
+        SandboxConfig config;
+        uid_t owner;
+} CreateRequest;
+
+static void create_request_free(void *userdata) {
+        CreateRequest *c = userdata;
+        free(c->template);
+        free(c);
+}
+
+static int create_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        CreateRequest *c = userdata;
         int r;
 
-        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
+        r = manager_create_sandbox(c->manager, c->template, &c->config, c->owner, on_created,
+                                   sd_bus_message_ref(call), error);
         if (r < 0)
-                return r;
-        return sd_bus_creds_get_euid(creds, ret);
+                sd_bus_message_unref(call);
+        return r;
 }
 
 static int method_create_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Manager *manager = userdata;
-        SandboxConfig config = {};
+        _cleanup_free_ CreateRequest *c = NULL;
         const char *template;
-        uid_t owner;
         int r;
+
+        c = calloc(1, sizeof(CreateRequest));
+        if (!c)
+                return -ENOMEM;
+        c->manager = userdata;
 
         r = sd_bus_message_read(m, "s", &template);
         if (r < 0)
                 return r;
-        r = bus_read_options(m, sandbox_config_setter, &config, error);
+        r = bus_read_options(m, sandbox_config_setter, &c->config, error);
         if (r < 0)
                 return r;
-        r = bus_get_sender_uid(m, &owner);
+        r = bus_get_sender_uid(m, &c->owner);
         if (r < 0)
                 return r;
+        c->template = strdup(template);
+        if (!c->template)
+                return -ENOMEM;
 
-        r = manager_create_sandbox(manager, template, &config, owner, on_created, sd_bus_message_ref(m), error);
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        return 1;
+        const char *action = sandbox_access_action(SANDBOX_OP_CREATE, c->owner, 0);
+        return bus_authorize_then(m, action, create_authorized, TAKE_PTR(c), create_request_free);
+}
+
+static int get_sandbox_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+
+        if (!s)
+                return -ENOENT;
+        return sd_bus_reply_method_return(call, "o", sandbox_get_object_path(s));
 }
 
 static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         Manager *manager = userdata;
         const char *id;
         Sandbox *s;
+        uid_t uid;
         int r;
 
         r = sd_bus_message_read(m, "s", &id);
@@ -70,32 +97,77 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         s = manager_get_sandbox(manager, id);
         if (!s)
                 return sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
-        return sd_bus_reply_method_return(m, "o", sandbox_get_object_path(s));
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
+                return r;
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_INSPECT, uid, sandbox_get_owner(s)),
+                                         get_sandbox_authorized, NULL);
 }
 
-static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+typedef struct ListRequest {
+        sd_bus_message *call;
+        Manager *manager;
+        uid_t uid;
+} ListRequest;
+
+static void list_sandboxes_reply(ListRequest *l, bool all) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        Manager *manager = userdata;
         int r;
 
-        r = sd_bus_message_new_method_return(m, &reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
-        if (r < 0)
-                return r;
-        for (Sandbox *s = manager_next_sandbox(manager, NULL); s; s = manager_next_sandbox(manager, s)) {
+        r = sd_bus_message_new_method_return(l->call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
+        for (Sandbox *s = manager_next_sandbox(l->manager, NULL); r >= 0 && s; s = manager_next_sandbox(l->manager, s)) {
+                if (!all && sandbox_get_owner(s) != l->uid)
+                        continue;
                 r = sd_bus_message_append(reply, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
                                           (uint32_t) sandbox_get_owner(s),
                                           sandbox_state_to_string(sandbox_get_state(s)),
                                           sandbox_get_object_path(s), sandbox_get_created_at(s));
-                if (r < 0)
-                        return r;
         }
-        r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        if (r < 0)
+                (void) sd_bus_reply_method_errno(l->call, r, NULL);
+}
+
+static void on_list_authorized(int authorized, const sd_bus_error *error, void *userdata) {
+        ListRequest *l = userdata;
+
+        /* Without "manage" a caller simply sees its own sandboxes. */
+        list_sandboxes_reply(l, authorized > 0);
+        sd_bus_message_unref(l->call);
+        free(l);
+}
+
+static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ListRequest l = { .call = m, .manager = userdata };
+        ListRequest *copy;
+        int r;
+
+        r = bus_get_sender_uid(m, &l.uid);
         if (r < 0)
                 return r;
-        return sd_bus_send(NULL, reply, NULL);
+        if (l.uid == 0) {
+                list_sandboxes_reply(&l, true);
+                return 1;
+        }
+
+        copy = malloc(sizeof(ListRequest));
+        if (!copy)
+                return -ENOMEM;
+        *copy = l;
+        copy->call = sd_bus_message_ref(m);
+        r = polkit_check_bus_name(sd_bus_message_get_bus(m), sd_bus_message_get_sender(m),
+                                  SANDBOX_ACTION_MANAGE, false, on_list_authorized, copy);
+        if (r < 0) {
+                sd_bus_message_unref(copy->call);
+                free(copy);
+                return r;
+        }
+        return 1;
 }
 
 static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error *error) {

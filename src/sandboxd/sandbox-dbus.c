@@ -92,10 +92,53 @@ static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *
                 log_warning_errno(r, "Failed to send Exec reply: %m");
 }
 
+Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error) {
+        Sandbox *s = manager_get_sandbox(req->manager, req->id);
+        if (!s)
+                sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "Sandbox '%s' is gone.", req->id);
+        return s;
+}
+
+static void sandbox_request_free(void *userdata) {
+        SandboxRequest *req = userdata;
+        exec_config_done(&req->exec);
+        free(req);
+}
+
+int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
+                              ExecConfig *exec) {
+        SandboxRequest *req;
+
+        req = calloc(1, sizeof(SandboxRequest));
+        if (!req)
+                return -ENOMEM;
+        req->manager = sandbox_get_manager(s);
+        strcpy(req->id, sandbox_get_id(s));
+        if (exec) {
+                req->exec = *exec;
+                *exec = (ExecConfig) {};
+        }
+        return bus_authorize_then(m, action, fn, req, sandbox_request_free);
+}
+
+static int exec_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        r = sandbox_exec(s, &req->exec, on_exec_done, sd_bus_message_ref(call), error);
+        if (r < 0)
+                sd_bus_message_unref(call);
+        return r;
+}
+
 static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(exec_config_done) ExecConfig c;
         Sandbox *s = userdata;
         char **argv = NULL;
+        uid_t uid;
         int r;
 
         exec_config_init(&c);
@@ -108,13 +151,12 @@ static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         r = bus_read_options(m, exec_config_setter, &c, error);
         if (r < 0)
                 return r;
-
-        r = sandbox_exec(s, &c, on_exec_done, sd_bus_message_ref(m), error);
-        if (r < 0) {
-                sd_bus_message_unref(m);
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
                 return r;
-        }
-        return 1;
+
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
+                                         exec_authorized, &c);
 }
 
 static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
@@ -126,16 +168,29 @@ static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) 
                 (void) sd_bus_reply_method_return(call, NULL);
 }
 
-static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
+static int destroy_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
         int r;
 
-        r = sandbox_destroy(s, on_destroyed, sd_bus_message_ref(m));
-        if (r < 0) {
-                sd_bus_message_unref(m);
+        if (!s)
+                return -ENOENT;
+        r = sandbox_destroy(s, on_destroyed, sd_bus_message_ref(call));
+        if (r < 0)
+                sd_bus_message_unref(call);
+        return r;
+}
+
+static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        uid_t uid;
+        int r;
+
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
                 return r;
-        }
-        return 1;
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_DESTROY, uid, sandbox_get_owner(s)),
+                                         destroy_authorized, NULL);
 }
 
 static const sd_bus_vtable sandbox_vtable[] = {

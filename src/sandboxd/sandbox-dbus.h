@@ -3,6 +3,7 @@
 
 #include <systemd/sd-bus.h>
 
+#include "access.h"
 #include "manager.h"
 
 #define SANDBOX_BUS_NAME "io.sandboxd.Sandbox1"
@@ -16,3 +17,18 @@ int sandbox_dbus_register(sd_bus *bus, Manager *m);
 int sandbox_dbus_emit_state(sd_bus *bus, Sandbox *s);
 int manager_dbus_register(sd_bus *bus, Manager *m);
 int manager_dbus_emit_sandbox(sd_bus *bus, Sandbox *s, bool added);
+
+/* A method call on one sandbox, carried across the polkit check. The sandbox is looked up
+ * again afterwards: it may have gone meanwhile. */
+typedef struct SandboxRequest {
+        Manager *manager;
+        char id[SANDBOX_ID_LEN + 1];
+        ExecConfig exec; /* Exec only */
+} SandboxRequest;
+
+#include "bus-util.h"
+
+Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
+/* Takes the contents of exec (if given) into the request. */
+int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
+                              ExecConfig *exec);

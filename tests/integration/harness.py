@@ -24,6 +24,8 @@ Library use (tests/integration/test_core.py, bench/bench.py):
 
 Command line (tools/quickstart):
     harness.py boot      boot a persistent namespace systemd; prints its PID
+    harness.py boot --daemon   … and start sandboxd from the build dir in it (debugging)
+    harness.py find      prints the PIDs of such systemds still running
     harness.py stop PID  kill such a systemd and remove its cgroup and work directory
     harness.py mode      prints "host" or "namespace"
 
@@ -701,14 +703,20 @@ class SystemTestCase(unittest.TestCase):
 # ---- command line ------------------------------------------------------------------
 
 
-def _cli_boot(persistent_prefix='sandboxd-ns-'):
+def _cli_boot(with_daemon=False, persistent_prefix='sandboxd-ns-'):
     mode = detect_mode()
     if mode == 'host':
-        print('PID 1 is systemd: nothing to boot; use systemctl directly.')
-        return 0
+        print('PID 1 is systemd: nothing to boot; use systemctl directly.', file=sys.stderr)
+        return 1
     system = System(mode='namespace', persistent=True, prefix=persistent_prefix)
     try:
         system.boot()
+        if with_daemon:
+            missing = system.paths.missing()
+            if missing:
+                raise Unavailable('missing: ' + ', '.join(missing))
+            system.install()
+            system.start_daemon()
     except Exception:
         system.kill()
         shutil.rmtree(system.workdir, ignore_errors=True)
@@ -743,15 +751,34 @@ def _cli_stop(pid):
     return 0
 
 
+def _cli_find():
+    """PIDs of the persistent namespace systemds this harness booted (tools/quickstart
+    reuses one instead of booting a second)."""
+    found = []
+    for d in os.listdir('/proc'):
+        if d.isdigit() and _comm(int(d)) == 'systemd' and _alive(int(d)):
+            try:
+                name = _cgroup_root_of(int(d))
+            except OSError:
+                continue
+            if name and name.startswith(NS_PREFIXES[1]):
+                found.append(int(d))
+    for pid in sorted(found):
+        print(pid)
+    return 0
+
+
 def main(argv):
-    if len(argv) >= 1 and argv[0] == 'boot':
-        return _cli_boot()
+    if len(argv) == 1 and argv[0] == 'find':
+        return _cli_find()
+    if argv in (['boot'], ['boot', '--daemon']):
+        return _cli_boot(with_daemon='--daemon' in argv)
     if len(argv) == 2 and argv[0] == 'stop' and argv[1].isdigit():
         return _cli_stop(int(argv[1]))
     if len(argv) == 1 and argv[0] == 'mode':
         print(detect_mode())
         return 0
-    print(f'usage: {sys.argv[0]} boot | stop PID | mode', file=sys.stderr)
+    print(f'usage: {sys.argv[0]} boot [--daemon] | find | stop PID | mode', file=sys.stderr)
     return 2
 
 

@@ -677,11 +677,12 @@ static void test_not_dumpable(void **state) {
         char path[64];
         int status;
 
-        /* /proc/PID of a non-dumpable process belongs to root, not to the process's user.
-         * Root could not tell the two apart, so as root the agent runs as nobody here. */
+        /* The files of /proc/PID of a non-dumpable process belong to root, not to the
+         * process's user. Root could not tell the two apart, so as root the agent runs as
+         * nobody here. (/proc/PID itself keeps the owner: stat a file inside.) */
         agent_start_with(&a, &(struct agent_options) { .leak_fd = -1, .as_nobody = true });
         assert_int_equal(proc_uid(a.pid), uid);
-        snprintf(path, sizeof(path), "/proc/%d", (int) a.pid);
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) a.pid);
         assert_return_code(stat(path, &st), errno);
         assert_int_equal(st.st_uid, 0);
 
@@ -695,14 +696,17 @@ static void test_agent_closes_inherited_fds(void **state) {
         struct dirent *de;
         char path[64], list[256] = "";
         DIR *d;
-        int leak, status;
+        int fd, leak, status;
 
         /* A non-dumpable process's fds are listed only for root. */
         if (geteuid() != 0)
                 skip();
 
-        leak = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        assert_true(leak > AGENT_CONTROL_FD);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        leak = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+        assert_true(leak >= 10);
+        safe_close(fd);
         agent_start_with(&a, &(struct agent_options) { .leak_fd = leak });
         safe_close(leak);
 
@@ -710,8 +714,6 @@ static void test_agent_closes_inherited_fds(void **state) {
         d = opendir(path);
         assert_non_null(d);
         while ((de = readdir(d))) {
-                int fd;
-
                 if (de->d_name[0] == '.')
                         continue;
                 fd = atoi(de->d_name);
