@@ -16,7 +16,8 @@ inside that system, whole processes spawned the same way each time:
   b. fork+exec of /bin/true
   c. systemd-run --scope bwrap … /bin/true
   d. sandboxctl run -- /bin/true (create + exec + destroy, end to end)
-  e. create + first exec through D-Bus: busctl call CreateSandbox, then busctl call Exec
+  e. create + first exec through D-Bus: busctl call CreateSandbox, then busctl call Exec;
+     also sandboxctl create + sandboxctl exec
   f. exec of /bin/true in a running sandbox: busctl call Exec; also sandboxctl exec
   p. busctl call … org.freedesktop.DBus.Peer Ping to sandboxd: what starting busctl and
      connecting to the bus costs; e and f are also shown net of it.
@@ -98,6 +99,15 @@ def inner(cfg):
 
     out['e_create_first_exec'] = measure(n, create_first_exec)
 
+    def ctl_create_first_exec():
+        t1, o = timed([ctl, 'create'])
+        sid = o.strip()
+        t2, _o = timed([ctl, 'exec', sid, '--', '/bin/true'])
+        timed([ctl, 'destroy', sid])
+        return t1 + t2
+
+    out['e_sandboxctl_create_exec'] = measure(n, ctl_create_first_exec)
+
     _t, o = timed(busctl + [MANAGER, f'{BUS}.Manager', 'CreateSandbox', 'sa{sv}', 'shell', '0'])
     sid, path = json.loads(o)['data']
     try:
@@ -121,6 +131,7 @@ def report(samples, n):
         ('d', 'sandboxctl run -- /bin/true', 'd_sandboxctl_run'),
         ('e', 'create + first exec, 2 × busctl (raw)', 'e_create_first_exec'),
         ('e', 'create + first exec, net of busctl', 'e_create_first_exec_net'),
+        ('e', 'sandboxctl create + sandboxctl exec', 'e_sandboxctl_create_exec'),
         ('f', 'exec in running sandbox, busctl (raw)', 'f_exec_busctl'),
         ('f', 'exec in running sandbox, net of busctl', 'f_exec_busctl_net'),
         ('f', 'sandboxctl exec ID -- /bin/true', 'f_exec_sandboxctl'),
@@ -143,6 +154,9 @@ def report(samples, n):
           'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
     ratio('create+first exec (raw) / systemd-run --scope bwrap', 'e_create_first_exec',
           'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
+    ratio('sandboxctl create + exec / systemd-run --scope bwrap', 'e_sandboxctl_create_exec',
+          'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
+    ratio('sandboxctl exec / fork+exec', 'f_exec_sandboxctl', 'b_fork_exec', '≤ 3', lambda r: r <= 3)
     ratio('sandboxctl run / systemd-run --scope bwrap', 'd_sandboxctl_run', 'c_systemd_run_scope_bwrap',
           '< 1', lambda r: r < 1)
     return med

@@ -191,7 +191,7 @@ void exec_abort(Exec *e, const char *reason) {
                 return;
         }
 
-        sd_bus_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
+        sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
         exec_callback_t cb = e->cb;
         void *userdata = e->userdata;
         e->cb = NULL;
@@ -318,11 +318,11 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         json_object_put(msg);
         if (r == -EMSGSIZE) {
                 exec_free(e);
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "The exec request is too large.");
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "The exec request is too large.");
         }
         if (r < 0) {
                 exec_free(e);
-                return sd_bus_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
                                          "Failed to hand the command to sandbox %s: %s", s->id, strerror(-r));
         }
 

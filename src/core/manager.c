@@ -35,14 +35,12 @@ void manager_settings_done(ManagerSettings *s) {
 static int mkdir_mode(const char *path, mode_t mode) {
         if (mkdir(path, mode) < 0 && errno != EEXIST)
                 return -errno;
-        /* Sandbox uids must be able to pass through to their own work directory. */
         if (chmod(path, mode) < 0)
                 return -errno;
         return 0;
 }
 
 int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager **ret) {
-        _cleanup_free_ char *sandboxes_dir = NULL;
         Manager *m;
         int r;
 
@@ -57,19 +55,16 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = system_bounds_read(&m->bounds);
         if (r < 0)
                 goto fail;
+        r = bwrap_find_proc_masks(&m->proc_masks, &m->proc_mask_dirs);
+        if (r < 0)
+                goto fail;
         r = systemd_client_new(bus, &m->systemd);
         if (r < 0)
                 goto fail;
 
-        if (asprintf(&sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        r = mkdir_mode(m->settings.state_dir, 0711);
-        if (r >= 0)
-                r = mkdir_mode(sandboxes_dir, 0711);
+        r = mkdir_mode(m->settings.state_dir, 0700);
         if (r < 0) {
-                log_error_errno(r, "Failed to create %s: %m", sandboxes_dir);
+                log_error_errno(r, "Failed to create %s: %m", m->settings.state_dir);
                 goto fail;
         }
 
@@ -99,6 +94,8 @@ Manager *manager_free(Manager *m) {
         systemd_client_free(m->systemd);
         m->systemd = NULL;
         template_set_done(&m->templates);
+        strv_free(m->proc_masks);
+        strv_free(m->proc_mask_dirs);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
@@ -189,10 +186,10 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 template_name = "shell";
         t = template_name_is_valid(template_name) ? template_set_find(&m->templates, template_name) : NULL;
         if (!t)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_TEMPLATE,
+                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_TEMPLATE,
                                          "No template '%.64s'.", template_name);
         if (m->n_sandboxes >= m->settings.max_sandboxes)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_TOO_MANY_SANDBOXES,
+                return sandbox_error_setf(error, SANDBOX_ERROR_TOO_MANY_SANDBOXES,
                                          "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
         r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
         if (r < 0)
@@ -209,17 +206,17 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 m->sandboxes = s;
         m->sandboxes_tail = s;
         m->n_sandboxes++;
+        if (m->hooks.sandbox_added)
+                m->hooks.sandbox_added(s, m->hooks.userdata);
 
         r = sandbox_start(s, cb, userdata);
         if (r < 0) {
-                sd_bus_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s", strerror(-r));
                 manager_unlink_sandbox(m, s);
                 sandbox_free_internal(s);
-                return -r > 0 ? r : -EIO;
+                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                                          strerror(-r));
         }
 
-        if (m->hooks.sandbox_added)
-                m->hooks.sandbox_added(s, m->hooks.userdata);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s, owner %u) starting.", s->id, t->name, owner);
         return 0;
 }

@@ -22,7 +22,7 @@ int system_bounds_read(SystemBounds *ret) {
 }
 
 static int option_type_error(const char *name, const OptionValue *v, const char *want, sd_bus_error *error) {
-        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                  "Option %s must be of type '%s', got '%s'.", name, want, v->signature);
 }
 
@@ -39,7 +39,7 @@ static int option_get_u64(const char *name, const OptionValue *v, uint64_t *ret,
 
 static int check_range(const char *name, uint64_t value, uint64_t min, uint64_t max, sd_bus_error *error) {
         if (value < min || value > max)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                          "%s=%" PRIu64 " is out of range, must be between %" PRIu64
                                          " and %" PRIu64 ".", name, value, min, max);
         return 0;
@@ -62,7 +62,7 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         int r;
 
         if (streq(name, "MemoryMax") || streq(name, "CPUQuotaPerSecUSec") || streq(name, "TasksMax") ||
-            streq(name, "Timeout")) {
+            streq(name, "Timeout") || streq(name, "DiskMax")) {
                 r = option_get_u64(name, v, &u, error);
                 if (r < 0)
                         return r;
@@ -76,6 +76,9 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                 } else if (streq(name, "TasksMax")) {
                         r = check_range(name, u, SANDBOX_TASKS_MIN, SANDBOX_TASKS_MAX, error);
                         c->limits.tasks_max = u;
+                } else if (streq(name, "DiskMax")) {
+                        r = check_range(name, u, SANDBOX_DISK_MIN, SANDBOX_DISK_MAX, error);
+                        c->disk_max = u;
                 } else {
                         r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
                         c->timeout_sec = u;
@@ -89,7 +92,7 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                 return 0;
         }
 
-        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown sandbox option '%.64s'.", name);
+        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown sandbox option '%.64s'.", name);
 }
 
 int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defaults,
@@ -110,6 +113,9 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
         if (l->tasks_max == 0)
                 l->tasks_max = template_defaults && template_defaults->tasks_max ?
                         template_defaults->tasks_max : SANDBOX_TASKS_DEFAULT;
+
+        if (c->disk_max == 0)
+                c->disk_max = SANDBOX_DISK_DEFAULT;
 
         r = check_range("MemoryMax", l->memory_max, SANDBOX_MEMORY_MIN, bounds->memory_total, error);
         if (r < 0)
@@ -163,7 +169,7 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 if (!option_is(v, "s"))
                         return option_type_error(name, v, "s", error);
                 if (v->s[0] != '/' || !string_is_clean(v->s, 4096))
-                        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                                  "WorkingDirectory must be an absolute path without control characters.");
                 free(c->working_directory);
                 c->working_directory = strdup(v->s);
@@ -173,11 +179,11 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 if (!option_is(v, "as"))
                         return option_type_error(name, v, "as", error);
                 if (strv_length(v->strv) > EXEC_ENVC_MAX)
-                        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                                  "Too many Environment entries (at most %u).", EXEC_ENVC_MAX);
                 for (char * const *e = v->strv; *e; e++)
                         if (!env_assignment_is_valid(*e))
-                                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                                          "Environment entry is not NAME=VALUE: '%.64s'", *e);
                 char **copy = strv_copy(v->strv);
                 if (!copy)
@@ -190,7 +196,7 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 if (!option_is(v, "ay"))
                         return option_type_error(name, v, "ay", error);
                 if (v->bytes.size > EXEC_STDIN_MAX)
-                        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                                  "Stdin is larger than %llu bytes.", EXEC_STDIN_MAX);
                 void *d = malloc(v->bytes.size ?: 1);
                 if (!d)
@@ -202,18 +208,18 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 return 0;
         }
 
-        return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown exec option '%.64s'.", name);
+        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown exec option '%.64s'.", name);
 }
 
 int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
         _cleanup_strv_free_ char **l = argv;
 
         if (strv_isempty(l))
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
         if (isempty(l[0]))
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv[0] must not be empty.");
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv[0] must not be empty.");
         if (strv_length(l) > EXEC_ARGC_MAX)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                          "Too many arguments (at most %u).", EXEC_ARGC_MAX);
 
         strv_free(c->argv);
@@ -223,9 +229,9 @@ int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
 
 int exec_config_finalize(ExecConfig *c, sd_bus_error *error) {
         if (strv_isempty(c->argv))
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
         if (strv_bytes(c->argv) + strv_bytes(c->environment) > EXEC_ARGS_MAX)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                          "argv and Environment together exceed %u bytes.", EXEC_ARGS_MAX);
         if (!c->working_directory) {
                 c->working_directory = strdup(SANDBOX_WORKDIR);

@@ -19,6 +19,10 @@
 #define SANDBOX_TASKS_MAX 65536ULL
 #define SANDBOX_TASKS_DEFAULT 256ULL
 #define SANDBOX_LIFETIME_MAX_SEC (30ULL * 24 * 3600)
+/* /work and /tmp are each a tmpfs of this size; their pages count against MemoryMax. */
+#define SANDBOX_DISK_MIN (1ULL * 1024 * 1024)
+#define SANDBOX_DISK_DEFAULT (1024ULL * 1024 * 1024)
+#define SANDBOX_DISK_MAX (1024ULL * 1024 * 1024 * 1024)
 
 #define EXEC_TIMEOUT_DEFAULT_SEC 300ULL
 #define EXEC_TIMEOUT_MAX_SEC 3600ULL
@@ -38,6 +42,7 @@ typedef struct SandboxLimits {
 
 typedef struct SandboxConfig {
         SandboxLimits limits;  /* 0 = not asked for: the template's value, else the default */
+        uint64_t disk_max;     /* bytes, each of /work and /tmp; 0 = default */
         uint64_t timeout_sec;  /* lifetime, 0 = none */
         bool ephemeral;
 } SandboxConfig;

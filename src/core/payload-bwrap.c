@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <grp.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -18,7 +20,10 @@
 
 int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         _cleanup_strv_free_ char **a = NULL;
+        char disk[32];
         int r = 0;
+
+        snprintf(disk, sizeof(disk), "%" PRIu64, p->disk_max);
 
 #define ARG(s)                                                  \
         do {                                                    \
@@ -44,10 +49,19 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 ARG("--ro-bind-try"); ARG(*b); ARG(*b);
         }
         ARG("--proc"); ARG("/proc");
+        for (char * const *m = p->proc_masks; m && *m; m++) {
+                ARG("--ro-bind"); ARG("/dev/null"); ARG(*m);
+        }
+        for (char * const *m = p->proc_mask_dirs; m && *m; m++) {
+                ARG("--tmpfs"); ARG(*m);
+                ARG("--remount-ro"); ARG(*m);
+        }
         ARG("--dev"); ARG("/dev");
-        ARG("--tmpfs"); ARG("/tmp");
-        ARG("--bind"); ARG(p->work_dir); ARG(SANDBOX_WORKDIR);
+        /* The work directory lives as long as the sandbox, and nowhere on the host. */
+        ARG("--size"); ARG(disk); ARG("--perms"); ARG("0700"); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
+        ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
         ARG("--ro-bind"); ARG(p->agent_path); ARG(SANDBOX_AGENT_INSIDE);
+        ARG("--remount-ro"); ARG("/");
         ARG("--chdir"); ARG(SANDBOX_WORKDIR);
         ARG("--");
         ARG(SANDBOX_AGENT_INSIDE);
@@ -56,6 +70,41 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 return r;
 
         *ret = TAKE_PTR(a);
+        return 0;
+}
+
+/* Like the masks of container runtimes: kernel and hardware details of the host that
+ * procfs shows in every PID namespace. Masked only where they exist on this kernel. */
+static const char * const proc_mask_candidates[] = {
+        "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/timer_stats",
+        "/proc/sched_debug", "/proc/latency_stats", "/proc/kallsyms", "/proc/config.gz",
+        "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup", "/proc/iomem", "/proc/ioports",
+        "/proc/vmallocinfo", "/proc/slabinfo", "/proc/mtrr", "/proc/sysrq-trigger", "/proc/modules",
+        "/proc/buddyinfo", "/proc/pagetypeinfo", "/proc/zoneinfo",
+};
+static const char * const proc_mask_dir_candidates[] = {
+        "/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/bus", "/proc/driver", "/proc/fs", "/proc/irq",
+        "/proc/tty", "/proc/sysvipc",
+};
+
+int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs) {
+        _cleanup_strv_free_ char **files = NULL, **dirs = NULL;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(proc_mask_candidates); i++)
+                if (access(proc_mask_candidates[i], F_OK) >= 0) {
+                        r = strv_extend(&files, proc_mask_candidates[i]);
+                        if (r < 0)
+                                return r;
+                }
+        for (size_t i = 0; i < ELEMENTSOF(proc_mask_dir_candidates); i++)
+                if (access(proc_mask_dir_candidates[i], F_OK) >= 0) {
+                        r = strv_extend(&dirs, proc_mask_dir_candidates[i]);
+                        if (r < 0)
+                                return r;
+                }
+        *ret_files = TAKE_PTR(files);
+        *ret_dirs = TAKE_PTR(dirs);
         return 0;
 }
 

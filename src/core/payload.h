@@ -8,6 +8,7 @@
  * control socket the payload was given. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "macro.h"
@@ -28,7 +29,9 @@ typedef struct PayloadParams {
         const struct Template *template;
         const char *bwrap_path;
         const char *agent_path;    /* host path of sandbox-init */
-        const char *work_dir;      /* host path, mounted at SANDBOX_WORKDIR */
+        uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
+        char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
+        char * const *proc_mask_dirs;
         uid_t host_uid;            /* the unprivileged host uid the sandbox runs as */
         gid_t host_gid;
         char * const *environment; /* the agent's environment */
@@ -51,3 +54,5 @@ void payload_process_done(PayloadProcess *p);
 
 /* bwrap backend. The argv builder is pure, for tests. */
 int bwrap_build_argv(const PayloadParams *p, char ***ret);
+/* Which of the /proc entries that leak host information exist here (read once). */
+int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs);

@@ -12,3 +12,13 @@
 #define SANDBOX_ERROR_TOO_MANY_SANDBOXES "io.sandboxd.Sandbox1.TooManySandboxes"
 #define SANDBOX_ERROR_SANDBOX_FAILED     "io.sandboxd.Sandbox1.SandboxFailed"
 #define SANDBOX_ERROR_SYSTEMD_FAILED     "io.sandboxd.Sandbox1.SystemdFailed"
+
+#include <systemd/sd-bus.h>
+
+#include "macro.h"
+
+/* The errno each name stands for (as sd_bus_error_add_map() wants it). */
+extern const sd_bus_error_map sandbox_error_map[];
+
+/* Sets error to name with a formatted message; returns the name's negative errno. */
+int sandbox_error_setf(sd_bus_error *error, const char *name, const char *fmt, ...) _printf_(3, 4);

@@ -40,7 +40,6 @@ struct Sandbox {
         char *unit;
         char *object_path;
         char *description;
-        char *work_dir;
         char *cgroup;
         char **environment;   /* the template's, merged under each exec's own */
         uid_t owner;
@@ -79,6 +78,8 @@ struct Manager {
         TemplateSet templates;
         SystemBounds bounds;
         ManagerHooks hooks;
+        char **proc_masks;
+        char **proc_mask_dirs;
 
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;

@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "agent-protocol.h"
-#include "fs-util.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -114,7 +113,6 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         free(s->unit);
         free(s->object_path);
         free(s->description);
-        free(s->work_dir);
         free(s->cgroup);
         free(s->failure);
         strv_free(s->environment);
@@ -147,8 +145,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         if (!s->template_name || !s->environment ||
             asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
             asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
-            asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0 ||
-            asprintf(&s->work_dir, "%s/sandboxes/%s", m->settings.state_dir, s->id) < 0) {
+            asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -163,20 +160,15 @@ fail:
 static void sandbox_finalize(Sandbox *s) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         Manager *m = s->manager;
-        int r;
 
         /* Whoever still waits learns the end now. */
         while (s->execs)
                 exec_abort(s->execs, s->failure ?: "The sandbox was destroyed while the command ran.");
 
-        r = rm_rf_async(m->event, s->work_dir);
-        if (r < 0)
-                log_sandbox(s, LOG_WARNING, r, "Failed to remove work directory %s: %m", s->work_dir);
-
         sandbox_set_state(s, SANDBOX_DEAD);
 
         if (s->create_cb) {
-                sd_bus_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                   s->failure ?: "it stopped while starting.");
                 s->create_cb(s, &error, s->create_userdata);
                 s->create_cb = NULL;
@@ -386,17 +378,6 @@ static void on_scope_started(const char *result, const sd_bus_error *error, void
         }
 }
 
-static int sandbox_make_work_dir(Sandbox *s) {
-        if (mkdir(s->work_dir, 0700) < 0)
-                return -errno;
-        if (chown(s->work_dir, s->host_uid, s->host_uid) < 0) {
-                int r = -errno;
-                (void) rmdir(s->work_dir);
-                return r;
-        }
-        return 0;
-}
-
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         Manager *m = s->manager;
         _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
@@ -406,35 +387,27 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (!t)
                 return -ENOENT;
 
-        r = sandbox_make_work_dir(s);
-        if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to create work directory %s: %m", s->work_dir);
-
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-                r = -errno;
-                goto fail;
-        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
         /* Large exec requests must fit in one datagram (we are root: the FORCE variant). */
         int sz = AGENT_MESSAGE_MAX + 64 * 1024;
         (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0) {
-                r = -errno;
-                goto fail;
-        }
+        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
+                return -errno;
 
         PayloadParams params = {
                 .template = t,
                 .bwrap_path = m->settings.bwrap_path,
                 .agent_path = m->settings.agent_path,
-                .work_dir = s->work_dir,
+                .disk_max = s->config.disk_max,
+                .proc_masks = m->proc_masks,
+                .proc_mask_dirs = m->proc_mask_dirs,
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
         };
         r = payload_spawn_held(&params, pair[1], &s->payload);
-        if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
-                goto fail;
-        }
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);
         s->control_fd = TAKE_FD(pair[0]);
 
@@ -471,17 +444,15 @@ fail_payload:
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->control_fd = safe_close(s->control_fd);
         sandbox_abort_payload(s);
-fail:
-        (void) rmdir(s->work_dir);
         return r;
 }
 
 int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
         if (s->state != SANDBOX_RUNNING)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                          s->id, sandbox_state_to_string(s->state));
         if (s->config.ephemeral && s->used)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_BUSY,
+                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
                                          "Sandbox %s is ephemeral and already ran its command.", s->id);
         return exec_start(s, c, cb, userdata, error);
 }

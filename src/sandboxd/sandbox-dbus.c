@@ -95,7 +95,7 @@ static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *
 Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error) {
         Sandbox *s = manager_get_sandbox(req->manager, req->id);
         if (!s)
-                sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "Sandbox '%s' is gone.", req->id);
+                sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "Sandbox '%s' is gone.", req->id);
         return s;
 }
 

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "manager.h"
 #include "sandbox-dbus.h"
+#include "sandbox-errors.h"
 #include "strv.h"
 
 /* How long SIGTERM waits for sandboxes to be stopped before exiting regardless. */
@@ -213,6 +214,10 @@ static int run(int argc, char *argv[]) {
                 return log_error_errno(errno, "Failed to block signals: %m");
         /* A caller that hangs up mid-reply must not kill us. */
         (void) signal(SIGPIPE, SIG_IGN);
+
+        r = sd_bus_error_add_map(sandbox_error_map);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register D-Bus error map: %m");
 
         r = sd_event_default(&d.event);
         if (r < 0)

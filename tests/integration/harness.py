@@ -237,6 +237,28 @@ def _remove_cgroups(name, timeout=15):
     return left
 
 
+def sweep_stale(tmp=None):
+    """Remove what a harness killed by SIGKILL left: work directories whose systemd is dead
+    (they hold its pid; those without one may be booting right now) and their cgroups."""
+    tmp = tmp or os.environ.get('SANDBOXD_TEST_TMPDIR', '/var/tmp')
+    for name in sorted(os.listdir(tmp)):
+        if not name.startswith(NS_PREFIXES):
+            continue
+        try:
+            with open(os.path.join(tmp, name, 'systemd.pid')) as f:
+                pid = int(f.read())
+        except (OSError, ValueError):
+            continue
+        try:
+            if _alive(pid) and _comm(pid) == 'systemd' and _cgroup_root_of(pid) == name:
+                continue
+        except OSError:
+            pass
+        log(f'removing leftovers of a dead test system: {os.path.join(tmp, name)}')
+        _remove_cgroups(name, timeout=2)
+        shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+
+
 def _pdeathsig_kill():
     """preexec: our child gets SIGKILL when we die, however we die."""
     try:
@@ -340,7 +362,7 @@ class System:
         """busctl call ARGS. Returns (CompletedProcess, data, error_name): data is the
         reply's JSON "data" list, error_name the D-Bus error's name (busctl itself prints
         only the message; its debug log shows the name)."""
-        cmd = ['busctl', '--system', '--no-pager'] + (['--json=short'] if as_json else []) + ['call']
+        cmd = ['busctl', '--system', '--no-pager'] + (['--json=short'] if as_json else []) + ['call', '--']
         cp = self.run(cmd + list(args), env={'SYSTEMD_LOG_LEVEL': 'debug'}, timeout=timeout)
         error = None
         for line in cp.stderr.splitlines():
@@ -658,6 +680,7 @@ def acquire(start_daemon=True):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) in (signal.SIG_DFL, None):
             signal.signal(sig, _on_sigterm)
+    sweep_stale()
     system = System()
     _current = system
     atexit.register(release)

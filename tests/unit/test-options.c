@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "options.h"
+#include "sandbox-errors.h"
+#include "strv.h"
+
+static const SystemBounds bounds = { .memory_total = 8ULL << 30, .n_cpus = 2 };
+
+static int set_u64(SandboxConfig *c, const char *name, uint64_t v, sd_bus_error *e) {
+        OptionValue o = { .signature = "t", .u64 = v };
+        return sandbox_config_set(c, name, &o, e);
+}
+
+static void assert_invalid(int r, sd_bus_error *e) {
+        assert_int_equal(r, -EINVAL);
+        assert_true(sd_bus_error_has_name(e, SANDBOX_ERROR_INVALID_OPTION));
+        assert_non_null(e->message);
+        sd_bus_error_free(e);
+}
+
+static void test_limits_in_range(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        SandboxConfig c = {};
+
+        assert_int_equal(set_u64(&c, "MemoryMax", 64ULL << 20, &e), 0);
+        assert_int_equal(set_u64(&c, "CPUQuotaPerSecUSec", 500000, &e), 0);
+        assert_int_equal(set_u64(&c, "TasksMax", 16, &e), 0);
+        assert_int_equal(set_u64(&c, "Timeout", 3600, &e), 0);
+        assert_int_equal(set_u64(&c, "DiskMax", 1ULL << 20, &e), 0);
+        assert_int_equal(sandbox_config_finalize(&c, NULL, &bounds, &e), 0);
+        assert_int_equal(c.limits.memory_max, 64ULL << 20);
+        assert_int_equal(c.limits.cpu_quota_per_sec_usec, 500000);
+        assert_int_equal(c.limits.tasks_max, 16);
+        assert_int_equal(c.timeout_sec, 3600);
+        assert_int_equal(c.disk_max, 1ULL << 20);
+}
+
+static void test_limits_out_of_range(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        SandboxConfig c = {};
+
+        assert_invalid(set_u64(&c, "MemoryMax", 0, &e), &e);
+        assert_invalid(set_u64(&c, "MemoryMax", SANDBOX_MEMORY_MIN - 1, &e), &e);
+        assert_invalid(set_u64(&c, "TasksMax", 0, &e), &e);
+        assert_invalid(set_u64(&c, "TasksMax", SANDBOX_TASKS_MAX + 1, &e), &e);
+        assert_invalid(set_u64(&c, "CPUQuotaPerSecUSec", 1, &e), &e);
+        assert_invalid(set_u64(&c, "Timeout", SANDBOX_LIFETIME_MAX_SEC + 1, &e), &e);
+        assert_invalid(set_u64(&c, "DiskMax", 1, &e), &e);
+
+        /* Within the absolute bounds but beyond this machine: refused at finalize. */
+        assert_int_equal(set_u64(&c, "MemoryMax", 1ULL << 50, &e), 0);
+        assert_invalid(sandbox_config_finalize(&c, NULL, &bounds, &e), &e);
+        c = (SandboxConfig) {};
+        assert_int_equal(set_u64(&c, "CPUQuotaPerSecUSec", 3000000, &e), 0);
+        assert_invalid(sandbox_config_finalize(&c, NULL, &bounds, &e), &e);
+}
+
+static void test_wrong_type_and_unknown(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        SandboxConfig c = {};
+        OptionValue s = { .signature = "s", .s = "256M" };
+        OptionValue b = { .signature = "b", .b = true };
+        OptionValue i = { .signature = "x" };
+
+        assert_invalid(sandbox_config_set(&c, "MemoryMax", &s, &e), &e);
+        assert_invalid(sandbox_config_set(&c, "MemoryMax", &i, &e), &e);
+        assert_invalid(sandbox_config_set(&c, "Ephemeral", &s, &e), &e);
+        assert_invalid(sandbox_config_set(&c, "NoSuchOption", &b, &e), &e);
+        assert_int_equal(sandbox_config_set(&c, "Ephemeral", &b, &e), 0);
+        assert_true(c.ephemeral);
+}
+
+static void test_defaults(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        SandboxConfig c = {};
+        SandboxLimits t = { .memory_max = 128ULL << 20 };
+        SystemBounds small = { .memory_total = 64ULL << 20, .n_cpus = 1 };
+
+        assert_int_equal(sandbox_config_finalize(&c, &t, &bounds, &e), 0);
+        assert_int_equal(c.limits.memory_max, 128ULL << 20);            /* template */
+        assert_int_equal(c.limits.tasks_max, SANDBOX_TASKS_DEFAULT);    /* built in */
+        assert_int_equal(c.limits.cpu_quota_per_sec_usec, SANDBOX_CPU_QUOTA_DEFAULT_USEC);
+        assert_int_equal(c.disk_max, SANDBOX_DISK_DEFAULT);
+
+        /* A default beyond a small machine is clamped, not an error. */
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_finalize(&c, &t, &small, &e), 0);
+        assert_int_equal(c.limits.memory_max, 64ULL << 20);
+}
+
+static void test_exec_options(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        ExecConfig c;
+        char *env_ok[] = { (char *) "A=1", (char *) "_B2=x=y", NULL };
+        char *env_bad[] = { (char *) "1A=1", NULL };
+        char *env_noeq[] = { (char *) "A", NULL };
+
+        exec_config_init(&c);
+        assert_int_equal(c.timeout_sec, EXEC_TIMEOUT_DEFAULT_SEC);
+
+        assert_invalid(exec_config_set(&c, "Timeout", &(OptionValue) { .signature = "t", .u64 = 0 }, &e), &e);
+        assert_invalid(exec_config_set(&c, "Timeout", &(OptionValue) { .signature = "t", .u64 = 3601 }, &e), &e);
+        assert_int_equal(exec_config_set(&c, "Timeout", &(OptionValue) { .signature = "t", .u64 = 3600 }, &e), 0);
+        assert_invalid(exec_config_set(&c, "OutputMax", &(OptionValue) { .signature = "t", .u64 = EXEC_OUTPUT_MAX + 1 }, &e), &e);
+        assert_invalid(exec_config_set(&c, "WorkingDirectory", &(OptionValue) { .signature = "s", .s = "relative" }, &e), &e);
+        assert_invalid(exec_config_set(&c, "WorkingDirectory", &(OptionValue) { .signature = "s", .s = "/a\nb" }, &e), &e);
+        assert_int_equal(exec_config_set(&c, "WorkingDirectory", &(OptionValue) { .signature = "s", .s = "/tmp" }, &e), 0);
+        assert_invalid(exec_config_set(&c, "Environment", &(OptionValue) { .signature = "as", .strv = env_bad }, &e), &e);
+        assert_invalid(exec_config_set(&c, "Environment", &(OptionValue) { .signature = "as", .strv = env_noeq }, &e), &e);
+        assert_int_equal(exec_config_set(&c, "Environment", &(OptionValue) { .signature = "as", .strv = env_ok }, &e), 0);
+        assert_int_equal(exec_config_set(&c, "Stdin", &(OptionValue) { .signature = "ay", .bytes = { "ab\0c", 4 } }, &e), 0);
+        assert_int_equal(c.stdin_size, 4);
+        assert_memory_equal(c.stdin_data, "ab\0c", 4);
+        assert_invalid(exec_config_set(&c, "Bogus", &(OptionValue) { .signature = "t" }, &e), &e);
+
+        /* argv */
+        assert_invalid(exec_config_set_argv(&c, NULL, &e), &e);
+        char **empty = calloc(1, sizeof(char *));
+        assert_invalid(exec_config_set_argv(&c, empty, &e), &e);
+        char **blank = NULL;
+        assert_int_equal(strv_extend(&blank, ""), 0);
+        assert_invalid(exec_config_set_argv(&c, blank, &e), &e);
+        char **ok = NULL;
+        assert_int_equal(strv_extend(&ok, "true"), 0);
+        assert_int_equal(exec_config_set_argv(&c, ok, &e), 0);
+
+        assert_int_equal(exec_config_finalize(&c, &e), 0);
+        assert_string_equal(c.working_directory, "/tmp");
+        exec_config_done(&c);
+}
+
+static void test_exec_args_too_big(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        char **argv = NULL;
+        ExecConfig c;
+
+        exec_config_init(&c);
+        char *big = malloc(EXEC_ARGS_MAX + 1);
+        memset(big, 'x', EXEC_ARGS_MAX);
+        big[EXEC_ARGS_MAX] = 0;
+        assert_int_equal(strv_extend(&argv, "echo"), 0);
+        assert_int_equal(strv_consume(&argv, big), 0);
+        assert_int_equal(exec_config_set_argv(&c, argv, &e), 0);
+        assert_invalid(exec_config_finalize(&c, &e), &e);
+        exec_config_done(&c);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_limits_in_range),
+                cmocka_unit_test(test_limits_out_of_range),
+                cmocka_unit_test(test_wrong_type_and_unknown),
+                cmocka_unit_test(test_defaults),
+                cmocka_unit_test(test_exec_options),
+                cmocka_unit_test(test_exec_args_too_big),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "payload.h"
+#include "strv.h"
+#include "template.h"
+
+/* Index of the first occurrence of the sequence a, b[, c] in argv, or -1. */
+static int find_seq(char **argv, const char *a, const char *b, const char *c) {
+        for (int i = 0; argv[i]; i++)
+                if (streq(argv[i], a) && (!b || (argv[i + 1] && streq(argv[i + 1], b))) &&
+                    (!c || (argv[i + 1] && argv[i + 2] && streq(argv[i + 2], c))))
+                        return i;
+        return -1;
+}
+
+static void test_argv(void **state) {
+        char *binds[] = { (char *) "/usr", (char *) "/lib64", NULL };
+        char *masks[] = { (char *) "/proc/kallsyms", NULL };
+        char *mask_dirs[] = { (char *) "/proc/acpi", NULL };
+        Template t = { .name = (char *) "shell", .ro_binds = binds };
+        PayloadParams p = {
+                .template = &t,
+                .bwrap_path = "/usr/bin/bwrap",
+                .agent_path = "/usr/libexec/sandboxd/sandbox-init",
+                .disk_max = 1048576,
+                .proc_masks = masks,
+                .proc_mask_dirs = mask_dirs,
+        };
+        _cleanup_strv_free_ char **argv = NULL;
+        int sep, i;
+
+        assert_int_equal(bwrap_build_argv(&p, &argv), 0);
+        assert_string_equal(argv[0], "/usr/bin/bwrap");
+
+        /* Isolation the spec promises. */
+        assert_true(find_seq(argv, "--unshare-all", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--unshare-user", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--disable-userns", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--uid", "1000", NULL) > 0);
+        assert_true(find_seq(argv, "--gid", "1000", NULL) > 0);
+        assert_true(find_seq(argv, "--cap-drop", "ALL", NULL) > 0);
+        assert_true(find_seq(argv, "--new-session", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--die-with-parent", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--as-pid-1", NULL, NULL) > 0);
+        assert_true(find_seq(argv, "--clearenv", NULL, NULL) > 0);
+        assert_int_equal(find_seq(argv, "--share-net", NULL, NULL), -1);
+
+        /* Template root read-only, masks, sized tmpfs, read-only / at the end. */
+        assert_true(find_seq(argv, "--ro-bind-try", "/usr", "/usr") > 0);
+        assert_true(find_seq(argv, "--ro-bind-try", "/lib64", "/lib64") > 0);
+        assert_true(find_seq(argv, "--ro-bind", "/dev/null", "/proc/kallsyms") > find_seq(argv, "--proc", "/proc", NULL));
+        assert_true(find_seq(argv, "--tmpfs", "/proc/acpi", NULL) > 0);
+        assert_true(find_seq(argv, "--remount-ro", "/proc/acpi", NULL) > 0);
+        i = find_seq(argv, "--tmpfs", "/work", NULL);
+        assert_true(i > 4);
+        assert_string_equal(argv[i - 1], "0700");
+        assert_string_equal(argv[i - 2], "--perms");
+        assert_string_equal(argv[i - 3], "1048576");
+        assert_string_equal(argv[i - 4], "--size");
+        i = find_seq(argv, "--tmpfs", "/tmp", NULL);
+        assert_true(i > 2);
+        assert_string_equal(argv[i - 2], "--size");
+        assert_true(find_seq(argv, "--ro-bind", "/usr/libexec/sandboxd/sandbox-init", "/run/sandbox-init") > 0);
+        assert_true(find_seq(argv, "--remount-ro", "/", NULL) > find_seq(argv, "--tmpfs", "/work", NULL));
+
+        /* The agent runs, and is the last thing. */
+        sep = find_seq(argv, "--", NULL, NULL);
+        assert_true(sep > 0);
+        assert_string_equal(argv[sep + 1], "/run/sandbox-init");
+        assert_null(argv[sep + 2]);
+}
+
+static void test_kind_strings(void **state) {
+        assert_string_equal(payload_kind_to_string(PAYLOAD_BWRAP), "bwrap");
+        assert_int_equal(payload_kind_from_string("docker"), PAYLOAD_DOCKER);
+        assert_int_equal(payload_kind_from_string("lxc"), _PAYLOAD_KIND_INVALID);
+        assert_int_equal(payload_kind_from_string(NULL), _PAYLOAD_KIND_INVALID);
+        assert_null(payload_kind_to_string(_PAYLOAD_KIND_MAX));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_argv),
+                cmocka_unit_test(test_kind_strings),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "strv.h"
+#include "template.h"
+
+static void test_parse_good(void **state) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse("python",
+                "{\"description\":\"Py\",\"payload\":\"bwrap\",\"ro_binds\":[\"/usr\"],"
+                "\"environment\":[\"PATH=/usr/bin\"],\"runtimes\":[\"python3\"],"
+                "\"limits\":{\"MemoryMax\":1048576000,\"TasksMax\":64}}", &t, &error), 0);
+        assert_string_equal(t->name, "python");
+        assert_string_equal(t->description, "Py");
+        assert_int_equal(t->payload, PAYLOAD_BWRAP);
+        assert_string_equal(t->ro_binds[0], "/usr");
+        assert_string_equal(t->environment[0], "PATH=/usr/bin");
+        assert_int_equal(t->limits.memory_max, 1048576000ULL);
+        assert_int_equal(t->limits.tasks_max, 64);
+        assert_int_equal(t->limits.cpu_quota_per_sec_usec, 0);
+}
+
+static void expect_bad(const char *name, const char *json, const char *needle) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse(name, json, &t, &error), -EINVAL);
+        assert_null(t);
+        assert_non_null(error);
+        if (!strstr(error, needle))
+                fail_msg("error '%s' does not mention '%s'", error, needle);
+}
+
+static void test_parse_bad(void **state) {
+        expect_bad("x", "not json", "JSON");
+        expect_bad("x", "[1,2]", "JSON object");
+        expect_bad("x", "{}", "ro_binds");
+        expect_bad("x", "{\"ro_binds\":\"/usr\"}", "ro_binds");
+        expect_bad("x", "{\"ro_binds\":[\"usr\"]}", "absolute");
+        expect_bad("x", "{\"ro_binds\":[\"/usr/../etc\"]}", "absolute");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"payload\":\"vm\"}", "payload");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"environment\":[\"NOEQUALS\"]}", "NAME=VALUE");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":{\"MemoryMax\":-1}}", "MemoryMax");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":[]}", "limits");
+        expect_bad("../evil", "{\"ro_binds\":[\"/usr\"]}", "name");
+        expect_bad("", "{\"ro_binds\":[\"/usr\"]}", "name");
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        FILE *f = fopen(path, "we");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static int reports;
+static void count_report(const char *path, const char *error, void *userdata) {
+        reports++;
+}
+
+static void test_dirs_override(void **state) {
+        char vendor[] = "/var/tmp/test-template-XXXXXX", etc[] = "/var/tmp/test-template-XXXXXX";
+        TemplateSet set = {};
+        char *dirs[] = { vendor, etc, (char *) "/nonexistent-dir", NULL };
+
+        assert_non_null(mkdtemp(vendor));
+        assert_non_null(mkdtemp(etc));
+        write_file(vendor, "shell.json", "{\"description\":\"vendor\",\"ro_binds\":[\"/usr\"]}");
+        write_file(vendor, "python.json", "{\"description\":\"py\",\"ro_binds\":[\"/usr\"]}");
+        write_file(vendor, "broken.json", "{");
+        write_file(vendor, "README", "not a template");
+        write_file(etc, "shell.json", "{\"description\":\"admin\",\"ro_binds\":[\"/usr\"]}");
+
+        reports = 0;
+        assert_int_equal(template_set_load(&set, dirs, count_report, NULL), 2);
+        assert_int_equal(reports, 1);
+        assert_string_equal(template_set_find(&set, "shell")->description, "admin");
+        assert_string_equal(template_set_find(&set, "python")->description, "py");
+        assert_null(template_set_find(&set, "broken"));
+        assert_null(template_set_find(&set, "README"));
+        template_set_done(&set);
+
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -r -- '%s' '%s'", vendor, etc);
+        assert_int_equal(system(cmd), 0);
+}
+
+static void test_shipped_templates(void **state) {
+        const char *dir = getenv("TEMPLATE_DIR");
+        char *dirs[] = { (char *) dir, NULL };
+        TemplateSet set = {};
+
+        if (!dir)
+                skip();
+        reports = 0;
+        assert_true(template_set_load(&set, dirs, count_report, NULL) >= 2);
+        assert_int_equal(reports, 0);
+        assert_non_null(template_set_find(&set, "shell"));
+        assert_non_null(template_set_find(&set, "python"));
+        template_set_done(&set);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_good),
+                cmocka_unit_test(test_parse_bad),
+                cmocka_unit_test(test_dirs_override),
+                cmocka_unit_test(test_shipped_templates),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
