@@ -11,8 +11,9 @@ How to run (as root, after building; the default build dir is build/):
 It boots a system with tests/integration/harness.py (the host's systemd when it is PID 1,
 else one in a PID + mount namespace), starts sandboxd from the build dir, and times,
 inside that system, whole processes spawned the same way each time:
-  a. bwrap --unshare-all … /bin/true, with the binds sandboxd gives a shell-template
-     sandbox (read from templates/shell.json)
+  a. bwrap --unshare-all … /bin/true, with the arguments sandboxd gives a shell-template
+     sandbox (binds read from templates/shell.json); run as root, where sandboxd runs
+     bwrap as the sandbox's own host uid
   b. fork+exec of /bin/true
   c. systemd-run --scope bwrap … /bin/true
   d. sandboxctl run -- /bin/true (create + exec + destroy, end to end)
@@ -31,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,19 +40,38 @@ sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'integration'))
 BUS = 'io.sandboxd.Sandbox1'
 MANAGER = '/io/sandboxd/Sandbox1'
 DEFAULT_BINDS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc']
+DISK_DEFAULT = 1024 ** 3
+# The masks of src/core/payload-bwrap.c (masked where they exist).
+PROC_MASKS = ['/proc/kcore', '/proc/keys', '/proc/key-users', '/proc/timer_list', '/proc/timer_stats',
+              '/proc/sched_debug', '/proc/latency_stats', '/proc/kallsyms', '/proc/config.gz',
+              '/proc/kpagecount', '/proc/kpageflags', '/proc/kpagecgroup', '/proc/iomem', '/proc/ioports',
+              '/proc/vmallocinfo', '/proc/slabinfo', '/proc/mtrr', '/proc/sysrq-trigger', '/proc/modules',
+              '/proc/buddyinfo', '/proc/pagetypeinfo', '/proc/zoneinfo']
+PROC_MASK_DIRS = ['/proc/acpi', '/proc/scsi', '/proc/asound', '/proc/bus', '/proc/driver', '/proc/fs',
+                  '/proc/irq', '/proc/tty', '/proc/sysvipc']
 
 
-def bwrap_argv(bwrap, binds, workdir, agent=None):
-    """The argv sandboxd builds (src/core/payload-bwrap.c), running /bin/true instead of the agent."""
+def bwrap_argv(bwrap, binds, agent):
+    """The argv sandboxd builds (bwrap_build_argv() in src/core/payload-bwrap.c; keep them
+    alike), running /bin/true instead of the agent."""
     argv = [bwrap, '--unshare-all', '--unshare-user', '--disable-userns', '--uid', '1000', '--gid', '1000',
             '--hostname', 'sandbox', '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
             '--as-pid-1', '--clearenv']
     for b in binds:
         argv += ['--ro-bind-try', b, b]
-    argv += ['--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--bind', workdir, '/work']
-    if agent:
-        argv += ['--ro-bind', agent, '/run/sandbox-init']
-    return argv + ['--chdir', '/work', '--', '/bin/true']
+    argv += ['--proc', '/proc']
+    for m in PROC_MASKS:
+        if os.path.exists(m):
+            argv += ['--ro-bind', '/dev/null', m]
+    for m in PROC_MASK_DIRS:
+        if os.path.exists(m):
+            argv += ['--tmpfs', m, '--remount-ro', m]
+    argv += ['--dev', '/dev',
+             '--size', str(DISK_DEFAULT), '--perms', '0700', '--tmpfs', '/work',
+             '--size', str(DISK_DEFAULT), '--tmpfs', '/tmp',
+             '--ro-bind', agent, '/run/sandbox-init',
+             '--remount-ro', '/', '--chdir', '/work', '--', '/bin/true']
+    return argv
 
 
 def timed(argv):
@@ -73,9 +92,7 @@ def measure(n, fn, warmup=3):
 def inner(cfg):
     """Runs inside the booted system; prints {name: [seconds…]}."""
     n = cfg['n']
-    work = tempfile.mkdtemp(prefix='bench-', dir='/tmp')
-    os.chmod(work, 0o777)
-    bw = bwrap_argv(cfg['bwrap'], cfg['binds'], work, cfg['agent'])
+    bw = bwrap_argv(cfg['bwrap'], cfg['binds'], cfg['agent'])
     ctl = cfg['sandboxctl']
     busctl = ['busctl', '--system', '--json=short', 'call', BUS]
     out = {}

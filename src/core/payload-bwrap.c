@@ -114,13 +114,19 @@ static int move_fd_high(int fd) {
         return n < 0 ? -errno : n;
 }
 
-_noreturn_ static void held_child(const PayloadParams *p, char **argv, int control_fd, int release_fd) {
+_noreturn_ static void held_child(const PayloadParams *p, char **argv, int control_fd, int release_fd,
+                                  int null_fd, int stderr_fd) {
         sigset_t none;
         char c = 0;
 
         /* Only async-signal-safe calls from here on: this is a raw clone() child. */
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* Nothing of the daemon's standard streams (its journal connection) goes in. */
+        if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(null_fd, STDOUT_FILENO) < 0 ||
+            dup2(stderr_fd, STDERR_FILENO) < 0)
+                _exit(EXIT_FAILURE);
 
         control_fd = move_fd_high(control_fd);
         release_fd = move_fd_high(release_fd);
@@ -157,8 +163,9 @@ _noreturn_ static void held_child(const PayloadParams *p, char **argv, int contr
         _exit(127);
 }
 
-int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *ret) {
+int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_close_ int null_fd = -EBADF;
         _cleanup_close_pair_ int release[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
@@ -168,6 +175,9 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *r
         if (r < 0)
                 return r;
         if (pipe2(release, O_CLOEXEC) < 0)
+                return -errno;
+        null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null_fd < 0)
                 return -errno;
 
         /* CLONE_PARENT: the payload is a child of our own parent (the service manager), not
@@ -179,7 +189,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *r
                 return -errno;
         if (pid == 0) {
                 release[1] = -EBADF; /* not ours to close in the child; close_range does it */
-                held_child(p, argv, control_fd, release[0]);
+                held_child(p, argv, control_fd, release[0], null_fd, stderr_fd >= 0 ? stderr_fd : null_fd);
         }
 
         *ret = (PayloadProcess) {

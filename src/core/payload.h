@@ -45,8 +45,9 @@ typedef struct PayloadProcess {
 
 #define PAYLOAD_PROCESS_NULL ((PayloadProcess) { .pid = 0, .pidfd = -EBADF, .release_fd = -EBADF })
 
-/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. */
-int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *ret);
+/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD and
+ * stderr_fd as its standard error (stdin and stdout are /dev/null). */
+int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, PayloadProcess *ret);
 int payload_release(PayloadProcess *p);
 /* SIGKILLs a payload that is still held or running and closes its descriptors. */
 void payload_process_abort(PayloadProcess *p);

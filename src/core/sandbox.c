@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include <systemd/sd-journal.h>
+
 #include "agent-protocol.h"
 #include "log.h"
 #include "sandbox-errors.h"
@@ -405,7 +407,10 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
         };
-        r = payload_spawn_held(&params, pair[1], &s->payload);
+        /* bwrap's and the agent's own complaints go to the journal, under the scope's
+         * name, straight to journald, so they outlive a restart of sandboxd. */
+        _cleanup_close_ int log_fd = sd_journal_stream_fd(s->unit, LOG_WARNING, false);
+        r = payload_spawn_held(&params, pair[1], log_fd, &s->payload);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);

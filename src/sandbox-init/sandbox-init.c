@@ -277,7 +277,7 @@ int main(int argc, char *argv[]) {
         if (type != SOCK_SEQPACKET)
                 die("control socket (fd 3)", ENOTSOCK);
 
-        r = 0;
+        r = close_from(AGENT_CONTROL_FD + 1);
         if (r < 0)
                 die("Failed to close inherited descriptors", -r);
 

@@ -58,6 +58,8 @@ MANAGER_PATH = '/io/sandboxd/Sandbox1'
 MANAGER_IFACE = 'io.sandboxd.Sandbox1.Manager'
 SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
 SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
+MARKER = '# written by tests/integration/harness.py; removed when the tests end'
+
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
 # $2: name of the cgroup to move into.
@@ -315,6 +317,7 @@ class System:
         self.root = ''             # prefix to reach the system's files from here
         self.installed = []        # host-mode files to remove
         self.daemon_started = False
+        self.host_daemon_was_active = False
         self.torn_down = False
         self.started_at = time.time()
 
@@ -503,7 +506,7 @@ class System:
                       f'--state-dir={self.state_dir}']
         if os.environ.get('SANDBOXD_BWRAP'):
             exec_start.append(f'--bwrap={p.bwrap}')
-        dropin = ['# written by tests/integration/harness.py', '[Service]', 'ExecStart=',
+        dropin = ['[Service]', 'ExecStart=',
                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
                   'StateDirectory=', 'Restart=no']
         for var in SANITIZER_VARS:
@@ -514,26 +517,43 @@ class System:
             os.path.join(unitdir, 'sandbox.slice'): open(p.slice).read(),
             os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
         }
+        if self.mode == 'host':
+            # A sandboxd installed on this machine: stopped for the tests, started again after.
+            self.host_daemon_was_active = self.systemctl('is-active', 'sandboxd.service').stdout.strip() == 'active'
+            if self.host_daemon_was_active:
+                log('stopping the sandboxd.service of this machine for the tests')
+                self.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
+            if not os.path.isdir(dropdir):
+                os.makedirs(dropdir)
+                self.installed.append(dropdir)
         for path, text in files.items():
-            if self.mode == 'host' and os.path.exists(path):
-                raise HarnessError(f'{path} exists already; not overwriting the host\'s file')
+            if os.path.exists(path):
+                with open(path) as f:
+                    if f.readline().rstrip('\n') != MARKER:
+                        raise HarnessError(f'{path} exists and is not ours; not overwriting it')
+                log(f'overwriting {path}, left by an earlier run')
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, 'w') as f:
-                f.write(text)
+                f.write(MARKER + '\n' + text)
             self.installed.append(path)
-        if self.mode == 'host':
-            self.installed.append(dropdir)
         self.systemctl('daemon-reload', check=True)
         self.install_policy()
 
     def install_policy(self):
         if self.mode == 'host':
             dest = '/etc/dbus-1/system.d/io.sandboxd.Sandbox1.conf'
+            with open(self.paths.policy) as f:
+                policy = f.read()
             if os.path.exists(dest):
-                raise HarnessError(f'{dest} exists already; not overwriting the host\'s file')
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            shutil.copy(self.paths.policy, dest)
-            self.installed.append(dest)
+                with open(dest) as f:
+                    if f.read() != policy:
+                        raise HarnessError(f'{dest} exists and differs from {self.paths.policy}; '
+                                           'not overwriting it')
+                # The same policy, installed by someone: use it, and leave it there.
+            else:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                shutil.copy(self.paths.policy, dest)
+                self.installed.append(dest)
         else:
             target = next((d for d in ('/etc/dbus-1/system.d', '/usr/share/dbus-1/system.d')
                            if os.path.isdir(d)), None)
@@ -585,6 +605,7 @@ class System:
         if self.mode == 'namespace':
             problems += self.kill()
         else:
+            self.systemctl('reset-failed', 'sandboxd.service', timeout=30)
             problems += self._uninstall()
         if os.environ.get('SANDBOXD_TEST_KEEP') == '1':
             log(f'keeping {self.workdir}')
@@ -649,6 +670,10 @@ class System:
                         'ReloadConfig', timeout=30)
         except Exception as e:
             problems.append(f'reload after uninstall failed: {e}')
+        if self.host_daemon_was_active:
+            cp = self.systemctl('start', 'sandboxd.service', timeout=90)
+            if cp.returncode != 0:
+                problems.append(f'could not start this machine\'s sandboxd.service again: {cp.stderr.strip()}')
         return problems
 
 
