@@ -261,7 +261,7 @@ static int handle_signals(struct agent *a, int sfd) {
         return 0;
 }
 
-int main(int argc, char *argv[]) {
+int main(void) {
         struct agent a = {};
         sigset_t mask;
         int sfd, type, r;

@@ -121,6 +121,9 @@ class Paths:
         self.slice = os.path.join(self.source, 'units', 'sandbox.slice')
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
+        # Commands run through nsenter -m start in the namespace's /, not in our cwd.
+        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'units', 'templates', 'bwrap'):
+            setattr(self, attr, os.path.abspath(getattr(self, attr)))
 
     def service_text(self):
         built = os.path.join(self.units, 'sandboxd.service')
@@ -239,20 +242,32 @@ def _remove_cgroups(name, timeout=15):
     return left
 
 
+def _pid_identity(pid):
+    """What tells a process apart from a later one with the same pid: its pid namespace as
+    seen from here, and its start time."""
+    with open(f'/proc/{pid}/stat') as f:
+        start = f.read().rsplit(')', 1)[1].split()[19]
+    return f'{os.readlink("/proc/self/ns/pid")} {start}'
+
+
 def sweep_stale(tmp=None):
     """Remove what a harness killed by SIGKILL left: work directories whose systemd is dead
-    (they hold its pid; those without one may be booting right now) and their cgroups."""
+    and their cgroups. Judged only from the pid namespace the pid was recorded in; work
+    directories without a recorded pid may be booting right now and are left alone."""
     tmp = tmp or os.environ.get('SANDBOXD_TEST_TMPDIR', '/var/tmp')
+    ours = os.readlink('/proc/self/ns/pid')
     for name in sorted(os.listdir(tmp)):
         if not name.startswith(NS_PREFIXES):
             continue
         try:
             with open(os.path.join(tmp, name, 'systemd.pid')) as f:
-                pid = int(f.read())
+                pid, pidns, start = f.read().split()
         except (OSError, ValueError):
             continue
+        if pidns != ours:
+            continue
         try:
-            if _alive(pid) and _comm(pid) == 'systemd' and _cgroup_root_of(pid) == name:
+            if _pid_identity(int(pid)) == f'{pidns} {start}' and _alive(int(pid)):
                 continue
         except OSError:
             pass
@@ -319,7 +334,6 @@ class System:
         self.daemon_started = False
         self.host_daemon_was_active = False
         self.torn_down = False
-        self.started_at = time.time()
 
     # ---- running things ---------------------------------------------------------------
 
@@ -388,8 +402,11 @@ class System:
         cp = self.systemctl(*args, check=True)
         return dict(line.split('=', 1) for line in cp.stdout.splitlines() if '=' in line)
 
-    def journal(self, unit='sandboxd.service', since=None):
-        args = ['journalctl', '--no-pager', '-o', 'short-precise', '-u', unit]
+    def journal(self, units=('sandboxd.service', 'sandbox-*.scope'), since=None):
+        """The journal of sandboxd and of its sandboxes (bwrap and the agent log there)."""
+        args = ['journalctl', '--no-pager', '-o', 'short-precise']
+        for unit in units:
+            args += ['-u', unit]
         if since:
             args += [f'--since=@{int(since) - 1}']
         try:
@@ -456,7 +473,7 @@ class System:
             time.sleep(0.05)
         self.root = f'/proc/{self.pid}/root'
         with open(os.path.join(self.workdir, 'systemd.pid'), 'w') as f:
-            f.write(f'{self.pid}\n')
+            f.write(f'{self.pid} {_pid_identity(self.pid)}\n')
         log(f'booted systemd as host pid {self.pid} (namespace {self.name})')
 
         state = ''
@@ -742,7 +759,7 @@ class SystemTestCase(unittest.TestCase):
         start = time.time()
         out = super().run(result)
         if len(result.failures) + len(result.errors) > before and _current is not None:
-            print(f'\n----- journal of sandboxd.service during {self.id()} -----\n'
+            print(f'\n----- journal of sandboxd and its sandboxes during {self.id()} -----\n'
                   + _current.journal(since=start) + '----- end of journal -----',
                   file=sys.stderr, flush=True)
         return out

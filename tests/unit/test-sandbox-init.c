@@ -564,6 +564,34 @@ static void test_concurrent(void **state) {
         run_close(&r2);
 }
 
+static void test_many_concurrent(void **state) {
+        struct agent *a = *state;
+        struct run r[20];
+        bool seen[20] = {};
+        struct agent_exit e;
+
+        /* All end at once: SIGCHLDs coalesce, and each exit must still be reported once. */
+        for (size_t i = 0; i < ELEMENTSOF(r); i++)
+                exec_start(a, 100 + i, (char *[]) { "sh", "-c", "read x; exit $x", NULL },
+                           default_env, "/", &r[i]);
+        for (size_t i = 0; i < ELEMENTSOF(r); i++) {
+                char line[16];
+                int n = snprintf(line, sizeof(line), "%zu\n", i + 1);
+
+                assert_int_equal(write(r[i].in, line, n), n);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(r); i++) {
+                expect_exit(a, &e);
+                assert_true(e.id >= 100 && e.id < 100 + ELEMENTSOF(r));
+                assert_false(seen[e.id - 100]);
+                seen[e.id - 100] = true;
+                assert_int_equal(e.code, e.id - 100 + 1);
+        }
+        expect_silence(a, 100);
+        for (size_t i = 0; i < ELEMENTSOF(r); i++)
+                run_close(&r[i]);
+}
+
 static void test_resources(void **state) {
         _cleanup_free_ char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
         struct agent_exit e;
@@ -653,6 +681,20 @@ static void test_socket_close_ends_agent(void **state) {
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 0);
         run_close(&r); /* EOF on its stdin ends the cat, now nobody's child */
+}
+
+static void test_sigterm_ends_agent(void **state) {
+        struct agent a;
+        int status;
+
+        /* As "docker stop" would: the agent ends, and as PID 1 the sandbox with it. */
+        agent_start_with(&a, NULL);
+        assert_return_code(kill(a.pid, SIGTERM), errno);
+        assert_int_equal(waitpid(a.pid, &status, 0), a.pid);
+        a.pid = 0;
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 128 + SIGTERM);
+        agent_stop(&a);
 }
 
 static uid_t proc_uid(pid_t pid) {
@@ -754,9 +796,11 @@ int main(int argc, char *argv[]) {
                 T(test_kill_refused),
                 T(test_orphan),
                 T(test_concurrent),
+                T(test_many_concurrent),
                 T(test_resources),
                 T(test_bad_requests),
                 cmocka_unit_test(test_socket_close_ends_agent),
+                cmocka_unit_test(test_sigterm_ends_agent),
                 cmocka_unit_test(test_not_dumpable),
                 cmocka_unit_test(test_agent_closes_inherited_fds),
                 cmocka_unit_test(test_not_a_socket),
