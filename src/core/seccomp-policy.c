@@ -58,6 +58,7 @@
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
