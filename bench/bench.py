@@ -4,32 +4,43 @@
 
 How to run (as root, after building; the default build dir is build/):
 
-    python3 bench/bench.py                  # 50 runs of each, medians and ratios
-    python3 bench/bench.py -n 200
+    python3 bench/bench.py                  # 200 runs of each, medians, p90 and ratios
+    python3 bench/bench.py -n 50 --repeat 3 # three rounds in one boot
+    python3 bench/bench.py --profile DIR    # also strace sandboxd and systemd during creates
     SANDBOXD_BUILD_DIR=build-release python3 bench/bench.py
 
 It boots a system with tests/integration/harness.py (the host's systemd when it is PID 1,
-else one in a PID + mount namespace), starts sandboxd from the build dir, and times,
-inside that system, whole processes spawned the same way each time:
-  a. bwrap --unshare-all … /bin/true, with the arguments sandboxd gives a shell-template
-     sandbox (binds read from templates/shell.json); run as root, where sandboxd runs
-     bwrap as the sandbox's own host uid
-  b. fork+exec of /bin/true
-  c. systemd-run --scope bwrap … /bin/true
-  d. sandboxctl run -- /bin/true (create + exec + destroy, end to end)
-  e. create + first exec through D-Bus: busctl call CreateSandbox, then busctl call Exec;
-     also sandboxctl create + sandboxctl exec
-  f. exec of /bin/true in a running sandbox: busctl call Exec; also sandboxctl exec
-  p. busctl call … org.freedesktop.DBus.Peer Ping to sandboxd: what starting busctl and
-     connecting to the bus costs; e and f are also shown net of it.
-Targets (SPEC.md): e ≤ 2 × a, f ≤ 3 × b, and e faster than c.
+else one in a PID + mount namespace), starts sandboxd from the build dir, and runs the C
+client bench/sandbox-bench inside that system. The client keeps one system-bus connection
+and times with CLOCK_MONOTONIC, so no client process start is in the figures:
+  create_exec             CreateSandbox(Ephemeral) + Exec /bin/true (returns once the
+                          sandbox is gone: the whole create → result → nothing left cycle)
+  create_exec_persistent  CreateSandbox + Exec /bin/true; Destroy not timed
+  create, create_first_exec   its two halves
+  exec                    Exec /bin/true in one running sandbox
+  ping                    Peer.Ping to sandboxd: one bus round trip
+and, in the same process and run, the floors:
+  fork_exec               posix_spawn /bin/true + waitpid
+  bwrap                   fork, drop to a sandbox uid (as sandboxd does), exec bwrap with
+                          the arguments sandboxd gives a shell-template sandbox, running
+                          /bin/true instead of the agent
+  systemd_run_scope_bwrap systemd-run --scope --uid=… bwrap … /bin/true
+  systemd_run_scope_bwrap_props   … with the unit properties sandboxd sets (informational)
+Targets (SPEC.md): create_exec ≤ 2 × bwrap, create_exec < systemd_run_scope_bwrap,
+exec ≤ 3 × fork_exec.
+The client is <build>/bench/sandbox-bench (meson: subdir('bench')), else
+build-bench/sandbox-bench, else it is compiled into the harness's work directory.
 Do not run it on an ASan build: the figures would measure the sanitizer.
 """
 
 import argparse
+import datetime
 import json
 import os
-import statistics
+import platform
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,10 +48,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'integration'))
 
-BUS = 'io.sandboxd.Sandbox1'
-MANAGER = '/io/sandboxd/Sandbox1'
 DEFAULT_BINDS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc']
 DISK_DEFAULT = 1024 ** 3
+SANDBOX_UID = 0x70000000  # SANDBOX_UID_BASE_DEFAULT in src/core/manager.h
 # The masks of src/core/payload-bwrap.c (masked where they exist).
 PROC_MASKS = ['/proc/kcore', '/proc/keys', '/proc/key-users', '/proc/timer_list', '/proc/timer_stats',
               '/proc/sched_debug', '/proc/latency_stats', '/proc/kallsyms', '/proc/config.gz',
@@ -53,7 +63,8 @@ PROC_MASK_DIRS = ['/proc/acpi', '/proc/scsi', '/proc/asound', '/proc/bus', '/pro
 
 def bwrap_argv(bwrap, binds, agent):
     """The argv sandboxd builds (bwrap_build_argv() in src/core/payload-bwrap.c; keep them
-    alike), running /bin/true instead of the agent."""
+    alike), running /bin/true instead of the agent, and without the daemon's --block-fd
+    and --info-fd (which only hold bwrap until its scope exists)."""
     argv = [bwrap, '--unshare-all', '--unshare-user', '--disable-userns', '--uid', '1000', '--gid', '1000',
             '--hostname', 'sandbox', '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
             '--as-pid-1', '--clearenv']
@@ -74,145 +85,188 @@ def bwrap_argv(bwrap, binds, agent):
     return argv
 
 
-def timed(argv):
-    start = time.perf_counter()
-    cp = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    took = time.perf_counter() - start
-    if cp.returncode != 0:
-        raise RuntimeError(f'{argv} failed ({cp.returncode}): {cp.stderr.decode(errors="replace")}')
-    return took, cp.stdout.decode()
+def find_client(system, explicit):
+    if explicit:
+        return os.path.abspath(explicit)
+    for p in (os.path.join(system.paths.build, 'bench', 'sandbox-bench'),
+              os.path.join(system.paths.source, 'build-bench', 'sandbox-bench')):
+        if os.access(p, os.X_OK):
+            return p
+    out = os.path.join(system.workdir, 'sandbox-bench')
+    flags = subprocess.run(['pkg-config', '--cflags', '--libs', 'libsystemd'], check=True,
+                           capture_output=True, text=True).stdout.split()
+    subprocess.run(['cc', '-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE',
+                    os.path.join(HERE, 'sandbox-bench.c'), '-o', out] + flags, check=True)
+    return out
 
 
-def measure(n, fn, warmup=3):
-    for _ in range(warmup):
-        fn()
-    return [fn() for _ in range(n)]
+def machine_info(system):
+    def cmd(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return '?'
 
-
-def inner(cfg):
-    """Runs inside the booted system; prints {name: [seconds…]}."""
-    n = cfg['n']
-    bw = bwrap_argv(cfg['bwrap'], cfg['binds'], cfg['agent'])
-    ctl = cfg['sandboxctl']
-    busctl = ['busctl', '--system', '--json=short', 'call', BUS]
-    out = {}
-
-    out['a_bwrap'] = measure(n, lambda: timed(bw)[0])
-    out['b_fork_exec'] = measure(n, lambda: timed(['/bin/true'])[0])
-    out['c_systemd_run_scope_bwrap'] = measure(n, lambda: timed(['systemd-run', '--scope', '--quiet',
-                                                                  '--collect'] + bw)[0])
-    out['d_sandboxctl_run'] = measure(n, lambda: timed([ctl, 'run', '--', '/bin/true'])[0])
-    out['p_busctl_ping'] = measure(n, lambda: timed(['busctl', '--system', 'call', BUS, MANAGER,
-                                                     'org.freedesktop.DBus.Peer', 'Ping'])[0])
-
-    def create_first_exec():
-        t1, o = timed(busctl + [MANAGER, f'{BUS}.Manager', 'CreateSandbox', 'sa{sv}', 'shell', '0'])
-        sid, path = json.loads(o)['data']
-        t2, o = timed(busctl + [path, f'{BUS}.Sandbox', 'Exec', 'asa{sv}', '1', '/bin/true', '0'])
-        if json.loads(o)['data'][0] != 0:
-            raise RuntimeError(f'/bin/true in a sandbox returned {o}')
-        timed(busctl + [path, f'{BUS}.Sandbox', 'Destroy'])
-        return t1 + t2
-
-    out['e_create_first_exec'] = measure(n, create_first_exec)
-
-    def ctl_create_first_exec():
-        t1, o = timed([ctl, 'create'])
-        sid = o.strip()
-        t2, _o = timed([ctl, 'exec', sid, '--', '/bin/true'])
-        timed([ctl, 'destroy', sid])
-        return t1 + t2
-
-    out['e_sandboxctl_create_exec'] = measure(n, ctl_create_first_exec)
-
-    _t, o = timed(busctl + [MANAGER, f'{BUS}.Manager', 'CreateSandbox', 'sa{sv}', 'shell', '0'])
-    sid, path = json.loads(o)['data']
     try:
-        out['f_exec_busctl'] = measure(n, lambda: timed(busctl + [path, f'{BUS}.Sandbox', 'Exec', 'asa{sv}',
-                                                                  '1', '/bin/true', '0'])[0])
-        out['f_exec_sandboxctl'] = measure(n, lambda: timed([ctl, 'exec', sid, '--', '/bin/true'])[0])
+        with open('/proc/cpuinfo') as f:
+            cpu = next((l.split(':', 1)[1].strip() for l in f if l.startswith('model name')), '?')
+    except OSError:
+        cpu = '?'
+    src = system.paths.source
+    head = cmd(['git', '-C', src, 'rev-parse', '--short', 'HEAD'])
+    dirty = cmd(['git', '-C', src, 'status', '--porcelain', '--untracked-files=no', '--', 'src'])
+    daemon_mtime = datetime.datetime.fromtimestamp(os.stat(system.paths.sandboxd).st_mtime)
+    return {
+        'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
+        'nproc': os.cpu_count(),
+        'cpu': cpu,
+        'kernel': platform.release(),
+        'systemd': cmd(['systemctl', '--version']).split('\n')[0],
+        'bwrap': cmd([system.paths.bwrap, '--version']),
+        'mode': system.mode,
+        'loadavg': ' '.join(open('/proc/loadavg').read().split()[:3]),
+        'commit': head + (' + uncommitted changes in src/' if dirty else ''),
+        'sandboxd': f'{system.paths.sandboxd} (built {daemon_mtime:%Y-%m-%d %H:%M:%S})',
+    }
+
+
+def run_client(system, client, args, bw, timeout):
+    cp = system.run([client] + args + ['--'] + bw, timeout=timeout)
+    if cp.returncode != 0:
+        raise RuntimeError(f'sandbox-bench failed ({cp.returncode}):\n{cp.stderr}\n{system.journal()}')
+    return json.loads(cp.stdout)['results']
+
+
+def profile(system, client, bw, outdir, runs):
+    """strace -f of sandboxd and of systemd (PID 1 of the system) while the client runs
+    RUNS ephemeral creates; the traces go to OUTDIR."""
+    os.makedirs(outdir, exist_ok=True)
+    pid = system.show('sandboxd.service', 'MainPID')['MainPID']
+    tracers = []
+    for name, target in (('sandboxd', pid), ('systemd', '1')):
+        out = os.path.join(outdir, f'{name}.strace')
+        tracers.append(subprocess.Popen(system.wrap(['strace', '-f', '-tt', '-T', '-s', '200', '-o', out,
+                                                     '-p', str(target)]),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True))
+    time.sleep(1.0)  # strace attaches
+    try:
+        res = run_client(system, client, ['--runs', str(runs), '--warmup', '0', '--only', 'create_exec'],
+                         bw, timeout=120 + runs * 5)
     finally:
-        timed(busctl + [path, f'{BUS}.Sandbox', 'Destroy'])
-    json.dump(out, sys.stdout)
+        for t in tracers:
+            # Our nsenter and the strace it forked share the new process group; nsenter
+            # forwards no signal, so the group gets it: strace detaches on SIGINT.
+            os.killpg(t.pid, signal.SIGINT)
+        for t in tracers:
+            try:
+                t.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(t.pid, signal.SIGKILL)
+                t.wait()
+    print(f'\nprofile: {runs} ephemeral create+exec under strace (median '
+          f'{res["create_exec"]["median_us"] / 1000:.2f} ms, slowed by strace); traces in {outdir}')
 
 
-def report(samples, n):
-    med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
-    ping = med['p_busctl_ping']
-    med['e_create_first_exec_net'] = med['e_create_first_exec'] - 2 * ping
-    med['f_exec_busctl_net'] = med['f_exec_busctl'] - ping
-    rows = [
-        ('a', 'bwrap --unshare-all … /bin/true', 'a_bwrap'),
-        ('b', 'fork+exec /bin/true', 'b_fork_exec'),
-        ('c', 'systemd-run --scope bwrap … /bin/true', 'c_systemd_run_scope_bwrap'),
-        ('d', 'sandboxctl run -- /bin/true', 'd_sandboxctl_run'),
-        ('e', 'create + first exec, 2 × busctl (raw)', 'e_create_first_exec'),
-        ('e', 'create + first exec, net of busctl', 'e_create_first_exec_net'),
-        ('e', 'sandboxctl create + sandboxctl exec', 'e_sandboxctl_create_exec'),
-        ('f', 'exec in running sandbox, busctl (raw)', 'f_exec_busctl'),
-        ('f', 'exec in running sandbox, net of busctl', 'f_exec_busctl_net'),
-        ('f', 'sandboxctl exec ID -- /bin/true', 'f_exec_sandboxctl'),
-        ('p', 'busctl … Peer.Ping (busctl overhead)', 'p_busctl_ping'),
-    ]
-    print(f'\nmedians of {n} runs (ms), whole processes, this machine:\n')
-    for tag, what, key in rows:
-        print(f'  {tag}  {what:<44} {med[key]:8.2f}')
+ROWS = [
+    ('fork_exec', 'fork+exec /bin/true (posix_spawn + waitpid)'),
+    ('bwrap', 'bwrap … /bin/true, as a sandbox uid'),
+    ('systemd_run_scope_bwrap', 'systemd-run --scope bwrap … /bin/true'),
+    ('systemd_run_scope_bwrap_props', '  … with sandboxd\'s unit properties'),
+    ('ping', 'D-Bus Peer.Ping to sandboxd'),
+    ('create_exec', 'create(ephemeral) + exec /bin/true'),
+    ('create_exec_persistent', 'create + first exec (destroy not timed)'),
+    ('create', '  of which CreateSandbox'),
+    ('create_first_exec', '  of which the first Exec'),
+    ('exec', 'exec /bin/true in a running sandbox'),
+]
 
-    def ratio(name, num, den, target, ok):
-        r = med[num] / med[den]
-        print(f'  {name:<58} {r:6.2f}  target {target:<8} {"MET" if ok(r) else "MISSED"}')
+RATIOS = [
+    ('create+first exec / bare bwrap', 'create_exec', 'bwrap', '≤ 2.0', lambda r: r <= 2.0),
+    ('create+first exec / systemd-run --scope bwrap', 'create_exec', 'systemd_run_scope_bwrap', '< 1.0',
+     lambda r: r < 1.0),
+    ('exec / fork+exec', 'exec', 'fork_exec', '≤ 3.0', lambda r: r <= 3.0),
+    ('(persistent create+first exec / bare bwrap)', 'create_exec_persistent', 'bwrap', '', None),
+    ('(persistent create+first exec / systemd-run)', 'create_exec_persistent', 'systemd_run_scope_bwrap', '',
+     None),
+]
 
-    print('\nratios:\n')
-    ratio('create+first exec (net) / bare bwrap', 'e_create_first_exec_net', 'a_bwrap', '≤ 2', lambda r: r <= 2)
-    ratio('create+first exec (raw) / bare bwrap', 'e_create_first_exec', 'a_bwrap', '≤ 2', lambda r: r <= 2)
-    ratio('exec (net) / fork+exec', 'f_exec_busctl_net', 'b_fork_exec', '≤ 3', lambda r: r <= 3)
-    ratio('exec (raw) / fork+exec', 'f_exec_busctl', 'b_fork_exec', '≤ 3', lambda r: r <= 3)
-    ratio('create+first exec (net) / systemd-run --scope bwrap', 'e_create_first_exec_net',
-          'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
-    ratio('create+first exec (raw) / systemd-run --scope bwrap', 'e_create_first_exec',
-          'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
-    ratio('sandboxctl create + exec / systemd-run --scope bwrap', 'e_sandboxctl_create_exec',
-          'c_systemd_run_scope_bwrap', '< 1', lambda r: r < 1)
-    ratio('sandboxctl exec / fork+exec', 'f_exec_sandboxctl', 'b_fork_exec', '≤ 3', lambda r: r <= 3)
-    ratio('sandboxctl run / systemd-run --scope bwrap', 'd_sandboxctl_run', 'c_systemd_run_scope_bwrap',
-          '< 1', lambda r: r < 1)
-    return med
+
+def report(rounds, info):
+    print('\nmachine: ' + ', '.join(f'{k}={info[k]}' for k in ('nproc', 'cpu', 'kernel')))
+    print(f'date: {info["date"]}; {info["systemd"]}; {info["bwrap"]}; {info["mode"]} mode; '
+          f'load average before: {info["loadavg"]}, after: {" ".join(open("/proc/loadavg").read().split()[:3])}')
+    print(f'sandboxd: {info["sandboxd"]}, source {info["commit"]}')
+    runs = rounds[0][next(iter(rounds[0]))]['runs']
+    head = ''.join(f'   median  p90  ' if len(rounds) == 1 else f'  r{i + 1} med  p90  '
+                   for i in range(len(rounds)))
+    print(f'\n{runs} runs of each per round, in ms (one client process, one bus connection):\n')
+    print(f'  {"":<46}{head}')
+    for key, what in ROWS:
+        if key not in rounds[0]:
+            continue
+        cells = ''.join(f'{r[key]["median_us"] / 1000:9.2f}{r[key]["p90_us"] / 1000:7.2f}' for r in rounds)
+        print(f'  {what:<46}{cells}')
+    print('\nratios of medians:\n')
+    ok_all = True
+    for name, num, den, target, ok in RATIOS:
+        if num not in rounds[0] or den not in rounds[0]:
+            continue
+        vals = [r[num]['median_us'] / r[den]['median_us'] for r in rounds]
+        cells = ''.join(f'{v:7.2f}' for v in vals)
+        verdict = ''
+        if ok:
+            met = all(ok(v) for v in vals)
+            ok_all &= met
+            verdict = f'target {target:<6} {"MET" if met else "MISSED"}'
+        print(f'  {name:<48}{cells}   {verdict}')
+    return ok_all
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('-n', type=int, default=50, help='runs of each measurement (default 50)')
-    ap.add_argument('--json', help='also write the raw samples (seconds) to this file')
-    ap.add_argument('--inner', help=argparse.SUPPRESS)
+    ap.add_argument('-n', '--runs', type=int, default=200, help='runs of each measurement (default 200)')
+    ap.add_argument('--warmup', type=int, default=5, help='untimed runs before each (default 5)')
+    ap.add_argument('--repeat', type=int, default=1, help='rounds in the same boot (default 1)')
+    ap.add_argument('--template', default='shell')
+    ap.add_argument('--client', help='the sandbox-bench binary (default: see above)')
+    ap.add_argument('--json', help='also write the results (µs) and machine to this file')
+    ap.add_argument('--profile', metavar='DIR',
+                    help='afterwards, strace sandboxd and systemd during --profile-runs creates into DIR')
+    ap.add_argument('--profile-runs', type=int, default=10)
     args = ap.parse_args()
-    if args.inner:
-        inner(json.loads(args.inner))
-        return 0
 
     import harness
     system = harness.acquire()
     try:
         binds = DEFAULT_BINDS
-        shell = os.path.join(system.paths.templates, 'shell.json')
-        if os.path.exists(shell):
-            with open(shell) as f:
+        tmpl = os.path.join(system.paths.templates, f'{args.template}.json')
+        if os.path.exists(tmpl):
+            with open(tmpl) as f:
                 binds = json.load(f).get('ro_binds', binds)
-        cfg = {'n': args.n, 'bwrap': system.paths.bwrap, 'binds': binds, 'agent': system.paths.sandbox_init,
-               'sandboxctl': system.paths.sandboxctl}
-        cp = system.run([sys.executable, os.path.abspath(__file__), '--inner', json.dumps(cfg)],
-                        timeout=60 + args.n * 10)
-        if cp.returncode != 0:
-            print(cp.stderr, file=sys.stderr)
-            return 1
-        samples = json.loads(cp.stdout)
+        bw = bwrap_argv(system.paths.bwrap, binds, system.paths.sandbox_init)
+        client = find_client(system, args.client)
+        info = machine_info(system)
+        print(f'client: {client}', file=sys.stderr)
+        print(f'bwrap floor: {shlex.join(bw)}', file=sys.stderr)
+        cargs = ['--runs', str(args.runs), '--warmup', str(args.warmup), '--template', args.template,
+                 '--uid', str(SANDBOX_UID)]
+        rounds = []
+        for i in range(args.repeat):
+            rounds.append(run_client(system, client, cargs, bw, timeout=120 + args.runs * 10))
+            print(f'round {i + 1}/{args.repeat} done', file=sys.stderr)
+        if args.profile:
+            if shutil.which('strace'):
+                profile(system, client, bw, os.path.abspath(args.profile), args.profile_runs)
+            else:
+                print('profile: strace is not installed (package strace)', file=sys.stderr)
     finally:
         problems = harness.release()
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump(samples, f)
-    print(f'system: {system.mode} mode; sandboxd from {system.paths.sandboxd}')
-    report(samples, args.n)
-    return 1 if problems else 0
+            json.dump({'machine': info, 'rounds': rounds}, f, indent=1)
+    met = report(rounds, info)
+    return 1 if problems else (0 if met else 2)
 
 
 if __name__ == '__main__':

@@ -15,6 +15,13 @@
 #include "strv.h"
 #include "template.h"
 
+#include <json-c/json.h>
+#include <syslog.h>
+#include <systemd/sd-journal.h>
+
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
 /* Where the agent appears inside the sandbox. */
 #define SANDBOX_AGENT_INSIDE "/run/sandbox-init"
 
@@ -44,6 +51,9 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--die-with-parent");
         ARG("--as-pid-1");
         ARG("--clearenv");
+        /* Held after its setup until the daemon has put it into its scope. */
+        ARG("--block-fd"); ARG(STRINGIFY(PAYLOAD_BLOCK_FD));
+        ARG("--info-fd"); ARG(STRINGIFY(PAYLOAD_INFO_FD));
 
         for (char * const *b = p->template->ro_binds; b && *b; b++) {
                 ARG("--ro-bind-try"); ARG(*b); ARG(*b);
@@ -114,45 +124,37 @@ static int move_fd_high(int fd) {
         return n < 0 ? -errno : n;
 }
 
-_noreturn_ static void held_child(const PayloadParams *p, char **argv, int control_fd, int release_fd,
-                                  int null_fd, int stderr_fd) {
+_noreturn_ static void payload_child(const PayloadParams *p, char **argv, int control_fd, int block_fd,
+                                     int info_fd, int null_fd, const char *log_identifier) {
         sigset_t none;
-        char c = 0;
+        int stderr_fd;
 
         /* Only async-signal-safe calls from here on: this is a raw clone() child. */
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
 
-        /* Nothing of the daemon's standard streams (its journal connection) goes in. */
+        /* bwrap's and the agent's own complaints go to the journal under the sandbox's
+         * name, straight to journald, so they outlive a restart of sandboxd. Connecting
+         * here, not in the daemon, keeps the handshake off the event loop. Nothing of the
+         * daemon's standard streams goes in. */
+        stderr_fd = sd_journal_stream_fd(log_identifier, LOG_WARNING, false);
+        if (stderr_fd < 0)
+                stderr_fd = null_fd;
         if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(null_fd, STDOUT_FILENO) < 0 ||
             dup2(stderr_fd, STDERR_FILENO) < 0)
                 _exit(EXIT_FAILURE);
 
         control_fd = move_fd_high(control_fd);
-        release_fd = move_fd_high(release_fd);
-        if (control_fd < 0 || release_fd < 0)
+        block_fd = move_fd_high(block_fd);
+        info_fd = move_fd_high(info_fd);
+        if (control_fd < 0 || block_fd < 0 || info_fd < 0 ||
+            dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
+            dup2(block_fd, PAYLOAD_BLOCK_FD) < 0 ||
+            dup2(info_fd, PAYLOAD_INFO_FD) < 0)
                 _exit(EXIT_FAILURE);
-        /* Hold nothing of the daemon's while waiting. */
-        if (close_range(3, 9, 0) < 0)
+        /* Nothing else of the daemon's goes in either. */
+        if (close_range(PAYLOAD_INFO_FD + 1, ~0U, 0) < 0)
                 _exit(EXIT_FAILURE);
-        for (int fd = 10; fd < 1024; fd++)
-                if (fd != control_fd && fd != release_fd)
-                        (void) close(fd);
-        (void) close_range(1024, ~0U, 0);
-
-        /* Wait until we are in our scope. EOF means the daemon gave up on us. */
-        for (;;) {
-                ssize_t n = read(release_fd, &c, 1);
-                if (n == 1 && c == 'G')
-                        break;
-                if (n < 0 && errno == EINTR)
-                        continue;
-                _exit(EXIT_FAILURE);
-        }
-
-        if (dup2(control_fd, AGENT_CONTROL_FD) < 0)
-                _exit(EXIT_FAILURE);
-        (void) close_range(AGENT_CONTROL_FD + 1, ~0U, 0);
 
         if (setgroups(0, NULL) < 0 ||
             setresgid(p->host_gid, p->host_gid, p->host_gid) < 0 ||
@@ -163,10 +165,10 @@ _noreturn_ static void held_child(const PayloadParams *p, char **argv, int contr
         _exit(127);
 }
 
-int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, PayloadProcess *ret) {
+int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_close_ int null_fd = -EBADF;
-        _cleanup_close_pair_ int release[2] = { -EBADF, -EBADF };
+        _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
         int r;
@@ -174,7 +176,9 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, Pa
         r = bwrap_build_argv(p, &argv);
         if (r < 0)
                 return r;
-        if (pipe2(release, O_CLOEXEC) < 0)
+        if (pipe2(block, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0)
+                return -errno;
+        if (fcntl(info[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
@@ -187,15 +191,64 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, Pa
         pid = (pid_t) syscall(SYS_clone, CLONE_PARENT | CLONE_PIDFD, NULL, &pidfd, NULL, 0);
         if (pid < 0)
                 return -errno;
-        if (pid == 0) {
-                release[1] = -EBADF; /* not ours to close in the child; close_range does it */
-                held_child(p, argv, control_fd, release[0], null_fd, stderr_fd >= 0 ? stderr_fd : null_fd);
+        if (pid == 0)
+                payload_child(p, argv, control_fd, block[0], info[1], null_fd, log_identifier);
+
+        *ret = PAYLOAD_PROCESS_NULL;
+        ret->pid = pid;
+        ret->pidfd = pidfd;
+        ret->release_fd = TAKE_FD(block[1]);
+        ret->info_fd = TAKE_FD(info[0]);
+        return 0;
+}
+
+int bwrap_parse_info(const char *json, size_t size, pid_t *ret) {
+        json_tokener *tok;
+        json_object *o, *v;
+        int64_t pid;
+        int r = -EBADMSG;
+
+        tok = json_tokener_new();
+        if (!tok)
+                return -ENOMEM;
+        o = json_tokener_parse_ex(tok, json, (int) size);
+        if (o && json_object_object_get_ex(o, "child-pid", &v) && json_object_is_type(v, json_type_int)) {
+                pid = json_object_get_int64(v);
+                if (pid > 0 && pid <= INT32_MAX) {
+                        *ret = (pid_t) pid;
+                        r = 0;
+                }
+        } else if (!o && json_tokener_get_error(tok) == json_tokener_continue)
+                r = -EAGAIN;
+        json_object_put(o);
+        json_tokener_free(tok);
+        return r;
+}
+
+int payload_read_info(PayloadProcess *p) {
+        int r;
+
+        for (;;) {
+                ssize_t n = read(p->info_fd, p->info + p->info_size, sizeof(p->info) - 1 - p->info_size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                if (n == 0) {
+                        /* bwrap closes it once it has said all: now it must parse. */
+                        r = bwrap_parse_info(p->info, p->info_size, &p->child_pid);
+                        p->info_fd = safe_close(p->info_fd);
+                        return r < 0 ? -EBADMSG : 1;
+                }
+                p->info_size += (size_t) n;
+                if (p->info_size >= sizeof(p->info) - 1)
+                        return -EMSGSIZE;
         }
 
-        *ret = (PayloadProcess) {
-                .pid = pid,
-                .pidfd = pidfd,
-                .release_fd = TAKE_FD(release[1]),
-        };
-        return 0;
+        /* bwrap may keep the pipe open in the held child: a complete object is the end. */
+        r = bwrap_parse_info(p->info, p->info_size, &p->child_pid);
+        return r == 0 ? 1 : r == -EAGAIN ? 0 : r;
 }

@@ -33,8 +33,8 @@ int payload_release(PayloadProcess *p) {
 }
 
 void payload_process_abort(PayloadProcess *p) {
-        /* Closing the release pipe makes a held child exit by itself; the signal covers a
-         * payload that was already released. */
+        /* Closing the block pipe makes a held bwrap child exit by itself; the signal
+         * covers the monitor and a payload that was already released. */
         p->release_fd = safe_close(p->release_fd);
         if (p->pidfd >= 0)
                 (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
@@ -43,6 +43,8 @@ void payload_process_abort(PayloadProcess *p) {
 
 void payload_process_done(PayloadProcess *p) {
         p->release_fd = safe_close(p->release_fd);
+        p->info_fd = safe_close(p->info_fd);
+        p->child_pid = 0;
         p->pidfd = safe_close(p->pidfd);
         p->pid = 0;
 }

@@ -2,16 +2,20 @@
 #pragma once
 
 /* A payload is what runs inside a sandbox's scope: one backend per mechanism behind one
- * interface (bwrap now; docker as a sibling file later). The backend starts its process
- * *held*: it exists, so its pid can be put into the transient scope, but it runs nothing
- * of the sandbox's until released. Inside, sandbox-init speaks the agent protocol on the
- * control socket the payload was given. */
+ * interface (bwrap now; docker as a sibling file later). The backend starts its processes
+ * *held*: they set up the sandbox (namespaces, mounts) while systemd makes the scope,
+ * but nothing of the sandbox's own runs until they are in it and released. Inside,
+ * sandbox-init speaks the agent protocol on the control socket the payload was given. */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "macro.h"
+
+/* Descriptors bwrap gets besides the agent's control socket. */
+#define PAYLOAD_BLOCK_FD 4
+#define PAYLOAD_INFO_FD 5
 
 typedef enum PayloadKind {
         PAYLOAD_BWRAP,
@@ -38,16 +42,25 @@ typedef struct PayloadParams {
 } PayloadParams;
 
 typedef struct PayloadProcess {
-        pid_t pid;        /* goes into the scope */
+        pid_t pid;        /* bwrap's monitor; goes into the scope */
+        pid_t child_pid;  /* the sandbox's PID 1, once known; goes into the scope too */
         int pidfd;        /* readable when the payload has ended */
         int release_fd;   /* write one byte to release; close to abort */
+        int info_fd;      /* where bwrap says the child's pid (readable, non-blocking) */
+        char info[512];
+        size_t info_size;
 } PayloadProcess;
 
-#define PAYLOAD_PROCESS_NULL ((PayloadProcess) { .pid = 0, .pidfd = -EBADF, .release_fd = -EBADF })
+#define PAYLOAD_PROCESS_NULL                                                    \
+        ((PayloadProcess) { .pidfd = -EBADF, .release_fd = -EBADF, .info_fd = -EBADF })
 
-/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD and
- * stderr_fd as its standard error (stdin and stdout are /dev/null). */
-int payload_spawn_held(const PayloadParams *p, int control_fd, int stderr_fd, PayloadProcess *ret);
+/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
+ * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
+int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
+/* Reads what is there of bwrap's info: 1 once child_pid is known, 0 if more is to come. */
+int payload_read_info(PayloadProcess *p);
+/* Parses bwrap's --info-fd JSON for the child's pid (pure, for tests). */
+int bwrap_parse_info(const char *json, size_t size, pid_t *ret);
 int payload_release(PayloadProcess *p);
 /* SIGKILLs a payload that is still held or running and closes its descriptors. */
 void payload_process_abort(PayloadProcess *p);

@@ -52,9 +52,11 @@ struct Sandbox {
         int control_fd;
         sd_event_source *control_source;
         sd_event_source *payload_source;
+        sd_event_source *info_source;
         sd_event_source *timer_source; /* start deadline, then lifetime */
 
         bool start_pending;   /* StartTransientUnit in flight */
+        bool attach_pending;  /* AttachProcessesToUnit in flight */
         bool unit_started;
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */

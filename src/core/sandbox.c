@@ -9,8 +9,6 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include <systemd/sd-journal.h>
-
 #include "agent-protocol.h"
 #include "log.h"
 #include "sandbox-errors.h"
@@ -108,6 +106,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 systemd_client_cancel(s->manager->systemd, s);
         sd_event_source_disable_unref(s->control_source);
         sd_event_source_disable_unref(s->payload_source);
+        sd_event_source_disable_unref(s->info_source);
         sd_event_source_disable_unref(s->timer_source);
         safe_close(s->control_fd);
         payload_process_abort(&s->payload);
@@ -201,8 +200,9 @@ static void on_unit_stopped(const char *result, const sd_bus_error *error, void 
 }
 
 static void sandbox_abort_payload(Sandbox *s) {
-        /* The source first: its fd is the pidfd that abort closes. */
+        /* The sources first: their fds are the ones abort closes. */
         s->payload_source = sd_event_source_disable_unref(s->payload_source);
+        s->info_source = sd_event_source_disable_unref(s->info_source);
         payload_process_abort(&s->payload);
 }
 
@@ -339,6 +339,8 @@ static void on_control_group(const char *cgroup, const sd_bus_error *error, void
         s->cgroup = strdup(cgroup);
 }
 
+static void sandbox_attach_child(Sandbox *s);
+
 static void on_scope_started(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         _cleanup_free_ char *reason = NULL;
@@ -373,11 +375,62 @@ static void on_scope_started(const char *result, const sd_bus_error *error, void
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
 
+        sandbox_attach_child(s);
+}
+
+static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+        int r;
+
+        s->attach_pending = false;
+        if (s->state != SANDBOX_STARTING)
+                return; /* stopping: the unit's stop takes everything down */
+        if (error) {
+                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, error->message);
+                sandbox_stop(s, "its payload could not be moved into its unit.");
+                return;
+        }
+
         r = payload_release(&s->payload);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to release payload: %m");
                 sandbox_stop(s, "its payload exited before it was released.");
         }
+}
+
+/* Once the scope runs (with bwrap's monitor in it) and bwrap said its child's pid: the
+ * child joins the scope, and only then is it released to run the agent. */
+static void sandbox_attach_child(Sandbox *s) {
+        int r;
+
+        if (s->state != SANDBOX_STARTING || !s->unit_started || s->start_pending ||
+            s->payload.child_pid <= 0 || s->attach_pending)
+                return;
+
+        r = unit_attach_processes(s->manager->systemd, s->unit, &s->payload.child_pid, 1, on_attached, s);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to ask systemd to move the payload: %m");
+                sandbox_stop(s, "systemd could not be asked to move its payload.");
+                return;
+        }
+        s->attach_pending = true;
+}
+
+static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        int r;
+
+        r = payload_read_info(&s->payload);
+        if (r == 0)
+                return 0;
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to learn the payload's pid: %m");
+                sandbox_stop(s, "its payload did not start.");
+                return 0;
+        }
+        sandbox_attach_child(s);
+        return 0;
 }
 
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
@@ -407,10 +460,7 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
         };
-        /* bwrap's and the agent's own complaints go to the journal, under the scope's
-         * name, straight to journald, so they outlive a restart of sandboxd. */
-        _cleanup_close_ int log_fd = sd_journal_stream_fd(s->unit, LOG_WARNING, false);
-        r = payload_spawn_held(&params, pair[1], log_fd, &s->payload);
+        r = payload_spawn_held(&params, pair[1], s->unit, &s->payload);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);
@@ -426,11 +476,18 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (r < 0)
                 goto fail_payload;
 
+        r = sd_event_add_io(m->event, &s->info_source, s->payload.info_fd, EPOLLIN, on_payload_info, s);
+        if (r < 0)
+                goto fail_payload;
+
+        /* systemd makes the scope while bwrap builds the sandbox: the monitor goes in
+         * now, the sandbox's PID 1 as soon as bwrap names it (sandbox_attach_child). */
         ScopeParams sp = {
                 .unit = s->unit,
                 .slice = SANDBOX_SLICE,
                 .description = s->description,
-                .pid = s->payload.pid,
+                .pids = &s->payload.pid,
+                .n_pids = 1,
                 .limits = s->config.limits,
         };
         r = scope_start_transient(m->systemd, &sp, on_scope_started, s);
@@ -445,7 +502,6 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 
 fail_payload:
         s->control_source = sd_event_source_disable_unref(s->control_source);
-        s->payload_source = sd_event_source_disable_unref(s->payload_source);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->control_fd = safe_close(s->control_fd);
         sandbox_abort_payload(s);

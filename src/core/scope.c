@@ -14,6 +14,7 @@ typedef enum CallKind {
         CALL_START,
         CALL_STOP,
         CALL_CONTROL_GROUP,
+        CALL_ATTACH,
 } CallKind;
 
 /* One operation in flight: first the method call, then (for jobs) the wait for its
@@ -26,6 +27,8 @@ struct PendingCall {
         char *job;             /* set once systemd queued the job */
         ScopeParams params;    /* CALL_START, for a retry */
         char *unit;
+        uint32_t pids[4];
+        size_t n_pids;
         bool drop_oom_policy;
         systemd_job_callback_t cb;
         void *userdata;
@@ -190,7 +193,17 @@ static int scope_send_start(PendingCall *p) {
         if (r >= 0)
                 r = append_property(m, "Slice", "s", s->slice);
         if (r >= 0)
-                r = append_property(m, "PIDs", "au", 1, (uint32_t) s->pid);
+                r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", "PIDs");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_append_array(m, 'u', p->pids, sizeof(uint32_t) * p->n_pids);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = append_property(m, "MemoryAccounting", "b", 1);
         if (r >= 0)
@@ -203,6 +216,11 @@ static int scope_send_start(PendingCall *p) {
                 r = append_property(m, "TasksAccounting", "b", 1);
         if (r >= 0)
                 r = append_property(m, "TasksMax", "t", s->limits.tasks_max);
+        /* Delegated: the payload's second process joins after the start
+         * (AttachProcessesToUnit), and a container runtime may later nest cgroups here. The
+         * sandbox itself never sees cgroupfs (own cgroup namespace, nothing mounted). */
+        if (r >= 0)
+                r = append_property(m, "Delegate", "b", 1);
         /* Untrusted code gets no grace period on stop. */
         if (r >= 0)
                 r = append_property(m, "KillSignal", "i", SIGKILL);
@@ -280,8 +298,16 @@ int scope_start_transient(SystemdClient *c, const ScopeParams *params,
         p = pending_call_new(c, CALL_START, params->unit, cb, userdata);
         if (!p)
                 return -ENOMEM;
+        if (params->n_pids == 0 || params->n_pids > ELEMENTSOF(p->pids)) {
+                pending_call_unlink_free(p);
+                return -EINVAL;
+        }
         p->params = *params;
         p->params.unit = p->unit;
+        for (size_t i = 0; i < params->n_pids; i++)
+                p->pids[i] = (uint32_t) params->pids[i];
+        p->n_pids = params->n_pids;
+        p->params.pids = NULL; /* copied above; the caller's array is gone after return */
         /* slice and description must outlive the call: they belong to the caller's
          * sandbox, which cancels us before it goes away. */
         r = scope_send_start(p);
@@ -299,6 +325,44 @@ int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, voi
                 return -ENOMEM;
         r = sd_bus_call_method_async(c->bus, &p->slot, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
                                      "StopUnit", on_job_queued, p, "ss", unit, "replace");
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}
+
+static int on_attached(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        PendingCall *p = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+
+        pending_call_finish(p, e ? NULL : "done", e);
+        return 0;
+}
+
+int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids, size_t n_pids,
+                          systemd_job_callback_t cb, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        PendingCall *p;
+        int r;
+
+        r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                           "AttachProcessesToUnit");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "ss", unit, "");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'a', "u");
+        for (size_t i = 0; r >= 0 && i < n_pids; i++)
+                r = sd_bus_message_append(m, "u", (uint32_t) pids[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+
+        p = pending_call_new(c, CALL_ATTACH, unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        r = sd_bus_call_async(c->bus, &p->slot, m, on_attached, p, SYSTEMD_CALL_TIMEOUT_USEC);
         if (r < 0)
                 pending_call_unlink_free(p);
         return r;

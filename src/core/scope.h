@@ -27,13 +27,17 @@ typedef struct ScopeParams {
         const char *unit;         /* sandbox-<id>.scope */
         const char *slice;        /* sandbox.slice */
         const char *description;
-        pid_t pid;
+        const pid_t *pids;
+        size_t n_pids;
         SandboxLimits limits;
 } ScopeParams;
 
 /* StartTransientUnit(); the callback runs when the job is done. A property systemd does
  * not know (older versions) is dropped and the call retried. Returns 0 if queued. */
 int scope_start_transient(SystemdClient *c, const ScopeParams *p,
+                          systemd_job_callback_t cb, void *userdata);
+/* AttachProcessesToUnit(): moves pids into the (started) unit; result "done". */
+int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids, size_t n_pids,
                           systemd_job_callback_t cb, void *userdata);
 /* StopUnit(); a unit that does not exist counts as stopped (result "done"). */
 int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);

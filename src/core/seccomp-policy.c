@@ -7,45 +7,60 @@
  * architecture check; i386 entry points (int 0x80) and x32 system calls (__X32_SYSCALL_BIT)
  * kill the process. no_new_privs is set when the filter is loaded.
  *
- * Each family has its own errno, chosen so that callers degrade gracefully and so that it
- * differs from what the kernel itself answers (see man/sandboxd-seccomp.7.scd):
+ * Each family has its own errno, chosen so that callers degrade gracefully and so that a
+ * test can tell the filter's answer from the kernel's, also inside a sandbox where missing
+ * capabilities already make many calls fail with EPERM (man/sandboxd-seccomp.7.scd):
  *
- *   family       errno         call(s)                          condition
- *   isolation    EPERM         unshare                          flags & CLONE_NEWUSER|NEWNS|NEWCGROUP|
- *                                                                 NEWUTS|NEWIPC|NEWPID|NEWNET|NEWTIME
- *                                                                 (one rule per flag)
- *   isolation    EPERM         clone                            flags & the same flags but NEWTIME
- *                                                                 (one rule per flag)
- *   isolation    EPERM         setns                            always
- *   isolation    EPERM         ptrace                           always
- *   isolation    EPERM         process_vm_readv/writev          always
- *   unavailable  ENOSYS        clone3                           always (flags are in memory)
- *   unavailable  ENOSYS        add_key, request_key, keyctl     always
- *   unavailable  ENOSYS        bpf                              always
- *   unavailable  ENOSYS        perf_event_open                  always
- *   unavailable  ENOSYS        userfaultfd                      always
- *   unavailable  ENOSYS        io_uring_setup/enter/register    always
- *   mount        EROFS         mount, umount, umount2, pivot_root   always
- *   mount        EROFS         move_mount, open_tree, fsopen, fsconfig, fsmount, fspick,
- *                              mount_setattr                    always
- *   host         EACCES        kexec_load, kexec_file_load      always
- *   host         EACCES        init_module, finit_module, delete_module   always
- *   host         EACCES        reboot                           always
- *   host         EACCES        swapon, swapoff                  always
- *   host         EACCES        settimeofday, stime, clock_settime, adjtimex, clock_adjtime
- *   host         EACCES        acct                             always
- *   host         EACCES        syslog                           always
- *   host         EACCES        quotactl, quotactl_fd            always
- *   host         EACCES        open_by_handle_at, name_to_handle_at   always
- *   host         EACCES        iopl, ioperm                     always
- *   host         EACCES        vhangup                          always
- *   host         EACCES        lookup_dcookie, nfsservctl, uselib, sysfs, ustat, _sysctl
- *   personality  EINVAL        personality                      persona > ADDR_NO_RANDOMIZE
- *   terminal     EIO           ioctl                            (cmd & 0xffffffff) == TIOCSTI
- *   terminal     EIO           ioctl                            (cmd & 0xffffffff) == TIOCLINUX
- *   socket       EAFNOSUPPORT  socket, socketpair               family 0, 3, 4-7, 8-9, 11, 12-15,
- *                                                                 >= 17 (one rule per range)
- *   socket       EAFNOSUPPORT  socket, socketpair               AF_NETLINK, protocol != NETLINK_ROUTE
+ *   call(s)                       condition               errno   why
+ *   unshare                       flags & CLONE_NEWUSER,  EUSERS  new namespaces; nested user
+ *                                 NEWNS, NEWCGROUP, NEWUTS,       namespaces open most kernel
+ *                                 NEWIPC, NEWPID, NEWNET,         exploits to unprivileged code
+ *                                 NEWTIME (rule per flag)
+ *   clone                         the same but NEWTIME    EUSERS  the same
+ *   setns                         always                  EUSERS  joining other namespaces
+ *   ptrace                        always                  EPERM   attack surface; bypasses seccomp
+ *                                                                 on kernels before 4.8
+ *   process_vm_readv/writev       always                  EPERM   other processes' memory
+ *   clone3                        always                  ENOSYS  flags in memory, unfilterable;
+ *                                                                 glibc falls back to clone()
+ *   add_key, request_key, keyctl  always                  ENOSYS  keyrings are the host uid's
+ *   bpf                           always                  ENOSYS  verifier and maps: exploits
+ *   perf_event_open               always                  ENOSYS  CVEs, side channels
+ *   userfaultfd                   always                  ENOSYS  kernel race exploit primitive
+ *   io_uring_setup/enter/register always                  ENOSYS  attack surface; its operations
+ *                                                                 bypass seccomp
+ *   mount, umount, umount2,       always                  EROFS   the mount table is bwrap's
+ *   pivot_root
+ *   move_mount, open_tree,        always                  EROFS   the same by the new mount API
+ *   fsopen, fsconfig, fsmount, fspick,
+ *   mount_setattr
+ *   kexec_load, kexec_file_load   always                  EACCES  replacing the kernel
+ *   init/finit/delete_module      always                  EACCES  kernel code
+ *   reboot                        always                  EACCES  the machine
+ *   swapon, swapoff               always                  EACCES  the host's swap
+ *   settimeofday, stime,          always                  EACCES  the host's clock
+ *   clock_settime, adjtimex,
+ *   clock_adjtime
+ *   acct                          always                  EACCES  the host's accounting
+ *   syslog                        always                  EACCES  the host's kernel log
+ *   quotactl, quotactl_fd         always                  EACCES  the host's quotas
+ *   open_by_handle_at,            always                  EACCES  past the mount namespace
+ *   name_to_handle_at                                             ("shocker")
+ *   iopl, ioperm                  always                  EACCES  I/O ports
+ *   vhangup                       always                  EACCES  terminals
+ *   lookup_dcookie, nfsservctl,   always                  EACCES  obsolete: surface, no users
+ *   uselib, sysfs, ustat, _sysctl
+ *   personality                   persona > 0x40000       EINVAL  flags that weaken the memory
+ *                                 (ADDR_NO_RANDOMIZE)             layout; also the 0xffffffff query
+ *   ioctl                         cmd & 0xffffffff ==     EIO     pushing input into a terminal
+ *                                 TIOCSTI                         (CVE-2017-5226)
+ *   ioctl                         cmd & 0xffffffff ==     EIO     the same by console paste
+ *                                 TIOCLINUX                       (CVE-2023-28100)
+ *   socket, socketpair            family 0, 3, 4-7, 8-9,  EAFNO-  uncommon protocol families;
+ *                                 11, 12-15, >= 17        SUPPORT AF_VSOCK reaches the hypervisor
+ *                                 (rule per range)
+ *   socket, socketpair            AF_NETLINK, protocol    EAFNO-  audit, uevents, netfilter, ...
+ *                                 != NETLINK_ROUTE        SUPPORT
  *
  * Every argument compare is against the full 64-bit register, so a caller cannot slip past
  * a rule by setting high bits the kernel ignores: ioctl commands are masked to 32 bits,
@@ -88,13 +103,18 @@ static const struct {
         const char *name;
         int error;
 } families[_SECCOMP_FAMILY_MAX] = {
-        /* What an unprivileged caller already gets; Chromium and others check for it. */
-        [SECCOMP_FAMILY_ISOLATION]   = { "isolation",   EPERM },
+        /* The kernel's answer when user namespaces nest too deep, and one of the errnos
+         * Chromium accepts from clone(CLONE_NEWUSER) (it aborts on others). Not EPERM or
+         * ENOSPC, which the sandbox gives by itself (no capability, bwrap's
+         * --disable-userns): a test in the sandbox must see that the filter refused. */
+        [SECCOMP_FAMILY_NAMESPACE]   = { "namespace",   EUSERS },
+        /* What Yama's ptrace_scope answers; gdb and strace explain it. */
+        [SECCOMP_FAMILY_TRACING]     = { "tracing",     EPERM },
         /* What a kernel without the feature says; callers fall back (glibc: clone3 to
          * clone, libuv: io_uring to threads, keyutils: no keyring). */
         [SECCOMP_FAMILY_UNAVAILABLE] = { "unavailable", ENOSYS },
         /* The mount table is as bwrap left it. Not EPERM, which is what a missing
-         * capability looks like: a test must see that the filter refused. */
+         * capability looks like. */
         [SECCOMP_FAMILY_MOUNT]       = { "mount",       EROFS },
         /* The machine belongs to the host; dmesg, date -s and swapon print "Permission
          * denied". */
@@ -111,7 +131,7 @@ static const struct {
 #define CMP(i, o, a, b) { .arg = (i), .op = (o), .datum_a = (a), .datum_b = (b) }
 
 #define FLAG_RULE(call, i, flag, reason)                                        \
-        { SECCOMP_FAMILY_ISOLATION, NAMES(call), 1,                             \
+        { SECCOMP_FAMILY_NAMESPACE, NAMES(call), 1,                             \
           { CMP(i, SCMP_CMP_MASKED_EQ, (flag), (flag)) }, reason }
 
 #define ALWAYS(family, names, reason) \
@@ -153,11 +173,11 @@ static const SeccompRule rules[] = {
         FLAG_RULE("clone", CLONE_FLAGS_ARG, CLONE_NEWIPC, ns_reason),
         FLAG_RULE("clone", CLONE_FLAGS_ARG, CLONE_NEWPID, ns_reason),
         FLAG_RULE("clone", CLONE_FLAGS_ARG, CLONE_NEWNET, ns_reason),
-        ALWAYS(SECCOMP_FAMILY_ISOLATION, NAMES("setns"),
+        ALWAYS(SECCOMP_FAMILY_NAMESPACE, NAMES("setns"),
                "joining another namespace"),
-        ALWAYS(SECCOMP_FAMILY_ISOLATION, NAMES("ptrace"),
+        ALWAYS(SECCOMP_FAMILY_TRACING, NAMES("ptrace"),
                "tracing: large attack surface, and on kernels before 4.8 a way round seccomp"),
-        ALWAYS(SECCOMP_FAMILY_ISOLATION, NAMES("process_vm_readv", "process_vm_writev"),
+        ALWAYS(SECCOMP_FAMILY_TRACING, NAMES("process_vm_readv", "process_vm_writev"),
                "reading and writing another process's memory"),
 
         ALWAYS(SECCOMP_FAMILY_UNAVAILABLE, NAMES("clone3"),
@@ -236,8 +256,8 @@ static const SeccompRule rules[] = {
           { CMP(0, SCMP_CMP_EQ, AF_NETLINK, 0), CMP(2, SCMP_CMP_NE, NETLINK_ROUTE, 0) },
           "netlink other than NETLINK_ROUTE (audit, uevents, netfilter, sock_diag, ...)" },
         SOCKET_RULE(SCMP_CMP_GE, AF_PACKET, 0,
-                    "AF_PACKET and every later family (AF_ALG, AF_VSOCK, AF_BLUETOOTH, ...), "
-                    "and any value with high bits set"),
+                    "AF_PACKET and every later family (AF_ALG, AF_BLUETOOTH, AF_VSOCK which "
+                    "reaches the hypervisor, ...), and any value with high bits set"),
 };
 
 const SeccompRule *seccomp_policy_rules(size_t *ret_n) {

@@ -10,10 +10,11 @@
 #include <seccomp.h>
 
 /* Each family fails with its own errno, so a test (or a user reading strace output) can
- * tell which rule refused a call, and none of them is what the kernel itself would answer
- * to the probes in tests/unit/test-seccomp-policy.c. */
+ * tell which rule refused a call: the probes in tests/unit/test-seccomp-policy.c get a
+ * different answer from the kernel, as root or in an unfiltered sandbox. */
 typedef enum SeccompFamily {
-        SECCOMP_FAMILY_ISOLATION,       /* EPERM: new namespaces, setns, ptrace, process_vm_* */
+        SECCOMP_FAMILY_NAMESPACE,       /* EUSERS: new namespaces, setns */
+        SECCOMP_FAMILY_TRACING,         /* EPERM: ptrace, process_vm_readv/writev */
         SECCOMP_FAMILY_UNAVAILABLE,     /* ENOSYS: clone3, keyrings, bpf, perf, userfaultfd, io_uring */
         SECCOMP_FAMILY_MOUNT,           /* EROFS: mount(2) and the new mount API */
         SECCOMP_FAMILY_HOST,            /* EACCES: kexec, modules, reboot, swap, clocks, ... */

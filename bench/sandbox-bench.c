@@ -1,0 +1,480 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * sandbox-bench: latency of sandboxd's API against its floors, measured in one process over
+ * one system-bus connection, so that no process start of a client is in the figures.
+ *
+ *   sandbox-bench [--runs N] [--warmup N] [--template NAME] [--uid UID] [--only LIST]
+ *                 [--samples] [-- BWRAP-ARGV…]
+ *
+ * BWRAP-ARGV is the bwrap command line sandboxd would run, with /bin/true in place of the
+ * agent (bench/bench.py builds it as the daemon does); without it the bwrap floors are
+ * skipped. It runs as --uid (default 0x70000000, the first of sandboxd's sandbox uids),
+ * dropped to in a forked child just as the daemon's held payload does.
+ *
+ * Prints one JSON object: for each measurement its runs, median, p90, min and mean in µs.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-bus.h>
+
+#define BUS_NAME "io.sandboxd.Sandbox1"
+#define MANAGER_PATH "/io/sandboxd/Sandbox1"
+#define MANAGER_IFACE "io.sandboxd.Sandbox1.Manager"
+#define SANDBOX_IFACE "io.sandboxd.Sandbox1.Sandbox"
+#define CALL_TIMEOUT_USEC (60ULL * 1000000ULL)
+#define SANDBOX_UID_DEFAULT 0x70000000U
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+
+extern char **environ;
+
+static unsigned arg_runs = 200;
+static unsigned arg_warmup = 5;
+static const char *arg_template = "shell";
+static uid_t arg_uid = SANDBOX_UID_DEFAULT;
+static const char *arg_only = NULL;
+static bool arg_samples = false;
+static char **arg_bwrap = NULL;      /* points into argv */
+static int devnull = -1;
+
+typedef struct Series {
+        const char *name;
+        double *us;
+        unsigned n;
+} Series;
+
+static double now_us(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+static void fail(const char *what, int r) {
+        fprintf(stderr, "sandbox-bench: %s: %s\n", what, strerror(r < 0 ? -r : r));
+        exit(EXIT_FAILURE);
+}
+
+static void fail_bus(const char *what, const sd_bus_error *e, int r) {
+        fprintf(stderr, "sandbox-bench: %s: %s\n", what,
+                e && sd_bus_error_is_set(e) ? e->message : strerror(r < 0 ? -r : r));
+        exit(EXIT_FAILURE);
+}
+
+static bool wanted(const char *name) {
+        size_t l = strlen(name);
+
+        if (!arg_only)
+                return true;
+        for (const char *p = arg_only; *p;) {
+                const char *end = strchrnul(p, ',');
+                if ((size_t) (end - p) == l && strncmp(p, name, l) == 0)
+                        return true;
+                p = *end ? end + 1 : end;
+        }
+        return false;
+}
+
+static Series *series_new(const char *name) {
+        Series *s = calloc(1, sizeof(Series));
+
+        if (!s || !(s->us = calloc(arg_runs, sizeof(double))))
+                fail("Out of memory", ENOMEM);
+        s->name = name;
+        return s;
+}
+
+static void series_add(Series *s, double us) {
+        if (s->n < arg_runs)
+                s->us[s->n++] = us;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+static void series_print(const Series *s, bool first) {
+        double *v, sum = 0, median, p90;
+        unsigned n = s->n;
+
+        if (n == 0)
+                return;
+        v = malloc(n * sizeof(double));
+        if (!v)
+                fail("Out of memory", ENOMEM);
+        memcpy(v, s->us, n * sizeof(double));
+        qsort(v, n, sizeof(double), cmp_double);
+        for (unsigned i = 0; i < n; i++)
+                sum += v[i];
+        median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+        /* Nearest rank. */
+        p90 = v[(9 * n + 9) / 10 - 1];
+        printf("%s\n    \"%s\": {\"runs\": %u, \"median_us\": %.1f, \"p90_us\": %.1f, "
+               "\"min_us\": %.1f, \"max_us\": %.1f, \"mean_us\": %.1f",
+               first ? "" : ",", s->name, n, median, p90, v[0], v[n - 1], sum / n);
+        if (arg_samples) {
+                printf(", \"samples_us\": [");
+                for (unsigned i = 0; i < n; i++)
+                        printf("%s%.1f", i ? ", " : "", s->us[i]);
+                printf("]");
+        }
+        printf("}");
+        free(v);
+}
+
+/* ---- floors ------------------------------------------------------------------------ */
+
+static void wait_ok(pid_t pid, const char *what) {
+        int status;
+
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        fail("waitpid", errno);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr, "sandbox-bench: %s failed (status 0x%x)\n", what, status);
+                exit(EXIT_FAILURE);
+        }
+}
+
+static double time_spawn(char **argv) {
+        posix_spawn_file_actions_t fa;
+        double t0, t1;
+        pid_t pid;
+        int r;
+
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, devnull, STDIN_FILENO);
+        posix_spawn_file_actions_adddup2(&fa, devnull, STDOUT_FILENO);
+
+        t0 = now_us();
+        r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+        if (r != 0)
+                fail(argv[0], r);
+        wait_ok(pid, argv[0]);
+        t1 = now_us();
+        posix_spawn_file_actions_destroy(&fa);
+        return t1 - t0;
+}
+
+/* As sandboxd's held payload does it (src/core/payload-bwrap.c): fork, drop to the
+ * sandbox's host uid and gid, exec bwrap with an empty environment. */
+static double time_spawn_as_uid(char **argv) {
+        double t0, t1;
+        pid_t pid;
+
+        t0 = now_us();
+        pid = fork();
+        if (pid < 0)
+                fail("fork", errno);
+        if (pid == 0) {
+                if (dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
+                    setgroups(0, NULL) < 0 || setresgid(arg_uid, arg_uid, arg_uid) < 0 ||
+                    setresuid(arg_uid, arg_uid, arg_uid) < 0)
+                        _exit(125);
+                execve(argv[0], argv, (char *[]) { NULL });
+                _exit(127);
+        }
+        wait_ok(pid, argv[0]);
+        t1 = now_us();
+        return t1 - t0;
+}
+
+static char **strv_concat(char * const *a, char * const *b) {
+        size_t na = 0, nb = 0;
+        char **v;
+
+        while (a[na])
+                na++;
+        while (b[nb])
+                nb++;
+        v = calloc(na + nb + 1, sizeof(char *));
+        if (!v)
+                fail("Out of memory", ENOMEM);
+        memcpy(v, a, na * sizeof(char *));
+        memcpy(v + na, b, nb * sizeof(char *));
+        return v;
+}
+
+/* ---- sandboxd ---------------------------------------------------------------------- */
+
+static char *create_sandbox(sd_bus *bus, bool ephemeral) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        const char *id, *path;
+        char *ret;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox");
+        if (r >= 0)
+                r = ephemeral ? sd_bus_message_append(m, "sa{sv}", arg_template, 1, "Ephemeral", "b", 1)
+                              : sd_bus_message_append(m, "sa{sv}", arg_template, 0);
+        if (r < 0)
+                fail("Failed to build CreateSandbox", r);
+        r = sd_bus_call(bus, m, CALL_TIMEOUT_USEC, &error, &reply);
+        if (r < 0)
+                fail_bus("CreateSandbox", &error, r);
+        r = sd_bus_message_read(reply, "so", &id, &path);
+        if (r < 0)
+                fail("Failed to parse CreateSandbox reply", r);
+        ret = strdup(path);
+        if (!ret)
+                fail("Out of memory", ENOMEM);
+        return ret;
+}
+
+static void exec_true(sd_bus *bus, const char *path) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int32_t status;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_IFACE, "Exec");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "asa{sv}", 1, "/bin/true", 0);
+        if (r < 0)
+                fail("Failed to build Exec", r);
+        r = sd_bus_call(bus, m, CALL_TIMEOUT_USEC, &error, &reply);
+        if (r < 0)
+                fail_bus("Exec", &error, r);
+        r = sd_bus_message_read(reply, "i", &status);
+        if (r < 0)
+                fail("Failed to parse Exec reply", r);
+        if (status != 0) {
+                fprintf(stderr, "sandbox-bench: /bin/true in %s returned %" PRIi32 "\n", path, status);
+                exit(EXIT_FAILURE);
+        }
+}
+
+static void destroy_sandbox(sd_bus *bus, const char *path) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_IFACE, "Destroy", &error, NULL, "");
+        if (r < 0)
+                fail_bus("Destroy", &error, r);
+}
+
+static void ping(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, "org.freedesktop.DBus.Peer", "Ping", &error, NULL,
+                               "");
+        if (r < 0)
+                fail_bus("Ping", &error, r);
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+static void usage(void) {
+        printf("usage: sandbox-bench [--runs N] [--warmup N] [--template NAME] [--uid UID]\n"
+               "                     [--only NAME,…] [--samples] [-- BWRAP-ARGV…]\n"
+               "measurements: ping create_exec create_exec_persistent create create_first_exec exec\n"
+               "              fork_exec bwrap systemd_run_scope_bwrap systemd_run_scope_bwrap_props\n");
+}
+
+static unsigned parse_unsigned(const char *s, const char *what) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(s, &end, 0);
+        if (errno || !*s || *end || v > UINT32_MAX) {
+                fprintf(stderr, "sandbox-bench: invalid %s: %s\n", what, s);
+                exit(2);
+        }
+        return (unsigned) v;
+}
+
+static void parse_argv(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "runs", required_argument, NULL, 'n' },
+                { "warmup", required_argument, NULL, 'w' },
+                { "template", required_argument, NULL, 't' },
+                { "uid", required_argument, NULL, 'u' },
+                { "only", required_argument, NULL, 'o' },
+                { "samples", no_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "+n:w:t:u:o:sh", options, NULL)) >= 0)
+                switch (c) {
+                case 'n':
+                        arg_runs = parse_unsigned(optarg, "--runs");
+                        if (arg_runs == 0)
+                                arg_runs = 1;
+                        break;
+                case 'w':
+                        arg_warmup = parse_unsigned(optarg, "--warmup");
+                        break;
+                case 't':
+                        arg_template = optarg;
+                        break;
+                case 'u':
+                        arg_uid = parse_unsigned(optarg, "--uid");
+                        break;
+                case 'o':
+                        arg_only = optarg;
+                        break;
+                case 's':
+                        arg_samples = true;
+                        break;
+                case 'h':
+                        usage();
+                        exit(EXIT_SUCCESS);
+                default:
+                        usage();
+                        exit(2);
+                }
+        if (optind < argc)
+                arg_bwrap = argv + optind;
+}
+
+#define MEASURE(series, ...)                                            \
+        do {                                                            \
+                for (unsigned _i = 0; _i < arg_warmup + arg_runs; _i++) { \
+                        double _t0 = now_us();                          \
+                        __VA_ARGS__;                                    \
+                        if (_i >= arg_warmup)                           \
+                                series_add((series), now_us() - _t0);   \
+                }                                                       \
+        } while (0)
+
+int main(int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        Series *all[16];
+        size_t n_all = 0;
+        bool need_bus;
+        int r;
+
+        parse_argv(argc, argv);
+        devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0)
+                fail("/dev/null", errno);
+
+        need_bus = wanted("ping") || wanted("create_exec") || wanted("create_exec_persistent") ||
+                   wanted("create") || wanted("create_first_exec") || wanted("exec");
+        if (need_bus) {
+                r = sd_bus_open_system(&bus);
+                if (r < 0)
+                        fail("Failed to connect to the system bus", r);
+        }
+
+        if (wanted("ping")) {
+                Series *s = all[n_all++] = series_new("ping");
+                MEASURE(s, ping(bus));
+        }
+
+        if (wanted("create_exec")) {
+                Series *s = all[n_all++] = series_new("create_exec");
+                fprintf(stderr, "sandbox-bench: create_exec (ephemeral)…\n");
+                MEASURE(s, {
+                        char *path = create_sandbox(bus, true);
+                        exec_true(bus, path);
+                        free(path);
+                });
+        }
+
+        if (wanted("create_exec_persistent") || wanted("create") || wanted("create_first_exec")) {
+                Series *ce = all[n_all++] = series_new("create_exec_persistent");
+                Series *c = all[n_all++] = series_new("create");
+                Series *fe = all[n_all++] = series_new("create_first_exec");
+                fprintf(stderr, "sandbox-bench: create_exec_persistent…\n");
+                for (unsigned i = 0; i < arg_warmup + arg_runs; i++) {
+                        double t0 = now_us(), t1, t2;
+                        char *path = create_sandbox(bus, false);
+                        t1 = now_us();
+                        exec_true(bus, path);
+                        t2 = now_us();
+                        destroy_sandbox(bus, path); /* not timed */
+                        free(path);
+                        if (i >= arg_warmup) {
+                                series_add(ce, t2 - t0);
+                                series_add(c, t1 - t0);
+                                series_add(fe, t2 - t1);
+                        }
+                }
+        }
+
+        if (wanted("exec")) {
+                Series *s = all[n_all++] = series_new("exec");
+                char *path = create_sandbox(bus, false);
+                fprintf(stderr, "sandbox-bench: exec…\n");
+                MEASURE(s, exec_true(bus, path));
+                destroy_sandbox(bus, path);
+                free(path);
+        }
+
+        if (wanted("fork_exec")) {
+                Series *s = all[n_all++] = series_new("fork_exec");
+                MEASURE(s, (void) time_spawn((char *[]) { (char *) "/bin/true", NULL }));
+        }
+
+        if (arg_bwrap && wanted("bwrap")) {
+                Series *s = all[n_all++] = series_new("bwrap");
+                fprintf(stderr, "sandbox-bench: bwrap as uid %u…\n", (unsigned) arg_uid);
+                MEASURE(s, (void) time_spawn_as_uid(arg_bwrap));
+        }
+
+        if (arg_bwrap && (wanted("systemd_run_scope_bwrap") || wanted("systemd_run_scope_bwrap_props"))) {
+                char uid_opt[64];
+                /* systemd-run resolves --uid= through NSS; sandboxd's uids have no entry,
+                 * so it runs bwrap as "nobody" instead: the same unprivileged path. */
+                struct passwd *pw = getpwuid(arg_uid);
+                snprintf(uid_opt, sizeof(uid_opt), "--uid=%s", pw ? pw->pw_name : "nobody");
+
+                /* systemd-run drops to --uid after its scope exists, as sandboxd's payload
+                 * does after release. */
+                char *plain[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
+                                  (char *) "--collect", uid_opt, NULL };
+                /* The unit properties sandboxd sets (src/core/scope.c), with the limits of the
+                 * shell template. */
+                char *props[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
+                                  (char *) "--collect", uid_opt, (char *) "--slice=sandbox.slice",
+                                  (char *) "-pMemoryAccounting=yes", (char *) "-pMemoryMax=268435456",
+                                  (char *) "-pCPUAccounting=yes", (char *) "-pCPUQuota=100%",
+                                  (char *) "-pTasksAccounting=yes", (char *) "-pTasksMax=128",
+                                  (char *) "-pKillSignal=SIGKILL", (char *) "-pSendSIGHUP=no", NULL };
+                char **v;
+
+                if (wanted("systemd_run_scope_bwrap")) {
+                        Series *s = all[n_all++] = series_new("systemd_run_scope_bwrap");
+                        v = strv_concat(plain, arg_bwrap);
+                        fprintf(stderr, "sandbox-bench: systemd-run --scope bwrap…\n");
+                        MEASURE(s, (void) time_spawn(v));
+                        free(v);
+                }
+                if (wanted("systemd_run_scope_bwrap_props")) {
+                        Series *s = all[n_all++] = series_new("systemd_run_scope_bwrap_props");
+                        v = strv_concat(props, arg_bwrap);
+                        MEASURE(s, (void) time_spawn(v));
+                        free(v);
+                }
+        }
+
+        printf("{\"runs\": %u, \"warmup\": %u, \"template\": \"%s\", \"bwrap_uid\": %u, \"results\": {",
+               arg_runs, arg_warmup, arg_template, (unsigned) arg_uid);
+        for (size_t i = 0; i < n_all; i++)
+                series_print(all[i], i == 0);
+        printf("\n}}\n");
+        return 0;
+}
