@@ -71,14 +71,43 @@ void bus_reply_error(sd_bus_message *call, const sd_bus_error *error) {
                 log_debug("Failed to send error reply (caller gone?): %s", strerror(-r));
 }
 
+/* Unique bus names are never reused while the bus runs, so what a name's uid was stays
+ * true: a few remembered save a round trip to the bus daemon on every call. */
+#define SENDER_CACHE_SIZE 16
+
+static struct {
+        char name[64];
+        uid_t uid;
+} sender_cache[SENDER_CACHE_SIZE];
+static unsigned sender_cache_next;
+
 int bus_get_sender_uid(sd_bus_message *m, uid_t *ret) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        const char *sender = sd_bus_message_get_sender(m);
+        uid_t uid;
         int r;
+
+        if (sender)
+                for (unsigned i = 0; i < SENDER_CACHE_SIZE; i++)
+                        if (streq(sender_cache[i].name, sender)) {
+                                *ret = sender_cache[i].uid;
+                                return 0;
+                        }
 
         r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
         if (r < 0)
                 return r;
-        return sd_bus_creds_get_euid(creds, ret);
+        r = sd_bus_creds_get_euid(creds, &uid);
+        if (r < 0)
+                return r;
+
+        if (sender && strlen(sender) < sizeof(sender_cache[0].name)) {
+                unsigned i = sender_cache_next++ % SENDER_CACHE_SIZE;
+                strcpy(sender_cache[i].name, sender);
+                sender_cache[i].uid = uid;
+        }
+        *ret = uid;
+        return 0;
 }
 
 typedef struct AuthRequest {
