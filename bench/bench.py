@@ -223,6 +223,32 @@ def report(rounds, info):
     return ok_all
 
 
+PHASE_WHAT = {
+    'SandboxNew': 'D-Bus in, checks, sandbox object',
+    'JobNew': 'fork held payload, StartTransientUnit queued',
+    'JobRemoved:done': 'systemd makes the scope, moves the pid',
+    'State=running': 'release → bwrap sets up → agent "ready"',
+    'CreateSandbox reply': 'reply reaches the client',
+    'Exec sent': 'client turnaround',
+    'State=stopping': 'Exec → agent runs /bin/true → result',
+    'JobNew(stop)': 'StopUnit queued',
+    'JobRemoved:done(stop)': 'systemd kills and removes the scope',
+    'SandboxRemoved': 'daemon finalizes',
+    'Exec reply': 'reply reaches the client',
+}
+
+
+def report_trace(trace):
+    total = sum(p['median_us'] for p in trace['phases'])
+    print(f'\nwhere an ephemeral create + exec goes ({trace["trace_cycles"]} cycles, by the bus signals the '
+          f'client sees; each phase ends at the event named):\n')
+    print(f'  {"until":<24}{"what":<44}{"median":>8}{"p90":>8}')
+    for p in trace['phases']:
+        print(f'  {p["until"]:<24}{PHASE_WHAT.get(p["until"], ""):<44}'
+              f'{p["median_us"] / 1000:8.2f}{p["p90_us"] / 1000:8.2f}')
+    print(f'  {"sum of medians":<68}{total / 1000:8.2f}')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('-n', '--runs', type=int, default=200, help='runs of each measurement (default 200)')
@@ -234,6 +260,9 @@ def main():
     ap.add_argument('--profile', metavar='DIR',
                     help='afterwards, strace sandboxd and systemd during --profile-runs creates into DIR')
     ap.add_argument('--profile-runs', type=int, default=10)
+    ap.add_argument('--trace', type=int, default=50, metavar='N',
+                    help='afterwards, split N ephemeral create+execs into phases by the bus signals '
+                         'the client sees (default 50; 0: skip)')
     args = ap.parse_args()
 
     import harness
@@ -255,6 +284,13 @@ def main():
         for i in range(args.repeat):
             rounds.append(run_client(system, client, cargs, bw, timeout=120 + args.runs * 10))
             print(f'round {i + 1}/{args.repeat} done', file=sys.stderr)
+        trace = None
+        if args.trace > 0:
+            cp = system.run([client, '--trace', str(args.trace), '--template', args.template],
+                            timeout=120 + args.trace * 10)
+            if cp.returncode != 0:
+                raise RuntimeError(f'sandbox-bench --trace failed:\n{cp.stderr}')
+            trace = json.loads(cp.stdout)
         if args.profile:
             if shutil.which('strace'):
                 profile(system, client, bw, os.path.abspath(args.profile), args.profile_runs)
@@ -264,8 +300,10 @@ def main():
         problems = harness.release()
     if args.json:
         with open(args.json, 'w') as f:
-            json.dump({'machine': info, 'rounds': rounds}, f, indent=1)
+            json.dump({'machine': info, 'rounds': rounds, 'trace': trace}, f, indent=1)
     met = report(rounds, info)
+    if trace:
+        report_trace(trace)
     return 1 if problems else (0 if met else 2)
 
 

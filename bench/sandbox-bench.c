@@ -13,6 +13,10 @@
  * dropped to in a forked child just as the daemon's held payload does.
  *
  * Prints one JSON object: for each measurement its runs, median, p90, min and mean in µs.
+ *
+ * --trace N instead runs N ephemeral create + exec cycles and splits each into phases by
+ * the bus signals the client sees (sandboxd's SandboxNew, State changes, SandboxRemoved;
+ * systemd's JobNew and JobRemoved for the scope): medians of each phase.
  */
 
 #include <errno.h>
@@ -21,6 +25,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <inttypes.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,6 +45,8 @@
 #define SANDBOX_UID_DEFAULT 0x70000000U
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
+#define streq(a, b) (strcmp((a), (b)) == 0)
+#define streq_ptr(a, b) ((a) && (b) && streq((a), (b)))
 
 extern char **environ;
 
@@ -49,6 +56,7 @@ static const char *arg_template = "shell";
 static uid_t arg_uid = SANDBOX_UID_DEFAULT;
 static const char *arg_only = NULL;
 static bool arg_samples = false;
+static unsigned arg_trace = 0;
 static char **arg_bwrap = NULL;      /* points into argv */
 static int devnull = -1;
 
@@ -281,11 +289,232 @@ static void ping(sd_bus *bus) {
                 fail_bus("Ping", &error, r);
 }
 
+
+/* ---- --trace: where the time of one ephemeral create + exec goes --------------------- */
+
+/* What the client sees on the bus, stamped when it arrives: sandboxd's own signals and
+ * systemd's job signals for the sandbox's scope. Cheap enough not to disturb the figures
+ * (no ptrace), and coarse enough to need no daemon change. */
+typedef struct TraceEvent {
+        double t;
+        char what[40];
+        char arg[96];
+} TraceEvent;
+
+#define TRACE_MAX 64
+static TraceEvent trace_events[TRACE_MAX];
+static unsigned n_trace_events;
+
+static void trace_add(const char *what, const char *arg) {
+        if (n_trace_events >= TRACE_MAX)
+                return;
+        TraceEvent *e = &trace_events[n_trace_events++];
+        e->t = now_us();
+        snprintf(e->what, sizeof(e->what), "%s", what);
+        snprintf(e->arg, sizeof(e->arg), "%s", arg ?: "");
+}
+
+static int on_sandbox_signal(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        const char *id = NULL;
+
+        (void) sd_bus_message_read(m, "s", &id);
+        trace_add(sd_bus_message_get_member(m), id);
+        return 0;
+}
+
+static int on_job_signal(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        const char *job, *unit, *result = NULL;
+        uint32_t id;
+        char what[40];
+
+        if (sd_bus_message_read(m, "uos", &id, &job, &unit) < 0)
+                return 0;
+        if (strncmp(unit, "sandbox-", 8) != 0)
+                return 0;
+        if (streq_ptr(sd_bus_message_get_member(m), "JobRemoved"))
+                (void) sd_bus_message_read(m, "s", &result);
+        snprintf(what, sizeof(what), "%s%s%s", sd_bus_message_get_member(m), result ? ":" : "", result ?: "");
+        trace_add(what, unit);
+        return 0;
+}
+
+static int on_properties_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        const char *iface, *name, *state;
+        char what[40];
+
+        if (sd_bus_message_read(m, "s", &iface) < 0 || sd_bus_message_enter_container(m, 'a', "{sv}") < 0)
+                return 0;
+        while (sd_bus_message_enter_container(m, 'e', "sv") > 0) {
+                if (sd_bus_message_read(m, "s", &name) < 0)
+                        return 0;
+                if (streq_ptr(name, "State") && sd_bus_message_read(m, "v", "s", &state) >= 0) {
+                        snprintf(what, sizeof(what), "State=%s", state);
+                        trace_add(what, sd_bus_message_get_path(m));
+                } else if (sd_bus_message_skip(m, "v") < 0)
+                        return 0;
+                if (sd_bus_message_exit_container(m) < 0)
+                        return 0;
+        }
+        return 0;
+}
+
+typedef struct AsyncReply {
+        sd_bus_message *reply;
+        double t;
+} AsyncReply;
+
+static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        AsyncReply *a = userdata;
+
+        a->t = now_us();
+        a->reply = sd_bus_message_ref(m);
+        return 0;
+}
+
+static void wait_reply(sd_bus *bus, AsyncReply *a, const char *what) {
+        int r;
+
+        while (!a->reply) {
+                r = sd_bus_process(bus, NULL);
+                if (r < 0)
+                        fail("sd_bus_process", r);
+                if (r > 0)
+                        continue;
+                r = sd_bus_wait(bus, UINT64_MAX);
+                if (r < 0 && r != -EINTR)
+                        fail("sd_bus_wait", r);
+        }
+        if (sd_bus_message_is_method_error(a->reply, NULL))
+                fail_bus(what, sd_bus_message_get_error(a->reply), -EIO);
+}
+
+/* The phases, each from the previous event to this one. */
+static const char * const trace_phases[] = {
+        "SandboxNew",            /* D-Bus in, authorization, sandbox object made */
+        "JobNew",                /* fork of the held payload, StartTransientUnit to systemd */
+        "JobRemoved:done",       /* systemd made the scope and moved the payload in */
+        "State=running",         /* release; bwrap builds the sandbox; agent says ready */
+        "CreateSandbox reply",   /* reply to the client */
+        "Exec sent",             /* client turnaround */
+        "State=stopping",        /* Exec to agent, /bin/true runs, result back; destroy starts */
+        "JobNew(stop)",          /* StopUnit to systemd */
+        "JobRemoved:done(stop)", /* systemd killed the scope's processes and removed it */
+        "SandboxRemoved",        /* the daemon finalizes */
+        "Exec reply",            /* reply to the client */
+};
+#define N_PHASES (sizeof(trace_phases) / sizeof(trace_phases[0]))
+
+static void trace_run(sd_bus *bus, unsigned cycles) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        double (*phase)[N_PHASES] = calloc(cycles, sizeof(*phase));
+        int r;
+
+        if (!phase)
+                fail("Out of memory", ENOMEM);
+        r = sd_bus_match_signal(bus, NULL, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "SandboxNew",
+                                on_sandbox_signal, NULL);
+        if (r >= 0)
+                r = sd_bus_match_signal(bus, NULL, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "SandboxRemoved",
+                                        on_sandbox_signal, NULL);
+        if (r >= 0)
+                r = sd_bus_match_signal(bus, NULL, BUS_NAME, NULL, "org.freedesktop.DBus.Properties",
+                                        "PropertiesChanged", on_properties_changed, NULL);
+        if (r >= 0)
+                r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "JobNew", on_job_signal, NULL);
+        if (r >= 0)
+                r = sd_bus_match_signal(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "JobRemoved", on_job_signal, NULL);
+        if (r < 0)
+                fail("Failed to add matches", r);
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "Subscribe", &error, NULL, "");
+        if (r < 0)
+                fail_bus("Subscribe", &error, r);
+
+        for (unsigned c = 0; c < cycles; c++) {
+                AsyncReply create = {}, exec = {};
+                const char *id, *path;
+                double t0, t_exec, at[N_PHASES];
+                bool stop_seen = false;
+
+                n_trace_events = 0;
+                t0 = now_us();
+                r = sd_bus_call_method_async(bus, NULL, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox",
+                                             on_reply, &create, "sa{sv}", arg_template, 1, "Ephemeral", "b", 1);
+                if (r < 0)
+                        fail("CreateSandbox", r);
+                wait_reply(bus, &create, "CreateSandbox");
+                if (sd_bus_message_read(create.reply, "so", &id, &path) < 0)
+                        fail("Failed to parse CreateSandbox reply", EBADMSG);
+                t_exec = now_us();
+                r = sd_bus_call_method_async(bus, NULL, BUS_NAME, path, SANDBOX_IFACE, "Exec", on_reply, &exec,
+                                             "asa{sv}", 1, "/bin/true", 0);
+                if (r < 0)
+                        fail("Exec", r);
+                wait_reply(bus, &exec, "Exec");
+
+                /* Lay the events of this sandbox out in the order of trace_phases. */
+                for (size_t i = 0; i < N_PHASES; i++)
+                        at[i] = NAN;
+                for (unsigned i = 0; i < n_trace_events; i++) {
+                        TraceEvent *e = &trace_events[i];
+                        if (!strstr(e->arg, id))
+                                continue;
+                        const char *w = e->what;
+                        if (streq(w, "JobNew") && stop_seen)
+                                w = "JobNew(stop)";
+                        else if (streq(w, "JobRemoved:done") && stop_seen)
+                                w = "JobRemoved:done(stop)";
+                        if (streq(w, "State=stopping"))
+                                stop_seen = true;
+                        for (size_t j = 0; j < N_PHASES; j++)
+                                if (streq(w, trace_phases[j]) && isnan(at[j]))
+                                        at[j] = e->t;
+                }
+                at[4] = create.t;
+                at[5] = t_exec;
+                at[10] = exec.t;
+                /* Signals of different senders may arrive out of order: a phase whose end
+                 * came before its start counts as zero, and the next one takes it up. */
+                double prev = t0;
+                for (size_t j = 0; j < N_PHASES; j++) {
+                        if (isnan(at[j]))
+                                at[j] = prev;
+                        phase[c][j] = at[j] > prev ? at[j] - prev : 0;
+                        if (at[j] > prev)
+                                prev = at[j];
+                }
+                sd_bus_message_unref(create.reply);
+                sd_bus_message_unref(exec.reply);
+        }
+
+        printf("{\"trace_cycles\": %u, \"phases\": [", cycles);
+        for (size_t j = 0; j < N_PHASES; j++) {
+                double *v = malloc(cycles * sizeof(double)), sum = 0;
+                if (!v)
+                        fail("Out of memory", ENOMEM);
+                for (unsigned c = 0; c < cycles; c++) {
+                        v[c] = phase[c][j];
+                        sum += v[c];
+                }
+                qsort(v, cycles, sizeof(double), cmp_double);
+                printf("%s\n    {\"until\": \"%s\", \"median_us\": %.1f, \"p90_us\": %.1f, \"mean_us\": %.1f}",
+                       j ? "," : "", trace_phases[j],
+                       cycles % 2 ? v[cycles / 2] : (v[cycles / 2 - 1] + v[cycles / 2]) / 2,
+                       v[(9 * cycles + 9) / 10 - 1], sum / cycles);
+                free(v);
+        }
+        printf("\n]}\n");
+        free(phase);
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(void) {
         printf("usage: sandbox-bench [--runs N] [--warmup N] [--template NAME] [--uid UID]\n"
                "                     [--only NAME,…] [--samples] [-- BWRAP-ARGV…]\n"
+               "       sandbox-bench --trace N [--template NAME]\n"
                "measurements: ping create_exec create_exec_persistent create create_first_exec exec\n"
                "              fork_exec bwrap systemd_run_scope_bwrap systemd_run_scope_bwrap_props\n");
 }
@@ -311,6 +540,7 @@ static void parse_argv(int argc, char *argv[]) {
                 { "uid", required_argument, NULL, 'u' },
                 { "only", required_argument, NULL, 'o' },
                 { "samples", no_argument, NULL, 's' },
+                { "trace", required_argument, NULL, 'T' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
@@ -337,6 +567,9 @@ static void parse_argv(int argc, char *argv[]) {
                         break;
                 case 's':
                         arg_samples = true;
+                        break;
+                case 'T':
+                        arg_trace = parse_unsigned(optarg, "--trace");
                         break;
                 case 'h':
                         usage();
@@ -370,6 +603,14 @@ int main(int argc, char *argv[]) {
         devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull < 0)
                 fail("/dev/null", errno);
+
+        if (arg_trace > 0) {
+                r = sd_bus_open_system(&bus);
+                if (r < 0)
+                        fail("Failed to connect to the system bus", r);
+                trace_run(bus, arg_trace);
+                return 0;
+        }
 
         need_bus = wanted("ping") || wanted("create_exec") || wanted("create_exec_persistent") ||
                    wanted("create") || wanted("create_first_exec") || wanted("exec");

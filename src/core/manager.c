@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "seccomp-policy.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 #include "strv.h"
@@ -47,6 +48,7 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         m = calloc(1, sizeof(Manager));
         if (!m)
                 return -ENOMEM;
+        m->seccomp_fd = -EBADF;
         m->event = sd_event_ref(event);
         m->bus = sd_bus_ref(bus);
         m->settings = *settings;
@@ -58,6 +60,12 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = bwrap_find_proc_masks(&m->proc_masks, &m->proc_mask_dirs);
         if (r < 0)
                 goto fail;
+        /* Built once: every payload gets the same policy (sandboxd-seccomp(7)). */
+        r = seccomp_policy_export_bpf(&m->seccomp_fd);
+        if (r < 0) {
+                log_error_errno(r, "Failed to build the seccomp policy: %m");
+                goto fail;
+        }
         r = systemd_client_new(bus, &m->systemd);
         if (r < 0)
                 goto fail;
@@ -94,6 +102,7 @@ Manager *manager_free(Manager *m) {
         systemd_client_free(m->systemd);
         m->systemd = NULL;
         template_set_done(&m->templates);
+        safe_close(m->seccomp_fd);
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         manager_settings_done(&m->settings);

@@ -21,6 +21,7 @@
 
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
+#define STRLEN(s) (sizeof(s) - 1)
 
 /* Where the agent appears inside the sandbox. */
 #define SANDBOX_AGENT_INSIDE "/run/sandbox-init"
@@ -54,6 +55,9 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         /* Held after its setup until the daemon has put it into its scope. */
         ARG("--block-fd"); ARG(STRINGIFY(PAYLOAD_BLOCK_FD));
         ARG("--info-fd"); ARG(STRINGIFY(PAYLOAD_INFO_FD));
+        if (p->seccomp_fd >= 0) {
+                ARG("--seccomp"); ARG(STRINGIFY(PAYLOAD_SECCOMP_FD));
+        }
 
         for (char * const *b = p->template->ro_binds; b && *b; b++) {
                 ARG("--ro-bind-try"); ARG(*b); ARG(*b);
@@ -125,7 +129,7 @@ static int move_fd_high(int fd) {
 }
 
 _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int control_fd, int block_fd,
-                                     int info_fd, int null_fd, const char *log_identifier) {
+                                     int info_fd, int seccomp_fd, int null_fd, const char *log_identifier) {
         sigset_t none;
         int stderr_fd;
 
@@ -147,13 +151,17 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
         control_fd = move_fd_high(control_fd);
         block_fd = move_fd_high(block_fd);
         info_fd = move_fd_high(info_fd);
+        if (seccomp_fd >= 0)
+                seccomp_fd = move_fd_high(seccomp_fd);
         if (control_fd < 0 || block_fd < 0 || info_fd < 0 ||
             dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
             dup2(block_fd, PAYLOAD_BLOCK_FD) < 0 ||
-            dup2(info_fd, PAYLOAD_INFO_FD) < 0)
+            dup2(info_fd, PAYLOAD_INFO_FD) < 0 ||
+            (seccomp_fd >= 0 && dup2(seccomp_fd, PAYLOAD_SECCOMP_FD) < 0))
                 _exit(EXIT_FAILURE);
-        /* Nothing else of the daemon's goes in either. */
-        if (close_range(PAYLOAD_INFO_FD + 1, ~0U, 0) < 0)
+        /* Nothing else of the daemon's goes in either. (bwrap closes the seccomp fd once it
+         * has read it.) */
+        if (close_range(PAYLOAD_SECCOMP_FD + 1, ~0U, 0) < 0)
                 _exit(EXIT_FAILURE);
 
         if (setgroups(0, NULL) < 0 ||
@@ -167,7 +175,7 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
 
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int null_fd = -EBADF;
+        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF;
         _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
@@ -183,6 +191,14 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
+        if (p->seccomp_fd >= 0) {
+                /* A description of its own: bwrap reads to the end, and dups share offsets. */
+                char path[STRLEN("/proc/self/fd/") + 12];
+                snprintf(path, sizeof(path), "/proc/self/fd/%i", p->seccomp_fd);
+                seccomp_fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (seccomp_fd < 0)
+                        return -errno;
+        }
 
         /* CLONE_PARENT: the payload is a child of our own parent (the service manager), not
          * of sandboxd, so that sandboxes outlive a restart of the daemon and bwrap's
@@ -192,7 +208,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                payload_child(p, argv, control_fd, block[0], info[1], null_fd, log_identifier);
+                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, null_fd, log_identifier);
 
         *ret = PAYLOAD_PROCESS_NULL;
         ret->pid = pid;

@@ -16,6 +16,7 @@
 /* Descriptors bwrap gets besides the agent's control socket. */
 #define PAYLOAD_BLOCK_FD 4
 #define PAYLOAD_INFO_FD 5
+#define PAYLOAD_SECCOMP_FD 6
 
 typedef enum PayloadKind {
         PAYLOAD_BWRAP,
@@ -39,6 +40,7 @@ typedef struct PayloadParams {
         uid_t host_uid;            /* the unprivileged host uid the sandbox runs as */
         gid_t host_gid;
         char * const *environment; /* the agent's environment */
+        int seccomp_fd;            /* the policy's BPF (reopened for each payload); -1: none */
 } PayloadParams;
 
 typedef struct PayloadProcess {

@@ -80,6 +80,7 @@ struct Manager {
         TemplateSet templates;
         SystemBounds bounds;
         ManagerHooks hooks;
+        int seccomp_fd;
         char **proc_masks;
         char **proc_mask_dirs;
 

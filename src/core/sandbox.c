@@ -457,6 +457,7 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 .disk_max = s->config.disk_max,
                 .proc_masks = m->proc_masks,
                 .proc_mask_dirs = m->proc_mask_dirs,
+                .seccomp_fd = m->seccomp_fd,
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
         };

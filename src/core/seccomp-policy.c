@@ -559,7 +559,7 @@ int seccomp_policy_to_docker_json(char **ret) {
         if (r < 0)
                 return r;
 
-        text = json_object_to_json_string_ext(profile, JSON_C_TO_STRING_PRETTY |
+        text = json_object_to_json_string_ext(profile, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                        JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!text)
                 return -ENOMEM;

@@ -8,17 +8,25 @@ system that does not boot) is a failure, never a skip.
 
     meson test -C build --suite integration --print-errorlogs
     python3 tests/integration/run.py [test_core.Limits.test_exec_timeout …]
+
+The security suite (tests/security/test_*.py) runs on the same booted system, after
+test_core: `run.py test_seccomp`, `run.py test_authorization.Grants` and so on also work.
 """
 
+import glob
 import os
 import sys
 import traceback
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+SECURITY = os.path.join(HERE, '..', 'security')
+sys.path.insert(0, HERE)
+sys.path.insert(1, SECURITY)
 import harness  # noqa: E402
 
-MODULES = ['test_core']
+MODULES = ['test_core'] + sorted(os.path.basename(p)[:-3]
+                                 for p in glob.glob(os.path.join(SECURITY, 'test_*.py')))
 SKIP = 77
 
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@ static void test_argv(void **state) {
                 .disk_max = 1048576,
                 .proc_masks = masks,
                 .proc_mask_dirs = mask_dirs,
+                .seccomp_fd = 9,
         };
         _cleanup_strv_free_ char **argv = NULL;
         int sep, i;
@@ -50,6 +52,10 @@ static void test_argv(void **state) {
         assert_true(find_seq(argv, "--as-pid-1", NULL, NULL) > 0);
         assert_true(find_seq(argv, "--clearenv", NULL, NULL) > 0);
         assert_int_equal(find_seq(argv, "--share-net", NULL, NULL), -1);
+        /* Held until in its scope; says its child's pid; gets the policy on its own fd. */
+        assert_true(find_seq(argv, "--block-fd", "4", NULL) > 0);
+        assert_true(find_seq(argv, "--info-fd", "5", NULL) > 0);
+        assert_true(find_seq(argv, "--seccomp", "6", NULL) > 0);
 
         /* Template root read-only, masks, sized tmpfs, read-only / at the end. */
         assert_true(find_seq(argv, "--ro-bind-try", "/usr", "/usr") > 0);
@@ -76,6 +82,32 @@ static void test_argv(void **state) {
         assert_null(argv[sep + 2]);
 }
 
+static void test_argv_without_seccomp(void **state) {
+        char *binds[] = { (char *) "/usr", NULL };
+        Template t = { .name = (char *) "shell", .ro_binds = binds };
+        PayloadParams p = {
+                .template = &t, .bwrap_path = "/usr/bin/bwrap", .agent_path = "/a", .disk_max = 1 << 20,
+                .seccomp_fd = -1,
+        };
+        _cleanup_strv_free_ char **argv = NULL;
+
+        assert_int_equal(bwrap_build_argv(&p, &argv), 0);
+        assert_int_equal(find_seq(argv, "--seccomp", NULL, NULL), -1);
+}
+
+static void test_parse_info(void **state) {
+        const char *full = "{\n    \"child-pid\": 685,\n    \"cgroup-namespace\": 4026532838\n}\n";
+        pid_t pid = 0;
+
+        assert_int_equal(bwrap_parse_info(full, strlen(full), &pid), 0);
+        assert_int_equal(pid, 685);
+        assert_int_equal(bwrap_parse_info(full, 20, &pid), -EAGAIN);
+        assert_int_equal(bwrap_parse_info("{\"child-pid\": -1}", 17, &pid), -EBADMSG);
+        assert_int_equal(bwrap_parse_info("{\"child-pid\": \"1\"}", 18, &pid), -EBADMSG);
+        assert_int_equal(bwrap_parse_info("{}", 2, &pid), -EBADMSG);
+        assert_int_equal(bwrap_parse_info("]", 1, &pid), -EBADMSG);
+}
+
 static void test_kind_strings(void **state) {
         assert_string_equal(payload_kind_to_string(PAYLOAD_BWRAP), "bwrap");
         assert_int_equal(payload_kind_from_string("docker"), PAYLOAD_DOCKER);
@@ -87,6 +119,8 @@ static void test_kind_strings(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_argv),
+                cmocka_unit_test(test_argv_without_seccomp),
+                cmocka_unit_test(test_parse_info),
                 cmocka_unit_test(test_kind_strings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
