@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
+#include "seccomp-policy.h"
 #include "strv.h"
 
 /* How long SIGTERM waits for sandboxes to be stopped before exiting regardless. */
@@ -37,6 +38,8 @@ static void help(void) {
                "     --bwrap=PATH           The bubblewrap binary (default %s)\n"
                "     --max-sandboxes=N      Refuse to create more than N sandboxes (default %u)\n"
                "     --debug                Log debug messages\n"
+               "     --dump-seccomp         Print the sandboxes' seccomp policy as a Docker\n"
+               "                            seccomp profile (JSON) and exit\n"
                "\nSee the sandboxd(8) man page for details.\n",
                program_invocation_short_name, SANDBOX_STATE_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH,
                SANDBOX_MAX_DEFAULT);
@@ -62,6 +65,7 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                 ARG_BWRAP,
                 ARG_MAX_SANDBOXES,
                 ARG_DEBUG,
+                ARG_DUMP_SECCOMP,
         };
         static const struct option options[] = {
                 { "help",          no_argument,       NULL, 'h'               },
@@ -72,6 +76,7 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                 { "bwrap",         required_argument, NULL, ARG_BWRAP         },
                 { "max-sandboxes", required_argument, NULL, ARG_MAX_SANDBOXES },
                 { "debug",         no_argument,       NULL, ARG_DEBUG         },
+                { "dump-seccomp",  no_argument,       NULL, ARG_DUMP_SECCOMP  },
                 {}
         };
         bool template_dirs_given = false;
@@ -123,6 +128,14 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                 case ARG_DEBUG:
                         log_set_max_level(LOG_DEBUG);
                         break;
+                case ARG_DUMP_SECCOMP: {
+                        _cleanup_free_ char *json = NULL;
+                        r = seccomp_policy_to_docker_json(&json);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to render the seccomp policy: %m");
+                        puts(json);
+                        return 0;
+                }
                 case '?':
                         return -EINVAL;
                 default:
