@@ -20,6 +20,38 @@
  *       signal that killed it (code -1). Sent after waitpid(), so everything it wrote
  *       to its pipes is already in them.
  *
+ * Sessions (version 2):
+ *   exec may carry "tty":{"rows":R,"cols":C}: the agent opens a pseudo-terminal inside
+ *   the sandbox (its own /dev/pts), gives the child the slave as 0/1/2 and its
+ *   controlling terminal, and relays: fds[0] -> master, master -> fds[1] (fds[2] is
+ *   unused). The relay must not stall the agent's loop (a helper process per tty).
+ *   {"type":"resize","id":N,"rows":R,"cols":C}   TIOCSWINSZ on that exec's terminal
+ *   agent -> daemon {"type":"started","id":N,"pid":P}   after fork, P in the sandbox's
+ *       PID namespace; sent for every exec (the daemon lists running processes).
+ *
+ * Files (version 2): every path is resolved by the agent, inside the sandbox, as the
+ * sandbox's uid: what the sandboxed code planted (symlinks, "..", races) can only lead
+ * to its own files, never to the host's. Each op runs in a child of the agent, so a
+ * slow reader or writer never stalls PID 1; the child sends the result itself.
+ *   {"type":"file","id":N,"op":OP,"path":P, ...}  + fds as OP needs
+ *   OP "read"     fds [out]: copies the regular file P from "offset" (default 0), at
+ *                 most "length" bytes (default: to the end), into out.
+ *   OP "write"    fds [in]: copies in to P (created with "mode", default 0644; "append":
+ *                 true appends; "parents": true makes missing directories).
+ *   OP "list"     "depth" (1 = P's entries; max 16): result "entries".
+ *   OP "stat"     result "stat" for P itself (not following a final symlink).
+ *   OP "mkdir"    "parents", "mode" (default 0755).
+ *   OP "remove"   "recursive": true removes a directory tree (never following links).
+ *   OP "move"     "to": the new path (rename(2); no cross-device copy).
+ *   Reads refuse anything but regular files (FIFOs, devices, sockets: EINVAL), opened
+ *   with O_NONBLOCK|O_NOFOLLOW on the last component; "max" (bytes) bounds a read so a
+ *   sparse terabyte file cannot stream forever (EFBIG beyond it).
+ *   agent -> daemon {"type":"file-result","id":N,"errno":E,"bytes":B,
+ *                    "entries":[{"path":..,"type":"file|dir|link|fifo|socket|char|block",
+ *                                "size":..,"mode":..,"mtime_usec":..,"target":".."}..],
+ *                    "stat":{same fields}}
+ *   errno 0 on success; entries/stat only for list/stat; bytes for read/write.
+ *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
  * executed) or 125 (setup failed), as env(1) does.
@@ -33,7 +65,7 @@
 #include <json-c/json.h>
 
 #define AGENT_CONTROL_FD 3
-#define AGENT_PROTOCOL_VERSION 1
+#define AGENT_PROTOCOL_VERSION 2
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
 
