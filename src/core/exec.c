@@ -113,6 +113,24 @@ static int on_output(sd_event_source *source, int fd, uint32_t revents, void *us
         return 0;
 }
 
+void exec_suspend_timeout(Exec *e) {
+        uint64_t t, now;
+
+        if (!e->timeout_source || sd_event_source_get_time(e->timeout_source, &t) < 0 ||
+            sd_event_now(sd_event_source_get_event(e->timeout_source), CLOCK_MONOTONIC, &now) < 0)
+                return;
+        e->timeout_left_usec = t > now ? t - now : 1;
+        (void) sd_event_source_set_enabled(e->timeout_source, SD_EVENT_OFF);
+}
+
+void exec_resume_timeout(Exec *e) {
+        if (!e->timeout_source || e->timeout_left_usec == 0)
+                return;
+        if (sd_event_source_set_time_relative(e->timeout_source, e->timeout_left_usec) >= 0)
+                (void) sd_event_source_set_enabled(e->timeout_source, SD_EVENT_ONESHOT);
+        e->timeout_left_usec = 0;
+}
+
 static void exec_unlink(Exec *e) {
         Sandbox *s = e->sandbox;
 
@@ -124,6 +142,7 @@ static void exec_unlink(Exec *e) {
                 e->next->prev = e->prev;
         e->next = e->prev = NULL;
         e->sandbox = NULL;
+        sandbox_update_idle_timer(s);
 }
 
 static void exec_deliver_now(Exec *e) {
@@ -273,12 +292,18 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         if (r < 0)
                 return r;
 
-        in = make_stdin(c);
+        /* The caller's descriptors go straight to the process; pipes only where we
+         * capture. */
+        in = c->stdin_fd >= 0 ? TAKE_FD(c->stdin_fd) : make_stdin(c);
         if (in < 0)
                 return in;
-        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+        if (c->stdout_fd >= 0)
+                out[1] = TAKE_FD(c->stdout_fd);
+        else if (pipe2(out, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
-        if (fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0)
+        if (c->stderr_fd >= 0)
+                err[1] = TAKE_FD(c->stderr_fd);
+        else if (pipe2(err, O_CLOEXEC) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
 
         e = calloc(1, sizeof(Exec));
@@ -286,8 +311,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 return -ENOMEM;
         e->sandbox = s;
         e->id = ++s->next_exec_id;
-        e->config = *c;
-        *c = (ExecConfig) {};
+        exec_config_move(&e->config, c);
         e->out_fd = TAKE_FD(out[0]);
         e->err_fd = TAKE_FD(err[0]);
         e->result.out.max = e->result.err.max = e->config.output_max;
@@ -298,8 +322,10 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 s->execs->prev = e;
         s->execs = e;
 
-        r = sd_event_add_io(m->event, &e->out_source, e->out_fd, EPOLLIN, on_output, e);
-        if (r >= 0)
+        r = 0;
+        if (e->out_fd >= 0)
+                r = sd_event_add_io(m->event, &e->out_source, e->out_fd, EPOLLIN, on_output, e);
+        if (r >= 0 && e->err_fd >= 0)
                 r = sd_event_add_io(m->event, &e->err_source, e->err_fd, EPOLLIN, on_output, e);
         if (r >= 0)
                 r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
@@ -327,6 +353,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         }
 
         s->used = true;
+        sandbox_update_idle_timer(s);
         log_sandbox(s, LOG_DEBUG, 0, "Exec %" PRIu64 " started: %s", e->id, e->config.argv[0]);
         return 0;
 fail:

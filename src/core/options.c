@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "options.h"
@@ -62,7 +63,7 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         int r;
 
         if (streq(name, "MemoryMax") || streq(name, "CPUQuotaPerSecUSec") || streq(name, "TasksMax") ||
-            streq(name, "Timeout") || streq(name, "DiskMax")) {
+            streq(name, "Timeout") || streq(name, "DiskMax") || streq(name, "IdleTimeout")) {
                 r = option_get_u64(name, v, &u, error);
                 if (r < 0)
                         return r;
@@ -76,6 +77,9 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                 } else if (streq(name, "TasksMax")) {
                         r = check_range(name, u, SANDBOX_TASKS_MIN, SANDBOX_TASKS_MAX, error);
                         c->limits.tasks_max = u;
+                } else if (streq(name, "IdleTimeout")) {
+                        r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
+                        c->idle_timeout_sec = u;
                 } else if (streq(name, "DiskMax")) {
                         r = check_range(name, u, SANDBOX_DISK_MIN, SANDBOX_DISK_MAX, error);
                         c->disk_max = u;
@@ -131,7 +135,15 @@ void exec_config_init(ExecConfig *c) {
         *c = (ExecConfig) {
                 .timeout_sec = EXEC_TIMEOUT_DEFAULT_SEC,
                 .output_max = EXEC_OUTPUT_DEFAULT,
+                .stdin_fd = -EBADF,
+                .stdout_fd = -EBADF,
+                .stderr_fd = -EBADF,
         };
+}
+
+void exec_config_move(ExecConfig *dst, ExecConfig *src) {
+        *dst = *src;
+        exec_config_init(src);
 }
 
 void exec_config_done(ExecConfig *c) {
@@ -140,6 +152,9 @@ void exec_config_done(ExecConfig *c) {
         c->working_directory = mfree(c->working_directory);
         c->stdin_data = mfree(c->stdin_data);
         c->stdin_size = 0;
+        c->stdin_fd = safe_close(c->stdin_fd);
+        c->stdout_fd = safe_close(c->stdout_fd);
+        c->stderr_fd = safe_close(c->stderr_fd);
 }
 
 static size_t strv_bytes(char * const *l) {
@@ -208,6 +223,21 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 return 0;
         }
 
+        if (streq(name, "StandardInput") || streq(name, "StandardOutput") || streq(name, "StandardError")) {
+                int *dest = streq(name, "StandardInput") ? &c->stdin_fd :
+                            streq(name, "StandardOutput") ? &c->stdout_fd : &c->stderr_fd;
+                int fd;
+
+                if (!option_is(v, "h"))
+                        return option_type_error(name, v, "h", error);
+                fd = fcntl(v->fd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        return -errno;
+                safe_close(*dest);
+                *dest = fd;
+                return 0;
+        }
+
         return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown exec option '%.64s'.", name);
 }
 
@@ -228,6 +258,9 @@ int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
 }
 
 int exec_config_finalize(ExecConfig *c, sd_bus_error *error) {
+        if (c->stdin_fd >= 0 && c->stdin_data)
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "Stdin and StandardInput cannot both be given.");
         if (strv_isempty(c->argv))
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
         if (strv_bytes(c->argv) + strv_bytes(c->environment) > EXEC_ARGS_MAX)

@@ -44,6 +44,7 @@ typedef struct SandboxConfig {
         SandboxLimits limits;  /* 0 = not asked for: the template's value, else the default */
         uint64_t disk_max;     /* bytes, each of /work and /tmp; 0 = default */
         uint64_t timeout_sec;  /* lifetime, 0 = none */
+        uint64_t idle_timeout_sec; /* destroyed after this long without a running exec, 0 = none */
         bool ephemeral;
 } SandboxConfig;
 
@@ -55,6 +56,11 @@ typedef struct ExecConfig {
         uint64_t output_max;
         void *stdin_data;
         size_t stdin_size;
+        /* The caller's own descriptors, given straight to the process (no copy through
+         * the daemon); -EBADF: not given. Owned. */
+        int stdin_fd;
+        int stdout_fd;
+        int stderr_fd;
 } ExecConfig;
 
 /* The machine the limits are checked against. */
@@ -76,6 +82,7 @@ typedef struct OptionValue {
                         const void *data;
                         size_t size;
                 } bytes;
+                int fd; /* "h": borrowed; the setter dups it */
         };
 } OptionValue;
 
@@ -90,6 +97,8 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
                             const SystemBounds *bounds, sd_bus_error *error);
 
 void exec_config_init(ExecConfig *c);
+/* Moves everything src owns to dst (which must hold nothing); src is left empty. */
+void exec_config_move(ExecConfig *dst, ExecConfig *src);
 void exec_config_done(ExecConfig *c);
 int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bus_error *error);
 /* Takes ownership of argv (also on failure); validates argv and sizes. */

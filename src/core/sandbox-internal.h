@@ -25,6 +25,7 @@ struct Exec {
         sd_event_source *err_source;
         sd_event_source *timeout_source;
         uint64_t oom_kills_before;
+        uint64_t timeout_left_usec;   /* while the sandbox is paused */
         bool timed_out;
         bool exited;          /* result is final, waiting only to be delivered */
         ExecResult result;
@@ -54,6 +55,13 @@ struct Sandbox {
         sd_event_source *payload_source;
         sd_event_source *info_source;
         sd_event_source *timer_source; /* start deadline, then lifetime */
+        sd_event_source *idle_source;
+        uint64_t deadline_realtime;
+
+        const char *pause_method;     /* while paused: "freeze" or "sigstop" */
+        bool pause_pending;           /* a (un)freeze is in flight */
+        sandbox_callback_t pause_cb;
+        void *pause_userdata;
 
         bool start_pending;   /* StartTransientUnit in flight */
         bool attach_pending;  /* AttachProcessesToUnit in flight */
@@ -103,4 +111,9 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
 void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
 /* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
 void exec_abort(Exec *e, const char *reason);
+/* Pausing stops the clock of every exec's timeout; resuming restarts it. */
+void exec_suspend_timeout(Exec *e);
+void exec_resume_timeout(Exec *e);
+/* The sandbox's idle clock runs only while no exec does. */
+void sandbox_update_idle_timer(Sandbox *s);
 Exec *exec_free(Exec *e);

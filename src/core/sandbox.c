@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/random.h>
@@ -23,6 +24,7 @@
 static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",
         [SANDBOX_RUNNING] = "running",
+        [SANDBOX_PAUSED] = "paused",
         [SANDBOX_STOPPING] = "stopping",
         [SANDBOX_DEAD] = "dead",
 };
@@ -49,6 +51,8 @@ uid_t sandbox_get_owner(const Sandbox *s) { return s->owner; }
 SandboxState sandbox_get_state(const Sandbox *s) { return s->state; }
 uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
 const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
+uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
+const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
 static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
@@ -108,6 +112,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         sd_event_source_disable_unref(s->payload_source);
         sd_event_source_disable_unref(s->info_source);
         sd_event_source_disable_unref(s->timer_source);
+        sd_event_source_disable_unref(s->idle_source);
         safe_close(s->control_fd);
         payload_process_abort(&s->payload);
         free(s->template_name);
@@ -226,6 +231,7 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
                 return;
         sandbox_set_state(s, SANDBOX_STOPPING);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->idle_source = sd_event_source_disable_unref(s->idle_source);
 
         if (!s->unit_started)
                 /* Still held (or never started): no process of the sandbox's ran. */
@@ -250,10 +256,36 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
 
 static int sandbox_arm_timer(Sandbox *s, uint64_t usec) {
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->deadline_realtime = 0;
         if (usec == 0)
                 return 0;
+        if (s->state != SANDBOX_STARTING)
+                s->deadline_realtime = now_usec(CLOCK_REALTIME) + usec;
         return sd_event_add_time_relative(s->manager->event, &s->timer_source, CLOCK_MONOTONIC, usec, 0,
                                           on_timer, s);
+}
+
+static int on_idle(sd_event_source *source, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s was idle for %" PRIu64 " s.", s->id, s->config.idle_timeout_sec);
+        sandbox_stop(s, "The sandbox reached its idle timeout.");
+        return 0;
+}
+
+void sandbox_update_idle_timer(Sandbox *s) {
+        int r;
+
+        if (s->state != SANDBOX_RUNNING || s->execs || s->config.idle_timeout_sec == 0) {
+                s->idle_source = sd_event_source_disable_unref(s->idle_source);
+                return;
+        }
+        if (s->idle_source)
+                return; /* already counting since the last exec ended */
+        r = sd_event_add_time_relative(s->manager->event, &s->idle_source, CLOCK_MONOTONIC,
+                                       s->config.idle_timeout_sec * 1000000ULL, 0, on_idle, s);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to arm idle timer, ignoring: %m");
 }
 
 static void sandbox_died(Sandbox *s, const char *reason) {
@@ -266,13 +298,17 @@ static void sandbox_died(Sandbox *s, const char *reason) {
 static void sandbox_became_ready(Sandbox *s) {
         int r;
 
+        s->state = SANDBOX_RUNNING; /* announced below, once the timer is set */
         r = sandbox_arm_timer(s, s->config.timeout_sec * 1000000ULL);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to arm lifetime timer: %m");
+                s->state = SANDBOX_STARTING;
                 sandbox_stop(s, "its lifetime timer could not be set.");
                 return;
         }
+        s->state = SANDBOX_STARTING;
         sandbox_set_state(s, SANDBOX_RUNNING);
+        sandbox_update_idle_timer(s);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;
@@ -312,7 +348,7 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                 json_object_put(msg);
 
                 /* A callback above may have started the sandbox's end. */
-                if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING)
+                if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                         return 0;
         }
 }
@@ -510,7 +546,10 @@ fail_payload:
 }
 
 int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
-        if (s->state != SANDBOX_RUNNING)
+        if (s->state == SANDBOX_PAUSED)
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING,
+                                          "Sandbox %s is paused; resume it first.", s->id);
+        if (s->state != SANDBOX_RUNNING || s->pause_pending)
                 return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                          s->id, sandbox_state_to_string(s->state));
         if (s->config.ephemeral && s->used)
@@ -531,5 +570,137 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         }
         log_sandbox(s, LOG_INFO, 0, "Destroying sandbox %s.", s->id);
         sandbox_stop(s, NULL);
+        return 0;
+}
+
+static void sandbox_pause_done(Sandbox *s, const sd_bus_error *error) {
+        sandbox_callback_t cb = s->pause_cb;
+
+        s->pause_pending = false;
+        s->pause_cb = NULL;
+        if (cb)
+                cb(s, error, s->pause_userdata);
+}
+
+static void on_paused(const char *result, const sd_bus_error *error, void *userdata);
+
+static void on_frozen(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+        int r;
+
+        if (s->state != SANDBOX_RUNNING)
+                return; /* stopping: finalize answers the caller */
+        if (error && !sd_bus_error_has_name(error, SD_BUS_ERROR_NOT_SUPPORTED)) {
+                sandbox_pause_done(s, error);
+                return;
+        }
+        if (error) {
+                /* No cgroup-v2 freezer (a hybrid or legacy host): stop every process with
+                 * SIGSTOP instead. Memory is kept all the same. */
+                log_sandbox(s, LOG_INFO, 0, "%s cannot be frozen (%s); pausing with SIGSTOP.", s->unit, error->message);
+                r = unit_kill(s->manager->systemd, s->unit, SIGSTOP, on_paused, s);
+                if (r < 0) {
+                        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                        sd_bus_error_set_errnof(&e, r, "Failed to ask systemd to stop %s: %m", s->unit);
+                        sandbox_pause_done(s, &e);
+                }
+                return;
+        }
+        s->pause_method = "freeze";
+        on_paused("done", NULL, s);
+}
+
+static void on_paused(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        if (s->state != SANDBOX_RUNNING)
+                return;
+        if (error) {
+                sandbox_pause_done(s, error);
+                return;
+        }
+        if (!s->pause_method)
+                s->pause_method = "sigstop";
+        for (Exec *e = s->execs; e; e = e->next)
+                exec_suspend_timeout(e);
+        sandbox_set_state(s, SANDBOX_PAUSED);
+        sandbox_update_idle_timer(s);
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s paused (%s).", s->id, s->pause_method);
+        sandbox_pause_done(s, NULL);
+}
+
+int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+        int r;
+
+        if (s->state != SANDBOX_RUNNING || s->pause_pending)
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                                          s->id, s->pause_pending ? "being paused or resumed" :
+                                                  sandbox_state_to_string(s->state));
+        r = unit_freeze(s->manager->systemd, s->unit, true, on_frozen, s);
+        if (r < 0)
+                return r;
+        s->pause_method = NULL;
+        s->pause_pending = true;
+        s->pause_cb = cb;
+        s->pause_userdata = userdata;
+        return 0;
+}
+
+static void on_resumed(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        if (s->state != SANDBOX_PAUSED)
+                return;
+        if (error) {
+                sandbox_pause_done(s, error);
+                return;
+        }
+        s->pause_method = NULL;
+        sandbox_set_state(s, SANDBOX_RUNNING);
+        for (Exec *e = s->execs; e; e = e->next)
+                exec_resume_timeout(e);
+        sandbox_update_idle_timer(s);
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s resumed.", s->id);
+        sandbox_pause_done(s, NULL);
+}
+
+int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+        int r;
+
+        if (s->state != SANDBOX_PAUSED || s->pause_pending)
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not paused.",
+                                          s->id, s->pause_pending ? "being paused or resumed" :
+                                                  sandbox_state_to_string(s->state));
+        if (streq(s->pause_method, "freeze"))
+                r = unit_freeze(s->manager->systemd, s->unit, false, on_resumed, s);
+        else
+                r = unit_kill(s->manager->systemd, s->unit, SIGCONT, on_resumed, s);
+        if (r < 0)
+                return r;
+        s->pause_pending = true;
+        s->pause_cb = cb;
+        s->pause_userdata = userdata;
+        return 0;
+}
+
+int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd_bus_error *error) {
+        int r;
+
+        if (lifetime_sec > SANDBOX_LIFETIME_MAX_SEC || idle_sec > SANDBOX_LIFETIME_MAX_SEC)
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "Timeouts must be at most %llu s.", SANDBOX_LIFETIME_MAX_SEC);
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
+                                          sandbox_state_to_string(s->state));
+
+        r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL);
+        if (r < 0)
+                return r;
+        s->config.timeout_sec = lifetime_sec;
+        s->config.idle_timeout_sec = idle_sec;
+        /* The idle clock starts again from now. */
+        s->idle_source = sd_event_source_disable_unref(s->idle_source);
+        sandbox_update_idle_timer(s);
+        manager_sandbox_state_changed(s->manager, s);
         return 0;
 }

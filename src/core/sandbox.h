@@ -20,6 +20,7 @@ typedef struct Manager Manager;
 typedef enum SandboxState {
         SANDBOX_STARTING,
         SANDBOX_RUNNING,
+        SANDBOX_PAUSED,
         SANDBOX_STOPPING,
         SANDBOX_DEAD,
         _SANDBOX_STATE_MAX,
@@ -47,6 +48,19 @@ const SandboxConfig *sandbox_get_config(const Sandbox *s);
 /* Runs an exec. Takes ownership of c's contents. User errors (not running, ephemeral
  * already used) come back as -errno with error set and the callback not called. */
 int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
+/* Freezes every process of the sandbox (systemd's FreezeUnit; where the unit cannot be
+ * frozen, e.g. on a cgroup-v1 host, SIGSTOP through KillUnit) and keeps its memory. Exec
+ * timeouts and the idle timeout stand still while paused; the lifetime does not. */
+int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error);
+int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error);
+/* Destroy lifetime_sec from now (0: never) and after idle_sec without a running exec
+ * (0: never). */
+int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd_bus_error *error);
+/* When the lifetime ends, µs CLOCK_REALTIME; 0 if never. */
+uint64_t sandbox_get_deadline(const Sandbox *s);
+/* "freeze", "sigstop" or NULL while not paused. */
+const char *sandbox_get_pause_method(const Sandbox *s);
+
 /* Stops the unit; cb runs when it is gone (then s is freed). Several destroys of one
  * sandbox all get their callback. */
 int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <signal.h>
+#include <stdarg.h>
 
 #include "scope.h"
 #include "strv.h"
@@ -15,6 +16,7 @@ typedef enum CallKind {
         CALL_STOP,
         CALL_CONTROL_GROUP,
         CALL_ATTACH,
+        CALL_SIMPLE,
 } CallKind;
 
 /* One operation in flight: first the method call, then (for jobs) the wait for its
@@ -330,7 +332,8 @@ int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, voi
         return r;
 }
 
-static int on_attached(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+/* For methods that do their work before replying (no job to wait for). */
+static int on_simple_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
 
@@ -362,10 +365,42 @@ int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids,
         p = pending_call_new(c, CALL_ATTACH, unit, cb, userdata);
         if (!p)
                 return -ENOMEM;
-        r = sd_bus_call_async(c->bus, &p->slot, m, on_attached, p, SYSTEMD_CALL_TIMEOUT_USEC);
+        r = sd_bus_call_async(c->bus, &p->slot, m, on_simple_reply, p, SYSTEMD_CALL_TIMEOUT_USEC);
         if (r < 0)
                 pending_call_unlink_free(p);
         return r;
+}
+
+static int unit_call_simple(SystemdClient *c, const char *unit, const char *method, const char *types,
+                            systemd_job_callback_t cb, void *userdata, ...) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        PendingCall *p;
+        va_list ap;
+        int r;
+
+        r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER, method);
+        if (r < 0)
+                return r;
+        va_start(ap, userdata);
+        r = sd_bus_message_appendv(m, types, ap);
+        va_end(ap);
+        if (r < 0)
+                return r;
+        p = pending_call_new(c, CALL_SIMPLE, unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        r = sd_bus_call_async(c->bus, &p->slot, m, on_simple_reply, p, SYSTEMD_CALL_TIMEOUT_USEC);
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}
+
+int unit_freeze(SystemdClient *c, const char *unit, bool freeze, systemd_job_callback_t cb, void *userdata) {
+        return unit_call_simple(c, unit, freeze ? "FreezeUnit" : "ThawUnit", "s", cb, userdata, unit);
+}
+
+int unit_kill(SystemdClient *c, const char *unit, int signo, systemd_job_callback_t cb, void *userdata) {
+        return unit_call_simple(c, unit, "KillUnit", "ssi", cb, userdata, unit, "all", signo);
 }
 
 static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {

@@ -5,6 +5,7 @@
  * from the JobRemoved signal, matched before any job is queued, and a caller's callback
  * runs when its job has finished. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -39,6 +40,10 @@ int scope_start_transient(SystemdClient *c, const ScopeParams *p,
 /* AttachProcessesToUnit(): moves pids into the (started) unit; result "done". */
 int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids, size_t n_pids,
                           systemd_job_callback_t cb, void *userdata);
+/* FreezeUnit()/ThawUnit(): result "done" once systemd says the unit is (un)frozen. */
+int unit_freeze(SystemdClient *c, const char *unit, bool freeze, systemd_job_callback_t cb, void *userdata);
+/* KillUnit(unit, "all", signo). */
+int unit_kill(SystemdClient *c, const char *unit, int signo, systemd_job_callback_t cb, void *userdata);
 /* StopUnit(); a unit that does not exist counts as stopped (result "done"). */
 int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);
 /* Forget any callbacks for this userdata (its owner is going away). */

@@ -4,37 +4,51 @@
  * sandbox-init: PID 1 of every sandbox. It runs what sandboxd asks for over the control
  * socket on fd 3 (see agent-protocol.h), reports how each exec ended, reaps every orphan
  * of the sandbox, and exits when sandboxd closes the socket, which ends the sandbox.
+ * Whatever could block (a terminal session's relay, a file operation) runs in a child of
+ * its own, so that this loop only ever waits in poll().
  */
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent-protocol.h"
-#include "macro.h"
+#include "sandbox-init.h"
 #include "strv.h"
 
 struct exec_child {
         uint64_t id;
         pid_t pid;
         uint64_t start_usec;
+        int tty_fd;        /* a tty exec's master, for "resize"; -EBADF otherwise */
+        pid_t relay_pid;   /* a tty exec's relay, while it runs; 0 otherwise */
+};
+
+/* A file operation in progress: its process sends the result, unless it dies first. */
+struct file_child {
+        uint64_t id;
+        pid_t pid;
 };
 
 struct agent {
         struct exec_child *children;
         size_t n_children;
+        struct file_child *files;
+        size_t n_files;
 };
 
 static void json_object_putp(json_object **p) {
@@ -59,15 +73,45 @@ static uint64_t timeval_usec(const struct timeval *tv) {
         return (uint64_t) tv->tv_sec * 1000000U + (uint64_t) tv->tv_usec;
 }
 
-static int close_from(int fd) {
+int close_between(int from, int to) {
         /* close_range() is Linux 5.9+; Docker hosts may be older. */
-        if (close_range(fd, ~0U, 0) >= 0)
+        if (from > to)
+                return 0;
+        if (close_range((unsigned) from, (unsigned) to, 0) >= 0)
                 return 0;
         if (errno != ENOSYS)
                 return -errno;
-        for (long i = fd, m = sysconf(_SC_OPEN_MAX); i < m; i++)
-                (void) close(i);
+        for (long i = from, m = MIN((long) to + 1, sysconf(_SC_OPEN_MAX)); i < m; i++)
+                (void) close((int) i);
         return 0;
+}
+
+static int close_from(int fd) {
+        return close_between(fd, INT_MAX);
+}
+
+static int cmp_int(const void *a, const void *b) {
+        return *(const int *) a - *(const int *) b;
+}
+
+int close_all_but(const int *keep, size_t n_keep) {
+        int sorted[8], from = 3, r;
+        size_t n = 0;
+
+        if (n_keep > ELEMENTSOF(sorted))
+                return -EINVAL;
+        for (size_t i = 0; i < n_keep; i++)
+                if (keep[i] >= 3)
+                        sorted[n++] = keep[i];
+        qsort(sorted, n, sizeof(int), cmp_int);
+
+        for (size_t i = 0; i < n; i++) {
+                r = close_between(from, sorted[i] - 1);
+                if (r < 0)
+                        return r;
+                from = MAX(from, sorted[i] + 1);
+        }
+        return close_between(from, INT_MAX);
 }
 
 static void send_or_die(json_object *msg) {
@@ -88,12 +132,16 @@ static void send_exit(const struct agent_exit *e) {
         send_or_die(agent_msg_exit(e));
 }
 
+static void send_file_error(uint64_t id, int error) {
+        send_or_die(agent_msg_file_result(&(struct agent_file_result) { .id = id, .error = error }));
+}
+
 static _noreturn_ void child_fail(const char *what, int status) {
         dprintf(STDERR_FILENO, "sandbox-init: %s: %s\n", what, strerror(errno));
         _exit(status);
 }
 
-static _noreturn_ void exec_child(char **argv, char **env, const char *cwd, const int fds[static 3]) {
+static _noreturn_ void exec_child(char **argv, char **env, const char *cwd, const int fds[static 3], bool tty) {
         extern char **environ;
         sigset_t mask;
         int moved[3];
@@ -121,6 +169,10 @@ static _noreturn_ void exec_child(char **argv, char **env, const char *cwd, cons
         if (close_from(3) < 0)
                 _exit(125);
 
+        /* The terminal (0, 1 and 2 now) becomes the session's, as login(1) would have it. */
+        if (tty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0)
+                _exit(125);
+
         if (cwd && chdir(cwd) < 0)
                 child_fail(cwd, 125);
 
@@ -130,13 +182,26 @@ static _noreturn_ void exec_child(char **argv, char **env, const char *cwd, cons
         child_fail(argv[0], errno == ENOENT ? 127 : 126);
 }
 
+/* The relay of a tty exec: a process of its own, outside the exec's process group, so
+ * that a "kill" of the session does not cut off what it printed last. */
+static pid_t relay_spawn(int master, int in, int out) {
+        pid_t pid = fork();
+
+        if (pid == 0)
+                tty_relay(master, in, out);
+        return pid;
+}
+
 static void handle_exec(struct agent *a, json_object *msg, int fds[], size_t n_fds) {
         _cleanup_strv_free_ char **argv = NULL, **env = NULL;
+        _cleanup_close_ int master = -EBADF, slave = -EBADF;
+        struct agent_winsize ws;
         struct exec_child *c;
         const char *cwd = NULL;
+        pid_t pid, relay = 0;
         uint64_t start;
         int64_t id;
-        pid_t pid;
+        int tty;
 
         if (agent_get_int64(msg, "id", &id) < 0 || id < 0)
                 return;
@@ -145,7 +210,8 @@ static void handle_exec(struct agent *a, json_object *msg, int fds[], size_t n_f
         if (n_fds != AGENT_EXEC_NFDS ||
             agent_get_strv(msg, "argv", &argv) < 0 || !argv[0] ||
             agent_get_strv(msg, "env", &env) < 0 ||
-            (json_object_object_get_ex(msg, "cwd", NULL) && agent_get_string(msg, "cwd", &cwd) < 0))
+            (json_object_object_get_ex(msg, "cwd", NULL) && agent_get_string(msg, "cwd", &cwd) < 0) ||
+            (tty = agent_parse_exec_tty(msg, &ws)) < 0)
                 goto fail;
 
         c = realloc(a->children, (a->n_children + 1) * sizeof(struct exec_child));
@@ -153,18 +219,84 @@ static void handle_exec(struct agent *a, json_object *msg, int fds[], size_t n_f
                 goto fail;
         a->children = c;
 
+        if (tty) {
+                if (pty_open(&ws, &master, &slave) < 0)
+                        goto fail;
+                /* The relay first: should the exec not start, our closing the slave is
+                 * the relay's EIO, and it ends by itself. */
+                relay = relay_spawn(master, fds[0], fds[1]);
+                if (relay < 0)
+                        goto fail;
+        }
+
         start = now_usec();
         pid = fork();
         if (pid < 0)
                 goto fail; /* most likely the unit's TasksMax */
         if (pid == 0)
-                exec_child(argv, env, cwd, fds);
+                exec_child(argv, env, cwd, tty ? (int[]) { slave, slave, slave } : fds, tty);
 
-        a->children[a->n_children++] = (struct exec_child) { .id = id, .pid = pid, .start_usec = start };
+        a->children[a->n_children++] = (struct exec_child) {
+                .id = id,
+                .pid = pid,
+                .start_usec = start,
+                .tty_fd = TAKE_FD(master),
+                .relay_pid = relay,
+        };
+        send_or_die(agent_msg_started(id, pid));
         return;
 
 fail:
         send_exit(&(struct agent_exit) { .id = id, .code = 125 });
+}
+
+static void handle_resize(struct agent *a, json_object *msg) {
+        struct agent_winsize ws;
+        uint64_t id;
+
+        if (agent_parse_resize(msg, &id, &ws) < 0)
+                return;
+
+        for (size_t i = 0; i < a->n_children; i++)
+                if (a->children[i].id == id && a->children[i].tty_fd >= 0) {
+                        /* The kernel sends the session's foreground SIGWINCH. */
+                        (void) ioctl(a->children[i].tty_fd, TIOCSWINSZ,
+                                     &(struct winsize) { .ws_row = ws.rows, .ws_col = ws.cols });
+                        return;
+                }
+}
+
+static void handle_file(struct agent *a, json_object *msg, int fds[], size_t n_fds) {
+        struct agent_file f;
+        struct file_child *c;
+        int64_t id;
+        pid_t pid;
+
+        if (agent_get_int64(msg, "id", &id) < 0 || id < 0)
+                return;
+
+        /* As for exec: a bad request with an id is answered, here with EINVAL. */
+        if (agent_parse_file(msg, &f) < 0 || n_fds != agent_file_op_nfds(f.op)) {
+                send_file_error(id, EINVAL);
+                return;
+        }
+
+        c = realloc(a->files, (a->n_files + 1) * sizeof(struct file_child));
+        if (!c) {
+                send_file_error(id, ENOMEM);
+                return;
+        }
+        a->files = c;
+
+        pid = fork();
+        if (pid < 0) {
+                send_file_error(id, errno);
+                return;
+        }
+        if (pid == 0)
+                file_op_run(&f, n_fds > 0 ? fds[0] : -EBADF);
+
+        a->files[a->n_files++] = (struct file_child) { .id = id, .pid = pid };
 }
 
 static void handle_kill(struct agent *a, json_object *msg) {
@@ -208,6 +340,10 @@ static void handle_message(struct agent *a) {
                         handle_exec(a, msg, fds, n_fds);
                 else if (streq(type, "kill"))
                         handle_kill(a, msg);
+                else if (streq(type, "resize"))
+                        handle_resize(a, msg);
+                else if (streq(type, "file"))
+                        handle_file(a, msg, fds, n_fds);
         }
 
         for (size_t i = 0; i < n_fds; i++)
@@ -227,6 +363,15 @@ static void reap_children(struct agent *a) {
                 for (size_t i = 0; i < a->n_children; i++) {
                         struct exec_child *c = a->children + i;
 
+                        /* The relay ended (the caller's side went away, or the session
+                         * closed the terminal): our master goes too, and with the last of
+                         * them the session gets its SIGHUP, as when a terminal closes. */
+                        if (c->relay_pid == pid) {
+                                c->relay_pid = 0;
+                                c->tty_fd = safe_close(c->tty_fd);
+                                break;
+                        }
+
                         if (c->pid != pid)
                                 continue;
 
@@ -239,7 +384,21 @@ static void reap_children(struct agent *a) {
                                 .stime_usec = timeval_usec(&ru.ru_stime),
                                 .maxrss_kb = ru.ru_maxrss > 0 ? (uint64_t) ru.ru_maxrss : 0,
                         });
+                        safe_close(c->tty_fd);
                         *c = a->children[--a->n_children];
+                        break;
+                }
+
+                for (size_t i = 0; i < a->n_files; i++) {
+                        struct file_child *c = a->files + i;
+
+                        if (c->pid != pid)
+                                continue;
+                        /* It exits 0 once it has sent its result: otherwise it died before
+                         * (OOM killer, say), and sandboxd must not wait for it forever. */
+                        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                                send_file_error(c->id, EIO);
+                        *c = a->files[--a->n_files];
                         break;
                 }
         }

@@ -42,6 +42,8 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
                         v.strv = strv ?: (char *[]) { NULL };
                 } else if (streq(contents, "ay"))
                         r = sd_bus_message_read_array(m, 'y', &v.bytes.data, &v.bytes.size);
+                else if (streq(contents, "h"))
+                        r = sd_bus_message_read_basic(m, 'h', &v.fd);
                 else
                         /* Some other type: the setter names the type it wanted. */
                         r = sd_bus_message_skip(m, contents);

@@ -36,6 +36,12 @@ static int property_get_u64(sd_bus *bus, const char *path, const char *interface
                 v = c->limits.cpu_quota_per_sec_usec;
         else if (streq(property, "TasksMax"))
                 v = c->limits.tasks_max;
+        else if (streq(property, "IdleTimeout"))
+                v = c->idle_timeout_sec;
+        else if (streq(property, "Deadline"))
+                v = sandbox_get_deadline(s);
+        else if (streq(property, "DiskMax"))
+                v = c->disk_max;
         else
                 v = c->timeout_sec;
         return sd_bus_message_append(reply, "t", v);
@@ -114,10 +120,9 @@ int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action,
                 return -ENOMEM;
         req->manager = sandbox_get_manager(s);
         strcpy(req->id, sandbox_get_id(s));
-        if (exec) {
-                req->exec = *exec;
-                *exec = (ExecConfig) {};
-        }
+        exec_config_init(&req->exec);
+        if (exec)
+                exec_config_move(&req->exec, exec);
         return bus_authorize_then(m, action, fn, req, sandbox_request_free);
 }
 
@@ -193,6 +198,69 @@ static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error
                                          destroy_authorized, NULL);
 }
 
+static void on_pause_done(Sandbox *s, const sd_bus_error *error, void *userdata) {
+        on_destroyed(s, error, userdata); /* the same empty reply, or the error */
+}
+
+static int pause_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+        bool pause = streq(sd_bus_message_get_member(call), "Pause");
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        r = (pause ? sandbox_pause : sandbox_resume)(s, on_pause_done, sd_bus_message_ref(call), error);
+        if (r < 0)
+                sd_bus_message_unref(call);
+        return r;
+}
+
+static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        uid_t uid;
+        int r;
+
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
+                return r;
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
+                                         pause_authorized, NULL);
+}
+
+static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return method_pause(m, userdata, error);
+}
+
+static int set_timeout_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+        uint64_t lifetime, idle;
+        int r;
+
+        if (!s)
+                return -ENOENT;
+        r = sd_bus_message_read(call, "tt", &lifetime, &idle);
+        if (r < 0)
+                return r;
+        r = sandbox_set_timeout(s, lifetime, idle, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(call, NULL);
+}
+
+static int method_set_timeout(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        uid_t uid;
+        int r;
+
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
+                return r;
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
+                                         set_timeout_authorized, NULL);
+}
+
 static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Id", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -204,15 +272,41 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("MemoryMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("CPUQuotaPerSecUSec", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("TasksMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("Timeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("DiskMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Timeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("IdleTimeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Deadline", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Ephemeral", "b", property_get_ephemeral, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Exec",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),
                                 method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Destroy", NULL, NULL, method_destroy, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Pause", NULL, NULL, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Resume", NULL, NULL, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetTimeout",
+                                SD_BUS_ARGS("t", lifetime_sec, "t", idle_sec),
+                                SD_BUS_NO_RESULT,
+                                method_set_timeout, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
+
+/* Whether the call being dispatched may see s. Its own methods are visible to all: each
+ * asks polkit ("manage" for other uids). Properties and introspection of a sandbox are its
+ * owner's and root's only. Anything that is not a call addressed to this object (e.g. a
+ * signal emitted while another message is dispatched) is not restricted here. */
+static bool sandbox_visible_to_current_call(sd_bus *bus, Sandbox *s) {
+        sd_bus_message *m = sd_bus_get_current_message(bus);
+        uid_t uid;
+
+        if (!m || !sd_bus_message_is_method_call(m, NULL, NULL) ||
+            !streq_ptr(sd_bus_message_get_path(m), sandbox_get_object_path(s)) ||
+            streq_ptr(sd_bus_message_get_interface(m), SANDBOX_INTERFACE))
+                return true;
+        if (bus_get_sender_uid(m, &uid) < 0)
+                return false;
+        return uid == 0 || uid == sandbox_get_owner(s);
+}
 
 static int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata,
                                void **found, sd_bus_error *error) {
@@ -225,7 +319,7 @@ static int sandbox_object_find(sd_bus *bus, const char *path, const char *interf
         if (r <= 0)
                 return r;
         s = manager_get_sandbox(m, id);
-        if (!s)
+        if (!s || !sandbox_visible_to_current_call(bus, s))
                 return 0;
         *found = s;
         return 1;
@@ -234,10 +328,17 @@ static int sandbox_object_find(sd_bus *bus, const char *path, const char *interf
 static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata, char ***nodes,
                                    sd_bus_error *error) {
         _cleanup_strv_free_ char **l = NULL;
+        sd_bus_message *call = sd_bus_get_current_message(bus);
         Manager *m = userdata;
+        uid_t uid = 0;
         int r;
 
+        /* Introspection lists a caller's own sandboxes (root: all). */
+        if (call && bus_get_sender_uid(call, &uid) < 0)
+                return 0;
         for (Sandbox *s = manager_next_sandbox(m, NULL); s; s = manager_next_sandbox(m, s)) {
+                if (uid != 0 && uid != sandbox_get_owner(s))
+                        continue;
                 r = strv_extend(&l, sandbox_get_object_path(s));
                 if (r < 0)
                         return r;
@@ -257,5 +358,6 @@ int sandbox_dbus_register(sd_bus *bus, Manager *m) {
 }
 
 int sandbox_dbus_emit_state(sd_bus *bus, Sandbox *s) {
-        return sd_bus_emit_properties_changed(bus, sandbox_get_object_path(s), SANDBOX_INTERFACE, "State", NULL);
+        return sd_bus_emit_properties_changed(bus, sandbox_get_object_path(s), SANDBOX_INTERFACE, "State",
+                                              "Timeout", "IdleTimeout", "Deadline", NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "agent-protocol.h"
 #include "macro.h"
@@ -401,5 +402,482 @@ int agent_parse_exit(json_object *obj, struct agent_exit *ret) {
         e.signal = (int) sig;
 
         *ret = e;
+        return 0;
+}
+
+/* Optional fields: absent leaves *ret alone, present but mistyped is -EBADMSG. */
+static int get_u64_opt(json_object *obj, const char *key, uint64_t *ret) {
+        if (!json_object_object_get_ex(obj, key, NULL))
+                return 0;
+        return get_u64(obj, key, ret);
+}
+
+static int get_bool_opt(json_object *obj, const char *key, bool *ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(obj, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_boolean))
+                return -EBADMSG;
+        *ret = json_object_get_boolean(v);
+        return 0;
+}
+
+static int get_mode_opt(json_object *obj, const char *key, mode_t *ret) {
+        int64_t i;
+        int r;
+
+        if (!json_object_object_get_ex(obj, key, NULL))
+                return 0;
+        r = agent_get_int64(obj, key, &i);
+        if (r < 0)
+                return r;
+        if (i < 0 || i > 07777)
+                return -EBADMSG;
+        *ret = (mode_t) i;
+        return 0;
+}
+
+json_object *agent_msg_started(uint64_t id, pid_t pid) {
+        _cleanup_json_ json_object *obj = agent_msg_new("started");
+
+        if (!obj || pid <= 0 ||
+            json_add_u64(obj, "id", id) < 0 ||
+            json_add(obj, "pid", json_object_new_int64(pid)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_started(json_object *obj, uint64_t *ret_id, pid_t *ret_pid) {
+        uint64_t id, pid;
+        int r;
+
+        if ((r = get_u64(obj, "id", &id)) < 0 ||
+            (r = get_u64(obj, "pid", &pid)) < 0)
+                return r;
+        if (pid < 1 || pid > INT32_MAX)
+                return -EBADMSG;
+
+        *ret_id = id;
+        *ret_pid = (pid_t) pid;
+        return 0;
+}
+
+static int add_winsize(json_object *obj, const struct agent_winsize *ws) {
+        if (!ws)
+                return -EINVAL;
+        if (json_add(obj, "rows", json_object_new_int64(ws->rows)) < 0 ||
+            json_add(obj, "cols", json_object_new_int64(ws->cols)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int parse_winsize(json_object *obj, struct agent_winsize *ret) {
+        int64_t rows, cols;
+        int r;
+
+        if ((r = agent_get_int64(obj, "rows", &rows)) < 0 ||
+            (r = agent_get_int64(obj, "cols", &cols)) < 0)
+                return r;
+        if (rows < 0 || rows > UINT16_MAX || cols < 0 || cols > UINT16_MAX)
+                return -EBADMSG;
+
+        *ret = (struct agent_winsize) { .rows = (uint16_t) rows, .cols = (uint16_t) cols };
+        return 0;
+}
+
+json_object *agent_msg_exec_tty(uint64_t id, char * const *argv, char * const *env, const char *cwd,
+                                const struct agent_winsize *ws) {
+        _cleanup_json_ json_object *obj = NULL, *tty = NULL;
+
+        if (!ws)
+                return NULL;
+        obj = agent_msg_exec(id, argv, env, cwd);
+        tty = json_object_new_object();
+        if (!obj || !tty || add_winsize(tty, ws) < 0 || json_add(obj, "tty", TAKE_PTR(tty)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_exec_tty(json_object *obj, struct agent_winsize *ret) {
+        struct agent_winsize ws;
+        json_object *v;
+        int r;
+
+        if (!json_object_object_get_ex(obj, "tty", &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_object))
+                return -EBADMSG;
+        r = parse_winsize(v, &ws);
+        if (r < 0)
+                return r;
+
+        *ret = ws;
+        return 1;
+}
+
+json_object *agent_msg_resize(uint64_t id, const struct agent_winsize *ws) {
+        _cleanup_json_ json_object *obj = agent_msg_new("resize");
+
+        if (!obj || json_add_u64(obj, "id", id) < 0 || add_winsize(obj, ws) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_resize(json_object *obj, uint64_t *ret_id, struct agent_winsize *ret) {
+        struct agent_winsize ws;
+        uint64_t id;
+        int r;
+
+        if ((r = get_u64(obj, "id", &id)) < 0 ||
+            (r = parse_winsize(obj, &ws)) < 0)
+                return r;
+
+        *ret_id = id;
+        *ret = ws;
+        return 0;
+}
+
+static const char * const file_op_table[_AGENT_FILE_OP_MAX] = {
+        [AGENT_FILE_READ] = "read",
+        [AGENT_FILE_WRITE] = "write",
+        [AGENT_FILE_LIST] = "list",
+        [AGENT_FILE_STAT] = "stat",
+        [AGENT_FILE_MKDIR] = "mkdir",
+        [AGENT_FILE_REMOVE] = "remove",
+        [AGENT_FILE_MOVE] = "move",
+};
+
+const char *agent_file_op_to_string(enum agent_file_op op) {
+        if (op < 0 || op >= _AGENT_FILE_OP_MAX)
+                return NULL;
+        return file_op_table[op];
+}
+
+enum agent_file_op agent_file_op_from_string(const char *s) {
+        if (!s)
+                return _AGENT_FILE_OP_INVALID;
+        for (size_t i = 0; i < ELEMENTSOF(file_op_table); i++)
+                if (streq(file_op_table[i], s))
+                        return (enum agent_file_op) i;
+        return _AGENT_FILE_OP_INVALID;
+}
+
+size_t agent_file_op_nfds(enum agent_file_op op) {
+        return (op == AGENT_FILE_READ || op == AGENT_FILE_WRITE) ? 1 : 0;
+}
+
+json_object *agent_msg_file(const struct agent_file *f) {
+        _cleanup_json_ json_object *obj = agent_msg_new("file");
+        const char *op;
+        int r = 0;
+
+        if (!obj || !f)
+                return NULL;
+        op = agent_file_op_to_string(f->op);
+        if (!op || !f->path || !*f->path)
+                return NULL;
+        if (json_add_u64(obj, "id", f->id) < 0 ||
+            json_add(obj, "op", json_object_new_string(op)) < 0 ||
+            json_add(obj, "path", json_object_new_string(f->path)) < 0)
+                return NULL;
+
+        /* Only what applies to op, and only what differs from the default. */
+        switch (f->op) {
+
+        case AGENT_FILE_READ:
+                if (f->offset != 0)
+                        r = json_add_u64(obj, "offset", f->offset);
+                if (r >= 0 && f->length != AGENT_FILE_UNLIMITED)
+                        r = json_add_u64(obj, "length", f->length);
+                if (r >= 0 && f->max != AGENT_FILE_UNLIMITED)
+                        r = json_add_u64(obj, "max", f->max);
+                break;
+
+        case AGENT_FILE_WRITE:
+        case AGENT_FILE_MKDIR:
+                if (f->mode != AGENT_FILE_MODE_DEFAULT)
+                        r = f->mode > 07777 ? -ERANGE : json_add(obj, "mode", json_object_new_int64(f->mode));
+                if (r >= 0 && f->parents)
+                        r = json_add(obj, "parents", json_object_new_boolean(true));
+                if (r >= 0 && f->op == AGENT_FILE_WRITE && f->append)
+                        r = json_add(obj, "append", json_object_new_boolean(true));
+                break;
+
+        case AGENT_FILE_LIST:
+                if (f->depth < 1 || f->depth > AGENT_FILE_DEPTH_MAX)
+                        r = -ERANGE;
+                else if (f->depth != 1)
+                        r = json_add(obj, "depth", json_object_new_int64(f->depth));
+                break;
+
+        case AGENT_FILE_REMOVE:
+                if (f->recursive)
+                        r = json_add(obj, "recursive", json_object_new_boolean(true));
+                break;
+
+        case AGENT_FILE_MOVE:
+                r = f->to && *f->to ? json_add(obj, "to", json_object_new_string(f->to)) : -EINVAL;
+                break;
+
+        default:
+                break;
+        }
+        if (r < 0)
+                return NULL;
+
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_file(json_object *obj, struct agent_file *ret) {
+        struct agent_file f = AGENT_FILE_INIT(0, _AGENT_FILE_OP_INVALID, NULL);
+        const char *op;
+        int64_t depth;
+        int r;
+
+        if ((r = get_u64(obj, "id", &f.id)) < 0 ||
+            (r = agent_get_string(obj, "op", &op)) < 0 ||
+            (r = agent_get_string(obj, "path", &f.path)) < 0)
+                return r;
+        f.op = agent_file_op_from_string(op);
+        if (f.op < 0 || !*f.path)
+                return -EBADMSG;
+
+        switch (f.op) {
+
+        case AGENT_FILE_READ:
+                if ((r = get_u64_opt(obj, "offset", &f.offset)) < 0 ||
+                    (r = get_u64_opt(obj, "length", &f.length)) < 0 ||
+                    (r = get_u64_opt(obj, "max", &f.max)) < 0)
+                        return r;
+                break;
+
+        case AGENT_FILE_WRITE:
+        case AGENT_FILE_MKDIR:
+                if ((r = get_mode_opt(obj, "mode", &f.mode)) < 0 ||
+                    (r = get_bool_opt(obj, "parents", &f.parents)) < 0 ||
+                    (f.op == AGENT_FILE_WRITE && (r = get_bool_opt(obj, "append", &f.append)) < 0))
+                        return r;
+                break;
+
+        case AGENT_FILE_LIST:
+                if (json_object_object_get_ex(obj, "depth", NULL)) {
+                        r = agent_get_int64(obj, "depth", &depth);
+                        if (r < 0)
+                                return r;
+                        if (depth < 1 || depth > AGENT_FILE_DEPTH_MAX)
+                                return -EBADMSG;
+                        f.depth = (unsigned) depth;
+                }
+                break;
+
+        case AGENT_FILE_REMOVE:
+                r = get_bool_opt(obj, "recursive", &f.recursive);
+                if (r < 0)
+                        return r;
+                break;
+
+        case AGENT_FILE_MOVE:
+                r = agent_get_string(obj, "to", &f.to);
+                if (r < 0)
+                        return r;
+                if (!*f.to)
+                        return -EBADMSG;
+                break;
+
+        default:
+                break;
+        }
+
+        *ret = f;
+        return 0;
+}
+
+static const struct {
+        mode_t type;
+        const char *name;
+} file_type_table[] = {
+        { S_IFREG, "file" },
+        { S_IFDIR, "dir" },
+        { S_IFLNK, "link" },
+        { S_IFIFO, "fifo" },
+        { S_IFSOCK, "socket" },
+        { S_IFCHR, "char" },
+        { S_IFBLK, "block" },
+};
+
+const char *agent_file_type_to_string(mode_t type) {
+        for (size_t i = 0; i < ELEMENTSOF(file_type_table); i++)
+                if (file_type_table[i].type == (type & S_IFMT))
+                        return file_type_table[i].name;
+        return NULL;
+}
+
+mode_t agent_file_type_from_string(const char *s) {
+        for (size_t i = 0; s && i < ELEMENTSOF(file_type_table); i++)
+                if (streq(file_type_table[i].name, s))
+                        return file_type_table[i].type;
+        return 0;
+}
+
+static json_object *json_new_entry(const struct agent_file_entry *e) {
+        _cleanup_json_ json_object *obj = json_object_new_object();
+        const char *type = agent_file_type_to_string(e->type);
+
+        if (!obj || !type || !e->path || e->mode > 07777 ||
+            json_add(obj, "path", json_object_new_string(e->path)) < 0 ||
+            json_add(obj, "type", json_object_new_string(type)) < 0 ||
+            json_add_u64(obj, "size", e->size) < 0 ||
+            json_add(obj, "mode", json_object_new_int64(e->mode)) < 0 ||
+            json_add(obj, "mtime_usec", json_object_new_int64(e->mtime_usec)) < 0 ||
+            (e->target && json_add(obj, "target", json_object_new_string(e->target)) < 0))
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_file_result(const struct agent_file_result *r) {
+        _cleanup_json_ json_object *obj = agent_msg_new("file-result"), *entries = NULL;
+
+        if (!obj || !r || r->error < 0 || r->error > 4095 ||
+            json_add_u64(obj, "id", r->id) < 0 ||
+            json_add(obj, "errno", json_object_new_int64(r->error)) < 0 ||
+            (r->has_bytes && json_add_u64(obj, "bytes", r->bytes) < 0) ||
+            (r->has_stat && json_add(obj, "stat", json_new_entry(&r->stat)) < 0))
+                return NULL;
+
+        if (r->has_entries) {
+                entries = json_object_new_array_ext((int) MIN(r->n_entries, (size_t) INT_MAX));
+                if (!entries)
+                        return NULL;
+                for (size_t i = 0; i < r->n_entries; i++) {
+                        json_object *e = json_new_entry(r->entries + i);
+
+                        if (!e)
+                                return NULL;
+                        if (json_object_array_add(entries, e) < 0) {
+                                json_object_put(e);
+                                return NULL;
+                        }
+                }
+                if (json_add(obj, "entries", TAKE_PTR(entries)) < 0)
+                        return NULL;
+        }
+
+        return TAKE_PTR(obj);
+}
+
+void agent_file_entry_done(struct agent_file_entry *e) {
+        if (!e)
+                return;
+        e->path = mfree(e->path);
+        e->target = mfree(e->target);
+}
+
+void agent_file_result_done(struct agent_file_result *r) {
+        if (!r)
+                return;
+        agent_file_entry_done(&r->stat);
+        for (size_t i = 0; i < r->n_entries; i++)
+                agent_file_entry_done(r->entries + i);
+        r->entries = mfree(r->entries);
+        r->n_entries = 0;
+        r->has_stat = r->has_entries = false;
+}
+
+static int parse_entry(json_object *obj, struct agent_file_entry *ret) {
+        _cleanup_free_ char *path = NULL, *target = NULL;
+        const char *p, *t, *type;
+        int64_t mtime;
+        uint64_t size;
+        mode_t mode, ftype;
+        int r;
+
+        if (!json_object_is_type(obj, json_type_object))
+                return -EBADMSG;
+        if ((r = agent_get_string(obj, "path", &p)) < 0 ||
+            (r = agent_get_string(obj, "type", &type)) < 0 ||
+            (r = get_u64(obj, "size", &size)) < 0 ||
+            (r = agent_get_int64(obj, "mtime_usec", &mtime)) < 0)
+                return r;
+        mode = (mode_t) -1;
+        if ((r = get_mode_opt(obj, "mode", &mode)) < 0)
+                return r;
+        if (mode == (mode_t) -1)
+                return -EBADMSG; /* missing */
+        ftype = agent_file_type_from_string(type);
+        if (ftype == 0)
+                return -EBADMSG;
+        if (json_object_object_get_ex(obj, "target", NULL)) {
+                r = agent_get_string(obj, "target", &t);
+                if (r < 0)
+                        return r;
+                target = strdup(t);
+                if (!target)
+                        return -ENOMEM;
+        }
+        path = strdup(p);
+        if (!path)
+                return -ENOMEM;
+
+        *ret = (struct agent_file_entry) {
+                .path = TAKE_PTR(path),
+                .type = ftype,
+                .mode = mode,
+                .size = size,
+                .mtime_usec = mtime,
+                .target = TAKE_PTR(target),
+        };
+        return 0;
+}
+
+int agent_parse_file_result(json_object *obj, struct agent_file_result *ret) {
+        _cleanup_(agent_file_result_done) struct agent_file_result res = {};
+        json_object *v;
+        int64_t error;
+        int r;
+
+        if ((r = get_u64(obj, "id", &res.id)) < 0 ||
+            (r = agent_get_int64(obj, "errno", &error)) < 0)
+                return r;
+        if (error < 0 || error > 4095)
+                return -EBADMSG;
+        res.error = (int) error;
+
+        if (json_object_object_get_ex(obj, "bytes", NULL)) {
+                r = get_u64(obj, "bytes", &res.bytes);
+                if (r < 0)
+                        return r;
+                res.has_bytes = true;
+        }
+
+        if (json_object_object_get_ex(obj, "stat", &v)) {
+                r = parse_entry(v, &res.stat);
+                if (r < 0)
+                        return r;
+                res.has_stat = true;
+        }
+
+        if (json_object_object_get_ex(obj, "entries", &v)) {
+                size_t n;
+
+                if (!json_object_is_type(v, json_type_array))
+                        return -EBADMSG;
+                n = json_object_array_length(v);
+                if (n > AGENT_FILE_ENTRIES_MAX)
+                        return -EBADMSG;
+                res.entries = calloc(MAX(n, (size_t) 1), sizeof(struct agent_file_entry));
+                if (!res.entries)
+                        return -ENOMEM;
+                res.has_entries = true;
+                for (size_t i = 0; i < n; i++) {
+                        r = parse_entry(json_object_array_get_idx(v, i), res.entries + i);
+                        if (r < 0)
+                                return r;
+                        res.n_entries++;
+                }
+        }
+
+        *ret = res;
+        res = (struct agent_file_result) {};
         return 0;
 }

@@ -59,6 +59,8 @@
  * every process of the sandbox); the daemon treats the sandbox as dead.
  */
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -103,3 +105,130 @@ struct agent_exit {
 };
 json_object *agent_msg_exit(const struct agent_exit *e);
 int agent_parse_exit(json_object *obj, struct agent_exit *ret);
+
+/* Version 2: sessions. */
+
+/* "started": the exec's process exists, as pid P of the sandbox's PID namespace. Sent
+ * for every exec that forked, always before its "exit". */
+json_object *agent_msg_started(uint64_t id, pid_t pid);
+/* 0 and both outputs set, or -EBADMSG (outputs untouched). */
+int agent_parse_started(json_object *obj, uint64_t *ret_id, pid_t *ret_pid);
+
+/* A terminal size, as struct winsize carries it (0 means "unknown", as there). */
+struct agent_winsize {
+        uint16_t rows;
+        uint16_t cols;
+};
+
+/* An "exec" (as agent_msg_exec()) that runs on a pseudo-terminal of the given size:
+ * fds[0] is copied to the terminal, the terminal to fds[1]; fds[2] is sent but unused. */
+json_object *agent_msg_exec_tty(uint64_t id, char * const *argv, char * const *env, const char *cwd,
+                                const struct agent_winsize *ws);
+/* The "tty" of an "exec": 1 and *ret set if it asks for a terminal, 0 if it does not
+ * (*ret untouched), -EBADMSG if "tty" is there but malformed. */
+int agent_parse_exec_tty(json_object *obj, struct agent_winsize *ret);
+
+/* "resize": TIOCSWINSZ on the terminal of exec id (ignored for an exec without one). */
+json_object *agent_msg_resize(uint64_t id, const struct agent_winsize *ws);
+int agent_parse_resize(json_object *obj, uint64_t *ret_id, struct agent_winsize *ret);
+
+/* Version 2: files. */
+
+enum agent_file_op {
+        AGENT_FILE_READ,
+        AGENT_FILE_WRITE,
+        AGENT_FILE_LIST,
+        AGENT_FILE_STAT,
+        AGENT_FILE_MKDIR,
+        AGENT_FILE_REMOVE,
+        AGENT_FILE_MOVE,
+        _AGENT_FILE_OP_MAX,
+        _AGENT_FILE_OP_INVALID = -EINVAL,
+};
+
+/* "read" -> AGENT_FILE_READ and back; unknown: NULL, _AGENT_FILE_OP_INVALID. */
+const char *agent_file_op_to_string(enum agent_file_op op);
+enum agent_file_op agent_file_op_from_string(const char *s);
+/* How many descriptors a "file" request of op carries: 1 for read (out) and write (in),
+ * 0 for the others. */
+size_t agent_file_op_nfds(enum agent_file_op op);
+
+#define AGENT_FILE_UNLIMITED UINT64_MAX         /* "length", "max": not given */
+#define AGENT_FILE_MODE_DEFAULT ((mode_t) -1)   /* "mode": 0644 for files, 0755 for dirs */
+#define AGENT_FILE_DEPTH_MAX 16U
+#define AGENT_FILE_ENTRIES_MAX 100000U
+
+/* A "file" request. Fields that do not apply to op are left at their defaults (see
+ * AGENT_FILE_INIT) and then stay out of the message. */
+struct agent_file {
+        uint64_t id;
+        enum agent_file_op op;
+        const char *path;        /* relative paths are relative to /work */
+        const char *to;          /* move: the new path; NULL otherwise */
+        uint64_t offset;         /* read: where to start (0) */
+        uint64_t length;         /* read: at most this many bytes, or AGENT_FILE_UNLIMITED */
+        uint64_t max;            /* read: EFBIG if the file is larger, or AGENT_FILE_UNLIMITED */
+        mode_t mode;             /* write, mkdir: 0..07777, or AGENT_FILE_MODE_DEFAULT */
+        unsigned depth;          /* list: 1..AGENT_FILE_DEPTH_MAX */
+        bool append;             /* write */
+        bool parents;            /* write, mkdir */
+        bool recursive;          /* remove */
+};
+
+#define AGENT_FILE_INIT(_id, _op, _path)                                        \
+        ((struct agent_file) {                                                  \
+                .id = (_id),                                                    \
+                .op = (_op),                                                    \
+                .path = (_path),                                                \
+                .length = AGENT_FILE_UNLIMITED,                                 \
+                .max = AGENT_FILE_UNLIMITED,                                    \
+                .mode = AGENT_FILE_MODE_DEFAULT,                                \
+                .depth = 1,                                                     \
+        })
+
+/* Builds a "file" request; NULL on OOM or if f is inconsistent (no or empty path, an
+ * unknown op, a move without "to", a mode or depth out of range, a value beyond int64).
+ * Send it with agent_file_op_nfds(f->op) descriptors. */
+json_object *agent_msg_file(const struct agent_file *f);
+/* Parses a "file" request into *ret, defaults filled in; ret->path and ret->to point into
+ * obj. 0, or -EBADMSG for a malformed or inconsistent request (*ret untouched). */
+int agent_parse_file(json_object *obj, struct agent_file *ret);
+
+/* One file, as "stat" reports it and "list" reports each entry. */
+struct agent_file_entry {
+        char *path;              /* list: relative to the listed directory; stat: as asked */
+        mode_t type;             /* S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK */
+        mode_t mode;             /* the permission bits (07777) */
+        uint64_t size;
+        int64_t mtime_usec;      /* may be negative: before 1970 */
+        char *target;            /* symlinks: what they point to; NULL otherwise */
+};
+
+/* "file-result": what a "file" request came to. The builder reads, the parser fills in
+ * (strings and the array then owned by the struct: agent_file_result_done()). */
+struct agent_file_result {
+        uint64_t id;
+        int error;               /* a positive errno, 0 on success */
+        bool has_bytes;          /* read, write: "bytes" (also after an error: what got copied) */
+        uint64_t bytes;
+        bool has_stat;           /* stat, on success */
+        struct agent_file_entry stat;
+        bool has_entries;        /* list, on success (n_entries may be 0) */
+        struct agent_file_entry *entries;
+        size_t n_entries;
+};
+
+/* "file" / "dir" / "link" / "fifo" / "socket" / "char" / "block" <-> S_IF*; NULL / 0 if
+ * unknown. */
+const char *agent_file_type_to_string(mode_t type);
+mode_t agent_file_type_from_string(const char *s);
+
+/* NULL on OOM, or if r holds what the wire cannot carry (an errno outside 0..4095, a
+ * value beyond int64, an entry with an unknown type or without path). The agent checks
+ * the size of the result (E2BIG) with agent_send()'s -EMSGSIZE. */
+json_object *agent_msg_file_result(const struct agent_file_result *r);
+/* 0 and *ret filled in, -EBADMSG if malformed (*ret untouched), -ENOMEM. */
+int agent_parse_file_result(json_object *obj, struct agent_file_result *ret);
+/* Frees what agent_parse_file_result() allocated; idempotent, NULL-safe. */
+void agent_file_result_done(struct agent_file_result *r);
+void agent_file_entry_done(struct agent_file_entry *e);

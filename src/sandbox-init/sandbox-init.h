@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What the parts of sandbox-init share: the agent's loop (sandbox-init.c), the relay of
+ * terminal sessions (tty.c) and the file operations (file-ops.c). */
+
+#include "agent-protocol.h"
+#include "macro.h"
+
+/* Where relative paths of file operations start: the sandbox's work directory. */
+#define AGENT_WORKDIR "/work"
+
+/* Closes every descriptor from..to (inclusive); 0 or -errno. */
+int close_between(int from, int to);
+/* Closes every descriptor above 2 but those in keep (any order; negative ones ignored). */
+int close_all_but(const int *keep, size_t n_keep);
+
+/* Opens a pseudo-terminal pair of the given size. The agent leads a session without a
+ * terminal, and neither end becomes its controlling terminal. Both ends are O_CLOEXEC. */
+int pty_open(const struct agent_winsize *ws, int *ret_master, int *ret_slave);
+/* The relay process of a terminal session: in -> master, master -> out, until the session
+ * side has closed the terminal (EIO) or the caller's side has gone. Never returns. */
+_noreturn_ void tty_relay(int master, int in, int out);
+
+/* The process of one file operation: does f (with fd, the descriptor it carries, or -1),
+ * sends the "file-result" itself on AGENT_CONTROL_FD, and exits 0 once it is sent.
+ * Never returns. */
+_noreturn_ void file_op_run(const struct agent_file *f, int fd);
