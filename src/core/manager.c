@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "config.h"
 #include "log.h"
+#include "sandbox-record.h"
 #include "seccomp-policy.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -14,7 +21,7 @@ int manager_settings_init(ManagerSettings *s) {
                 .max_sandboxes = SANDBOX_MAX_DEFAULT,
                 .uid_base = SANDBOX_UID_BASE_DEFAULT,
         };
-        s->state_dir = strdup(SANDBOX_STATE_DIR);
+        s->state_dir = strdup(SANDBOX_RUNTIME_DIR);
         s->agent_path = strdup(SANDBOX_AGENT_PATH);
         s->bwrap_path = strdup(BWRAP_PATH);
         if (!s->state_dir || !s->agent_path || !s->bwrap_path ||
@@ -70,9 +77,15 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         if (r < 0)
                 goto fail;
 
+        if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
         r = mkdir_mode(m->settings.state_dir, 0700);
+        if (r >= 0)
+                r = mkdir_mode(m->sandboxes_dir, 0700);
         if (r < 0) {
-                log_error_errno(r, "Failed to create %s: %m", m->settings.state_dir);
+                log_error_errno(r, "Failed to create %s: %m", m->sandboxes_dir);
                 goto fail;
         }
 
@@ -86,18 +99,25 @@ fail:
 Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
-        /* Sandboxes still here were not destroyed: their units carry on under systemd. */
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
+                bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
+
                 s->create_cb = NULL;
+                s->pause_cb = NULL;
                 while (s->waiters) {
                         DestroyWaiter *w = s->waiters;
                         s->waiters = w->next;
                         free(w);
                 }
+                m->hooks = (ManagerHooks) {};
                 manager_unlink_sandbox(m, s);
-                s->manager = m;
-                sandbox_free_internal(s);
+                /* Running sandboxes carry on under systemd, for the next sandboxd to adopt;
+                 * one still starting has no state to be adopted by and goes. */
+                if (detach)
+                        sandbox_detach(s);
+                else
+                        sandbox_free_internal(s);
         }
         systemd_client_free(m->systemd);
         m->systemd = NULL;
@@ -105,6 +125,7 @@ Manager *manager_free(Manager *m) {
         safe_close(m->seccomp_fd);
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
+        free(m->sandboxes_dir);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
@@ -163,6 +184,18 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
                 m->hooks.sandbox_state_changed(s, m->hooks.userdata);
 }
 
+void manager_link_sandbox(Manager *m, Sandbox *s) {
+        s->prev = m->sandboxes_tail;
+        if (m->sandboxes_tail)
+                m->sandboxes_tail->next = s;
+        else
+                m->sandboxes = s;
+        m->sandboxes_tail = s;
+        m->n_sandboxes++;
+        if (m->hooks.sandbox_added)
+                m->hooks.sandbox_added(s, m->hooks.userdata);
+}
+
 void manager_unlink_sandbox(Manager *m, Sandbox *s) {
         if (s->prev)
                 s->prev->next = s->next;
@@ -177,11 +210,6 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 
         if (m->hooks.sandbox_removed)
                 m->hooks.sandbox_removed(s, m->hooks.userdata);
-        if (m->n_sandboxes == 0 && m->all_destroyed_cb) {
-                void (*cb)(void *) = m->all_destroyed_cb;
-                m->all_destroyed_cb = NULL;
-                cb(m->all_destroyed_userdata);
-        }
 }
 
 int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
@@ -208,15 +236,7 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Failed to allocate sandbox: %m");
 
-        s->prev = m->sandboxes_tail;
-        if (m->sandboxes_tail)
-                m->sandboxes_tail->next = s;
-        else
-                m->sandboxes = s;
-        m->sandboxes_tail = s;
-        m->n_sandboxes++;
-        if (m->hooks.sandbox_added)
-                m->hooks.sandbox_added(s, m->hooks.userdata);
+        manager_link_sandbox(m, s);
 
         r = sandbox_start(s, cb, userdata);
         if (r < 0) {
@@ -230,17 +250,152 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
         return 0;
 }
 
-int manager_destroy_all(Manager *m, void (*cb)(void *userdata), void *userdata) {
-        if (m->n_sandboxes == 0) {
-                cb(userdata);
-                return 0;
+
+static void on_orphan_stopped(const char *result, const sd_bus_error *error, void *userdata) {
+        if (error)
+                log_warning("Failed to stop an orphaned sandbox unit: %s", error->message);
+}
+
+static void manager_forget_fd(const char *name) {
+        if (getenv("NOTIFY_SOCKET"))
+                (void) sd_notifyf(false, "FDSTOREREMOVE=1\nFDNAME=%s", name);
+}
+
+/* Startup only (before we serve): asking systemd synchronously is fine here. */
+static bool unit_is_active(Manager *m, const char *unit) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL, *state = NULL;
+
+        if (sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path) < 0)
+                return false;
+        if (sd_bus_get_property_string(m->bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Unit",
+                                       "ActiveState", &error, &state) < 0)
+                return false;
+        return streq(state, "active") || streq(state, "reloading");
+}
+
+static bool pid_in_unit(pid_t pid, const char *unit) {
+        char path[64], buf[4096];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        char needle[128];
+        snprintf(needle, sizeof(needle), "/%s\n", unit);
+        return strstr(buf, needle) != NULL;
+}
+
+static int manager_stop_orphans(Manager *m) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *name;
+        int r;
+
+        r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns", &error, &reply,
+                               "asas", 0, 1, "sandbox-*.scope");
+        if (r < 0)
+                return log_warning_errno(r, "Failed to list sandbox units: %s", error.message);
+        r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL,
+                                        NULL, NULL, NULL)) > 0) {
+                char id[SANDBOX_ID_LEN + 1];
+                if (sscanf(name, "sandbox-%16[0-9a-f].scope", id) == 1 && manager_get_sandbox(m, id))
+                        continue;
+                log_warning("Stopping %s: no sandbox of ours goes with it (left by a sandboxd that crashed while starting it?).", name);
+                (void) unit_stop(m->systemd, name, on_orphan_stopped, NULL);
         }
-        m->all_destroyed_cb = cb;
-        m->all_destroyed_userdata = userdata;
-        for (Sandbox *s = m->sandboxes, *n; s; s = n) {
-                n = s->next;
-                /* May finalize (and free) s right here. */
-                (void) sandbox_destroy(s, NULL, NULL);
+        return r;
+}
+
+int manager_adopt_sandboxes(Manager *m) {
+        _cleanup_strv_free_ char **names = NULL;
+        unsigned adopted = 0;
+        struct dirent *de;
+        DIR *d;
+        int n_fds;
+
+        n_fds = sd_listen_fds_with_names(true, &names);
+        if (n_fds < 0) {
+                log_warning_errno(n_fds, "Failed to get stored descriptors, ignoring: %m");
+                n_fds = 0;
         }
-        return 0;
+
+        d = opendir(m->sandboxes_dir);
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *path = NULL, *why = NULL;
+                _cleanup_close_ int fd = -EBADF, pidfd = -EBADF;
+                SandboxRecord st = {};
+                char unit[64], fdname[64];
+                size_t n = strlen(de->d_name);
+                Sandbox *s;
+                int r;
+
+                if (de->d_name[0] == '.' || n <= 5 || !streq(de->d_name + n - 5, ".json"))
+                        continue;
+                if (asprintf(&path, "%s/%s", m->sandboxes_dir, de->d_name) < 0)
+                        break;
+                r = sandbox_record_load(path, &st);
+                if (r < 0) {
+                        log_warning_errno(r, "Ignoring unreadable sandbox state %s: %m", path);
+                        (void) unlink(path);
+                        continue;
+                }
+
+                snprintf(unit, sizeof(unit), "sandbox-%s.scope", st.id);
+                snprintf(fdname, sizeof(fdname), "ctl-%s", st.id);
+                for (int i = 0; i < n_fds; i++)
+                        if (names && names[i] && streq(names[i], fdname) && fd < 0) {
+                                fd = SD_LISTEN_FDS_START + i;
+                                free(names[i]);
+                                names[i] = strdup(""); /* taken */
+                        }
+
+                if (fd < 0)
+                        why = strdup("its control socket was not kept (sandboxd not run by systemd?)");
+                else if (!unit_is_active(m, unit))
+                        why = strdup("its unit is gone");
+                else if ((pidfd = (int) syscall(SYS_pidfd_open, st.payload_pid, 0)) < 0 ||
+                         !pid_in_unit(st.payload_pid, unit))
+                        why = strdup("its payload process is gone");
+                else {
+                        r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
+                        if (r >= 0) {
+                                adopted++;
+                                sandbox_record_done(&st);
+                                continue;
+                        }
+                        if (asprintf(&why, "it could not be taken up: %s", strerror(-r)) < 0)
+                                why = NULL;
+                }
+
+                log_warning("Not adopting sandbox %s: %s; stopping it.", st.id, strempty(why));
+                (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
+                (void) sandbox_record_remove(m->sandboxes_dir, st.id);
+                manager_forget_fd(fdname);
+                sandbox_record_done(&st);
+        }
+        if (d)
+                closedir(d);
+
+        /* Stored descriptors nothing claimed. */
+        for (int i = 0; i < n_fds; i++)
+                if (names && names[i] && !isempty(names[i])) {
+                        safe_close(SD_LISTEN_FDS_START + i);
+                        manager_forget_fd(names[i]);
+                }
+
+        (void) manager_stop_orphans(m);
+        if (adopted > 0)
+                log_info("Adopted %u running sandbox(es).", adopted);
+        return (int) adopted;
 }

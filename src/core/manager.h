@@ -57,5 +57,8 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id);
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev);
 size_t manager_n_sandboxes(Manager *m);
 
-/* Destroys every sandbox; cb runs when none is left. */
-int manager_destroy_all(Manager *m, void (*cb)(void *userdata), void *userdata);
+/* Takes up the sandboxes a previous sandboxd left running (state files, descriptors kept
+ * in systemd's fd store, live units); stops what cannot be taken up. Call once, before
+ * serving. Returns how many were adopted. */
+int manager_adopt_sandboxes(Manager *m);
+

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "options.h"
@@ -230,6 +231,16 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
 
                 if (!option_is(v, "h"))
                         return option_type_error(name, v, "h", error);
+                /* A directory (or O_PATH) descriptor would be a way out of the sandbox's
+                 * mount namespace (openat() relative to it): only streams and files. */
+                struct stat st;
+                int flags = fcntl(v->fd, F_GETFL);
+                if (flags < 0 || fstat(v->fd, &st) < 0)
+                        return -errno;
+                if ((flags & O_PATH) || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+                                          S_ISCHR(st.st_mode) || S_ISREG(st.st_mode)))
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                                  "%s must be a pipe, socket, terminal or regular file.", name);
                 fd = fcntl(v->fd, F_DUPFD_CLOEXEC, 3);
                 if (fd < 0)
                         return -errno;

@@ -29,7 +29,7 @@
 #define EXEC_OUTPUT_DEFAULT (1024ULL * 1024)
 #define EXEC_OUTPUT_MAX (16ULL * 1024 * 1024)
 #define EXEC_STDIN_MAX (16ULL * 1024 * 1024)
-#define EXEC_ARGS_MAX (256U * 1024) /* argv + environment, bytes */
+#define EXEC_ARGS_MAX (128U * 1024) /* argv + environment, bytes: one agent datagram */
 #define EXEC_ARGC_MAX 4096U
 #define EXEC_ENVC_MAX 4096U
 #define SANDBOX_WORKDIR "/work"

@@ -7,6 +7,7 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "agent-protocol.h"
@@ -88,7 +89,9 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
 }
 
 /* Like the masks of container runtimes: kernel and hardware details of the host that
- * procfs shows in every PID namespace. Masked only where they exist on this kernel. */
+ * procfs shows in every PID namespace. Masked only where they exist on this kernel and
+ * the sandbox could read them at all: it runs as an unprivileged host uid, so what only
+ * root may open stays closed to it anyway (each mask costs bwrap a mount). */
 static const char * const proc_mask_candidates[] = {
         "/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/timer_stats",
         "/proc/sched_debug", "/proc/latency_stats", "/proc/kallsyms", "/proc/config.gz",
@@ -98,19 +101,22 @@ static const char * const proc_mask_candidates[] = {
 };
 static const char * const proc_mask_dir_candidates[] = {
         "/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/bus", "/proc/driver", "/proc/fs", "/proc/irq",
-        "/proc/tty", "/proc/sysvipc",
+        "/proc/tty",
 };
 
 int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs) {
         _cleanup_strv_free_ char **files = NULL, **dirs = NULL;
         int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(proc_mask_candidates); i++)
-                if (access(proc_mask_candidates[i], F_OK) >= 0) {
-                        r = strv_extend(&files, proc_mask_candidates[i]);
-                        if (r < 0)
-                                return r;
-                }
+        for (size_t i = 0; i < ELEMENTSOF(proc_mask_candidates); i++) {
+                struct stat st;
+
+                if (stat(proc_mask_candidates[i], &st) < 0 || !(st.st_mode & (S_IROTH | S_IWOTH)))
+                        continue;
+                r = strv_extend(&files, proc_mask_candidates[i]);
+                if (r < 0)
+                        return r;
+        }
         for (size_t i = 0; i < ELEMENTSOF(proc_mask_dir_candidates); i++)
                 if (access(proc_mask_dir_candidates[i], F_OK) >= 0) {
                         r = strv_extend(&dirs, proc_mask_dir_candidates[i]);

@@ -33,9 +33,8 @@ int payload_release(PayloadProcess *p) {
 }
 
 void payload_process_abort(PayloadProcess *p) {
-        /* Closing the block pipe makes a held bwrap child exit by itself; the signal
-         * covers the monitor and a payload that was already released. */
-        p->release_fd = safe_close(p->release_fd);
+        /* Kill first: EOF on the block pipe would let bwrap go on (it reads "anything"
+         * as go). The child dies with its monitor (--die-with-parent). */
         if (p->pidfd >= 0)
                 (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
         payload_process_done(p);

@@ -68,6 +68,7 @@ struct Sandbox {
         bool unit_started;
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */
+        bool saved;           /* state file and fd store entry exist */
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;
@@ -92,17 +93,23 @@ struct Manager {
         char **proc_masks;
         char **proc_mask_dirs;
 
+        char *sandboxes_dir;    /* state files of the running sandboxes */
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
 
-        void (*all_destroyed_cb)(void *userdata);
-        void *all_destroyed_userdata;
 };
 
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
+/* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
+ * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
+struct SandboxRecord;
+int sandbox_adopt(Manager *m, const struct SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret);
+/* sandboxd is exiting: let go of s without touching its processes. */
+void sandbox_detach(Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
+void manager_link_sandbox(Manager *m, Sandbox *s);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
 

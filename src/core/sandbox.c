@@ -7,13 +7,17 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "agent-protocol.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
+#include "sandbox-record.h"
 #include "strv.h"
 
 /* How long a payload may take from release to its agent's "ready". */
@@ -65,6 +69,44 @@ static void sandbox_set_state(Sandbox *s, SandboxState state) {
                 return;
         s->state = state;
         manager_sandbox_state_changed(s->manager, s);
+}
+
+/* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
+ * costs that: the sandbox runs on, but would be stopped by the next sandboxd. */
+static void sandbox_save(Sandbox *s) {
+        SandboxRecord st = {
+                .template_name = s->template_name,
+                .owner = s->owner,
+                .host_uid = s->host_uid,
+                .created_at = s->created_at,
+                .deadline_realtime = s->deadline_realtime,
+                .payload_pid = s->payload.pid,
+                .pause_method = (char *) s->pause_method,
+                .cgroup = s->cgroup,
+                .environment = s->environment,
+                .config = s->config,
+        };
+        int r;
+
+        strcpy(st.id, s->id);
+        r = sandbox_record_save(s->manager->sandboxes_dir, &st);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to save state of sandbox %s: %m", s->id);
+}
+
+/* The agent's control socket waits in systemd's fd store while sandboxd is not there
+ * (restart, crash): it is what lets the next sandboxd speak to the sandbox again. */
+static void sandbox_store_fd(Sandbox *s, bool store) {
+        char msg[64];
+        int r;
+
+        if (!getenv("NOTIFY_SOCKET"))
+                return;
+        snprintf(msg, sizeof(msg), "%s\nFDNAME=ctl-%s", store ? "FDSTORE=1" : "FDSTOREREMOVE=1", s->id);
+        r = store ? sd_pid_notify_with_fds(0, false, msg, &s->control_fd, 1) : sd_notify(false, msg);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to %s the control socket of %s in systemd's fd store: %m",
+                            store ? "keep" : "drop", s->id);
 }
 
 static int sandbox_pick_host_uid(Manager *m, uid_t *ret) {
@@ -186,6 +228,10 @@ static void sandbox_finalize(Sandbox *s) {
                 free(w);
         }
 
+        if (s->saved) {
+                (void) sandbox_record_remove(m->sandboxes_dir, s->id);
+                sandbox_store_fd(s, false);
+        }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
         manager_unlink_sandbox(m, s);
         sandbox_free_internal(s);
@@ -213,6 +259,12 @@ static void sandbox_abort_payload(Sandbox *s) {
 
 static void sandbox_stop_unit(Sandbox *s) {
         int r;
+
+        /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
+         * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
+         * systemd mostly finds an empty cgroup and the stop job ends at once. */
+        if (s->payload.pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, s->payload.pidfd, SIGKILL, NULL, 0);
 
         r = unit_stop(s->manager->systemd, s->unit, on_unit_stopped, s);
         if (r < 0) {
@@ -309,6 +361,9 @@ static void sandbox_became_ready(Sandbox *s) {
         s->state = SANDBOX_STARTING;
         sandbox_set_state(s, SANDBOX_RUNNING);
         sandbox_update_idle_timer(s);
+        sandbox_store_fd(s, true);
+        sandbox_save(s);
+        s->saved = true;
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;
@@ -480,9 +535,12 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
-        /* Large exec requests must fit in one datagram (we are root: the FORCE variant). */
+        /* An exec request is one datagram: ask for room for the largest (beyond
+         * net.core.wmem_max only with CAP_NET_ADMIN, which the unit does not grant; the
+         * default still holds EXEC_ARGS_MAX). */
         int sz = AGENT_MESSAGE_MAX + 64 * 1024;
-        (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
+        if (setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+                (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
         if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
 
@@ -625,6 +683,7 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
                 exec_suspend_timeout(e);
         sandbox_set_state(s, SANDBOX_PAUSED);
         sandbox_update_idle_timer(s);
+        sandbox_save(s);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s paused (%s).", s->id, s->pause_method);
         sandbox_pause_done(s, NULL);
 }
@@ -660,6 +719,7 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
         for (Exec *e = s->execs; e; e = e->next)
                 exec_resume_timeout(e);
         sandbox_update_idle_timer(s);
+        sandbox_save(s);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s resumed.", s->id);
         sandbox_pause_done(s, NULL);
 }
@@ -701,6 +761,82 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd
         /* The idle clock starts again from now. */
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
         sandbox_update_idle_timer(s);
+        sandbox_save(s);
         manager_sandbox_state_changed(s->manager, s);
         return 0;
+}
+
+int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret) {
+        _cleanup_close_ int cfd = control_fd, pfd = pidfd;
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        Sandbox *s;
+        int r;
+
+        if (!sandbox_id_is_valid(st->id) || manager_get_sandbox(m, st->id))
+                return -EINVAL;
+        s = calloc(1, sizeof(Sandbox));
+        if (!s)
+                return -ENOMEM;
+        s->manager = m;
+        s->control_fd = -EBADF;
+        s->payload = PAYLOAD_PROCESS_NULL;
+        strcpy(s->id, st->id);
+        s->owner = st->owner;
+        s->host_uid = st->host_uid;
+        s->created_at = st->created_at;
+        s->config = st->config;
+        s->state = st->pause_method ? SANDBOX_PAUSED : SANDBOX_RUNNING;
+        s->pause_method = st->pause_method && streq(st->pause_method, "freeze") ? "freeze" :
+                          st->pause_method ? "sigstop" : NULL;
+        s->unit_started = true;
+        s->saved = true;
+        s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
+        s->payload.pid = st->payload_pid;
+
+        s->template_name = strdup(st->template_name);
+        s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
+        s->cgroup = st->cgroup ? strdup(st->cgroup) : NULL;
+        if (!s->template_name || !s->environment || (st->cgroup && !s->cgroup) ||
+            asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
+            asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
+            asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+
+        if (fcntl(cfd, F_SETFL, O_NONBLOCK) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        s->control_fd = TAKE_FD(cfd);
+        s->payload.pidfd = TAKE_FD(pfd);
+        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, on_control, s);
+        if (r >= 0)
+                r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, on_payload_exit, s);
+        if (r < 0)
+                goto fail;
+
+        manager_link_sandbox(m, s);
+        if (st->deadline_realtime > 0) {
+                /* The lifetime counts on through the restart; one already over ends now. */
+                r = sandbox_arm_timer(s, st->deadline_realtime > now ? st->deadline_realtime - now : 1);
+                if (r < 0)
+                        log_sandbox(s, LOG_WARNING, r, "Failed to arm lifetime timer: %m");
+        }
+        sandbox_update_idle_timer(s);
+        log_sandbox(s, LOG_INFO, 0, "Adopted sandbox %s (%s, %s).", s->id, s->unit, sandbox_state_to_string(s->state));
+        *ret = s;
+        return 0;
+fail:
+        s->payload.pid = 0; /* not ours to kill on this path */
+        sandbox_free_internal(s);
+        return r;
+}
+
+void sandbox_detach(Sandbox *s) {
+        /* The payload lives on in its scope; only our ends of it go. */
+        s->payload_source = sd_event_source_disable_unref(s->payload_source);
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        payload_process_done(&s->payload);
+        sandbox_free_internal(s);
 }

@@ -16,14 +16,10 @@
 #include "seccomp-policy.h"
 #include "strv.h"
 
-/* How long SIGTERM waits for sandboxes to be stopped before exiting regardless. */
-#define SHUTDOWN_TIMEOUT_USEC (20ULL * 1000000ULL)
-
 typedef struct Daemon {
         sd_event *event;
         sd_bus *bus;
         Manager *manager;
-        bool shutting_down;
 } Daemon;
 
 static void help(void) {
@@ -168,34 +164,15 @@ static void on_sandbox_removed(Sandbox *s, void *userdata) {
         (void) manager_dbus_emit_sandbox(d->bus, s, false);
 }
 
-static void on_all_destroyed(void *userdata) {
-        Daemon *d = userdata;
-        log_info("All sandboxes stopped, exiting.");
-        (void) sd_event_exit(d->event, 0);
-}
-
-static int on_shutdown_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        Daemon *d = userdata;
-        log_warning("Sandboxes did not stop in time, exiting regardless.");
-        return sd_event_exit(d->event, 0);
-}
-
 static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
         Daemon *d = userdata;
-        int r;
 
-        if (d->shutting_down)
-                return 0;
-        d->shutting_down = true;
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Stopping sandboxes...");
-        log_info("Received SIG%s, stopping %zu sandbox(es).", sigabbrev_np(si->ssi_signo),
+        /* Sandboxes outlive sandboxd: their control sockets wait in systemd's fd store and
+         * the next sandboxd adopts them. Destroying them is for Destroy(). */
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Exiting; sandboxes keep running.");
+        log_info("Received SIG%s, exiting; %zu sandbox(es) keep running.", sigabbrev_np(si->ssi_signo),
                  manager_n_sandboxes(d->manager));
-
-        r = sd_event_add_time_relative(d->event, NULL, CLOCK_MONOTONIC, SHUTDOWN_TIMEOUT_USEC, 0,
-                                       on_shutdown_timeout, d);
-        if (r < 0)
-                return sd_event_exit(d->event, 0);
-        return manager_destroy_all(d->manager, on_all_destroyed, d);
+        return sd_event_exit(d->event, 0);
 }
 
 static int run(int argc, char *argv[]) {
@@ -267,6 +244,7 @@ static int run(int argc, char *argv[]) {
         r = manager_load_templates(d.manager);
         if (r < 0)
                 goto finish;
+        (void) manager_adopt_sandboxes(d.manager);
 
         r = manager_dbus_register(d.bus, d.manager);
         if (r >= 0)

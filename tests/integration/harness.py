@@ -632,6 +632,15 @@ class System:
 
     def _stop_daemon(self):
         problems = []
+        # Sandboxes outlive sandboxd by design: what the tests left is destroyed first.
+        cp = self.run([self.paths.sandboxctl, 'list', '--json'], timeout=30)
+        try:
+            left = [s['id'] for s in json.loads(cp.stdout or '[]')] if cp.returncode == 0 else []
+        except (ValueError, KeyError, TypeError):
+            left = []
+        if left:
+            log(f'destroying sandboxes the tests left: {left}')
+            self.run([self.paths.sandboxctl, 'destroy', *left], timeout=120)
         cp = self.systemctl('stop', 'sandboxd.service', timeout=90)
         if cp.returncode != 0:
             problems.append(f'systemctl stop sandboxd failed: {cp.stderr.strip()}')

@@ -582,6 +582,351 @@ static void test_send_invalid(void **state) {
         assert_int_equal(agent_send(p->a, obj, NULL, 0), -EPIPE);
 }
 
+/* Sends msg from a to b, and returns what b received. */
+static json_object *roundtrip(struct pair *p, json_object *msg, const char *want_type) {
+        json_object *got = NULL;
+        const char *s;
+
+        assert_non_null(msg);
+        assert_int_equal(agent_send(p->a, msg, NULL, 0), 0);
+        assert_int_equal(agent_recv(p->b, &got, NULL, 0, NULL), 0);
+        assert_int_equal(agent_get_string(got, "type", &s), 0);
+        assert_string_equal(s, want_type);
+        return got;
+}
+
+static void test_started_roundtrip(void **state) {
+        _cleanup_json_ json_object *msg = agent_msg_started(12, 345), *got = NULL;
+        uint64_t id = 0;
+        pid_t pid = 0;
+
+        got = roundtrip(*state, msg, "started");
+        assert_int_equal(agent_parse_started(got, &id, &pid), 0);
+        assert_int_equal(id, 12);
+        assert_int_equal(pid, 345);
+
+        /* No pid 0 or below; and what the agent sends is checked. */
+        assert_null(agent_msg_started(1, 0));
+        assert_null(agent_msg_started(1, -5));
+        assert_null(agent_msg_started(UINT64_MAX, 5));
+        static const char *bad[] = {
+                "{\"id\":1}",
+                "{\"pid\":1}",
+                "{\"id\":1,\"pid\":0}",
+                "{\"id\":1,\"pid\":2147483648}",
+                "{\"id\":-1,\"pid\":1}",
+                "{\"id\":1,\"pid\":\"1\"}",
+        };
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(bad[k]);
+
+                assert_non_null(o);
+                id = 77;
+                assert_int_equal(agent_parse_started(o, &id, &pid), -EBADMSG);
+                assert_int_equal(id, 77);
+        }
+}
+
+static void test_tty_roundtrip(void **state) {
+        _cleanup_json_ json_object *exec = NULL, *got = NULL, *plain = NULL, *gotp = NULL,
+                                   *resize = NULL, *gotr = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        struct agent_winsize ws = {}, ws2 = { .rows = 9, .cols = 9 };
+        uint64_t id;
+
+        exec = agent_msg_exec_tty(5, (char *[]) { "bash", NULL }, NULL, "/work",
+                                  &(struct agent_winsize) { .rows = 24, .cols = 65535 });
+        got = roundtrip(*state, exec, "exec");
+        assert_int_equal(agent_parse_exec_tty(got, &ws), 1);
+        assert_int_equal(ws.rows, 24);
+        assert_int_equal(ws.cols, 65535);
+        /* Otherwise an ordinary exec. */
+        assert_int_equal(agent_get_strv(got, "argv", &argv), 0);
+        assert_string_equal(argv[0], "bash");
+
+        plain = agent_msg_exec(6, (char *[]) { "true", NULL }, NULL, NULL);
+        gotp = roundtrip(*state, plain, "exec");
+        assert_int_equal(agent_parse_exec_tty(gotp, &ws2), 0);
+        assert_int_equal(ws2.rows, 9); /* untouched */
+
+        resize = agent_msg_resize(5, &(struct agent_winsize) { .rows = 0, .cols = 132 });
+        gotr = roundtrip(*state, resize, "resize");
+        assert_int_equal(agent_parse_resize(gotr, &id, &ws), 0);
+        assert_int_equal(id, 5);
+        assert_int_equal(ws.rows, 0);
+        assert_int_equal(ws.cols, 132);
+
+        assert_null(agent_msg_exec_tty(1, NULL, NULL, NULL, NULL));
+        assert_null(agent_msg_resize(1, NULL));
+
+        static const char *bad_tty[] = {
+                "{\"tty\":true}",
+                "{\"tty\":null}",
+                "{\"tty\":{}}",
+                "{\"tty\":{\"rows\":24}}",
+                "{\"tty\":{\"rows\":-1,\"cols\":80}}",
+                "{\"tty\":{\"rows\":24,\"cols\":65536}}",
+                "{\"tty\":{\"rows\":\"24\",\"cols\":80}}",
+        };
+        for (size_t k = 0; k < ELEMENTSOF(bad_tty); k++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(bad_tty[k]);
+
+                assert_non_null(o);
+                assert_int_equal(agent_parse_exec_tty(o, &ws2), -EBADMSG);
+                assert_int_equal(ws2.rows, 9);
+        }
+        static const char *bad_resize[] = {
+                "{\"rows\":1,\"cols\":1}",
+                "{\"id\":1,\"rows\":1}",
+                "{\"id\":1,\"rows\":70000,\"cols\":1}",
+                "{\"id\":-1,\"rows\":1,\"cols\":1}",
+        };
+        for (size_t k = 0; k < ELEMENTSOF(bad_resize); k++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(bad_resize[k]);
+
+                assert_non_null(o);
+                id = 77;
+                assert_int_equal(agent_parse_resize(o, &id, &ws2), -EBADMSG);
+                assert_int_equal(id, 77);
+        }
+}
+
+static void test_file_op_names(void **state) {
+        for (int op = 0; op < _AGENT_FILE_OP_MAX; op++) {
+                const char *s = agent_file_op_to_string(op);
+
+                assert_non_null(s);
+                assert_int_equal(agent_file_op_from_string(s), op);
+        }
+        assert_null(agent_file_op_to_string(_AGENT_FILE_OP_MAX));
+        assert_null(agent_file_op_to_string(-1));
+        assert_int_equal(agent_file_op_from_string("chmod"), _AGENT_FILE_OP_INVALID);
+        assert_int_equal(agent_file_op_from_string(NULL), _AGENT_FILE_OP_INVALID);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_READ), 1);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_WRITE), 1);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_LIST), 0);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_MOVE), 0);
+
+        assert_string_equal(agent_file_type_to_string(S_IFREG | 0644), "file");
+        assert_string_equal(agent_file_type_to_string(S_IFLNK), "link");
+        assert_null(agent_file_type_to_string(0));
+        assert_int_equal(agent_file_type_from_string("block"), S_IFBLK);
+        assert_int_equal(agent_file_type_from_string("door"), 0);
+}
+
+static void test_file_roundtrip(void **state) {
+        struct pair *p = *state;
+        struct agent_file cases[] = {
+                AGENT_FILE_INIT(1, AGENT_FILE_READ, "/work/a"),
+                AGENT_FILE_INIT(2, AGENT_FILE_READ, "rel/ünï"),
+                AGENT_FILE_INIT(3, AGENT_FILE_WRITE, "/work/b"),
+                AGENT_FILE_INIT(4, AGENT_FILE_WRITE, "b"),
+                AGENT_FILE_INIT(5, AGENT_FILE_LIST, "/"),
+                AGENT_FILE_INIT(6, AGENT_FILE_LIST, "/"),
+                AGENT_FILE_INIT(7, AGENT_FILE_STAT, "x"),
+                AGENT_FILE_INIT(8, AGENT_FILE_MKDIR, "d"),
+                AGENT_FILE_INIT(9, AGENT_FILE_REMOVE, "d"),
+                AGENT_FILE_INIT(10, AGENT_FILE_MOVE, "from"),
+                AGENT_FILE_INIT(11, AGENT_FILE_WRITE, "m0"),
+        };
+
+        cases[1].offset = 10;
+        cases[1].length = 0;
+        cases[1].max = (uint64_t) INT64_MAX;
+        cases[3].mode = 0600;
+        cases[3].append = true;
+        cases[3].parents = true;
+        cases[5].depth = AGENT_FILE_DEPTH_MAX;
+        cases[7].mode = 0700;
+        cases[7].parents = true;
+        cases[8].recursive = true;
+        cases[9].to = "to";
+        cases[10].mode = 0;
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_json_ json_object *msg = agent_msg_file(cases + k), *got = NULL;
+                struct agent_file f;
+
+                got = roundtrip(p, msg, "file");
+                memset(&f, 0xaa, sizeof(f));
+                assert_int_equal(agent_parse_file(got, &f), 0);
+                assert_int_equal(f.id, cases[k].id);
+                assert_int_equal(f.op, cases[k].op);
+                assert_string_equal(f.path, cases[k].path);
+                if (cases[k].to)
+                        assert_string_equal(f.to, cases[k].to);
+                else
+                        assert_null(f.to);
+                assert_true(f.offset == cases[k].offset);
+                assert_true(f.length == cases[k].length);
+                assert_true(f.max == cases[k].max);
+                assert_int_equal(f.mode, cases[k].mode);
+                assert_int_equal(f.depth, cases[k].depth);
+                assert_int_equal(f.append, cases[k].append);
+                assert_int_equal(f.parents, cases[k].parents);
+                assert_int_equal(f.recursive, cases[k].recursive);
+        }
+
+        /* Defaults stay out of the message; what does not apply to the op too. */
+        {
+                struct agent_file f = AGENT_FILE_INIT(1, AGENT_FILE_STAT, "x");
+                _cleanup_json_ json_object *msg = NULL;
+
+                f.append = f.recursive = true;
+                f.offset = 5;
+                msg = agent_msg_file(&f);
+                assert_non_null(msg);
+                assert_string_equal(json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN),
+                                    "{\"type\":\"file\",\"id\":1,\"op\":\"stat\",\"path\":\"x\"}");
+        }
+}
+
+static void test_file_refused(void **state) {
+        struct agent_file f;
+
+        /* The builder refuses what the agent would refuse. */
+        f = AGENT_FILE_INIT(1, AGENT_FILE_STAT, NULL);
+        assert_null(agent_msg_file(&f));
+        f.path = "";
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(1, AGENT_FILE_MOVE, "a");
+        assert_null(agent_msg_file(&f));
+        f.to = "";
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(1, AGENT_FILE_LIST, "a");
+        f.depth = 0;
+        assert_null(agent_msg_file(&f));
+        f.depth = AGENT_FILE_DEPTH_MAX + 1;
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(1, AGENT_FILE_MKDIR, "a");
+        f.mode = 010000;
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(1, AGENT_FILE_READ, "a");
+        f.offset = (uint64_t) INT64_MAX + 1;
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(1, _AGENT_FILE_OP_MAX, "a");
+        assert_null(agent_msg_file(&f));
+        f = AGENT_FILE_INIT(UINT64_MAX, AGENT_FILE_STAT, "a");
+        assert_null(agent_msg_file(&f));
+
+        static const char *bad[] = {
+                "{\"op\":\"stat\",\"path\":\"x\"}",
+                "{\"id\":1,\"path\":\"x\"}",
+                "{\"id\":1,\"op\":\"stat\"}",
+                "{\"id\":1,\"op\":\"stat\",\"path\":\"\"}",
+                "{\"id\":1,\"op\":\"stat\",\"path\":\"a\\u0000b\"}",
+                "{\"id\":1,\"op\":\"chmod\",\"path\":\"x\"}",
+                "{\"id\":1,\"op\":5,\"path\":\"x\"}",
+                "{\"id\":1,\"op\":\"read\",\"path\":\"x\",\"offset\":-1}",
+                "{\"id\":1,\"op\":\"read\",\"path\":\"x\",\"max\":\"5\"}",
+                "{\"id\":1,\"op\":\"write\",\"path\":\"x\",\"mode\":4096}",
+                "{\"id\":1,\"op\":\"write\",\"path\":\"x\",\"mode\":-1}",
+                "{\"id\":1,\"op\":\"write\",\"path\":\"x\",\"append\":1}",
+                "{\"id\":1,\"op\":\"mkdir\",\"path\":\"x\",\"parents\":\"yes\"}",
+                "{\"id\":1,\"op\":\"list\",\"path\":\"x\",\"depth\":0}",
+                "{\"id\":1,\"op\":\"list\",\"path\":\"x\",\"depth\":17}",
+                "{\"id\":1,\"op\":\"remove\",\"path\":\"x\",\"recursive\":null}",
+                "{\"id\":1,\"op\":\"move\",\"path\":\"x\"}",
+                "{\"id\":1,\"op\":\"move\",\"path\":\"x\",\"to\":\"\"}",
+        };
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(bad[k]);
+
+                assert_non_null(o);
+                f.id = 77;
+                assert_int_equal(agent_parse_file(o, &f), -EBADMSG);
+                assert_int_equal(f.id, 77);
+        }
+}
+
+static void test_file_result_roundtrip(void **state) {
+        struct agent_file_entry entries[] = {
+                { .path = "a", .type = S_IFREG, .mode = 0644, .size = 5, .mtime_usec = 1700000000123456 },
+                { .path = "b/c", .type = S_IFDIR, .mode = 01777, .size = 4096, .mtime_usec = -1000000 },
+                { .path = "l", .type = S_IFLNK, .mode = 0777, .size = 3, .mtime_usec = 0, .target = "../ü" },
+        };
+        const struct agent_file_result cases[] = {
+                { .id = 1, .error = 0, .has_bytes = true, .bytes = UINT64_C(1) << 40 },
+                { .id = 2, .error = ENOENT },
+                { .id = 3, .error = 0, .has_stat = true, .stat = entries[2] },
+                { .id = 4, .error = 0, .has_entries = true, .entries = entries, .n_entries = 3 },
+                { .id = 5, .error = 0, .has_entries = true, .entries = NULL, .n_entries = 0 },
+                { .id = 6, .error = EPIPE, .has_bytes = true, .bytes = 3 },
+        };
+
+        for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
+                _cleanup_json_ json_object *msg = agent_msg_file_result(cases + k), *got = NULL;
+                _cleanup_(agent_file_result_done) struct agent_file_result r = {};
+                const struct agent_file_result *c = cases + k;
+
+                got = roundtrip(*state, msg, "file-result");
+                assert_int_equal(agent_parse_file_result(got, &r), 0);
+                assert_int_equal(r.id, c->id);
+                assert_int_equal(r.error, c->error);
+                assert_int_equal(r.has_bytes, c->has_bytes);
+                assert_true(r.bytes == c->bytes);
+                assert_int_equal(r.has_stat, c->has_stat);
+                assert_int_equal(r.has_entries, c->has_entries);
+                assert_int_equal(r.n_entries, c->n_entries);
+                for (size_t i = 0; i < r.n_entries + (r.has_stat ? 1 : 0); i++) {
+                        const struct agent_file_entry *want = i < r.n_entries ? c->entries + i : &c->stat;
+                        const struct agent_file_entry *e = i < r.n_entries ? r.entries + i : &r.stat;
+
+                        assert_string_equal(e->path, want->path);
+                        assert_int_equal(e->type, want->type);
+                        assert_int_equal(e->mode, want->mode);
+                        assert_true(e->size == want->size);
+                        assert_true(e->mtime_usec == want->mtime_usec);
+                        if (want->target)
+                                assert_string_equal(e->target, want->target);
+                        else
+                                assert_null(e->target);
+                }
+                agent_file_result_done(&r);
+                agent_file_result_done(&r); /* idempotent */
+        }
+
+        /* What the wire cannot carry. */
+        assert_null(agent_msg_file_result(&(struct agent_file_result) { .id = 1, .error = -1 }));
+        assert_null(agent_msg_file_result(&(struct agent_file_result) { .id = 1, .error = 4096 }));
+        assert_null(agent_msg_file_result(&(struct agent_file_result) {
+                .id = 1, .has_stat = true, .stat = { .path = "x", .type = 0 } }));
+        assert_null(agent_msg_file_result(&(struct agent_file_result) {
+                .id = 1, .has_stat = true, .stat = { .path = NULL, .type = S_IFREG } }));
+        assert_null(agent_msg_file_result(&(struct agent_file_result) {
+                .id = 1, .has_bytes = true, .bytes = UINT64_MAX }));
+        agent_file_result_done(NULL);
+}
+
+static void test_parse_file_result_refuses(void **state) {
+        static const char *bad[] = {
+                "{\"errno\":0}",
+                "{\"id\":1}",
+                "{\"id\":1,\"errno\":-1}",
+                "{\"id\":1,\"errno\":4096}",
+                "{\"id\":1,\"errno\":0,\"bytes\":-1}",
+                "{\"id\":1,\"errno\":0,\"stat\":5}",
+                "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"door\",\"size\":1,\"mode\":1,\"mtime_usec\":1}}",
+                "{\"id\":1,\"errno\":0,\"stat\":{\"type\":\"file\",\"size\":1,\"mode\":1,\"mtime_usec\":1}}",
+                "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"file\",\"size\":1,\"mtime_usec\":1}}",
+                "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":65536,\"mtime_usec\":1}}",
+                "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":1,\"mtime_usec\":1,\"target\":7}}",
+                "{\"id\":1,\"errno\":0,\"entries\":{}}",
+                /* a bad entry after good ones: what was parsed is freed (ASan would tell) */
+                "{\"id\":1,\"errno\":0,\"entries\":[{\"path\":\"a\",\"type\":\"link\",\"size\":1,\"mode\":1,\"mtime_usec\":1,\"target\":\"t\"},{\"path\":\"b\"}]}",
+        };
+
+        for (size_t k = 0; k < ELEMENTSOF(bad); k++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(bad[k]);
+                struct agent_file_result r = { .id = 77 };
+
+                assert_non_null(o);
+                assert_int_equal(agent_parse_file_result(o, &r), -EBADMSG);
+                assert_int_equal(r.id, 77);
+                assert_null(r.entries);
+        }
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, pair_setup, pair_teardown)
 
 int main(void) {
@@ -601,6 +946,13 @@ int main(void) {
                 T(test_too_many_fds),
                 T(test_oversized_datagram),
                 T(test_send_invalid),
+                T(test_started_roundtrip),
+                T(test_tty_roundtrip),
+                T(test_file_op_names),
+                T(test_file_roundtrip),
+                T(test_file_refused),
+                T(test_file_result_roundtrip),
+                T(test_parse_file_result_refuses),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <fcntl.h>
 #include <setjmp.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +137,33 @@ static void test_exec_options(void **state) {
         exec_config_done(&c);
 }
 
+static void test_exec_fds(void **state) {
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int pipefd[2], dirfd, pathfd;
+        ExecConfig c;
+
+        exec_config_init(&c);
+        assert_int_equal(pipe(pipefd), 0);
+        assert_int_equal(exec_config_set(&c, "StandardOutput", &(OptionValue) { .signature = "h", .fd = pipefd[1] }, &e), 0);
+        assert_true(c.stdout_fd >= 0 && c.stdout_fd != pipefd[1]); /* a dup of its own */
+
+        /* Ways out of the mount namespace are refused. */
+        dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        pathfd = open("/etc/passwd", O_PATH | O_CLOEXEC);
+        assert_true(dirfd >= 0 && pathfd >= 0);
+        assert_invalid(exec_config_set(&c, "StandardInput", &(OptionValue) { .signature = "h", .fd = dirfd }, &e), &e);
+        assert_invalid(exec_config_set(&c, "StandardError", &(OptionValue) { .signature = "h", .fd = pathfd }, &e), &e);
+        assert_int_equal(c.stdin_fd, -EBADF);
+        assert_int_equal(c.stderr_fd, -EBADF);
+
+        close(dirfd);
+        close(pathfd);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        exec_config_done(&c);
+        assert_int_equal(c.stdout_fd, -EBADF);
+}
+
 static void test_exec_args_too_big(void **state) {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         char **argv = NULL;
@@ -158,6 +187,7 @@ int main(void) {
                 cmocka_unit_test(test_wrong_type_and_unknown),
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_exec_options),
+                cmocka_unit_test(test_exec_fds),
                 cmocka_unit_test(test_exec_args_too_big),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
@@ -18,9 +19,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -162,6 +165,7 @@ struct run {
         int in;  /* our end of its stdin */
         int out; /* our end of its stdout */
         int err; /* our end of its stderr */
+        pid_t pid; /* as "started" said */
 };
 
 static void run_close(struct run *r) {
@@ -170,8 +174,20 @@ static void run_close(struct run *r) {
         r->err = safe_close(r->err);
 }
 
-static void exec_start(struct agent *a, uint64_t id, char **argv, char **env, const char *cwd,
-                       struct run *ret) {
+static void expect_started(struct agent *a, uint64_t id, pid_t *ret_pid) {
+        _cleanup_json_ json_object *msg = recv_msg(a);
+        const char *type;
+        uint64_t got_id;
+
+        assert_int_equal(agent_get_string(msg, "type", &type), 0);
+        assert_string_equal(type, "started");
+        assert_int_equal(agent_parse_started(msg, &got_id, ret_pid), 0);
+        assert_int_equal(got_id, id);
+}
+
+/* Starts argv (on a terminal of size ws, if given) and waits for its "started". */
+static void exec_start_tty(struct agent *a, uint64_t id, char **argv, char **env, const char *cwd,
+                           const struct agent_winsize *ws, struct run *ret) {
         _cleanup_json_ json_object *msg = NULL;
         int in[2], out[2], err[2], fds[3];
 
@@ -179,7 +195,7 @@ static void exec_start(struct agent *a, uint64_t id, char **argv, char **env, co
         assert_return_code(pipe2(out, O_CLOEXEC), errno);
         assert_return_code(pipe2(err, O_CLOEXEC), errno);
 
-        msg = agent_msg_exec(id, argv, env, cwd);
+        msg = ws ? agent_msg_exec_tty(id, argv, env, cwd, ws) : agent_msg_exec(id, argv, env, cwd);
         assert_non_null(msg);
         fds[0] = in[0];
         fds[1] = out[1];
@@ -191,6 +207,13 @@ static void exec_start(struct agent *a, uint64_t id, char **argv, char **env, co
         safe_close(out[1]);
         safe_close(err[1]);
         *ret = (struct run) { .in = in[1], .out = out[0], .err = err[0] };
+        expect_started(a, id, &ret->pid);
+        assert_true(ret->pid > 0);
+}
+
+static void exec_start(struct agent *a, uint64_t id, char **argv, char **env, const char *cwd,
+                       struct run *ret) {
+        exec_start_tty(a, id, argv, env, cwd, NULL, ret);
 }
 
 static void expect_exit(struct agent *a, struct agent_exit *ret) {
@@ -777,6 +800,933 @@ static void test_not_a_socket(void **state) {
         assert_int_equal(WEXITSTATUS(status), 1);
 }
 
+
+/* Version 2: sessions. */
+
+static void test_started(void **state) {
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        struct agent *a = *state;
+        struct agent_exit e;
+        pid_t ppid;
+        struct run r;
+
+        /* "started" names the exec's own process (sh, after the fork, is what exec'd),
+         * a child of the agent, and comes before the "exit". */
+        exec_start(a, 60, (char *[]) { "sh", "-c", "read x; echo $$", NULL }, default_env, "/", &r);
+        assert_true(proc_state(r.pid, &ppid) != 0);
+        assert_int_equal(ppid, a->pid);
+        r.in = safe_close(r.in);
+        expect_exit(a, &e);
+        assert_int_equal(e.id, 60);
+        out = read_all(r.out);
+        err = read_all(r.err);
+        assert_int_equal(atoi(out), r.pid);
+        run_close(&r);
+
+        /* A refused exec never started: its "exit" alone. */
+        _cleanup_json_ json_object *bad = json_tokener_parse(
+                "{\"type\":\"exec\",\"id\":61,\"argv\":[\"true\"],\"env\":[],\"tty\":{\"rows\":-1,\"cols\":80}}");
+        assert_non_null(bad);
+        send_exec_raw(a, bad, 3);
+        expect_exit(a, &e);
+        assert_int_equal(e.id, 61);
+        assert_int_equal(e.code, 125);
+}
+
+/* Reads fd until marker has been seen; returns all that was read. */
+static char *read_until(int fd, const char *marker) {
+        size_t n = 0;
+        char *buf = NULL;
+
+        for (;;) {
+                char *b;
+                ssize_t k;
+
+                b = realloc(buf, n + 4096 + 1);
+                assert_non_null(b);
+                buf = b;
+                assert_true(wait_readable(fd, TIMEOUT_MSEC));
+                k = read(fd, buf + n, 4096);
+                assert_true(k > 0);
+                n += k;
+                buf[n] = 0;
+                if (strstr(buf, marker))
+                        return buf;
+        }
+}
+
+/* Run by the agent, as a tty exec: describes its terminal, echoes a line, and reports
+ * the size again after SIGWINCH. */
+static int tty_report(void) {
+        struct timespec timeout = { .tv_sec = TIMEOUT_MSEC / 1000 };
+        struct winsize w = {};
+        char line[256];
+        sigset_t winch;
+        int sig;
+
+        sigemptyset(&winch);
+        sigaddset(&winch, SIGWINCH);
+        sigprocmask(SIG_BLOCK, &winch, NULL);
+
+        printf("tty: %d %d %d\n", isatty(0), isatty(1), isatty(2));
+        printf("ctty: %s\n", tcgetsid(0) == getpid() ? "own" : "other");
+        if (ioctl(0, TIOCGWINSZ, &w) < 0)
+                return 1;
+        printf("size: %u %u\n", w.ws_row, w.ws_col);
+        fflush(stdout);
+
+        if (!fgets(line, sizeof(line), stdin))
+                return 1;
+        printf("got: %s", line);
+        fflush(stdout);
+
+        sig = sigtimedwait(&winch, NULL, &timeout);
+        if (ioctl(0, TIOCGWINSZ, &w) < 0)
+                return 1;
+        printf("winch: %s, size: %u %u\n", sig == SIGWINCH ? "yes" : "no", w.ws_row, w.ws_col);
+        return 3;
+}
+
+static void send_resize(struct agent *a, uint64_t id, uint16_t rows, uint16_t cols) {
+        _cleanup_json_ json_object *msg = agent_msg_resize(id, &(struct agent_winsize) { rows, cols });
+
+        assert_non_null(msg);
+        assert_int_equal(agent_send(a->sock, msg, NULL, 0), 0);
+}
+
+static unsigned proc_tty_nr(pid_t pid) {
+        char path[64], buf[1024], *p;
+        unsigned tty_nr = UINT_MAX;
+        int fd;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, buf, sizeof(buf) - 1);
+        safe_close(fd);
+        assert_true(n > 0);
+        buf[n] = 0;
+        p = strrchr(buf, ')');
+        assert_non_null(p);
+        /* state ppid pgrp session tty_nr */
+        assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %u", &tty_nr), 1);
+        return tty_nr;
+}
+
+static void test_tty(void **state) {
+        _cleanup_free_ char *o1 = NULL, *o2 = NULL, *o3 = NULL, *rest = NULL, *err = NULL;
+        _cleanup_free_ char *rout = NULL, *rerr = NULL;
+        struct agent *a = *state;
+        struct agent_exit e;
+        struct run r;
+
+        exec_start_tty(a, 70, (char *[]) { self_path, "--tty-report", NULL }, default_env, "/",
+                       &(struct agent_winsize) { .rows = 24, .cols = 80 }, &r);
+
+        /* Through the relay: the terminal's output (with its \r\n), in order. */
+        o1 = read_until(r.out, "size: 24 80\r\n");
+        assert_string_equal(o1, "tty: 1 1 1\r\nctty: own\r\nsize: 24 80\r\n");
+
+        /* Meanwhile, another exec sees nothing of the terminal, and the agent has none. */
+        run(a, 71, (char *[]) { self_path, "--report", NULL }, default_env, "/", &e, &rout, &rerr);
+        assert_int_equal(e.code, 0);
+        assert_true(startswith_str(rout, "fds: 0 1 2\n"));
+        assert_int_equal(proc_tty_nr(a->pid), 0);
+
+        /* Input, echoed by the terminal, then read by the session. */
+        assert_int_equal(write(r.in, "hello\n", 6), 6);
+        o2 = read_until(r.out, "got: hello\r\n");
+        assert_string_equal(o2, "hello\r\ngot: hello\r\n");
+
+        send_resize(a, 70, 50, 132);
+        o3 = read_until(r.out, "\r\n");
+        assert_string_equal(o3, "winch: yes, size: 50 132\r\n");
+
+        expect_exit(a, &e);
+        assert_int_equal(e.id, 70);
+        assert_int_equal(e.code, 3);
+
+        /* The relay ends once the session closed the terminal: EOF, and nothing on stderr,
+         * which a tty exec does not use. */
+        rest = read_all(r.out);
+        assert_string_equal(rest, "");
+        err = read_all(r.err);
+        assert_string_equal(err, "");
+        run_close(&r);
+
+        /* A resize after the end, or for an exec without terminal, is ignored. */
+        send_resize(a, 70, 1, 1);
+        send_resize(a, 71, 1, 1);
+        expect_silence(a, 100);
+}
+
+static void test_tty_output_after_exit(void **state) {
+        _cleanup_free_ char *out = NULL;
+        struct agent *a = *state;
+        struct agent_exit e;
+        struct run r;
+
+        /* A background process keeps the terminal: the relay goes on after the exec's
+         * "exit", until it too has closed it. (It ignores, from before it starts, the SIGHUP
+         * that the end of the session leader sends to the terminal's foreground.) */
+        exec_start_tty(a, 72, (char *[]) { "sh", "-c", "trap \"\" HUP; (sleep 0.3; echo late) & echo early", NULL },
+                       default_env, "/", &(struct agent_winsize) { .rows = 10, .cols = 10 }, &r);
+        expect_exit(a, &e);
+        assert_int_equal(e.code, 0);
+        out = read_all(r.out);
+        assert_string_equal(out, "early\r\nlate\r\n");
+        run_close(&r);
+}
+
+static void test_tty_kill(void **state) {
+        struct agent *a = *state;
+        struct agent_exit e;
+        _cleanup_free_ char *out = NULL;
+        struct run r;
+
+        exec_start_tty(a, 73, (char *[]) { "sh", "-c", "echo ready; exec sleep 100", NULL },
+                       default_env, "/", &(struct agent_winsize) { .rows = 10, .cols = 10 }, &r);
+        free(read_until(r.out, "ready\r\n"));
+        send_kill(a, 73, SIGKILL);
+        expect_exit(a, &e);
+        assert_int_equal(e.signal, SIGKILL);
+        out = read_all(r.out);
+        assert_string_equal(out, "");
+        run_close(&r);
+}
+
+static void test_tty_caller_gone(void **state) {
+        struct agent *a = *state;
+        struct agent_exit e;
+        struct run r;
+
+        /* The caller closes its ends: the relay ends, and with the terminal's last master
+         * the session gets SIGHUP, as when a terminal window closes. */
+        exec_start_tty(a, 74, (char *[]) { "sh", "-c", "echo ready; exec sleep 100", NULL },
+                       default_env, "/", &(struct agent_winsize) { .rows = 10, .cols = 10 }, &r);
+        free(read_until(r.out, "ready\r\n"));
+        run_close(&r);
+        expect_exit(a, &e);
+        assert_int_equal(e.id, 74);
+        assert_int_equal(e.code, -1);
+        assert_int_equal(e.signal, SIGHUP);
+}
+
+/* Version 2: files. */
+
+static uint64_t file_id = 1000;
+
+struct tmp {
+        char dir[64];
+};
+
+static void tmp_init(struct tmp *t) {
+        snprintf(t->dir, sizeof(t->dir), "/tmp/test-sandbox-init.XXXXXX");
+        assert_non_null(mkdtemp(t->dir));
+}
+
+/* dir/name, in one of a ring of buffers: valid for the next seven calls. */
+static const char *tp(struct tmp *t, const char *name) {
+        static char ring[8][PATH_MAX];
+        static unsigned next;
+        char *b = ring[next++ % ELEMENTSOF(ring)];
+
+        snprintf(b, PATH_MAX, "%s/%s", t->dir, name);
+        return b;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(path) < 0 ? -1 : 0;
+}
+
+static void tmp_done(struct tmp *t) {
+        /* FTW_PHYS: the tests plant symlinks to outside; never follow them. */
+        assert_return_code(nftw(t->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), errno);
+}
+
+static void make_file(const char *path, const char *content) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, content, strlen(content)), (ssize_t) strlen(content));
+        safe_close(fd);
+}
+
+static char *slurp(const char *path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char *s;
+
+        assert_true(fd >= 0);
+        s = read_all(fd);
+        safe_close(fd);
+        return s;
+}
+
+static void send_file(struct agent *a, const struct agent_file *f, int fd) {
+        _cleanup_json_ json_object *msg = agent_msg_file(f);
+
+        assert_non_null(msg);
+        assert_int_equal(agent_send(a->sock, msg, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0), 0);
+}
+
+static void expect_file_result(struct agent *a, uint64_t id, struct agent_file_result *ret) {
+        _cleanup_json_ json_object *msg = recv_msg(a);
+        const char *type;
+
+        assert_int_equal(agent_get_string(msg, "type", &type), 0);
+        assert_string_equal(type, "file-result");
+        assert_int_equal(agent_parse_file_result(msg, ret), 0);
+        assert_int_equal(ret->id, id);
+}
+
+/* An op without descriptors; returns its errno. */
+static int file_op(struct agent *a, struct agent_file f, struct agent_file_result *ret) {
+        struct agent_file_result res = {};
+
+        f.id = file_id++;
+        send_file(a, &f, -1);
+        expect_file_result(a, f.id, &res);
+        if (ret)
+                *ret = res;
+        else
+                agent_file_result_done(&res);
+        return res.error;
+}
+
+static int file_stat(struct agent *a, const char *path, struct agent_file_result *ret) {
+        return file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_STAT, path), ret);
+}
+
+/* Reads fd to EOF, binary. */
+static char *read_all_size(int fd, size_t *ret_size) {
+        size_t n = 0, allocated = 0;
+        char *buf = NULL;
+
+        for (;;) {
+                ssize_t k;
+
+                if (allocated - n < 65536) {
+                        allocated = MAX(allocated * 2, (size_t) 65536);
+                        buf = realloc(buf, allocated);
+                        assert_non_null(buf);
+                }
+                assert_true(wait_readable(fd, TIMEOUT_MSEC));
+                k = read(fd, buf + n, allocated - n);
+                assert_return_code(k, errno);
+                if (k == 0)
+                        break;
+                n += k;
+        }
+        *ret_size = n;
+        return buf;
+}
+
+/* A "read" (f's id is set here); returns its errno, the data in *ret_data. */
+static int file_read(struct agent *a, struct agent_file f, char **ret_data, size_t *ret_size,
+                     struct agent_file_result *ret) {
+        struct agent_file_result res = {};
+        int p[2];
+
+        assert_return_code(pipe2(p, O_CLOEXEC), errno);
+        f.id = file_id++;
+        send_file(a, &f, p[1]);
+        p[1] = safe_close(p[1]);
+        /* The result comes after the child closed the pipe: all the data is there first. */
+        *ret_data = read_all_size(p[0], ret_size);
+        safe_close(p[0]);
+        expect_file_result(a, f.id, &res);
+        assert_true(res.has_bytes);
+        assert_int_equal(res.bytes, *ret_size);
+        if (ret)
+                *ret = res;
+        else
+                agent_file_result_done(&res);
+        return res.error;
+}
+
+static int file_write(struct agent *a, struct agent_file f, const void *data, size_t size,
+                      struct agent_file_result *ret) {
+        struct agent_file_result res = {};
+        const char *d = data;
+        int p[2];
+
+        assert_return_code(pipe2(p, O_CLOEXEC), errno);
+        f.id = file_id++;
+        send_file(a, &f, p[0]);
+        p[0] = safe_close(p[0]);
+        while (size > 0) {
+                ssize_t k = write(p[1], d, size);
+
+                if (k < 0 && errno == EPIPE)
+                        break; /* it failed before reading all: the result says why */
+                assert_true(k > 0);
+                d += k;
+                size -= k;
+        }
+        safe_close(p[1]);
+        expect_file_result(a, f.id, &res);
+        assert_true(res.has_bytes);
+        if (ret)
+                *ret = res;
+        else
+                agent_file_result_done(&res);
+        return res.error;
+}
+
+static uint64_t fnv1a(const unsigned char *p, size_t n) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+        return h;
+}
+
+static void test_file_write_read_big(void **state) {
+        struct agent *a = *state;
+        const size_t size = 10 * 1024 * 1024;
+        _cleanup_free_ unsigned char *data = malloc(size);
+        _cleanup_free_ char *back = NULL;
+        struct agent_file_result res;
+        uint64_t x = 88172645463325252ULL;
+        size_t n;
+        struct tmp t;
+
+        assert_non_null(data);
+        for (size_t i = 0; i < size; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                data[i] = (unsigned char) x;
+        }
+
+        tmp_init(&t);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "big")), data, size, &res), 0);
+        assert_int_equal(res.bytes, size);
+        agent_file_result_done(&res);
+
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "big")), &back, &n, NULL), 0);
+        assert_int_equal(n, size);
+        assert_true(fnv1a((unsigned char *) back, n) == fnv1a(data, size));
+        assert_memory_equal(back, data, size);
+
+        /* Created with the default mode, exactly (not what a umask leaves of it). */
+        assert_int_equal(file_stat(a, tp(&t, "big"), &res), 0);
+        assert_true(res.has_stat);
+        assert_int_equal(res.stat.type, S_IFREG);
+        assert_int_equal(res.stat.mode, 0644);
+        assert_int_equal(res.stat.size, size);
+        assert_string_equal(res.stat.path, tp(&t, "big"));
+        agent_file_result_done(&res);
+        tmp_done(&t);
+}
+
+static void test_file_read(void **state) {
+        struct agent *a = *state;
+        struct agent_file f;
+        _cleanup_free_ char *d1 = NULL, *d2 = NULL, *d3 = NULL;
+        size_t n;
+        struct tmp t;
+
+        tmp_init(&t);
+        make_file(tp(&t, "f"), "0123456789");
+
+        /* A range. */
+        f = AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "f"));
+        f.offset = 3;
+        f.length = 4;
+        assert_int_equal(file_read(a, f, &d1, &n, NULL), 0);
+        assert_int_equal(n, 4);
+        assert_memory_equal(d1, "3456", 4);
+
+        /* "max" at the size exactly is fine; the length bounds what is sent. */
+        f = AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "f"));
+        f.max = 10;
+        assert_int_equal(file_read(a, f, &d2, &n, NULL), 0);
+        assert_int_equal(n, 10);
+
+        /* An offset past the end reads nothing. */
+        f = AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "f"));
+        f.offset = 100;
+        assert_int_equal(file_read(a, f, &d3, &n, NULL), 0);
+        assert_int_equal(n, 0);
+
+        tmp_done(&t);
+}
+
+static void test_file_read_refused(void **state) {
+        struct agent *a = *state;
+        struct agent_file f;
+        char *d;
+        size_t n;
+        uint64_t start;
+        struct tmp t;
+        int fd;
+
+        tmp_init(&t);
+        make_file(tp(&t, "f"), "0123456789");
+        assert_return_code(symlink(tp(&t, "f"), tp(&t, "link")), errno);
+        assert_return_code(mkfifo(tp(&t, "fifo"), 0644), errno);
+        assert_return_code(mkdir(tp(&t, "dir"), 0755), errno);
+        assert_return_code(symlink(tp(&t, "dir"), tp(&t, "dirlink")), errno);
+
+        /* Missing; a symlink as the last component (not followed); a directory reached
+         * through a symlink on the way is fine. */
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "missing")), &d, &n, NULL), ENOENT);
+        free(d);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "link")), &d, &n, NULL), ELOOP);
+        free(d);
+        make_file(tp(&t, "dir/g"), "g");
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dirlink/g")), &d, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        free(d);
+
+        /* A FIFO nobody writes to: refused at once, not waited on. Nor a directory. */
+        start = now_msec();
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "fifo")), &d, &n, NULL), EINVAL);
+        free(d);
+        assert_true(now_msec() - start < 2000);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dir")), &d, &n, NULL), EINVAL);
+        free(d);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, "/dev/null"), &d, &n, NULL), EINVAL);
+        free(d);
+
+        /* Larger than "max": nothing is sent. */
+        f = AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "f"));
+        f.max = 9;
+        assert_int_equal(file_read(a, f, &d, &n, NULL), EFBIG);
+        assert_int_equal(n, 0);
+        free(d);
+
+        /* A sparse terabyte: its size says no, at once. */
+        fd = open(tp(&t, "sparse"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_return_code(ftruncate(fd, (off_t) 1 << 40), errno);
+        safe_close(fd);
+        f = AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "sparse"));
+        f.max = 1 << 20;
+        start = now_msec();
+        assert_int_equal(file_read(a, f, &d, &n, NULL), EFBIG);
+        assert_int_equal(n, 0);
+        free(d);
+        assert_true(now_msec() - start < 2000);
+
+        tmp_done(&t);
+}
+
+static void test_file_read_epipe(void **state) {
+        struct agent *a = *state;
+        struct agent_file f = AGENT_FILE_INIT(file_id++, AGENT_FILE_READ, NULL);
+        struct agent_file_result res = {};
+        const size_t size = 1024 * 1024;
+        _cleanup_free_ char *data = calloc(1, size);
+        struct tmp t;
+        int p[2], fd;
+
+        /* The reader is gone: EPIPE in the result (SIGPIPE would have killed the child, and
+         * the agent would have said EIO). */
+        tmp_init(&t);
+        fd = open(tp(&t, "f"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, data, size), (ssize_t) size);
+        safe_close(fd);
+
+        assert_return_code(pipe2(p, O_CLOEXEC), errno);
+        p[0] = safe_close(p[0]);
+        f.path = tp(&t, "f");
+        send_file(a, &f, p[1]);
+        p[1] = safe_close(p[1]);
+        expect_file_result(a, f.id, &res);
+        assert_int_equal(res.error, EPIPE);
+        assert_true(res.has_bytes);
+        assert_int_equal(res.bytes, 0);
+        tmp_done(&t);
+}
+
+static void test_file_write(void **state) {
+        struct agent *a = *state;
+        struct agent_file_result res;
+        struct agent_file f;
+        _cleanup_free_ char *c1 = NULL, *c2 = NULL, *c3 = NULL, *c4 = NULL;
+        struct stat st;
+        struct tmp t;
+
+        tmp_init(&t);
+
+        /* Replace, then append. */
+        make_file(tp(&t, "f"), "old content");
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "f")), "new", 3, NULL), 0);
+        c1 = slurp(tp(&t, "f"));
+        assert_string_equal(c1, "new");
+        f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "f"));
+        f.append = true;
+        assert_int_equal(file_write(a, f, "+more", 5, &res), 0);
+        assert_int_equal(res.bytes, 5);
+        agent_file_result_done(&res);
+        c2 = slurp(tp(&t, "f"));
+        assert_string_equal(c2, "new+more");
+
+        /* A mode, exactly; missing parents, made when asked for. */
+        f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "a/b/c"));
+        assert_int_equal(file_write(a, f, "x", 1, NULL), ENOENT);
+        f.parents = true;
+        f.mode = 0600;
+        assert_int_equal(file_write(a, f, "x", 1, NULL), 0);
+        assert_return_code(stat(tp(&t, "a/b/c"), &st), errno);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_return_code(stat(tp(&t, "a/b"), &st), errno);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0755);
+
+        /* Not through a symlink as the last component: the target stays as it was. */
+        make_file(tp(&t, "target"), "keep");
+        assert_return_code(symlink(tp(&t, "target"), tp(&t, "link")), errno);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "link")), "bad", 3, NULL), ELOOP);
+        c3 = slurp(tp(&t, "target"));
+        assert_string_equal(c3, "keep");
+
+        /* Not onto what is not a regular file; a FIFO, with or without a reader, does not
+         * block the write. */
+        assert_return_code(mkfifo(tp(&t, "fifo"), 0644), errno);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "fifo")), "x", 1, NULL), EINVAL);
+        {
+                int rfd = open(tp(&t, "fifo"), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                char c;
+
+                assert_true(rfd >= 0);
+                assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "fifo")), "x", 1, NULL), EINVAL);
+                assert_int_equal(read(rfd, &c, 1), 0);
+                safe_close(rfd);
+        }
+        assert_return_code(mkdir(tp(&t, "dir"), 0755), errno);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "dir")), "x", 1, NULL), EISDIR);
+
+        /* An empty input makes an empty file. */
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "empty")), "", 0, &res), 0);
+        assert_int_equal(res.bytes, 0);
+        agent_file_result_done(&res);
+        c4 = slurp(tp(&t, "empty"));
+        assert_string_equal(c4, "");
+
+        tmp_done(&t);
+}
+
+static void assert_entry(const struct agent_file_entry *e, const char *path, mode_t type) {
+        assert_string_equal(e->path, path);
+        assert_int_equal(e->type, type);
+}
+
+static void test_file_list(void **state) {
+        struct agent *a = *state;
+        struct agent_file_result res;
+        struct agent_file f;
+        struct tmp t, outside;
+
+        tmp_init(&t);
+        tmp_init(&outside);
+        make_file(tp(&outside, "secret"), "s");
+        make_file(tp(&t, "a"), "12345");
+        assert_return_code(mkdir(tp(&t, "b"), 0750), errno);
+        make_file(tp(&t, "b/c"), "");
+        assert_return_code(mkdir(tp(&t, "b/e"), 0755), errno);
+        make_file(tp(&t, "b/e/deep"), "");
+        assert_return_code(symlink(outside.dir, tp(&t, "l")), errno);
+        assert_return_code(mkfifo(tp(&t, "p"), 0600), errno);
+
+        f = AGENT_FILE_INIT(0, AGENT_FILE_LIST, t.dir);
+        assert_int_equal(file_op(a, f, &res), 0);
+        assert_true(res.has_entries);
+        assert_int_equal(res.n_entries, 4);
+        assert_entry(res.entries + 0, "a", S_IFREG);
+        assert_int_equal(res.entries[0].size, 5);
+        assert_int_equal(res.entries[0].mode, 0644);
+        assert_entry(res.entries + 1, "b", S_IFDIR);
+        assert_int_equal(res.entries[1].mode, 0750);
+        assert_entry(res.entries + 2, "l", S_IFLNK);
+        assert_string_equal(res.entries[2].target, outside.dir);
+        assert_entry(res.entries + 3, "p", S_IFIFO);
+        assert_null(res.entries[0].target);
+        agent_file_result_done(&res);
+
+        /* Depth 2: into b, not into b/e; the symlink to a directory is not entered. */
+        f.depth = 2;
+        assert_int_equal(file_op(a, f, &res), 0);
+        assert_int_equal(res.n_entries, 6);
+        assert_entry(res.entries + 0, "a", S_IFREG);
+        assert_entry(res.entries + 1, "b", S_IFDIR);
+        assert_entry(res.entries + 2, "b/c", S_IFREG);
+        assert_entry(res.entries + 3, "b/e", S_IFDIR);
+        assert_entry(res.entries + 4, "l", S_IFLNK);
+        assert_entry(res.entries + 5, "p", S_IFIFO);
+        agent_file_result_done(&res);
+
+        /* Dots and slashes on the way; not a directory; missing. */
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_LIST, tp(&t, "b/./e/..//e/")), &res), 0);
+        assert_int_equal(res.n_entries, 1);
+        agent_file_result_done(&res);
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_LIST, tp(&t, "b/c")), &res), ENOTDIR);
+        assert_false(res.has_entries);
+        agent_file_result_done(&res);
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_LIST, tp(&t, "missing")), NULL), ENOENT);
+
+        tmp_done(&t);
+        tmp_done(&outside);
+}
+
+static void test_file_list_too_big(void **state) {
+        struct agent *a = *state;
+        struct agent_file_result res;
+        char name[PATH_MAX];
+        struct tmp t;
+
+        /* 4500 names of 250 bytes: more than AGENT_MESSAGE_MAX of JSON. */
+        tmp_init(&t);
+        for (unsigned i = 0; i < 4500; i++) {
+                int fd;
+
+                snprintf(name, sizeof(name), "%s/%0250u", t.dir, i);
+                fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                assert_true(fd >= 0);
+                safe_close(fd);
+        }
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_LIST, t.dir), &res), E2BIG);
+        assert_false(res.has_entries);
+        agent_file_result_done(&res);
+        tmp_done(&t);
+}
+
+static void test_file_stat(void **state) {
+        struct agent *a = *state;
+        struct agent_file_result res, res2;
+        struct stat st;
+        struct tmp t;
+        int r;
+
+        tmp_init(&t);
+        make_file(tp(&t, "f"), "abc");
+        assert_return_code(symlink("f", tp(&t, "link")), errno);
+
+        assert_int_equal(file_stat(a, tp(&t, "f"), &res), 0);
+        assert_return_code(stat(tp(&t, "f"), &st), errno);
+        assert_int_equal(res.stat.type, S_IFREG);
+        assert_int_equal(res.stat.size, 3);
+        assert_true(res.stat.mtime_usec == (int64_t) st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000);
+        assert_null(res.stat.target);
+        agent_file_result_done(&res);
+
+        /* The link itself, not what it points to. */
+        assert_int_equal(file_stat(a, tp(&t, "link"), &res), 0);
+        assert_int_equal(res.stat.type, S_IFLNK);
+        assert_string_equal(res.stat.target, "f");
+        agent_file_result_done(&res);
+
+        assert_int_equal(file_stat(a, t.dir, &res), 0);
+        assert_int_equal(res.stat.type, S_IFDIR);
+        assert_int_equal(res.stat.mode, 0700);
+        agent_file_result_done(&res);
+        assert_int_equal(file_stat(a, tp(&t, "missing"), &res), ENOENT);
+        assert_false(res.has_stat);
+        agent_file_result_done(&res);
+        assert_int_equal(file_stat(a, tp(&t, "f/x"), NULL), ENOTDIR);
+
+        /* A relative path is relative to /work, whether or not there is one here. */
+        r = file_stat(a, ".", &res);
+        assert_int_equal(file_stat(a, "/work/.", &res2), r);
+        if (r == 0)
+                assert_true(res.stat.mtime_usec == res2.stat.mtime_usec);
+        agent_file_result_done(&res);
+        agent_file_result_done(&res2);
+
+        tmp_done(&t);
+}
+
+static void test_file_mkdir(void **state) {
+        struct agent *a = *state;
+        struct agent_file f;
+        struct stat st;
+        struct tmp t;
+
+        tmp_init(&t);
+        f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, tp(&t, "d"));
+        f.mode = 0700;
+        assert_int_equal(file_op(a, f, NULL), 0);
+        assert_return_code(stat(tp(&t, "d"), &st), errno);
+        assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0700);
+        assert_int_equal(file_op(a, f, NULL), EEXIST);
+
+        f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, tp(&t, "x/y/z"));
+        assert_int_equal(file_op(a, f, NULL), ENOENT);
+        f.parents = true;
+        assert_int_equal(file_op(a, f, NULL), 0);
+        assert_int_equal(file_op(a, f, NULL), 0); /* as mkdir -p */
+        assert_return_code(stat(tp(&t, "x/y/z"), &st), errno);
+        assert_int_equal(st.st_mode & 07777, 0755);
+
+        make_file(tp(&t, "file"), "");
+        f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, tp(&t, "file"));
+        f.parents = true;
+        assert_int_equal(file_op(a, f, NULL), EEXIST);
+        tmp_done(&t);
+}
+
+static void test_file_remove(void **state) {
+        struct agent *a = *state;
+        struct agent_file f;
+        struct stat st;
+        struct tmp t, outside;
+
+        tmp_init(&t);
+        tmp_init(&outside);
+        make_file(tp(&outside, "precious"), "p");
+
+        make_file(tp(&t, "f"), "");
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "f")), NULL), 0);
+        assert_int_equal(lstat(tp(&t, "f"), &st), -1);
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "f")), NULL), ENOENT);
+
+        assert_return_code(mkdir(tp(&t, "empty"), 0755), errno);
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "empty")), NULL), 0);
+        assert_int_equal(lstat(tp(&t, "empty"), &st), -1);
+
+        /* A symlink to a directory: the link goes, not what it points to. */
+        assert_return_code(symlink(outside.dir, tp(&t, "dirlink")), errno);
+        assert_int_equal(file_op(a, AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "dirlink")), NULL), 0);
+        assert_int_equal(lstat(tp(&t, "dirlink"), &st), -1);
+        assert_return_code(stat(tp(&outside, "precious"), &st), errno);
+
+        /* A tree with a symlink to a directory outside it, and one to a file. */
+        assert_return_code(mkdir(tp(&t, "tree"), 0755), errno);
+        assert_return_code(mkdir(tp(&t, "tree/sub"), 0755), errno);
+        make_file(tp(&t, "tree/sub/file"), "x");
+        assert_return_code(mkdir(tp(&t, "tree/sub/deeper"), 0700), errno);
+        assert_return_code(symlink(outside.dir, tp(&t, "tree/sub/out")), errno);
+        assert_return_code(symlink(tp(&outside, "precious"), tp(&t, "tree/file-out")), errno);
+        assert_return_code(mkfifo(tp(&t, "tree/fifo"), 0644), errno);
+
+        f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "tree"));
+        assert_int_equal(file_op(a, f, NULL), ENOTEMPTY);
+        f.recursive = true;
+        assert_int_equal(file_op(a, f, NULL), 0);
+        assert_int_equal(lstat(tp(&t, "tree"), &st), -1);
+        assert_int_equal(errno, ENOENT);
+        assert_return_code(stat(tp(&outside, "precious"), &st), errno);
+        assert_int_equal(st.st_size, 1);
+
+        /* Recursive on a plain file is a plain remove; "x/." is refused. */
+        make_file(tp(&t, "g"), "");
+        f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "g"));
+        f.recursive = true;
+        assert_int_equal(file_op(a, f, NULL), 0);
+        assert_return_code(mkdir(tp(&t, "keep"), 0755), errno);
+        f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, tp(&t, "keep/."));
+        f.recursive = true;
+        assert_int_equal(file_op(a, f, NULL), EINVAL);
+        assert_return_code(stat(tp(&t, "keep"), &st), errno);
+
+        tmp_done(&t);
+        tmp_done(&outside);
+}
+
+static void test_file_move(void **state) {
+        struct agent *a = *state;
+        _cleanup_free_ char *c = NULL;
+        struct agent_file f;
+        struct stat st;
+        struct tmp t;
+
+        tmp_init(&t);
+        make_file(tp(&t, "a"), "content");
+        assert_return_code(mkdir(tp(&t, "d"), 0755), errno);
+
+        f = AGENT_FILE_INIT(0, AGENT_FILE_MOVE, tp(&t, "a"));
+        f.to = tp(&t, "d/b");
+        assert_int_equal(file_op(a, f, NULL), 0);
+        assert_int_equal(lstat(tp(&t, "a"), &st), -1);
+        c = slurp(tp(&t, "d/b"));
+        assert_string_equal(c, "content");
+
+        assert_int_equal(file_op(a, f, NULL), ENOENT);
+        f = AGENT_FILE_INIT(0, AGENT_FILE_MOVE, tp(&t, "d/b"));
+        f.to = tp(&t, "missing/b");
+        assert_int_equal(file_op(a, f, NULL), ENOENT);
+        tmp_done(&t);
+}
+
+static void test_file_not_stalling(void **state) {
+        struct agent *a = *state;
+        struct agent_file f = AGENT_FILE_INIT(file_id++, AGENT_FILE_READ, NULL);
+        struct agent_file_result res = {};
+        const size_t size = 1024 * 1024;
+        _cleanup_free_ char *data = calloc(1, size), *back = NULL;
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        struct agent_exit e;
+        struct tmp t;
+        size_t n;
+        int p[2], fd;
+
+        /* A read into a pipe nobody drains blocks its own process only: a stat, an exec,
+         * go on meanwhile. */
+        tmp_init(&t);
+        fd = open(tp(&t, "f"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, data, size), (ssize_t) size);
+        safe_close(fd);
+
+        assert_return_code(pipe2(p, O_CLOEXEC), errno);
+        f.path = tp(&t, "f");
+        send_file(a, &f, p[1]);
+        p[1] = safe_close(p[1]);
+
+        assert_int_equal(file_stat(a, tp(&t, "f"), NULL), 0);
+        run(a, 80, (char *[]) { "true", NULL }, default_env, "/", &e, &out, &err);
+        assert_int_equal(e.code, 0);
+
+        back = read_all_size(p[0], &n);
+        safe_close(p[0]);
+        assert_int_equal(n, size);
+        expect_file_result(a, f.id, &res);
+        assert_int_equal(res.error, 0);
+        assert_int_equal(res.bytes, size);
+        tmp_done(&t);
+}
+
+static void test_file_bad_requests(void **state) {
+        static const struct {
+                const char *json;
+                size_t n_fds;
+        } refused[] = {
+                { "{\"type\":\"file\",\"id\":90,\"op\":\"read\",\"path\":\"/etc/hostname\"}", 0 },
+                { "{\"type\":\"file\",\"id\":91,\"op\":\"stat\",\"path\":\"/\"}", 1 },
+                { "{\"type\":\"file\",\"id\":92,\"op\":\"chmod\",\"path\":\"/\"}", 0 },
+                { "{\"type\":\"file\",\"id\":93,\"op\":\"stat\"}", 0 },
+                { "{\"type\":\"file\",\"id\":94,\"op\":\"stat\",\"path\":\"\"}", 0 },
+                { "{\"type\":\"file\",\"id\":95,\"op\":\"list\",\"path\":\"/\",\"depth\":17}", 0 },
+                { "{\"type\":\"file\",\"id\":96,\"op\":\"list\",\"path\":\"/\",\"depth\":0}", 0 },
+                { "{\"type\":\"file\",\"id\":97,\"op\":\"move\",\"path\":\"/x\"}", 0 },
+                { "{\"type\":\"file\",\"id\":98,\"op\":\"mkdir\",\"path\":\"/x\",\"mode\":4096}", 0 },
+                { "{\"type\":\"file\",\"id\":99,\"op\":\"write\",\"path\":\"/x\",\"append\":1}", 1 },
+        };
+        struct agent *a = *state;
+
+        /* No id: nobody to answer. */
+        {
+                _cleanup_json_ json_object *o = json_tokener_parse("{\"type\":\"file\",\"op\":\"stat\",\"path\":\"/\"}");
+                assert_non_null(o);
+                send_exec_raw(a, o, 0);
+                expect_silence(a, 100);
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                _cleanup_json_ json_object *o = json_tokener_parse(refused[i].json);
+                struct agent_file_result res;
+
+                assert_non_null(o);
+                send_exec_raw(a, o, refused[i].n_fds);
+                expect_file_result(a, 90 + i, &res);
+                assert_int_equal(res.error, EINVAL);
+                agent_file_result_done(&res);
+        }
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, agent_setup, agent_teardown)
 
 int main(int argc, char *argv[]) {
@@ -799,6 +1749,24 @@ int main(int argc, char *argv[]) {
                 T(test_many_concurrent),
                 T(test_resources),
                 T(test_bad_requests),
+                T(test_started),
+                T(test_tty),
+                T(test_tty_output_after_exit),
+                T(test_tty_kill),
+                T(test_tty_caller_gone),
+                T(test_file_write_read_big),
+                T(test_file_read),
+                T(test_file_read_refused),
+                T(test_file_read_epipe),
+                T(test_file_write),
+                T(test_file_list),
+                T(test_file_list_too_big),
+                T(test_file_stat),
+                T(test_file_mkdir),
+                T(test_file_remove),
+                T(test_file_move),
+                T(test_file_not_stalling),
+                T(test_file_bad_requests),
                 cmocka_unit_test(test_socket_close_ends_agent),
                 cmocka_unit_test(test_sigterm_ends_agent),
                 cmocka_unit_test(test_not_dumpable),
@@ -809,6 +1777,8 @@ int main(int argc, char *argv[]) {
 
         if (argc == 2 && streq(argv[1], "--report"))
                 return report();
+        if (argc == 2 && streq(argv[1], "--tty-report"))
+                return tty_report();
 
         agent_path = getenv("SANDBOX_INIT");
         if (!agent_path) {

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "sandbox-record.h"
+#include "strv.h"
+
+#define STATE_FILE_MAX (64U * 1024U)
+
+void sandbox_record_done(SandboxRecord *st) {
+        st->template_name = mfree(st->template_name);
+        st->pause_method = mfree(st->pause_method);
+        st->cgroup = mfree(st->cgroup);
+        st->environment = strv_free(st->environment);
+}
+
+static int add_u64(json_object *o, const char *key, uint64_t v) {
+        /* json-c keeps int64; every value here is far below 2^63. */
+        return json_object_object_add(o, key, json_object_new_int64((int64_t) v));
+}
+
+int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
+        json_object *o = json_object_new_object();
+        char *text = NULL;
+        int r = -ENOMEM;
+
+        if (!o)
+                return -ENOMEM;
+        if (json_object_object_add(o, "id", json_object_new_string(st->id)) < 0 ||
+            json_object_object_add(o, "template", json_object_new_string(strempty(st->template_name))) < 0 ||
+            add_u64(o, "owner", st->owner) < 0 ||
+            add_u64(o, "host_uid", st->host_uid) < 0 ||
+            add_u64(o, "created_at", st->created_at) < 0 ||
+            add_u64(o, "deadline_realtime", st->deadline_realtime) < 0 ||
+            add_u64(o, "payload_pid", (uint64_t) st->payload_pid) < 0 ||
+            (st->pause_method && json_object_object_add(o, "pause_method", json_object_new_string(st->pause_method)) < 0) ||
+            (st->cgroup && json_object_object_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
+            add_u64(o, "MemoryMax", st->config.limits.memory_max) < 0 ||
+            add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
+            add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
+            add_u64(o, "DiskMax", st->config.disk_max) < 0 ||
+            add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
+            add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
+            json_object_object_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0)
+                goto finish;
+        json_object *env = json_object_new_array();
+        if (!env || json_object_object_add(o, "environment", env) < 0) {
+                json_object_put(env);
+                goto finish;
+        }
+        for (char **e = st->environment; e && *e; e++)
+                if (json_object_array_add(env, json_object_new_string(*e)) < 0)
+                        goto finish;
+
+        text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        if (!text)
+                goto finish;
+        *ret = text;
+        r = 0;
+finish:
+        json_object_put(o);
+        return r;
+}
+
+static int get_u64(json_object *o, const char *key, uint64_t *ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int) ||
+            json_object_get_int64(v) < 0)
+                return -EBADMSG;
+        *ret = (uint64_t) json_object_get_int64(v);
+        return 0;
+}
+
+static int get_str(json_object *o, const char *key, bool optional, char **ret) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return optional ? 0 : -EBADMSG;
+        if (!json_object_is_type(v, json_type_string))
+                return -EBADMSG;
+        *ret = strdup(json_object_get_string(v));
+        return *ret ? 0 : -ENOMEM;
+}
+
+int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
+        SandboxRecord st = {};
+        json_object *o, *v;
+        uint64_t owner, host_uid, pid;
+        const char *id;
+        int r = -EBADMSG;
+
+        o = json_tokener_parse(json);
+        if (!o || !json_object_is_type(o, json_type_object))
+                goto finish;
+        if (!json_object_object_get_ex(o, "id", &v) || !json_object_is_type(v, json_type_string))
+                goto finish;
+        id = json_object_get_string(v);
+        if (strlen(id) >= sizeof(st.id))
+                goto finish;
+        strcpy(st.id, id);
+
+        if (get_u64(o, "owner", &owner) < 0 || owner > UINT32_MAX ||
+            get_u64(o, "host_uid", &host_uid) < 0 || host_uid > UINT32_MAX ||
+            get_u64(o, "payload_pid", &pid) < 0 || pid == 0 || pid > INT32_MAX ||
+            get_u64(o, "created_at", &st.created_at) < 0 ||
+            get_u64(o, "deadline_realtime", &st.deadline_realtime) < 0 ||
+            get_u64(o, "MemoryMax", &st.config.limits.memory_max) < 0 ||
+            get_u64(o, "CPUQuotaPerSecUSec", &st.config.limits.cpu_quota_per_sec_usec) < 0 ||
+            get_u64(o, "TasksMax", &st.config.limits.tasks_max) < 0 ||
+            get_u64(o, "DiskMax", &st.config.disk_max) < 0 ||
+            get_u64(o, "Timeout", &st.config.timeout_sec) < 0 ||
+            get_u64(o, "IdleTimeout", &st.config.idle_timeout_sec) < 0)
+                goto finish;
+        st.owner = (uid_t) owner;
+        st.host_uid = (uid_t) host_uid;
+        st.payload_pid = (pid_t) pid;
+        if (!json_object_object_get_ex(o, "Ephemeral", &v) || !json_object_is_type(v, json_type_boolean))
+                goto finish;
+        st.config.ephemeral = json_object_get_boolean(v);
+
+        if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))
+                goto finish;
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+                json_object *e = json_object_array_get_idx(v, i);
+                if (!json_object_is_type(e, json_type_string) || !env_assignment_is_valid(json_object_get_string(e)))
+                        goto finish;
+                if (strv_extend(&st.environment, json_object_get_string(e)) < 0) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+        }
+
+        r = get_str(o, "template", false, &st.template_name);
+        if (r >= 0)
+                r = get_str(o, "pause_method", true, &st.pause_method);
+        if (r >= 0)
+                r = get_str(o, "cgroup", true, &st.cgroup);
+        if (r < 0)
+                goto finish;
+
+        *ret = st;
+        st = (SandboxRecord) {};
+        r = 0;
+finish:
+        sandbox_record_done(&st);
+        json_object_put(o);
+        return r;
+}
+
+int sandbox_record_save(const char *dir, const SandboxRecord *st) {
+        _cleanup_free_ char *text = NULL, *path = NULL, *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t n, done = 0;
+        int r;
+
+        r = sandbox_record_to_json(st, &text);
+        if (r < 0)
+                return r;
+        if (asprintf(&path, "%s/%s.json", dir, st->id) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, st->id) < 0)
+                return -ENOMEM;
+
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        n = strlen(text);
+        while (done < n) {
+                ssize_t k = write(fd, text + done, n - done);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        (void) unlink(tmp);
+                        return r;
+                }
+                done += (size_t) k;
+        }
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                (void) unlink(tmp);
+                return r;
+        }
+        return 0;
+}
+
+int sandbox_record_load(const char *path, SandboxRecord *ret) {
+        _cleanup_close_ int fd = -EBADF;
+        char buf[STATE_FILE_MAX + 1];
+        ssize_t n;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, STATE_FILE_MAX);
+        if (n < 0)
+                return -errno;
+        if (n == STATE_FILE_MAX)
+                return -EFBIG;
+        buf[n] = 0;
+        return sandbox_record_from_json(buf, ret);
+}
+
+int sandbox_record_remove(const char *dir, const char *id) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/%s.json", dir, id) < 0)
+                return -ENOMEM;
+        if (unlink(path) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
