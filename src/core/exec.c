@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "cgroup.h"
+#include "fd-util.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -251,29 +252,12 @@ static int on_exec_timeout(sd_event_source *source, uint64_t usec, void *userdat
 }
 
 static int make_stdin(const ExecConfig *c) {
-        _cleanup_close_ int fd = -EBADF;
-        size_t done = 0;
+        int fd;
 
-        if (!c->stdin_data || c->stdin_size == 0) {
-                fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                return fd < 0 ? -errno : TAKE_FD(fd);
-        }
-        /* A memfd holds all of it at once: no pipe to feed, nothing to wait on. */
-        fd = memfd_create("sandbox-stdin", MFD_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        while (done < c->stdin_size) {
-                ssize_t n = write(fd, (const char *) c->stdin_data + done, c->stdin_size - done);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                done += (size_t) n;
-        }
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return -errno;
-        return TAKE_FD(fd);
+        if (c->stdin_data && c->stdin_size > 0)
+                return memfd_new_with_data("sandbox-stdin", c->stdin_data, c->stdin_size);
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
 }
 
 int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {

@@ -3,12 +3,14 @@
 
 /* The structures behind Manager, Sandbox and Exec, shared by the core's own files only. */
 
+#include "file-op.h"
 #include "manager.h"
 #include "payload.h"
 #include "scope.h"
 #include "template.h"
 
 typedef struct DestroyWaiter DestroyWaiter;
+typedef struct FileOp FileOp;
 struct DestroyWaiter {
         sandbox_callback_t cb;
         void *userdata;
@@ -72,7 +74,8 @@ struct Sandbox {
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;
-        uint64_t next_exec_id;
+        FileOp *file_ops;
+        uint64_t next_exec_id;   /* ids of execs and file operations alike */
 
         sandbox_callback_t create_cb;
         void *create_userdata;
@@ -112,6 +115,11 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s);
 void manager_link_sandbox(Manager *m, Sandbox *s);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
+
+/* file-op.c */
+void file_op_on_result(Sandbox *s, const struct agent_file_result *result);
+void file_op_abort(FileOp *op, const char *reason);
+FileOp *file_op_free(FileOp *op);
 
 /* exec.c */
 int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);

@@ -143,6 +143,8 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 return NULL;
         while (s->execs)
                 exec_free(s->execs);
+        while (s->file_ops)
+                file_op_free(s->file_ops);
         while (s->waiters) {
                 DestroyWaiter *w = s->waiters;
                 s->waiters = w->next;
@@ -212,6 +214,8 @@ static void sandbox_finalize(Sandbox *s) {
         /* Whoever still waits learns the end now. */
         while (s->execs)
                 exec_abort(s->execs, s->failure ?: "The sandbox was destroyed while the command ran.");
+        while (s->file_ops)
+                file_op_abort(s->file_ops, s->failure ?: "The sandbox was destroyed during the file operation.");
 
         sandbox_set_state(s, SANDBOX_DEAD);
 
@@ -399,6 +403,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         struct agent_exit x;
                         if (agent_parse_exit(msg, &x) >= 0)
                                 exec_on_agent_exit(s, &x);
+                } else if (streq(type, "file-result")) {
+                        struct agent_file_result fr = {};
+                        if (agent_parse_file_result(msg, &fr) >= 0)
+                                file_op_on_result(s, &fr);
+                        agent_file_result_done(&fr);
                 }
                 json_object_put(msg);
 

@@ -98,7 +98,7 @@ static int copy_data(int in, int out, uint64_t limit, uint64_t *bytes) {
 static int open_parent(const char *path, bool parents, int *ret_dirfd, char **ret_name) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *full = NULL, *name = NULL;
-        char *slash, *p;
+        char *slash, *p, *save;
         size_t len;
 
         if (path[0] == '/')
@@ -132,7 +132,7 @@ static int open_parent(const char *path, bool parents, int *ret_dirfd, char **re
         fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        for (p = strtok_r(full, "/", &slash); p; p = strtok_r(NULL, "/", &slash)) {
+        for (p = strtok_r(full, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
                 int next;
 
                 if (mkdirat(fd, p, 0755) < 0 && errno != EEXIST)
@@ -331,8 +331,8 @@ static int list_dir(struct list_state *s, int fd, const char *prefix, unsigned d
 
                 e = s->entries + s->n_entries;
                 r = entry_fill(dirfd(d), names[i], path, &st, e);
-                if (r == -EBADMSG)
-                        continue;
+                if (r == -EBADMSG || r == -ENOENT)
+                        continue; /* a type without a name; or a link gone since fstatat() */
                 if (r < 0)
                         return r;
                 s->n_entries++;

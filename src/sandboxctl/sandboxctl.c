@@ -4,6 +4,7 @@
  * translates: arguments into method calls, replies into text or JSON. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -35,6 +36,7 @@
 #define MANAGER_INTERFACE       "io.sandboxd.Sandbox1.Manager"
 #define SANDBOX_INTERFACE       "io.sandboxd.Sandbox1.Sandbox"
 #define ERROR_NO_SUCH_SANDBOX   "io.sandboxd.Sandbox1.NoSuchSandbox"
+#define ERROR_NOT_RUNNING       "io.sandboxd.Sandbox1.NotRunning"
 
 #define EXEC_TIMEOUT_DEFAULT_SEC        UINT64_C(300)
 /* Slack over the exec timeout for the method call itself: the daemon kills at the
@@ -46,6 +48,8 @@
 /* Creating may pull or start a payload; destroying waits for the unit to go. */
 #define CREATE_CALL_TIMEOUT_USEC        (UINT64_C(120) * USEC_PER_SEC)
 #define DESTROY_CALL_TIMEOUT_USEC       (UINT64_C(120) * USEC_PER_SEC)
+/* --json passes standard input as bytes in the call (the output is captured, so the
+ * input is too); streaming passes the descriptor and has no limit. */
 #define STDIN_MAX                       (UINT64_C(16) * 1024 * 1024)
 
 #define EXIT_TIMED_OUT          124
@@ -62,16 +66,20 @@ typedef enum OptionFlag {
         OPT_WORKDIR     = 1 << 6,
         OPT_OUTPUT_MAX  = 1 << 7,
         OPT_NO_STDIN    = 1 << 8,
-        _OPT_MAX        = 1 << 9,
+        OPT_IDLE        = 1 << 9,
+        OPT_DISK        = 1 << 10,
+        _OPT_MAX        = 1 << 11,
 } OptionFlag;
 
-#define OPTS_CREATE (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_TIMEOUT)
+#define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
+#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN)
 
 /* Indexed by the bit number of the OptionFlag. */
 static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
-        "--env", "--workdir", "--output-max", "--no-stdin",
+        "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
+        "--disk",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -85,6 +93,8 @@ static uint64_t arg_timeout = 0;
 static char **arg_env = NULL;
 static const char *arg_workdir = NULL;
 static uint64_t arg_output_max = 0;
+static uint64_t arg_idle_timeout = 0;
+static uint64_t arg_disk_max = 0;
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
@@ -531,8 +541,18 @@ static int create_sandbox(sd_bus *bus, bool ephemeral, uint64_t lifetime, char *
                 if (r < 0)
                         goto fail;
         }
+        if (arg_set & OPT_DISK) {
+                r = sd_bus_message_append(m, "{sv}", "DiskMax", "t", arg_disk_max);
+                if (r < 0)
+                        goto fail;
+        }
         if (lifetime > 0) {
                 r = sd_bus_message_append(m, "{sv}", "Timeout", "t", lifetime);
+                if (r < 0)
+                        goto fail;
+        }
+        if (arg_set & OPT_IDLE) {
+                r = sd_bus_message_append(m, "{sv}", "IdleTimeout", "t", arg_idle_timeout);
                 if (r < 0)
                         goto fail;
         }
@@ -740,7 +760,8 @@ static int read_stdin(void **ret, size_t *ret_size) {
         *ret = NULL;
         *ret_size = 0;
 
-        /* Only input that was redirected or piped is meant for the command. */
+        /* Only input that was redirected or piped is meant for the command: a terminal
+         * would wait for input no one means to type. */
         if ((arg_set & OPT_NO_STDIN) || isatty(STDIN_FILENO))
                 return 0;
 
@@ -785,6 +806,48 @@ static int read_stdin(void **ret, size_t *ret_size) {
         return 0;
 }
 
+/* The command's standard streams. Streaming (the default): our own descriptors, given to
+ * the command as they are, so that its output appears as it is written and it reads our
+ * input, a terminal included (as systemd-run --pipe does). With --json the output is
+ * captured for the JSON, and standard input passed as bytes. */
+typedef struct ExecStdio {
+        int fd[3];              /* passed as StandardInput/Output/Error; -EBADF: not passed */
+        int null_fd[3];         /* /dev/null for --no-stdin or a closed stream; owned */
+        void *input;            /* --json: standard input, read to its end */
+        size_t input_size;
+} ExecStdio;
+
+#define EXEC_STDIO_INIT {                                       \
+                .fd = { -EBADF, -EBADF, -EBADF },               \
+                .null_fd = { -EBADF, -EBADF, -EBADF },          \
+        }
+
+static void exec_stdio_done(ExecStdio *io) {
+        for (size_t i = 0; i < ELEMENTSOF(io->null_fd); i++)
+                io->null_fd[i] = safe_close(io->null_fd[i]);
+        io->input = mfree(io->input);
+        io->input_size = 0;
+}
+
+static int exec_stdio_prepare(ExecStdio *io) {
+        if (arg_json)
+                return read_stdin(&io->input, &io->input_size);
+
+        for (int i = STDIN_FILENO; i <= STDERR_FILENO; i++) {
+                /* A closed stream cannot be passed: the command gets /dev/null instead. */
+                if ((i == STDIN_FILENO && (arg_set & OPT_NO_STDIN)) || fcntl(i, F_GETFD) < 0) {
+                        io->null_fd[i] = open("/dev/null",
+                                              (i == STDIN_FILENO ? O_RDONLY : O_WRONLY) | O_CLOEXEC | O_NOCTTY);
+                        if (io->null_fd[i] < 0)
+                                return log_error_errno(errno, "Failed to open /dev/null: %m");
+                        io->fd[i] = io->null_fd[i];
+                } else
+                        io->fd[i] = i;
+        }
+
+        return 0;
+}
+
 static uint64_t exec_timeout(void) {
         return (arg_set & OPT_TIMEOUT) ? arg_timeout : EXEC_TIMEOUT_DEFAULT_SEC;
 }
@@ -795,12 +858,12 @@ static int exec_sandbox(
                 sd_bus *bus,
                 const char *path,
                 char **cmd,
-                const void *input,
-                size_t input_size,
+                const ExecStdio *io,
                 sd_bus_error *error,
                 sd_bus_message **ret_reply,
                 int *ret_signal) {
 
+        static const char *const stdio_options[] = { "StandardInput", "StandardOutput", "StandardError" };
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         uint64_t timeout = exec_timeout();
         int r;
@@ -825,8 +888,11 @@ static int exec_sandbox(
                 r = sd_bus_message_append(m, "{sv}", "WorkingDirectory", "s", arg_workdir);
         if (r >= 0 && (arg_set & OPT_OUTPUT_MAX))
                 r = sd_bus_message_append(m, "{sv}", "OutputMax", "t", arg_output_max);
-        if (r >= 0 && input_size > 0)
-                r = bus_append_bytes(m, "Stdin", input, input_size);
+        if (r >= 0 && io->input_size > 0)
+                r = bus_append_bytes(m, "Stdin", io->input, io->input_size);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(stdio_options); i++)
+                if (io->fd[i] >= 0)
+                        r = sd_bus_message_append(m, "{sv}", stdio_options[i], "h", io->fd[i]);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r < 0)
@@ -836,17 +902,35 @@ static int exec_sandbox(
                                       error, ret_reply, ret_signal);
 }
 
+/* Says why Exec failed, with what the user can do about it. */
+static int exec_log_error(sd_bus *bus, const char *id, const char *path, const sd_bus_error *error, int r) {
+        if (sd_bus_error_has_name(error, SD_BUS_ERROR_NO_REPLY))
+                return log_error_errno(r, "No answer from sandboxd about the command in sandbox %s (%s); "
+                                       "the command may have run, entirely or in part.",
+                                       id, bus_error_message(error, r));
+
+        if (sd_bus_error_has_name(error, ERROR_NOT_RUNNING)) {
+                _cleanup_free_ char *state = NULL;
+
+                if (sd_bus_get_property_string(bus, BUS_NAME, path, SANDBOX_INTERFACE, "State", NULL, &state) >= 0 &&
+                    streq(state, "paused"))
+                        return log_error_errno(r, "Sandbox %s is paused; resume it with '%s resume %s' first.",
+                                               id, program_invocation_short_name, id);
+        }
+
+        return log_error_errno(r, "Failed to execute command in sandbox %s: %s", id, bus_error_message(error, r));
+}
+
 static int verb_exec(int argc, char *argv[], sd_bus *bus) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(exec_stdio_done) ExecStdio io = EXEC_STDIO_INIT;
         _cleanup_free_ char *path = NULL;
-        _cleanup_free_ void *input = NULL;
         const char *id = argv[1];
-        size_t input_size;
         ExecResult res;
         int sig = 0, r;
 
-        r = read_stdin(&input, &input_size);
+        r = exec_stdio_prepare(&io);
         if (r < 0)
                 return r;
 
@@ -854,12 +938,11 @@ static int verb_exec(int argc, char *argv[], sd_bus *bus) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = exec_sandbox(bus, path, argv + 2, input, input_size, &error, &reply, &sig);
+        r = exec_sandbox(bus, path, argv + 2, &io, &error, &reply, &sig);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
-                return log_error_errno(r, "Failed to execute command in sandbox %s: %s",
-                                       id, bus_error_message(&error, r));
+                return exec_log_error(bus, id, path, &error, r);
 
         r = exec_result_read(reply, &res);
         if (r < 0)
@@ -871,13 +954,12 @@ static int verb_exec(int argc, char *argv[], sd_bus *bus) {
 static int verb_run(int argc, char *argv[], sd_bus *bus) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(exec_stdio_done) ExecStdio io = EXEC_STDIO_INIT;
         _cleanup_free_ char *id = NULL, *path = NULL;
-        _cleanup_free_ void *input = NULL;
-        size_t input_size;
         ExecResult res;
         int sig = 0, r;
 
-        r = read_stdin(&input, &input_size);
+        r = exec_stdio_prepare(&io);
         if (r < 0)
                 return r;
 
@@ -886,7 +968,7 @@ static int verb_run(int argc, char *argv[], sd_bus *bus) {
         if (r < 0)
                 return r;
 
-        r = exec_sandbox(bus, path, argv + 1, input, input_size, &error, &reply, &sig);
+        r = exec_sandbox(bus, path, argv + 1, &io, &error, &reply, &sig);
         if (r < 0) {
                 /* The daemon destroys an ephemeral sandbox after its exec returned; when
                  * the exec never did, nothing else will before its lifetime ends. */
@@ -895,7 +977,7 @@ static int verb_run(int argc, char *argv[], sd_bus *bus) {
                         return 128 + sig;
                 }
 
-                log_error_errno(r, "Failed to execute command in sandbox %s: %s", id, bus_error_message(&error, r));
+                exec_log_error(bus, id, path, &error, r);
                 (void) destroy_sandbox_path(bus, id, path, /* quiet_if_gone= */ true);
                 return r;
         }

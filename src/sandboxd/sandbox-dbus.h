@@ -32,3 +32,6 @@ Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
 /* Takes the contents of exec (if given) into the request. */
 int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
                               ExecConfig *exec);
+
+/* sandbox-files-dbus.c: one handler for every file method. */
+int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);

@@ -52,6 +52,26 @@
  *                    "stat":{same fields}}
  *   errno 0 on success; entries/stat only for list/stat; bytes for read/write.
  *
+ * What the agent does where the above leaves a choice (version 2):
+ *   - A request with an id that cannot be carried out as sent (malformed, wrong number of
+ *     descriptors) is still answered: "exit" code 125 for exec, "file-result" errno
+ *     EINVAL for file.
+ *   - tty: EOF on fds[0] ends the input, not the session. The relay ends on EIO (the
+ *     session and all it started have closed the terminal, and its output is read) or
+ *     when the reader of fds[1] is gone; the agent then closes its master too, and the
+ *     session gets SIGHUP, as from a closed terminal window.
+ *   - file: relative paths start at /work; directories on the way may be symlinks;
+ *     "list" follows P itself (/bin -> usr/bin) but nothing below it, reports entries in
+ *     pre-order, sorted by name, with "path" relative to P; "stat" reports "path" as
+ *     given. "mode" is exact (no umask); "parents" makes directories 0755; an existing
+ *     file keeps its mode. Write refuses what exists and is not a regular file (EINVAL),
+ *     and truncates only after that check. "bytes" is there also after a failed
+ *     read/write (what got copied). The result comes after the op closed its descriptor,
+ *     so a read's data is all in the pipe; if the op's process dies before sending it,
+ *     the agent sends errno EIO. E2BIG: more than AGENT_FILE_ENTRIES_MAX entries, or a
+ *     result larger than one datagram (AGENT_MESSAGE_MAX, or less: an unprivileged
+ *     sender's buffer is capped by net.core.wmem_max).
+ *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
  * executed) or 125 (setup failed), as env(1) does.

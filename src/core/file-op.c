@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "file-op.h"
+#include "log.h"
+#include "sandbox-errors.h"
+#include "sandbox-internal.h"
+#include "strv.h"
+
+struct FileOp {
+        Sandbox *sandbox;
+        uint64_t id;
+        int buffer_fd;      /* ReadFile: the memfd the agent writes into */
+        file_callback_t cb;
+        void *userdata;
+        FileOp *next, *prev;
+};
+
+static void file_op_unlink(FileOp *op) {
+        Sandbox *s = op->sandbox;
+
+        if (op->prev)
+                op->prev->next = op->next;
+        else if (s->file_ops == op)
+                s->file_ops = op->next;
+        if (op->next)
+                op->next->prev = op->prev;
+        op->next = op->prev = NULL;
+}
+
+FileOp *file_op_free(FileOp *op) {
+        if (!op)
+                return NULL;
+        if (op->sandbox)
+                file_op_unlink(op);
+        safe_close(op->buffer_fd);
+        return mfree(op);
+}
+
+static bool sandbox_path_is_valid(const char *p) {
+        /* The agent resolves it; we only refuse what is not a path at all. */
+        if (isempty(p) || strlen(p) > 4096)
+                return false;
+        for (const char *c = p; *c; c++)
+                if ((unsigned char) *c < 0x20)
+                        return false;
+        return true;
+}
+
+int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
+                    sd_bus_error *error) {
+        _cleanup_close_ int passed = fd, buffer = -EBADF;
+        struct agent_file req = *f;
+        json_object *msg;
+        FileOp *op;
+        int r;
+
+        if (s->state != SANDBOX_RUNNING)
+                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                                          s->id, sandbox_state_to_string(s->state));
+        if (!sandbox_path_is_valid(f->path) || (f->op == AGENT_FILE_MOVE && !sandbox_path_is_valid(f->to)))
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "Paths must be 1 to 4096 bytes without control characters.");
+
+        if (f->op == AGENT_FILE_READ && passed < 0) {
+                /* The agent fills a memfd: no pipe to feed, nothing to stall on. */
+                buffer = memfd_create("sandbox-read", MFD_CLOEXEC);
+                if (buffer < 0)
+                        return -errno;
+                if (req.length == AGENT_FILE_UNLIMITED || req.length > FILE_READ_MAX)
+                        req.length = FILE_READ_MAX;
+                passed = fcntl(buffer, F_DUPFD_CLOEXEC, 3);
+                if (passed < 0)
+                        return -errno;
+        }
+        if (agent_file_op_nfds(f->op) != (passed >= 0 ? 1U : 0U))
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "This file operation needs %zu descriptor(s).", agent_file_op_nfds(f->op));
+
+        op = calloc(1, sizeof(FileOp));
+        if (!op)
+                return -ENOMEM;
+        *op = (FileOp) {
+                .sandbox = s,
+                .id = ++s->next_exec_id,
+                .buffer_fd = TAKE_FD(buffer),
+                .cb = cb,
+                .userdata = userdata,
+                .next = s->file_ops,
+        };
+        if (s->file_ops)
+                s->file_ops->prev = op;
+        s->file_ops = op;
+
+        req.id = op->id;
+        msg = agent_msg_file(&req);
+        if (!msg) {
+                file_op_free(op);
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Invalid file operation.");
+        }
+        r = agent_send(s->control_fd, msg, passed >= 0 ? &passed : NULL, passed >= 0 ? 1 : 0);
+        json_object_put(msg);
+        if (r < 0) {
+                file_op_free(op);
+                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                                          "Failed to hand the file operation to sandbox %s: %s", s->id, strerror(-r));
+        }
+        return 0;
+}
+
+static void file_op_finish(FileOp *op, const struct agent_file_result *result, const sd_bus_error *error) {
+        _cleanup_free_ void *data = NULL;
+        size_t size = 0;
+
+        if (result && result->error == 0 && op->buffer_fd >= 0) {
+                struct stat st;
+                if (fstat(op->buffer_fd, &st) >= 0 && st.st_size > 0 && (uint64_t) st.st_size <= FILE_READ_MAX) {
+                        data = malloc(st.st_size);
+                        if (data && pread(op->buffer_fd, data, st.st_size, 0) == st.st_size)
+                                size = st.st_size;
+                }
+        }
+        op->cb(result, data, size, error, op->userdata);
+        file_op_free(op);
+}
+
+void file_op_on_result(Sandbox *s, const struct agent_file_result *result) {
+        for (FileOp *op = s->file_ops; op; op = op->next)
+                if (op->id == result->id) {
+                        file_op_finish(op, result, NULL);
+                        return;
+                }
+}
+
+void file_op_abort(FileOp *op, const char *reason) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+
+        sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
+        file_op_finish(op, NULL, &error);
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* File operations in a sandbox. sandboxd never resolves a sandbox path itself: the agent
+ * does, inside the sandbox's mount namespace, as the sandbox's uid, so nothing planted
+ * there (symlinks, "..", races, hard links) can lead to a file of the host's. */
+
+#include <systemd/sd-bus.h>
+
+#include "agent-protocol.h"
+
+typedef struct Sandbox Sandbox;
+
+#define FILE_READ_MAX (16ULL * 1024 * 1024)  /* ReadFile returns at most this much */
+
+/* result is NULL (and error set) when the operation failed before or in the agent. For
+ * reads, data/size hold what was read. */
+typedef void (*file_callback_t)(const struct agent_file_result *result, const void *data, size_t size,
+                                const sd_bus_error *error, void *userdata);
+
+/* Starts f in s. fd: the descriptor the op carries (write/upload: the source; read:
+ * NULL here, sandboxd provides the buffer; download: the destination), or -EBADF. Takes
+ * fd. User errors (not running, bad path) come back as -errno with error set. */
+int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
+                    sd_bus_error *error);

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The file methods of io.sandboxd.Sandbox1.Sandbox: translation between D-Bus and the
+ * core's sandbox_file_op(); every path is resolved by the agent inside the sandbox. */
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "bus-util.h"
+#include "fd-util.h"
+#include "file-op.h"
+#include "log.h"
+#include "sandbox-dbus.h"
+#include "sandbox-errors.h"
+
+static int append_entry(sd_bus_message *reply, const struct agent_file_entry *e) {
+        return sd_bus_message_append(reply, "(sstuxs)", strempty(e->path),
+                                     strempty(agent_file_type_to_string(e->type)), e->size,
+                                     (uint32_t) e->mode, e->mtime_usec, strempty(e->target));
+}
+
+static void on_file_done(const struct agent_file_result *result, const void *data, size_t size,
+                         const sd_bus_error *error, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata, *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        const char *member = sd_bus_message_get_member(call);
+        int r;
+
+        if (error) {
+                bus_reply_error(call, error);
+                return;
+        }
+        if (result->error != 0) {
+                const char *path = NULL;
+                (void) sd_bus_message_rewind(call, true);
+                (void) sd_bus_message_read(call, "s", &path);
+                sd_bus_error_set_errnof(&e, result->error, "%s: %m", strempty(path));
+                bus_reply_error(call, &e);
+                return;
+        }
+
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0) {
+                if (streq(member, "ReadFile"))
+                        r = sd_bus_message_append_array(reply, 'y', data ?: "", size);
+                else if (streq(member, "Download") || streq(member, "Upload") || streq(member, "WriteFile"))
+                        r = sd_bus_message_append(reply, "t", result->bytes);
+                else if (streq(member, "Stat"))
+                        r = append_entry(reply, &result->stat);
+                else if (streq(member, "ListFiles")) {
+                        r = sd_bus_message_open_container(reply, 'a', "(sstuxs)");
+                        for (size_t i = 0; r >= 0 && i < result->n_entries; i++)
+                                r = append_entry(reply, result->entries + i);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(reply);
+                }
+        }
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send %s reply: %m", member);
+}
+
+static int read_file_options(sd_bus_message *m, struct agent_file *f, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                const char *name;
+                uint32_t mode;
+                int b;
+
+                r = sd_bus_message_read(m, "s", &name);
+                if (r < 0)
+                        return r;
+                if (streq(name, "Mode")) {
+                        r = sd_bus_message_read(m, "v", "u", &mode);
+                        if (r >= 0 && mode > 07777)
+                                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Mode must be at most 07777.");
+                        f->mode = mode;
+                } else if (streq(name, "Append")) {
+                        r = sd_bus_message_read(m, "v", "b", &b);
+                        f->append = b;
+                } else if (streq(name, "CreateParents")) {
+                        r = sd_bus_message_read(m, "v", "b", &b);
+                        f->parents = b;
+                } else if (streq(name, "Max"))
+                        r = sd_bus_message_read(m, "v", "t", &f->max);
+                else
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown file option '%.64s'.", name);
+                if (r < 0)
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "File option %.64s has the wrong type.", name);
+                r = sd_bus_message_exit_container(m);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(m);
+}
+
+/* Arguments are read after the polkit check, from the call itself. */
+static int file_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+        const char *member = sd_bus_message_get_member(call), *path, *to;
+        struct agent_file f;
+        int fd = -EBADF, b, r;
+
+        if (!s)
+                return -ENOENT;
+        r = sd_bus_message_read(call, "s", &path);
+        if (r < 0)
+                return r;
+
+        if (streq(member, "ReadFile")) {
+                f = AGENT_FILE_INIT(0, AGENT_FILE_READ, path);
+                r = sd_bus_message_read(call, "tt", &f.offset, &f.length);
+                if (r >= 0 && f.length == 0)
+                        f.length = AGENT_FILE_UNLIMITED;
+        } else if (streq(member, "WriteFile")) {
+                const void *data;
+                size_t size;
+                f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, path);
+                r = sd_bus_message_read_array(call, 'y', &data, &size);
+                if (r >= 0)
+                        r = read_file_options(call, &f, error);
+                if (r >= 0)
+                        r = fd = memfd_new_with_data("sandbox-write", data, size);
+        } else if (streq(member, "Upload") || streq(member, "Download")) {
+                int borrowed;
+                struct stat st;
+                f = AGENT_FILE_INIT(0, streq(member, "Upload") ? AGENT_FILE_WRITE : AGENT_FILE_READ, path);
+                r = sd_bus_message_read(call, "h", &borrowed);
+                if (r >= 0)
+                        r = read_file_options(call, &f, error);
+                if (r >= 0 && (fstat(borrowed, &st) < 0 || (fcntl(borrowed, F_GETFL) & O_PATH) ||
+                               !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))))
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                                  "The descriptor must be a regular file, pipe or socket.");
+                if (r >= 0)
+                        r = fd = fcntl(borrowed, F_DUPFD_CLOEXEC, 3);
+        } else if (streq(member, "ListFiles")) {
+                uint32_t depth;
+                f = AGENT_FILE_INIT(0, AGENT_FILE_LIST, path);
+                r = sd_bus_message_read(call, "u", &depth);
+                if (r >= 0 && (depth < 1 || depth > AGENT_FILE_DEPTH_MAX))
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                                  "depth must be between 1 and %u.", AGENT_FILE_DEPTH_MAX);
+                f.depth = depth;
+        } else if (streq(member, "Stat"))
+                f = AGENT_FILE_INIT(0, AGENT_FILE_STAT, path);
+        else if (streq(member, "MakeDirectory")) {
+                f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, path);
+                r = sd_bus_message_read(call, "b", &b);
+                f.parents = b;
+        } else if (streq(member, "Remove")) {
+                f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, path);
+                r = sd_bus_message_read(call, "b", &b);
+                f.recursive = b;
+        } else {
+                f = AGENT_FILE_INIT(0, AGENT_FILE_MOVE, path);
+                r = sd_bus_message_read(call, "s", &to);
+                f.to = to;
+        }
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+
+        r = sandbox_file_op(s, &f, fd, on_file_done, sd_bus_message_ref(call), error);
+        if (r < 0)
+                sd_bus_message_unref(call);
+        return r;
+}
+
+int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+        uid_t uid;
+        int r;
+
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
+                return r;
+        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
+                                         file_authorized, NULL);
+}
