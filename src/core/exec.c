@@ -21,9 +21,22 @@ uint64_t exec_get_id(const Exec *e) {
 }
 
 bool output_buffer_append(OutputBuffer *b, const void *data, size_t n) {
+        if (b->keep_tail && b->max > 0 && b->size + n > b->max) {
+                /* Make room by dropping the oldest: keep the newest max bytes. */
+                size_t take = MIN(n, b->max), drop = MIN(b->size, b->size + take - b->max);
+                if (drop > 0) {
+                        memmove(b->data, b->data + drop, b->size - drop);
+                        b->size -= drop;
+                }
+                data = (const char *) data + (n - take);
+                b->total += n - take;
+                n = take;
+        }
         size_t keep = b->size < b->max ? MIN(n, b->max - b->size) : 0;
 
         b->total += n;
+        if (b->keep_tail && keep < n)
+                keep = n; /* cannot happen: room was made above */
         if (keep > 0) {
                 char *d = realloc(b->data, b->size + keep);
                 if (!d)
@@ -55,13 +68,52 @@ void exec_result_from_exit(ExecResult *r, const struct agent_exit *x, bool timed
         r->max_rss_bytes = x->maxrss_kb * 1024ULL;
 }
 
+typedef struct ExecWaiter {
+        Exec *exec;
+        exec_callback_t cb;
+        void *userdata;
+        sd_event_source *timer;
+        struct ExecWaiter *next;
+} ExecWaiter;
+
 static void exec_unlink(Exec *e);
+
+/* Answers everyone waiting for e: with its result, or with error. */
+static void exec_notify_waiters(Exec *e, const sd_bus_error *error) {
+        while (e->waiters) {
+                ExecWaiter *w = e->waiters;
+                e->waiters = w->next;
+                sd_event_source_disable_unref(w->timer);
+                w->cb(e, error ? NULL : &e->result, error, w->userdata);
+                free(w);
+        }
+}
+
+static void exec_unlink_finished(Exec *e) {
+        Sandbox *s = e->sandbox;
+
+        for (Exec **p = &s->finished; *p; p = &(*p)->next)
+                if (*p == e) {
+                        *p = e->next;
+                        s->n_finished--;
+                        break;
+                }
+        e->next = e->prev = NULL;
+        e->sandbox = NULL;
+}
 
 Exec *exec_free(Exec *e) {
         if (!e)
                 return NULL;
-        if (e->sandbox)
+        if (e->sandbox && e->exited && e->config.background)
+                exec_unlink_finished(e);
+        else if (e->sandbox)
                 exec_unlink(e);
+        if (e->waiters) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                sandbox_error_setf(&error, SANDBOX_ERROR_NO_SUCH_PROCESS, "The process is gone with its sandbox.");
+                exec_notify_waiters(e, &error);
+        }
         sd_event_source_disable_unref(e->out_source);
         sd_event_source_disable_unref(e->err_source);
         sd_event_source_disable_unref(e->timeout_source);
@@ -184,7 +236,33 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
 
         exec_result_from_exit(&e->result, x, e->timed_out, exec_read_oom_kills(e) > e->oom_kills_before);
         e->exited = true;
-        exec_deliver(e);
+        if (!e->config.background) {
+                exec_deliver(e);
+                return;
+        }
+
+        /* A background process: kept, with its result, among the finished (bounded). */
+        Sandbox *s = e->sandbox;
+        exec_unlink(e);
+        e->sandbox = s;
+        e->next = s->finished;
+        s->finished = e;
+        if (++s->n_finished > SANDBOX_FINISHED_MAX) {
+                Exec *oldest = s->finished;
+                while (oldest->next)
+                        oldest = oldest->next;
+                exec_free(oldest);
+        }
+        log_sandbox(s, LOG_DEBUG, 0, "Background process %" PRIu64 " ended with %i.", e->id, e->result.exit_status);
+        exec_notify_waiters(e, NULL);
+}
+
+void exec_on_agent_started(Sandbox *s, uint64_t id, pid_t pid) {
+        for (Exec *e = s->execs; e; e = e->next)
+                if (e->id == id) {
+                        e->pid = pid;
+                        return;
+                }
 }
 
 void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x) {
@@ -215,7 +293,10 @@ void exec_abort(Exec *e, const char *reason) {
         exec_callback_t cb = e->cb;
         void *userdata = e->userdata;
         e->cb = NULL;
-        cb(e, NULL, &error, userdata);
+        if (cb)
+                cb(e, NULL, &error, userdata);
+        else
+                exec_notify_waiters(e, &error);
         exec_free(e);
 }
 
@@ -299,6 +380,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         e->out_fd = TAKE_FD(out[0]);
         e->err_fd = TAKE_FD(err[0]);
         e->result.out.max = e->result.err.max = e->config.output_max;
+        e->result.out.keep_tail = e->result.err.keep_tail = e->config.background;
         e->cb = cb;
         e->userdata = userdata;
         e->next = s->execs;
@@ -311,7 +393,8 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 r = sd_event_add_io(m->event, &e->out_source, e->out_fd, EPOLLIN, on_output, e);
         if (r >= 0 && e->err_fd >= 0)
                 r = sd_event_add_io(m->event, &e->err_source, e->err_fd, EPOLLIN, on_output, e);
-        if (r >= 0)
+        /* A background process has no timeout unless one was asked for. */
+        if (r >= 0 && (!e->config.background || e->config.timeout_set))
                 r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
                                                e->config.timeout_sec * 1000000ULL, 0, on_exec_timeout, e);
         if (r < 0)
@@ -343,4 +426,111 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
 fail:
         exec_free(e);
         return r;
+}
+
+int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, sd_bus_error *error) {
+        int r;
+
+        c->background = true;
+        r = sandbox_exec(s, c, NULL, NULL, error);
+        if (r < 0)
+                return r;
+        *ret_id = s->next_exec_id; /* exec_start took the latest id */
+        return 0;
+}
+
+Exec *sandbox_find_process(Sandbox *s, uint64_t id) {
+        for (Exec *e = sandbox_next_process(s, NULL); e; e = sandbox_next_process(s, e))
+                if (e->id == id)
+                        return e;
+        return NULL;
+}
+
+Exec *sandbox_next_process(Sandbox *s, Exec *prev) {
+        Exec *e;
+
+        if (!prev)
+                e = s->execs;
+        else if (!prev->exited)
+                e = prev->next;
+        else
+                return prev->next;
+        for (; e; e = e->next)
+                if (e->config.background)
+                        return e;
+        return s->finished;
+}
+
+int exec_signal(Exec *e, int sig, sd_bus_error *error) {
+        json_object *msg;
+        int r;
+
+        if (sig < 1 || sig > 64)
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Signal %i is not a signal.", sig);
+        if (!exec_is_running(e))
+                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
+        msg = agent_msg_kill(e->id, sig);
+        if (!msg)
+                return -ENOMEM;
+        r = agent_send(e->sandbox->control_fd, msg, NULL, 0);
+        json_object_put(msg);
+        return r;
+}
+
+static int on_wait_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
+        ExecWaiter *w = userdata;
+        Exec *e = w->exec;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+
+        for (ExecWaiter **p = &e->waiters; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
+        sandbox_error_setf(&error, SANDBOX_ERROR_STILL_RUNNING, "Process %" PRIu64 " is still running.", e->id);
+        sd_event_source_disable_unref(w->timer);
+        w->cb(e, NULL, &error, w->userdata);
+        free(w);
+        return 0;
+}
+
+int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata, sd_bus_error *error) {
+        ExecWaiter *w;
+        int r;
+
+        if (e->exited) {
+                cb(e, &e->result, NULL, userdata);
+                return 0;
+        }
+        w = calloc(1, sizeof(ExecWaiter));
+        if (!w)
+                return -ENOMEM;
+        *w = (ExecWaiter) { .exec = e, .cb = cb, .userdata = userdata };
+        if (timeout_usec > 0) {
+                r = sd_event_add_time_relative(e->sandbox->manager->event, &w->timer, CLOCK_MONOTONIC,
+                                               timeout_usec, 0, on_wait_timeout, w);
+                if (r < 0) {
+                        free(w);
+                        return r;
+                }
+        }
+        w->next = e->waiters;
+        e->waiters = w;
+        return 0;
+}
+
+bool exec_is_running(const Exec *e) {
+        return !e->exited;
+}
+
+pid_t exec_get_pid(const Exec *e) {
+        return e->pid;
+}
+
+char * const *exec_get_argv(const Exec *e) {
+        return e->config.argv;
+}
+
+const ExecResult *exec_get_result(const Exec *e) {
+        return &e->result;
 }

@@ -20,6 +20,7 @@ typedef struct OutputBuffer {
         size_t size;    /* kept */
         uint64_t total; /* produced, including what was dropped */
         size_t max;
+        bool keep_tail; /* background processes: the newest output is what matters */
 } OutputBuffer;
 
 typedef struct ExecResult {
@@ -46,3 +47,18 @@ bool output_buffer_append(OutputBuffer *b, const void *data, size_t n);
 void output_buffer_done(OutputBuffer *b);
 
 uint64_t exec_get_id(const Exec *e);
+
+/* Background processes (Start): they run until they end, are signalled, or the sandbox
+ * ends; their output so far and, once ended, their result stay readable. */
+int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, sd_bus_error *error);
+Exec *sandbox_find_process(Sandbox *s, uint64_t id);
+/* Iterates the sandbox's background processes, running ones first: pass NULL to start. */
+Exec *sandbox_next_process(Sandbox *s, Exec *prev);
+int exec_signal(Exec *e, int sig, sd_bus_error *error);
+/* cb runs once the process has ended (at once if it has), or with StillRunning after
+ * timeout_usec (0: no timeout). */
+int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata, sd_bus_error *error);
+bool exec_is_running(const Exec *e);
+pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */
+char * const *exec_get_argv(const Exec *e);
+const ExecResult *exec_get_result(const Exec *e); /* output so far; exit fields once ended */

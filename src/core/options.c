@@ -173,6 +173,7 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 r = option_get_u64(name, v, &c->timeout_sec, error);
                 if (r < 0)
                         return r;
+                c->timeout_set = true;
                 return check_range(name, c->timeout_sec, 1, EXEC_TIMEOUT_MAX_SEC, error);
         }
         if (streq(name, "OutputMax")) {

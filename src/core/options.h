@@ -61,6 +61,8 @@ typedef struct ExecConfig {
         int stdin_fd;
         int stdout_fd;
         int stderr_fd;
+        bool background;  /* Start(), not Exec(): no timeout unless asked, no reply */
+        bool timeout_set;
 } ExecConfig;
 
 /* The machine the limits are checked against. */

@@ -12,6 +12,8 @@
 #define SANDBOX_ERROR_TOO_MANY_SANDBOXES "io.sandboxd.Sandbox1.TooManySandboxes"
 #define SANDBOX_ERROR_SANDBOX_FAILED     "io.sandboxd.Sandbox1.SandboxFailed"
 #define SANDBOX_ERROR_SYSTEMD_FAILED     "io.sandboxd.Sandbox1.SystemdFailed"
+#define SANDBOX_ERROR_NO_SUCH_PROCESS    "io.sandboxd.Sandbox1.NoSuchProcess"
+#define SANDBOX_ERROR_STILL_RUNNING      "io.sandboxd.Sandbox1.StillRunning"
 
 #include <systemd/sd-bus.h>
 

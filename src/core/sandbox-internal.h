@@ -9,6 +9,9 @@
 #include "scope.h"
 #include "template.h"
 
+/* Ended background processes kept for their results, per sandbox. */
+#define SANDBOX_FINISHED_MAX 64U
+
 typedef struct DestroyWaiter DestroyWaiter;
 typedef struct FileOp FileOp;
 struct DestroyWaiter {
@@ -30,7 +33,9 @@ struct Exec {
         uint64_t timeout_left_usec;   /* while the sandbox is paused */
         bool timed_out;
         bool exited;          /* result is final, waiting only to be delivered */
+        pid_t pid;            /* inside the sandbox, from the agent's "started" */
         ExecResult result;
+        struct ExecWaiter *waiters;
         exec_callback_t cb;
         void *userdata;
         Exec *next, *prev;
@@ -73,7 +78,9 @@ struct Sandbox {
         bool saved;           /* state file and fd store entry exist */
         char *failure;        /* why it is going away, if not asked to */
 
-        Exec *execs;
+        Exec *execs;          /* running */
+        Exec *finished;       /* background processes that ended, newest first */
+        unsigned n_finished;
         FileOp *file_ops;
         uint64_t next_exec_id;   /* ids of execs and file operations alike */
 
@@ -124,6 +131,7 @@ FileOp *file_op_free(FileOp *op);
 /* exec.c */
 int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
 void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
+void exec_on_agent_started(Sandbox *s, uint64_t id, pid_t pid);
 /* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
 void exec_abort(Exec *e, const char *reason);
 /* Pausing stops the clock of every exec's timeout; resuming restarts it. */

@@ -145,6 +145,8 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 exec_free(s->execs);
         while (s->file_ops)
                 file_op_free(s->file_ops);
+        while (s->finished)
+                exec_free(s->finished);
         while (s->waiters) {
                 DestroyWaiter *w = s->waiters;
                 s->waiters = w->next;
@@ -403,6 +405,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         struct agent_exit x;
                         if (agent_parse_exit(msg, &x) >= 0)
                                 exec_on_agent_exit(s, &x);
+                } else if (streq(type, "started")) {
+                        uint64_t id;
+                        pid_t pid;
+                        if (agent_parse_started(msg, &id, &pid) >= 0)
+                                exec_on_agent_started(s, id, pid);
                 } else if (streq(type, "file-result")) {
                         struct agent_file_result fr = {};
                         if (agent_parse_file_result(msg, &fr) >= 0)

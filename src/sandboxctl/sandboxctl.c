@@ -254,6 +254,9 @@ static int help(void) {
                "  exec ID [--] CMD...         Run a command in a sandbox\n"
                "  run [--] CMD...             Run a command in a new ephemeral sandbox\n"
                "  destroy ID...               Destroy one or more sandboxes\n"
+               "  pause ID...                 Freeze all processes of sandboxes\n"
+               "  resume ID...                Let paused sandboxes run again\n"
+               "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
                "\n"
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
@@ -266,12 +269,15 @@ static int help(void) {
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
+               "     --disk=SIZE              Size of /work and of /tmp each (default: 1G)\n"
                "     --timeout=SECONDS        create: lifetime of the sandbox (0: none)\n"
                "                              exec, run: limit on the command (default: %2$" PRIu64 ")\n"
+               "     --idle-timeout=SECONDS   create, set-timeout: destroy the sandbox after\n"
+               "                              SECONDS without a running command (0: never)\n"
                "  -E --env=NAME=VALUE         Set an environment variable for the command\n"
                "     --workdir=PATH           Working directory inside the sandbox\n"
                "     --output-max=SIZE        Bytes kept of stdout and of stderr each\n"
-               "  -n --no-stdin               Do not pass standard input to the command\n"
+               "  -n --no-stdin               Give the command /dev/null as standard input\n"
                "\n"
                "exec and run exit with the command's status, 124 when it timed out, 137 when\n"
                "it was killed for exceeding its memory, and 125 when sandboxctl failed.\n"
@@ -1041,6 +1047,67 @@ static int verb_destroy(int argc, char *argv[], sd_bus *bus) {
         return ret;
 }
 
+/* pause ID… and resume ID…: Pause or Resume, which answer once the sandbox is so. */
+static int verb_pause(int argc, char *argv[], sd_bus *bus) {
+        bool pause = streq(argv[0], "pause");
+        int ret = 0, r;
+
+        for (int i = 1; i < argc; i++) {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_free_ char *path = NULL;
+
+                r = get_sandbox_path(bus, argv[i], &error, &path);
+                if (r >= 0)
+                        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, pause ? "Pause" : "Resume",
+                                               &error, &reply, NULL);
+                if (r < 0) {
+                        r = log_error_errno(r, "Failed to %s sandbox %s: %s", argv[0], argv[i],
+                                            bus_error_message(&error, r));
+                        if (ret == 0)
+                                ret = r;
+                }
+        }
+
+        return ret;
+}
+
+/* set-timeout ID SECONDS [--idle-timeout SECONDS]: without --idle-timeout, the idle
+ * timeout stays as it is (SetTimeout sets both). */
+static int verb_set_timeout(int argc, char *argv[], sd_bus *bus) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *id = argv[1];
+        uint64_t lifetime, idle = arg_idle_timeout;
+        int r;
+
+        r = parse_seconds(argv[2], &lifetime);
+        if (r < 0)
+                return log_error_errno(r, "Invalid lifetime '%s', expected seconds (0: none), optionally "
+                                       "with a unit (s, min, h, d): %m", argv[2]);
+
+        r = get_sandbox_path(bus, id, &error, &path);
+        if (r < 0)
+                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+
+        if (!(arg_set & OPT_IDLE)) {
+                r = sd_bus_get_property_trivial(bus, BUS_NAME, path, SANDBOX_INTERFACE, "IdleTimeout",
+                                                &error, 't', &idle);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to get the idle timeout of sandbox %s: %s",
+                                               id, bus_error_message(&error, r));
+        }
+
+        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "SetTimeout",
+                               &error, &reply, "tt", lifetime, idle);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set the timeouts of sandbox %s: %s",
+                                       id, bus_error_message(&error, r));
+
+        return 0;
+}
+
 typedef struct SandboxInfo {
         const char *id;
         const char *template;
@@ -1211,6 +1278,10 @@ typedef struct SandboxStatus {
         uint64_t memory_max;
         uint64_t cpu_quota_per_sec_usec;
         uint64_t tasks_max;
+        uint64_t disk_max;
+        uint64_t timeout;
+        uint64_t idle_timeout;
+        uint64_t deadline;
         int ephemeral;
 } SandboxStatus;
 
@@ -1224,6 +1295,10 @@ enum {
         PROP_MEMORY_MAX,
         PROP_CPU_QUOTA,
         PROP_TASKS_MAX,
+        PROP_DISK_MAX,
+        PROP_TIMEOUT,
+        PROP_IDLE_TIMEOUT,
+        PROP_DEADLINE,
         PROP_EPHEMERAL,
 };
 
@@ -1237,6 +1312,10 @@ static const BusField sandbox_properties[] = {
         [PROP_MEMORY_MAX] = { "MemoryMax",          "t", offsetof(SandboxStatus, memory_max)             },
         [PROP_CPU_QUOTA]  = { "CPUQuotaPerSecUSec", "t", offsetof(SandboxStatus, cpu_quota_per_sec_usec) },
         [PROP_TASKS_MAX]  = { "TasksMax",           "t", offsetof(SandboxStatus, tasks_max)              },
+        [PROP_DISK_MAX]   = { "DiskMax",            "t", offsetof(SandboxStatus, disk_max)               },
+        [PROP_TIMEOUT]    = { "Timeout",            "t", offsetof(SandboxStatus, timeout)                },
+        [PROP_IDLE_TIMEOUT] = { "IdleTimeout",      "t", offsetof(SandboxStatus, idle_timeout)           },
+        [PROP_DEADLINE]   = { "Deadline",           "t", offsetof(SandboxStatus, deadline)               },
         [PROP_EPHEMERAL]  = { "Ephemeral",          "b", offsetof(SandboxStatus, ephemeral)              },
 };
 
@@ -1250,6 +1329,10 @@ static const char *const sandbox_property_json_keys[] = {
         [PROP_MEMORY_MAX] = "memory_max",
         [PROP_CPU_QUOTA]  = "cpu_quota_per_sec_usec",
         [PROP_TASKS_MAX]  = "tasks_max",
+        [PROP_DISK_MAX]   = "disk_max",
+        [PROP_TIMEOUT]    = "timeout",
+        [PROP_IDLE_TIMEOUT] = "idle_timeout",
+        [PROP_DEADLINE]   = "deadline",
         [PROP_EPHEMERAL]  = "ephemeral",
 };
 
@@ -1301,42 +1384,89 @@ static const char *format_limit_u64(char *buf, size_t l, uint64_t v) {
         return buf;
 }
 
+/* 5025 → "1h 23min 45s"; 0 → "0s". */
+static char *format_seconds(char *buf, size_t l, uint64_t sec) {
+        static const struct { const char *suffix; uint64_t sec; } units[] = {
+                { "d", 86400 }, { "h", 3600 }, { "min", 60 }, { "s", 1 },
+        };
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                uint64_t k = sec / units[i].sec;
+                int w;
+
+                if (k == 0 && !(i == ELEMENTSOF(units) - 1 && n == 0))
+                        continue;
+                sec -= k * units[i].sec;
+                w = snprintf(buf + n, l - n, "%s%" PRIu64 "%s", n > 0 ? " " : "", k, units[i].suffix);
+                if (w < 0 || (size_t) w >= l - n)
+                        return NULL;
+                n += (size_t) w;
+        }
+        return buf;
+}
+
 static int status_print_text(const SandboxStatus *s, unsigned seen) {
-        char buf[64];
+        char buf[64], span[64];
 
 #define SEEN(p) (seen & (1U << (p)))
         if (SEEN(PROP_ID))
-                printf("       Id: %s\n", s->id);
+                printf("         Id: %s\n", s->id);
         if (SEEN(PROP_TEMPLATE))
-                printf(" Template: %s\n", s->template);
+                printf("   Template: %s\n", s->template);
         if (SEEN(PROP_OWNER)) {
                 _cleanup_free_ char *name = format_owner((uid_t) s->owner);
 
                 if (!name)
                         return log_oom();
                 if (streq(name, format_limit_u64(buf, sizeof(buf), s->owner)))
-                        printf("    Owner: %s\n", name);
+                        printf("      Owner: %s\n", name);
                 else
-                        printf("    Owner: %s (%" PRIu32 ")\n", name, s->owner);
+                        printf("      Owner: %s (%" PRIu32 ")\n", name, s->owner);
         }
         if (SEEN(PROP_STATE))
-                printf("    State: %s\n", s->state);
+                printf("      State: %s\n", s->state);
         if (SEEN(PROP_UNIT))
-                printf("     Unit: %s\n", s->unit);
+                printf("       Unit: %s\n", s->unit);
         if (SEEN(PROP_CREATED_AT))
-                printf("  Created: %s\n", format_timestamp(buf, sizeof(buf), s->created_at) ?: "n/a");
+                printf("    Created: %s\n", format_timestamp(buf, sizeof(buf), s->created_at) ?: "n/a");
+        if (SEEN(PROP_TIMEOUT))
+                printf("    Timeout: %s\n", s->timeout == 0 ? "none" :
+                       format_seconds(buf, sizeof(buf), s->timeout) ?: "n/a");
+        if (SEEN(PROP_DEADLINE)) {
+                struct timespec ts;
+                uint64_t now = 0;
+
+                if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+                        now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+                if (s->deadline == 0)
+                        printf("   Deadline: never\n");
+                else if (s->deadline > now)
+                        printf("   Deadline: %s; in %s\n", format_timestamp(buf, sizeof(buf), s->deadline) ?: "n/a",
+                               format_seconds(span, sizeof(span), (s->deadline - now + USEC_PER_SEC - 1) / USEC_PER_SEC) ?: "n/a");
+                else
+                        printf("   Deadline: %s\n", format_timestamp(buf, sizeof(buf), s->deadline) ?: "n/a");
+        }
+        if (SEEN(PROP_IDLE_TIMEOUT))
+                printf("IdleTimeout: %s\n", s->idle_timeout == 0 ? "none" :
+                       format_seconds(buf, sizeof(buf), s->idle_timeout) ?: "n/a");
         if (SEEN(PROP_MEMORY_MAX))
-                printf("MemoryMax: %s\n",
+                printf("  MemoryMax: %s\n",
                        s->memory_max == UINT64_MAX ? "infinity" :
                        format_bytes(buf, sizeof(buf), s->memory_max) ?: "n/a");
         if (SEEN(PROP_CPU_QUOTA))
-                printf(" CPUQuota: %s\n",
+                printf("   CPUQuota: %s\n",
                        s->cpu_quota_per_sec_usec == UINT64_MAX ? "infinity" :
                        format_cpu_quota(buf, sizeof(buf), s->cpu_quota_per_sec_usec) ?: "n/a");
         if (SEEN(PROP_TASKS_MAX))
-                printf(" TasksMax: %s\n", format_limit_u64(buf, sizeof(buf), s->tasks_max));
+                printf("   TasksMax: %s\n", format_limit_u64(buf, sizeof(buf), s->tasks_max));
+        if (SEEN(PROP_DISK_MAX))
+                printf("    DiskMax: %s\n",
+                       s->disk_max == UINT64_MAX ? "infinity" :
+                       format_bytes(buf, sizeof(buf), s->disk_max) ?: "n/a");
         if (SEEN(PROP_EPHEMERAL))
-                printf("Ephemeral: %s\n", s->ephemeral ? "yes" : "no");
+                printf("  Ephemeral: %s\n", s->ephemeral ? "yes" : "no");
 #undef SEEN
 
         return 0;
@@ -1502,8 +1632,11 @@ static const Verb verbs[] = {
         { "status",    2, 2,        0,                      false, true,  verb_status    },
         { "create",    1, 1,        OPTS_CREATE,            false, true,  verb_create    },
         { "exec",      3, ARGS_ANY, OPTS_EXEC,              true,  true,  verb_exec      },
-        { "run",       2, ARGS_ANY, OPTS_CREATE|OPTS_EXEC,  true,  true,  verb_run       },
+        { "run",       2, ARGS_ANY, OPTS_SANDBOX|OPTS_EXEC, true,  true,  verb_run       },
         { "destroy",   2, ARGS_ANY, 0,                      false, true,  verb_destroy   },
+        { "pause",     2, ARGS_ANY, 0,                      false, true,  verb_pause     },
+        { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
+        { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
@@ -1532,8 +1665,11 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         n = (unsigned) argc;
 
         if (n < verb->min_args) {
-                if (STR_IN_SET(verb->name, "status", "destroy", "exec") && n == 1)
+                if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);
+                if (streq(verb->name, "set-timeout"))
+                        return log_error("Missing lifetime: %s set-timeout ID SECONDS [--idle-timeout SECONDS]",
+                                         program_invocation_short_name);
                 if (streq(verb->name, "exec"))
                         return log_error("Missing command to execute: %s exec ID -- CMD...", program_invocation_short_name);
                 if (streq(verb->name, "run"))
@@ -1575,6 +1711,8 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_TIMEOUT,
                 ARG_WORKDIR,
                 ARG_OUTPUT_MAX,
+                ARG_IDLE_TIMEOUT,
+                ARG_DISK,
         };
 
         static const struct option options[] = {
@@ -1590,6 +1728,9 @@ static int parse_argv(int argc, char *argv[]) {
                 { "workdir",    required_argument, NULL, ARG_WORKDIR    },
                 { "output-max", required_argument, NULL, ARG_OUTPUT_MAX },
                 { "no-stdin",   no_argument,       NULL, 'n'            },
+                { "idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT },
+                { "idle",       required_argument, NULL, ARG_IDLE_TIMEOUT },
+                { "disk",       required_argument, NULL, ARG_DISK       },
                 {}
         };
 
@@ -1682,6 +1823,24 @@ static int parse_argv(int argc, char *argv[]) {
 
                 case 'n':
                         arg_set |= OPT_NO_STDIN;
+                        break;
+
+                case ARG_IDLE_TIMEOUT:
+                        r = parse_seconds(optarg, &arg_idle_timeout);
+                        if (r < 0) {
+                                log_error_errno(r, "Invalid --idle-timeout '%s', expected seconds (0: none), optionally with a unit (s, min, h, d): %m", optarg);
+                                failed = true;
+                        }
+                        arg_set |= OPT_IDLE;
+                        break;
+
+                case ARG_DISK:
+                        r = parse_size(optarg, &arg_disk_max);
+                        if (r < 0) {
+                                log_error_errno(r, "Invalid --disk '%s', expected a size such as 512M or 2G: %m", optarg);
+                                failed = true;
+                        }
+                        arg_set |= OPT_DISK;
                         break;
 
                 case '?':

@@ -35,3 +35,7 @@ int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action,
 
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
+/* sandbox-processes-dbus.c */
+int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error);
