@@ -402,7 +402,11 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
 
         e->oom_kills_before = exec_read_oom_kills(e);
 
-        msg = agent_msg_exec(e->id, e->config.argv, env, e->config.working_directory);
+        if (e->config.tty) {
+                struct agent_winsize ws = { .rows = e->config.tty_rows ?: 24, .cols = e->config.tty_cols ?: 80 };
+                msg = agent_msg_exec_tty(e->id, e->config.argv, env, e->config.working_directory, &ws);
+        } else
+                msg = agent_msg_exec(e->id, e->config.argv, env, e->config.working_directory);
         if (!msg) {
                 r = -ENOMEM;
                 goto fail;
@@ -533,4 +537,21 @@ char * const *exec_get_argv(const Exec *e) {
 
 const ExecResult *exec_get_result(const Exec *e) {
         return &e->result;
+}
+
+int exec_resize_terminal(Exec *e, uint16_t rows, uint16_t cols, sd_bus_error *error) {
+        struct agent_winsize ws = { .rows = rows, .cols = cols };
+        json_object *msg;
+        int r;
+
+        if (!e->config.tty)
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Process %" PRIu64 " has no terminal.", e->id);
+        if (!exec_is_running(e))
+                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
+        msg = agent_msg_resize(e->id, &ws);
+        if (!msg)
+                return -ENOMEM;
+        r = agent_send(e->sandbox->control_fd, msg, NULL, 0);
+        json_object_put(msg);
+        return r;
 }

@@ -59,6 +59,7 @@ int exec_signal(Exec *e, int sig, sd_bus_error *error);
  * timeout_usec (0: no timeout). */
 int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata, sd_bus_error *error);
 bool exec_is_running(const Exec *e);
+int exec_resize_terminal(Exec *e, uint16_t rows, uint16_t cols, sd_bus_error *error);
 pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */
 char * const *exec_get_argv(const Exec *e);
 const ExecResult *exec_get_result(const Exec *e); /* output so far; exit fields once ended */

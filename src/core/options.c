@@ -225,6 +225,23 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 return 0;
         }
 
+        if (streq(name, "TTY")) {
+                if (!option_is(v, "b"))
+                        return option_type_error(name, v, "b", error);
+                c->tty = v->b;
+                return 0;
+        }
+        if (streq(name, "TerminalRows") || streq(name, "TerminalColumns")) {
+                uint64_t n = 0;
+                r = option_get_u64(name, v, &n, error);
+                if (r < 0)
+                        return r;
+                r = check_range(name, n, 1, UINT16_MAX, error);
+                if (r < 0)
+                        return r;
+                *(streq(name, "TerminalRows") ? &c->tty_rows : &c->tty_cols) = (uint16_t) n;
+                return 0;
+        }
         if (streq(name, "StandardInput") || streq(name, "StandardOutput") || streq(name, "StandardError")) {
                 int *dest = streq(name, "StandardInput") ? &c->stdin_fd :
                             streq(name, "StandardOutput") ? &c->stdout_fd : &c->stderr_fd;
@@ -270,6 +287,11 @@ int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
 }
 
 int exec_config_finalize(ExecConfig *c, sd_bus_error *error) {
+        /* A terminal is relayed between the caller's descriptors and the process: without
+         * them there is no one at the other end. */
+        if (c->tty && (c->stdin_fd < 0 || c->stdout_fd < 0))
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "TTY needs StandardInput and StandardOutput.");
         if (c->stdin_fd >= 0 && c->stdin_data)
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                           "Stdin and StandardInput cannot both be given.");

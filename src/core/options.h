@@ -61,6 +61,8 @@ typedef struct ExecConfig {
         int stdin_fd;
         int stdout_fd;
         int stderr_fd;
+        bool tty;         /* a pseudo-terminal inside, relayed to StandardInput/Output */
+        uint16_t tty_rows, tty_cols;
         bool background;  /* Start(), not Exec(): no timeout unless asked, no reply */
         bool timeout_set;
 } ExecConfig;

@@ -122,6 +122,15 @@ static int process_authorized(sd_bus_message *call, void *userdata, sd_bus_error
         if (!e)
                 return -ESRCH;
 
+        if (streq(member, "ResizeTerminal")) {
+                uint32_t rows, cols;
+                r = sd_bus_message_read(call, "uu", &rows, &cols);
+                if (r >= 0 && (rows < 1 || cols < 1 || rows > UINT16_MAX || cols > UINT16_MAX))
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Terminal size out of range.");
+                if (r >= 0)
+                        r = exec_resize_terminal(e, (uint16_t) rows, (uint16_t) cols, error);
+                return r < 0 ? r : sd_bus_reply_method_return(call, NULL);
+        }
         if (streq(member, "Signal")) {
                 r = sd_bus_message_read(call, "i", &sig);
                 if (r >= 0)
