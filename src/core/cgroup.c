@@ -65,3 +65,54 @@ int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
                 return r;
         return cgroup_parse_keyed(buf, "oom_kill", ret);
 }
+
+static int read_cgroup_file(const char *cgroup_path, const char *v2_file, const char *v1_controller,
+                            const char *v1_file, char *buf, size_t size) {
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        if (!cgroup_path || cgroup_path[0] != '/')
+                return -EINVAL;
+        if (cgroup_is_unified())
+                r = asprintf(&path, "/sys/fs/cgroup%s/%s", cgroup_path, v2_file);
+        else
+                r = asprintf(&path, "/sys/fs/cgroup/%s%s/%s", v1_controller, cgroup_path, v1_file);
+        if (r < 0)
+                return -ENOMEM;
+        return read_text(path, buf, size);
+}
+
+int cgroup_read_cpu_nsec(const char *cgroup_path, uint64_t *ret) {
+        char buf[1024];
+        uint64_t v;
+        int r;
+
+        r = read_cgroup_file(cgroup_path, "cpu.stat", "cpuacct", "cpuacct.usage", buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        if (cgroup_is_unified()) {
+                r = cgroup_parse_keyed(buf, "usage_usec", &v);
+                if (r < 0)
+                        return r;
+                *ret = v * 1000ULL;
+                return 0;
+        }
+        errno = 0;
+        v = strtoull(buf, NULL, 10);
+        if (errno != 0)
+                return -errno;
+        *ret = v;
+        return 0;
+}
+
+int cgroup_read_memory_peak(const char *cgroup_path, uint64_t *ret) {
+        char buf[64];
+        int r;
+
+        r = read_cgroup_file(cgroup_path, "memory.peak", "memory", "memory.max_usage_in_bytes", buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        errno = 0;
+        *ret = strtoull(buf, NULL, 10);
+        return errno != 0 ? -errno : 0;
+}

@@ -11,3 +11,9 @@
 int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret);
 /* Parses "key value\n" lines (memory.events, memory.oom_control) for key. */
 int cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret);
+
+/* CPU time used by the cgroup so far, in ns (v2 cpu.stat usage_usec, v1 cpuacct.usage). */
+int cgroup_read_cpu_nsec(const char *cgroup_path, uint64_t *ret);
+/* The cgroup's memory high-water mark in bytes (v2 memory.peak, v1
+ * memory.max_usage_in_bytes). */
+int cgroup_read_memory_peak(const char *cgroup_path, uint64_t *ret);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <time.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -224,6 +225,52 @@ static void exec_deliver(Exec *e) {
                 exec_deliver_now(e);
 }
 
+static uint64_t realtime_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+}
+
+/* The record of e: what ran, how it ended, what the unit's cgroup accounted meanwhile. */
+static void exec_record(Exec *e) {
+        Manager *m = e->sandbox->manager;
+        const ExecResult *r = &e->result;
+        uint64_t cpu = 0, peak = 0;
+
+        if (!m->hooks.exec_record)
+                return;
+        if (e->sandbox->cgroup) {
+                if (cgroup_read_cpu_nsec(e->sandbox->cgroup, &cpu) >= 0)
+                        cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
+                (void) cgroup_read_memory_peak(e->sandbox->cgroup, &peak);
+        }
+        m->hooks.exec_record(&(ExecRecordEvent) {
+                .sandbox_id = e->sandbox->id,
+                .exec_id = e->id,
+                .caller = e->config.caller,
+                .argv = e->config.argv,
+                .working_directory = e->config.working_directory,
+                .background = e->config.background,
+                .started_at = e->started_at,
+                .ended_at = realtime_usec(),
+                .exit_status = r->exit_status,
+                .exit_code = r->exit_code,
+                .signal = r->signal,
+                .timed_out = r->timed_out,
+                .oom_killed = r->oom_killed,
+                .truncated = r->truncated,
+                .cpu_usec = r->cpu_usec,
+                .cgroup_cpu_nsec = cpu,
+                .cgroup_memory_peak = peak,
+                .stdout_bytes = r->out.total,
+                .stderr_bytes = r->err.total,
+                .stdout_excerpt = r->out.data,
+                .stdout_excerpt_size = MIN(r->out.size, (size_t) RECORDER_EXCERPT_MAX),
+                .stderr_excerpt = r->err.data,
+                .stderr_excerpt_size = MIN(r->err.size, (size_t) RECORDER_EXCERPT_MAX),
+        }, m->hooks.userdata);
+}
+
 static void exec_complete(Exec *e, const struct agent_exit *x) {
         /* The agent reports after waitpid(): all the process wrote is in the pipes now. */
         if (e->out_fd >= 0)
@@ -236,6 +283,7 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
 
         exec_result_from_exit(&e->result, x, e->timed_out, exec_read_oom_kills(e) > e->oom_kills_before);
         e->exited = true;
+        exec_record(e);
         if (!e->config.background) {
                 exec_deliver(e);
                 return;
@@ -401,6 +449,9 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 goto fail;
 
         e->oom_kills_before = exec_read_oom_kills(e);
+        e->started_at = realtime_usec();
+        if (s->cgroup)
+                (void) cgroup_read_cpu_nsec(s->cgroup, &e->cgroup_cpu_before);
 
         if (e->config.tty) {
                 struct agent_winsize ws = { .rows = e->config.tty_rows ?: 24, .cols = e->config.tty_cols ?: 80 };

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -182,6 +183,24 @@ size_t manager_n_sandboxes(Manager *m) {
 void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
         if (m->hooks.sandbox_state_changed)
                 m->hooks.sandbox_state_changed(s, m->hooks.userdata);
+}
+
+void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
+        struct timespec ts;
+
+        if (!m->hooks.sandbox_record)
+                return;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        m->hooks.sandbox_record(&(SandboxRecordEvent) {
+                .sandbox_id = s->id,
+                .template_name = s->template_name,
+                .payload = "bwrap",
+                .owner = s->owner,
+                .config = &s->config,
+                .created_at = s->created_at,
+                .destroyed_at = end_reason ? (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL : 0,
+                .end_reason = end_reason,
+        }, m->hooks.userdata);
 }
 
 void manager_link_sandbox(Manager *m, Sandbox *s) {

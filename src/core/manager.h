@@ -11,6 +11,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "recorder.h"
 #include "sandbox.h"
 #include "template.h"
 
@@ -32,6 +33,9 @@ typedef struct ManagerHooks {
         void (*sandbox_added)(Sandbox *s, void *userdata);
         void (*sandbox_state_changed)(Sandbox *s, void *userdata);
         void (*sandbox_removed)(Sandbox *s, void *userdata);
+        /* What the record keeps (recorder.h): a sandbox started or ended, an exec ended. */
+        void (*sandbox_record)(const SandboxRecordEvent *ev, void *userdata);
+        void (*exec_record)(const ExecRecordEvent *ev, void *userdata);
         void *userdata;
 } ManagerHooks;
 

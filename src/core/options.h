@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <systemd/sd-bus.h>
 
@@ -64,6 +65,7 @@ typedef struct ExecConfig {
         bool tty;         /* a pseudo-terminal inside, relayed to StandardInput/Output */
         uint16_t tty_rows, tty_cols;
         bool background;  /* Start(), not Exec(): no timeout unless asked, no reply */
+        uid_t caller;     /* who asked, for the record */
         bool timeout_set;
 } ExecConfig;
 

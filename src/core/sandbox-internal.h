@@ -34,6 +34,8 @@ struct Exec {
         bool timed_out;
         bool exited;          /* result is final, waiting only to be delivered */
         pid_t pid;            /* inside the sandbox, from the agent's "started" */
+        uint64_t started_at;  /* µs CLOCK_REALTIME, for the record */
+        uint64_t cgroup_cpu_before;
         ExecResult result;
         struct ExecWaiter *waiters;
         exec_callback_t cb;
@@ -119,6 +121,7 @@ void sandbox_detach(Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
+void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
 void manager_link_sandbox(Manager *m, Sandbox *s);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);

@@ -237,6 +237,7 @@ static void sandbox_finalize(Sandbox *s) {
         if (s->saved) {
                 (void) sandbox_record_remove(m->sandboxes_dir, s->id);
                 sandbox_store_fd(s, false);
+                manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
         manager_unlink_sandbox(m, s);
@@ -370,6 +371,7 @@ static void sandbox_became_ready(Sandbox *s) {
         sandbox_store_fd(s, true);
         sandbox_save(s);
         s->saved = true;
+        manager_record_sandbox(s->manager, s, NULL);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;

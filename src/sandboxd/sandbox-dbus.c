@@ -159,6 +159,7 @@ static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         r = bus_get_sender_uid(m, &uid);
         if (r < 0)
                 return r;
+        c.caller = uid;
 
         return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
                                          exec_authorized, &c);

@@ -46,6 +46,7 @@ int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
         r = bus_get_sender_uid(m, &uid);
         if (r < 0)
                 return r;
+        c.caller = uid;
         return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
                                          start_authorized, &c);
 }

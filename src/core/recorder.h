@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The record of every sandbox and every execution. The core reports events here and goes
+ * on at once: recording never blocks, delays or fails a sandbox or an execution. The
+ * recorder appends each record to a local spool first (the embedded store when no
+ * MariaDB is configured) and replays the spool, in order and idempotently, into MariaDB
+ * from a writer thread when one is configured. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "options.h"
+
+typedef struct Recorder Recorder;
+
+typedef struct RecorderSettings {
+        char *spool_dir;          /* default /var/lib/sandboxd/spool */
+        char *mariadb_socket;     /* NULL and no host: MariaDB not configured */
+        char *mariadb_host;
+        unsigned mariadb_port;
+        char *mariadb_database;
+        char *mariadb_user;
+        char *mariadb_password;   /* read from a file / credential, never argv */
+        uint64_t retention_sec;   /* prune records older than this; 0 = keep */
+} RecorderSettings;
+
+typedef struct SandboxRecordEvent {
+        const char *sandbox_id;
+        const char *template_name;
+        const char *payload;      /* "bwrap", "docker" */
+        uid_t owner;
+        const SandboxConfig *config;
+        uint64_t created_at;      /* µs CLOCK_REALTIME */
+        uint64_t destroyed_at;    /* 0 while it runs */
+        const char *end_reason;   /* NULL while it runs; "destroyed", "timeout", "failed: …" */
+} SandboxRecordEvent;
+
+typedef struct ExecRecordEvent {
+        const char *sandbox_id;
+        uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
+        uid_t caller;
+        char * const *argv;
+        const char *working_directory;
+        bool background;
+        uint64_t started_at;      /* µs CLOCK_REALTIME */
+        uint64_t ended_at;
+        int exit_status, exit_code, signal;
+        bool timed_out, oom_killed, truncated;
+        uint64_t cpu_usec;        /* the process's own (rusage) */
+        uint64_t cgroup_cpu_nsec; /* the sandbox unit's cgroup, during the exec */
+        uint64_t cgroup_memory_peak; /* the unit's cgroup high-water mark, bytes */
+        uint64_t stdout_bytes, stderr_bytes;
+        const void *stdout_excerpt; size_t stdout_excerpt_size; /* capped, verbatim bytes */
+        const void *stderr_excerpt; size_t stderr_excerpt_size;
+} ExecRecordEvent;
+
+#define RECORDER_EXCERPT_MAX 4096U
+
+int recorder_settings_init(RecorderSettings *s);
+void recorder_settings_done(RecorderSettings *s);
+/* Reads /etc/sandboxd/sandboxd.conf and sandboxd.conf.d/\*.conf (or the given path). */
+int recorder_settings_load(RecorderSettings *s, const char *path);
+
+int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **ret);
+Recorder *recorder_free(Recorder *r);
+
+/* Never block, never fail the caller (problems are logged). */
+void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev);
+void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev);
+
+typedef struct ExecutionFilter {
+        const char *sandbox_id;   /* NULL: any */
+        bool any_owner;           /* false: only owner's */
+        uid_t owner;
+        uint64_t since;           /* µs CLOCK_REALTIME, 0: any */
+        unsigned limit;           /* 0: a default (100) */
+} ExecutionFilter;
+
+/* Appends the matching executions to reply in the signature ListExecutions documents in
+ * sandboxd-api(7), newest first. Answered from the local spool, which holds every record
+ * whether or not MariaDB is reachable. */
+int recorder_list_executions(Recorder *r, const ExecutionFilter *f, sd_bus_message *reply);
