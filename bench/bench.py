@@ -16,10 +16,11 @@ and times with CLOCK_MONOTONIC, so no client process start is in the figures:
   create_exec             CreateSandbox(Ephemeral) + Exec /bin/true (returns once the
                           sandbox is gone: the whole create → result → nothing left cycle)
   create_exec_persistent  CreateSandbox + Exec /bin/true; Destroy not timed
-  create, create_first_exec   its two halves
+  create, create_first_exec   its two halves; destroy: the Destroy after it
   exec                    Exec /bin/true in one running sandbox
   ping                    Peer.Ping to sandboxd: one bus round trip
-and, in the same process and run, the floors:
+and, in the same process and run, interleaved with the above (each round runs each once),
+the floors:
   fork_exec               posix_spawn /bin/true + waitpid
   bwrap                   fork, drop to a sandbox uid (as sandboxd does), exec bwrap with
                           the arguments sandboxd gives a shell-template sandbox, running
@@ -95,7 +96,8 @@ def find_client(system, explicit):
     out = os.path.join(system.workdir, 'sandbox-bench')
     flags = subprocess.run(['pkg-config', '--cflags', '--libs', 'libsystemd'], check=True,
                            capture_output=True, text=True).stdout.split()
-    subprocess.run(['cc', '-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-D_GNU_SOURCE',
+    subprocess.run(['cc', '-std=gnu11', '-O2', '-Wall', '-Wextra', '-Werror', '-Wno-unused-parameter',
+                    '-Wno-missing-field-initializers', '-D_GNU_SOURCE',
                     os.path.join(HERE, 'sandbox-bench.c'), '-o', out] + flags, check=True)
     return out
 
@@ -113,8 +115,11 @@ def machine_info(system):
     except OSError:
         cpu = '?'
     src = system.paths.source
-    head = cmd(['git', '-C', src, 'rev-parse', '--short', 'HEAD'])
-    dirty = cmd(['git', '-C', src, 'status', '--porcelain', '--untracked-files=no', '--', 'src'])
+    if os.path.realpath(cmd(['git', '-C', src, 'rev-parse', '--show-toplevel']) or '/') == os.path.realpath(src):
+        head = cmd(['git', '-C', src, 'rev-parse', '--short', 'HEAD'])
+        dirty = cmd(['git', '-C', src, 'status', '--porcelain', '--untracked-files=no', '--', 'src'])
+    else:
+        head, dirty = f'{src} (not a git checkout)', ''
     daemon_mtime = datetime.datetime.fromtimestamp(os.stat(system.paths.sandboxd).st_mtime)
     return {
         'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
@@ -178,6 +183,7 @@ ROWS = [
     ('create_exec_persistent', 'create + first exec (destroy not timed)'),
     ('create', '  of which CreateSandbox'),
     ('create_first_exec', '  of which the first Exec'),
+    ('destroy', 'then Destroy (not in the line above)'),
     ('exec', 'exec /bin/true in a running sandbox'),
 ]
 

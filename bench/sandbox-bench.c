@@ -12,7 +12,9 @@
  * skipped. It runs as --uid (default 0x70000000, the first of sandboxd's sandbox uids),
  * dropped to in a forked child just as the daemon's held payload does.
  *
- * Prints one JSON object: for each measurement its runs, median, p90, min and mean in µs.
+ * The measurements are interleaved (each round runs each once), so that load that comes
+ * and goes on the machine shifts them alike. Prints one JSON object: for each measurement
+ * its runs, median, p90, min, max and mean in µs.
  *
  * --trace N instead runs N ephemeral create + exec cycles and splits each into phases by
  * the bus signals the client sees (sandboxd's SandboxNew, State changes, SandboxRemoved;
@@ -160,9 +162,8 @@ static void wait_ok(pid_t pid, const char *what) {
         }
 }
 
-static double time_spawn(char **argv) {
+static void spawn_wait(char **argv) {
         posix_spawn_file_actions_t fa;
-        double t0, t1;
         pid_t pid;
         int r;
 
@@ -170,23 +171,18 @@ static double time_spawn(char **argv) {
         posix_spawn_file_actions_adddup2(&fa, devnull, STDIN_FILENO);
         posix_spawn_file_actions_adddup2(&fa, devnull, STDOUT_FILENO);
 
-        t0 = now_us();
         r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
         if (r != 0)
                 fail(argv[0], r);
         wait_ok(pid, argv[0]);
-        t1 = now_us();
         posix_spawn_file_actions_destroy(&fa);
-        return t1 - t0;
 }
 
 /* As sandboxd's held payload does it (src/core/payload-bwrap.c): fork, drop to the
  * sandbox's host uid and gid, exec bwrap with an empty environment. */
-static double time_spawn_as_uid(char **argv) {
-        double t0, t1;
+static void spawn_wait_as_uid(char **argv) {
         pid_t pid;
 
-        t0 = now_us();
         pid = fork();
         if (pid < 0)
                 fail("fork", errno);
@@ -199,8 +195,6 @@ static double time_spawn_as_uid(char **argv) {
                 _exit(127);
         }
         wait_ok(pid, argv[0]);
-        t1 = now_us();
-        return t1 - t0;
 }
 
 static char **strv_concat(char * const *a, char * const *b) {
@@ -515,7 +509,7 @@ static void usage(void) {
         printf("usage: sandbox-bench [--runs N] [--warmup N] [--template NAME] [--uid UID]\n"
                "                     [--only NAME,…] [--samples] [-- BWRAP-ARGV…]\n"
                "       sandbox-bench --trace N [--template NAME]\n"
-               "measurements: ping create_exec create_exec_persistent create create_first_exec exec\n"
+               "measurements: ping create_exec create_exec_persistent create create_first_exec destroy exec\n"
                "              fork_exec bwrap systemd_run_scope_bwrap systemd_run_scope_bwrap_props\n");
 }
 
@@ -582,16 +576,6 @@ static void parse_argv(int argc, char *argv[]) {
                 arg_bwrap = argv + optind;
 }
 
-#define MEASURE(series, ...)                                            \
-        do {                                                            \
-                for (unsigned _i = 0; _i < arg_warmup + arg_runs; _i++) { \
-                        double _t0 = now_us();                          \
-                        __VA_ARGS__;                                    \
-                        if (_i >= arg_warmup)                           \
-                                series_add((series), now_us() - _t0);   \
-                }                                                       \
-        } while (0)
-
 int main(int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         Series *all[16];
@@ -613,78 +597,46 @@ int main(int argc, char *argv[]) {
         }
 
         need_bus = wanted("ping") || wanted("create_exec") || wanted("create_exec_persistent") ||
-                   wanted("create") || wanted("create_first_exec") || wanted("exec");
+                   wanted("create") || wanted("create_first_exec") ||
+                   wanted("destroy") || wanted("exec");
         if (need_bus) {
                 r = sd_bus_open_system(&bus);
                 if (r < 0)
                         fail("Failed to connect to the system bus", r);
         }
 
-        if (wanted("ping")) {
-                Series *s = all[n_all++] = series_new("ping");
-                MEASURE(s, ping(bus));
-        }
+        /* Interleaved: each round runs every measurement once, so that a change of load on
+         * the machine during the run shifts all of them alike and the ratios hold. */
+        Series *ping_s = NULL, *ce = NULL, *cep = NULL, *c = NULL, *cfe = NULL, *d = NULL, *ex = NULL,
+               *fe = NULL, *bw = NULL, *sr = NULL, *srp = NULL;
+        char *exec_path = NULL, **sr_argv = NULL, **srp_argv = NULL;
+        char uid_opt[64];
 
-        if (wanted("create_exec")) {
-                Series *s = all[n_all++] = series_new("create_exec");
-                fprintf(stderr, "sandbox-bench: create_exec (ephemeral)…\n");
-                MEASURE(s, {
-                        char *path = create_sandbox(bus, true);
-                        exec_true(bus, path);
-                        free(path);
-                });
+        if (wanted("ping"))
+                ping_s = all[n_all++] = series_new("ping");
+        if (wanted("create_exec"))
+                ce = all[n_all++] = series_new("create_exec");
+        if (wanted("create_exec_persistent") || wanted("create") || wanted("create_first_exec") ||
+            wanted("destroy")) {
+                cep = all[n_all++] = series_new("create_exec_persistent");
+                c = all[n_all++] = series_new("create");
+                cfe = all[n_all++] = series_new("create_first_exec");
+                d = all[n_all++] = series_new("destroy");
         }
-
-        if (wanted("create_exec_persistent") || wanted("create") || wanted("create_first_exec")) {
-                Series *ce = all[n_all++] = series_new("create_exec_persistent");
-                Series *c = all[n_all++] = series_new("create");
-                Series *fe = all[n_all++] = series_new("create_first_exec");
-                fprintf(stderr, "sandbox-bench: create_exec_persistent…\n");
-                for (unsigned i = 0; i < arg_warmup + arg_runs; i++) {
-                        double t0 = now_us(), t1, t2;
-                        char *path = create_sandbox(bus, false);
-                        t1 = now_us();
-                        exec_true(bus, path);
-                        t2 = now_us();
-                        destroy_sandbox(bus, path); /* not timed */
-                        free(path);
-                        if (i >= arg_warmup) {
-                                series_add(ce, t2 - t0);
-                                series_add(c, t1 - t0);
-                                series_add(fe, t2 - t1);
-                        }
-                }
-        }
-
         if (wanted("exec")) {
-                Series *s = all[n_all++] = series_new("exec");
-                char *path = create_sandbox(bus, false);
-                fprintf(stderr, "sandbox-bench: exec…\n");
-                MEASURE(s, exec_true(bus, path));
-                destroy_sandbox(bus, path);
-                free(path);
+                ex = all[n_all++] = series_new("exec");
+                exec_path = create_sandbox(bus, false);
         }
-
-        if (wanted("fork_exec")) {
-                Series *s = all[n_all++] = series_new("fork_exec");
-                MEASURE(s, (void) time_spawn((char *[]) { (char *) "/bin/true", NULL }));
-        }
-
-        if (arg_bwrap && wanted("bwrap")) {
-                Series *s = all[n_all++] = series_new("bwrap");
-                fprintf(stderr, "sandbox-bench: bwrap as uid %u…\n", (unsigned) arg_uid);
-                MEASURE(s, (void) time_spawn_as_uid(arg_bwrap));
-        }
-
-        if (arg_bwrap && (wanted("systemd_run_scope_bwrap") || wanted("systemd_run_scope_bwrap_props"))) {
-                char uid_opt[64];
+        if (wanted("fork_exec"))
+                fe = all[n_all++] = series_new("fork_exec");
+        if (arg_bwrap && wanted("bwrap"))
+                bw = all[n_all++] = series_new("bwrap");
+        if (arg_bwrap) {
                 /* systemd-run resolves --uid= through NSS; sandboxd's uids have no entry,
-                 * so it runs bwrap as "nobody" instead: the same unprivileged path. */
+                 * so it runs bwrap as "nobody" instead: the same unprivileged path. It drops
+                 * to it after its scope exists, as sandboxd's payload does after release. */
                 struct passwd *pw = getpwuid(arg_uid);
                 snprintf(uid_opt, sizeof(uid_opt), "--uid=%s", pw ? pw->pw_name : "nobody");
-
-                /* systemd-run drops to --uid after its scope exists, as sandboxd's payload
-                 * does after release. */
                 char *plain[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
                                   (char *) "--collect", uid_opt, NULL };
                 /* The unit properties sandboxd sets (src/core/scope.c), with the limits of the
@@ -695,22 +647,89 @@ int main(int argc, char *argv[]) {
                                   (char *) "-pCPUAccounting=yes", (char *) "-pCPUQuota=100%",
                                   (char *) "-pTasksAccounting=yes", (char *) "-pTasksMax=128",
                                   (char *) "-pKillSignal=SIGKILL", (char *) "-pSendSIGHUP=no", NULL };
-                char **v;
-
                 if (wanted("systemd_run_scope_bwrap")) {
-                        Series *s = all[n_all++] = series_new("systemd_run_scope_bwrap");
-                        v = strv_concat(plain, arg_bwrap);
-                        fprintf(stderr, "sandbox-bench: systemd-run --scope bwrap…\n");
-                        MEASURE(s, (void) time_spawn(v));
-                        free(v);
+                        sr = all[n_all++] = series_new("systemd_run_scope_bwrap");
+                        sr_argv = strv_concat(plain, arg_bwrap);
                 }
                 if (wanted("systemd_run_scope_bwrap_props")) {
-                        Series *s = all[n_all++] = series_new("systemd_run_scope_bwrap_props");
-                        v = strv_concat(props, arg_bwrap);
-                        MEASURE(s, (void) time_spawn(v));
-                        free(v);
+                        srp = all[n_all++] = series_new("systemd_run_scope_bwrap_props");
+                        srp_argv = strv_concat(props, arg_bwrap);
                 }
         }
+
+        for (unsigned i = 0; i < arg_warmup + arg_runs; i++) {
+                bool keep = i >= arg_warmup;
+                double t0, t1, t2;
+
+                if (i % 20 == 0)
+                        fprintf(stderr, "sandbox-bench: round %u/%u\n", i, arg_warmup + arg_runs);
+                if (ping_s) {
+                        t0 = now_us();
+                        ping(bus);
+                        if (keep)
+                                series_add(ping_s, now_us() - t0);
+                }
+                if (ce) {
+                        t0 = now_us();
+                        char *path = create_sandbox(bus, true);
+                        exec_true(bus, path);
+                        t1 = now_us();
+                        free(path);
+                        if (keep)
+                                series_add(ce, t1 - t0);
+                }
+                if (cep) {
+                        t0 = now_us();
+                        char *path = create_sandbox(bus, false);
+                        t1 = now_us();
+                        exec_true(bus, path);
+                        t2 = now_us();
+                        destroy_sandbox(bus, path); /* not in create_exec_persistent */
+                        free(path);
+                        if (keep) {
+                                series_add(cep, t2 - t0);
+                                series_add(c, t1 - t0);
+                                series_add(cfe, t2 - t1);
+                                series_add(d, now_us() - t2);
+                        }
+                }
+                if (ex) {
+                        t0 = now_us();
+                        exec_true(bus, exec_path);
+                        if (keep)
+                                series_add(ex, now_us() - t0);
+                }
+                if (fe) {
+                        t0 = now_us();
+                        spawn_wait((char *[]) { (char *) "/bin/true", NULL });
+                        if (keep)
+                                series_add(fe, now_us() - t0);
+                }
+                if (bw) {
+                        t0 = now_us();
+                        spawn_wait_as_uid(arg_bwrap);
+                        if (keep)
+                                series_add(bw, now_us() - t0);
+                }
+                if (sr) {
+                        t0 = now_us();
+                        spawn_wait(sr_argv);
+                        if (keep)
+                                series_add(sr, now_us() - t0);
+                }
+                if (srp) {
+                        t0 = now_us();
+                        spawn_wait(srp_argv);
+                        if (keep)
+                                series_add(srp, now_us() - t0);
+                }
+        }
+        if (exec_path) {
+                destroy_sandbox(bus, exec_path);
+                free(exec_path);
+        }
+        free(sr_argv);
+        free(srp_argv);
 
         printf("{\"runs\": %u, \"warmup\": %u, \"template\": \"%s\", \"bwrap_uid\": %u, \"results\": {",
                arg_runs, arg_warmup, arg_template, (unsigned) arg_uid);

@@ -412,7 +412,10 @@ static int handle_signals(struct agent *a, int sfd) {
         while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
                 if (si.ssi_signo == SIGCHLD)
                         reap = true;
-                else
+                else if (si.ssi_pid == 0)
+                        /* From outside the sandbox's PID namespace (sender pid 0 here): a
+                         * request to end. From inside it is the sandboxed code's, and as
+                         * PID 1 we do not take orders from it. */
                         return (int) si.ssi_signo;
         }
         if (reap)

@@ -21,6 +21,8 @@ Library use (tests/integration/test_core.py, bench/bench.py):
     system = harness.acquire()        # boot + install + start sandboxd (or reuse)
     system.run([...]) / system.sandboxctl(...) / system.busctl(...)
     harness.release()                 # stop, check for leftovers, kill, clean up
+    other = harness.boot_extra(cgroup='unified')   # a second system, systemd in cgroup-v2-only
+    other.teardown()                                # mode (FreezeUnit works there)
 
 Command line (tools/quickstart):
     harness.py boot      boot a persistent namespace systemd; prints its PID
@@ -62,7 +64,9 @@ MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
-# $2: name of the cgroup to move into.
+# $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
+# mount, to boot in unified mode: cgroup2 alone on /sys/fs/cgroup, in this namespace only
+# (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate).
 BOOT_SCRIPT = r'''
 set -e
 mount -t proc proc /proc
@@ -81,6 +85,10 @@ for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
                 case "$h" in */systemd|*/unified|/sys/fs/cgroup) exit 1 ;; esac
         fi
 done
+if [ -n "$3" ]; then
+        umount -l /sys/fs/cgroup
+        mount -t cgroup2 -o "$3" cgroup2 /sys/fs/cgroup
+fi
 exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target
 '''
 
@@ -318,10 +326,12 @@ def _tmpfiles_seed(dest):
 class System:
     """One systemd (the host's or a namespace's) with sandboxd installed into it."""
 
-    def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-'):
+    def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None):
         self.paths = paths or Paths()
         self.mode = mode or detect_mode()
         self.persistent = persistent
+        # None: systemd's own choice (hybrid on a hybrid host); 'unified': cgroup v2 only.
+        self.cgroup = cgroup
         tmp = os.environ.get('SANDBOXD_TEST_TMPDIR', '/var/tmp')
         self.workdir = tempfile.mkdtemp(prefix=prefix, dir=tmp)
         os.chmod(self.workdir, 0o755)
@@ -427,7 +437,7 @@ class System:
     def cgroup_dir(self, control_group):
         """Directory of a unit's ControlGroup (as systemctl shows it: the full path, also
         in a namespace) in the hierarchy systemd tracks processes with."""
-        for h in ('systemd', 'unified', ''):
+        for h in (('unified', '') if self.cgroup == 'unified' else ('systemd', 'unified', '')):
             base = os.path.join(CGROUP_FS, h)
             if os.path.exists(os.path.join(base, 'cgroup.procs')):
                 return os.path.join(base, control_group.lstrip('/')).rstrip('/')
@@ -452,7 +462,7 @@ class System:
         argv = ['unshare', '--pid', '--fork', '--mount', '--propagation', 'private']
         if not self.persistent:
             argv.append('--kill-child')
-        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name]
+        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options()]
         with open(logpath, 'wb') as logf:
             self.unshare = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
@@ -506,6 +516,19 @@ class System:
                 raise Unavailable('the system bus does not answer, or systemd is not on it:\n'
                                   + cp.stdout + cp.stderr)
             time.sleep(0.2)
+
+    def _cgroup2_options(self):
+        """For a unified-mode boot, the options to mount cgroup2 with: those of the host's
+        own cgroup2 mount, so that the hierarchy-wide flags stay as they are; '' when no
+        remount is needed (the host is unified already)."""
+        if self.cgroup != 'unified' or os.path.exists(os.path.join(CGROUP_FS, 'cgroup.controllers')):
+            return ''
+        with open('/proc/self/mounts') as f:
+            for line in f:
+                fields = line.split()
+                if fields[2] == 'cgroup2' and fields[1] == os.path.join(CGROUP_FS, 'unified'):
+                    return fields[3]
+        raise Unavailable('no cgroup2 hierarchy on this host to boot systemd in unified mode with')
 
     def _boot_log(self):
         try:
@@ -739,6 +762,30 @@ def acquire(start_daemon=True):
             system.start_daemon()
     except BaseException:
         for p in release():
+            log(p)
+        raise
+    return system
+
+
+def boot_extra(cgroup=None):
+    """A second system, with sandboxd, for tests that need another setup than acquire()'s
+    (cgroup='unified': systemd in cgroup-v2-only mode, where units can be frozen). The caller
+    tears it down with System.teardown() (also done at exit)."""
+    if os.geteuid() != 0:
+        raise Unavailable('the integration tests need root')
+    if detect_mode() == 'host':
+        raise Unavailable('PID 1 is systemd: a second system is booted only in namespace mode')
+    missing = Paths().missing()
+    if missing:
+        raise Unavailable('missing: ' + ', '.join(missing))
+    system = System(cgroup=cgroup)
+    atexit.register(system.teardown)
+    try:
+        system.boot()
+        system.install()
+        system.start_daemon()
+    except BaseException:
+        for p in system.teardown():
             log(p)
         raise
     return system

@@ -25,7 +25,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, SECURITY)
 import harness  # noqa: E402
 
-MODULES = ['test_core'] + sorted(os.path.basename(p)[:-3]
+MODULES = ['test_core', 'test_sessions'] + sorted(os.path.basename(p)[:-3]
                                  for p in glob.glob(os.path.join(SECURITY, 'test_*.py')))
 SKIP = 77
 

@@ -9,14 +9,16 @@ as another uid (setpriv), so that sandboxd sees a real caller with a real uid:
             "method": "ListTemplates"}]' | /usr/bin/python3 busprobe.py
 
 Each call: path, iface, method, sig (default ""), args (default []), dest (default
-io.sandboxd.Sandbox1), timeout (s, default 60). Values are JSON, with three forms for what
+io.sandboxd.Sandbox1), timeout (s, default 60). Values are JSON, with these forms for what
 JSON cannot say: {"$v": [SIG, VALUE]} a variant, {"$rep": [STRING, N]} STRING repeated N
-times, {"$list": [VALUE, N]} a list of N copies of VALUE; {"$bytes": [BYTE, N]} N bytes.
+times, {"$list": [VALUE, N]} a list of N copies of VALUE; {"$bytes": [BYTE, N]} N bytes;
+{"$fd": PATH} a descriptor of PATH opened read-only by this process (for 'h').
 Each result: {"reply": [...]} or {"error": NAME, "message": first 500 characters}; byte
 arrays and long strings are summarised as {"len": N} so that the output stays small.
 """
 
 import json
+import os
 import sys
 
 import dbus
@@ -36,6 +38,9 @@ def build(v):
         if '$v' in v:
             sig, value = v['$v']
             return variant(sig, build(value))
+        if '$fd' in v:
+            # A descriptor of this process, opened read-only (directories too).
+            return os.open(v['$fd'], os.O_RDONLY | os.O_CLOEXEC)
         return {k: build(x) for k, x in v.items()}
     if isinstance(v, list):
         return [build(x) for x in v]
@@ -49,6 +54,8 @@ def variant(sig, value):
               'y': dbus.Byte, 'q': dbus.UInt16, 'n': dbus.Int16, 'g': dbus.Signature}
     if sig in simple:
         return simple[sig](value, variant_level=1)
+    if sig == 'h':
+        return dbus.types.UnixFd(value, variant_level=1)
     if sig == 'ay':
         return dbus.ByteArray(bytes(value), variant_level=1)
     if sig.startswith('a{'):

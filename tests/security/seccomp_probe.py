@@ -178,6 +178,8 @@ def main():
     probe('personality:query', 'personality', 0xffffffff)
     probe('personality:high', 'personality', HIGH)              # the kernel would read 0 (PER_LINUX)
     probe('personality:ADDR_NO_RANDOMIZE', 'personality', ADDR_NO_RANDOMIZE)
+    probe('personality:PER_LINUX32', 'personality', 0x0008)
+    probe('personality:UNAME26', 'personality', 0x0020000)
     probe('personality:PER_LINUX', 'personality', 0)
 
     # Terminal: EIO, whatever the high half of the command. Without the filter the kernel
@@ -196,7 +198,12 @@ def main():
     probe('socket:AF_UNSPEC', 'socket', 0, SOCK_STREAM, 0, close=True)
     probe('socket:AF_AX25', 'socket', 3, SOCK_DGRAM, 0, close=True)
     probe('socket:AF_APPLETALK', 'socket', 5, SOCK_DGRAM, 0, close=True)
+    probe('socket:AF_IPX', 'socket', 4, SOCK_DGRAM, 0, close=True)
+    probe('socket:AF_BRIDGE', 'socket', 7, SOCK_DGRAM, 0, close=True)
+    probe('socket:AF_ATMPVC', 'socket', 8, SOCK_DGRAM, 0, close=True)
     probe('socket:AF_X25', 'socket', 9, SOCK_STREAM, 0, close=True)
+    probe('socket:AF_ROSE', 'socket', 11, SOCK_DGRAM, 0, close=True)
+    probe('socket:AF_DECnet', 'socket', 12, SOCK_STREAM, 0, close=True)
     probe('socket:AF_KEY', 'socket', 15, SOCK_RAW, 2, close=True)
     probe('socket:AF_ALG', 'socket', 38, 5, 0, close=True)     # SOCK_SEQPACKET
     probe('socket:AF_VSOCK', 'socket', 40, SOCK_STREAM, 0, close=True)

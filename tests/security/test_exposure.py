@@ -4,6 +4,7 @@
 inherited descriptors, the agent's descriptors, and the network. One python sandbox for
 all of them; each probe asserts the exact safe outcome."""
 
+import ctypes
 import json
 import os
 import socket
@@ -132,6 +133,65 @@ print(json.dumps(out))''')
             self.assertIn(got[str(fd)], (2, 13), f'/proc/1/fd/{fd}: {got}')
             self.assertIn(got[f'open{fd}'], (2, 13), f'/proc/1/fd/{fd} could be opened: {got}')
 
+    def test_passed_descriptors_cannot_open_host_directories(self):
+        # StandardInput/Output/Error take the caller's descriptors. A directory given as one
+        # (by mistake, or by a front end that passes what it was handed) must not become a
+        # way to the host's files: it is refused, or useless inside.
+        # (python3 refuses a directory as stdio: sh moves 0-2 to 7-9 first.)
+        look = ('import json, os\n'
+                'out = {}\n'
+                'for fd in (7, 8, 9):\n'
+                '    try:\n'
+                '        out[fd - 7] = sorted(os.listdir(fd))[:50]\n'
+                '    except OSError as e:\n'
+                '        out[fd - 7] = e.errno\n'
+                'open("/work/fdprobe", "w").write(json.dumps(out))\n')
+        argv = ['sh', '-c', 'rm -f /work/fdprobe; exec 7<&0 8<&1 9<&2 </dev/null >/dev/null 2>&1; '
+                'exec python3 -c "$0"', look]
+        leaks = {}
+        for fd, name in enumerate(('StandardInput', 'StandardOutput', 'StandardError')):
+            res = secutil.bus([secutil.call(secutil.sandbox_path(self.sid), secutil.SBX, 'Exec', 'asa{sv}',
+                                            argv, {name: secutil.v('h', {'$fd': '/'})})])[0]
+            if 'reply' in res:
+                cp = self.ok(self.exec(self.sid, 'cat', '/work/fdprobe'))
+                seen = json.loads(cp.stdout)[str(fd)]
+                if isinstance(seen, list):
+                    leaks[name] = seen[:8]
+            else:
+                self.assertEqual(res.get('error'), secutil.E + 'InvalidOption', res)
+        self.assertEqual(leaks, {}, 'a directory passed as a standard descriptor lets the sandbox list '
+                                    'the host\'s / (first entries shown)')
+
+    def test_file_api_stays_inside_whatever_the_sandbox_planted(self):
+        # Links planted by the sandboxed code, pointing at host paths; then the file API,
+        # which the owner's tools use on these very paths.
+        self.ok(self.exec(self.sid, 'sh', '-c',
+                          'cd /work && ln -sf /etc/hostname host-file && ln -sfn / host-root && '
+                          'ln -sfn /var/tmp host-tmp && echo inside > mine'))
+        marker = f'sbxsec-{os.getpid()}'
+        p = secutil.sandbox_path(self.sid)
+        c = secutil.call
+        res = secutil.bus([
+            c(p, secutil.SBX, 'ReadFile', 'stt', '/work/host-file', 0, 0),
+            c(p, secutil.SBX, 'ReadFile', 'stt', '/work/host-root/etc/hostname', 0, 0),
+            c(p, secutil.SBX, 'ReadFile', 'stt', '../../../../etc/hostname', 0, 0),
+            c(p, secutil.SBX, 'ReadFile', 'stt', '/proc/1/root/etc/hostname', 0, 0),
+            c(p, secutil.SBX, 'WriteFile', 'saya{sv}', f'/work/host-tmp/{marker}', [120], {}),
+            c(p, secutil.SBX, 'WriteFile', 'saya{sv}', f'/work/host-root/var/tmp/{marker}', [120], {}),
+            c(p, secutil.SBX, 'WriteFile', 'saya{sv}', '/work/host-file', [120], {}),
+            c(p, secutil.SBX, 'Move', 'ss', '/work/mine', f'/work/host-tmp/{marker}'),
+            c(p, secutil.SBX, 'MakeDirectory', 'sb', f'/work/host-tmp/{marker}', True),
+            c(p, secutil.SBX, 'Download', 'sha{sv}', '/work/host-file', {'$fd': '/dev/null'}, {}),
+        ])
+        for r in res[:4]:
+            self.assertNotIn('reply', r, f'ReadFile reached a host file: {r}')
+        for r in res[4:]:
+            self.assertNotIn('reply', r, f'the file API followed a planted link: {r}')
+        for host in ('/var/tmp', '/tmp', secutil.S.path('/var/tmp'), secutil.S.path('/tmp')):
+            self.assertFalse(os.path.lexists(os.path.join(host, marker)), f'{host}/{marker} was created')
+        cp = self.ok(self.exec(self.sid, 'cat', '/work/mine'))
+        self.assertEqual(cp.stdout, 'inside\n')
+
     # ---- mounts and files ----------------------------------------------------------
 
     def test_mounts_show_nothing_of_the_host_services(self):
@@ -142,12 +202,14 @@ print(json.dumps(out))''')
             pre, _, post = line.partition(' - ')
             fields = pre.split()
             root, point = fields[3], fields[4]
-            fstype, source = post.split()[0], post.split()[1]
-            for path in (root, point):
+            fstype = post.split()[0]
+            # (The agent is one file bound from wherever the daemon's build or package is.)
+            for path in (point,) if point == '/run/sandbox-init' else (root, point):
                 self.assertFalse(path.startswith(FORBIDDEN_MOUNT_PREFIXES),
                                  f'host path mounted into the sandbox: {line}')
             for word in ('docker', 'mysql', 'dbus', 'sandboxd-test-state', 'polkit', 'journal'):
                 self.assertNotIn(word, line, f'mount line mentions {word}: {line}')
+            self.assertIn('nosuid', fields[5].split(','), f'a mount without nosuid: {line}')
             self.assertNotIn(fstype, ('sysfs', 'cgroup', 'cgroup2', 'debugfs', 'securityfs', 'bpf',
                                       'tracefs', 'fusectl', 'configfs', 'hugetlbfs', 'mqueue'),
                              f'kernel interface mounted into the sandbox: {line}')
@@ -182,7 +244,8 @@ print(json.dumps(out))''')
         files = ('kallsyms', 'kcore', 'keys', 'key-users', 'timer_list', 'sched_debug', 'latency_stats',
                  'config.gz', 'kpagecount', 'kpageflags', 'kpagecgroup', 'iomem', 'ioports', 'vmallocinfo',
                  'slabinfo', 'mtrr', 'modules', 'buddyinfo', 'pagetypeinfo', 'zoneinfo', 'sysrq-trigger')
-        dirs = ('acpi', 'scsi', 'asound', 'bus', 'driver', 'fs', 'irq', 'tty', 'sysvipc')
+        # (/proc/sysvipc is left: it shows the sandbox's own IPC namespace, see below.)
+        dirs = ('acpi', 'scsi', 'asound', 'bus', 'driver', 'fs', 'irq', 'tty')
         got = self.py('''
 import json, os
 out = {}
@@ -211,6 +274,18 @@ print(json.dumps(out))''' % (files, dirs))
             with self.subTest(p):
                 self.assertTrue(r in (0, []) or (isinstance(r, str) and r.startswith('error:')),
                                 f'{p} shows host details: {r}')
+
+    def test_host_ipc_objects_are_invisible(self):
+        # A System V shared memory segment of the host's (the test's own, removed after).
+        libc = ctypes.CDLL(None, use_errno=True)
+        shmid = libc.shmget(0, 4096, 0o600 | 0o1000)       # IPC_PRIVATE, IPC_CREAT
+        self.assertGreaterEqual(shmid, 0, f'shmget: errno {ctypes.get_errno()}')
+        self.addCleanup(libc.shmctl, shmid, 0, None)       # IPC_RMID
+        with open('/proc/sysvipc/shm') as f:
+            self.assertIn(str(shmid), [line.split()[1] for line in f.read().splitlines()[1:]])
+        cp = self.ok(self.exec(self.sid, 'sh', '-c', 'cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem'))
+        rows = [line for line in cp.stdout.splitlines() if not line.lstrip().startswith(('key', 'msqid'))]
+        self.assertEqual(rows, [], 'System V IPC objects visible inside a sandbox')
 
     def test_only_the_sandboxes_own_processes_and_no_capabilities(self):
         got = self.py('''
@@ -308,6 +383,49 @@ print(json.dumps(out))'''
         for s in listeners:
             with self.assertRaises(BlockingIOError, msg=f'{s} on the host got a connection from the sandbox'):
                 s.accept()
+
+    def test_sandboxes_cannot_reach_each_other(self):
+        # A server in this sandbox on its loopback and in its abstract socket namespace,
+        # which outlives the exec that started it.
+        server = r'''
+import os, socket, sys, threading
+t = socket.socket(); t.bind(("127.0.0.1", 47123)); t.listen(8)
+u = socket.socket(socket.AF_UNIX); u.bind("\0sandboxd-test-peer"); u.listen(8)
+if os.fork():
+    os._exit(0)
+os.setsid()
+def serve(s):
+    while True:
+        c, _ = s.accept(); c.sendall(b"hello"); c.close()
+threading.Thread(target=serve, args=(u,), daemon=True).start()
+serve(t)
+'''
+        self.ok(self.exec(self.sid, 'sh', '-c', 'python3 -c "$0" </dev/null >/dev/null 2>&1', server))
+        client = r'''
+import errno, json, socket, time
+out = {}
+for key, fam, addr in (("tcp", socket.AF_INET, ("127.0.0.1", 47123)),
+                       ("abstract", socket.AF_UNIX, "\0sandboxd-test-peer")):
+    for attempt in range(50):
+        s = socket.socket(fam)
+        try:
+            s.connect(addr); out[key] = s.recv(5).decode(); break
+        except OSError as e:
+            out[key] = errno.errorcode[e.errno]
+        finally:
+            s.close()
+        if out[key] != "ECONNREFUSED" or not RETRY:
+            break
+        time.sleep(0.05)
+print(json.dumps(out))
+'''
+        # From the same sandbox the server answers (so it is up) ...
+        cp = self.ok(self.exec(self.sid, 'python3', '-c', client.replace('RETRY', 'True')))
+        self.assertEqual(json.loads(cp.stdout), {'tcp': 'hello', 'abstract': 'hello'})
+        # ... and from another sandbox it is not there.
+        other = self.create('--template', 'python')
+        cp = self.ok(self.exec(other, 'python3', '-c', client.replace('RETRY', 'False')))
+        self.assertEqual(json.loads(cp.stdout), {'tcp': 'ECONNREFUSED', 'abstract': 'ECONNREFUSED'})
 
 
 def _host_address():
