@@ -64,7 +64,7 @@ MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
-# $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
+# $4: the harness's work directory, $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
 # mount, to boot in unified mode: cgroup2 alone on /sys/fs/cgroup, in this namespace only
 # (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate).
 BOOT_SCRIPT = r'''
@@ -75,6 +75,15 @@ mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
 if [ -d /var/log/journal ]; then
         mount -t tmpfs -o mode=2755,nosuid,nodev tmpfs /var/log/journal
 fi
+# A private /var/tmp as well (services' PrivateTmp= directories go there), with this
+# harness's own work directory $4 bound back in at the same path.
+mkdir /tmp/.harness-work
+mount --bind "$4" /tmp/.harness-work
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /var/tmp
+mkdir -p "$4"
+mount --bind /tmp/.harness-work "$4"
+umount /tmp/.harness-work
+rmdir /tmp/.harness-work
 cp -a "$1"/. /run/
 for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
         [ ! -L "$h" ] && [ -f "$h/cgroup.procs" ] || continue
@@ -462,7 +471,7 @@ class System:
         argv = ['unshare', '--pid', '--fork', '--mount', '--propagation', 'private']
         if not self.persistent:
             argv.append('--kill-child')
-        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options()]
+        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options(), self.workdir]
         with open(logpath, 'wb') as logf:
             self.unshare = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
