@@ -247,6 +247,7 @@ static void exec_record(Exec *e) {
         m->hooks.exec_record(&(ExecRecordEvent) {
                 .sandbox_id = e->sandbox->id,
                 .exec_id = e->id,
+                .owner = e->sandbox->owner,
                 .caller = e->config.caller,
                 .argv = e->config.argv,
                 .working_directory = e->config.working_directory,

@@ -25,7 +25,8 @@ int manager_settings_init(ManagerSettings *s) {
         s->state_dir = strdup(SANDBOX_RUNTIME_DIR);
         s->agent_path = strdup(SANDBOX_AGENT_PATH);
         s->bwrap_path = strdup(BWRAP_PATH);
-        if (!s->state_dir || !s->agent_path || !s->bwrap_path ||
+        s->docker_socket = strdup(DOCKER_SOCKET_DEFAULT);
+        if (!s->state_dir || !s->agent_path || !s->bwrap_path || !s->docker_socket ||
             strv_extend(&s->template_dirs, SANDBOX_VENDOR_TEMPLATE_DIR) < 0 ||
             strv_extend(&s->template_dirs, SANDBOX_ETC_TEMPLATE_DIR) < 0) {
                 manager_settings_done(s);
@@ -39,6 +40,7 @@ void manager_settings_done(ManagerSettings *s) {
         s->state_dir = mfree(s->state_dir);
         s->agent_path = mfree(s->agent_path);
         s->bwrap_path = mfree(s->bwrap_path);
+        s->docker_socket = mfree(s->docker_socket);
 }
 
 static int mkdir_mode(const char *path, mode_t mode) {
@@ -68,12 +70,19 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = bwrap_find_proc_masks(&m->proc_masks, &m->proc_mask_dirs);
         if (r < 0)
                 goto fail;
-        /* Built once: every payload gets the same policy (sandboxd-seccomp(7)). */
+        /* Built once: every payload gets the same policy (sandboxd-seccomp(7)), as BPF for
+         * bwrap and as a profile for Docker. */
         r = seccomp_policy_export_bpf(&m->seccomp_fd);
+        if (r >= 0)
+                r = seccomp_policy_to_docker_json(&m->docker_seccomp_profile);
         if (r < 0) {
                 log_error_errno(r, "Failed to build the seccomp policy: %m");
                 goto fail;
         }
+        /* Nothing is asked of Docker until a docker template is used. */
+        r = docker_client_new(event, m->settings.docker_socket, &m->docker);
+        if (r < 0)
+                goto fail;
         r = systemd_client_new(bus, &m->systemd);
         if (r < 0)
                 goto fail;
@@ -82,9 +91,16 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 r = -ENOMEM;
                 goto fail;
         }
+        _cleanup_free_ char *sockets_dir = NULL;
+        if (asprintf(&sockets_dir, "%s/sockets", m->settings.state_dir) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
         r = mkdir_mode(m->settings.state_dir, 0700);
         if (r >= 0)
                 r = mkdir_mode(m->sandboxes_dir, 0700);
+        if (r >= 0)
+                r = mkdir_mode(sockets_dir, 0700);
         if (r < 0) {
                 log_error_errno(r, "Failed to create %s: %m", m->sandboxes_dir);
                 goto fail;
@@ -124,6 +140,9 @@ Manager *manager_free(Manager *m) {
         m->systemd = NULL;
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
+        free(m->docker_seccomp_profile);
+        free(m->docker_cgroup_driver);
+        docker_client_free(m->docker);
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         free(m->sandboxes_dir);
@@ -194,7 +213,7 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
         m->hooks.sandbox_record(&(SandboxRecordEvent) {
                 .sandbox_id = s->id,
                 .template_name = s->template_name,
-                .payload = "bwrap",
+                .payload = payload_kind_to_string(s->kind),
                 .owner = s->owner,
                 .config = &s->config,
                 .created_at = s->created_at,
@@ -319,7 +338,7 @@ static int manager_stop_orphans(Manager *m) {
 
         r = sd_bus_call_method(m->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "ListUnitsByPatterns", &error, &reply,
-                               "asas", 0, 1, "sandbox-*.scope");
+                               "asas", 0, 2, "sandbox-*.scope", "sandbox-?*.slice");
         if (r < 0)
                 return log_warning_errno(r, "Failed to list sandbox units: %s", error.message);
         r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
@@ -328,7 +347,7 @@ static int manager_stop_orphans(Manager *m) {
         while ((r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL,
                                         NULL, NULL, NULL)) > 0) {
                 char id[SANDBOX_ID_LEN + 1];
-                if (sscanf(name, "sandbox-%16[0-9a-f].scope", id) == 1 && manager_get_sandbox(m, id))
+                if (sscanf(name, "sandbox-%16[0-9a-f]", id) == 1 && manager_get_sandbox(m, id))
                         continue;
                 log_warning("Stopping %s: no sandbox of ours goes with it (left by a sandboxd that crashed while starting it?).", name);
                 (void) unit_stop(m->systemd, name, on_orphan_stopped, NULL);
@@ -370,7 +389,9 @@ int manager_adopt_sandboxes(Manager *m) {
                         continue;
                 }
 
-                snprintf(unit, sizeof(unit), "sandbox-%s.scope", st.id);
+                snprintf(unit, sizeof(unit), "%s", st.unit ?: "");
+                if (!st.unit)
+                        snprintf(unit, sizeof(unit), "sandbox-%s.scope", st.id);
                 snprintf(fdname, sizeof(fdname), "ctl-%s", st.id);
                 for (int i = 0; i < n_fds; i++)
                         if (names && names[i] && streq(names[i], fdname) && fd < 0) {
@@ -383,8 +404,9 @@ int manager_adopt_sandboxes(Manager *m) {
                         why = strdup("its control socket was not kept (sandboxd not run by systemd?)");
                 else if (!unit_is_active(m, unit))
                         why = strdup("its unit is gone");
-                else if ((pidfd = (int) syscall(SYS_pidfd_open, st.payload_pid, 0)) < 0 ||
-                         !pid_in_unit(st.payload_pid, unit))
+                else if (st.payload_pid > 0 &&
+                         ((pidfd = (int) syscall(SYS_pidfd_open, st.payload_pid, 0)) < 0 ||
+                          !pid_in_unit(st.payload_pid, unit)))
                         why = strdup("its payload process is gone");
                 else {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);

@@ -20,6 +20,7 @@ typedef struct ManagerSettings {
         char *state_dir;
         char *agent_path;
         char *bwrap_path;
+        char *docker_socket;  /* the Docker Engine API (or Podman's compatible one) */
         unsigned max_sandboxes;
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
 } ManagerSettings;
@@ -27,6 +28,7 @@ typedef struct ManagerSettings {
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U
 #define SANDBOX_UID_RANGE 65536U
 #define SANDBOX_MAX_DEFAULT 4096U
+#define DOCKER_SOCKET_DEFAULT "/run/docker.sock"
 
 /* Front ends learn of changes through these (all optional). */
 typedef struct ManagerHooks {

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 
@@ -46,4 +49,37 @@ void payload_process_done(PayloadProcess *p) {
         p->child_pid = 0;
         p->pidfd = safe_close(p->pidfd);
         p->pid = 0;
+}
+
+int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProcess *ret) {
+        int pidfd = -EBADF, null_fd;
+        pid_t pid;
+
+        null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null_fd < 0)
+                return -errno;
+        /* As a payload: a child of the service manager (CLONE_PARENT), so it outlives us. */
+        pid = (pid_t) syscall(SYS_clone, CLONE_PARENT | CLONE_PIDFD, NULL, &pidfd, NULL, 0);
+        if (pid < 0) {
+                safe_close(null_fd);
+                return -errno;
+        }
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
+                        _exit(EXIT_FAILURE);
+                (void) close_range(3, ~0U, 0);
+                if (setgroups(0, NULL) < 0 || setresgid(holder_uid, holder_uid, holder_uid) < 0 ||
+                    setresuid(holder_uid, holder_uid, holder_uid) < 0)
+                        _exit(EXIT_FAILURE);
+                execve(agent_path, (char *[]) { (char *) agent_path, (char *) "--hold", NULL }, (char *[]) { NULL });
+                _exit(127);
+        }
+        safe_close(null_fd);
+        *ret = PAYLOAD_PROCESS_NULL;
+        ret->pid = pid;
+        ret->pidfd = pidfd;
+        return 0;
 }

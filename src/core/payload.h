@@ -59,6 +59,9 @@ typedef struct PayloadProcess {
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
  * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
+/* A process that only keeps a unit alive (sandbox-init --hold), as the unprivileged
+ * holder_uid; stdio /dev/null, nothing of the daemon's. */
+int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProcess *ret);
 /* Reads what is there of bwrap's info: 1 once child_pid is known, 0 if more is to come. */
 int payload_read_info(PayloadProcess *p);
 /* Parses bwrap's --info-fd JSON for the child's pid (pure, for tests). */

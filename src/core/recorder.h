@@ -14,6 +14,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "macro.h"
 #include "options.h"
 
 typedef struct Recorder Recorder;
@@ -27,6 +28,7 @@ typedef struct RecorderSettings {
         char *mariadb_user;
         char *mariadb_password;   /* read from a file / credential, never argv */
         uint64_t retention_sec;   /* prune records older than this; 0 = keep */
+        bool enabled;             /* Record=no: nothing recorded, ListExecutions unsupported */
 } RecorderSettings;
 
 typedef struct SandboxRecordEvent {
@@ -43,6 +45,7 @@ typedef struct SandboxRecordEvent {
 typedef struct ExecRecordEvent {
         const char *sandbox_id;
         uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
+        uid_t owner;              /* the sandbox's owner: who may read the record */
         uid_t caller;
         char * const *argv;
         const char *working_directory;
@@ -59,29 +62,56 @@ typedef struct ExecRecordEvent {
         const void *stderr_excerpt; size_t stderr_excerpt_size;
 } ExecRecordEvent;
 
+/* A template as the daemon loaded it at start. */
+typedef struct TemplateRecordEvent {
+        const char *name;
+        const char *payload;
+        const char *description;
+        uint64_t loaded_at;       /* µs CLOCK_REALTIME */
+} TemplateRecordEvent;
+
 #define RECORDER_EXCERPT_MAX 4096U
+#define RECORDER_LIST_LIMIT_DEFAULT 100U
+#define RECORDER_LIST_LIMIT_MAX 10000U
+/* ListExecutions reads the spool backwards, at most this much per call, so that a query
+ * never holds the event loop for long (a few ms per MiB). */
+#define RECORDER_LIST_SCAN_MAX (16U * 1024 * 1024)
 
 int recorder_settings_init(RecorderSettings *s);
 void recorder_settings_done(RecorderSettings *s);
-/* Reads /etc/sandboxd/sandboxd.conf and sandboxd.conf.d/\*.conf (or the given path). */
+/* Reads /etc/sandboxd/sandboxd.conf and sandboxd.conf.d/\*.conf (or path and path.d/\*.conf),
+ * then the password: $CREDENTIALS_DIRECTORY/mariadb-password if it exists, else
+ * PasswordFile=. Errors are logged with file:line. */
 int recorder_settings_load(RecorderSettings *s, const char *path);
 
 int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **ret);
+/* Stops the writer thread (it finishes the statement under way, bounded by the
+ * connection's timeouts); what it had not replayed stays in the spool for the next start. */
 Recorder *recorder_free(Recorder *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Recorder *, recorder_free);
 
 /* Never block, never fail the caller (problems are logged). */
 void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev);
 void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev);
+void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev);
 
 typedef struct ExecutionFilter {
         const char *sandbox_id;   /* NULL: any */
-        bool any_owner;           /* false: only owner's */
+        bool any_owner;           /* false: only what uid may see (its sandboxes, its execs) */
+        uid_t uid;
+        bool owner_set;           /* the Owner filter: execs in sandboxes owned by owner */
         uid_t owner;
-        uint64_t since;           /* µs CLOCK_REALTIME, 0: any */
-        unsigned limit;           /* 0: a default (100) */
+        uint64_t since;           /* µs CLOCK_REALTIME, started at or after; 0: any */
+        unsigned limit;           /* 0: RECORDER_LIST_LIMIT_DEFAULT */
 } ExecutionFilter;
 
 /* Appends the matching executions to reply in the signature ListExecutions documents in
  * sandboxd-api(7), newest first. Answered from the local spool, which holds every record
  * whether or not MariaDB is reachable. */
 int recorder_list_executions(Recorder *r, const ExecutionFilter *f, sd_bus_message *reply);
+
+/* One execution in ListExecutions' reply: sandbox id, exec id, owner, caller, argv,
+ * working directory ("" = the default), started, ended (µs), exit status, exit code,
+ * signal, timed out, OOM killed, CPU µs (rusage), cgroup CPU ns, cgroup memory peak,
+ * stdout bytes, stderr bytes. */
+#define RECORDER_EXECUTION_SIGNATURE "(stuuassttiiibbttttt)"

@@ -3,6 +3,7 @@
 
 /* The structures behind Manager, Sandbox and Exec, shared by the core's own files only. */
 
+#include "docker-api.h"
 #include "file-op.h"
 #include "manager.h"
 #include "payload.h"
@@ -47,7 +48,8 @@ struct Sandbox {
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         char *template_name;
-        char *unit;
+        PayloadKind kind;
+        char *unit;               /* sandbox-<id>.scope; a Docker sandbox under systemd's cgroup driver: .slice */
         char *object_path;
         char *description;
         char *cgroup;
@@ -58,8 +60,16 @@ struct Sandbox {
         SandboxConfig config;
         uint64_t created_at;
 
-        PayloadProcess payload;
+        PayloadProcess payload;   /* bwrap's monitor; for docker, the scope's holder */
         int control_fd;
+
+        /* docker */
+        char *image;
+        char *container_id;
+        char *socket_dir;         /* holds the control socket the container's agent connects to */
+        int listen_fd;
+        sd_event_source *listen_source;
+        bool docker_pending;      /* a create, start or remove is in flight */
         sd_event_source *control_source;
         sd_event_source *payload_source;
         sd_event_source *info_source;
@@ -102,6 +112,9 @@ struct Manager {
         SystemBounds bounds;
         ManagerHooks hooks;
         int seccomp_fd;
+        DockerClient *docker;
+        char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
+        char *docker_seccomp_profile;
         char **proc_masks;
         char **proc_mask_dirs;
 
@@ -125,6 +138,18 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
 void manager_link_sandbox(Manager *m, Sandbox *s);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
+
+/* sandbox-docker.c */
+int sandbox_docker_start(Sandbox *s);
+void sandbox_docker_unit_started(Sandbox *s);
+/* Removes the container (if any), then calls sandbox_stop_unit_now(). */
+void sandbox_docker_stop(Sandbox *s);
+void sandbox_docker_done(Sandbox *s);
+void sandbox_stop_unit_now(Sandbox *s);
+void sandbox_fail(Sandbox *s, const char *reason);
+void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void *userdata);
+int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata);
+int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

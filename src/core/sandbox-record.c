@@ -16,6 +16,9 @@ void sandbox_record_done(SandboxRecord *st) {
         st->template_name = mfree(st->template_name);
         st->pause_method = mfree(st->pause_method);
         st->cgroup = mfree(st->cgroup);
+        st->payload = mfree(st->payload);
+        st->unit = mfree(st->unit);
+        st->container_id = mfree(st->container_id);
         st->environment = strv_free(st->environment);
 }
 
@@ -40,6 +43,9 @@ int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
             add_u64(o, "payload_pid", (uint64_t) st->payload_pid) < 0 ||
             (st->pause_method && json_object_object_add(o, "pause_method", json_object_new_string(st->pause_method)) < 0) ||
             (st->cgroup && json_object_object_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
+            (st->payload && json_object_object_add(o, "payload", json_object_new_string(st->payload)) < 0) ||
+            (st->unit && json_object_object_add(o, "unit", json_object_new_string(st->unit)) < 0) ||
+            (st->container_id && json_object_object_add(o, "container_id", json_object_new_string(st->container_id)) < 0) ||
             add_u64(o, "MemoryMax", st->config.limits.memory_max) < 0 ||
             add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
             add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
@@ -107,7 +113,7 @@ int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
 
         if (get_u64(o, "owner", &owner) < 0 || owner > UINT32_MAX ||
             get_u64(o, "host_uid", &host_uid) < 0 || host_uid > UINT32_MAX ||
-            get_u64(o, "payload_pid", &pid) < 0 || pid == 0 || pid > INT32_MAX ||
+            get_u64(o, "payload_pid", &pid) < 0 || pid > INT32_MAX ||
             get_u64(o, "created_at", &st.created_at) < 0 ||
             get_u64(o, "deadline_realtime", &st.deadline_realtime) < 0 ||
             get_u64(o, "MemoryMax", &st.config.limits.memory_max) < 0 ||
@@ -141,6 +147,12 @@ int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
                 r = get_str(o, "pause_method", true, &st.pause_method);
         if (r >= 0)
                 r = get_str(o, "cgroup", true, &st.cgroup);
+        if (r >= 0)
+                r = get_str(o, "payload", true, &st.payload);
+        if (r >= 0)
+                r = get_str(o, "unit", true, &st.unit);
+        if (r >= 0)
+                r = get_str(o, "container_id", true, &st.container_id);
         if (r < 0)
                 goto finish;
 

@@ -20,6 +20,9 @@ typedef struct SandboxRecord {
         pid_t payload_pid;          /* bwrap's monitor */
         char *pause_method;         /* NULL if running */
         char *cgroup;
+        char *payload;              /* "bwrap" or "docker" */
+        char *unit;                 /* a Docker sandbox under systemd's cgroup driver: a slice */
+        char *container_id;         /* docker */
         char **environment;         /* the template's, as it was at creation */
         SandboxConfig config;
 } SandboxRecord;

@@ -22,6 +22,7 @@
 
 /* How long a payload may take from release to its agent's "ready". */
 #define SANDBOX_START_TIMEOUT_USEC (15ULL * 1000000ULL)
+#define SANDBOX_DOCKER_START_TIMEOUT_USEC (60ULL * 1000000ULL)
 #define SANDBOX_SLICE "sandbox.slice"
 #define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
 
@@ -83,6 +84,9 @@ static void sandbox_save(Sandbox *s) {
                 .payload_pid = s->payload.pid,
                 .pause_method = (char *) s->pause_method,
                 .cgroup = s->cgroup,
+                .payload = (char *) payload_kind_to_string(s->kind),
+                .unit = s->unit,
+                .container_id = s->container_id,
                 .environment = s->environment,
                 .config = s->config,
         };
@@ -162,6 +166,11 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         safe_close(s->control_fd);
         payload_process_abort(&s->payload);
         free(s->template_name);
+        free(s->image);
+        free(s->container_id);
+        free(s->socket_dir);
+        sd_event_source_disable_unref(s->listen_source);
+        safe_close(s->listen_fd);
         free(s->unit);
         free(s->object_path);
         free(s->description);
@@ -180,7 +189,9 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 return -ENOMEM;
         s->manager = m;
         s->control_fd = -EBADF;
+        s->listen_fd = -EBADF;
         s->payload = PAYLOAD_PROCESS_NULL;
+        s->kind = t->payload;
         s->owner = owner;
         s->config = *config;
         s->state = SANDBOX_STARTING;
@@ -194,7 +205,8 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
 
         s->template_name = strdup(t->name);
         s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
-        if (!s->template_name || !s->environment ||
+        s->image = t->image ? strdup(t->image) : NULL;
+        if (!s->template_name || !s->environment || (t->image && !s->image) ||
             asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
             asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
@@ -219,6 +231,8 @@ static void sandbox_finalize(Sandbox *s) {
         while (s->file_ops)
                 file_op_abort(s->file_ops, s->failure ?: "The sandbox was destroyed during the file operation.");
 
+        if (s->kind == PAYLOAD_DOCKER)
+                sandbox_docker_done(s);
         sandbox_set_state(s, SANDBOX_DEAD);
 
         if (s->create_cb) {
@@ -264,7 +278,7 @@ static void sandbox_abort_payload(Sandbox *s) {
         payload_process_abort(&s->payload);
 }
 
-static void sandbox_stop_unit(Sandbox *s) {
+void sandbox_stop_unit_now(Sandbox *s) {
         int r;
 
         /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
@@ -283,6 +297,14 @@ static void sandbox_stop_unit(Sandbox *s) {
         s->stop_pending = true;
 }
 
+static void sandbox_stop_unit(Sandbox *s) {
+        /* A container goes first, through Docker, so that none is left behind. */
+        if (s->kind == PAYLOAD_DOCKER)
+                sandbox_docker_stop(s);
+        else
+                sandbox_stop_unit_now(s);
+}
+
 static void sandbox_stop(Sandbox *s, const char *reason) {
         if (reason && !s->failure)
                 s->failure = strdup(reason);
@@ -298,6 +320,10 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
         if (s->start_pending)
                 return; /* on_scope_started continues from here */
         sandbox_stop_unit(s);
+}
+
+void sandbox_fail(Sandbox *s, const char *reason) {
+        sandbox_stop(s, reason);
 }
 
 static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
@@ -380,7 +406,7 @@ static void sandbox_became_ready(Sandbox *s) {
         }
 }
 
-static int on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
 
         for (;;) {
@@ -426,7 +452,7 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
         }
 }
 
-static int on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
 
         s->payload_source = sd_event_source_disable_unref(s->payload_source);
@@ -442,15 +468,19 @@ static void on_control_group(const char *cgroup, const sd_bus_error *error, void
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
                 if (asprintf(&s->cgroup, "/" SANDBOX_SLICE "/%s", s->unit) < 0)
                         s->cgroup = NULL;
+                if (s->kind == PAYLOAD_DOCKER && s->state == SANDBOX_STARTING)
+                        sandbox_docker_unit_started(s);
                 return;
         }
         free(s->cgroup);
         s->cgroup = strdup(cgroup);
+        if (s->kind == PAYLOAD_DOCKER && s->state == SANDBOX_STARTING)
+                sandbox_docker_unit_started(s);
 }
 
 static void sandbox_attach_child(Sandbox *s);
 
-static void on_scope_started(const char *result, const sd_bus_error *error, void *userdata) {
+void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         _cleanup_free_ char *reason = NULL;
         int r;
@@ -481,10 +511,16 @@ static void on_scope_started(const char *result, const sd_bus_error *error, void
         }
 
         r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
-        if (r < 0)
+        if (r < 0) {
                 log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
+                if (s->kind == PAYLOAD_DOCKER) {
+                        sandbox_stop(s, "the cgroup of its unit could not be learned.");
+                        return;
+                }
+        }
 
-        sandbox_attach_child(s);
+        if (s->kind == PAYLOAD_BWRAP)
+                sandbox_attach_child(s);
 }
 
 static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
@@ -551,6 +587,22 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (!t)
                 return -ENOENT;
 
+        if (s->kind == PAYLOAD_DOCKER) {
+                /* Images may be large to unpack: a minute to come up. */
+                r = sandbox_arm_timer(s, SANDBOX_DOCKER_START_TIMEOUT_USEC);
+                if (r >= 0)
+                        r = sandbox_docker_start(s);
+                if (r < 0) {
+                        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+                        sandbox_abort_payload(s);
+                        sandbox_docker_done(s);
+                        return r;
+                }
+                s->create_cb = cb;
+                s->create_userdata = userdata;
+                return 0;
+        }
+
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         /* An exec request is one datagram: ask for room for the largest (beyond
@@ -579,10 +631,10 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         pair[1] = safe_close(pair[1]);
         s->control_fd = TAKE_FD(pair[0]);
 
-        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, on_control, s);
+        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, sandbox_on_control, s);
         if (r < 0)
                 goto fail_payload;
-        r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, on_payload_exit, s);
+        r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, sandbox_on_payload_exit, s);
         if (r < 0)
                 goto fail_payload;
         r = sandbox_arm_timer(s, SANDBOX_START_TIMEOUT_USEC);
@@ -603,7 +655,7 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 .n_pids = 1,
                 .limits = s->config.limits,
         };
-        r = scope_start_transient(m->systemd, &sp, on_scope_started, s);
+        r = scope_start_transient(m->systemd, &sp, sandbox_on_unit_started, s);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
                 goto fail_payload;
@@ -810,12 +862,21 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         s->saved = true;
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
         s->payload.pid = st->payload_pid;
+        s->listen_fd = -EBADF;
+        s->kind = st->payload && streq(st->payload, "docker") ? PAYLOAD_DOCKER : PAYLOAD_BWRAP;
 
         s->template_name = strdup(st->template_name);
+        s->container_id = st->container_id ? strdup(st->container_id) : NULL;
+        if (st->unit)
+                s->unit = strdup(st->unit);
+        else if (asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0)
+                s->unit = NULL;
+        if (s->kind == PAYLOAD_DOCKER && asprintf(&s->socket_dir, "%s/sockets/%s", m->settings.state_dir, st->id) < 0)
+                s->socket_dir = NULL;
         s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
         s->cgroup = st->cgroup ? strdup(st->cgroup) : NULL;
         if (!s->template_name || !s->environment || (st->cgroup && !s->cgroup) ||
-            asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
+            !s->unit ||
             asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
                 r = -ENOMEM;
@@ -828,9 +889,9 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         }
         s->control_fd = TAKE_FD(cfd);
         s->payload.pidfd = TAKE_FD(pfd);
-        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, on_control, s);
-        if (r >= 0)
-                r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, on_payload_exit, s);
+        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, sandbox_on_control, s);
+        if (r >= 0 && s->payload.pidfd >= 0)
+                r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, sandbox_on_payload_exit, s);
         if (r < 0)
                 goto fail;
 

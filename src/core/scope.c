@@ -190,21 +190,23 @@ static int scope_send_start(PendingCall *p) {
         if (r < 0)
                 return r;
 
+        bool is_slice = strlen(p->unit) > 6 && streq(p->unit + strlen(p->unit) - 6, ".slice");
+
         if (r >= 0)
                 r = append_property(m, "Description", "s", s->description);
-        if (r >= 0)
+        if (r >= 0 && s->slice)
                 r = append_property(m, "Slice", "s", s->slice);
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_open_container(m, 'r', "sv");
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_append(m, "s", "PIDs");
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_open_container(m, 'v', "au");
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_append_array(m, 'u', p->pids, sizeof(uint32_t) * p->n_pids);
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_close_container(m);
-        if (r >= 0)
+        if (r >= 0 && p->n_pids > 0)
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = append_property(m, "MemoryAccounting", "b", 1);
@@ -218,22 +220,24 @@ static int scope_send_start(PendingCall *p) {
                 r = append_property(m, "TasksAccounting", "b", 1);
         if (r >= 0)
                 r = append_property(m, "TasksMax", "t", s->limits.tasks_max);
-        /* Delegated: the payload's second process joins after the start
-         * (AttachProcessesToUnit), and a container runtime may later nest cgroups here. The
-         * sandbox itself never sees cgroupfs (own cgroup namespace, nothing mounted). */
-        if (r >= 0)
-                r = append_property(m, "Delegate", "b", 1);
-        /* Untrusted code gets no grace period on stop. */
-        if (r >= 0)
-                r = append_property(m, "KillSignal", "i", SIGKILL);
-        if (r >= 0)
-                r = append_property(m, "SendSIGHUP", "b", 0);
+        if (!is_slice) {
+                /* Delegated: the payload's second process joins after the start
+                 * (AttachProcessesToUnit), and a container runtime may nest cgroups here. The
+                 * sandbox itself never sees cgroupfs (own cgroup namespace, nothing mounted). */
+                if (r >= 0)
+                        r = append_property(m, "Delegate", "b", 1);
+                /* Untrusted code gets no grace period on stop. */
+                if (r >= 0)
+                        r = append_property(m, "KillSignal", "i", SIGKILL);
+                if (r >= 0)
+                        r = append_property(m, "SendSIGHUP", "b", 0);
+        }
         /* A sandbox whose code ended badly must not linger as a failed unit. */
         if (r >= 0)
                 r = append_property(m, "CollectMode", "s", "inactive-or-failed");
         /* An OOM kill of one exec must not stop a persistent sandbox (systemd ≥ 253
          * knows OOMPolicy= for scopes; older ones refuse it and we retry without). */
-        if (r >= 0 && !p->drop_oom_policy)
+        if (r >= 0 && !p->drop_oom_policy && !is_slice)
                 r = append_property(m, "OOMPolicy", "s", "continue");
         if (r < 0)
                 return r;
@@ -300,7 +304,7 @@ int scope_start_transient(SystemdClient *c, const ScopeParams *params,
         p = pending_call_new(c, CALL_START, params->unit, cb, userdata);
         if (!p)
                 return -ENOMEM;
-        if (params->n_pids == 0 || params->n_pids > ELEMENTSOF(p->pids)) {
+        if (params->n_pids > ELEMENTSOF(p->pids)) {
                 pending_call_unlink_free(p);
                 return -EINVAL;
         }

@@ -18,6 +18,7 @@ Template *template_free(Template *t) {
                 return NULL;
         free(t->name);
         free(t->description);
+        free(t->image);
         strv_free(t->ro_binds);
         strv_free(t->environment);
         strv_free(t->runtimes);
@@ -117,11 +118,6 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
                         goto finish;
                 }
         }
-        if (t->payload != PAYLOAD_BWRAP) {
-                r = fail(ret_error, "payload \"%s\" is not supported by this version",
-                         payload_kind_to_string(t->payload));
-                goto finish;
-        }
         if (json_object_object_get_ex(o, "description", &v)) {
                 if (!json_object_is_type(v, json_type_string)) {
                         r = fail(ret_error, "%s", "\"description\" must be a string");
@@ -137,8 +133,28 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         r = json_strv(o, "ro_binds", true, &t->ro_binds, ret_error);
         if (r < 0)
                 goto finish;
-        if (strv_isempty(t->ro_binds)) {
+        if (t->payload == PAYLOAD_BWRAP && strv_isempty(t->ro_binds)) {
                 r = fail(ret_error, "%s", "\"ro_binds\" must name at least one host directory");
+                goto finish;
+        }
+        if (json_object_object_get_ex(o, "image", &v)) {
+                const char *img = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+                if (isempty(img) || strlen(img) > 256 || strpbrk(img, " \t\n\"?#&")) {
+                        r = fail(ret_error, "%s", "\"image\" must be an image name such as \"debian:bookworm\"");
+                        goto finish;
+                }
+                t->image = strdup(img);
+                if (!t->image) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+        }
+        if (t->payload == PAYLOAD_DOCKER && (!t->image || !strv_isempty(t->ro_binds))) {
+                r = fail(ret_error, "%s", "a docker template names an \"image\" (and no \"ro_binds\")");
+                goto finish;
+        }
+        if (t->payload == PAYLOAD_BWRAP && t->image) {
+                r = fail(ret_error, "%s", "\"image\" is for docker templates");
                 goto finish;
         }
         r = json_strv(o, "environment", false, &t->environment, ret_error);

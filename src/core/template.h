@@ -16,7 +16,8 @@ typedef struct Template {
         char *name;
         char *description;
         PayloadKind payload;
-        char **ro_binds;     /* host paths, shown read-only at the same place inside */
+        char **ro_binds;     /* bwrap: host paths, shown read-only at the same place inside */
+        char *image;         /* docker: the image, as the Engine API names it */
         char **environment;  /* NAME=VALUE */
         char **runtimes;     /* informative: python3, sh, … */
         SandboxLimits limits; /* 0 = built-in default */

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/un.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -423,11 +424,52 @@ static int handle_signals(struct agent *a, int sfd) {
         return 0;
 }
 
-int main(void) {
+/* --hold: a process that only keeps a unit alive (a Docker sandbox's scope, whose real
+ * processes are the container's, started by dockerd). It waits to be killed. */
+_noreturn_ static void hold(void) {
+        sigset_t all;
+
+        sigfillset(&all);
+        (void) sigprocmask(SIG_BLOCK, &all, NULL);
+        (void) close_from(0);
+        for (;;)
+                (void) sigsuspend(&all);
+}
+
+/* --connect PATH: where no descriptor can be inherited (a container), the control socket
+ * is a SOCK_SEQPACKET socket sandboxd listens on, bind-mounted in. */
+static void connect_control(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                die(path, ENAMETOOLONG);
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("socket", errno);
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                die(path, errno);
+        if (fd != AGENT_CONTROL_FD) {
+                if (dup2(fd, AGENT_CONTROL_FD) < 0)
+                        die("dup2", errno);
+                close(fd);
+        } else if (fcntl(fd, F_SETFD, 0) < 0)
+                die("fcntl", errno);
+}
+
+int main(int argc, char *argv[]) {
         struct agent a = {};
         sigset_t mask;
         int sfd, type, r;
         socklen_t sl = sizeof(type);
+
+        if (argc == 2 && strcmp(argv[1], "--hold") == 0)
+                hold();
+        if (argc == 3 && strcmp(argv[1], "--connect") == 0)
+                connect_control(argv[2]);
+        else if (argc != 1)
+                die("usage: sandbox-init [--connect PATH | --hold]", EINVAL);
 
         /* Sandboxed code runs as our uid: without this it could ptrace us, or open our fds
          * through /proc/1/fd, and so speak to sandboxd in our name. */

@@ -5,6 +5,7 @@
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 #include "polkit.h"
+#include "recorder-dbus.h"
 #include "strv.h"
 
 static int sandbox_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
@@ -212,6 +213,10 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sss)", templates),
                                 method_list_templates, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListExecutions",
+                                SD_BUS_ARGS("a{sv}", filter),
+                                SD_BUS_RESULT("a" RECORDER_EXECUTION_SIGNATURE, executions),
+                                method_list_executions, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxNew", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_SIGNAL_WITH_ARGS("SandboxRemoved", SD_BUS_ARGS("s", id, "o", path), 0),
         SD_BUS_VTABLE_END

@@ -11,6 +11,8 @@
 #include "config.h"
 #include "log.h"
 #include "manager.h"
+#include "payload.h"
+#include "recorder-dbus.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 #include "seccomp-policy.h"
@@ -20,6 +22,7 @@ typedef struct Daemon {
         sd_event *event;
         sd_bus *bus;
         Manager *manager;
+        Recorder *recorder;
 } Daemon;
 
 static void help(void) {
@@ -29,16 +32,20 @@ static void help(void) {
                "     --version              Show package version\n"
                "     --template-dir=DIR     Load templates from DIR (repeatable; replaces the\n"
                "                            defaults; later directories override earlier ones)\n"
-               "     --state-dir=DIR        Where work directories live (default %s)\n"
+               "     --state-dir=DIR        Where the state of running sandboxes is kept,\n"
+               "                            for adopting them after a restart (default %s)\n"
                "     --agent=PATH           The sandbox-init binary (default %s)\n"
                "     --bwrap=PATH           The bubblewrap binary (default %s)\n"
+               "     --docker-socket=PATH   The Docker Engine API socket (default %s)\n"
                "     --max-sandboxes=N      Refuse to create more than N sandboxes (default %u)\n"
+               "     --config=PATH          Read PATH and PATH.d/*.conf instead of\n"
+               "                            %s and its .d (sandboxd.conf(5))\n"
                "     --debug                Log debug messages\n"
                "     --dump-seccomp         Print the sandboxes' seccomp policy as a Docker\n"
                "                            seccomp profile (JSON) and exit\n"
                "\nSee the sandboxd(8) man page for details.\n",
-               program_invocation_short_name, SANDBOX_STATE_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH,
-               SANDBOX_MAX_DEFAULT);
+               program_invocation_short_name, SANDBOX_RUNTIME_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH, DOCKER_SOCKET_DEFAULT,
+               SANDBOX_MAX_DEFAULT, SANDBOX_CONF_FILE);
 }
 
 static int set_path(char **dest, const char *arg, const char *what) {
@@ -52,16 +59,18 @@ static int set_path(char **dest, const char *arg, const char *what) {
         return 0;
 }
 
-static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
+static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_path) {
         enum {
                 ARG_VERSION = 0x100,
                 ARG_TEMPLATE_DIR,
                 ARG_STATE_DIR,
                 ARG_AGENT,
                 ARG_BWRAP,
+                ARG_DOCKER_SOCKET,
                 ARG_MAX_SANDBOXES,
                 ARG_DEBUG,
                 ARG_DUMP_SECCOMP,
+                ARG_CONFIG,
         };
         static const struct option options[] = {
                 { "help",          no_argument,       NULL, 'h'               },
@@ -70,9 +79,11 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                 { "state-dir",     required_argument, NULL, ARG_STATE_DIR     },
                 { "agent",         required_argument, NULL, ARG_AGENT         },
                 { "bwrap",         required_argument, NULL, ARG_BWRAP         },
+                { "docker-socket", required_argument, NULL, ARG_DOCKER_SOCKET },
                 { "max-sandboxes", required_argument, NULL, ARG_MAX_SANDBOXES },
                 { "debug",         no_argument,       NULL, ARG_DEBUG         },
                 { "dump-seccomp",  no_argument,       NULL, ARG_DUMP_SECCOMP  },
+                { "config",        required_argument, NULL, ARG_CONFIG        },
                 {}
         };
         bool template_dirs_given = false;
@@ -111,6 +122,11 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                         if (r < 0)
                                 return r;
                         break;
+                case ARG_DOCKER_SOCKET:
+                        r = set_path(&s->docker_socket, optarg, "--docker-socket=");
+                        if (r < 0)
+                                return r;
+                        break;
                 case ARG_MAX_SANDBOXES: {
                         char *end;
                         unsigned long n;
@@ -132,6 +148,11 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s) {
                         puts(json);
                         return 0;
                 }
+                case ARG_CONFIG:
+                        r = set_path(config_path, optarg, "--config=");
+                        if (r < 0)
+                                return r;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -164,6 +185,58 @@ static void on_sandbox_removed(Sandbox *s, void *userdata) {
         (void) manager_dbus_emit_sandbox(d->bus, s, false);
 }
 
+static void on_sandbox_record(const SandboxRecordEvent *ev, void *userdata) {
+        Daemon *d = userdata;
+        recorder_sandbox_event(d->recorder, ev);
+}
+
+static void on_exec_record(const ExecRecordEvent *ev, void *userdata) {
+        Daemon *d = userdata;
+        recorder_exec_event(d->recorder, ev);
+}
+
+/* The record: without it sandboxd still runs (recording never stops an execution), and
+ * says so loudly; ListExecutions then answers NotSupported. */
+static int setup_recorder(Daemon *d, const char *config_path, const ManagerSettings *m) {
+        _cleanup_(recorder_settings_done) RecorderSettings rs = {};
+        int r;
+
+        r = recorder_settings_init(&rs);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory.");
+        r = recorder_settings_load(&rs, config_path);
+        if (r < 0)
+                return r;  /* a broken configuration is the administrator's to fix: refuse */
+        if (!rs.enabled) {
+                log_info("Recording is off (Record=no).");
+                return 0;
+        }
+        if (!rs.spool_dir && asprintf(&rs.spool_dir, "%s/spool", m->state_dir) < 0)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        r = recorder_new(d->event, &rs, &d->recorder);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the record spool in %s, executions are NOT recorded: %m",
+                                rs.spool_dir);
+                return 0;
+        }
+        recorder_dbus_set(d->recorder);
+        return 0;
+}
+
+static void record_templates(Daemon *d) {
+        const TemplateSet *set = manager_get_templates(d->manager);
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < set->n; i++)
+                recorder_template_event(d->recorder, &(TemplateRecordEvent) {
+                        .name = set->templates[i]->name,
+                        .payload = payload_kind_to_string(set->templates[i]->payload),
+                        .description = set->templates[i]->description,
+                        .loaded_at = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL,
+                });
+}
+
 static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
         Daemon *d = userdata;
 
@@ -177,6 +250,7 @@ static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *
 
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_settings_done) ManagerSettings settings = {};
+        _cleanup_free_ char *config_path = NULL;
         Daemon d = {};
         sigset_t mask;
         int r;
@@ -184,7 +258,7 @@ static int run(int argc, char *argv[]) {
         r = manager_settings_init(&settings);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = parse_argv(argc, argv, &settings);
+        r = parse_argv(argc, argv, &settings, &config_path);
         if (r <= 0)
                 return r;
         r = check_executable(settings.bwrap_path, "bubblewrap");
@@ -221,6 +295,10 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 goto finish;
 
+        r = setup_recorder(&d, config_path, &settings);
+        if (r < 0)
+                goto finish;
+
         r = sd_bus_open_system(&d.bus);
         if (r < 0) {
                 log_error_errno(r, "Failed to connect to the system bus: %m");
@@ -239,11 +317,14 @@ static int run(int argc, char *argv[]) {
                 .sandbox_added = on_sandbox_added,
                 .sandbox_state_changed = on_sandbox_state_changed,
                 .sandbox_removed = on_sandbox_removed,
+                .sandbox_record = d.recorder ? on_sandbox_record : NULL,
+                .exec_record = d.recorder ? on_exec_record : NULL,
                 .userdata = &d,
         });
         r = manager_load_templates(d.manager);
         if (r < 0)
                 goto finish;
+        record_templates(&d);
         (void) manager_adopt_sandboxes(d.manager);
 
         r = manager_dbus_register(d.bus, d.manager);
@@ -270,6 +351,8 @@ finish:
         if (r < 0 && r != -EINVAL)
                 log_error_errno(r, "Exiting: %m");
         d.manager = manager_free(d.manager);
+        recorder_dbus_set(NULL);
+        d.recorder = recorder_free(d.recorder);
         if (d.bus) {
                 sd_bus_flush(d.bus);
                 d.bus = sd_bus_flush_close_unref(d.bus);

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The docker backend: the container that is a sandbox's payload, described for the
+ * Engine API. The agent runs in it bind-mounted from the host and connects back over a
+ * socket sandboxd listens on (a container inherits no descriptor of ours). */
+
+#include <json-c/json.h>
+
+#include "options.h"
+
+#define DOCKER_AGENT_INSIDE "/run/sandbox-init"
+#define DOCKER_SOCKET_DIR_INSIDE "/run/sandbox"
+#define DOCKER_CONTROL_SOCKET "ctl.sock"
+#define DOCKER_LABEL_ID "io.sandboxd.id"
+
+typedef struct DockerCreateParams {
+        const char *sandbox_id;
+        const char *image;
+        const char *agent_path;      /* host path of the static sandbox-init */
+        const char *socket_dir;      /* host directory holding the control socket */
+        const char *cgroup_parent;   /* cgroupfs: a path under the scope; systemd: the slice */
+        const char *seccomp_profile; /* the policy as a Docker profile (JSON text) */
+        char * const *environment;
+        const SandboxLimits *limits;
+        uint64_t disk_max;
+} DockerCreateParams;
+
+/* The body of POST /containers/create (pure, for tests). */
+int docker_build_create_body(const DockerCreateParams *p, json_object **ret);

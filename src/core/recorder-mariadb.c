@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <mysql.h>
+#include <errmsg.h>
+#include <mysqld_error.h>
+
+#include "macro.h"
+#include "parse-util.h"
+#include "recorder-mariadb.h"
+#include "recorder-spool.h"
+
+/* Connect, read and write timeouts: a server that hangs costs the writer thread this
+ * long, and sandboxd's shutdown at most this long. */
+#define DB_TIMEOUT_SEC 5U
+#define PRUNE_BATCH 5000U
+
+static void mysql_stmt_closep(MYSQL_STMT **st) {
+        if (*st)
+                mysql_stmt_close(*st);
+}
+
+struct RecorderDB {
+        MYSQL *mysql;
+        MYSQL_STMT *insert_sandbox, *insert_exec, *insert_template;
+        char error[512];
+};
+
+/* The schema, one step per version; each step idempotent (a crash between a step and its
+ * schema_version row only repeats the step). Times are µs since the epoch (UTC) in
+ * BIGINT UNSIGNED: exact, and free of the session's time zone. Bytes that come from the
+ * sandbox (argv, cwd, output excerpts) are BLOBs: stored verbatim, never re-encoded. */
+static const char *const migration_1[] = {
+        "CREATE TABLE IF NOT EXISTS sandboxes ("
+        " id VARCHAR(64) NOT NULL PRIMARY KEY,"
+        " owner_uid INT UNSIGNED NOT NULL,"
+        " template VARCHAR(255) NOT NULL,"
+        " payload VARCHAR(32) NOT NULL,"
+        " memory_max BIGINT UNSIGNED NOT NULL,"
+        " cpu_quota_per_sec_usec BIGINT UNSIGNED NOT NULL,"
+        " tasks_max BIGINT UNSIGNED NOT NULL,"
+        " disk_max BIGINT UNSIGNED NOT NULL,"
+        " timeout_sec BIGINT UNSIGNED NOT NULL,"
+        " idle_timeout_sec BIGINT UNSIGNED NOT NULL,"
+        " ephemeral BOOLEAN NOT NULL,"
+        " created_usec BIGINT UNSIGNED NOT NULL,"
+        " destroyed_usec BIGINT UNSIGNED NULL,"
+        " end_reason TEXT NULL,"
+        " KEY owner (owner_uid),"
+        " KEY created (created_usec)"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        "CREATE TABLE IF NOT EXISTS executions ("
+        " sandbox_id VARCHAR(64) NOT NULL,"
+        " exec_id BIGINT UNSIGNED NOT NULL,"
+        " owner_uid INT UNSIGNED NOT NULL,"
+        " caller_uid INT UNSIGNED NOT NULL,"
+        " argv MEDIUMBLOB NOT NULL COMMENT 'JSON array of strings',"
+        " cwd BLOB NULL,"
+        " background BOOLEAN NOT NULL,"
+        " started_usec BIGINT UNSIGNED NOT NULL,"
+        " ended_usec BIGINT UNSIGNED NOT NULL,"
+        " exit_status INT NOT NULL COMMENT 'exit code, or 128 + signal',"
+        " exit_code INT NOT NULL COMMENT '-1 when killed',"
+        " term_signal INT NOT NULL,"
+        " timed_out BOOLEAN NOT NULL,"
+        " oom_killed BOOLEAN NOT NULL,"
+        " output_truncated BOOLEAN NOT NULL,"
+        " cpu_usec BIGINT UNSIGNED NOT NULL COMMENT 'rusage of the process',"
+        " cgroup_cpu_nsec BIGINT UNSIGNED NOT NULL COMMENT 'the unit cgroup, during the exec',"
+        " cgroup_memory_peak BIGINT UNSIGNED NOT NULL COMMENT 'bytes, the unit cgroup high-water mark',"
+        " stdout_bytes BIGINT UNSIGNED NOT NULL,"
+        " stderr_bytes BIGINT UNSIGNED NOT NULL,"
+        " stdout_excerpt BLOB NOT NULL,"
+        " stderr_excerpt BLOB NOT NULL,"
+        " spool_seq BIGINT UNSIGNED NOT NULL,"
+        " PRIMARY KEY (sandbox_id, exec_id),"
+        " KEY started (started_usec),"
+        " KEY ended (ended_usec),"
+        " KEY owner (owner_uid),"
+        " KEY caller (caller_uid)"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        "CREATE TABLE IF NOT EXISTS templates ("
+        " name VARCHAR(255) NOT NULL PRIMARY KEY,"
+        " payload VARCHAR(32) NOT NULL,"
+        " description TEXT NULL,"
+        " loaded_usec BIGINT UNSIGNED NOT NULL"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        NULL
+};
+
+static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
+        migration_1,
+};
+
+static const char sql_insert_sandbox[] =
+        "INSERT INTO sandboxes (id, owner_uid, template, payload, memory_max, cpu_quota_per_sec_usec,"
+        " tasks_max, disk_max, timeout_sec, idle_timeout_sec, ephemeral, created_usec, destroyed_usec,"
+        " end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON DUPLICATE KEY UPDATE"
+        " destroyed_usec = COALESCE(VALUES(destroyed_usec), destroyed_usec),"
+        " end_reason = COALESCE(VALUES(end_reason), end_reason)";
+
+static const char sql_insert_exec[] =
+        "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, caller_uid, argv, cwd,"
+        " background, started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out,"
+        " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, stdout_bytes,"
+        " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+static const char sql_insert_template[] =
+        "INSERT INTO templates (name, payload, description, loaded_usec) VALUES (?, ?, ?, ?)"
+        " ON DUPLICATE KEY UPDATE payload = VALUES(payload), description = VALUES(description),"
+        " loaded_usec = GREATEST(loaded_usec, VALUES(loaded_usec))";
+
+static const char *const sql_prune[] = {
+        "DELETE FROM executions WHERE ended_usec < ? LIMIT 5000",
+        "DELETE FROM sandboxes WHERE destroyed_usec IS NOT NULL AND destroyed_usec < ? LIMIT 5000",
+        "DELETE FROM templates WHERE loaded_usec < ? LIMIT 5000",
+};
+
+/* Whether an error is about this record (it will fail the same way every time) rather
+ * than about the server or the connection (which may be better later). */
+static bool error_is_permanent(unsigned e) {
+        switch (e) {
+        case ER_BAD_NULL_ERROR:
+        case ER_WARN_DATA_OUT_OF_RANGE:
+        case WARN_DATA_TRUNCATED:
+        case ER_TRUNCATED_WRONG_VALUE:
+        case ER_TRUNCATED_WRONG_VALUE_FOR_FIELD:
+        case ER_DATA_TOO_LONG:
+        case ER_INVALID_CHARACTER_STRING:
+                return true;
+        default:
+                return false;
+        }
+}
+
+static int db_fail(RecorderDB *db, unsigned e, const char *msg, const char *what) {
+        snprintf(db->error, sizeof(db->error), "%s: %s (%u)", what, msg, e);
+        return error_is_permanent(e) ? -EBADMSG : -EAGAIN;
+}
+
+static int db_fail_mysql(RecorderDB *db, const char *what) {
+        return db_fail(db, mysql_errno(db->mysql), mysql_error(db->mysql), what);
+}
+
+static int db_fail_stmt(RecorderDB *db, MYSQL_STMT *st, const char *what) {
+        return db_fail(db, mysql_stmt_errno(st), mysql_stmt_error(st), what);
+}
+
+const char *recorder_db_error(RecorderDB *db) {
+        return db->error;
+}
+
+RecorderDB *recorder_db_free(RecorderDB *db) {
+        if (!db)
+                return NULL;
+        if (db->insert_sandbox)
+                mysql_stmt_close(db->insert_sandbox);
+        if (db->insert_exec)
+                mysql_stmt_close(db->insert_exec);
+        if (db->insert_template)
+                mysql_stmt_close(db->insert_template);
+        if (db->mysql)
+                mysql_close(db->mysql);
+        free(db);
+        return NULL;
+}
+
+static int prepare(RecorderDB *db, const char *sql, MYSQL_STMT **ret) {
+        MYSQL_STMT *st;
+
+        st = mysql_stmt_init(db->mysql);
+        if (!st)
+                return db_fail_mysql(db, "mysql_stmt_init");
+        if (mysql_stmt_prepare(st, sql, (unsigned long) strlen(sql)) != 0) {
+                int r = db_fail_stmt(db, st, "Failed to prepare statement");
+                mysql_stmt_close(st);
+                return r == -EBADMSG ? -EAGAIN : r;
+        }
+        *ret = st;
+        return 0;
+}
+
+int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_error) {
+        RecorderDB *db;
+        unsigned timeout = DB_TIMEOUT_SEC;
+        my_bool off = 0;
+
+        db = calloc(1, sizeof(RecorderDB));
+        if (!db)
+                return -ENOMEM;
+        db->mysql = mysql_init(NULL);
+        if (!db->mysql) {
+                free(db);
+                return -ENOMEM;
+        }
+        (void) mysql_options(db->mysql, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+        (void) mysql_options(db->mysql, MYSQL_OPT_READ_TIMEOUT, &timeout);
+        (void) mysql_options(db->mysql, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
+        (void) mysql_options(db->mysql, MYSQL_OPT_RECONNECT, &off);
+        (void) mysql_options(db->mysql, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+        /* No my.cnf of the host: what sandboxd.conf says is what is used. */
+
+        if (!mysql_real_connect(db->mysql, s->mariadb_socket ? NULL : s->mariadb_host,
+                                s->mariadb_user, s->mariadb_password, s->mariadb_database,
+                                s->mariadb_socket ? 0 : s->mariadb_port, s->mariadb_socket,
+                                CLIENT_FOUND_ROWS)) {
+                if (ret_error)
+                        *ret_error = strdup(mysql_error(db->mysql));
+                recorder_db_free(db);
+                return -EAGAIN;
+        }
+        if (mysql_autocommit(db->mysql, 0) != 0 ||
+            mysql_query(db->mysql, "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'") != 0) {
+                if (ret_error)
+                        *ret_error = strdup(mysql_error(db->mysql));
+                recorder_db_free(db);
+                return -EAGAIN;
+        }
+        *ret = db;
+        return 0;
+}
+
+static int query(RecorderDB *db, const char *sql) {
+        if (mysql_query(db->mysql, sql) != 0)
+                return db_fail_mysql(db, sql);
+        MYSQL_RES *res = mysql_store_result(db->mysql);
+        if (res)
+                mysql_free_result(res);
+        return 0;
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+}
+
+/* Parameters for one statement; the values live here until it has run. */
+typedef struct Params {
+        MYSQL_BIND bind[32];
+        uint64_t u64[32];
+        int32_t i32[32];
+        signed char b[32];
+        unsigned long len[32];
+        my_bool null[32];
+        void *owned[32];
+        size_t n, n_owned;
+} Params;
+
+static void params_done(Params *p) {
+        for (size_t i = 0; i < p->n_owned; i++)
+                free(p->owned[i]);
+}
+
+static MYSQL_BIND *param_next(Params *p) {
+        assert(p->n < ELEMENTSOF(p->bind));
+        MYSQL_BIND *b = &p->bind[p->n];
+        memset(b, 0, sizeof(*b));
+        b->is_null = &p->null[p->n];
+        b->length = &p->len[p->n];
+        p->null[p->n] = 0;
+        return b;
+}
+
+static void param_u64(Params *p, uint64_t v) {
+        MYSQL_BIND *b = param_next(p);
+        p->u64[p->n] = v;
+        b->buffer_type = MYSQL_TYPE_LONGLONG;
+        b->buffer = &p->u64[p->n];
+        b->is_unsigned = 1;
+        p->n++;
+}
+
+static void param_u64_or_null(Params *p, uint64_t v) {
+        size_t i = p->n;
+        param_u64(p, v);
+        p->null[i] = v == 0;
+}
+
+static void param_i32(Params *p, int64_t v) {
+        MYSQL_BIND *b = param_next(p);
+        p->i32[p->n] = (int32_t) v;
+        b->buffer_type = MYSQL_TYPE_LONG;
+        b->buffer = &p->i32[p->n];
+        p->n++;
+}
+
+static void param_bool(Params *p, bool v) {
+        MYSQL_BIND *b = param_next(p);
+        p->b[p->n] = v;
+        b->buffer_type = MYSQL_TYPE_TINY;
+        b->buffer = &p->b[p->n];
+        p->n++;
+}
+
+/* Bytes as they are, into a BLOB (NULL stays NULL). */
+static void param_blob(Params *p, const void *data, size_t size, bool is_null) {
+        MYSQL_BIND *b = param_next(p);
+        b->buffer_type = MYSQL_TYPE_BLOB;
+        b->buffer = (void *) (data ?: "");
+        b->buffer_length = (unsigned long) size;
+        p->len[p->n] = (unsigned long) size;
+        p->null[p->n] = is_null;
+        p->n++;
+}
+
+/* Text for a TEXT/VARCHAR column: made valid UTF-8, so that the server never refuses it. */
+static int param_text(Params *p, const char *s, size_t size) {
+        char *t = NULL;
+        size_t l = 0;
+        int r;
+
+        if (s) {
+                r = utf8_sanitize(s, size, &t, &l);
+                if (r < 0)
+                        return r;
+                p->owned[p->n_owned++] = t;
+        }
+        MYSQL_BIND *b = param_next(p);
+        b->buffer_type = MYSQL_TYPE_STRING;
+        b->buffer = t ?: (char *) "";
+        b->buffer_length = (unsigned long) l;
+        p->len[p->n] = (unsigned long) l;
+        p->null[p->n] = !s;
+        p->n++;
+        return 0;
+}
+
+static int param_text_field(Params *p, json_object *o, const char *key) {
+        size_t l;
+        const char *s = spool_get_string(o, key, &l);
+        return param_text(p, s, l);
+}
+
+static int execute(RecorderDB *db, MYSQL_STMT *st, Params *p, const char *what) {
+        if (mysql_stmt_bind_param(st, p->bind) != 0)
+                return db_fail_stmt(db, st, what);
+        if (mysql_stmt_execute(st) != 0)
+                return db_fail_stmt(db, st, what);
+        return 0;
+}
+
+int recorder_db_migrate(RecorderDB *db) {
+        unsigned have = 0;
+        int r;
+
+        r = query(db, "CREATE TABLE IF NOT EXISTS schema_version ("
+                      " version INT UNSIGNED NOT NULL PRIMARY KEY,"
+                      " applied_usec BIGINT UNSIGNED NOT NULL"
+                      ") ENGINE=InnoDB");
+        if (r < 0)
+                return r == -EBADMSG ? -EAGAIN : r;
+        MYSQL_RES *res = NULL;
+        if (mysql_query(db->mysql, "SELECT COALESCE(MAX(version), 0) FROM schema_version") != 0 ||
+            !(res = mysql_store_result(db->mysql))) {
+                (void) db_fail_mysql(db, "Failed to read schema_version");
+                return -EAGAIN;
+        }
+        MYSQL_ROW row = mysql_fetch_row(res);
+        if (row && row[0])
+                have = (unsigned) strtoul(row[0], NULL, 10);
+        mysql_free_result(res);
+        if (have > RECORDER_SCHEMA_VERSION) {
+                snprintf(db->error, sizeof(db->error),
+                         "The database has schema version %u, newer than this sandboxd's %u; writing anyway.",
+                         have, RECORDER_SCHEMA_VERSION);
+        }
+
+        for (unsigned v = have + 1; v <= RECORDER_SCHEMA_VERSION; v++) {
+                char sql[128];
+                for (const char *const *s = migrations[v - 1]; *s; s++) {
+                        r = query(db, *s);
+                        if (r < 0)
+                                return -EAGAIN;
+                }
+                snprintf(sql, sizeof(sql),
+                         "INSERT IGNORE INTO schema_version (version, applied_usec) VALUES (%u, %llu)",
+                         v, (unsigned long long) now_usec());
+                r = query(db, sql);
+                if (r >= 0)
+                        r = recorder_db_commit(db);
+                if (r < 0)
+                        return -EAGAIN;
+        }
+
+        if (!db->insert_sandbox) {
+                r = prepare(db, sql_insert_sandbox, &db->insert_sandbox);
+                if (r >= 0)
+                        r = prepare(db, sql_insert_exec, &db->insert_exec);
+                if (r >= 0)
+                        r = prepare(db, sql_insert_template, &db->insert_template);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int recorder_db_begin(RecorderDB *db) {
+        /* autocommit is off: a transaction starts with the first statement. */
+        return 0;
+}
+
+int recorder_db_commit(RecorderDB *db) {
+        if (mysql_commit(db->mysql) != 0) {
+                db_fail_mysql(db, "COMMIT");
+                return -EAGAIN;
+        }
+        return 0;
+}
+
+void recorder_db_rollback(RecorderDB *db) {
+        (void) mysql_rollback(db->mysql);
+}
+
+static int apply_exec(RecorderDB *db, json_object *o, Params *p) {
+        json_object *argv;
+        const char *argv_json = "[]", *cwd;
+        size_t argv_size = 2, cwd_size;
+        _cleanup_free_ void *out = NULL, *err = NULL;
+        size_t out_size = 0, err_size = 0;
+        size_t sb_size;
+        const char *sb;
+        int r;
+
+        sb = spool_get_string(o, "sandbox", &sb_size);
+        if (!sb)
+                return -EBADMSG;
+        if (json_object_object_get_ex(o, "argv", &argv)) {
+                argv_json = json_object_to_json_string_length(argv, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                                                              &argv_size);
+                if (!argv_json)
+                        return -ENOMEM;
+        }
+        cwd = spool_get_string(o, "cwd", &cwd_size);
+        r = spool_get_hex(o, "stdout", &out, &out_size);
+        if (r >= 0)
+                r = spool_get_hex(o, "stderr", &err, &err_size);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EBADMSG;
+
+        r = param_text(p, sb, sb_size);
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "exec"));
+        param_u64(p, spool_get_u64(o, "owner"));
+        param_u64(p, spool_get_u64(o, "caller"));
+        param_blob(p, argv_json, argv_size, false);
+        param_blob(p, cwd, cwd_size, !cwd);
+        param_bool(p, spool_get_bool(o, "background"));
+        param_u64(p, spool_get_u64(o, "started"));
+        param_u64(p, spool_get_u64(o, "ended"));
+        param_i32(p, spool_get_i64(o, "exit_status"));
+        param_i32(p, spool_get_i64(o, "exit_code"));
+        param_i32(p, spool_get_i64(o, "signal"));
+        param_bool(p, spool_get_bool(o, "timed_out"));
+        param_bool(p, spool_get_bool(o, "oom_killed"));
+        param_bool(p, spool_get_bool(o, "truncated"));
+        param_u64(p, spool_get_u64(o, "cpu_usec"));
+        param_u64(p, spool_get_u64(o, "cgroup_cpu_nsec"));
+        param_u64(p, spool_get_u64(o, "memory_peak"));
+        param_u64(p, spool_get_u64(o, "stdout_bytes"));
+        param_u64(p, spool_get_u64(o, "stderr_bytes"));
+        param_blob(p, out, out_size, false);
+        param_blob(p, err, err_size, false);
+        param_u64(p, spool_get_u64(o, "seq"));
+        return execute(db, db->insert_exec, p, "INSERT INTO executions");
+}
+
+static int apply_sandbox(RecorderDB *db, json_object *o, Params *p) {
+        int r;
+
+        if (!spool_get_string(o, "sandbox", NULL))
+                return -EBADMSG;
+        r = param_text_field(p, o, "sandbox");
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "owner"));
+        r = param_text(p, spool_get_string(o, "template", NULL) ?: "", strlen(spool_get_string(o, "template", NULL) ?: ""));
+        if (r < 0)
+                return r;
+        r = param_text(p, spool_get_string(o, "payload", NULL) ?: "", strlen(spool_get_string(o, "payload", NULL) ?: ""));
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "memory_max"));
+        param_u64(p, spool_get_u64(o, "cpu_quota_per_sec_usec"));
+        param_u64(p, spool_get_u64(o, "tasks_max"));
+        param_u64(p, spool_get_u64(o, "disk_max"));
+        param_u64(p, spool_get_u64(o, "timeout_sec"));
+        param_u64(p, spool_get_u64(o, "idle_timeout_sec"));
+        param_bool(p, spool_get_bool(o, "ephemeral"));
+        param_u64(p, spool_get_u64(o, "created"));
+        param_u64_or_null(p, spool_get_u64(o, "destroyed"));
+        r = param_text_field(p, o, "end_reason");
+        if (r < 0)
+                return r;
+        return execute(db, db->insert_sandbox, p, "INSERT INTO sandboxes");
+}
+
+static int apply_template(RecorderDB *db, json_object *o, Params *p) {
+        int r;
+
+        if (!spool_get_string(o, "name", NULL))
+                return -EBADMSG;
+        r = param_text_field(p, o, "name");
+        if (r >= 0)
+                r = param_text(p, spool_get_string(o, "payload", NULL) ?: "", strlen(spool_get_string(o, "payload", NULL) ?: ""));
+        if (r >= 0)
+                r = param_text_field(p, o, "description");
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "time"));
+        return execute(db, db->insert_template, p, "INSERT INTO templates");
+}
+
+int recorder_db_apply(RecorderDB *db, json_object *record) {
+        Params p = {};
+        const char *type = spool_get_string(record, "type", NULL);
+        int r;
+
+        if (streq(type, "exec"))
+                r = apply_exec(db, record, &p);
+        else if (streq(type, "sandbox"))
+                r = apply_sandbox(db, record, &p);
+        else if (streq(type, "template"))
+                r = apply_template(db, record, &p);
+        else
+                r = 0;  /* a record type of a newer sandboxd: nothing to do here */
+        params_done(&p);
+        return r;
+}
+
+int recorder_db_prune(RecorderDB *db, uint64_t before_usec) {
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(sql_prune); i++) {
+                _cleanup_(mysql_stmt_closep) MYSQL_STMT *st = NULL;
+                r = prepare(db, sql_prune[i], &st);
+                if (r < 0)
+                        return r;
+                for (;;) {
+                        Params p = {};
+                        param_u64(&p, before_usec);
+                        r = execute(db, st, &p, "DELETE");
+                        if (r < 0)
+                                return -EAGAIN;
+                        my_ulonglong n = mysql_stmt_affected_rows(st);
+                        r = recorder_db_commit(db);
+                        if (r < 0)
+                                return r;
+                        if (n < PRUNE_BATCH)
+                                break;
+                }
+        }
+        return 0;
+}

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The MariaDB side of the recorder: connection, schema migrations, idempotent inserts,
+ * pruning. Blocking (libmariadb's synchronous API): called from the writer thread only.
+ * Functions return 0, -EAGAIN when the server is gone, slow or refusing for now (drop the
+ * connection, retry later), or -EBADMSG when this one record cannot ever be stored (data
+ * the schema refuses); recorder_db_error() says why. */
+
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "recorder.h"
+
+typedef struct RecorderDB RecorderDB;
+
+#define RECORDER_SCHEMA_VERSION 1
+
+int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_error);
+RecorderDB *recorder_db_free(RecorderDB *db);
+const char *recorder_db_error(RecorderDB *db);
+
+/* Applies the migrations the database does not have yet (schema_version). */
+int recorder_db_migrate(RecorderDB *db);
+
+int recorder_db_begin(RecorderDB *db);
+int recorder_db_commit(RecorderDB *db);
+void recorder_db_rollback(RecorderDB *db);
+
+/* One spool record (spool_line_parse()): INSERT … ON DUPLICATE KEY UPDATE / INSERT IGNORE. */
+int recorder_db_apply(RecorderDB *db, json_object *record);
+
+/* Deletes rows that ended before before_usec, in small transactions. */
+int recorder_db_prune(RecorderDB *db, uint64_t before_usec);
