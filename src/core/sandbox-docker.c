@@ -16,6 +16,12 @@
 #include "sandbox-internal.h"
 #include "strv.h"
 
+/* Whether the sandbox was asked to go while a Docker request was in flight. (Not "not
+ * starting": the agent may well report ready before Docker answers the start.) */
+static bool sandbox_going(Sandbox *s) {
+        return s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD;
+}
+
 static void docker_fail(Sandbox *s, const char *what, long status, json_object *body, const char *error) {
         char buf[512], reason[640];
 
@@ -46,7 +52,7 @@ static void on_container_started(long status, json_object *body, const char *err
         Sandbox *s = userdata;
 
         s->docker_pending = false;
-        if (s->state != SANDBOX_STARTING) {
+        if (sandbox_going(s)) {
                 sandbox_docker_stop(s);
                 return;
         }
@@ -66,7 +72,7 @@ static void on_container_created(long status, json_object *body, const char *err
         if (status == 201 && body && json_object_object_get_ex(body, "Id", &id) &&
             json_object_is_type(id, json_type_string))
                 s->container_id = strdup(json_object_get_string(id));
-        if (s->state != SANDBOX_STARTING) {
+        if (sandbox_going(s)) {
                 sandbox_docker_stop(s); /* removes what was just made */
                 return;
         }
@@ -163,7 +169,7 @@ static void on_docker_info(long status, json_object *body, const char *error, vo
         int r;
 
         s->docker_pending = false;
-        if (s->state != SANDBOX_STARTING) {
+        if (sandbox_going(s)) {
                 sandbox_docker_stop(s);
                 return;
         }
