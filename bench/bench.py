@@ -17,7 +17,10 @@ and times with CLOCK_MONOTONIC, so no client process start is in the figures:
                           sandbox is gone: the whole create → result → nothing left cycle)
   create_exec_persistent  CreateSandbox + Exec /bin/true; Destroy not timed
   create, create_first_exec   its two halves; destroy: the Destroy after it
-  exec                    Exec /bin/true in one running sandbox
+  exec                    Exec /bin/true in one running sandbox (output captured in the reply)
+  exec_fds                … with StandardOutput/StandardError passed as the client's own
+                          descriptors (/dev/null): no output through sandboxd
+  exec_output, exec_output_fds   the same two for `head -c 1M /dev/zero`
   ping                    Peer.Ping to sandboxd: one bus round trip
 and, in the same process and run, interleaved with the above (each round runs each once),
 the floors:
@@ -29,6 +32,10 @@ the floors:
   systemd_run_scope_bwrap_props   … with the unit properties sandboxd sets (informational)
 Targets (SPEC.md): create_exec ≤ 2 × bwrap, create_exec < systemd_run_scope_bwrap,
 exec ≤ 3 × fork_exec.
+Then, each round, file upload throughput (sandbox-bench --upload): Upload of a random
+--upload-mib file (256 MiB) from a descriptor of the client into a running sandbox's /work
+(a tmpfs), against cp(1) of the same file on the host into a tmpfs directory; both read the
+file from a directory the bench makes under /dev/shm and removes afterwards.
 The client is <build>/bench/sandbox-bench (meson: subdir('bench')), else
 build-bench/sandbox-bench, else it is compiled into the harness's work directory.
 Do not run it on an ASan build: the figures would measure the sanitizer.
@@ -44,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,6 +150,29 @@ def run_client(system, client, args, bw, timeout):
     return json.loads(cp.stdout)['results']
 
 
+def make_upload_file(mib):
+    """A directory of our own under /dev/shm (a tmpfs, so that no disk is measured) with a
+    random file of MIB MiB in it: the source of both Upload and cp."""
+    shm = tempfile.mkdtemp(prefix='sandboxd-bench-', dir='/dev/shm')
+    with open(os.path.join(shm, 'upload.bin'), 'wb') as f:
+        for _ in range(mib):
+            f.write(os.urandom(1024 * 1024))
+    return shm
+
+
+def run_upload(system, client, shm, args):
+    """sandbox-bench --upload: Upload of the file against cp into shm/cp (removed by it)."""
+    dest = os.path.join(shm, 'cp')
+    os.makedirs(dest, exist_ok=True)
+    cp = system.run([client, '--upload', os.path.join(shm, 'upload.bin'), '--cp-dir', dest,
+                     '--runs', str(args.upload_runs), '--warmup', '1', '--template', args.template],
+                    timeout=120 + args.upload_runs * 60)
+    if cp.returncode != 0:
+        raise RuntimeError(f'sandbox-bench --upload failed ({cp.returncode}):\n{cp.stderr}\n{system.journal()}')
+    out = json.loads(cp.stdout)
+    return dict(out['results'], upload_bytes=out['upload_bytes'])
+
+
 def profile(system, client, bw, outdir, runs):
     """strace -f of sandboxd and of systemd (PID 1 of the system) while the client runs
     RUNS ephemeral creates; the traces go to OUTDIR."""
@@ -185,6 +216,11 @@ ROWS = [
     ('create_first_exec', '  of which the first Exec'),
     ('destroy', 'then Destroy (not in the line above)'),
     ('exec', 'exec /bin/true in a running sandbox'),
+    ('exec_fds', '  … with stdout/stderr fds passed (/dev/null)'),
+    ('exec_output', 'exec 1 MiB of output, captured'),
+    ('exec_output_fds', '  … with stdout/stderr fds passed (/dev/null)'),
+    ('upload', 'Upload of the file from a host fd'),
+    ('cp', 'cp of the same file on the host (tmpfs)'),
 ]
 
 RATIOS = [
@@ -195,6 +231,9 @@ RATIOS = [
     ('(persistent create+first exec / bare bwrap)', 'create_exec_persistent', 'bwrap', '', None),
     ('(persistent create+first exec / systemd-run)', 'create_exec_persistent', 'systemd_run_scope_bwrap', '',
      None),
+    ('(exec /bin/true: fds passed / captured)', 'exec_fds', 'exec', '', None),
+    ('(exec 1 MiB output: fds passed / captured)', 'exec_output_fds', 'exec_output', '', None),
+    ('(upload time / cp time)', 'upload', 'cp', '', None),
 ]
 
 
@@ -204,14 +243,14 @@ def report(rounds, info):
           f'load average before: {info["loadavg"]}, after: {" ".join(open("/proc/loadavg").read().split()[:3])}')
     print(f'sandboxd: {info["sandboxd"]}, source {info["commit"]}')
     runs = rounds[0][next(iter(rounds[0]))]['runs']
-    head = ''.join(f'   median  p90  ' if len(rounds) == 1 else f'  r{i + 1} med  p90  '
+    head = ''.join(f'   median    p90  ' if len(rounds) == 1 else f'  r{i + 1} med    p90  '
                    for i in range(len(rounds)))
     print(f'\n{runs} runs of each per round, in ms (one client process, one bus connection):\n')
     print(f'  {"":<46}{head}')
     for key, what in ROWS:
         if key not in rounds[0]:
             continue
-        cells = ''.join(f'{r[key]["median_us"] / 1000:9.2f}{r[key]["p90_us"] / 1000:7.2f}' for r in rounds)
+        cells = ''.join(f'{r[key]["median_us"] / 1000:9.2f}{r[key]["p90_us"] / 1000:9.2f}' for r in rounds)
         print(f'  {what:<46}{cells}')
     print('\nratios of medians:\n')
     ok_all = True
@@ -226,6 +265,15 @@ def report(rounds, info):
             ok_all &= met
             verdict = f'target {target:<6} {"MET" if met else "MISSED"}'
         print(f'  {name:<48}{cells}   {verdict}')
+    if 'upload' in rounds[0] and 'cp' in rounds[0]:
+        size = rounds[0]['upload_bytes']
+        print(f'\nfile upload throughput ({size / 1024 ** 2:.0f} MiB, {rounds[0]["upload"]["runs"]} runs per round, '
+              f'medians, MB/s = 10^6 bytes/s):\n')
+        for key, what in (('upload', 'Upload from a host fd into /work'), ('cp', 'cp on the host (tmpfs → tmpfs)')):
+            cells = ''.join(f'{size / r[key]["median_us"]:9.0f}' for r in rounds)
+            print(f'  {what:<48}{cells}')
+        cells = ''.join(f'{r["cp"]["median_us"] / r["upload"]["median_us"]:9.2f}' for r in rounds)
+        print(f'  {"ratio upload / cp throughput":<48}{cells}')
     return ok_all
 
 
@@ -266,6 +314,9 @@ def main():
     ap.add_argument('--profile', metavar='DIR',
                     help='afterwards, strace sandboxd and systemd during --profile-runs creates into DIR')
     ap.add_argument('--profile-runs', type=int, default=10)
+    ap.add_argument('--upload-mib', type=int, default=256, help='size of the uploaded file (default 256)')
+    ap.add_argument('--upload-runs', type=int, default=5,
+                    help='uploads and cps per round (default 5; 0: skip the upload throughput)')
     ap.add_argument('--trace', type=int, default=50, metavar='N',
                     help='afterwards, split N ephemeral create+execs into phases by the bus signals '
                          'the client sees (default 50; 0: skip)')
@@ -273,6 +324,7 @@ def main():
 
     import harness
     system = harness.acquire()
+    shm = None
     try:
         binds = DEFAULT_BINDS
         tmpl = os.path.join(system.paths.templates, f'{args.template}.json')
@@ -287,8 +339,12 @@ def main():
         cargs = ['--runs', str(args.runs), '--warmup', str(args.warmup), '--template', args.template,
                  '--uid', str(SANDBOX_UID)]
         rounds = []
+        if args.upload_runs > 0:
+            shm = make_upload_file(args.upload_mib)
         for i in range(args.repeat):
             rounds.append(run_client(system, client, cargs, bw, timeout=120 + args.runs * 10))
+            if shm:
+                rounds[-1].update(run_upload(system, client, shm, args))
             print(f'round {i + 1}/{args.repeat} done', file=sys.stderr)
         trace = None
         if args.trace > 0:
@@ -304,6 +360,8 @@ def main():
                 print('profile: strace is not installed (package strace)', file=sys.stderr)
     finally:
         problems = harness.release()
+        if shm:
+            shutil.rmtree(shm, ignore_errors=True)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'machine': info, 'rounds': rounds, 'trace': trace}, f, indent=1)

@@ -19,6 +19,10 @@
  * --trace N instead runs N ephemeral create + exec cycles and splits each into phases by
  * the bus signals the client sees (sandboxd's SandboxNew, State changes, SandboxRemoved;
  * systemd's JobNew and JobRemoved for the scope): medians of each phase.
+ *
+ * --upload FILE --cp-dir DIR instead times, --runs times each and interleaved, Upload of
+ * FILE from a descriptor of ours into a running sandbox (its /work, a tmpfs) against cp(1)
+ * of FILE into DIR (a tmpfs of the caller's): "upload" and "cp", plus "upload_bytes".
  */
 
 #include <errno.h>
@@ -33,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +64,8 @@ static uid_t arg_uid = SANDBOX_UID_DEFAULT;
 static const char *arg_only = NULL;
 static bool arg_samples = false;
 static unsigned arg_trace = 0;
+static const char *arg_upload = NULL;
+static const char *arg_cp_dir = NULL;
 static char **arg_bwrap = NULL;      /* points into argv */
 static int devnull = -1;
 
@@ -240,29 +247,48 @@ static char *create_sandbox(sd_bus *bus, bool ephemeral) {
         return ret;
 }
 
-static void exec_true(sd_bus *bus, const char *path) {
+/* Exec argv in the sandbox at path: its output captured in the reply (the default), or,
+ * with fds, written straight to our /dev/null (StandardOutput, StandardError). Checks the
+ * exit status and that a captured stdout has want_stdout bytes. */
+static void exec_cmd(sd_bus *bus, const char *path, char **argv, bool fds, size_t want_stdout) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        const void *out;
+        size_t out_size;
         int32_t status;
         int r;
 
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_IFACE, "Exec");
         if (r >= 0)
-                r = sd_bus_message_append(m, "asa{sv}", 1, "/bin/true", 0);
+                r = sd_bus_message_append_strv(m, argv);
+        if (r >= 0)
+                r = fds ? sd_bus_message_append(m, "a{sv}", 2, "StandardOutput", "h", devnull,
+                                                "StandardError", "h", devnull)
+                        : sd_bus_message_append(m, "a{sv}", 0);
         if (r < 0)
                 fail("Failed to build Exec", r);
         r = sd_bus_call(bus, m, CALL_TIMEOUT_USEC, &error, &reply);
         if (r < 0)
                 fail_bus("Exec", &error, r);
         r = sd_bus_message_read(reply, "i", &status);
+        if (r >= 0)
+                r = sd_bus_message_read_array(reply, 'y', &out, &out_size);
         if (r < 0)
                 fail("Failed to parse Exec reply", r);
-        if (status != 0) {
-                fprintf(stderr, "sandbox-bench: /bin/true in %s returned %" PRIi32 "\n", path, status);
+        if (status != 0 || out_size != (fds ? 0 : want_stdout)) {
+                fprintf(stderr, "sandbox-bench: %s in %s returned %" PRIi32 " with %zu bytes of output\n",
+                        argv[0], path, status, out_size);
                 exit(EXIT_FAILURE);
         }
 }
+
+static void exec_true(sd_bus *bus, const char *path) {
+        exec_cmd(bus, path, (char *[]) { (char *) "/bin/true", NULL }, false, 0);
+}
+
+#define OUTPUT_BYTES (1024U * 1024U)
+static char *output_argv[] = { (char *) "head", (char *) "-c", (char *) "1048576", (char *) "/dev/zero", NULL };
 
 static void destroy_sandbox(sd_bus *bus, const char *path) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
@@ -503,13 +529,116 @@ static void trace_run(sd_bus *bus, unsigned cycles) {
         free(phase);
 }
 
+/* ---- --upload: file upload throughput against cp ----------------------------------- */
+
+static char *create_sandbox_with_memory(sd_bus *bus, uint64_t memory_max) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        const char *id, *path;
+        char *ret;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox", &error, &reply,
+                               "sa{sv}", arg_template, 1, "MemoryMax", "t", memory_max);
+        if (r < 0)
+                fail_bus("CreateSandbox", &error, r);
+        r = sd_bus_message_read(reply, "so", &id, &path);
+        if (r < 0)
+                fail("Failed to parse CreateSandbox reply", r);
+        ret = strdup(path);
+        if (!ret)
+                fail("Out of memory", ENOMEM);
+        return ret;
+}
+
+static uint64_t upload_file(sd_bus *bus, const char *path, int fd, const char *dest) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        uint64_t bytes;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_IFACE, "Upload", &error, &reply, "sha{sv}", dest, fd, 0);
+        if (r < 0)
+                fail_bus("Upload", &error, r);
+        r = sd_bus_message_read(reply, "t", &bytes);
+        if (r < 0)
+                fail("Failed to parse Upload reply", r);
+        return bytes;
+}
+
+static void remove_file(sd_bus *bus, const char *path, const char *name) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_IFACE, "Remove", &error, NULL, "sb", name, 0);
+        if (r < 0)
+                fail_bus("Remove", &error, r);
+}
+
+static void upload_run(sd_bus *bus) {
+        struct stat st;
+        char *path, *copy;
+        Series *up, *cp;
+        int fd;
+
+        fd = open(arg_upload, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
+                fail(arg_upload, errno);
+        if (asprintf(&copy, "%s/cp.bin", arg_cp_dir) < 0)
+                fail("Out of memory", ENOMEM);
+        /* The file lands in the sandbox's /work, a tmpfs whose pages count against its
+         * memory: room for it, twice. */
+        path = create_sandbox_with_memory(bus, 2 * (uint64_t) st.st_size + 256ULL * 1024 * 1024);
+        up = series_new("upload");
+        cp = series_new("cp");
+
+        for (unsigned i = 0; i < arg_warmup + arg_runs; i++) {
+                bool keep = i >= arg_warmup;
+                uint64_t bytes;
+                double t0, t1;
+
+                if (lseek(fd, 0, SEEK_SET) < 0)
+                        fail("lseek", errno);
+                t0 = now_us();
+                bytes = upload_file(bus, path, fd, "bench-upload.bin");
+                t1 = now_us();
+                if (bytes != (uint64_t) st.st_size) {
+                        fprintf(stderr, "sandbox-bench: Upload wrote %" PRIu64 " of %jd bytes\n", bytes,
+                                (intmax_t) st.st_size);
+                        exit(EXIT_FAILURE);
+                }
+                remove_file(bus, path, "bench-upload.bin");
+                if (keep)
+                        series_add(up, t1 - t0);
+
+                t0 = now_us();
+                spawn_wait((char *[]) { (char *) "/bin/cp", (char *) arg_upload, copy, NULL });
+                t1 = now_us();
+                if (unlink(copy) < 0)
+                        fail(copy, errno);
+                if (keep)
+                        series_add(cp, t1 - t0);
+        }
+        destroy_sandbox(bus, path);
+
+        printf("{\"runs\": %u, \"upload_bytes\": %jd, \"results\": {", arg_runs, (intmax_t) st.st_size);
+        series_print(up, true);
+        series_print(cp, false);
+        printf("\n}}\n");
+        free(path);
+        free(copy);
+        close(fd);
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(void) {
         printf("usage: sandbox-bench [--runs N] [--warmup N] [--template NAME] [--uid UID]\n"
                "                     [--only NAME,…] [--samples] [-- BWRAP-ARGV…]\n"
                "       sandbox-bench --trace N [--template NAME]\n"
+               "       sandbox-bench --upload FILE --cp-dir DIR [--runs N] [--warmup N] [--template NAME]\n"
                "measurements: ping create_exec create_exec_persistent create create_first_exec destroy exec\n"
+               "              exec_fds exec_output exec_output_fds\n"
                "              fork_exec bwrap systemd_run_scope_bwrap systemd_run_scope_bwrap_props\n");
 }
 
@@ -535,6 +664,8 @@ static void parse_argv(int argc, char *argv[]) {
                 { "only", required_argument, NULL, 'o' },
                 { "samples", no_argument, NULL, 's' },
                 { "trace", required_argument, NULL, 'T' },
+                { "upload", required_argument, NULL, 'U' },
+                { "cp-dir", required_argument, NULL, 'C' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
@@ -564,6 +695,12 @@ static void parse_argv(int argc, char *argv[]) {
                         break;
                 case 'T':
                         arg_trace = parse_unsigned(optarg, "--trace");
+                        break;
+                case 'U':
+                        arg_upload = optarg;
+                        break;
+                case 'C':
+                        arg_cp_dir = optarg;
                         break;
                 case 'h':
                         usage();
@@ -595,10 +732,22 @@ int main(int argc, char *argv[]) {
                 trace_run(bus, arg_trace);
                 return 0;
         }
+        if (arg_upload) {
+                if (!arg_cp_dir) {
+                        fprintf(stderr, "sandbox-bench: --upload needs --cp-dir\n");
+                        return 2;
+                }
+                r = sd_bus_open_system(&bus);
+                if (r < 0)
+                        fail("Failed to connect to the system bus", r);
+                upload_run(bus);
+                return 0;
+        }
 
         need_bus = wanted("ping") || wanted("create_exec") || wanted("create_exec_persistent") ||
                    wanted("create") || wanted("create_first_exec") ||
-                   wanted("destroy") || wanted("exec");
+                   wanted("destroy") || wanted("exec") || wanted("exec_fds") || wanted("exec_output") ||
+                   wanted("exec_output_fds");
         if (need_bus) {
                 r = sd_bus_open_system(&bus);
                 if (r < 0)
@@ -608,7 +757,8 @@ int main(int argc, char *argv[]) {
         /* Interleaved: each round runs every measurement once, so that a change of load on
          * the machine during the run shifts all of them alike and the ratios hold. */
         Series *ping_s = NULL, *ce = NULL, *cep = NULL, *c = NULL, *cfe = NULL, *d = NULL, *ex = NULL,
-               *fe = NULL, *bw = NULL, *sr = NULL, *srp = NULL;
+               *fe = NULL, *bw = NULL, *sr = NULL, *srp = NULL,
+               *exf = NULL, *exo = NULL, *exof = NULL;
         char *exec_path = NULL, **sr_argv = NULL, **srp_argv = NULL;
         char uid_opt[64];
 
@@ -623,10 +773,18 @@ int main(int argc, char *argv[]) {
                 cfe = all[n_all++] = series_new("create_first_exec");
                 d = all[n_all++] = series_new("destroy");
         }
-        if (wanted("exec")) {
+        if (wanted("exec"))
                 ex = all[n_all++] = series_new("exec");
+        /* The same Exec with StandardOutput/StandardError given as our own descriptors (to
+         * /dev/null), for /bin/true and for 1 MiB of output. */
+        if (wanted("exec_fds"))
+                exf = all[n_all++] = series_new("exec_fds");
+        if (wanted("exec_output"))
+                exo = all[n_all++] = series_new("exec_output");
+        if (wanted("exec_output_fds"))
+                exof = all[n_all++] = series_new("exec_output_fds");
+        if (ex || exf || exo || exof)
                 exec_path = create_sandbox(bus, false);
-        }
         if (wanted("fork_exec"))
                 fe = all[n_all++] = series_new("fork_exec");
         if (arg_bwrap && wanted("bwrap"))
@@ -698,6 +856,24 @@ int main(int argc, char *argv[]) {
                         exec_true(bus, exec_path);
                         if (keep)
                                 series_add(ex, now_us() - t0);
+                }
+                if (exf) {
+                        t0 = now_us();
+                        exec_cmd(bus, exec_path, (char *[]) { (char *) "/bin/true", NULL }, true, 0);
+                        if (keep)
+                                series_add(exf, now_us() - t0);
+                }
+                if (exo) {
+                        t0 = now_us();
+                        exec_cmd(bus, exec_path, output_argv, false, OUTPUT_BYTES);
+                        if (keep)
+                                series_add(exo, now_us() - t0);
+                }
+                if (exof) {
+                        t0 = now_us();
+                        exec_cmd(bus, exec_path, output_argv, true, 0);
+                        if (keep)
+                                series_add(exof, now_us() - t0);
                 }
                 if (fe) {
                         t0 = now_us();

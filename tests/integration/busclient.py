@@ -7,6 +7,9 @@ runs. They run a short Python script on the system (harness System.run) with
 /usr/bin/python3 and python3-dbus; the script starts with `from busclient import *` and
 prints one JSON document with emit(). Use through run_script() on the test's side.
 
+dbus-python serializes blocking calls on one connection: a call that must run while
+another waits (Wait, then Destroy) comes from a second process.
+
 Results of calls are kept as plain data: call() returns {"ok": value} or {"error": name,
 "message": text, "seconds": time}; byte arrays become {"bytes": hex}.
 """
@@ -15,7 +18,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 
@@ -87,6 +89,15 @@ def manager():
 def sandbox(sid):
     path = manager().GetSandbox(sid)
     return dbus.Interface(bus().get_object(BUS_NAME, path), SANDBOX_IFACE)
+
+
+def destroy(sid):
+    """Destroy SID if it is still there (a cleanup after the test destroyed it itself)."""
+    try:
+        s = sandbox(sid)
+    except dbus.DBusException as e:
+        return {'gone': e.get_dbus_name()}
+    return call(s, 'Destroy')
 
 
 def call(obj, method, *args, timeout=60):

@@ -12,12 +12,10 @@ after. Run through run.py, or directly: python3 -m unittest -v test_files
 
 import hashlib
 import os
-import re
 import secrets
 import shutil
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -124,7 +122,7 @@ class Base(harness.SystemTestCase):
 
     @staticmethod
     def destroy_quietly(sid):
-        busclient.run_script(S, f'emit(call(sandbox({sid!r}), "Destroy"))')
+        busclient.run_script(S, f'emit(destroy({sid!r}))')
 
     def sh(self, sid, command, check=True):
         """sh -c COMMAND in the sandbox as its own code; returns (status, stdout, stderr)."""
@@ -212,8 +210,8 @@ emit({{"up": up, "stat": st, "down": down}})''', timeout=300)
 
     def test_write_read_append_mode(self):
         sid = self.create()
-        res = self.calls(sid, f'''
-out = {{}}
+        res = self.calls(sid, '''
+out = {}
 out["no_parents"] = call(s, "WriteFile", "notes/a.txt", dbus.ByteArray(b"hello"), opts())
 out["parents"] = call(s, "WriteFile", "notes/a.txt", dbus.ByteArray(b"hello"), opts(CreateParents=True))
 out["append"] = call(s, "WriteFile", "notes/a.txt", dbus.ByteArray(b", world\\n"), opts(Append=True))
@@ -297,8 +295,8 @@ emit(out)''')
         self.assertEqual(res['stat_dir']['ok'][1], 'dir', res['stat_dir'])
         self.assertEqual(res['stat_link']['ok'][1], 'link', 'Stat followed a final symlink')
 
-        res = self.calls(sid, f'''
-out = {{}}
+        res = self.calls(sid, '''
+out = {}
 out["move"] = call(s, "Move", "d1/f", "/work/d1/d2/f2")
 out["old"] = call(s, "Stat", "d1/f")
 out["new"] = read("d1/d2/f2")
@@ -467,8 +465,8 @@ emit(out)''')
             self.assertNotEqual(st, 0, f'the sandbox hard-linked {src}: {out!r} {err!r}')
             self.assertRegex(err.decode(), r'(?i)cross-device|no such file|not permitted', err)
         self.sh(sid, 'echo original > /work/orig && ln /work/orig /work/hl && mkdir /work/d && ln /work/orig /work/d/hl2')
-        res = self.calls(sid, f'''
-out = {{}}
+        res = self.calls(sid, '''
+out = {}
 out["stat"] = call(s, "Stat", "hl")
 out["read"] = read("hl")
 out["read2"] = read("d/hl2")
@@ -535,6 +533,60 @@ emit({{"pid": pid, "reads": reads, "downloads": downloads, "running": running}})
         self.assert_host_unchanged()
 
 
+class Descriptors(Base):
+    """Upload and Download take the caller's descriptor: a pipe, socket or regular file
+    works; one that could lead out of the sandbox (a directory, O_PATH) or is the wrong way
+    round is refused, and nothing on the host changes."""
+
+    def test_descriptor_kinds(self):
+        sid = self.create()
+        target = os.path.join(self.hostdir, 'download-target')
+        res = self.calls(sid, f'''
+import socket
+out = {{}}
+out["write"] = write("src.txt", b"payload\\n")
+a, b = socket.socketpair()
+reader = PipeReader(os.dup(b.fileno()))
+b.close()
+out["download_socket"] = call(s, "Download", "src.txt", fd(a.fileno()), opts())
+a.close()
+out["socket_data"] = reader.result()
+a, b = socket.socketpair()
+b.sendall(b"from a socket\\n")
+b.close()
+out["upload_socket"] = call(s, "Upload", "sock.txt", fd(a.fileno()), opts())
+a.close()
+out["sock_read"] = read("sock.txt")
+f = os.open({target!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+out["download_file"] = call(s, "Download", "src.txt", fd(f), opts())
+os.close(f)
+for name, flags in (("dir", os.O_RDONLY | os.O_DIRECTORY), ("path", os.O_PATH | os.O_DIRECTORY),
+                    ("path_file", os.O_PATH)):
+    f = os.open("/" if name != "path_file" else {self.hostfile!r}, flags)
+    out["upload_" + name] = call(s, "Upload", "from-" + name, fd(f), opts())
+    out["download_" + name] = call(s, "Download", "src.txt", fd(f), opts())
+    os.close(f)
+f = os.open({self.hostfile!r}, os.O_RDONLY)
+out["download_readonly"] = call(s, "Download", "src.txt", fd(f), opts())
+os.close(f)
+out["listing"] = call(s, "ListFiles", "/work", dbus.UInt32(1))
+emit(out)''')
+        self.assertEqual(res['download_socket'].get('ok'), 8, res)
+        self.assertEqual(bytes.fromhex(res['socket_data']['head']), b'payload\n')
+        self.assertEqual(res['upload_socket'].get('ok'), 14, res)
+        self.assertEqual(hex_bytes(res['sock_read']), b'from a socket\n')
+        self.assertEqual(res['download_file'].get('ok'), 8, res)
+        with open(target, 'rb') as f:
+            self.assertEqual(f.read(), b'payload\n')
+        os.unlink(target)
+        for what in ('upload_dir', 'download_dir', 'upload_path', 'download_path', 'upload_path_file',
+                     'download_path_file', 'download_readonly'):
+            self.assertIn('error', res[what], f'{what} accepted: {res[what]}')
+        names = sorted(e[0] for e in res['listing']['ok'])
+        self.assertEqual(names, ['sock.txt', 'src.txt'], 'a refused Upload left a file')
+        self.assert_host_unchanged()
+
+
 class SpecialFiles(Base):
     """FIFOs, devices and sparse terabyte files: refused or bounded, fast; the daemon's
     memory stays flat."""
@@ -542,8 +594,8 @@ class SpecialFiles(Base):
     def test_fifo_is_refused_at_once(self):
         sid = self.create()
         self.sh(sid, 'mkfifo /work/fifo && ln -s /work/fifo /work/fifolink && echo ok > /work/regular')
-        res = self.calls(sid, f'''
-out = {{}}
+        res = self.calls(sid, '''
+out = {}
 out["read"] = read("fifo", timeout=10)
 out["download"] = download("/work/fifo", timeout=10)
 out["download_max"] = download("fifo", timeout=10, Max=1024)
@@ -563,8 +615,8 @@ emit(out)''', timeout=120)
     def test_devices_are_refused(self):
         sid = self.create()
         self.sh(sid, 'ln -s /dev/zero /work/zero')
-        res = self.calls(sid, f'''
-out = {{}}
+        res = self.calls(sid, '''
+out = {}
 for p in ["/dev/zero", "/dev/urandom", "/dev/null", "/dev/full", "/dev/tty", "/dev/pts/ptmx"]:
     out["read " + p] = call(s, "ReadFile", p, dbus.UInt64(0), dbus.UInt64(0), timeout=10)
     out["download " + p] = download(p, timeout=10, Max=1024 * 1024)
