@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,23 +48,68 @@ static bool cgroup_is_unified(void) {
         return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
 }
 
+/* v1 counts an OOM kill only in the memory cgroup that hit its limit, which may be one
+ * below the unit's (a container with a limit of its own): add up the whole subtree. */
+static uint64_t oom_kills_v1_subtree(int dir_fd) {
+        uint64_t total = 0, v;
+        char buf[1024];
+        ssize_t n;
+        int fd;
+
+        fd = openat(dir_fd, "memory.oom_control", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                n = read(fd, buf, sizeof(buf) - 1);
+                close(fd);
+                if (n > 0) {
+                        buf[n] = 0;
+                        if (cgroup_parse_keyed(buf, "oom_kill", &v) >= 0)
+                                total += v;
+                }
+        }
+
+        int dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+        struct dirent *de;
+        if (!d) {
+                safe_close(dup_fd);
+                return total;
+        }
+        while ((de = readdir(d)))
+                if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                total += oom_kills_v1_subtree(sub);
+                                close(sub);
+                        }
+                }
+        closedir(d);
+        return total;
+}
+
 int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
         _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
         char buf[1024];
         int r;
 
         if (!cgroup_path || cgroup_path[0] != '/')
                 return -EINVAL;
-        if (cgroup_is_unified())
-                r = asprintf(&path, "/sys/fs/cgroup%s/memory.events", cgroup_path);
-        else
-                r = asprintf(&path, "/sys/fs/cgroup/memory%s/memory.oom_control", cgroup_path);
-        if (r < 0)
+        if (cgroup_is_unified()) {
+                /* v2's memory.events is hierarchical: the subtree is counted already. */
+                if (asprintf(&path, "/sys/fs/cgroup%s/memory.events", cgroup_path) < 0)
+                        return -ENOMEM;
+                r = read_text(path, buf, sizeof(buf));
+                if (r < 0)
+                        return r;
+                return cgroup_parse_keyed(buf, "oom_kill", ret);
+        }
+        if (asprintf(&path, "/sys/fs/cgroup/memory%s", cgroup_path) < 0)
                 return -ENOMEM;
-        r = read_text(path, buf, sizeof(buf));
-        if (r < 0)
-                return r;
-        return cgroup_parse_keyed(buf, "oom_kill", ret);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret = oom_kills_v1_subtree(fd);
+        return 0;
 }
 
 static int read_cgroup_file(const char *cgroup_path, const char *v2_file, const char *v1_controller,

@@ -45,11 +45,14 @@ int log_internal(int level, int error, const char *sandbox_id, const char *fmt, 
 
         if (use_journal < 0)
                 use_journal = stderr_is_journal();
-        if (use_journal)
+        /* Without a sandbox, no SANDBOX_ID= field at all: "SANDBOX_ID=" with an unused
+         * argument would shift the varargs and make sd_journal_send() drop the message. */
+        if (use_journal && sandbox_id)
+                sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%i", level, "SANDBOX_ID=%s", sandbox_id,
+                                "ERRNO=%i", error, "SYSLOG_IDENTIFIER=sandboxd", NULL);
+        else if (use_journal)
                 sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%i", level,
-                                sandbox_id ? "SANDBOX_ID=%s" : "SANDBOX_ID=", strempty(sandbox_id),
-                                error > 0 ? "ERRNO=%i" : "ERRNO=0", error,
-                                "SYSLOG_IDENTIFIER=sandboxd", NULL);
+                                "ERRNO=%i", error, "SYSLOG_IDENTIFIER=sandboxd", NULL);
         else if (sandbox_id)
                 fprintf(stderr, "<%i>%s: %s\n", level, sandbox_id, buf);
         else

@@ -35,6 +35,9 @@
 #define BACKOFF_MIN_USEC (250ULL * 1000)
 #define BACKOFF_MAX_USEC (30ULL * 1000 * 1000)
 #define FSYNC_INTERVAL_USEC (1000ULL * 1000)
+/* After the first record of a quiet spell, wait this long for more before replaying: one
+ * transaction for many records, not a commit (and a server-side log flush) per exec. */
+#define COALESCE_USEC (100ULL * 1000)
 #define RETENTION_INTERVAL_USEC (3600ULL * 1000 * 1000)
 #define PASSWORD_MAX 4096
 
@@ -62,6 +65,7 @@ struct Recorder {
         uint64_t appended;           /* count of appends, to tell the thread there is work */
         bool stop;
         bool write_failed;           /* to log a failing disk once, not per record */
+        bool writer_idle;            /* the writer waits for records (nothing else to do) */
 };
 
 /* ---- settings ------------------------------------------------------------------- */
@@ -230,7 +234,13 @@ static void recorder_append(Recorder *r, char *line, size_t size) {
                 r->write_failed = false;
         }
         r->appended++;
-        pthread_cond_signal(&r->cond);
+        /* Wake the writer only when it sleeps with nothing to do, and only when there is a
+         * database to write to (the spool alone needs just the periodic fdatasync()): a
+         * wake-up per exec costs more than the write(2) itself on a busy machine. */
+        if (r->use_db && r->writer_idle) {
+                r->writer_idle = false;
+                pthread_cond_signal(&r->cond);
+        }
         pthread_mutex_unlock(&r->lock);
 }
 
@@ -296,6 +306,7 @@ struct Writer {
         uint64_t retry_at;           /* CLOCK_MONOTONIC µs */
         uint64_t next_fsync, next_retention;
         uint64_t synced;             /* r->appended when last fdatasync()ed */
+        uint64_t replay_seen;        /* r->appended when the last replay began */
         bool outage_logged;
         /* the batch being built */
         json_object *batch[BATCH_MAX];
@@ -372,8 +383,10 @@ static int writer_replay(Writer *w) {
 
         if (!w->positioned) {
                 k = spool_offset_after(w->read_fd, w->cursor, &w->read_offset);
-                if (k < 0)
+                if (k < 0) {
+                        w->retry_at = now_usec(CLOCK_MONOTONIC) + BACKOFF_MAX_USEC;
                         return log_error_errno(k, "Failed to find the cursor's place in the spool: %m");
+                }
                 w->positioned = true;
         }
 
@@ -381,6 +394,7 @@ static int writer_replay(Writer *w) {
         k = spool_scan(w->read_fd, w->read_offset, batch_cb, w, NULL);
         if (k < 0) {
                 writer_batch_clear(w);
+                w->retry_at = now_usec(CLOCK_MONOTONIC) + BACKOFF_MAX_USEC;
                 return log_error_errno(k, "Failed to read the spool: %m");
         }
         if (w->n_batch == 0) {
@@ -390,7 +404,7 @@ static int writer_replay(Writer *w) {
 
         if (!w->db && writer_connect(w) < 0) {
                 writer_batch_clear(w);
-                return 0;
+                return -EAGAIN;
         }
 
         k = recorder_db_begin(w->db);
@@ -410,7 +424,7 @@ static int writer_replay(Writer *w) {
                 _cleanup_free_ char *why = strdup(w->db ? recorder_db_error(w->db) : "");
                 writer_batch_clear(w);
                 writer_disconnect(w, why ?: "?");
-                return 0;
+                return -EAGAIN;
         }
 
         /* Committed: move the cursor. A crash before this only replays the batch again,
@@ -535,23 +549,25 @@ static void writer_retention(Writer *w) {
 static void *writer_thread(void *userdata) {
         Writer *w = userdata;
         Recorder *r = w->r;
-        bool more = true;
+        bool again = true;    /* the spool may hold more than was replayed, or a retry is due */
 
         mysql_thread_init();
         w->next_retention = now_usec(CLOCK_MONOTONIC) + 10ULL * 1000 * 1000;
 
         for (;;) {
                 uint64_t appended, now, wake;
-                bool stop;
+                bool stop, replay = false;
 
                 pthread_mutex_lock(&r->lock);
                 for (;;) {
+                        struct timespec ts;
+                        uint64_t delay;
+
                         now = now_usec(CLOCK_MONOTONIC);
                         stop = r->stop;
                         appended = r->appended;
-                        if (stop)
-                                break;
-                        if (more && (!r->use_db || now >= w->retry_at))
+                        replay = r->use_db && (again || appended != w->replay_seen) && now >= w->retry_at;
+                        if (stop || replay)
                                 break;
                         if (appended != w->synced && now >= w->next_fsync)
                                 break;
@@ -561,11 +577,11 @@ static void *writer_thread(void *userdata) {
                         wake = w->next_retention;
                         if (appended != w->synced)
                                 wake = MIN(wake, w->next_fsync);
-                        if (more && r->use_db)
+                        if (r->use_db && (again || appended != w->replay_seen))
                                 wake = MIN(wake, w->retry_at);
-                        struct timespec ts;
-                        uint64_t rt = now_usec(CLOCK_MONOTONIC);
-                        uint64_t delay = wake > rt ? wake - rt : 0;
+                        /* Idle: the event loop wakes us for the next record (DB only). */
+                        r->writer_idle = r->use_db && !again && appended == w->replay_seen;
+                        delay = wake - now;
                         clock_gettime(CLOCK_MONOTONIC, &ts);
                         ts.tv_sec += (time_t) (delay / 1000000ULL);
                         ts.tv_nsec += (long) (delay % 1000000ULL) * 1000L;
@@ -573,16 +589,17 @@ static void *writer_thread(void *userdata) {
                                 ts.tv_sec++;
                                 ts.tv_nsec -= 1000000000L;
                         }
-                        uint64_t before = r->appended;
                         (void) pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-                        if (r->appended != before)
-                                more = true;
+                        if (r->writer_idle && r->appended != w->replay_seen)
+                                w->retry_at = MAX(w->retry_at, now_usec(CLOCK_MONOTONIC) + COALESCE_USEC);
+                        r->writer_idle = false;
                 }
+                if (replay)
+                        w->replay_seen = appended;
                 pthread_mutex_unlock(&r->lock);
                 if (stop)
                         break;
 
-                now = now_usec(CLOCK_MONOTONIC);
                 /* Durable within FSYNC_INTERVAL: the event loop never waits for the disk. */
                 if (appended != w->synced && now >= w->next_fsync) {
                         if (fdatasync(w->read_fd) < 0)
@@ -591,11 +608,9 @@ static void *writer_thread(void *userdata) {
                         w->next_fsync = now + FSYNC_INTERVAL_USEC;
                 }
 
-                if (r->use_db) {
-                        if (more && now >= w->retry_at)
-                                more = writer_replay(w) > 0;
-                } else
-                        more = false;
+                /* > 0: a batch went in, there may be more; < 0: failed, retry at retry_at. */
+                if (replay)
+                        again = writer_replay(w) != 0;
 
                 if (now >= w->next_retention) {
                         writer_retention(w);

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandboxctl-history.h"
 #include "strv.h"
 
 #define BUS_NAME                "io.sandboxd.Sandbox1"
@@ -95,6 +96,8 @@ static const char *arg_workdir = NULL;
 static uint64_t arg_output_max = 0;
 static uint64_t arg_idle_timeout = 0;
 static uint64_t arg_disk_max = 0;
+static const char *arg_since = NULL;  /* history; parsed by sandboxctl-history.c */
+static const char *arg_limit = NULL;
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
@@ -260,6 +263,8 @@ static int help(void) {
                "\n"
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
+               "  history [ID] [--since=TIME] [--limit=N]\n"
+               "                              List recorded executions (of one sandbox)\n"
                "\n"
                "Options:\n"
                "  -h --help                   Show this help\n"
@@ -1604,6 +1609,10 @@ static int verb_templates(int argc, char *argv[], sd_bus *bus) {
         return 0;
 }
 
+static int verb_history(int argc, char *argv[], sd_bus *bus) {
+        return history_show(bus, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
+}
+
 static int verb_help(int argc, char *argv[], sd_bus *bus) {
         return help();
 }
@@ -1638,6 +1647,7 @@ static const Verb verbs[] = {
         { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
+        { "history",   1, 2,        0,                      false, true,  verb_history   },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
 
@@ -1713,6 +1723,8 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_OUTPUT_MAX,
                 ARG_IDLE_TIMEOUT,
                 ARG_DISK,
+                ARG_SINCE,
+                ARG_LIMIT,
         };
 
         static const struct option options[] = {
@@ -1731,6 +1743,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT },
                 { "idle",       required_argument, NULL, ARG_IDLE_TIMEOUT },
                 { "disk",       required_argument, NULL, ARG_DISK       },
+                { "since",      required_argument, NULL, ARG_SINCE      },
+                { "limit",      required_argument, NULL, ARG_LIMIT      },
                 {}
         };
 
@@ -1841,6 +1855,14 @@ static int parse_argv(int argc, char *argv[]) {
                                 failed = true;
                         }
                         arg_set |= OPT_DISK;
+                        break;
+
+                case ARG_SINCE:
+                        arg_since = optarg;
+                        break;
+
+                case ARG_LIMIT:
+                        arg_limit = optarg;
                         break;
 
                 case '?':

@@ -89,7 +89,6 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         Manager *manager = userdata;
         const char *id;
         Sandbox *s;
-        uid_t uid;
         int r;
 
         r = sd_bus_message_read(m, "s", &id);
@@ -98,11 +97,7 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         s = manager_get_sandbox(manager, id);
         if (!s)
                 return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_INSPECT, uid, sandbox_get_owner(s)),
-                                         get_sandbox_authorized, NULL);
+        return sandbox_authorize_call(m, s, SANDBOX_OP_INSPECT, get_sandbox_authorized, NULL);
 }
 
 typedef struct ListRequest {

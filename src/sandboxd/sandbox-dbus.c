@@ -126,6 +126,32 @@ int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action,
         return bus_authorize_then(m, action, fn, req, sandbox_request_free);
 }
 
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
+                           ExecConfig *exec) {
+        uid_t uid;
+        int r;
+
+        r = bus_get_sender_uid(m, &uid);
+        if (r < 0)
+                return r;
+        if (exec)
+                exec->caller = uid;
+        return sandbox_request_authorize(m, s, sandbox_access_action(op, uid, sandbox_get_owner(s)), fn, exec);
+}
+
+int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error) {
+        char **argv = NULL;
+        int r;
+
+        r = sd_bus_message_read_strv(m, &argv);
+        if (r < 0)
+                return r;
+        r = exec_config_set_argv(c, argv, error);
+        if (r < 0)
+                return r;
+        return bus_read_options(m, exec_config_setter, c, error);
+}
+
 static int exec_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
@@ -141,28 +167,13 @@ static int exec_authorized(sd_bus_message *call, void *userdata, sd_bus_error *e
 
 static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(exec_config_done) ExecConfig c;
-        Sandbox *s = userdata;
-        char **argv = NULL;
-        uid_t uid;
         int r;
 
         exec_config_init(&c);
-        r = sd_bus_message_read_strv(m, &argv);
+        r = bus_read_exec_config(m, &c, error);
         if (r < 0)
                 return r;
-        r = exec_config_set_argv(&c, argv, error);
-        if (r < 0)
-                return r;
-        r = bus_read_options(m, exec_config_setter, &c, error);
-        if (r < 0)
-                return r;
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        c.caller = uid;
-
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         exec_authorized, &c);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, exec_authorized, &c);
 }
 
 static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
@@ -188,15 +199,7 @@ static int destroy_authorized(sd_bus_message *call, void *userdata, sd_bus_error
 }
 
 static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_DESTROY, uid, sandbox_get_owner(s)),
-                                         destroy_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, destroy_authorized, NULL);
 }
 
 static void on_pause_done(Sandbox *s, const sd_bus_error *error, void *userdata) {
@@ -218,15 +221,7 @@ static int pause_authorized(sd_bus_message *call, void *userdata, sd_bus_error *
 }
 
 static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         pause_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, pause_authorized, NULL);
 }
 
 static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -251,15 +246,7 @@ static int set_timeout_authorized(sd_bus_message *call, void *userdata, sd_bus_e
 }
 
 static int method_set_timeout(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         set_timeout_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, set_timeout_authorized, NULL);
 }
 
 static const sd_bus_vtable sandbox_vtable[] = {

@@ -29,6 +29,12 @@ typedef struct SandboxRequest {
 #include "bus-util.h"
 
 Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
+/* The caller's uid decides the polkit action for op on s (access.h); fn runs once it is
+ * granted. exec (if given) is moved into the request, its caller filled in. */
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
+                           ExecConfig *exec);
+/* Reads "as argv, a{sv} options" of Exec and Start into c (initialized by the caller). */
+int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error);
 /* Takes the contents of exec (if given) into the request. */
 int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
                               ExecConfig *exec);

@@ -177,13 +177,5 @@ static int file_authorized(sd_bus_message *call, void *userdata, sd_bus_error *e
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         file_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, file_authorized, NULL);
 }

@@ -8,9 +8,6 @@
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 
-static int exec_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
-        return exec_config_set(config, name, v, error);
-}
 
 static int start_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         SandboxRequest *req = userdata;
@@ -28,27 +25,13 @@ static int start_authorized(sd_bus_message *call, void *userdata, sd_bus_error *
 
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(exec_config_done) ExecConfig c;
-        Sandbox *s = userdata;
-        char **argv = NULL;
-        uid_t uid;
         int r;
 
         exec_config_init(&c);
-        r = sd_bus_message_read_strv(m, &argv);
+        r = bus_read_exec_config(m, &c, error);
         if (r < 0)
                 return r;
-        r = exec_config_set_argv(&c, argv, error);
-        if (r < 0)
-                return r;
-        r = bus_read_options(m, exec_config_setter, &c, error);
-        if (r < 0)
-                return r;
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        c.caller = uid;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         start_authorized, &c);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, start_authorized, &c);
 }
 
 static Exec *find_process(sd_bus_message *call, Sandbox *s, uint64_t id, sd_bus_error *error) {
@@ -164,13 +147,5 @@ static int process_authorized(sd_bus_message *call, void *userdata, sd_bus_error
 }
 
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Sandbox *s = userdata;
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        return sandbox_request_authorize(m, s, sandbox_access_action(SANDBOX_OP_EXEC, uid, sandbox_get_owner(s)),
-                                         process_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, process_authorized, NULL);
 }

@@ -36,6 +36,16 @@ SANDBOXD_SOURCE_DIR, SANDBOXD_BUILD_DIR, SANDBOXD_BIN, SANDBOXCTL_BIN, SANDBOX_I
 SANDBOXD_UNITS_DIR, SANDBOXD_TEMPLATES_DIR; by default <repo>/build. Other knobs:
 SANDBOXD_TEST_MODE=host|namespace, SANDBOXD_TEST_TMPDIR (default /var/tmp),
 SANDBOXD_TEST_KEEP=1 (keep the work directory), SANDBOXD_BWRAP.
+
+Docker (tests/integration/test_docker.py, bench/bench_docker.py): acquire() also starts a
+dockerd of its own inside the system (nsenter, like every command here; --iptables=false
+--bridge=none), its data root in the work directory and its socket and exec root in the
+system's /run (the daemon's PrivateTmp= hides /var/tmp from it), builds DOCKER_IMAGE with
+tools/build-image busybox, passes --docker-socket= to sandboxd and adds a template
+directory of the harness's own (DOCKER_MISSING_TEMPLATE: an image that does not exist).
+system.docker_unavailable says why Docker is not there (docker.io not installed, dockerd
+did not start); SANDBOXD_TEST_DOCKER=0 skips it all, SANDBOXD_TEST_DOCKER_CGROUP_DRIVER=
+systemd runs dockerd with the systemd cgroup driver instead of cgroupfs.
 """
 
 import atexit
@@ -61,6 +71,11 @@ MANAGER_IFACE = 'io.sandboxd.Sandbox1.Manager'
 SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
 SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
 MARKER = '# written by tests/integration/harness.py; removed when the tests end'
+DOCKER_IMAGE = 'sandboxd-busybox:latest'          # what templates/docker-busybox.json names
+DOCKER_TEMPLATE = 'docker-busybox'
+DOCKER_MISSING_TEMPLATE = 'docker-missing-image'  # in the harness's own template directory
+DOCKER_MISSING_IMAGE = 'sandboxd-test-no-such-image:latest'
+DOCKER_LABEL = 'io.sandboxd.id'
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
@@ -354,6 +369,18 @@ class System:
         self.daemon_started = False
         self.host_daemon_was_active = False
         self.torn_down = False
+        # Docker: a dockerd of our own in the system. Its socket and exec root live in the
+        # system's /run (sandboxd's PrivateTmp= hides the work directory under /var/tmp).
+        rundir = f'/run/{self.name}-docker'
+        self.docker_rundir = rundir
+        self.docker_socket = os.path.join(rundir, 'docker.sock')
+        self.docker_host = 'unix://' + self.docker_socket
+        self.docker_data = os.path.join(self.workdir, 'docker-data')
+        self.extra_templates = os.path.join(rundir, 'templates')
+        self.docker_proc = None    # our Popen of (nsenter …) dockerd
+        self.docker_pid = None     # host pid of dockerd
+        self.docker_unavailable = 'not started'
+        self.mariadb = None        # start_mariadb()
 
     # ---- running things ---------------------------------------------------------------
 
@@ -451,6 +478,167 @@ class System:
             if os.path.exists(os.path.join(base, 'cgroup.procs')):
                 return os.path.join(base, control_group.lstrip('/')).rstrip('/')
         return None
+
+    def docker(self, *args, **kw):
+        """The docker CLI against the harness's dockerd."""
+        return self.run(['docker'] + list(args), env={'DOCKER_HOST': self.docker_host}, **kw)
+
+    def docker_containers(self, label=DOCKER_LABEL):
+        """Names of all containers (also stopped ones) with LABEL."""
+        cp = self.docker('ps', '-a', '--filter', f'label={label}', '--format', '{{.Names}}', timeout=30)
+        if cp.returncode != 0:
+            raise HarnessError(f'docker ps failed: {cp.stderr.strip()}')
+        return cp.stdout.split()
+
+    # ---- Docker ----------------------------------------------------------------------
+
+    def start_docker(self, timeout=90):
+        """Start dockerd inside the system and build DOCKER_IMAGE; raises Unavailable."""
+        if os.environ.get('SANDBOXD_TEST_DOCKER') == '0':
+            raise Unavailable('SANDBOXD_TEST_DOCKER=0')
+        dockerd = shutil.which('dockerd', path='/usr/sbin:/usr/bin:/sbin:/bin')
+        if not dockerd:
+            raise Unavailable('dockerd is not installed (package docker.io)')
+        if not shutil.which('docker'):
+            raise Unavailable('the docker client is not installed (package docker.io)')
+        if self.docker_proc is None:
+            self._write_extra_templates()
+        for d in (self.path(self.docker_rundir), self.docker_data):
+            os.makedirs(d, exist_ok=True)
+        argv = [dockerd, '--host', self.docker_host, '--data-root', self.docker_data,
+                '--exec-root', os.path.join(self.docker_rundir, 'exec'),
+                '--pidfile', os.path.join(self.docker_rundir, 'dockerd.pid'),
+                '--iptables=false', '--ip6tables=false', '--bridge=none', '--ip-masq=false']
+        if self.mode == 'namespace':
+            # Containers not made by sandboxd (bench_docker's docker run) go below the
+            # system's own top-level cgroup, not into the host's /docker.
+            argv.append(f'--cgroup-parent=/{self.name}/docker')
+        driver = os.environ.get('SANDBOXD_TEST_DOCKER_CGROUP_DRIVER')
+        if driver:
+            argv += ['--exec-opt', f'native.cgroupdriver={driver}']
+        # dockerd dies with the nsenter we start (which dies with us).
+        argv = ['setpriv', '--pdeathsig', 'KILL', '--'] + argv
+        logf = open(os.path.join(self.workdir, 'dockerd.log'), 'ab')
+        try:
+            self.docker_proc = subprocess.Popen(
+                self.wrap(argv), stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_pdeathsig_kill)
+        finally:
+            logf.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.docker_pid is None:
+                self.docker_pid = self._find_descendant(self.docker_proc.pid, 'dockerd')
+            if self.docker_proc.poll() is not None:
+                self.docker_proc = self.docker_pid = None
+                raise Unavailable('dockerd exited at start:\n' + self.docker_log())
+            cp = self.docker('info', '--format', '{{.ServerVersion}} {{.CgroupDriver}}', timeout=30)
+            if cp.returncode == 0 and self.docker_pid:
+                break
+            if time.monotonic() > deadline:
+                self.stop_docker()
+                raise Unavailable(f'dockerd does not answer on {self.docker_socket}: {cp.stderr.strip()}\n'
+                                  + self.docker_log())
+            time.sleep(0.2)
+        version, self.docker_cgroup_driver = cp.stdout.split()
+        log(f'dockerd {version} ({self.docker_cgroup_driver} cgroup driver) is running as host pid '
+            f'{self.docker_pid}, socket {self.docker_socket}')
+        cp = self.docker('image', 'inspect', DOCKER_IMAGE, timeout=30)
+        if cp.returncode != 0:
+            tool = os.path.join(self.paths.source, 'tools', 'build-image')
+            cp = self.run([tool, 'busybox', DOCKER_IMAGE], timeout=300,
+                          env={'DOCKER_HOST': self.docker_host, 'TMPDIR': self.workdir})
+            if cp.returncode != 0:
+                raise Unavailable(f'tools/build-image busybox failed ({cp.returncode}):\n{cp.stdout}{cp.stderr}')
+            log(cp.stdout.strip())
+        self.docker_unavailable = None
+
+    def stop_docker(self, timeout=60):
+        """SIGTERM dockerd (it stops its containers and containerd), SIGKILL after TIMEOUT;
+        returns problems: containers of sandboxd still there, processes of Docker left."""
+        problems = []
+        if self.docker_proc is None:
+            return problems
+        if self.docker_unavailable is None:
+            try:
+                left = self.docker_containers()
+                if left:
+                    problems.append(f'containers left by sandboxd: {left}')
+                    self.docker('rm', '-f', *left, timeout=60)
+            except Exception as e:
+                problems.append(f'cannot list containers: {e}')
+        self.docker_unavailable = 'stopped'
+        exec_root = os.path.join(self.docker_rundir, 'exec')
+        pid, self.docker_pid = self.docker_pid, None
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid):
+                problems.append(f'dockerd (pid {pid}) did not stop within {timeout}s; killed')
+                os.kill(pid, signal.SIGKILL)
+        try:
+            self.docker_proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            problems.append(f'nsenter of dockerd (pid {self.docker_proc.pid}) did not exit')
+        self.docker_proc = None
+        # containerd and its shims name the exec root on their command lines.
+        for p in self._processes_mentioning(exec_root.encode(), self.pid):
+            problems.append(f'Docker process left after dockerd stopped: pid {p} {_comm(p)}')
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return problems
+
+    def docker_log(self):
+        try:
+            with open(os.path.join(self.workdir, 'dockerd.log'), errors='replace') as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ''
+
+    def _write_extra_templates(self):
+        """The harness's own template directory: a Docker template whose image does not exist."""
+        d = self.path(self.extra_templates)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f'{DOCKER_MISSING_TEMPLATE}.json'), 'w') as f:
+            json.dump({'description': 'harness: a Docker image that does not exist', 'payload': 'docker',
+                       'image': DOCKER_MISSING_IMAGE, 'environment': ['PATH=/usr/bin:/bin'],
+                       'limits': {'MemoryMax': 268435456, 'CPUQuotaPerSecUSec': 1000000, 'TasksMax': 64}}, f)
+
+    @staticmethod
+    def _find_descendant(pid, comm):
+        todo = [pid]
+        while todo:
+            p = todo.pop()
+            if _comm(p) == comm:
+                return p
+            todo += _children(p)
+        return None
+
+    @staticmethod
+    def _processes_mentioning(needle, pid1=None):
+        """Live processes whose command line contains NEEDLE (in PID1's pid namespace)."""
+        found = []
+        pidns = os.readlink(f'/proc/{pid1}/ns/pid') if pid1 else None
+        for d in os.listdir('/proc'):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                if pidns and os.readlink(f'/proc/{d}/ns/pid') != pidns:
+                    continue
+                with open(f'/proc/{d}/cmdline', 'rb') as f:
+                    if needle in f.read() and _alive(int(d)):
+                        found.append(int(d))
+            except OSError:
+                pass
+        return found
+
+    def daemon_supports_docker(self):
+        cp = subprocess.run([self.paths.sandboxd, '--help'], capture_output=True, text=True)
+        return '--docker-socket' in cp.stdout
 
     # ---- bringing it up --------------------------------------------------------------
 
@@ -555,6 +743,13 @@ class System:
                       f'--state-dir={self.state_dir}']
         if os.environ.get('SANDBOXD_BWRAP'):
             exec_start.append(f'--bwrap={p.bwrap}')
+        if self.docker_proc is not None:
+            exec_start.append(f'--template-dir={self.extra_templates}')
+            if self.daemon_supports_docker():
+                exec_start.append(f'--docker-socket={self.docker_socket}')
+            else:
+                log(f'{p.sandboxd} has no --docker-socket option: Docker sandboxes will fail')
+        self.exec_start = exec_start  # configure_daemon() adds to it
         dropin = ['[Service]', 'ExecStart=',
                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
                   'StateDirectory=', 'RuntimeDirectory=sandboxd-test-state', 'Restart=no']
@@ -637,6 +832,46 @@ class System:
             time.sleep(0.1)
         log('sandboxd is running and answers on the bus')
 
+    def configure_daemon(self, config=None, credentials=None):
+        """Restart sandboxd with --config=<CONFIG, the text of a sandboxd.conf> and
+        LoadCredential= of CREDENTIALS ({name: text}); None: as install() left it. The files
+        go to the system's /run (the unit has PrivateTmp=: not /tmp or /var/tmp)."""
+        confdir = f'/run/{self.name}-config'
+        dropin = self.path('/run/systemd/system/sandboxd.service.d/60-test-config.conf')
+        if config is None:
+            if os.path.exists(dropin):
+                os.unlink(dropin)
+        else:
+            os.makedirs(self.path(confdir), mode=0o700, exist_ok=True)
+            with open(self.path(f'{confdir}/sandboxd.conf'), 'w') as f:
+                f.write(config)
+            lines = ['[Service]', 'ExecStart=', 'ExecStart=' + ' '.join(
+                _systemd_quote(a) for a in self.exec_start + [f'--config={confdir}/sandboxd.conf'])]
+            for name, text in (credentials or {}).items():
+                with open(self.path(f'{confdir}/{name}'), 'w') as f:
+                    os.fchmod(f.fileno(), 0o600)
+                    f.write(text)
+                lines.append(f'LoadCredential={name}:{confdir}/{name}')
+            with open(dropin, 'w') as f:
+                f.write(MARKER + '\n' + '\n'.join(lines) + '\n')
+            if dropin not in self.installed:
+                self.installed.append(dropin)
+                if self.mode == 'host':
+                    self.installed.append(self.path(confdir))
+        self.systemctl('daemon-reload', check=True)
+        cp = self.systemctl('stop', 'sandboxd.service', timeout=90)
+        if cp.returncode != 0:
+            raise HarnessError(f'systemctl stop sandboxd failed: {cp.stderr}')
+        self.start_daemon()
+
+    def start_mariadb(self):
+        """A real mariadbd for this system (class MariaDB); stopped at teardown."""
+        if self.mariadb is None:
+            self.mariadb = MariaDB(self)
+        if self.mariadb.proc is None or self.mariadb.proc.poll() is not None:
+            self.mariadb.start()
+        return self.mariadb
+
     # ---- taking it down --------------------------------------------------------------
 
     def teardown(self):
@@ -651,6 +886,15 @@ class System:
                 problems += self._stop_daemon()
             except Exception as e:
                 problems.append(f'stopping sandboxd failed: {e}')
+        if reachable and self.docker_proc is not None:
+            try:
+                problems += self.stop_docker()
+            except Exception as e:
+                problems.append(f'stopping dockerd failed: {e}')
+        if self.mode == 'host' and os.path.isdir(self.docker_rundir):
+            shutil.rmtree(self.docker_rundir, ignore_errors=True)
+        if self.mariadb:
+            problems += self.mariadb.stop()
         if self.mode == 'namespace':
             problems += self.kill()
         else:
@@ -732,6 +976,94 @@ class System:
         return problems
 
 
+class MariaDB:
+    """A real mariadbd (Debian's mariadb-server) with its data in the harness's work
+    directory. It runs on the host, so that its pid is ours to stop or kill; its socket is
+    in the system's /run, where sandboxd (PrivateTmp=) reaches it. Database `sandboxd`,
+    user `sandboxd` identified by PASSWORD; root connects through the socket (unix_socket
+    authentication). No networking."""
+
+    PASSWORD = "pw-'\"; not a shell word"
+
+    def __init__(self, system):
+        for tool in ('mariadbd', 'mariadb-install-db', 'mariadb'):
+            if not shutil.which(tool) and not os.access(f'/usr/sbin/{tool}', os.X_OK):
+                raise Unavailable(f'{tool} (package mariadb-server)')
+        self.dir = os.path.join(system.workdir, 'mariadb')
+        self.socket_in_system = f'/run/{system.name}-mariadb/mysqld.sock'   # as sandboxd sees it
+        self.socket = system.path(self.socket_in_system)                  # as we see it
+        self.proc = None
+
+    def start(self, timeout=60):
+        data = os.path.join(self.dir, 'data')
+        os.makedirs(os.path.dirname(self.socket), exist_ok=True)
+        first = not os.path.isdir(data)
+        if first:
+            os.makedirs(self.dir, exist_ok=True)
+            cp = subprocess.run(['mariadb-install-db', '--no-defaults', '--user=root', f'--datadir={data}',
+                                 '--skip-test-db'], capture_output=True, text=True, timeout=180)
+            if cp.returncode != 0:
+                raise Unavailable(f'mariadb-install-db failed:\n{cp.stdout}{cp.stderr}')
+        mariadbd = shutil.which('mariadbd') or '/usr/sbin/mariadbd'
+        with open(os.path.join(self.dir, 'mariadbd.log'), 'ab') as logf:
+            self.proc = subprocess.Popen(
+                [mariadbd, '--no-defaults', '--user=root', f'--datadir={data}', f'--socket={self.socket}',
+                 '--skip-networking', f'--pid-file={self.dir}/mariadbd.pid', '--innodb-buffer-pool-size=32M'],
+                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_pdeathsig_kill)
+        deadline = time.monotonic() + timeout
+        while True:
+            cp = subprocess.run(['mariadb', '--no-defaults', '-S', self.socket, '-u', 'root', '-e', 'SELECT 1'],
+                                capture_output=True, text=True, timeout=30)
+            if cp.returncode == 0:
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Unavailable(f'mariadbd did not start: {cp.stderr}\n' + self.log())
+            time.sleep(0.1)
+        if first:
+            pw = self.PASSWORD.replace('\\', '\\\\').replace("'", "\\'")
+            self.sql("CREATE DATABASE sandboxd; "
+                     f"CREATE USER 'sandboxd'@'localhost' IDENTIFIED BY '{pw}'; "
+                     "GRANT ALL ON sandboxd.* TO 'sandboxd'@'localhost'", db=None)
+        log(f'mariadbd running as pid {self.proc.pid}, socket {self.socket}')
+
+    def sql(self, statement, db='sandboxd', timeout=60):
+        """Runs STATEMENT with the mariadb client as root; returns the rows, each a list of
+        str (None for NULL)."""
+        cmd = ['mariadb', '--no-defaults', '-S', self.socket, '-u', 'root', '--batch', '--skip-column-names',
+               '-e', statement]
+        if db:
+            cmd.insert(2, f'--database={db}')
+        cp = subprocess.run(cmd, capture_output=True, timeout=timeout)
+        if cp.returncode != 0:
+            raise HarnessError(f'mariadb {statement!r} failed: {cp.stderr.decode(errors="replace")}')
+        return [[None if c == 'NULL' else c for c in line.split('\t')]
+                for line in cp.stdout.decode(errors='replace').split('\n') if line]
+
+    def kill(self, sig=signal.SIGKILL):
+        """Signals mariadbd (ours, by pid) and waits until it is gone."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            self.proc.wait(timeout=120)
+
+    def stop(self):
+        try:
+            self.kill(signal.SIGTERM)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return [f'mariadbd (pid {self.proc.pid}) ignored SIGTERM for 120 s; killed']
+        finally:
+            shutil.rmtree(os.path.dirname(self.socket), ignore_errors=True)
+        return []
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, 'mariadbd.log'), errors='replace') as f:
+                return f.read()[-3000:]
+        except OSError:
+            return ''
+
+
 # ---- one system per process ----------------------------------------------------------
 
 _current = None
@@ -767,6 +1099,11 @@ def acquire(start_daemon=True):
     try:
         system.boot()
         if start_daemon:
+            try:
+                system.start_docker()
+            except Unavailable as e:
+                system.docker_unavailable = str(e)
+                log(f'no Docker in this system: {e}')
             system.install()
             system.start_daemon()
     except BaseException:

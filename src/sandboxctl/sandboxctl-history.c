@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "macro.h"
+#include "parse-util.h"
+#include "sandboxctl-history.h"
+#include "strv.h"
+
+#define BUS_NAME          "io.sandboxd.Sandbox1"
+#define MANAGER_PATH      "/io/sandboxd/Sandbox1"
+#define MANAGER_INTERFACE "io.sandboxd.Sandbox1.Manager"
+#define LIMIT_MAX         10000U
+#define ARGV_COLUMN_MAX   60U
+
+typedef struct Execution {
+        char *sandbox_id;
+        uint64_t exec_id;
+        uint32_t owner, caller;
+        char **argv;
+        char *cwd;
+        uint64_t started, ended;
+        int32_t exit_status, exit_code, signal;
+        bool timed_out, oom_killed;
+        uint64_t cpu_usec, cgroup_cpu_nsec, memory_peak, stdout_bytes, stderr_bytes;
+} Execution;
+
+static int log_errno(int error, const char *fmt, ...) _printf_(2, 3);
+static int log_errno(int error, const char *fmt, ...) {
+        va_list ap;
+
+        errno = abs(error);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+        return -abs(error);
+}
+
+static void execution_done(Execution *e) {
+        free(e->sandbox_id);
+        strv_free(e->argv);
+        free(e->cwd);
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+/* "@EPOCH" (seconds), "YYYY-MM-DD[ HH:MM[:SS]]" (local time), or an age: "2h", "30min",
+ * "7d" (ago). */
+static int parse_since(const char *s, uint64_t *ret) {
+        static const char *const formats[] = { "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d" };
+        uint64_t v;
+
+        if (s[0] == '@') {
+                if (parse_uint64(s + 1, &v) < 0 || v > UINT64_MAX / USEC_PER_SEC)
+                        return -EINVAL;
+                *ret = v * USEC_PER_SEC;
+                return 0;
+        }
+        if (parse_seconds(s[0] == '-' ? s + 1 : s, &v) >= 0) {
+                uint64_t now = now_usec();
+                *ret = v > now / USEC_PER_SEC ? 1 : now - v * USEC_PER_SEC;
+                return 0;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
+                struct tm tm = { .tm_isdst = -1 };
+                const char *end = strptime(s, formats[i], &tm);
+                if (end && !*end) {
+                        time_t t = mktime(&tm);
+                        if (t < 0)
+                                return -ERANGE;
+                        *ret = (uint64_t) t * USEC_PER_SEC;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int read_execution(sd_bus_message *m, Execution *e) {
+        int timed_out, oom, r;
+        const char *id, *cwd;
+
+        r = sd_bus_message_enter_container(m, 'r', "stuuassttiiibbttttt");
+        if (r <= 0)
+                return r;
+        r = sd_bus_message_read(m, "stuu", &id, &e->exec_id, &e->owner, &e->caller);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_strv(m, &e->argv);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "sttiiibbttttt", &cwd, &e->started, &e->ended, &e->exit_status,
+                                &e->exit_code, &e->signal, &timed_out, &oom, &e->cpu_usec,
+                                &e->cgroup_cpu_nsec, &e->memory_peak, &e->stdout_bytes, &e->stderr_bytes);
+        if (r < 0)
+                return r;
+        e->timed_out = timed_out;
+        e->oom_killed = oom;
+        e->sandbox_id = strdup(id);
+        e->cwd = strdup(cwd);
+        if (!e->sandbox_id || !e->cwd)
+                return -ENOMEM;
+        r = sd_bus_message_exit_container(m);
+        return r < 0 ? r : 1;
+}
+
+static const char *format_exit(char *buf, size_t l, const Execution *e) {
+        if (e->timed_out)
+                return "timeout";
+        if (e->oom_killed)
+                return "oom-kill";
+        if (e->signal > 0) {
+                const char *name = sigabbrev_np(e->signal);
+                if (name)
+                        snprintf(buf, l, "SIG%s", name);
+                else
+                        snprintf(buf, l, "signal %" PRIi32, e->signal);
+                return buf;
+        }
+        snprintf(buf, l, "%" PRIi32, e->exit_status);
+        return buf;
+}
+
+static const char *format_duration(char *buf, size_t l, uint64_t usec) {
+        if (usec < 1000)
+                snprintf(buf, l, "%" PRIu64 "us", usec);
+        else if (usec < USEC_PER_SEC)
+                snprintf(buf, l, "%" PRIu64 ".%" PRIu64 "ms", usec / 1000, (usec % 1000) / 100);
+        else if (usec < 60 * USEC_PER_SEC)
+                snprintf(buf, l, "%" PRIu64 ".%02" PRIu64 "s", usec / USEC_PER_SEC, (usec % USEC_PER_SEC) / 10000);
+        else
+                snprintf(buf, l, "%" PRIu64 "min %" PRIu64 "s", usec / (60 * USEC_PER_SEC),
+                         (usec / USEC_PER_SEC) % 60);
+        return buf;
+}
+
+/* argv joined by spaces, arguments with spaces or quotes in '…', control characters as
+ * '?', cut at max (the table is for reading; --json has every byte). */
+static char *format_argv(char **argv, size_t max) {
+        size_t l = 0, allocated = max + 4;
+        char *s = malloc(allocated);
+
+        if (!s)
+                return NULL;
+        for (char **a = argv; a && *a && l < max; a++) {
+                bool quote = !**a || strpbrk(*a, " \t'\"\\$`;&|<>()*?");
+                if (a != argv)
+                        s[l++] = ' ';
+                if (quote && l < max)
+                        s[l++] = '\'';
+                for (const char *c = *a; *c && l < max; c++)
+                        s[l++] = ((unsigned char) *c < 0x20 || *c == 0x7f) ? '?' : *c;
+                if (quote && l < max)
+                        s[l++] = '\'';
+        }
+        if (l >= max) {
+                l = max - 3;
+                /* Not in the middle of a UTF-8 sequence. */
+                while (l > 0 && ((unsigned char) s[l] & 0xc0) == 0x80)
+                        l--;
+                memcpy(s + l, "...", 3);
+                l += 3;
+        }
+        s[l] = 0;
+        return s;
+}
+
+static int print_table(const Execution *list, size_t n) {
+        printf("%-19s %-32s %5s %-9s %-10s %s\n", "TIME", "SANDBOX", "EXEC", "EXIT", "DURATION", "COMMAND");
+        for (size_t i = n; i-- > 0; ) {
+                const Execution *e = &list[i];
+                char when[32] = "-", exit_buf[32], dur[32];
+                _cleanup_free_ char *argv = format_argv(e->argv, ARGV_COLUMN_MAX);
+                time_t t = (time_t) (e->started / USEC_PER_SEC);
+                struct tm tm;
+
+                if (!argv)
+                        return -ENOMEM;
+                if (localtime_r(&t, &tm))
+                        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+                printf("%-19s %-32s %5" PRIu64 " %-9s %-10s %s\n", when, e->sandbox_id, e->exec_id,
+                       format_exit(exit_buf, sizeof(exit_buf), e),
+                       format_duration(dur, sizeof(dur), e->ended > e->started ? e->ended - e->started : 0),
+                       argv);
+        }
+        printf("\n%zu %s listed.\n", n, n == 1 ? "execution" : "executions");
+        return 0;
+}
+
+static int add(json_object *o, const char *key, json_object *v) {
+        if (!v || json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int print_json(const Execution *list, size_t n) {
+        json_object *a = json_object_new_array();
+        int r = a ? 0 : -ENOMEM;
+
+        for (size_t i = n; r >= 0 && i-- > 0; ) {
+                const Execution *e = &list[i];
+                json_object *o = json_object_new_object(), *argv = json_object_new_array();
+
+                if (!o || !argv || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(argv);
+                        r = -ENOMEM;
+                        break;
+                }
+                r = add(o, "sandbox", json_object_new_string(e->sandbox_id));
+                if (r >= 0) r = add(o, "exec", json_object_new_uint64(e->exec_id));
+                if (r >= 0) r = add(o, "owner", json_object_new_uint64(e->owner));
+                if (r >= 0) r = add(o, "caller", json_object_new_uint64(e->caller));
+                if (r >= 0) r = add(o, "argv", argv);
+                else json_object_put(argv);
+                for (char **s = e->argv; r >= 0 && s && *s; s++)
+                        if (json_object_array_add(argv, json_object_new_string(*s)) < 0)
+                                r = -ENOMEM;
+                if (r >= 0) r = add(o, "cwd", json_object_new_string(e->cwd));
+                if (r >= 0) r = add(o, "started_usec", json_object_new_uint64(e->started));
+                if (r >= 0) r = add(o, "ended_usec", json_object_new_uint64(e->ended));
+                if (r >= 0) r = add(o, "exit_status", json_object_new_int(e->exit_status));
+                if (r >= 0) r = add(o, "exit_code", json_object_new_int(e->exit_code));
+                if (r >= 0) r = add(o, "signal", json_object_new_int(e->signal));
+                if (r >= 0) r = add(o, "timed_out", json_object_new_boolean(e->timed_out));
+                if (r >= 0) r = add(o, "oom_killed", json_object_new_boolean(e->oom_killed));
+                if (r >= 0) r = add(o, "cpu_usec", json_object_new_uint64(e->cpu_usec));
+                if (r >= 0) r = add(o, "cgroup_cpu_nsec", json_object_new_uint64(e->cgroup_cpu_nsec));
+                if (r >= 0) r = add(o, "memory_peak_bytes", json_object_new_uint64(e->memory_peak));
+                if (r >= 0) r = add(o, "stdout_bytes", json_object_new_uint64(e->stdout_bytes));
+                if (r >= 0) r = add(o, "stderr_bytes", json_object_new_uint64(e->stderr_bytes));
+        }
+        if (r >= 0) {
+                const char *s = json_object_to_json_string_ext(a, JSON_C_TO_STRING_NOSLASHESCAPE |
+                                                               (isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN));
+                if (!s)
+                        r = -ENOMEM;
+                else if (puts(s) == EOF || fflush(stdout) != 0)
+                        r = log_errno(EIO, "Failed to write standard output.");
+        }
+        json_object_put(a);
+        return r;
+}
+
+int history_show(sd_bus *bus, const char *sandbox_id, const char *since, const char *limit, bool json) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        Execution *list = NULL;
+        size_t n = 0, allocated = 0;
+        uint64_t since_usec = 0, limit_n = 0;
+        int r;
+
+        if (since && parse_since(since, &since_usec) < 0)
+                return log_errno(EINVAL, "Invalid --since '%s', expected @EPOCH, YYYY-MM-DD [HH:MM[:SS]] "
+                                 "or an age such as 2h or 7d.", since);
+        if (limit && (parse_uint64(limit, &limit_n) < 0 || limit_n == 0 || limit_n > LIMIT_MAX))
+                return log_errno(EINVAL, "Invalid --limit '%s', expected 1…%u.", limit, LIMIT_MAX);
+
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListExecutions");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r >= 0 && sandbox_id)
+                r = sd_bus_message_append(m, "{sv}", "SandboxId", "s", sandbox_id);
+        if (r >= 0 && since)
+                r = sd_bus_message_append(m, "{sv}", "Since", "t", since_usec);
+        if (r >= 0 && limit)
+                r = sd_bus_message_append(m, "{sv}", "Limit", "u", (uint32_t) limit_n);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return log_errno(r, "Failed to build the call: %m");
+
+        r = sd_bus_call(bus, m, 60 * USEC_PER_SEC, &error, &reply);
+        if (r < 0)
+                return log_errno(r, "Failed to list executions: %s", error.message ?: strerror(-r));
+
+        r = sd_bus_message_enter_container(reply, 'a', "(stuuassttiiibbttttt)");
+        for (;;) {
+                if (r < 0)
+                        break;
+                if (n == allocated) {
+                        Execution *l = realloc(list, (allocated = allocated * 2 + 16) * sizeof(Execution));
+                        if (!l) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        list = l;
+                }
+                list[n] = (Execution) {};
+                r = read_execution(reply, &list[n]);
+                if (r <= 0) {
+                        execution_done(&list[n]);
+                        break;
+                }
+                n++;
+        }
+        if (r >= 0)
+                r = json ? print_json(list, n) : print_table(list, n);
+        else
+                r = log_errno(r, "Failed to parse the reply: %m");
+        for (size_t i = 0; i < n; i++)
+                execution_done(&list[i]);
+        free(list);
+        return r;
+}
