@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Issue 6: every sandbox and execution recorded, in a real MariaDB started by the harness
+and in the local spool, without slowing or failing an execution.
+
+Run through tests/integration/run.py, or: python3 tests/integration/run.py test_records
+"""
+
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+S = None
+_owned = False
+MiB = 1024 * 1024
+
+
+def setUpModule():
+    global S, _owned
+    _owned = harness.current() is None
+    try:
+        S = harness.acquire()
+    except harness.Unavailable as e:
+        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+            raise
+        raise unittest.SkipTest(str(e))
+
+
+def tearDownModule():
+    if S is not None and not S.torn_down:
+        S.configure_daemon(None)   # the others' sandboxd again: no --config
+    if _owned:
+        problems = harness.release()
+        if problems:
+            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+
+
+class Base(harness.SystemTestCase):
+    def ctl(self, *args, timeout=60, input=None):
+        return S.sandboxctl(*args, timeout=timeout, input=input)
+
+    def ok(self, cp):
+        self.assertEqual(cp.returncode, 0, f'{" ".join(cp.args)} failed ({cp.returncode}):\n'
+                                           f'stdout: {cp.stdout}\nstderr: {cp.stderr}')
+        return cp
+
+    def create(self, *opts):
+        sid = self.ok(self.ctl('create', *opts)).stdout.strip()
+        self.addCleanup(lambda: S.sandboxctl('destroy', sid, timeout=60))
+        return sid
+
+    def exec(self, sid, *cmd, opts=(), timeout=60):
+        return self.ctl('exec', *opts, sid, '--', *cmd, timeout=timeout)
+
+    def exec_captured(self, sid, *cmd, opts=()):
+        """exec --json: the output goes through sandboxd (plain exec hands the command
+        sandboxctl's own descriptors, so sandboxd never sees, nor records, the output)."""
+        cp = self.exec(sid, *cmd, opts=('--json',) + tuple(opts))
+        return cp, json.loads(cp.stdout)
+
+
+EXEC_COLUMNS = ('exec_id', 'owner_uid', 'caller_uid', 'HEX(argv)', 'cwd', 'started_usec', 'ended_usec', 'exit_status',
+                'exit_code', 'term_signal', 'timed_out', 'oom_killed', 'cpu_usec', 'cgroup_cpu_nsec',
+                'cgroup_memory_peak', 'stdout_bytes', 'stderr_bytes', 'HEX(stdout_excerpt)', 'HEX(stderr_excerpt)')
+
+
+class WithMariaDB(Base):
+    """sandboxd configured for a real mariadbd; the password through LoadCredential=."""
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.db = S.start_mariadb()
+        except harness.Unavailable as e:
+            if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+                raise
+            raise unittest.SkipTest(str(e))
+        cls.configured_at = time.time()
+        S.configure_daemon(
+            '# written by test_records.py\n'
+            '[Recording]\n'
+            f'MariaDBSocket = {cls.db.socket_in_system}\n'
+            'Database = sandboxd\n'
+            'User = sandboxd\n'
+            # The credential wins when systemd provides it (LoadCredential=); the
+            # namespace systemd of the harness leaves $CREDENTIALS_DIRECTORY empty.
+            f'PasswordFile = /run/{S.name}-config/mariadb-password\n'
+            'Retention = 30d\n',
+            credentials={'mariadb-password': harness.MariaDB.PASSWORD + '\n'})
+
+    def rows(self, sid, timeout=30, n=1):
+        """The executions of sandbox SID as dicts, once at least N are there."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                rows = self.db.sql(f"SELECT {', '.join(EXEC_COLUMNS)} FROM executions "
+                                   f"WHERE sandbox_id = '{sid}' ORDER BY exec_id")
+            except harness.HarnessError as e:
+                if "doesn't exist" not in str(e):
+                    raise
+                rows = []
+            if len(rows) >= n:
+                # The client's batch mode escapes backslashes: read bytes as HEX().
+                rows = [dict(zip(EXEC_COLUMNS, r)) for r in rows]
+                for r in rows:
+                    r['argv'] = bytes.fromhex(r.pop('HEX(argv)')).decode()
+                return rows
+            if time.monotonic() > deadline:
+                self.fail(f'{n} execution(s) of {sid} not in MariaDB after {timeout}s: {rows}\n'
+                          + S.journal(since=self.configured_at))
+            time.sleep(0.1)
+
+    def test_normal_exit(self):
+        sid = self.create()
+        cp, res = self.exec_captured(sid, 'sh', '-c', 'echo out; echo err >&2; exit 3')
+        self.assertEqual(res['exit_status'], 3, cp.stderr)
+        (r,) = self.rows(sid)
+        self.assertEqual(json.loads(r['argv']), ['sh', '-c', 'echo out; echo err >&2; exit 3'])
+        self.assertEqual((r['exit_status'], r['exit_code'], r['term_signal']), ('3', '3', '0'))
+        self.assertEqual((r['timed_out'], r['oom_killed']), ('0', '0'))
+        self.assertEqual((r['owner_uid'], r['caller_uid']), ('0', '0'))
+        self.assertEqual(r['HEX(stdout_excerpt)'], b'out\n'.hex().upper())
+        self.assertEqual(r['HEX(stderr_excerpt)'], b'err\n'.hex().upper())
+        self.assertEqual((r['stdout_bytes'], r['stderr_bytes']), ('4', '4'))
+        started, ended = int(r['started_usec']), int(r['ended_usec'])
+        self.assertLessEqual(abs(started / 1e6 - time.time()), 60)
+        self.assertLessEqual(started, ended)
+        self.assertGreater(int(r['cgroup_memory_peak']), 0, r)
+
+        # The sandbox: its row at creation, its end when destroyed.
+        row = self.db.sql(f"SELECT owner_uid, template, payload, memory_max, destroyed_usec FROM sandboxes "
+                          f"WHERE id = '{sid}'")
+        self.assertEqual(len(row), 1, row)
+        self.assertEqual(row[0][:3], ['0', 'shell', 'bwrap'])
+        self.assertGreater(int(row[0][3]), 0)
+        self.assertIsNone(row[0][4])
+        self.ok(self.ctl('destroy', sid))
+        deadline = time.monotonic() + 30
+        while self.db.sql(f"SELECT end_reason FROM sandboxes WHERE id = '{sid}'") != [['destroyed']]:
+            self.assertLess(time.monotonic(), deadline, 'the sandbox\'s end never reached MariaDB')
+            time.sleep(0.1)
+
+        # What the daemon loaded at start; and the schema's version.
+        names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
+        self.assertIn('shell', names)
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['1']])
+
+    def test_timeout(self):
+        sid = self.create()
+        cp = self.exec(sid, 'sleep', '100', opts=('--timeout', '1'))
+        self.assertEqual(cp.returncode, 124, cp.stderr)
+        (r,) = self.rows(sid)
+        self.assertEqual((r['timed_out'], r['oom_killed']), ('1', '0'), r)
+        self.assertGreaterEqual(int(r['ended_usec']) - int(r['started_usec']), 900000, r)
+        self.assertEqual(json.loads(r['argv']), ['sleep', '100'])
+
+    def test_oom_kill(self):
+        sid = self.create('--template', 'python', '--memory', '64M')
+        cp = self.exec(sid, 'python3', '-c', "s = b'x' * (200 * 1024 * 1024)")
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        (r,) = self.rows(sid)
+        self.assertEqual((r['oom_killed'], r['timed_out']), ('1', '0'), r)
+        self.assertEqual((r['exit_status'], r['term_signal']), ('137', '9'), r)
+        # From the unit's cgroup: it went up to the limit.
+        self.assertGreaterEqual(int(r['cgroup_memory_peak']), 32 * MiB, r)
+        self.assertLessEqual(int(r['cgroup_memory_peak']), 80 * MiB, r)
+        # cgroup_cpu_nsec: read by the core (cgroup_read_cpu_nsec()); 0 when it cannot.
+        self.assertGreaterEqual(int(r['cgroup_cpu_nsec']), 0, r)
+
+    def test_signal(self):
+        sid = self.create()
+        cp = self.exec(sid, 'sh', '-c', 'kill -TERM $$')
+        self.assertEqual(cp.returncode, 143, cp.stderr)
+        (r,) = self.rows(sid)
+        self.assertEqual((r['term_signal'], r['exit_status'], r['exit_code']), ('15', '143', '-1'), r)
+        self.assertEqual((r['oom_killed'], r['timed_out']), ('0', '0'), r)
+
+    def test_hostile_content_verbatim(self):
+        sid = self.create()
+        evil = "'; DROP TABLE executions;--"
+        # quotes, a NUL byte, invalid UTF-8 (\377\376, a lone continuation byte), a backslash
+        script = 'printf "a\'b\\"c\\000d\\377\\376\\200e\\\\\\\\"'
+        expected = b'a\'b"c\x00d\xff\xfe\x80e\\'
+        cp, res = self.exec_captured(sid, 'sh', '-c', script, evil)
+        self.assertEqual(res['exit_status'], 0, cp.stderr)
+        (r,) = self.rows(sid)
+        self.assertEqual(r['HEX(stdout_excerpt)'], expected.hex().upper())
+        self.assertEqual(int(r['stdout_bytes']), len(expected))
+        self.assertEqual(json.loads(r['argv']), ['sh', '-c', script, evil])
+        self.assertEqual(self.db.sql("SELECT COUNT(*) FROM information_schema.tables "
+                                     "WHERE table_schema = 'sandboxd' AND table_name = 'executions'"), [['1']])
+
+    def test_outage(self):
+        """mariadbd killed and restarted while execs run: none fails or stalls, every one is
+        in the table exactly once, in order."""
+        sid = self.create()
+        results = []          # (n, returncode, stdout, seconds)
+        stop = threading.Event()
+
+        def loop():
+            n = 0
+            while not stop.is_set():
+                t = time.monotonic()
+                cp = self.exec(sid, 'echo', str(n), opts=('--json',))
+                try:
+                    out = json.loads(cp.stdout)['stdout']
+                except (ValueError, KeyError):
+                    out = None
+                results.append((n, cp.returncode, out, time.monotonic() - t))
+                n += 1
+
+        thread = threading.Thread(target=loop)
+        thread.start()
+        try:
+            time.sleep(2)
+            before = len(results)
+            self.db.kill()                 # SIGKILL, by pid: a crash, not a shutdown
+            down_at = time.monotonic()
+            time.sleep(5)
+            during = len(results)
+            S.start_mariadb()
+            up_at = time.monotonic()
+            time.sleep(2)
+        finally:
+            stop.set()
+            thread.join(timeout=120)
+        self.assertFalse(thread.is_alive())
+
+        failed = [r for r in results if r[1] != 0 or r[2] != f'{r[0]}\n']
+        self.assertEqual(failed, [], 'execs failed while MariaDB was away')
+        self.assertGreater(during - before, 5, f'only {during - before} execs ran in 5 s without MariaDB')
+        normal = [r[3] for r in results[:before]] or [r[3] for r in results]
+        outage = [r[3] for r in results[before:during]]
+        med_normal, med_outage = statistics.median(normal), statistics.median(outage)
+        self.assertLess(med_outage, med_normal * 1.5 + 0.05,
+                        f'execs slowed down without MariaDB: median {med_outage:.3f}s vs {med_normal:.3f}s')
+        self.assertLess(max(outage), 5, f'an exec stalled for {max(outage):.1f}s during the outage')
+        print(f'\n  outage: {len(results)} execs, {during - before} while mariadbd was down '
+              f'({up_at - down_at:.1f}s); median {med_normal * 1000:.0f} ms before, '
+              f'{med_outage * 1000:.0f} ms during, max {max(outage) * 1000:.0f} ms', file=sys.stderr)
+
+        rows = self.rows(sid, timeout=90, n=len(results))
+        self.assertEqual(len(rows), len(results), 'executions missing or doubled in MariaDB')
+        outputs = [bytes.fromhex(r['HEX(stdout_excerpt)']).decode() for r in rows]
+        self.assertEqual(outputs, [f'{n}\n' for n in range(len(results))], 'not each exactly once, in order')
+        starts = [int(r['started_usec']) for r in rows]
+        self.assertEqual(starts, sorted(starts))
+        self.assertEqual(self.db.sql(f"SELECT COUNT(*), COUNT(DISTINCT exec_id) FROM executions "
+                                     f"WHERE sandbox_id = '{sid}'"), [[str(len(results))] * 2])
+
+
+class WithoutMariaDB(Base):
+    """No MariaDB configured: the spool is the store, and history reads it."""
+
+    @classmethod
+    def setUpClass(cls):
+        S.configure_daemon('[Recording]\nSpoolDirectory=/run/sandboxd-test-state/spool-only\n')
+
+    def test_history_from_spool(self):
+        sid = self.create()
+        for word in ('one', 'two', 'three'):
+            self.ok(self.exec(sid, 'echo', word))
+        cp = self.exec(sid, 'sh', '-c', 'exit 7')
+        self.assertEqual(cp.returncode, 7)
+
+        cp = self.ok(self.ctl('history', sid))
+        lines = cp.stdout.splitlines()
+        self.assertRegex(lines[0], r'^TIME\s+SANDBOX\s+EXEC\s+EXIT\s+DURATION\s+COMMAND')
+        body = [l for l in lines[1:] if sid in l]
+        self.assertEqual(len(body), 4, cp.stdout)
+        self.assertIn('echo one', body[0])      # oldest first
+        self.assertIn("sh -c 'exit 7'", body[3])
+        self.assertRegex(body[3], r'\s7\s')
+
+        cp = self.ok(self.ctl('history', sid, '--json'))
+        data = json.loads(cp.stdout)
+        self.assertEqual([d['argv'] for d in data],
+                         [['echo', 'one'], ['echo', 'two'], ['echo', 'three'], ['sh', '-c', 'exit 7']])
+        self.assertEqual(data[3]['exit_status'], 7)
+        self.assertTrue(all(d['sandbox'] == sid and d['caller'] == 0 for d in data))
+
+        cp = self.ok(self.ctl('history', sid, '--json', '--limit', '2'))
+        self.assertEqual([d['argv'][-1] for d in json.loads(cp.stdout)], ['three', 'exit 7'])
+        cp = self.ok(self.ctl('history', sid, '--json', '--since', '@' + str(int(time.time()) + 60)))
+        self.assertEqual(json.loads(cp.stdout), [])
+        cp = self.ok(self.ctl('history', '--json', '--since', '10min'))
+        self.assertGreaterEqual(len([d for d in json.loads(cp.stdout) if d['sandbox'] == sid]), 4)
+
+        # The spool outlives sandboxd.
+        S.configure_daemon('[Recording]\nSpoolDirectory=/run/sandboxd-test-state/spool-only\n')
+        cp = self.ok(self.ctl('history', sid, '--json'))
+        self.assertEqual(len(json.loads(cp.stdout)), 4)
+
+    def test_list_executions_authorization(self):
+        sid = self.create()
+        self.ok(self.exec(sid, 'true'))
+        # root sees it; someone else, without "manage", sees only their own: none.
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ListExecutions', 'a{sv}', '1', 'SandboxId', 's', sid)
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(len(data[0]), 1)
+        self.assertEqual(data[0][0][0], sid)
+        cp = S.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
+                    S.paths.sandboxctl, 'history', '--json'])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual([d for d in json.loads(cp.stdout) if d['sandbox'] == sid], [])
+
+        cp, _data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                      'ListExecutions', 'a{sv}', '1', 'Bogus', 's', 'x')
+        self.assertEqual(error, 'io.sandboxd.Sandbox1.InvalidOption')
+
+    def test_recording_off(self):
+        S.configure_daemon('[Recording]\nRecord=no\n')
+        try:
+            cp = self.ok(self.ctl('run', '--', 'echo', 'still-runs'))
+            self.assertEqual(cp.stdout, 'still-runs\n')
+            cp = self.ctl('history')
+            self.assertNotEqual(cp.returncode, 0)
+            self.assertIn('off', cp.stderr)
+        finally:
+            S.configure_daemon('[Recording]\nSpoolDirectory=/run/sandboxd-test-state/spool-only\n')
+
+
+if __name__ == '__main__':
+    unittest.main()

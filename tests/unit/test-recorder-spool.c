@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "macro.h"
+#include "recorder-spool.h"
+#include "recorder.h"
+
+static char *tmpdir;
+
+static const char hostile_out[] = "quote' \"dq\" \0NUL\xff\xfe invalid \xc3\x28 utf8\n\r\\";
+
+static void make_exec(ExecRecordEvent *ev, char **argv, uint64_t id, uint64_t ended) {
+        *ev = (ExecRecordEvent) {
+                .sandbox_id = "sb1",
+                .exec_id = id,
+                .owner = 1000,
+                .caller = 1001,
+                .argv = argv,
+                .working_directory = "/work/\xff",
+                .started_at = ended - 5,
+                .ended_at = ended,
+                .exit_status = 137, .exit_code = -1, .signal = 9,
+                .oom_killed = true,
+                .cpu_usec = 11, .cgroup_cpu_nsec = 12000, .cgroup_memory_peak = 1 << 20,
+                .stdout_bytes = 1 << 30, .stderr_bytes = 3,
+                .stdout_excerpt = hostile_out, .stdout_excerpt_size = sizeof(hostile_out) - 1,
+                .stderr_excerpt = "err", .stderr_excerpt_size = 3,
+        };
+}
+
+static void test_exec_round_trip(void **state) {
+        char *argv[] = { (char *) "sh", (char *) "-c", (char *) "'; DROP TABLE executions;--", (char *) "\xc3\x28\n", NULL };
+        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ void *out = NULL, *err = NULL;
+        json_object *o = NULL, *a;
+        ExecRecordEvent ev;
+        size_t size, l;
+        uint64_t seq;
+        const char *s;
+
+        make_exec(&ev, argv, 7, 1000000);
+        assert_int_equal(spool_format_exec(42, &ev, &line, &size), 0);
+        assert_int_equal(strlen(line), size);
+        assert_true(line[size - 1] == '\n');
+        assert_null(memchr(line, '\n', size - 1));   /* one line, whatever the content */
+
+        assert_int_equal(spool_line_seq(line, size - 1, &seq), 0);
+        assert_true(seq == 42);
+        assert_int_equal(spool_line_parse(line, size - 1, &o), 0);
+        assert_string_equal(spool_get_string(o, "type", NULL), "exec");
+        assert_true(spool_get_u64(o, "time") == 1000000);
+        assert_string_equal(spool_get_string(o, "sandbox", NULL), "sb1");
+        assert_true(spool_get_u64(o, "exec") == 7);
+        assert_true(spool_get_u64(o, "owner") == 1000);
+        assert_true(spool_get_u64(o, "caller") == 1001);
+        assert_true(spool_get_i64(o, "exit_status") == 137);
+        assert_true(spool_get_i64(o, "exit_code") == -1);
+        assert_true(spool_get_i64(o, "signal") == 9);
+        assert_true(spool_get_bool(o, "oom_killed"));
+        assert_false(spool_get_bool(o, "timed_out"));
+        assert_true(spool_get_u64(o, "stdout_bytes") == 1ULL << 30);
+        assert_true(spool_get_u64(o, "memory_peak") == 1 << 20);
+        s = spool_get_string(o, "cwd", &l);
+        assert_int_equal(l, 7);
+        assert_memory_equal(s, "/work/\xff", 7);
+
+        assert_true(json_object_object_get_ex(o, "argv", &a));
+        assert_int_equal(json_object_array_length(a), 4);
+        for (size_t i = 0; i < 4; i++)
+                assert_string_equal(json_object_get_string(json_object_array_get_idx(a, i)), argv[i]);
+
+        /* The excerpts come back byte for byte: NULs, quotes, invalid UTF-8. */
+        assert_int_equal(spool_get_hex(o, "stdout", &out, &l), 0);
+        assert_int_equal(l, sizeof(hostile_out) - 1);
+        assert_memory_equal(out, hostile_out, l);
+        assert_int_equal(spool_get_hex(o, "stderr", &err, &l), 0);
+        assert_int_equal(l, 3);
+        json_object_put(o);
+}
+
+static void test_excerpt_capped(void **state) {
+        static char big[RECORDER_EXCERPT_MAX * 2];
+        char *argv[] = { (char *) "true", NULL };
+        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ void *out = NULL;
+        json_object *o = NULL;
+        ExecRecordEvent ev;
+        size_t size, l;
+
+        memset(big, 'x', sizeof(big));
+        make_exec(&ev, argv, 1, 10);
+        ev.stdout_excerpt = big;
+        ev.stdout_excerpt_size = sizeof(big);
+        assert_int_equal(spool_format_exec(1, &ev, &line, &size), 0);
+        assert_int_equal(spool_line_parse(line, size - 1, &o), 0);
+        assert_int_equal(spool_get_hex(o, "stdout", &out, &l), 0);
+        assert_int_equal(l, RECORDER_EXCERPT_MAX);
+        json_object_put(o);
+}
+
+static void test_sandbox_and_template(void **state) {
+        SandboxConfig c = { .limits = { .memory_max = 1 << 28, .tasks_max = 64 }, .ephemeral = true };
+        _cleanup_free_ char *l1 = NULL, *l2 = NULL;
+        json_object *o = NULL;
+        size_t size;
+
+        assert_int_equal(spool_format_sandbox(3, &(SandboxRecordEvent) {
+                .sandbox_id = "abc", .template_name = "shell", .payload = "bwrap", .owner = 5,
+                .config = &c, .created_at = 100, .destroyed_at = 200, .end_reason = "timeout",
+        }, &l1, &size), 0);
+        assert_int_equal(spool_line_parse(l1, size - 1, &o), 0);
+        assert_string_equal(spool_get_string(o, "type", NULL), "sandbox");
+        assert_true(spool_get_u64(o, "time") == 200);   /* the end, for retention */
+        assert_true(spool_get_u64(o, "memory_max") == 1 << 28);
+        assert_true(spool_get_bool(o, "ephemeral"));
+        assert_string_equal(spool_get_string(o, "end_reason", NULL), "timeout");
+        json_object_put(o);
+
+        assert_int_equal(spool_format_template(4, &(TemplateRecordEvent) {
+                .name = "shell", .payload = "bwrap", .description = NULL, .loaded_at = 9,
+        }, &l2, &size), 0);
+        assert_int_equal(spool_line_parse(l2, size - 1, &o), 0);
+        assert_null(spool_get_string(o, "description", NULL));
+        json_object_put(o);
+}
+
+static void test_line_seq(void **state) {
+        uint64_t seq = 0;
+        json_object *o = NULL;
+
+        assert_int_equal(spool_line_seq("{\"seq\":18446744073709551615,", 29, &seq), 0);
+        assert_true(seq == UINT64_MAX);
+        assert_int_equal(spool_line_seq("{\"seq\":184467440737095516150,", 30, &seq), -EBADMSG);
+        assert_int_equal(spool_line_seq("{\"seq\":,", 8, &seq), -EBADMSG);
+        assert_int_equal(spool_line_seq("{\"seq\":12", 9, &seq), -EBADMSG);
+        assert_int_equal(spool_line_seq("{\"type\":1,\"seq\":1,", 18, &seq), -EBADMSG);
+#define PARSE(s) spool_line_parse(s, strlen(s), &o)
+        assert_int_equal(PARSE("{\"seq\":1,\"type\":\"exec\""), -EBADMSG);
+        assert_int_equal(PARSE("{\"seq\":1,\"type\":\"exec\",\"time\":2} x"), -EBADMSG);
+        assert_int_equal(PARSE("{\"seq\":1,\"type\":\"exec\"}"), -EBADMSG);
+        assert_int_equal(PARSE("[1]"), -EBADMSG);
+        assert_int_equal(PARSE("{\"seq\":1,\"type\":\"exec\",\"time\":2}"), 0);
+#undef PARSE
+        json_object_put(o);
+}
+
+/* A spool of n exec records, seq 1…n, record i ended at time 100 * i, then garbage, and
+ * a last line still being written. */
+static int make_spool(const char *name, unsigned n, bool torn) {
+        char path[4096], *argv[] = { (char *) "echo", (char *) "x", NULL };
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+        fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        for (unsigned i = 1; i <= n; i++) {
+                _cleanup_free_ char *line = NULL;
+                ExecRecordEvent ev;
+                size_t size;
+
+                make_exec(&ev, argv, i, 100 * i);
+                assert_int_equal(spool_format_exec(i, &ev, &line, &size), 0);
+                assert_int_equal(write(fd, line, size), (ssize_t) size);
+                if (i == n / 2)
+                        assert_int_equal(write(fd, "not json\n", 9), 9);   /* a cut-short write */
+        }
+        if (torn)
+                assert_int_equal(write(fd, "{\"seq\":9999,\"ty", 15), 15);
+        return fd;
+}
+
+typedef struct Seen {
+        uint64_t seqs[4096];
+        size_t n;
+        size_t stop_after;
+} Seen;
+
+static int collect(const char *line, size_t size, uint64_t end_offset, void *userdata) {
+        Seen *s = userdata;
+        uint64_t seq;
+
+        assert_true(line[size] == '\n');
+        if (spool_line_seq(line, size, &seq) < 0)
+                return 0;
+        s->seqs[s->n++] = seq;
+        return s->stop_after && s->n >= s->stop_after ? 1 : 0;
+}
+
+static void test_scan(void **state) {
+        _cleanup_close_ int fd = make_spool("scan", 1000, true);
+        Seen fwd = {}, back = {};
+        uint64_t end, last, off, off2;
+        struct stat st;
+
+        assert_int_equal(spool_scan(fd, 0, collect, &fwd, &end), 0);
+        assert_int_equal(fwd.n, 1000);
+        for (size_t i = 0; i < fwd.n; i++)
+                assert_true(fwd.seqs[i] == i + 1);
+        assert_int_equal(fstat(fd, &st), 0);
+        assert_true(end == (uint64_t) st.st_size - 15);   /* the partial line is left */
+
+        assert_int_equal(spool_scan_backwards(fd, UINT64_MAX, collect, &back), 0);
+        assert_int_equal(back.n, 1000);
+        for (size_t i = 0; i < back.n; i++)
+                assert_true(back.seqs[i] == 1000 - i);
+
+        /* Bounded: only what lies within the last max_bytes, whole lines only. */
+        Seen some = {};
+        assert_int_equal(spool_scan_backwards(fd, 4096, collect, &some), 0);
+        assert_true(some.n > 0 && some.n < 1000);
+        assert_true(some.seqs[0] == 1000);
+
+        Seen three = { .stop_after = 3 };
+        assert_int_equal(spool_scan_backwards(fd, UINT64_MAX, collect, &three), 0);
+        assert_int_equal(three.n, 3);
+        assert_true(three.seqs[2] == 998);
+
+        assert_int_equal(spool_last_seq(fd, &last), 0);
+        assert_true(last == 1000);
+
+        /* Replay bookkeeping: where to go on after the cursor. */
+        assert_int_equal(spool_offset_after(fd, 0, &off), 0);
+        assert_true(off == 0);
+        assert_int_equal(spool_offset_after(fd, 1000, &off), 0);
+        assert_true(off == end);
+        assert_int_equal(spool_offset_after(fd, 700, &off), 0);
+        Seen rest = {};
+        assert_int_equal(spool_scan(fd, off, collect, &rest, NULL), 0);
+        assert_int_equal(rest.n, 300);
+        assert_true(rest.seqs[0] == 701);
+
+        /* Compaction's cut: not past the retention, not past the cursor. */
+        assert_int_equal(spool_cut_offset(fd, 100 * 301, UINT64_MAX, &off), 0);
+        Seen kept = {};
+        assert_int_equal(spool_scan(fd, off, collect, &kept, NULL), 0);
+        assert_true(kept.seqs[0] == 301);
+        assert_int_equal(spool_cut_offset(fd, 100 * 301, 200, &off2), 0);
+        assert_true(off2 < off);
+        Seen kept2 = {};
+        assert_int_equal(spool_scan(fd, off2, collect, &kept2, NULL), 0);
+        assert_true(kept2.seqs[0] == 201);
+        assert_int_equal(spool_cut_offset(fd, 0, UINT64_MAX, &off), 0);
+        assert_true(off == 0);
+}
+
+static void test_empty_spool(void **state) {
+        _cleanup_close_ int fd = make_spool("empty", 0, false);
+        Seen s = {};
+        uint64_t last = 1, off = 1;
+
+        assert_int_equal(spool_scan_backwards(fd, UINT64_MAX, collect, &s), 0);
+        assert_int_equal(s.n, 0);
+        assert_int_equal(spool_last_seq(fd, &last), 0);
+        assert_true(last == 0);
+        assert_int_equal(spool_offset_after(fd, 5, &off), 0);
+        assert_true(off == 0);
+}
+
+static void test_cursor(void **state) {
+        _cleanup_close_ int dir = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        uint64_t v = 0;
+
+        assert_int_equal(spool_cursor_read(dir, &v), -ENOENT);
+        assert_int_equal(spool_cursor_write(dir, 12345), 0);
+        assert_int_equal(spool_cursor_read(dir, &v), 0);
+        assert_true(v == 12345);
+        assert_int_equal(spool_cursor_write(dir, UINT64_MAX), 0);
+        assert_int_equal(spool_cursor_read(dir, &v), 0);
+        assert_true(v == UINT64_MAX);
+        assert_int_equal(faccessat(dir, SPOOL_CURSOR_FILE ".new", F_OK, 0), -1);
+}
+
+static void test_hex(void **state) {
+        _cleanup_free_ char *h = NULL;
+        _cleanup_free_ void *d = NULL;
+        size_t l;
+
+        assert_int_equal(hex_encode("\x00\xff\x10", 3, &h), 0);
+        assert_string_equal(h, "00ff10");
+        assert_int_equal(hex_decode("00FF10", 6, &d, &l), 0);
+        assert_int_equal(l, 3);
+        assert_memory_equal(d, "\x00\xff\x10", 3);
+        assert_int_equal(hex_decode("0", 1, &d, &l), -EINVAL);
+        assert_int_equal(hex_decode("0g", 2, &d, &l), -EINVAL);
+}
+
+/* The recorder without MariaDB: records land in the spool, seq goes on across restarts. */
+static void test_recorder_spool_only(void **state) {
+        char *argv[] = { (char *) "true", NULL };
+        RecorderSettings s = { .enabled = true };
+        char spool[4096], path[4200];
+        uint64_t last;
+        ExecRecordEvent ev;
+        Recorder *r = NULL;
+
+        snprintf(spool, sizeof(spool), "%s/spool/sub", tmpdir);
+        s.spool_dir = spool;
+        for (unsigned round = 0; round < 2; round++) {
+                assert_int_equal(recorder_new(NULL, &s, &r), 0);
+                for (unsigned i = 1; i <= 3; i++) {
+                        make_exec(&ev, argv, i, 10 * i);
+                        recorder_exec_event(r, &ev);
+                }
+                recorder_sandbox_event(r, &(SandboxRecordEvent) { .sandbox_id = "sb1", .template_name = "t",
+                                                                  .payload = "bwrap", .created_at = 1 });
+                r = recorder_free(r);
+        }
+        snprintf(path, sizeof(path), "%s/" SPOOL_FILE, spool);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(spool_last_seq(fd, &last), 0);
+        assert_true(last == 8);
+        Seen all = {};
+        assert_int_equal(spool_scan(fd, 0, collect, &all, NULL), 0);
+        assert_int_equal(all.n, 8);
+        for (size_t i = 0; i < all.n; i++)
+                assert_true(all.seqs[i] == i + 1);
+}
+
+static int setup(void **state) {
+        char t[] = "/var/tmp/test-recorder-spool.XXXXXX";
+        tmpdir = strdup(mkdtemp(t));
+        return tmpdir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+        char cmd[4200];
+        snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", tmpdir);
+        free(tmpdir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_exec_round_trip),
+                cmocka_unit_test(test_excerpt_capped),
+                cmocka_unit_test(test_sandbox_and_template),
+                cmocka_unit_test(test_line_seq),
+                cmocka_unit_test(test_scan),
+                cmocka_unit_test(test_empty_spool),
+                cmocka_unit_test(test_cursor),
+                cmocka_unit_test(test_hex),
+                cmocka_unit_test(test_recorder_spool_only),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
