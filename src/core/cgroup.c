@@ -129,20 +129,30 @@ static int read_cgroup_file(const char *cgroup_path, const char *v2_file, const 
 }
 
 int cgroup_read_cpu_nsec(const char *cgroup_path, uint64_t *ret) {
+        _cleanup_free_ char *path = NULL;
         char buf[1024];
         uint64_t v;
         int r;
 
-        r = read_cgroup_file(cgroup_path, "cpu.stat", "cpuacct", "cpuacct.usage", buf, sizeof(buf));
-        if (r < 0)
-                return r;
-        if (cgroup_is_unified()) {
-                r = cgroup_parse_keyed(buf, "usage_usec", &v);
-                if (r < 0)
-                        return r;
+        if (!cgroup_path || cgroup_path[0] != '/')
+                return -EINVAL;
+        /* cgroup2's cpu.stat is there without any controller, also in the "unified"
+         * hierarchy of a hybrid host, where systemd may manage no cpuacct at all. */
+        if (asprintf(&path, "/sys/fs/cgroup%s%s/cpu.stat", cgroup_is_unified() ? "" : "/unified", cgroup_path) < 0)
+                return -ENOMEM;
+        r = read_text(path, buf, sizeof(buf));
+        if (r >= 0 && cgroup_parse_keyed(buf, "usage_usec", &v) >= 0) {
                 *ret = v * 1000ULL;
                 return 0;
         }
+        if (cgroup_is_unified())
+                return r < 0 ? r : -EBADMSG;
+
+        r = read_cgroup_file(cgroup_path, "cpu.stat", "cpu,cpuacct", "cpuacct.usage", buf, sizeof(buf));
+        if (r < 0)
+                r = read_cgroup_file(cgroup_path, "cpu.stat", "cpuacct", "cpuacct.usage", buf, sizeof(buf));
+        if (r < 0)
+                return r;
         errno = 0;
         v = strtoull(buf, NULL, 10);
         if (errno != 0)

@@ -861,6 +861,9 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         s->unit_started = true;
         s->saved = true;
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
+        /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
+         * those before it. Microseconds since the epoch are past any count so far. */
+        s->next_exec_id = now_usec(CLOCK_REALTIME);
         s->payload.pid = st->payload_pid;
         s->listen_fd = -EBADF;
         s->kind = st->payload && streq(st->payload, "docker") ? PAYLOAD_DOCKER : PAYLOAD_BWRAP;
