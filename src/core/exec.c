@@ -16,13 +16,18 @@
 /* After a timeout's SIGKILL, how long the agent has to report the exit. */
 #define EXEC_KILL_GRACE_USEC (5ULL * 1000000ULL)
 #define EXEC_READ_CHUNK (64U * 1024U)
+#define EXEC_READ_MAX_PER_CALL (1024U * 1024U)
 
 uint64_t exec_get_id(const Exec *e) {
         return e->id;
 }
 
 bool output_buffer_append(OutputBuffer *b, const void *data, size_t n) {
-        if (b->keep_tail && b->max > 0 && b->size + n > b->max) {
+        if (b->max == 0) {
+                b->total += n;
+                return n > 0;
+        }
+        if (b->keep_tail && b->size + n > b->max) {
                 /* Make room by dropping the oldest: keep the newest max bytes. */
                 size_t take = MIN(n, b->max), drop = MIN(b->size, b->size + take - b->max);
                 if (drop > 0) {
@@ -36,8 +41,6 @@ bool output_buffer_append(OutputBuffer *b, const void *data, size_t n) {
         size_t keep = b->size < b->max ? MIN(n, b->max - b->size) : 0;
 
         b->total += n;
-        if (b->keep_tail && keep < n)
-                keep = n; /* cannot happen: room was made above */
         if (keep > 0) {
                 char *d = realloc(b->data, b->size + keep);
                 if (!d)
@@ -133,11 +136,12 @@ static uint64_t exec_read_oom_kills(Exec *e) {
         return n;
 }
 
-/* Reads what is there without waiting; returns true once the writer side is closed. */
+/* Reads what is there, at most EXEC_READ_MAX_PER_CALL bytes (what the sandbox writes
+ * cannot starve the loop); returns true once the writer side is closed. */
 static bool exec_drain(Exec *e, int fd, OutputBuffer *b) {
         char buf[EXEC_READ_CHUNK];
 
-        for (;;) {
+        for (unsigned i = 0; i < EXEC_READ_MAX_PER_CALL / EXEC_READ_CHUNK; i++) {
                 ssize_t n = read(fd, buf, sizeof(buf));
                 if (n < 0) {
                         if (errno == EINTR)
@@ -149,6 +153,7 @@ static bool exec_drain(Exec *e, int fd, OutputBuffer *b) {
                 if (output_buffer_append(b, buf, (size_t) n))
                         e->result.truncated = true;
         }
+        return false;
 }
 
 static int on_output(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
@@ -487,6 +492,10 @@ fail:
 int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, sd_bus_error *error) {
         int r;
 
+        if (sandbox_get_config(s)->ephemeral)
+                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                          "Sandbox %s is ephemeral: it runs one Exec, not background processes.",
+                                          sandbox_get_id(s));
         c->background = true;
         r = sandbox_exec(s, c, NULL, NULL, error);
         if (r < 0)

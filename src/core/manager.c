@@ -147,6 +147,7 @@ Manager *manager_free(Manager *m) {
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         free(m->sandboxes_dir);
+        sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);
         sd_event_unref(m->event);
@@ -183,7 +184,14 @@ bool manager_host_uid_in_use(Manager *m, uid_t uid) {
         return false;
 }
 
-Sandbox *manager_get_sandbox(Manager *m, const char *id) {
+bool manager_has_pooled(Manager *m) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (s->pooled)
+                        return true;
+        return false;
+}
+
+Sandbox *manager_find_sandbox(Manager *m, const char *id) {
         if (!sandbox_id_is_valid(id))
                 return NULL;
         for (Sandbox *s = m->sandboxes; s; s = s->next)
@@ -192,8 +200,16 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         return NULL;
 }
 
+Sandbox *manager_get_sandbox(Manager *m, const char *id) {
+        Sandbox *s = manager_find_sandbox(m, id);
+        return s && !s->pooled ? s : NULL;
+}
+
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev) {
-        return prev ? prev->next : m->sandboxes;
+        Sandbox *s = prev ? prev->next : m->sandboxes;
+        while (s && s->pooled)
+                s = s->next;
+        return s;
 }
 
 size_t manager_n_sandboxes(Manager *m) {
@@ -201,14 +217,14 @@ size_t manager_n_sandboxes(Manager *m) {
 }
 
 void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
-        if (m->hooks.sandbox_state_changed)
+        if (!s->pooled && m->hooks.sandbox_state_changed)
                 m->hooks.sandbox_state_changed(s, m->hooks.userdata);
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
         struct timespec ts;
 
-        if (!m->hooks.sandbox_record)
+        if (!m->hooks.sandbox_record || s->pooled)
                 return;
         clock_gettime(CLOCK_REALTIME, &ts);
         m->hooks.sandbox_record(&(SandboxRecordEvent) {
@@ -231,7 +247,7 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
                 m->sandboxes = s;
         m->sandboxes_tail = s;
         m->n_sandboxes++;
-        if (m->hooks.sandbox_added)
+        if (!s->pooled && m->hooks.sandbox_added)
                 m->hooks.sandbox_added(s, m->hooks.userdata);
 }
 
@@ -247,8 +263,59 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
         s->next = s->prev = NULL;
         m->n_sandboxes--;
 
+        if (s->pooled) {
+                if (m->draining) {
+                        if (m->pool_drained_cb && !manager_has_pooled(m)) {
+                                void (*cb)(void *) = m->pool_drained_cb;
+                                m->pool_drained_cb = NULL;
+                                cb(m->pool_drained_userdata);
+                        }
+                        return;
+                }
+                /* One that never came up is retried slowly (Docker may be down). */
+                manager_schedule_pool_refill(m, s->state == SANDBOX_DEAD && s->failure ? 30 * 1000000ULL : 0);
+                return;
+        }
         if (m->hooks.sandbox_removed)
                 m->hooks.sandbox_removed(s, m->hooks.userdata);
+}
+
+/* A running pooled sandbox of t, if the request takes the template's defaults. */
+static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
+        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max)
+                return NULL; /* what a pooled sandbox was started with cannot be changed */
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (s->pooled && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
+                        return s;
+        return NULL;
+}
+
+static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
+                                 sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+        Sandbox *s;
+        int r;
+
+        r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        if (r < 0)
+                return r;
+        r = sandbox_new(m, t, config, owner, &s);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Failed to allocate sandbox: %m");
+        s->pooled = pooled;
+
+        manager_link_sandbox(m, s);
+
+        r = sandbox_start(s, cb, userdata);
+        if (r < 0) {
+                manager_unlink_sandbox(m, s);
+                sandbox_free_internal(s);
+                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                                          strerror(-r));
+        }
+
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s, %s%u) starting.", s->id, t->name,
+                    pooled ? "for the pool, " : "owner ", pooled ? t->pool : owner);
+        return 0;
 }
 
 int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
@@ -264,29 +331,75 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
         if (!t)
                 return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_TEMPLATE,
                                          "No template '%.64s'.", template_name);
+
+        s = manager_pool_take(m, t, config);
+        if (s) {
+                /* From the warm pool: an acquire, not a boot. */
+                r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
+                if (r < 0)
+                        return r;
+                s->pooled = false;
+                s->owner = owner;
+                s->config.ephemeral = config->ephemeral;
+                sandbox_save(s);
+                if (m->hooks.sandbox_added)
+                        m->hooks.sandbox_added(s, m->hooks.userdata);
+                manager_record_sandbox(m, s, NULL);
+                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.",
+                            s->id, t->name, owner);
+                manager_schedule_pool_refill(m, 0);
+                cb(s, NULL, userdata);
+                return 0;
+        }
+
         if (m->n_sandboxes >= m->settings.max_sandboxes)
                 return sandbox_error_setf(error, SANDBOX_ERROR_TOO_MANY_SANDBOXES,
                                          "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
-        r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
-        if (r < 0)
-                return r;
+        return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);
+}
 
-        r = sandbox_new(m, t, config, owner, &s);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Failed to allocate sandbox: %m");
+static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
 
-        manager_link_sandbox(m, s);
+        if (m->draining)
+                return 0;
+        for (size_t i = 0; i < m->templates.n; i++) {
+                const Template *t = m->templates.templates[i];
+                unsigned have = 0;
 
-        r = sandbox_start(s, cb, userdata);
-        if (r < 0) {
-                manager_unlink_sandbox(m, s);
-                sandbox_free_internal(s);
-                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
-                                          strerror(-r));
+                for (Sandbox *s = m->sandboxes; s; s = s->next)
+                        if (s->pooled && streq(s->template_name, t->name))
+                                have++;
+                for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
+                        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                        SandboxConfig c = {};
+
+                        if (manager_start_sandbox(m, t, &c, 0, true, NULL, NULL, &error) < 0) {
+                                log_warning("Failed to start a pooled sandbox of template %s: %s", t->name,
+                                            error.message ?: "unknown error");
+                                manager_schedule_pool_refill(m, 30 * 1000000ULL);
+                                return 0;
+                        }
+                }
         }
-
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s, owner %u) starting.", s->id, t->name, owner);
         return 0;
+}
+
+void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec) {
+        uint64_t usec;
+
+        if (!m->event)
+                return;
+        if (m->pool_timer) {
+                /* Sooner wins over later; an earlier request stands. */
+                if (sd_event_source_get_enabled(m->pool_timer, NULL) > 0 && delay_usec > 0)
+                        return;
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &usec);
+                (void) sd_event_source_set_time(m->pool_timer, usec + delay_usec);
+                (void) sd_event_source_set_enabled(m->pool_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        (void) sd_event_add_time_relative(m->event, &m->pool_timer, CLOCK_MONOTONIC, delay_usec, 0, on_pool_timer, m);
 }
 
 
@@ -347,8 +460,12 @@ static int manager_stop_orphans(Manager *m) {
                 return r;
         while ((r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL,
                                         NULL, NULL, NULL)) > 0) {
-                char id[SANDBOX_ID_LEN + 1];
-                if (sscanf(name, "sandbox-%16[0-9a-f]", id) == 1 && manager_get_sandbox(m, id))
+                char id[SANDBOX_ID_LEN + 1], suffix[8];
+                /* Only names we give: sandbox-<16 hex>.scope or .slice. */
+                if (sscanf(name, "sandbox-%16[0-9a-f].%7s", id, suffix) != 2 || strlen(id) != SANDBOX_ID_LEN ||
+                    (!streq(suffix, "scope") && !streq(suffix, "slice")))
+                        continue;
+                if (manager_find_sandbox(m, id))
                         continue;
                 log_warning("Stopping %s: no sandbox of ours goes with it (left by a sandboxd that crashed while starting it?).", name);
                 (void) unit_stop(m->systemd, name, on_orphan_stopped, NULL);
@@ -376,7 +493,7 @@ static void on_sandbox_containers(long status, json_object *body, const char *er
                     !json_object_object_get_ex(labels, DOCKER_LABEL_ID, &id) ||
                     !json_object_object_get_ex(c, "Id", &cid))
                         continue;
-                if (manager_get_sandbox(m, json_object_get_string(id)))
+                if (manager_find_sandbox(m, json_object_get_string(id)))
                         continue;
                 log_warning("Removing container %.12s of sandbox %s: no sandbox of ours goes with it "
                             "(left by a sandboxd that was killed while making it?).",
@@ -476,7 +593,28 @@ int manager_adopt_sandboxes(Manager *m) {
 
         (void) manager_stop_orphans(m);
         manager_remove_orphan_containers(m);
+        manager_schedule_pool_refill(m, 0);
         if (adopted > 0)
                 log_info("Adopted %u running sandbox(es).", adopted);
         return (int) adopted;
+}
+
+int manager_drain_pool(Manager *m, void (*cb)(void *userdata), void *userdata) {
+        unsigned n = 0;
+
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                next = s->next;
+                if (s->pooled) {
+                        (void) sandbox_destroy(s, NULL, NULL);
+                        n++;
+                }
+        }
+        m->pool_drained_cb = cb;
+        m->pool_drained_userdata = userdata;
+        m->draining = true;
+        if (n == 0 || !manager_has_pooled(m)) {
+                m->pool_drained_cb = NULL;
+                cb(userdata);
+        }
+        return (int) n;
 }

@@ -68,3 +68,7 @@ size_t manager_n_sandboxes(Manager *m);
  * serving. Returns how many were adopted. */
 int manager_adopt_sandboxes(Manager *m);
 
+/* Destroys the warm pools' sandboxes (they are nobody's: a clean stop leaves none) and
+ * stops refilling; cb runs once they are gone. */
+int manager_drain_pool(Manager *m, void (*cb)(void *userdata), void *userdata);
+

@@ -260,9 +260,11 @@ int payload_read_info(PayloadProcess *p) {
                         return -errno;
                 }
                 if (n == 0) {
-                        /* bwrap closes it once it has said all: now it must parse. */
+                        /* bwrap closes it once it has said all: now it must parse. (The
+                         * caller closes the fd, after removing its event source: closed
+                         * first, its epoll entry could outlive the source while a child
+                         * being spawned still shares the pipe.) */
                         r = bwrap_parse_info(p->info, p->info_size, &p->child_pid);
-                        p->info_fd = safe_close(p->info_fd);
                         return r < 0 ? -EBADMSG : 1;
                 }
                 p->info_size += (size_t) n;

@@ -173,7 +173,8 @@ static void on_docker_info(long status, json_object *body, const char *error, vo
                 sandbox_docker_stop(s);
                 return;
         }
-        if (status != 200 || !body || !json_object_object_get_ex(body, "CgroupDriver", &d)) {
+        if (status != 200 || !body || !json_object_object_get_ex(body, "CgroupDriver", &d) ||
+            !json_object_is_type(d, json_type_string)) {
                 docker_fail(s, "Docker is not available", status, body, error);
                 return;
         }

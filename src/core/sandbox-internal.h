@@ -75,6 +75,7 @@ struct Sandbox {
         sd_event_source *info_source;
         sd_event_source *timer_source; /* start deadline, then lifetime */
         sd_event_source *idle_source;
+        sd_event_source *finalize_source;
         uint64_t deadline_realtime;
 
         const char *pause_method;     /* while paused: "freeze" or "sigstop" */
@@ -88,6 +89,7 @@ struct Sandbox {
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */
         bool saved;           /* state file and fd store entry exist */
+        bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;          /* running */
@@ -119,6 +121,10 @@ struct Manager {
         char **proc_mask_dirs;
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
+        sd_event_source *pool_timer;
+        bool draining;
+        void (*pool_drained_cb)(void *userdata);
+        void *pool_drained_userdata;
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
 
@@ -131,11 +137,18 @@ struct SandboxRecord;
 int sandbox_adopt(Manager *m, const struct SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret);
 /* sandboxd is exiting: let go of s without touching its processes. */
 void sandbox_detach(Sandbox *s);
+/* Writes the record a restarted sandboxd adopts the sandbox from. */
+void sandbox_save(Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
 void manager_link_sandbox(Manager *m, Sandbox *s);
+/* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
+Sandbox *manager_find_sandbox(Manager *m, const char *id);
+bool manager_has_pooled(Manager *m);
+/* Tops up the warm pools, after delay_usec (pooled starts that fail are retried slowly). */
+void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
 

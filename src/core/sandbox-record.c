@@ -52,7 +52,8 @@ int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
             add_u64(o, "DiskMax", st->config.disk_max) < 0 ||
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
-            json_object_object_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0)
+            json_object_object_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
+            json_object_object_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
         json_object *env = json_object_new_array();
         if (!env || json_object_object_add(o, "environment", env) < 0) {
@@ -129,6 +130,8 @@ int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
         if (!json_object_object_get_ex(o, "Ephemeral", &v) || !json_object_is_type(v, json_type_boolean))
                 goto finish;
         st.config.ephemeral = json_object_get_boolean(v);
+        if (json_object_object_get_ex(o, "pooled", &v))
+                st.pooled = json_object_get_boolean(v);
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))
                 goto finish;

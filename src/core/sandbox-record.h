@@ -24,6 +24,7 @@ typedef struct SandboxRecord {
         char *unit;                 /* a Docker sandbox under systemd's cgroup driver: a slice */
         char *container_id;         /* docker */
         char **environment;         /* the template's, as it was at creation */
+        bool pooled;
         SandboxConfig config;
 } SandboxRecord;
 

@@ -74,7 +74,7 @@ static void sandbox_set_state(Sandbox *s, SandboxState state) {
 
 /* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
  * costs that: the sandbox runs on, but would be stopped by the next sandboxd. */
-static void sandbox_save(Sandbox *s) {
+void sandbox_save(Sandbox *s) {
         SandboxRecord st = {
                 .template_name = s->template_name,
                 .owner = s->owner,
@@ -88,6 +88,7 @@ static void sandbox_save(Sandbox *s) {
                 .unit = s->unit,
                 .container_id = s->container_id,
                 .environment = s->environment,
+                .pooled = s->pooled,
                 .config = s->config,
         };
         int r;
@@ -136,7 +137,7 @@ static int sandbox_generate_id(Manager *m, char ret[static SANDBOX_ID_LEN + 1]) 
                         return -EIO;
                 for (size_t i = 0; i < sizeof(b); i++)
                         sprintf(ret + 2 * i, "%02x", b[i]);
-                if (!manager_get_sandbox(m, ret))
+                if (!manager_find_sandbox(m, ret))
                         return 0;
         }
         return -EEXIST;
@@ -163,6 +164,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         sd_event_source_disable_unref(s->info_source);
         sd_event_source_disable_unref(s->timer_source);
         sd_event_source_disable_unref(s->idle_source);
+        sd_event_source_disable_unref(s->finalize_source);
         safe_close(s->control_fd);
         payload_process_abort(&s->payload);
         free(s->template_name);
@@ -235,6 +237,15 @@ static void sandbox_finalize(Sandbox *s) {
                 sandbox_docker_done(s);
         sandbox_set_state(s, SANDBOX_DEAD);
 
+        if (s->pause_cb) {
+                /* A Pause or Resume in flight is answered too. */
+                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                sandbox_callback_t pcb = s->pause_cb;
+
+                s->pause_cb = NULL;
+                sandbox_error_setf(&e, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s was destroyed.", s->id);
+                pcb(s, &e, s->pause_userdata);
+        }
         if (s->create_cb) {
                 sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                   s->failure ?: "it stopped while starting.");
@@ -256,6 +267,23 @@ static void sandbox_finalize(Sandbox *s) {
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
         manager_unlink_sandbox(m, s);
         sandbox_free_internal(s);
+}
+
+static int on_finalize(sd_event_source *source, void *userdata) {
+        sandbox_finalize(userdata);
+        return 0;
+}
+
+/* Never from within a stop path: callers up the stack (the control loop, an exec's
+ * timer, an exec's delivery) may still be using s. */
+static void sandbox_finalize_later(Sandbox *s) {
+        if (s->finalize_source)
+                return;
+        if (sd_event_add_defer(s->manager->event, &s->finalize_source, on_finalize, s) < 0) {
+                /* Cannot defer: better a sandbox that is never freed than a use after free. */
+                log_sandbox(s, LOG_ERR, 0, "Failed to schedule the removal of sandbox %s.", s->id);
+                return;
+        }
 }
 
 static void on_unit_stopped(const char *result, const sd_bus_error *error, void *userdata) {
@@ -291,7 +319,7 @@ void sandbox_stop_unit_now(Sandbox *s) {
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to stop %s: %m", s->unit);
                 sandbox_abort_payload(s);
-                sandbox_finalize(s);
+                sandbox_finalize_later(s);
                 return;
         }
         s->stop_pending = true;
@@ -409,7 +437,9 @@ static void sandbox_became_ready(Sandbox *s) {
 int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
 
-        for (;;) {
+        /* A bounded number per dispatch: what the sandbox sends cannot starve the loop
+         * (epoll is level-triggered; the rest comes on the next iteration). */
+        for (unsigned n = 0; n < 64; n++) {
                 json_object *msg = NULL;
                 const char *type;
                 size_t n_fds = 0;
@@ -450,6 +480,7 @@ int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *
                 if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                         return 0;
         }
+        return 0;
 }
 
 int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
@@ -569,6 +600,7 @@ static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, vo
         if (r == 0)
                 return 0;
         s->info_source = sd_event_source_disable_unref(s->info_source);
+        s->payload.info_fd = safe_close(s->payload.info_fd);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to learn the payload's pid: %m");
                 sandbox_stop(s, "its payload did not start.");
@@ -842,7 +874,7 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         Sandbox *s;
         int r;
 
-        if (!sandbox_id_is_valid(st->id) || manager_get_sandbox(m, st->id))
+        if (!sandbox_id_is_valid(st->id) || manager_find_sandbox(m, st->id))
                 return -EINVAL;
         s = calloc(1, sizeof(Sandbox));
         if (!s)
@@ -861,6 +893,7 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         s->unit_started = true;
         s->saved = true;
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
+        s->pooled = st->pooled;
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
          * those before it. Microseconds since the epoch are past any count so far. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);
@@ -907,6 +940,9 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         }
         sandbox_update_idle_timer(s);
         log_sandbox(s, LOG_INFO, 0, "Adopted sandbox %s (%s, %s).", s->id, s->unit, sandbox_state_to_string(s->state));
+        if (s->config.ephemeral && !s->pooled)
+                /* Its one exec went with the sandboxd that ran it: nobody will use it again. */
+                sandbox_stop(s, "its one command was interrupted by a restart of sandboxd.");
         *ret = s;
         return 0;
 fail:

@@ -169,6 +169,15 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         if (r < 0)
                 goto finish;
 
+        if (json_object_object_get_ex(o, "pool", &v)) {
+                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+                    json_object_get_int64(v) > TEMPLATE_POOL_MAX) {
+                        r = fail(ret_error, "\"pool\" must be an integer from 0 to %u", TEMPLATE_POOL_MAX);
+                        goto finish;
+                }
+                t->pool = (unsigned) json_object_get_int64(v);
+        }
+
         if (json_object_object_get_ex(o, "limits", &v)) {
                 if (!json_object_is_type(v, json_type_object)) {
                         r = fail(ret_error, "%s", "\"limits\" must be an object");

@@ -11,6 +11,7 @@
 #include "payload.h"
 
 #define TEMPLATE_NAME_MAX 64
+#define TEMPLATE_POOL_MAX 64U
 
 typedef struct Template {
         char *name;
@@ -21,6 +22,7 @@ typedef struct Template {
         char **environment;  /* NAME=VALUE */
         char **runtimes;     /* informative: python3, sh, … */
         SandboxLimits limits; /* 0 = built-in default */
+        unsigned pool;        /* sandboxes kept started, for CreateSandbox to hand out */
 } Template;
 
 Template *template_free(Template *t);

@@ -29,15 +29,11 @@
 #include "config.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandboxctl-files.h"
 #include "sandboxctl-history.h"
+#include "sandboxctl-process.h"
+#include "sandboxctl-util.h"
 #include "strv.h"
-
-#define BUS_NAME                "io.sandboxd.Sandbox1"
-#define MANAGER_PATH            "/io/sandboxd/Sandbox1"
-#define MANAGER_INTERFACE       "io.sandboxd.Sandbox1.Manager"
-#define SANDBOX_INTERFACE       "io.sandboxd.Sandbox1.Sandbox"
-#define ERROR_NO_SUCH_SANDBOX   "io.sandboxd.Sandbox1.NoSuchSandbox"
-#define ERROR_NOT_RUNNING       "io.sandboxd.Sandbox1.NotRunning"
 
 #define EXEC_TIMEOUT_DEFAULT_SEC        UINT64_C(300)
 /* Slack over the exec timeout for the method call itself: the daemon kills at the
@@ -46,6 +42,7 @@
 /* Lifetime of run's ephemeral sandbox beyond its one exec: a backstop should
  * sandboxctl die before it can call Destroy. */
 #define RUN_LIFETIME_SLACK_SEC          UINT64_C(60)
+#define RUN_TTY_IDLE_SEC                UINT64_C(60)
 /* Creating may pull or start a payload; destroying waits for the unit to go. */
 #define CREATE_CALL_TIMEOUT_USEC        (UINT64_C(120) * USEC_PER_SEC)
 #define DESTROY_CALL_TIMEOUT_USEC       (UINT64_C(120) * USEC_PER_SEC)
@@ -69,18 +66,25 @@ typedef enum OptionFlag {
         OPT_NO_STDIN    = 1 << 8,
         OPT_IDLE        = 1 << 9,
         OPT_DISK        = 1 << 10,
-        _OPT_MAX        = 1 << 11,
+        OPT_TTY         = 1 << 11,
+        OPT_PARENTS     = 1 << 12,
+        OPT_MODE        = 1 << 13,
+        OPT_MAX         = 1 << 14,
+        OPT_DEPTH       = 1 << 15,
+        OPT_SIGNAL      = 1 << 16,
+        _OPT_MAX        = 1 << 17,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
 #define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE)
-#define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN)
+#define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
+#define OPTS_START (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX)
 
 /* Indexed by the bit number of the OptionFlag. */
 static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
-        "--disk",
+        "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -96,6 +100,10 @@ static const char *arg_workdir = NULL;
 static uint64_t arg_output_max = 0;
 static uint64_t arg_idle_timeout = 0;
 static uint64_t arg_disk_max = 0;
+static uint64_t arg_max = UINT64_MAX;  /* cp, cat: Download's Max */
+static mode_t arg_mode = 0644;
+static uint64_t arg_depth = 1;
+static int arg_signal = SIGTERM;
 static const char *arg_since = NULL;  /* history; parsed by sandboxctl-history.c */
 static const char *arg_limit = NULL;
 
@@ -103,33 +111,6 @@ static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
 }
 
-static void json_object_putp(json_object **j) {
-        if (*j)
-                json_object_put(*j);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
-
-static int log_error_errno(int error, const char *format, ...) _printf_(2, 3);
-static int log_error_errno(int error, const char *format, ...) {
-        va_list ap;
-
-        /* So that %m in format names this error. */
-        errno = abs(error);
-        va_start(ap, format);
-        vfprintf(stderr, format, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-
-        return -abs(error);
-}
-#define log_error(...) log_error_errno(EINVAL, __VA_ARGS__)
-#define log_oom() log_error_errno(ENOMEM, "Out of memory.")
-
-static const char *bus_error_message(const sd_bus_error *e, int error) {
-        if (e && e->message)
-                return e->message;
-        return strerror(abs(error));
-}
 
 static uint64_t sec_to_usec_add(uint64_t sec, uint64_t slack_sec) {
         /* Saturating: UINT64_MAX is "no timeout" to sd-bus anyway. */
@@ -142,20 +123,6 @@ static uint64_t sec_add(uint64_t a, uint64_t b) {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static char *format_timestamp(char *buf, size_t l, uint64_t usec) {
-        struct tm tm;
-        time_t t;
-
-        if (usec == 0 || usec == UINT64_MAX)
-                return NULL;
-
-        t = (time_t) (usec / USEC_PER_SEC);
-        if (!localtime_r(&t, &tm))
-                return NULL;
-        if (strftime(buf, l, "%a %Y-%m-%d %H:%M:%S %Z", &tm) == 0)
-                return NULL;
-        return buf;
-}
 
 static char *format_owner(uid_t uid) {
         struct passwd *pw;
@@ -169,81 +136,6 @@ static char *format_owner(uid_t uid) {
         return s;
 }
 
-static int loop_write(int fd, const void *buf, size_t nbytes) {
-        const uint8_t *p = buf;
-
-        while (nbytes > 0) {
-                ssize_t k;
-
-                k = write(fd, p, nbytes);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN) {
-                                /* An inherited non-blocking descriptor: wait, don't spin. */
-                                struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-
-                                if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-                                        return -errno;
-                                continue;
-                        }
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO;
-
-                p += k;
-                nbytes -= (size_t) k;
-        }
-
-        return 0;
-}
-
-static int print_json(json_object *j) {
-        int flags = JSON_C_TO_STRING_NOSLASHESCAPE;
-        const char *s;
-
-        flags |= isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN;
-
-        s = json_object_to_json_string_ext(j, flags);
-        if (!s)
-                return log_oom();
-
-        if (puts(s) == EOF || fflush(stdout) != 0)
-                return log_error_errno(errno > 0 ? errno : EIO, "Failed to write standard output: %m");
-        return 0;
-}
-
-/* Takes ownership of v in all cases. A NULL v (a failed json_object_new_*()) is an error
- * here, so that an allocation failure does not silently become a JSON null. */
-static int json_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int json_add_string(json_object *o, const char *key, const char *s) {
-        return json_add(o, key, json_object_new_string(strempty(s)));
-}
-
-static int json_add_bytes(json_object *o, const char *key, const void *data, size_t size) {
-        _cleanup_free_ char *s = NULL;
-        size_t n;
-        int r;
-
-        /* JSON strings are Unicode: undecodable bytes become U+FFFD. */
-        r = utf8_sanitize(data, size, &s, &n);
-        if (r < 0)
-                return r;
-        if (n > INT_MAX)
-                return -E2BIG;
-
-        return json_add(o, key, json_object_new_string_len(s, (int) n));
-}
 
 static int help(void) {
         printf("%1$s [OPTIONS...] COMMAND ...\n"
@@ -260,6 +152,18 @@ static int help(void) {
                "  pause ID...                 Freeze all processes of sandboxes\n"
                "  resume ID...                Let paused sandboxes run again\n"
                "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
+               "\n"
+               "Process Commands:\n"
+               "  start ID [--] CMD...        Start a command in the background, print its ID\n"
+               "  ps ID                       List the background processes of a sandbox\n"
+               "  kill ID PROCESS             Send a signal (--signal, default TERM) to a process\n"
+               "\n"
+               "File Commands:\n"
+               "  cp SRC DEST                 Copy a file into or out of a sandbox; one side is\n"
+               "                              ID:PATH, the other a host path or - (stdin/stdout)\n"
+               "  cat ID PATH...              Write files of a sandbox to standard output\n"
+               "  ls ID [PATH]                List a directory of a sandbox (default: /work)\n"
+               "  stat ID PATH                Show the type, size, mode and time of a file\n"
                "\n"
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
@@ -283,6 +187,12 @@ static int help(void) {
                "     --workdir=PATH           Working directory inside the sandbox\n"
                "     --output-max=SIZE        Bytes kept of stdout and of stderr each\n"
                "  -n --no-stdin               Give the command /dev/null as standard input\n"
+               "     --tty                    exec, run: on a pseudo-terminal, interactively\n"
+               "  -p --parents                cp: create the missing directories in the sandbox\n"
+               "     --mode=MODE              cp: mode of a created host file (default: 0644)\n"
+               "     --max=SIZE               cp, cat: refuse files larger than SIZE\n"
+               "     --depth=N                ls: list N levels deep (1-16, default: 1)\n"
+               "  -s --signal=SIGNAL          kill: the signal to send (default: TERM)\n"
                "\n"
                "exec and run exit with the command's status, 124 when it timed out, 137 when\n"
                "it was killed for exceeding its memory, and 125 when sandboxctl failed.\n"
@@ -394,129 +304,6 @@ static int bus_read_fields(sd_bus_message *m, const BusField *fields, size_t n_f
         return sd_bus_message_exit_container(m);
 }
 
-typedef struct CallState {
-        sd_bus_message *reply;
-        int signal;
-} CallState;
-
-/* The handlers only record: sd_event_exit() would also close the bus (sd-bus hooks the
- * loop's exit), and the caller may still need it, e.g. to destroy the sandbox. */
-static int call_reply_handler(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
-        CallState *s = userdata;
-
-        s->reply = sd_bus_message_ref(m);
-        return 0;
-}
-
-static int call_signal_handler(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
-        CallState *s = userdata;
-
-        s->signal = (int) si->ssi_signo;
-        return 0;
-}
-
-static int call_wait(sd_bus *bus, sd_event *event, sd_bus_message *m, uint64_t usec, CallState *state) {
-        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
-        static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
-        int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
-                r = sd_event_add_signal(event, NULL, signals[i], call_signal_handler, state);
-                if (r < 0)
-                        return r;
-        }
-
-        r = sd_bus_call_async(bus, &slot, m, call_reply_handler, state, usec);
-        if (r < 0)
-                return r;
-
-        /* The call's own timeout ends it with an error reply, so this ends. */
-        while (!state->reply && state->signal == 0) {
-                r = sd_event_run(event, UINT64_MAX);
-                if (r < 0)
-                        return r;
-        }
-
-        return 0;
-}
-
-/* Like sd_bus_call(), but SIGINT, SIGTERM and SIGHUP end the wait (returning -EINTR and
- * the signal in *ret_signal) instead of the process, so that the caller can clean up
- * after itself. sd_bus_call() itself retries on EINTR. */
-static int bus_call_interruptible(
-                sd_bus *bus,
-                sd_bus_message *m,
-                uint64_t usec,
-                sd_bus_error *error,
-                sd_bus_message **ret_reply,
-                int *ret_signal) {
-
-        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        CallState state = {};
-        sigset_t mask, saved;
-        int r;
-
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        if (sigprocmask(SIG_BLOCK, &mask, &saved) < 0)
-                return -errno;
-
-        r = sd_event_new(&event);
-        if (r >= 0) {
-                r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0) {
-                        r = call_wait(bus, event, m, usec, &state);
-                        (void) sd_bus_detach_event(bus);
-                }
-        }
-        event = sd_event_unref(event);
-
-        /* The signal that ended the wait has been consumed; a second one acts as usual. */
-        (void) sigprocmask(SIG_SETMASK, &saved, NULL);
-
-        reply = state.reply;
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        if (!reply) {
-                *ret_signal = state.signal;
-                return -EINTR;
-        }
-
-        if (sd_bus_message_is_method_error(reply, NULL)) {
-                r = sd_bus_error_copy(error, sd_bus_message_get_error(reply));
-                return r < 0 ? r : -EIO;
-        }
-
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
-}
-
-static int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **ret_path) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const char *path;
-        char *p;
-        int r;
-
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetSandbox",
-                               error, &reply, "s", id);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_read(reply, "o", &path);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        p = strdup(path);
-        if (!p)
-                return sd_bus_error_set_errno(error, -ENOMEM);
-
-        *ret_path = p;
-        return 0;
-}
 
 static int create_sandbox(sd_bus *bus, bool ephemeral, uint64_t lifetime, char **ret_id, char **ret_path) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
@@ -863,6 +650,63 @@ static uint64_t exec_timeout(void) {
         return (arg_set & OPT_TIMEOUT) ? arg_timeout : EXEC_TIMEOUT_DEFAULT_SEC;
 }
 
+/* Builds an Exec or Start call. timeout 0: none given (Start only; Exec always has one).
+ * tty: a Start with a pseudo-terminal of the local terminal's size. */
+static int exec_message_new(
+                sd_bus *bus,
+                const char *path,
+                const char *member,
+                char **cmd,
+                const ExecStdio *io,
+                uint64_t timeout,
+                bool tty,
+                sd_bus_message **ret) {
+
+        static const char *const stdio_options[] = { "StandardInput", "StandardOutput", "StandardError" };
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        unsigned rows = 0, cols = 0;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, member);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_append_strv(m, cmd);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+
+        if (timeout > 0)
+                r = sd_bus_message_append(m, "{sv}", "Timeout", "t", timeout);
+        if (r >= 0 && arg_env)
+                r = bus_append_environment(m, arg_env);
+        if (r >= 0 && arg_workdir)
+                r = sd_bus_message_append(m, "{sv}", "WorkingDirectory", "s", arg_workdir);
+        if (r >= 0 && (arg_set & OPT_OUTPUT_MAX))
+                r = sd_bus_message_append(m, "{sv}", "OutputMax", "t", arg_output_max);
+        if (r >= 0 && io && io->input_size > 0)
+                r = bus_append_bytes(m, "Stdin", io->input, io->input_size);
+        for (size_t i = 0; r >= 0 && io && i < ELEMENTSOF(stdio_options); i++)
+                if (io->fd[i] >= 0)
+                        r = sd_bus_message_append(m, "{sv}", stdio_options[i], "h", io->fd[i]);
+        if (r >= 0 && tty)
+                r = sd_bus_message_append(m, "{sv}", "TTY", "b", 1);
+        /* A terminal that does not know its size gets the daemon's default. */
+        if (r >= 0 && tty && terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
+                r = sd_bus_message_append(m, "{sv}{sv}", "TerminalRows", "t", (uint64_t) rows,
+                                          "TerminalColumns", "t", (uint64_t) cols);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
 /* Calls Exec. On a D-Bus failure returns negative with error set; when a signal ended the
  * wait, -EINTR and the signal in *ret_signal. */
 static int exec_sandbox(
@@ -874,43 +718,58 @@ static int exec_sandbox(
                 sd_bus_message **ret_reply,
                 int *ret_signal) {
 
-        static const char *const stdio_options[] = { "StandardInput", "StandardOutput", "StandardError" };
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         uint64_t timeout = exec_timeout();
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, "Exec");
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        r = sd_bus_message_append_strv(m, cmd);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        /* Always explicit, so that the call timeout below matches the daemon's. */
-        r = sd_bus_message_append(m, "{sv}", "Timeout", "t", timeout);
-        if (r >= 0 && arg_env)
-                r = bus_append_environment(m, arg_env);
-        if (r >= 0 && arg_workdir)
-                r = sd_bus_message_append(m, "{sv}", "WorkingDirectory", "s", arg_workdir);
-        if (r >= 0 && (arg_set & OPT_OUTPUT_MAX))
-                r = sd_bus_message_append(m, "{sv}", "OutputMax", "t", arg_output_max);
-        if (r >= 0 && io->input_size > 0)
-                r = bus_append_bytes(m, "Stdin", io->input, io->input_size);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(stdio_options); i++)
-                if (io->fd[i] >= 0)
-                        r = sd_bus_message_append(m, "{sv}", stdio_options[i], "h", io->fd[i]);
-        if (r >= 0)
-                r = sd_bus_message_close_container(m);
+        /* Timeout always explicit, so that the call timeout below matches the daemon's. */
+        r = exec_message_new(bus, path, "Exec", cmd, io, timeout, /* tty= */ false, &m);
         if (r < 0)
                 return sd_bus_error_set_errno(error, r);
 
         return bus_call_interruptible(bus, m, sec_to_usec_add(timeout, EXEC_CALL_SLACK_SEC),
                                       error, ret_reply, ret_signal);
+}
+
+/* exec --tty: Start on a pseudo-terminal relayed to our terminal, then Wait. Without
+ * --timeout the session has none (an interactive shell lasts as long as its user). */
+static int exec_sandbox_tty(
+                sd_bus *bus,
+                const char *path,
+                char **cmd,
+                sd_bus_error *error,
+                sd_bus_message **ret_reply,
+                int *ret_signal) {
+
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        const ExecStdio io = { .fd = { STDIN_FILENO, STDOUT_FILENO, -EBADF } };
+        uint64_t timeout = (arg_set & OPT_TIMEOUT) ? arg_timeout : 0;
+        int r;
+
+        r = exec_message_new(bus, path, "Start", cmd, &io, timeout, /* tty= */ true, &m);
+        if (r < 0)
+                return sd_bus_error_set_errno(error, r);
+
+        return tty_session(bus, path, m, timeout > 0 ? sec_to_usec_add(timeout, EXEC_CALL_SLACK_SEC) : UINT64_MAX,
+                           error, ret_reply, ret_signal);
+}
+
+/* Wait's reply: (i exit_status, a{sv} info), the info as Exec's. */
+static int wait_result_read(sd_bus_message *reply, ExecResult *ret) {
+        ExecResult res = {};
+        int r;
+
+        r = sd_bus_message_read(reply, "i", &res.exit_status);
+        if (r < 0)
+                return r;
+        r = bus_read_fields(reply, exec_info_fields, ELEMENTSOF(exec_info_fields), &res, &res.seen);
+        if (r < 0)
+                return r;
+        if (!(res.seen & (1U << EXEC_INFO_EXIT_CODE)))
+                res.exit_code = res.signal > 0 ? -1 : res.exit_status;
+
+        *ret = res;
+        return 0;
 }
 
 /* Says why Exec failed, with what the user can do about it. */
@@ -938,28 +797,69 @@ static int verb_exec(int argc, char *argv[], sd_bus *bus) {
         _cleanup_(exec_stdio_done) ExecStdio io = EXEC_STDIO_INIT;
         _cleanup_free_ char *path = NULL;
         const char *id = argv[1];
+        bool tty = arg_set & OPT_TTY;
         ExecResult res;
         int sig = 0, r;
 
-        r = exec_stdio_prepare(&io);
-        if (r < 0)
-                return r;
+        if (!tty) {
+                r = exec_stdio_prepare(&io);
+                if (r < 0)
+                        return r;
+        }
 
         r = get_sandbox_path(bus, id, &error, &path);
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = exec_sandbox(bus, path, argv + 2, &io, &error, &reply, &sig);
+        if (tty)
+                r = exec_sandbox_tty(bus, path, argv + 2, &error, &reply, &sig);
+        else
+                r = exec_sandbox(bus, path, argv + 2, &io, &error, &reply, &sig);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
                 return exec_log_error(bus, id, path, &error, r);
 
-        r = exec_result_read(reply, &res);
+        r = tty ? wait_result_read(reply, &res) : exec_result_read(reply, &res);
         if (r < 0)
-                return log_error_errno(r, "Failed to parse Exec reply: %m");
+                return log_error_errno(r, "Failed to parse %s reply: %m", tty ? "Wait" : "Exec");
 
-        return exec_result_output(&res);
+        return tty ? exec_result_exit_status(&res) : exec_result_output(&res);
+}
+
+/* run --tty: an ephemeral sandbox ends after its first Exec, and a session is a Start: this
+ * one is destroyed here, and after RUN_TTY_IDLE_SEC without a process should sandboxctl
+ * die first (and at the end of --timeout's lifetime, if given). */
+static int verb_run_tty(int argc, char *argv[], sd_bus *bus) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *id = NULL, *path = NULL;
+        ExecResult res;
+        int sig = 0, r, k;
+
+        arg_idle_timeout = RUN_TTY_IDLE_SEC;
+        arg_set |= OPT_IDLE;
+        r = create_sandbox(bus, /* ephemeral= */ false,
+                           (arg_set & OPT_TIMEOUT) ? sec_add(arg_timeout, RUN_LIFETIME_SLACK_SEC) : 0, &id, &path);
+        if (r < 0)
+                return r;
+
+        r = exec_sandbox_tty(bus, path, argv + 1, &error, &reply, &sig);
+        if (r >= 0) {
+                r = wait_result_read(reply, &res);
+                if (r < 0)
+                        log_error_errno(r, "Failed to parse Wait reply: %m");
+        } else if (!(r == -EINTR && sig > 0))
+                exec_log_error(bus, id, path, &error, r);
+
+        k = destroy_sandbox_path(bus, id, path, /* quiet_if_gone= */ true);
+        if (r == -EINTR && sig > 0)
+                return 128 + sig;
+        if (r < 0)
+                return r;
+        if (k < 0)
+                return k;
+        return exec_result_exit_status(&res);
 }
 
 static int verb_run(int argc, char *argv[], sd_bus *bus) {
@@ -969,6 +869,9 @@ static int verb_run(int argc, char *argv[], sd_bus *bus) {
         _cleanup_free_ char *id = NULL, *path = NULL;
         ExecResult res;
         int sig = 0, r;
+
+        if (arg_set & OPT_TTY)
+                return verb_run_tty(argc, argv, bus);
 
         r = exec_stdio_prepare(&io);
         if (r < 0)
@@ -1613,6 +1516,75 @@ static int verb_history(int argc, char *argv[], sd_bus *bus) {
         return history_show(bus, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
 }
 
+/* start ID -- CMD…: a background process; its output is kept by sandboxd (ReadOutput). */
+static int verb_start(int argc, char *argv[], sd_bus *bus) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *id = argv[1];
+        uint64_t process;
+        int r;
+
+        r = get_sandbox_path(bus, id, &error, &path);
+        if (r < 0)
+                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+
+        r = exec_message_new(bus, path, "Start", argv + 2, NULL, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0,
+                             /* tty= */ false, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to build Start call: %m");
+
+        r = sd_bus_call(bus, m, 0, &error, &reply);
+        if (r < 0)
+                return exec_log_error(bus, id, path, &error, r);
+
+        r = sd_bus_message_read(reply, "t", &process);
+        if (r < 0)
+                return log_error_errno(r, "Failed to parse Start reply: %m");
+
+        if (arg_json) {
+                _cleanup_json_ json_object *j = json_object_new_object();
+
+                if (!j || json_add(j, "process", json_object_new_uint64(process)) < 0)
+                        return log_oom();
+                return print_json(j);
+        }
+
+        printf("%" PRIu64 "\n", process);
+        return 0;
+}
+
+static int verb_ps(int argc, char *argv[], sd_bus *bus) {
+        return processes_list(bus, argv[1], arg_json);
+}
+
+static int verb_kill(int argc, char *argv[], sd_bus *bus) {
+        return process_signal(bus, argv[1], argv[2], arg_signal);
+}
+
+static int verb_cp(int argc, char *argv[], sd_bus *bus) {
+        CopyOptions o = {
+                .parents = arg_set & OPT_PARENTS,
+                .mode_set = arg_set & OPT_MODE,
+                .mode = arg_mode,
+                .max = arg_max,
+        };
+
+        return files_copy(bus, argv[1], argv[2], &o);
+}
+
+static int verb_cat(int argc, char *argv[], sd_bus *bus) {
+        return files_cat(bus, argv[1], argv + 2, arg_max);
+}
+
+static int verb_ls(int argc, char *argv[], sd_bus *bus) {
+        return files_list(bus, argv[1], argc > 2 ? argv[2] : "/work", (unsigned) arg_depth, arg_json);
+}
+
+static int verb_stat(int argc, char *argv[], sd_bus *bus) {
+        return files_stat(bus, argv[1], argv[2], arg_json);
+}
+
 static int verb_help(int argc, char *argv[], sd_bus *bus) {
         return help();
 }
@@ -1648,6 +1620,13 @@ static const Verb verbs[] = {
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
         { "history",   1, 2,        0,                      false, true,  verb_history   },
+        { "start",     3, ARGS_ANY, OPTS_START,             false, true,  verb_start     },
+        { "ps",        2, 2,        0,                      false, true,  verb_ps        },
+        { "kill",      3, 3,        OPT_SIGNAL,             false, true,  verb_kill      },
+        { "cp",        3, 3,        OPT_PARENTS|OPT_MODE|OPT_MAX, false, true, verb_cp   },
+        { "cat",       3, ARGS_ANY, OPT_MAX,                false, true,  verb_cat       },
+        { "ls",        2, 3,        OPT_DEPTH,              false, true,  verb_ls        },
+        { "stat",      3, 3,        0,                      false, true,  verb_stat      },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
 
@@ -1675,7 +1654,8 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         n = (unsigned) argc;
 
         if (n < verb->min_args) {
-                if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout") && n == 1)
+                if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout",
+                               "start", "ps", "kill", "cat", "ls", "stat") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);
                 if (streq(verb->name, "set-timeout"))
                         return log_error("Missing lifetime: %s set-timeout ID SECONDS [--idle-timeout SECONDS]",
@@ -1684,6 +1664,15 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
                         return log_error("Missing command to execute: %s exec ID -- CMD...", program_invocation_short_name);
                 if (streq(verb->name, "run"))
                         return log_error("Missing command to run: %s run -- CMD...", program_invocation_short_name);
+                if (streq(verb->name, "start"))
+                        return log_error("Missing command to start: %s start ID -- CMD...", program_invocation_short_name);
+                if (streq(verb->name, "kill"))
+                        return log_error("Missing process: %s kill ID PROCESS [--signal SIGNAL]", program_invocation_short_name);
+                if (streq(verb->name, "cp"))
+                        return log_error("Missing destination: %s cp SOURCE DESTINATION, one of them ID:PATH",
+                                         program_invocation_short_name);
+                if (STR_IN_SET(verb->name, "cat", "stat"))
+                        return log_error("Missing path: %s %s ID PATH", program_invocation_short_name, verb->name);
                 return log_error("Too few arguments for '%s'.", verb->name);
         }
         if (verb->max_args != ARGS_ANY && n > verb->max_args)
@@ -1694,8 +1683,17 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
                         return log_error("Option %s does not apply to '%s'.", option_names[i], verb->name);
 
         /* Checked here rather than by the verb, so that it precedes connecting. */
-        if (verb->exec_like && (arg_set & OPT_TIMEOUT) && arg_timeout == 0)
+        if ((verb->exec_like || streq(verb->name, "start")) && (arg_set & OPT_TIMEOUT) && arg_timeout == 0)
                 return log_error("The command timeout must be at least 1 second.");
+        if (arg_set & OPT_TTY) {
+                if (arg_json)
+                        return log_error("--tty and --json cannot be combined: a terminal session is not captured.");
+                if (arg_set & OPT_NO_STDIN)
+                        return log_error("--tty and --no-stdin cannot be combined: the terminal is the input.");
+                if (!isatty(STDIN_FILENO))
+                        return log_error("--tty needs a terminal on standard input; without --tty the command "
+                                         "gets standard input and output as they are.");
+        }
 
         if (verb->needs_bus) {
                 r = sd_bus_default_system(&bus);
@@ -1725,6 +1723,10 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_DISK,
                 ARG_SINCE,
                 ARG_LIMIT,
+                ARG_TTY,
+                ARG_MODE,
+                ARG_MAX,
+                ARG_DEPTH,
         };
 
         static const struct option options[] = {
@@ -1745,6 +1747,12 @@ static int parse_argv(int argc, char *argv[]) {
                 { "disk",       required_argument, NULL, ARG_DISK       },
                 { "since",      required_argument, NULL, ARG_SINCE      },
                 { "limit",      required_argument, NULL, ARG_LIMIT      },
+                { "tty",        no_argument,       NULL, ARG_TTY        },
+                { "parents",    no_argument,       NULL, 'p'            },
+                { "mode",       required_argument, NULL, ARG_MODE       },
+                { "max",        required_argument, NULL, ARG_MAX        },
+                { "depth",      required_argument, NULL, ARG_DEPTH      },
+                { "signal",     required_argument, NULL, 's'            },
                 {}
         };
 
@@ -1753,7 +1761,7 @@ static int parse_argv(int argc, char *argv[]) {
 
         /* Every bad argument is reported, and parsing goes on to the end: getopt has then
          * moved the verb to argv[optind], which decides the exit status of the failure. */
-        while ((c = getopt_long(argc, argv, "hE:n", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hE:nps:", options, NULL)) >= 0) {
                 switch (c) {
 
                 case 'h':
@@ -1863,6 +1871,57 @@ static int parse_argv(int argc, char *argv[]) {
 
                 case ARG_LIMIT:
                         arg_limit = optarg;
+                        break;
+
+                case ARG_TTY:
+                        arg_set |= OPT_TTY;
+                        break;
+
+                case 'p':
+                        arg_set |= OPT_PARENTS;
+                        break;
+
+                case ARG_MODE: {
+                        char *end;
+                        unsigned long m;
+
+                        errno = 0;
+                        m = strtoul(optarg, &end, 8);
+                        if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-' || m > 07777) {
+                                log_error("Invalid --mode '%s', expected an octal mode such as 0600.", optarg);
+                                failed = true;
+                        } else
+                                arg_mode = (mode_t) m;
+                        arg_set |= OPT_MODE;
+                        break;
+                }
+
+                case ARG_MAX:
+                        r = parse_size(optarg, &arg_max);
+                        if (r < 0) {
+                                log_error_errno(r, "Invalid --max '%s', expected a size such as 100M: %m", optarg);
+                                failed = true;
+                        }
+                        arg_set |= OPT_MAX;
+                        break;
+
+                case ARG_DEPTH:
+                        r = parse_uint64(optarg, &arg_depth);
+                        if (r < 0 || arg_depth < 1 || arg_depth > 16) {
+                                log_error("Invalid --depth '%s', expected a number from 1 to 16.", optarg);
+                                failed = true;
+                        }
+                        arg_set |= OPT_DEPTH;
+                        break;
+
+                case 's':
+                        r = signal_from_string(optarg, &arg_signal);
+                        if (r < 0) {
+                                log_error("Invalid --signal '%s', expected a name such as TERM or KILL, or a number.",
+                                          optarg);
+                                failed = true;
+                        }
+                        arg_set |= OPT_SIGNAL;
                         break;
 
                 case '?':

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <systemd/sd-daemon.h>
@@ -237,15 +238,31 @@ static void record_templates(Daemon *d) {
                 });
 }
 
+static void on_pool_drained(void *userdata) {
+        Daemon *d = userdata;
+        (void) sd_event_exit(d->event, 0);
+}
+
+static int on_drain_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Daemon *d = userdata;
+        log_warning("Pooled sandboxes did not stop in time, exiting regardless.");
+        return sd_event_exit(d->event, 0);
+}
+
 static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
         Daemon *d = userdata;
 
         /* Sandboxes outlive sandboxd: their control sockets wait in systemd's fd store and
-         * the next sandboxd adopts them. Destroying them is for Destroy(). */
+         * the next sandboxd adopts them. Destroying them is for Destroy(). Only the warm
+         * pools' sandboxes, nobody's, go with a clean stop. */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Exiting; sandboxes keep running.");
         log_info("Received SIG%s, exiting; %zu sandbox(es) keep running.", sigabbrev_np(si->ssi_signo),
                  manager_n_sandboxes(d->manager));
-        return sd_event_exit(d->event, 0);
+        if (sd_event_add_time_relative(d->event, NULL, CLOCK_MONOTONIC, 10 * 1000000ULL, 0,
+                                       on_drain_timeout, d) < 0)
+                return sd_event_exit(d->event, 0);
+        (void) manager_drain_pool(d->manager, on_pool_drained, d);
+        return 0;
 }
 
 static int run(int argc, char *argv[]) {
@@ -269,6 +286,12 @@ static int run(int argc, char *argv[]) {
                 return r;
 
         umask(0022);
+        /* Each sandbox holds a few descriptors: raise the soft limit to what we may. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
         /* Signals are handled by the event loop; SIGCHLD for the work-directory cleaners. */
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -304,7 +327,10 @@ static int run(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to connect to the system bus: %m");
                 goto finish;
         }
-        r = sd_bus_attach_event(d.bus, d.event, SD_EVENT_PRIORITY_NORMAL);
+        /* Without the bus we serve no one: exit, and let Restart= and adoption recover. */
+        r = sd_bus_set_exit_on_disconnect(d.bus, true);
+        if (r >= 0)
+                r = sd_bus_attach_event(d.bus, d.event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
                 goto finish;
 

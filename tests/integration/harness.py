@@ -73,6 +73,7 @@ SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
 MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 DOCKER_IMAGE = 'sandboxd-busybox:latest'          # what templates/docker-busybox.json names
 DOCKER_TEMPLATE = 'docker-busybox'
+POOLED_TEMPLATE = 'pooled-shell'
 DOCKER_MISSING_TEMPLATE = 'docker-missing-image'  # in the harness's own template directory
 DOCKER_MISSING_IMAGE = 'sandboxd-test-no-such-image:latest'
 DOCKER_LABEL = 'io.sandboxd.id'
@@ -600,9 +601,15 @@ class System:
             return ''
 
     def _write_extra_templates(self):
-        """The harness's own template directory: a Docker template whose image does not exist."""
+        """The harness's own template directory: a Docker template whose image does not exist,
+        and a bwrap template with a warm pool of one."""
         d = self.path(self.extra_templates)
         os.makedirs(d, exist_ok=True)
+        with open(os.path.join(self.paths.templates, 'shell.json')) as f:
+            pooled = json.load(f)
+        pooled.update(description='harness: shell with a warm pool of one', pool=1)
+        with open(os.path.join(d, f'{POOLED_TEMPLATE}.json'), 'w') as f:
+            json.dump(pooled, f)
         with open(os.path.join(d, f'{DOCKER_MISSING_TEMPLATE}.json'), 'w') as f:
             json.dump({'description': 'harness: a Docker image that does not exist', 'payload': 'docker',
                        'image': DOCKER_MISSING_IMAGE, 'environment': ['PATH=/usr/bin:/bin'],
@@ -743,8 +750,9 @@ class System:
                       f'--state-dir={self.state_dir}']
         if os.environ.get('SANDBOXD_BWRAP'):
             exec_start.append(f'--bwrap={p.bwrap}')
+        self._write_extra_templates()
+        exec_start.append(f'--template-dir={self.extra_templates}')
         if self.docker_proc is not None:
-            exec_start.append(f'--template-dir={self.extra_templates}')
             if self.daemon_supports_docker():
                 exec_start.append(f'--docker-socket={self.docker_socket}')
             else:

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+#include <systemd/sd-bus.h>
+
+#include "macro.h"
+
+#define BUS_NAME                "io.sandboxd.Sandbox1"
+#define MANAGER_PATH            "/io/sandboxd/Sandbox1"
+#define MANAGER_INTERFACE       "io.sandboxd.Sandbox1.Manager"
+#define SANDBOX_INTERFACE       "io.sandboxd.Sandbox1.Sandbox"
+#define ERROR_NO_SUCH_SANDBOX   "io.sandboxd.Sandbox1.NoSuchSandbox"
+#define ERROR_NOT_RUNNING       "io.sandboxd.Sandbox1.NotRunning"
+
+/* Prints the message (with %m naming error) and a newline to stderr; returns -|error|. */
+int log_error_errno(int error, const char *format, ...) _printf_(2, 3);
+#define log_error(...) log_error_errno(EINVAL, __VA_ARGS__)
+#define log_oom() log_error_errno(ENOMEM, "Out of memory.")
+
+const char *bus_error_message(const sd_bus_error *e, int error);
+char *format_timestamp(char *buf, size_t l, uint64_t usec);
+int loop_write(int fd, const void *buf, size_t nbytes);
+
+void json_object_putp(json_object **j);
+#define _cleanup_json_ _cleanup_(json_object_putp)
+/* One JSON value on stdout: indented on a terminal, one line otherwise. */
+int print_json(json_object *j);
+/* Takes ownership of v in all cases; a NULL v is -ENOMEM. */
+int json_add(json_object *o, const char *key, json_object *v);
+int json_add_string(json_object *o, const char *key, const char *s);
+int json_add_bytes(json_object *o, const char *key, const void *data, size_t size);
+
+/* Like sd_bus_call(), but SIGINT, SIGTERM and SIGHUP end the wait (returning -EINTR and
+ * the signal in *ret_signal) instead of the process, so that the caller can clean up. */
+int bus_call_interruptible(sd_bus *bus, sd_bus_message *m, uint64_t usec, sd_bus_error *error,
+                           sd_bus_message **ret_reply, int *ret_signal);
+/* Manager.GetSandbox: the object path of sandbox id. */
+int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **ret_path);
