@@ -27,6 +27,19 @@ static void test_parse_good(void **state) {
         assert_int_equal(t->limits.memory_max, 1048576000ULL);
         assert_int_equal(t->limits.tasks_max, 64);
         assert_int_equal(t->limits.cpu_quota_per_sec_usec, 0);
+        assert_int_equal(t->pool, 0);
+}
+
+static void test_parse_docker_and_pool(void **state) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse("d", "{\"payload\":\"docker\",\"image\":\"sandboxd-busybox:latest\",\"pool\":3}",
+                                        &t, &error), 0);
+        assert_int_equal(t->payload, PAYLOAD_DOCKER);
+        assert_string_equal(t->image, "sandboxd-busybox:latest");
+        assert_int_equal(t->pool, 3);
+        assert_null(t->ro_binds);
 }
 
 static void expect_bad(const char *name, const char *json, const char *needle) {
@@ -51,6 +64,11 @@ static void test_parse_bad(void **state) {
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"environment\":[\"NOEQUALS\"]}", "NAME=VALUE");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":{\"MemoryMax\":-1}}", "MemoryMax");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":[]}", "limits");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":65}", "pool");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":-1}", "pool");
+        expect_bad("x", "{\"payload\":\"docker\"}", "image");
+        expect_bad("x", "{\"payload\":\"docker\",\"image\":\"a b\"}", "image");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"image\":\"busybox\"}", "docker");
         expect_bad("../evil", "{\"ro_binds\":[\"/usr\"]}", "name");
         expect_bad("", "{\"ro_binds\":[\"/usr\"]}", "name");
 }
@@ -115,6 +133,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_good),
                 cmocka_unit_test(test_parse_bad),
+                cmocka_unit_test(test_parse_docker_and_pool),
                 cmocka_unit_test(test_dirs_override),
                 cmocka_unit_test(test_shipped_templates),
         };
