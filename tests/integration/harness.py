@@ -617,12 +617,12 @@ class System:
 
     @staticmethod
     def _find_descendant(pid, comm):
-        todo = [pid]
-        while todo:
-            p = todo.pop()
+        pending = [pid]
+        while pending:
+            p = pending.pop()
             if _comm(p) == comm:
                 return p
-            todo += _children(p)
+            pending += _children(p)
         return None
 
     @staticmethod
