@@ -128,6 +128,16 @@ int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs) {
         return 0;
 }
 
+/* Raw system calls: in a clone() child of a threaded process glibc's setxid machinery
+ * (which signals every thread it believes exists) must not run. Credentials are per
+ * thread in the kernel, and the child has one. */
+int drop_to_uid(uid_t uid, gid_t gid) {
+        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+            syscall(SYS_setresuid, uid, uid, uid) < 0)
+                return -errno;
+        return 0;
+}
+
 static int move_fd_high(int fd) {
         /* Out of the way of the numbers the child dup2()s onto. */
         int n = fcntl(fd, F_DUPFD_CLOEXEC, 10);
@@ -135,21 +145,14 @@ static int move_fd_high(int fd) {
 }
 
 _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int control_fd, int block_fd,
-                                     int info_fd, int seccomp_fd, int null_fd, const char *log_identifier) {
+                                     int info_fd, int seccomp_fd, int null_fd, int stderr_fd) {
         sigset_t none;
-        int stderr_fd;
 
         /* Only async-signal-safe calls from here on: this is a raw clone() child. */
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
 
-        /* bwrap's and the agent's own complaints go to the journal under the sandbox's
-         * name, straight to journald, so they outlive a restart of sandboxd. Connecting
-         * here, not in the daemon, keeps the handshake off the event loop. Nothing of the
-         * daemon's standard streams goes in. */
-        stderr_fd = sd_journal_stream_fd(log_identifier, LOG_WARNING, false);
-        if (stderr_fd < 0)
-                stderr_fd = null_fd;
+        /* Nothing of the daemon's standard streams goes in. */
         if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(null_fd, STDOUT_FILENO) < 0 ||
             dup2(stderr_fd, STDERR_FILENO) < 0)
                 _exit(EXIT_FAILURE);
@@ -170,9 +173,7 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
         if (close_range(PAYLOAD_SECCOMP_FD + 1, ~0U, 0) < 0)
                 _exit(EXIT_FAILURE);
 
-        if (setgroups(0, NULL) < 0 ||
-            setresgid(p->host_gid, p->host_gid, p->host_gid) < 0 ||
-            setresuid(p->host_uid, p->host_uid, p->host_uid) < 0)
+        if (drop_to_uid(p->host_uid, p->host_gid) < 0)
                 _exit(EXIT_FAILURE);
 
         execve(argv[0], argv, p->environment ?: (char *[]) { NULL });
@@ -181,7 +182,7 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
 
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF;
+        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF, log_fd = -EBADF;
         _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
@@ -197,6 +198,11 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
+        /* bwrap's and the agent's own complaints go to the journal under the sandbox's
+         * name, straight to journald, so they outlive a restart of sandboxd. Connected
+         * here: the clone child may call async-signal-safe functions only (we have
+         * threads). */
+        log_fd = sd_journal_stream_fd(log_identifier, LOG_WARNING, false);
         if (p->seccomp_fd >= 0) {
                 /* A description of its own: bwrap reads to the end, and dups share offsets. */
                 char path[STRLEN("/proc/self/fd/") + 12];
@@ -214,7 +220,8 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, null_fd, log_identifier);
+                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, null_fd,
+                              log_fd >= 0 ? log_fd : null_fd);
 
         *ret = PAYLOAD_PROCESS_NULL;
         ret->pid = pid;

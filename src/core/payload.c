@@ -71,8 +71,7 @@ int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProces
                 if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
                         _exit(EXIT_FAILURE);
                 (void) close_range(3, ~0U, 0);
-                if (setgroups(0, NULL) < 0 || setresgid(holder_uid, holder_uid, holder_uid) < 0 ||
-                    setresuid(holder_uid, holder_uid, holder_uid) < 0)
+                if (drop_to_uid(holder_uid, holder_uid) < 0)
                         _exit(EXIT_FAILURE);
                 execve(agent_path, (char *[]) { (char *) agent_path, (char *) "--hold", NULL }, (char *[]) { NULL });
                 _exit(127);

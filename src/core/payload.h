@@ -59,6 +59,9 @@ typedef struct PayloadProcess {
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
  * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
+/* For clone() children: setgroups/setresgid/setresuid as raw system calls. */
+int drop_to_uid(uid_t uid, gid_t gid);
+
 /* A process that only keeps a unit alive (sandbox-init --hold), as the unprivileged
  * holder_uid; stdio /dev/null, nothing of the daemon's. */
 int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProcess *ret);

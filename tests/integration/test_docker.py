@@ -114,8 +114,7 @@ class Base(harness.SystemTestCase):
 
     @staticmethod
     def units():
-        cp = S.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope', 'sandbox-*.slice')
-        return {line.split()[0] for line in cp.stdout.splitlines() if line.strip()}
+        return set(S.sandbox_scopes())
 
     @staticmethod
     def container(sid):

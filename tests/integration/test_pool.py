@@ -18,7 +18,7 @@ def setUpModule():
 
 
 def units():
-    return set(S.sandbox_scopes())
+    return set(S.sandbox_scopes(include_pool=True))
 
 
 def listed():
