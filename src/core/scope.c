@@ -150,6 +150,21 @@ static PendingCall *pending_call_new(SystemdClient *c, CallKind kind, const char
 
 static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error);
 
+/* Sends m for a new pending call; the call is forgotten again if it cannot be sent. */
+static int pending_call_send(SystemdClient *c, CallKind kind, const char *unit, sd_bus_message *m,
+                             sd_bus_message_handler_t handler, systemd_job_callback_t cb, void *userdata) {
+        PendingCall *p;
+        int r;
+
+        p = pending_call_new(c, kind, unit, cb, userdata);
+        if (!p)
+                return -ENOMEM;
+        r = sd_bus_call_async(c->bus, &p->slot, m, handler, p, SYSTEMD_CALL_TIMEOUT_USEC);
+        if (r < 0)
+                pending_call_unlink_free(p);
+        return r;
+}
+
 static int append_property(sd_bus_message *m, const char *name, const char *type, ...) {
         va_list ap;
         int r;
@@ -323,17 +338,15 @@ int scope_start_transient(SystemdClient *c, const ScopeParams *params,
 }
 
 int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata) {
-        PendingCall *p;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        p = pending_call_new(c, CALL_STOP, unit, cb, userdata);
-        if (!p)
-                return -ENOMEM;
-        r = sd_bus_call_method_async(c->bus, &p->slot, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                     "StopUnit", on_job_queued, p, "ss", unit, "replace");
+        r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER, "StopUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "replace");
         if (r < 0)
-                pending_call_unlink_free(p);
-        return r;
+                return r;
+        return pending_call_send(c, CALL_STOP, unit, m, on_job_queued, cb, userdata);
 }
 
 /* For methods that do their work before replying (no job to wait for). */
@@ -348,7 +361,6 @@ static int on_simple_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
 int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids, size_t n_pids,
                           systemd_job_callback_t cb, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        PendingCall *p;
         int r;
 
         r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
@@ -366,19 +378,12 @@ int unit_attach_processes(SystemdClient *c, const char *unit, const pid_t *pids,
         if (r < 0)
                 return r;
 
-        p = pending_call_new(c, CALL_ATTACH, unit, cb, userdata);
-        if (!p)
-                return -ENOMEM;
-        r = sd_bus_call_async(c->bus, &p->slot, m, on_simple_reply, p, SYSTEMD_CALL_TIMEOUT_USEC);
-        if (r < 0)
-                pending_call_unlink_free(p);
-        return r;
+        return pending_call_send(c, CALL_ATTACH, unit, m, on_simple_reply, cb, userdata);
 }
 
 static int unit_call_simple(SystemdClient *c, const char *unit, const char *method, const char *types,
                             systemd_job_callback_t cb, void *userdata, ...) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        PendingCall *p;
         va_list ap;
         int r;
 
@@ -390,13 +395,7 @@ static int unit_call_simple(SystemdClient *c, const char *unit, const char *meth
         va_end(ap);
         if (r < 0)
                 return r;
-        p = pending_call_new(c, CALL_SIMPLE, unit, cb, userdata);
-        if (!p)
-                return -ENOMEM;
-        r = sd_bus_call_async(c->bus, &p->slot, m, on_simple_reply, p, SYSTEMD_CALL_TIMEOUT_USEC);
-        if (r < 0)
-                pending_call_unlink_free(p);
-        return r;
+        return pending_call_send(c, CALL_SIMPLE, unit, m, on_simple_reply, cb, userdata);
 }
 
 int unit_freeze(SystemdClient *c, const char *unit, bool freeze, systemd_job_callback_t cb, void *userdata) {
@@ -432,20 +431,21 @@ static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error 
 }
 
 int unit_get_control_group(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         _cleanup_free_ char *path = NULL;
-        PendingCall *p;
+        size_t n = strlen(unit);
         int r;
 
         r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
         if (r < 0)
                 return r;
-        p = pending_call_new(c, CALL_CONTROL_GROUP, unit, cb, userdata);
-        if (!p)
-                return -ENOMEM;
-        r = sd_bus_call_method_async(c->bus, &p->slot, SYSTEMD_DEST, path, "org.freedesktop.DBus.Properties",
-                                     "Get", on_control_group, p, "ss", "org.freedesktop.systemd1.Scope",
-                                     "ControlGroup");
+        r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, path, "org.freedesktop.DBus.Properties", "Get");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss",
+                                          n > 6 && streq(unit + n - 6, ".slice") ? "org.freedesktop.systemd1.Slice" :
+                                                                                    "org.freedesktop.systemd1.Scope",
+                                          "ControlGroup");
         if (r < 0)
-                pending_call_unlink_free(p);
-        return r;
+                return r;
+        return pending_call_send(c, CALL_CONTROL_GROUP, unit, m, on_control_group, cb, userdata);
 }

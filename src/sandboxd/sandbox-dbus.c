@@ -61,7 +61,7 @@ static int exec_config_setter(void *config, const char *name, const OptionValue 
         return exec_config_set(config, name, v, error);
 }
 
-static int append_info(sd_bus_message *reply, const ExecResult *r) {
+int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r) {
         return sd_bus_message_append(reply, "a{sv}", 10,
                                      "TimedOut", "b", r->timed_out,
                                      "OOMKilled", "b", r->oom_killed,
@@ -91,7 +91,7 @@ static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *
         if (r >= 0)
                 r = sd_bus_message_append_array(reply, 'y', result->err.data ?: "", result->err.size);
         if (r >= 0)
-                r = append_info(reply, result);
+                r = bus_append_exec_info(reply, result);
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
         if (r < 0)

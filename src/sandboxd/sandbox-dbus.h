@@ -33,6 +33,8 @@ Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
  * granted. exec (if given) is moved into the request, its caller filled in. */
 int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
                            ExecConfig *exec);
+/* The a{sv} info of an exec's result: Exec's reply, and Wait's. */
+int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r);
 /* Reads "as argv, a{sv} options" of Exec and Start into c (initialized by the caller). */
 int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error);
 /* Takes the contents of exec (if given) into the request. */

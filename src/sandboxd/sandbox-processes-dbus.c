@@ -52,13 +52,9 @@ static void on_waited(Exec *e, const ExecResult *result, const sd_bus_error *err
         }
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
-                r = sd_bus_message_append(reply, "ia{sv}", result->exit_status, 6,
-                                          "ExitCode", "i", result->exit_code,
-                                          "Signal", "i", result->signal,
-                                          "TimedOut", "b", result->timed_out,
-                                          "OOMKilled", "b", result->oom_killed,
-                                          "DurationUSec", "t", result->duration_usec,
-                                          "CPUUSec", "t", result->cpu_usec);
+                r = sd_bus_message_append(reply, "i", result->exit_status);
+        if (r >= 0)
+                r = bus_append_exec_info(reply, result);
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
         if (r < 0)
