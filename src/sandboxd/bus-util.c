@@ -1,10 +1,53 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include "bus-util.h"
+#include "sandbox-errors.h"
 #include "log.h"
 #include "polkit.h"
 #include "sandbox-errors.h"
 #include "strv.h"
+
+int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, const char *what, char ***ret,
+                          sd_bus_error *error) {
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n = 0, allocated = 0, bytes = 0;
+        const char *s;
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'a', "s");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read_basic(m, 's', &s)) > 0) {
+                bytes += strlen(s) + 1;
+                if (n >= max_n || bytes > max_bytes)
+                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                                  "%s: at most %zu strings of %zu bytes in all.", what, max_n, max_bytes);
+                if (n + 2 > allocated) {
+                        size_t a = MAX(allocated * 2, (size_t) 16);
+                        char **nl = realloc(l, a * sizeof(char *));
+                        if (!nl)
+                                return -ENOMEM;
+                        l = nl;
+                        allocated = a;
+                }
+                l[n] = strdup(s);
+                if (!l[n])
+                        return -ENOMEM;
+                l[++n] = NULL;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+        if (!l) {
+                l = calloc(1, sizeof(char *));
+                if (!l)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
 
 int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bus_error *error) {
         int r;
@@ -38,7 +81,7 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
                 } else if (streq(contents, "s"))
                         r = sd_bus_message_read_basic(m, 's', &v.s);
                 else if (streq(contents, "as")) {
-                        r = sd_bus_message_read_strv(m, &strv);
+                        r = bus_read_strv_bounded(m, EXEC_ENVC_MAX, EXEC_ARGS_MAX, name, &strv, error);
                         v.strv = strv ?: (char *[]) { NULL };
                 } else if (streq(contents, "ay"))
                         r = sd_bus_message_read_array(m, 'y', &v.bytes.data, &v.bytes.size);

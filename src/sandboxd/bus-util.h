@@ -7,6 +7,11 @@
 
 typedef int (*option_setter_t)(void *config, const char *name, const OptionValue *v, sd_bus_error *error);
 
+/* Reads an "as" of at most max_n strings and max_bytes in all, refusing (InvalidOption,
+ * -E2BIG) as soon as either is exceeded: a hostile caller's 100k strings cost nothing. */
+int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, const char *what, char ***ret,
+                          sd_bus_error *error);
+
 /* Decodes an a{sv} into the core's setters: the front end translates, the core decides. */
 int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bus_error *error);
 /* Replies to a deferred method call, logging (not failing) when the caller is gone. */

@@ -143,7 +143,7 @@ int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error) 
         char **argv = NULL;
         int r;
 
-        r = sd_bus_message_read_strv(m, &argv);
+        r = bus_read_strv_bounded(m, EXEC_ARGC_MAX, EXEC_ARGS_MAX, "argv", &argv, error);
         if (r < 0)
                 return r;
         r = exec_config_set_argv(c, argv, error);
