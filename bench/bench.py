@@ -45,6 +45,7 @@ import argparse
 import datetime
 import json
 import os
+import stat
 import platform
 import shlex
 import shutil
@@ -60,14 +61,15 @@ sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'integration'))
 DEFAULT_BINDS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc']
 DISK_DEFAULT = 1024 ** 3
 SANDBOX_UID = 0x70000000  # SANDBOX_UID_BASE_DEFAULT in src/core/manager.h
-# The masks of src/core/payload-bwrap.c (masked where they exist).
+# The masks of src/core/payload-bwrap.c: files masked where they exist and others may read
+# or write them (root-only ones are closed to the sandbox's uid anyway), dirs where they exist.
 PROC_MASKS = ['/proc/kcore', '/proc/keys', '/proc/key-users', '/proc/timer_list', '/proc/timer_stats',
               '/proc/sched_debug', '/proc/latency_stats', '/proc/kallsyms', '/proc/config.gz',
               '/proc/kpagecount', '/proc/kpageflags', '/proc/kpagecgroup', '/proc/iomem', '/proc/ioports',
               '/proc/vmallocinfo', '/proc/slabinfo', '/proc/mtrr', '/proc/sysrq-trigger', '/proc/modules',
               '/proc/buddyinfo', '/proc/pagetypeinfo', '/proc/zoneinfo']
 PROC_MASK_DIRS = ['/proc/acpi', '/proc/scsi', '/proc/asound', '/proc/bus', '/proc/driver', '/proc/fs',
-                  '/proc/irq', '/proc/tty', '/proc/sysvipc']
+                  '/proc/irq', '/proc/tty']
 
 
 def bwrap_argv(bwrap, binds, agent):
@@ -81,7 +83,7 @@ def bwrap_argv(bwrap, binds, agent):
         argv += ['--ro-bind-try', b, b]
     argv += ['--proc', '/proc']
     for m in PROC_MASKS:
-        if os.path.exists(m):
+        if os.path.exists(m) and os.stat(m).st_mode & (stat.S_IROTH | stat.S_IWOTH):
             argv += ['--ro-bind', '/dev/null', m]
     for m in PROC_MASK_DIRS:
         if os.path.exists(m):
