@@ -32,6 +32,33 @@ static const char *parse_digits(const char *p, uint64_t *ret, size_t *ret_n, boo
         return p;
 }
 
+/* Parses "digits[.fraction]" with at most max_frac fraction digits. Returns the rest of
+ * the string (the unit suffix), or NULL if there are no digits or the fraction is empty
+ * or too long. Overflow of the whole part is reported in *ret_overflow, as above. */
+static const char *parse_decimal(const char *s, size_t max_frac,
+                                 uint64_t *ret_whole, uint64_t *ret_frac, size_t *ret_frac_digits,
+                                 bool *ret_overflow) {
+        uint64_t frac = 0;
+        size_t n, k = 0;
+        const char *p;
+
+        p = parse_digits(s, ret_whole, &n, ret_overflow);
+        if (n == 0)
+                return NULL;
+
+        if (*p == '.') {
+                bool frac_overflow;
+
+                p = parse_digits(p + 1, &frac, &k, &frac_overflow);
+                if (k == 0 || k > max_frac)
+                        return NULL;
+        }
+
+        *ret_frac = frac;
+        *ret_frac_digits = k;
+        return p;
+}
+
 int parse_uint64(const char *s, uint64_t *ret) {
         uint64_t v;
         size_t n;
@@ -62,8 +89,8 @@ int parse_size(const char *s, uint64_t *ret) {
                 { "G",   30 }, { "GB",  30 }, { "GiB", 30 },
                 { "T",   40 }, { "TB",  40 }, { "TiB", 40 },
         };
-        uint64_t whole, frac = 0, v;
-        size_t n, k = 0, i;
+        uint64_t whole, frac, v;
+        size_t k, i;
         bool overflow;
         unsigned shift;
         const char *p;
@@ -71,18 +98,10 @@ int parse_size(const char *s, uint64_t *ret) {
         if (!s)
                 return -EINVAL;
 
-        p = parse_digits(s, &whole, &n, &overflow);
-        if (n == 0)
+        /* 9 fraction digits keep the arithmetic below exact in 64 bits. */
+        p = parse_decimal(s, 9, &whole, &frac, &k, &overflow);
+        if (!p)
                 return -EINVAL;
-
-        if (*p == '.') {
-                bool frac_overflow;
-
-                p = parse_digits(p + 1, &frac, &k, &frac_overflow);
-                /* 9 digits keep the arithmetic below exact in 64 bits. */
-                if (k == 0 || k > 9)
-                        return -EINVAL;
-        }
 
         for (i = 0; i < ELEMENTSOF(table); i++)
                 if (strcasecmp(p, table[i].suffix) == 0)
@@ -118,26 +137,18 @@ int parse_size(const char *s, uint64_t *ret) {
 }
 
 int parse_cpu_quota(const char *s, uint64_t *ret) {
-        uint64_t whole, frac = 0, v;
-        size_t n, k = 0;
+        uint64_t whole, frac, v;
+        size_t k;
         bool overflow;
         const char *p;
 
         if (!s)
                 return -EINVAL;
 
-        p = parse_digits(s, &whole, &n, &overflow);
-        if (n == 0)
+        /* 1 µs per second is 0.0001%: finer than 4 fraction digits is not representable. */
+        p = parse_decimal(s, 4, &whole, &frac, &k, &overflow);
+        if (!p)
                 return -EINVAL;
-
-        if (*p == '.') {
-                bool frac_overflow;
-
-                /* 1 µs per second is 0.0001%: finer is not representable. */
-                p = parse_digits(p + 1, &frac, &k, &frac_overflow);
-                if (k == 0 || k > 4)
-                        return -EINVAL;
-        }
 
         if (!streq(p, "%"))
                 return -EINVAL;
