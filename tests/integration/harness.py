@@ -110,11 +110,14 @@ for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
                 case "$h" in */systemd|*/unified|/sys/fs/cgroup) exit 1 ;; esac
         fi
 done
+boot='exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target'
 if [ -n "$3" ]; then
-        umount -l /sys/fs/cgroup
-        mount -t cgroup2 -o "$3" cgroup2 /sys/fs/cgroup
+        # A cgroup namespace rooted at $2, and cgroup2 mounted from inside it: systemd sees
+        # its own init.scope at /sys/fs/cgroup/init.scope, which is where systemd 252 looks
+        # to decide whether units can be frozen at all.
+        exec unshare --cgroup sh -c 'umount -l /sys/fs/cgroup && mount -t cgroup2 -o "$1" cgroup2 /sys/fs/cgroup && '"$boot" sh "$3"
 fi
-exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target
+eval "$boot"
 '''
 
 
@@ -482,11 +485,14 @@ class System:
         return units
 
     def cgroup_dir(self, control_group):
-        """Directory of a unit's ControlGroup (as systemctl shows it: the full path, also
-        in a namespace) in the hierarchy systemd tracks processes with."""
+        """Host directory of a unit's ControlGroup (as systemctl shows it) in the hierarchy
+        systemd tracks processes with. A hybrid-mode system in a namespace shows the full
+        path; a unified one runs in its own cgroup namespace, rooted at /<name>."""
         for h in (('unified', '') if self.cgroup == 'unified' else ('systemd', 'unified', '')):
             base = os.path.join(CGROUP_FS, h)
             if os.path.exists(os.path.join(base, 'cgroup.procs')):
+                if self.cgroup == 'unified' and self.mode == 'namespace':
+                    base = os.path.join(base, self.name)
                 return os.path.join(base, control_group.lstrip('/')).rstrip('/')
         return None
 
