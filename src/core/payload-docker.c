@@ -3,18 +3,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "json-util.h"
 #include "payload-docker.h"
 #include "strv.h"
 
-static int add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 static json_object *strv_to_json(char * const *l) {
         json_object *a = json_object_new_array();
@@ -47,40 +39,40 @@ int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
         if (!body || !host || !labels || !tmpfs)
                 goto finish;
 
-        if (add(body, "Image", json_object_new_string(p->image)) < 0 ||
-            add(body, "Entrypoint", strv_to_json((char *[]) { (char *) DOCKER_AGENT_INSIDE, NULL })) < 0 ||
-            add(body, "Cmd", strv_to_json((char *[]) { (char *) "--connect",
+        if (json_add(body, "Image", json_object_new_string(p->image)) < 0 ||
+            json_add(body, "Entrypoint", strv_to_json((char *[]) { (char *) DOCKER_AGENT_INSIDE, NULL })) < 0 ||
+            json_add(body, "Cmd", strv_to_json((char *[]) { (char *) "--connect",
                                                         (char *) DOCKER_SOCKET_DIR_INSIDE "/" DOCKER_CONTROL_SOCKET,
                                                         NULL })) < 0 ||
-            add(body, "User", json_object_new_string("1000:1000")) < 0 ||
-            add(body, "WorkingDir", json_object_new_string(SANDBOX_WORKDIR)) < 0 ||
-            add(body, "Env", strv_to_json(p->environment)) < 0 ||
-            add(body, "NetworkDisabled", json_object_new_boolean(true)) < 0 ||
-            add(body, "Hostname", json_object_new_string("sandbox")) < 0 ||
-            add(labels, DOCKER_LABEL_ID, json_object_new_string(p->sandbox_id)) < 0)
+            json_add(body, "User", json_object_new_string("1000:1000")) < 0 ||
+            json_add(body, "WorkingDir", json_object_new_string(SANDBOX_WORKDIR)) < 0 ||
+            json_add(body, "Env", strv_to_json(p->environment)) < 0 ||
+            json_add(body, "NetworkDisabled", json_object_new_boolean(true)) < 0 ||
+            json_add(body, "Hostname", json_object_new_string("sandbox")) < 0 ||
+            json_add(labels, DOCKER_LABEL_ID, json_object_new_string(p->sandbox_id)) < 0)
                 goto finish;
-        if (add(body, "Labels", json_object_get(labels)) < 0)
+        if (json_add(body, "Labels", json_object_get(labels)) < 0)
                 goto finish;
 
-        if (add(tmpfs, SANDBOX_WORKDIR, json_object_new_string(work)) < 0 ||
-            add(tmpfs, "/tmp", json_object_new_string(tmp)) < 0)
+        if (json_add(tmpfs, SANDBOX_WORKDIR, json_object_new_string(work)) < 0 ||
+            json_add(tmpfs, "/tmp", json_object_new_string(tmp)) < 0)
                 goto finish;
         /* Isolation as in a bwrap sandbox, the limits as a second line behind the unit's. */
-        if (add(host, "NetworkMode", json_object_new_string("none")) < 0 ||
-            add(host, "CapDrop", strv_to_json((char *[]) { (char *) "ALL", NULL })) < 0 ||
-            add(host, "SecurityOpt", strv_to_json((char *[]) { (char *) "no-new-privileges", seccomp, NULL })) < 0 ||
-            add(host, "ReadonlyRootfs", json_object_new_boolean(true)) < 0 ||
-            add(host, "Binds", strv_to_json((char *[]) { bind_agent, bind_dir, NULL })) < 0 ||
-            add(host, "Tmpfs", json_object_get(tmpfs)) < 0 ||
-            add(host, "CgroupParent", json_object_new_string(p->cgroup_parent)) < 0 ||
-            add(host, "Memory", json_object_new_int64((int64_t) p->limits->memory_max)) < 0 ||
-            add(host, "MemorySwap", json_object_new_int64((int64_t) p->limits->memory_max)) < 0 ||
-            add(host, "NanoCpus", json_object_new_int64((int64_t) p->limits->cpu_quota_per_sec_usec * 1000)) < 0 ||
-            add(host, "PidsLimit", json_object_new_int64((int64_t) p->limits->tasks_max)) < 0 ||
-            add(host, "IpcMode", json_object_new_string("private")) < 0 ||
-            add(host, "Init", json_object_new_boolean(false)) < 0)
+        if (json_add(host, "NetworkMode", json_object_new_string("none")) < 0 ||
+            json_add(host, "CapDrop", strv_to_json((char *[]) { (char *) "ALL", NULL })) < 0 ||
+            json_add(host, "SecurityOpt", strv_to_json((char *[]) { (char *) "no-new-privileges", seccomp, NULL })) < 0 ||
+            json_add(host, "ReadonlyRootfs", json_object_new_boolean(true)) < 0 ||
+            json_add(host, "Binds", strv_to_json((char *[]) { bind_agent, bind_dir, NULL })) < 0 ||
+            json_add(host, "Tmpfs", json_object_get(tmpfs)) < 0 ||
+            json_add(host, "CgroupParent", json_object_new_string(p->cgroup_parent)) < 0 ||
+            json_add(host, "Memory", json_object_new_int64((int64_t) p->limits->memory_max)) < 0 ||
+            json_add(host, "MemorySwap", json_object_new_int64((int64_t) p->limits->memory_max)) < 0 ||
+            json_add(host, "NanoCpus", json_object_new_int64((int64_t) p->limits->cpu_quota_per_sec_usec * 1000)) < 0 ||
+            json_add(host, "PidsLimit", json_object_new_int64((int64_t) p->limits->tasks_max)) < 0 ||
+            json_add(host, "IpcMode", json_object_new_string("private")) < 0 ||
+            json_add(host, "Init", json_object_new_boolean(false)) < 0)
                 goto finish;
-        if (add(body, "HostConfig", json_object_get(host)) < 0)
+        if (json_add(body, "HostConfig", json_object_get(host)) < 0)
                 goto finish;
 
         *ret = json_object_get(body);

@@ -9,18 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "recorder-spool.h"
 
 #define SCAN_CHUNK (64U * 1024)
 /* A record is at most argv (EXEC_ARGS_MAX, escaped) plus two hex excerpts: far below. */
 #define LINE_MAX_SIZE (4U * 1024 * 1024)
-
-static void json_object_putp(json_object **j) {
-        if (*j)
-                json_object_put(*j);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
 int hex_encode(const void *data, size_t size, char **ret) {
         static const char digits[] = "0123456789abcdef";
@@ -70,23 +65,14 @@ int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size) {
         return 0;
 }
 
-/* json-c's add functions take the value's reference, also on failure. */
-static int add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0)
-                return -ENOMEM;
-        return 0;
-}
-
 static int add_u64(json_object *o, const char *key, uint64_t v) {
-        return add(o, key, json_object_new_uint64(v));
+        return json_add(o, key, json_object_new_uint64(v));
 }
 
 static int add_str(json_object *o, const char *key, const char *s) {
         if (!s)   /* json-c's null is the NULL object */
                 return json_object_object_add(o, key, NULL) < 0 ? -ENOMEM : 0;
-        return add(o, key, json_object_new_string(s));
+        return json_add(o, key, json_object_new_string(s));
 }
 
 static int add_hex(json_object *o, const char *key, const void *data, size_t size) {
@@ -96,7 +82,7 @@ static int add_hex(json_object *o, const char *key, const void *data, size_t siz
         r = hex_encode(data, size, &h);
         if (r < 0)
                 return r;
-        return add(o, key, json_object_new_string_len(h, (int) (size * 2)));
+        return json_add(o, key, json_object_new_string_len(h, (int) (size * 2)));
 }
 
 static int record_new(uint64_t seq, const char *type, uint64_t time, json_object **ret) {
@@ -146,7 +132,7 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r < 0)
                 return r;
         argv = json_object_new_array();
-        r = add(o, "argv", argv);
+        r = json_add(o, "argv", argv);
         for (char * const *a = ev->argv; r >= 0 && a && *a; a++) {
                 json_object *s = json_object_new_string(*a);
                 if (!s || json_object_array_add(argv, s) < 0) {
@@ -159,15 +145,15 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r >= 0) r = add_u64(o, "owner", ev->owner);
         if (r >= 0) r = add_u64(o, "caller", ev->caller);
         if (r >= 0) r = add_str(o, "cwd", ev->working_directory);
-        if (r >= 0) r = add(o, "background", json_object_new_boolean(ev->background));
+        if (r >= 0) r = json_add(o, "background", json_object_new_boolean(ev->background));
         if (r >= 0) r = add_u64(o, "started", ev->started_at);
         if (r >= 0) r = add_u64(o, "ended", ev->ended_at);
-        if (r >= 0) r = add(o, "exit_status", json_object_new_int(ev->exit_status));
-        if (r >= 0) r = add(o, "exit_code", json_object_new_int(ev->exit_code));
-        if (r >= 0) r = add(o, "signal", json_object_new_int(ev->signal));
-        if (r >= 0) r = add(o, "timed_out", json_object_new_boolean(ev->timed_out));
-        if (r >= 0) r = add(o, "oom_killed", json_object_new_boolean(ev->oom_killed));
-        if (r >= 0) r = add(o, "truncated", json_object_new_boolean(ev->truncated));
+        if (r >= 0) r = json_add(o, "exit_status", json_object_new_int(ev->exit_status));
+        if (r >= 0) r = json_add(o, "exit_code", json_object_new_int(ev->exit_code));
+        if (r >= 0) r = json_add(o, "signal", json_object_new_int(ev->signal));
+        if (r >= 0) r = json_add(o, "timed_out", json_object_new_boolean(ev->timed_out));
+        if (r >= 0) r = json_add(o, "oom_killed", json_object_new_boolean(ev->oom_killed));
+        if (r >= 0) r = json_add(o, "truncated", json_object_new_boolean(ev->truncated));
         if (r >= 0) r = add_u64(o, "cpu_usec", ev->cpu_usec);
         if (r >= 0) r = add_u64(o, "cgroup_cpu_nsec", ev->cgroup_cpu_nsec);
         if (r >= 0) r = add_u64(o, "memory_peak", ev->cgroup_memory_peak);
@@ -196,7 +182,7 @@ int spool_format_sandbox(uint64_t seq, const SandboxRecordEvent *ev, char **ret,
         if (r >= 0) r = add_u64(o, "disk_max", c ? c->disk_max : 0);
         if (r >= 0) r = add_u64(o, "timeout_sec", c ? c->timeout_sec : 0);
         if (r >= 0) r = add_u64(o, "idle_timeout_sec", c ? c->idle_timeout_sec : 0);
-        if (r >= 0) r = add(o, "ephemeral", json_object_new_boolean(c && c->ephemeral));
+        if (r >= 0) r = json_add(o, "ephemeral", json_object_new_boolean(c && c->ephemeral));
         if (r >= 0) r = add_u64(o, "created", ev->created_at);
         if (r >= 0) r = add_u64(o, "destroyed", ev->destroyed_at);
         if (r >= 0) r = add_str(o, "end_reason", ev->end_reason);

@@ -22,6 +22,7 @@
 
 #include <mysql.h>
 
+#include "json-util.h"
 #include "conf-parser.h"
 #include "config.h"
 #include "log.h"
@@ -43,10 +44,6 @@
 
 typedef struct Writer Writer;
 
-static void json_object_putp(json_object **j) {
-        if (*j)
-                json_object_put(*j);
-}
 
 struct Recorder {
         Writer *writer;              /* the thread's state; touched by the thread alone */

@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "json-util.h"
 #include "sandbox-record.h"
 #include "strv.h"
 
@@ -24,7 +25,7 @@ void sandbox_record_done(SandboxRecord *st) {
 
 static int add_u64(json_object *o, const char *key, uint64_t v) {
         /* json-c keeps int64; every value here is far below 2^63. */
-        return json_object_object_add(o, key, json_object_new_int64((int64_t) v));
+        return json_add(o, key, json_object_new_int64((int64_t) v));
 }
 
 int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
@@ -34,35 +35,38 @@ int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
 
         if (!o)
                 return -ENOMEM;
-        if (json_object_object_add(o, "id", json_object_new_string(st->id)) < 0 ||
-            json_object_object_add(o, "template", json_object_new_string(strempty(st->template_name))) < 0 ||
+        if (json_add(o, "id", json_object_new_string(st->id)) < 0 ||
+            json_add(o, "template", json_object_new_string(strempty(st->template_name))) < 0 ||
             add_u64(o, "owner", st->owner) < 0 ||
             add_u64(o, "host_uid", st->host_uid) < 0 ||
             add_u64(o, "created_at", st->created_at) < 0 ||
             add_u64(o, "deadline_realtime", st->deadline_realtime) < 0 ||
             add_u64(o, "payload_pid", (uint64_t) st->payload_pid) < 0 ||
-            (st->pause_method && json_object_object_add(o, "pause_method", json_object_new_string(st->pause_method)) < 0) ||
-            (st->cgroup && json_object_object_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
-            (st->payload && json_object_object_add(o, "payload", json_object_new_string(st->payload)) < 0) ||
-            (st->unit && json_object_object_add(o, "unit", json_object_new_string(st->unit)) < 0) ||
-            (st->container_id && json_object_object_add(o, "container_id", json_object_new_string(st->container_id)) < 0) ||
+            (st->pause_method && json_add(o, "pause_method", json_object_new_string(st->pause_method)) < 0) ||
+            (st->cgroup && json_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
+            (st->payload && json_add(o, "payload", json_object_new_string(st->payload)) < 0) ||
+            (st->unit && json_add(o, "unit", json_object_new_string(st->unit)) < 0) ||
+            (st->container_id && json_add(o, "container_id", json_object_new_string(st->container_id)) < 0) ||
             add_u64(o, "MemoryMax", st->config.limits.memory_max) < 0 ||
             add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
             add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
             add_u64(o, "DiskMax", st->config.disk_max) < 0 ||
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
-            json_object_object_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
-            json_object_object_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
+            json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
+            json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
         json_object *env = json_object_new_array();
-        if (!env || json_object_object_add(o, "environment", env) < 0) {
-                json_object_put(env);
+        if (json_add(o, "environment", env) < 0)
                 goto finish;
-        }
-        for (char **e = st->environment; e && *e; e++)
-                if (json_object_array_add(env, json_object_new_string(*e)) < 0)
+        for (char **e = st->environment; e && *e; e++) {
+                json_object *v = json_object_new_string(*e);
+
+                if (!v || json_object_array_add(env, v) < 0) {
+                        json_object_put(v);
                         goto finish;
+                }
+        }
 
         text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         if (!text)

@@ -83,6 +83,7 @@
 
 #include <json-c/json.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "seccomp-policy.h"
 
@@ -390,23 +391,7 @@ int seccomp_policy_export_bpf(int *ret_fd) {
         return 0;
 }
 
-static void json_object_putp(json_object **j) {
-        if (*j)
-                json_object_put(*j);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
-/* json-c does not take ownership when adding fails; these do, and turn NULL from a
- * constructor into -ENOMEM, so that the callers can nest constructors. */
-static int json_add(json_object *obj, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 static int json_append(json_object *array, json_object *v) {
         if (!v)

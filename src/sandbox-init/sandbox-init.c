@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json-util.h"
 #include "sandbox-init.h"
 #include "strv.h"
 
@@ -51,12 +52,6 @@ struct agent {
         struct file_child *files;
         size_t n_files;
 };
-
-static void json_object_putp(json_object **p) {
-        if (*p)
-                json_object_put(*p);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
 static _noreturn_ void die(const char *what, int error) {
         fprintf(stderr, "sandbox-init: %s: %s\n", what, strerror(error));

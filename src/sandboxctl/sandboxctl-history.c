@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-history.h"
@@ -200,14 +201,6 @@ static int print_table(const Execution *list, size_t n) {
         return 0;
 }
 
-static int add(json_object *o, const char *key, json_object *v) {
-        if (!v || json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static int print_json(const Execution *list, size_t n) {
         json_object *a = json_object_new_array();
         int r = a ? 0 : -ENOMEM;
@@ -222,28 +215,28 @@ static int print_json(const Execution *list, size_t n) {
                         r = -ENOMEM;
                         break;
                 }
-                r = add(o, "sandbox", json_object_new_string(e->sandbox_id));
-                if (r >= 0) r = add(o, "exec", json_object_new_uint64(e->exec_id));
-                if (r >= 0) r = add(o, "owner", json_object_new_uint64(e->owner));
-                if (r >= 0) r = add(o, "caller", json_object_new_uint64(e->caller));
-                if (r >= 0) r = add(o, "argv", argv);
+                r = json_add(o, "sandbox", json_object_new_string(e->sandbox_id));
+                if (r >= 0) r = json_add(o, "exec", json_object_new_uint64(e->exec_id));
+                if (r >= 0) r = json_add(o, "owner", json_object_new_uint64(e->owner));
+                if (r >= 0) r = json_add(o, "caller", json_object_new_uint64(e->caller));
+                if (r >= 0) r = json_add(o, "argv", argv);
                 else json_object_put(argv);
                 for (char **s = e->argv; r >= 0 && s && *s; s++)
                         if (json_object_array_add(argv, json_object_new_string(*s)) < 0)
                                 r = -ENOMEM;
-                if (r >= 0) r = add(o, "cwd", json_object_new_string(e->cwd));
-                if (r >= 0) r = add(o, "started_usec", json_object_new_uint64(e->started));
-                if (r >= 0) r = add(o, "ended_usec", json_object_new_uint64(e->ended));
-                if (r >= 0) r = add(o, "exit_status", json_object_new_int(e->exit_status));
-                if (r >= 0) r = add(o, "exit_code", json_object_new_int(e->exit_code));
-                if (r >= 0) r = add(o, "signal", json_object_new_int(e->signal));
-                if (r >= 0) r = add(o, "timed_out", json_object_new_boolean(e->timed_out));
-                if (r >= 0) r = add(o, "oom_killed", json_object_new_boolean(e->oom_killed));
-                if (r >= 0) r = add(o, "cpu_usec", json_object_new_uint64(e->cpu_usec));
-                if (r >= 0) r = add(o, "cgroup_cpu_nsec", json_object_new_uint64(e->cgroup_cpu_nsec));
-                if (r >= 0) r = add(o, "memory_peak_bytes", json_object_new_uint64(e->memory_peak));
-                if (r >= 0) r = add(o, "stdout_bytes", json_object_new_uint64(e->stdout_bytes));
-                if (r >= 0) r = add(o, "stderr_bytes", json_object_new_uint64(e->stderr_bytes));
+                if (r >= 0) r = json_add(o, "cwd", json_object_new_string(e->cwd));
+                if (r >= 0) r = json_add(o, "started_usec", json_object_new_uint64(e->started));
+                if (r >= 0) r = json_add(o, "ended_usec", json_object_new_uint64(e->ended));
+                if (r >= 0) r = json_add(o, "exit_status", json_object_new_int(e->exit_status));
+                if (r >= 0) r = json_add(o, "exit_code", json_object_new_int(e->exit_code));
+                if (r >= 0) r = json_add(o, "signal", json_object_new_int(e->signal));
+                if (r >= 0) r = json_add(o, "timed_out", json_object_new_boolean(e->timed_out));
+                if (r >= 0) r = json_add(o, "oom_killed", json_object_new_boolean(e->oom_killed));
+                if (r >= 0) r = json_add(o, "cpu_usec", json_object_new_uint64(e->cpu_usec));
+                if (r >= 0) r = json_add(o, "cgroup_cpu_nsec", json_object_new_uint64(e->cgroup_cpu_nsec));
+                if (r >= 0) r = json_add(o, "memory_peak_bytes", json_object_new_uint64(e->memory_peak));
+                if (r >= 0) r = json_add(o, "stdout_bytes", json_object_new_uint64(e->stdout_bytes));
+                if (r >= 0) r = json_add(o, "stderr_bytes", json_object_new_uint64(e->stderr_bytes));
         }
         if (r >= 0) {
                 const char *s = json_object_to_json_string_ext(a, JSON_C_TO_STRING_NOSLASHESCAPE |

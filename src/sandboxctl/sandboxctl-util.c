@@ -20,11 +20,6 @@
 #include "parse-util.h"
 #include "sandboxctl-util.h"
 
-void json_object_putp(json_object **j) {
-        if (*j)
-                json_object_put(*j);
-}
-
 int log_error_errno(int error, const char *format, ...) {
         va_list ap;
 
@@ -104,17 +99,6 @@ int print_json(json_object *j) {
         return 0;
 }
 
-/* Takes ownership of v in all cases. A NULL v (a failed json_object_new_*()) is an error
- * here, so that an allocation failure does not silently become a JSON null. */
-int json_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 int json_add_string(json_object *o, const char *key, const char *s) {
         return json_add(o, key, json_object_new_string(strempty(s)));

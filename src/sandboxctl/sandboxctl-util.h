@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 #include <systemd/sd-bus.h>
 
+#include "json-util.h"
 #include "macro.h"
 
 #define BUS_NAME                "io.sandboxd.Sandbox1"
@@ -25,12 +26,8 @@ const char *bus_error_message(const sd_bus_error *e, int error);
 char *format_timestamp(char *buf, size_t l, uint64_t usec);
 int loop_write(int fd, const void *buf, size_t nbytes);
 
-void json_object_putp(json_object **j);
-#define _cleanup_json_ _cleanup_(json_object_putp)
 /* One JSON value on stdout: indented on a terminal, one line otherwise. */
 int print_json(json_object *j);
-/* Takes ownership of v in all cases; a NULL v is -ENOMEM. */
-int json_add(json_object *o, const char *key, json_object *v);
 int json_add_string(json_object *o, const char *key, const char *s);
 int json_add_bytes(json_object *o, const char *key, const void *data, size_t size);
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "json-util.h"
 #include "agent-protocol.h"
 #include "macro.h"
 #include "strv.h"
@@ -20,12 +21,6 @@ union agent_control {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int) * AGENT_FDS_MAX)];
 };
-
-static void json_object_putp(json_object **p) {
-        if (*p)
-                json_object_put(*p);
-}
-#define _cleanup_json_ _cleanup_(json_object_putp)
 
 static void json_tokener_freep(json_tokener **p) {
         if (*p)
@@ -273,16 +268,6 @@ int agent_get_strv(json_object *obj, const char *key, char ***ret) {
         }
 
         *ret = TAKE_PTR(l);
-        return 0;
-}
-
-static int json_add(json_object *obj, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
         return 0;
 }
 

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "macro.h"
+
+void json_object_putp(json_object **j);
+#define _cleanup_json_ _cleanup_(json_object_putp)
+
+/* json_object_object_add() leaves v to the caller when it fails; this takes v in all
+ * cases, and turns a NULL v (a failed json_object_new_*()) into -ENOMEM rather than a
+ * JSON null, so that callers can nest the constructors. */
+int json_add(json_object *o, const char *key, json_object *v);
