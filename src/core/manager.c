@@ -272,8 +272,10 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
                         }
                         return;
                 }
-                /* One that never came up is retried slowly (Docker may be down). */
-                manager_schedule_pool_refill(m, s->state == SANDBOX_DEAD && s->failure ? 30 * 1000000ULL : 0);
+                /* One that never came up (failed, or refused while still starting) is retried
+                 * slowly: Docker may be down, descriptors may have run out. */
+                manager_schedule_pool_refill(m, s->state == SANDBOX_STARTING ||
+                                                (s->state == SANDBOX_DEAD && s->failure) ? 30 * 1000000ULL : 0);
                 return;
         }
         if (m->hooks.sandbox_removed)

@@ -33,7 +33,7 @@ static void docker_fail(Sandbox *s, const char *what, long status, json_object *
 
 static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
-        int c;
+        int c, r;
 
         c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (c < 0)
@@ -43,8 +43,12 @@ static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, v
         s->listen_source = sd_event_source_disable_unref(s->listen_source);
         s->listen_fd = safe_close(s->listen_fd);
         s->control_fd = c;
-        (void) sd_event_add_io(s->manager->event, &s->control_source, s->control_fd, EPOLLIN,
-                               sandbox_on_control, s);
+        r = sd_event_add_io(s->manager->event, &s->control_source, s->control_fd, EPOLLIN, sandbox_on_control, s);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to watch the agent connection of %s: %m", s->id);
+                s->control_fd = safe_close(s->control_fd);
+                sandbox_fail(s, "its agent's connection could not be watched.");
+        }
         return 0;
 }
 
@@ -207,9 +211,12 @@ int sandbox_docker_start(Sandbox *s) {
 
         if (streq(m->docker_cgroup_driver, "systemd")) {
                 /* The sandbox's unit is a slice; dockerd puts its scope into it. */
-                free(s->unit);
-                if (asprintf(&s->unit, "sandbox-%s.slice", s->id) < 0)
+                char *slice;
+
+                if (asprintf(&slice, "sandbox-%s.slice", s->id) < 0)
                         return -ENOMEM;
+                free(s->unit);
+                s->unit = slice;
                 ScopeParams sp = {
                         .unit = s->unit,
                         .slice = NULL,

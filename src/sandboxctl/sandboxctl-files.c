@@ -92,10 +92,12 @@ finish:
 static Relay *relay_free(Relay *r) {
         if (!r)
                 return NULL;
-        if (r->running) /* still copying: the process ends soon, and it with it */
-                return NULL;
         if (r->passed != r->fd)
-                safe_close(r->passed);
+                r->passed = safe_close(r->passed);
+        /* Still copying, an upload blocked reading a terminal: without the pipe's other end
+         * its next write fails and it ends. It keeps r until then. */
+        if (r->running)
+                return NULL;
         safe_close(r->pipe_end);
         return mfree(r);
 }
@@ -265,8 +267,13 @@ static int transfer(sd_bus *bus, const char *spath, const char *path, int fd, bo
         r = bus_call_interruptible(bus, m, FILE_CALL_TIMEOUT_USEC, error, &reply, ret_signal);
         /* The message holds a copy of the pipe's end: the thread sees its end only without it. */
         m = sd_bus_message_unref(m);
-        if (r < 0)
+        if (r < 0) {
+                /* Refused or failed: the daemon let go of the pipe, so a download's thread
+                 * reaches its end; joined here, it cannot write into the next file's output. */
+                if (r != -EINTR && into_fd)
+                        (void) relay_join(relay);
                 return r;
+        }
 
         r = sd_bus_message_read(reply, "t", &bytes);
         if (r < 0)

@@ -72,7 +72,9 @@ typedef enum OptionFlag {
         OPT_MAX         = 1 << 14,
         OPT_DEPTH       = 1 << 15,
         OPT_SIGNAL      = 1 << 16,
-        _OPT_MAX        = 1 << 17,
+        OPT_SINCE       = 1 << 17,
+        OPT_LIMIT       = 1 << 18,
+        _OPT_MAX        = 1 << 19,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
@@ -85,6 +87,7 @@ static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
+        "--since", "--limit",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -1619,7 +1622,7 @@ static const Verb verbs[] = {
         { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
-        { "history",   1, 2,        0,                      false, true,  verb_history   },
+        { "history",   1, 2,        OPT_SINCE|OPT_LIMIT,    false, true,  verb_history   },
         { "start",     3, ARGS_ANY, OPTS_START,             false, true,  verb_start     },
         { "ps",        2, 2,        0,                      false, true,  verb_ps        },
         { "kill",      3, 3,        OPT_SIGNAL,             false, true,  verb_kill      },
@@ -1768,7 +1771,7 @@ static int parse_argv(int argc, char *argv[]) {
                         return help();
 
                 case ARG_VERSION:
-                        puts("sandboxd " PACKAGE_VERSION);
+                        puts("sandboxctl " PACKAGE_VERSION);
                         return 0;
 
                 case ARG_JSON:
@@ -1867,10 +1870,12 @@ static int parse_argv(int argc, char *argv[]) {
 
                 case ARG_SINCE:
                         arg_since = optarg;
+                        arg_set |= OPT_SINCE;
                         break;
 
                 case ARG_LIMIT:
                         arg_limit = optarg;
+                        arg_set |= OPT_LIMIT;
                         break;
 
                 case ARG_TTY:
