@@ -455,6 +455,15 @@ class BadInput(Base):
         cp = self.ctl('create', '--memory', 'lots')
         self.assertEqual(cp.returncode, 1)
         self.assertTrue(cp.stderr.strip())
+        # history's options are refused elsewhere, as every option is where it does not apply.
+        for opt in ('--since', '--limit'):
+            with self.subTest(opt):
+                cp = self.ctl('list', opt, '1')
+                self.assertEqual(cp.returncode, 1)
+                self.assertIn(f"Option {opt} does not apply to 'list'.", cp.stderr)
+        cp = self.ctl('--version')
+        self.assertEqual(cp.returncode, 0)
+        self.assertRegex(cp.stdout, r'^sandboxctl \S+\n$')
         self.assert_serving()
 
 
