@@ -112,8 +112,8 @@ int config_parse_file(const char *path, const ConfigTableItem *table, size_t n_t
         int r;
 
         f = fopen(path, "re");
-        if (!f)
-                return -errno;
+        if (!f) /* A missing file is the caller's to judge; anything else is named here. */
+                return errno == ENOENT ? -ENOENT : log_error_errno(errno, "Failed to open %s: %m", path);
         r = config_parse_stream(f, path, table, n_table, userdata);
         fclose(f);
         return r;

@@ -400,7 +400,7 @@ int recorder_db_migrate(RecorderDB *db) {
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return have > RECORDER_SCHEMA_VERSION;
 }
 
 int recorder_db_begin(RecorderDB *db) {

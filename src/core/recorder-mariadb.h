@@ -21,7 +21,9 @@ int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_
 RecorderDB *recorder_db_free(RecorderDB *db);
 const char *recorder_db_error(RecorderDB *db);
 
-/* Applies the migrations the database does not have yet (schema_version). */
+/* Applies the migrations the database does not have yet (schema_version). > 0: the
+ * database's schema is newer than this sandboxd's, which writes anyway (the message is in
+ * recorder_db_error()). */
 int recorder_db_migrate(RecorderDB *db);
 
 int recorder_db_begin(RecorderDB *db);

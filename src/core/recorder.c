@@ -364,6 +364,8 @@ static int writer_connect(Writer *w) {
                 writer_disconnect(w, why ?: "schema migration failed");
                 return k;
         }
+        if (k > 0)
+                log_warning("%s", recorder_db_error(w->db));
         if (w->outage_logged)
                 log_info("MariaDB is back; replaying the spool.");
         else
