@@ -17,6 +17,9 @@
 #define EXEC_KILL_GRACE_USEC (5ULL * 1000000ULL)
 #define EXEC_READ_CHUNK (64U * 1024U)
 #define EXEC_READ_MAX_PER_CALL (1024U * 1024U)
+/* What a caller times (an exec's timeout, a Wait) fires within 1 ms, not within sd-event's
+ * default slack of 250 ms. */
+#define EXEC_TIMER_ACCURACY_USEC (1000ULL)
 
 uint64_t exec_get_id(const Exec *e) {
         return e->id;
@@ -450,7 +453,8 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         /* A background process has no timeout unless one was asked for. */
         if (r >= 0 && (!e->config.background || e->config.timeout_set))
                 r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
-                                               e->config.timeout_sec * 1000000ULL, 0, on_exec_timeout, e);
+                                               e->config.timeout_sec * 1000000ULL, EXEC_TIMER_ACCURACY_USEC,
+                                               on_exec_timeout, e);
         if (r < 0)
                 goto fail;
 
@@ -573,7 +577,7 @@ int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata
         *w = (ExecWaiter) { .exec = e, .cb = cb, .userdata = userdata };
         if (timeout_usec > 0) {
                 r = sd_event_add_time_relative(e->sandbox->manager->event, &w->timer, CLOCK_MONOTONIC,
-                                               timeout_usec, 0, on_wait_timeout, w);
+                                               timeout_usec, EXEC_TIMER_ACCURACY_USEC, on_wait_timeout, w);
                 if (r < 0) {
                         free(w);
                         return r;

@@ -16,6 +16,10 @@ void log_set_max_level(int level) {
         max_level = level;
 }
 
+int log_get_max_level(void) {
+        return max_level;
+}
+
 static bool stderr_is_journal(void) {
         /* $JOURNAL_STREAM is "dev:ino" of the stream systemd connected us to. */
         const char *e = getenv("JOURNAL_STREAM");

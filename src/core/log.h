@@ -10,6 +10,7 @@
 #include "macro.h"
 
 void log_set_max_level(int level);
+int log_get_max_level(void);
 /* Returns -abs(error) (or 0 if error is 0), so callers can log and return in one step;
  * %m in fmt is replaced by strerror(error). sandbox_id may be NULL. */
 int log_internal(int level, int error, const char *sandbox_id, const char *fmt, ...) _printf_(4, 5);

@@ -83,6 +83,10 @@ static inline const char *strempty(const char *s) {
         return s ?: "";
 }
 
+static inline const char *strna(const char *s) {
+        return s ?: "n/a";
+}
+
 static inline int streq_ptr(const char *a, const char *b) {
         if (!a || !b)
                 return a == b;
