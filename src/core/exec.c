@@ -207,11 +207,74 @@ static void exec_unlink(Exec *e) {
         sandbox_update_idle_timer(s);
 }
 
+static uint64_t realtime_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
+}
+
+/* At the end of e, while its sandbox's unit is still there: what the cgroup accounted. */
+static void exec_record_take(Exec *e) {
+        Sandbox *s = e->sandbox;
+        uint64_t cpu = 0;
+
+        if (!s->manager->hooks.exec_record)
+                return;
+        e->ended_at = realtime_usec();
+        if (s->cgroup) {
+                if (cgroup_read_cpu_nsec(s->cgroup, &cpu) >= 0)
+                        e->cgroup_cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
+                (void) cgroup_read_memory_peak(s->cgroup, &e->cgroup_memory_peak);
+        }
+        e->record_pending = true;
+}
+
+/* The record of e: what ran, how it ended, what the unit's cgroup accounted meanwhile.
+ * sandbox is e's (an ephemeral exec is unlinked from it by then). */
+static void exec_record(Exec *e, Sandbox *sandbox) {
+        Manager *m = sandbox->manager;
+        const ExecResult *r = &e->result;
+
+        if (!e->record_pending)
+                return;
+        e->record_pending = false;
+        m->hooks.exec_record(&(ExecRecordEvent) {
+                .sandbox_id = sandbox->id,
+                .exec_id = e->id,
+                .owner = sandbox->owner,
+                .caller = e->config.caller,
+                .argv = e->config.argv,
+                .working_directory = e->config.working_directory,
+                .background = e->config.background,
+                .started_at = e->started_at,
+                .ended_at = e->ended_at,
+                .exit_status = r->exit_status,
+                .exit_code = r->exit_code,
+                .signal = r->signal,
+                .timed_out = r->timed_out,
+                .oom_killed = r->oom_killed,
+                .truncated = r->truncated,
+                .cpu_usec = r->cpu_usec,
+                .cgroup_cpu_nsec = e->cgroup_cpu,
+                .cgroup_memory_peak = e->cgroup_memory_peak,
+                .stdout_bytes = r->out.total,
+                .stderr_bytes = r->err.total,
+                .stdout_excerpt = r->out.data,
+                .stdout_excerpt_size = MIN(r->out.size, (size_t) RECORDER_EXCERPT_MAX),
+                .stderr_excerpt = r->err.data,
+                .stderr_excerpt_size = MIN(r->err.size, (size_t) RECORDER_EXCERPT_MAX),
+        }, m->hooks.userdata);
+}
+
 static void exec_deliver_now(Exec *e) {
         exec_callback_t cb = e->cb;
 
         e->cb = NULL;
         cb(e, &e->result, NULL, e->userdata);
+        /* The caller has its answer; the record (a format and a write(2)) is not on the
+         * way to it. */
+        if (e->sandbox)
+                exec_record(e, e->sandbox);
         exec_free(e);
 }
 
@@ -227,57 +290,11 @@ static void exec_deliver(Exec *e) {
                 return;
         }
         /* An ephemeral sandbox answers once it is gone, so that nothing of it is left
-         * when the caller sees the result. */
+         * when the caller sees the result. Its record goes first, while the sandbox is. */
+        exec_record(e, s);
         exec_unlink(e);
         if (sandbox_destroy(s, on_ephemeral_destroyed, e) < 0)
                 exec_deliver_now(e);
-}
-
-static uint64_t realtime_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
-
-/* The record of e: what ran, how it ended, what the unit's cgroup accounted meanwhile. */
-static void exec_record(Exec *e) {
-        Manager *m = e->sandbox->manager;
-        const ExecResult *r = &e->result;
-        uint64_t cpu = 0, peak = 0;
-
-        if (!m->hooks.exec_record)
-                return;
-        if (e->sandbox->cgroup) {
-                if (cgroup_read_cpu_nsec(e->sandbox->cgroup, &cpu) >= 0)
-                        cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
-                (void) cgroup_read_memory_peak(e->sandbox->cgroup, &peak);
-        }
-        m->hooks.exec_record(&(ExecRecordEvent) {
-                .sandbox_id = e->sandbox->id,
-                .exec_id = e->id,
-                .owner = e->sandbox->owner,
-                .caller = e->config.caller,
-                .argv = e->config.argv,
-                .working_directory = e->config.working_directory,
-                .background = e->config.background,
-                .started_at = e->started_at,
-                .ended_at = realtime_usec(),
-                .exit_status = r->exit_status,
-                .exit_code = r->exit_code,
-                .signal = r->signal,
-                .timed_out = r->timed_out,
-                .oom_killed = r->oom_killed,
-                .truncated = r->truncated,
-                .cpu_usec = r->cpu_usec,
-                .cgroup_cpu_nsec = cpu,
-                .cgroup_memory_peak = peak,
-                .stdout_bytes = r->out.total,
-                .stderr_bytes = r->err.total,
-                .stdout_excerpt = r->out.data,
-                .stdout_excerpt_size = MIN(r->out.size, (size_t) RECORDER_EXCERPT_MAX),
-                .stderr_excerpt = r->err.data,
-                .stderr_excerpt_size = MIN(r->err.size, (size_t) RECORDER_EXCERPT_MAX),
-        }, m->hooks.userdata);
 }
 
 static void exec_complete(Exec *e, const struct agent_exit *x) {
@@ -292,11 +309,12 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
 
         exec_result_from_exit(&e->result, x, e->timed_out, exec_read_oom_kills(e) > e->oom_kills_before);
         e->exited = true;
-        exec_record(e);
+        exec_record_take(e);
         if (!e->config.background) {
                 exec_deliver(e);
                 return;
         }
+        exec_record(e, e->sandbox);
 
         /* A background process: kept, with its result, among the finished (bounded). */
         Sandbox *s = e->sandbox;
@@ -459,9 +477,11 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 goto fail;
 
         e->oom_kills_before = exec_read_oom_kills(e);
-        e->started_at = realtime_usec();
-        if (s->cgroup)
-                (void) cgroup_read_cpu_nsec(s->cgroup, &e->cgroup_cpu_before);
+        if (m->hooks.exec_record) {
+                e->started_at = realtime_usec();
+                if (s->cgroup)
+                        (void) cgroup_read_cpu_nsec(s->cgroup, &e->cgroup_cpu_before);
+        }
 
         if (e->config.tty) {
                 struct agent_winsize ws = { .rows = e->config.tty_rows ?: 24, .cols = e->config.tty_cols ?: 80 };

@@ -20,15 +20,48 @@
  * long, and sandboxd's shutdown at most this long. */
 #define DB_TIMEOUT_SEC 5U
 #define PRUNE_BATCH 5000U
+/* Executions go in as multi-row INSERTs of 2, 4, … EXEC_ROWS_MAX rows: one statement (one
+ * round trip, one parse and table open on the server) for many records. */
+#define EXEC_COLUMNS 23U
+#define EXEC_ROWS_LOG2_MAX 5U
+#define EXEC_ROWS_MAX (1U << EXEC_ROWS_LOG2_MAX)
+#define PARAMS_MAX (EXEC_COLUMNS * EXEC_ROWS_MAX)
 
 static void mysql_stmt_closep(MYSQL_STMT **st) {
         if (*st)
                 mysql_stmt_close(*st);
 }
 
+/* Parameters for one statement; the values live here until it has run. Sized for the
+ * largest statement, a multi-row INSERT of EXEC_ROWS_MAX executions; one per connection. */
+typedef struct Params {
+        MYSQL_BIND bind[PARAMS_MAX];
+        uint64_t u64[PARAMS_MAX];
+        int32_t i32[PARAMS_MAX];
+        signed char b[PARAMS_MAX];
+        unsigned long len[PARAMS_MAX];
+        my_bool null[PARAMS_MAX];
+        void *owned[PARAMS_MAX];
+        size_t n, n_owned;
+} Params;
+
+static Params *params_reset(Params *p) {
+        for (size_t i = 0; i < p->n_owned; i++)
+                free(p->owned[i]);
+        p->n = p->n_owned = 0;
+        return p;
+}
+
+static void params_own(Params *p, void *data) {
+        assert(p->n_owned < ELEMENTSOF(p->owned));
+        p->owned[p->n_owned++] = data;
+}
+
 struct RecorderDB {
         MYSQL *mysql;
-        MYSQL_STMT *insert_sandbox, *insert_exec, *insert_template;
+        MYSQL_STMT *insert_sandbox, *insert_template;
+        MYSQL_STMT *insert_exec[EXEC_ROWS_LOG2_MAX + 1];  /* [i]: 2^i rows, prepared when first needed */
+        Params *params;
         char error[512];
 };
 
@@ -110,8 +143,8 @@ static const char sql_insert_exec[] =
         "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, caller_uid, argv, cwd,"
         " background, started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out,"
         " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, stdout_bytes,"
-        " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq) VALUES ";
+static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 static const char sql_insert_template[] =
         "INSERT INTO templates (name, payload, description, loaded_usec) VALUES (?, ?, ?, ?)"
@@ -163,8 +196,11 @@ RecorderDB *recorder_db_free(RecorderDB *db) {
                 return NULL;
         if (db->insert_sandbox)
                 mysql_stmt_close(db->insert_sandbox);
-        if (db->insert_exec)
-                mysql_stmt_close(db->insert_exec);
+        for (size_t i = 0; i < ELEMENTSOF(db->insert_exec); i++)
+                if (db->insert_exec[i])
+                        mysql_stmt_close(db->insert_exec[i]);
+        if (db->params)
+                free(params_reset(db->params));
         if (db->insert_template)
                 mysql_stmt_close(db->insert_template);
         if (db->mysql)
@@ -196,9 +232,10 @@ int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_
         db = calloc(1, sizeof(RecorderDB));
         if (!db)
                 return -ENOMEM;
+        db->params = calloc(1, sizeof(Params));
         db->mysql = mysql_init(NULL);
-        if (!db->mysql) {
-                free(db);
+        if (!db->params || !db->mysql) {
+                recorder_db_free(db);
                 return -ENOMEM;
         }
         (void) mysql_options(db->mysql, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
@@ -241,23 +278,6 @@ static uint64_t now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
-
-/* Parameters for one statement; the values live here until it has run. */
-typedef struct Params {
-        MYSQL_BIND bind[32];
-        uint64_t u64[32];
-        int32_t i32[32];
-        signed char b[32];
-        unsigned long len[32];
-        my_bool null[32];
-        void *owned[32];
-        size_t n, n_owned;
-} Params;
-
-static void params_done(Params *p) {
-        for (size_t i = 0; i < p->n_owned; i++)
-                free(p->owned[i]);
 }
 
 static MYSQL_BIND *param_next(Params *p) {
@@ -322,7 +342,7 @@ static int param_text(Params *p, const char *s, size_t size) {
                 r = utf8_sanitize(s, size, &t, &l);
                 if (r < 0)
                         return r;
-                p->owned[p->n_owned++] = t;
+                params_own(p, t);
         }
         MYSQL_BIND *b = param_next(p);
         b->buffer_type = MYSQL_TYPE_STRING;
@@ -345,6 +365,30 @@ static int execute(RecorderDB *db, MYSQL_STMT *st, Params *p, const char *what) 
                 return db_fail_stmt(db, st, what);
         if (mysql_stmt_execute(st) != 0)
                 return db_fail_stmt(db, st, what);
+        return 0;
+}
+
+/* The statement that inserts 2^log2 executions at once. */
+static int exec_statement(RecorderDB *db, unsigned log2, MYSQL_STMT **ret) {
+        _cleanup_free_ char *sql = NULL;
+        size_t rows = 1U << log2, size;
+        char *q;
+        int r;
+
+        assert(log2 < ELEMENTSOF(db->insert_exec));
+        if (!db->insert_exec[log2]) {
+                size = sizeof(sql_insert_exec) + rows * sizeof(sql_insert_exec_row);
+                sql = malloc(size);
+                if (!sql)
+                        return -ENOMEM;
+                q = stpcpy(sql, sql_insert_exec);
+                for (size_t i = 0; i < rows; i++)
+                        q = stpcpy(stpcpy(q, i > 0 ? "," : ""), sql_insert_exec_row);
+                r = prepare(db, sql, &db->insert_exec[log2]);
+                if (r < 0)
+                        return r;
+        }
+        *ret = db->insert_exec[log2];
         return 0;
 }
 
@@ -393,8 +437,9 @@ int recorder_db_migrate(RecorderDB *db) {
 
         if (!db->insert_sandbox) {
                 r = prepare(db, sql_insert_sandbox, &db->insert_sandbox);
+                MYSQL_STMT *unused;
                 if (r >= 0)
-                        r = prepare(db, sql_insert_exec, &db->insert_exec);
+                        r = exec_statement(db, 0, &unused);
                 if (r >= 0)
                         r = prepare(db, sql_insert_template, &db->insert_template);
                 if (r < 0)
@@ -420,11 +465,12 @@ void recorder_db_rollback(RecorderDB *db) {
         (void) mysql_rollback(db->mysql);
 }
 
-static int apply_exec(RecorderDB *db, json_object *o, Params *p) {
+/* Appends one execution's EXEC_COLUMNS parameters to p. */
+static int exec_params(json_object *o, Params *p) {
         json_object *argv;
         const char *argv_json = "[]", *cwd;
         size_t argv_size = 2, cwd_size;
-        _cleanup_free_ void *out = NULL, *err = NULL;
+        void *out = NULL, *err = NULL;
         size_t out_size = 0, err_size = 0;
         size_t sb_size;
         const char *sb;
@@ -442,7 +488,11 @@ static int apply_exec(RecorderDB *db, json_object *o, Params *p) {
         cwd = spool_get_string(o, "cwd", &cwd_size);
         r = spool_get_hex(o, "stdout", &out, &out_size);
         if (r >= 0)
+                params_own(p, out);
+        if (r >= 0)
                 r = spool_get_hex(o, "stderr", &err, &err_size);
+        if (r >= 0)
+                params_own(p, err);
         if (r < 0)
                 return r == -ENOMEM ? r : -EBADMSG;
 
@@ -471,7 +521,25 @@ static int apply_exec(RecorderDB *db, json_object *o, Params *p) {
         param_blob(p, out, out_size, false);
         param_blob(p, err, err_size, false);
         param_u64(p, spool_get_u64(o, "seq"));
-        return execute(db, db->insert_exec, p, "INSERT INTO executions");
+        return 0;
+}
+
+/* Inserts 2^log2 executions with one statement. */
+static int apply_execs(RecorderDB *db, json_object **records, unsigned log2) {
+        Params *p = params_reset(db->params);
+        MYSQL_STMT *st;
+        int r;
+
+        for (size_t i = 0; i < (1U << log2); i++) {
+                r = exec_params(records[i], p);
+                if (r < 0)
+                        return r;
+        }
+        assert(p->n == EXEC_COLUMNS << log2);
+        r = exec_statement(db, log2, &st);
+        if (r < 0)
+                return r;
+        return execute(db, st, p, "INSERT INTO executions");
 }
 
 static int apply_sandbox(RecorderDB *db, json_object *o, Params *p) {
@@ -520,21 +588,71 @@ static int apply_template(RecorderDB *db, json_object *o, Params *p) {
         return execute(db, db->insert_template, p, "INSERT INTO templates");
 }
 
-int recorder_db_apply(RecorderDB *db, json_object *record) {
-        Params p = {};
+static bool is_exec(json_object *record) {
+        return streq_ptr(spool_get_string(record, "type", NULL), "exec");
+}
+
+static int apply_one(RecorderDB *db, json_object *record, recorder_db_bad_t bad, void *userdata) {
         const char *type = spool_get_string(record, "type", NULL);
+        Params *p = params_reset(db->params);
         int r;
 
-        if (streq(type, "exec"))
-                r = apply_exec(db, record, &p);
-        else if (streq(type, "sandbox"))
-                r = apply_sandbox(db, record, &p);
-        else if (streq(type, "template"))
-                r = apply_template(db, record, &p);
+        if (streq_ptr(type, "exec"))
+                r = apply_execs(db, &record, 0);
+        else if (streq_ptr(type, "sandbox"))
+                r = apply_sandbox(db, record, p);
+        else if (streq_ptr(type, "template"))
+                r = apply_template(db, record, p);
         else
                 r = 0;  /* a record type of a newer sandboxd: nothing to do here */
-        params_done(&p);
+        params_reset(p);
+        if (r == -EBADMSG) {
+                /* This record can never be stored; it stays in the spool. */
+                if (bad)
+                        bad(record, db->error, userdata);
+                r = 0;
+        }
         return r;
+}
+
+int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_db_bad_t bad, void *userdata) {
+        size_t i = 0;
+        int r;
+
+        while (i < n) {
+                size_t run = 0;
+
+                while (i + run < n && is_exec(records[i + run]))
+                        run++;
+                if (run < 2) {
+                        r = apply_one(db, records[i], bad, userdata);
+                        if (r < 0)
+                                return r;
+                        i++;
+                        continue;
+                }
+                /* A run of executions: in statements of the largest power of two of rows
+                 * that fits. One row the server refuses fails its statement (and only that
+                 * statement: the transaction goes on); then its rows go in one by one. */
+                unsigned log2 = EXEC_ROWS_LOG2_MAX;
+                while ((1U << log2) > run)
+                        log2--;
+                size_t rows = 1U << log2;
+                r = apply_execs(db, records + i, log2);
+                params_reset(db->params);
+                if (r == -EBADMSG)
+                        for (size_t j = 0; r == -EBADMSG && j < rows; j++) {
+                                int k = apply_one(db, records[i + j], bad, userdata);
+                                if (k < 0)
+                                        r = k;
+                        }
+                if (r == -EBADMSG)
+                        r = 0;
+                if (r < 0)
+                        return r;
+                i += rows;
+        }
+        return 0;
 }
 
 int recorder_db_prune(RecorderDB *db, uint64_t before_usec) {
@@ -546,9 +664,9 @@ int recorder_db_prune(RecorderDB *db, uint64_t before_usec) {
                 if (r < 0)
                         return r;
                 for (;;) {
-                        Params p = {};
-                        param_u64(&p, before_usec);
-                        r = execute(db, st, &p, "DELETE");
+                        Params *p = params_reset(db->params);
+                        param_u64(p, before_usec);
+                        r = execute(db, st, p, "DELETE");
                         if (r < 0)
                                 return -EAGAIN;
                         my_ulonglong n = mysql_stmt_affected_rows(st);

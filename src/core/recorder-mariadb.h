@@ -30,8 +30,11 @@ int recorder_db_begin(RecorderDB *db);
 int recorder_db_commit(RecorderDB *db);
 void recorder_db_rollback(RecorderDB *db);
 
-/* One spool record (spool_line_parse()): INSERT … ON DUPLICATE KEY UPDATE / INSERT IGNORE. */
-int recorder_db_apply(RecorderDB *db, json_object *record);
+/* Spool records (spool_line_parse()), in order: INSERT … ON DUPLICATE KEY UPDATE / INSERT
+ * IGNORE; runs of executions as multi-row INSERTs. A record the schema refuses (it never
+ * can be stored) is passed to bad, with the reason, and skipped. */
+typedef void (*recorder_db_bad_t)(json_object *record, const char *why, void *userdata);
+int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_db_bad_t bad, void *userdata);
 
 /* Deletes rows that ended before before_usec, in small transactions. */
 int recorder_db_prune(RecorderDB *db, uint64_t before_usec);

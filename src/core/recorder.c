@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@
 #define COALESCE_USEC (100ULL * 1000)
 #define RETENTION_INTERVAL_USEC (3600ULL * 1000 * 1000)
 #define PASSWORD_MAX 4096
+#define WRITER_NICE_INCREMENT 10
 
 typedef struct Writer Writer;
 
@@ -376,6 +378,12 @@ static int writer_connect(Writer *w) {
         return 0;
 }
 
+static void log_bad_record(json_object *record, const char *why, void *userdata) {
+        /* It stays in the spool. */
+        log_error("Record %llu of the spool cannot be stored in MariaDB, skipping it: %s",
+                  (unsigned long long) spool_get_u64(record, "seq"), why);
+}
+
 /* Replays one batch; returns > 0 if it did something, 0 if there was nothing to do. */
 static int writer_replay(Writer *w) {
         int k;
@@ -407,16 +415,8 @@ static int writer_replay(Writer *w) {
         }
 
         k = recorder_db_begin(w->db);
-        for (size_t i = 0; k >= 0 && i < w->n_batch; i++) {
-                k = recorder_db_apply(w->db, w->batch[i]);
-                if (k == -EBADMSG) {
-                        /* This record can never be stored; it stays in the spool. */
-                        log_error("Record %llu of the spool cannot be stored in MariaDB, skipping it: %s",
-                                  (unsigned long long) spool_get_u64(w->batch[i], "seq"),
-                                  recorder_db_error(w->db));
-                        k = 0;
-                }
-        }
+        if (k >= 0)
+                k = recorder_db_apply(w->db, w->batch, w->n_batch, log_bad_record, NULL);
         if (k >= 0)
                 k = recorder_db_commit(w->db);
         if (k < 0) {
@@ -551,6 +551,13 @@ static void *writer_thread(void *userdata) {
         bool again = true;    /* the spool may hold more than was replayed, or a retry is due */
 
         mysql_thread_init();
+        /* Records are never urgent: the thread yields to the event loop (and to what the
+         * sandboxes run) whenever both want a CPU. A name for top -H and /proc. */
+        (void) pthread_setname_np(pthread_self(), "sandboxd-record");
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t) gettid());
+        if (errno == 0 && setpriority(PRIO_PROCESS, (id_t) gettid(), MIN(nice + WRITER_NICE_INCREMENT, 19)) < 0)
+                log_debug("Failed to lower the priority of the record writer, ignoring: %m");
         w->next_retention = now_usec(CLOCK_MONOTONIC) + 10ULL * 1000 * 1000;
 
         for (;;) {

@@ -35,8 +35,14 @@ struct Exec {
         bool timed_out;
         bool exited;          /* result is final, waiting only to be delivered */
         pid_t pid;            /* inside the sandbox, from the agent's "started" */
-        uint64_t started_at;  /* µs CLOCK_REALTIME, for the record */
+        /* For the record (only while recording): taken when the exec starts and ends; the
+         * record itself is written after the caller has its answer. */
+        uint64_t started_at;  /* µs CLOCK_REALTIME */
+        uint64_t ended_at;
         uint64_t cgroup_cpu_before;
+        uint64_t cgroup_cpu;  /* the unit's CPU time while it ran */
+        uint64_t cgroup_memory_peak;
+        bool record_pending;
         ExecResult result;
         struct ExecWaiter *waiters;
         exec_callback_t cb;

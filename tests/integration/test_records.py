@@ -20,6 +20,7 @@ import harness  # noqa: E402
 S = None
 _owned = False
 MiB = 1024 * 1024
+SPOOL_FILE = "records.jsonl"   # SPOOL_FILE in src/core/recorder-spool.h
 
 
 def setUpModule():
@@ -196,6 +197,44 @@ class WithMariaDB(Base):
         self.assertEqual(json.loads(r['argv']), ['sh', '-c', script, evil])
         self.assertEqual(self.db.sql("SELECT COUNT(*) FROM information_schema.tables "
                                      "WHERE table_schema = 'sandboxd' AND table_name = 'executions'"), [['1']])
+
+    def test_unstorable_record_in_a_run(self):
+        """Executions go in as multi-row INSERTs; one record in such a run that can never be
+        stored (here: an excerpt that is not hex) costs only itself: the rest of the run is
+        stored, it is logged and skipped, and nothing is written twice."""
+        spool = S.path(f'{S.state_dir}/spool/{SPOOL_FILE}')
+        S.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
+        with open(spool, 'rb') as f:
+            last = json.loads(f.read().rstrip(b'\n').rsplit(b'\n', 1)[-1])['seq']
+        sid = 'feed%012x' % (last & 0xffffffffffff)
+        now = int(time.time() * 1e6)
+        lines = []
+        for i in range(1, 8):
+            rec = {'seq': last + i, 'type': 'exec', 'time': now, 'argv': ['echo', str(i)], 'sandbox': sid,
+                   'exec': i, 'owner': 0, 'caller': 0, 'cwd': '/work', 'background': False,
+                   'started': now, 'ended': now, 'exit_status': 0, 'exit_code': 0, 'signal': 0,
+                   'timed_out': False, 'oom_killed': False, 'truncated': False, 'cpu_usec': 1,
+                   'cgroup_cpu_nsec': 1, 'memory_peak': 1, 'stdout_bytes': 2, 'stderr_bytes': 0,
+                   'stdout': f'{i}\n'.encode().hex(), 'stderr': ''}
+            if i == 3:
+                rec['stdout'] = 'not hex'
+            lines.append(json.dumps(rec) + '\n')
+        with open(spool, 'a') as f:
+            f.write(''.join(lines))
+        since = time.time()
+        S.start_daemon()
+        rows = self.rows(sid, n=6)
+        time.sleep(1)   # anything doubled or late would show now
+        rows = self.rows(sid, n=6)
+        self.assertEqual([int(r['exec_id']) for r in rows], [1, 2, 4, 5, 6, 7])
+        self.assertEqual([bytes.fromhex(r['HEX(stdout_excerpt)']).decode() for r in rows],
+                         [f'{i}\n' for i in (1, 2, 4, 5, 6, 7)])
+        self.assertIn(f'Record {last + 3} of the spool cannot be stored in MariaDB, skipping it',
+                      S.journal(since=since))
+        # sandboxd writes on after it: a new execution is recorded.
+        new = self.create()
+        self.ok(self.exec(new, 'true'))
+        self.rows(new)
 
     def test_outage(self):
         """mariadbd killed and restarted while execs run: none fails or stalls, every one is
