@@ -73,9 +73,11 @@ typedef struct TemplateRecordEvent {
 #define RECORDER_EXCERPT_MAX 4096U
 #define RECORDER_LIST_LIMIT_DEFAULT 100U
 #define RECORDER_LIST_LIMIT_MAX 10000U
-/* ListExecutions reads the spool backwards, at most this much per call, so that a query
- * never holds the event loop for long (a few ms per MiB). */
+/* ListExecutions reads the spool backwards, at most this much per query, to bound the
+ * work one query costs (a few ms of CPU per MiB). */
 #define RECORDER_LIST_SCAN_MAX (16U * 1024 * 1024)
+/* Queries run on threads of their own, at most this many at a time. */
+#define RECORDER_LIST_QUERIES_MAX 4U
 
 int recorder_settings_init(RecorderSettings *s);
 void recorder_settings_done(RecorderSettings *s);
@@ -84,9 +86,12 @@ void recorder_settings_done(RecorderSettings *s);
  * PasswordFile=. Errors are logged with file:line. */
 int recorder_settings_load(RecorderSettings *s, const char *path);
 
+/* event: the loop that queries report back to (recorder_list_executions()). */
 int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **ret);
 /* Stops the writer thread (it finishes the statement under way, bounded by the
- * connection's timeouts); what it had not replayed stays in the spool for the next start. */
+ * connection's timeouts); what it had not replayed stays in the spool for the next start.
+ * Queries under way are stopped and their callbacks called with -ECANCELED. Call it on
+ * the event loop's thread. */
 Recorder *recorder_free(Recorder *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Recorder *, recorder_free);
 
@@ -105,13 +110,32 @@ typedef struct ExecutionFilter {
         unsigned limit;           /* 0: RECORDER_LIST_LIMIT_DEFAULT */
 } ExecutionFilter;
 
-/* Appends the matching executions to reply in the signature ListExecutions documents in
- * sandboxd-api(7), newest first. Answered from the local spool, which holds every record
- * whether or not MariaDB is reachable. */
-int recorder_list_executions(Recorder *r, const ExecutionFilter *f, sd_bus_message *reply);
+/* One execution as ListExecutions returns it (sandboxd-api(7)). The strings are UTF-8
+ * without NULs: what is not is shown with U+FFFD (a NUL as '?'). */
+typedef struct ExecutionRecord {
+        char *sandbox_id;
+        uint64_t exec_id;
+        uid_t owner;
+        uid_t caller;
+        char **argv;
+        char *working_directory;  /* "" = the default */
+        uint64_t started_at, ended_at;  /* µs CLOCK_REALTIME */
+        int exit_status, exit_code, signal;
+        bool timed_out, oom_killed;
+        uint64_t cpu_usec;
+        uint64_t cgroup_cpu_nsec;
+        uint64_t cgroup_memory_peak;
+        uint64_t stdout_bytes, stderr_bytes;
+} ExecutionRecord;
 
-/* One execution in ListExecutions' reply: sandbox id, exec id, owner, caller, argv,
- * working directory ("" = the default), started, ended (µs), exit status, exit code,
- * signal, timed out, OOM killed, CPU µs (rusage), cgroup CPU ns, cgroup memory peak,
- * stdout bytes, stderr bytes. */
-#define RECORDER_EXECUTION_SIGNATURE "(stuuassttiiibbttttt)"
+/* error < 0, or the executions, newest first; they are the recorder's and go when this
+ * returns. */
+typedef void (*recorder_list_callback_t)(int error, const ExecutionRecord *records, size_t n, void *userdata);
+
+/* Looks up the matching executions in the local spool, which holds every record whether
+ * or not MariaDB is reachable. Returns at once: the spool is read on a thread of the
+ * query's own, and callback is called on the event loop when it is done, exactly once
+ * (with -ECANCELED from recorder_free(), which it must not re-enter). -EBUSY:
+ * RECORDER_LIST_QUERIES_MAX queries are under way; callback is not called on failure. */
+int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_list_callback_t callback,
+                             void *userdata);

@@ -93,15 +93,46 @@ static int read_filter(sd_bus_message *m, ListExecutionsRequest *l, sd_bus_error
         return 0;
 }
 
-static void list_executions_reply(ListExecutionsRequest *l, bool all) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+static int append_execution(sd_bus_message *m, const ExecutionRecord *e) {
         int r;
 
-        /* Without "manage", a caller sees the executions in its sandboxes and its own. */
-        l->filter.any_owner = all;
-        r = sd_bus_message_new_method_return(l->call, &reply);
+        r = sd_bus_message_open_container(m, 'r', "stuuassttiiibbttttt");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "stuu", e->sandbox_id, e->exec_id, (uint32_t) e->owner, (uint32_t) e->caller);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append_strv(m, e->argv);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "sttiiibbttttt",
+                                  e->working_directory, e->started_at, e->ended_at,
+                                  (int32_t) e->exit_status, (int32_t) e->exit_code, (int32_t) e->signal,
+                                  (int) e->timed_out, (int) e->oom_killed,
+                                  e->cpu_usec, e->cgroup_cpu_nsec, e->cgroup_memory_peak,
+                                  e->stdout_bytes, e->stderr_bytes);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(m);
+}
+
+static void on_executions_listed(int error, const ExecutionRecord *records, size_t n, void *userdata) {
+        _cleanup_(list_request_freep) ListExecutionsRequest *l = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r = error;
+
+        /* sandboxd is stopping: no answer; the bus replies NoReply once we are gone. */
+        if (r == -ECANCELED)
+                return;
+
         if (r >= 0)
-                r = recorder_list_executions(the_recorder, &l->filter, reply);
+                r = sd_bus_message_new_method_return(l->call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', RECORDER_EXECUTION_SIGNATURE);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = append_execution(reply, &records[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
         if (r < 0) {
@@ -110,14 +141,38 @@ static void list_executions_reply(ListExecutionsRequest *l, bool all) {
         }
 }
 
+/* The spool is read off the event loop; on_executions_listed() answers. */
+static int list_executions_start(ListExecutionsRequest *l, bool all, sd_bus_error *error) {
+        int r;
+
+        /* Without "manage", a caller sees the executions in its sandboxes and its own. */
+        l->filter.any_owner = all;
+        r = recorder_list_executions(the_recorder, &l->filter, on_executions_listed, l);
+        if (r == -EBUSY)
+                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
+                                          "%u queries of the record are under way already, try again.",
+                                          RECORDER_LIST_QUERIES_MAX);
+        return r;
+}
+
 static void on_list_executions_authorized(int authorized, const sd_bus_error *error, void *userdata) {
         _cleanup_(list_request_freep) ListExecutionsRequest *l = userdata;
+        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r;
 
         if (!the_recorder) {
                 (void) sd_bus_reply_method_errorf(l->call, SD_BUS_ERROR_NOT_SUPPORTED, "Recording is off.");
                 return;
         }
-        list_executions_reply(l, authorized > 0);
+        r = list_executions_start(l, authorized > 0, &e);
+        if (r >= 0) {
+                TAKE_PTR(l);
+                return;
+        }
+        if (sd_bus_error_is_set(&e))
+                bus_reply_error(l->call, &e);
+        else
+                (void) sd_bus_reply_method_errno(l->call, r, NULL);
 }
 
 int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -139,7 +194,10 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
         if (r < 0)
                 return r;
         if (l->filter.uid == 0) {
-                list_executions_reply(l, true);
+                r = list_executions_start(l, true, error);
+                if (r < 0)
+                        return r;
+                TAKE_PTR(l);
                 return 1;
         }
 

@@ -8,6 +8,7 @@ Run through tests/integration/run.py, or: python3 tests/integration/run.py test_
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -15,6 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import busclient  # noqa: E402
 import harness  # noqa: E402
 
 S = None
@@ -365,6 +367,186 @@ class WithoutMariaDB(Base):
             self.assertIn('off', cp.stderr)
         finally:
             S.configure_daemon('[Recording]\nSpoolDirectory=/run/sandboxd-test-state/spool-only\n')
+
+
+def exec_line(seq, sid, exec_id, owner, caller, ended, argv, cwd='', exit_status=0):
+    """One exec record as the spool holds it (recorder-spool.c, spool_format_exec())."""
+    return json.dumps({
+        'seq': seq, 'type': 'exec', 'time': ended, 'argv': argv, 'sandbox': sid, 'exec': exec_id,
+        'owner': owner, 'caller': caller, 'cwd': cwd, 'background': False, 'started': ended - 1000,
+        'ended': ended, 'exit_status': exit_status, 'exit_code': exit_status, 'signal': 0, 'timed_out': False,
+        'oom_killed': False, 'truncated': False, 'cpu_usec': 7, 'cgroup_cpu_nsec': 8000, 'memory_peak': MiB,
+        'stdout_bytes': 3, 'stderr_bytes': 0, 'stdout': '6f6b0a', 'stderr': ''},
+        separators=(',', ':')).encode() + b'\n'
+
+
+class WithBigSpool(Base):
+    """A spool larger than ListExecutions reads (RECORDER_LIST_SCAN_MAX, 16 MiB), written
+    before sandboxd starts: the query reads it off the event loop, and answers as before."""
+
+    SPOOL = '/run/sandboxd-test-state/spool-big'
+    BASE = 1700000000 * 10**6      # µs; the recent execs are one second apart from here
+    KINDS = (('big-a', 1000, 1000), ('big-b', 2000, 2000), ('big-c', 0, 65534))  # sandbox, owner, caller
+    N_RECENT = 180
+
+    @classmethod
+    def setUpClass(cls):
+        # The oldest record, then some 20 MiB of someone else's, then N_RECENT in three
+        # sandboxes: the newest ones, which every filter below finds.
+        cls.recent = []
+        lines = [exec_line(1, 'big-old', 1, 0, 0, cls.BASE - 10**9, ['echo', 'old'])]
+        filler = ['sh', '-c', 'echo ' + 'x' * 300]
+        for i in range(45000):
+            lines.append(exec_line(len(lines) + 1, 'filler', i + 1, 3000, 3000, cls.BASE - 10**8 + i, filler))
+        for i in range(cls.N_RECENT):
+            sid, owner, caller = cls.KINDS[i % 3]
+            e = {'sandbox': sid, 'exec': i // 3 + 1, 'owner': owner, 'caller': caller,
+                 'ended': cls.BASE + i * 10**6, 'argv': ['echo', str(i)], 'exit_status': i % 7}
+            cls.recent.append(e)
+            lines.append(exec_line(len(lines) + 1, sid, e['exec'], owner, caller, e['ended'], e['argv'],
+                                   cwd='/w/@', exit_status=e['exit_status']))
+        # Bytes that are not UTF-8 go through the spool verbatim; the reply shows U+FFFD.
+        lines[-1] = lines[-1].replace(b'/w/@', b'/w/\xff')
+        data = b''.join(lines)
+        assert len(data) > 20 * MiB, len(data)
+        os.makedirs(S.path(cls.SPOOL), mode=0o700, exist_ok=True)
+        with open(S.path(cls.SPOOL + '/records.jsonl'), 'wb') as f:
+            f.write(data)
+        S.configure_daemon(f'[Recording]\nSpoolDirectory={cls.SPOOL}\n')
+
+    @classmethod
+    def tearDownClass(cls):
+        S.configure_daemon(None)
+        shutil.rmtree(S.path(cls.SPOOL), ignore_errors=True)
+
+    def list_executions(self, *filter_args):
+        n = len(filter_args) // 3
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ListExecutions', 'a{sv}', str(n), *filter_args)
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return data[0]
+
+    def expect(self, match, limit=100):
+        """(sandbox, exec id) of the recent execs that match, newest first."""
+        return [(e['sandbox'], e['exec']) for e in reversed(self.recent) if match(e)][:limit]
+
+    def test_filters(self):
+        ids = lambda rows: [(r[0], r[1]) for r in rows]  # noqa: E731
+
+        self.assertEqual(ids(self.list_executions()), self.expect(lambda e: True))
+        self.assertEqual(ids(self.list_executions('SandboxId', 's', 'big-a')),
+                         self.expect(lambda e: e['sandbox'] == 'big-a'))
+        self.assertEqual(ids(self.list_executions('Owner', 'u', '2000')),
+                         self.expect(lambda e: e['owner'] == 2000))
+        since = self.recent[150]['ended'] - 1000   # started at or after the 151st
+        self.assertEqual(ids(self.list_executions('Since', 't', str(since), 'Limit', 'u', '1000')),
+                         self.expect(lambda e: e['ended'] - 1000 >= since))
+        self.assertEqual(len(self.expect(lambda e: e['ended'] - 1000 >= since)), 30)
+        self.assertEqual(ids(self.list_executions('SandboxId', 's', 'big-b', 'Limit', 'u', '5')),
+                         self.expect(lambda e: e['sandbox'] == 'big-b', limit=5))
+        # Past the newest 16 MiB: not read (MariaDB has it).
+        self.assertEqual(self.list_executions('SandboxId', 's', 'big-old'), [])
+
+        # The newest, field by field.
+        e = self.recent[-1]
+        self.assertEqual(self.list_executions('Limit', 'u', '1'),
+                         [[e['sandbox'], e['exec'], e['owner'], e['caller'], e['argv'], '/w/\ufffd',
+                           e['ended'] - 1000, e['ended'], e['exit_status'], e['exit_status'], 0, False, False,
+                           7, 8000, MiB, 3, 0]])
+
+        # Without "manage": what one started in someone's sandbox, nothing else.
+        cp = S.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
+                    S.paths.sandboxctl, 'history', '--json'])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual([(d['sandbox'], d['exec']) for d in reversed(json.loads(cp.stdout))],
+                         self.expect(lambda e: e['caller'] == 65534))
+
+    def test_loop_not_blocked(self):
+        """While ListExecutions reads the whole 16 MiB (no record matches), sandboxd answers
+        other calls: ListTemplates, on a second connection, returns again and again before
+        ListExecutions does. (With the scan on the event loop, none would.)"""
+        out = busclient.run_script(S, r"""
+import threading
+def manager_on_own_connection():
+    return dbus.Interface(dbus.SystemBus(private=True).get_object(BUS_NAME, MANAGER_PATH), MANAGER_IFACE)
+lister, other = manager_on_own_connection(), manager_on_own_connection()
+call(other, 'ListTemplates')
+listed = {}
+thread = threading.Thread(target=lambda: listed.update(
+    call(lister, 'ListExecutions', opts(SandboxId='no-such-sandbox'), timeout=120)))
+thread.start()
+time.sleep(0.05)   # ListExecutions is on its way first
+during = []
+while not listed:
+    r = call(other, 'ListTemplates')
+    if not listed:
+        during.append(r)
+thread.join()
+emit({'listed': listed, 'during': during})
+""")
+        listed, during = out['listed'], out['during']
+        self.assertEqual(listed.get('ok'), [], listed)
+        self.assertGreaterEqual(len(during), 3, f'sandboxd did not answer while ListExecutions ran: {out}')
+        for r in during:
+            self.assertIn('shell', [t[0] for t in r.get('ok', [])], r)
+        print(f'\n  ListExecutions over 16 MiB took {listed["seconds"] * 1000:.0f} ms; meanwhile '
+              f'{len(during)} ListTemplates, the slowest {max(r["seconds"] for r in during) * 1000:.0f} ms',
+              file=sys.stderr)
+
+
+    def test_too_many_queries(self):
+        """Twelve at once: four are answered at a time, the others are refused with Busy
+        (the first four each read 16 MiB, the rest arrive within milliseconds)."""
+        out = busclient.run_script(S, r"""
+import threading
+managers = [dbus.Interface(dbus.SystemBus(private=True).get_object(BUS_NAME, MANAGER_PATH), MANAGER_IFACE)
+            for _ in range(12)]
+results = [None] * len(managers)
+def ask(i):
+    results[i] = call(managers[i], 'ListExecutions', opts(SandboxId='no-such-sandbox'), timeout=120)
+threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(managers))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+emit({'results': results})
+""")['results']
+        ok = [r for r in out if 'ok' in r]
+        busy = [r for r in out if r.get('error') == 'io.sandboxd.Sandbox1.Busy']
+        self.assertEqual(len(ok) + len(busy), len(out), out)
+        self.assertTrue(all(r['ok'] == [] for r in ok), ok)
+        self.assertGreaterEqual(len(ok), 4, out)
+        self.assertGreaterEqual(len(busy), 1, out)
+        self.assertIn('try again', busy[0]['message'])
+        # Refused, not queued: sandboxd answers a later call.
+        self.assertEqual(self.list_executions('SandboxId', 's', 'big-a', 'Limit', 'u', '1'),
+                         [self.list_executions('Limit', 'u', '3')[2]])
+
+    def test_stop_while_listing(self):
+        """sandboxd stopped while a query reads the spool: it exits cleanly (under ASan: no
+        leak, no use after free), and the caller gets the answer or NoReply, not a hang."""
+        self.addCleanup(S.start_daemon)
+        out = busclient.run_script(S, r"""
+import subprocess, threading
+lister = manager()
+listed = {}
+thread = threading.Thread(target=lambda: listed.update(
+    call(lister, 'ListExecutions', opts(SandboxId='no-such-sandbox'), timeout=120)))
+thread.start()
+time.sleep(0.05)
+stop = subprocess.run(['systemctl', 'stop', 'sandboxd.service'], capture_output=True, text=True)
+thread.join()
+emit({'listed': listed, 'stop': [stop.returncode, stop.stderr]})
+""")
+        self.assertEqual(out['stop'][0], 0, out)
+        listed = out['listed']
+        self.assertTrue(listed.get('ok') == [] or listed.get('error') == 'org.freedesktop.DBus.Error.NoReply',
+                        listed)
+        status = S.show('sandboxd.service', 'Result', 'ExecMainStatus')
+        self.assertEqual((status['Result'], status['ExecMainStatus']), ('success', '0'),
+                         S.journal(units=('sandboxd.service',), since=time.time() - 60))
+        print(f'\n  stopped while listing: {listed.get("error") or "answered"}', file=sys.stderr)
 
 
 if __name__ == '__main__':

@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <systemd/sd-event.h>
 
 #include "macro.h"
 #include "recorder-spool.h"
 #include "recorder.h"
+#include "strv.h"
 
 static char *tmpdir;
 
@@ -305,11 +307,14 @@ static void test_recorder_spool_only(void **state) {
         uint64_t last;
         ExecRecordEvent ev;
         Recorder *r = NULL;
+        sd_event *e = NULL;
 
+        assert_int_equal(sd_event_new(&e), 0);
         snprintf(spool, sizeof(spool), "%s/spool/sub", tmpdir);
         s.spool_dir = spool;
+        assert_int_equal(recorder_new(NULL, &s, &r), -EINVAL);
         for (unsigned round = 0; round < 2; round++) {
-                assert_int_equal(recorder_new(NULL, &s, &r), 0);
+                assert_int_equal(recorder_new(e, &s, &r), 0);
                 for (unsigned i = 1; i <= 3; i++) {
                         make_exec(&ev, argv, i, 10 * i);
                         recorder_exec_event(r, &ev);
@@ -318,6 +323,7 @@ static void test_recorder_spool_only(void **state) {
                                                                   .payload = "bwrap", .created_at = 1 });
                 r = recorder_free(r);
         }
+        e = sd_event_unref(e);
         snprintf(path, sizeof(path), "%s/" SPOOL_FILE, spool);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         assert_true(fd >= 0);
@@ -328,6 +334,170 @@ static void test_recorder_spool_only(void **state) {
         assert_int_equal(all.n, 8);
         for (size_t i = 0; i < all.n; i++)
                 assert_true(all.seqs[i] == i + 1);
+}
+
+typedef struct Listed {
+        unsigned calls;
+        int error;
+        size_t n;
+        uint64_t exec_ids[16];
+        char *sandbox, *cwd;
+        char **argv;
+} Listed;
+
+static void listed_done(Listed *l) {
+        free(l->sandbox);
+        free(l->cwd);
+        strv_free(l->argv);
+}
+
+static void on_listed(int error, const ExecutionRecord *records, size_t n, void *userdata) {
+        Listed *l = userdata;
+
+        l->calls++;
+        l->error = error;
+        l->n = n;
+        for (size_t i = 0; i < MIN(n, ELEMENTSOF(l->exec_ids)); i++)
+                l->exec_ids[i] = records[i].exec_id;
+        if (n == 0)
+                return;
+        l->sandbox = strdup(records[0].sandbox_id);
+        l->cwd = strdup(records[0].working_directory);
+        l->argv = strv_copy(records[0].argv);
+}
+
+/* A recorder on an event loop of its own, spooling to tmpdir/name. */
+static Recorder *recorder_on_new_loop(const char *name, sd_event **ret_event) {
+        RecorderSettings s = { .enabled = true };
+        char spool[4096];
+        Recorder *r = NULL;
+
+        assert_int_equal(sd_event_new(ret_event), 0);
+        snprintf(spool, sizeof(spool), "%s/%s", tmpdir, name);
+        s.spool_dir = spool;
+        assert_int_equal(recorder_new(*ret_event, &s, &r), 0);
+        return r;
+}
+
+/* Starts a query and runs the loop until it answers. */
+static void list_wait(sd_event *e, Recorder *r, const ExecutionFilter *f, Listed *l) {
+        assert_int_equal(recorder_list_executions(r, f, on_listed, l), 0);
+        assert_int_equal(l->calls, 0);   /* never from within the call */
+        while (l->calls == 0)
+                assert_true(sd_event_run(e, 10ULL * 1000 * 1000) >= 0);
+        assert_int_equal(l->calls, 1);
+        assert_int_equal(l->error, 0);
+}
+
+/* The exec ids a query finds, newest first. */
+static size_t list_now(sd_event *e, Recorder *r, const ExecutionFilter *f, uint64_t *ret_ids) {
+        Listed l = {};
+
+        list_wait(e, r, f, &l);
+        memcpy(ret_ids, l.exec_ids, sizeof(l.exec_ids));
+        listed_done(&l);
+        return l.n;
+}
+
+#define assert_ids(e, r, f, ...)                                                        \
+        do {                                                                            \
+                const uint64_t _want[] = { __VA_ARGS__ };                               \
+                uint64_t _got[16] = {};                                                 \
+                assert_int_equal(list_now(e, r, f, _got), ELEMENTSOF(_want) - 1);       \
+                assert_memory_equal(_got, _want, sizeof(_want) - sizeof(uint64_t));     \
+        } while (0)
+
+/* ListExecutions' filters, answered from a thread, on the loop. */
+static void test_recorder_list(void **state) {
+        char *argv[] = { (char *) "echo", (char *) "\xc3\x28", NULL };
+        ExecRecordEvent ev;
+        sd_event *e = NULL;
+        Recorder *r = recorder_on_new_loop("spool-list", &e);
+        Listed l = {};
+
+        /* sb1: owner 1000, caller 1001, execs 1…3 ended at 10, 20, 30 (started 5 before). */
+        for (unsigned i = 1; i <= 3; i++) {
+                make_exec(&ev, argv, i, 10 * i);
+                recorder_exec_event(r, &ev);
+        }
+        recorder_sandbox_event(r, &(SandboxRecordEvent) { .sandbox_id = "sb2", .template_name = "t",
+                                                          .payload = "bwrap", .owner = 2000, .created_at = 35 });
+        make_exec(&ev, argv, 4, 40);
+        ev.sandbox_id = "sb2";
+        ev.owner = ev.caller = 2000;
+        recorder_exec_event(r, &ev);
+
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true }), 4, 3, 2, 1, 0);
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true, .sandbox_id = "sb1" }), 3, 2, 1, 0);
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true, .sandbox_id = "nope" }), 0);
+        assert_ids(e, r, &((ExecutionFilter) { .uid = 1001 }), 3, 2, 1, 0);      /* the caller */
+        assert_ids(e, r, &((ExecutionFilter) { .uid = 1000 }), 3, 2, 1, 0);      /* the owner */
+        assert_ids(e, r, &((ExecutionFilter) { .uid = 2000 }), 4, 0);
+        assert_ids(e, r, &((ExecutionFilter) { .uid = 5 }), 0);
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true, .owner_set = true, .owner = 2000 }), 4, 0);
+        assert_ids(e, r, &((ExecutionFilter) { .uid = 1000, .owner_set = true, .owner = 2000 }), 0);
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true, .since = 20 }), 4, 3, 0);
+        assert_ids(e, r, &((ExecutionFilter) { .any_owner = true, .limit = 2 }), 4, 3, 0);
+
+        /* The record's strings, as D-Bus takes them. */
+        list_wait(e, r, &((ExecutionFilter) { .any_owner = true, .limit = 1 }), &l);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.sandbox, "sb2");
+        assert_string_equal(l.cwd, "/work/\xef\xbf\xbd");
+        assert_int_equal(strv_length(l.argv), 2);
+        assert_string_equal(l.argv[0], "echo");
+        assert_string_equal(l.argv[1], "\xef\xbf\xbd(");
+        listed_done(&l);
+
+        r = recorder_free(r);
+        e = sd_event_unref(e);
+}
+
+/* At most RECORDER_LIST_QUERIES_MAX at a time; those under way when the recorder goes are
+ * answered -ECANCELED, and nothing leaks (ASan). */
+static void test_recorder_list_bounded(void **state) {
+        char *argv[] = { (char *) "true", NULL };
+        Listed l[RECORDER_LIST_QUERIES_MAX + 1] = {};
+        const ExecutionFilter f = { .any_owner = true };
+        ExecRecordEvent ev;
+        sd_event *e = NULL;
+        Recorder *r = recorder_on_new_loop("spool-bounded", &e);
+        unsigned answered;
+
+        for (unsigned i = 1; i <= 100; i++) {
+                make_exec(&ev, argv, i, 10 * i);
+                recorder_exec_event(r, &ev);
+        }
+
+        /* A query holds its place until the loop has taken its answer. */
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                assert_int_equal(recorder_list_executions(r, &f, on_listed, &l[i]), 0);
+        assert_int_equal(recorder_list_executions(r, &f, on_listed, &l[RECORDER_LIST_QUERIES_MAX]), -EBUSY);
+        do {
+                assert_true(sd_event_run(e, 10ULL * 1000 * 1000) >= 0);
+                answered = 0;
+                for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                        answered += l[i].calls;
+        } while (answered < RECORDER_LIST_QUERIES_MAX);
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++) {
+                assert_int_equal(l[i].calls, 1);
+                assert_int_equal(l[i].error, 0);
+                assert_int_equal(l[i].n, 100);
+                listed_done(&l[i]);
+                l[i] = (Listed) {};
+        }
+        assert_int_equal(l[RECORDER_LIST_QUERIES_MAX].calls, 0);
+
+        /* Room again; then the recorder goes with all of them under way. */
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                assert_int_equal(recorder_list_executions(r, &f, on_listed, &l[i]), 0);
+        r = recorder_free(r);
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++) {
+                assert_int_equal(l[i].calls, 1);
+                assert_int_equal(l[i].error, -ECANCELED);
+                assert_int_equal(l[i].n, 0);
+        }
+        e = sd_event_unref(e);
 }
 
 static int setup(void **state) {
@@ -354,6 +524,8 @@ int main(void) {
                 cmocka_unit_test(test_cursor),
                 cmocka_unit_test(test_hex),
                 cmocka_unit_test(test_recorder_spool_only),
+                cmocka_unit_test(test_recorder_list),
+                cmocka_unit_test(test_recorder_list_bounded),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
