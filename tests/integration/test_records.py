@@ -208,6 +208,8 @@ class WithMariaDB(Base):
         S.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
         with open(spool, 'rb') as f:
             last = json.loads(f.read().rstrip(b'\n').rsplit(b'\n', 1)[-1])['seq']
+        with open(os.path.join(os.path.dirname(spool), 'cursor')) as f:
+            last = max(last, int(f.read().split()[0]))   # sandboxd goes on after both
         sid = 'feed%012x' % (last & 0xffffffffffff)
         now = int(time.time() * 1e6)
         lines = []
@@ -220,7 +222,7 @@ class WithMariaDB(Base):
                    'stdout': f'{i}\n'.encode().hex(), 'stderr': ''}
             if i == 3:
                 rec['stdout'] = 'not hex'
-            lines.append(json.dumps(rec) + '\n')
+            lines.append(json.dumps(rec, separators=(',', ':')) + '\n')   # as sandboxd writes them
         with open(spool, 'a') as f:
             f.write(''.join(lines))
         since = time.time()
