@@ -6,8 +6,8 @@
 #include "access.h"
 #include "bus-util.h"
 #include "log.h"
-#include "polkit.h"
 #include "recorder-dbus.h"
+#include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 
 static Recorder *the_recorder;
@@ -17,7 +17,6 @@ void recorder_dbus_set(Recorder *r) {
 }
 
 typedef struct ListExecutionsRequest {
-        sd_bus_message *call;
         ExecutionFilter filter;
         char *sandbox_id;
 } ListExecutionsRequest;
@@ -25,12 +24,15 @@ typedef struct ListExecutionsRequest {
 static ListExecutionsRequest *list_request_free(ListExecutionsRequest *l) {
         if (!l)
                 return NULL;
-        sd_bus_message_unref(l->call);
         free(l->sandbox_id);
         free(l);
         return NULL;
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(ListExecutionsRequest *, list_request_free);
+
+static void list_request_destroy(void *userdata) {
+        list_request_free(userdata);
+}
 
 static int read_filter(sd_bus_message *m, ListExecutionsRequest *l, sd_bus_error *error) {
         int r;
@@ -93,31 +95,27 @@ static int read_filter(sd_bus_message *m, ListExecutionsRequest *l, sd_bus_error
         return 0;
 }
 
-static void list_executions_reply(ListExecutionsRequest *l, bool all) {
+/* Without "manage" (asked without interaction, like ListSandboxes), a caller sees the
+ * executions in its sandboxes and its own. */
+static int list_executions_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                      sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        ListExecutionsRequest *l = userdata;
         int r;
 
-        /* Without "manage", a caller sees the executions in its sandboxes and its own. */
-        l->filter.any_owner = all;
-        r = sd_bus_message_new_method_return(l->call, &reply);
+        if (!the_recorder)
+                return sd_bus_error_set(error, SD_BUS_ERROR_NOT_SUPPORTED, "Recording is off.");
+
+        l->filter.uid = caller->uid;
+        l->filter.any_owner = caller->granted;
+        r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
                 r = recorder_list_executions(the_recorder, &l->filter, reply);
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
-        if (r < 0) {
-                log_warning_errno(r, "Failed to answer ListExecutions: %m");
-                (void) sd_bus_reply_method_errno(l->call, r, NULL);
-        }
-}
-
-static void on_list_executions_authorized(int authorized, const sd_bus_error *error, void *userdata) {
-        _cleanup_(list_request_freep) ListExecutionsRequest *l = userdata;
-
-        if (!the_recorder) {
-                (void) sd_bus_reply_method_errorf(l->call, SD_BUS_ERROR_NOT_SUPPORTED, "Recording is off.");
-                return;
-        }
-        list_executions_reply(l, authorized > 0);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to answer ListExecutions: %m");
+        return 1;
 }
 
 int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -127,7 +125,6 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
         l = calloc(1, sizeof(ListExecutionsRequest));
         if (!l)
                 return -ENOMEM;
-        l->call = sd_bus_message_ref(m);
         r = read_filter(m, l, error);
         if (r < 0)
                 return r;
@@ -135,19 +132,6 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
                 return sd_bus_error_set(error, SD_BUS_ERROR_NOT_SUPPORTED,
                                         "Recording is off (Record=no in sandboxd.conf).");
 
-        r = bus_get_sender_uid(m, &l->filter.uid);
-        if (r < 0)
-                return r;
-        if (l->filter.uid == 0) {
-                list_executions_reply(l, true);
-                return 1;
-        }
-
-        /* Non-interactive, like ListSandboxes: without "manage" one simply sees one's own. */
-        r = polkit_check_bus_name(sd_bus_message_get_bus(m), sd_bus_message_get_sender(m),
-                                  SANDBOX_ACTION_MANAGE, false, on_list_executions_authorized, l);
-        if (r < 0)
-                return r;
-        TAKE_PTR(l);
-        return 1;
+        return bus_authorize_then(m, sandbox_list_action, BUS_AUTHORIZE_OPTIONAL, list_executions_authorized,
+                                  TAKE_PTR(l), list_request_destroy);
 }
