@@ -18,6 +18,8 @@ const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner
                 return caller == owner ? SANDBOX_ACTION_CREATE : SANDBOX_ACTION_MANAGE;
         case SANDBOX_OP_INSPECT:
                 return caller == owner ? NULL : SANDBOX_ACTION_MANAGE;
+        case SANDBOX_OP_LIST_ALL:
+                return SANDBOX_ACTION_MANAGE;
         }
         return SANDBOX_ACTION_MANAGE;
 }

@@ -14,7 +14,8 @@ typedef enum SandboxOperation {
         SANDBOX_OP_CREATE,
         SANDBOX_OP_EXEC,
         SANDBOX_OP_DESTROY,
-        SANDBOX_OP_INSPECT, /* look up, list */
+        SANDBOX_OP_INSPECT,  /* look up */
+        SANDBOX_OP_LIST_ALL, /* list every uid's sandboxes and executions, not only one's own */
 } SandboxOperation;
 
 /* NULL: allowed without asking. owner is ignored for SANDBOX_OP_CREATE. */

@@ -278,8 +278,26 @@ static void exec_deliver_now(Exec *e) {
         exec_free(e);
 }
 
+void exec_abandon_callers(Exec *e, const sd_bus_error *error) {
+        exec_callback_t cb = e->cb;
+
+        e->cb = NULL;
+        if (cb)
+                cb(e, NULL, error, e->userdata);
+        exec_notify_waiters(e, error);
+}
+
 static void on_ephemeral_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
-        exec_deliver_now(userdata);
+        Exec *e = userdata;
+
+        if (error) {
+                /* sandboxd is exiting before the sandbox is gone: the result cannot be
+                 * given as promised (with nothing of the sandbox left). */
+                exec_abandon_callers(e, error);
+                exec_free(e);
+                return;
+        }
+        exec_deliver_now(e);
 }
 
 static void exec_deliver(Exec *e) {

@@ -135,9 +135,13 @@ void file_op_on_result(Sandbox *s, const struct agent_file_result *result) {
                 }
 }
 
+void file_op_fail(FileOp *op, const sd_bus_error *error) {
+        file_op_finish(op, NULL, error);
+}
+
 void file_op_abort(FileOp *op, const char *reason) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
 
         sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
-        file_op_finish(op, NULL, &error);
+        file_op_fail(op, &error);
 }

@@ -23,4 +23,15 @@ int log_internal(int level, int error, const char *sandbox_id, const char *fmt, 
 #define log_info(...) log_internal(LOG_INFO, 0, NULL, __VA_ARGS__)
 #define log_debug(...) log_internal(LOG_DEBUG, 0, NULL, __VA_ARGS__)
 
+#define JOURNAL_STREAM_SOCKET "/run/systemd/journal/stdout"
+
+/* A stream to journald (at socket_path, normally JOURNAL_STREAM_SOCKET) whose lines are
+ * logged under identifier at priority: what sd_journal_stream_fd() gives, but connected
+ * without ever blocking. journald accepts connections on its event loop; while it does not
+ * (busy, hung, restarting) they queue in the socket's backlog (systemd-journald.socket has
+ * no Backlog=: the kernel's somaxconn, 4096), and once that is full the blocking connect()
+ * of sd_journal_stream_fd() waits until journald is back. Here that is -EAGAIN. Returns
+ * the fd (blocking again, close-on-exec) or a negative errno. */
+int log_open_journal_stream(const char *socket_path, const char *identifier, int priority);
+
 #define log_sandbox(s, level, error, ...) log_internal(level, error, sandbox_get_id(s), __VA_ARGS__)

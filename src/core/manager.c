@@ -115,20 +115,19 @@ fail:
 }
 
 Manager *manager_free(Manager *m) {
+        _cleanup_(sd_bus_error_free) sd_bus_error gone = SD_BUS_ERROR_NULL;
+
         if (!m)
                 return NULL;
+        /* What the bus daemon would tell them once we are gone (sandboxd(8), "Restart"); said
+         * here so that the calls and what they hold are let go of. */
+        sd_bus_error_set(&gone, SD_BUS_ERROR_NO_REPLY, "sandboxd stopped before the call was answered.");
+        m->hooks = (ManagerHooks) {};
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
 
-                s->create_cb = NULL;
-                s->pause_cb = NULL;
-                while (s->waiters) {
-                        DestroyWaiter *w = s->waiters;
-                        s->waiters = w->next;
-                        free(w);
-                }
-                m->hooks = (ManagerHooks) {};
+                sandbox_abandon_callers(s, &gone);
                 manager_unlink_sandbox(m, s);
                 /* Running sandboxes carry on under systemd, for the next sandboxd to adopt;
                  * one still starting has no state to be adopted by and goes. */

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 
 #include "agent-protocol.h"
+#include "log.h"
 #include "options.h"
 #include "payload.h"
 #include "strv.h"
@@ -18,7 +19,6 @@
 
 #include <json-c/json.h>
 #include <syslog.h>
-#include <systemd/sd-journal.h>
 
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
@@ -201,8 +201,12 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         /* bwrap's and the agent's own complaints go to the journal under the sandbox's
          * name, straight to journald, so they outlive a restart of sandboxd. Connected
          * here: the clone child may call async-signal-safe functions only (we have
-         * threads). */
-        log_fd = sd_journal_stream_fd(log_identifier, LOG_WARNING, false);
+         * threads). Never waiting for journald: when it takes no connection now, they are
+         * dropped (/dev/null) rather than the loop stalled. */
+        log_fd = log_open_journal_stream(JOURNAL_STREAM_SOCKET, log_identifier, LOG_WARNING);
+        if (log_fd < 0)
+                log_warning_errno(log_fd, "journald takes no stream for %s now, bwrap's messages are dropped: %m",
+                                  log_identifier);
         if (p->seccomp_fd >= 0) {
                 /* A description of its own: bwrap reads to the end, and dups share offsets. */
                 char path[STRLEN("/proc/self/fd/") + 12];

@@ -12,10 +12,20 @@ typedef struct PolkitQuery {
         void *userdata;
 } PolkitQuery;
 
+/* The slot's destroy callback: the query lives exactly as long as its slot. */
+static void polkit_query_free(void *userdata) {
+        PolkitQuery *q = userdata;
+
+        if (!q)
+                return;
+        free(q->action);
+        free(q);
+}
+
 static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ PolkitQuery *q = userdata;
-        _cleanup_free_ char *action = q->action;
+        PolkitQuery *q = userdata;
+        const char *action = q->action;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
         int authorized, challenge, r;
 
@@ -53,17 +63,20 @@ static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *r
 }
 
 int polkit_check_bus_name(sd_bus *bus, const char *bus_name, const char *action, bool interactive,
-                          polkit_callback_t cb, void *userdata) {
+                          polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        _cleanup_free_ PolkitQuery *q = NULL;
+        PolkitQuery *q;
+        sd_bus_slot *slot;
         int r;
 
         q = calloc(1, sizeof(PolkitQuery));
         if (!q)
                 return -ENOMEM;
         q->action = strdup(action);
-        if (!q->action)
+        if (!q->action) {
+                polkit_query_free(q);
                 return -ENOMEM;
+        }
         q->cb = cb;
         q->userdata = userdata;
 
@@ -80,13 +93,19 @@ int polkit_check_bus_name(sd_bus *bus, const char *bus_name, const char *action,
                                   "");
         if (r < 0)
                 goto fail;
-        /* A floating slot: the query owns itself until the reply (or timeout) arrives. */
-        r = sd_bus_call_async(bus, NULL, m, on_check_reply, q, POLKIT_CHECK_TIMEOUT_USEC);
+        r = sd_bus_call_async(bus, &slot, m, on_check_reply, q, POLKIT_CHECK_TIMEOUT_USEC);
         if (r < 0)
                 goto fail;
-        TAKE_PTR(q);
+        (void) sd_bus_slot_set_destroy_callback(slot, polkit_query_free);
+        if (ret_slot) {
+                *ret_slot = slot;
+                return 0;
+        }
+        /* Floating: the bus holds the query until the reply (or timeout) arrives. */
+        (void) sd_bus_slot_set_floating(slot, true);
+        sd_bus_slot_unref(slot);
         return 0;
 fail:
-        free(q->action);
+        polkit_query_free(q);
         return r;
 }

@@ -12,6 +12,7 @@
 typedef void (*polkit_callback_t)(int authorized, const sd_bus_error *error, void *userdata);
 
 /* Asks for action on behalf of the bus peer bus_name (subject "system-bus-name"). The
- * callback is always called exactly once, never from within this call. */
+ * callback is called exactly once, never from within this call; with ret_slot, the caller
+ * owns the query and unreferencing the slot first cancels it (no callback). */
 int polkit_check_bus_name(sd_bus *bus, const char *bus_name, const char *action, bool interactive,
-                          polkit_callback_t cb, void *userdata);
+                          polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot);

@@ -141,6 +141,10 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
 struct SandboxRecord;
 int sandbox_adopt(Manager *m, const struct SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret);
+/* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a
+ * Destroy, an exec, a Wait, a file operation) is answered with error now, so that nothing
+ * is left holding what its caller passed in. */
+void sandbox_abandon_callers(Sandbox *s, const sd_bus_error *error);
 /* sandboxd is exiting: let go of s without touching its processes. */
 void sandbox_detach(Sandbox *s);
 /* Writes the record a restarted sandboxd adopts the sandbox from. */
@@ -173,6 +177,8 @@ int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, v
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);
 void file_op_abort(FileOp *op, const char *reason);
+/* Answers op's caller with error and frees it. */
+void file_op_fail(FileOp *op, const sd_bus_error *error);
 FileOp *file_op_free(FileOp *op);
 
 /* exec.c */
@@ -181,6 +187,8 @@ void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
 void exec_on_agent_started(Sandbox *s, uint64_t id, pid_t pid);
 /* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
 void exec_abort(Exec *e, const char *reason);
+/* Answers e's caller and those waiting on e with error; e itself stays. */
+void exec_abandon_callers(Exec *e, const sd_bus_error *error);
 /* Pausing stops the clock of every exec's timeout; resuming restarts it. */
 void exec_suspend_timeout(Exec *e);
 void exec_resume_timeout(Exec *e);

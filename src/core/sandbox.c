@@ -951,6 +951,25 @@ fail:
         return r;
 }
 
+void sandbox_abandon_callers(Sandbox *s, const sd_bus_error *error) {
+        sandbox_callback_t cb;
+
+        for (Exec *e = s->execs; e; e = e->next)
+                exec_abandon_callers(e, error);
+        while (s->file_ops)
+                file_op_fail(s->file_ops, error);
+        if ((cb = TAKE_PTR(s->pause_cb)))
+                cb(s, error, s->pause_userdata);
+        if ((cb = TAKE_PTR(s->create_cb)))
+                cb(s, error, s->create_userdata);
+        while (s->waiters) {
+                DestroyWaiter *w = s->waiters;
+                s->waiters = w->next;
+                w->cb(s, error, w->userdata);
+                free(w);
+        }
+}
+
 void sandbox_detach(Sandbox *s) {
         /* The payload lives on in its scope; only our ends of it go. */
         s->payload_source = sd_event_source_disable_unref(s->payload_source);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include "bus-caller.h"
 #include "bus-util.h"
-#include "sandbox-errors.h"
+#include "list.h"
 #include "log.h"
 #include "polkit.h"
 #include "sandbox-errors.h"
@@ -116,85 +117,100 @@ void bus_reply_error(sd_bus_message *call, const sd_bus_error *error) {
                 log_debug("Failed to send error reply (caller gone?): %s", strerror(-r));
 }
 
-/* Unique bus names are never reused while the bus runs, so what a name's uid was stays
- * true: a few remembered save a round trip to the bus daemon on every call. */
-#define SENDER_CACHE_SIZE 16
-
-static struct {
-        char name[64];
-        uid_t uid;
-} sender_cache[SENDER_CACHE_SIZE];
-static unsigned sender_cache_next;
-
-int bus_get_sender_uid(sd_bus_message *m, uid_t *ret) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        const char *sender = sd_bus_message_get_sender(m);
-        uid_t uid;
-        int r;
-
-        if (sender)
-                for (unsigned i = 0; i < SENDER_CACHE_SIZE; i++)
-                        if (streq(sender_cache[i].name, sender)) {
-                                *ret = sender_cache[i].uid;
-                                return 0;
-                        }
-
-        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &uid);
-        if (r < 0)
-                return r;
-
-        if (sender && strlen(sender) < sizeof(sender_cache[0].name)) {
-                unsigned i = sender_cache_next++ % SENDER_CACHE_SIZE;
-                strcpy(sender_cache[i].name, sender);
-                sender_cache[i].uid = uid;
-        }
-        *ret = uid;
-        return 0;
-}
-
 typedef struct AuthRequest {
         sd_bus_message *call;
+        bus_action_t action;
+        BusAuthorizeFlags flags;
         bus_authorized_t fn;
         void *userdata;
         void (*free_userdata)(void *userdata);
+        BusCaller caller;
+        sd_bus_slot *slot; /* the question in flight: to the bus daemon, then to polkit */
+        struct AuthRequest *prev, *next;
 } AuthRequest;
 
-static void auth_request_run(AuthRequest *a) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        int r;
-
-        r = a->fn(a->call, a->userdata, &error);
-        if (r < 0) {
-                if (sd_bus_error_is_set(&error))
-                        bus_reply_error(a->call, &error);
-                else
-                        (void) sd_bus_reply_method_errno(a->call, r, NULL);
-        }
-}
+static AuthRequest *auth_requests; /* in flight */
 
 static void auth_request_free(AuthRequest *a) {
+        LIST_REMOVE(auth_requests, a);
+        sd_bus_slot_unref(a->slot);
         if (a->free_userdata)
                 a->free_userdata(a->userdata);
         sd_bus_message_unref(a->call);
         free(a);
 }
 
-static void on_authorized(int authorized, const sd_bus_error *error, void *userdata) {
-        AuthRequest *a = userdata;
-
-        if (authorized > 0)
-                auth_request_run(a);
-        else
-                bus_reply_error(a->call, error);
+/* Every path ends here: the reply is sent (or fn took it on) and a is freed. */
+static void auth_request_finish(AuthRequest *a, int r, const sd_bus_error *error) {
+        if (r < 0) {
+                if (sd_bus_error_is_set(error))
+                        bus_reply_error(a->call, error);
+                else
+                        (void) sd_bus_reply_method_errno(a->call, r, NULL);
+        }
         auth_request_free(a);
 }
 
-int bus_authorize_then(sd_bus_message *call, const char *action, bus_authorized_t fn,
+static void auth_request_run(AuthRequest *a, bool granted) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        a->caller.granted = granted;
+        r = a->fn(a->call, &a->caller, a->userdata, &error);
+        auth_request_finish(a, r, &error);
+}
+
+static void on_authorized(int authorized, const sd_bus_error *error, void *userdata) {
+        AuthRequest *a = userdata;
+
+        a->slot = sd_bus_slot_unref(a->slot);
+        if (authorized > 0 || (a->flags & BUS_AUTHORIZE_OPTIONAL))
+                auth_request_run(a, authorized > 0);
+        else
+                auth_request_finish(a, -EACCES, error);
+}
+
+static void auth_request_decide(AuthRequest *a, uid_t uid) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        const char *action = NULL;
+        bool interactive;
+        int r;
+
+        a->caller.uid = uid;
+        if (a->action) {
+                r = a->action(uid, a->userdata, &action, &error);
+                if (r < 0) {
+                        auth_request_finish(a, r, &error);
+                        return;
+                }
+        }
+        if (!action) {
+                auth_request_run(a, true);
+                return;
+        }
+
+        interactive = !(a->flags & BUS_AUTHORIZE_OPTIONAL) &&
+                      sd_bus_message_get_allow_interactive_authorization(a->call) > 0;
+        r = polkit_check_bus_name(sd_bus_message_get_bus(a->call), sd_bus_message_get_sender(a->call), action,
+                                  interactive, on_authorized, a, &a->slot);
+        if (r < 0)
+                auth_request_finish(a, r, NULL);
+}
+
+static void on_caller_uid(int r, uid_t uid, const sd_bus_error *error, void *userdata) {
+        AuthRequest *a = userdata;
+
+        a->slot = sd_bus_slot_unref(a->slot);
+        if (r < 0)
+                auth_request_finish(a, r, error);
+        else
+                auth_request_decide(a, uid);
+}
+
+int bus_authorize_then(sd_bus_message *call, bus_action_t action, BusAuthorizeFlags flags, bus_authorized_t fn,
                        void *userdata, void (*free_userdata)(void *userdata)) {
         AuthRequest *a;
+        uid_t uid;
         int r;
 
         a = calloc(1, sizeof(AuthRequest));
@@ -205,23 +221,25 @@ int bus_authorize_then(sd_bus_message *call, const char *action, bus_authorized_
         }
         *a = (AuthRequest) {
                 .call = sd_bus_message_ref(call),
+                .action = action,
+                .flags = flags,
                 .fn = fn,
                 .userdata = userdata,
                 .free_userdata = free_userdata,
         };
+        LIST_PREPEND(auth_requests, a);
 
-        if (!action) {
-                auth_request_run(a);
-                auth_request_free(a);
-                return 1;
-        }
-
-        r = polkit_check_bus_name(sd_bus_message_get_bus(call), sd_bus_message_get_sender(call), action,
-                                  sd_bus_message_get_allow_interactive_authorization(call) > 0,
-                                  on_authorized, a);
+        r = bus_caller_uid(call, on_caller_uid, a, &a->slot, &uid);
         if (r < 0) {
                 auth_request_free(a);
                 return r;
         }
+        if (r > 0)
+                auth_request_decide(a, uid);
         return 1;
+}
+
+void bus_authorize_cancel_all(void) {
+        while (auth_requests)
+                auth_request_free(auth_requests);
 }

@@ -17,15 +17,33 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
 /* Replies to a deferred method call, logging (not failing) when the caller is gone. */
 void bus_reply_error(sd_bus_message *call, const sd_bus_error *error);
 
-/* The caller's effective uid. (The bus daemon is asked synchronously when the message
- * carries no credentials; it answers from memory and never waits on us.) */
-int bus_get_sender_uid(sd_bus_message *m, uid_t *ret);
+/* The caller of a method, once known. */
+typedef struct BusCaller {
+        uid_t uid;
+        bool granted; /* polkit granted the action, or none was needed */
+} BusCaller;
 
-/* Runs fn(call, userdata, error) once the caller is authorised for action (NULL: at
- * once), or replies AccessDenied / InteractiveAuthorizationRequired. fn returns < 0 to
- * have that error (error, or the errno) sent as the reply; otherwise it replied or will.
+/* Decides, once the caller's uid is known, the polkit action the call needs: sets
+ * *ret_action (NULL: none), or returns < 0 (error, or the errno) to refuse the call. */
+typedef int (*bus_action_t)(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error);
+/* Returns < 0 to have that error (error, or the errno) sent as the reply; otherwise it
+ * replied or will. */
+typedef int (*bus_authorized_t)(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                sd_bus_error *error);
+
+typedef enum BusAuthorizeFlags {
+        /* polkit's no is not a refusal: fn runs all the same, caller->granted false; polkit
+         * is asked without interaction. */
+        BUS_AUTHORIZE_OPTIONAL = 1 << 0,
+} BusAuthorizeFlags;
+
+/* Learns the caller's uid (bus-caller.h: without waiting on the bus daemon), has action
+ * (NULL: nothing needed) name the polkit action for it, asks polkit, and runs
+ * fn(call, caller, userdata, error) once the caller is authorised; or replies the error
+ * (AccessDenied, InteractiveAuthorizationRequired, the action's refusal).
  * free_userdata(userdata) runs in every case, afterwards. Returns 1 (the reply is taken
  * care of) or a negative errno if nothing could be started. */
-typedef int (*bus_authorized_t)(sd_bus_message *call, void *userdata, sd_bus_error *error);
-int bus_authorize_then(sd_bus_message *call, const char *action, bus_authorized_t fn,
+int bus_authorize_then(sd_bus_message *call, bus_action_t action, BusAuthorizeFlags flags, bus_authorized_t fn,
                        void *userdata, void (*free_userdata)(void *userdata));
+/* At exit: drops the authorisations in flight unanswered (their callers get NoReply). */
+void bus_authorize_cancel_all(void);

@@ -4,7 +4,6 @@
 #include "log.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
-#include "polkit.h"
 #include "recorder-dbus.h"
 #include "strv.h"
 
@@ -29,7 +28,6 @@ typedef struct CreateRequest {
         Manager *manager;
         char *template;
         SandboxConfig config;
-        uid_t owner;
 } CreateRequest;
 
 static void create_request_free(void *userdata) {
@@ -38,11 +36,17 @@ static void create_request_free(void *userdata) {
         free(c);
 }
 
-static int create_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int create_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
+        *ret_action = sandbox_access_action(SANDBOX_OP_CREATE, uid, 0);
+        return 0;
+}
+
+static int create_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                             sd_bus_error *error) {
         CreateRequest *c = userdata;
         int r;
 
-        r = manager_create_sandbox(c->manager, c->template, &c->config, c->owner, on_created,
+        r = manager_create_sandbox(c->manager, c->template, &c->config, caller->uid, on_created,
                                    sd_bus_message_ref(call), error);
         if (r < 0)
                 sd_bus_message_unref(call);
@@ -65,18 +69,15 @@ static int method_create_sandbox(sd_bus_message *m, void *userdata, sd_bus_error
         r = bus_read_options(m, sandbox_config_setter, &c->config, error);
         if (r < 0)
                 return r;
-        r = bus_get_sender_uid(m, &c->owner);
-        if (r < 0)
-                return r;
         c->template = strdup(template);
         if (!c->template)
                 return -ENOMEM;
 
-        const char *action = sandbox_access_action(SANDBOX_OP_CREATE, c->owner, 0);
-        return bus_authorize_then(m, action, create_authorized, TAKE_PTR(c), create_request_free);
+        return bus_authorize_then(m, create_action, 0, create_authorized, TAKE_PTR(c), create_request_free);
 }
 
-static int get_sandbox_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int get_sandbox_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                  sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
 
@@ -100,21 +101,19 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         return sandbox_authorize_call(m, s, SANDBOX_OP_INSPECT, get_sandbox_authorized, NULL);
 }
 
-typedef struct ListRequest {
-        sd_bus_message *call;
-        Manager *manager;
-        uid_t uid;
-} ListRequest;
-
-static void list_sandboxes_reply(ListRequest *l, bool all) {
+/* Without "manage" a caller simply sees its own sandboxes. */
+static int list_sandboxes_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                     sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *manager = userdata;
         int r;
 
-        r = sd_bus_message_new_method_return(l->call, &reply);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
-        for (Sandbox *s = manager_next_sandbox(l->manager, NULL); r >= 0 && s; s = manager_next_sandbox(l->manager, s)) {
-                if (!all && sandbox_get_owner(s) != l->uid)
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
+        for (Sandbox *s = manager_next_sandbox(manager, NULL); r >= 0 && s; s = manager_next_sandbox(manager, s)) {
+                if (!caller->granted && sandbox_get_owner(s) != caller->uid)
                         continue;
                 r = sd_bus_message_append(reply, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
                                           (uint32_t) sandbox_get_owner(s),
@@ -123,47 +122,14 @@ static void list_sandboxes_reply(ListRequest *l, bool all) {
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
-        if (r >= 0)
-                r = sd_bus_send(NULL, reply, NULL);
         if (r < 0)
-                (void) sd_bus_reply_method_errno(l->call, r, NULL);
-}
-
-static void on_list_authorized(int authorized, const sd_bus_error *error, void *userdata) {
-        ListRequest *l = userdata;
-
-        /* Without "manage" a caller simply sees its own sandboxes. */
-        list_sandboxes_reply(l, authorized > 0);
-        sd_bus_message_unref(l->call);
-        free(l);
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        ListRequest l = { .call = m, .manager = userdata };
-        ListRequest *copy;
-        int r;
-
-        r = bus_get_sender_uid(m, &l.uid);
-        if (r < 0)
-                return r;
-        if (l.uid == 0) {
-                list_sandboxes_reply(&l, true);
-                return 1;
-        }
-
-        copy = malloc(sizeof(ListRequest));
-        if (!copy)
-                return -ENOMEM;
-        *copy = l;
-        copy->call = sd_bus_message_ref(m);
-        r = polkit_check_bus_name(sd_bus_message_get_bus(m), sd_bus_message_get_sender(m),
-                                  SANDBOX_ACTION_MANAGE, false, on_list_authorized, copy);
-        if (r < 0) {
-                sd_bus_message_unref(copy->call);
-                free(copy);
-                return r;
-        }
-        return 1;
+        return bus_authorize_then(m, sandbox_list_action, BUS_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
+                                  userdata, NULL);
 }
 
 static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -6,8 +6,8 @@
 #include "access.h"
 #include "bus-util.h"
 #include "log.h"
-#include "polkit.h"
 #include "recorder-dbus.h"
+#include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 
 static Recorder *the_recorder;
@@ -17,7 +17,7 @@ void recorder_dbus_set(Recorder *r) {
 }
 
 typedef struct ListExecutionsRequest {
-        sd_bus_message *call;
+        sd_bus_message *call;   /* once the query runs */
         ExecutionFilter filter;
         char *sandbox_id;
 } ListExecutionsRequest;
@@ -31,6 +31,10 @@ static ListExecutionsRequest *list_request_free(ListExecutionsRequest *l) {
         return NULL;
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(ListExecutionsRequest *, list_request_free);
+
+static void list_request_destroy(void *userdata) {
+        list_request_free(userdata);
+}
 
 static int read_filter(sd_bus_message *m, ListExecutionsRequest *l, sd_bus_error *error) {
         int r;
@@ -141,38 +145,37 @@ static void on_executions_listed(int error, const ExecutionRecord *records, size
         }
 }
 
-/* The spool is read off the event loop; on_executions_listed() answers. */
-static int list_executions_start(ListExecutionsRequest *l, bool all, sd_bus_error *error) {
+/* Without "manage" (asked without interaction, like ListSandboxes), a caller sees the
+ * executions in its sandboxes and its own. The spool is read off the event loop;
+ * on_executions_listed() answers. */
+static int list_executions_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                      sd_bus_error *error) {
+        _cleanup_(list_request_freep) ListExecutionsRequest *q = NULL;
+        ListExecutionsRequest *l = userdata;
         int r;
 
-        /* Without "manage", a caller sees the executions in its sandboxes and its own. */
-        l->filter.any_owner = all;
-        r = recorder_list_executions(the_recorder, &l->filter, on_executions_listed, l);
+        if (!the_recorder)
+                return sd_bus_error_set(error, SD_BUS_ERROR_NOT_SUPPORTED, "Recording is off.");
+
+        /* The query outlives this call (l is freed when it returns): it takes l's filter. */
+        q = calloc(1, sizeof(ListExecutionsRequest));
+        if (!q)
+                return -ENOMEM;
+        q->call = sd_bus_message_ref(call);
+        q->filter = l->filter;
+        q->sandbox_id = TAKE_PTR(l->sandbox_id);
+        q->filter.sandbox_id = q->sandbox_id;
+        q->filter.uid = caller->uid;
+        q->filter.any_owner = caller->granted;
+        r = recorder_list_executions(the_recorder, &q->filter, on_executions_listed, q);
         if (r == -EBUSY)
                 return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
                                           "%u queries of the record are under way already, try again.",
                                           RECORDER_LIST_QUERIES_MAX);
-        return r;
-}
-
-static void on_list_executions_authorized(int authorized, const sd_bus_error *error, void *userdata) {
-        _cleanup_(list_request_freep) ListExecutionsRequest *l = userdata;
-        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-        int r;
-
-        if (!the_recorder) {
-                (void) sd_bus_reply_method_errorf(l->call, SD_BUS_ERROR_NOT_SUPPORTED, "Recording is off.");
-                return;
-        }
-        r = list_executions_start(l, authorized > 0, &e);
-        if (r >= 0) {
-                TAKE_PTR(l);
-                return;
-        }
-        if (sd_bus_error_is_set(&e))
-                bus_reply_error(l->call, &e);
-        else
-                (void) sd_bus_reply_method_errno(l->call, r, NULL);
+        if (r < 0)
+                return r;
+        TAKE_PTR(q);
+        return 1;
 }
 
 int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -182,7 +185,6 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
         l = calloc(1, sizeof(ListExecutionsRequest));
         if (!l)
                 return -ENOMEM;
-        l->call = sd_bus_message_ref(m);
         r = read_filter(m, l, error);
         if (r < 0)
                 return r;
@@ -190,22 +192,6 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
                 return sd_bus_error_set(error, SD_BUS_ERROR_NOT_SUPPORTED,
                                         "Recording is off (Record=no in sandboxd.conf).");
 
-        r = bus_get_sender_uid(m, &l->filter.uid);
-        if (r < 0)
-                return r;
-        if (l->filter.uid == 0) {
-                r = list_executions_start(l, true, error);
-                if (r < 0)
-                        return r;
-                TAKE_PTR(l);
-                return 1;
-        }
-
-        /* Non-interactive, like ListSandboxes: without "manage" one simply sees one's own. */
-        r = polkit_check_bus_name(sd_bus_message_get_bus(m), sd_bus_message_get_sender(m),
-                                  SANDBOX_ACTION_MANAGE, false, on_list_executions_authorized, l);
-        if (r < 0)
-                return r;
-        TAKE_PTR(l);
-        return 1;
+        return bus_authorize_then(m, sandbox_list_action, BUS_AUTHORIZE_OPTIONAL, list_executions_authorized,
+                                  TAKE_PTR(l), list_request_destroy);
 }

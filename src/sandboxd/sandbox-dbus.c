@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include "bus-caller.h"
 #include "bus-util.h"
 #include "log.h"
 #include "sandbox-dbus.h"
@@ -111,8 +112,24 @@ static void sandbox_request_free(void *userdata) {
         free(req);
 }
 
-int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
-                              ExecConfig *exec) {
+/* Once the caller is known: the sandbox, if still there, says what the caller needs. */
+static int sandbox_request_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s = sandbox_request_find(req, error);
+
+        if (!s)
+                return -ENOENT;
+        *ret_action = sandbox_access_action(req->op, uid, sandbox_get_owner(s));
+        return 0;
+}
+
+int sandbox_list_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
+        *ret_action = sandbox_access_action(SANDBOX_OP_LIST_ALL, uid, 0);
+        return 0;
+}
+
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
+                           ExecConfig *exec) {
         SandboxRequest *req;
 
         req = calloc(1, sizeof(SandboxRequest));
@@ -120,23 +137,11 @@ int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action,
                 return -ENOMEM;
         req->manager = sandbox_get_manager(s);
         strcpy(req->id, sandbox_get_id(s));
+        req->op = op;
         exec_config_init(&req->exec);
         if (exec)
                 exec_config_move(&req->exec, exec);
-        return bus_authorize_then(m, action, fn, req, sandbox_request_free);
-}
-
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
-                           ExecConfig *exec) {
-        uid_t uid;
-        int r;
-
-        r = bus_get_sender_uid(m, &uid);
-        if (r < 0)
-                return r;
-        if (exec)
-                exec->caller = uid;
-        return sandbox_request_authorize(m, s, sandbox_access_action(op, uid, sandbox_get_owner(s)), fn, exec);
+        return bus_authorize_then(m, sandbox_request_action, 0, fn, req, sandbox_request_free);
 }
 
 int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error) {
@@ -152,13 +157,15 @@ int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error) 
         return bus_read_options(m, exec_config_setter, c, error);
 }
 
-static int exec_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int exec_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                           sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         int r;
 
         if (!s)
                 return -ENOENT;
+        req->exec.caller = caller->uid;
         r = sandbox_exec(s, &req->exec, on_exec_done, sd_bus_message_ref(call), error);
         if (r < 0)
                 sd_bus_message_unref(call);
@@ -185,7 +192,8 @@ static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) 
                 (void) sd_bus_reply_method_return(call, NULL);
 }
 
-static int destroy_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int destroy_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                              sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         int r;
@@ -206,7 +214,8 @@ static void on_pause_done(Sandbox *s, const sd_bus_error *error, void *userdata)
         on_destroyed(s, error, userdata); /* the same empty reply, or the error */
 }
 
-static int pause_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int pause_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                            sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         bool pause = streq(sd_bus_message_get_member(call), "Pause");
@@ -228,7 +237,8 @@ static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return method_pause(m, userdata, error);
 }
 
-static int set_timeout_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int set_timeout_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                                  sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         uint64_t lifetime, idle;
@@ -339,19 +349,31 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
+/* The calls whose dispatch may ask the callbacks below for the caller's uid: all but our
+ * own methods, i.e. Properties, Introspectable, Peer or no interface, which sd-bus answers
+ * itself and at once. Our own methods learn the uid later, in bus_authorize_then(). */
+static bool call_needs_caller_uid(sd_bus_message *m) {
+        const char *interface = sd_bus_message_get_interface(m);
+
+        if (streq_ptr(interface, SANDBOX_INTERFACE))
+                return false;
+        return !streq_ptr(interface, SANDBOX_MANAGER_INTERFACE) ||
+               !streq_ptr(sd_bus_message_get_path(m), SANDBOX_MANAGER_PATH);
+}
+
 /* Whether the call being dispatched may see s. Its own methods are visible to all: each
  * asks polkit ("manage" for other uids). Properties and introspection of a sandbox are its
  * owner's and root's only. Anything that is not a call addressed to this object (e.g. a
- * signal emitted while another message is dispatched) is not restricted here. */
+ * signal emitted while another message is dispatched) is not restricted here. The uid is
+ * needed at once: the filter (bus_caller_add_filter()) held the call until it was known. */
 static bool sandbox_visible_to_current_call(sd_bus *bus, Sandbox *s) {
         sd_bus_message *m = sd_bus_get_current_message(bus);
         uid_t uid;
 
         if (!m || !sd_bus_message_is_method_call(m, NULL, NULL) ||
-            !streq_ptr(sd_bus_message_get_path(m), sandbox_get_object_path(s)) ||
-            streq_ptr(sd_bus_message_get_interface(m), SANDBOX_INTERFACE))
+            !streq_ptr(sd_bus_message_get_path(m), sandbox_get_object_path(s)) || !call_needs_caller_uid(m))
                 return true;
-        if (bus_get_sender_uid(m, &uid) < 0)
+        if (bus_caller_uid_now(m, &uid) < 0)
                 return false;
         return uid == 0 || uid == sandbox_get_owner(s);
 }
@@ -382,7 +404,7 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
         int r;
 
         /* Introspection lists a caller's own sandboxes (root: all). */
-        if (call && bus_get_sender_uid(call, &uid) < 0)
+        if (call && bus_caller_uid_now(call, &uid) < 0)
                 return 0;
         for (Sandbox *s = manager_next_sandbox(m, NULL); s; s = manager_next_sandbox(m, s)) {
                 if (uid != 0 && uid != sandbox_get_owner(s))
@@ -398,6 +420,9 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
 int sandbox_dbus_register(sd_bus *bus, Manager *m) {
         int r;
 
+        r = bus_caller_add_filter(bus, call_needs_caller_uid);
+        if (r < 0)
+                return r;
         r = sd_bus_add_fallback_vtable(bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,
                                        sandbox_object_find, m);
         if (r < 0)

@@ -23,23 +23,24 @@ int manager_dbus_emit_sandbox(sd_bus *bus, Sandbox *s, bool added);
 typedef struct SandboxRequest {
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
-        ExecConfig exec; /* Exec only */
+        SandboxOperation op;
+        ExecConfig exec; /* Exec and Start only */
 } SandboxRequest;
 
 #include "bus-util.h"
 
 Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
 /* The caller's uid decides the polkit action for op on s (access.h); fn runs once it is
- * granted. exec (if given) is moved into the request, its caller filled in. */
+ * granted. exec (if given) is moved into the request; fn fills in its caller. */
 int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
                            ExecConfig *exec);
+/* ListSandboxes' and ListExecutions' bus_action_t, with BUS_AUTHORIZE_OPTIONAL: without
+ * "manage" (asked without interaction) a caller sees its own only; root sees all. */
+int sandbox_list_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error);
 /* The a{sv} info of an exec's result: Exec's reply, and Wait's. */
 int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r);
 /* Reads "as argv, a{sv} options" of Exec and Start into c (initialized by the caller). */
 int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error);
-/* Takes the contents of exec (if given) into the request. */
-int sandbox_request_authorize(sd_bus_message *m, Sandbox *s, const char *action, bus_authorized_t fn,
-                              ExecConfig *exec);
 
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);

@@ -102,7 +102,8 @@ static int read_file_options(sd_bus_message *m, struct agent_file *f, sd_bus_err
 }
 
 /* Arguments are read after the polkit check, from the call itself. */
-static int file_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                           sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         const char *member = sd_bus_message_get_member(call), *path, *to;

@@ -9,7 +9,8 @@
 #include "sandbox-errors.h"
 
 
-static int start_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int start_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                            sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         uint64_t id;
@@ -17,6 +18,7 @@ static int start_authorized(sd_bus_message *call, void *userdata, sd_bus_error *
 
         if (!s)
                 return -ENOENT;
+        req->exec.caller = caller->uid;
         r = sandbox_start_process(s, &req->exec, &id, error);
         if (r < 0)
                 return r;
@@ -62,7 +64,8 @@ static void on_waited(Exec *e, const ExecResult *result, const sd_bus_error *err
 }
 
 /* Signal, Wait, ReadOutput, ListProcesses: read the call after the polkit check. */
-static int process_authorized(sd_bus_message *call, void *userdata, sd_bus_error *error) {
+static int process_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                              sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         const char *member = sd_bus_message_get_member(call);

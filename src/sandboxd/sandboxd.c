@@ -9,6 +9,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "bus-caller.h"
+#include "bus-util.h"
 #include "config.h"
 #include "log.h"
 #include "manager.h"
@@ -379,6 +381,9 @@ finish:
         d.manager = manager_free(d.manager);
         recorder_dbus_set(NULL);
         d.recorder = recorder_free(d.recorder);
+        /* What still waits on the bus daemon or polkit holds the bus: let go first. */
+        bus_authorize_cancel_all();
+        bus_caller_done();
         if (d.bus) {
                 sd_bus_flush(d.bus);
                 d.bus = sd_bus_flush_close_unref(d.bus);

@@ -9,14 +9,19 @@ and per-test rules files. In namespace mode they are bind-mounted over
 namespace only; in host mode they are installed and removed again. polkitd is restarted
 after each change so that it reads them before the next call."""
 
+import json
 import os
+import select
 import shutil
+import signal
+import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import secutil  # noqa: E402
-from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, sandbox_path  # noqa: E402
+from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, harness, sandbox_path  # noqa: E402
 
 ACTIONS_DIR = '/usr/share/polkit-1/actions'
 RULES_DIR = '/etc/polkit-1/rules.d'
@@ -148,6 +153,45 @@ class Polkit:
             self.restart()
         except AssertionError:
             pass
+
+
+class BusMonitor:
+    """busctl monitor of what sandboxd sends and receives, as parsed messages."""
+
+    def __init__(self, system):
+        self.S = system
+        self.proc = None
+        self.messages = []
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.S.wrap(['busctl', 'monitor', '--system', '--json=short',
+                                                  harness.BUS_NAME]),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self._read_until(self.proc.stderr, b'Monitoring bus message stream.')
+        return self
+
+    def _read_until(self, f, needle, timeout=20):
+        buf = b''
+        deadline = time.monotonic() + timeout
+        while needle not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([f], [], [], left)[0]:
+                raise AssertionError(f'busctl monitor: no {needle!r} within {timeout}s: {buf[-2000:]!r}')
+            chunk = os.read(f.fileno(), 65536)
+            if not chunk:
+                raise AssertionError(f'busctl monitor ended: {buf[-2000:]!r}')
+            buf += chunk
+        return buf
+
+    def __exit__(self, *exc):
+        try:
+            # A last call of our own, seen by the monitor: all before it was seen too.
+            self.S.busctl('call', harness.BUS_NAME, harness.MANAGER_PATH, 'org.freedesktop.DBus.Peer', 'GetMachineId')
+            out = self._read_until(self.proc.stdout, b'"GetMachineId"')
+            self.messages = [json.loads(line) for line in out.splitlines() if line.strip()]
+        finally:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.communicate()
 
 
 class Authorization(Base):
@@ -319,6 +363,45 @@ class CreateExecGrant(Authorization):
 
     def test_own_sandboxes_work(self):
         self.own_sandbox_cycle()
+
+    def test_each_new_caller_is_answered_as_its_uid(self):
+        """Each call below comes from a new connection, whose uid sandboxd does not know
+        yet: it asks the bus daemon (GetConnectionUnixUser, once per caller; asynchronously,
+        which tests/unit/test-bus-caller.c proves) and answers as for that uid, also the
+        calls that sd-bus answers itself (Properties, Introspect), which are held meanwhile."""
+        res = self.nobody(call(M, MGR, 'CreateSandbox', 'sa{sv}', 'shell', {}))[0]
+        self.assertIn('reply', res, res)
+        sid, path = res['reply']
+        self.addCleanup(secutil.S.sandboxctl, 'destroy', sid, timeout=120)
+        root_path = sandbox_path(self.root_sid)
+        introspect = ('org.freedesktop.DBus.Introspectable', 'Introspect')
+
+        with BusMonitor(secutil.S) as monitor:
+            owner = self.nobody(call(path, PROPS, 'Get', 'ss', SBX, 'Owner'))[0]
+            others = self.nobody(call(root_path, PROPS, 'GetAll', 's', SBX))[0]
+            tree = self.nobody(call(f'{M}/sandbox', *introspect))[0]
+            listed = self.nobody(call(M, MGR, 'ListSandboxes'))[0]
+            ran = self.nobody(call(path, SBX, 'Exec', 'asa{sv}', ['id', '-u'], {}))[0]
+            refused = self.nobody(call(root_path, SBX, 'Exec', 'asa{sv}', ['true'], {}))[0]
+            root_sees = bus([call(root_path, PROPS, 'Get', 'ss', SBX, 'Owner')])[0]
+
+        self.assertEqual(owner.get('reply'), [NOBODY], owner)
+        self.assertNotIn('reply', others, f'nobody read the properties of root\'s sandbox: {others}')
+        self.assertIn(sid, str(tree.get('reply')), tree)
+        self.assertNotIn(self.root_sid, str(tree.get('reply')), tree)
+        self.assertEqual([row[0] for row in listed['reply'][0]], [sid], listed)
+        self.assertEqual(ran.get('reply', [None])[0], 0, ran)
+        self.assert_denied(refused, 'Exec in root\'s sandbox')
+        self.assertEqual(root_sees.get('reply'), [0], root_sees)
+
+        calls = [m for m in monitor.messages if m.get('type') == 'method_call']
+        monitor_own = {m['sender'] for m in calls if m.get('member') == 'GetMachineId'}
+        callers = {m['sender'] for m in calls if m.get('destination') == harness.BUS_NAME} - monitor_own
+        asked = [m['payload']['data'][0] for m in calls
+                 if m.get('destination') == 'org.freedesktop.DBus' and m.get('member') == 'GetConnectionUnixUser'
+                 and m['payload']['data'][0] not in monitor_own]
+        self.assertGreaterEqual(len(callers), 7, monitor.messages)
+        self.assertEqual(sorted(asked), sorted(callers), 'not asked once about each caller')
 
     def test_others_sandbox_still_untouchable(self):
         self.assert_others_untouchable()

@@ -85,6 +85,8 @@ static void test_access(void **state) {
         assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000), SANDBOX_ACTION_CREATE);
         assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 0), SANDBOX_ACTION_MANAGE);
         assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000));
+        assert_null(sandbox_access_action(SANDBOX_OP_LIST_ALL, 0, 0));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0), SANDBOX_ACTION_MANAGE);
         assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001), SANDBOX_ACTION_MANAGE);
 }
 
