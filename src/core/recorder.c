@@ -429,8 +429,10 @@ static void log_bad_record(json_object *record, const char *why, void *userdata)
                   (unsigned long long) spool_get_u64(record, "seq"), why);
 }
 
-/* Replays one batch; returns > 0 if it did something, 0 if there was nothing to do. */
+/* Replays one batch; returns 2 if it was a full one (more may wait), 1 if it was not, 0
+ * if there was nothing to do, < 0 on failure (retry_at says when to try again). */
 static int writer_replay(Writer *w) {
+        bool full;
         int k;
 
         if (!w->positioned) {
@@ -478,8 +480,9 @@ static int writer_replay(Writer *w) {
                 log_warning_errno(k, "Failed to update the spool cursor, ignoring: %m");
         w->cursor = w->batch_last_seq;
         w->read_offset = w->batch_end;
+        full = w->n_batch == BATCH_MAX;
         writer_batch_clear(w);
-        return 1;
+        return full ? 2 : 1;
 }
 
 static int copy_range(int from, int to, uint64_t start, uint64_t end) {
@@ -658,9 +661,17 @@ static void *writer_thread(void *userdata) {
                         w->next_fsync = now + FSYNC_INTERVAL_USEC;
                 }
 
-                /* > 0: a batch went in, there may be more; < 0: failed, retry at retry_at. */
-                if (replay)
-                        again = writer_replay(w) != 0;
+                if (replay) {
+                        int k = writer_replay(w);
+                        /* A full batch: more is waiting, go on. Failed: again at retry_at.
+                         * Otherwise the spool is replayed up to what was there when the batch
+                         * was read; what came meanwhile waits for the next window, so that
+                         * records arriving steadily go in one transaction per COALESCE, not
+                         * one small transaction each. */
+                        again = k == 2 || k < 0;
+                        if (k == 1)
+                                w->retry_at = now_usec(CLOCK_MONOTONIC) + COALESCE_USEC;
+                }
 
                 if (now >= w->next_retention) {
                         writer_retention(w);
