@@ -44,8 +44,13 @@ static int read_text(const char *path, char *buf, size_t size) {
 }
 
 static bool cgroup_is_unified(void) {
+        /* The host's cgroup layout does not change under a running daemon. */
+        static int cached = -1;
         struct statfs fs;
-        return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+
+        if (cached < 0)
+                cached = statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+        return cached;
 }
 
 /* v1 counts an OOM kill only in the memory cgroup that hit its limit, which may be one
@@ -112,47 +117,96 @@ int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
         return 0;
 }
 
-static int read_cgroup_file(const char *cgroup_path, const char *v2_file, const char *v1_controller,
-                            const char *v1_file, char *buf, size_t size) {
-        _cleanup_free_ char *path = NULL;
-        int r;
-
-        if (!cgroup_path || cgroup_path[0] != '/')
-                return -EINVAL;
-        if (cgroup_is_unified())
-                r = asprintf(&path, "/sys/fs/cgroup%s/%s", cgroup_path, v2_file);
-        else
-                r = asprintf(&path, "/sys/fs/cgroup/%s%s/%s", v1_controller, cgroup_path, v1_file);
-        if (r < 0)
-                return -ENOMEM;
-        return read_text(path, buf, size);
+void cgroup_file_close(CgroupFile *f) {
+        f->fd = safe_close(f->fd);
 }
 
-int cgroup_read_cpu_nsec(const char *cgroup_path, uint64_t *ret) {
-        _cleanup_free_ char *path = NULL;
-        char buf[1024];
-        uint64_t v;
-        int r;
+/* Opens f on the first of paths (NULL-terminated) that opens; kind tells which. */
+static int cgroup_file_open(CgroupFile *f, char * const *paths) {
+        int last = -ENOENT;
+
+        for (size_t i = 0; paths[i]; i++) {
+                int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                        f->fd = fd;
+                        f->kind = (int) i;
+                        return 0;
+                }
+                last = -errno;
+        }
+        return last;
+}
+
+/* The file's current text: an attribute file read at offset 0 is generated afresh. */
+static int cgroup_file_read(CgroupFile *f, char *buf, size_t size) {
+        ssize_t n = pread(f->fd, buf, size - 1, 0);
+
+        if (n < 0) {
+                int r = -errno;
+                cgroup_file_close(f); /* opened again next time */
+                return r;
+        }
+        buf[n] = 0;
+        return 0;
+}
+
+/* Reads the file of cgroup_path that the first of the candidates names, through f (kept
+ * open for the next read) or, without f, opened for this read alone. */
+/* A place of an attribute file: hierarchy + the cgroup's path + file. */
+typedef struct CgroupAttribute {
+        const char *hierarchy, *file;
+} CgroupAttribute;
+
+static int cgroup_attribute_read(const char *cgroup_path, CgroupFile *f, const CgroupAttribute *candidates,
+                                 char *buf, size_t size, int *ret_kind) {
+        CgroupFile once = CGROUP_FILE_NULL;
+        char *paths[4] = {};
+        int r = 0;
 
         if (!cgroup_path || cgroup_path[0] != '/')
                 return -EINVAL;
+        if (!f)
+                f = &once;
+        if (f->fd < 0) {
+                for (size_t i = 0; r >= 0 && candidates[i].file && i < ELEMENTSOF(paths) - 1; i++)
+                        if (asprintf(&paths[i], "/sys/fs/cgroup%s%s/%s", candidates[i].hierarchy, cgroup_path,
+                                     candidates[i].file) < 0)
+                                r = -ENOMEM;
+                if (r >= 0)
+                        r = cgroup_file_open(f, paths);
+                for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                        free(paths[i]);
+        }
+        if (r >= 0)
+                r = cgroup_file_read(f, buf, size);
+        if (r >= 0)
+                *ret_kind = f->kind;
+        cgroup_file_close(&once);
+        return r;
+}
+
+int cgroup_read_cpu_nsec(const char *cgroup_path, CgroupFile *f, uint64_t *ret) {
         /* cgroup2's cpu.stat is there without any controller, also in the "unified"
-         * hierarchy of a hybrid host, where systemd may manage no cpuacct at all. */
-        if (asprintf(&path, "/sys/fs/cgroup%s%s/cpu.stat", cgroup_is_unified() ? "" : "/unified", cgroup_path) < 0)
-                return -ENOMEM;
-        r = read_text(path, buf, sizeof(buf));
-        if (r >= 0 && cgroup_parse_keyed(buf, "usage_usec", &v) >= 0) {
+         * hierarchy of a hybrid host, where systemd may manage no cpuacct at all; v1's
+         * cpuacct.usage otherwise (kind 1, 2: a bare number of ns). */
+        static const CgroupAttribute unified[] = { { "", "cpu.stat" }, {} };
+        static const CgroupAttribute hybrid[] = { { "/unified", "cpu.stat" },
+                                                  { "/cpu,cpuacct", "cpuacct.usage" },
+                                                  { "/cpuacct", "cpuacct.usage" }, {} };
+        char buf[1024];
+        uint64_t v;
+        int kind, r;
+
+        r = cgroup_attribute_read(cgroup_path, f, cgroup_is_unified() ? unified : hybrid, buf, sizeof(buf), &kind);
+        if (r < 0)
+                return r;
+        if (kind == 0) {
+                r = cgroup_parse_keyed(buf, "usage_usec", &v);
+                if (r < 0)
+                        return r == -ENOENT ? -EBADMSG : r;
                 *ret = v * 1000ULL;
                 return 0;
         }
-        if (cgroup_is_unified())
-                return r < 0 ? r : -EBADMSG;
-
-        r = read_cgroup_file(cgroup_path, "cpu.stat", "cpu,cpuacct", "cpuacct.usage", buf, sizeof(buf));
-        if (r < 0)
-                r = read_cgroup_file(cgroup_path, "cpu.stat", "cpuacct", "cpuacct.usage", buf, sizeof(buf));
-        if (r < 0)
-                return r;
         errno = 0;
         v = strtoull(buf, NULL, 10);
         if (errno != 0)
@@ -161,11 +215,13 @@ int cgroup_read_cpu_nsec(const char *cgroup_path, uint64_t *ret) {
         return 0;
 }
 
-int cgroup_read_memory_peak(const char *cgroup_path, uint64_t *ret) {
+int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *ret) {
+        static const CgroupAttribute unified[] = { { "", "memory.peak" }, {} };
+        static const CgroupAttribute legacy[] = { { "/memory", "memory.max_usage_in_bytes" }, {} };
         char buf[64];
-        int r;
+        int kind, r;
 
-        r = read_cgroup_file(cgroup_path, "memory.peak", "memory", "memory.max_usage_in_bytes", buf, sizeof(buf));
+        r = cgroup_attribute_read(cgroup_path, f, cgroup_is_unified() ? unified : legacy, buf, sizeof(buf), &kind);
         if (r < 0)
                 return r;
         errno = 0;

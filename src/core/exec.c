@@ -222,9 +222,9 @@ static void exec_record_take(Exec *e) {
                 return;
         e->ended_at = realtime_usec();
         if (s->cgroup) {
-                if (cgroup_read_cpu_nsec(s->cgroup, &cpu) >= 0)
+                if (cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &cpu) >= 0)
                         e->cgroup_cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
-                (void) cgroup_read_memory_peak(s->cgroup, &e->cgroup_memory_peak);
+                (void) cgroup_read_memory_peak(s->cgroup, &s->cgroup_memory_peak_file, &e->cgroup_memory_peak);
         }
         e->record_pending = true;
 }
@@ -495,11 +495,8 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 goto fail;
 
         e->oom_kills_before = exec_read_oom_kills(e);
-        if (m->hooks.exec_record) {
+        if (m->hooks.exec_record)
                 e->started_at = realtime_usec();
-                if (s->cgroup)
-                        (void) cgroup_read_cpu_nsec(s->cgroup, &e->cgroup_cpu_before);
-        }
 
         if (e->config.tty) {
                 struct agent_winsize ws = { .rows = e->config.tty_rows ?: 24, .cols = e->config.tty_cols ?: 80 };
@@ -521,6 +518,11 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
                                          "Failed to hand the command to sandbox %s: %s", s->id, strerror(-r));
         }
+
+        /* For the record: the unit's CPU time from here on, read while the agent starts the
+         * command rather than before it is asked to (the command has used none yet). */
+        if (m->hooks.exec_record && s->cgroup)
+                (void) cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &e->cgroup_cpu_before);
 
         s->used = true;
         sandbox_update_idle_timer(s);

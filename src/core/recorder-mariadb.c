@@ -154,7 +154,6 @@ static const char sql_insert_template[] =
 static const char *const sql_prune[] = {
         "DELETE FROM executions WHERE ended_usec < ? LIMIT 5000",
         "DELETE FROM sandboxes WHERE destroyed_usec IS NOT NULL AND destroyed_usec < ? LIMIT 5000",
-        "DELETE FROM templates WHERE loaded_usec < ? LIMIT 5000",
 };
 
 /* Whether an error is about this record (it will fail the same way every time) rather
@@ -655,7 +654,7 @@ int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_
         return 0;
 }
 
-int recorder_db_prune(RecorderDB *db, uint64_t before_usec) {
+int recorder_db_prune(RecorderDB *db, uint64_t before_usec, const atomic_bool *stop) {
         int r;
 
         for (size_t i = 0; i < ELEMENTSOF(sql_prune); i++) {
@@ -675,6 +674,8 @@ int recorder_db_prune(RecorderDB *db, uint64_t before_usec) {
                                 return r;
                         if (n < PRUNE_BATCH)
                                 break;
+                        if (stop && atomic_load(stop))
+                                return -ECANCELED;
                 }
         }
         return 0;

@@ -7,6 +7,7 @@
  * connection, retry later), or -EBADMSG when this one record cannot ever be stored (data
  * the schema refuses); recorder_db_error() says why. */
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
@@ -36,5 +37,8 @@ void recorder_db_rollback(RecorderDB *db);
 typedef void (*recorder_db_bad_t)(json_object *record, const char *why, void *userdata);
 int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_db_bad_t bad, void *userdata);
 
-/* Deletes rows that ended before before_usec, in small transactions. */
-int recorder_db_prune(RecorderDB *db, uint64_t before_usec);
+/* Deletes executions that ended and sandboxes destroyed before before_usec, in small
+ * transactions; returns -ECANCELED between two of them once *stop is set. Templates are
+ * not pruned: one row per name, the catalogue rather than history (and a template
+ * loaded long ago may well be in use still). */
+int recorder_db_prune(RecorderDB *db, uint64_t before_usec, const atomic_bool *stop);

@@ -69,7 +69,7 @@ struct Recorder {
         int spool_fd;                /* O_RDWR|O_APPEND; replaced by compaction */
         uint64_t next_seq;           /* the event loop's alone */
         uint64_t appended;           /* count of appends, to tell the thread there is work */
-        bool stop;
+        atomic_bool stop;            /* also read without the lock, by long work that stops early */
         bool write_failed;           /* to log a failing disk once, not per record */
         bool writer_idle;            /* the writer waits for records (nothing else to do) */
 
@@ -485,10 +485,12 @@ static int writer_replay(Writer *w) {
         return full ? 2 : 1;
 }
 
-static int copy_range(int from, int to, uint64_t start, uint64_t end) {
+static int copy_range(int from, int to, uint64_t start, uint64_t end, const atomic_bool *stop) {
         char buf[64 * 1024];
 
         while (start < end) {
+                if (stop && atomic_load(stop))
+                        return -ECANCELED;
                 ssize_t n = pread(from, buf, (size_t) MIN((uint64_t) sizeof(buf), end - start), (off_t) start);
                 if (n < 0)
                         return -errno;
@@ -521,7 +523,7 @@ static int writer_compact(Writer *w, uint64_t cut) {
         tmp = openat(r->dir_fd, SPOOL_FILE ".new", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (tmp < 0)
                 return -errno;
-        k = copy_range(w->read_fd, tmp, cut, snapshot);
+        k = copy_range(w->read_fd, tmp, cut, snapshot, &r->stop);
         if (k >= 0 && fdatasync(tmp) < 0)
                 k = -errno;
         if (k < 0)
@@ -531,7 +533,7 @@ static int writer_compact(Writer *w, uint64_t cut) {
         if (fstat(r->spool_fd, &st) < 0)
                 k = -errno;
         if (k >= 0)
-                k = copy_range(w->read_fd, tmp, snapshot, (uint64_t) st.st_size);
+                k = copy_range(w->read_fd, tmp, snapshot, (uint64_t) st.st_size, NULL);
         if (k >= 0 && fcntl(tmp, F_SETFL, O_APPEND) < 0)
                 k = -errno;
         if (k >= 0 && renameat(r->dir_fd, SPOOL_FILE ".new", r->dir_fd, SPOOL_FILE) < 0)
@@ -578,6 +580,8 @@ static void writer_retention(Writer *w) {
         }
         if (cut > 0) {
                 k = writer_compact(w, cut);
+                if (k == -ECANCELED)
+                        return;  /* sandboxd is stopping; the next start compacts */
                 if (k < 0)
                         log_warning_errno(k, "Failed to compact the spool, ignoring: %m");
                 else
@@ -585,8 +589,8 @@ static void writer_retention(Writer *w) {
                                  (unsigned long long) cut);
         }
         if (w->db) {
-                k = recorder_db_prune(w->db, keep_since);
-                if (k < 0) {
+                k = recorder_db_prune(w->db, keep_since, &r->stop);
+                if (k < 0 && k != -ECANCELED) {
                         _cleanup_free_ char *why = strdup(recorder_db_error(w->db));
                         writer_disconnect(w, why ?: "?");
                 }
@@ -617,7 +621,7 @@ static void *writer_thread(void *userdata) {
                         uint64_t delay;
 
                         now = now_usec(CLOCK_MONOTONIC);
-                        stop = r->stop;
+                        stop = atomic_load(&r->stop);
                         appended = r->appended;
                         replay = r->use_db && (again || appended != w->replay_seen) && now >= w->retry_at;
                         if (stop || replay)
@@ -999,7 +1003,7 @@ Recorder *recorder_free(Recorder *r) {
         w = r->writer;
         if (r->thread_started) {
                 pthread_mutex_lock(&r->lock);
-                r->stop = true;
+                atomic_store(&r->stop, true);
                 pthread_cond_signal(&r->cond);
                 pthread_mutex_unlock(&r->lock);
                 pthread_join(r->thread, NULL);

@@ -3,6 +3,7 @@
 
 /* The structures behind Manager, Sandbox and Exec, shared by the core's own files only. */
 
+#include "cgroup.h"
 #include "docker-api.h"
 #include "file-op.h"
 #include "manager.h"
@@ -59,6 +60,8 @@ struct Sandbox {
         char *object_path;
         char *description;
         char *cgroup;
+        CgroupFile cgroup_cpu_file;          /* kept open: read at every exec's start and end */
+        CgroupFile cgroup_memory_peak_file;
         char **environment;   /* the template's, merged under each exec's own */
         uid_t owner;
         uid_t host_uid;

@@ -177,6 +177,8 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         free(s->object_path);
         free(s->description);
         free(s->cgroup);
+        cgroup_file_close(&s->cgroup_cpu_file);
+        cgroup_file_close(&s->cgroup_memory_peak_file);
         free(s->failure);
         strv_free(s->environment);
         return mfree(s);
@@ -192,6 +194,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         s->manager = m;
         s->control_fd = -EBADF;
         s->listen_fd = -EBADF;
+        s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
         s->payload = PAYLOAD_PROCESS_NULL;
         s->kind = t->payload;
         s->owner = owner;
@@ -899,6 +902,7 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         s->next_exec_id = now_usec(CLOCK_REALTIME);
         s->payload.pid = st->payload_pid;
         s->listen_fd = -EBADF;
+        s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
         s->kind = st->payload && streq(st->payload, "docker") ? PAYLOAD_DOCKER : PAYLOAD_BWRAP;
 
         s->template_name = strdup(st->template_name);
