@@ -4,7 +4,7 @@
 MariaDB down (records spool only, the writer retrying), with the spool alone, and with
 recording off, in one boot, interleaved round by round.
 
-    python3 bench/bench_records.py            # 12 rounds × 150 execs per mode
+    python3 bench/bench_records.py            # 30 rounds × 150 execs per mode (~15 min)
     python3 bench/bench_records.py -n 300 --rounds 16
 
 It boots a system with tests/integration/harness.py (as bench/bench.py does), starts a
@@ -88,7 +88,7 @@ def mariadb_cpu(db):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('-n', '--runs', type=int, default=150, help='execs per measurement, mode and round')
-    ap.add_argument('--rounds', type=int, default=12)
+    ap.add_argument('--rounds', type=int, default=30)
     ap.add_argument('--warmup', type=int, default=20)
     ap.add_argument('--client', help='the sandbox-bench binary (default: as bench.py finds it)')
     args = ap.parse_args()
