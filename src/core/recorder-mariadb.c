@@ -2,6 +2,8 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,11 @@
 #define EXEC_ROWS_LOG2_MAX 5U
 #define EXEC_ROWS_MAX (1U << EXEC_ROWS_LOG2_MAX)
 #define PARAMS_MAX (EXEC_COLUMNS * EXEC_ROWS_MAX)
+/* A multi-row statement carries at most this many bytes of argv, cwd and excerpts: far
+ * below any server's max_allowed_packet (1 MiB at the least), which a statement over it
+ * would fail every time it is retried. One row alone is always sent (its record is at
+ * most a few hundred KiB). */
+#define EXEC_STATEMENT_BYTES_MAX (512U * 1024U)
 
 static void mysql_stmt_closep(MYSQL_STMT **st) {
         if (*st)
@@ -523,6 +530,23 @@ static int exec_params(json_object *o, Params *p) {
         return 0;
 }
 
+/* About how many bytes an execution's row sends: its variable-length columns. */
+static size_t exec_size(json_object *o) {
+        json_object *argv;
+        size_t size = 0, l;
+
+        if (spool_get_string(o, "cwd", &l))
+                size += l;
+        if (spool_get_string(o, "stdout", &l))
+                size += l / 2;
+        if (spool_get_string(o, "stderr", &l))
+                size += l / 2;
+        if (json_object_object_get_ex(o, "argv", &argv) && json_object_is_type(argv, json_type_array))
+                for (size_t i = 0; i < json_object_array_length(argv); i++)
+                        size += (size_t) json_object_get_string_len(json_object_array_get_idx(argv, i)) + 3;
+        return size;
+}
+
 /* Inserts 2^log2 executions with one statement. */
 static int apply_execs(RecorderDB *db, json_object **records, unsigned log2) {
         Params *p = params_reset(db->params);
@@ -531,6 +555,9 @@ static int apply_execs(RecorderDB *db, json_object **records, unsigned log2) {
 
         for (size_t i = 0; i < (1U << log2); i++) {
                 r = exec_params(records[i], p);
+                if (r == -EBADMSG)
+                        snprintf(db->error, sizeof(db->error), "record %" PRIu64 " is not a valid execution record",
+                                 spool_get_u64(records[i], "seq"));
                 if (r < 0)
                         return r;
         }
@@ -636,6 +663,13 @@ int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_
                 unsigned log2 = EXEC_ROWS_LOG2_MAX;
                 while ((1U << log2) > run)
                         log2--;
+                for (size_t bytes = SIZE_MAX; log2 > 0 && bytes > EXEC_STATEMENT_BYTES_MAX; ) {
+                        bytes = 0;
+                        for (size_t j = 0; j < (1U << log2); j++)
+                                bytes += exec_size(records[i + j]);
+                        if (bytes > EXEC_STATEMENT_BYTES_MAX)
+                                log2--;
+                }
                 size_t rows = 1U << log2;
                 r = apply_execs(db, records + i, log2);
                 params_reset(db->params);

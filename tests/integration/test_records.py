@@ -200,10 +200,11 @@ class WithMariaDB(Base):
         self.assertEqual(self.db.sql("SELECT COUNT(*) FROM information_schema.tables "
                                      "WHERE table_schema = 'sandboxd' AND table_name = 'executions'"), [['1']])
 
-    def test_unstorable_record_in_a_run(self):
-        """Executions go in as multi-row INSERTs; one record in such a run that can never be
-        stored (here: an excerpt that is not hex) costs only itself: the rest of the run is
-        stored, it is logged and skipped, and nothing is written twice."""
+    def inject_execs(self, n, edit=None):
+        """Stops sandboxd, appends N execution records of a made-up sandbox to its spool
+        (as sandboxd writes them, numbered after its last record and its cursor; edit(i,
+        record) may change each), and starts it again. Returns (sandbox id, seq of the
+        record before the first, time of the start)."""
         spool = S.path(f'{S.state_dir}/spool/{SPOOL_FILE}')
         S.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
         with open(spool, 'rb') as f:
@@ -213,22 +214,32 @@ class WithMariaDB(Base):
         sid = 'feed%012x' % (last & 0xffffffffffff)
         now = int(time.time() * 1e6)
         lines = []
-        for i in range(1, 8):
+        for i in range(1, n + 1):
             rec = {'seq': last + i, 'type': 'exec', 'time': now, 'argv': ['echo', str(i)], 'sandbox': sid,
                    'exec': i, 'owner': 0, 'caller': 0, 'cwd': '/work', 'background': False,
                    'started': now, 'ended': now, 'exit_status': 0, 'exit_code': 0, 'signal': 0,
                    'timed_out': False, 'oom_killed': False, 'truncated': False, 'cpu_usec': 1,
                    'cgroup_cpu_nsec': 1, 'memory_peak': 1, 'stdout_bytes': 2, 'stderr_bytes': 0,
                    'stdout': f'{i}\n'.encode().hex(), 'stderr': ''}
-            if i == 3:
-                rec['stdout'] = 'not hex'
-            lines.append(json.dumps(rec, separators=(',', ':')) + '\n')   # as sandboxd writes them
+            if edit:
+                edit(i, rec)
+            lines.append(json.dumps(rec, separators=(',', ':')) + '\n')
         with open(spool, 'a') as f:
             f.write(''.join(lines))
         since = time.time()
         S.start_daemon()
+        return sid, last, since
+
+    def test_unstorable_record_in_a_run(self):
+        """Executions go in as multi-row INSERTs; one record in such a run that can never be
+        stored (here: an excerpt that is not hex) costs only itself: the rest of the run is
+        stored, it is logged and skipped, and nothing is written twice."""
+        def edit(i, rec):
+            if i == 3:
+                rec['stdout'] = 'not hex'
+        sid, last, since = self.inject_execs(7, edit)
         rows = self.rows(sid, n=6)
-        time.sleep(1)   # anything doubled or late would show now
+        time.sleep(1.5)   # anything doubled or late would show now
         rows = self.rows(sid, n=6)
         self.assertEqual([int(r['exec_id']) for r in rows], [1, 2, 4, 5, 6, 7])
         self.assertEqual([bytes.fromhex(r['HEX(stdout_excerpt)']).decode() for r in rows],
@@ -239,6 +250,22 @@ class WithMariaDB(Base):
         new = self.create()
         self.ok(self.exec(new, 'true'))
         self.rows(new)
+
+    def test_large_records_under_a_small_packet_limit(self):
+        """A run of executions with large argv (16 × 120 KiB) against a server whose
+        max_allowed_packet is its minimum, 1 MiB: the multi-row statements stay under it
+        (a statement over it would fail on every retry and stall the writer for good)."""
+        self.db.sql('SET GLOBAL max_allowed_packet = 1048576', db=None)
+        self.addCleanup(self.db.sql, 'SET GLOBAL max_allowed_packet = 16777216', db=None)
+        big = 'x' * (120 * 1024)
+
+        def edit(i, rec):
+            rec['argv'] = ['echo', big, str(i)]
+        sid, last, since = self.inject_execs(16, edit)
+        rows = self.rows(sid, n=16)
+        self.assertEqual([int(r['exec_id']) for r in rows], list(range(1, 17)))
+        self.assertEqual([json.loads(r['argv']) for r in rows], [['echo', big, str(i)] for i in range(1, 17)])
+        self.assertNotIn('not reachable', S.journal(since=since))
 
     def test_outage(self):
         """mariadbd killed and restarted while execs run: none fails or stalls, every one is
