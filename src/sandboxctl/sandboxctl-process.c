@@ -277,45 +277,22 @@ typedef struct Session {
         sd_bus *bus;
         const char *path;
         uint64_t process;
-        sd_bus_message *reply;
-        int signal;
 } Session;
 
-static int session_on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
-        Session *s = userdata;
-
-        s->reply = sd_bus_message_ref(m);
-        return 0;
-}
-
-static int session_on_signal(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
+static void session_on_winch(void *userdata) {
         Session *s = userdata;
         unsigned rows = 0, cols = 0;
-
-        if (si->ssi_signo != SIGWINCH) {
-                s->signal = (int) si->ssi_signo;
-                return 0;
-        }
 
         /* Fire and forget: a lost resize is corrected by the next one. */
         if (terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
                 (void) sd_bus_call_method_async(s->bus, NULL, BUS_NAME, s->path, SANDBOX_INTERFACE,
                                                 "ResizeTerminal", NULL, NULL, "tuu", s->process,
                                                 (uint32_t) rows, (uint32_t) cols);
-        return 0;
 }
 
-static int session_run(Session *s, sd_event *event, sd_bus_message *start, uint64_t wait_usec, sd_bus_error *error) {
+static int session_run(Session *s, BusWait *w, sd_bus_message *start, uint64_t wait_usec, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *wait = NULL;
-        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
-        static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH };
         int r;
-
-        for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
-                r = sd_event_add_signal(event, NULL, signals[i], session_on_signal, s);
-                if (r < 0)
-                        return sd_bus_error_set_errno(error, r);
-        }
 
         r = sd_bus_call(s->bus, start, 0, error, &reply);
         if (r < 0)
@@ -328,75 +305,39 @@ static int session_run(Session *s, sd_event *event, sd_bus_message *start, uint6
         if (r >= 0)
                 r = sd_bus_message_append(wait, "tt", s->process, UINT64_C(0));
         if (r >= 0)
-                r = sd_bus_call_async(s->bus, &slot, wait, session_on_reply, s, wait_usec);
+                r = bus_wait_call(w, wait, wait_usec);
         if (r < 0)
                 return sd_bus_error_set_errno(error, r);
 
-        while (!s->reply && s->signal == 0) {
-                r = sd_event_run(event, UINT64_MAX);
-                if (r < 0)
-                        return sd_bus_error_set_errno(error, r);
-        }
-
-        if (!s->reply) {
+        if (!w->reply)
                 /* As a terminal that went away: the session is hung up, not left running. */
                 (void) sd_bus_call_method(s->bus, BUS_NAME, s->path, SANDBOX_INTERFACE, "Signal", NULL, NULL,
                                           "ti", s->process, (int32_t) SIGHUP);
-                return -EINTR;
-        }
         return 0;
 }
 
 int tty_session(sd_bus *bus, const char *path, sd_bus_message *start, uint64_t wait_usec,
                 sd_bus_error *error, sd_bus_message **ret_reply, int *ret_signal) {
-        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         Session s = { .bus = bus, .path = path };
-        sigset_t mask, saved;
+        BusWait w;
         int r;
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGWINCH);
-        if (sigprocmask(SIG_BLOCK, &mask, &saved) < 0)
-                return sd_bus_error_set_errno(error, -errno);
-
-        r = sd_event_new(&event);
-        if (r >= 0)
-                r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-        if (r < 0) {
-                (void) sigprocmask(SIG_SETMASK, &saved, NULL);
+        r = bus_wait_begin(&w, bus, session_on_winch, &s);
+        if (r < 0)
                 return sd_bus_error_set_errno(error, r);
-        }
 
         /* Raw before the session starts: what is typed early is not echoed here as well. */
         r = terminal_make_raw();
         if (r < 0)
                 r = sd_bus_error_set_errnof(error, r, "Failed to put the terminal into raw mode: %m");
         else {
-                r = session_run(&s, event, start, wait_usec, error);
+                r = session_run(&s, &w, start, wait_usec, error);
                 terminal_restore();
         }
-
-        (void) sd_bus_detach_event(bus);
-        event = sd_event_unref(event);
-        (void) sigprocmask(SIG_SETMASK, &saved, NULL);
-
-        reply = s.reply;
-        if (r == -EINTR) {
-                *ret_signal = s.signal;
+        bus_wait_end(&w);
+        if (r < 0) {
+                w.reply = sd_bus_message_unref(w.reply);
                 return r;
         }
-        if (r < 0)
-                return r;
-
-        if (sd_bus_message_is_method_error(reply, NULL)) {
-                r = sd_bus_error_copy(error, sd_bus_message_get_error(reply));
-                return r < 0 ? r : -EIO;
-        }
-
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
+        return bus_wait_result(&w, error, ret_reply, ret_signal);
 }

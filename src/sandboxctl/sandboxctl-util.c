@@ -119,55 +119,96 @@ int json_add_bytes(json_object *o, const char *key, const void *data, size_t siz
         return json_add(o, key, json_object_new_string_len(s, (int) n));
 }
 
-typedef struct CallState {
-        sd_bus_message *reply;
-        int signal;
-} CallState;
-
 /* The handlers only record: sd_event_exit() would also close the bus (sd-bus hooks the
  * loop's exit), and the caller may still need it, e.g. to destroy the sandbox. */
-static int call_reply_handler(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
-        CallState *s = userdata;
+static int wait_reply_handler(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        BusWait *w = userdata;
 
-        s->reply = sd_bus_message_ref(m);
+        w->reply = sd_bus_message_ref(m);
         return 0;
 }
 
-static int call_signal_handler(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
-        CallState *s = userdata;
+static int wait_signal_handler(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
+        BusWait *w = userdata;
 
-        s->signal = (int) si->ssi_signo;
+        if (si->ssi_signo == SIGWINCH) {
+                w->on_winch(w->userdata);
+                return 0;
+        }
+        w->signal = (int) si->ssi_signo;
         return 0;
 }
 
-static int call_wait(sd_bus *bus, sd_event *event, sd_bus_message *m, uint64_t usec, CallState *state) {
-        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
-        static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
+int bus_wait_begin(BusWait *w, sd_bus *bus, void (*on_winch)(void *userdata), void *userdata) {
+        static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH };
+        size_t n = on_winch ? ELEMENTSOF(signals) : ELEMENTSOF(signals) - 1;
+        sigset_t mask;
         int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
-                r = sd_event_add_signal(event, NULL, signals[i], call_signal_handler, state);
-                if (r < 0)
-                        return r;
-        }
+        *w = (BusWait) { .bus = bus, .on_winch = on_winch, .userdata = userdata };
+        sigemptyset(&mask);
+        for (size_t i = 0; i < n; i++)
+                sigaddset(&mask, signals[i]);
+        if (sigprocmask(SIG_BLOCK, &mask, &w->saved) < 0)
+                return -errno;
+        w->masked = true;
 
-        r = sd_bus_call_async(bus, &slot, m, call_reply_handler, state, usec);
+        r = sd_event_new(&w->event);
+        if (r >= 0)
+                r = sd_bus_attach_event(bus, w->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                w->attached = true;
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_event_add_signal(w->event, NULL, signals[i], wait_signal_handler, w);
+        if (r < 0)
+                bus_wait_end(w);
+        return r;
+}
+
+int bus_wait_call(BusWait *w, sd_bus_message *m, uint64_t usec) {
+        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
+        int r;
+
+        w->reply = sd_bus_message_unref(w->reply);
+        r = sd_bus_call_async(w->bus, &slot, m, wait_reply_handler, w, usec);
         if (r < 0)
                 return r;
-
         /* The call's own timeout ends it with an error reply, so this ends. */
-        while (!state->reply && state->signal == 0) {
-                r = sd_event_run(event, UINT64_MAX);
+        while (!w->reply && w->signal == 0) {
+                r = sd_event_run(w->event, UINT64_MAX);
                 if (r < 0)
                         return r;
         }
-
         return 0;
 }
 
-/* Like sd_bus_call(), but SIGINT, SIGTERM and SIGHUP end the wait (returning -EINTR and
- * the signal in *ret_signal) instead of the process, so that the caller can clean up
- * after itself. sd_bus_call() itself retries on EINTR. */
+void bus_wait_end(BusWait *w) {
+        if (w->attached)
+                (void) sd_bus_detach_event(w->bus);
+        w->attached = false;
+        w->event = sd_event_unref(w->event);
+        /* The signal that ended the wait has been consumed; a second one acts as usual. */
+        if (w->masked)
+                (void) sigprocmask(SIG_SETMASK, &w->saved, NULL);
+        w->masked = false;
+}
+
+int bus_wait_result(BusWait *w, sd_bus_error *error, sd_bus_message **ret_reply, int *ret_signal) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = TAKE_PTR(w->reply);
+        int r;
+
+        if (!reply) {
+                *ret_signal = w->signal;
+                return -EINTR;
+        }
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                r = sd_bus_error_copy(error, sd_bus_message_get_error(reply));
+                return r < 0 ? r : -EIO;
+        }
+        *ret_reply = TAKE_PTR(reply);
+        return 0;
+}
+
 int bus_call_interruptible(
                 sd_bus *bus,
                 sd_bus_message *m,
@@ -176,48 +217,18 @@ int bus_call_interruptible(
                 sd_bus_message **ret_reply,
                 int *ret_signal) {
 
-        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        CallState state = {};
-        sigset_t mask, saved;
+        BusWait w;
         int r;
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        if (sigprocmask(SIG_BLOCK, &mask, &saved) < 0)
-                return -errno;
-
-        r = sd_event_new(&event);
-        if (r >= 0) {
-                r = sd_bus_attach_event(bus, event, SD_EVENT_PRIORITY_NORMAL);
-                if (r >= 0) {
-                        r = call_wait(bus, event, m, usec, &state);
-                        (void) sd_bus_detach_event(bus);
-                }
-        }
-        event = sd_event_unref(event);
-
-        /* The signal that ended the wait has been consumed; a second one acts as usual. */
-        (void) sigprocmask(SIG_SETMASK, &saved, NULL);
-
-        reply = state.reply;
-        if (r < 0)
+        r = bus_wait_begin(&w, bus, NULL, NULL);
+        if (r >= 0)
+                r = bus_wait_call(&w, m, usec);
+        bus_wait_end(&w);
+        if (r < 0) {
+                w.reply = sd_bus_message_unref(w.reply);
                 return sd_bus_error_set_errno(error, r);
-
-        if (!reply) {
-                *ret_signal = state.signal;
-                return -EINTR;
         }
-
-        if (sd_bus_message_is_method_error(reply, NULL)) {
-                r = sd_bus_error_copy(error, sd_bus_message_get_error(reply));
-                return r < 0 ? r : -EIO;
-        }
-
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
+        return bus_wait_result(&w, error, ret_reply, ret_signal);
 }
 
 int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **ret_path) {

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
 #include <json-c/json.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
 
 #include "json-util.h"
 #include "macro.h"
@@ -30,6 +33,28 @@ int loop_write(int fd, const void *buf, size_t nbytes);
 int print_json(json_object *j);
 int json_add_string(json_object *o, const char *key, const char *s);
 int json_add_bytes(json_object *o, const char *key, const void *data, size_t size);
+
+/* Waiting on the bus so that SIGINT, SIGTERM and SIGHUP end the wait instead of the
+ * process (and SIGWINCH, when on_winch is given, calls it): those signals blocked and
+ * taken by a private sd-event loop attached to the bus, between begin and end. */
+typedef struct BusWait {
+        sd_bus *bus;
+        sd_event *event;
+        sigset_t saved;
+        bool masked, attached;
+        sd_bus_message *reply;   /* of the last bus_wait_call() */
+        int signal;              /* the signal that ended a wait, or 0 */
+        void (*on_winch)(void *userdata);
+        void *userdata;
+} BusWait;
+int bus_wait_begin(BusWait *w, sd_bus *bus, void (*on_winch)(void *userdata), void *userdata);
+/* Sends m and runs the loop until its reply (w->reply) or a signal (w->signal). */
+int bus_wait_call(BusWait *w, sd_bus_message *m, uint64_t usec);
+/* Detaches and frees the loop and restores the signal mask; w->reply stays. */
+void bus_wait_end(BusWait *w);
+/* The outcome of the last call: its reply, its error in error (< 0), or -EINTR with the
+ * signal in *ret_signal. */
+int bus_wait_result(BusWait *w, sd_bus_error *error, sd_bus_message **ret_reply, int *ret_signal);
 
 /* Like sd_bus_call(), but SIGINT, SIGTERM and SIGHUP end the wait (returning -EINTR and
  * the signal in *ret_signal) instead of the process, so that the caller can clean up. */
