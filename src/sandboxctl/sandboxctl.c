@@ -453,6 +453,18 @@ static const BusField exec_info_fields[] = {
         [EXEC_INFO_STDERR_BYTES]  = { "StderrBytes",  "t", offsetof(ExecResult, stderr_bytes)  },
 };
 
+/* The a{sv} info of Exec's and Wait's replies; ExitCode as older sandboxd imply it. */
+static int exec_info_read(sd_bus_message *reply, ExecResult *res) {
+        int r;
+
+        r = bus_read_fields(reply, exec_info_fields, ELEMENTSOF(exec_info_fields), res, &res->seen);
+        if (r < 0)
+                return r;
+        if (!(res->seen & (1U << EXEC_INFO_EXIT_CODE)))
+                res->exit_code = res->signal > 0 ? -1 : res->exit_status;
+        return 0;
+}
+
 static int exec_result_read(sd_bus_message *reply, ExecResult *ret) {
         ExecResult res = {};
         int r;
@@ -466,14 +478,9 @@ static int exec_result_read(sd_bus_message *reply, ExecResult *ret) {
         r = sd_bus_message_read_array(reply, 'y', &res.stderr_data, &res.stderr_size);
         if (r < 0)
                 return r;
-
-        r = bus_read_fields(reply, exec_info_fields, ELEMENTSOF(exec_info_fields), &res, &res.seen);
+        r = exec_info_read(reply, &res);
         if (r < 0)
                 return r;
-
-        if (!(res.seen & (1U << EXEC_INFO_EXIT_CODE)))
-                res.exit_code = res.signal > 0 ? -1 : res.exit_status;
-
         *ret = res;
         return 0;
 }
@@ -765,12 +772,9 @@ static int wait_result_read(sd_bus_message *reply, ExecResult *ret) {
         r = sd_bus_message_read(reply, "i", &res.exit_status);
         if (r < 0)
                 return r;
-        r = bus_read_fields(reply, exec_info_fields, ELEMENTSOF(exec_info_fields), &res, &res.seen);
+        r = exec_info_read(reply, &res);
         if (r < 0)
                 return r;
-        if (!(res.seen & (1U << EXEC_INFO_EXIT_CODE)))
-                res.exit_code = res.signal > 0 ? -1 : res.exit_status;
-
         *ret = res;
         return 0;
 }
