@@ -96,8 +96,11 @@ int log_open_journal_stream(const char *socket_path, const char *identifier, int
         n = asprintf(&header, "%s\n\n%i\n0\n0\n0\n0\n", identifier, priority);
         if (n < 0)
                 return -ENOMEM;
-        if (write(fd, header, (size_t) n) != n)
-                return errno > 0 ? -errno : -EIO;
+        ssize_t k = write(fd, header, (size_t) n);
+        if (k < 0)
+                return -errno;
+        if (k != n)
+                return -EIO;
 
         /* Whoever gets it writes to it like to any stderr, and may wait. */
         flags = fcntl(fd, F_GETFL);

@@ -33,6 +33,8 @@
  * would fail every time it is retried. One row alone is always sent (its record is at
  * most a few hundred KiB). */
 #define EXEC_STATEMENT_BYTES_MAX (512U * 1024U)
+/* argv is stored as the JSON text of its array. */
+#define ARGV_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 static void mysql_stmt_closep(MYSQL_STMT **st) {
         if (*st)
@@ -486,7 +488,7 @@ static int exec_params(json_object *o, Params *p) {
         if (!sb)
                 return -EBADMSG;
         if (json_object_object_get_ex(o, "argv", &argv)) {
-                argv_json = json_object_to_json_string_length(argv, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE,
+                argv_json = json_object_to_json_string_length(argv, ARGV_JSON_FLAGS,
                                                               &argv_size);
                 if (!argv_json)
                         return -ENOMEM;
@@ -541,9 +543,10 @@ static size_t exec_size(json_object *o) {
                 size += l / 2;
         if (spool_get_string(o, "stderr", &l))
                 size += l / 2;
-        if (json_object_object_get_ex(o, "argv", &argv) && json_object_is_type(argv, json_type_array))
-                for (size_t i = 0; i < json_object_array_length(argv); i++)
-                        size += (size_t) json_object_get_string_len(json_object_array_get_idx(argv, i)) + 3;
+        /* argv goes as the JSON text exec_params() makes of it: escapes count. */
+        if (json_object_object_get_ex(o, "argv", &argv) &&
+            json_object_to_json_string_length(argv, ARGV_JSON_FLAGS, &l))
+                size += l;
         return size;
 }
 

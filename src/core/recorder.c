@@ -74,6 +74,7 @@ struct Recorder {
         atomic_bool stop;            /* also read without the lock, by long work that stops early */
         bool write_failed;           /* to log a failing disk once, not per record */
         bool writer_idle;            /* the writer waits for records (nothing else to do) */
+        bool writer_woken;           /* … and a record came: it starts a coalescing window */
 
         /* The event loop's alone: the queries under way, and the eventfd their threads
          * signal when they are done. */
@@ -285,6 +286,7 @@ static void recorder_append(Recorder *r, char *line, size_t size) {
          * wake-up per exec costs more than the write(2) itself on a busy machine. */
         if (r->use_db && r->writer_idle) {
                 r->writer_idle = false;
+                r->writer_woken = true;
                 pthread_cond_signal(&r->cond);
         }
         pthread_mutex_unlock(&r->lock);
@@ -649,9 +651,9 @@ static void *writer_thread(void *userdata) {
                                 ts.tv_nsec -= 1000000000L;
                         }
                         (void) pthread_cond_timedwait(&r->cond, &r->lock, &ts);
-                        if (r->writer_idle && r->appended != w->replay_seen)
+                        if (r->writer_woken)
                                 w->retry_at = MAX(w->retry_at, now_usec(CLOCK_MONOTONIC) + COALESCE_USEC);
-                        r->writer_idle = false;
+                        r->writer_idle = r->writer_woken = false;
                 }
                 if (replay)
                         w->replay_seen = appended;

@@ -252,12 +252,13 @@ class WithMariaDB(Base):
         self.rows(new)
 
     def test_large_records_under_a_small_packet_limit(self):
-        """A run of executions with large argv (16 × 120 KiB) against a server whose
-        max_allowed_packet is its minimum, 1 MiB: the multi-row statements stay under it
-        (a statement over it would fail on every retry and stall the writer for good)."""
+        """A run of executions with large argv against a server whose max_allowed_packet
+        is its minimum, 1 MiB: the multi-row statements stay under it (a statement over it
+        would fail on every retry and stall the writer for good). Half the argv are
+        control characters, which the stored JSON spells as \\u0001: six bytes each."""
         self.db.sql('SET GLOBAL max_allowed_packet = 1048576', db=None)
         self.addCleanup(self.db.sql, 'SET GLOBAL max_allowed_packet = 16777216', db=None)
-        big = 'x' * (120 * 1024)
+        big = 'x' * (60 * 1024) + '\x01' * (60 * 1024)
 
         def edit(i, rec):
             rec['argv'] = ['echo', big, str(i)]
