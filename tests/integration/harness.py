@@ -1173,6 +1173,32 @@ def release():
     return problems
 
 
+def ci():
+    """CI=true: a component the tests need that is missing is a failure, not a skip."""
+    return os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
+
+
+def module_setup():
+    """setUpModule of every test module: (the system, whether this module booted it).
+    The system run.py booted is shared; a module run alone boots its own. Skips the
+    module when the system cannot be had, unless ci()."""
+    owned = current() is None
+    try:
+        return acquire(), owned
+    except Unavailable as e:
+        if ci():
+            raise
+        raise unittest.SkipTest(str(e))
+
+
+def module_teardown(owned):
+    """tearDownModule: releases the system if module_setup() booted it."""
+    if owned:
+        problems = release()
+        if problems:
+            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+
+
 class SystemTestCase(unittest.TestCase):
     """Prints sandboxd's journal into the test log when a test fails or errors."""
 

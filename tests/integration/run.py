@@ -32,7 +32,7 @@ SKIP = 77
 
 
 def main(argv):
-    ci = os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
+    ci = harness.ci()
     try:
         system = harness.acquire()
     except harness.Unavailable as e:

@@ -38,31 +38,18 @@ E = 'io.sandboxd.Sandbox1.'
 COUNTER = 'i=0; while :; do i=$((i+1)); echo $i > /work/c; sleep 0.05; done'
 
 
-def _ci():
-    return os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
-
-
 def setUpModule():
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if _ci():
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
     if S.docker_unavailable:
         msg = f'Docker is not available in the test system: {S.docker_unavailable}'
-        if _ci():
+        if harness.ci():
             raise AssertionError(f'CI=true: {msg}')
         raise unittest.SkipTest(msg)
 
 
 def tearDownModule():
-    if _owned:
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    harness.module_teardown(_owned)
 
 
 def _proc_starttime(pid):

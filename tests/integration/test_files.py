@@ -40,20 +40,11 @@ NOT_FOUND = ('org.freedesktop.DBus.Error.FileNotFound', 'System.Error.ENOENT')
 
 def setUpModule():
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
 
 
 def tearDownModule():
-    if _owned:
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    harness.module_teardown(_owned)
 
 
 def sha256(path):

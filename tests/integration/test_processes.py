@@ -35,20 +35,11 @@ FETCH = ('import urllib.request, sys\n'
 
 def setUpModule():
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
 
 
 def tearDownModule():
-    if _owned:
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    harness.module_teardown(_owned)
 
 
 def proc_uids(pid):

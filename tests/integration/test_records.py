@@ -27,22 +27,13 @@ SPOOL_FILE = "records.jsonl"   # SPOOL_FILE in src/core/recorder-spool.h
 
 def setUpModule():
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
 
 
 def tearDownModule():
     if S is not None and not S.torn_down:
         S.configure_daemon(None)   # the others' sandboxd again: no --config
-    if _owned:
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    harness.module_teardown(_owned)
 
 
 class Base(harness.SystemTestCase):
@@ -82,7 +73,7 @@ class WithMariaDB(Base):
         try:
             cls.db = S.start_mariadb()
         except harness.Unavailable as e:
-            if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+            if harness.ci():
                 raise
             raise unittest.SkipTest(str(e))
         cls.configured_at = time.time()

@@ -36,20 +36,11 @@ COUNTER = 'i=0; while :; do i=$((i+1)); echo $i > /work/c; sleep 0.1; done'
 
 def setUpModule():
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
 
 
 def tearDownModule():
-    if _owned:
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    harness.module_teardown(_owned)
 
 
 class LineReader:
@@ -408,7 +399,7 @@ class FreezeUnified(PauseBase):
         try:
             cls.booted = harness.boot_extra(cgroup='unified')
         except harness.Unavailable as e:
-            if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
+            if harness.ci():
                 raise
             raise unittest.SkipTest(str(e))
 

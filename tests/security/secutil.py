@@ -7,7 +7,6 @@ import json
 import os
 import sys
 import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
@@ -34,23 +33,14 @@ _owned = False
 def setup_module():
     """setUpModule of every security module: the system run.py booted, or our own."""
     global S, _owned
-    _owned = harness.current() is None
-    try:
-        S = harness.acquire()
-    except harness.Unavailable as e:
-        if os.environ.get('CI', '').lower() in ('1', 'true', 'yes'):
-            raise
-        raise unittest.SkipTest(str(e))
+    S, _owned = harness.module_setup()
     return S
 
 
 def teardown_module():
     global _owned
-    if _owned:
-        _owned = False
-        problems = harness.release()
-        if problems:
-            raise AssertionError('teardown found problems:\n' + '\n'.join(problems))
+    owned, _owned = _owned, False
+    harness.module_teardown(owned)
 
 
 def as_uid(uid, cmd):
