@@ -387,7 +387,17 @@ fail:
         return log_error_errno(r, "Failed to create sandbox: %s", bus_error_message(&error, r));
 }
 
-static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, bool quiet_if_gone) {
+typedef enum DestroyMode {
+        DESTROY_EXPLICIT,       /* the user asked: any error is reported */
+        /* run's own ephemeral sandbox, after its command: gone already is fine, and the
+         * call never starts sandboxd. A sandboxd that went away (stopped, crashed) mid-
+         * command must stay stopped: bus-activating a new one here would replace a pending
+         * `systemctl stop` (its job would end "canceled"); the next sandboxd destroys the
+         * ephemeral sandboxes it finds interrupted. */
+        DESTROY_CLEANUP,
+} DestroyMode;
+
+static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, DestroyMode mode) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
@@ -395,10 +405,17 @@ static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, b
         r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, "Destroy");
         if (r < 0)
                 return log_error_errno(r, "Failed to destroy sandbox %s: %m", id);
+        if (mode == DESTROY_CLEANUP) {
+                r = sd_bus_message_set_auto_start(m, false);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to destroy sandbox %s: %m", id);
+        }
 
         r = sd_bus_call(bus, m, DESTROY_CALL_TIMEOUT_USEC, &error, &reply);
         if (r < 0) {
-                if (quiet_if_gone && sd_bus_error_has_name(&error, ERROR_NO_SUCH_SANDBOX))
+                if (mode == DESTROY_CLEANUP && sd_bus_error_has_names(&error, ERROR_NO_SUCH_SANDBOX,
+                                                                       SD_BUS_ERROR_SERVICE_UNKNOWN,
+                                                                       SD_BUS_ERROR_NAME_HAS_NO_OWNER))
                         return 0;
                 return log_error_errno(r, "Failed to destroy sandbox %s: %s", id, bus_error_message(&error, r));
         }
@@ -859,7 +876,7 @@ static int verb_run_tty(int argc, char *argv[], sd_bus *bus) {
         } else if (!(r == -EINTR && sig > 0))
                 exec_log_error(bus, id, path, &error, r);
 
-        k = destroy_sandbox_path(bus, id, path, /* quiet_if_gone= */ true);
+        k = destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
@@ -894,12 +911,12 @@ static int verb_run(int argc, char *argv[], sd_bus *bus) {
                 /* The daemon destroys an ephemeral sandbox after its exec returned; when
                  * the exec never did, nothing else will before its lifetime ends. */
                 if (r == -EINTR && sig > 0) {
-                        (void) destroy_sandbox_path(bus, id, path, /* quiet_if_gone= */ true);
+                        (void) destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
                         return 128 + sig;
                 }
 
                 exec_log_error(bus, id, path, &error, r);
-                (void) destroy_sandbox_path(bus, id, path, /* quiet_if_gone= */ true);
+                (void) destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
                 return r;
         }
 
@@ -954,7 +971,7 @@ static int verb_destroy(int argc, char *argv[], sd_bus *bus) {
                         continue;
                 }
 
-                r = destroy_sandbox_path(bus, argv[i], path, /* quiet_if_gone= */ false);
+                r = destroy_sandbox_path(bus, argv[i], path, DESTROY_EXPLICIT);
                 if (r < 0 && ret == 0)
                         ret = r;
         }

@@ -154,6 +154,7 @@ class Paths:
         self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
         self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
+        self.activation = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.service')
         self.slice = os.path.join(self.source, 'units', 'sandbox.slice')
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
@@ -834,6 +835,16 @@ class System:
                 if os.path.isfile(src):
                     shutil.copy(src, mine)
             shutil.copy(self.paths.policy, mine)
+            # What an installed sandboxd has too: the bus activation file (a call to
+            # io.sandboxd.Sandbox1 while sandboxd is not running starts sandboxd.service), in
+            # a service directory of this system's own. (Host mode: the installed one, if any.)
+            services = os.path.join(self.workdir, 'dbus-system-services')
+            os.makedirs(services)
+            shutil.copy(self.paths.activation, services)
+            with open(os.path.join(mine, 'zz-sandboxd-test-services.conf'), 'w') as f:
+                f.write('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"\n'
+                        ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+                        f'<busconfig><servicedir>{services}</servicedir></busconfig>\n')
             self.run(['mount', '--bind', mine, target], check=True)
         self.busctl('call', 'org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus',
                     'ReloadConfig', check=True)

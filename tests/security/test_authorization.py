@@ -430,8 +430,10 @@ class ManageGrant(Authorization):
 
 class ShippedGroupRule(Authorization):
     """polkit/io.sandboxd.Sandbox1.rules: members of "sandbox" create and exec without
-    authenticating. The group exists only in a copy of /etc/group bind-mounted in the test
-    system's mount namespace (host mode: skipped, it would need the host's /etc/group)."""
+    authenticating. The group's members are set in a copy of /etc/group bind-mounted in the
+    test system's mount namespace (host mode: skipped, it would need the host's /etc/group).
+    Where the system has a group "sandbox" already (an installed sandboxd's sysusers.d made
+    it), the copy keeps its gid and replaces only its member list."""
 
     @classmethod
     def setUpClass(cls):
@@ -439,11 +441,16 @@ class ShippedGroupRule(Authorization):
         with open(os.path.join(secutil.S.paths.source, 'polkit', SHIPPED_RULES)) as f:
             cls.shipped = f.read()
         with open(secutil.S.path('/etc/group')) as f:
-            cls.groups = f.read()
-        if any(line.startswith('sandbox:') for line in cls.groups.splitlines()):
-            raise unittest.SkipTest('this system has a group "sandbox" already')
-        used = {int(line.split(':')[2]) for line in cls.groups.splitlines() if line.count(':') >= 3}
-        cls.gid = next(g for g in range(60999, 60000, -1) if g not in used)
+            lines = f.read().splitlines()
+        existing = [line for line in lines if line.startswith('sandbox:')]
+        cls.groups = '\n'.join(line for line in lines if not line.startswith('sandbox:'))
+        if existing:
+            cls.gid = int(existing[0].split(':')[2])
+            print(f'\n# the system has a group "sandbox" already (gid {cls.gid}): its members are replaced '
+                  'in the copy', file=sys.stderr, flush=True)
+        else:
+            used = {int(line.split(':')[2]) for line in lines if line.count(':') >= 3}
+            cls.gid = next(g for g in range(60999, 60000, -1) if g not in used)
 
     @classmethod
     def tearDownClass(cls):
@@ -456,7 +463,7 @@ class ShippedGroupRule(Authorization):
 
     def with_group(self, members):
         POLKIT.set_rules(self.shipped, name=SHIPPED_RULES)
-        POLKIT.set_group_file(self.groups.rstrip('\n') + f'\nsandbox:x:{self.gid}:{members}\n')
+        POLKIT.set_group_file(self.groups + f'\nsandbox:x:{self.gid}:{members}\n')
 
     def test_member_of_sandbox_group_creates_and_execs(self):
         self.with_group('nobody')

@@ -877,6 +877,15 @@ static long probe_x32_getpid(void) {
         return syscall(__X32_SYSCALL_BIT | SYS_getpid);
 }
 
+/* A foreign ABI never reaches a system call in a sandbox. What the kernel does with the
+ * entry point unfiltered decides what the filter can be seen doing:
+ *   - it serves it (i386 with IA-32 emulation on) or answers ENOSYS (x32 off): the filter
+ *     must kill with SIGSYS;
+ *   - it refuses the entry point itself (int $0x80 with IA-32 emulation off, as some
+ *     hypervisors force: "IA-32 emulation off"): the CPU faults before any system call, so
+ *     no filter runs; the probe must die the same way under the filter, and test_build
+ *     proves the filter would kill it anyway (no foreign architecture in it, and
+ *     SCMP_ACT_KILL_PROCESS for a bad one). */
 static void test_foreign_abis_killed(void **state) {
         static const struct {
                 const char *name;
@@ -898,10 +907,21 @@ static void test_foreign_abis_killed(void **state) {
                 print_message("# %-45s without: %-28s with: %s\n", abis[i].name,
                               outcome_to_string(&b, bbuf, sizeof bbuf),
                               outcome_to_string(&f, fbuf, sizeof fbuf));
-                /* Without the filter the kernel serves it (i386) or says ENOSYS (x32 off). */
-                assert_true(WIFEXITED(b.status));
-                assert_true(WIFSIGNALED(f.status));
-                assert_int_equal(WTERMSIG(f.status), SIGSYS);
+
+                if (WIFEXITED(b.status)) {
+                        print_message("# %s: this kernel %s unfiltered -> SIGSYS expected\n", abis[i].name,
+                                      b.ret < 0 ? "refuses it (ENOSYS)" : "serves it");
+                        assert_true(WIFSIGNALED(f.status));
+                        assert_int_equal(WTERMSIG(f.status), SIGSYS);
+                } else {
+                        print_message("# %s: this kernel faults the entry point itself (%s): "
+                                      "no system call is made, filtered or not\n",
+                                      abis[i].name, strsignal(WTERMSIG(b.status)));
+                        assert_true(WIFSIGNALED(b.status));
+                        assert_int_equal(WTERMSIG(b.status), SIGSEGV);
+                        assert_true(WIFSIGNALED(f.status));
+                        assert_int_equal(WTERMSIG(f.status), SIGSEGV);
+                }
         }
 }
 #endif
