@@ -227,6 +227,11 @@ static int scope_send_start(PendingCall *p) {
                 r = append_property(m, "MemoryAccounting", "b", 1);
         if (r >= 0)
                 r = append_property(m, "MemoryMax", "t", s->limits.memory_max);
+        /* MemoryMax= alone leaves swap unlimited on cgroup v2: a sandbox would go on
+         * allocating into the host's swap instead of being OOM-killed at its limit. (v1 has
+         * no unit property for memsw; sandboxd(8) says so.) */
+        if (r >= 0)
+                r = append_property(m, "MemorySwapMax", "t", UINT64_C(0));
         if (r >= 0)
                 r = append_property(m, "CPUAccounting", "b", 1);
         if (r >= 0)

@@ -183,6 +183,15 @@ class Paths:
             out.append(f'systemd ({SYSTEMD}; package systemd)')
         if not shutil.which('dbus-daemon') and not shutil.which('dbus-broker'):
             out.append('dbus-daemon (package dbus)')
+        # bwrap runs as each sandbox's unprivileged uid and needs user namespaces.
+        for knob, path in (('kernel.unprivileged_userns_clone', '/proc/sys/kernel/unprivileged_userns_clone'),
+                           ('user.max_user_namespaces', '/proc/sys/user/max_user_namespaces')):
+            try:
+                with open(path) as f:
+                    if f.read().strip() == '0':
+                        out.append(f'unprivileged user namespaces ({knob} is 0; sysctl -w {knob}=... to allow them)')
+            except OSError:
+                pass
         if daemon:
             for p in (self.sandboxd, self.sandboxctl, self.sandbox_init):
                 if not os.access(p, os.X_OK):
@@ -470,6 +479,22 @@ class System:
     def path(self, p):
         """P as seen by the system, reachable from here (namespace: through /proc/PID/root)."""
         return self.root + p
+
+    def unit_pids(self, unit):
+        """Host pids of every process in UNIT's cgroup and its sub-cgroups; None when it
+        has no cgroup directory."""
+        cg = self.show(unit, 'ControlGroup').get('ControlGroup')
+        top = self.cgroup_dir(cg) if cg else None
+        if not top or not os.path.isdir(top):
+            return None
+        pids = set()
+        for dirpath, _dirs, _files in os.walk(top):
+            try:
+                with open(os.path.join(dirpath, 'cgroup.procs')) as f:
+                    pids.update(int(p) for p in f.read().split())
+            except OSError:
+                pass
+        return pids
 
     def sandbox_scopes(self, include_pool=False):
         """Units of sandboxes. The harness's pooled template keeps one sandbox started and
@@ -1114,8 +1139,9 @@ def current():
     return _current
 
 
-def acquire(start_daemon=True):
-    """Boot (or reuse) the system for this process, with sandboxd installed and running."""
+def acquire(start_daemon=True, docker=True):
+    """Boot (or reuse) the system for this process, with sandboxd installed and running;
+    with DOCKER, a dockerd in it too (Unavailable is then noted in docker_unavailable)."""
     global _current
     if _current is not None:
         return _current
@@ -1135,6 +1161,8 @@ def acquire(start_daemon=True):
         system.boot()
         if start_daemon:
             try:
+                if not docker:
+                    raise Unavailable('not asked for (no module run here needs it)')
                 system.start_docker()
             except Unavailable as e:
                 system.docker_unavailable = str(e)
@@ -1223,6 +1251,131 @@ class SystemTestCase(unittest.TestCase):
                   + _current.journal(since=start) + '----- end of journal -----',
                   file=sys.stderr, flush=True)
         return out
+
+
+class SandboxTestCase(SystemTestCase):
+    """What the test modules share: sandboxctl, bus and cgroup helpers on `system` (the
+    module's system, unless a class booted its own into `booted`). Every sandbox created
+    through create() is destroyed after the test. TIMEOUT is the default per command;
+    TEMPLATE, when set, is passed to every create()."""
+
+    booted = None
+    TIMEOUT = 120
+    TEMPLATE = None
+
+    @property
+    def system(self):
+        return self.booted or _current
+
+    def ctl(self, *args, timeout=None, input=None):
+        return self.system.sandboxctl(*args, timeout=timeout or self.TIMEOUT, input=input)
+
+    def ok(self, cp, what=None):
+        self.assertEqual(cp.returncode, 0,
+                         f'{what or " ".join(map(str, cp.args))[:300]} failed ({cp.returncode}):\n'
+                         f'stdout: {cp.stdout[-2000:]}\nstderr: {cp.stderr[-2000:]}')
+        return cp
+
+    def create(self, *opts, template=None):
+        template = template or self.TEMPLATE
+        cp = self.ok(self.ctl('create', *(('--template', template) if template else ()), *opts))
+        sid = cp.stdout.strip()
+        self.assertRegex(sid, r'^[A-Za-z0-9_-]+$', f'create printed no id: {cp.stdout!r}')
+        self.addCleanup(self.destroy_quietly, self.system, sid)
+        return sid
+
+    @staticmethod
+    def destroy_quietly(system, sid):
+        system.sandboxctl('destroy', sid, timeout=120)
+
+    def exec(self, sid, *cmd, opts=(), timeout=None, input=None):
+        return self.ctl('exec', *opts, sid, '--', *cmd, timeout=timeout, input=input)
+
+    def exec_json(self, sid, *cmd, opts=(), timeout=None, input=None):
+        """exec --json: (CompletedProcess, the result), the result's keys checked."""
+        cp = self.ctl('exec', '--json', *opts, sid, '--', *cmd, timeout=timeout, input=input)
+        try:
+            result = json.loads(cp.stdout)
+        except ValueError:
+            self.fail(f'exec --json printed no JSON (exit {cp.returncode}):\n'
+                      f'stdout: {cp.stdout[-2000:]}\nstderr: {cp.stderr[-2000:]}')
+        for key in ('exit_status', 'exit_code', 'signal', 'timed_out', 'oom_killed', 'truncated',
+                    'duration_usec', 'cpu_usec', 'stdout', 'stderr'):
+            self.assertIn(key, result, f'exec --json lacks {key}: {result}')
+        return cp, result
+
+    def assert_exec_works(self, sid, what=''):
+        cp = self.ok(self.exec(sid, 'echo', 'alive'), f'exec in {sid} {what}')
+        self.assertEqual(cp.stdout, 'alive\n')
+
+    def popen_ctl(self, *args, stdin=subprocess.DEVNULL):
+        """sandboxctl ARGS, running: its stdout and stderr are pipes we read ourselves."""
+        env = dict(os.environ, LC_ALL='C.UTF-8')
+        env.pop('NOTIFY_SOCKET', None)
+        p = subprocess.Popen(self.system.wrap([self.system.paths.sandboxctl, *args]), stdin=stdin,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                             start_new_session=True)
+
+        def reap():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            if p.stdin:
+                p.stdin.close()
+                p.stdin = None
+            p.communicate()
+        self.addCleanup(reap)
+        return p
+
+    def unit(self, sid):
+        return f'sandbox-{sid}.scope'
+
+    def exists(self, sid):
+        return self.unit(sid) in self.system.sandbox_scopes()
+
+    def wait_gone(self, sid, timeout):
+        """Waits until the sandbox is gone (exists() false); returns the monotonic time it
+        was seen gone, or None."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.exists(sid):
+                return time.monotonic()
+            time.sleep(0.1)
+        return None
+
+    def status(self, sid):
+        return json.loads(self.ok(self.ctl('--json', 'status', sid)).stdout)
+
+    def object_path(self, sid):
+        _cp, data, error = self.system.bus_call(BUS_NAME, MANAGER_PATH, MANAGER_IFACE, 'GetSandbox', 's', sid)
+        self.assertIsNone(error, f'GetSandbox {sid}: {error}')
+        return data[0]
+
+    def bus_property(self, sid, prop):
+        cp = self.ok(self.system.busctl('--json=short', 'get-property', BUS_NAME, self.object_path(sid),
+                                        SANDBOX_IFACE, prop))
+        return json.loads(cp.stdout)['data']
+
+    def unit_pids(self, sid):
+        """Host pids of every process in the sandbox's unit (its sub-cgroups included)."""
+        pids = self.system.unit_pids(self.unit(sid))
+        self.assertIsNotNone(pids, f'no cgroup directory for {self.unit(sid)}')
+        return pids
+
+    def host_pid_of(self, sid, needle):
+        """Host pid of the sandbox's process whose command line contains NEEDLE."""
+        for pid in sorted(self.unit_pids(sid)):
+            try:
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    if needle.encode() in f.read():
+                        return pid
+            except OSError:
+                pass
+        self.fail(f'no process in the unit of {sid} runs {needle!r}')
+
+    def assert_serving(self):
+        """The daemon still does its job: an ephemeral run of `true` succeeds."""
+        cp = self.ctl('run', '--', 'true')
+        self.assertEqual(cp.returncode, 0, f'sandboxctl run -- true failed:\n{cp.stderr}')
 
 
 # ---- command line ------------------------------------------------------------------

@@ -131,7 +131,9 @@ class PtySession:
             pass
 
 
-class Base(harness.SystemTestCase):
+class Base(harness.SandboxTestCase):
+    """sandboxctl with its stdout as bytes (ctl, create); the rest as the harness's."""
+
     def setUp(self):
         self.hostdir = tempfile.mkdtemp(prefix='cli-files-', dir=S.workdir)
         self.addCleanup(shutil.rmtree, self.hostdir, ignore_errors=True)
@@ -143,11 +145,6 @@ class Base(harness.SystemTestCase):
                            capture_output=True, env=_env(), timeout=timeout)
         p.stderr = p.stderr.decode(errors='replace')
         return p
-
-    def ok(self, cp):
-        self.assertEqual(cp.returncode, 0, f'{cp.args} failed ({cp.returncode}):\n'
-                                           f'stdout: {cp.stdout[-2000:]!r}\nstderr: {cp.stderr[-2000:]}')
-        return cp
 
     def create(self):
         cp = self.ok(self.ctl('create'))

@@ -61,7 +61,7 @@ def sha256(path):
         return f'error {e.errno}'
 
 
-class Base(harness.SystemTestCase):
+class Base(harness.SandboxTestCase):
     """Sandboxes made here are destroyed after each test. A host directory of the test's own
     (under the harness's work directory, which the booted system sees at the same path)
     holds a file of known content: the target of the escapes."""
@@ -108,12 +108,8 @@ class Base(harness.SystemTestCase):
         res = self.script(f'emit(call(manager(), "CreateSandbox", {template!r}, opts({opts})))')
         self.assertIn('ok', res, f'CreateSandbox failed: {res}')
         sid = res['ok'][0]
-        self.addCleanup(self.destroy_quietly, sid)
+        self.addCleanup(busclient.run_script, S, f'emit(destroy({sid!r}))')
         return sid
-
-    @staticmethod
-    def destroy_quietly(sid):
-        busclient.run_script(S, f'emit(destroy({sid!r}))')
 
     def sh(self, sid, command, check=True):
         """sh -c COMMAND in the sandbox as its own code; returns (status, stdout, stderr)."""

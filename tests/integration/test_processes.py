@@ -71,7 +71,8 @@ def comm(pid):
         return None
 
 
-class Base(harness.SystemTestCase):
+class Base(harness.SandboxTestCase):
+    """Over the bus, through busclient scripts; sandboxes made here are destroyed afterwards."""
 
     def script(self, body, timeout=120):
         return busclient.run_script(S, body, timeout=timeout)
@@ -109,16 +110,6 @@ class Base(harness.SystemTestCase):
         self.assertIn('ok', res, res)
         return {p[0]: p for p in res['ok']}
 
-    def unit_pids(self, sid):
-        """Host pids in the sandbox's scope, from its cgroup."""
-        cg = S.show(f'sandbox-{sid}.scope', 'ControlGroup')['ControlGroup']
-        path = os.path.join(S.cgroup_dir(cg), 'cgroup.procs')
-        pids = []
-        for dirpath, _dirs, files in os.walk(os.path.dirname(path)):
-            if 'cgroup.procs' in files:
-                with open(os.path.join(dirpath, 'cgroup.procs')) as f:
-                    pids += [int(x) for x in f.read().split()]
-        return pids
 
 
 class Background(Base):
@@ -274,9 +265,13 @@ emit({"ids": ids, "list": call(s, "ListProcesses")})''')
                  self.start(sid, ['sh', '-c', 'sleep 1000 & sleep 1000 & wait'])]
         # A process that left its process group and session, too.
         self.start(sid, ['sh', '-c', 'setsid sleep 1000 & wait'])
-        time.sleep(0.3)
-        pids = self.unit_pids(sid)
-        sleeps = [p for p in pids if comm(p) == 'sleep']
+        deadline = time.monotonic() + 10     # the shells fork their sleeps when they get to it
+        while True:
+            pids = self.unit_pids(sid)
+            sleeps = [p for p in pids if comm(p) == 'sleep']
+            if len(sleeps) >= 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertGreaterEqual(len(sleeps), 4, f'scope processes: {[(p, comm(p)) for p in pids]}')
         uids = {proc_uids(p)[0] for p in sleeps}
         self.assertEqual(len(uids), 1, uids)

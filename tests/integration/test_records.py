@@ -36,22 +36,8 @@ def tearDownModule():
     harness.module_teardown(_owned)
 
 
-class Base(harness.SystemTestCase):
-    def ctl(self, *args, timeout=60, input=None):
-        return S.sandboxctl(*args, timeout=timeout, input=input)
-
-    def ok(self, cp):
-        self.assertEqual(cp.returncode, 0, f'{" ".join(cp.args)} failed ({cp.returncode}):\n'
-                                           f'stdout: {cp.stdout}\nstderr: {cp.stderr}')
-        return cp
-
-    def create(self, *opts):
-        sid = self.ok(self.ctl('create', *opts)).stdout.strip()
-        self.addCleanup(lambda: S.sandboxctl('destroy', sid, timeout=60))
-        return sid
-
-    def exec(self, sid, *cmd, opts=(), timeout=60):
-        return self.ctl('exec', *opts, sid, '--', *cmd, timeout=timeout)
+class Base(harness.SandboxTestCase):
+    TIMEOUT = 60
 
     def exec_captured(self, sid, *cmd, opts=()):
         """exec --json: the output goes through sandboxd (plain exec hands the command

@@ -71,110 +71,11 @@ class LineReader:
         return line + b'\n', now
 
 
-class Base(harness.SystemTestCase):
-    """Helpers; every sandbox created here is destroyed afterwards. `system` is the
-    harness.System the test talks to: the module's, unless a class boots its own."""
+class Base(harness.SandboxTestCase):
+    """Every sandbox created here is destroyed afterwards. `system` is the harness.System
+    the test talks to: the module's, unless a class boots its own."""
 
-    booted = None
-
-    @property
-    def system(self):
-        return self.booted or S
-
-    def ctl(self, *args, timeout=60, input=None):
-        return self.system.sandboxctl(*args, timeout=timeout, input=input)
-
-    def ok(self, cp, what=None):
-        self.assertEqual(cp.returncode, 0,
-                         f'{what or " ".join(map(str, cp.args))} failed ({cp.returncode}):\n'
-                         f'stdout: {cp.stdout[-2000:]}\nstderr: {cp.stderr[-2000:]}')
-        return cp
-
-    def create(self, *opts):
-        cp = self.ok(self.ctl('create', *opts))
-        sid = cp.stdout.strip()
-        self.assertRegex(sid, r'^[A-Za-z0-9_-]+$', f'create printed no id: {cp.stdout!r}')
-        system = self.system
-        self.addCleanup(lambda: system.sandboxctl('destroy', sid, timeout=60))
-        return sid
-
-    def exec(self, sid, *cmd, opts=(), timeout=60, input=None):
-        return self.ctl('exec', *opts, sid, '--', *cmd, timeout=timeout, input=input)
-
-    def popen_ctl(self, *args, stdin=subprocess.DEVNULL):
-        """sandboxctl ARGS, running: its stdout and stderr are pipes we read ourselves."""
-        env = dict(os.environ, LC_ALL='C.UTF-8')
-        env.pop('NOTIFY_SOCKET', None)
-        p = subprocess.Popen(self.system.wrap([self.system.paths.sandboxctl, *args]), stdin=stdin,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                             start_new_session=True)
-
-        def reap():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            if p.stdin:
-                p.stdin.close()
-                p.stdin = None
-            p.communicate()
-        self.addCleanup(reap)
-        return p
-
-    def unit(self, sid):
-        return f'sandbox-{sid}.scope'
-
-    def status(self, sid):
-        cp = self.ok(self.ctl('--json', 'status', sid))
-        return json.loads(cp.stdout)
-
-    def object_path(self, sid):
-        _cp, data, error = self.system.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
-                                             'GetSandbox', 's', sid)
-        self.assertIsNone(error, f'GetSandbox {sid}: {error}')
-        return data[0]
-
-    def bus_property(self, sid, prop):
-        cp = self.ok(self.system.busctl('--json=short', 'get-property', harness.BUS_NAME, self.object_path(sid),
-                                     harness.SANDBOX_IFACE, prop))
-        return json.loads(cp.stdout)['data']
-
-    def exists(self, sid):
-        return self.unit(sid) in self.system.sandbox_scopes()
-
-    def wait_gone(self, sid, timeout):
-        """Waits until the sandbox's unit is gone; returns the monotonic time it was seen
-        gone, or None."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.exists(sid):
-                return time.monotonic()
-            time.sleep(0.1)
-        return None
-
-    def assert_exec_works(self, sid, what=''):
-        cp = self.ok(self.exec(sid, 'echo', 'alive'), f'exec in {sid} {what}')
-        self.assertEqual(cp.stdout, 'alive\n')
-
-    def sandbox_pids(self, sid):
-        """Host pids of the processes in the sandbox's unit."""
-        cg = self.system.show(self.unit(sid), 'ControlGroup')['ControlGroup']
-        top = self.system.cgroup_dir(cg)
-        self.assertTrue(top and os.path.isdir(top), f'no cgroup directory for {self.unit(sid)}: {top}')
-        pids = set()
-        for dirpath, _dirs, _files in os.walk(top):
-            with open(os.path.join(dirpath, 'cgroup.procs')) as f:
-                pids.update(int(p) for p in f.read().split())
-        return pids
-
-    def host_pid_of(self, sid, needle):
-        """Host pid of the sandbox's process whose command line contains NEEDLE."""
-        for pid in sorted(self.sandbox_pids(sid)):
-            try:
-                with open(f'/proc/{pid}/cmdline', 'rb') as f:
-                    if needle.encode() in f.read():
-                        return pid
-            except OSError:
-                pass
-        self.fail(f'no process of {sid} runs {needle!r}')
+    TIMEOUT = 60
 
     def daemon_status(self, key):
         cp = self.ok(self.system.run(['cat', f'/proc/{self.main_pid()}/status']))

@@ -101,18 +101,8 @@ def daemon_rss_kib(pid):
 
 
 def scope_pids(unit):
-    """Host PIDs of every process in UNIT's cgroup."""
-    cg = S.show(unit, 'ControlGroup')['ControlGroup']
-    cgdir = S.cgroup_dir(cg)
-    pids = set()
-    if cgdir and os.path.isdir(cgdir):
-        for dirpath, _dirs, _files in os.walk(cgdir):
-            try:
-                with open(os.path.join(dirpath, 'cgroup.procs')) as f:
-                    pids.update(int(p) for p in f.read().split())
-            except OSError:
-                pass
-    return pids
+    """Host PIDs of every process in UNIT's cgroup (none when it has no cgroup)."""
+    return S.unit_pids(unit) or set()
 
 
 def proc_uids(pid):
@@ -159,24 +149,8 @@ def cgroup_file(unit, controller, name):
     return None
 
 
-class Base(harness.SystemTestCase):
-    """Helpers; every sandbox created through them is destroyed afterwards."""
-
-    def ctl(self, *args, timeout=120, input=None):
-        return S.sandboxctl(*args, timeout=timeout, input=input)
-
-    def ok(self, cp, what=None):
-        self.assertEqual(cp.returncode, 0,
-                         f'{what or " ".join(map(str, cp.args))[:300]} failed ({cp.returncode}):\n'
-                         f'stdout: {cp.stdout[-2000:]}\nstderr: {cp.stderr[-2000:]}')
-        return cp
-
-    def create(self, *opts):
-        cp = self.ok(self.ctl('create', *opts))
-        sid = cp.stdout.strip()
-        self.assertRegex(sid, r'^[0-9a-f]+$', f'create printed no id: {cp.stdout!r}')
-        self.addCleanup(S.sandboxctl, 'destroy', sid, timeout=120)
-        return sid
+class Base(harness.SandboxTestCase):
+    """Every sandbox created through these helpers is destroyed afterwards."""
 
     def create_bus(self, template='shell', uid=None, **options):
         """CreateSandbox over the bus with typed options (all 't' but Ephemeral)."""
@@ -187,26 +161,11 @@ class Base(harness.SystemTestCase):
         self.addCleanup(S.sandboxctl, 'destroy', sid, timeout=120)
         return sid
 
-    def exec(self, sid, *cmd, opts=(), timeout=120, input=None):
-        return self.ctl('exec', *opts, sid, '--', *cmd, timeout=timeout, input=input)
-
-    def exec_json(self, sid, *cmd, opts=(), timeout=120, input=None):
-        cp = self.ctl('exec', '--json', *opts, sid, '--', *cmd, timeout=timeout, input=input)
-        try:
-            return cp, json.loads(cp.stdout)
-        except ValueError:
-            self.fail(f'exec --json printed no JSON (exit {cp.returncode}):\n'
-                      f'stdout: {cp.stdout[-2000:]}\nstderr: {cp.stderr[-2000:]}')
-
-    def unit(self, sid):
-        return f'sandbox-{sid}.scope'
-
     def assert_serving(self, identity=None):
         """The daemon still does its job and, given the IDENTITY it had before, is the same
         process: same MainPID and start time, no restart since (NRestarts did not grow; the
         integration suite restarts it on purpose, so it need not be 0 to begin with)."""
-        cp = self.ctl('run', '--', 'true')
-        self.assertEqual(cp.returncode, 0, f'sandboxctl run -- true failed:\n{cp.stderr}')
+        super().assert_serving()
         now = daemon_identity()
         self.assertEqual(now[3], 'active', f'sandboxd.service is {now[3]}')
         if identity is not None:

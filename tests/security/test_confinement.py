@@ -106,11 +106,22 @@ class ForkBomb(Base):
         note(f'fork bomb: peak {peak}/{tasks} tasks, host /bin/true worst {host_worst * 1000:.0f} ms, '
              f'daemon Ping worst {daemon_worst * 1000:.0f} ms')
 
-        self.assertLessEqual(peak, tasks, f'pids.current reached {peak} > TasksMax={tasks}')
-        self.assertLessEqual(shown_worst, tasks, f'TasksCurrent reached {shown_worst} > TasksMax={tasks}')
+        # The kernel charges a fork before it checks the limit and takes the charge back
+        # when over it, so a sample of pids.current (TasksCurrent reads it too) may catch
+        # one transient charge per CPU forking at that moment; pids.peak (kernel >= 6.1)
+        # counts only charges that passed the check, and must hold exactly.
+        slack = os.cpu_count() or 1
+        self.assertLessEqual(peak, tasks + slack, f'pids.current reached {peak} > TasksMax={tasks} + {slack} CPUs')
+        self.assertLessEqual(shown_worst, tasks + slack,
+                             f'TasksCurrent reached {shown_worst} > TasksMax={tasks} + {slack} CPUs')
         peak_file = secutil.cgroup_file(unit, 'pids', 'pids.peak')      # the kernel's own record
         if peak_file:
+            note(f'fork bomb: pids.peak {read_int(peak_file)} (sampled pids.current may exceed TasksMax '
+                 f'by up to {slack}, one transient charge per CPU)')
             self.assertLessEqual(read_int(peak_file), tasks, peak_file)
+        else:
+            note('fork bomb: no pids.peak on this kernel; sampled pids.current checked within '
+                 f'TasksMax + {slack} CPUs')
         # The bomb did press against the limit (else this test proved nothing).
         self.assertIsNotNone(events, f'no pids.events for {unit}')
         with open(events) as f:
