@@ -12,6 +12,7 @@
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* After a timeout's SIGKILL, how long the agent has to report the exit. */
 #define EXEC_KILL_GRACE_USEC (5ULL * 1000000ULL)
@@ -207,12 +208,6 @@ static void exec_unlink(Exec *e) {
         sandbox_update_idle_timer(s);
 }
 
-static uint64_t realtime_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
-
 /* At the end of e, while its sandbox's unit is still there: what the cgroup accounted. */
 static void exec_record_take(Exec *e) {
         Sandbox *s = e->sandbox;
@@ -220,7 +215,7 @@ static void exec_record_take(Exec *e) {
 
         if (!s->manager->hooks.exec_record)
                 return;
-        e->ended_at = realtime_usec();
+        e->ended_at = now_usec(CLOCK_REALTIME);
         if (s->cgroup) {
                 if (cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &cpu) >= 0)
                         e->cgroup_cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
@@ -260,9 +255,9 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
                 .stdout_bytes = r->out.total,
                 .stderr_bytes = r->err.total,
                 .stdout_excerpt = r->out.data,
-                .stdout_excerpt_size = MIN(r->out.size, (size_t) RECORDER_EXCERPT_MAX),
+                .stdout_excerpt_size = MIN(r->out.size, (size_t) EXEC_EVENT_EXCERPT_MAX),
                 .stderr_excerpt = r->err.data,
-                .stderr_excerpt_size = MIN(r->err.size, (size_t) RECORDER_EXCERPT_MAX),
+                .stderr_excerpt_size = MIN(r->err.size, (size_t) EXEC_EVENT_EXCERPT_MAX),
         }, m->hooks.userdata);
 }
 
@@ -496,7 +491,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
 
         e->oom_kills_before = exec_read_oom_kills(e);
         if (m->hooks.exec_record)
-                e->started_at = realtime_usec();
+                e->started_at = now_usec(CLOCK_REALTIME);
 
         if (e->config.tty) {
                 struct agent_winsize ws = { .rows = e->config.tty_rows ?: 24, .cols = e->config.tty_cols ?: 80 };

@@ -17,6 +17,7 @@
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 #include "strv.h"
+#include "time-util.h"
 
 int manager_settings_init(ManagerSettings *s) {
         *s = (ManagerSettings) {
@@ -221,11 +222,8 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
-        struct timespec ts;
-
         if (!m->hooks.sandbox_record || s->pooled)
                 return;
-        clock_gettime(CLOCK_REALTIME, &ts);
         m->hooks.sandbox_record(&(SandboxRecordEvent) {
                 .sandbox_id = s->id,
                 .template_name = s->template_name,
@@ -233,7 +231,7 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
                 .owner = s->owner,
                 .config = &s->config,
                 .created_at = s->created_at,
-                .destroyed_at = end_reason ? (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL : 0,
+                .destroyed_at = end_reason ? now_usec(CLOCK_REALTIME) : 0,
                 .end_reason = end_reason,
         }, m->hooks.userdata);
 }

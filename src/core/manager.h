@@ -11,7 +11,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
-#include "recorder.h"
+#include "events.h"
 #include "sandbox.h"
 #include "template.h"
 

@@ -19,6 +19,7 @@
 #include "sandbox-internal.h"
 #include "sandbox-record.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* How long a payload may take from release to its agent's "ready". */
 #define SANDBOX_START_TIMEOUT_USEC (15ULL * 1000000ULL)
@@ -58,12 +59,6 @@ uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
 const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
-
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
 
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
         if (s->state == state)

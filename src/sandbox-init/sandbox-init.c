@@ -31,6 +31,7 @@
 #include "json-util.h"
 #include "sandbox-init.h"
 #include "strv.h"
+#include "time-util.h"
 
 struct exec_child {
         uint64_t id;
@@ -56,13 +57,6 @@ struct agent {
 static _noreturn_ void die(const char *what, int error) {
         fprintf(stderr, "sandbox-init: %s: %s\n", what, strerror(error));
         exit(EXIT_FAILURE);
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U;
 }
 
 static uint64_t timeval_usec(const struct timeval *tv) {
@@ -225,7 +219,7 @@ static void handle_exec(struct agent *a, json_object *msg, int fds[], size_t n_f
                         goto fail;
         }
 
-        start = now_usec();
+        start = now_usec(CLOCK_MONOTONIC);
         pid = fork();
         if (pid < 0)
                 goto fail; /* most likely the unit's TasksMax */
@@ -375,7 +369,7 @@ static void reap_children(struct agent *a) {
                                 .id = c->id,
                                 .code = WIFEXITED(status) ? WEXITSTATUS(status) : -1,
                                 .signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-                                .duration_usec = now_usec() - c->start_usec,
+                                .duration_usec = now_usec(CLOCK_MONOTONIC) - c->start_usec,
                                 .utime_usec = timeval_usec(&ru.ru_utime),
                                 .stime_usec = timeval_usec(&ru.ru_stime),
                                 .maxrss_kb = ru.ru_maxrss > 0 ? (uint64_t) ru.ru_maxrss : 0,

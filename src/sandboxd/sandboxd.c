@@ -16,10 +16,12 @@
 #include "manager.h"
 #include "payload.h"
 #include "recorder-dbus.h"
+#include "sandboxd-conf.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 #include "seccomp-policy.h"
 #include "strv.h"
+#include "time-util.h"
 
 typedef struct Daemon {
         sd_event *event;
@@ -207,7 +209,7 @@ static int setup_recorder(Daemon *d, const char *config_path, const ManagerSetti
         r = recorder_settings_init(&rs);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = recorder_settings_load(&rs, config_path);
+        r = sandboxd_conf_load(&rs, config_path);
         if (r < 0)
                 return r;  /* a broken configuration is the administrator's to fix: refuse */
         if (!rs.enabled) {
@@ -228,15 +230,14 @@ static int setup_recorder(Daemon *d, const char *config_path, const ManagerSetti
 
 static void record_templates(Daemon *d) {
         const TemplateSet *set = manager_get_templates(d->manager);
-        struct timespec ts;
+        uint64_t now = now_usec(CLOCK_REALTIME);
 
-        clock_gettime(CLOCK_REALTIME, &ts);
         for (size_t i = 0; i < set->n; i++)
                 recorder_template_event(d->recorder, &(TemplateRecordEvent) {
                         .name = set->templates[i]->name,
                         .payload = payload_kind_to_string(set->templates[i]->payload),
                         .description = set->templates[i]->description,
-                        .loaded_at = (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL,
+                        .loaded_at = now,
                 });
 }
 

@@ -16,6 +16,7 @@
 #include "conf-parser.h"
 #include "macro.h"
 #include "recorder.h"
+#include "sandboxd-conf.h"
 
 typedef struct Conf {
         char *path;
@@ -184,7 +185,7 @@ static void test_recorder_settings(void **state) {
         assert_int_equal(unsetenv("CREDENTIALS_DIRECTORY"), 0);
         assert_int_equal(recorder_settings_init(&s), 0);
         assert_true(s.enabled);
-        assert_int_equal(recorder_settings_load(&s, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, path), 0);
         assert_string_equal(s.spool_dir, "/var/spool/x");
         assert_string_equal(s.mariadb_socket, "/run/mysqld/mysqld.sock");
         assert_string_equal(s.mariadb_database, "sandboxd");
@@ -199,7 +200,7 @@ static void test_recorder_settings(void **state) {
         write_file(creds, "mariadb-password", "from-credential");
         assert_int_equal(setenv("CREDENTIALS_DIRECTORY", creds, 1), 0);
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(recorder_settings_load(&s, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, path), 0);
         assert_string_equal(s.mariadb_password, "from-credential");
         recorder_settings_done(&s);
         assert_int_equal(unsetenv("CREDENTIALS_DIRECTORY"), 0);
@@ -207,15 +208,15 @@ static void test_recorder_settings(void **state) {
         /* MariaDB without a database is refused; an explicit file that is missing too. */
         write_file(tmpdir, "rec.conf", "[Recording]\nMariaDBHost=localhost\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(recorder_settings_load(&s, path), -EINVAL);
+        assert_int_equal(sandboxd_conf_load(&s, path), -EINVAL);
         recorder_settings_done(&s);
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(recorder_settings_load(&s, "/nonexistent/sandboxd.conf"), -ENOENT);
+        assert_int_equal(sandboxd_conf_load(&s, "/nonexistent/sandboxd.conf"), -ENOENT);
         recorder_settings_done(&s);
 
         write_file(tmpdir, "rec.conf", "[Recording]\nRecord=no\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(recorder_settings_load(&s, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, path), 0);
         assert_false(s.enabled);
 }
 

@@ -94,7 +94,7 @@ static void test_exec_round_trip(void **state) {
 }
 
 static void test_excerpt_capped(void **state) {
-        static char big[RECORDER_EXCERPT_MAX * 2];
+        static char big[EXEC_EVENT_EXCERPT_MAX * 2];
         char *argv[] = { (char *) "true", NULL };
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ void *out = NULL;
@@ -109,7 +109,7 @@ static void test_excerpt_capped(void **state) {
         assert_int_equal(spool_format_exec(1, &ev, &line, &size), 0);
         assert_int_equal(spool_line_parse(line, size - 1, &o), 0);
         assert_int_equal(spool_get_hex(o, "stdout", &out, &l), 0);
-        assert_int_equal(l, RECORDER_EXCERPT_MAX);
+        assert_int_equal(l, EXEC_EVENT_EXCERPT_MAX);
         json_object_put(o);
 }
 

@@ -159,8 +159,8 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r >= 0) r = add_u64(o, "memory_peak", ev->cgroup_memory_peak);
         if (r >= 0) r = add_u64(o, "stdout_bytes", ev->stdout_bytes);
         if (r >= 0) r = add_u64(o, "stderr_bytes", ev->stderr_bytes);
-        if (r >= 0) r = add_hex(o, "stdout", ev->stdout_excerpt, MIN(ev->stdout_excerpt_size, (size_t) RECORDER_EXCERPT_MAX));
-        if (r >= 0) r = add_hex(o, "stderr", ev->stderr_excerpt, MIN(ev->stderr_excerpt_size, (size_t) RECORDER_EXCERPT_MAX));
+        if (r >= 0) r = add_hex(o, "stdout", ev->stdout_excerpt, MIN(ev->stdout_excerpt_size, (size_t) EXEC_EVENT_EXCERPT_MAX));
+        if (r >= 0) r = add_hex(o, "stderr", ev->stderr_excerpt, MIN(ev->stderr_excerpt_size, (size_t) EXEC_EVENT_EXCERPT_MAX));
         if (r < 0)
                 return r;
         return record_finish(o, ret, ret_size);

@@ -14,8 +14,8 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "events.h"
 #include "macro.h"
-#include "options.h"
 
 typedef struct Recorder Recorder;
 
@@ -31,46 +31,6 @@ typedef struct RecorderSettings {
         bool enabled;             /* Record=no: nothing recorded, ListExecutions unsupported */
 } RecorderSettings;
 
-typedef struct SandboxRecordEvent {
-        const char *sandbox_id;
-        const char *template_name;
-        const char *payload;      /* "bwrap", "docker" */
-        uid_t owner;
-        const SandboxConfig *config;
-        uint64_t created_at;      /* µs CLOCK_REALTIME */
-        uint64_t destroyed_at;    /* 0 while it runs */
-        const char *end_reason;   /* NULL while it runs; "destroyed", "timeout", "failed: …" */
-} SandboxRecordEvent;
-
-typedef struct ExecRecordEvent {
-        const char *sandbox_id;
-        uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
-        uid_t owner;              /* the sandbox's owner: who may read the record */
-        uid_t caller;
-        char * const *argv;
-        const char *working_directory;
-        bool background;
-        uint64_t started_at;      /* µs CLOCK_REALTIME */
-        uint64_t ended_at;
-        int exit_status, exit_code, signal;
-        bool timed_out, oom_killed, truncated;
-        uint64_t cpu_usec;        /* the process's own (rusage) */
-        uint64_t cgroup_cpu_nsec; /* the sandbox unit's cgroup, during the exec */
-        uint64_t cgroup_memory_peak; /* the unit's cgroup high-water mark, bytes */
-        uint64_t stdout_bytes, stderr_bytes;
-        const void *stdout_excerpt; size_t stdout_excerpt_size; /* capped, verbatim bytes */
-        const void *stderr_excerpt; size_t stderr_excerpt_size;
-} ExecRecordEvent;
-
-/* A template as the daemon loaded it at start. */
-typedef struct TemplateRecordEvent {
-        const char *name;
-        const char *payload;
-        const char *description;
-        uint64_t loaded_at;       /* µs CLOCK_REALTIME */
-} TemplateRecordEvent;
-
-#define RECORDER_EXCERPT_MAX 4096U
 #define RECORDER_LIST_LIMIT_DEFAULT 100U
 #define RECORDER_LIST_LIMIT_MAX 10000U
 /* ListExecutions reads the spool backwards, at most this much per query, to bound the
@@ -81,10 +41,6 @@ typedef struct TemplateRecordEvent {
 
 int recorder_settings_init(RecorderSettings *s);
 void recorder_settings_done(RecorderSettings *s);
-/* Reads /etc/sandboxd/sandboxd.conf and sandboxd.conf.d/\*.conf (or path and path.d/\*.conf),
- * then the password: $CREDENTIALS_DIRECTORY/mariadb-password if it exists, else
- * PasswordFile=. Errors are logged with file:line. */
-int recorder_settings_load(RecorderSettings *s, const char *path);
 
 /* event: the loop that queries report back to (recorder_list_executions()). */
 int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **ret);

@@ -17,6 +17,7 @@
 #include "parse-util.h"
 #include "recorder-mariadb.h"
 #include "recorder-spool.h"
+#include "time-util.h"
 
 /* Connect, read and write timeouts: a server that hangs costs the writer thread this
  * long, and sandboxd's shutdown at most this long. */
@@ -282,12 +283,6 @@ static int query(RecorderDB *db, const char *sql) {
         return 0;
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
-
 static MYSQL_BIND *param_next(Params *p) {
         assert(p->n < ELEMENTSOF(p->bind));
         MYSQL_BIND *b = &p->bind[p->n];
@@ -435,7 +430,7 @@ int recorder_db_migrate(RecorderDB *db) {
                 }
                 snprintf(sql, sizeof(sql),
                          "INSERT IGNORE INTO schema_version (version, applied_usec) VALUES (%u, %llu)",
-                         v, (unsigned long long) now_usec());
+                         v, (unsigned long long) now_usec(CLOCK_REALTIME));
                 r = query(db, sql);
                 if (r >= 0)
                         r = recorder_db_commit(db);

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* ListExecutions. Queries read the spool on a thread each, never behind the writer, which
+ * may wait on MariaDB for seconds. A query's thread fills plain structs and wakes the
+ * event loop through an eventfd; the loop joins it and hands the result on. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "json-util.h"
+#include "macro.h"
+#include "parse-util.h"
+#include "recorder-internal.h"
+#include "recorder-spool.h"
+#include "strv.h"
+
+struct ListQuery {
+        Recorder *r;
+        pthread_t thread;
+        recorder_list_callback_t callback;
+        void *userdata;
+        /* The thread's until it sets finished (and the loop's after the join): */
+        int spool_fd;                /* its own: compaction may replace the spool meanwhile */
+        ExecutionFilter filter;
+        char *sandbox_id;
+        unsigned limit;
+        ExecutionRecord *records;
+        size_t n_records, n_allocated;
+        int error;
+        atomic_bool finished;        /* set by the thread, which then only signals query_fd */
+        atomic_bool cancel;          /* set by recorder_free(): stop reading */
+};
+
+static void execution_record_done(ExecutionRecord *e) {
+        free(e->sandbox_id);
+        strv_free(e->argv);
+        free(e->working_directory);
+}
+
+static ListQuery *list_query_free(ListQuery *q) {
+        if (!q)
+                return NULL;
+        for (size_t i = 0; i < q->n_records; i++)
+                execution_record_done(&q->records[i]);
+        free(q->records);
+        free(q->sandbox_id);
+        safe_close(q->spool_fd);
+        return mfree(q);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(ListQuery *, list_query_free);
+
+/* D-Bus strings are UTF-8 without NULs: what is not is shown with U+FFFD, a NUL as '?'. */
+static int text_dup(const char *s, size_t size, char **ret) {
+        size_t l;
+        int k;
+
+        k = utf8_sanitize(strempty(s), s ? size : 0, ret, &l);
+        if (k < 0)
+                return k;
+        for (size_t i = 0; i < l; i++)
+                if ((*ret)[i] == 0)
+                        (*ret)[i] = '?';
+        return 0;
+}
+
+static int list_cb(const char *line, size_t size, uint64_t end_offset, void *userdata) {
+        static const char exec_type[] = ",\"type\":\"exec\",";
+        _cleanup_json_ json_object *o = NULL;
+        ListQuery *q = userdata;
+        const ExecutionFilter *f = &q->filter;
+        ExecutionRecord *e;
+        json_object *argv;
+        uint64_t owner, caller;
+        const char *s;
+        size_t l, n;
+        int k;
+
+        if (atomic_load_explicit(&q->cancel, memory_order_relaxed))
+                return -ECANCELED;
+        /* Cheap test first: most lines of a busy spool are someone else's. */
+        if (!memmem(line, MIN(size, (size_t) 48), exec_type, sizeof(exec_type) - 1))
+                return 0;
+        if (spool_line_parse(line, size, &o) < 0)
+                return 0;
+
+        if (f->since > 0 && spool_get_u64(o, "time") < f->since)
+                return 1;  /* ended before since: so did everything before it */
+        if (f->since > 0 && spool_get_u64(o, "started") < f->since)
+                return 0;
+        s = spool_get_string(o, "sandbox", &l);
+        if (f->sandbox_id && (!s || !streq(s, f->sandbox_id)))
+                return 0;
+        owner = spool_get_u64(o, "owner");
+        caller = spool_get_u64(o, "caller");
+        if (!f->any_owner && owner != f->uid && caller != f->uid)
+                return 0;
+        if (f->owner_set && owner != f->owner)
+                return 0;
+
+        if (q->n_records == q->n_allocated) {
+                size_t a = MIN(MAX(q->n_allocated * 2, (size_t) 16), (size_t) q->limit);
+                ExecutionRecord *p = reallocarray(q->records, a, sizeof(ExecutionRecord));
+                if (!p)
+                        return -ENOMEM;
+                q->records = p;
+                q->n_allocated = a;
+        }
+        /* Counted at once, so that list_query_free() frees what a failure leaves half made. */
+        e = &q->records[q->n_records++];
+        *e = (ExecutionRecord) {
+                .exec_id = spool_get_u64(o, "exec"),
+                .owner = (uid_t) owner,
+                .caller = (uid_t) caller,
+                .started_at = spool_get_u64(o, "started"),
+                .ended_at = spool_get_u64(o, "ended"),
+                .exit_status = (int32_t) spool_get_i64(o, "exit_status"),
+                .exit_code = (int32_t) spool_get_i64(o, "exit_code"),
+                .signal = (int32_t) spool_get_i64(o, "signal"),
+                .timed_out = spool_get_bool(o, "timed_out"),
+                .oom_killed = spool_get_bool(o, "oom_killed"),
+                .cpu_usec = spool_get_u64(o, "cpu_usec"),
+                .cgroup_cpu_nsec = spool_get_u64(o, "cgroup_cpu_nsec"),
+                .cgroup_memory_peak = spool_get_u64(o, "memory_peak"),
+                .stdout_bytes = spool_get_u64(o, "stdout_bytes"),
+                .stderr_bytes = spool_get_u64(o, "stderr_bytes"),
+        };
+        k = text_dup(s, l, &e->sandbox_id);
+        if (k < 0)
+                return k;
+        s = spool_get_string(o, "cwd", &l);
+        k = text_dup(s, l, &e->working_directory);
+        if (k < 0)
+                return k;
+        n = json_object_object_get_ex(o, "argv", &argv) && json_object_is_type(argv, json_type_array) ?
+                json_object_array_length(argv) : 0;
+        e->argv = calloc(n + 1, sizeof(char *));
+        if (!e->argv)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *a = json_object_array_get_idx(argv, i);
+                k = text_dup(json_object_get_string(a), (size_t) json_object_get_string_len(a), &e->argv[i]);
+                if (k < 0)
+                        return k;
+        }
+        return q->n_records >= q->limit ? 1 : 0;
+}
+
+static void *list_query_thread(void *userdata) {
+        ListQuery *q = userdata;
+        int fd = q->r->query_fd;  /* q may be gone once finished is set */
+
+        q->error = spool_scan_backwards(q->spool_fd, RECORDER_LIST_SCAN_MAX, list_cb, q);
+        atomic_store(&q->finished, true);
+        (void) eventfd_write(fd, 1);
+        return NULL;
+}
+
+/* On the event loop. The join waits at most for the thread's last eventfd_write(). */
+static void list_query_finish(Recorder *r, size_t slot, int error) {
+        _cleanup_(list_query_freep) ListQuery *q = TAKE_PTR(r->queries[slot]);
+
+        pthread_join(q->thread, NULL);
+        if (error >= 0)
+                error = q->error;
+        if (error < 0)
+                q->callback(error, NULL, 0, q->userdata);
+        else
+                q->callback(0, q->records, q->n_records, q->userdata);
+}
+
+static int on_query_done(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Recorder *r = userdata;
+        eventfd_t n;
+
+        (void) eventfd_read(fd, &n);
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                if (r->queries[i] && atomic_load(&r->queries[i]->finished))
+                        list_query_finish(r, i, 0);
+        return 0;
+}
+
+int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_list_callback_t callback,
+                             void *userdata) {
+        _cleanup_(list_query_freep) ListQuery *q = NULL;
+        size_t slot;
+        int k;
+
+        for (slot = 0; slot < RECORDER_LIST_QUERIES_MAX && r->queries[slot]; slot++)
+                ;
+        if (slot >= RECORDER_LIST_QUERIES_MAX)
+                return -EBUSY;
+
+        q = calloc(1, sizeof(ListQuery));
+        if (!q)
+                return -ENOMEM;
+        *q = (ListQuery) {
+                .r = r,
+                .callback = callback,
+                .userdata = userdata,
+                .spool_fd = -EBADF,
+                .filter = *f,
+                .limit = f->limit == 0 ? RECORDER_LIST_LIMIT_DEFAULT : MIN(f->limit, RECORDER_LIST_LIMIT_MAX),
+        };
+        if (f->sandbox_id) {
+                q->sandbox_id = strdup(f->sandbox_id);
+                if (!q->sandbox_id)
+                        return -ENOMEM;
+        }
+        q->filter.sandbox_id = q->sandbox_id;
+
+        /* A descriptor of the query's own: if compaction replaces the spool meanwhile, the
+         * query goes on reading the file it started on. */
+        pthread_mutex_lock(&r->lock);
+        q->spool_fd = fcntl(r->spool_fd, F_DUPFD_CLOEXEC, 3);
+        k = q->spool_fd < 0 ? -errno : 0;
+        pthread_mutex_unlock(&r->lock);
+        if (k < 0)
+                return k;
+
+        k = recorder_thread_start(&q->thread, "sandboxd-query", list_query_thread, q);
+        if (k < 0)
+                return k;
+        r->queries[slot] = TAKE_PTR(q);
+        return 0;
+}
+
+int recorder_queries_init(Recorder *r, sd_event *event) {
+        int k;
+
+        r->query_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (r->query_fd < 0)
+                return -errno;
+        k = sd_event_add_io(event, &r->query_source, r->query_fd, EPOLLIN, on_query_done, r);
+        if (k < 0)
+                return k;
+        (void) sd_event_source_set_description(r->query_source, "recorder-query");
+        return 0;
+}
+
+void recorder_queries_done(Recorder *r) {
+        /* Stop all the queries first, then wait for each. */
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                if (r->queries[i])
+                        atomic_store(&r->queries[i]->cancel, true);
+        for (size_t i = 0; i < RECORDER_LIST_QUERIES_MAX; i++)
+                if (r->queries[i])
+                        list_query_finish(r, i, -ECANCELED);
+        r->query_source = sd_event_source_disable_unref(r->query_source);
+        r->query_fd = safe_close(r->query_fd);
+}

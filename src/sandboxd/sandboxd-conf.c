@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The daemon's configuration file, sandboxd.conf(5): read here, in the daemon, and
+ * handed to the parts it configures (today the recorder's [Recording] section). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf-parser.h"
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+#include "sandboxd-conf.h"
+
+#define PASSWORD_MAX 4096
+
+typedef struct SettingsFile {
+        RecorderSettings s;
+        char *password_file;
+} SettingsFile;
+
+static const ConfigTableItem recorder_table[] = {
+        { "Recording", "Record",         config_parse_bool,    offsetof(SettingsFile, s.enabled),          "yes or no" },
+        { "Recording", "SpoolDirectory", config_parse_path,    offsetof(SettingsFile, s.spool_dir),        "an absolute path" },
+        { "Recording", "MariaDBSocket",  config_parse_path,    offsetof(SettingsFile, s.mariadb_socket),   "an absolute path" },
+        { "Recording", "MariaDBHost",    config_parse_string,  offsetof(SettingsFile, s.mariadb_host),     "a host name or address" },
+        { "Recording", "MariaDBPort",    config_parse_port,    offsetof(SettingsFile, s.mariadb_port),     "a port, 1…65535" },
+        { "Recording", "Database",       config_parse_string,  offsetof(SettingsFile, s.mariadb_database), "a database name" },
+        { "Recording", "User",           config_parse_string,  offsetof(SettingsFile, s.mariadb_user),     "a user name" },
+        { "Recording", "PasswordFile",   config_parse_path,    offsetof(SettingsFile, password_file),      "an absolute path" },
+        { "Recording", "Retention",      config_parse_seconds, offsetof(SettingsFile, s.retention_sec),    "seconds with an optional unit (s, min, h, d)" },
+};
+
+static int read_password(const char *path, char **ret) {
+        char buf[PASSWORD_MAX + 2];
+        ssize_t n;
+        int fd;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        safe_close(fd);
+        if (n < 0)
+                return -errno;
+        if (n > PASSWORD_MAX)
+                return -E2BIG;
+        buf[n] = 0;
+        /* One line: a trailing newline (as editors and echo leave) is not part of it. */
+        if (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = 0;
+        if (n > 0 && buf[n - 1] == '\r')
+                buf[--n] = 0;
+        if (memchr(buf, 0, (size_t) n)) {
+                explicit_bzero(buf, sizeof(buf));
+                return -EINVAL;
+        }
+        *ret = strdup(buf);
+        explicit_bzero(buf, sizeof(buf));
+        return *ret ? 0 : -ENOMEM;
+}
+
+int sandboxd_conf_load(RecorderSettings *s, const char *path) {
+        _cleanup_free_ char *dropins = NULL, *cred = NULL;
+        SettingsFile f = { .s = *s };
+        const char *main_path = path ?: SANDBOX_CONF_FILE;
+        const char *creds;
+        int r;
+
+        if (asprintf(&dropins, "%s.d", main_path) < 0)
+                return -ENOMEM;
+        r = config_parse_with_dropins(main_path, dropins, recorder_table, ELEMENTSOF(recorder_table), &f);
+        *s = f.s;
+        if (r < 0) {
+                free(f.password_file);
+                return r;
+        }
+        if (path && access(path, F_OK) < 0) {
+                free(f.password_file);
+                return log_error_errno(errno, "Cannot read %s: %m", path);
+        }
+
+        /* systemd's LoadCredential=mariadb-password:… wins over PasswordFile=. */
+        creds = getenv("CREDENTIALS_DIRECTORY");
+        if (creds && asprintf(&cred, "%s/mariadb-password", creds) < 0) {
+                free(f.password_file);
+                return -ENOMEM;
+        }
+        if (cred && access(cred, F_OK) >= 0) {
+                free(f.password_file);
+                f.password_file = TAKE_PTR(cred);
+        }
+        if (f.password_file) {
+                char *pw = NULL;
+                r = read_password(f.password_file, &pw);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to read the MariaDB password from %s: %m", f.password_file);
+                        free(f.password_file);
+                        return r;
+                }
+                free(s->mariadb_password);
+                s->mariadb_password = pw;
+        }
+        free(f.password_file);
+
+        if (s->mariadb_socket && s->mariadb_host)
+                log_warning("Both MariaDBSocket= and MariaDBHost= are set; using the socket.");
+        if ((s->mariadb_socket || s->mariadb_host) && !s->mariadb_database)
+                return log_error_errno(EINVAL, "MariaDB is configured but Database= is not.");
+        return 0;
+}
