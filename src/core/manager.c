@@ -12,7 +12,7 @@
 #include "config.h"
 #include "log.h"
 #include "payload-docker.h"
-#include "sandbox-record.h"
+#include "sandbox-persist.h"
 #include "seccomp-policy.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -529,7 +529,7 @@ int manager_adopt_sandboxes(Manager *m) {
         while (d && (de = readdir(d))) {
                 _cleanup_free_ char *path = NULL, *why = NULL;
                 _cleanup_close_ int fd = -EBADF, pidfd = -EBADF;
-                SandboxRecord st = {};
+                SandboxPersist st = {};
                 char unit[64], fdname[64];
                 size_t n = strlen(de->d_name);
                 Sandbox *s;
@@ -539,7 +539,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         continue;
                 if (asprintf(&path, "%s/%s", m->sandboxes_dir, de->d_name) < 0)
                         break;
-                r = sandbox_record_load(path, &st);
+                r = sandbox_persist_load(path, &st);
                 if (r < 0) {
                         log_warning_errno(r, "Ignoring unreadable sandbox state %s: %m", path);
                         (void) unlink(path);
@@ -569,7 +569,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
                         if (r >= 0) {
                                 adopted++;
-                                sandbox_record_done(&st);
+                                sandbox_persist_done(&st);
                                 continue;
                         }
                         if (asprintf(&why, "it could not be taken up: %s", strerror(-r)) < 0)
@@ -578,9 +578,9 @@ int manager_adopt_sandboxes(Manager *m) {
 
                 log_warning("Not adopting sandbox %s: %s; stopping it.", st.id, strempty(why));
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
-                (void) sandbox_record_remove(m->sandboxes_dir, st.id);
+                (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
-                sandbox_record_done(&st);
+                sandbox_persist_done(&st);
         }
         if (d)
                 closedir(d);

@@ -142,8 +142,8 @@ struct Manager {
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
 /* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
-struct SandboxRecord;
-int sandbox_adopt(Manager *m, const struct SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret);
+struct SandboxPersist;
+int sandbox_adopt(Manager *m, const struct SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);
 /* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a
  * Destroy, an exec, a Wait, a file operation) is answered with error now, so that nothing
  * is left holding what its caller passed in. */

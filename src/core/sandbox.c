@@ -17,7 +17,7 @@
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
-#include "sandbox-record.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 
 /* How long a payload may take from release to its agent's "ready". */
@@ -75,7 +75,7 @@ static void sandbox_set_state(Sandbox *s, SandboxState state) {
 /* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
  * costs that: the sandbox runs on, but would be stopped by the next sandboxd. */
 void sandbox_save(Sandbox *s) {
-        SandboxRecord st = {
+        SandboxPersist st = {
                 .template_name = s->template_name,
                 .owner = s->owner,
                 .host_uid = s->host_uid,
@@ -94,7 +94,7 @@ void sandbox_save(Sandbox *s) {
         int r;
 
         strcpy(st.id, s->id);
-        r = sandbox_record_save(s->manager->sandboxes_dir, &st);
+        r = sandbox_persist_save(s->manager->sandboxes_dir, &st);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to save state of sandbox %s: %m", s->id);
 }
@@ -263,7 +263,7 @@ static void sandbox_finalize(Sandbox *s) {
         }
 
         if (s->saved) {
-                (void) sandbox_record_remove(m->sandboxes_dir, s->id);
+                (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
                 sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
@@ -871,7 +871,7 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd
         return 0;
 }
 
-int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret) {
+int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret) {
         _cleanup_close_ int cfd = control_fd, pfd = pidfd;
         uint64_t now = now_usec(CLOCK_REALTIME);
         Sandbox *s;

@@ -10,7 +10,7 @@
 
 #include "options.h"
 
-typedef struct SandboxRecord {
+typedef struct SandboxPersist {
         char id[32];
         char *template_name;
         uid_t owner;
@@ -26,15 +26,15 @@ typedef struct SandboxRecord {
         char **environment;         /* the template's, as it was at creation */
         bool pooled;
         SandboxConfig config;
-} SandboxRecord;
+} SandboxPersist;
 
-void sandbox_record_done(SandboxRecord *st);
+void sandbox_persist_done(SandboxPersist *st);
 /* JSON text of st (json-c); *ret is malloc'ed. */
-int sandbox_record_to_json(const SandboxRecord *st, char **ret);
-/* Parses what sandbox_record_to_json() wrote; -EBADMSG if anything is missing or off. */
-int sandbox_record_from_json(const char *json, SandboxRecord *ret);
+int sandbox_persist_to_json(const SandboxPersist *st, char **ret);
+/* Parses what sandbox_persist_to_json() wrote; -EBADMSG if anything is missing or off. */
+int sandbox_persist_from_json(const char *json, SandboxPersist *ret);
 
 /* Writes/reads/removes <dir>/<id>.json (atomically: temporary file + rename). */
-int sandbox_record_save(const char *dir, const SandboxRecord *st);
-int sandbox_record_load(const char *path, SandboxRecord *ret);
-int sandbox_record_remove(const char *dir, const char *id);
+int sandbox_persist_save(const char *dir, const SandboxPersist *st);
+int sandbox_persist_load(const char *path, SandboxPersist *ret);
+int sandbox_persist_remove(const char *dir, const char *id);

@@ -8,12 +8,12 @@
 #include <json-c/json.h>
 
 #include "json-util.h"
-#include "sandbox-record.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 
 #define STATE_FILE_MAX (64U * 1024U)
 
-void sandbox_record_done(SandboxRecord *st) {
+void sandbox_persist_done(SandboxPersist *st) {
         st->template_name = mfree(st->template_name);
         st->pause_method = mfree(st->pause_method);
         st->cgroup = mfree(st->cgroup);
@@ -28,7 +28,7 @@ static int add_u64(json_object *o, const char *key, uint64_t v) {
         return json_add(o, key, json_object_new_int64((int64_t) v));
 }
 
-int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
+int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
         json_object *o = json_object_new_object();
         char *text = NULL;
         int r = -ENOMEM;
@@ -99,8 +99,8 @@ static int get_str(json_object *o, const char *key, bool optional, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
-        SandboxRecord st = {};
+int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
+        SandboxPersist st = {};
         json_object *o, *v;
         uint64_t owner, host_uid, pid;
         const char *id;
@@ -164,21 +164,21 @@ int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
                 goto finish;
 
         *ret = st;
-        st = (SandboxRecord) {};
+        st = (SandboxPersist) {};
         r = 0;
 finish:
-        sandbox_record_done(&st);
+        sandbox_persist_done(&st);
         json_object_put(o);
         return r;
 }
 
-int sandbox_record_save(const char *dir, const SandboxRecord *st) {
+int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
         _cleanup_free_ char *text = NULL, *path = NULL, *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t n, done = 0;
         int r;
 
-        r = sandbox_record_to_json(st, &text);
+        r = sandbox_persist_to_json(st, &text);
         if (r < 0)
                 return r;
         if (asprintf(&path, "%s/%s.json", dir, st->id) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, st->id) < 0)
@@ -207,7 +207,7 @@ int sandbox_record_save(const char *dir, const SandboxRecord *st) {
         return 0;
 }
 
-int sandbox_record_load(const char *path, SandboxRecord *ret) {
+int sandbox_persist_load(const char *path, SandboxPersist *ret) {
         _cleanup_close_ int fd = -EBADF;
         char buf[STATE_FILE_MAX + 1];
         ssize_t n;
@@ -221,10 +221,10 @@ int sandbox_record_load(const char *path, SandboxRecord *ret) {
         if (n == STATE_FILE_MAX)
                 return -EFBIG;
         buf[n] = 0;
-        return sandbox_record_from_json(buf, ret);
+        return sandbox_persist_from_json(buf, ret);
 }
 
-int sandbox_record_remove(const char *dir, const char *id) {
+int sandbox_persist_remove(const char *dir, const char *id) {
         _cleanup_free_ char *path = NULL;
 
         if (asprintf(&path, "%s/%s.json", dir, id) < 0)
