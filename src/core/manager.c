@@ -11,7 +11,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "payload-docker.h"
+#include "payload-bwrap.h"
 #include "sandbox-persist.h"
 #include "seccomp-policy.h"
 #include "sandbox-errors.h"
@@ -229,7 +229,7 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
         m->hooks.sandbox_record(&(SandboxRecordEvent) {
                 .sandbox_id = s->id,
                 .template_name = s->template_name,
-                .payload = payload_kind_to_string(s->kind),
+                .payload = s->payload_ops->name,
                 .owner = s->owner,
                 .config = &s->config,
                 .created_at = s->created_at,
@@ -474,44 +474,6 @@ static int manager_stop_orphans(Manager *m) {
         return r;
 }
 
-static void on_orphan_container_removed(long status, json_object *body, const char *error, void *userdata) {
-        char buf[256];
-        if (status != 204 && status != 404)
-                log_warning("Failed to remove an orphaned sandbox container: %s",
-                            docker_error_message(status, body, error, buf, sizeof(buf)));
-}
-
-static void on_sandbox_containers(long status, json_object *body, const char *error, void *userdata) {
-        Manager *m = userdata;
-
-        if (status != 200 || !json_object_is_type(body, json_type_array))
-                return; /* no Docker here (or not now): nothing of ours can be in it */
-        for (size_t i = 0; i < json_object_array_length(body); i++) {
-                json_object *c = json_object_array_get_idx(body, i), *labels, *id, *cid;
-                char path[160];
-
-                if (!json_object_object_get_ex(c, "Labels", &labels) ||
-                    !json_object_object_get_ex(labels, DOCKER_LABEL_ID, &id) ||
-                    !json_object_object_get_ex(c, "Id", &cid))
-                        continue;
-                if (manager_find_sandbox(m, json_object_get_string(id)))
-                        continue;
-                log_warning("Removing container %.12s of sandbox %s: no sandbox of ours goes with it "
-                            "(left by a sandboxd that was killed while making it?).",
-                            json_object_get_string(cid), json_object_get_string(id));
-                snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", json_object_get_string(cid));
-                (void) docker_request(m->docker, "DELETE", path, NULL, on_orphan_container_removed, m);
-        }
-}
-
-/* Containers labelled as a sandbox's whose sandbox is not (or no longer) ours. */
-static void manager_remove_orphan_containers(Manager *m) {
-        /* filters={"label":["io.sandboxd.id"]}, URL-encoded */
-        (void) docker_request(m->docker, "GET",
-                              "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" DOCKER_LABEL_ID "%22%5D%7D",
-                              NULL, on_sandbox_containers, m);
-}
-
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -593,7 +555,9 @@ int manager_adopt_sandboxes(Manager *m) {
                 }
 
         (void) manager_stop_orphans(m);
-        manager_remove_orphan_containers(m);
+        for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
+                if (payload_ops_get(k)->remove_orphans)
+                        payload_ops_get(k)->remove_orphans(m);
         manager_schedule_pool_refill(m, 0);
         if (adopted > 0)
                 log_info("Adopted %u running sandbox(es).", adopted);

@@ -19,8 +19,9 @@ void sandbox_persist_done(SandboxPersist *st) {
         st->cgroup = mfree(st->cgroup);
         st->payload = mfree(st->payload);
         st->unit = mfree(st->unit);
-        st->container_id = mfree(st->container_id);
         st->environment = strv_free(st->environment);
+        json_object_put(st->payload_data);
+        st->payload_data = NULL;
 }
 
 static int add_u64(json_object *o, const char *key, uint64_t v) {
@@ -46,7 +47,6 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             (st->cgroup && json_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
             (st->payload && json_add(o, "payload", json_object_new_string(st->payload)) < 0) ||
             (st->unit && json_add(o, "unit", json_object_new_string(st->unit)) < 0) ||
-            (st->container_id && json_add(o, "container_id", json_object_new_string(st->container_id)) < 0) ||
             add_u64(o, "MemoryMax", st->config.limits.memory_max) < 0 ||
             add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
             add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
@@ -56,6 +56,11 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
+        if (st->payload_data) {
+                json_object_object_foreach(st->payload_data, key, val)
+                        if (!json_object_object_get_ex(o, key, NULL) && json_add(o, key, json_object_get(val)) < 0)
+                                goto finish;
+        }
         json_object *env = json_object_new_array();
         if (json_add(o, "environment", env) < 0)
                 goto finish;
@@ -158,10 +163,9 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 r = get_str(o, "payload", true, &st.payload);
         if (r >= 0)
                 r = get_str(o, "unit", true, &st.unit);
-        if (r >= 0)
-                r = get_str(o, "container_id", true, &st.container_id);
         if (r < 0)
                 goto finish;
+        st.payload_data = json_object_get(o); /* what the backend finds its keys in */
 
         *ret = st;
         st = (SandboxPersist) {};

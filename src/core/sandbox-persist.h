@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "options.h"
 
 typedef struct SandboxPersist {
@@ -17,15 +19,16 @@ typedef struct SandboxPersist {
         uid_t host_uid;
         uint64_t created_at;        /* µs CLOCK_REALTIME */
         uint64_t deadline_realtime; /* µs CLOCK_REALTIME, 0 = none */
-        pid_t payload_pid;          /* bwrap's monitor */
+        pid_t payload_pid;          /* the backend's process in the unit (bwrap's monitor), 0: none */
         char *pause_method;         /* NULL if running */
         char *cgroup;
         char *payload;              /* "bwrap" or "docker" */
         char *unit;                 /* a Docker sandbox under systemd's cgroup driver: a slice */
-        char *container_id;         /* docker */
         char **environment;         /* the template's, as it was at creation */
         bool pooled;
         SandboxConfig config;
+        json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
+                                     * at the top level of the file beside the others */
 } SandboxPersist;
 
 void sandbox_persist_done(SandboxPersist *st);
