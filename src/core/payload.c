@@ -8,15 +8,6 @@
 
 #include "payload.h"
 
-static const char * const payload_kind_table[_PAYLOAD_KIND_MAX] = {
-        [PAYLOAD_BWRAP] = "bwrap",
-        [PAYLOAD_DOCKER] = "docker",
-};
-
-const char *payload_kind_to_string(PayloadKind k) {
-        return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_kind_table[k] : NULL;
-}
-
 static const PayloadOps * const payload_ops_table[_PAYLOAD_KIND_MAX] = {
         [PAYLOAD_BWRAP] = &payload_bwrap_ops,
         [PAYLOAD_DOCKER] = &payload_docker_ops,
@@ -26,9 +17,13 @@ const PayloadOps *payload_ops_get(PayloadKind k) {
         return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_ops_table[k] : NULL;
 }
 
+const char *payload_kind_to_string(PayloadKind k) {
+        return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_ops_table[k]->name : NULL;
+}
+
 PayloadKind payload_kind_from_string(const char *s) {
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
-                if (s && streq(s, payload_kind_table[k]))
+                if (s && streq(s, payload_ops_table[k]->name))
                         return k;
         return _PAYLOAD_KIND_INVALID;
 }
