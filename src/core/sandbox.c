@@ -553,43 +553,39 @@ static void on_unit_started(const char *result, const sd_bus_error *error, void 
                 s->payload_ops->unit_started(s);
 }
 
-int sandbox_payload_start_scope(Sandbox *s, pid_t pid) {
+static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
         int r;
 
-        ScopeParams sp = {
-                .unit = s->unit,
-                .slice = SANDBOX_SLICE,
-                .description = s->description,
-                .pids = &pid,
-                .n_pids = 1,
-                .limits = s->config.limits,
-        };
-        r = scope_start_transient(s->manager->systemd, &sp, on_unit_started, s);
+        r = scope_start_transient(s->manager->systemd, sp, on_unit_started, s);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
         s->start_pending = true;
         return 0;
 }
 
+int sandbox_payload_start_scope(Sandbox *s, pid_t pid) {
+        return sandbox_start_unit(s, &(ScopeParams) {
+                .unit = s->unit,
+                .slice = SANDBOX_SLICE,
+                .description = s->description,
+                .pids = &pid,
+                .n_pids = 1,
+                .limits = s->config.limits,
+        });
+}
+
 int sandbox_payload_start_slice(Sandbox *s) {
         char *slice;
-        int r;
 
         if (asprintf(&slice, "sandbox-%s.slice", s->id) < 0)
                 return -ENOMEM;
         free(s->unit);
         s->unit = slice;
-        ScopeParams sp = {
+        return sandbox_start_unit(s, &(ScopeParams) {
                 .unit = s->unit,
-                .slice = NULL,
                 .description = s->description,
                 .limits = s->config.limits,
-        };
-        r = scope_start_transient(s->manager->systemd, &sp, on_unit_started, s);
-        if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
-        s->start_pending = true;
-        return 0;
+        });
 }
 
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
