@@ -11,8 +11,8 @@
 
 #include "config.h"
 #include "log.h"
-#include "payload-docker.h"
-#include "sandbox-record.h"
+#include "payload-bwrap.h"
+#include "sandbox-persist.h"
 #include "seccomp-policy.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -227,7 +227,7 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
         m->hooks.sandbox_record(&(SandboxRecordEvent) {
                 .sandbox_id = s->id,
                 .template_name = s->template_name,
-                .payload = payload_kind_to_string(s->kind),
+                .payload = s->payload_ops->name,
                 .owner = s->owner,
                 .config = &s->config,
                 .created_at = s->created_at,
@@ -472,44 +472,6 @@ static int manager_stop_orphans(Manager *m) {
         return r;
 }
 
-static void on_orphan_container_removed(long status, json_object *body, const char *error, void *userdata) {
-        char buf[256];
-        if (status != 204 && status != 404)
-                log_warning("Failed to remove an orphaned sandbox container: %s",
-                            docker_error_message(status, body, error, buf, sizeof(buf)));
-}
-
-static void on_sandbox_containers(long status, json_object *body, const char *error, void *userdata) {
-        Manager *m = userdata;
-
-        if (status != 200 || !json_object_is_type(body, json_type_array))
-                return; /* no Docker here (or not now): nothing of ours can be in it */
-        for (size_t i = 0; i < json_object_array_length(body); i++) {
-                json_object *c = json_object_array_get_idx(body, i), *labels, *id, *cid;
-                char path[160];
-
-                if (!json_object_object_get_ex(c, "Labels", &labels) ||
-                    !json_object_object_get_ex(labels, DOCKER_LABEL_ID, &id) ||
-                    !json_object_object_get_ex(c, "Id", &cid))
-                        continue;
-                if (manager_find_sandbox(m, json_object_get_string(id)))
-                        continue;
-                log_warning("Removing container %.12s of sandbox %s: no sandbox of ours goes with it "
-                            "(left by a sandboxd that was killed while making it?).",
-                            json_object_get_string(cid), json_object_get_string(id));
-                snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", json_object_get_string(cid));
-                (void) docker_request(m->docker, "DELETE", path, NULL, on_orphan_container_removed, m);
-        }
-}
-
-/* Containers labelled as a sandbox's whose sandbox is not (or no longer) ours. */
-static void manager_remove_orphan_containers(Manager *m) {
-        /* filters={"label":["io.sandboxd.id"]}, URL-encoded */
-        (void) docker_request(m->docker, "GET",
-                              "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" DOCKER_LABEL_ID "%22%5D%7D",
-                              NULL, on_sandbox_containers, m);
-}
-
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -527,7 +489,7 @@ int manager_adopt_sandboxes(Manager *m) {
         while (d && (de = readdir(d))) {
                 _cleanup_free_ char *path = NULL, *why = NULL;
                 _cleanup_close_ int fd = -EBADF, pidfd = -EBADF;
-                SandboxRecord st = {};
+                SandboxPersist st = {};
                 char unit[64], fdname[64];
                 size_t n = strlen(de->d_name);
                 Sandbox *s;
@@ -537,7 +499,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         continue;
                 if (asprintf(&path, "%s/%s", m->sandboxes_dir, de->d_name) < 0)
                         break;
-                r = sandbox_record_load(path, &st);
+                r = sandbox_persist_load(path, &st);
                 if (r < 0) {
                         log_warning_errno(r, "Ignoring unreadable sandbox state %s: %m", path);
                         (void) unlink(path);
@@ -567,7 +529,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
                         if (r >= 0) {
                                 adopted++;
-                                sandbox_record_done(&st);
+                                sandbox_persist_done(&st);
                                 continue;
                         }
                         if (asprintf(&why, "it could not be taken up: %s", strerror(-r)) < 0)
@@ -576,9 +538,9 @@ int manager_adopt_sandboxes(Manager *m) {
 
                 log_warning("Not adopting sandbox %s: %s; stopping it.", st.id, strempty(why));
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
-                (void) sandbox_record_remove(m->sandboxes_dir, st.id);
+                (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
-                sandbox_record_done(&st);
+                sandbox_persist_done(&st);
         }
         if (d)
                 closedir(d);
@@ -591,7 +553,9 @@ int manager_adopt_sandboxes(Manager *m) {
                 }
 
         (void) manager_stop_orphans(m);
-        manager_remove_orphan_containers(m);
+        for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
+                if (payload_ops_get(k)->remove_orphans)
+                        payload_ops_get(k)->remove_orphans(m);
         manager_schedule_pool_refill(m, 0);
         if (adopted > 0)
                 log_info("Adopted %u running sandbox(es).", adopted);

@@ -7,13 +7,16 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "agent-protocol.h"
 #include "log.h"
 #include "options.h"
-#include "payload.h"
+#include "payload-bwrap.h"
+#include "sandbox-internal.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 #include "template.h"
 
@@ -287,3 +290,197 @@ int payload_read_info(PayloadProcess *p) {
         r = bwrap_parse_info(p->info, p->info_size, &p->child_pid);
         return r == 0 ? 1 : r == -EAGAIN ? 0 : r;
 }
+
+/* The backend: bwrap's monitor, held, goes into the scope with StartTransientUnit; the
+ * sandbox's PID 1 follows through AttachProcessesToUnit once bwrap has named it; only
+ * then is it released to run the agent. */
+
+/* How long a payload may take from release to its agent's "ready". */
+#define BWRAP_START_TIMEOUT_USEC (15ULL * 1000000ULL)
+
+typedef struct BwrapState {
+        PayloadProcess process;        /* bwrap's monitor */
+        sd_event_source *info_source;  /* bwrap's --info-fd, until it names its child */
+        bool unit_running;
+        bool attach_pending;           /* AttachProcessesToUnit in flight */
+} BwrapState;
+
+static void bwrap_init(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+
+        b->process = PAYLOAD_PROCESS_NULL;
+}
+
+static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+        BwrapState *b = s->payload_state;
+        int r;
+
+        b->attach_pending = false;
+        if (s->state != SANDBOX_STARTING)
+                return; /* stopping: the unit's stop takes everything down */
+        if (error) {
+                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, error->message);
+                sandbox_payload_failed(s, "its payload could not be moved into its unit.");
+                return;
+        }
+
+        r = payload_release(&b->process);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to release payload: %m");
+                sandbox_payload_failed(s, "its payload exited before it was released.");
+        }
+}
+
+/* Once the scope runs (with bwrap's monitor in it) and bwrap said its child's pid: the
+ * child joins the scope, and only then is it released to run the agent. */
+static void bwrap_attach_child(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+        int r;
+
+        if (s->state != SANDBOX_STARTING || !b->unit_running ||
+            b->process.child_pid <= 0 || b->attach_pending)
+                return;
+
+        r = unit_attach_processes(s->manager->systemd, s->unit, &b->process.child_pid, 1, on_attached, s);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to ask systemd to move the payload: %m");
+                sandbox_payload_failed(s, "systemd could not be asked to move its payload.");
+                return;
+        }
+        b->attach_pending = true;
+}
+
+static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        BwrapState *b = s->payload_state;
+        int r;
+
+        r = payload_read_info(&b->process);
+        if (r == 0)
+                return 0;
+        b->info_source = sd_event_source_disable_unref(b->info_source);
+        b->process.info_fd = safe_close(b->process.info_fd);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to learn the payload's pid: %m");
+                sandbox_payload_failed(s, "its payload did not start.");
+                return 0;
+        }
+        bwrap_attach_child(s);
+        return 0;
+}
+
+static int bwrap_start(Sandbox *s, const Template *t) {
+        Manager *m = s->manager;
+        BwrapState *b = s->payload_state;
+        _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
+        int r;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        /* An exec request is one datagram: ask for room for the largest (beyond
+         * net.core.wmem_max only with CAP_NET_ADMIN, which the unit does not grant; the
+         * default still holds EXEC_ARGS_MAX). */
+        int sz = AGENT_MESSAGE_MAX + 64 * 1024;
+        if (setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+                (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
+                return -errno;
+
+        PayloadParams params = {
+                .template = t,
+                .bwrap_path = m->settings.bwrap_path,
+                .agent_path = m->settings.agent_path,
+                .disk_max = s->config.disk_max,
+                .proc_masks = m->proc_masks,
+                .proc_mask_dirs = m->proc_mask_dirs,
+                .seccomp_fd = m->seccomp_fd,
+                .host_uid = s->host_uid,
+                .host_gid = s->host_uid,
+        };
+        r = payload_spawn_held(&params, pair[1], s->unit, &b->process);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
+        pair[1] = safe_close(pair[1]);
+
+        r = sandbox_payload_connected(s, TAKE_FD(pair[0]));
+        if (r < 0)
+                return r;
+        r = payload_process_watch(&b->process, m->event, s);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(m->event, &b->info_source, b->process.info_fd, EPOLLIN, on_payload_info, s);
+        if (r < 0)
+                return r;
+
+        /* systemd makes the scope while bwrap builds the sandbox: the monitor goes in
+         * now, the sandbox's PID 1 as soon as bwrap names it (bwrap_attach_child). */
+        return sandbox_payload_start_scope(s, b->process.pid);
+}
+
+static void bwrap_unit_started(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+
+        b->unit_running = true;
+        bwrap_attach_child(s);
+}
+
+static void bwrap_abort(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+
+        /* The source first: its fd is one that abort closes. */
+        b->info_source = sd_event_source_disable_unref(b->info_source);
+        payload_process_abort(&b->process);
+}
+
+static void bwrap_stop(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+
+        /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
+         * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
+         * systemd mostly finds an empty cgroup and the stop job ends at once. */
+        payload_process_kill(&b->process);
+        sandbox_payload_stopped(s);
+}
+
+static int bwrap_save(Sandbox *s, SandboxPersist *st) {
+        BwrapState *b = s->payload_state;
+
+        st->payload_pid = b->process.pid;
+        return 0;
+}
+
+static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
+        BwrapState *b = s->payload_state;
+
+        b->process.pid = st->payload_pid;
+        b->process.pidfd = pidfd;
+        b->unit_running = true;
+        return b->process.pidfd >= 0 ? payload_process_watch(&b->process, s->manager->event, s) : 0;
+}
+
+static void bwrap_detach(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+
+        b->info_source = sd_event_source_disable_unref(b->info_source);
+        payload_process_done(&b->process);
+}
+
+static void bwrap_free(Sandbox *s) {
+        bwrap_abort(s);
+}
+
+const PayloadOps payload_bwrap_ops = {
+        .name = "bwrap",
+        .state_size = sizeof(BwrapState),
+        .start_timeout_usec = BWRAP_START_TIMEOUT_USEC,
+        .init = bwrap_init,
+        .start = bwrap_start,
+        .unit_started = bwrap_unit_started,
+        .abort = bwrap_abort,
+        .stop = bwrap_stop,
+        .save = bwrap_save,
+        .adopt = bwrap_adopt,
+        .detach = bwrap_detach,
+        .free = bwrap_free,
+};

@@ -1,10 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include "json-util.h"
+#include "log.h"
 #include "payload-docker.h"
+#include "sandbox-internal.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 
 
@@ -84,3 +92,411 @@ finish:
         json_object_put(tmpfs);
         return r;
 }
+
+/* The backend: the sandbox's payload is a container. The same unit, agent and protocol
+ * as a bwrap sandbox; what differs is how the payload comes to life and goes. */
+
+/* Images may be large to unpack: a minute to come up. */
+#define DOCKER_START_TIMEOUT_USEC (60ULL * 1000000ULL)
+
+typedef struct DockerState {
+        PayloadProcess holder;    /* cgroupfs driver: keeps the scope alive; none under systemd's */
+        char *image;
+        char *container_id;
+        char *socket_dir;         /* holds the control socket the container's agent connects to */
+        int listen_fd;
+        sd_event_source *listen_source;
+        bool docker_pending;      /* a create, start or remove is in flight */
+} DockerState;
+
+static void docker_stop(Sandbox *s);
+static int docker_start_unit(Sandbox *s);
+
+static void docker_init(Sandbox *s) {
+        DockerState *d = s->payload_state;
+
+        d->holder = PAYLOAD_PROCESS_NULL;
+        d->listen_fd = -EBADF;
+}
+
+static void docker_fail(Sandbox *s, const char *what, long status, json_object *body, const char *error) {
+        char buf[512], reason[640];
+
+        docker_error_message(status, body, error, buf, sizeof(buf));
+        snprintf(reason, sizeof(reason), "%s: %s", what, buf);
+        log_sandbox(s, LOG_ERR, 0, "Sandbox %s: %s", s->id, reason);
+        sandbox_payload_failed(s, reason);
+}
+
+static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        DockerState *d = s->payload_state;
+        int c, r;
+
+        c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0)
+                return 0;
+        /* One agent per sandbox: the first to connect is PID 1 of the container, started
+         * before anything of the sandbox's own runs. Nobody else gets in after it. */
+        d->listen_source = sd_event_source_disable_unref(d->listen_source);
+        d->listen_fd = safe_close(d->listen_fd);
+        r = sandbox_payload_connected(s, c);
+        if (r < 0) {
+                log_sandbox(s, LOG_ERR, r, "Failed to watch the agent connection of %s: %m", s->id);
+                sandbox_payload_failed(s, "its agent's connection could not be watched.");
+        }
+        return 0;
+}
+
+static void on_container_started(long status, json_object *body, const char *error, void *userdata) {
+        Sandbox *s = userdata;
+        DockerState *d = s->payload_state;
+
+        d->docker_pending = false;
+        if (sandbox_payload_going(s)) {
+                docker_stop(s);
+                return;
+        }
+        if (status != 204 && status != 304) {
+                docker_fail(s, "the container did not start", status, body, error);
+                return;
+        }
+        log_sandbox(s, LOG_DEBUG, 0, "Container %.12s of sandbox %s started.", d->container_id, s->id);
+}
+
+static void on_container_created(long status, json_object *body, const char *error, void *userdata) {
+        Sandbox *s = userdata;
+        DockerState *d = s->payload_state;
+        json_object *id;
+        char path[128];
+
+        d->docker_pending = false;
+        if (status == 201 && body && json_object_object_get_ex(body, "Id", &id) &&
+            json_object_is_type(id, json_type_string))
+                d->container_id = strdup(json_object_get_string(id));
+        if (sandbox_payload_going(s)) {
+                docker_stop(s); /* removes what was just made */
+                return;
+        }
+        if (!d->container_id) {
+                docker_fail(s, "the container could not be created", status, body, error);
+                return;
+        }
+        snprintf(path, sizeof(path), "/containers/%s/start", d->container_id);
+        if (docker_request(s->manager->docker, "POST", path, NULL, on_container_started, s) < 0) {
+                sandbox_payload_failed(s, "its container could not be started.");
+                return;
+        }
+        d->docker_pending = true;
+}
+
+static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
+        DockerState *d = s->payload_state;
+        _cleanup_strv_free_ char **env = NULL;
+        json_object *body = NULL;
+        char path[128];
+        int r;
+
+        env = strv_copy(s->environment);
+        DockerCreateParams p = {
+                .sandbox_id = s->id,
+                .image = d->image,
+                .agent_path = s->manager->settings.agent_path,
+                .socket_dir = d->socket_dir,
+                .cgroup_parent = cgroup_parent,
+                .seccomp_profile = s->manager->docker_seccomp_profile,
+                .environment = env,
+                .limits = &s->config.limits,
+                .disk_max = s->config.disk_max,
+        };
+        r = env ? docker_build_create_body(&p, &body) : -ENOMEM;
+        if (r >= 0) {
+                snprintf(path, sizeof(path), "/containers/create?name=sandbox-%s", s->id);
+                r = docker_request(s->manager->docker, "POST", path, body, on_container_created, s);
+        }
+        json_object_put(body);
+        if (r < 0) {
+                sandbox_payload_failed(s, "its container could not be asked for.");
+                return;
+        }
+        d->docker_pending = true;
+}
+
+static void docker_unit_started(Sandbox *s) {
+        _cleanup_free_ char *parent = NULL;
+
+        /* cgroupfs: the container's cgroup nests under the (delegated) scope, so the
+         * scope's limits hold it; systemd: dockerd makes its scope inside our slice. */
+        if (streq(s->manager->docker_cgroup_driver, "systemd"))
+                parent = strdup(s->unit);
+        else if (s->cgroup && asprintf(&parent, "%s/payload", s->cgroup) < 0)
+                parent = NULL;
+        if (!parent) {
+                sandbox_payload_failed(s, "the cgroup of its unit is not known.");
+                return;
+        }
+        docker_create_container(s, parent);
+}
+
+static int docker_listen(Sandbox *s) {
+        DockerState *d = s->payload_state;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (asprintf(&d->socket_dir, "%s/sockets/%s", s->manager->settings.state_dir, s->id) < 0)
+                return -ENOMEM;
+        /* The container's user (uid 1000 of the host's, without a user namespace) must be
+         * able to connect; the directory is bound only into this sandbox's container. */
+        if (mkdir(d->socket_dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" DOCKER_CONTROL_SOCKET, d->socket_dir) >=
+            sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void) unlink(sa.sun_path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(sa.sun_path, 0666) < 0 || listen(fd, 1) < 0)
+                return -errno;
+        r = sd_event_add_io(s->manager->event, &d->listen_source, fd, EPOLLIN, on_agent_connect, s);
+        if (r < 0)
+                return r;
+        d->listen_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static void on_docker_info(long status, json_object *body, const char *error, void *userdata) {
+        Sandbox *s = userdata;
+        Manager *m = s->manager;
+        json_object *d;
+        int r;
+
+        ((DockerState *) s->payload_state)->docker_pending = false;
+        if (sandbox_payload_going(s)) {
+                docker_stop(s);
+                return;
+        }
+        if (status != 200 || !body || !json_object_object_get_ex(body, "CgroupDriver", &d) ||
+            !json_object_is_type(d, json_type_string)) {
+                docker_fail(s, "Docker is not available", status, body, error);
+                return;
+        }
+        free(m->docker_cgroup_driver);
+        m->docker_cgroup_driver = strdup(json_object_get_string(d));
+        r = docker_start_unit(s);
+        if (r < 0)
+                sandbox_payload_failed(s, "it could not be set up.");
+}
+
+static int docker_start_unit(Sandbox *s) {
+        Manager *m = s->manager;
+        DockerState *d = s->payload_state;
+        int r;
+
+        if (!m->docker)
+                return -EOPNOTSUPP;
+        if (!m->docker_cgroup_driver) {
+                /* Asked every time until it answers: Docker may come up after us. */
+                r = docker_request(m->docker, "GET", "/info", NULL, on_docker_info, s);
+                if (r >= 0)
+                        d->docker_pending = true;
+                return r;
+        }
+
+        if (d->listen_fd < 0) {
+                r = docker_listen(s);
+                if (r < 0)
+                        return log_sandbox(s, LOG_ERR, r, "Failed to listen for the agent of %s: %m", s->id);
+        }
+
+        if (streq(m->docker_cgroup_driver, "systemd"))
+                /* The sandbox's unit is a slice; dockerd puts its scope into it. */
+                return sandbox_payload_start_slice(s);
+
+        /* A scope needs a process: a holder keeps it while the container's processes,
+         * started by dockerd, live in a cgroup nested below it. */
+        r = payload_spawn_holder(m->settings.agent_path, s->host_uid, &d->holder);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to spawn the holder of %s: %m", s->unit);
+        r = payload_process_watch(&d->holder, m->event, s);
+        if (r < 0)
+                return r;
+        return sandbox_payload_start_scope(s, d->holder.pid);
+}
+
+/* The container is gone (or was never made): the holder and the unit go next. */
+static void docker_stop_unit(Sandbox *s) {
+        DockerState *d = s->payload_state;
+
+        /* As bwrap's monitor: killed as systemd is asked to stop the unit. */
+        payload_process_kill(&d->holder);
+        sandbox_payload_stopped(s);
+}
+
+static void on_container_removed(long status, json_object *body, const char *error, void *userdata) {
+        Sandbox *s = userdata;
+        DockerState *d = s->payload_state;
+        char buf[512];
+
+        d->docker_pending = false;
+        if (status != 204 && status != 404)
+                log_sandbox(s, LOG_WARNING, 0, "Failed to remove container %.12s of sandbox %s: %s",
+                            d->container_id, s->id, docker_error_message(status, body, error, buf, sizeof(buf)));
+        d->container_id = mfree(d->container_id);
+        docker_stop_unit(s);
+}
+
+/* A container goes first, through Docker, so that none is left behind; then the unit. */
+static void docker_stop(Sandbox *s) {
+        DockerState *d = s->payload_state;
+        char path[160];
+
+        if (d->docker_pending)
+                return; /* the answer in flight continues the stop */
+        if (d->container_id && s->manager->docker) {
+                snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", d->container_id);
+                if (docker_request(s->manager->docker, "DELETE", path, NULL, on_container_removed, s) >= 0) {
+                        d->docker_pending = true;
+                        return;
+                }
+                log_sandbox(s, LOG_WARNING, 0, "Failed to ask Docker to remove container %.12s.", d->container_id);
+        }
+        docker_stop_unit(s);
+}
+
+static void docker_done(Sandbox *s) {
+        DockerState *d = s->payload_state;
+        char path[PATH_MAX];
+
+        d->listen_source = sd_event_source_disable_unref(d->listen_source);
+        d->listen_fd = safe_close(d->listen_fd);
+        if (d->socket_dir) {
+                snprintf(path, sizeof(path), "%s/" DOCKER_CONTROL_SOCKET, d->socket_dir);
+                (void) unlink(path);
+                (void) rmdir(d->socket_dir);
+        }
+        if (s->manager->docker)
+                docker_client_cancel(s->manager->docker, s);
+}
+
+
+static int docker_start(Sandbox *s, const Template *t) {
+        DockerState *d = s->payload_state;
+
+        d->image = strdup(t->image);
+        if (!d->image)
+                return -ENOMEM;
+        return docker_start_unit(s);
+}
+
+static void docker_abort(Sandbox *s) {
+        DockerState *d = s->payload_state;
+
+        payload_process_abort(&d->holder);
+}
+
+static int docker_save(Sandbox *s, SandboxPersist *st) {
+        DockerState *d = s->payload_state;
+
+        st->payload_pid = d->holder.pid;
+        if (!d->container_id)
+                return 0;
+        st->payload_data = json_object_new_object();
+        if (!st->payload_data)
+                return -ENOMEM;
+        return json_add(st->payload_data, "container_id", json_object_new_string(d->container_id));
+}
+
+static int docker_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
+        DockerState *d = s->payload_state;
+        json_object *v;
+
+        d->holder.pid = st->payload_pid;
+        d->holder.pidfd = pidfd;
+        if (json_object_object_get_ex(st->payload_data, "container_id", &v)) {
+                if (!json_object_is_type(v, json_type_string))
+                        return -EBADMSG;
+                d->container_id = strdup(json_object_get_string(v));
+                if (!d->container_id)
+                        return -ENOMEM;
+        }
+        if (asprintf(&d->socket_dir, "%s/sockets/%s", s->manager->settings.state_dir, s->id) < 0) {
+                d->socket_dir = NULL;
+                return -ENOMEM;
+        }
+        return d->holder.pidfd >= 0 ? payload_process_watch(&d->holder, s->manager->event, s) : 0;
+}
+
+static void docker_detach(Sandbox *s) {
+        DockerState *d = s->payload_state;
+
+        payload_process_done(&d->holder);
+}
+
+static void docker_free(Sandbox *s) {
+        DockerState *d = s->payload_state;
+
+        payload_process_abort(&d->holder);
+        free(d->image);
+        free(d->container_id);
+        free(d->socket_dir);
+        sd_event_source_disable_unref(d->listen_source);
+        safe_close(d->listen_fd);
+}
+
+static void on_orphan_container_removed(long status, json_object *body, const char *error, void *userdata) {
+        char buf[256];
+        if (status != 204 && status != 404)
+                log_warning("Failed to remove an orphaned sandbox container: %s",
+                            docker_error_message(status, body, error, buf, sizeof(buf)));
+}
+
+static void on_sandbox_containers(long status, json_object *body, const char *error, void *userdata) {
+        Manager *m = userdata;
+
+        if (status != 200 || !json_object_is_type(body, json_type_array))
+                return; /* no Docker here (or not now): nothing of ours can be in it */
+        for (size_t i = 0; i < json_object_array_length(body); i++) {
+                json_object *c = json_object_array_get_idx(body, i), *labels, *id, *cid;
+                char path[160];
+
+                if (!json_object_object_get_ex(c, "Labels", &labels) ||
+                    !json_object_object_get_ex(labels, DOCKER_LABEL_ID, &id) ||
+                    !json_object_object_get_ex(c, "Id", &cid))
+                        continue;
+                if (manager_find_sandbox(m, json_object_get_string(id)))
+                        continue;
+                log_warning("Removing container %.12s of sandbox %s: no sandbox of ours goes with it "
+                            "(left by a sandboxd that was killed while making it?).",
+                            json_object_get_string(cid), json_object_get_string(id));
+                snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", json_object_get_string(cid));
+                (void) docker_request(m->docker, "DELETE", path, NULL, on_orphan_container_removed, m);
+        }
+}
+
+/* Containers labelled as a sandbox's whose sandbox is not (or no longer) ours. */
+static void docker_remove_orphans(Manager *m) {
+        /* filters={"label":["io.sandboxd.id"]}, URL-encoded */
+        (void) docker_request(m->docker, "GET",
+                              "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" DOCKER_LABEL_ID "%22%5D%7D",
+                              NULL, on_sandbox_containers, m);
+}
+
+const PayloadOps payload_docker_ops = {
+        .name = "docker",
+        .state_size = sizeof(DockerState),
+        .start_timeout_usec = DOCKER_START_TIMEOUT_USEC,
+        .unit_started_needs_cgroup = true,
+        .init = docker_init,
+        .start = docker_start,
+        .unit_started = docker_unit_started,
+        .abort = docker_abort,
+        .stop = docker_stop,
+        .done = docker_done,
+        .save = docker_save,
+        .adopt = docker_adopt,
+        .detach = docker_detach,
+        .free = docker_free,
+        .remove_orphans = docker_remove_orphans,
+};

@@ -8,18 +8,22 @@
 
 #include "payload.h"
 
-static const char * const payload_kind_table[_PAYLOAD_KIND_MAX] = {
-        [PAYLOAD_BWRAP] = "bwrap",
-        [PAYLOAD_DOCKER] = "docker",
+static const PayloadOps * const payload_ops_table[_PAYLOAD_KIND_MAX] = {
+        [PAYLOAD_BWRAP] = &payload_bwrap_ops,
+        [PAYLOAD_DOCKER] = &payload_docker_ops,
 };
 
+const PayloadOps *payload_ops_get(PayloadKind k) {
+        return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_ops_table[k] : NULL;
+}
+
 const char *payload_kind_to_string(PayloadKind k) {
-        return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_kind_table[k] : NULL;
+        return k >= 0 && k < _PAYLOAD_KIND_MAX ? payload_ops_table[k]->name : NULL;
 }
 
 PayloadKind payload_kind_from_string(const char *s) {
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
-                if (s && streq(s, payload_kind_table[k]))
+                if (s && streq(s, payload_ops_table[k]->name))
                         return k;
         return _PAYLOAD_KIND_INVALID;
 }
@@ -35,15 +39,32 @@ int payload_release(PayloadProcess *p) {
         return n == 1 ? 0 : -EPIPE;
 }
 
+static int on_payload_process_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        /* Off, not freed: the source is the PayloadProcess's, which goes later. */
+        (void) sd_event_source_set_enabled(source, SD_EVENT_OFF);
+        sandbox_payload_exited(userdata);
+        return 0;
+}
+
+int payload_process_watch(PayloadProcess *p, sd_event *event, Sandbox *s) {
+        return sd_event_add_io(event, &p->exit_source, p->pidfd, EPOLLIN, on_payload_process_exit, s);
+}
+
+void payload_process_kill(PayloadProcess *p) {
+        if (p->pidfd >= 0)
+                (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+}
+
 void payload_process_abort(PayloadProcess *p) {
         /* Kill first: EOF on the block pipe would let bwrap go on (it reads "anything"
          * as go). The child dies with its monitor (--die-with-parent). */
-        if (p->pidfd >= 0)
-                (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+        payload_process_kill(p);
         payload_process_done(p);
 }
 
 void payload_process_done(PayloadProcess *p) {
+        /* The watch first: its fd is one of those closed here. */
+        p->exit_source = sd_event_source_disable_unref(p->exit_source);
         p->release_fd = safe_close(p->release_fd);
         p->info_fd = safe_close(p->info_fd);
         p->child_pid = 0;

@@ -1,22 +1,30 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* A payload is what runs inside a sandbox's scope: one backend per mechanism behind one
- * interface (bwrap now; docker as a sibling file later). The backend starts its processes
- * *held*: they set up the sandbox (namespaces, mounts) while systemd makes the scope,
- * but nothing of the sandbox's own runs until they are in it and released. Inside,
- * sandbox-init speaks the agent protocol on the control socket the payload was given. */
+/* A payload is what runs inside a sandbox's unit: one backend per mechanism (bwrap,
+ * docker) behind one ops table, as crun's cgroup managers are. The backend starts its
+ * processes *held*: they set up the sandbox (namespaces, mounts, a container) while
+ * systemd makes the unit, but nothing of the sandbox's own runs until they are in it and
+ * released. Inside, sandbox-init speaks the agent protocol on the control socket the
+ * backend hands the sandbox.
+ *
+ * sandbox.c is the backend-neutral state machine: it calls a backend only through its
+ * PayloadOps, and a backend calls back only through the sandbox_payload_*() functions
+ * below. What a backend keeps of a sandbox is its own (s->payload_state, state_size
+ * bytes, zeroed). docs/ARCHITECTURE.md, "Payload backends". */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-event.h>
+
 #include "macro.h"
 
-/* Descriptors bwrap gets besides the agent's control socket. */
-#define PAYLOAD_BLOCK_FD 4
-#define PAYLOAD_INFO_FD 5
-#define PAYLOAD_SECCOMP_FD 6
+typedef struct Manager Manager;
+typedef struct Sandbox Sandbox;
+typedef struct SandboxPersist SandboxPersist;
+struct Template;
 
 typedef enum PayloadKind {
         PAYLOAD_BWRAP,
@@ -28,21 +36,75 @@ typedef enum PayloadKind {
 const char *payload_kind_to_string(PayloadKind k);
 PayloadKind payload_kind_from_string(const char *s);
 
-struct Template;
+typedef struct PayloadOps {
+        const char *name;               /* as templates and records name it */
+        size_t state_size;              /* of s->payload_state */
+        uint64_t start_timeout_usec;    /* from start to the agent's "ready" */
+        /* unit_started waits for the unit's ControlGroup (s->cgroup); otherwise it runs as
+         * soon as the unit's job is done, and the cgroup is learnt alongside. */
+        bool unit_started_needs_cgroup;
 
-typedef struct PayloadParams {
-        const struct Template *template;
-        const char *bwrap_path;
-        const char *agent_path;    /* host path of sandbox-init */
-        uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
-        char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
-        char * const *proc_mask_dirs;
-        uid_t host_uid;            /* the unprivileged host uid the sandbox runs as */
-        gid_t host_gid;
-        char * const *environment; /* the agent's environment */
-        int seccomp_fd;            /* the policy's BPF (reopened for each payload); -1: none */
-} PayloadParams;
+        /* s->payload_state was just allocated: set what zero does not mean (fds to -EBADF). */
+        void (*init)(Sandbox *s);
+        /* Starts the payload held and asks for the unit (sandbox_payload_start_scope() or
+         * _slice()), now or once something it asked for answers. On failure the sandbox
+         * calls abort and done. */
+        int (*start)(Sandbox *s, const struct Template *t);
+        /* The unit runs (the sandbox is still starting): let the payload go on. Failures
+         * go to sandbox_payload_failed(). */
+        void (*unit_started)(Sandbox *s);
+        /* Kills what is held before anything of the sandbox's own ran, and closes our ends
+         * of it. Synchronous; may be called more than once. */
+        void (*abort)(Sandbox *s);
+        /* The sandbox is going and its unit exists: takes down what stopping the unit would
+         * not (a container, through Docker), kills its own processes (so that systemd
+         * finds the unit empty), then calls sandbox_payload_stopped(), at once or later. */
+        void (*stop)(Sandbox *s);
+        /* The sandbox is finished: removes what is left outside it (sockets, requests in
+         * flight). */
+        void (*done)(Sandbox *s);
+        /* What a restarted sandboxd needs: sets st->payload_pid (the process watched in
+         * the unit, 0 if none) and adds the backend's own keys to st->payload_data. */
+        int (*save)(Sandbox *s, SandboxPersist *st);
+        /* Takes up a running sandbox from what save wrote. Takes pidfd (of
+         * st->payload_pid; -EBADF if none). */
+        int (*adopt)(Sandbox *s, const SandboxPersist *st, int pidfd);
+        /* sandboxd exits and s runs on: closes our ends, touches no process. */
+        void (*detach)(Sandbox *s);
+        /* Frees what s->payload_state holds, killing what still runs (as abort). */
+        void (*free)(Sandbox *s);
 
+        /* Once, after adoption: removes what of this backend's no sandbox of m's goes with
+         * (left by a sandboxd killed while making it). Optional, as init and done are. */
+        void (*remove_orphans)(Manager *m);
+} PayloadOps;
+
+extern const PayloadOps payload_bwrap_ops;
+extern const PayloadOps payload_docker_ops;
+
+const PayloadOps *payload_ops_get(PayloadKind k);
+
+/* The backend-facing API of a sandbox (sandbox.c): all a backend calls back. */
+
+/* Asks systemd for the sandbox's unit: its scope in sandbox.slice, holding pid. */
+int sandbox_payload_start_scope(Sandbox *s, pid_t pid);
+/* … or a slice of its own, sandbox-<id>.slice, that another manager (dockerd's systemd
+ * cgroup driver) puts the payload's scope in. The sandbox's unit is then that slice. */
+int sandbox_payload_start_slice(Sandbox *s);
+/* The agent's control socket (non-blocking): the sandbox takes fd and serves it. */
+int sandbox_payload_connected(Sandbox *s, int fd);
+/* The payload cannot come up or go on: the sandbox stops, and reason is what its
+ * creator (or, later, a running command) is told. */
+void sandbox_payload_failed(Sandbox *s, const char *reason);
+/* The backend's process in the unit has ended: the sandbox is over. */
+void sandbox_payload_exited(Sandbox *s);
+/* What stop began is done: the unit is stopped now. */
+void sandbox_payload_stopped(Sandbox *s);
+/* Stopping or gone: what a backend's request in flight does then is clean up. */
+bool sandbox_payload_going(Sandbox *s);
+
+/* Helpers for backends: a process of ours in the unit, started by clone(CLONE_PARENT)
+ * so that it is a child of the service manager and outlives sandboxd. */
 typedef struct PayloadProcess {
         pid_t pid;        /* bwrap's monitor; goes into the scope */
         pid_t child_pid;  /* the sandbox's PID 1, once known; goes into the scope too */
@@ -51,30 +113,24 @@ typedef struct PayloadProcess {
         int info_fd;      /* where bwrap says the child's pid (readable, non-blocking) */
         char info[512];
         size_t info_size;
+        sd_event_source *exit_source; /* payload_process_watch() */
 } PayloadProcess;
 
 #define PAYLOAD_PROCESS_NULL                                                    \
         ((PayloadProcess) { .pidfd = -EBADF, .release_fd = -EBADF, .info_fd = -EBADF })
 
-/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
- * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
-int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
 /* For clone() children: setgroups/setresgid/setresuid as raw system calls. */
 int drop_to_uid(uid_t uid, gid_t gid);
 
 /* A process that only keeps a unit alive (sandbox-init --hold), as the unprivileged
  * holder_uid; stdio /dev/null, nothing of the daemon's. */
 int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProcess *ret);
-/* Reads what is there of bwrap's info: 1 once child_pid is known, 0 if more is to come. */
-int payload_read_info(PayloadProcess *p);
-/* Parses bwrap's --info-fd JSON for the child's pid (pure, for tests). */
-int bwrap_parse_info(const char *json, size_t size, pid_t *ret);
+/* Calls sandbox_payload_exited(s) when p ends. */
+int payload_process_watch(PayloadProcess *p, sd_event *event, Sandbox *s);
 int payload_release(PayloadProcess *p);
+/* SIGKILLs p if it runs (held or not); its descriptors stay. */
+void payload_process_kill(PayloadProcess *p);
 /* SIGKILLs a payload that is still held or running and closes its descriptors. */
 void payload_process_abort(PayloadProcess *p);
+/* Closes our ends of p (its watch first), leaving the process be. */
 void payload_process_done(PayloadProcess *p);
-
-/* bwrap backend. The argv builder is pure, for tests. */
-int bwrap_build_argv(const PayloadParams *p, char ***ret);
-/* Which of the /proc entries that leak host information exist here (read once). */
-int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs);

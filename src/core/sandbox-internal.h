@@ -55,7 +55,8 @@ struct Sandbox {
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         char *template_name;
-        PayloadKind kind;
+        const PayloadOps *payload_ops;
+        void *payload_state;      /* the backend's own (payload.h) */
         char *unit;               /* sandbox-<id>.scope; a Docker sandbox under systemd's cgroup driver: .slice */
         char *object_path;
         char *description;
@@ -69,19 +70,8 @@ struct Sandbox {
         SandboxConfig config;
         uint64_t created_at;
 
-        PayloadProcess payload;   /* bwrap's monitor; for docker, the scope's holder */
         int control_fd;
-
-        /* docker */
-        char *image;
-        char *container_id;
-        char *socket_dir;         /* holds the control socket the container's agent connects to */
-        int listen_fd;
-        sd_event_source *listen_source;
-        bool docker_pending;      /* a create, start or remove is in flight */
         sd_event_source *control_source;
-        sd_event_source *payload_source;
-        sd_event_source *info_source;
         sd_event_source *timer_source; /* start deadline, then lifetime */
         sd_event_source *idle_source;
         sd_event_source *finalize_source;
@@ -93,7 +83,6 @@ struct Sandbox {
         void *pause_userdata;
 
         bool start_pending;   /* StartTransientUnit in flight */
-        bool attach_pending;  /* AttachProcessesToUnit in flight */
         bool unit_started;
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */
@@ -142,8 +131,7 @@ struct Manager {
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
 /* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
-struct SandboxRecord;
-int sandbox_adopt(Manager *m, const struct SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret);
+int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);
 /* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a
  * Destroy, an exec, a Wait, a file operation) is answered with error now, so that nothing
  * is left holding what its caller passed in. */
@@ -164,18 +152,6 @@ bool manager_has_pooled(Manager *m);
 void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
-
-/* sandbox-docker.c */
-int sandbox_docker_start(Sandbox *s);
-void sandbox_docker_unit_started(Sandbox *s);
-/* Removes the container (if any), then calls sandbox_stop_unit_now(). */
-void sandbox_docker_stop(Sandbox *s);
-void sandbox_docker_done(Sandbox *s);
-void sandbox_stop_unit_now(Sandbox *s);
-void sandbox_fail(Sandbox *s, const char *reason);
-void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void *userdata);
-int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata);
-int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

@@ -5,9 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -17,13 +15,10 @@
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
-#include "sandbox-record.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 #include "time-util.h"
 
-/* How long a payload may take from release to its agent's "ready". */
-#define SANDBOX_START_TIMEOUT_USEC (15ULL * 1000000ULL)
-#define SANDBOX_DOCKER_START_TIMEOUT_USEC (60ULL * 1000000ULL)
 #define SANDBOX_SLICE "sandbox.slice"
 #define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
 
@@ -70,18 +65,16 @@ static void sandbox_set_state(Sandbox *s, SandboxState state) {
 /* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
  * costs that: the sandbox runs on, but would be stopped by the next sandboxd. */
 void sandbox_save(Sandbox *s) {
-        SandboxRecord st = {
+        SandboxPersist st = {
                 .template_name = s->template_name,
                 .owner = s->owner,
                 .host_uid = s->host_uid,
                 .created_at = s->created_at,
                 .deadline_realtime = s->deadline_realtime,
-                .payload_pid = s->payload.pid,
                 .pause_method = (char *) s->pause_method,
                 .cgroup = s->cgroup,
-                .payload = (char *) payload_kind_to_string(s->kind),
+                .payload = (char *) s->payload_ops->name,
                 .unit = s->unit,
-                .container_id = s->container_id,
                 .environment = s->environment,
                 .pooled = s->pooled,
                 .config = s->config,
@@ -89,7 +82,10 @@ void sandbox_save(Sandbox *s) {
         int r;
 
         strcpy(st.id, s->id);
-        r = sandbox_record_save(s->manager->sandboxes_dir, &st);
+        r = s->payload_ops->save(s, &st);
+        if (r >= 0)
+                r = sandbox_persist_save(s->manager->sandboxes_dir, &st);
+        json_object_put(st.payload_data);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to save state of sandbox %s: %m", s->id);
 }
@@ -155,19 +151,15 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         if (s->manager->systemd)
                 systemd_client_cancel(s->manager->systemd, s);
         sd_event_source_disable_unref(s->control_source);
-        sd_event_source_disable_unref(s->payload_source);
-        sd_event_source_disable_unref(s->info_source);
         sd_event_source_disable_unref(s->timer_source);
         sd_event_source_disable_unref(s->idle_source);
         sd_event_source_disable_unref(s->finalize_source);
         safe_close(s->control_fd);
-        payload_process_abort(&s->payload);
+        if (s->payload_state) {
+                s->payload_ops->free(s);
+                free(s->payload_state);
+        }
         free(s->template_name);
-        free(s->image);
-        free(s->container_id);
-        free(s->socket_dir);
-        sd_event_source_disable_unref(s->listen_source);
-        safe_close(s->listen_fd);
         free(s->unit);
         free(s->object_path);
         free(s->description);
@@ -179,19 +171,35 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         return mfree(s);
 }
 
-int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret) {
+/* A sandbox's memory, with its backend's state; NULL if out of memory. */
+static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
         Sandbox *s;
-        int r;
 
         s = calloc(1, sizeof(Sandbox));
         if (!s)
-                return -ENOMEM;
+                return NULL;
         s->manager = m;
         s->control_fd = -EBADF;
-        s->listen_fd = -EBADF;
         s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
-        s->payload = PAYLOAD_PROCESS_NULL;
-        s->kind = t->payload;
+        s->payload_ops = ops;
+        s->payload_state = calloc(1, ops->state_size);
+        if (!s->payload_state)
+                return mfree(s);
+        if (ops->init)
+                ops->init(s);
+        return s;
+}
+
+int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret) {
+        const PayloadOps *ops = payload_ops_get(t->payload);
+        Sandbox *s;
+        int r;
+
+        if (!ops)
+                return -EOPNOTSUPP;
+        s = sandbox_alloc(m, ops);
+        if (!s)
+                return -ENOMEM;
         s->owner = owner;
         s->config = *config;
         s->state = SANDBOX_STARTING;
@@ -205,8 +213,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
 
         s->template_name = strdup(t->name);
         s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
-        s->image = t->image ? strdup(t->image) : NULL;
-        if (!s->template_name || !s->environment || (t->image && !s->image) ||
+        if (!s->template_name || !s->environment ||
             asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
             asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
@@ -231,8 +238,8 @@ static void sandbox_finalize(Sandbox *s) {
         while (s->file_ops)
                 file_op_abort(s->file_ops, s->failure ?: "The sandbox was destroyed during the file operation.");
 
-        if (s->kind == PAYLOAD_DOCKER)
-                sandbox_docker_done(s);
+        if (s->payload_ops->done)
+                s->payload_ops->done(s);
         sandbox_set_state(s, SANDBOX_DEAD);
 
         if (s->pause_cb) {
@@ -258,7 +265,7 @@ static void sandbox_finalize(Sandbox *s) {
         }
 
         if (s->saved) {
-                (void) sandbox_record_remove(m->sandboxes_dir, s->id);
+                (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
                 sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
@@ -297,38 +304,17 @@ static void on_unit_stopped(const char *result, const sd_bus_error *error, void 
         sandbox_finalize(s);
 }
 
-static void sandbox_abort_payload(Sandbox *s) {
-        /* The sources first: their fds are the ones abort closes. */
-        s->payload_source = sd_event_source_disable_unref(s->payload_source);
-        s->info_source = sd_event_source_disable_unref(s->info_source);
-        payload_process_abort(&s->payload);
-}
-
-void sandbox_stop_unit_now(Sandbox *s) {
+void sandbox_payload_stopped(Sandbox *s) {
         int r;
-
-        /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
-         * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
-         * systemd mostly finds an empty cgroup and the stop job ends at once. */
-        if (s->payload.pidfd >= 0)
-                (void) syscall(SYS_pidfd_send_signal, s->payload.pidfd, SIGKILL, NULL, 0);
 
         r = unit_stop(s->manager->systemd, s->unit, on_unit_stopped, s);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to stop %s: %m", s->unit);
-                sandbox_abort_payload(s);
+                s->payload_ops->abort(s);
                 sandbox_finalize_later(s);
                 return;
         }
         s->stop_pending = true;
-}
-
-static void sandbox_stop_unit(Sandbox *s) {
-        /* A container goes first, through Docker, so that none is left behind. */
-        if (s->kind == PAYLOAD_DOCKER)
-                sandbox_docker_stop(s);
-        else
-                sandbox_stop_unit_now(s);
 }
 
 static void sandbox_stop(Sandbox *s, const char *reason) {
@@ -342,14 +328,18 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
 
         if (!s->unit_started)
                 /* Still held (or never started): no process of the sandbox's ran. */
-                sandbox_abort_payload(s);
+                s->payload_ops->abort(s);
         if (s->start_pending)
-                return; /* on_scope_started continues from here */
-        sandbox_stop_unit(s);
+                return; /* on_unit_started continues from here */
+        s->payload_ops->stop(s);
 }
 
-void sandbox_fail(Sandbox *s, const char *reason) {
+void sandbox_payload_failed(Sandbox *s, const char *reason) {
         sandbox_stop(s, reason);
+}
+
+bool sandbox_payload_going(Sandbox *s) {
+        return s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD;
 }
 
 static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
@@ -432,7 +422,7 @@ static void sandbox_became_ready(Sandbox *s) {
         }
 }
 
-int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+static int on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
 
         /* A bounded number per dispatch: what the sandbox sends cannot starve the loop
@@ -481,11 +471,19 @@ int sandbox_on_control(sd_event_source *source, int fd, uint32_t revents, void *
         return 0;
 }
 
-int sandbox_on_payload_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        Sandbox *s = userdata;
-
-        s->payload_source = sd_event_source_disable_unref(s->payload_source);
+void sandbox_payload_exited(Sandbox *s) {
         sandbox_died(s, "its payload process exited.");
+}
+
+int sandbox_payload_connected(Sandbox *s, int fd) {
+        int r;
+
+        r = sd_event_add_io(s->manager->event, &s->control_source, fd, EPOLLIN, on_control, s);
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        s->control_fd = fd;
         return 0;
 }
 
@@ -497,19 +495,17 @@ static void on_control_group(const char *cgroup, const sd_bus_error *error, void
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
                 if (asprintf(&s->cgroup, "/" SANDBOX_SLICE "/%s", s->unit) < 0)
                         s->cgroup = NULL;
-                if (s->kind == PAYLOAD_DOCKER && s->state == SANDBOX_STARTING)
-                        sandbox_docker_unit_started(s);
+                if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
+                        s->payload_ops->unit_started(s);
                 return;
         }
         free(s->cgroup);
         s->cgroup = strdup(cgroup);
-        if (s->kind == PAYLOAD_DOCKER && s->state == SANDBOX_STARTING)
-                sandbox_docker_unit_started(s);
+        if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
+                s->payload_ops->unit_started(s);
 }
 
-static void sandbox_attach_child(Sandbox *s);
-
-void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void *userdata) {
+static void on_unit_started(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         _cleanup_free_ char *reason = NULL;
         int r;
@@ -524,9 +520,9 @@ void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void
                              error ? error->message : result) < 0)
                         reason = NULL;
                 log_sandbox(s, LOG_ERR, 0, "%s", strempty(reason));
-                sandbox_abort_payload(s);
+                s->payload_ops->abort(s);
                 if (s->state == SANDBOX_STOPPING) {
-                        sandbox_stop_unit(s);
+                        s->payload_ops->stop(s);
                         return;
                 }
                 sandbox_stop(s, reason ?: "systemd could not start its unit.");
@@ -535,172 +531,80 @@ void sandbox_on_unit_started(const char *result, const sd_bus_error *error, void
 
         if (s->state == SANDBOX_STOPPING) {
                 /* Destroyed while its unit was being made: now it can be stopped. */
-                sandbox_stop_unit(s);
+                s->payload_ops->stop(s);
                 return;
         }
 
         r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
         if (r < 0) {
                 log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
-                if (s->kind == PAYLOAD_DOCKER) {
+                if (s->payload_ops->unit_started_needs_cgroup) {
                         sandbox_stop(s, "the cgroup of its unit could not be learned.");
                         return;
                 }
         }
 
-        if (s->kind == PAYLOAD_BWRAP)
-                sandbox_attach_child(s);
+        if (!s->payload_ops->unit_started_needs_cgroup)
+                s->payload_ops->unit_started(s);
 }
 
-static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
-        Sandbox *s = userdata;
+static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
         int r;
 
-        s->attach_pending = false;
-        if (s->state != SANDBOX_STARTING)
-                return; /* stopping: the unit's stop takes everything down */
-        if (error) {
-                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, error->message);
-                sandbox_stop(s, "its payload could not be moved into its unit.");
-                return;
-        }
-
-        r = payload_release(&s->payload);
-        if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to release payload: %m");
-                sandbox_stop(s, "its payload exited before it was released.");
-        }
-}
-
-/* Once the scope runs (with bwrap's monitor in it) and bwrap said its child's pid: the
- * child joins the scope, and only then is it released to run the agent. */
-static void sandbox_attach_child(Sandbox *s) {
-        int r;
-
-        if (s->state != SANDBOX_STARTING || !s->unit_started || s->start_pending ||
-            s->payload.child_pid <= 0 || s->attach_pending)
-                return;
-
-        r = unit_attach_processes(s->manager->systemd, s->unit, &s->payload.child_pid, 1, on_attached, s);
-        if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to ask systemd to move the payload: %m");
-                sandbox_stop(s, "systemd could not be asked to move its payload.");
-                return;
-        }
-        s->attach_pending = true;
-}
-
-static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        Sandbox *s = userdata;
-        int r;
-
-        r = payload_read_info(&s->payload);
-        if (r == 0)
-                return 0;
-        s->info_source = sd_event_source_disable_unref(s->info_source);
-        s->payload.info_fd = safe_close(s->payload.info_fd);
-        if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to learn the payload's pid: %m");
-                sandbox_stop(s, "its payload did not start.");
-                return 0;
-        }
-        sandbox_attach_child(s);
+        r = scope_start_transient(s->manager->systemd, sp, on_unit_started, s);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
+        s->start_pending = true;
         return 0;
 }
 
+int sandbox_payload_start_scope(Sandbox *s, pid_t pid) {
+        return sandbox_start_unit(s, &(ScopeParams) {
+                .unit = s->unit,
+                .slice = SANDBOX_SLICE,
+                .description = s->description,
+                .pids = &pid,
+                .n_pids = 1,
+                .limits = s->config.limits,
+        });
+}
+
+int sandbox_payload_start_slice(Sandbox *s) {
+        char *slice;
+
+        if (asprintf(&slice, "sandbox-%s.slice", s->id) < 0)
+                return -ENOMEM;
+        free(s->unit);
+        s->unit = slice;
+        return sandbox_start_unit(s, &(ScopeParams) {
+                .unit = s->unit,
+                .description = s->description,
+                .limits = s->config.limits,
+        });
+}
+
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
-        Manager *m = s->manager;
-        _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
-        const Template *t = template_set_find(&m->templates, s->template_name);
+        const Template *t = template_set_find(&s->manager->templates, s->template_name);
         int r;
 
         if (!t)
                 return -ENOENT;
 
-        if (s->kind == PAYLOAD_DOCKER) {
-                /* Images may be large to unpack: a minute to come up. */
-                r = sandbox_arm_timer(s, SANDBOX_DOCKER_START_TIMEOUT_USEC);
-                if (r >= 0)
-                        r = sandbox_docker_start(s);
-                if (r < 0) {
-                        s->timer_source = sd_event_source_disable_unref(s->timer_source);
-                        sandbox_abort_payload(s);
-                        sandbox_docker_done(s);
-                        return r;
-                }
-                s->create_cb = cb;
-                s->create_userdata = userdata;
-                return 0;
-        }
-
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
-                return -errno;
-        /* An exec request is one datagram: ask for room for the largest (beyond
-         * net.core.wmem_max only with CAP_NET_ADMIN, which the unit does not grant; the
-         * default still holds EXEC_ARGS_MAX). */
-        int sz = AGENT_MESSAGE_MAX + 64 * 1024;
-        if (setsockopt(pair[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-                (void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
-                return -errno;
-
-        PayloadParams params = {
-                .template = t,
-                .bwrap_path = m->settings.bwrap_path,
-                .agent_path = m->settings.agent_path,
-                .disk_max = s->config.disk_max,
-                .proc_masks = m->proc_masks,
-                .proc_mask_dirs = m->proc_mask_dirs,
-                .seccomp_fd = m->seccomp_fd,
-                .host_uid = s->host_uid,
-                .host_gid = s->host_uid,
-        };
-        r = payload_spawn_held(&params, pair[1], s->unit, &s->payload);
-        if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
-        pair[1] = safe_close(pair[1]);
-        s->control_fd = TAKE_FD(pair[0]);
-
-        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, sandbox_on_control, s);
-        if (r < 0)
-                goto fail_payload;
-        r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, sandbox_on_payload_exit, s);
-        if (r < 0)
-                goto fail_payload;
-        r = sandbox_arm_timer(s, SANDBOX_START_TIMEOUT_USEC);
-        if (r < 0)
-                goto fail_payload;
-
-        r = sd_event_add_io(m->event, &s->info_source, s->payload.info_fd, EPOLLIN, on_payload_info, s);
-        if (r < 0)
-                goto fail_payload;
-
-        /* systemd makes the scope while bwrap builds the sandbox: the monitor goes in
-         * now, the sandbox's PID 1 as soon as bwrap names it (sandbox_attach_child). */
-        ScopeParams sp = {
-                .unit = s->unit,
-                .slice = SANDBOX_SLICE,
-                .description = s->description,
-                .pids = &s->payload.pid,
-                .n_pids = 1,
-                .limits = s->config.limits,
-        };
-        r = scope_start_transient(m->systemd, &sp, sandbox_on_unit_started, s);
+        r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec);
+        if (r >= 0)
+                r = s->payload_ops->start(s, t);
         if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
-                goto fail_payload;
+                s->control_source = sd_event_source_disable_unref(s->control_source);
+                s->timer_source = sd_event_source_disable_unref(s->timer_source);
+                s->control_fd = safe_close(s->control_fd);
+                s->payload_ops->abort(s);
+                if (s->payload_ops->done)
+                        s->payload_ops->done(s);
+                return r;
         }
-        s->start_pending = true;
         s->create_cb = cb;
         s->create_userdata = userdata;
         return 0;
-
-fail_payload:
-        s->control_source = sd_event_source_disable_unref(s->control_source);
-        s->timer_source = sd_event_source_disable_unref(s->timer_source);
-        s->control_fd = safe_close(s->control_fd);
-        sandbox_abort_payload(s);
-        return r;
 }
 
 int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
@@ -866,20 +770,22 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd
         return 0;
 }
 
-int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd, Sandbox **ret) {
+int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret) {
         _cleanup_close_ int cfd = control_fd, pfd = pidfd;
         uint64_t now = now_usec(CLOCK_REALTIME);
+        const PayloadOps *ops;
         Sandbox *s;
         int r;
 
         if (!sandbox_id_is_valid(st->id) || manager_find_sandbox(m, st->id))
                 return -EINVAL;
-        s = calloc(1, sizeof(Sandbox));
+        /* A record without "payload" is from before Docker payloads: bwrap's. */
+        ops = payload_ops_get(payload_kind_from_string(st->payload ?: "bwrap"));
+        if (!ops)
+                return -EINVAL;
+        s = sandbox_alloc(m, ops);
         if (!s)
                 return -ENOMEM;
-        s->manager = m;
-        s->control_fd = -EBADF;
-        s->payload = PAYLOAD_PROCESS_NULL;
         strcpy(s->id, st->id);
         s->owner = st->owner;
         s->host_uid = st->host_uid;
@@ -895,19 +801,12 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
          * those before it. Microseconds since the epoch are past any count so far. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);
-        s->payload.pid = st->payload_pid;
-        s->listen_fd = -EBADF;
-        s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
-        s->kind = st->payload && streq(st->payload, "docker") ? PAYLOAD_DOCKER : PAYLOAD_BWRAP;
 
         s->template_name = strdup(st->template_name);
-        s->container_id = st->container_id ? strdup(st->container_id) : NULL;
         if (st->unit)
                 s->unit = strdup(st->unit);
         else if (asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0)
                 s->unit = NULL;
-        if (s->kind == PAYLOAD_DOCKER && asprintf(&s->socket_dir, "%s/sockets/%s", m->settings.state_dir, st->id) < 0)
-                s->socket_dir = NULL;
         s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
         s->cgroup = st->cgroup ? strdup(st->cgroup) : NULL;
         if (!s->template_name || !s->environment || (st->cgroup && !s->cgroup) ||
@@ -922,11 +821,9 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
                 r = -errno;
                 goto fail;
         }
-        s->control_fd = TAKE_FD(cfd);
-        s->payload.pidfd = TAKE_FD(pfd);
-        r = sd_event_add_io(m->event, &s->control_source, s->control_fd, EPOLLIN, sandbox_on_control, s);
-        if (r >= 0 && s->payload.pidfd >= 0)
-                r = sd_event_add_io(m->event, &s->payload_source, s->payload.pidfd, EPOLLIN, sandbox_on_payload_exit, s);
+        r = sandbox_payload_connected(s, TAKE_FD(cfd));
+        if (r >= 0)
+                r = s->payload_ops->adopt(s, st, TAKE_FD(pfd));
         if (r < 0)
                 goto fail;
 
@@ -945,7 +842,7 @@ int sandbox_adopt(Manager *m, const SandboxRecord *st, int control_fd, int pidfd
         *ret = s;
         return 0;
 fail:
-        s->payload.pid = 0; /* not ours to kill on this path */
+        s->payload_ops->detach(s); /* not ours to kill on this path */
         sandbox_free_internal(s);
         return r;
 }
@@ -970,9 +867,7 @@ void sandbox_abandon_callers(Sandbox *s, const sd_bus_error *error) {
 }
 
 void sandbox_detach(Sandbox *s) {
-        /* The payload lives on in its scope; only our ends of it go. */
-        s->payload_source = sd_event_source_disable_unref(s->payload_source);
-        s->info_source = sd_event_source_disable_unref(s->info_source);
-        payload_process_done(&s->payload);
+        /* The payload lives on in its unit; only our ends of it go. */
+        s->payload_ops->detach(s);
         sandbox_free_internal(s);
 }

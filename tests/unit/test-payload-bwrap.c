@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "payload.h"
+#include "payload-bwrap.h"
 #include "strv.h"
 #include "template.h"
 

@@ -8,33 +8,36 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "options.h"
 
-typedef struct SandboxRecord {
+typedef struct SandboxPersist {
         char id[32];
         char *template_name;
         uid_t owner;
         uid_t host_uid;
         uint64_t created_at;        /* µs CLOCK_REALTIME */
         uint64_t deadline_realtime; /* µs CLOCK_REALTIME, 0 = none */
-        pid_t payload_pid;          /* bwrap's monitor */
+        pid_t payload_pid;          /* the backend's process in the unit (bwrap's monitor), 0: none */
         char *pause_method;         /* NULL if running */
         char *cgroup;
         char *payload;              /* "bwrap" or "docker" */
         char *unit;                 /* a Docker sandbox under systemd's cgroup driver: a slice */
-        char *container_id;         /* docker */
         char **environment;         /* the template's, as it was at creation */
         bool pooled;
         SandboxConfig config;
-} SandboxRecord;
+        json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
+                                     * at the top level of the file beside the others */
+} SandboxPersist;
 
-void sandbox_record_done(SandboxRecord *st);
+void sandbox_persist_done(SandboxPersist *st);
 /* JSON text of st (json-c); *ret is malloc'ed. */
-int sandbox_record_to_json(const SandboxRecord *st, char **ret);
-/* Parses what sandbox_record_to_json() wrote; -EBADMSG if anything is missing or off. */
-int sandbox_record_from_json(const char *json, SandboxRecord *ret);
+int sandbox_persist_to_json(const SandboxPersist *st, char **ret);
+/* Parses what sandbox_persist_to_json() wrote; -EBADMSG if anything is missing or off. */
+int sandbox_persist_from_json(const char *json, SandboxPersist *ret);
 
 /* Writes/reads/removes <dir>/<id>.json (atomically: temporary file + rename). */
-int sandbox_record_save(const char *dir, const SandboxRecord *st);
-int sandbox_record_load(const char *path, SandboxRecord *ret);
-int sandbox_record_remove(const char *dir, const char *id);
+int sandbox_persist_save(const char *dir, const SandboxPersist *st);
+int sandbox_persist_load(const char *path, SandboxPersist *ret);
+int sandbox_persist_remove(const char *dir, const char *id);

@@ -8,19 +8,20 @@
 #include <json-c/json.h>
 
 #include "json-util.h"
-#include "sandbox-record.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 
 #define STATE_FILE_MAX (64U * 1024U)
 
-void sandbox_record_done(SandboxRecord *st) {
+void sandbox_persist_done(SandboxPersist *st) {
         st->template_name = mfree(st->template_name);
         st->pause_method = mfree(st->pause_method);
         st->cgroup = mfree(st->cgroup);
         st->payload = mfree(st->payload);
         st->unit = mfree(st->unit);
-        st->container_id = mfree(st->container_id);
         st->environment = strv_free(st->environment);
+        json_object_put(st->payload_data);
+        st->payload_data = NULL;
 }
 
 static int add_u64(json_object *o, const char *key, uint64_t v) {
@@ -28,7 +29,7 @@ static int add_u64(json_object *o, const char *key, uint64_t v) {
         return json_add(o, key, json_object_new_int64((int64_t) v));
 }
 
-int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
+int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
         json_object *o = json_object_new_object();
         char *text = NULL;
         int r = -ENOMEM;
@@ -46,7 +47,6 @@ int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
             (st->cgroup && json_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
             (st->payload && json_add(o, "payload", json_object_new_string(st->payload)) < 0) ||
             (st->unit && json_add(o, "unit", json_object_new_string(st->unit)) < 0) ||
-            (st->container_id && json_add(o, "container_id", json_object_new_string(st->container_id)) < 0) ||
             add_u64(o, "MemoryMax", st->config.limits.memory_max) < 0 ||
             add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
             add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
@@ -56,6 +56,11 @@ int sandbox_record_to_json(const SandboxRecord *st, char **ret) {
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
+        if (st->payload_data) {
+                json_object_object_foreach(st->payload_data, key, val)
+                        if (!json_object_object_get_ex(o, key, NULL) && json_add(o, key, json_object_get(val)) < 0)
+                                goto finish;
+        }
         json_object *env = json_object_new_array();
         if (json_add(o, "environment", env) < 0)
                 goto finish;
@@ -99,8 +104,8 @@ static int get_str(json_object *o, const char *key, bool optional, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
-        SandboxRecord st = {};
+int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
+        SandboxPersist st = {};
         json_object *o, *v;
         uint64_t owner, host_uid, pid;
         const char *id;
@@ -158,27 +163,26 @@ int sandbox_record_from_json(const char *json, SandboxRecord *ret) {
                 r = get_str(o, "payload", true, &st.payload);
         if (r >= 0)
                 r = get_str(o, "unit", true, &st.unit);
-        if (r >= 0)
-                r = get_str(o, "container_id", true, &st.container_id);
         if (r < 0)
                 goto finish;
+        st.payload_data = json_object_get(o); /* what the backend finds its keys in */
 
         *ret = st;
-        st = (SandboxRecord) {};
+        st = (SandboxPersist) {};
         r = 0;
 finish:
-        sandbox_record_done(&st);
+        sandbox_persist_done(&st);
         json_object_put(o);
         return r;
 }
 
-int sandbox_record_save(const char *dir, const SandboxRecord *st) {
+int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
         _cleanup_free_ char *text = NULL, *path = NULL, *tmp = NULL;
         _cleanup_close_ int fd = -EBADF;
         size_t n, done = 0;
         int r;
 
-        r = sandbox_record_to_json(st, &text);
+        r = sandbox_persist_to_json(st, &text);
         if (r < 0)
                 return r;
         if (asprintf(&path, "%s/%s.json", dir, st->id) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, st->id) < 0)
@@ -207,7 +211,7 @@ int sandbox_record_save(const char *dir, const SandboxRecord *st) {
         return 0;
 }
 
-int sandbox_record_load(const char *path, SandboxRecord *ret) {
+int sandbox_persist_load(const char *path, SandboxPersist *ret) {
         _cleanup_close_ int fd = -EBADF;
         char buf[STATE_FILE_MAX + 1];
         ssize_t n;
@@ -221,10 +225,10 @@ int sandbox_record_load(const char *path, SandboxRecord *ret) {
         if (n == STATE_FILE_MAX)
                 return -EFBIG;
         buf[n] = 0;
-        return sandbox_record_from_json(buf, ret);
+        return sandbox_persist_from_json(buf, ret);
 }
 
-int sandbox_record_remove(const char *dir, const char *id) {
+int sandbox_persist_remove(const char *dir, const char *id) {
         _cleanup_free_ char *path = NULL;
 
         if (asprintf(&path, "%s/%s.json", dir, id) < 0)

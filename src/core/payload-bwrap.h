@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The bwrap backend (payload_bwrap_ops): bwrap, held on --block-fd, builds the sandbox's
+ * namespaces and starts sandbox-init on the control socket it inherits. */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "payload.h"
+
+/* Descriptors bwrap gets besides the agent's control socket. */
+#define PAYLOAD_BLOCK_FD 4
+#define PAYLOAD_INFO_FD 5
+#define PAYLOAD_SECCOMP_FD 6
+
+typedef struct PayloadParams {
+        const struct Template *template;
+        const char *bwrap_path;
+        const char *agent_path;    /* host path of sandbox-init */
+        uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
+        char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
+        char * const *proc_mask_dirs;
+        uid_t host_uid;            /* the unprivileged host uid the sandbox runs as */
+        gid_t host_gid;
+        char * const *environment; /* the agent's environment */
+        int seccomp_fd;            /* the policy's BPF (reopened for each payload); -1: none */
+} PayloadParams;
+
+/* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
+ * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
+int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
+/* Reads what is there of bwrap's info: 1 once child_pid is known, 0 if more is to come. */
+int payload_read_info(PayloadProcess *p);
+/* Parses bwrap's --info-fd JSON for the child's pid (pure, for tests). */
+int bwrap_parse_info(const char *json, size_t size, pid_t *ret);
+
+/* The argv builder is pure, for tests. */
+int bwrap_build_argv(const PayloadParams *p, char ***ret);
+/* Which of the /proc entries that leak host information exist here (read once). */
+int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs);
