@@ -24,7 +24,6 @@
 #define SANDBOX_START_TIMEOUT_USEC (15ULL * 1000000ULL)
 #define SANDBOX_DOCKER_START_TIMEOUT_USEC (60ULL * 1000000ULL)
 #define SANDBOX_SLICE "sandbox.slice"
-#define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
 
 static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",

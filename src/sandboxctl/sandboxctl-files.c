@@ -208,7 +208,7 @@ static int call_stat(sd_bus *bus, const char *spath, const char *path, sd_bus_er
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, spath, SANDBOX_INTERFACE, "Stat", error, &reply, "s", path);
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, spath, SANDBOX_INTERFACE, "Stat", error, &reply, "s", path);
         if (r < 0)
                 return r;
         r = entry_read(reply, ret);
@@ -247,7 +247,7 @@ static int transfer(sd_bus *bus, const char *spath, const char *path, int fd, bo
         if (r < 0)
                 return sd_bus_error_set_errno(error, r);
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, spath, SANDBOX_INTERFACE,
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOX_BUS_NAME, spath, SANDBOX_INTERFACE,
                                            into_fd ? "Download" : "Upload");
         if (r >= 0)
                 r = sd_bus_message_append(m, "sh", path, relay->passed);
@@ -520,7 +520,7 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = sd_bus_call_method(bus, BUS_NAME, spath, SANDBOX_INTERFACE, "ListFiles", &error, &reply,
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, spath, SANDBOX_INTERFACE, "ListFiles", &error, &reply,
                                "su", path, (uint32_t) depth);
         if (r < 0)
                 return log_error_errno(r, "Failed to list %s:%s: %s", id, path, file_error_reason(&error, path, r));

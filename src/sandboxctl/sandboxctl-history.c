@@ -14,13 +14,10 @@
 #include "json-util.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandbox-api.h"
 #include "sandboxctl-history.h"
 #include "strv.h"
 
-#define BUS_NAME          "io.sandboxd.Sandbox1"
-#define MANAGER_PATH      "/io/sandboxd/Sandbox1"
-#define MANAGER_INTERFACE "io.sandboxd.Sandbox1.Manager"
-#define LIMIT_MAX         10000U
 #define ARGV_COLUMN_MAX   60U
 
 typedef struct Execution {
@@ -261,10 +258,10 @@ int history_show(sd_bus *bus, const char *sandbox_id, const char *since, const c
         if (since && parse_since(since, &since_usec) < 0)
                 return log_errno(EINVAL, "Invalid --since '%s', expected @EPOCH, YYYY-MM-DD [HH:MM[:SS]] "
                                  "or an age such as 2h or 7d.", since);
-        if (limit && (parse_uint64(limit, &limit_n) < 0 || limit_n == 0 || limit_n > LIMIT_MAX))
-                return log_errno(EINVAL, "Invalid --limit '%s', expected 1…%u.", limit, LIMIT_MAX);
+        if (limit && (parse_uint64(limit, &limit_n) < 0 || limit_n == 0 || limit_n > LIST_EXECUTIONS_LIMIT_MAX))
+                return log_errno(EINVAL, "Invalid --limit '%s', expected 1…%u.", limit, LIST_EXECUTIONS_LIMIT_MAX);
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListExecutions");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOX_BUS_NAME, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE, "ListExecutions");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0 && sandbox_id)

@@ -88,7 +88,7 @@ int processes_list(sd_bus *bus, const char *id, bool json) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "ListProcesses", &error, &reply, NULL);
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "ListProcesses", &error, &reply, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to list the processes of sandbox %s: %s",
                                        id, bus_error_message(&error, r));
@@ -220,7 +220,7 @@ int process_signal(sd_bus *bus, const char *id, const char *process, int sig) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "Signal", &error, &reply,
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "Signal", &error, &reply,
                                "ti", pid, (int32_t) sig);
         if (r < 0)
                 return log_error_errno(r, "Failed to send signal %d to process %" PRIu64 " of sandbox %s: %s",
@@ -285,7 +285,7 @@ static void session_on_winch(void *userdata) {
 
         /* Fire and forget: a lost resize is corrected by the next one. */
         if (terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
-                (void) sd_bus_call_method_async(s->bus, NULL, BUS_NAME, s->path, SANDBOX_INTERFACE,
+                (void) sd_bus_call_method_async(s->bus, NULL, SANDBOX_BUS_NAME, s->path, SANDBOX_INTERFACE,
                                                 "ResizeTerminal", NULL, NULL, "tuu", s->process,
                                                 (uint32_t) rows, (uint32_t) cols);
 }
@@ -301,7 +301,7 @@ static int session_run(Session *s, BusWait *w, sd_bus_message *start, uint64_t w
         if (r < 0)
                 return sd_bus_error_set_errno(error, r);
 
-        r = sd_bus_message_new_method_call(s->bus, &wait, BUS_NAME, s->path, SANDBOX_INTERFACE, "Wait");
+        r = sd_bus_message_new_method_call(s->bus, &wait, SANDBOX_BUS_NAME, s->path, SANDBOX_INTERFACE, "Wait");
         if (r >= 0)
                 r = sd_bus_message_append(wait, "tt", s->process, UINT64_C(0));
         if (r >= 0)
@@ -311,7 +311,7 @@ static int session_run(Session *s, BusWait *w, sd_bus_message *start, uint64_t w
 
         if (!w->reply)
                 /* As a terminal that went away: the session is hung up, not left running. */
-                (void) sd_bus_call_method(s->bus, BUS_NAME, s->path, SANDBOX_INTERFACE, "Signal", NULL, NULL,
+                (void) sd_bus_call_method(s->bus, SANDBOX_BUS_NAME, s->path, SANDBOX_INTERFACE, "Signal", NULL, NULL,
                                           "ti", s->process, (int32_t) SIGHUP);
         return 0;
 }

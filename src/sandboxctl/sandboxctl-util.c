@@ -237,7 +237,7 @@ int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **re
         char *p;
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetSandbox",
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE, "GetSandbox",
                                error, &reply, "s", id);
         if (r < 0)
                 return r;

@@ -12,13 +12,8 @@
 
 #include "json-util.h"
 #include "macro.h"
+#include "sandbox-api.h"
 
-#define BUS_NAME                "io.sandboxd.Sandbox1"
-#define MANAGER_PATH            "/io/sandboxd/Sandbox1"
-#define MANAGER_INTERFACE       "io.sandboxd.Sandbox1.Manager"
-#define SANDBOX_INTERFACE       "io.sandboxd.Sandbox1.Sandbox"
-#define ERROR_NO_SUCH_SANDBOX   "io.sandboxd.Sandbox1.NoSuchSandbox"
-#define ERROR_NOT_RUNNING       "io.sandboxd.Sandbox1.NotRunning"
 
 /* Prints the message (with %m naming error) and a newline to stderr; returns -|error|. */
 int log_error_errno(int error, const char *format, ...) _printf_(2, 3);

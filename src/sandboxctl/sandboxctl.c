@@ -35,7 +35,6 @@
 #include "sandboxctl-util.h"
 #include "strv.h"
 
-#define EXEC_TIMEOUT_DEFAULT_SEC        UINT64_C(300)
 /* Slack over the exec timeout for the method call itself: the daemon kills at the
  * timeout, then still has to collect the process and reply. */
 #define EXEC_CALL_SLACK_SEC             UINT64_C(30)
@@ -48,7 +47,6 @@
 #define DESTROY_CALL_TIMEOUT_USEC       (UINT64_C(120) * USEC_PER_SEC)
 /* --json passes standard input as bytes in the call (the output is captured, so the
  * input is too); streaming passes the descriptor and has no limit. */
-#define STDIN_MAX                       (UINT64_C(16) * 1024 * 1024)
 
 #define EXIT_TIMED_OUT          124
 #define EXIT_SANDBOXCTL_FAILED  125
@@ -202,7 +200,7 @@ static int help(void) {
                "\n"
                "See the sandboxctl(1) man page for details.\n",
                program_invocation_short_name,
-               EXEC_TIMEOUT_DEFAULT_SEC);
+               (uint64_t) EXEC_TIMEOUT_DEFAULT_SEC);
 
         return 0;
 }
@@ -315,7 +313,7 @@ static int create_sandbox(sd_bus *bus, bool ephemeral, uint64_t lifetime, char *
         const char *i, *p;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "CreateSandbox");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOX_BUS_NAME, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE, "CreateSandbox");
         if (r < 0)
                 goto fail;
 
@@ -402,7 +400,7 @@ static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, D
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, "Destroy");
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "Destroy");
         if (r < 0)
                 return log_error_errno(r, "Failed to destroy sandbox %s: %m", id);
         if (mode == DESTROY_CLEANUP) {
@@ -413,7 +411,7 @@ static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, D
 
         r = sd_bus_call(bus, m, DESTROY_CALL_TIMEOUT_USEC, &error, &reply);
         if (r < 0) {
-                if (mode == DESTROY_CLEANUP && sd_bus_error_has_names(&error, ERROR_NO_SUCH_SANDBOX,
+                if (mode == DESTROY_CLEANUP && sd_bus_error_has_names(&error, SANDBOX_ERROR_NO_SUCH_SANDBOX,
                                                                        SD_BUS_ERROR_SERVICE_UNKNOWN,
                                                                        SD_BUS_ERROR_NAME_HAS_NO_OWNER))
                         return 0;
@@ -598,7 +596,7 @@ static int read_stdin(void **ret, size_t *ret_size) {
                         uint8_t *p;
 
                         /* One byte beyond the limit tells "exactly 16 MiB" from "more". */
-                        n = MIN(n, (size_t) STDIN_MAX + 1);
+                        n = MIN(n, (size_t) EXEC_STDIN_MAX + 1);
                         p = realloc(buf, n);
                         if (!p)
                                 return log_oom();
@@ -618,7 +616,7 @@ static int read_stdin(void **ret, size_t *ret_size) {
                         break;
 
                 size += (size_t) k;
-                if (size > STDIN_MAX)
+                if (size > EXEC_STDIN_MAX)
                         return log_error_errno(EFBIG,
                                                "Standard input is larger than 16 MiB, refusing. "
                                                "Use --no-stdin (or </dev/null) to pass none.");
@@ -694,7 +692,7 @@ static int exec_message_new(
         unsigned rows = 0, cols = 0;
         int r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, member);
+        r = sd_bus_message_new_method_call(bus, &m, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, member);
         if (r < 0)
                 return r;
 
@@ -803,10 +801,10 @@ static int exec_log_error(sd_bus *bus, const char *id, const char *path, const s
                                        "the command may have run, entirely or in part.",
                                        id, bus_error_message(error, r));
 
-        if (sd_bus_error_has_name(error, ERROR_NOT_RUNNING)) {
+        if (sd_bus_error_has_name(error, SANDBOX_ERROR_NOT_RUNNING)) {
                 _cleanup_free_ char *state = NULL;
 
-                if (sd_bus_get_property_string(bus, BUS_NAME, path, SANDBOX_INTERFACE, "State", NULL, &state) >= 0 &&
+                if (sd_bus_get_property_string(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "State", NULL, &state) >= 0 &&
                     streq(state, "paused"))
                         return log_error_errno(r, "Sandbox %s is paused; resume it with '%s resume %s' first.",
                                                id, program_invocation_short_name, id);
@@ -991,7 +989,7 @@ static int verb_pause(int argc, char *argv[], sd_bus *bus) {
 
                 r = get_sandbox_path(bus, argv[i], &error, &path);
                 if (r >= 0)
-                        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, pause ? "Pause" : "Resume",
+                        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, pause ? "Pause" : "Resume",
                                                &error, &reply, NULL);
                 if (r < 0) {
                         r = log_error_errno(r, "Failed to %s sandbox %s: %s", argv[0], argv[i],
@@ -1024,14 +1022,14 @@ static int verb_set_timeout(int argc, char *argv[], sd_bus *bus) {
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
         if (!(arg_set & OPT_IDLE)) {
-                r = sd_bus_get_property_trivial(bus, BUS_NAME, path, SANDBOX_INTERFACE, "IdleTimeout",
+                r = sd_bus_get_property_trivial(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "IdleTimeout",
                                                 &error, 't', &idle);
                 if (r < 0)
                         return log_error_errno(r, "Failed to get the idle timeout of sandbox %s: %s",
                                                id, bus_error_message(&error, r));
         }
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "SetTimeout",
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, path, SANDBOX_INTERFACE, "SetTimeout",
                                &error, &reply, "tt", lifetime, idle);
         if (r < 0)
                 return log_error_errno(r, "Failed to set the timeouts of sandbox %s: %s",
@@ -1156,7 +1154,7 @@ static int verb_list(int argc, char *argv[], sd_bus *bus) {
         _cleanup_(sandbox_list_done) SandboxList list = {};
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSandboxes",
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE, "ListSandboxes",
                                &error, &reply, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to list sandboxes: %s", bus_error_message(&error, r));
@@ -1417,7 +1415,7 @@ static int verb_status(int argc, char *argv[], sd_bus *bus) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
                                &error, &reply, "s", SANDBOX_INTERFACE);
         if (r < 0)
                 return log_error_errno(r, "Failed to get properties of sandbox %s: %s",
@@ -1452,7 +1450,7 @@ static int verb_templates(int argc, char *argv[], sd_bus *bus) {
         size_t n = 0, allocated = 0;
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListTemplates",
+        r = sd_bus_call_method(bus, SANDBOX_BUS_NAME, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE, "ListTemplates",
                                &error, &reply, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to list templates: %s", bus_error_message(&error, r));
