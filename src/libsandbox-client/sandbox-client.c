@@ -319,6 +319,10 @@ const char *sandbox_handle_path(const SandboxHandle *h) {
         return h->path;
 }
 
+SandboxClient *sandbox_handle_client(const SandboxHandle *h) {
+        return h->client;
+}
+
 /* One option of CreateSandbox: where SandboxCreateOptions keeps it. */
 static const struct {
         SandboxCreateField field;

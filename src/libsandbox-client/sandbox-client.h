@@ -89,6 +89,7 @@ SandboxHandle *sandbox_handle_free(SandboxHandle *h);
 const char *sandbox_handle_id(const SandboxHandle *h);
 /* The transport's address of the sandbox (its D-Bus object path). */
 const char *sandbox_handle_path(const SandboxHandle *h);
+SandboxClient *sandbox_handle_client(const SandboxHandle *h);
 
 typedef enum SandboxDestroyMode {
         SANDBOX_DESTROY_EXPLICIT,       /* the user asked: any error is an error */
