@@ -187,9 +187,7 @@ static void process_done(void *item) {
 }
 
 void sandbox_process_array_free(SandboxProcess *a, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                process_done(a + i);
-        free(a);
+        client_array_free(a, n, sizeof(SandboxProcess), process_done);
 }
 
 static int process_read(sd_bus_message *m, void *item) {

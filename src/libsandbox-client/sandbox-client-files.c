@@ -21,9 +21,7 @@ static void file_entry_done(void *item) {
 }
 
 void sandbox_file_entry_array_free(SandboxFileEntry *a, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                sandbox_file_entry_done(a + i);
-        free(a);
+        client_array_free(a, n, sizeof(SandboxFileEntry), file_entry_done);
 }
 
 /* 1 with an entry, 0 at the end of an array. */

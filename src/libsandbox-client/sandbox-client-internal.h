@@ -77,5 +77,8 @@ int client_read_array(sd_bus_message *m, const char *contents, size_t size,
                       int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
                       void **ret, size_t *ret_n);
 
+/* Frees n elements of size bytes, each with free_one, and the array. */
+void client_array_free(void *items, size_t n, size_t size, void (*free_one)(void *item));
+
 uint64_t sec_to_usec_add(uint64_t sec, uint64_t slack_sec);
 uint64_t sec_add(uint64_t a, uint64_t b);

@@ -92,7 +92,7 @@ int sandbox_client_new_bus(sd_bus *bus, SandboxClient **ret) {
 }
 
 int sandbox_client_open_system(SandboxClient **ret) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sd_bus_unrefp) sd_bus *bus = NULL;
         int r;
 
         r = sd_bus_open_system(&bus);
@@ -244,6 +244,12 @@ int client_call_method(SandboxClient *c, SandboxHandle *h, const char *member, S
         return client_call(c, m, 0, /* interruptible= */ false, error, NULL);
 }
 
+void client_array_free(void *items, size_t n, size_t size, void (*free_one)(void *item)) {
+        for (size_t i = 0; i < n; i++)
+                free_one((uint8_t *) items + i * size);
+        free(items);
+}
+
 int client_read_array(sd_bus_message *m, const char *contents, size_t size,
                       int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
                       void **ret, size_t *ret_n) {
@@ -275,9 +281,7 @@ int client_read_array(sd_bus_message *m, const char *contents, size_t size,
         if (r >= 0)
                 r = sd_bus_message_exit_container(m);
         if (r < 0) {
-                for (size_t i = 0; i < n; i++)
-                        free_one(items + i * size);
-                free(items);
+                client_array_free(items, n, size, free_one);
                 return r;
         }
 
@@ -456,16 +460,6 @@ int sandbox_handle_set_timeout(SandboxHandle *h, uint64_t lifetime_sec, uint64_t
         return client_call_method(h->client, h, "SetTimeout", error, "tt", lifetime_sec, idle_sec);
 }
 
-void sandbox_info_array_free(SandboxInfo *a, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(a[i].id);
-                free(a[i].template);
-                free(a[i].state);
-                free(a[i].path);
-        }
-        free(a);
-}
-
 static void sandbox_info_done(void *item) {
         SandboxInfo *s = item;
 
@@ -473,6 +467,10 @@ static void sandbox_info_done(void *item) {
         free(s->template);
         free(s->state);
         free(s->path);
+}
+
+void sandbox_info_array_free(SandboxInfo *a, size_t n) {
+        client_array_free(a, n, sizeof(SandboxInfo), sandbox_info_done);
 }
 
 static int strdup_all(char **dst[], const char *const src[], size_t n) {
@@ -612,6 +610,14 @@ static const char *status_field(size_t i, const char **sig, size_t *off) {
         return sandbox_properties[i].name;
 }
 
+const char *sandbox_property_signature(SandboxProperty p) {
+        return sandbox_properties[p].signature;
+}
+
+const void *sandbox_status_field(const SandboxStatus *s, SandboxProperty p) {
+        return (const uint8_t *) s + sandbox_properties[p].offset;
+}
+
 void sandbox_status_done(SandboxStatus *s) {
         free(s->id);
         free(s->template);
@@ -725,20 +731,16 @@ int client_read_exec_result(sd_bus_message *m, bool with_output, SandboxExecResu
         return 0;
 }
 
-void sandbox_template_array_free(SandboxTemplate *a, size_t n) {
-        for (size_t i = 0; i < n; i++) {
-                free(a[i].name);
-                free(a[i].payload);
-                free(a[i].description);
-        }
-        free(a);
-}
-
 static void sandbox_template_done(void *item) {
         SandboxTemplate *t = item;
+
         free(t->name);
         free(t->payload);
         free(t->description);
+}
+
+void sandbox_template_array_free(SandboxTemplate *a, size_t n) {
+        client_array_free(a, n, sizeof(SandboxTemplate), sandbox_template_done);
 }
 
 static int sandbox_template_read(sd_bus_message *m, void *item) {
@@ -779,9 +781,7 @@ static void execution_done(void *item) {
 }
 
 void sandbox_execution_array_free(SandboxExecution *a, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                execution_done(a + i);
-        free(a);
+        client_array_free(a, n, sizeof(SandboxExecution), execution_done);
 }
 
 static int execution_read(sd_bus_message *m, void *item) {

@@ -160,6 +160,10 @@ typedef struct SandboxStatus {
 #define SANDBOX_STATUS_HAS(s, p) (!!((s)->seen & (1U << (p))))
 
 void sandbox_status_done(SandboxStatus *s);
+/* Property p of s, for a caller that walks them all: its D-Bus type signature ("s": a
+ * char *, "u": uint32_t, "t": uint64_t, "b": bool) and where s keeps its value. */
+const char *sandbox_property_signature(SandboxProperty p);
+const void *sandbox_status_field(const SandboxStatus *s, SandboxProperty p);
 int sandbox_handle_status(SandboxHandle *h, SandboxStatus *ret, SandboxClientError *error);
 
 typedef struct SandboxTemplate {

@@ -821,26 +821,21 @@ static int verb_list(int argc, char *argv[], SandboxClient *c) {
         return 0;
 }
 
-/* The JSON keys of the properties, and how to read them from SandboxStatus. */
-static const struct {
-        const char *key;
-        char type;
-        size_t offset;
-} status_json_fields[_SANDBOX_PROPERTY_MAX] = {
-        [SANDBOX_PROPERTY_ID]           = { "id",                     's', offsetof(SandboxStatus, id)                     },
-        [SANDBOX_PROPERTY_TEMPLATE]     = { "template",               's', offsetof(SandboxStatus, template)               },
-        [SANDBOX_PROPERTY_OWNER]        = { "owner",                  'u', offsetof(SandboxStatus, owner)                  },
-        [SANDBOX_PROPERTY_STATE]        = { "state",                  's', offsetof(SandboxStatus, state)                  },
-        [SANDBOX_PROPERTY_UNIT]         = { "unit",                   's', offsetof(SandboxStatus, unit)                   },
-        [SANDBOX_PROPERTY_CREATED_AT]   = { "created_at",             't', offsetof(SandboxStatus, created_at)             },
-        [SANDBOX_PROPERTY_MEMORY_MAX]   = { "memory_max",             't', offsetof(SandboxStatus, memory_max)             },
-        [SANDBOX_PROPERTY_CPU_QUOTA]    = { "cpu_quota_per_sec_usec", 't', offsetof(SandboxStatus, cpu_quota_per_sec_usec) },
-        [SANDBOX_PROPERTY_TASKS_MAX]    = { "tasks_max",              't', offsetof(SandboxStatus, tasks_max)              },
-        [SANDBOX_PROPERTY_DISK_MAX]     = { "disk_max",               't', offsetof(SandboxStatus, disk_max)               },
-        [SANDBOX_PROPERTY_TIMEOUT]      = { "timeout",                't', offsetof(SandboxStatus, timeout)                },
-        [SANDBOX_PROPERTY_IDLE_TIMEOUT] = { "idle_timeout",           't', offsetof(SandboxStatus, idle_timeout)           },
-        [SANDBOX_PROPERTY_DEADLINE]     = { "deadline",               't', offsetof(SandboxStatus, deadline)               },
-        [SANDBOX_PROPERTY_EPHEMERAL]    = { "ephemeral",              'b', offsetof(SandboxStatus, ephemeral)              },
+static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
+        [SANDBOX_PROPERTY_ID]           = "id",
+        [SANDBOX_PROPERTY_TEMPLATE]     = "template",
+        [SANDBOX_PROPERTY_OWNER]        = "owner",
+        [SANDBOX_PROPERTY_STATE]        = "state",
+        [SANDBOX_PROPERTY_UNIT]         = "unit",
+        [SANDBOX_PROPERTY_CREATED_AT]   = "created_at",
+        [SANDBOX_PROPERTY_MEMORY_MAX]   = "memory_max",
+        [SANDBOX_PROPERTY_CPU_QUOTA]    = "cpu_quota_per_sec_usec",
+        [SANDBOX_PROPERTY_TASKS_MAX]    = "tasks_max",
+        [SANDBOX_PROPERTY_DISK_MAX]     = "disk_max",
+        [SANDBOX_PROPERTY_TIMEOUT]      = "timeout",
+        [SANDBOX_PROPERTY_IDLE_TIMEOUT] = "idle_timeout",
+        [SANDBOX_PROPERTY_DEADLINE]     = "deadline",
+        [SANDBOX_PROPERTY_EPHEMERAL]    = "ephemeral",
 };
 
 static int status_print_json(const SandboxStatus *s, const char *path) {
@@ -852,14 +847,14 @@ static int status_print_json(const SandboxStatus *s, const char *path) {
                 return log_oom();
 
         r = json_add_string(j, "path", path);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(status_json_fields); i++) {
-                const void *p = (const uint8_t *) s + status_json_fields[i].offset;
+        for (SandboxProperty i = 0; r >= 0 && i < _SANDBOX_PROPERTY_MAX; i++) {
+                const void *p = sandbox_status_field(s, i);
                 json_object *v;
 
                 if (!SANDBOX_STATUS_HAS(s, i))
                         continue;
 
-                switch (status_json_fields[i].type) {
+                switch (sandbox_property_signature(i)[0]) {
                 case 's':
                         v = json_object_new_string(strempty(*(const char * const *) p));
                         break;
@@ -876,7 +871,7 @@ static int status_print_json(const SandboxStatus *s, const char *path) {
                         v = NULL;
                 }
 
-                r = json_add(j, status_json_fields[i].key, v);
+                r = json_add(j, status_json_keys[i], v);
         }
         if (r < 0)
                 return log_oom();
@@ -1261,232 +1256,182 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         return verb->dispatch(argc, argv, client);
 }
 
+typedef enum OptionKind {
+        KIND_HELP,
+        KIND_VERSION,
+        KIND_TRUE,      /* a switch: arg_set only, or *(bool *) target */
+        KIND_STRING,
+        KIND_SIZE,
+        KIND_CPU,
+        KIND_UINT64,
+        KIND_SECONDS,
+        KIND_ENV,
+        KIND_PATH,
+        KIND_MODE,
+        KIND_DEPTH,
+        KIND_SIGNAL,
+} OptionKind;
+
+/* One command line option: how getopt_long() knows it, what it sets, and what a bad value
+ * is told. In getopt_long()'s order, which its messages about ambiguous prefixes follow. */
+typedef struct Option {
+        const char *name;
+        int has_arg;
+        char short_name;        /* or 0 */
+        OptionFlag flag;        /* recorded in arg_set (0: none) */
+        OptionKind kind;
+        void *target;
+        const char *expected;   /* "Invalid --NAME 'VALUE', expected …" */
+        bool show_errno;        /* …": %m" rather than "." */
+} Option;
+
+static const Option options[] = {
+        { "help",         no_argument,       'h', 0,              KIND_HELP                                                   },
+        { "version",      no_argument,       0,   0,              KIND_VERSION                                                },
+        { "json",         no_argument,       0,   0,              KIND_TRUE,    &arg_json                                     },
+        { "template",     required_argument, 0,   OPT_TEMPLATE,   KIND_STRING,  &arg_template                                 },
+        { "memory",       required_argument, 0,   OPT_MEMORY,     KIND_SIZE,    &arg_memory_max,
+          "a size such as 256M or 1.5G", true },
+        { "cpu",          required_argument, 0,   OPT_CPU,        KIND_CPU,     &arg_cpu_quota,
+          "a percentage above 0 such as 50% or 200%", true },
+        { "tasks",        required_argument, 0,   OPT_TASKS,      KIND_UINT64,  &arg_tasks_max,
+          "a number of processes", true },
+        { "timeout",      required_argument, 0,   OPT_TIMEOUT,    KIND_SECONDS, &arg_timeout,
+          "seconds, optionally with a unit (s, min, h, d)", true },
+        { "env",          required_argument, 'E', OPT_ENV,        KIND_ENV,     &arg_env,
+          "NAME=VALUE", false },
+        { "workdir",      required_argument, 0,   OPT_WORKDIR,    KIND_PATH,    &arg_workdir,
+          "an absolute path", false },
+        { "output-max",   required_argument, 0,   OPT_OUTPUT_MAX, KIND_SIZE,    &arg_output_max,
+          "a size such as 64K", true },
+        { "no-stdin",     no_argument,       'n', OPT_NO_STDIN,   KIND_TRUE                                                   },
+        { "idle-timeout", required_argument, 0,   OPT_IDLE,       KIND_SECONDS, &arg_idle_timeout,
+          "seconds (0: none), optionally with a unit (s, min, h, d)", true },
+        { "idle",         required_argument, 0,   OPT_IDLE,       KIND_SECONDS, &arg_idle_timeout,
+          "seconds (0: none), optionally with a unit (s, min, h, d)", true },
+        { "disk",         required_argument, 0,   OPT_DISK,       KIND_SIZE,    &arg_disk_max,
+          "a size such as 512M or 2G", true },
+        { "since",        required_argument, 0,   OPT_SINCE,      KIND_STRING,  &arg_since                                    },
+        { "limit",        required_argument, 0,   OPT_LIMIT,      KIND_STRING,  &arg_limit                                    },
+        { "tty",          no_argument,       0,   OPT_TTY,        KIND_TRUE                                                   },
+        { "parents",      no_argument,       'p', OPT_PARENTS,    KIND_TRUE                                                   },
+        { "mode",         required_argument, 0,   OPT_MODE,       KIND_MODE,    &arg_mode,
+          "an octal mode such as 0600", false },
+        { "max",          required_argument, 0,   OPT_MAX,        KIND_SIZE,    &arg_max,
+          "a size such as 100M", true },
+        { "depth",        required_argument, 0,   OPT_DEPTH,      KIND_DEPTH,   &arg_depth,
+          "a number from 1 to 16", false },
+        { "signal",       required_argument, 's', OPT_SIGNAL,     KIND_SIGNAL,  &arg_signal,
+          "a name such as TERM or KILL, or a number", false },
+};
+
+#define OPTION_VAL_BASE 0x100
+
+/* Stores arg in o's target: 0, -ENOMEM, or another negative errno for a bad value. */
+static int option_parse(const Option *o, const char *arg) {
+        uint64_t u;
+        char *end;
+        int r;
+
+        switch (o->kind) {
+        case KIND_TRUE:
+                if (o->target)
+                        *(bool *) o->target = true;
+                return 0;
+        case KIND_STRING:
+                *(const char **) o->target = arg;
+                return 0;
+        case KIND_SIZE:
+                return parse_size(arg, o->target);
+        case KIND_CPU:
+                return parse_cpu_quota(arg, o->target);
+        case KIND_UINT64:
+                return parse_uint64(arg, o->target);
+        case KIND_SECONDS:
+                return parse_seconds(arg, o->target);
+        case KIND_ENV:
+                if (!env_assignment_is_valid(arg))
+                        return -EINVAL;
+                return strv_extend(o->target, arg) < 0 ? -ENOMEM : 0;
+        case KIND_PATH:
+                *(const char **) o->target = arg;
+                return arg[0] == '/' ? 0 : -EINVAL;
+        case KIND_MODE:
+                errno = 0;
+                u = strtoul(arg, &end, 8);
+                if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || u > 07777)
+                        return -EINVAL;
+                *(mode_t *) o->target = (mode_t) u;
+                return 0;
+        case KIND_DEPTH:
+                r = parse_uint64(arg, o->target);
+                return r < 0 || *(uint64_t *) o->target < 1 || *(uint64_t *) o->target > LIST_FILES_DEPTH_MAX ?
+                        -EINVAL : 0;
+        case KIND_SIGNAL:
+                return signal_from_string(arg, o->target);
+        default:
+                return -EINVAL;
+        }
+}
+
+static const char *option_display_name(const Option *o) {
+        /* The alias --idle is reported as --idle-timeout. */
+        for (unsigned i = 0; i < ELEMENTSOF(option_names); i++)
+                if (o->flag == 1U << i)
+                        return option_names[i];
+        return o->name;
+}
+
 static int parse_argv(int argc, char *argv[]) {
-        enum {
-                ARG_VERSION = 0x100,
-                ARG_JSON,
-                ARG_TEMPLATE,
-                ARG_MEMORY,
-                ARG_CPU,
-                ARG_TASKS,
-                ARG_TIMEOUT,
-                ARG_WORKDIR,
-                ARG_OUTPUT_MAX,
-                ARG_IDLE_TIMEOUT,
-                ARG_DISK,
-                ARG_SINCE,
-                ARG_LIMIT,
-                ARG_TTY,
-                ARG_MODE,
-                ARG_MAX,
-                ARG_DEPTH,
-        };
-
-        static const struct option options[] = {
-                { "help",       no_argument,       NULL, 'h'            },
-                { "version",    no_argument,       NULL, ARG_VERSION    },
-                { "json",       no_argument,       NULL, ARG_JSON       },
-                { "template",   required_argument, NULL, ARG_TEMPLATE   },
-                { "memory",     required_argument, NULL, ARG_MEMORY     },
-                { "cpu",        required_argument, NULL, ARG_CPU        },
-                { "tasks",      required_argument, NULL, ARG_TASKS      },
-                { "timeout",    required_argument, NULL, ARG_TIMEOUT    },
-                { "env",        required_argument, NULL, 'E'            },
-                { "workdir",    required_argument, NULL, ARG_WORKDIR    },
-                { "output-max", required_argument, NULL, ARG_OUTPUT_MAX },
-                { "no-stdin",   no_argument,       NULL, 'n'            },
-                { "idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT },
-                { "idle",       required_argument, NULL, ARG_IDLE_TIMEOUT },
-                { "disk",       required_argument, NULL, ARG_DISK       },
-                { "since",      required_argument, NULL, ARG_SINCE      },
-                { "limit",      required_argument, NULL, ARG_LIMIT      },
-                { "tty",        no_argument,       NULL, ARG_TTY        },
-                { "parents",    no_argument,       NULL, 'p'            },
-                { "mode",       required_argument, NULL, ARG_MODE       },
-                { "max",        required_argument, NULL, ARG_MAX        },
-                { "depth",      required_argument, NULL, ARG_DEPTH      },
-                { "signal",     required_argument, NULL, 's'            },
-                {}
-        };
-
+        struct option long_options[ELEMENTSOF(options) + 1] = {};
         bool failed = false;
         int c, r;
 
+        for (size_t i = 0; i < ELEMENTSOF(options); i++)
+                long_options[i] = (struct option) {
+                        .name = options[i].name,
+                        .has_arg = options[i].has_arg,
+                        .val = options[i].short_name ?: OPTION_VAL_BASE + (int) i,
+                };
+
         /* Every bad argument is reported, and parsing goes on to the end: getopt has then
          * moved the verb to argv[optind], which decides the exit status of the failure. */
-        while ((c = getopt_long(argc, argv, "hE:nps:", options, NULL)) >= 0) {
-                switch (c) {
+        while ((c = getopt_long(argc, argv, "hE:nps:", long_options, NULL)) >= 0) {
+                const Option *o = NULL;
 
-                case 'h':
-                        return help();
-
-                case ARG_VERSION:
-                        puts("sandboxctl " PACKAGE_VERSION);
-                        return 0;
-
-                case ARG_JSON:
-                        arg_json = true;
-                        break;
-
-                case ARG_TEMPLATE:
-                        arg_template = optarg;
-                        arg_set |= OPT_TEMPLATE;
-                        break;
-
-                case ARG_MEMORY:
-                        r = parse_size(optarg, &arg_memory_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --memory '%s', expected a size such as 256M or 1.5G: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_MEMORY;
-                        break;
-
-                case ARG_CPU:
-                        r = parse_cpu_quota(optarg, &arg_cpu_quota);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --cpu '%s', expected a percentage above 0 such as 50%% or 200%%: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_CPU;
-                        break;
-
-                case ARG_TASKS:
-                        r = parse_uint64(optarg, &arg_tasks_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --tasks '%s', expected a number of processes: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_TASKS;
-                        break;
-
-                case ARG_TIMEOUT:
-                        r = parse_seconds(optarg, &arg_timeout);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --timeout '%s', expected seconds, optionally with a unit (s, min, h, d): %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_TIMEOUT;
-                        break;
-
-                case 'E':
-                        if (!env_assignment_is_valid(optarg)) {
-                                log_error("Invalid --env '%s', expected NAME=VALUE.", optarg);
-                                failed = true;
-                        } else if (strv_extend(&arg_env, optarg) < 0)
-                                return log_oom();
-                        arg_set |= OPT_ENV;
-                        break;
-
-                case ARG_WORKDIR:
-                        if (optarg[0] != '/') {
-                                log_error("Invalid --workdir '%s', expected an absolute path.", optarg);
-                                failed = true;
-                        }
-                        arg_workdir = optarg;
-                        arg_set |= OPT_WORKDIR;
-                        break;
-
-                case ARG_OUTPUT_MAX:
-                        r = parse_size(optarg, &arg_output_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --output-max '%s', expected a size such as 64K: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_OUTPUT_MAX;
-                        break;
-
-                case 'n':
-                        arg_set |= OPT_NO_STDIN;
-                        break;
-
-                case ARG_IDLE_TIMEOUT:
-                        r = parse_seconds(optarg, &arg_idle_timeout);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --idle-timeout '%s', expected seconds (0: none), optionally with a unit (s, min, h, d): %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_IDLE;
-                        break;
-
-                case ARG_DISK:
-                        r = parse_size(optarg, &arg_disk_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --disk '%s', expected a size such as 512M or 2G: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_DISK;
-                        break;
-
-                case ARG_SINCE:
-                        arg_since = optarg;
-                        arg_set |= OPT_SINCE;
-                        break;
-
-                case ARG_LIMIT:
-                        arg_limit = optarg;
-                        arg_set |= OPT_LIMIT;
-                        break;
-
-                case ARG_TTY:
-                        arg_set |= OPT_TTY;
-                        break;
-
-                case 'p':
-                        arg_set |= OPT_PARENTS;
-                        break;
-
-                case ARG_MODE: {
-                        char *end;
-                        unsigned long m;
-
-                        errno = 0;
-                        m = strtoul(optarg, &end, 8);
-                        if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-' || m > 07777) {
-                                log_error("Invalid --mode '%s', expected an octal mode such as 0600.", optarg);
-                                failed = true;
-                        } else
-                                arg_mode = (mode_t) m;
-                        arg_set |= OPT_MODE;
-                        break;
-                }
-
-                case ARG_MAX:
-                        r = parse_size(optarg, &arg_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --max '%s', expected a size such as 100M: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_MAX;
-                        break;
-
-                case ARG_DEPTH:
-                        r = parse_uint64(optarg, &arg_depth);
-                        if (r < 0 || arg_depth < 1 || arg_depth > 16) {
-                                log_error("Invalid --depth '%s', expected a number from 1 to 16.", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_DEPTH;
-                        break;
-
-                case 's':
-                        r = signal_from_string(optarg, &arg_signal);
-                        if (r < 0) {
-                                log_error("Invalid --signal '%s', expected a name such as TERM or KILL, or a number.",
-                                          optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_SIGNAL;
-                        break;
-
-                case '?':
+                if (c >= OPTION_VAL_BASE && c < OPTION_VAL_BASE + (int) ELEMENTSOF(options))
+                        o = &options[c - OPTION_VAL_BASE];
+                for (size_t i = 0; !o && i < ELEMENTSOF(options); i++)
+                        if (options[i].short_name != 0 && options[i].short_name == c)
+                                o = &options[i];
+                if (!o) {
+                        if (c != '?')
+                                return log_error_errno(EINVAL, "Unhandled option");
                         /* getopt_long() explained already. */
                         failed = true;
-                        break;
-
-                default:
-                        return log_error_errno(EINVAL, "Unhandled option");
+                        continue;
                 }
+
+                if (o->kind == KIND_HELP)
+                        return help();
+                if (o->kind == KIND_VERSION) {
+                        puts("sandboxctl " PACKAGE_VERSION);
+                        return 0;
+                }
+
+                r = option_parse(o, optarg);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0) {
+                        if (o->show_errno)
+                                log_error_errno(r, "Invalid %s '%s', expected %s: %m", option_display_name(o),
+                                                optarg, o->expected);
+                        else
+                                log_error("Invalid %s '%s', expected %s.", option_display_name(o), optarg,
+                                          o->expected);
+                        failed = true;
+                }
+                arg_set |= o->flag;
         }
 
         return failed ? -EINVAL : 1;
