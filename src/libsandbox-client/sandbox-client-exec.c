@@ -212,17 +212,8 @@ static int process_read(sd_bus_message *m, void *item) {
 }
 
 int sandbox_handle_processes(SandboxHandle *h, SandboxProcess **ret, size_t *ret_n, SandboxClientError *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        int r;
-
-        r = client_new_call(h->client, h, "ListProcesses", &m);
-        if (r < 0)
-                return client_error_from_bus(error, NULL, r);
-        r = client_call(h->client, m, 0, /* interruptible= */ false, error, &reply);
-        if (r < 0)
-                return r;
-        return client_read_array(reply, "(tiassi)", sizeof(SandboxProcess), process_read, process_done,
-                                 (void **) ret, ret_n);
+        return client_call_list(h->client, h, "ListProcesses", "(tiassi)", sizeof(SandboxProcess), process_read,
+                                process_done, (void **) ret, ret_n, error);
 }
 
 void sandbox_run_done(SandboxRun *run) {

@@ -77,6 +77,11 @@ int client_read_array(sd_bus_message *m, const char *contents, size_t size,
                       int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
                       void **ret, size_t *ret_n);
 
+/* Calls member (no arguments) of the Manager (h NULL) or of h, and reads its reply, an
+ * array of contents, with client_read_array(). */
+int client_call_list(SandboxClient *c, SandboxHandle *h, const char *member, const char *contents, size_t size,
+                     int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
+                     void **ret, size_t *ret_n, SandboxClientError *error);
 /* Frees n elements of size bytes, each with free_one, and the array. */
 void client_array_free(void *items, size_t n, size_t size, void (*free_one)(void *item));
 

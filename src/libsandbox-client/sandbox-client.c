@@ -290,6 +290,22 @@ int client_read_array(sd_bus_message *m, const char *contents, size_t size,
         return 0;
 }
 
+int client_call_list(SandboxClient *c, SandboxHandle *h, const char *member, const char *contents, size_t size,
+                     int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
+                     void **ret, size_t *ret_n, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = client_new_call(c, h, member, &m);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+        if (r < 0)
+                return r;
+        r = client_read_array(reply, contents, size, read_one, free_one, ret, ret_n);
+        return r < 0 ? client_error_from_bus(error, NULL, r) : 0;
+}
+
 /* ---- sandboxes ---- */
 
 int sandbox_handle_new(SandboxClient *c, const char *id, const char *path, SandboxHandle **ret) {
@@ -496,17 +512,8 @@ static int sandbox_info_read(sd_bus_message *m, void *item) {
 }
 
 int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        int r;
-
-        r = client_new_call(c, NULL, "ListSandboxes", &m);
-        if (r < 0)
-                return client_error_from_bus(error, NULL, r);
-        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
-        if (r < 0)
-                return r;
-        return client_read_array(reply, "(ssusot)", sizeof(SandboxInfo), sandbox_info_read, sandbox_info_done,
-                                 (void **) ret, ret_n);
+        return client_call_list(c, NULL, "ListSandboxes", "(ssusot)", sizeof(SandboxInfo), sandbox_info_read,
+                                sandbox_info_done, (void **) ret, ret_n, error);
 }
 
 /* One property: where SandboxStatus keeps it. */
@@ -757,17 +764,8 @@ static int sandbox_template_read(sd_bus_message *m, void *item) {
 }
 
 int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *ret_n, SandboxClientError *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        int r;
-
-        r = client_new_call(c, NULL, "ListTemplates", &m);
-        if (r < 0)
-                return client_error_from_bus(error, NULL, r);
-        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
-        if (r < 0)
-                return r;
-        return client_read_array(reply, "(sss)", sizeof(SandboxTemplate), sandbox_template_read,
-                                 sandbox_template_done, (void **) ret, ret_n);
+        return client_call_list(c, NULL, "ListTemplates", "(sss)", sizeof(SandboxTemplate), sandbox_template_read,
+                                sandbox_template_done, (void **) ret, ret_n, error);
 }
 
 /* ---- execution records ---- */
