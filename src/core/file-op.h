@@ -8,10 +8,10 @@
 #include <systemd/sd-bus.h>
 
 #include "agent-protocol.h"
+#include "sandbox-api.h"
 
 typedef struct Sandbox Sandbox;
 
-#define FILE_READ_MAX (16ULL * 1024 * 1024)  /* ReadFile returns at most this much */
 
 /* result is NULL (and error set) when the operation failed before or in the agent. For
  * reads, data/size hold what was read. */

@@ -20,7 +20,6 @@
 #include "time-util.h"
 
 #define SANDBOX_SLICE "sandbox.slice"
-#define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
 
 static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* What the verbs of sandboxctl share: logging, JSON output, bus calls that a signal can
- * end. */
+/* What the verbs of sandboxctl share: logging, JSON output, looking a sandbox up. */
 
 #include <errno.h>
 #include <limits.h>
@@ -13,8 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <systemd/sd-event.h>
 
 #include "macro.h"
 #include "parse-util.h"
@@ -31,12 +28,6 @@ int log_error_errno(int error, const char *format, ...) {
         fputc('\n', stderr);
 
         return -abs(error);
-}
-
-const char *bus_error_message(const sd_bus_error *e, int error) {
-        if (e && e->message)
-                return e->message;
-        return strerror(abs(error));
 }
 
 char *format_timestamp(char *buf, size_t l, uint64_t usec) {
@@ -119,137 +110,12 @@ int json_add_bytes(json_object *o, const char *key, const void *data, size_t siz
         return json_add(o, key, json_object_new_string_len(s, (int) n));
 }
 
-/* The handlers only record: sd_event_exit() would also close the bus (sd-bus hooks the
- * loop's exit), and the caller may still need it, e.g. to destroy the sandbox. */
-static int wait_reply_handler(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
-        BusWait *w = userdata;
-
-        w->reply = sd_bus_message_ref(m);
-        return 0;
-}
-
-static int wait_signal_handler(sd_event_source *source, const struct signalfd_siginfo *si, void *userdata) {
-        BusWait *w = userdata;
-
-        if (si->ssi_signo == SIGWINCH) {
-                w->on_winch(w->userdata);
-                return 0;
-        }
-        w->signal = (int) si->ssi_signo;
-        return 0;
-}
-
-int bus_wait_begin(BusWait *w, sd_bus *bus, void (*on_winch)(void *userdata), void *userdata) {
-        static const int signals[] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH };
-        size_t n = on_winch ? ELEMENTSOF(signals) : ELEMENTSOF(signals) - 1;
-        sigset_t mask;
+int sandbox_get(SandboxClient *c, const char *id, SandboxHandle **ret) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         int r;
 
-        *w = (BusWait) { .bus = bus, .on_winch = on_winch, .userdata = userdata };
-        sigemptyset(&mask);
-        for (size_t i = 0; i < n; i++)
-                sigaddset(&mask, signals[i]);
-        if (sigprocmask(SIG_BLOCK, &mask, &w->saved) < 0)
-                return -errno;
-        w->masked = true;
-
-        r = sd_event_new(&w->event);
-        if (r >= 0)
-                r = sd_bus_attach_event(bus, w->event, SD_EVENT_PRIORITY_NORMAL);
-        if (r >= 0)
-                w->attached = true;
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = sd_event_add_signal(w->event, NULL, signals[i], wait_signal_handler, w);
+        r = sandbox_client_get(c, id, ret, &error);
         if (r < 0)
-                bus_wait_end(w);
-        return r;
-}
-
-int bus_wait_call(BusWait *w, sd_bus_message *m, uint64_t usec) {
-        _cleanup_(sd_bus_slot_unrefp) sd_bus_slot *slot = NULL;
-        int r;
-
-        w->reply = sd_bus_message_unref(w->reply);
-        r = sd_bus_call_async(w->bus, &slot, m, wait_reply_handler, w, usec);
-        if (r < 0)
-                return r;
-        /* The call's own timeout ends it with an error reply, so this ends. */
-        while (!w->reply && w->signal == 0) {
-                r = sd_event_run(w->event, UINT64_MAX);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
-}
-
-void bus_wait_end(BusWait *w) {
-        if (w->attached)
-                (void) sd_bus_detach_event(w->bus);
-        w->attached = false;
-        w->event = sd_event_unref(w->event);
-        /* The signal that ended the wait has been consumed; a second one acts as usual. */
-        if (w->masked)
-                (void) sigprocmask(SIG_SETMASK, &w->saved, NULL);
-        w->masked = false;
-}
-
-int bus_wait_result(BusWait *w, sd_bus_error *error, sd_bus_message **ret_reply, int *ret_signal) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = TAKE_PTR(w->reply);
-        int r;
-
-        if (!reply) {
-                *ret_signal = w->signal;
-                return -EINTR;
-        }
-        if (sd_bus_message_is_method_error(reply, NULL)) {
-                r = sd_bus_error_copy(error, sd_bus_message_get_error(reply));
-                return r < 0 ? r : -EIO;
-        }
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
-}
-
-int bus_call_interruptible(
-                sd_bus *bus,
-                sd_bus_message *m,
-                uint64_t usec,
-                sd_bus_error *error,
-                sd_bus_message **ret_reply,
-                int *ret_signal) {
-
-        BusWait w;
-        int r;
-
-        r = bus_wait_begin(&w, bus, NULL, NULL);
-        if (r >= 0)
-                r = bus_wait_call(&w, m, usec);
-        bus_wait_end(&w);
-        if (r < 0) {
-                w.reply = sd_bus_message_unref(w.reply);
-                return sd_bus_error_set_errno(error, r);
-        }
-        return bus_wait_result(&w, error, ret_reply, ret_signal);
-}
-
-int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **ret_path) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const char *path;
-        char *p;
-        int r;
-
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetSandbox",
-                               error, &reply, "s", id);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_read(reply, "o", &path);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        p = strdup(path);
-        if (!p)
-                return sd_bus_error_set_errno(error, -ENOMEM);
-
-        *ret_path = p;
+                return log_error_errno(r, "Failed to get sandbox %s: %s", id, sandbox_client_error_message(&error, r));
         return 0;
 }

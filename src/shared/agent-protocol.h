@@ -86,6 +86,8 @@
 
 #include <json-c/json.h>
 
+#include "sandbox-api.h"
+
 #define AGENT_CONTROL_FD 3
 #define AGENT_PROTOCOL_VERSION 2
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
@@ -175,7 +177,7 @@ size_t agent_file_op_nfds(enum agent_file_op op);
 
 #define AGENT_FILE_UNLIMITED UINT64_MAX         /* "length", "max": not given */
 #define AGENT_FILE_MODE_DEFAULT ((mode_t) -1)   /* "mode": 0644 for files, 0755 for dirs */
-#define AGENT_FILE_DEPTH_MAX 16U
+#define AGENT_FILE_DEPTH_MAX LIST_FILES_DEPTH_MAX
 #define AGENT_FILE_ENTRIES_MAX 100000U
 
 /* A "file" request. Fields that do not apply to op are left at their defaults (see
