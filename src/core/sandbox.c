@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent-protocol.h"
+#include "etc-tree.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -25,6 +26,11 @@
 #define SANDBOX_DOCKER_START_TIMEOUT_USEC (60ULL * 1000000ULL)
 #define SANDBOX_SLICE "sandbox.slice"
 #define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
+
+static const char * const sandbox_default_environment[] = {
+        "USER=" SANDBOX_USER, "LOGNAME=" SANDBOX_USER, "HOME=" SANDBOX_HOME, "SHELL=" SANDBOX_SHELL,
+        "LANG=C.UTF-8", NULL,
+};
 
 static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",
@@ -209,7 +215,16 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 goto fail;
 
         s->template_name = strdup(t->name);
-        s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
+        if (t->payload == PAYLOAD_BWRAP)
+                /* Who the sandbox's /etc/passwd says it is; the template's own and then each
+                 * exec's environment override these. (Docker images keep their own.) */
+                r = strv_env_merge((char **) sandbox_default_environment, t->environment, &s->environment);
+        else {
+                s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
+                r = s->environment ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                goto fail;
         s->image = t->image ? strdup(t->image) : NULL;
         if (!s->template_name || !s->environment || (t->image && !s->image) ||
             asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
@@ -649,8 +664,15 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
 
+        char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
+        r = machine_id_generate(machine_id);
+        if (r < 0)
+                return r;
+
         PayloadParams params = {
                 .template = t,
+                .etc_dir = t->etc_dir,
+                .machine_id = machine_id,
                 .bwrap_path = m->settings.bwrap_path,
                 .agent_path = m->settings.agent_path,
                 .disk_max = s->config.disk_max,
