@@ -51,6 +51,9 @@ static const char etc_nsswitch[] =
         "rpc:            files\n"
         "netgroup:       files\n";
 
+/* Every address of a name in /etc/hosts, not just the first line's (localhost: ::1 too). */
+static const char etc_host_conf[] = "multi on\n";
+
 static const char etc_hostname[] = SANDBOX_HOSTNAME "\n";
 
 static const struct {
@@ -61,6 +64,7 @@ static const struct {
         { "group", etc_group },
         { "hosts", etc_hosts },
         { "nsswitch.conf", etc_nsswitch },
+        { "host.conf", etc_host_conf },
         { "hostname", etc_hostname },
         /* Empty here: each sandbox's own is bound over it. */
         { "machine-id", "" },
@@ -72,7 +76,7 @@ static const char * const etc_host_copies[] = { "services", "protocols", "os-rel
 /* Never the template's: the identity files above, the host copies, the time zone, and
  * what names users or resolvers (a template's own would contradict the generated ones). */
 static const char * const etc_reserved[] = {
-        "passwd", "group", "hosts", "nsswitch.conf", "hostname", "machine-id", "services", "protocols",
+        "passwd", "group", "hosts", "nsswitch.conf", "host.conf", "hostname", "machine-id", "services", "protocols",
         "os-release", "localtime", "resolv.conf", "shadow", "gshadow", "subuid", "subgid", "timezone",
 };
 

@@ -83,6 +83,7 @@ static void test_generated(void **state) {
         assert_non_null(strstr(e->data, "hosts:          files\n"));
         assert_null(strstr(e->data, "dns"));
         assert_string_equal(find(&tree, "hostname")->data, "sandbox\n");
+        assert_string_equal(find(&tree, "host.conf")->data, "multi on\n");
         e = find(&tree, "machine-id");
         assert_int_equal(e->size, 0);
         e = find(&tree, "localtime");
@@ -184,6 +185,7 @@ static void test_names(void **state) {
         assert_true(etc_name_is_reserved("passwd"));
         assert_true(etc_name_is_reserved("machine-id"));
         assert_true(etc_name_is_reserved("resolv.conf"));
+        assert_true(etc_name_is_reserved("host.conf"));
         assert_true(etc_name_is_reserved("hosts/x"));
         assert_false(etc_name_is_reserved("hosts.allow"));
         assert_false(etc_name_is_reserved("pip.conf"));
