@@ -26,7 +26,7 @@ sys.path.insert(1, SECURITY)
 import harness  # noqa: E402
 
 MODULES = ['test_core', 'test_sessions', 'test_files', 'test_cli_files', 'test_processes', 'test_docker', 'test_pool',
-           'test_records', 'test_programs'] + sorted(
+           'test_records', 'test_programs', 'test_cpython'] + sorted(
     os.path.basename(p)[:-3] for p in glob.glob(os.path.join(SECURITY, 'test_*.py')))
 SKIP = 77
 
