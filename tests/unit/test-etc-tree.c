@@ -100,7 +100,8 @@ static void test_template_parts(void **state) {
         char *binds[] = { (char *) "/usr", (char *) "/etc/ld.so.cache", (char *) "/etc/alternatives",
                           (char *) "/etc/does-not-exist", NULL };
         char *files[] = { (char *) "pip.conf", (char *) "[global]\n", (char *) "xdg/app/conf", (char *) "k=v\n", NULL };
-        Template t = { .name = (char *) "t", .ro_binds = binds, .etc_files = files, .timezone = (char *) "Europe/Berlin" };
+        Template t = { .name = (char *) "t", .ro_binds = binds, .etc_files = files,
+                       .timezone = (char *) "Europe/Berlin" };
         _cleanup_(etc_tree_done) EtcTree tree = {};
         const EtcEntry *e;
 
