@@ -28,7 +28,10 @@ _owned = False     # True when this module booted it (not run.py)
 MiB = 1024 * 1024
 TiB = 1024 ** 4
 READ_MAX = 16 * MiB          # ReadFile's bound (sandboxd-api(7))
-HOST_FILES = ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/root/.bashrc')
+# Host files; the sandbox has its own /etc/passwd and /etc/hostname (sandboxd(8)), not
+# /etc/debian_version.
+HOST_FILES = ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/etc/debian_version', '/root/.bashrc')
+HOST_ONLY = '/etc/debian_version'
 # Every error a refused escape may answer with: the path is not in the sandbox, it is a
 # symlink, it is read-only or not ours, or not a regular file.
 REFUSALS = ('org.freedesktop.DBus.Error.FileNotFound', 'System.Error.ENOENT', 'System.Error.ELOOP',
@@ -76,7 +79,7 @@ class Base(harness.SandboxTestCase):
         self.watched = list(HOST_FILES) + [self.hostfile]
         self.before = {p: sha256(p) for p in self.watched}
         self.host_contents = {self.host_secret}
-        for p in ('/etc/passwd', '/etc/shadow', '/etc/hostname'):
+        for p in ('/etc/passwd', '/etc/shadow', '/etc/hostname', HOST_ONLY):
             try:
                 with open(p, 'rb') as f:
                     self.host_contents.add(f.read())
@@ -313,12 +316,13 @@ class Escapes(Base):
 
     def test_symlink_to_host_files_is_not_followed(self):
         sid = self.create()
-        self.sh(sid, f'ln -s /etc/shadow /work/shadow && ln -s /etc/passwd /work/passwd && '
+        self.sh(sid, f'ln -s /etc/shadow /work/shadow && ln -s {HOST_ONLY} /work/passwd && '
                      f'ln -s {self.hostfile} /work/hostfile && ln -s /etc /work/etcdir && '
                      f'ln -s {self.hostdir} /work/hostdir && echo inside > /work/target && '
                      f'ln -s /work/target /work/inlink')
+        host_only = 'etcdir/' + os.path.basename(HOST_ONLY)
         paths = ['/work/shadow', 'shadow', 'passwd', 'hostfile', '/work/hostfile', 'etcdir/shadow',
-                 'etcdir/passwd', 'hostdir/known.txt', '/work/hostdir/known.txt', 'inlink']
+                 host_only, 'hostdir/known.txt', '/work/hostdir/known.txt', 'inlink']
         res = self.calls(sid, f'''
 out = {{}}
 for p in {paths!r}:
@@ -336,7 +340,7 @@ emit(out)''')
             self.assertEqual(res[p]['read']['error'], 'System.Error.ELOOP', res[p])
             self.assertEqual(res[p]['download']['error'], 'System.Error.ELOOP', res[p])
             self.assertEqual(res[p]['stat']['ok'][1], 'link', res[p])
-        for p in ('etcdir/shadow', 'etcdir/passwd', 'hostdir/known.txt', '/work/hostdir/known.txt'):
+        for p in ('etcdir/shadow', host_only, 'hostdir/known.txt', '/work/hostdir/known.txt'):
             self.assert_refused(res[p]['read'], f'ReadFile {p}', NOT_FOUND)
             self.assert_refused(res[p]['download'], f'Download {p}', NOT_FOUND)
         self.assert_host_unchanged()
@@ -383,10 +387,12 @@ emit(out)''')
         sid = self.create()
         tag = 'sandboxd-escape-' + secrets.token_hex(6)
         self.sh(sid, 'echo inside > /work/inside.txt && mkdir -p /work/a/b')
-        reads = ['/etc/passwd', '/etc/shadow', '../../etc/passwd', '../../../../../../etc/shadow',
-                 '/work/../etc/passwd', 'a/b/../../../etc/passwd', '/root/.bashrc', '/etc/hostname',
-                 self.hostfile, '../../' + self.hostfile.lstrip('/'), '/proc/1/root/etc/passwd',
-                 '/proc/self/root/etc/passwd']
+        # (The sandbox's own /etc/passwd is its own: a host-only file of /etc stands in.)
+        h = HOST_ONLY.lstrip('/')
+        reads = [HOST_ONLY, '/etc/shadow', f'../../{h}', '../../../../../../etc/shadow',
+                 f'/work/../{h}', f'a/b/../../../{h}', '/root/.bashrc',
+                 self.hostfile, '../../' + self.hostfile.lstrip('/'), f'/proc/1/root/{h}',
+                 f'/proc/self/root/{h}']
         res = self.calls(sid, f'''
 out = {{"read": {{}}, "download": {{}}}}
 for p in {reads!r}:
@@ -430,7 +436,8 @@ emit(out)''')
         self.assertNotIn('root', inside_root)
         _st, out, _err = self.sh(sid, 'ls -A /etc')
         self.assertEqual(sorted(e[0] for e in res['list_etc']['ok']), sorted(out.decode().split()))
-        self.assertNotIn('passwd', out.decode().split())
+        self.assertNotIn(os.path.basename(HOST_ONLY), out.decode().split())
+        self.assertNotIn('shadow', out.decode().split())
         self.assert_refused(res['list_root_home'], 'ListFiles /root', NOT_FOUND)
         self.assert_refused(res['list_hostdir'], 'ListFiles of the host directory', NOT_FOUND)
         for p, r in res['write'].items():
