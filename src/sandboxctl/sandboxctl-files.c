@@ -196,11 +196,33 @@ typedef struct FileEntry {
         uint32_t mode;
         int64_t mtime;
         const char *target;
+        const void *path_raw;   /* the exact bytes of a name that is not valid UTF-8 */
+        size_t path_raw_size;   /* (path is then an escaped form); 0 otherwise */
+        const void *target_raw;
+        size_t target_raw_size;
 } FileEntry;
 
+/* Returns 0 at the end of an array. */
 static int entry_read(sd_bus_message *m, FileEntry *ret) {
-        return sd_bus_message_read(m, "(sstuxs)", &ret->path, &ret->type, &ret->size, &ret->mode,
-                                   &ret->mtime, &ret->target);
+        int r;
+
+        r = sd_bus_message_enter_container(m, 'r', "sstuxsayay");
+        if (r <= 0)
+                return r;
+        r = sd_bus_message_read(m, "sstuxs", &ret->path, &ret->type, &ret->size, &ret->mode,
+                                &ret->mtime, &ret->target);
+        if (r >= 0)
+                r = sd_bus_message_read_array(m, 'y', &ret->path_raw, &ret->path_raw_size);
+        if (r >= 0)
+                r = sd_bus_message_read_array(m, 'y', &ret->target_raw, &ret->target_raw_size);
+        if (r >= 0)
+                r = sd_bus_message_exit_container(m);
+        return r < 0 ? r : 1;
+}
+
+/* An entry's name or target as it may be shown on a terminal. */
+static char *entry_quote(const char *text, const void *raw, size_t raw_size) {
+        return raw_size > 0 ? quote_name(raw, raw_size) : quote_name(text, strlen(text));
 }
 
 static int call_stat(sd_bus *bus, const char *spath, const char *path, sd_bus_error *error,
@@ -499,6 +521,11 @@ static int entry_to_json(const FileEntry *e, json_object **ret) {
                 r = json_add(o, "mtime", json_object_new_int64(e->mtime));
         if (r >= 0 && streq(e->type, "link"))
                 r = json_add_string(o, "target", e->target);
+        /* Names that are not valid UTF-8: the escaped form above, the exact bytes here. */
+        if (r >= 0 && e->path_raw_size > 0)
+                r = json_add_hex(o, "path_hex", e->path_raw, e->path_raw_size);
+        if (r >= 0 && e->target_raw_size > 0)
+                r = json_add_hex(o, "target_hex", e->target_raw, e->target_raw_size);
         if (r < 0)
                 return r;
 
@@ -525,7 +552,7 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
         if (r < 0)
                 return log_error_errno(r, "Failed to list %s:%s: %s", id, path, file_error_reason(&error, path, r));
 
-        r = sd_bus_message_enter_container(reply, 'a', "(sstuxs)");
+        r = sd_bus_message_enter_container(reply, 'a', "(sstuxsayay)");
         if (r < 0)
                 return log_error_errno(r, "Failed to parse ListFiles reply: %m");
         for (;;) {
@@ -576,11 +603,16 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
                 printf("%-*s %-4s %*s %-19s %s\n", w_type, "TYPE", "MODE", w_size, "SIZE", "MODIFIED", "NAME");
                 for (size_t i = 0; i < n; i++) {
                         const FileEntry *e = list + i;
+                        _cleanup_free_ char *name = NULL, *target = NULL;
+                        bool link = streq(e->type, "link");
                         char ts[32];
 
+                        name = entry_quote(e->path, e->path_raw, e->path_raw_size);
+                        target = link ? entry_quote(e->target, e->target_raw, e->target_raw_size) : strdup("");
+                        if (!name || !target)
+                                return log_oom();
                         printf("%-*s %04" PRIo32 " %*" PRIu64 " %-19s %s%s%s\n", w_type, e->type, e->mode, w_size,
-                               e->size, format_mtime(ts, sizeof(ts), e->mtime), e->path,
-                               streq(e->type, "link") ? " -> " : "", streq(e->type, "link") ? e->target : "");
+                               e->size, format_mtime(ts, sizeof(ts), e->mtime), name, link ? " -> " : "", target);
                 }
                 putchar('\n');
         }
@@ -591,7 +623,7 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
 int files_stat(sd_bus *bus, const char *id, const char *path, bool json) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *spath = NULL;
+        _cleanup_free_ char *spath = NULL, *name = NULL, *target = NULL;
         char ts[32];
         FileEntry e;
         int r;
@@ -615,13 +647,17 @@ int files_stat(sd_bus *bus, const char *id, const char *path, bool json) {
                 return print_json(o);
         }
 
+        name = quote_name(path, strlen(path));
+        target = entry_quote(e.target, e.target_raw, e.target_raw_size);
+        if (!name || !target)
+                return log_oom();
         printf("    Path: %s\n"
                "    Type: %s\n"
                "    Size: %" PRIu64 "\n"
                "    Mode: %04" PRIo32 "\n"
                "Modified: %s\n",
-               path, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
+               name, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
         if (streq(e.type, "link"))
-                printf("  Target: %s\n", e.target);
+                printf("  Target: %s\n", target);
         return 0;
 }

@@ -33,6 +33,8 @@ int loop_write(int fd, const void *buf, size_t nbytes);
 int print_json(json_object *j);
 int json_add_string(json_object *o, const char *key, const char *s);
 int json_add_bytes(json_object *o, const char *key, const void *data, size_t size);
+/* data as lowercase hex digits: bytes that must survive exactly. */
+int json_add_hex(json_object *o, const char *key, const void *data, size_t size);
 
 /* Waiting on the bus so that SIGINT, SIGTERM and SIGHUP end the wait instead of the
  * process (and SIGWINCH, when on_winch is given, calls it): those signals blocked and
@@ -62,3 +64,9 @@ int bus_call_interruptible(sd_bus *bus, sd_bus_message *m, uint64_t usec, sd_bus
                            sd_bus_message **ret_reply, int *ret_signal);
 /* Manager.GetSandbox: the object path of sandbox id. */
 int get_sandbox_path(sd_bus *bus, const char *id, sd_bus_error *error, char **ret_path);
+
+/* A name from a sandbox (size bytes, not necessarily UTF-8) quoted as GNU ls quotes names
+ * on a terminal (--quoting-style=shell-escape): plain names as they are, others in '…',
+ * with control characters and invalid bytes as $'\n', $'\033' and the like. It never puts
+ * a control character on the operator's terminal. NULL when out of memory. */
+char *quote_name(const void *name, size_t size);

@@ -166,6 +166,39 @@ class Base(harness.SystemTestCase):
         return {e['path']: e for e in json.loads(self.ok(self.ctl('--json', 'ls', sid, *args)).stdout)}
 
 
+class HostileNames(Base):
+    """Issue 13: names planted by the sandboxed code reach the operator's terminal quoted,
+    as GNU ls quotes them there; never raw escape sequences or line breaks."""
+
+    def test_ls_and_stat_quote_hostile_names(self):
+        sid = self.create()
+        # A name with ESC [2J (clear screen) and a newline that forges a listing line; one
+        # that is not UTF-8; a symlink whose target is both.
+        self.sh(sid, "cd /work && : > \"$(printf 'a\\033[2Jb\\nfile 0644 1 2000-01-01 00:00:00 forged')\" && "
+                     ": > \"$(printf 'bad\\377name')\" && "
+                     "ln -s \"$(printf 'tgt\\033]0;x\\007\\377')\" lnk && : > 'it s'")
+        cp = self.ctl('ls', sid, timeout=60)
+        self.ok(cp)
+        out = cp.stdout
+        self.assertNotIn(b'\033', out, f'ls printed an escape character: {out!r}')
+        self.assertNotIn(b'\007', out, f'ls printed a BEL: {out!r}')
+        self.assertNotIn(b'\377', out, f'ls printed a byte that is not UTF-8: {out!r}')
+        self.assertNotRegex(out.decode(), r'(?m)^file 0644 1 2000', 'a forged listing line')
+        text = out.decode()
+        self.assertIn("'a'$'\\033''[2Jb'$'\\n''file 0644 1 2000-01-01 00:00:00 forged'", text)
+        self.assertIn("'bad'$'\\377''name'", text)
+        self.assertIn("lnk -> 'tgt'$'\\033'']0;x'$'\\a'$'\\377'", text)
+        self.assertIn("'it s'", text)
+        st = self.ok(self.ctl('stat', sid, 'lnk', timeout=60)).stdout
+        self.assertNotIn(b'\033', st)
+        self.assertIn(b"Target: 'tgt'$'\\033'']0;x'$'\\a'$'\\377'", st)
+        # --json: the escaped form, and the exact bytes in hex.
+        entries = self.ls_json(sid)
+        self.assertEqual(entries['bad\\xffname']['path_hex'], b'bad\xffname'.hex())
+        self.assertEqual(entries['lnk']['target_hex'], b'tgt\033]0;x\007\xff'.hex())
+        self.assertNotIn('path_hex', entries['it s'])
+
+
 class Copy(Base):
     def test_round_trip_20MiB(self):
         sid = self.create()

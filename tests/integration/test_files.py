@@ -684,5 +684,38 @@ emit(out)''', timeout=300)
         self.assert_host_unchanged()
 
 
+
+class HostileNames(Base):
+    """Issue 13: names planted by the sandboxed code that are not UTF-8 (D-Bus strings must
+    be) still get their reply: an escaped form in the string, the exact bytes as ay."""
+
+    def test_non_utf8_names_are_answered_losslessly(self):
+        sid = self.create()
+        self.sh(sid, "mkdir /work/d && cd /work/d && : > \"$(printf 'bad\\377\\300name')\" && "
+                     "ln -s \"$(printf 'to\\200x')\" lnk && : > ok")
+        res = self.calls(sid, '''
+out = {}
+out["list"] = call(s, "ListFiles", "d", dbus.UInt32(1), timeout=20)
+out["stat"] = call(s, "Stat", "d/lnk", timeout=20)
+out["after"] = call(s, "Stat", "d/ok", timeout=20)
+emit(out)''', timeout=120)
+        self.assertIn('ok', res['list'], f'ListFiles of a non-UTF-8 name: {res["list"]}')
+        entries = {e[0]: e for e in res['list']['ok']}
+        self.assertEqual(sorted(entries), ['bad\\xff\\xc0name', 'lnk', 'ok'], entries)
+        bad = entries['bad\\xff\\xc0name']
+        self.assertEqual(bytes.fromhex(bad[6]['bytes']), b'bad\xff\xc0name')
+        self.assertEqual(bytes.fromhex(bad[7]['bytes']), b'')
+        lnk = entries['lnk']
+        self.assertEqual((lnk[1], lnk[5]), ('link', 'to\\x80x'))
+        self.assertEqual(bytes.fromhex(lnk[6]['bytes']), b'')
+        self.assertEqual(bytes.fromhex(lnk[7]['bytes']), b'to\x80x')
+        self.assertEqual(bytes.fromhex(entries['ok'][6]['bytes']), b'', 'a UTF-8 name has no bytes')
+        self.assertIn('ok', res['stat'], f'Stat of a link with a non-UTF-8 target: {res["stat"]}')
+        st = res['stat']['ok']
+        self.assertEqual((st[1], st[5], bytes.fromhex(st[7]['bytes'])), ('link', 'to\\x80x', b'to\x80x'))
+        self.assertIn('ok', res['after'])
+
+
+
 if __name__ == '__main__':
     unittest.main(verbosity=2)
