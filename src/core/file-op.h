@@ -12,6 +12,11 @@
 typedef struct Sandbox Sandbox;
 
 #define FILE_READ_MAX (16ULL * 1024 * 1024)  /* ReadFile returns at most this much */
+/* Per sandbox: operations with the agent at once (each a process in the sandbox, a read's
+ * data charged to its memory until answered), and how many more may wait their turn
+ * before further ones fail with Busy (sandboxd(8)). */
+#define FILE_OPS_ACTIVE_MAX 4U
+#define FILE_OPS_WAITING_MAX 64U
 
 /* result is NULL (and error set) when the operation failed before or in the agent. For
  * reads, data/size hold what was read. */

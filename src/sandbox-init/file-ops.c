@@ -503,6 +503,14 @@ static int op_move(const struct agent_file *f) {
         return renameat(dirfd, name, to_dirfd, to_name) < 0 ? -errno : 0;
 }
 
+static int write_oom_score_adj(void) {
+        _cleanup_close_ int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return write_all(fd, "1000", 4);
+}
+
 _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
         _cleanup_(agent_file_result_done) struct agent_file_result res = { .id = f->id };
         json_object *msg;
@@ -516,6 +524,11 @@ _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
         (void) signal(SIGPIPE, SIG_IGN);
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* Under memory pressure in the sandbox, the OOM killer takes this process, whose
+         * failure is answered with EIO, rather than the agent, whose death ends the sandbox.
+         * Raising it needs no privilege. */
+        (void) write_oom_score_adj();
 
         /* "mode" is the mode the caller asked for, not what our umask leaves of it. */
         (void) umask(0);

@@ -277,6 +277,13 @@ static void handle_file(struct agent *a, json_object *msg, int fds[], size_t n_f
                 return;
         }
 
+        /* sandboxd sends at most FILE_OPS_ACTIVE_MAX at a time; this bound holds for any
+         * sender, so that no number of requests makes us fork without end. */
+        if (a->n_files >= AGENT_FILE_OPS_MAX) {
+                send_file_error(id, EBUSY);
+                return;
+        }
+
         c = realloc(a->files, (a->n_files + 1) * sizeof(struct file_child));
         if (!c) {
                 send_file_error(id, ENOMEM);

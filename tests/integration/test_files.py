@@ -717,5 +717,42 @@ emit(out)''', timeout=120)
 
 
 
+class Load(Base):
+    """Issue 13: file operations in parallel are bounded per sandbox (sandboxd(8)): the
+    agent never holds more than a few reads' data at once, so load cannot kill it."""
+
+    def test_parallel_reads_do_not_kill_the_sandbox(self):
+        sid = self.create()  # shell: MemoryMax 256 MiB; 32 reads of 16 MiB held at once are 512
+        self.sh(sid, 'head -c 16777216 /dev/urandom > /work/big && sha256sum /work/big')
+        _st, out, _err = self.sh(sid, 'sha256sum /work/big')
+        want = out.split()[0].decode()
+        res = self.calls(sid, f'''
+import multiprocessing
+def one(i):
+    import busclient, dbus, hashlib
+    busclient._bus = dbus.SystemBus(private=True)
+    try:
+        s = busclient.sandbox({sid!r})
+    except dbus.DBusException as e:
+        return {{"error": e.get_dbus_name(), "message": e.get_dbus_message()}}
+    barrier.wait(120)  # all 32 calls in flight together
+    r = call(s, "ReadFile", "big", dbus.UInt64(0), dbus.UInt64(0), timeout=240)
+    if "ok" in r:
+        return {{"sha256": hashlib.sha256(data_of(r)).hexdigest()}}
+    return {{"error": r["error"], "message": r["message"]}}
+ctx = multiprocessing.get_context("fork")
+barrier = ctx.Barrier(32)
+with ctx.Pool(32) as pool:
+    results = pool.map(one, range(32))
+emit({{"results": results, "after": call(s, "Exec", ["true"], opts())}})''', timeout=600)
+        results = res['results']
+        failed = [r for r in results if 'error' in r]
+        self.assertEqual(failed, [], f'{len(failed)} of 32 parallel reads failed: {failed[:3]}')
+        self.assertEqual({r['sha256'] for r in results}, {want})
+        self.assertIn('ok', res['after'], f'the sandbox after 32 parallel reads: {res["after"]}')
+        # And the daemon did not lose the sandbox either.
+        self.assertIn('ok', self.calls(sid, 'emit(call(s, "Stat", "big"))'))
+
+
 if __name__ == '__main__':
     unittest.main(verbosity=2)
