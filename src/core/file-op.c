@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +19,8 @@ struct FileOp {
         int buffer_fd;      /* ReadFile: the memfd the agent writes into */
         json_object *request; /* while it waits for a slot: the message to the agent, */
         int passed_fd;        /* and the descriptor it carries (or -EBADF) */
+        char *path;           /* for the messages of errors */
+        uint64_t max;         /* Download: the size refused (Max, or the default) */
         file_callback_t cb;
         void *userdata;
         FileOp *next, *prev;  /* newest first */
@@ -42,6 +46,7 @@ FileOp *file_op_free(FileOp *op) {
         safe_close(op->buffer_fd);
         safe_close(op->passed_fd);
         json_object_put(op->request);
+        free(op->path);
         return mfree(op);
 }
 
@@ -107,7 +112,7 @@ static bool sandbox_path_is_valid(const char *p) {
 }
 
 int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
-                    sd_bus_error *error) {
+                    FileOp **ret_op, sd_bus_error *error) {
         _cleanup_close_ int passed = fd, buffer = -EBADF;
         struct agent_file req = *f;
         unsigned active, waiting;
@@ -135,6 +140,10 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         if (agent_file_op_nfds(f->op) != (passed >= 0 ? 1U : 0U))
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                           "This file operation needs %zu descriptor(s).", agent_file_op_nfds(f->op));
+        /* A Download streams for as long as its reader reads: without Max, a file larger
+         * than the sandbox's DiskMax (so sparse, or not in /work or /tmp) is refused. */
+        if (f->op == AGENT_FILE_READ && buffer < 0 && req.max == AGENT_FILE_UNLIMITED)
+                req.max = s->config.disk_max;
 
         /* Each operation with the agent is a process in the sandbox, and a read's data is
          * charged to the sandbox's memory until it is answered: so few at a time, the
@@ -153,6 +162,8 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
                 .id = ++s->next_exec_id,
                 .buffer_fd = TAKE_FD(buffer),
                 .passed_fd = TAKE_FD(passed),
+                .path = strdup(f->path),
+                .max = req.max,
                 .cb = cb,
                 .userdata = userdata,
                 .next = s->file_ops,
@@ -163,24 +174,55 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
 
         req.id = op->id;
         op->request = agent_msg_file(&req);
+        if (!op->path) {
+                file_op_free(op);
+                return -ENOMEM;
+        }
         if (!op->request) {
                 file_op_free(op);
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Invalid file operation.");
         }
-        if (active >= FILE_OPS_ACTIVE_MAX)
-                return 0; /* sent by file_ops_dispatch() when one ends */
-        r = file_op_send(op);
-        if (r < 0) {
-                file_op_free(op);
-                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
-                                          "Failed to hand the file operation to sandbox %s: %s", s->id, strerror(-r));
-        }
+        if (active < FILE_OPS_ACTIVE_MAX) {
+                r = file_op_send(op);
+                if (r < 0) {
+                        file_op_free(op);
+                        return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                                                  "Failed to hand the file operation to sandbox %s: %s",
+                                                  s->id, strerror(-r));
+                }
+        } /* else sent by file_ops_dispatch() when one ends */
+        if (ret_op)
+                *ret_op = op;
         return 0;
 }
 
+void file_op_cancel(FileOp *op) {
+        json_object *msg;
+
+        if (op->request) {
+                file_op_abort(op, "The caller went away before the file operation started.");
+                return;
+        }
+        /* The agent kills the op's process, and answers EIO for it: the slot is free
+         * once that answer is in. */
+        msg = agent_msg_kill(op->id, SIGKILL);
+        if (msg)
+                (void) agent_send(op->sandbox->control_fd, msg, NULL, 0);
+        json_object_put(msg);
+}
+
 static void file_op_finish(FileOp *op, const struct agent_file_result *result, const sd_bus_error *error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error too_large = SD_BUS_ERROR_NULL;
         _cleanup_free_ void *data = NULL;
         size_t size = 0;
+
+        if (result && result->error == EFBIG && op->max != AGENT_FILE_UNLIMITED) {
+                sandbox_error_setf(&too_large, SANDBOX_ERROR_FILE_TOO_LARGE,
+                                   "%s: larger than %" PRIu64 " bytes (Max, by default the sandbox's DiskMax); "
+                                   "give a larger Max to download it.", op->path, op->max);
+                result = NULL;
+                error = &too_large;
+        }
 
         if (result && result->error == 0 && op->buffer_fd >= 0) {
                 struct stat st;

@@ -211,9 +211,19 @@ static int op_read(const struct agent_file *f, int out, struct agent_file_result
         if (f->offset > 0 && lseek(fd, (off_t) f->offset, SEEK_SET) < 0)
                 return -errno;
 
-        /* A file that grows while we copy still stops at max. */
+        /* A file that grows while we copy still stops at max, and says so. */
         limit = MIN(f->length, f->max);
-        return copy_data(fd, out, limit, &res->bytes);
+        r = copy_data(fd, out, limit, &res->bytes);
+        if (r < 0)
+                return r;
+        if (f->max != AGENT_FILE_UNLIMITED && f->length > f->max && res->bytes == f->max) {
+                char c;
+                ssize_t n = read(fd, &c, 1);
+
+                if (n > 0)
+                        return -EFBIG;
+        }
+        return 0;
 }
 
 static int op_write(const struct agent_file *f, int in, struct agent_file_result *res) {

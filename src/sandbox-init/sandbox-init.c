@@ -320,6 +320,13 @@ static void handle_kill(struct agent *a, json_object *msg) {
                                 (void) kill(pid, (int) sig);
                         return;
                 }
+
+        /* A file op whose caller went away: its result is then EIO, from reap_children(). */
+        for (size_t i = 0; i < a->n_files; i++)
+                if (a->files[i].id == (uint64_t) id) {
+                        (void) kill(a->files[i].pid, (int) sig);
+                        return;
+                }
 }
 
 static void handle_message(struct agent *a) {

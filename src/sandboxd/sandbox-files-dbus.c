@@ -59,9 +59,39 @@ static int append_entry(sd_bus_message *reply, const struct agent_file_entry *e)
         return r;
 }
 
+/* A file call under way. Upload and Download stream for as long as the data flows: their
+ * caller's leaving the bus (sandboxctl killed) ends the operation, so that nothing keeps
+ * writing for a client that is gone. */
+typedef struct FileCall {
+        sd_bus_message *call;
+        sd_bus_track *track;   /* Upload, Download: the caller */
+        FileOp *op;
+} FileCall;
+
+static FileCall *file_call_free(FileCall *c) {
+        if (!c)
+                return NULL;
+        sd_bus_message_unref(c->call);
+        sd_bus_track_unref(c->track);
+        return mfree(c);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(FileCall *, file_call_free);
+
+static int on_caller_gone(sd_bus_track *track, void *userdata) {
+        FileCall *c = userdata;
+
+        if (c->op) {
+                log_debug("Caller of %s went away, ending its file operation.", sd_bus_message_get_member(c->call));
+                file_op_cancel(TAKE_PTR(c->op));
+        }
+        return 0;
+}
+
 static void on_file_done(const struct agent_file_result *result, const void *data, size_t size,
                          const sd_bus_error *error, void *userdata) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata, *reply = NULL;
+        _cleanup_(file_call_freep) FileCall *c = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        sd_bus_message *call = c->call;
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         const char *member = sd_bus_message_get_member(call);
         int r;
@@ -151,6 +181,7 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         const char *member = sd_bus_message_get_member(call), *path, *to;
+        _cleanup_(file_call_freep) FileCall *c = NULL;
         struct agent_file f;
         int fd = -EBADF, b, r;
 
@@ -215,10 +246,27 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
                 return r;
         }
 
-        r = sandbox_file_op(s, &f, fd, on_file_done, sd_bus_message_ref(call), error);
+        c = calloc(1, sizeof(FileCall));
+        if (!c) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        c->call = sd_bus_message_ref(call);
+        if (streq(member, "Upload") || streq(member, "Download")) {
+                r = sd_bus_track_new(sd_bus_message_get_bus(call), &c->track, on_caller_gone, c);
+                if (r >= 0)
+                        r = sd_bus_track_add_sender(c->track, call);
+                if (r < 0) {
+                        safe_close(fd);
+                        return r;
+                }
+        }
+
+        r = sandbox_file_op(s, &f, fd, on_file_done, c, &c->op, error);
         if (r < 0)
-                sd_bus_message_unref(call);
-        return r;
+                return r;
+        TAKE_PTR(c);
+        return 0;
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {

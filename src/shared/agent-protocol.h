@@ -11,7 +11,8 @@
  *
  * daemon -> agent
  *   {"type":"exec","id":N,"argv":[..],"env":[..],"cwd":"/work"}   + fds [in,out,err]
- *   {"type":"kill","id":N,"signal":S}     kill the exec's process group (no reply)
+ *   {"type":"kill","id":N,"signal":S}     kill the exec's process group, or the file
+ *                                         op's process (no reply)
  * agent -> daemon
  *   {"type":"ready","version":1}          once, when the agent is up
  *   {"type":"exit","id":N,"code":C,"signal":S,"duration_usec":D,

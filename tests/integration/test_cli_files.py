@@ -199,6 +199,70 @@ class HostileNames(Base):
         self.assertNotIn('path_hex', entries['it s'])
 
 
+class Unbounded(Base):
+    """Issue 13: a download ends when its client is gone, and a sparse terabyte is refused
+    unless the caller raises the bound."""
+
+    def test_killed_cp_stops_the_transfer(self):
+        sid = self.create()
+        self.sh(sid, 'truncate -s 1T /work/sparse')
+        # Our pipe is sandboxctl's standard output, so the agent writes straight into it
+        # and this reader outlives sandboxctl: only sandboxd can end the transfer.
+        r, w = os.pipe()
+        p = subprocess.Popen(S.wrap([S.paths.sandboxctl, 'cp', '--max', '2T', f'{sid}:sparse', '-']),
+                             stdout=w, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+        os.close(w)
+        got = 0
+        while got < 64 * MiB:
+            b = os.read(r, MiB)
+            self.assertTrue(b, 'the download ended early')
+            got += len(b)
+        ctl = None
+        for pid in harness._children(p.pid):
+            if harness._comm(pid) == 'sandboxctl':
+                ctl = pid
+        self.assertIsNotNone(ctl, 'no sandboxctl process under nsenter')
+        os.kill(ctl, signal.SIGKILL)
+        p.wait(30)
+        after_kill = got
+        deadline = time.monotonic() + 30
+        ended = False
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([r], [], [], 1)
+            if ready:
+                b = os.read(r, MiB)
+                if not b:
+                    ended = True
+                    break
+                got += len(b)
+        os.close(r)
+        self.assertTrue(ended, f'the transfer went on after sandboxctl was killed: '
+                               f'{(got - after_kill) // MiB} MiB more in 30 s')
+        # The sandbox is fine, and free for more.
+        self.assertEqual(self.sh(sid, 'echo ok').stdout, b'ok\n')
+
+    def test_sparse_terabyte_needs_max(self):
+        sid = self.create()
+        self.sh(sid, 'truncate -s 1T /work/sparse && echo small > /work/small')
+        # Through head: should the download stream, it is bounded here all the same.
+        err = self.host('err')
+        t0 = time.monotonic()
+        script = f'({S.paths.sandboxctl} cp {sid}:sparse - 2>{err}; echo "status $?" >>{err}) | head -c 1048576'
+        cp = subprocess.run(S.wrap(['sh', '-c', script]), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=_env(), timeout=120)
+        self.assertLess(time.monotonic() - t0, 60)
+        with open(err) as f:
+            stderr = f.read()
+        self.assertEqual(cp.stdout, b'', stderr)
+        self.assertIn('larger than 1073741824 bytes', stderr)
+        self.assertIn('Max', stderr)
+        self.assertRegex(stderr, r'status [1-9]')
+        self.assertEqual(self.ok(self.ctl('cp', f'{sid}:small', '-')).stdout, b'small\n')
+        head = subprocess.run(S.wrap(['sh', '-c', f'{S.paths.sandboxctl} cp --max 2T {sid}:sparse - | head -c 1000']),
+                              capture_output=True, env=_env(), timeout=60)
+        self.assertEqual(head.stdout, b'\0' * 1000, 'an explicit Max lets the download through')
+
+
 class Copy(Base):
     def test_round_trip_20MiB(self):
         sid = self.create()

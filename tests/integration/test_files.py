@@ -642,12 +642,14 @@ for length in (0, {TiB}, 2 ** 64 - 1):
     out["rss"].append(daemon_rss_kib())
 out["reads"] = reads
 out["tail"] = call(s, "ReadFile", "sparse", dbus.UInt64({size - 8}), dbus.UInt64(0))
-# Without Max, Download streams: the caller takes 64 MiB and hangs up.
+# Without Max, the sandbox's DiskMax (1 GiB) bounds a Download: refused at once.
+out["download_default"] = download("sparse", timeout=30)
+# With a Max that lets it through, Download streams: the caller takes 64 MiB and hangs up.
 r, w = os.pipe()
 reader = PipeReader(r, limit=64 * 1024 * 1024)
 import threading
 done = {{}}
-t = threading.Thread(target=lambda: done.update(call(s, "Download", "sparse", fd(w), opts(), timeout=60)))
+t = threading.Thread(target=lambda: done.update(call(s, "Download", "sparse", fd(w), opts(Max=2 ** 62), timeout=60)))
 t.start()
 reader.join(60)
 out["rss"].append(daemon_rss_kib())
@@ -660,10 +662,14 @@ emit(out)''', timeout=300)
         self.assertEqual(res['stat']['ok'][1:3], ['file', size], res['stat'])
         dm = res['download_max']
         self.assert_refused(dm, 'Download of a sparse terabyte with Max=1 MiB',
-                            ('System.Error.EFBIG', 'org.freedesktop.DBus.Error.InvalidArgs',
-                             'org.freedesktop.DBus.Error.LimitsExceeded'))
+                            ('io.sandboxd.Sandbox1.FileTooLarge',))
         self.assertLess(dm['seconds'], 5, f'Download with Max took {dm["seconds"]:.1f}s')
         self.assertLessEqual(dm['pipe']['bytes'], MiB, 'Download wrote more than Max')
+        dd = res['download_default']
+        self.assertEqual(dd.get('error'), 'io.sandboxd.Sandbox1.FileTooLarge', dd)
+        self.assertIn('larger than 1073741824 bytes', dd['message'])
+        self.assertLess(dd['seconds'], 5)
+        self.assertEqual(dd['pipe']['bytes'], 0)
         for r in res['reads']:
             if 'error' in r:
                 continue
