@@ -218,8 +218,8 @@ static void file_op_finish(FileOp *op, const struct agent_file_result *result, c
 
         if (result && result->error == EFBIG && op->max != AGENT_FILE_UNLIMITED) {
                 sandbox_error_setf(&too_large, SANDBOX_ERROR_FILE_TOO_LARGE,
-                                   "%s: larger than %" PRIu64 " bytes (Max, by default the sandbox's DiskMax); "
-                                   "give a larger Max to download it.", op->path, op->max);
+                                   "%s: File too large: more than %" PRIu64 " bytes (Max, by default the "
+                                   "sandbox's DiskMax); give a larger Max to download it.", op->path, op->max);
                 result = NULL;
                 error = &too_large;
         }

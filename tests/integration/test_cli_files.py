@@ -254,7 +254,7 @@ class Unbounded(Base):
         with open(err) as f:
             stderr = f.read()
         self.assertEqual(cp.stdout, b'', stderr)
-        self.assertIn('larger than 1073741824 bytes', stderr)
+        self.assertIn('more than 1073741824 bytes', stderr)
         self.assertIn('Max', stderr)
         self.assertRegex(stderr, r'status [1-9]')
         self.assertEqual(self.ok(self.ctl('cp', f'{sid}:small', '-')).stdout, b'small\n')

@@ -667,7 +667,7 @@ emit(out)''', timeout=300)
         self.assertLessEqual(dm['pipe']['bytes'], MiB, 'Download wrote more than Max')
         dd = res['download_default']
         self.assertEqual(dd.get('error'), 'io.sandboxd.Sandbox1.FileTooLarge', dd)
-        self.assertIn('larger than 1073741824 bytes', dd['message'])
+        self.assertIn('more than 1073741824 bytes', dd['message'])
         self.assertLess(dd['seconds'], 5)
         self.assertEqual(dd['pipe']['bytes'], 0)
         for r in res['reads']:
