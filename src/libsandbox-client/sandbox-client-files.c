@@ -13,6 +13,8 @@ void sandbox_file_entry_done(SandboxFileEntry *e) {
         free(e->path);
         free(e->type);
         free(e->target);
+        free(e->path_raw);
+        free(e->target_raw);
         *e = (SandboxFileEntry) {};
 }
 
@@ -24,21 +26,46 @@ void sandbox_file_entry_array_free(SandboxFileEntry *a, size_t n) {
         client_array_free(a, n, sizeof(SandboxFileEntry), file_entry_done);
 }
 
+/* The exact bytes of a name that is not UTF-8 (an "ay" of the entry); none: NULL. */
+static int raw_name_read(sd_bus_message *m, void **ret, size_t *ret_size) {
+        const void *p;
+        size_t n;
+        int r;
+
+        r = sd_bus_message_read_array(m, 'y', &p, &n);
+        if (r < 0 || n == 0)
+                return r;
+        *ret = malloc(n);
+        if (!*ret)
+                return -ENOMEM;
+        memcpy(*ret, p, n);
+        *ret_size = n;
+        return 0;
+}
+
 /* 1 with an entry, 0 at the end of an array. */
 static int file_entry_read(sd_bus_message *m, void *item) {
         SandboxFileEntry *e = item;
         const char *path, *type, *target;
         int r;
 
-        r = sd_bus_message_read(m, "(sstuxs)", &path, &type, &e->size, &e->mode, &e->mtime, &target);
+        r = sd_bus_message_enter_container(m, 'r', "sstuxsayay");
         if (r <= 0)
+                return r;
+        r = sd_bus_message_read(m, "sstuxs", &path, &type, &e->size, &e->mode, &e->mtime, &target);
+        if (r < 0)
                 return r;
         e->path = strdup(path);
         e->type = strdup(type);
         e->target = strdup(target);
         if (!e->path || !e->type || !e->target)
                 return -ENOMEM;
-        return 1;
+        r = raw_name_read(m, &e->path_raw, &e->path_raw_size);
+        if (r >= 0)
+                r = raw_name_read(m, &e->target_raw, &e->target_raw_size);
+        if (r >= 0)
+                r = sd_bus_message_exit_container(m);
+        return r < 0 ? r : 1;
 }
 
 int client_read_file_entry(sd_bus_message *m, SandboxFileEntry *ret) {
@@ -185,7 +212,7 @@ int sandbox_handle_list_files(SandboxHandle *h, const char *path, unsigned depth
         r = client_call(h->client, m, 0, /* interruptible= */ false, error, &reply);
         if (r < 0)
                 return r;
-        return client_read_array(reply, "(sstuxs)", sizeof(SandboxFileEntry), file_entry_read, file_entry_done,
+        return client_read_array(reply, "(sstuxsayay)", sizeof(SandboxFileEntry), file_entry_read, file_entry_done,
                                  (void **) ret, ret_n);
 }
 

@@ -301,6 +301,12 @@ typedef struct SandboxFileEntry {
         uint32_t mode;
         int64_t mtime;                  /* µs since the epoch */
         char *target;                   /* of a link */
+        /* A path or target that is not valid UTF-8 comes as an escaped form (\xNN) in path or
+         * target and its exact bytes here; NULL, 0 otherwise. */
+        void *path_raw;
+        size_t path_raw_size;
+        void *target_raw;
+        size_t target_raw_size;
 } SandboxFileEntry;
 
 void sandbox_file_entry_done(SandboxFileEntry *e);

@@ -191,6 +191,11 @@ static const char *file_error_reason(const SandboxClientError *e, const char *pa
 
 typedef SandboxFileEntry FileEntry;
 
+/* An entry's name or target as it may be shown on a terminal. */
+static char *entry_quote(const char *text, const void *raw, size_t raw_size) {
+        return raw_size > 0 ? quote_name(raw, raw_size) : quote_name(text, strlen(text));
+}
+
 /* Why a file cannot be read, from its type; 0 when it is a regular file. */
 static int entry_read_error(const FileEntry *e) {
         if (streq(e->type, "file"))
@@ -450,6 +455,11 @@ static int entry_to_json(const FileEntry *e, json_object **ret) {
                 r = json_add(o, "mtime", json_object_new_int64(e->mtime));
         if (r >= 0 && streq(e->type, "link"))
                 r = json_add_string(o, "target", e->target);
+        /* Names that are not valid UTF-8: the escaped form above, the exact bytes here. */
+        if (r >= 0 && e->path_raw_size > 0)
+                r = json_add_hex(o, "path_hex", e->path_raw, e->path_raw_size);
+        if (r >= 0 && e->target_raw_size > 0)
+                r = json_add_hex(o, "target_hex", e->target_raw, e->target_raw_size);
         if (r < 0)
                 return r;
 
@@ -511,11 +521,16 @@ int files_list(SandboxClient *c, const char *id, const char *path, unsigned dept
                 printf("%-*s %-4s %*s %-19s %s\n", w_type, "TYPE", "MODE", w_size, "SIZE", "MODIFIED", "NAME");
                 for (size_t i = 0; i < n; i++) {
                         const FileEntry *e = list + i;
+                        _cleanup_free_ char *name = NULL, *target = NULL;
+                        bool link = streq(e->type, "link");
                         char ts[32];
 
+                        name = entry_quote(e->path, e->path_raw, e->path_raw_size);
+                        target = link ? entry_quote(e->target, e->target_raw, e->target_raw_size) : strdup("");
+                        if (!name || !target)
+                                return log_oom();
                         printf("%-*s %04" PRIo32 " %*" PRIu64 " %-19s %s%s%s\n", w_type, e->type, e->mode, w_size,
-                               e->size, format_mtime(ts, sizeof(ts), e->mtime), e->path,
-                               streq(e->type, "link") ? " -> " : "", streq(e->type, "link") ? e->target : "");
+                               e->size, format_mtime(ts, sizeof(ts), e->mtime), name, link ? " -> " : "", target);
                 }
                 putchar('\n');
         }
@@ -527,6 +542,7 @@ int files_stat(SandboxClient *c, const char *id, const char *path, bool json) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_file_entry_done) FileEntry e = {};
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *name = NULL, *target = NULL;
         char ts[32];
         int r;
 
@@ -549,13 +565,17 @@ int files_stat(SandboxClient *c, const char *id, const char *path, bool json) {
                 return print_json(o);
         }
 
+        name = quote_name(path, strlen(path));
+        target = entry_quote(e.target, e.target_raw, e.target_raw_size);
+        if (!name || !target)
+                return log_oom();
         printf("    Path: %s\n"
                "    Type: %s\n"
                "    Size: %" PRIu64 "\n"
                "    Mode: %04" PRIo32 "\n"
                "Modified: %s\n",
-               path, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
+               name, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
         if (streq(e.type, "link"))
-                printf("  Target: %s\n", e.target);
+                printf("  Target: %s\n", target);
         return 0;
 }

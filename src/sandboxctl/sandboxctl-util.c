@@ -110,6 +110,21 @@ int json_add_bytes(json_object *o, const char *key, const void *data, size_t siz
         return json_add(o, key, json_object_new_string_len(s, (int) n));
 }
 
+int json_add_hex(json_object *o, const char *key, const void *data, size_t size) {
+        _cleanup_free_ char *s = NULL;
+        const uint8_t *p = data;
+
+        if (size > (SIZE_MAX - 1) / 2)
+                return -ENOMEM;
+        s = malloc(size * 2 + 1);
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0; i < size; i++)
+                sprintf(s + 2 * i, "%02x", p[i]);
+        s[size * 2] = 0;
+        return json_add_string(o, key, s);
+}
+
 int sandbox_get(SandboxClient *c, const char *id, SandboxHandle **ret) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         int r;
@@ -118,4 +133,79 @@ int sandbox_get(SandboxClient *c, const char *id, SandboxHandle **ret) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get sandbox %s: %s", id, sandbox_client_error_message(&error, r));
         return 0;
+}
+
+static bool name_char_is_plain(unsigned char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                strchr("%+,-./:=@_^", c);
+}
+
+/* The length of a printable character at p (an ASCII one, or a valid UTF-8 sequence that
+ * is not a C1 control), 0 if it is not one. */
+static size_t printable_length(const unsigned char *p, const unsigned char *end) {
+        size_t n, subpart;
+
+        if (*p >= 0x20 && *p < 0x7f)
+                return 1;
+        if (*p < 0x80)
+                return 0;
+        n = utf8_sequence_length(p, (size_t) (end - p), &subpart);
+        if (n == 2 && p[0] == 0xc2 && p[1] < 0xa0)
+                return 0; /* U+0080..U+009F, the C1 controls */
+        return n;
+}
+
+char *quote_name(const void *name, size_t size) {
+        static const char controls[] = "\a\b\t\n\v\f\r"; /* written as C escapes */
+        const unsigned char *p = name, *end = p + size;
+        const char *c;
+        bool plain = size > 0, in_quote = false;
+        char *ret = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        for (const unsigned char *q = p; q < end; q++)
+                if (*q < 0x80 && !name_char_is_plain(*q))
+                        plain = false;
+        for (const unsigned char *q = p; plain && q < end;) {
+                size_t n = printable_length(q, end);
+                if (n == 0)
+                        plain = false;
+                q += n;
+        }
+        if (plain)
+                return strndup(name, size);
+
+        f = open_memstream(&ret, &len);
+        if (!f)
+                return NULL;
+        if (size == 0)
+                fputs("''", f);
+        while (p < end) {
+                size_t n = printable_length(p, end);
+
+                if (n > 0 && *p != '\'') {
+                        if (!in_quote)
+                                fputc('\'', f);
+                        in_quote = true;
+                        fwrite(p, 1, n, f);
+                        p += n;
+                        continue;
+                }
+                if (in_quote)
+                        fputc('\'', f);
+                in_quote = false;
+                if (*p == '\'')
+                        fputs("\\'", f);
+                else if (*p && (c = strchr(controls, *p)))
+                        fprintf(f, "$'\\%c'", "abtnvfr"[c - controls]);
+                else
+                        fprintf(f, "$'\\%03o'", *p);
+                p++;
+        }
+        if (in_quote)
+                fputc('\'', f);
+        if (fclose(f) != 0)
+                return mfree(ret);
+        return ret;
 }

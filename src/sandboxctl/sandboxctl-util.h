@@ -23,6 +23,14 @@ int loop_write(int fd, const void *buf, size_t nbytes);
 int print_json(json_object *j);
 int json_add_string(json_object *o, const char *key, const char *s);
 int json_add_bytes(json_object *o, const char *key, const void *data, size_t size);
+/* data as lowercase hex digits: bytes that must survive exactly. */
+int json_add_hex(json_object *o, const char *key, const void *data, size_t size);
 
 /* The sandbox id (GetSandbox); logs "Failed to get sandbox ID: …" on failure. */
 int sandbox_get(SandboxClient *c, const char *id, SandboxHandle **ret);
+
+/* A name from a sandbox (size bytes, not necessarily UTF-8) quoted as GNU ls quotes names
+ * on a terminal (--quoting-style=shell-escape): plain names as they are, others in '…',
+ * with control characters and invalid bytes as $'\n', $'\033' and the like. It never puts
+ * a control character on the operator's terminal. NULL when out of memory. */
+char *quote_name(const void *name, size_t size);

@@ -25,6 +25,7 @@
 #define SANDBOX_ERROR_SYSTEMD_FAILED     "io.sandboxd.Sandbox1.SystemdFailed"
 #define SANDBOX_ERROR_NO_SUCH_PROCESS    "io.sandboxd.Sandbox1.NoSuchProcess"
 #define SANDBOX_ERROR_STILL_RUNNING      "io.sandboxd.Sandbox1.StillRunning"
+#define SANDBOX_ERROR_FILE_TOO_LARGE     "io.sandboxd.Sandbox1.FileTooLarge"
 
 /* Each name with the errno it stands for: X(name, errno) once per error. */
 #define SANDBOX_ERRORS(X)                                \
@@ -37,7 +38,8 @@
         X(SANDBOX_ERROR_SANDBOX_FAILED,     EIO)         \
         X(SANDBOX_ERROR_SYSTEMD_FAILED,     EIO)         \
         X(SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)      \
-        X(SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)
+        X(SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)      \
+        X(SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)
 
 /* Bounds a caller may need to know before it asks. */
 #define EXEC_TIMEOUT_DEFAULT_SEC 300ULL
