@@ -47,6 +47,7 @@ typedef struct EarlyJob {
 struct SystemdClient {
         sd_bus *bus;
         sd_bus_slot *job_removed_slot;
+        sd_bus_slot *disconnected_slot;
         PendingCall *calls;
         /* Kept while a call waits for the reply naming its job: nothing in the protocol
          * says that reply comes before the job's JobRemoved. */
@@ -146,6 +147,18 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
+/* sd-bus fails the calls still waiting for a reply when the connection goes; a job's
+ * JobRemoved will not come either, so its call fails the same way. */
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        SystemdClient *c = userdata;
+        const sd_bus_error error = SD_BUS_ERROR_MAKE_CONST(SD_BUS_ERROR_NO_REPLY, "Connection terminated");
+
+        /* One at a time from the head: a callback may cancel others. */
+        while (c->calls)
+                pending_call_finish(c->calls, NULL, &error);
+        return 0;
+}
+
 int systemd_client_new(sd_bus *bus, SystemdClient **ret) {
         SystemdClient *c;
         int r;
@@ -158,6 +171,12 @@ int systemd_client_new(sd_bus *bus, SystemdClient **ret) {
         /* Match before any job is queued, so no JobRemoved can slip past. */
         r = sd_bus_match_signal_async(bus, &c->job_removed_slot, SYSTEMD_DEST, SYSTEMD_PATH,
                                       SYSTEMD_MANAGER, "JobRemoved", on_job_removed, NULL, c);
+        if (r < 0)
+                goto fail;
+        /* Synthesized by sd-bus itself: nothing is asked of the bus daemon. */
+        r = sd_bus_match_signal_async(bus, &c->disconnected_slot, "org.freedesktop.DBus.Local",
+                                      "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local",
+                                      "Disconnected", on_disconnected, NULL, c);
         if (r < 0)
                 goto fail;
         /* systemd emits job signals only while someone is subscribed. */
@@ -180,6 +199,7 @@ SystemdClient *systemd_client_free(SystemdClient *c) {
                 pending_call_unlink_free(c->calls);
         early_jobs_clear(c);
         sd_bus_slot_unref(c->job_removed_slot);
+        sd_bus_slot_unref(c->disconnected_slot);
         sd_bus_unref(c->bus);
         return mfree(c);
 }
