@@ -244,12 +244,14 @@ static int connection_read(VarlinkConnection *c) {
         n = varlink_stream_read(&c->stream);
         if (n == -EAGAIN)
                 return 0;
-        if (n < 0)
-                return (int) n;
-        if (n == 0) {
+        /* Too large a message: the calls before it are answered, then the connection is
+         * closed, as at EOF. */
+        if (n == 0 || n == -EMSGSIZE) {
                 c->read_eof = true;
                 return 0;
         }
+        if (n < 0)
+                return (int) n;
 
         c->idle_since = connection_now(c);
         if (!varlink_stream_has_partial_input(&c->stream))
@@ -462,12 +464,12 @@ static int call_send(VarlinkCall *call, json_object *m, bool final) {
         VarlinkConnection *c = call->connection;
         int r;
 
+        if (c->closed || c->close_error != 0)
+                return -ECONNRESET;
         if (call->done)
                 return -EALREADY;
         if (call->flags & VARLINK_CALL_ONEWAY)
                 return 0;
-        if (c->closed || c->close_error != 0)
-                return -ECONNRESET;
 
         r = varlink_stream_enqueue(&c->stream, m);
         if (r < 0)
