@@ -199,13 +199,9 @@ static int client_process(VarlinkClient *c, uint32_t revents) {
         ssize_t n;
         int r;
 
-        while (varlink_stream_pending_output(&c->stream) > 0) {
-                n = varlink_stream_write(&c->stream);
-                if (n == -EAGAIN)
-                        break;
-                if (n < 0)
-                        return (int) n;
-        }
+        r = varlink_stream_flush(&c->stream);
+        if (r < 0)
+                return r;
         if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 n = varlink_stream_read(&c->stream);
                 if (n == 0)
@@ -310,20 +306,16 @@ static int client_wait(VarlinkClient *c, short events, uint64_t deadline) {
 }
 
 static int client_flush_sync(VarlinkClient *c, uint64_t deadline) {
-        ssize_t n;
         int r;
 
-        while (varlink_stream_pending_output(&c->stream) > 0) {
-                n = varlink_stream_write(&c->stream);
-                if (n >= 0)
-                        continue;
-                if (n != -EAGAIN)
-                        return (int) n;
+        for (;;) {
+                r = varlink_stream_flush(&c->stream);
+                if (r < 0 || varlink_stream_pending_output(&c->stream) == 0)
+                        return r;
                 r = client_wait(c, POLLOUT, deadline);
                 if (r < 0)
                         return r;
         }
-        return 0;
 }
 
 static int client_receive_sync(VarlinkClient *c, uint64_t deadline, json_object **ret) {

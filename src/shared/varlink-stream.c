@@ -41,37 +41,41 @@ int varlink_stream_init(VarlinkStream *s, int fd, size_t message_size_max) {
         return 0;
 }
 
-void varlink_stream_done(VarlinkStream *s) {
-        s->fd = safe_close(s->fd);
-        s->input = mfree(s->input);
-        s->output = mfree(s->output);
-        s->input_start = s->input_end = s->input_scanned = s->input_allocated = 0;
-        s->input_messages = 0;
-        s->output_start = s->output_end = s->output_allocated = 0;
+static void buffer_done(VarlinkBuffer *b) {
+        free(b->data);
+        *b = (VarlinkBuffer) {};
 }
 
-/* Room for one more read at the end of the input: consumed bytes go first. */
-static int input_make_room(VarlinkStream *s) {
-        size_t size;
+void varlink_stream_done(VarlinkStream *s) {
+        s->fd = safe_close(s->fd);
+        buffer_done(&s->input);
+        buffer_done(&s->output);
+        s->input_scanned = 0;
+        s->input_messages = 0;
+}
+
+/* Room for n more bytes at the end of b: the consumed bytes make room first (when they
+ * are in the way, or half the buffer). Returns how far the pending bytes moved. */
+static ssize_t buffer_reserve(VarlinkBuffer *b, size_t n) {
+        size_t shift = 0, size;
         char *p;
 
-        if (s->input_start > 0 && (s->input_start >= s->input_allocated / 2 ||
-                                   s->input_allocated - s->input_end < VARLINK_STREAM_READ_SIZE)) {
-                memmove(s->input, s->input + s->input_start, s->input_end - s->input_start);
-                s->input_end -= s->input_start;
-                s->input_scanned -= s->input_start;
-                s->input_start = 0;
+        if (b->start > 0 && (b->allocated - b->end < n || b->start >= b->allocated / 2)) {
+                shift = b->start;
+                memmove(b->data, b->data + shift, b->end - shift);
+                b->end -= shift;
+                b->start = 0;
         }
-        if (s->input_allocated - s->input_end >= VARLINK_STREAM_READ_SIZE)
-                return 0;
+        if (b->allocated - b->end >= n)
+                return (ssize_t) shift;
 
-        size = MAX(s->input_allocated * 2, s->input_end + VARLINK_STREAM_READ_SIZE);
-        p = realloc(s->input, size);
+        size = MAX(b->allocated * 2, b->end + n);
+        p = realloc(b->data, size);
         if (!p)
                 return -ENOMEM;
-        s->input = p;
-        s->input_allocated = size;
-        return 0;
+        b->data = p;
+        b->allocated = size;
+        return (ssize_t) shift;
 }
 
 /* Counts the messages that the bytes from input_scanned on complete, checking each
@@ -79,31 +83,32 @@ static int input_make_room(VarlinkStream *s) {
 static int input_scan(VarlinkStream *s) {
         char *nul;
 
-        while ((nul = memchr(s->input + s->input_scanned, 0, s->input_end - s->input_scanned))) {
-                size_t end = (size_t) (nul - s->input);
+        while ((nul = memchr(s->input.data + s->input_scanned, 0, s->input.end - s->input_scanned))) {
+                size_t end = (size_t) (nul - s->input.data);
 
                 if (end - s->input_scanned > s->message_size_max)
                         return -EMSGSIZE;
                 s->input_scanned = end + 1;
                 s->input_messages++;
         }
-        if (s->input_end - s->input_scanned > s->message_size_max)
+        if (s->input.end - s->input_scanned > s->message_size_max)
                 return -EMSGSIZE;
         return 0;
 }
 
 ssize_t varlink_stream_read(VarlinkStream *s) {
-        ssize_t n;
+        ssize_t n, shift;
         int r;
 
-        r = input_make_room(s);
-        if (r < 0)
-                return r;
+        shift = buffer_reserve(&s->input, VARLINK_STREAM_READ_SIZE);
+        if (shift < 0)
+                return shift;
+        s->input_scanned -= (size_t) shift;
 
-        n = recv(s->fd, s->input + s->input_end, VARLINK_STREAM_READ_SIZE, MSG_DONTWAIT);
+        n = recv(s->fd, s->input.data + s->input.end, VARLINK_STREAM_READ_SIZE, MSG_DONTWAIT);
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        s->input_end += (size_t) n;
+        s->input.end += (size_t) n;
 
         r = input_scan(s);
         if (r < 0)
@@ -150,13 +155,13 @@ int varlink_stream_next(VarlinkStream *s, json_object **ret) {
         if (s->input_messages == 0)
                 return 0;
 
-        start = s->input + s->input_start;
-        nul = memchr(start, 0, s->input_scanned - s->input_start);
+        start = s->input.data + s->input.start;
+        nul = memchr(start, 0, s->input_scanned - s->input.start);
         /* input_scan() counted this NUL: it is there. */
-        s->input_start = (size_t) (nul - s->input) + 1;
+        s->input.start = (size_t) (nul - s->input.data) + 1;
         s->input_messages--;
-        if (s->input_messages == 0 && s->input_start == s->input_end)
-                s->input_start = s->input_end = s->input_scanned = 0;
+        if (s->input_messages == 0 && s->input.start == s->input.end)
+                s->input.start = s->input.end = s->input_scanned = 0;
 
         r = parse_message(start, (size_t) (nul - start), &m);
         if (r < 0)
@@ -165,31 +170,10 @@ int varlink_stream_next(VarlinkStream *s, json_object **ret) {
         return 1;
 }
 
-static int output_reserve(VarlinkStream *s, size_t n) {
-        size_t size;
-        char *p;
-
-        if (s->output_start > 0 && s->output_allocated - s->output_end < n) {
-                memmove(s->output, s->output + s->output_start, s->output_end - s->output_start);
-                s->output_end -= s->output_start;
-                s->output_start = 0;
-        }
-        if (s->output_allocated - s->output_end >= n)
-                return 0;
-
-        size = MAX(s->output_allocated * 2, s->output_end + n);
-        p = realloc(s->output, size);
-        if (!p)
-                return -ENOMEM;
-        s->output = p;
-        s->output_allocated = size;
-        return 0;
-}
-
 int varlink_stream_enqueue(VarlinkStream *s, json_object *m) {
         const char *text;
+        ssize_t shift;
         size_t size;
-        int r;
 
         text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!text)
@@ -198,28 +182,41 @@ int varlink_stream_enqueue(VarlinkStream *s, json_object *m) {
         if (size > s->message_size_max)
                 return -EMSGSIZE;
 
-        r = output_reserve(s, size + 1);
-        if (r < 0)
-                return r;
-        memcpy(s->output + s->output_end, text, size + 1);
-        s->output_end += size + 1;
+        shift = buffer_reserve(&s->output, size + 1);
+        if (shift < 0)
+                return (int) shift;
+        memcpy(s->output.data + s->output.end, text, size + 1);
+        s->output.end += size + 1;
         return 0;
 }
 
 ssize_t varlink_stream_write(VarlinkStream *s) {
         ssize_t n;
 
-        if (s->output_start == s->output_end)
+        if (s->output.start == s->output.end)
                 return 0;
 
-        n = send(s->fd, s->output + s->output_start, s->output_end - s->output_start,
+        n = send(s->fd, s->output.data + s->output.start, s->output.end - s->output.start,
                  MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        s->output_start += (size_t) n;
-        if (s->output_start == s->output_end)
-                s->output_start = s->output_end = 0;
+        s->output.start += (size_t) n;
+        if (s->output.start == s->output.end)
+                s->output.start = s->output.end = 0;
         return n;
+}
+
+int varlink_stream_flush(VarlinkStream *s) {
+        ssize_t n;
+
+        while (varlink_stream_pending_output(s) > 0) {
+                n = varlink_stream_write(s);
+                if (n == -EAGAIN)
+                        return 0;
+                if (n < 0)
+                        return (int) n;
+        }
+        return 0;
 }
 
 int varlink_address_parse(const char *address, struct sockaddr_un *ret, socklen_t *ret_len) {

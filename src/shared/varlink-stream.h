@@ -26,21 +26,23 @@
  * enough that json-c's recursive serialiser and destructor stay cheap. */
 #define VARLINK_STREAM_DEPTH_MAX 64
 
+/* Bytes [start, end) of data are pending; allocated is data's size. */
+typedef struct VarlinkBuffer {
+        char *data;
+        size_t start;
+        size_t end;
+        size_t allocated;
+} VarlinkBuffer;
+
 typedef struct VarlinkStream {
         int fd;
         size_t message_size_max;
 
-        char *input;
-        size_t input_start;      /* first byte not yet taken out */
-        size_t input_end;        /* bytes in the buffer */
-        size_t input_scanned;    /* just after the last NUL found, or input_start */
-        size_t input_allocated;
-        unsigned input_messages; /* complete messages in [input_start, input_scanned) */
+        VarlinkBuffer input;
+        size_t input_scanned;    /* just after the last NUL found in input, or input.start */
+        unsigned input_messages; /* complete messages in [input.start, input_scanned) */
 
-        char *output;
-        size_t output_start;     /* first byte not yet written */
-        size_t output_end;
-        size_t output_allocated;
+        VarlinkBuffer output;
 } VarlinkStream;
 
 /* Takes fd (a connected stream socket, made non-blocking and close-on-exec here). */
@@ -59,10 +61,10 @@ ssize_t varlink_stream_read(VarlinkStream *s);
 int varlink_stream_next(VarlinkStream *s, json_object **ret);
 
 static inline bool varlink_stream_has_partial_input(const VarlinkStream *s) {
-        return s->input_end > s->input_scanned;
+        return s->input.end > s->input_scanned;
 }
 static inline size_t varlink_stream_input_size(const VarlinkStream *s) {
-        return s->input_end - s->input_start;
+        return s->input.end - s->input.start;
 }
 
 /* Serialises m and appends it, with its NUL, to the output. -EMSGSIZE if it is larger than
@@ -73,8 +75,11 @@ int varlink_stream_enqueue(VarlinkStream *s, json_object *m);
  * number of bytes written (> 0), 0 if nothing was pending, -EAGAIN, or another -errno. */
 ssize_t varlink_stream_write(VarlinkStream *s);
 
+/* send()s until all is written or the socket is full: 0, or a -errno other than EAGAIN. */
+int varlink_stream_flush(VarlinkStream *s);
+
 static inline size_t varlink_stream_pending_output(const VarlinkStream *s) {
-        return s->output_end - s->output_start;
+        return s->output.end - s->output.start;
 }
 
 /* A varlink address: "unix:/path", "/path", or "@name" / "unix:@name" (abstract); ";…"

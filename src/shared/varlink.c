@@ -265,15 +265,11 @@ static int connection_read(VarlinkConnection *c) {
 static int connection_flush(VarlinkConnection *c) {
         _cleanup_(varlink_call_unrefp) VarlinkCall *call = NULL;
         bool had_output = varlink_stream_pending_output(&c->stream) > 0;
-        ssize_t n;
+        int r;
 
-        while (varlink_stream_pending_output(&c->stream) > 0) {
-                n = varlink_stream_write(&c->stream);
-                if (n == -EAGAIN)
-                        return 0;
-                if (n < 0)
-                        return (int) n;
-        }
+        r = varlink_stream_flush(&c->stream);
+        if (r < 0 || varlink_stream_pending_output(&c->stream) > 0)
+                return r;
 
         if (had_output && c->current && c->current->drained_callback) {
                 call = varlink_call_ref(c->current);

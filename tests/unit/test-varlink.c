@@ -443,6 +443,18 @@ static void assert_error(json_object *m, const char *error, const char *key, con
 
 #define ECHO(x) "{\"method\":\"io.sandboxd.Test.Echo\",\"parameters\":{\"x\":" #x "}}"
 
+/* idl declares interface and exactly the methods m1 and m2. */
+static void assert_idl_scans(const char *idl, const char *interface, const char *m1, const char *m2) {
+        _cleanup_strv_free_ char **methods = NULL;
+        _cleanup_free_ char *name = NULL;
+
+        assert_int_equal(varlink_idl_scan(idl, &name, &methods), 0);
+        assert_string_equal(name, interface);
+        assert_string_equal(methods[0], m1);
+        assert_string_equal(methods[1], m2);
+        assert_null(methods[2]);
+}
+
 /* ---- framing ---- */
 
 static void test_framing_split(void **state) {
@@ -562,8 +574,6 @@ static void test_get_info(void **state) {
 
 static void test_get_interface_description(void **state) {
         json_object *m, *p, *v;
-        char *idl, *name;
-        char **methods;
 
         m = raw_call("{\"method\":\"org.varlink.service.GetInterfaceDescription\","
                      "\"parameters\":{\"interface\":\"io.sandboxd.Test\"}}");
@@ -577,16 +587,8 @@ static void test_get_interface_description(void **state) {
                      "\"parameters\":{\"interface\":\"org.varlink.service\"}}");
         assert_true(json_object_object_get_ex(m, "parameters", &p));
         assert_true(json_object_object_get_ex(p, "description", &v));
-        idl = strdup(json_object_get_string(v));
+        assert_idl_scans(json_object_get_string(v), "org.varlink.service", "GetInfo", "GetInterfaceDescription");
         json_object_put(m);
-        assert_int_equal(varlink_idl_scan(idl, &name, &methods), 0);
-        assert_string_equal(name, "org.varlink.service");
-        assert_string_equal(methods[0], "GetInfo");
-        assert_string_equal(methods[1], "GetInterfaceDescription");
-        assert_null(methods[2]);
-        free(idl);
-        free(name);
-        strv_free(methods);
 
         assert_error(raw_call("{\"method\":\"org.varlink.service.GetInterfaceDescription\","
                               "\"parameters\":{\"interface\":\"org.example.Nope\"}}"),
@@ -833,17 +835,11 @@ static void test_idl_scan(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 assert_int_equal(varlink_idl_scan(bad[i], &name, &methods), -EINVAL);
 
-        assert_int_equal(varlink_idl_scan("# a (comment\ninterface org.example.a-b\n"
-                                          "type T (a: ?[]string, b: (c, d))\n"
-                                          "# parentheses ) in ( a comment\n"
-                                          "method A(t: T) -> (x: [string]())\n"
-                                          "error E ()\nmethod B2() -> ()\n", &name, &methods), 0);
-        assert_string_equal(name, "org.example.a-b");
-        assert_string_equal(methods[0], "A");
-        assert_string_equal(methods[1], "B2");
-        assert_null(methods[2]);
-        free(name);
-        strv_free(methods);
+        assert_idl_scans("# a (comment\ninterface org.example.a-b\n"
+                         "type T (a: ?[]string, b: (c, d))\n"
+                         "# parentheses ) in ( a comment\n"
+                         "method A(t: T) -> (x: [string]())\n"
+                         "error E ()\nmethod B2() -> ()\n", "org.example.a-b", "A", "B2");
 
         assert_true(varlink_interface_name_is_valid("io.systemd.UserDatabase"));
         assert_true(varlink_interface_name_is_valid("org.varlink.service"));

@@ -18,11 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# require_tool COMMAND PACKAGE
-require_tool() {
-        if command -v "$1" >/dev/null 2>&1; then
-                return 0
-        fi
+# missing WHAT PACKAGE: skip the test, or fail it when CI=true.
+missing() {
         if [ "${CI:-}" = true ]; then
                 echo "FAIL: $1 is missing (apt-get install $2); CI=true makes this a failure" >&2
                 exit 1
@@ -31,17 +28,14 @@ require_tool() {
         exit 77
 }
 
+# require_tool COMMAND PACKAGE
+require_tool() {
+        command -v "$1" >/dev/null 2>&1 || missing "$1" "$2"
+}
+
 # require_path PATH PACKAGE
 require_path() {
-        if [ -e "$1" ]; then
-                return 0
-        fi
-        if [ "${CI:-}" = true ]; then
-                echo "FAIL: $1 is missing (apt-get install $2); CI=true makes this a failure" >&2
-                exit 1
-        fi
-        echo "SKIP: $1 is missing (apt-get install $2)"
-        exit 77
+        [ -e "$1" ] || missing "$1" "$2"
 }
 
 # wait_for_socket PATH PID: until PATH accepts connections; fails if PID dies first.
