@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -14,9 +17,13 @@ struct FileOp {
         Sandbox *sandbox;
         uint64_t id;
         int buffer_fd;      /* ReadFile: the memfd the agent writes into */
+        json_object *request; /* while it waits for a slot: the message to the agent, */
+        int passed_fd;        /* and the descriptor it carries (or -EBADF) */
+        char *path;           /* for the messages of errors */
+        uint64_t max;         /* Download: the size refused (Max, or the default) */
         file_callback_t cb;
         void *userdata;
-        FileOp *next, *prev;
+        FileOp *next, *prev;  /* newest first */
 };
 
 static void file_op_unlink(FileOp *op) {
@@ -37,7 +44,61 @@ FileOp *file_op_free(FileOp *op) {
         if (op->sandbox)
                 file_op_unlink(op);
         safe_close(op->buffer_fd);
+        safe_close(op->passed_fd);
+        json_object_put(op->request);
+        free(op->path);
         return mfree(op);
+}
+
+/* Hands op's request to the agent. */
+static int file_op_send(FileOp *op) {
+        Sandbox *s = op->sandbox;
+        int r;
+
+        r = agent_send(s->control_fd, op->request, op->passed_fd >= 0 ? &op->passed_fd : NULL,
+                       op->passed_fd >= 0 ? 1 : 0);
+        json_object_put(op->request);
+        op->request = NULL;
+        op->passed_fd = safe_close(op->passed_fd);
+        return r;
+}
+
+static void file_ops_count(Sandbox *s, unsigned *ret_active, unsigned *ret_waiting) {
+        unsigned active = 0, waiting = 0;
+
+        for (FileOp *op = s->file_ops; op; op = op->next)
+                if (op->request)
+                        waiting++;
+                else
+                        active++;
+        *ret_active = active;
+        *ret_waiting = waiting;
+}
+
+/* Sends the oldest waiting operations while fewer than FILE_OPS_ACTIVE_MAX are with the
+ * agent. */
+static void file_ops_dispatch(Sandbox *s) {
+        unsigned active, waiting;
+
+        file_ops_count(s, &active, &waiting);
+        while (active < FILE_OPS_ACTIVE_MAX && waiting > 0) {
+                _cleanup_free_ char *reason = NULL;
+                FileOp *oldest = NULL;
+                int r;
+
+                for (FileOp *op = s->file_ops; op; op = op->next)
+                        if (op->request)
+                                oldest = op;
+                waiting--;
+                r = file_op_send(oldest);
+                if (r >= 0) {
+                        active++;
+                        continue;
+                }
+                if (asprintf(&reason, "Failed to hand the file operation to sandbox %s: %s", s->id, strerror(-r)) < 0)
+                        reason = NULL;
+                file_op_abort(oldest, reason ?: "Failed to hand the file operation to the sandbox.");
+        }
 }
 
 static bool sandbox_path_is_valid(const char *p) {
@@ -51,10 +112,10 @@ static bool sandbox_path_is_valid(const char *p) {
 }
 
 int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
-                    sd_bus_error *error) {
+                    FileOp **ret_op, sd_bus_error *error) {
         _cleanup_close_ int passed = fd, buffer = -EBADF;
         struct agent_file req = *f;
-        json_object *msg;
+        unsigned active, waiting;
         FileOp *op;
         int r;
 
@@ -79,6 +140,19 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         if (agent_file_op_nfds(f->op) != (passed >= 0 ? 1U : 0U))
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
                                           "This file operation needs %zu descriptor(s).", agent_file_op_nfds(f->op));
+        /* A Download streams for as long as its reader reads: without Max, a file larger
+         * than the sandbox's DiskMax (so sparse, or not in /work or /tmp) is refused. */
+        if (f->op == AGENT_FILE_READ && buffer < 0 && req.max == AGENT_FILE_UNLIMITED)
+                req.max = s->config.disk_max;
+
+        /* Each operation with the agent is a process in the sandbox, and a read's data is
+         * charged to the sandbox's memory until it is answered: so few at a time, the
+         * rest wait their turn, and beyond that the caller is told to come back. */
+        file_ops_count(s, &active, &waiting);
+        if (active >= FILE_OPS_ACTIVE_MAX && waiting >= FILE_OPS_WAITING_MAX)
+                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
+                                          "Sandbox %s has %u file operations under way and %u waiting; try again later.",
+                                          s->id, active, waiting);
 
         op = calloc(1, sizeof(FileOp));
         if (!op)
@@ -87,6 +161,9 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
                 .sandbox = s,
                 .id = ++s->next_exec_id,
                 .buffer_fd = TAKE_FD(buffer),
+                .passed_fd = TAKE_FD(passed),
+                .path = strdup(f->path),
+                .max = req.max,
                 .cb = cb,
                 .userdata = userdata,
                 .next = s->file_ops,
@@ -96,24 +173,56 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         s->file_ops = op;
 
         req.id = op->id;
-        msg = agent_msg_file(&req);
-        if (!msg) {
+        op->request = agent_msg_file(&req);
+        if (!op->path) {
+                file_op_free(op);
+                return -ENOMEM;
+        }
+        if (!op->request) {
                 file_op_free(op);
                 return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Invalid file operation.");
         }
-        r = agent_send(s->control_fd, msg, passed >= 0 ? &passed : NULL, passed >= 0 ? 1 : 0);
-        json_object_put(msg);
-        if (r < 0) {
-                file_op_free(op);
-                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
-                                          "Failed to hand the file operation to sandbox %s: %s", s->id, strerror(-r));
-        }
+        if (active < FILE_OPS_ACTIVE_MAX) {
+                r = file_op_send(op);
+                if (r < 0) {
+                        file_op_free(op);
+                        return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                                                  "Failed to hand the file operation to sandbox %s: %s",
+                                                  s->id, strerror(-r));
+                }
+        } /* else sent by file_ops_dispatch() when one ends */
+        if (ret_op)
+                *ret_op = op;
         return 0;
 }
 
+void file_op_cancel(FileOp *op) {
+        json_object *msg;
+
+        if (op->request) {
+                file_op_abort(op, "The caller went away before the file operation started.");
+                return;
+        }
+        /* The agent kills the op's process, and answers EIO for it: the slot is free
+         * once that answer is in. */
+        msg = agent_msg_kill(op->id, SIGKILL);
+        if (msg)
+                (void) agent_send(op->sandbox->control_fd, msg, NULL, 0);
+        json_object_put(msg);
+}
+
 static void file_op_finish(FileOp *op, const struct agent_file_result *result, const sd_bus_error *error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error too_large = SD_BUS_ERROR_NULL;
         _cleanup_free_ void *data = NULL;
         size_t size = 0;
+
+        if (result && result->error == EFBIG && op->max != AGENT_FILE_UNLIMITED) {
+                sandbox_error_setf(&too_large, SANDBOX_ERROR_FILE_TOO_LARGE,
+                                   "%s: File too large: more than %" PRIu64 " bytes (Max, by default the "
+                                   "sandbox's DiskMax); give a larger Max to download it.", op->path, op->max);
+                result = NULL;
+                error = &too_large;
+        }
 
         if (result && result->error == 0 && op->buffer_fd >= 0) {
                 struct stat st;
@@ -129,8 +238,9 @@ static void file_op_finish(FileOp *op, const struct agent_file_result *result, c
 
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result) {
         for (FileOp *op = s->file_ops; op; op = op->next)
-                if (op->id == result->id) {
+                if (op->id == result->id && !op->request) {
                         file_op_finish(op, result, NULL);
+                        file_ops_dispatch(s);
                         return;
                 }
 }

@@ -10,6 +10,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "config.h"
+#include "etc-tree.h"
 #include "log.h"
 #include "payload-bwrap.h"
 #include "sandbox-persist.h"
@@ -98,7 +99,15 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 r = -ENOMEM;
                 goto fail;
         }
-        r = mkdir_mode(m->settings.state_dir, 0700);
+        if (asprintf(&m->etc_root, "%s/etc", m->settings.state_dir) < 0) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        /* Searchable: sandboxes' bwrap, running as their own uids, binds their /etc from
+         * etc_root. What is private stays in the 0700 directories below. */
+        r = mkdir_mode(m->settings.state_dir, 0711);
+        if (r >= 0)
+                r = mkdir_mode(m->etc_root, 0755);
         if (r >= 0)
                 r = mkdir_mode(m->sandboxes_dir, 0700);
         if (r >= 0)
@@ -147,6 +156,7 @@ Manager *manager_free(Manager *m) {
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         free(m->sandboxes_dir);
+        free(m->etc_root);
         sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);
@@ -168,6 +178,23 @@ int manager_load_templates(Manager *m) {
         r = template_set_load(&m->templates, m->settings.template_dirs, report_template, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to load templates: %m");
+
+        /* Each bwrap template's /etc, written once here: a sandbox only binds it. */
+        for (size_t i = 0; i < m->templates.n;) {
+                Template *t = m->templates.templates[i];
+
+                if (t->payload == PAYLOAD_BWRAP) {
+                        r = etc_tree_write(t, "/etc", m->etc_root, &t->etc_dir);
+                        if (r < 0) {
+                                log_warning_errno(r, "Ignoring template %s: cannot write its /etc in %s: %m",
+                                                  t->name, m->etc_root);
+                                template_set_remove(&m->templates, i);
+                                continue;
+                        }
+                }
+                i++;
+        }
+        r = (int) m->templates.n;
         if (r == 0)
                 log_warning("No templates found; every CreateSandbox will fail.");
         return r;

@@ -12,6 +12,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "sandbox-api.h"
+
 #define SANDBOX_MEMORY_MIN (16ULL * 1024 * 1024)
 #define SANDBOX_MEMORY_DEFAULT (512ULL * 1024 * 1024)
 #define SANDBOX_CPU_QUOTA_MIN_USEC 10000ULL
@@ -25,13 +27,6 @@
 #define SANDBOX_DISK_DEFAULT (1024ULL * 1024 * 1024)
 #define SANDBOX_DISK_MAX (1024ULL * 1024 * 1024 * 1024)
 
-#define EXEC_TIMEOUT_DEFAULT_SEC 300ULL
-#define EXEC_TIMEOUT_MAX_SEC 3600ULL
-#define EXEC_OUTPUT_DEFAULT (1024ULL * 1024)
-/* stdout and stderr both at their maximum must fit in one reply under the system bus's
- * 32 MiB message limit. */
-#define EXEC_OUTPUT_MAX (8ULL * 1024 * 1024)
-#define EXEC_STDIN_MAX (16ULL * 1024 * 1024)
 #define EXEC_ARGS_MAX (128U * 1024) /* argv + environment, bytes: one agent datagram */
 #define EXEC_ARGC_MAX 4096U
 #define EXEC_ENVC_MAX 4096U

@@ -12,6 +12,8 @@
 #include <sys/syscall.h>
 
 #include "agent-protocol.h"
+#include "etc-tree.h"
+#include "fd-util.h"
 #include "log.h"
 #include "options.h"
 #include "payload-bwrap.h"
@@ -32,10 +34,11 @@
 
 int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         _cleanup_strv_free_ char **a = NULL;
-        char disk[32];
+        char disk[32], shm[32];
         int r = 0;
 
         snprintf(disk, sizeof(disk), "%" PRIu64, p->disk_max);
+        snprintf(shm, sizeof(shm), "%" PRIu64, p->template->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT);
 
 #define ARG(s)                                                  \
         do {                                                    \
@@ -48,9 +51,9 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--unshare-all");
         ARG("--unshare-user");
         ARG("--disable-userns");
-        ARG("--uid"); ARG("1000");
-        ARG("--gid"); ARG("1000");
-        ARG("--hostname"); ARG("sandbox");
+        ARG("--uid"); ARG(STRINGIFY(SANDBOX_UID));
+        ARG("--gid"); ARG(STRINGIFY(SANDBOX_GID));
+        ARG("--hostname"); ARG(SANDBOX_HOSTNAME);
         ARG("--cap-drop"); ARG("ALL");
         ARG("--new-session");
         ARG("--die-with-parent");
@@ -63,6 +66,14 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 ARG("--seccomp"); ARG(STRINGIFY(PAYLOAD_SECCOMP_FD));
         }
 
+        /* Its own /etc, before the template's binds into it (the tree has their mount
+         * points), with its own machine id over the tree's empty one. */
+        if (p->etc_dir) {
+                ARG("--ro-bind"); ARG(p->etc_dir); ARG("/etc");
+                if (p->machine_id) {
+                        ARG("--ro-bind-data"); ARG(STRINGIFY(PAYLOAD_MACHINE_ID_FD)); ARG("/etc/machine-id");
+                }
+        }
         for (char * const *b = p->template->ro_binds; b && *b; b++) {
                 ARG("--ro-bind-try"); ARG(*b); ARG(*b);
         }
@@ -74,7 +85,11 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 ARG("--tmpfs"); ARG(*m);
                 ARG("--remount-ro"); ARG(*m);
         }
+        /* /dev read-only: bwrap cannot size the tmpfs of --dev, so the only place to write
+         * there is /dev/shm, bounded like /tmp. */
         ARG("--dev"); ARG("/dev");
+        ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm");
+        ARG("--remount-ro"); ARG("/dev");
         /* The work directory lives as long as the sandbox, and nowhere on the host. */
         ARG("--size"); ARG(disk); ARG("--perms"); ARG("0700"); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
         ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
@@ -148,7 +163,8 @@ static int move_fd_high(int fd) {
 }
 
 _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int control_fd, int block_fd,
-                                     int info_fd, int seccomp_fd, int null_fd, int stderr_fd) {
+                                     int info_fd, int seccomp_fd, int machine_id_fd, int null_fd,
+                                     int stderr_fd) {
         sigset_t none;
 
         /* Only async-signal-safe calls from here on: this is a raw clone() child. */
@@ -165,15 +181,18 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
         info_fd = move_fd_high(info_fd);
         if (seccomp_fd >= 0)
                 seccomp_fd = move_fd_high(seccomp_fd);
+        if (machine_id_fd >= 0)
+                machine_id_fd = move_fd_high(machine_id_fd);
         if (control_fd < 0 || block_fd < 0 || info_fd < 0 ||
             dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
             dup2(block_fd, PAYLOAD_BLOCK_FD) < 0 ||
             dup2(info_fd, PAYLOAD_INFO_FD) < 0 ||
-            (seccomp_fd >= 0 && dup2(seccomp_fd, PAYLOAD_SECCOMP_FD) < 0))
+            (seccomp_fd >= 0 && dup2(seccomp_fd, PAYLOAD_SECCOMP_FD) < 0) ||
+            (machine_id_fd >= 0 && dup2(machine_id_fd, PAYLOAD_MACHINE_ID_FD) < 0))
                 _exit(EXIT_FAILURE);
-        /* Nothing else of the daemon's goes in either. (bwrap closes the seccomp fd once it
-         * has read it.) */
-        if (close_range(PAYLOAD_SECCOMP_FD + 1, ~0U, 0) < 0)
+        /* Nothing else of the daemon's goes in either. (bwrap closes the seccomp and
+         * machine-id fds once it has read them.) */
+        if (close_range(PAYLOAD_MACHINE_ID_FD + 1, ~0U, 0) < 0)
                 _exit(EXIT_FAILURE);
 
         if (drop_to_uid(p->host_uid, p->host_gid) < 0)
@@ -185,7 +204,7 @@ _noreturn_ static void payload_child(const PayloadParams *p, char **argv, int co
 
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF, log_fd = -EBADF;
+        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF, log_fd = -EBADF, machine_id_fd = -EBADF;
         _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
@@ -219,6 +238,15 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
                         return -errno;
         }
 
+        if (p->etc_dir && p->machine_id) {
+                char id[SANDBOX_MACHINE_ID_LEN + 2];
+
+                snprintf(id, sizeof(id), "%s\n", p->machine_id);
+                machine_id_fd = memfd_new_with_data("machine-id", id, strlen(id));
+                if (machine_id_fd < 0)
+                        return machine_id_fd;
+        }
+
         /* CLONE_PARENT: the payload is a child of our own parent (the service manager), not
          * of sandboxd, so that sandboxes outlive a restart of the daemon and bwrap's
          * --die-with-parent ties the sandbox to its monitor, not to us. The pidfd lets us
@@ -227,7 +255,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, null_fd,
+                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, machine_id_fd, null_fd,
                               log_fd >= 0 ? log_fd : null_fd);
 
         *ret = PAYLOAD_PROCESS_NULL;
@@ -387,8 +415,15 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0)
                 return -errno;
 
+        char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
+        r = machine_id_generate(machine_id);
+        if (r < 0)
+                return r;
+
         PayloadParams params = {
                 .template = t,
+                .etc_dir = t->etc_dir,
+                .machine_id = machine_id,
                 .bwrap_path = m->settings.bwrap_path,
                 .agent_path = m->settings.agent_path,
                 .disk_max = s->config.disk_max,

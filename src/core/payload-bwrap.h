@@ -13,6 +13,7 @@
 #define PAYLOAD_BLOCK_FD 4
 #define PAYLOAD_INFO_FD 5
 #define PAYLOAD_SECCOMP_FD 6
+#define PAYLOAD_MACHINE_ID_FD 7
 
 typedef struct PayloadParams {
         const struct Template *template;
@@ -25,6 +26,8 @@ typedef struct PayloadParams {
         gid_t host_gid;
         char * const *environment; /* the agent's environment */
         int seccomp_fd;            /* the policy's BPF (reopened for each payload); -1: none */
+        const char *etc_dir;       /* the template's /etc tree (etc-tree.h); NULL: no /etc */
+        const char *machine_id;    /* the sandbox's own /etc/machine-id (32 hex digits) */
 } PayloadParams;
 
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin

@@ -119,6 +119,7 @@ struct Manager {
         char **proc_mask_dirs;
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
+        char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
         sd_event_source *pool_timer;
         bool draining;
         void (*pool_drained_cb)(void *userdata);

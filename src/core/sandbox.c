@@ -12,6 +12,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent-protocol.h"
+#include "etc-tree.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -20,7 +21,11 @@
 #include "time-util.h"
 
 #define SANDBOX_SLICE "sandbox.slice"
-#define SANDBOX_OBJECT_PREFIX "/io/sandboxd/Sandbox1/sandbox/"
+
+static const char * const sandbox_default_environment[] = {
+        "USER=" SANDBOX_USER, "LOGNAME=" SANDBOX_USER, "HOME=" SANDBOX_HOME, "SHELL=" SANDBOX_SHELL,
+        "LANG=C.UTF-8", NULL,
+};
 
 static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STARTING] = "starting",
@@ -212,7 +217,16 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 goto fail;
 
         s->template_name = strdup(t->name);
-        s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
+        if (t->payload == PAYLOAD_BWRAP)
+                /* Who the sandbox's /etc/passwd says it is; the template's own and then each
+                 * exec's environment override these. (Docker images keep their own.) */
+                r = strv_env_merge((char **) sandbox_default_environment, t->environment, &s->environment);
+        else {
+                s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
+                r = s->environment ? 0 : -ENOMEM;
+        }
+        if (r < 0)
+                goto fail;
         if (!s->template_name || !s->environment ||
             asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
             asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||

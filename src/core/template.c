@@ -8,6 +8,7 @@
 
 #include <json-c/json.h>
 
+#include "etc-tree.h"
 #include "strv.h"
 #include "template.h"
 
@@ -22,6 +23,9 @@ Template *template_free(Template *t) {
         strv_free(t->ro_binds);
         strv_free(t->environment);
         strv_free(t->runtimes);
+        strv_free(t->etc_files);
+        free(t->timezone);
+        free(t->etc_dir);
         return mfree(t);
 }
 
@@ -81,6 +85,80 @@ static int json_u64(json_object *o, const char *key, uint64_t *ret, char **ret_e
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) <= 0)
                 return fail(ret_error, "\"%s\" must be a positive integer", key);
         *ret = (uint64_t) json_object_get_int64(v);
+        return 0;
+}
+
+/* Path a is b or lies beneath it. */
+static bool path_is_under(const char *a, const char *b) {
+        size_t n = strlen(b);
+        while (n > 1 && b[n - 1] == '/')
+                n--;
+        return strncmp(a, b, n) == 0 && (a[n] == 0 || a[n] == '/' || (n == 1 && b[0] == '/'));
+}
+
+/* The sandbox's /etc (etc-tree.h): the host's is never shown, the identity files are
+ * sandboxd's own, and the template's own files are few, small and stay inside /etc. */
+static int parse_etc(json_object *o, Template *t, char **ret_error) {
+        json_object *v;
+        int r;
+
+        for (char **b = t->ro_binds; b && *b; b++) {
+                if (path_is_under("/etc", *b))
+                        return fail(ret_error, "\"ro_binds\" must not show the host's /etc (\"%s\"); bind single "
+                                    "files or directories under it", *b);
+                if (path_is_under(*b, "/etc") && etc_name_is_reserved(*b + strlen("/etc/")))
+                        return fail(ret_error, "\"ro_binds\" must not replace sandboxd's own %s", *b);
+        }
+
+        if (json_object_object_get_ex(o, "timezone", &v)) {
+                const char *tz = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+                if (!timezone_is_valid(tz))
+                        return fail(ret_error, "%s", "\"timezone\" must be a zone name such as \"Europe/Berlin\"");
+                t->timezone = strdup(tz);
+                if (!t->timezone)
+                        return -ENOMEM;
+        }
+        if (json_object_object_get_ex(o, "shm_max", &v)) {
+                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < (int64_t) TEMPLATE_SHM_MIN ||
+                    (uint64_t) json_object_get_int64(v) > TEMPLATE_SHM_MAX)
+                        return fail(ret_error, "\"shm_max\" must be a size in bytes from %llu to %llu",
+                                    TEMPLATE_SHM_MIN, TEMPLATE_SHM_MAX);
+                t->shm_max = (uint64_t) json_object_get_int64(v);
+        }
+        if (!json_object_object_get_ex(o, "etc", &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_object))
+                return fail(ret_error, "%s", "\"etc\" must be an object of file names and contents");
+        if (json_object_object_length(v) > (int) ETC_FILES_MAX)
+                return fail(ret_error, "\"etc\" may name at most %u files", ETC_FILES_MAX);
+
+        json_object_object_foreach(v, path, contents) {
+                if (!etc_file_path_is_valid(path))
+                        return fail(ret_error, "\"etc\": '%.*s' is not a relative path inside /etc", 160, path);
+                if (etc_name_is_reserved(path))
+                        return fail(ret_error, "\"etc\": %s is sandboxd's own", path);
+                if (!json_object_is_type(contents, json_type_string))
+                        return fail(ret_error, "\"etc\": the contents of %s must be a string", path);
+                if ((size_t) json_object_get_string_len(contents) > ETC_FILE_SIZE_MAX ||
+                    strlen(json_object_get_string(contents)) != (size_t) json_object_get_string_len(contents))
+                        return fail(ret_error, "\"etc\": %s must be text of at most %u bytes", path,
+                                    ETC_FILE_SIZE_MAX);
+                for (char **b = t->ro_binds; b && *b; b++) {
+                        _cleanup_free_ char *full = NULL;
+                        if (asprintf(&full, "/etc/%s", path) < 0)
+                                return -ENOMEM;
+                        if (path_is_under(full, *b) || path_is_under(*b, full))
+                                return fail(ret_error, "\"etc\": %s collides with the bound %s", path, *b);
+                }
+                for (char **f = t->etc_files; f && *f; f += 2)
+                        if (path_is_under(path, *f) || path_is_under(*f, path))
+                                return fail(ret_error, "\"etc\": %s and %s cannot both be files", path, *f);
+                r = strv_extend(&t->etc_files, path);
+                if (r >= 0)
+                        r = strv_extend(&t->etc_files, json_object_get_string(contents));
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -155,6 +233,14 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         }
         if (t->payload == PAYLOAD_BWRAP && t->image) {
                 r = fail(ret_error, "%s", "\"image\" is for docker templates");
+                goto finish;
+        }
+        r = parse_etc(o, t, ret_error);
+        if (r < 0)
+                goto finish;
+        if (t->payload == PAYLOAD_DOCKER && (t->etc_files || t->timezone || t->shm_max)) {
+                /* Docker images bring their own /etc, and Docker sizes /dev/shm. */
+                r = fail(ret_error, "%s", "\"etc\", \"timezone\" and \"shm_max\" are for bwrap templates");
                 goto finish;
         }
         r = json_strv(o, "environment", false, &t->environment, ret_error);
@@ -263,6 +349,14 @@ void template_set_done(TemplateSet *set) {
                 template_free(set->templates[i]);
         set->templates = mfree(set->templates);
         set->n = 0;
+}
+
+void template_set_remove(TemplateSet *set, size_t i) {
+        if (i >= set->n)
+                return;
+        template_free(set->templates[i]);
+        memmove(set->templates + i, set->templates + i + 1, sizeof(Template *) * (set->n - i - 1));
+        set->n--;
 }
 
 const Template *template_set_find(const TemplateSet *set, const char *name) {

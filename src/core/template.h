@@ -23,7 +23,18 @@ typedef struct Template {
         char **runtimes;     /* informative: python3, sh, … */
         SandboxLimits limits; /* 0 = built-in default */
         unsigned pool;        /* sandboxes kept started, for CreateSandbox to hand out */
+        /* bwrap: the sandbox's own /etc (etc-tree.h) */
+        char **etc_files;     /* path relative to /etc, contents, path, contents, … */
+        char *timezone;       /* /etc/localtime's zone; NULL: UTC */
+        uint64_t shm_max;     /* size of /dev/shm; 0 = default */
+        char *etc_dir;        /* set by the manager: where the generated tree is */
 } Template;
+
+/* /dev/shm is a tmpfs of this many bytes unless the template says otherwise; its pages
+ * count against MemoryMax like those of /work and /tmp. */
+#define TEMPLATE_SHM_DEFAULT (64ULL * 1024 * 1024)
+#define TEMPLATE_SHM_MIN (1ULL * 1024 * 1024)
+#define TEMPLATE_SHM_MAX (16ULL * 1024 * 1024 * 1024)
 
 Template *template_free(Template *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Template *, template_free);
@@ -45,4 +56,6 @@ int template_set_load(TemplateSet *set, char * const *dirs,
                       void (*report)(const char *path, const char *error, void *userdata),
                       void *userdata);
 void template_set_done(TemplateSet *set);
+/* Drops (and frees) the i-th template. */
+void template_set_remove(TemplateSet *set, size_t i);
 const Template *template_set_find(const TemplateSet *set, const char *name);

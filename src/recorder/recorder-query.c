@@ -207,7 +207,7 @@ int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_lis
                 .userdata = userdata,
                 .spool_fd = -EBADF,
                 .filter = *f,
-                .limit = f->limit == 0 ? RECORDER_LIST_LIMIT_DEFAULT : MIN(f->limit, RECORDER_LIST_LIMIT_MAX),
+                .limit = f->limit == 0 ? RECORDER_LIST_LIMIT_DEFAULT : MIN(f->limit, LIST_EXECUTIONS_LIMIT_MAX),
         };
         if (f->sandbox_id) {
                 q->sandbox_id = strdup(f->sandbox_id);

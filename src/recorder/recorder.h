@@ -31,8 +31,7 @@ typedef struct RecorderSettings {
         bool enabled;             /* Record=no: nothing recorded, ListExecutions unsupported */
 } RecorderSettings;
 
-#define RECORDER_LIST_LIMIT_DEFAULT 100U
-#define RECORDER_LIST_LIMIT_MAX 10000U
+#define RECORDER_LIST_LIMIT_DEFAULT 100U  /* LIST_EXECUTIONS_LIMIT_MAX at most */
 /* ListExecutions reads the spool backwards, at most this much per query, to bound the
  * work one query costs (a few ms of CPU per MiB). */
 #define RECORDER_LIST_SCAN_MAX (16U * 1024 * 1024)

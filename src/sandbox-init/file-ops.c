@@ -211,9 +211,19 @@ static int op_read(const struct agent_file *f, int out, struct agent_file_result
         if (f->offset > 0 && lseek(fd, (off_t) f->offset, SEEK_SET) < 0)
                 return -errno;
 
-        /* A file that grows while we copy still stops at max. */
+        /* A file that grows while we copy still stops at max, and says so. */
         limit = MIN(f->length, f->max);
-        return copy_data(fd, out, limit, &res->bytes);
+        r = copy_data(fd, out, limit, &res->bytes);
+        if (r < 0)
+                return r;
+        if (f->max != AGENT_FILE_UNLIMITED && f->length > f->max && res->bytes == f->max) {
+                char c;
+                ssize_t n = read(fd, &c, 1);
+
+                if (n > 0)
+                        return -EFBIG;
+        }
+        return 0;
 }
 
 static int op_write(const struct agent_file *f, int in, struct agent_file_result *res) {
@@ -503,6 +513,14 @@ static int op_move(const struct agent_file *f) {
         return renameat(dirfd, name, to_dirfd, to_name) < 0 ? -errno : 0;
 }
 
+static int write_oom_score_adj(void) {
+        _cleanup_close_ int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return write_all(fd, "1000", 4);
+}
+
 _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
         _cleanup_(agent_file_result_done) struct agent_file_result res = { .id = f->id };
         json_object *msg;
@@ -516,6 +534,11 @@ _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
         (void) signal(SIGPIPE, SIG_IGN);
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
+
+        /* Under memory pressure in the sandbox, the OOM killer takes this process, whose
+         * failure is answered with EIO, rather than the agent, whose death ends the sandbox.
+         * Raising it needs no privilege. */
+        (void) write_oom_score_adj();
 
         /* "mode" is the mode the caller asked for, not what our umask leaves of it. */
         (void) umask(0);

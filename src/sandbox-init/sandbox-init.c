@@ -271,6 +271,13 @@ static void handle_file(struct agent *a, json_object *msg, int fds[], size_t n_f
                 return;
         }
 
+        /* sandboxd sends at most FILE_OPS_ACTIVE_MAX at a time; this bound holds for any
+         * sender, so that no number of requests makes us fork without end. */
+        if (a->n_files >= AGENT_FILE_OPS_MAX) {
+                send_file_error(id, EBUSY);
+                return;
+        }
+
         c = realloc(a->files, (a->n_files + 1) * sizeof(struct file_child));
         if (!c) {
                 send_file_error(id, ENOMEM);
@@ -305,6 +312,13 @@ static void handle_kill(struct agent *a, json_object *msg) {
                          * then also alone, not having exec'd anything that could fork. */
                         if (kill(-pid, (int) sig) < 0 && errno == ESRCH)
                                 (void) kill(pid, (int) sig);
+                        return;
+                }
+
+        /* A file op whose caller went away: its result is then EIO, from reap_children(). */
+        for (size_t i = 0; i < a->n_files; i++)
+                if (a->files[i].id == (uint64_t) id) {
+                        (void) kill(a->files[i].pid, (int) sig);
                         return;
                 }
 }

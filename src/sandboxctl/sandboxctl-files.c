@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-bus-protocol.h>
+
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-files.h"
@@ -26,8 +28,6 @@
 #include "strv.h"
 
 #define RELAY_BUFFER_SIZE       (64U * 1024U)
-#define FILE_CALL_TIMEOUT_USEC  UINT64_MAX     /* a large file takes as long as it takes */
-#define STAT_CALL_TIMEOUT_USEC  (UINT64_C(60) * USEC_PER_SEC)
 
 /* A descriptor given to Upload or Download. When the daemon would refuse ours (it takes
  * regular files, pipes and sockets), it gets one end of a pipe and a thread copies between
@@ -180,8 +180,8 @@ static char *path_join2(const char *dir, const char *name) {
 }
 
 /* The daemon says "PATH: strerror"; we say which sandbox, once. */
-static const char *file_error_reason(const sd_bus_error *e, const char *path, int r) {
-        const char *m = bus_error_message(e, r);
+static const char *file_error_reason(const SandboxClientError *e, const char *path, int r) {
+        const char *m = sandbox_client_error_message(e, r);
         size_t l = strlen(path);
 
         if (strncmp(m, path, l) == 0 && m[l] == ':' && m[l + 1] == ' ')
@@ -189,33 +189,11 @@ static const char *file_error_reason(const sd_bus_error *e, const char *path, in
         return m;
 }
 
-typedef struct FileEntry {
-        const char *path;       /* pointers into the reply */
-        const char *type;
-        uint64_t size;
-        uint32_t mode;
-        int64_t mtime;
-        const char *target;
-} FileEntry;
+typedef SandboxFileEntry FileEntry;
 
-static int entry_read(sd_bus_message *m, FileEntry *ret) {
-        return sd_bus_message_read(m, "(sstuxs)", &ret->path, &ret->type, &ret->size, &ret->mode,
-                                   &ret->mtime, &ret->target);
-}
-
-static int call_stat(sd_bus *bus, const char *spath, const char *path, sd_bus_error *error,
-                     sd_bus_message **ret_reply, FileEntry *ret) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        int r;
-
-        r = sd_bus_call_method(bus, BUS_NAME, spath, SANDBOX_INTERFACE, "Stat", error, &reply, "s", path);
-        if (r < 0)
-                return r;
-        r = entry_read(reply, ret);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-        *ret_reply = TAKE_PTR(reply);
-        return 0;
+/* An entry's name or target as it may be shown on a terminal. */
+static char *entry_quote(const char *text, const void *raw, size_t raw_size) {
+        return raw_size > 0 ? quote_name(raw, raw_size) : quote_name(text, strlen(text));
 }
 
 /* Why a file cannot be read, from its type; 0 when it is a regular file. */
@@ -235,38 +213,27 @@ static const char *entry_error_reason(const FileEntry *e, int r) {
         return strerror(-r);
 }
 
-/* Upload (into_fd false) or Download (true) of path in the sandbox at spath, from or into fd. */
-static int transfer(sd_bus *bus, const char *spath, const char *path, int fd, bool into_fd, const CopyOptions *o,
-                    int mode, uint64_t *ret_bytes, sd_bus_error *error, int *ret_signal) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+/* Upload (into_fd false) or Download (true) of path in sandbox h, from or into fd. */
+static int transfer(SandboxHandle *h, const char *path, int fd, bool into_fd, const CopyOptions *o,
+                    int mode, SandboxClientError *error, int *ret_signal) {
+        SandboxClient *c = sandbox_handle_client(h);
+        SandboxWriteOptions w = { .mode = mode, .create_parents = o && o->parents };
         _cleanup_(relay_freep) Relay *relay = NULL;
-        uint64_t bytes;
         int r;
 
         r = relay_new(fd, into_fd, &relay);
         if (r < 0)
-                return sd_bus_error_set_errno(error, r);
+                return r;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, spath, SANDBOX_INTERFACE,
-                                           into_fd ? "Download" : "Upload");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "sh", path, relay->passed);
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r >= 0 && into_fd && o && o->max != UINT64_MAX)
-                r = sd_bus_message_append(m, "{sv}", "Max", "t", o->max);
-        if (r >= 0 && !into_fd && mode >= 0)
-                r = sd_bus_message_append(m, "{sv}", "Mode", "u", (uint32_t) mode);
-        if (r >= 0 && !into_fd && o && o->parents)
-                r = sd_bus_message_append(m, "{sv}", "CreateParents", "b", 1);
-        if (r >= 0)
-                r = sd_bus_message_close_container(m);
+        r = sandbox_client_interrupt_begin(c, NULL, NULL);
         if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        r = bus_call_interruptible(bus, m, FILE_CALL_TIMEOUT_USEC, error, &reply, ret_signal);
-        /* The message holds a copy of the pipe's end: the thread sees its end only without it. */
-        m = sd_bus_message_unref(m);
+                return r;
+        if (into_fd)
+                r = sandbox_handle_download(h, path, relay->passed, o ? o->max : UINT64_MAX, NULL, error);
+        else
+                r = sandbox_handle_upload(h, path, relay->passed, &w, NULL, error);
+        *ret_signal = sandbox_client_interrupted(c);
+        sandbox_client_interrupt_end(c);
         if (r < 0) {
                 /* Refused or failed: the daemon let go of the pipe, so a download's thread
                  * reaches its end; joined here, it cannot write into the next file's output. */
@@ -275,27 +242,17 @@ static int transfer(sd_bus *bus, const char *spath, const char *path, int fd, bo
                 return r;
         }
 
-        r = sd_bus_message_read(reply, "t", &bytes);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        r = relay_join(relay);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        if (ret_bytes)
-                *ret_bytes = bytes;
-        return 0;
+        return relay_join(relay);
 }
 
-static int copy_to_sandbox(sd_bus *bus, const char *src, const char *id, const char *path, const CopyOptions *o) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *stat_reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *spath = NULL, *target = NULL;
+static int copy_to_sandbox(SandboxClient *c, const char *src, const char *id, const char *path, const CopyOptions *o) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_file_entry_done) FileEntry e = {};
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *target = NULL;
         _cleanup_close_ int owned = -EBADF;
         bool from_stdin = streq(src, "-");
         int fd = STDIN_FILENO, mode = -1, sig = 0, r;
-        FileEntry e;
 
         if (!from_stdin) {
                 struct stat st;
@@ -315,13 +272,13 @@ static int copy_to_sandbox(sd_bus *bus, const char *src, const char *id, const c
                 mode = (int) (st.st_mode & 07777);
         }
 
-        r = get_sandbox_path(bus, id, &error, &spath);
+        r = sandbox_client_get(c, id, &h, &error);
         if (r < 0)
-                return log_error_errno(r, "Failed to copy to %s:%s: %s", id, path, bus_error_message(&error, r));
+                return log_error_errno(r, "Failed to copy to %s:%s: %s", id, path, sandbox_client_error_message(&error, r));
 
         /* Into a directory, under the source's name, as cp(1) does. */
         if (path[strlen(path) - 1] == '/' ||
-            (call_stat(bus, spath, path, NULL, &stat_reply, &e) >= 0 && streq(e.type, "dir"))) {
+            (sandbox_handle_stat(h, path, &e, NULL) >= 0 && streq(e.type, "dir"))) {
                 if (from_stdin)
                         return log_error_errno(EISDIR, "Failed to copy to %s:%s: %m; name the file to "
                                                "write standard input to", id, path);
@@ -331,7 +288,7 @@ static int copy_to_sandbox(sd_bus *bus, const char *src, const char *id, const c
                 path = target;
         }
 
-        r = transfer(bus, spath, path, fd, /* into_fd= */ false, o, mode, NULL, &error, &sig);
+        r = transfer(h, path, fd, /* into_fd= */ false, o, mode, &error, &sig);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
@@ -340,23 +297,23 @@ static int copy_to_sandbox(sd_bus *bus, const char *src, const char *id, const c
         return 0;
 }
 
-static int copy_from_sandbox(sd_bus *bus, const char *id, const char *path, const char *dest, const CopyOptions *o) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *stat_reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *spath = NULL, *target = NULL;
+static int copy_from_sandbox(SandboxClient *c, const char *id, const char *path, const char *dest, const CopyOptions *o) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_file_entry_done) FileEntry e = {};
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *target = NULL;
         _cleanup_close_ int owned = -EBADF;
         bool to_stdout = streq(dest, "-"), created = false;
         mode_t mode = o->mode_set ? o->mode : 0644;
         int fd = STDOUT_FILENO, sig = 0, r;
         struct stat st;
-        FileEntry e;
 
-        r = get_sandbox_path(bus, id, &error, &spath);
+        r = sandbox_client_get(c, id, &h, &error);
         if (r < 0)
-                return log_error_errno(r, "Failed to copy %s:%s: %s", id, path, bus_error_message(&error, r));
+                return log_error_errno(r, "Failed to copy %s:%s: %s", id, path, sandbox_client_error_message(&error, r));
 
         /* Before the destination is created or truncated: a missing source leaves it as it was. */
-        r = call_stat(bus, spath, path, &error, &stat_reply, &e);
+        r = sandbox_handle_stat(h, path, &e, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to copy %s:%s: %s", id, path, file_error_reason(&error, path, r));
         r = entry_read_error(&e);
@@ -389,7 +346,7 @@ static int copy_from_sandbox(sd_bus *bus, const char *id, const char *path, cons
                         goto fail;
         }
 
-        r = transfer(bus, spath, path, fd, /* into_fd= */ true, o, -1, NULL, &error, &sig);
+        r = transfer(h, path, fd, /* into_fd= */ true, o, -1, &error, &sig);
         if (r == -EINTR && sig > 0) {
                 r = 128 + sig;
                 goto fail;
@@ -406,7 +363,7 @@ fail:
         return r;
 }
 
-int files_copy(sd_bus *bus, const char *src, const char *dest, const CopyOptions *o) {
+int files_copy(SandboxClient *c, const char *src, const char *dest, const CopyOptions *o) {
         _cleanup_free_ char *src_id = NULL, *dest_id = NULL;
         const char *src_path = NULL, *dest_path = NULL;
         int a, b;
@@ -424,38 +381,37 @@ int files_copy(sd_bus *bus, const char *src, const char *dest, const CopyOptions
                 return log_error("Neither %s nor %s is in a sandbox: one side of cp must be ID:PATH.", src, dest);
 
         if (b > 0)
-                return copy_to_sandbox(bus, src, dest_id, dest_path, o);
-        return copy_from_sandbox(bus, src_id, src_path, dest, o);
+                return copy_to_sandbox(c, src, dest_id, dest_path, o);
+        return copy_from_sandbox(c, src_id, src_path, dest, o);
 }
 
-int files_cat(sd_bus *bus, const char *id, char **paths, uint64_t max) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *spath = NULL;
+int files_cat(SandboxClient *c, const char *id, char **paths, uint64_t max) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         CopyOptions o = { .max = max };
         int ret = 0, sig = 0, r;
 
-        r = get_sandbox_path(bus, id, &error, &spath);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
         for (char **p = paths; *p; p++) {
-                sd_bus_error_free(&error);
+                sandbox_client_error_done(&error);
 
-                r = transfer(bus, spath, *p, STDOUT_FILENO, /* into_fd= */ true, &o, -1, NULL, &error, &sig);
+                r = transfer(h, *p, STDOUT_FILENO, /* into_fd= */ true, &o, -1, &error, &sig);
                 if (r == -EINTR && sig > 0)
                         return 128 + sig;
                 if (r >= 0)
                         continue;
-                if (sd_bus_error_get_errno(&error) == EPIPE)
+                if (r == -EPIPE)
                         return -EPIPE;  /* the reader went away, as with cat(1): nothing to say */
 
                 /* "Invalid argument" says little: the file's type says why. */
-                if (sd_bus_error_has_name(&error, SD_BUS_ERROR_INVALID_ARGS)) {
-                        _cleanup_(sd_bus_message_unrefp) sd_bus_message *stat_reply = NULL;
-                        FileEntry e;
+                if (sandbox_client_error_has_name(&error, SD_BUS_ERROR_INVALID_ARGS)) {
+                        _cleanup_(sandbox_file_entry_done) FileEntry e = {};
                         int k;
 
-                        if (call_stat(bus, spath, *p, NULL, &stat_reply, &e) >= 0 && (k = entry_read_error(&e)) < 0) {
+                        if (sandbox_handle_stat(h, *p, &e, NULL) >= 0 && (k = entry_read_error(&e)) < 0) {
                                 r = log_error_errno(k, "Failed to read %s:%s: %s", id, *p, entry_error_reason(&e, k));
                                 ret = ret ?: r;
                                 continue;
@@ -499,6 +455,11 @@ static int entry_to_json(const FileEntry *e, json_object **ret) {
                 r = json_add(o, "mtime", json_object_new_int64(e->mtime));
         if (r >= 0 && streq(e->type, "link"))
                 r = json_add_string(o, "target", e->target);
+        /* Names that are not valid UTF-8: the escaped form above, the exact bytes here. */
+        if (r >= 0 && e->path_raw_size > 0)
+                r = json_add_hex(o, "path_hex", e->path_raw, e->path_raw_size);
+        if (r >= 0 && e->target_raw_size > 0)
+                r = json_add_hex(o, "target_hex", e->target_raw, e->target_raw_size);
         if (r < 0)
                 return r;
 
@@ -506,48 +467,32 @@ static int entry_to_json(const FileEntry *e, json_object **ret) {
         return 0;
 }
 
-int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bool json) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+typedef struct FileEntries {
+        FileEntry *items;
+        size_t n;
+} FileEntries;
+
+static void file_entries_done(FileEntries *l) {
+        sandbox_file_entry_array_free(l->items, l->n);
+}
+
+int files_list(SandboxClient *c, const char *id, const char *path, unsigned depth, bool json) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         _cleanup_json_ json_object *ja = NULL;
-        _cleanup_free_ char *spath = NULL;
-        _cleanup_free_ FileEntry *list = NULL;
-        size_t n = 0, allocated = 0;
+        _cleanup_(file_entries_done) FileEntries entries = {};
         int w_type = (int) strlen("TYPE"), w_size = (int) strlen("SIZE");
         int r;
 
-        r = get_sandbox_path(bus, id, &error, &spath);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, spath, SANDBOX_INTERFACE, "ListFiles", &error, &reply,
-                               "su", path, (uint32_t) depth);
+        r = sandbox_handle_list_files(h, path, depth, &entries.items, &entries.n, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to list %s:%s: %s", id, path, file_error_reason(&error, path, r));
-
-        r = sd_bus_message_enter_container(reply, 'a', "(sstuxs)");
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse ListFiles reply: %m");
-        for (;;) {
-                FileEntry e;
-
-                r = entry_read(reply, &e);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to parse ListFiles reply: %m");
-                if (r == 0)
-                        break;
-
-                if (n >= allocated) {
-                        size_t k = allocated == 0 ? 64 : allocated * 2;
-                        FileEntry *p = reallocarray(list, k, sizeof(FileEntry));
-
-                        if (!p)
-                                return log_oom();
-                        list = p;
-                        allocated = k;
-                }
-                list[n++] = e;
-        }
+        const FileEntry *list = entries.items;
+        size_t n = entries.n;
 
         if (json) {
                 ja = json_object_new_array();
@@ -576,11 +521,16 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
                 printf("%-*s %-4s %*s %-19s %s\n", w_type, "TYPE", "MODE", w_size, "SIZE", "MODIFIED", "NAME");
                 for (size_t i = 0; i < n; i++) {
                         const FileEntry *e = list + i;
+                        _cleanup_free_ char *name = NULL, *target = NULL;
+                        bool link = streq(e->type, "link");
                         char ts[32];
 
+                        name = entry_quote(e->path, e->path_raw, e->path_raw_size);
+                        target = link ? entry_quote(e->target, e->target_raw, e->target_raw_size) : strdup("");
+                        if (!name || !target)
+                                return log_oom();
                         printf("%-*s %04" PRIo32 " %*" PRIu64 " %-19s %s%s%s\n", w_type, e->type, e->mode, w_size,
-                               e->size, format_mtime(ts, sizeof(ts), e->mtime), e->path,
-                               streq(e->type, "link") ? " -> " : "", streq(e->type, "link") ? e->target : "");
+                               e->size, format_mtime(ts, sizeof(ts), e->mtime), name, link ? " -> " : "", target);
                 }
                 putchar('\n');
         }
@@ -588,19 +538,19 @@ int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bo
         return 0;
 }
 
-int files_stat(sd_bus *bus, const char *id, const char *path, bool json) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *spath = NULL;
+int files_stat(SandboxClient *c, const char *id, const char *path, bool json) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_file_entry_done) FileEntry e = {};
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *name = NULL, *target = NULL;
         char ts[32];
-        FileEntry e;
         int r;
 
-        r = get_sandbox_path(bus, id, &error, &spath);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
-        r = call_stat(bus, spath, path, &error, &reply, &e);
+        r = sandbox_handle_stat(h, path, &e, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to stat %s:%s: %s", id, path, file_error_reason(&error, path, r));
 
@@ -615,13 +565,17 @@ int files_stat(sd_bus *bus, const char *id, const char *path, bool json) {
                 return print_json(o);
         }
 
+        name = quote_name(path, strlen(path));
+        target = entry_quote(e.target, e.target_raw, e.target_raw_size);
+        if (!name || !target)
+                return log_oom();
         printf("    Path: %s\n"
                "    Type: %s\n"
                "    Size: %" PRIu64 "\n"
                "    Mode: %04" PRIo32 "\n"
                "Modified: %s\n",
-               path, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
+               name, e.type, e.size, e.mode, format_mtime(ts, sizeof(ts), e.mtime));
         if (streq(e.type, "link"))
-                printf("  Target: %s\n", e.target);
+                printf("  Target: %s\n", target);
         return 0;
 }

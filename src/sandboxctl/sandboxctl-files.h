@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <systemd/sd-bus.h>
+#include "sandbox-client.h"
 
 typedef struct CopyOptions {
         bool parents;           /* host → sandbox: CreateParents */
@@ -18,10 +18,10 @@ typedef struct CopyOptions {
  * a negative errno (logged), or 128 + a signal that ended the wait. */
 
 /* cp SRC DEST: one of them ID:PATH (in the sandbox), the other a host path or "-". */
-int files_copy(sd_bus *bus, const char *src, const char *dest, const CopyOptions *o);
+int files_copy(SandboxClient *c, const char *src, const char *dest, const CopyOptions *o);
 /* cat ID PATH…: each file to standard output, in order. */
-int files_cat(sd_bus *bus, const char *id, char **paths, uint64_t max);
+int files_cat(SandboxClient *c, const char *id, char **paths, uint64_t max);
 /* ls ID [PATH]: ListFiles as a table or JSON. */
-int files_list(sd_bus *bus, const char *id, const char *path, unsigned depth, bool json);
+int files_list(SandboxClient *c, const char *id, const char *path, unsigned depth, bool json);
 /* stat ID PATH. */
-int files_stat(sd_bus *bus, const char *id, const char *path, bool json);
+int files_stat(SandboxClient *c, const char *id, const char *path, bool json);

@@ -15,43 +15,11 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-history.h"
-#include "strv.h"
+#include "sandboxctl-util.h"
 
-#define BUS_NAME          "io.sandboxd.Sandbox1"
-#define MANAGER_PATH      "/io/sandboxd/Sandbox1"
-#define MANAGER_INTERFACE "io.sandboxd.Sandbox1.Manager"
-#define LIMIT_MAX         10000U
 #define ARGV_COLUMN_MAX   60U
 
-typedef struct Execution {
-        char *sandbox_id;
-        uint64_t exec_id;
-        uint32_t owner, caller;
-        char **argv;
-        char *cwd;
-        uint64_t started, ended;
-        int32_t exit_status, exit_code, signal;
-        bool timed_out, oom_killed;
-        uint64_t cpu_usec, cgroup_cpu_nsec, memory_peak, stdout_bytes, stderr_bytes;
-} Execution;
-
-static int log_errno(int error, const char *fmt, ...) _printf_(2, 3);
-static int log_errno(int error, const char *fmt, ...) {
-        va_list ap;
-
-        errno = abs(error);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-        return -abs(error);
-}
-
-static void execution_done(Execution *e) {
-        free(e->sandbox_id);
-        strv_free(e->argv);
-        free(e->cwd);
-}
+typedef SandboxExecution Execution;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -88,34 +56,6 @@ static int parse_since(const char *s, uint64_t *ret) {
                 }
         }
         return -EINVAL;
-}
-
-static int read_execution(sd_bus_message *m, Execution *e) {
-        int timed_out, oom, r;
-        const char *id, *cwd;
-
-        r = sd_bus_message_enter_container(m, 'r', "stuuassttiiibbttttt");
-        if (r <= 0)
-                return r;
-        r = sd_bus_message_read(m, "stuu", &id, &e->exec_id, &e->owner, &e->caller);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_read_strv(m, &e->argv);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_read(m, "sttiiibbttttt", &cwd, &e->started, &e->ended, &e->exit_status,
-                                &e->exit_code, &e->signal, &timed_out, &oom, &e->cpu_usec,
-                                &e->cgroup_cpu_nsec, &e->memory_peak, &e->stdout_bytes, &e->stderr_bytes);
-        if (r < 0)
-                return r;
-        e->timed_out = timed_out;
-        e->oom_killed = oom;
-        e->sandbox_id = strdup(id);
-        e->cwd = strdup(cwd);
-        if (!e->sandbox_id || !e->cwd)
-                return -ENOMEM;
-        r = sd_bus_message_exit_container(m);
-        return r < 0 ? r : 1;
 }
 
 static const char *format_exit(char *buf, size_t l, const Execution *e) {
@@ -201,7 +141,7 @@ static int print_table(const Execution *list, size_t n) {
         return 0;
 }
 
-static int print_json(const Execution *list, size_t n) {
+static int print_executions_json(const Execution *list, size_t n) {
         json_object *a = json_object_new_array();
         int r = a ? 0 : -ENOMEM;
 
@@ -238,76 +178,32 @@ static int print_json(const Execution *list, size_t n) {
                 if (r >= 0) r = json_add(o, "stdout_bytes", json_object_new_uint64(e->stdout_bytes));
                 if (r >= 0) r = json_add(o, "stderr_bytes", json_object_new_uint64(e->stderr_bytes));
         }
-        if (r >= 0) {
-                const char *s = json_object_to_json_string_ext(a, JSON_C_TO_STRING_NOSLASHESCAPE |
-                                                               (isatty(STDOUT_FILENO) ? JSON_C_TO_STRING_PRETTY : JSON_C_TO_STRING_PLAIN));
-                if (!s)
-                        r = -ENOMEM;
-                else if (puts(s) == EOF || fflush(stdout) != 0)
-                        r = log_errno(EIO, "Failed to write standard output.");
-        }
+        if (r >= 0)
+                r = print_json(a);
         json_object_put(a);
         return r;
 }
 
-int history_show(sd_bus *bus, const char *sandbox_id, const char *since, const char *limit, bool json) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+int history_show(SandboxClient *c, const char *sandbox_id, const char *since, const char *limit, bool json) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        SandboxExecutionFilter f = { .sandbox_id = sandbox_id };
         Execution *list = NULL;
-        size_t n = 0, allocated = 0;
-        uint64_t since_usec = 0, limit_n = 0;
+        size_t n = 0;
+        uint64_t limit_n = 0;
         int r;
 
-        if (since && parse_since(since, &since_usec) < 0)
-                return log_errno(EINVAL, "Invalid --since '%s', expected @EPOCH, YYYY-MM-DD [HH:MM[:SS]] "
-                                 "or an age such as 2h or 7d.", since);
-        if (limit && (parse_uint64(limit, &limit_n) < 0 || limit_n == 0 || limit_n > LIMIT_MAX))
-                return log_errno(EINVAL, "Invalid --limit '%s', expected 1…%u.", limit, LIMIT_MAX);
+        if (since && parse_since(since, &f.since_usec) < 0)
+                return log_error_errno(EINVAL, "Invalid --since '%s', expected @EPOCH, YYYY-MM-DD [HH:MM[:SS]] "
+                                       "or an age such as 2h or 7d.", since);
+        if (limit && (parse_uint64(limit, &limit_n) < 0 || limit_n == 0 || limit_n > LIST_EXECUTIONS_LIMIT_MAX))
+                return log_error_errno(EINVAL, "Invalid --limit '%s', expected 1…%u.", limit, LIST_EXECUTIONS_LIMIT_MAX);
+        f.limit = (uint32_t) limit_n;
 
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListExecutions");
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r >= 0 && sandbox_id)
-                r = sd_bus_message_append(m, "{sv}", "SandboxId", "s", sandbox_id);
-        if (r >= 0 && since)
-                r = sd_bus_message_append(m, "{sv}", "Since", "t", since_usec);
-        if (r >= 0 && limit)
-                r = sd_bus_message_append(m, "{sv}", "Limit", "u", (uint32_t) limit_n);
-        if (r >= 0)
-                r = sd_bus_message_close_container(m);
+        r = sandbox_client_executions(c, &f, &list, &n, &error);
         if (r < 0)
-                return log_errno(r, "Failed to build the call: %m");
+                return log_error_errno(r, "Failed to list executions: %s", sandbox_client_error_message(&error, r));
 
-        r = sd_bus_call(bus, m, 60 * USEC_PER_SEC, &error, &reply);
-        if (r < 0)
-                return log_errno(r, "Failed to list executions: %s", error.message ?: strerror(-r));
-
-        r = sd_bus_message_enter_container(reply, 'a', "(stuuassttiiibbttttt)");
-        for (;;) {
-                if (r < 0)
-                        break;
-                if (n == allocated) {
-                        Execution *l = realloc(list, (allocated = allocated * 2 + 16) * sizeof(Execution));
-                        if (!l) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        list = l;
-                }
-                list[n] = (Execution) {};
-                r = read_execution(reply, &list[n]);
-                if (r <= 0) {
-                        execution_done(&list[n]);
-                        break;
-                }
-                n++;
-        }
-        if (r >= 0)
-                r = json ? print_json(list, n) : print_table(list, n);
-        else
-                r = log_errno(r, "Failed to parse the reply: %m");
-        for (size_t i = 0; i < n; i++)
-                execution_done(&list[i]);
-        free(list);
+        r = json ? print_executions_json(list, n) : print_table(list, n);
+        sandbox_execution_array_free(list, n);
         return r;
 }

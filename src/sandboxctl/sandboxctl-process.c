@@ -14,15 +14,10 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <systemd/sd-event.h>
-
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-process.h"
 #include "sandboxctl-util.h"
-#include "strv.h"
-
-#define HANGUP_CALL_TIMEOUT_USEC (UINT64_C(10) * USEC_PER_SEC)
 
 int signal_from_string(const char *s, int *ret) {
         uint64_t n;
@@ -47,20 +42,6 @@ int signal_from_string(const char *s, int *ret) {
         return -EINVAL;
 }
 
-typedef struct ProcessInfo {
-        uint64_t id;
-        int32_t pid;
-        char **argv;
-        const char *state;      /* into the reply */
-        int32_t exit_status;
-} ProcessInfo;
-
-static void process_list_free(ProcessInfo *l, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                strv_free(l[i].argv);
-        free(l);
-}
-
 static char *argv_join(char **argv) {
         size_t l = 1;
         char *s, *p;
@@ -76,60 +57,21 @@ static char *argv_join(char **argv) {
         return s;
 }
 
-int processes_list(sd_bus *bus, const char *id, bool json) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
-        ProcessInfo *list = NULL;
-        size_t n = 0, allocated = 0;
+int processes_list(SandboxClient *c, const char *id, bool json) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        SandboxProcess *list = NULL;
+        size_t n = 0;
         int r;
 
-        r = get_sandbox_path(bus, id, &error, &path);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "ListProcesses", &error, &reply, NULL);
+        r = sandbox_handle_processes(h, &list, &n, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to list the processes of sandbox %s: %s",
-                                       id, bus_error_message(&error, r));
-
-        r = sd_bus_message_enter_container(reply, 'a', "(tiassi)");
-        for (;;) {
-                ProcessInfo p = {};
-
-                if (r < 0)
-                        goto parse_error;
-                r = sd_bus_message_enter_container(reply, 'r', "tiassi");
-                if (r < 0)
-                        goto parse_error;
-                if (r == 0)
-                        break;
-                r = sd_bus_message_read(reply, "ti", &p.id, &p.pid);
-                if (r >= 0)
-                        r = sd_bus_message_read_strv(reply, &p.argv);
-                if (r >= 0)
-                        r = sd_bus_message_read(reply, "si", &p.state, &p.exit_status);
-                if (r >= 0)
-                        r = sd_bus_message_exit_container(reply);
-                if (r < 0) {
-                        strv_free(p.argv);
-                        goto parse_error;
-                }
-
-                if (n >= allocated) {
-                        size_t k = allocated == 0 ? 16 : allocated * 2;
-                        ProcessInfo *q = reallocarray(list, k, sizeof(ProcessInfo));
-
-                        if (!q) {
-                                strv_free(p.argv);
-                                r = log_oom();
-                                goto finish;
-                        }
-                        list = q;
-                        allocated = k;
-                }
-                list[n++] = p;
-        }
+                                       id, sandbox_client_error_message(&error, r));
 
         if (json) {
                 _cleanup_json_ json_object *ja = json_object_new_array();
@@ -195,19 +137,15 @@ int processes_list(sd_bus *bus, const char *id, bool json) {
         }
         printf("%zu %s listed.\n", n, n == 1 ? "process" : "processes");
         r = 0;
-        goto finish;
 
-parse_error:
-        r = log_error_errno(r, "Failed to parse ListProcesses reply: %m");
 finish:
-        process_list_free(list, n);
+        sandbox_process_array_free(list, n);
         return r;
 }
 
-int process_signal(sd_bus *bus, const char *id, const char *process, int sig) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
+int process_signal(SandboxClient *c, const char *id, const char *process, int sig) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         uint64_t pid;
         int r;
 
@@ -216,15 +154,14 @@ int process_signal(sd_bus *bus, const char *id, const char *process, int sig) {
                 return log_error_errno(r, "Invalid process '%s', expected the ID that '%s ps %s' shows.",
                                        process, program_invocation_short_name, id);
 
-        r = get_sandbox_path(bus, id, &error, &path);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "Signal", &error, &reply,
-                               "ti", pid, (int32_t) sig);
+        r = sandbox_handle_signal(h, pid, sig, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to send signal %d to process %" PRIu64 " of sandbox %s: %s",
-                                       sig, pid, id, bus_error_message(&error, r));
+                                       sig, pid, id, sandbox_client_error_message(&error, r));
         return 0;
 }
 
@@ -274,8 +211,7 @@ static int terminal_make_raw(void) {
 }
 
 typedef struct Session {
-        sd_bus *bus;
-        const char *path;
+        SandboxHandle *handle;
         uint64_t process;
 } Session;
 
@@ -284,60 +220,35 @@ static void session_on_winch(void *userdata) {
         unsigned rows = 0, cols = 0;
 
         /* Fire and forget: a lost resize is corrected by the next one. */
-        if (terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
-                (void) sd_bus_call_method_async(s->bus, NULL, BUS_NAME, s->path, SANDBOX_INTERFACE,
-                                                "ResizeTerminal", NULL, NULL, "tuu", s->process,
-                                                (uint32_t) rows, (uint32_t) cols);
+        if (s->process > 0 && terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
+                (void) sandbox_handle_resize_terminal(s->handle, s->process, rows, cols);
 }
 
-static int session_run(Session *s, BusWait *w, sd_bus_message *start, uint64_t wait_usec, sd_bus_error *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *wait = NULL;
+int tty_session(SandboxHandle *h, char **argv, const SandboxExecOptions *o, uint64_t wait_usec,
+                SandboxExecResult *ret, SandboxClientError *error, int *ret_signal) {
+        SandboxClient *c = sandbox_handle_client(h);
+        Session s = { .handle = h };
         int r;
 
-        r = sd_bus_call(s->bus, start, 0, error, &reply);
+        r = sandbox_client_interrupt_begin(c, session_on_winch, &s);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(reply, "t", &s->process);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        r = sd_bus_message_new_method_call(s->bus, &wait, BUS_NAME, s->path, SANDBOX_INTERFACE, "Wait");
-        if (r >= 0)
-                r = sd_bus_message_append(wait, "tt", s->process, UINT64_C(0));
-        if (r >= 0)
-                r = bus_wait_call(w, wait, wait_usec);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        if (!w->reply)
-                /* As a terminal that went away: the session is hung up, not left running. */
-                (void) sd_bus_call_method(s->bus, BUS_NAME, s->path, SANDBOX_INTERFACE, "Signal", NULL, NULL,
-                                          "ti", s->process, (int32_t) SIGHUP);
-        return 0;
-}
-
-int tty_session(sd_bus *bus, const char *path, sd_bus_message *start, uint64_t wait_usec,
-                sd_bus_error *error, sd_bus_message **ret_reply, int *ret_signal) {
-        Session s = { .bus = bus, .path = path };
-        BusWait w;
-        int r;
-
-        r = bus_wait_begin(&w, bus, session_on_winch, &s);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
 
         /* Raw before the session starts: what is typed early is not echoed here as well. */
         r = terminal_make_raw();
-        if (r < 0)
-                r = sd_bus_error_set_errnof(error, r, "Failed to put the terminal into raw mode: %m");
-        else {
-                r = session_run(&s, &w, start, wait_usec, error);
+        if (r < 0) {
+                if (asprintf(&error->message, "Failed to put the terminal into raw mode: %s", strerror(-r)) < 0)
+                        error->message = NULL;
+        } else {
+                r = sandbox_handle_start(h, argv, o, &s.process, error);
+                if (r >= 0)
+                        r = sandbox_handle_wait(h, s.process, 0, wait_usec, ret, error);
+                /* As a terminal that went away: the session is hung up, not left running. */
+                if (r == -EINTR && sandbox_client_interrupted(c) > 0)
+                        (void) sandbox_handle_signal(h, s.process, SIGHUP, NULL);
                 terminal_restore();
         }
-        bus_wait_end(&w);
-        if (r < 0) {
-                w.reply = sd_bus_message_unref(w.reply);
-                return r;
-        }
-        return bus_wait_result(&w, error, ret_reply, ret_signal);
+        *ret_signal = sandbox_client_interrupted(c);
+        sandbox_client_interrupt_end(c);
+        return r;
 }

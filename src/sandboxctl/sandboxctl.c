@@ -24,7 +24,6 @@
 
 #include <json-c/json.h>
 #include <systemd/sd-bus.h>
-#include <systemd/sd-event.h>
 
 #include "config.h"
 #include "macro.h"
@@ -35,20 +34,12 @@
 #include "sandboxctl-util.h"
 #include "strv.h"
 
-#define EXEC_TIMEOUT_DEFAULT_SEC        UINT64_C(300)
 /* Slack over the exec timeout for the method call itself: the daemon kills at the
  * timeout, then still has to collect the process and reply. */
 #define EXEC_CALL_SLACK_SEC             UINT64_C(30)
-/* Lifetime of run's ephemeral sandbox beyond its one exec: a backstop should
- * sandboxctl die before it can call Destroy. */
-#define RUN_LIFETIME_SLACK_SEC          UINT64_C(60)
 #define RUN_TTY_IDLE_SEC                UINT64_C(60)
-/* Creating may pull or start a payload; destroying waits for the unit to go. */
-#define CREATE_CALL_TIMEOUT_USEC        (UINT64_C(120) * USEC_PER_SEC)
-#define DESTROY_CALL_TIMEOUT_USEC       (UINT64_C(120) * USEC_PER_SEC)
 /* --json passes standard input as bytes in the call (the output is captured, so the
  * input is too); streaming passes the descriptor and has no limit. */
-#define STDIN_MAX                       (UINT64_C(16) * 1024 * 1024)
 
 #define EXIT_TIMED_OUT          124
 #define EXIT_SANDBOXCTL_FAILED  125
@@ -202,307 +193,66 @@ static int help(void) {
                "\n"
                "See the sandboxctl(1) man page for details.\n",
                program_invocation_short_name,
-               EXEC_TIMEOUT_DEFAULT_SEC);
+               (uint64_t) EXEC_TIMEOUT_DEFAULT_SEC);
 
         return 0;
 }
 
-static int bus_append_environment(sd_bus_message *m, char **env) {
-        int r;
+static SandboxCreateOptions create_options(uint64_t lifetime) {
+        static const struct {
+                OptionFlag option;
+                SandboxCreateField field;
+        } fields[] = {
+                { OPT_MEMORY, SANDBOX_CREATE_MEMORY_MAX   },
+                { OPT_CPU,    SANDBOX_CREATE_CPU_QUOTA    },
+                { OPT_TASKS,  SANDBOX_CREATE_TASKS_MAX    },
+                { OPT_DISK,   SANDBOX_CREATE_DISK_MAX     },
+                { OPT_IDLE,   SANDBOX_CREATE_IDLE_TIMEOUT },
+        };
+        SandboxCreateOptions o = {
+                .memory_max = arg_memory_max,
+                .cpu_quota_per_sec_usec = arg_cpu_quota,
+                .tasks_max = arg_tasks_max,
+                .disk_max = arg_disk_max,
+                .timeout_sec = lifetime,
+                .idle_timeout_sec = arg_idle_timeout,
+        };
 
-        r = sd_bus_message_open_container(m, 'e', "sv");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append(m, "s", "Environment");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(m, 'v', "as");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append_strv(m, env);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_close_container(m);
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(m);
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++)
+                if (arg_set & fields[i].option)
+                        o.set |= fields[i].field;
+        if (lifetime > 0)
+                o.set |= SANDBOX_CREATE_TIMEOUT;
+        return o;
 }
 
-static int bus_append_bytes(sd_bus_message *m, const char *name, const void *data, size_t size) {
+static int create_sandbox(SandboxClient *c, uint64_t lifetime, char **ret_id, SandboxHandle **ret) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        SandboxCreateOptions o = create_options(lifetime);
         int r;
 
-        r = sd_bus_message_open_container(m, 'e', "sv");
+        r = sandbox_client_create(c, arg_template, &o, ret_id, ret, &error);
         if (r < 0)
-                return r;
-        r = sd_bus_message_append(m, "s", name);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_open_container(m, 'v', "ay");
-        if (r < 0)
-                return r;
-        r = sd_bus_message_append_array(m, 'y', data, size);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_close_container(m);
-        if (r < 0)
-                return r;
-        return sd_bus_message_close_container(m);
-}
-
-/* One entry of an a{sv} (reply or properties) we want: where to store it in a struct. */
-typedef struct BusField {
-        const char *name;
-        const char *signature;
-        size_t offset;
-} BusField;
-
-/* Reads a{sv} into the struct at base; *seen gets a bit per field found. Entries with
- * unknown names or unexpected types are skipped: newer daemons may send more. */
-static int bus_read_fields(sd_bus_message *m, const BusField *fields, size_t n_fields, void *base, unsigned *seen) {
-        int r;
-
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-
-        for (;;) {
-                const char *name, *contents;
-                size_t i;
-                char type;
-
-                r = sd_bus_message_enter_container(m, 'e', "sv");
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        break;
-
-                r = sd_bus_message_read(m, "s", &name);
-                if (r < 0)
-                        return r;
-
-                r = sd_bus_message_peek_type(m, &type, &contents);
-                if (r < 0)
-                        return r;
-
-                for (i = 0; i < n_fields; i++)
-                        if (streq(fields[i].name, name) && streq(fields[i].signature, contents))
-                                break;
-
-                if (i < n_fields) {
-                        r = sd_bus_message_read(m, "v", fields[i].signature, (uint8_t *) base + fields[i].offset);
-                        if (r < 0)
-                                return r;
-                        *seen |= 1U << i;
-                } else {
-                        r = sd_bus_message_skip(m, "v");
-                        if (r < 0)
-                                return r;
-                }
-
-                r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
-        }
-
-        return sd_bus_message_exit_container(m);
-}
-
-
-static int create_sandbox(sd_bus *bus, bool ephemeral, uint64_t lifetime, char **ret_id, char **ret_path) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *id = NULL, *path = NULL;
-        const char *i, *p;
-        int r;
-
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "CreateSandbox");
-        if (r < 0)
-                goto fail;
-
-        /* An empty name selects the default template. */
-        r = sd_bus_message_append(m, "s", strempty(arg_template));
-        if (r < 0)
-                goto fail;
-
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                goto fail;
-        if (arg_set & OPT_MEMORY) {
-                r = sd_bus_message_append(m, "{sv}", "MemoryMax", "t", arg_memory_max);
-                if (r < 0)
-                        goto fail;
-        }
-        if (arg_set & OPT_CPU) {
-                r = sd_bus_message_append(m, "{sv}", "CPUQuotaPerSecUSec", "t", arg_cpu_quota);
-                if (r < 0)
-                        goto fail;
-        }
-        if (arg_set & OPT_TASKS) {
-                r = sd_bus_message_append(m, "{sv}", "TasksMax", "t", arg_tasks_max);
-                if (r < 0)
-                        goto fail;
-        }
-        if (arg_set & OPT_DISK) {
-                r = sd_bus_message_append(m, "{sv}", "DiskMax", "t", arg_disk_max);
-                if (r < 0)
-                        goto fail;
-        }
-        if (lifetime > 0) {
-                r = sd_bus_message_append(m, "{sv}", "Timeout", "t", lifetime);
-                if (r < 0)
-                        goto fail;
-        }
-        if (arg_set & OPT_IDLE) {
-                r = sd_bus_message_append(m, "{sv}", "IdleTimeout", "t", arg_idle_timeout);
-                if (r < 0)
-                        goto fail;
-        }
-        if (ephemeral) {
-                r = sd_bus_message_append(m, "{sv}", "Ephemeral", "b", 1);
-                if (r < 0)
-                        goto fail;
-        }
-        r = sd_bus_message_close_container(m);
-        if (r < 0)
-                goto fail;
-
-        r = sd_bus_call(bus, m, CREATE_CALL_TIMEOUT_USEC, &error, &reply);
-        if (r < 0)
-                goto fail;
-
-        r = sd_bus_message_read(reply, "so", &i, &p);
-        if (r < 0)
-                goto fail;
-
-        id = strdup(i);
-        path = strdup(p);
-        if (!id || !path)
-                return log_oom();
-
-        *ret_id = TAKE_PTR(id);
-        *ret_path = TAKE_PTR(path);
-        return 0;
-
-fail:
-        return log_error_errno(r, "Failed to create sandbox: %s", bus_error_message(&error, r));
-}
-
-typedef enum DestroyMode {
-        DESTROY_EXPLICIT,       /* the user asked: any error is reported */
-        /* run's own ephemeral sandbox, after its command: gone already is fine, and the
-         * call never starts sandboxd. A sandboxd that went away (stopped, crashed) mid-
-         * command must stay stopped: bus-activating a new one here would replace a pending
-         * `systemctl stop` (its job would end "canceled"); the next sandboxd destroys the
-         * ephemeral sandboxes it finds interrupted. */
-        DESTROY_CLEANUP,
-} DestroyMode;
-
-static int destroy_sandbox_path(sd_bus *bus, const char *id, const char *path, DestroyMode mode) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        int r;
-
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, "Destroy");
-        if (r < 0)
-                return log_error_errno(r, "Failed to destroy sandbox %s: %m", id);
-        if (mode == DESTROY_CLEANUP) {
-                r = sd_bus_message_set_auto_start(m, false);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to destroy sandbox %s: %m", id);
-        }
-
-        r = sd_bus_call(bus, m, DESTROY_CALL_TIMEOUT_USEC, &error, &reply);
-        if (r < 0) {
-                if (mode == DESTROY_CLEANUP && sd_bus_error_has_names(&error, ERROR_NO_SUCH_SANDBOX,
-                                                                       SD_BUS_ERROR_SERVICE_UNKNOWN,
-                                                                       SD_BUS_ERROR_NAME_HAS_NO_OWNER))
-                        return 0;
-                return log_error_errno(r, "Failed to destroy sandbox %s: %s", id, bus_error_message(&error, r));
-        }
-
+                return log_error_errno(r, "Failed to create sandbox: %s", sandbox_client_error_message(&error, r));
         return 0;
 }
 
-typedef struct ExecResult {
-        /* Pointers into the reply message. */
-        const void *stdout_data;
-        size_t stdout_size;
-        const void *stderr_data;
-        size_t stderr_size;
+static int log_destroy_error(const char *id, const SandboxClientError *error, int r) {
+        return log_error_errno(r, "Failed to destroy sandbox %s: %s", id, sandbox_client_error_message(error, r));
+}
 
-        int32_t exit_status;
-        int32_t exit_code;
-        int32_t signal;
-        int timed_out;
-        int oom_killed;
-        int truncated;
-        uint64_t duration_usec;
-        uint64_t cpu_usec;
-        uint64_t max_rss_bytes;
-        uint64_t stdout_bytes;
-        uint64_t stderr_bytes;
-        unsigned seen;          /* bit per exec_info_fields[] entry */
-} ExecResult;
-
-enum {
-        EXEC_INFO_TIMED_OUT,
-        EXEC_INFO_OOM_KILLED,
-        EXEC_INFO_SIGNAL,
-        EXEC_INFO_EXIT_CODE,
-        EXEC_INFO_DURATION,
-        EXEC_INFO_CPU,
-        EXEC_INFO_MAX_RSS,
-        EXEC_INFO_TRUNCATED,
-        EXEC_INFO_STDOUT_BYTES,
-        EXEC_INFO_STDERR_BYTES,
-};
-
-static const BusField exec_info_fields[] = {
-        [EXEC_INFO_TIMED_OUT]     = { "TimedOut",     "b", offsetof(ExecResult, timed_out)     },
-        [EXEC_INFO_OOM_KILLED]    = { "OOMKilled",    "b", offsetof(ExecResult, oom_killed)    },
-        [EXEC_INFO_SIGNAL]        = { "Signal",       "i", offsetof(ExecResult, signal)        },
-        [EXEC_INFO_EXIT_CODE]     = { "ExitCode",     "i", offsetof(ExecResult, exit_code)     },
-        [EXEC_INFO_DURATION]      = { "DurationUSec", "t", offsetof(ExecResult, duration_usec) },
-        [EXEC_INFO_CPU]           = { "CPUUSec",      "t", offsetof(ExecResult, cpu_usec)      },
-        [EXEC_INFO_MAX_RSS]       = { "MaxRSSBytes",  "t", offsetof(ExecResult, max_rss_bytes) },
-        [EXEC_INFO_TRUNCATED]     = { "Truncated",    "b", offsetof(ExecResult, truncated)     },
-        [EXEC_INFO_STDOUT_BYTES]  = { "StdoutBytes",  "t", offsetof(ExecResult, stdout_bytes)  },
-        [EXEC_INFO_STDERR_BYTES]  = { "StderrBytes",  "t", offsetof(ExecResult, stderr_bytes)  },
-};
-
-/* The a{sv} info of Exec's and Wait's replies; ExitCode as older sandboxd imply it. */
-static int exec_info_read(sd_bus_message *reply, ExecResult *res) {
+/* DESTROY_CLEANUP: run's own sandbox, after its command (see SandboxDestroyMode). */
+static int destroy_sandbox(SandboxHandle *h, SandboxDestroyMode mode) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         int r;
 
-        r = bus_read_fields(reply, exec_info_fields, ELEMENTSOF(exec_info_fields), res, &res->seen);
+        r = sandbox_handle_destroy(h, mode, &error);
         if (r < 0)
-                return r;
-        if (!(res->seen & (1U << EXEC_INFO_EXIT_CODE)))
-                res->exit_code = res->signal > 0 ? -1 : res->exit_status;
+                return log_destroy_error(sandbox_handle_id(h), &error, r);
         return 0;
 }
 
-static int exec_result_read(sd_bus_message *reply, ExecResult *ret) {
-        ExecResult res = {};
-        int r;
-
-        r = sd_bus_message_read(reply, "i", &res.exit_status);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_read_array(reply, 'y', &res.stdout_data, &res.stdout_size);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_read_array(reply, 'y', &res.stderr_data, &res.stderr_size);
-        if (r < 0)
-                return r;
-        r = exec_info_read(reply, &res);
-        if (r < 0)
-                return r;
-        *ret = res;
-        return 0;
-}
-
-static int exec_result_exit_status(const ExecResult *res) {
+static int exec_result_exit_status(const SandboxExecResult *res) {
         if (res->timed_out)
                 return EXIT_TIMED_OUT;
         if (res->oom_killed)
@@ -513,7 +263,7 @@ static int exec_result_exit_status(const ExecResult *res) {
         return res->exit_status;
 }
 
-static int exec_result_print_json(const ExecResult *res) {
+static int exec_result_print_json(const SandboxExecResult *res) {
         _cleanup_json_ json_object *j = NULL;
         int r;
 
@@ -553,7 +303,7 @@ static int exec_result_print_json(const ExecResult *res) {
 }
 
 /* Prints the result and returns the exit status sandboxctl should end with. */
-static int exec_result_output(const ExecResult *res) {
+static int exec_result_output(const SandboxExecResult *res) {
         int r;
 
         if (arg_json)
@@ -598,7 +348,7 @@ static int read_stdin(void **ret, size_t *ret_size) {
                         uint8_t *p;
 
                         /* One byte beyond the limit tells "exactly 16 MiB" from "more". */
-                        n = MIN(n, (size_t) STDIN_MAX + 1);
+                        n = MIN(n, (size_t) EXEC_STDIN_MAX + 1);
                         p = realloc(buf, n);
                         if (!p)
                                 return log_oom();
@@ -618,7 +368,7 @@ static int read_stdin(void **ret, size_t *ret_size) {
                         break;
 
                 size += (size_t) k;
-                if (size > STDIN_MAX)
+                if (size > EXEC_STDIN_MAX)
                         return log_error_errno(EFBIG,
                                                "Standard input is larger than 16 MiB, refusing. "
                                                "Use --no-stdin (or </dev/null) to pass none.");
@@ -677,152 +427,84 @@ static uint64_t exec_timeout(void) {
         return (arg_set & OPT_TIMEOUT) ? arg_timeout : EXEC_TIMEOUT_DEFAULT_SEC;
 }
 
-/* Builds an Exec or Start call. timeout 0: none given (Start only; Exec always has one).
- * tty: a Start with a pseudo-terminal of the local terminal's size. */
-static int exec_message_new(
-                sd_bus *bus,
-                const char *path,
-                const char *member,
-                char **cmd,
-                const ExecStdio *io,
-                uint64_t timeout,
-                bool tty,
-                sd_bus_message **ret) {
+/* The options of an Exec or a Start. timeout 0: none given (Start only; Exec always has
+ * one). io: the streams (NULL: none passed). */
+static SandboxExecOptions exec_options(const ExecStdio *io, uint64_t timeout) {
+        SandboxExecOptions o = SANDBOX_EXEC_OPTIONS_INIT;
 
-        static const char *const stdio_options[] = { "StandardInput", "StandardOutput", "StandardError" };
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        unsigned rows = 0, cols = 0;
-        int r;
-
-        r = sd_bus_message_new_method_call(bus, &m, BUS_NAME, path, SANDBOX_INTERFACE, member);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_append_strv(m, cmd);
-        if (r < 0)
-                return r;
-
-        r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r < 0)
-                return r;
-
-        if (timeout > 0)
-                r = sd_bus_message_append(m, "{sv}", "Timeout", "t", timeout);
-        if (r >= 0 && arg_env)
-                r = bus_append_environment(m, arg_env);
-        if (r >= 0 && arg_workdir)
-                r = sd_bus_message_append(m, "{sv}", "WorkingDirectory", "s", arg_workdir);
-        if (r >= 0 && (arg_set & OPT_OUTPUT_MAX))
-                r = sd_bus_message_append(m, "{sv}", "OutputMax", "t", arg_output_max);
-        if (r >= 0 && io && io->input_size > 0)
-                r = bus_append_bytes(m, "Stdin", io->input, io->input_size);
-        for (size_t i = 0; r >= 0 && io && i < ELEMENTSOF(stdio_options); i++)
-                if (io->fd[i] >= 0)
-                        r = sd_bus_message_append(m, "{sv}", stdio_options[i], "h", io->fd[i]);
-        if (r >= 0 && tty)
-                r = sd_bus_message_append(m, "{sv}", "TTY", "b", 1);
-        /* A terminal that does not know its size gets the daemon's default. */
-        if (r >= 0 && tty && terminal_get_size(STDIN_FILENO, &rows, &cols) >= 0)
-                r = sd_bus_message_append(m, "{sv}{sv}", "TerminalRows", "t", (uint64_t) rows,
-                                          "TerminalColumns", "t", (uint64_t) cols);
-        if (r >= 0)
-                r = sd_bus_message_close_container(m);
-        if (r < 0)
-                return r;
-
-        *ret = TAKE_PTR(m);
-        return 0;
+        o.environment = arg_env;
+        o.working_directory = arg_workdir;
+        o.timeout_sec = timeout;
+        o.output_max_set = arg_set & OPT_OUTPUT_MAX;
+        o.output_max = arg_output_max;
+        if (io) {
+                o.stdin_data = io->input;
+                o.stdin_size = io->input_size;
+                o.stdin_fd = io->fd[STDIN_FILENO];
+                o.stdout_fd = io->fd[STDOUT_FILENO];
+                o.stderr_fd = io->fd[STDERR_FILENO];
+        }
+        return o;
 }
 
-/* Calls Exec. On a D-Bus failure returns negative with error set; when a signal ended the
- * wait, -EINTR and the signal in *ret_signal. */
-static int exec_sandbox(
-                sd_bus *bus,
-                const char *path,
-                char **cmd,
-                const ExecStdio *io,
-                sd_bus_error *error,
-                sd_bus_message **ret_reply,
-                int *ret_signal) {
-
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
-        uint64_t timeout = exec_timeout();
+/* Exec; when a signal ended the wait, -EINTR and the signal in *ret_signal. */
+static int exec_sandbox(SandboxHandle *h, char **cmd, const ExecStdio *io, SandboxExecResult *ret,
+                        SandboxClientError *error, int *ret_signal) {
+        SandboxClient *c = sandbox_handle_client(h);
+        SandboxExecOptions o = exec_options(io, exec_timeout());
         int r;
 
-        /* Timeout always explicit, so that the call timeout below matches the daemon's. */
-        r = exec_message_new(bus, path, "Exec", cmd, io, timeout, /* tty= */ false, &m);
+        r = sandbox_client_interrupt_begin(c, NULL, NULL);
         if (r < 0)
-                return sd_bus_error_set_errno(error, r);
-
-        return bus_call_interruptible(bus, m, sec_to_usec_add(timeout, EXEC_CALL_SLACK_SEC),
-                                      error, ret_reply, ret_signal);
+                return r;
+        r = sandbox_handle_exec(h, cmd, &o, ret, error);
+        *ret_signal = sandbox_client_interrupted(c);
+        sandbox_client_interrupt_end(c);
+        return r;
 }
 
 /* exec --tty: Start on a pseudo-terminal relayed to our terminal, then Wait. Without
  * --timeout the session has none (an interactive shell lasts as long as its user). */
-static int exec_sandbox_tty(
-                sd_bus *bus,
-                const char *path,
-                char **cmd,
-                sd_bus_error *error,
-                sd_bus_message **ret_reply,
-                int *ret_signal) {
-
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+static int exec_sandbox_tty(SandboxHandle *h, char **cmd, SandboxExecResult *ret, SandboxClientError *error,
+                            int *ret_signal) {
         const ExecStdio io = { .fd = { STDIN_FILENO, STDOUT_FILENO, -EBADF } };
         uint64_t timeout = (arg_set & OPT_TIMEOUT) ? arg_timeout : 0;
-        int r;
+        SandboxExecOptions o = exec_options(&io, timeout);
 
-        r = exec_message_new(bus, path, "Start", cmd, &io, timeout, /* tty= */ true, &m);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);
+        o.tty = true;
+        /* A terminal that does not know its size gets the daemon's default. */
+        (void) terminal_get_size(STDIN_FILENO, &o.tty_rows, &o.tty_cols);
 
-        return tty_session(bus, path, m, timeout > 0 ? sec_to_usec_add(timeout, EXEC_CALL_SLACK_SEC) : UINT64_MAX,
-                           error, ret_reply, ret_signal);
+        return tty_session(h, cmd, &o, timeout > 0 ? sec_to_usec_add(timeout, EXEC_CALL_SLACK_SEC) : UINT64_MAX,
+                           ret, error, ret_signal);
 }
 
-/* Wait's reply: (i exit_status, a{sv} info), the info as Exec's. */
-static int wait_result_read(sd_bus_message *reply, ExecResult *ret) {
-        ExecResult res = {};
-        int r;
-
-        r = sd_bus_message_read(reply, "i", &res.exit_status);
-        if (r < 0)
-                return r;
-        r = exec_info_read(reply, &res);
-        if (r < 0)
-                return r;
-        *ret = res;
-        return 0;
-}
-
-/* Says why Exec failed, with what the user can do about it. */
-static int exec_log_error(sd_bus *bus, const char *id, const char *path, const sd_bus_error *error, int r) {
-        if (sd_bus_error_has_name(error, SD_BUS_ERROR_NO_REPLY))
+/* Says why Exec failed, with what the user can do about it. h: to ask whether it is paused. */
+static int exec_log_error(const char *id, SandboxHandle *h, const SandboxClientError *error, int r) {
+        if (sandbox_client_error_has_name(error, SD_BUS_ERROR_NO_REPLY))
                 return log_error_errno(r, "No answer from sandboxd about the command in sandbox %s (%s); "
                                        "the command may have run, entirely or in part.",
-                                       id, bus_error_message(error, r));
+                                       id, sandbox_client_error_message(error, r));
 
-        if (sd_bus_error_has_name(error, ERROR_NOT_RUNNING)) {
-                _cleanup_free_ char *state = NULL;
+        if (h && sandbox_client_error_has_name(error, SANDBOX_ERROR_NOT_RUNNING)) {
+                _cleanup_(sandbox_status_done) SandboxStatus s = {};
 
-                if (sd_bus_get_property_string(bus, BUS_NAME, path, SANDBOX_INTERFACE, "State", NULL, &state) >= 0 &&
-                    streq(state, "paused"))
+                if (sandbox_handle_status(h, &s, NULL) >= 0 && streq_ptr(s.state, "paused"))
                         return log_error_errno(r, "Sandbox %s is paused; resume it with '%s resume %s' first.",
                                                id, program_invocation_short_name, id);
         }
 
-        return log_error_errno(r, "Failed to execute command in sandbox %s: %s", id, bus_error_message(error, r));
+        return log_error_errno(r, "Failed to execute command in sandbox %s: %s", id,
+                               sandbox_client_error_message(error, r));
 }
 
-static int verb_exec(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+static int verb_exec(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_exec_result_done) SandboxExecResult res = {};
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         _cleanup_(exec_stdio_done) ExecStdio io = EXEC_STDIO_INIT;
-        _cleanup_free_ char *path = NULL;
         const char *id = argv[1];
         bool tty = arg_set & OPT_TTY;
-        ExecResult res;
         int sig = 0, r;
 
         if (!tty) {
@@ -831,22 +513,18 @@ static int verb_exec(int argc, char *argv[], sd_bus *bus) {
                         return r;
         }
 
-        r = get_sandbox_path(bus, id, &error, &path);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
         if (tty)
-                r = exec_sandbox_tty(bus, path, argv + 2, &error, &reply, &sig);
+                r = exec_sandbox_tty(h, argv + 2, &res, &error, &sig);
         else
-                r = exec_sandbox(bus, path, argv + 2, &io, &error, &reply, &sig);
+                r = exec_sandbox(h, argv + 2, &io, &res, &error, &sig);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
-                return exec_log_error(bus, id, path, &error, r);
-
-        r = tty ? wait_result_read(reply, &res) : exec_result_read(reply, &res);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse %s reply: %m", tty ? "Wait" : "Exec");
+                return exec_log_error(id, h, &error, r);
 
         return tty ? exec_result_exit_status(&res) : exec_result_output(&res);
 }
@@ -854,29 +532,25 @@ static int verb_exec(int argc, char *argv[], sd_bus *bus) {
 /* run --tty: an ephemeral sandbox ends after its first Exec, and a session is a Start: this
  * one is destroyed here, and after RUN_TTY_IDLE_SEC without a process should sandboxctl
  * die first (and at the end of --timeout's lifetime, if given). */
-static int verb_run_tty(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *id = NULL, *path = NULL;
-        ExecResult res;
+static int verb_run_tty(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_exec_result_done) SandboxExecResult res = {};
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *id = NULL;
         int sig = 0, r, k;
 
         arg_idle_timeout = RUN_TTY_IDLE_SEC;
         arg_set |= OPT_IDLE;
-        r = create_sandbox(bus, /* ephemeral= */ false,
-                           (arg_set & OPT_TIMEOUT) ? sec_add(arg_timeout, RUN_LIFETIME_SLACK_SEC) : 0, &id, &path);
+        r = create_sandbox(c, (arg_set & OPT_TIMEOUT) ? sec_add(arg_timeout, SANDBOX_RUN_LIFETIME_SLACK_SEC) : 0,
+                           &id, &h);
         if (r < 0)
                 return r;
 
-        r = exec_sandbox_tty(bus, path, argv + 1, &error, &reply, &sig);
-        if (r >= 0) {
-                r = wait_result_read(reply, &res);
-                if (r < 0)
-                        log_error_errno(r, "Failed to parse Wait reply: %m");
-        } else if (!(r == -EINTR && sig > 0))
-                exec_log_error(bus, id, path, &error, r);
+        r = exec_sandbox_tty(h, argv + 1, &res, &error, &sig);
+        if (r < 0 && !(r == -EINTR && sig > 0))
+                exec_log_error(id, h, &error, r);
 
-        k = destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
+        k = destroy_sandbox(h, SANDBOX_DESTROY_CLEANUP);
         if (r == -EINTR && sig > 0)
                 return 128 + sig;
         if (r < 0)
@@ -886,52 +560,49 @@ static int verb_run_tty(int argc, char *argv[], sd_bus *bus) {
         return exec_result_exit_status(&res);
 }
 
-static int verb_run(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+static int verb_run(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(exec_stdio_done) ExecStdio io = EXEC_STDIO_INIT;
-        _cleanup_free_ char *id = NULL, *path = NULL;
-        ExecResult res;
-        int sig = 0, r;
+        _cleanup_(sandbox_run_done) SandboxRun run = {};
+        SandboxCreateOptions co;
+        SandboxExecOptions eo;
+        int sig, r;
 
         if (arg_set & OPT_TTY)
-                return verb_run_tty(argc, argv, bus);
+                return verb_run_tty(argc, argv, c);
 
         r = exec_stdio_prepare(&io);
         if (r < 0)
                 return r;
 
-        r = create_sandbox(bus, /* ephemeral= */ true,
-                           sec_add(exec_timeout(), RUN_LIFETIME_SLACK_SEC), &id, &path);
+        co = create_options(0);
+        eo = exec_options(&io, exec_timeout());
+        r = sandbox_client_interrupt_begin(c, NULL, NULL);
         if (r < 0)
-                return r;
+                return log_error_errno(r, "Failed to run command: %m");
+        r = sandbox_client_run(c, arg_template, &co, argv + 1, &eo, &run, &error);
+        sig = sandbox_client_interrupted(c);
+        sandbox_client_interrupt_end(c);
 
-        r = exec_sandbox(bus, path, argv + 1, &io, &error, &reply, &sig);
+        if (r < 0 && run.step == SANDBOX_RUN_CREATE)
+                return log_error_errno(r, "Failed to create sandbox: %s", sandbox_client_error_message(&error, r));
         if (r < 0) {
-                /* The daemon destroys an ephemeral sandbox after its exec returned; when
-                 * the exec never did, nothing else will before its lifetime ends. */
-                if (r == -EINTR && sig > 0) {
-                        (void) destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
-                        return 128 + sig;
-                }
-
-                exec_log_error(bus, id, path, &error, r);
-                (void) destroy_sandbox_path(bus, id, path, DESTROY_CLEANUP);
-                return r;
+                if (!(r == -EINTR && sig > 0))
+                        exec_log_error(run.id, NULL, &error, r);
+                if (run.cleanup < 0)
+                        log_destroy_error(run.id, &run.cleanup_error, run.cleanup);
+                return r == -EINTR && sig > 0 ? 128 + sig : r;
         }
 
-        r = exec_result_read(reply, &res);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse Exec reply: %m");
-
-        return exec_result_output(&res);
+        return exec_result_output(&run.result);
 }
 
-static int verb_create(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_free_ char *id = NULL, *path = NULL;
+static int verb_create(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *id = NULL;
         int r;
 
-        r = create_sandbox(bus, /* ephemeral= */ false, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0, &id, &path);
+        r = create_sandbox(c, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0, &id, &h);
         if (r < 0)
                 return r;
 
@@ -944,7 +615,7 @@ static int verb_create(int argc, char *argv[], sd_bus *bus) {
 
                 r = json_add_string(j, "id", id);
                 if (r >= 0)
-                        r = json_add_string(j, "path", path);
+                        r = json_add_string(j, "path", sandbox_handle_path(h));
                 if (r < 0)
                         return log_oom();
 
@@ -955,23 +626,18 @@ static int verb_create(int argc, char *argv[], sd_bus *bus) {
         return 0;
 }
 
-static int verb_destroy(int argc, char *argv[], sd_bus *bus) {
+static int verb_destroy(int argc, char *argv[], SandboxClient *c) {
         int ret = 0, r;
 
         for (int i = 1; i < argc; i++) {
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                _cleanup_free_ char *path = NULL;
+                _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+                _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
 
-                r = get_sandbox_path(bus, argv[i], &error, &path);
-                if (r < 0) {
-                        r = log_error_errno(r, "Failed to destroy sandbox %s: %s",
-                                            argv[i], bus_error_message(&error, r));
-                        if (ret == 0)
-                                ret = r;
-                        continue;
-                }
-
-                r = destroy_sandbox_path(bus, argv[i], path, DESTROY_EXPLICIT);
+                r = sandbox_client_get(c, argv[i], &h, &error);
+                if (r < 0)
+                        r = log_destroy_error(argv[i], &error, r);
+                else
+                        r = destroy_sandbox(h, SANDBOX_DESTROY_EXPLICIT);
                 if (r < 0 && ret == 0)
                         ret = r;
         }
@@ -980,22 +646,20 @@ static int verb_destroy(int argc, char *argv[], sd_bus *bus) {
 }
 
 /* pause ID… and resume ID…: Pause or Resume, which answer once the sandbox is so. */
-static int verb_pause(int argc, char *argv[], sd_bus *bus) {
+static int verb_pause(int argc, char *argv[], SandboxClient *c) {
         bool pause = streq(argv[0], "pause");
         int ret = 0, r;
 
         for (int i = 1; i < argc; i++) {
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                _cleanup_free_ char *path = NULL;
+                _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+                _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
 
-                r = get_sandbox_path(bus, argv[i], &error, &path);
+                r = sandbox_client_get(c, argv[i], &h, &error);
                 if (r >= 0)
-                        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, pause ? "Pause" : "Resume",
-                                               &error, &reply, NULL);
+                        r = pause ? sandbox_handle_pause(h, &error) : sandbox_handle_resume(h, &error);
                 if (r < 0) {
                         r = log_error_errno(r, "Failed to %s sandbox %s: %s", argv[0], argv[i],
-                                            bus_error_message(&error, r));
+                                            sandbox_client_error_message(&error, r));
                         if (ret == 0)
                                 ret = r;
                 }
@@ -1006,10 +670,9 @@ static int verb_pause(int argc, char *argv[], sd_bus *bus) {
 
 /* set-timeout ID SECONDS [--idle-timeout SECONDS]: without --idle-timeout, the idle
  * timeout stays as it is (SetTimeout sets both). */
-static int verb_set_timeout(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
+static int verb_set_timeout(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         const char *id = argv[1];
         uint64_t lifetime, idle = arg_idle_timeout;
         int r;
@@ -1019,36 +682,29 @@ static int verb_set_timeout(int argc, char *argv[], sd_bus *bus) {
                 return log_error_errno(r, "Invalid lifetime '%s', expected seconds (0: none), optionally "
                                        "with a unit (s, min, h, d): %m", argv[2]);
 
-        r = get_sandbox_path(bus, id, &error, &path);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
         if (!(arg_set & OPT_IDLE)) {
-                r = sd_bus_get_property_trivial(bus, BUS_NAME, path, SANDBOX_INTERFACE, "IdleTimeout",
-                                                &error, 't', &idle);
+                _cleanup_(sandbox_status_done) SandboxStatus s = {};
+
+                r = sandbox_handle_status(h, &s, &error);
+                if (r >= 0 && !SANDBOX_STATUS_HAS(&s, SANDBOX_PROPERTY_IDLE_TIMEOUT))
+                        r = -ENODATA;
                 if (r < 0)
                         return log_error_errno(r, "Failed to get the idle timeout of sandbox %s: %s",
-                                               id, bus_error_message(&error, r));
+                                               id, sandbox_client_error_message(&error, r));
+                idle = s.idle_timeout;
         }
 
-        r = sd_bus_call_method(bus, BUS_NAME, path, SANDBOX_INTERFACE, "SetTimeout",
-                               &error, &reply, "tt", lifetime, idle);
+        r = sandbox_handle_set_timeout(h, lifetime, idle, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to set the timeouts of sandbox %s: %s",
-                                       id, bus_error_message(&error, r));
+                                       id, sandbox_client_error_message(&error, r));
 
         return 0;
 }
-
-typedef struct SandboxInfo {
-        const char *id;
-        const char *template;
-        uint32_t owner;
-        const char *state;
-        const char *path;
-        uint64_t created_at;
-        char *owner_name;
-} SandboxInfo;
 
 static int sandbox_info_compare(const void *a, const void *b) {
         const SandboxInfo *x = a, *y = b;
@@ -1058,32 +714,19 @@ static int sandbox_info_compare(const void *a, const void *b) {
         return strcmp(x->id, y->id);
 }
 
+/* ListSandboxes' entries, oldest first, and the names of their owners. */
 typedef struct SandboxList {
         SandboxInfo *items;
-        size_t n, allocated;
+        char **owner_names;
+        size_t n;
 } SandboxList;
 
 static void sandbox_list_done(SandboxList *l) {
-        for (size_t i = 0; i < l->n; i++)
-                free(l->items[i].owner_name);
-        l->items = mfree(l->items);
-        l->n = l->allocated = 0;
-}
-
-static int sandbox_list_add(SandboxList *l, const SandboxInfo *s) {
-        if (l->n >= l->allocated) {
-                size_t k = l->allocated == 0 ? 16 : l->allocated * 2;
-                SandboxInfo *p;
-
-                p = reallocarray(l->items, k, sizeof(SandboxInfo));
-                if (!p)
-                        return -ENOMEM;
-                l->items = p;
-                l->allocated = k;
-        }
-
-        l->items[l->n++] = *s;
-        return 0;
+        for (size_t i = 0; l->owner_names && i < l->n; i++)
+                free(l->owner_names[i]);
+        free(l->owner_names);
+        sandbox_info_array_free(l->items, l->n);
+        *l = (SandboxList) {};
 }
 
 static int sandbox_list_print_json(const SandboxList *l) {
@@ -1129,7 +772,7 @@ static void sandbox_list_print_table(const SandboxList *l) {
                 for (size_t i = 0; i < l->n; i++) {
                         w_id = MAX(w_id, (int) strlen(l->items[i].id));
                         w_template = MAX(w_template, (int) strlen(l->items[i].template));
-                        w_owner = MAX(w_owner, (int) strlen(l->items[i].owner_name));
+                        w_owner = MAX(w_owner, (int) strlen(l->owner_names[i]));
                         w_state = MAX(w_state, (int) strlen(l->items[i].state));
                 }
 
@@ -1141,7 +784,7 @@ static void sandbox_list_print_table(const SandboxList *l) {
                         char ts[64];
 
                         printf("%-*s %-*s %-*s %-*s %s\n",
-                               w_id, s->id, w_template, s->template, w_owner, s->owner_name,
+                               w_id, s->id, w_template, s->template, w_owner, l->owner_names[i],
                                w_state, s->state, format_timestamp(ts, sizeof(ts), s->created_at) ?: "n/a");
                 }
                 putchar('\n');
@@ -1150,48 +793,26 @@ static void sandbox_list_print_table(const SandboxList *l) {
         printf("%zu %s listed.\n", l->n, l->n == 1 ? "sandbox" : "sandboxes");
 }
 
-static int verb_list(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+static int verb_list(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_list_done) SandboxList list = {};
         int r;
 
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSandboxes",
-                               &error, &reply, NULL);
+        r = sandbox_client_list(c, &list.items, &list.n, &error);
         if (r < 0)
-                return log_error_errno(r, "Failed to list sandboxes: %s", bus_error_message(&error, r));
-
-        r = sd_bus_message_enter_container(reply, 'a', "(ssusot)");
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse ListSandboxes reply: %m");
-
-        for (;;) {
-                SandboxInfo s = {};
-
-                r = sd_bus_message_read(reply, "(ssusot)", &s.id, &s.template, &s.owner,
-                                        &s.state, &s.path, &s.created_at);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to parse ListSandboxes reply: %m");
-                if (r == 0)
-                        break;
-
-                s.owner_name = format_owner((uid_t) s.owner);
-                if (!s.owner_name)
-                        return log_oom();
-
-                r = sandbox_list_add(&list, &s);
-                if (r < 0) {
-                        free(s.owner_name);
-                        return log_oom();
-                }
-        }
-
-        r = sd_bus_message_exit_container(reply);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse ListSandboxes reply: %m");
+                return log_error_errno(r, "Failed to list sandboxes: %s", sandbox_client_error_message(&error, r));
 
         if (list.n > 0)
                 qsort(list.items, list.n, sizeof(SandboxInfo), sandbox_info_compare);
+
+        list.owner_names = calloc(MAX(list.n, (size_t) 1), sizeof(char *));
+        if (!list.owner_names)
+                return log_oom();
+        for (size_t i = 0; i < list.n; i++) {
+                list.owner_names[i] = format_owner((uid_t) list.items[i].owner);
+                if (!list.owner_names[i])
+                        return log_oom();
+        }
 
         if (arg_json)
                 return sandbox_list_print_json(&list);
@@ -1200,75 +821,24 @@ static int verb_list(int argc, char *argv[], sd_bus *bus) {
         return 0;
 }
 
-typedef struct SandboxStatus {
-        const char *id;
-        const char *template;
-        uint32_t owner;
-        const char *state;
-        const char *unit;
-        uint64_t created_at;
-        uint64_t memory_max;
-        uint64_t cpu_quota_per_sec_usec;
-        uint64_t tasks_max;
-        uint64_t disk_max;
-        uint64_t timeout;
-        uint64_t idle_timeout;
-        uint64_t deadline;
-        int ephemeral;
-} SandboxStatus;
-
-enum {
-        PROP_ID,
-        PROP_TEMPLATE,
-        PROP_OWNER,
-        PROP_STATE,
-        PROP_UNIT,
-        PROP_CREATED_AT,
-        PROP_MEMORY_MAX,
-        PROP_CPU_QUOTA,
-        PROP_TASKS_MAX,
-        PROP_DISK_MAX,
-        PROP_TIMEOUT,
-        PROP_IDLE_TIMEOUT,
-        PROP_DEADLINE,
-        PROP_EPHEMERAL,
+static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
+        [SANDBOX_PROPERTY_ID]           = "id",
+        [SANDBOX_PROPERTY_TEMPLATE]     = "template",
+        [SANDBOX_PROPERTY_OWNER]        = "owner",
+        [SANDBOX_PROPERTY_STATE]        = "state",
+        [SANDBOX_PROPERTY_UNIT]         = "unit",
+        [SANDBOX_PROPERTY_CREATED_AT]   = "created_at",
+        [SANDBOX_PROPERTY_MEMORY_MAX]   = "memory_max",
+        [SANDBOX_PROPERTY_CPU_QUOTA]    = "cpu_quota_per_sec_usec",
+        [SANDBOX_PROPERTY_TASKS_MAX]    = "tasks_max",
+        [SANDBOX_PROPERTY_DISK_MAX]     = "disk_max",
+        [SANDBOX_PROPERTY_TIMEOUT]      = "timeout",
+        [SANDBOX_PROPERTY_IDLE_TIMEOUT] = "idle_timeout",
+        [SANDBOX_PROPERTY_DEADLINE]     = "deadline",
+        [SANDBOX_PROPERTY_EPHEMERAL]    = "ephemeral",
 };
 
-static const BusField sandbox_properties[] = {
-        [PROP_ID]         = { "Id",                 "s", offsetof(SandboxStatus, id)                     },
-        [PROP_TEMPLATE]   = { "Template",           "s", offsetof(SandboxStatus, template)               },
-        [PROP_OWNER]      = { "Owner",              "u", offsetof(SandboxStatus, owner)                  },
-        [PROP_STATE]      = { "State",              "s", offsetof(SandboxStatus, state)                  },
-        [PROP_UNIT]       = { "Unit",               "s", offsetof(SandboxStatus, unit)                   },
-        [PROP_CREATED_AT] = { "CreatedAt",          "t", offsetof(SandboxStatus, created_at)             },
-        [PROP_MEMORY_MAX] = { "MemoryMax",          "t", offsetof(SandboxStatus, memory_max)             },
-        [PROP_CPU_QUOTA]  = { "CPUQuotaPerSecUSec", "t", offsetof(SandboxStatus, cpu_quota_per_sec_usec) },
-        [PROP_TASKS_MAX]  = { "TasksMax",           "t", offsetof(SandboxStatus, tasks_max)              },
-        [PROP_DISK_MAX]   = { "DiskMax",            "t", offsetof(SandboxStatus, disk_max)               },
-        [PROP_TIMEOUT]    = { "Timeout",            "t", offsetof(SandboxStatus, timeout)                },
-        [PROP_IDLE_TIMEOUT] = { "IdleTimeout",      "t", offsetof(SandboxStatus, idle_timeout)           },
-        [PROP_DEADLINE]   = { "Deadline",           "t", offsetof(SandboxStatus, deadline)               },
-        [PROP_EPHEMERAL]  = { "Ephemeral",          "b", offsetof(SandboxStatus, ephemeral)              },
-};
-
-static const char *const sandbox_property_json_keys[] = {
-        [PROP_ID]         = "id",
-        [PROP_TEMPLATE]   = "template",
-        [PROP_OWNER]      = "owner",
-        [PROP_STATE]      = "state",
-        [PROP_UNIT]       = "unit",
-        [PROP_CREATED_AT] = "created_at",
-        [PROP_MEMORY_MAX] = "memory_max",
-        [PROP_CPU_QUOTA]  = "cpu_quota_per_sec_usec",
-        [PROP_TASKS_MAX]  = "tasks_max",
-        [PROP_DISK_MAX]   = "disk_max",
-        [PROP_TIMEOUT]    = "timeout",
-        [PROP_IDLE_TIMEOUT] = "idle_timeout",
-        [PROP_DEADLINE]   = "deadline",
-        [PROP_EPHEMERAL]  = "ephemeral",
-};
-
-static int status_print_json(const SandboxStatus *s, unsigned seen, const char *path) {
+static int status_print_json(const SandboxStatus *s, const char *path) {
         _cleanup_json_ json_object *j = NULL;
         int r;
 
@@ -1277,14 +847,14 @@ static int status_print_json(const SandboxStatus *s, unsigned seen, const char *
                 return log_oom();
 
         r = json_add_string(j, "path", path);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(sandbox_properties); i++) {
-                const void *p = (const uint8_t *) s + sandbox_properties[i].offset;
+        for (SandboxProperty i = 0; r >= 0 && i < _SANDBOX_PROPERTY_MAX; i++) {
+                const void *p = sandbox_status_field(s, i);
                 json_object *v;
 
-                if (!(seen & (1U << i)))
+                if (!SANDBOX_STATUS_HAS(s, i))
                         continue;
 
-                switch (sandbox_properties[i].signature[0]) {
+                switch (sandbox_property_signature(i)[0]) {
                 case 's':
                         v = json_object_new_string(strempty(*(const char * const *) p));
                         break;
@@ -1295,13 +865,13 @@ static int status_print_json(const SandboxStatus *s, unsigned seen, const char *
                         v = json_object_new_uint64(*(const uint64_t *) p);
                         break;
                 case 'b':
-                        v = json_object_new_boolean(*(const int *) p);
+                        v = json_object_new_boolean(*(const bool *) p);
                         break;
                 default:
                         v = NULL;
                 }
 
-                r = json_add(j, sandbox_property_json_keys[i], v);
+                r = json_add(j, status_json_keys[i], v);
         }
         if (r < 0)
                 return log_oom();
@@ -1339,15 +909,15 @@ static char *format_seconds(char *buf, size_t l, uint64_t sec) {
         return buf;
 }
 
-static int status_print_text(const SandboxStatus *s, unsigned seen) {
+static int status_print_text(const SandboxStatus *s) {
         char buf[64], span[64];
 
-#define SEEN(p) (seen & (1U << (p)))
-        if (SEEN(PROP_ID))
+#define SEEN(p) SANDBOX_STATUS_HAS(s, SANDBOX_PROPERTY_##p)
+        if (SEEN(ID))
                 printf("         Id: %s\n", s->id);
-        if (SEEN(PROP_TEMPLATE))
+        if (SEEN(TEMPLATE))
                 printf("   Template: %s\n", s->template);
-        if (SEEN(PROP_OWNER)) {
+        if (SEEN(OWNER)) {
                 _cleanup_free_ char *name = format_owner((uid_t) s->owner);
 
                 if (!name)
@@ -1357,16 +927,16 @@ static int status_print_text(const SandboxStatus *s, unsigned seen) {
                 else
                         printf("      Owner: %s (%" PRIu32 ")\n", name, s->owner);
         }
-        if (SEEN(PROP_STATE))
+        if (SEEN(STATE))
                 printf("      State: %s\n", s->state);
-        if (SEEN(PROP_UNIT))
+        if (SEEN(UNIT))
                 printf("       Unit: %s\n", s->unit);
-        if (SEEN(PROP_CREATED_AT))
+        if (SEEN(CREATED_AT))
                 printf("    Created: %s\n", format_timestamp(buf, sizeof(buf), s->created_at) ?: "n/a");
-        if (SEEN(PROP_TIMEOUT))
+        if (SEEN(TIMEOUT))
                 printf("    Timeout: %s\n", s->timeout == 0 ? "none" :
                        format_seconds(buf, sizeof(buf), s->timeout) ?: "n/a");
-        if (SEEN(PROP_DEADLINE)) {
+        if (SEEN(DEADLINE)) {
                 struct timespec ts;
                 uint64_t now = 0;
 
@@ -1380,115 +950,32 @@ static int status_print_text(const SandboxStatus *s, unsigned seen) {
                 else
                         printf("   Deadline: %s\n", format_timestamp(buf, sizeof(buf), s->deadline) ?: "n/a");
         }
-        if (SEEN(PROP_IDLE_TIMEOUT))
+        if (SEEN(IDLE_TIMEOUT))
                 printf("IdleTimeout: %s\n", s->idle_timeout == 0 ? "none" :
                        format_seconds(buf, sizeof(buf), s->idle_timeout) ?: "n/a");
-        if (SEEN(PROP_MEMORY_MAX))
+        if (SEEN(MEMORY_MAX))
                 printf("  MemoryMax: %s\n",
                        s->memory_max == UINT64_MAX ? "infinity" :
                        format_bytes(buf, sizeof(buf), s->memory_max) ?: "n/a");
-        if (SEEN(PROP_CPU_QUOTA))
+        if (SEEN(CPU_QUOTA))
                 printf("   CPUQuota: %s\n",
                        s->cpu_quota_per_sec_usec == UINT64_MAX ? "infinity" :
                        format_cpu_quota(buf, sizeof(buf), s->cpu_quota_per_sec_usec) ?: "n/a");
-        if (SEEN(PROP_TASKS_MAX))
+        if (SEEN(TASKS_MAX))
                 printf("   TasksMax: %s\n", format_limit_u64(buf, sizeof(buf), s->tasks_max));
-        if (SEEN(PROP_DISK_MAX))
+        if (SEEN(DISK_MAX))
                 printf("    DiskMax: %s\n",
                        s->disk_max == UINT64_MAX ? "infinity" :
                        format_bytes(buf, sizeof(buf), s->disk_max) ?: "n/a");
-        if (SEEN(PROP_EPHEMERAL))
+        if (SEEN(EPHEMERAL))
                 printf("  Ephemeral: %s\n", s->ephemeral ? "yes" : "no");
 #undef SEEN
 
         return 0;
 }
 
-static int verb_status(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
-        const char *id = argv[1];
-        SandboxStatus s = {};
-        unsigned seen = 0;
+static int templates_print(const SandboxTemplate *list, size_t n) {
         int r;
-
-        r = get_sandbox_path(bus, id, &error, &path);
-        if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
-
-        r = sd_bus_call_method(bus, BUS_NAME, path, "org.freedesktop.DBus.Properties", "GetAll",
-                               &error, &reply, "s", SANDBOX_INTERFACE);
-        if (r < 0)
-                return log_error_errno(r, "Failed to get properties of sandbox %s: %s",
-                                       id, bus_error_message(&error, r));
-
-        r = bus_read_fields(reply, sandbox_properties, ELEMENTSOF(sandbox_properties), &s, &seen);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse properties of sandbox %s: %m", id);
-
-        if (arg_json)
-                return status_print_json(&s, seen, path);
-
-        return status_print_text(&s, seen);
-}
-
-typedef struct TemplateInfo {
-        const char *name;
-        const char *payload;
-        const char *description;
-} TemplateInfo;
-
-static int template_info_compare(const void *a, const void *b) {
-        const TemplateInfo *x = a, *y = b;
-
-        return strcmp(x->name, y->name);
-}
-
-static int verb_templates(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ TemplateInfo *list = NULL;
-        size_t n = 0, allocated = 0;
-        int r;
-
-        r = sd_bus_call_method(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListTemplates",
-                               &error, &reply, NULL);
-        if (r < 0)
-                return log_error_errno(r, "Failed to list templates: %s", bus_error_message(&error, r));
-
-        r = sd_bus_message_enter_container(reply, 'a', "(sss)");
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse ListTemplates reply: %m");
-
-        for (;;) {
-                TemplateInfo t;
-
-                r = sd_bus_message_read(reply, "(sss)", &t.name, &t.payload, &t.description);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to parse ListTemplates reply: %m");
-                if (r == 0)
-                        break;
-
-                if (n >= allocated) {
-                        size_t k = allocated == 0 ? 16 : allocated * 2;
-                        TemplateInfo *p;
-
-                        p = reallocarray(list, k, sizeof(TemplateInfo));
-                        if (!p)
-                                return log_oom();
-                        list = p;
-                        allocated = k;
-                }
-                list[n++] = t;
-        }
-
-        r = sd_bus_message_exit_container(reply);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse ListTemplates reply: %m");
-
-        if (n > 0)
-                qsort(list, n, sizeof(TemplateInfo), template_info_compare);
 
         if (arg_json) {
                 _cleanup_json_ json_object *ja = NULL;
@@ -1536,35 +1023,72 @@ static int verb_templates(int argc, char *argv[], sd_bus *bus) {
         return 0;
 }
 
-static int verb_history(int argc, char *argv[], sd_bus *bus) {
-        return history_show(bus, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
+static int verb_status(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_(sandbox_status_done) SandboxStatus s = {};
+        const char *id = argv[1];
+        int r;
+
+        r = sandbox_get(c, id, &h);
+        if (r < 0)
+                return r;
+
+        r = sandbox_handle_status(h, &s, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to get properties of sandbox %s: %s",
+                                       id, sandbox_client_error_message(&error, r));
+
+        if (arg_json)
+                return status_print_json(&s, sandbox_handle_path(h));
+
+        return status_print_text(&s);
+}
+
+static int template_compare(const void *a, const void *b) {
+        const SandboxTemplate *x = a, *y = b;
+
+        return strcmp(x->name, y->name);
+}
+
+static int verb_templates(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        SandboxTemplate *list = NULL;
+        size_t n = 0;
+        int r;
+
+        r = sandbox_client_templates(c, &list, &n, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to list templates: %s", sandbox_client_error_message(&error, r));
+
+        if (n > 0)
+                qsort(list, n, sizeof(SandboxTemplate), template_compare);
+
+        r = templates_print(list, n);
+        sandbox_template_array_free(list, n);
+        return r;
+}
+
+static int verb_history(int argc, char *argv[], SandboxClient *c) {
+        return history_show(c, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
 }
 
 /* start ID -- CMD…: a background process; its output is kept by sandboxd (ReadOutput). */
-static int verb_start(int argc, char *argv[], sd_bus *bus) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL;
+static int verb_start(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        SandboxExecOptions o = exec_options(NULL, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0);
         const char *id = argv[1];
         uint64_t process;
         int r;
 
-        r = get_sandbox_path(bus, id, &error, &path);
+        r = sandbox_get(c, id, &h);
         if (r < 0)
-                return log_error_errno(r, "Failed to get sandbox %s: %s", id, bus_error_message(&error, r));
+                return r;
 
-        r = exec_message_new(bus, path, "Start", argv + 2, NULL, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0,
-                             /* tty= */ false, &m);
+        r = sandbox_handle_start(h, argv + 2, &o, &process, &error);
         if (r < 0)
-                return log_error_errno(r, "Failed to build Start call: %m");
-
-        r = sd_bus_call(bus, m, 0, &error, &reply);
-        if (r < 0)
-                return exec_log_error(bus, id, path, &error, r);
-
-        r = sd_bus_message_read(reply, "t", &process);
-        if (r < 0)
-                return log_error_errno(r, "Failed to parse Start reply: %m");
+                return exec_log_error(id, h, &error, r);
 
         if (arg_json) {
                 _cleanup_json_ json_object *j = json_object_new_object();
@@ -1578,15 +1102,15 @@ static int verb_start(int argc, char *argv[], sd_bus *bus) {
         return 0;
 }
 
-static int verb_ps(int argc, char *argv[], sd_bus *bus) {
-        return processes_list(bus, argv[1], arg_json);
+static int verb_ps(int argc, char *argv[], SandboxClient *c) {
+        return processes_list(c, argv[1], arg_json);
 }
 
-static int verb_kill(int argc, char *argv[], sd_bus *bus) {
-        return process_signal(bus, argv[1], argv[2], arg_signal);
+static int verb_kill(int argc, char *argv[], SandboxClient *c) {
+        return process_signal(c, argv[1], argv[2], arg_signal);
 }
 
-static int verb_cp(int argc, char *argv[], sd_bus *bus) {
+static int verb_cp(int argc, char *argv[], SandboxClient *c) {
         CopyOptions o = {
                 .parents = arg_set & OPT_PARENTS,
                 .mode_set = arg_set & OPT_MODE,
@@ -1594,22 +1118,22 @@ static int verb_cp(int argc, char *argv[], sd_bus *bus) {
                 .max = arg_max,
         };
 
-        return files_copy(bus, argv[1], argv[2], &o);
+        return files_copy(c, argv[1], argv[2], &o);
 }
 
-static int verb_cat(int argc, char *argv[], sd_bus *bus) {
-        return files_cat(bus, argv[1], argv + 2, arg_max);
+static int verb_cat(int argc, char *argv[], SandboxClient *c) {
+        return files_cat(c, argv[1], argv + 2, arg_max);
 }
 
-static int verb_ls(int argc, char *argv[], sd_bus *bus) {
-        return files_list(bus, argv[1], argc > 2 ? argv[2] : "/work", (unsigned) arg_depth, arg_json);
+static int verb_ls(int argc, char *argv[], SandboxClient *c) {
+        return files_list(c, argv[1], argc > 2 ? argv[2] : "/work", (unsigned) arg_depth, arg_json);
 }
 
-static int verb_stat(int argc, char *argv[], sd_bus *bus) {
-        return files_stat(bus, argv[1], argv[2], arg_json);
+static int verb_stat(int argc, char *argv[], SandboxClient *c) {
+        return files_stat(c, argv[1], argv[2], arg_json);
 }
 
-static int verb_help(int argc, char *argv[], sd_bus *bus) {
+static int verb_help(int argc, char *argv[], SandboxClient *c) {
         return help();
 }
 
@@ -1629,7 +1153,7 @@ typedef struct Verb {
         unsigned options;               /* OptionFlag: the options that apply */
         bool exec_like;                 /* fails with 125, to tell from the command's own status */
         bool needs_bus;
-        int (*dispatch)(int argc, char *argv[], sd_bus *bus);
+        int (*dispatch)(int argc, char *argv[], SandboxClient *c);
 } Verb;
 
 static const Verb verbs[] = {
@@ -1666,7 +1190,7 @@ static const Verb *verb_find(const char *name) {
 }
 
 static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
-        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        _cleanup_(sandbox_client_freep) SandboxClient *client = NULL;
         char *default_argv[] = { (char *) verb->name, NULL };
         unsigned n;
         int r;
@@ -1720,244 +1244,194 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         }
 
         if (verb->needs_bus) {
-                r = sd_bus_default_system(&bus);
+                r = sandbox_client_open_system(&client);
                 if (r < 0)
                         return log_error_errno(r, "Failed to connect to system bus: %m");
 
                 /* Let polkit ask for a password (through an agent) when someone can answer. */
                 if (isatty(STDIN_FILENO))
-                        (void) sd_bus_set_allow_interactive_authorization(bus, true);
+                        (void) sandbox_client_set_interactive(client, true);
         }
 
-        return verb->dispatch(argc, argv, bus);
+        return verb->dispatch(argc, argv, client);
+}
+
+typedef enum OptionKind {
+        KIND_HELP,
+        KIND_VERSION,
+        KIND_TRUE,      /* a switch: arg_set only, or *(bool *) target */
+        KIND_STRING,
+        KIND_SIZE,
+        KIND_CPU,
+        KIND_UINT64,
+        KIND_SECONDS,
+        KIND_ENV,
+        KIND_PATH,
+        KIND_MODE,
+        KIND_DEPTH,
+        KIND_SIGNAL,
+} OptionKind;
+
+/* One command line option: how getopt_long() knows it, what it sets, and what a bad value
+ * is told. In getopt_long()'s order, which its messages about ambiguous prefixes follow. */
+typedef struct Option {
+        const char *name;
+        int has_arg;
+        char short_name;        /* or 0 */
+        OptionFlag flag;        /* recorded in arg_set (0: none) */
+        OptionKind kind;
+        void *target;
+        const char *expected;   /* "Invalid --NAME 'VALUE', expected …" */
+        bool show_errno;        /* …": %m" rather than "." */
+} Option;
+
+static const Option options[] = {
+        { "help",         no_argument,       'h', 0,              KIND_HELP                                                   },
+        { "version",      no_argument,       0,   0,              KIND_VERSION                                                },
+        { "json",         no_argument,       0,   0,              KIND_TRUE,    &arg_json                                     },
+        { "template",     required_argument, 0,   OPT_TEMPLATE,   KIND_STRING,  &arg_template                                 },
+        { "memory",       required_argument, 0,   OPT_MEMORY,     KIND_SIZE,    &arg_memory_max,
+          "a size such as 256M or 1.5G", true },
+        { "cpu",          required_argument, 0,   OPT_CPU,        KIND_CPU,     &arg_cpu_quota,
+          "a percentage above 0 such as 50% or 200%", true },
+        { "tasks",        required_argument, 0,   OPT_TASKS,      KIND_UINT64,  &arg_tasks_max,
+          "a number of processes", true },
+        { "timeout",      required_argument, 0,   OPT_TIMEOUT,    KIND_SECONDS, &arg_timeout,
+          "seconds, optionally with a unit (s, min, h, d)", true },
+        { "env",          required_argument, 'E', OPT_ENV,        KIND_ENV,     &arg_env,
+          "NAME=VALUE", false },
+        { "workdir",      required_argument, 0,   OPT_WORKDIR,    KIND_PATH,    &arg_workdir,
+          "an absolute path", false },
+        { "output-max",   required_argument, 0,   OPT_OUTPUT_MAX, KIND_SIZE,    &arg_output_max,
+          "a size such as 64K", true },
+        { "no-stdin",     no_argument,       'n', OPT_NO_STDIN,   KIND_TRUE                                                   },
+        { "idle-timeout", required_argument, 0,   OPT_IDLE,       KIND_SECONDS, &arg_idle_timeout,
+          "seconds (0: none), optionally with a unit (s, min, h, d)", true },
+        { "idle",         required_argument, 0,   OPT_IDLE,       KIND_SECONDS, &arg_idle_timeout,
+          "seconds (0: none), optionally with a unit (s, min, h, d)", true },
+        { "disk",         required_argument, 0,   OPT_DISK,       KIND_SIZE,    &arg_disk_max,
+          "a size such as 512M or 2G", true },
+        { "since",        required_argument, 0,   OPT_SINCE,      KIND_STRING,  &arg_since                                    },
+        { "limit",        required_argument, 0,   OPT_LIMIT,      KIND_STRING,  &arg_limit                                    },
+        { "tty",          no_argument,       0,   OPT_TTY,        KIND_TRUE                                                   },
+        { "parents",      no_argument,       'p', OPT_PARENTS,    KIND_TRUE                                                   },
+        { "mode",         required_argument, 0,   OPT_MODE,       KIND_MODE,    &arg_mode,
+          "an octal mode such as 0600", false },
+        { "max",          required_argument, 0,   OPT_MAX,        KIND_SIZE,    &arg_max,
+          "a size such as 100M", true },
+        { "depth",        required_argument, 0,   OPT_DEPTH,      KIND_DEPTH,   &arg_depth,
+          "a number from 1 to 16", false },
+        { "signal",       required_argument, 's', OPT_SIGNAL,     KIND_SIGNAL,  &arg_signal,
+          "a name such as TERM or KILL, or a number", false },
+};
+
+#define OPTION_VAL_BASE 0x100
+
+/* Stores arg in o's target: 0, -ENOMEM, or another negative errno for a bad value. */
+static int option_parse(const Option *o, const char *arg) {
+        uint64_t u;
+        char *end;
+        int r;
+
+        switch (o->kind) {
+        case KIND_TRUE:
+                if (o->target)
+                        *(bool *) o->target = true;
+                return 0;
+        case KIND_STRING:
+                *(const char **) o->target = arg;
+                return 0;
+        case KIND_SIZE:
+                return parse_size(arg, o->target);
+        case KIND_CPU:
+                return parse_cpu_quota(arg, o->target);
+        case KIND_UINT64:
+                return parse_uint64(arg, o->target);
+        case KIND_SECONDS:
+                return parse_seconds(arg, o->target);
+        case KIND_ENV:
+                if (!env_assignment_is_valid(arg))
+                        return -EINVAL;
+                return strv_extend(o->target, arg) < 0 ? -ENOMEM : 0;
+        case KIND_PATH:
+                *(const char **) o->target = arg;
+                return arg[0] == '/' ? 0 : -EINVAL;
+        case KIND_MODE:
+                errno = 0;
+                u = strtoul(arg, &end, 8);
+                if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || u > 07777)
+                        return -EINVAL;
+                *(mode_t *) o->target = (mode_t) u;
+                return 0;
+        case KIND_DEPTH:
+                r = parse_uint64(arg, o->target);
+                return r < 0 || *(uint64_t *) o->target < 1 || *(uint64_t *) o->target > LIST_FILES_DEPTH_MAX ?
+                        -EINVAL : 0;
+        case KIND_SIGNAL:
+                return signal_from_string(arg, o->target);
+        default:
+                return -EINVAL;
+        }
+}
+
+static const char *option_display_name(const Option *o) {
+        /* The alias --idle is reported as --idle-timeout. */
+        for (unsigned i = 0; i < ELEMENTSOF(option_names); i++)
+                if (o->flag == 1U << i)
+                        return option_names[i];
+        return o->name;
 }
 
 static int parse_argv(int argc, char *argv[]) {
-        enum {
-                ARG_VERSION = 0x100,
-                ARG_JSON,
-                ARG_TEMPLATE,
-                ARG_MEMORY,
-                ARG_CPU,
-                ARG_TASKS,
-                ARG_TIMEOUT,
-                ARG_WORKDIR,
-                ARG_OUTPUT_MAX,
-                ARG_IDLE_TIMEOUT,
-                ARG_DISK,
-                ARG_SINCE,
-                ARG_LIMIT,
-                ARG_TTY,
-                ARG_MODE,
-                ARG_MAX,
-                ARG_DEPTH,
-        };
-
-        static const struct option options[] = {
-                { "help",       no_argument,       NULL, 'h'            },
-                { "version",    no_argument,       NULL, ARG_VERSION    },
-                { "json",       no_argument,       NULL, ARG_JSON       },
-                { "template",   required_argument, NULL, ARG_TEMPLATE   },
-                { "memory",     required_argument, NULL, ARG_MEMORY     },
-                { "cpu",        required_argument, NULL, ARG_CPU        },
-                { "tasks",      required_argument, NULL, ARG_TASKS      },
-                { "timeout",    required_argument, NULL, ARG_TIMEOUT    },
-                { "env",        required_argument, NULL, 'E'            },
-                { "workdir",    required_argument, NULL, ARG_WORKDIR    },
-                { "output-max", required_argument, NULL, ARG_OUTPUT_MAX },
-                { "no-stdin",   no_argument,       NULL, 'n'            },
-                { "idle-timeout", required_argument, NULL, ARG_IDLE_TIMEOUT },
-                { "idle",       required_argument, NULL, ARG_IDLE_TIMEOUT },
-                { "disk",       required_argument, NULL, ARG_DISK       },
-                { "since",      required_argument, NULL, ARG_SINCE      },
-                { "limit",      required_argument, NULL, ARG_LIMIT      },
-                { "tty",        no_argument,       NULL, ARG_TTY        },
-                { "parents",    no_argument,       NULL, 'p'            },
-                { "mode",       required_argument, NULL, ARG_MODE       },
-                { "max",        required_argument, NULL, ARG_MAX        },
-                { "depth",      required_argument, NULL, ARG_DEPTH      },
-                { "signal",     required_argument, NULL, 's'            },
-                {}
-        };
-
+        struct option long_options[ELEMENTSOF(options) + 1] = {};
         bool failed = false;
         int c, r;
 
+        for (size_t i = 0; i < ELEMENTSOF(options); i++)
+                long_options[i] = (struct option) {
+                        .name = options[i].name,
+                        .has_arg = options[i].has_arg,
+                        .val = options[i].short_name ?: OPTION_VAL_BASE + (int) i,
+                };
+
         /* Every bad argument is reported, and parsing goes on to the end: getopt has then
          * moved the verb to argv[optind], which decides the exit status of the failure. */
-        while ((c = getopt_long(argc, argv, "hE:nps:", options, NULL)) >= 0) {
-                switch (c) {
+        while ((c = getopt_long(argc, argv, "hE:nps:", long_options, NULL)) >= 0) {
+                const Option *o = NULL;
 
-                case 'h':
-                        return help();
-
-                case ARG_VERSION:
-                        puts("sandboxctl " PACKAGE_VERSION);
-                        return 0;
-
-                case ARG_JSON:
-                        arg_json = true;
-                        break;
-
-                case ARG_TEMPLATE:
-                        arg_template = optarg;
-                        arg_set |= OPT_TEMPLATE;
-                        break;
-
-                case ARG_MEMORY:
-                        r = parse_size(optarg, &arg_memory_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --memory '%s', expected a size such as 256M or 1.5G: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_MEMORY;
-                        break;
-
-                case ARG_CPU:
-                        r = parse_cpu_quota(optarg, &arg_cpu_quota);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --cpu '%s', expected a percentage above 0 such as 50%% or 200%%: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_CPU;
-                        break;
-
-                case ARG_TASKS:
-                        r = parse_uint64(optarg, &arg_tasks_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --tasks '%s', expected a number of processes: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_TASKS;
-                        break;
-
-                case ARG_TIMEOUT:
-                        r = parse_seconds(optarg, &arg_timeout);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --timeout '%s', expected seconds, optionally with a unit (s, min, h, d): %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_TIMEOUT;
-                        break;
-
-                case 'E':
-                        if (!env_assignment_is_valid(optarg)) {
-                                log_error("Invalid --env '%s', expected NAME=VALUE.", optarg);
-                                failed = true;
-                        } else if (strv_extend(&arg_env, optarg) < 0)
-                                return log_oom();
-                        arg_set |= OPT_ENV;
-                        break;
-
-                case ARG_WORKDIR:
-                        if (optarg[0] != '/') {
-                                log_error("Invalid --workdir '%s', expected an absolute path.", optarg);
-                                failed = true;
-                        }
-                        arg_workdir = optarg;
-                        arg_set |= OPT_WORKDIR;
-                        break;
-
-                case ARG_OUTPUT_MAX:
-                        r = parse_size(optarg, &arg_output_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --output-max '%s', expected a size such as 64K: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_OUTPUT_MAX;
-                        break;
-
-                case 'n':
-                        arg_set |= OPT_NO_STDIN;
-                        break;
-
-                case ARG_IDLE_TIMEOUT:
-                        r = parse_seconds(optarg, &arg_idle_timeout);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --idle-timeout '%s', expected seconds (0: none), optionally with a unit (s, min, h, d): %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_IDLE;
-                        break;
-
-                case ARG_DISK:
-                        r = parse_size(optarg, &arg_disk_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --disk '%s', expected a size such as 512M or 2G: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_DISK;
-                        break;
-
-                case ARG_SINCE:
-                        arg_since = optarg;
-                        arg_set |= OPT_SINCE;
-                        break;
-
-                case ARG_LIMIT:
-                        arg_limit = optarg;
-                        arg_set |= OPT_LIMIT;
-                        break;
-
-                case ARG_TTY:
-                        arg_set |= OPT_TTY;
-                        break;
-
-                case 'p':
-                        arg_set |= OPT_PARENTS;
-                        break;
-
-                case ARG_MODE: {
-                        char *end;
-                        unsigned long m;
-
-                        errno = 0;
-                        m = strtoul(optarg, &end, 8);
-                        if (errno != 0 || end == optarg || *end != '\0' || optarg[0] == '-' || m > 07777) {
-                                log_error("Invalid --mode '%s', expected an octal mode such as 0600.", optarg);
-                                failed = true;
-                        } else
-                                arg_mode = (mode_t) m;
-                        arg_set |= OPT_MODE;
-                        break;
-                }
-
-                case ARG_MAX:
-                        r = parse_size(optarg, &arg_max);
-                        if (r < 0) {
-                                log_error_errno(r, "Invalid --max '%s', expected a size such as 100M: %m", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_MAX;
-                        break;
-
-                case ARG_DEPTH:
-                        r = parse_uint64(optarg, &arg_depth);
-                        if (r < 0 || arg_depth < 1 || arg_depth > 16) {
-                                log_error("Invalid --depth '%s', expected a number from 1 to 16.", optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_DEPTH;
-                        break;
-
-                case 's':
-                        r = signal_from_string(optarg, &arg_signal);
-                        if (r < 0) {
-                                log_error("Invalid --signal '%s', expected a name such as TERM or KILL, or a number.",
-                                          optarg);
-                                failed = true;
-                        }
-                        arg_set |= OPT_SIGNAL;
-                        break;
-
-                case '?':
+                if (c >= OPTION_VAL_BASE && c < OPTION_VAL_BASE + (int) ELEMENTSOF(options))
+                        o = &options[c - OPTION_VAL_BASE];
+                for (size_t i = 0; !o && i < ELEMENTSOF(options); i++)
+                        if (options[i].short_name != 0 && options[i].short_name == c)
+                                o = &options[i];
+                if (!o) {
+                        if (c != '?')
+                                return log_error_errno(EINVAL, "Unhandled option");
                         /* getopt_long() explained already. */
                         failed = true;
-                        break;
-
-                default:
-                        return log_error_errno(EINVAL, "Unhandled option");
+                        continue;
                 }
+
+                if (o->kind == KIND_HELP)
+                        return help();
+                if (o->kind == KIND_VERSION) {
+                        puts("sandboxctl " PACKAGE_VERSION);
+                        return 0;
+                }
+
+                r = option_parse(o, optarg);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0) {
+                        if (o->show_errno)
+                                log_error_errno(r, "Invalid %s '%s', expected %s: %m", option_display_name(o),
+                                                optarg, o->expected);
+                        else
+                                log_error("Invalid %s '%s', expected %s.", option_display_name(o), optarg,
+                                          o->expected);
+                        failed = true;
+                }
+                arg_set |= o->flag;
         }
 
         return failed ? -EINVAL : 1;

@@ -71,9 +71,9 @@ static int read_filter(sd_bus_message *m, ListExecutionsRequest *l, sd_bus_error
                 else if (streq(name, "Limit") && streq(contents, "u")) {
                         uint32_t u;
                         r = sd_bus_message_read(m, "v", "u", &u);
-                        if (r >= 0 && (u == 0 || u > RECORDER_LIST_LIMIT_MAX))
+                        if (r >= 0 && (u == 0 || u > LIST_EXECUTIONS_LIMIT_MAX))
                                 return sd_bus_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                                         "Limit must be 1…%u.", RECORDER_LIST_LIMIT_MAX);
+                                                         "Limit must be 1…%u.", LIST_EXECUTIONS_LIMIT_MAX);
                         l->filter.limit = u;
                 } else if (streq(name, "SandboxId") || streq(name, "Owner") || streq(name, "Since") ||
                            streq(name, "Limit"))

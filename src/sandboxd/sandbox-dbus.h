@@ -5,12 +5,7 @@
 
 #include "access.h"
 #include "manager.h"
-
-#define SANDBOX_BUS_NAME "io.sandboxd.Sandbox1"
-#define SANDBOX_MANAGER_PATH "/io/sandboxd/Sandbox1"
-#define SANDBOX_MANAGER_INTERFACE "io.sandboxd.Sandbox1.Manager"
-#define SANDBOX_OBJECT_ROOT "/io/sandboxd/Sandbox1/sandbox"
-#define SANDBOX_INTERFACE "io.sandboxd.Sandbox1.Sandbox"
+#include "sandbox-api.h"
 
 /* Exports the per-sandbox objects (fallback vtable + enumerator). */
 int sandbox_dbus_register(sd_bus *bus, Manager *m);

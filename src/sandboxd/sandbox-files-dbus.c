@@ -12,16 +12,86 @@
 #include "log.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
+#include "parse-util.h"
+
+/* A name from the sandbox as D-Bus can carry it: the string itself when it is valid UTF-8
+ * (and no bytes), else its escaped form and the raw bytes (sandboxd-api(7)). */
+static int name_represent(const char *name, char **ret_text, const void **ret_raw, size_t *ret_raw_size) {
+        char *t;
+
+        name = strempty(name);
+        if (utf8_is_valid_n(name, strlen(name))) {
+                *ret_text = NULL;
+                *ret_raw = NULL;
+                *ret_raw_size = 0;
+                return 0;
+        }
+        t = utf8_escape_invalid(name);
+        if (!t)
+                return -ENOMEM;
+        *ret_text = t;
+        *ret_raw = name;
+        *ret_raw_size = strlen(name);
+        return 0;
+}
 
 static int append_entry(sd_bus_message *reply, const struct agent_file_entry *e) {
-        return sd_bus_message_append(reply, "(sstuxs)", strempty(e->path),
-                                     strempty(agent_file_type_to_string(e->type)), e->size,
-                                     (uint32_t) e->mode, e->mtime_usec, strempty(e->target));
+        _cleanup_free_ char *path = NULL, *target = NULL;
+        const void *path_raw, *target_raw;
+        size_t path_size, target_size;
+        int r;
+
+        r = name_represent(e->path, &path, &path_raw, &path_size);
+        if (r >= 0)
+                r = name_represent(e->target, &target, &target_raw, &target_size);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'r', "sstuxsayay");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "sstuxs", path ?: strempty(e->path),
+                                          strempty(agent_file_type_to_string(e->type)), e->size,
+                                          (uint32_t) e->mode, e->mtime_usec, target ?: strempty(e->target));
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', path_raw ?: "", path_size);
+        if (r >= 0)
+                r = sd_bus_message_append_array(reply, 'y', target_raw ?: "", target_size);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+/* A file call under way. Upload and Download stream for as long as the data flows: their
+ * caller's leaving the bus (sandboxctl killed) ends the operation, so that nothing keeps
+ * writing for a client that is gone. */
+typedef struct FileCall {
+        sd_bus_message *call;
+        sd_bus_track *track;   /* Upload, Download: the caller */
+        FileOp *op;
+} FileCall;
+
+static FileCall *file_call_free(FileCall *c) {
+        if (!c)
+                return NULL;
+        sd_bus_message_unref(c->call);
+        sd_bus_track_unref(c->track);
+        return mfree(c);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(FileCall *, file_call_free);
+
+static int on_caller_gone(sd_bus_track *track, void *userdata) {
+        FileCall *c = userdata;
+
+        if (c->op) {
+                log_debug("Caller of %s went away, ending its file operation.", sd_bus_message_get_member(c->call));
+                file_op_cancel(TAKE_PTR(c->op));
+        }
+        return 0;
 }
 
 static void on_file_done(const struct agent_file_result *result, const void *data, size_t size,
                          const sd_bus_error *error, void *userdata) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata, *reply = NULL;
+        _cleanup_(file_call_freep) FileCall *c = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        sd_bus_message *call = c->call;
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         const char *member = sd_bus_message_get_member(call);
         int r;
@@ -48,7 +118,7 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
                 else if (streq(member, "Stat"))
                         r = append_entry(reply, &result->stat);
                 else if (streq(member, "ListFiles")) {
-                        r = sd_bus_message_open_container(reply, 'a', "(sstuxs)");
+                        r = sd_bus_message_open_container(reply, 'a', "(sstuxsayay)");
                         for (size_t i = 0; r >= 0 && i < result->n_entries; i++)
                                 r = append_entry(reply, result->entries + i);
                         if (r >= 0)
@@ -57,8 +127,12 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
         }
         if (r >= 0)
                 r = sd_bus_send(NULL, reply, NULL);
-        if (r < 0)
+        if (r < 0) {
+                /* The caller must never be left waiting for its timeout. */
                 log_warning_errno(r, "Failed to send %s reply: %m", member);
+                sd_bus_error_set_errnof(&e, r, "Failed to build the %s reply: %m", member);
+                bus_reply_error(call, &e);
+        }
 }
 
 static int read_file_options(sd_bus_message *m, struct agent_file *f, sd_bus_error *error) {
@@ -107,6 +181,7 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         const char *member = sd_bus_message_get_member(call), *path, *to;
+        _cleanup_(file_call_freep) FileCall *c = NULL;
         struct agent_file f;
         int fd = -EBADF, b, r;
 
@@ -171,10 +246,27 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
                 return r;
         }
 
-        r = sandbox_file_op(s, &f, fd, on_file_done, sd_bus_message_ref(call), error);
+        c = calloc(1, sizeof(FileCall));
+        if (!c) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        c->call = sd_bus_message_ref(call);
+        if (streq(member, "Upload") || streq(member, "Download")) {
+                r = sd_bus_track_new(sd_bus_message_get_bus(call), &c->track, on_caller_gone, c);
+                if (r >= 0)
+                        r = sd_bus_track_add_sender(c->track, call);
+                if (r < 0) {
+                        safe_close(fd);
+                        return r;
+                }
+        }
+
+        r = sandbox_file_op(s, &f, fd, on_file_done, c, &c->op, error);
         if (r < 0)
-                sd_bus_message_unref(call);
-        return r;
+                return r;
+        TAKE_PTR(c);
+        return 0;
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {

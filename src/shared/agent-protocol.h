@@ -11,7 +11,8 @@
  *
  * daemon -> agent
  *   {"type":"exec","id":N,"argv":[..],"env":[..],"cwd":"/work"}   + fds [in,out,err]
- *   {"type":"kill","id":N,"signal":S}     kill the exec's process group (no reply)
+ *   {"type":"kill","id":N,"signal":S}     kill the exec's process group, or the file
+ *                                         op's process (no reply)
  * agent -> daemon
  *   {"type":"ready","version":1}          once, when the agent is up
  *   {"type":"exit","id":N,"code":C,"signal":S,"duration_usec":D,
@@ -70,7 +71,9 @@
  *     so a read's data is all in the pipe; if the op's process dies before sending it,
  *     the agent sends errno EIO. E2BIG: more than AGENT_FILE_ENTRIES_MAX entries, or a
  *     result larger than one datagram (AGENT_MESSAGE_MAX, or less: an unprivileged
- *     sender's buffer is capped by net.core.wmem_max).
+ *     sender's buffer is capped by net.core.wmem_max). At most AGENT_FILE_OPS_MAX file
+ *     ops run at once; one more is answered EBUSY at once. An op's process has
+ *     oom_score_adj 1000: memory pressure in the sandbox ends it (EIO), not the agent.
  *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
@@ -85,6 +88,8 @@
 #include <sys/types.h>
 
 #include <json-c/json.h>
+
+#include "sandbox-api.h"
 
 #define AGENT_CONTROL_FD 3
 #define AGENT_PROTOCOL_VERSION 2
@@ -175,8 +180,9 @@ size_t agent_file_op_nfds(enum agent_file_op op);
 
 #define AGENT_FILE_UNLIMITED UINT64_MAX         /* "length", "max": not given */
 #define AGENT_FILE_MODE_DEFAULT ((mode_t) -1)   /* "mode": 0644 for files, 0755 for dirs */
-#define AGENT_FILE_DEPTH_MAX 16U
+#define AGENT_FILE_DEPTH_MAX LIST_FILES_DEPTH_MAX
 #define AGENT_FILE_ENTRIES_MAX 100000U
+#define AGENT_FILE_OPS_MAX 16U                  /* at once; beyond, the agent answers EBUSY */
 
 /* A "file" request. Fields that do not apply to op are left at their defaults (see
  * AGENT_FILE_INIT) and then stay out of the message. */

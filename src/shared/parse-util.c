@@ -256,7 +256,7 @@ char *format_cpu_quota(char *buf, size_t l, uint64_t usec_per_sec) {
 
 /* Returns the length (1…4) of the well-formed sequence at s, or 0 when it is ill-formed,
  * and then stores in *ret_subpart how many bytes its maximal subpart spans (≥ 1). */
-static size_t utf8_sequence_length(const uint8_t *s, size_t n, size_t *ret_subpart) {
+size_t utf8_sequence_length(const uint8_t *s, size_t n, size_t *ret_subpart) {
         uint8_t lo = 0x80, hi = 0xBF;
         size_t len;
 
@@ -347,4 +347,31 @@ int utf8_sanitize(const void *data, size_t size, char **ret, size_t *ret_size) {
         if (ret_size)
                 *ret_size = j;
         return 0;
+}
+
+char *utf8_escape_invalid(const char *s) {
+        const uint8_t *p = (const uint8_t *) s;
+        size_t n = strlen(s), j = 0;
+        char *buf;
+
+        if (n > (SIZE_MAX - 1) / 4)
+                return NULL;
+        buf = malloc(n * 4 + 1); /* at worst each byte becomes "\xNN" */
+        if (!buf)
+                return NULL;
+
+        for (size_t i = 0; i < n;) {
+                size_t subpart, len;
+
+                len = utf8_sequence_length(p + i, n - i, &subpart);
+                if (len > 0) {
+                        memcpy(buf + j, p + i, len);
+                        j += len;
+                        i += len;
+                } else
+                        for (; subpart > 0; subpart--, i++)
+                                j += (size_t) sprintf(buf + j, "\\x%02x", p[i]);
+        }
+        buf[j] = '\0';
+        return buf;
 }

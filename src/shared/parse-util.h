@@ -39,6 +39,15 @@ char *format_bytes(char *buf, size_t l, uint64_t t);
 #define FORMAT_CPU_QUOTA_MAX 32
 char *format_cpu_quota(char *buf, size_t l, uint64_t usec_per_sec);
 
+/* The length (1…4) of the well-formed UTF-8 sequence at s (n bytes available), or 0 when
+ * it is ill-formed, with then in *ret_subpart the bytes its maximal subpart spans (≥ 1). */
+size_t utf8_sequence_length(const uint8_t *s, size_t n, size_t *ret_subpart);
+
+/* s with each byte of its ill-formed UTF-8 written as "\xNN"; well-formed sequences and
+ * backslashes are kept as they are. NULL when out of memory. Names from a sandbox (file
+ * names, symlink targets) are bytes, and D-Bus strings must be UTF-8. */
+char *utf8_escape_invalid(const char *s);
+
 /* Whether data holds well-formed UTF-8 (Unicode 15, table 3-7): no overlong forms, no
  * surrogates, nothing above U+10FFFF, no truncated sequence. NUL bytes are valid. */
 bool utf8_is_valid_n(const void *data, size_t size);

@@ -163,6 +163,103 @@ class Base(harness.SandboxTestCase):
         return {e['path']: e for e in json.loads(self.ok(self.ctl('--json', 'ls', sid, *args)).stdout)}
 
 
+class HostileNames(Base):
+    """Issue 13: names planted by the sandboxed code reach the operator's terminal quoted,
+    as GNU ls quotes them there; never raw escape sequences or line breaks."""
+
+    def test_ls_and_stat_quote_hostile_names(self):
+        sid = self.create()
+        # A name with ESC [2J (clear screen) and a newline that forges a listing line; one
+        # that is not UTF-8; a symlink whose target is both.
+        self.sh(sid, "cd /work && : > \"$(printf 'a\\033[2Jb\\nfile 0644 1 2000-01-01 00:00:00 forged')\" && "
+                     ": > \"$(printf 'bad\\377name')\" && "
+                     "ln -s \"$(printf 'tgt\\033]0;x\\007\\377')\" lnk && : > 'it s'")
+        cp = self.ctl('ls', sid, timeout=60)
+        self.ok(cp)
+        out = cp.stdout
+        self.assertNotIn(b'\033', out, f'ls printed an escape character: {out!r}')
+        self.assertNotIn(b'\007', out, f'ls printed a BEL: {out!r}')
+        self.assertNotIn(b'\377', out, f'ls printed a byte that is not UTF-8: {out!r}')
+        self.assertNotRegex(out.decode(), r'(?m)^file 0644 1 2000', 'a forged listing line')
+        text = out.decode()
+        self.assertIn("'a'$'\\033''[2Jb'$'\\n''file 0644 1 2000-01-01 00:00:00 forged'", text)
+        self.assertIn("'bad'$'\\377''name'", text)
+        self.assertIn("lnk -> 'tgt'$'\\033'']0;x'$'\\a'$'\\377'", text)
+        self.assertIn("'it s'", text)
+        st = self.ok(self.ctl('stat', sid, 'lnk', timeout=60)).stdout
+        self.assertNotIn(b'\033', st)
+        self.assertIn(b"Target: 'tgt'$'\\033'']0;x'$'\\a'$'\\377'", st)
+        # --json: the escaped form, and the exact bytes in hex.
+        entries = self.ls_json(sid)
+        self.assertEqual(entries['bad\\xffname']['path_hex'], b'bad\xffname'.hex())
+        self.assertEqual(entries['lnk']['target_hex'], b'tgt\033]0;x\007\xff'.hex())
+        self.assertNotIn('path_hex', entries['it s'])
+
+
+class Unbounded(Base):
+    """Issue 13: a download ends when its client is gone, and a sparse terabyte is refused
+    unless the caller raises the bound."""
+
+    def test_killed_cp_stops_the_transfer(self):
+        sid = self.create()
+        self.sh(sid, 'truncate -s 1T /work/sparse')
+        # Our pipe is sandboxctl's standard output, so the agent writes straight into it
+        # and this reader outlives sandboxctl: only sandboxd can end the transfer.
+        r, w = os.pipe()
+        p = subprocess.Popen(S.wrap([S.paths.sandboxctl, 'cp', '--max', '2T', f'{sid}:sparse', '-']),
+                             stdout=w, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env())
+        os.close(w)
+        got = 0
+        while got < 64 * MiB:
+            b = os.read(r, MiB)
+            self.assertTrue(b, 'the download ended early')
+            got += len(b)
+        ctl = None
+        for pid in harness._children(p.pid):
+            if harness._comm(pid) == 'sandboxctl':
+                ctl = pid
+        self.assertIsNotNone(ctl, 'no sandboxctl process under nsenter')
+        os.kill(ctl, signal.SIGKILL)
+        p.wait(30)
+        after_kill = got
+        deadline = time.monotonic() + 30
+        ended = False
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([r], [], [], 1)
+            if ready:
+                b = os.read(r, MiB)
+                if not b:
+                    ended = True
+                    break
+                got += len(b)
+        os.close(r)
+        self.assertTrue(ended, f'the transfer went on after sandboxctl was killed: '
+                               f'{(got - after_kill) // MiB} MiB more in 30 s')
+        # The sandbox is fine, and free for more.
+        self.assertEqual(self.sh(sid, 'echo ok').stdout, b'ok\n')
+
+    def test_sparse_terabyte_needs_max(self):
+        sid = self.create()
+        self.sh(sid, 'truncate -s 1T /work/sparse && echo small > /work/small')
+        # Through head: should the download stream, it is bounded here all the same.
+        err = self.host('err')
+        t0 = time.monotonic()
+        script = f'({S.paths.sandboxctl} cp {sid}:sparse - 2>{err}; echo "status $?" >>{err}) | head -c 1048576'
+        cp = subprocess.run(S.wrap(['sh', '-c', script]), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=_env(), timeout=120)
+        self.assertLess(time.monotonic() - t0, 60)
+        with open(err) as f:
+            stderr = f.read()
+        self.assertEqual(cp.stdout, b'', stderr)
+        self.assertIn('more than 1073741824 bytes', stderr)
+        self.assertIn('Max', stderr)
+        self.assertRegex(stderr, r'status [1-9]')
+        self.assertEqual(self.ok(self.ctl('cp', f'{sid}:small', '-')).stdout, b'small\n')
+        head = subprocess.run(S.wrap(['sh', '-c', f'{S.paths.sandboxctl} cp --max 2T {sid}:sparse - | head -c 1000']),
+                              capture_output=True, env=_env(), timeout=60)
+        self.assertEqual(head.stdout, b'\0' * 1000, 'an explicit Max lets the download through')
+
+
 class Copy(Base):
     def test_round_trip_20MiB(self):
         sid = self.create()

@@ -28,7 +28,10 @@ _owned = False     # True when this module booted it (not run.py)
 MiB = 1024 * 1024
 TiB = 1024 ** 4
 READ_MAX = 16 * MiB          # ReadFile's bound (sandboxd-api(7))
-HOST_FILES = ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/root/.bashrc')
+# Host files; the sandbox has its own /etc/passwd and /etc/hostname (sandboxd(8)), not
+# /etc/debian_version.
+HOST_FILES = ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/etc/debian_version', '/root/.bashrc')
+HOST_ONLY = '/etc/debian_version'
 # Every error a refused escape may answer with: the path is not in the sandbox, it is a
 # symlink, it is read-only or not ours, or not a regular file.
 REFUSALS = ('org.freedesktop.DBus.Error.FileNotFound', 'System.Error.ENOENT', 'System.Error.ELOOP',
@@ -76,7 +79,7 @@ class Base(harness.SandboxTestCase):
         self.watched = list(HOST_FILES) + [self.hostfile]
         self.before = {p: sha256(p) for p in self.watched}
         self.host_contents = {self.host_secret}
-        for p in ('/etc/passwd', '/etc/shadow', '/etc/hostname'):
+        for p in ('/etc/passwd', '/etc/shadow', '/etc/hostname', HOST_ONLY):
             try:
                 with open(p, 'rb') as f:
                     self.host_contents.add(f.read())
@@ -313,12 +316,13 @@ class Escapes(Base):
 
     def test_symlink_to_host_files_is_not_followed(self):
         sid = self.create()
-        self.sh(sid, f'ln -s /etc/shadow /work/shadow && ln -s /etc/passwd /work/passwd && '
+        self.sh(sid, f'ln -s /etc/shadow /work/shadow && ln -s {HOST_ONLY} /work/passwd && '
                      f'ln -s {self.hostfile} /work/hostfile && ln -s /etc /work/etcdir && '
                      f'ln -s {self.hostdir} /work/hostdir && echo inside > /work/target && '
                      f'ln -s /work/target /work/inlink')
+        host_only = 'etcdir/' + os.path.basename(HOST_ONLY)
         paths = ['/work/shadow', 'shadow', 'passwd', 'hostfile', '/work/hostfile', 'etcdir/shadow',
-                 'etcdir/passwd', 'hostdir/known.txt', '/work/hostdir/known.txt', 'inlink']
+                 host_only, 'hostdir/known.txt', '/work/hostdir/known.txt', 'inlink']
         res = self.calls(sid, f'''
 out = {{}}
 for p in {paths!r}:
@@ -336,7 +340,7 @@ emit(out)''')
             self.assertEqual(res[p]['read']['error'], 'System.Error.ELOOP', res[p])
             self.assertEqual(res[p]['download']['error'], 'System.Error.ELOOP', res[p])
             self.assertEqual(res[p]['stat']['ok'][1], 'link', res[p])
-        for p in ('etcdir/shadow', 'etcdir/passwd', 'hostdir/known.txt', '/work/hostdir/known.txt'):
+        for p in ('etcdir/shadow', host_only, 'hostdir/known.txt', '/work/hostdir/known.txt'):
             self.assert_refused(res[p]['read'], f'ReadFile {p}', NOT_FOUND)
             self.assert_refused(res[p]['download'], f'Download {p}', NOT_FOUND)
         self.assert_host_unchanged()
@@ -383,10 +387,12 @@ emit(out)''')
         sid = self.create()
         tag = 'sandboxd-escape-' + secrets.token_hex(6)
         self.sh(sid, 'echo inside > /work/inside.txt && mkdir -p /work/a/b')
-        reads = ['/etc/passwd', '/etc/shadow', '../../etc/passwd', '../../../../../../etc/shadow',
-                 '/work/../etc/passwd', 'a/b/../../../etc/passwd', '/root/.bashrc', '/etc/hostname',
-                 self.hostfile, '../../' + self.hostfile.lstrip('/'), '/proc/1/root/etc/passwd',
-                 '/proc/self/root/etc/passwd']
+        # (The sandbox's own /etc/passwd is its own: a host-only file of /etc stands in.)
+        h = HOST_ONLY.lstrip('/')
+        reads = [HOST_ONLY, '/etc/shadow', f'../../{h}', '../../../../../../etc/shadow',
+                 f'/work/../{h}', f'a/b/../../../{h}', '/root/.bashrc',
+                 self.hostfile, '../../' + self.hostfile.lstrip('/'), f'/proc/1/root/{h}',
+                 f'/proc/self/root/{h}']
         res = self.calls(sid, f'''
 out = {{"read": {{}}, "download": {{}}}}
 for p in {reads!r}:
@@ -430,7 +436,8 @@ emit(out)''')
         self.assertNotIn('root', inside_root)
         _st, out, _err = self.sh(sid, 'ls -A /etc')
         self.assertEqual(sorted(e[0] for e in res['list_etc']['ok']), sorted(out.decode().split()))
-        self.assertNotIn('passwd', out.decode().split())
+        self.assertNotIn(os.path.basename(HOST_ONLY), out.decode().split())
+        self.assertNotIn('shadow', out.decode().split())
         self.assert_refused(res['list_root_home'], 'ListFiles /root', NOT_FOUND)
         self.assert_refused(res['list_hostdir'], 'ListFiles of the host directory', NOT_FOUND)
         for p, r in res['write'].items():
@@ -638,12 +645,14 @@ for length in (0, {TiB}, 2 ** 64 - 1):
     out["rss"].append(daemon_rss_kib())
 out["reads"] = reads
 out["tail"] = call(s, "ReadFile", "sparse", dbus.UInt64({size - 8}), dbus.UInt64(0))
-# Without Max, Download streams: the caller takes 64 MiB and hangs up.
+# Without Max, the sandbox's DiskMax (1 GiB) bounds a Download: refused at once.
+out["download_default"] = download("sparse", timeout=30)
+# With a Max that lets it through, Download streams: the caller takes 64 MiB and hangs up.
 r, w = os.pipe()
 reader = PipeReader(r, limit=64 * 1024 * 1024)
 import threading
 done = {{}}
-t = threading.Thread(target=lambda: done.update(call(s, "Download", "sparse", fd(w), opts(), timeout=60)))
+t = threading.Thread(target=lambda: done.update(call(s, "Download", "sparse", fd(w), opts(Max=2 ** 62), timeout=60)))
 t.start()
 reader.join(60)
 out["rss"].append(daemon_rss_kib())
@@ -656,10 +665,14 @@ emit(out)''', timeout=300)
         self.assertEqual(res['stat']['ok'][1:3], ['file', size], res['stat'])
         dm = res['download_max']
         self.assert_refused(dm, 'Download of a sparse terabyte with Max=1 MiB',
-                            ('System.Error.EFBIG', 'org.freedesktop.DBus.Error.InvalidArgs',
-                             'org.freedesktop.DBus.Error.LimitsExceeded'))
+                            ('io.sandboxd.Sandbox1.FileTooLarge',))
         self.assertLess(dm['seconds'], 5, f'Download with Max took {dm["seconds"]:.1f}s')
         self.assertLessEqual(dm['pipe']['bytes'], MiB, 'Download wrote more than Max')
+        dd = res['download_default']
+        self.assertEqual(dd.get('error'), 'io.sandboxd.Sandbox1.FileTooLarge', dd)
+        self.assertIn('more than 1073741824 bytes', dd['message'])
+        self.assertLess(dd['seconds'], 5)
+        self.assertEqual(dd['pipe']['bytes'], 0)
         for r in res['reads']:
             if 'error' in r:
                 continue
@@ -678,6 +691,76 @@ emit(out)''', timeout=300)
         self.assertLess(rss[-1] - rss[0], 32 * 1024, f'sandboxd kept {(rss[-1] - rss[0]) // 1024} MiB: {rss}')
         self.assertIn('ok', res['after'], 'the sandbox serves files after the terabyte')
         self.assert_host_unchanged()
+
+
+
+class HostileNames(Base):
+    """Issue 13: names planted by the sandboxed code that are not UTF-8 (D-Bus strings must
+    be) still get their reply: an escaped form in the string, the exact bytes as ay."""
+
+    def test_non_utf8_names_are_answered_losslessly(self):
+        sid = self.create()
+        self.sh(sid, "mkdir /work/d && cd /work/d && : > \"$(printf 'bad\\377\\300name')\" && "
+                     "ln -s \"$(printf 'to\\200x')\" lnk && : > ok")
+        res = self.calls(sid, '''
+out = {}
+out["list"] = call(s, "ListFiles", "d", dbus.UInt32(1), timeout=20)
+out["stat"] = call(s, "Stat", "d/lnk", timeout=20)
+out["after"] = call(s, "Stat", "d/ok", timeout=20)
+emit(out)''', timeout=120)
+        self.assertIn('ok', res['list'], f'ListFiles of a non-UTF-8 name: {res["list"]}')
+        entries = {e[0]: e for e in res['list']['ok']}
+        self.assertEqual(sorted(entries), ['bad\\xff\\xc0name', 'lnk', 'ok'], entries)
+        bad = entries['bad\\xff\\xc0name']
+        self.assertEqual(bytes.fromhex(bad[6]['bytes']), b'bad\xff\xc0name')
+        self.assertEqual(bytes.fromhex(bad[7]['bytes']), b'')
+        lnk = entries['lnk']
+        self.assertEqual((lnk[1], lnk[5]), ('link', 'to\\x80x'))
+        self.assertEqual(bytes.fromhex(lnk[6]['bytes']), b'')
+        self.assertEqual(bytes.fromhex(lnk[7]['bytes']), b'to\x80x')
+        self.assertEqual(bytes.fromhex(entries['ok'][6]['bytes']), b'', 'a UTF-8 name has no bytes')
+        self.assertIn('ok', res['stat'], f'Stat of a link with a non-UTF-8 target: {res["stat"]}')
+        st = res['stat']['ok']
+        self.assertEqual((st[1], st[5], bytes.fromhex(st[7]['bytes'])), ('link', 'to\\x80x', b'to\x80x'))
+        self.assertIn('ok', res['after'])
+
+
+
+class Load(Base):
+    """Issue 13: file operations in parallel are bounded per sandbox (sandboxd(8)): the
+    agent never holds more than a few reads' data at once, so load cannot kill it."""
+
+    def test_parallel_reads_do_not_kill_the_sandbox(self):
+        sid = self.create()  # shell: MemoryMax 256 MiB; 32 reads of 16 MiB held at once are 512
+        self.sh(sid, 'head -c 16777216 /dev/urandom > /work/big && sha256sum /work/big')
+        _st, out, _err = self.sh(sid, 'sha256sum /work/big')
+        want = out.split()[0].decode()
+        res = self.calls(sid, f'''
+import multiprocessing
+def one(i):
+    import busclient, dbus, hashlib
+    busclient._bus = dbus.SystemBus(private=True)
+    try:
+        s = busclient.sandbox({sid!r})
+    except dbus.DBusException as e:
+        return {{"error": e.get_dbus_name(), "message": e.get_dbus_message()}}
+    barrier.wait(120)  # all 32 calls in flight together
+    r = call(s, "ReadFile", "big", dbus.UInt64(0), dbus.UInt64(0), timeout=240)
+    if "ok" in r:
+        return {{"sha256": hashlib.sha256(data_of(r)).hexdigest()}}
+    return {{"error": r["error"], "message": r["message"]}}
+ctx = multiprocessing.get_context("fork")
+barrier = ctx.Barrier(32)
+with ctx.Pool(32) as pool:
+    results = pool.map(one, range(32))
+emit({{"results": results, "after": call(s, "Exec", ["true"], opts())}})''', timeout=600)
+        results = res['results']
+        failed = [r for r in results if 'error' in r]
+        self.assertEqual(failed, [], f'{len(failed)} of 32 parallel reads failed: {failed[:3]}')
+        self.assertEqual({r['sha256'] for r in results}, {want})
+        self.assertIn('ok', res['after'], f'the sandbox after 32 parallel reads: {res["after"]}')
+        # And the daemon did not lose the sandbox either.
+        self.assertIn('ok', self.calls(sid, 'emit(call(s, "Stat", "big"))'))
 
 
 if __name__ == '__main__':

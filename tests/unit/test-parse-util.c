@@ -374,6 +374,25 @@ static void test_utf8_sanitize_large(void **state) {
         assert_false(utf8_is_valid_n(in, n));
 }
 
+static void test_utf8_escape_invalid(void **state) {
+        static const struct { const char *in, *out; } t[] = {
+                { "plain", "plain" },
+                { "", "" },
+                { "a\\b", "a\\b" },                          /* backslashes are kept */
+                { "caf\xc3\xa9", "caf\xc3\xa9" },                /* valid UTF-8 is kept */
+                { "bad\xff\xc0name", "bad\\xff\\xc0name" },
+                { "\xe2\x82", "\\xe2\\x82" },                  /* a truncated sequence */
+                { "\xed\xa0\x80", "\\xed\\xa0\\x80" },         /* a surrogate */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+                _cleanup_free_ char *e = utf8_escape_invalid(t[i].in);
+                assert_non_null(e);
+                assert_string_equal(e, t[i].out);
+                assert_true(utf8_is_valid_n(e, strlen(e)));
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_uint64),
@@ -390,6 +409,7 @@ int main(void) {
                 cmocka_unit_test(test_utf8_truncated),
                 cmocka_unit_test(test_utf8_unicode_table_3_8),
                 cmocka_unit_test(test_utf8_sanitize_large),
+                cmocka_unit_test(test_utf8_escape_invalid),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

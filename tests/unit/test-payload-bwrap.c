@@ -21,7 +21,7 @@ static int find_seq(char **argv, const char *a, const char *b, const char *c) {
 }
 
 static void test_argv(void **state) {
-        char *binds[] = { (char *) "/usr", (char *) "/lib64", NULL };
+        char *binds[] = { (char *) "/usr", (char *) "/lib64", (char *) "/etc/alternatives", NULL };
         char *masks[] = { (char *) "/proc/kallsyms", NULL };
         char *mask_dirs[] = { (char *) "/proc/acpi", NULL };
         Template t = { .name = (char *) "shell", .ro_binds = binds };
@@ -33,9 +33,11 @@ static void test_argv(void **state) {
                 .proc_masks = masks,
                 .proc_mask_dirs = mask_dirs,
                 .seccomp_fd = 9,
+                .etc_dir = "/run/sandboxd/etc/shell-0123456789abcdef",
+                .machine_id = "0123456789abcdef0123456789abcdef",
         };
         _cleanup_strv_free_ char **argv = NULL;
-        int sep, i;
+        int sep, i, etc;
 
         assert_int_equal(bwrap_build_argv(&p, &argv), 0);
         assert_string_equal(argv[0], "/usr/bin/bwrap");
@@ -75,11 +77,46 @@ static void test_argv(void **state) {
         assert_true(find_seq(argv, "--ro-bind", "/usr/libexec/sandboxd/sandbox-init", "/run/sandbox-init") > 0);
         assert_true(find_seq(argv, "--remount-ro", "/", NULL) > find_seq(argv, "--tmpfs", "/work", NULL));
 
+        /* Its own /etc, never the host's; the template's binds into it come after it. */
+        etc = find_seq(argv, "--ro-bind", "/run/sandboxd/etc/shell-0123456789abcdef", "/etc");
+        assert_true(etc > 0);
+        assert_true(find_seq(argv, "--ro-bind-try", "/etc/alternatives", "/etc/alternatives") > etc);
+        assert_true(find_seq(argv, "--ro-bind-data", "7", "/etc/machine-id") > etc);
+        assert_int_equal(find_seq(argv, "--ro-bind-try", "/etc", "/etc"), -1);
+        assert_int_equal(find_seq(argv, "--ro-bind", "/etc", "/etc"), -1);
+        assert_true(find_seq(argv, "--hostname", "sandbox", NULL) > 0);
+
+        /* /dev read-only but for a bounded, world-writable /dev/shm on top of it. */
+        i = find_seq(argv, "--tmpfs", "/dev/shm", NULL);
+        assert_true(i > find_seq(argv, "--dev", "/dev", NULL));
+        assert_string_equal(argv[i - 4], "--size");
+        assert_string_equal(argv[i - 3], "67108864");
+        assert_string_equal(argv[i - 1], "1777");
+        assert_true(find_seq(argv, "--remount-ro", "/dev", NULL) > i);
+
         /* The agent runs, and is the last thing. */
         sep = find_seq(argv, "--", NULL, NULL);
         assert_true(sep > 0);
         assert_string_equal(argv[sep + 1], "/run/sandbox-init");
         assert_null(argv[sep + 2]);
+}
+
+static void test_argv_shm_size(void **state) {
+        char *binds[] = { (char *) "/usr", NULL };
+        Template t = { .name = (char *) "shell", .ro_binds = binds, .shm_max = 1 << 20 };
+        PayloadParams p = {
+                .template = &t, .bwrap_path = "/usr/bin/bwrap", .agent_path = "/a", .disk_max = 1 << 20,
+                .seccomp_fd = -1,
+        };
+        _cleanup_strv_free_ char **argv = NULL;
+        int i;
+
+        assert_int_equal(bwrap_build_argv(&p, &argv), 0);
+        i = find_seq(argv, "--tmpfs", "/dev/shm", NULL);
+        assert_true(i > 4);
+        assert_string_equal(argv[i - 3], "1048576");
+        /* No tree: no /etc and no machine id to bind into it. */
+        assert_int_equal(find_seq(argv, "--ro-bind-data", NULL, NULL), -1);
 }
 
 static void test_argv_without_seccomp(void **state) {
@@ -120,6 +157,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_argv),
                 cmocka_unit_test(test_argv_without_seccomp),
+                cmocka_unit_test(test_argv_shm_size),
                 cmocka_unit_test(test_parse_info),
                 cmocka_unit_test(test_kind_strings),
         };

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+#include "etc-tree.h"
 #include "strv.h"
 #include "template.h"
 
@@ -73,6 +74,74 @@ static void test_parse_bad(void **state) {
         expect_bad("", "{\"ro_binds\":[\"/usr\"]}", "name");
 }
 
+static void test_parse_etc(void **state) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse("py",
+                "{\"ro_binds\":[\"/usr\",\"/etc/ssl/certs\"],\"timezone\":\"Europe/Berlin\",\"shm_max\":2097152,"
+                "\"etc\":{\"pip.conf\":\"[global]\\nno-index = true\\n\",\"npmrc\":\"offline=true\\n\","
+                "\"ssl/openssl.cnf\":\"\"}}", &t, &error), 0);
+        assert_string_equal(t->timezone, "Europe/Berlin");
+        assert_int_equal(t->shm_max, 2097152);
+        assert_int_equal(strv_length(t->etc_files), 6);
+        assert_string_equal(t->etc_files[0], "pip.conf");
+        assert_string_equal(t->etc_files[1], "[global]\nno-index = true\n");
+        assert_string_equal(t->etc_files[2], "npmrc");
+        assert_string_equal(t->etc_files[4], "ssl/openssl.cnf");
+        assert_string_equal(t->etc_files[5], "");
+}
+
+static void test_parse_etc_bad(void **state) {
+        char big[ETC_FILE_SIZE_MAX + 64], many[4096];
+        size_t n;
+
+        /* The host's /etc is never shown, nor its identity files. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc\"]}", "/etc");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc/\"]}", "/etc");
+        expect_bad("x", "{\"ro_binds\":[\"/\"]}", "/etc");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc/passwd\"]}", "/etc/passwd");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc/hosts\"]}", "/etc/hosts");
+        /* Paths inside /etc only. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"../shadow\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"a/../../x\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"/etc/pip.conf\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"a//b\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\".hidden\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"a b\":\"x\"}}", "relative path");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"\":\"x\"}}", "relative path");
+        /* Not sandboxd's own files. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"passwd\":\"root::0:0::/:/bin/sh\"}}", "own");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"hosts\":\"1.2.3.4 x\"}}", "own");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"machine-id\":\"0\"}}", "own");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"resolv.conf\":\"nameserver 1.1.1.1\"}}", "own");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"localtime\":\"x\"}}", "own");
+        /* Not over a bound host file, nor file and directory at once. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc/ssl/certs\"],\"etc\":{\"ssl/certs/x.pem\":\"x\"}}",
+                   "collides");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/etc/ssl/certs\"],\"etc\":{\"ssl\":\"x\"}}", "collides");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"a\":\"x\",\"a/b\":\"y\"}}", "both");
+        /* Shapes, sizes, counts. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":[\"pip.conf\"]}", "object");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"pip.conf\":1}}", "string");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"etc\":{\"pip.conf\":\"a\\u0000b\"}}", "text");
+        n = (size_t) snprintf(big, sizeof(big), "{\"ro_binds\":[\"/usr\"],\"etc\":{\"big\":\"");
+        memset(big + n, 'x', ETC_FILE_SIZE_MAX + 1);
+        strcpy(big + n + ETC_FILE_SIZE_MAX + 1, "\"}}");
+        expect_bad("x", big, "at most");
+        n = (size_t) snprintf(many, sizeof(many), "{\"ro_binds\":[\"/usr\"],\"etc\":{");
+        for (unsigned i = 0; i <= ETC_FILES_MAX; i++)
+                n += (size_t) snprintf(many + n, sizeof(many) - n, "%s\"f%u\":\"\"", i ? "," : "", i);
+        snprintf(many + n, sizeof(many) - n, "}}");
+        expect_bad("x", many, "at most");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"timezone\":\"../../etc/shadow\"}", "timezone");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"timezone\":3}", "timezone");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"shm_max\":1}", "shm_max");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"shm_max\":\"64M\"}", "shm_max");
+        /* Docker images keep their own /etc. */
+        expect_bad("x", "{\"payload\":\"docker\",\"image\":\"busybox\",\"etc\":{\"pip.conf\":\"\"}}", "bwrap");
+}
+
 static void write_file(const char *dir, const char *name, const char *text) {
         char path[512];
         snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -126,6 +195,7 @@ static void test_shipped_templates(void **state) {
         assert_int_equal(reports, 0);
         assert_non_null(template_set_find(&set, "shell"));
         assert_non_null(template_set_find(&set, "python"));
+        assert_non_null(template_set_find(&set, "node"));
         template_set_done(&set);
 }
 
@@ -133,6 +203,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_good),
                 cmocka_unit_test(test_parse_bad),
+                cmocka_unit_test(test_parse_etc),
+                cmocka_unit_test(test_parse_etc_bad),
                 cmocka_unit_test(test_parse_docker_and_pool),
                 cmocka_unit_test(test_dirs_override),
                 cmocka_unit_test(test_shipped_templates),

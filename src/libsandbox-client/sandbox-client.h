@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* libsandbox-client: typed calls of sandboxd's API (sandboxd-api(7)) for every front end
+ * (sandboxctl, sandbox-run, the HTTP bridge, the MCP server). The transport (today the
+ * system bus) is hidden behind SandboxClient; results are plain structs.
+ *
+ * Conventions: functions return 0 (or a documented positive value) or a negative errno;
+ * on failure ret_* parameters are untouched and, when the daemon answered with an error,
+ * error (may be NULL) holds its name and message. Nothing here logs or prints. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+#include "sandbox-api.h"
+
+typedef struct SandboxClient SandboxClient;
+/* One sandbox as the transport addresses it. Borrows its client, which must outlive it. */
+typedef struct SandboxHandle SandboxHandle;
+
+/* ---- errors ---- */
+
+typedef struct SandboxClientError {
+        char *name;             /* e.g. SANDBOX_ERROR_NO_SUCH_SANDBOX or a D-Bus error name */
+        char *message;
+} SandboxClientError;
+
+#define SANDBOX_CLIENT_ERROR_NULL ((SandboxClientError) {})
+
+void sandbox_client_error_done(SandboxClientError *e);
+bool sandbox_client_error_is_set(const SandboxClientError *e);
+bool sandbox_client_error_has_name(const SandboxClientError *e, const char *name);
+/* The daemon's message, else strerror(error). */
+const char *sandbox_client_error_message(const SandboxClientError *e, int error);
+/* The errno a documented (or a standard D-Bus) error name stands for; EIO if unknown. */
+int sandbox_client_errno_from_name(const char *name);
+
+/* ---- connection ---- */
+
+/* Connects to sandboxd on the system bus. */
+int sandbox_client_open_system(SandboxClient **ret);
+SandboxClient *sandbox_client_free(SandboxClient *c);
+/* Lets the daemon's authorization ask the user (polkit agent). */
+int sandbox_client_set_interactive(SandboxClient *c, bool b);
+
+/* Between begin and end, SIGINT, SIGTERM and SIGHUP do not end the process: they end the
+ * long calls (Exec, Wait, Upload, Download, run) under way or to come with -EINTR, and
+ * sandbox_client_interrupted() names the signal; calls that start something (create,
+ * Start) still wait for their answer, so that the caller can undo it. SIGWINCH, when
+ * on_winch is given, calls it meanwhile. */
+int sandbox_client_interrupt_begin(SandboxClient *c, void (*on_winch)(void *userdata), void *userdata);
+void sandbox_client_interrupt_end(SandboxClient *c);
+int sandbox_client_interrupted(const SandboxClient *c);
+
+/* ---- sandboxes ---- */
+
+typedef enum SandboxCreateField {
+        SANDBOX_CREATE_MEMORY_MAX       = 1 << 0,
+        SANDBOX_CREATE_CPU_QUOTA        = 1 << 1,
+        SANDBOX_CREATE_TASKS_MAX        = 1 << 2,
+        SANDBOX_CREATE_DISK_MAX         = 1 << 3,
+        SANDBOX_CREATE_TIMEOUT          = 1 << 4,
+        SANDBOX_CREATE_IDLE_TIMEOUT     = 1 << 5,
+        SANDBOX_CREATE_EPHEMERAL        = 1 << 6,
+} SandboxCreateField;
+
+/* CreateSandbox's options; only those in set are sent (the rest: the template's). */
+typedef struct SandboxCreateOptions {
+        unsigned set;                   /* SandboxCreateField */
+        uint64_t memory_max;            /* bytes */
+        uint64_t cpu_quota_per_sec_usec;
+        uint64_t tasks_max;
+        uint64_t disk_max;              /* bytes, each of /work and /tmp */
+        uint64_t timeout_sec;           /* lifetime; 0: none */
+        uint64_t idle_timeout_sec;      /* 0: never */
+        bool ephemeral;
+} SandboxCreateOptions;
+
+/* template NULL or "": the default. *ret_id may be NULL. */
+int sandbox_client_create(SandboxClient *c, const char *template, const SandboxCreateOptions *o,
+                          char **ret_id, SandboxHandle **ret_handle, SandboxClientError *error);
+/* The sandbox named id (GetSandbox). */
+int sandbox_client_get(SandboxClient *c, const char *id, SandboxHandle **ret, SandboxClientError *error);
+
+SandboxHandle *sandbox_handle_free(SandboxHandle *h);
+const char *sandbox_handle_id(const SandboxHandle *h);
+/* The transport's address of the sandbox (its D-Bus object path). */
+const char *sandbox_handle_path(const SandboxHandle *h);
+SandboxClient *sandbox_handle_client(const SandboxHandle *h);
+
+typedef enum SandboxDestroyMode {
+        SANDBOX_DESTROY_EXPLICIT,       /* the user asked: any error is an error */
+        /* Cleaning up after a command (run's sandbox, after the command ended or failed,
+         * e.g. with NoReply because sandboxd stopped): a sandbox already gone is fine,
+         * and the call never starts sandboxd (no bus auto-start: activating it would
+         * replace a pending `systemctl stop`; the next sandboxd destroys interrupted
+         * ephemeral sandboxes itself). See sandboxd(8), "Restart". */
+        SANDBOX_DESTROY_CLEANUP,
+} SandboxDestroyMode;
+
+int sandbox_handle_destroy(SandboxHandle *h, SandboxDestroyMode mode, SandboxClientError *error);
+int sandbox_handle_pause(SandboxHandle *h, SandboxClientError *error);
+int sandbox_handle_resume(SandboxHandle *h, SandboxClientError *error);
+int sandbox_handle_set_timeout(SandboxHandle *h, uint64_t lifetime_sec, uint64_t idle_sec,
+                               SandboxClientError *error);
+
+typedef struct SandboxInfo {
+        char *id;
+        char *template;
+        uint32_t owner;
+        char *state;
+        char *path;
+        uint64_t created_at;            /* µs since the epoch */
+} SandboxInfo;
+
+void sandbox_info_array_free(SandboxInfo *a, size_t n);
+/* ListSandboxes, in the daemon's order. */
+int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error);
+
+/* The properties of a sandbox; a daemon may lack some: seen has a bit per one given. */
+typedef enum SandboxProperty {
+        SANDBOX_PROPERTY_ID,
+        SANDBOX_PROPERTY_TEMPLATE,
+        SANDBOX_PROPERTY_OWNER,
+        SANDBOX_PROPERTY_STATE,
+        SANDBOX_PROPERTY_UNIT,
+        SANDBOX_PROPERTY_CREATED_AT,
+        SANDBOX_PROPERTY_MEMORY_MAX,
+        SANDBOX_PROPERTY_CPU_QUOTA,
+        SANDBOX_PROPERTY_TASKS_MAX,
+        SANDBOX_PROPERTY_DISK_MAX,
+        SANDBOX_PROPERTY_TIMEOUT,
+        SANDBOX_PROPERTY_IDLE_TIMEOUT,
+        SANDBOX_PROPERTY_DEADLINE,
+        SANDBOX_PROPERTY_EPHEMERAL,
+        _SANDBOX_PROPERTY_MAX,
+} SandboxProperty;
+
+typedef struct SandboxStatus {
+        char *id;
+        char *template;
+        uint32_t owner;
+        char *state;
+        char *unit;
+        uint64_t created_at;
+        uint64_t memory_max;
+        uint64_t cpu_quota_per_sec_usec;
+        uint64_t tasks_max;
+        uint64_t disk_max;
+        uint64_t timeout;
+        uint64_t idle_timeout;
+        uint64_t deadline;
+        bool ephemeral;
+        unsigned seen;                  /* 1 << SandboxProperty */
+} SandboxStatus;
+
+#define SANDBOX_STATUS_HAS(s, p) (!!((s)->seen & (1U << (p))))
+
+void sandbox_status_done(SandboxStatus *s);
+/* Property p of s, for a caller that walks them all: its D-Bus type signature ("s": a
+ * char *, "u": uint32_t, "t": uint64_t, "b": bool) and where s keeps its value. */
+const char *sandbox_property_signature(SandboxProperty p);
+const void *sandbox_status_field(const SandboxStatus *s, SandboxProperty p);
+int sandbox_handle_status(SandboxHandle *h, SandboxStatus *ret, SandboxClientError *error);
+
+typedef struct SandboxTemplate {
+        char *name;
+        char *payload;
+        char *description;
+} SandboxTemplate;
+
+void sandbox_template_array_free(SandboxTemplate *a, size_t n);
+int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *ret_n, SandboxClientError *error);
+
+/* ---- executions ---- */
+
+/* Exec's and Start's options. */
+typedef struct SandboxExecOptions {
+        char **environment;             /* NAME=VALUE; NULL: none */
+        const char *working_directory;  /* NULL: the default (/work) */
+        uint64_t timeout_sec;           /* 0: Exec the default, Start none */
+        bool output_max_set;
+        uint64_t output_max;
+        const void *stdin_data;         /* given as bytes */
+        size_t stdin_size;
+        int stdin_fd, stdout_fd, stderr_fd;     /* passed to the process; -EBADF: not */
+        bool tty;                       /* a pseudo-terminal; stdin_fd and stdout_fd required */
+        unsigned tty_rows, tty_cols;    /* 0: the daemon's default size */
+} SandboxExecOptions;
+
+#define SANDBOX_EXEC_OPTIONS_INIT \
+        ((SandboxExecOptions) { .stdin_fd = -EBADF, .stdout_fd = -EBADF, .stderr_fd = -EBADF })
+
+typedef struct SandboxExecResult {
+        int32_t exit_status;            /* the exit code, or 128 + the signal */
+        int32_t exit_code;              /* -1 when killed */
+        int32_t signal;                 /* 0 when it exited */
+        bool timed_out;
+        bool oom_killed;
+        bool truncated;                 /* some output exceeded OutputMax */
+        uint64_t duration_usec;
+        uint64_t cpu_usec;
+        uint64_t max_rss_bytes;
+        uint64_t stdout_bytes;          /* produced, also what was dropped */
+        uint64_t stderr_bytes;
+        void *stdout_data;              /* captured (empty when passed as descriptors) */
+        size_t stdout_size;
+        void *stderr_data;
+        size_t stderr_size;
+} SandboxExecResult;
+
+void sandbox_exec_result_done(SandboxExecResult *r);
+
+/* Exec: runs argv and returns when it ended. The call waits the exec's timeout and some. */
+int sandbox_handle_exec(SandboxHandle *h, char **argv, const SandboxExecOptions *o, SandboxExecResult *ret,
+                        SandboxClientError *error);
+/* Start: a background process; its id. */
+int sandbox_handle_start(SandboxHandle *h, char **argv, const SandboxExecOptions *o, uint64_t *ret_process,
+                         SandboxClientError *error);
+/* Wait: its result (no output) once it ended; timeout_sec 0: no limit (call_usec bounds the
+ * call itself, UINT64_MAX: none). Fails with SANDBOX_ERROR_STILL_RUNNING after timeout_sec. */
+int sandbox_handle_wait(SandboxHandle *h, uint64_t process, uint64_t timeout_sec, uint64_t call_usec,
+                        SandboxExecResult *ret, SandboxClientError *error);
+int sandbox_handle_signal(SandboxHandle *h, uint64_t process, int sig, SandboxClientError *error);
+/* Fire and forget: a lost resize is corrected by the next. */
+int sandbox_handle_resize_terminal(SandboxHandle *h, uint64_t process, unsigned rows, unsigned cols);
+/* ReadOutput: what it wrote so far; *ret_running whether it still runs. */
+int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecResult *ret_output,
+                               bool *ret_running, SandboxClientError *error);
+
+typedef struct SandboxProcess {
+        uint64_t id;
+        int32_t pid;                    /* inside the sandbox */
+        char **argv;
+        char *state;                    /* "running" or "exited" */
+        int32_t exit_status;
+} SandboxProcess;
+
+void sandbox_process_array_free(SandboxProcess *a, size_t n);
+int sandbox_handle_processes(SandboxHandle *h, SandboxProcess **ret, size_t *ret_n, SandboxClientError *error);
+
+/* run: an ephemeral sandbox (create, exec, gone), as one call. When the exec does not
+ * return (an error, NoReply, a signal during sandbox_client_interrupt_begin/end) the
+ * sandbox is destroyed here, with SANDBOX_DESTROY_CLEANUP. The lifetime of the sandbox is
+ * the exec's timeout plus a backstop, should the caller die first. run is filled as it
+ * goes, also on failure (to tell what failed). */
+typedef enum SandboxRunStep {
+        SANDBOX_RUN_CREATE,
+        SANDBOX_RUN_EXEC,
+        SANDBOX_RUN_DONE,
+} SandboxRunStep;
+
+typedef struct SandboxRun {
+        SandboxRunStep step;            /* the one that failed, or DONE */
+        char *id;                       /* once created */
+        SandboxExecResult result;       /* once the exec returned */
+        int cleanup;                    /* the result of destroying it, when that was done here */
+        SandboxClientError cleanup_error;
+} SandboxRun;
+
+#define SANDBOX_RUN_LIFETIME_SLACK_SEC UINT64_C(60)
+
+void sandbox_run_done(SandboxRun *run);
+int sandbox_client_run(SandboxClient *c, const char *template, const SandboxCreateOptions *co, char **argv,
+                       const SandboxExecOptions *eo, SandboxRun *run, SandboxClientError *error);
+
+/* ListExecutions: the recorded executions, newest first. */
+typedef struct SandboxExecutionFilter {
+        const char *sandbox_id;         /* NULL: all */
+        bool owner_set;
+        uint32_t owner;
+        uint64_t since_usec;            /* 0: no bound */
+        uint32_t limit;                 /* 0: the daemon's default */
+} SandboxExecutionFilter;
+
+typedef struct SandboxExecution {
+        char *sandbox_id;
+        uint64_t exec_id;
+        uint32_t owner, caller;
+        char **argv;
+        char *cwd;
+        uint64_t started, ended;        /* µs since the epoch */
+        int32_t exit_status, exit_code, signal;
+        bool timed_out, oom_killed;
+        uint64_t cpu_usec, cgroup_cpu_nsec, memory_peak, stdout_bytes, stderr_bytes;
+} SandboxExecution;
+
+void sandbox_execution_array_free(SandboxExecution *a, size_t n);
+int sandbox_client_executions(SandboxClient *c, const SandboxExecutionFilter *f, SandboxExecution **ret,
+                              size_t *ret_n, SandboxClientError *error);
+
+/* ---- files (paths resolved inside the sandbox) ---- */
+
+typedef struct SandboxFileEntry {
+        char *path;                     /* relative to the listed path; Stat: "" */
+        char *type;                     /* file, dir, link, fifo, socket, char, block */
+        uint64_t size;
+        uint32_t mode;
+        int64_t mtime;                  /* µs since the epoch */
+        char *target;                   /* of a link */
+        /* A path or target that is not valid UTF-8 comes as an escaped form (\xNN) in path or
+         * target and its exact bytes here; NULL, 0 otherwise. */
+        void *path_raw;
+        size_t path_raw_size;
+        void *target_raw;
+        size_t target_raw_size;
+} SandboxFileEntry;
+
+void sandbox_file_entry_done(SandboxFileEntry *e);
+void sandbox_file_entry_array_free(SandboxFileEntry *a, size_t n);
+
+/* WriteFile's and Upload's options. */
+typedef struct SandboxWriteOptions {
+        int mode;                       /* -1: the default (0644) */
+        bool append;
+        bool create_parents;
+} SandboxWriteOptions;
+
+#define SANDBOX_WRITE_OPTIONS_INIT ((SandboxWriteOptions) { .mode = -1 })
+
+/* length 0: to the end (at most FILE_READ_MAX). */
+int sandbox_handle_read_file(SandboxHandle *h, const char *path, uint64_t offset, uint64_t length,
+                             void **ret_data, size_t *ret_size, SandboxClientError *error);
+int sandbox_handle_write_file(SandboxHandle *h, const char *path, const void *data, size_t size,
+                              const SandboxWriteOptions *o, uint64_t *ret_bytes, SandboxClientError *error);
+/* fd: a regular file, pipe or socket, read (Upload) or written (Download) by the agent
+ * itself. max: UINT64_MAX for no limit. Interruptible (see sandbox_client_interrupt_begin). */
+int sandbox_handle_upload(SandboxHandle *h, const char *path, int fd, const SandboxWriteOptions *o,
+                          uint64_t *ret_bytes, SandboxClientError *error);
+int sandbox_handle_download(SandboxHandle *h, const char *path, int fd, uint64_t max, uint64_t *ret_bytes,
+                            SandboxClientError *error);
+int sandbox_handle_list_files(SandboxHandle *h, const char *path, unsigned depth, SandboxFileEntry **ret,
+                              size_t *ret_n, SandboxClientError *error);
+int sandbox_handle_stat(SandboxHandle *h, const char *path, SandboxFileEntry *ret, SandboxClientError *error);
+int sandbox_handle_mkdir(SandboxHandle *h, const char *path, bool parents, SandboxClientError *error);
+int sandbox_handle_remove(SandboxHandle *h, const char *path, bool recursive, SandboxClientError *error);
+int sandbox_handle_move(SandboxHandle *h, const char *path, const char *to, SandboxClientError *error);
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxClient *, sandbox_client_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxHandle *, sandbox_handle_free);

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The names and bounds of sandboxd's API (sandboxd-api(7)), defined once: the daemon's D-Bus
+ * face, the core's error table and the client library (every front end) include this. */
+
+#include <errno.h>
+
+/* D-Bus: bus name, objects, interfaces. */
+#define SANDBOX_BUS_NAME                 "io.sandboxd.Sandbox1"
+#define SANDBOX_MANAGER_PATH             "/io/sandboxd/Sandbox1"
+#define SANDBOX_MANAGER_INTERFACE        "io.sandboxd.Sandbox1.Manager"
+#define SANDBOX_OBJECT_ROOT              "/io/sandboxd/Sandbox1/sandbox"
+#define SANDBOX_OBJECT_PREFIX            SANDBOX_OBJECT_ROOT "/"
+#define SANDBOX_INTERFACE                "io.sandboxd.Sandbox1.Sandbox"
+
+/* The documented error names (varlink uses the same names under io.sandboxd.Sandbox). */
+#define SANDBOX_ERROR_NO_SUCH_TEMPLATE   "io.sandboxd.Sandbox1.NoSuchTemplate"
+#define SANDBOX_ERROR_NO_SUCH_SANDBOX    "io.sandboxd.Sandbox1.NoSuchSandbox"
+#define SANDBOX_ERROR_INVALID_OPTION     "io.sandboxd.Sandbox1.InvalidOption"
+#define SANDBOX_ERROR_NOT_RUNNING        "io.sandboxd.Sandbox1.NotRunning"
+#define SANDBOX_ERROR_BUSY               "io.sandboxd.Sandbox1.Busy"
+#define SANDBOX_ERROR_TOO_MANY_SANDBOXES "io.sandboxd.Sandbox1.TooManySandboxes"
+#define SANDBOX_ERROR_SANDBOX_FAILED     "io.sandboxd.Sandbox1.SandboxFailed"
+#define SANDBOX_ERROR_SYSTEMD_FAILED     "io.sandboxd.Sandbox1.SystemdFailed"
+#define SANDBOX_ERROR_NO_SUCH_PROCESS    "io.sandboxd.Sandbox1.NoSuchProcess"
+#define SANDBOX_ERROR_STILL_RUNNING      "io.sandboxd.Sandbox1.StillRunning"
+#define SANDBOX_ERROR_FILE_TOO_LARGE     "io.sandboxd.Sandbox1.FileTooLarge"
+
+/* Each name with the errno it stands for: X(name, errno) once per error. */
+#define SANDBOX_ERRORS(X)                                \
+        X(SANDBOX_ERROR_NO_SUCH_TEMPLATE,   ENOENT)      \
+        X(SANDBOX_ERROR_NO_SUCH_SANDBOX,    ENXIO)       \
+        X(SANDBOX_ERROR_INVALID_OPTION,     EINVAL)      \
+        X(SANDBOX_ERROR_NOT_RUNNING,        ESRCH)       \
+        X(SANDBOX_ERROR_BUSY,               EBUSY)       \
+        X(SANDBOX_ERROR_TOO_MANY_SANDBOXES, EUSERS)      \
+        X(SANDBOX_ERROR_SANDBOX_FAILED,     EIO)         \
+        X(SANDBOX_ERROR_SYSTEMD_FAILED,     EIO)         \
+        X(SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)      \
+        X(SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)      \
+        X(SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)
+
+/* Bounds a caller may need to know before it asks. */
+#define EXEC_TIMEOUT_DEFAULT_SEC 300ULL
+#define EXEC_TIMEOUT_MAX_SEC 3600ULL
+#define EXEC_OUTPUT_DEFAULT (1024ULL * 1024)
+/* stdout and stderr both at their maximum must fit in one reply under the system bus's
+ * 32 MiB message limit. */
+#define EXEC_OUTPUT_MAX (8ULL * 1024 * 1024)
+#define EXEC_STDIN_MAX (16ULL * 1024 * 1024)
+#define FILE_READ_MAX (16ULL * 1024 * 1024)    /* ReadFile returns at most this much */
+#define LIST_FILES_DEPTH_MAX 16U
+#define LIST_EXECUTIONS_LIMIT_MAX 10000U
