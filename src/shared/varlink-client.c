@@ -195,20 +195,9 @@ static int client_dispatch(VarlinkClient *c, json_object *m) {
         return 0;
 }
 
-static int client_process(VarlinkClient *c, uint32_t revents) {
-        ssize_t n;
+static int client_dispatch_all(VarlinkClient *c) {
         int r;
 
-        r = varlink_stream_flush(&c->stream);
-        if (r < 0)
-                return r;
-        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-                n = varlink_stream_read(&c->stream);
-                if (n == 0)
-                        return -ECONNRESET;
-                if (n < 0 && n != -EAGAIN)
-                        return (int) n;
-        }
         while (!c->broken) {
                 _cleanup_json_ json_object *m = NULL;
 
@@ -220,6 +209,24 @@ static int client_process(VarlinkClient *c, uint32_t revents) {
                         return r;
         }
         return 0;
+}
+
+/* Replies that arrived are handed over before any failure is: a server may answer and
+ * then close. */
+static int client_process(VarlinkClient *c, uint32_t revents) {
+        ssize_t n = -EAGAIN;
+        int r;
+
+        if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                n = varlink_stream_read(&c->stream);
+        r = client_dispatch_all(c);
+        if (r < 0)
+                return r;
+        if (n == 0)
+                return -ECONNRESET;
+        if (n < 0 && n != -EAGAIN)
+                return (int) n;
+        return c->broken ? 0 : varlink_stream_flush(&c->stream);
 }
 
 static int on_client_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {

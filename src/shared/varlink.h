@@ -25,17 +25,17 @@
  *     MethodNotImplemented (declared, not bound).
  * A oneway call gets no reply, not even an error; it is over when its method returns.
  *
- * A method is called with the call, its parameters (an object, never NULL; borrowed) and
- * its flags. It answers with varlink_call_reply() or varlink_call_error(), at once or
+ * A method is called with the call, its parameters (an object, never NULL; borrowed:
+ * json_object_get() what is needed after the method returns) and its flags. It answers with varlink_call_reply() or varlink_call_error(), at once or
  * later: to answer later it keeps a reference (varlink_call_ref()) and replies from any
  * event source of the same loop. It returns 0, or a negative errno for a fault: the
  * connection is then closed (varlink-go does the same), so answer errors a client can act
  * on with an error reply. A method that returns 0 having neither replied nor kept a
  * reference is a bug: the connection is closed rather than left hanging.
  *
- * Replies are queued and written as the peer reads (never blocking, MSG_NOSIGNAL). No
- * function below calls a callback of the owner's: disconnect and drained callbacks, and
- * closing a connection, happen from the event loop only.
+ * Replies are queued and written as the peer reads (never blocking, MSG_NOSIGNAL). Apart
+ * from the unref functions (which say so), no function below calls a callback of the
+ * owner's or closes a connection: that happens from the event loop only.
  *
  * Client: varlink_client_*(), for tests and front ends: synchronous calls (blocking, with
  * a timeout; for programs that do nothing else meanwhile) and asynchronous ones on
@@ -96,9 +96,10 @@ typedef struct VarlinkLimits {
          * the server's memory. Must be at least message_size_max. Methods that stream
          * watch varlink_call_get_pending_output() and the drained callback instead. */
         size_t output_buffer_max;
-        /* Complete calls read ahead while one is in progress; at that many the server
-         * stops reading the connection (the peer's writes then block: back-pressure, not
-         * an error). Read-ahead input is bounded by message_size_max in bytes as well. */
+        /* Complete calls read ahead while one is in progress; at that many, or at
+         * message_size_max bytes read ahead, the server stops reading the connection (the
+         * peer's writes then block: back-pressure, not an error). One read (64 KiB) may
+         * bring more than that before the server stops. */
         unsigned queued_calls_max;
         /* Connections beyond either limit are accepted and closed at once: the peer sees
          * EOF rather than a hang in the listen backlog. */
@@ -179,6 +180,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(VarlinkCall *, varlink_call_unref);
 
 const char *varlink_call_get_method(VarlinkCall *call);
 VarlinkCallFlags varlink_call_get_flags(VarlinkCall *call);
+/* NULL once the connection is closed. */
 VarlinkServer *varlink_call_get_server(VarlinkCall *call);
 
 /* The final reply; parameters NULL means {} (borrowed, in all replies below). Returns 0
@@ -232,6 +234,8 @@ int varlink_client_connect_address(VarlinkClient **ret, const char *address);
 /* Takes fd, a connected stream socket, also on failure. */
 int varlink_client_connect_fd(VarlinkClient **ret, int fd);
 VarlinkClient *varlink_client_ref(VarlinkClient *c);
+/* The last unref ends outstanding asynchronous calls (their callbacks get
+ * VARLINK_ERROR_DISCONNECTED from within it). */
 VarlinkClient *varlink_client_unref(VarlinkClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(VarlinkClient *, varlink_client_unref);
 
