@@ -1021,6 +1021,29 @@ static void test_listen_address(void **state) {
         rmdir(dir);
 }
 
+/* "unix:" + address, in a static buffer. */
+static const char *strjoina_unix(const char *address) {
+        static char buf[128];
+
+        snprintf(buf, sizeof(buf), "unix:%s", address);
+        return buf;
+}
+
+static void test_listen_abstract(void **state) {
+        _cleanup_(varlink_client_unrefp) VarlinkClient *c = NULL;
+        _cleanup_free_ char *address = NULL;
+        Replies r = {};
+
+        assert_true(asprintf(&address, "@test-varlink-%i", getpid()) > 0);
+        assert_int_equal(varlink_server_listen_address(server, address, 0600), 0);
+        assert_int_equal(varlink_client_connect_address(&c, strjoina_unix(address)), 0);
+        assert_int_equal(varlink_client_attach_event(c, event, 0), 0);
+        assert_int_equal(varlink_client_call_async(c, "org.varlink.service.GetInfo", NULL, 0, on_reply, &r), 0);
+        RUN_UNTIL(r.done);
+        assert_null(r.error);
+        assert_int_equal(varlink_client_connect_address(&c, "unix:relative/path"), -EINVAL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_framing_split, setup, teardown),
@@ -1050,6 +1073,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_client_async, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_sync, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_listen_address, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_listen_abstract, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
