@@ -79,11 +79,16 @@ static unsigned large_calls_of(const char *sender) {
         return n;
 }
 
+static void slot_release(sd_bus_message *call, bool held);
+
 /* Gives free slots to the calls that waited longest. */
 static void slots_fill(void) {
         while (flow.n_slots < BUS_FLOW_LARGE_MAX && flow.waiting) {
                 _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
                 LargeCall *l = flow.waiting;
+                void (*free_userdata)(void *userdata);
+                void *userdata;
                 int r;
 
                 while (l->next)
@@ -92,18 +97,20 @@ static void slots_fill(void) {
                 flow.n_waiting--;
                 LIST_PREPEND(flow.slots, l);
                 flow.n_slots++;
-                r = l->start(l->call, l->userdata, &e);
-                if (l->free_userdata)
-                        l->free_userdata(TAKE_PTR(l->userdata));
+                /* start() may release the slot itself (and l with it) when it fails. */
+                call = sd_bus_message_ref(l->call);
+                userdata = TAKE_PTR(l->userdata);
+                free_userdata = TAKE_PTR(l->free_userdata);
+                r = l->start(call, userdata, &e);
+                if (free_userdata)
+                        free_userdata(userdata);
                 if (r >= 0)
                         continue;
                 if (sd_bus_error_is_set(&e))
-                        bus_reply_error(l->call, &e);
+                        bus_reply_error(call, &e);
                 else
-                        (void) sd_bus_reply_method_errno(l->call, r, NULL);
-                LIST_REMOVE(flow.slots, l);
-                flow.n_slots--;
-                large_call_free(l);
+                        (void) sd_bus_reply_method_errno(call, r, NULL);
+                slot_release(call, false);
         }
 }
 

@@ -124,8 +124,8 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
                         r = sd_bus_message_open_container(reply, 'a', "(sstuxsayay)");
                         for (size_t i = 0; r >= 0 && i < result->n_entries; i++) {
                                 r = append_entry(reply, result->entries + i);
-                                estimate += 64 + 2 * (strlen(strempty(result->entries[i].path)) +
-                                                      strlen(strempty(result->entries[i].target)));
+                                estimate += 64 + strlen(strempty(result->entries[i].path)) +
+                                            strlen(strempty(result->entries[i].target));
                         }
                         if (r >= 0)
                                 r = sd_bus_message_close_container(reply);
