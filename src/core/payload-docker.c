@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "etc-tree.h"
 #include "json-util.h"
 #include "log.h"
 #include "payload-docker.h"
@@ -29,15 +30,21 @@ static json_object *strv_to_json(char * const *l) {
 int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
         json_object *body = NULL, *host = NULL, *labels = NULL, *tmpfs = NULL;
         _cleanup_free_ char *bind_agent = NULL, *bind_dir = NULL, *seccomp = NULL;
-        char work[128], tmp[128];
+        char work[128], tmp[128], user[32], inside[32];
         int r = -ENOMEM;
 
         if (asprintf(&bind_agent, "%s:" DOCKER_AGENT_INSIDE ":ro", p->agent_path) < 0 ||
             asprintf(&bind_dir, "%s:" DOCKER_SOCKET_DIR_INSIDE ":ro", p->socket_dir) < 0 ||
             asprintf(&seccomp, "seccomp=%s", p->seccomp_profile) < 0)
                 return -ENOMEM;
+        /* The container runs as the sandbox's own host uid, as a bwrap sandbox does: an
+         * escape lands in a uid that is no account's and no other sandbox's. Its agent maps
+         * that uid to the sandbox user, 1000 (--user-namespace), before anything else runs. */
+        snprintf(user, sizeof(user), "%u:%u", (unsigned) p->host_uid, (unsigned) p->host_uid);
+        snprintf(inside, sizeof(inside), "%u:%u", (unsigned) SANDBOX_UID, (unsigned) SANDBOX_GID);
         /* /work as in a bwrap sandbox: owned by the sandbox's user, kept for its life. */
-        snprintf(work, sizeof(work), "rw,nosuid,nodev,size=%" PRIu64 ",mode=0700,uid=1000,gid=1000", p->disk_max);
+        snprintf(work, sizeof(work), "rw,nosuid,nodev,size=%" PRIu64 ",mode=0700,uid=%u,gid=%u", p->disk_max,
+                 (unsigned) p->host_uid, (unsigned) p->host_uid);
         snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,size=%" PRIu64 ",mode=1777", p->disk_max);
 
         body = json_object_new_object();
@@ -51,8 +58,11 @@ int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
             json_add(body, "Entrypoint", strv_to_json((char *[]) { (char *) DOCKER_AGENT_INSIDE, NULL })) < 0 ||
             json_add(body, "Cmd", strv_to_json((char *[]) { (char *) "--connect",
                                                         (char *) DOCKER_SOCKET_DIR_INSIDE "/" DOCKER_CONTROL_SOCKET,
+                                                        (char *) "--user-namespace", inside,
+                                                        (char *) "--seccomp",
+                                                        (char *) DOCKER_SOCKET_DIR_INSIDE "/" DOCKER_SECCOMP_FILE,
                                                         NULL })) < 0 ||
-            json_add(body, "User", json_object_new_string("1000:1000")) < 0 ||
+            json_add(body, "User", json_object_new_string(user)) < 0 ||
             json_add(body, "WorkingDir", json_object_new_string(SANDBOX_WORKDIR)) < 0 ||
             json_add(body, "Env", strv_to_json(p->environment)) < 0 ||
             json_add(body, "NetworkDisabled", json_object_new_boolean(true)) < 0 ||
@@ -203,6 +213,7 @@ static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
                 .image = d->image,
                 .agent_path = s->manager->settings.agent_path,
                 .socket_dir = d->socket_dir,
+                .host_uid = s->host_uid,
                 .cgroup_parent = cgroup_parent,
                 .seccomp_profile = s->manager->docker_seccomp_profile,
                 .environment = env,
@@ -238,6 +249,29 @@ static void docker_unit_started(Sandbox *s) {
         docker_create_container(s, parent);
 }
 
+/* The policy as BPF, where the agent finds it (DOCKER_SECCOMP_FILE). */
+static int docker_write_seccomp(Sandbox *s) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char buf[4096];
+        off_t offset = 0;
+        ssize_t n;
+
+        if (asprintf(&path, "%s/" DOCKER_SECCOMP_FILE, ((DockerState *) s->payload_state)->socket_dir) < 0)
+                return -ENOMEM;
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
+        if (fd < 0)
+                return -errno;
+        while ((n = pread(s->manager->seccomp_fd, buf, sizeof(buf), offset)) > 0) {
+                if (write(fd, buf, (size_t) n) != n)
+                        return errno > 0 ? -errno : -EIO;
+                offset += n;
+        }
+        if (n < 0)
+                return -errno;
+        return offset > 0 ? 0 : -ENODATA;
+}
+
 static int docker_listen(Sandbox *s) {
         DockerState *d = s->payload_state;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -246,10 +280,12 @@ static int docker_listen(Sandbox *s) {
 
         if (asprintf(&d->socket_dir, "%s/sockets/%s", s->manager->settings.state_dir, s->id) < 0)
                 return -ENOMEM;
-        /* The container's user (uid 1000 of the host's, without a user namespace) must be
-         * able to connect; the directory is bound only into this sandbox's container. */
+        /* Bound into this sandbox's container only, read-only. */
         if (mkdir(d->socket_dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
+        r = docker_write_seccomp(s);
+        if (r < 0)
+                return r;
         if ((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" DOCKER_CONTROL_SOCKET, d->socket_dir) >=
             sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
@@ -257,6 +293,8 @@ static int docker_listen(Sandbox *s) {
         if (fd < 0)
                 return -errno;
         (void) unlink(sa.sun_path);
+        /* The container's user (the sandbox's host uid) must be able to connect; we may not
+         * chown (no CAP_CHOWN), and nobody but that container sees the directory. */
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(sa.sun_path, 0666) < 0 || listen(fd, 1) < 0)
                 return -errno;
         r = sd_event_add_io(s->manager->event, &d->listen_source, fd, EPOLLIN, on_agent_connect, s);
@@ -373,6 +411,8 @@ static void docker_done(Sandbox *s) {
         d->listen_fd = safe_close(d->listen_fd);
         if (d->socket_dir) {
                 snprintf(path, sizeof(path), "%s/" DOCKER_CONTROL_SOCKET, d->socket_dir);
+                (void) unlink(path);
+                snprintf(path, sizeof(path), "%s/" DOCKER_SECCOMP_FILE, d->socket_dir);
                 (void) unlink(path);
                 (void) rmdir(d->socket_dir);
         }

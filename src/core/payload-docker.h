@@ -12,6 +12,9 @@
 #define DOCKER_AGENT_INSIDE "/run/sandbox-init"
 #define DOCKER_SOCKET_DIR_INSIDE "/run/sandbox"
 #define DOCKER_CONTROL_SOCKET "ctl.sock"
+/* Next to it, the seccomp policy as BPF: the agent loads it once it has made the sandbox's
+ * user namespace, the one thing the Docker profile lets through for it (sandboxd(8)). */
+#define DOCKER_SECCOMP_FILE "seccomp.bpf"
 #define DOCKER_LABEL_ID "io.sandboxd.id"
 
 typedef struct DockerCreateParams {
@@ -19,6 +22,7 @@ typedef struct DockerCreateParams {
         const char *image;
         const char *agent_path;      /* host path of the static sandbox-init */
         const char *socket_dir;      /* host directory holding the control socket */
+        uid_t host_uid;              /* the sandbox's own: the container's user, uid 1000 inside */
         const char *cgroup_parent;   /* cgroupfs: a path under the scope; systemd: the slice */
         const char *seccomp_profile; /* the policy as a Docker profile (JSON text) */
         char * const *environment;

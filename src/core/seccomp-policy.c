@@ -156,8 +156,10 @@ static const char ns_reason[] =
         "a new namespace: bwrap made every one the sandbox needs, more are kernel attack surface";
 
 static const SeccompRule rules[] = {
-        FLAG_RULE("unshare", 0, CLONE_NEWUSER,
-                  "nested user namespaces: the way in to most unprivileged kernel exploits"),
+        { SECCOMP_FAMILY_NAMESPACE, NAMES("unshare"), 1,
+          { CMP(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER) },
+          "nested user namespaces: the way in to most unprivileged kernel exploits",
+          .agent_enforces_in_docker = true },
         FLAG_RULE("unshare", 0, CLONE_NEWNS, ns_reason),
         FLAG_RULE("unshare", 0, CLONE_NEWCGROUP, ns_reason),
         FLAG_RULE("unshare", 0, CLONE_NEWUTS, ns_reason),
@@ -533,6 +535,8 @@ int seccomp_policy_to_docker_json(char **ret) {
         for (size_t i = 0; i < ELEMENTSOF(rules); i++) {
                 json_object *entry = NULL;
 
+                if (rules[i].agent_enforces_in_docker)
+                        continue;
                 r = docker_rule(&rules[i], &entry);
                 if (r < 0)
                         return r;

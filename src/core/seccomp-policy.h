@@ -5,6 +5,7 @@
  * single source of truth: it is compiled to BPF for bwrap (--seccomp FD) and rendered as a
  * Docker seccomp profile; man/sandboxd-seccomp.7.scd documents it. */
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <seccomp.h>
@@ -33,6 +34,9 @@ typedef struct SeccompRule {
         unsigned n_args;
         struct scmp_arg_cmp args[2];
         const char *why;
+        /* Left out of the Docker profile: the agent needs the call once (it makes the
+         * container's user namespace), then loads the whole table as BPF. */
+        bool agent_enforces_in_docker;
 } SeccompRule;
 
 const SeccompRule *seccomp_policy_rules(size_t *ret_n);
@@ -46,7 +50,8 @@ int seccomp_policy_build(scmp_filter_ctx *ret);
  * it inheritable for bwrap. bwrap reads it to the end, so use one fd per bwrap. */
 int seccomp_policy_export_bpf(int *ret_fd);
 
-/* The same table as a Docker seccomp profile (JSON text), for the Docker payload. */
+/* The same table as a Docker seccomp profile (JSON text), for the Docker payload: all but
+ * the rules agent_enforces_in_docker, which the agent adds on top with the BPF. */
 int seccomp_policy_to_docker_json(char **ret);
 
 static inline void seccomp_releasep(scmp_filter_ctx *ctx) {

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -462,17 +463,62 @@ static void connect_control(const char *path) {
 }
 
 int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "connect",        required_argument, NULL, 'c' },
+                { "user-namespace", required_argument, NULL, 'u' },
+                { "seccomp",        required_argument, NULL, 's' },
+                { "hold",           no_argument,       NULL, 'H' },
+                {}
+        };
+        const char *connect_path = NULL, *seccomp_path = NULL;
+        unsigned inner_uid, inner_gid;
+        bool userns = false;
         struct agent a = {};
         sigset_t mask;
-        int sfd, type, r;
+        int sfd, type, c, r;
         socklen_t sl = sizeof(type);
+        char end;
 
-        if (argc == 2 && strcmp(argv[1], "--hold") == 0)
-                hold();
-        if (argc == 3 && strcmp(argv[1], "--connect") == 0)
-                connect_control(argv[2]);
-        else if (argc != 1)
-                die("usage: sandbox-init [--connect PATH | --hold]", EINVAL);
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        connect_path = optarg;
+                        break;
+                case 'u':
+                        if (sscanf(optarg, "%u:%u%c", &inner_uid, &inner_gid, &end) != 2)
+                                die("--user-namespace takes UID:GID", EINVAL);
+                        userns = true;
+                        break;
+                case 's':
+                        seccomp_path = optarg;
+                        break;
+                case 'H':
+                        hold();
+                default:
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] | --hold",
+                            EINVAL);
+                }
+        if (optind != argc)
+                die("unexpected argument", EINVAL);
+
+        /* Before anything else: what the sandbox is confined by is in place before the
+         * first of its processes starts (they are all ours). */
+        if (userns) {
+                r = agent_enter_user_namespace((uid_t) inner_uid, (gid_t) inner_gid);
+                if (r < 0)
+                        die("Failed to set up the user namespace", -r);
+                if (r > 0)
+                        /* The host's uid of its own still holds; only the name inside differs. */
+                        fprintf(stderr, "sandbox-init: no user namespace (%s): the sandbox runs as uid %u, not %u.\n",
+                                strerror(r), (unsigned) getuid(), inner_uid);
+        }
+        if (seccomp_path) {
+                r = agent_load_seccomp(seccomp_path);
+                if (r < 0)
+                        die(seccomp_path, -r);
+        }
+        if (connect_path)
+                connect_control(connect_path);
 
         /* Sandboxed code runs as our uid: without this it could ptrace us, or open our fds
          * through /proc/1/fd, and so speak to sandboxd in our name. */

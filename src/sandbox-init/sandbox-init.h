@@ -4,6 +4,8 @@
 /* What the parts of sandbox-init share: the agent's loop (sandbox-init.c), the relay of
  * terminal sessions (tty.c) and the file operations (file-ops.c). */
 
+#include <sys/types.h>
+
 #include "agent-protocol.h"
 #include "macro.h"
 
@@ -26,3 +28,12 @@ _noreturn_ void tty_relay(int master, int in, int out);
  * sends the "file-result" itself on AGENT_CONTROL_FD, and exits 0 once it is sent.
  * Never returns. */
 _noreturn_ void file_op_run(const struct agent_file *f, int fd);
+
+/* Where no one made the sandbox's user namespace (a Docker container): a new one of ours,
+ * in which our uid and gid (the sandbox's host uid) are uid and gid, and nothing else is
+ * mapped; no capability is left afterwards. 0; or a positive errno if the kernel refuses a
+ * new user namespace (unprivileged ones disabled), and nothing changed; or -errno. */
+int agent_enter_user_namespace(uid_t uid, gid_t gid);
+/* Loads the BPF program in path (as libseccomp exports it, as bwrap's --seccomp takes
+ * it) as a seccomp filter of this process and all it starts. 0 or -errno. */
+int agent_load_seccomp(const char *path);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include "bus-caller.h"
+#include "bus-flow.h"
 #include "bus-util.h"
 #include "log.h"
 #include "sandbox-dbus.h"
@@ -94,7 +95,7 @@ static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *
         if (r >= 0)
                 r = bus_append_exec_info(reply, result);
         if (r >= 0)
-                r = sd_bus_send(NULL, reply, NULL);
+                r = bus_flow_send_reply(call, reply, result->out.size + result->err.size);
         if (r < 0)
                 log_warning_errno(r, "Failed to send Exec reply: %m");
 }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "bus-flow.h"
 #include "bus-util.h"
 #include "fd-util.h"
 #include "file-op.h"
@@ -71,6 +72,7 @@ typedef struct FileCall {
 static FileCall *file_call_free(FileCall *c) {
         if (!c)
                 return NULL;
+        bus_flow_release(c->call); /* ReadFile, ListFiles: if its reply did not take the slot */
         sd_bus_message_unref(c->call);
         sd_bus_track_unref(c->track);
         return mfree(c);
@@ -94,6 +96,7 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
         sd_bus_message *call = c->call;
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
         const char *member = sd_bus_message_get_member(call);
+        size_t estimate = size;
         int r;
 
         if (error) {
@@ -119,14 +122,17 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
                         r = append_entry(reply, &result->stat);
                 else if (streq(member, "ListFiles")) {
                         r = sd_bus_message_open_container(reply, 'a', "(sstuxsayay)");
-                        for (size_t i = 0; r >= 0 && i < result->n_entries; i++)
+                        for (size_t i = 0; r >= 0 && i < result->n_entries; i++) {
                                 r = append_entry(reply, result->entries + i);
+                                estimate += 64 + strlen(strempty(result->entries[i].path)) +
+                                            strlen(strempty(result->entries[i].target));
+                        }
                         if (r >= 0)
                                 r = sd_bus_message_close_container(reply);
                 }
         }
         if (r >= 0)
-                r = sd_bus_send(NULL, reply, NULL);
+                r = bus_flow_send_reply(call, reply, estimate);
         if (r < 0) {
                 /* The caller must never be left waiting for its timeout. */
                 log_warning_errno(r, "Failed to send %s reply: %m", member);
@@ -176,8 +182,7 @@ static int read_file_options(sd_bus_message *m, struct agent_file *f, sd_bus_err
 }
 
 /* Arguments are read after the polkit check, from the call itself. */
-static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                           sd_bus_error *error) {
+static int file_start(sd_bus_message *call, void *userdata, sd_bus_error *error) {
         SandboxRequest *req = userdata;
         Sandbox *s = sandbox_request_find(req, error);
         const char *member = sd_bus_message_get_member(call), *path, *to;
@@ -267,6 +272,24 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
                 return r;
         TAKE_PTR(c);
         return 0;
+}
+
+static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
+                           sd_bus_error *error) {
+        const char *member = sd_bus_message_get_member(call);
+        SandboxRequest *req = userdata, *later;
+
+        if (!streq(member, "ReadFile") && !streq(member, "ListFiles"))
+                return file_start(call, req, error);
+        /* Their replies are large: such calls take turns (bus-flow.h), so this one may start
+         * after req is gone. */
+        later = calloc(1, sizeof(SandboxRequest));
+        if (!later)
+                return -ENOMEM;
+        later->manager = req->manager;
+        strcpy(later->id, req->id);
+        later->op = req->op;
+        return bus_flow_start_large(call, file_start, later, free, error);
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -3,6 +3,7 @@
 /* Background processes of io.sandboxd.Sandbox1.Sandbox: Start, ListProcesses, Signal,
  * Wait, ReadOutput. Translation only; the logic is the core's (exec.c). */
 
+#include "bus-flow.h"
 #include "bus-util.h"
 #include "log.h"
 #include "sandbox-dbus.h"
@@ -142,7 +143,7 @@ static int process_authorized(sd_bus_message *call, const BusCaller *caller, voi
                 r = sd_bus_message_append_array(reply, 'y', res->err.data ?: "", res->err.size);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "b", exec_is_running(e));
-        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+        return r < 0 ? r : bus_flow_send_reply(call, reply, res->out.size + res->err.size);
 }
 
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "bus-caller.h"
+#include "bus-flow.h"
 #include "bus-util.h"
 #include "config.h"
 #include "log.h"
@@ -385,6 +386,7 @@ finish:
         /* What still waits on the bus daemon or polkit holds the bus: let go first. */
         bus_authorize_cancel_all();
         bus_caller_done();
+        bus_flow_done();
         if (d.bus) {
                 sd_bus_flush(d.bus);
                 d.bus = sd_bus_flush_close_unref(d.bus);

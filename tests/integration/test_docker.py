@@ -5,7 +5,8 @@ the booted system and builds harness.DOCKER_IMAGE with tools/build-image busybox
 
 Everything test_core checks of a bwrap sandbox, against the docker-busybox template: limits
 on the unit and enforced, timeouts, /work kept across execs, files round trip, no network,
-uid 1000, read-only root, destroy leaving no unit and no container. And what is Docker's
+uid 1000 inside and a host uid of the sandbox's own outside (issue 13), read-only root,
+destroy leaving no unit and no container. And what is Docker's
 own: the container's cgroup under the sandbox's unit, Docker down or the image missing
 (a clear error, nothing left, bwrap goes on), pause, kill -9 of sandboxd (adopted, nothing
 orphaned).
@@ -17,6 +18,7 @@ directly: python3 -m unittest -v test_docker
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -26,8 +28,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'security'))
 import busclient  # noqa: E402
 import harness  # noqa: E402
+import secutil  # noqa: E402
 
 S = None           # the harness.System
 _owned = False     # True when this module booted it (not run.py)
@@ -58,6 +62,12 @@ def _proc_starttime(pid):
             return f.read().rsplit(')', 1)[1].split()[19]
     except OSError:
         return None
+
+
+def host_uid(sid):
+    """The host uid sandboxd gave the sandbox, from its state file."""
+    with open(S.path(f'{S.state_dir}/sandboxes/{sid}.json')) as f:
+        return json.load(f)['host_uid']
 
 
 class Base(harness.SandboxTestCase):
@@ -254,7 +264,8 @@ class Containment(Base):
         self.assertEqual(info['Name'], f'/{self.container(sid)}')
         self.assertEqual(cfg['Labels'].get(harness.DOCKER_LABEL), sid, cfg['Labels'])
         self.assertEqual(cfg['Image'], harness.DOCKER_IMAGE)
-        self.assertIn(cfg.get('User'), ('1000:1000', '1000'), cfg.get('User'))
+        uid = host_uid(sid)
+        self.assertEqual(cfg.get('User'), f'{uid}:{uid}')
         self.assertEqual(hc.get('NetworkMode'), 'none')
         self.assertIs(hc.get('ReadonlyRootfs'), True)
         self.assertIn('ALL', [c.upper() for c in hc.get('CapDrop') or []])
@@ -278,6 +289,71 @@ class Containment(Base):
         for p in ('/run/docker.sock', '/var/run/docker.sock', S.docker_socket):
             cp = self.exec(sid, 'test', '-e', p)
             self.assertNotEqual(cp.returncode, 0, f'{p} exists inside the container')
+
+
+class HostUid(Base):
+    """Issue 13: a container runs as the sandbox's own host uid, as a bwrap sandbox does, not
+    as host uid 1000 (an account on many hosts); inside it is still uid 1000."""
+
+    def test_each_sandbox_runs_as_its_own_host_uid(self):
+        sids = [self.create(), self.create()]
+        uids = []
+        for sid in sids:
+            # A second process of the sandbox's, started the way sandboxed code starts them.
+            self.ok(self.exec(sid, 'sh', '-c', 'setsid sleep 600 </dev/null >/dev/null 2>&1 &'))
+            uid = host_uid(sid)
+            uids.append(uid)
+            self.assertTrue(0x70000000 <= uid < 0x70000000 + 65536, f'host uid {uid} of {sid}')
+            with self.assertRaises(KeyError, msg=f'host uid {uid} is an account of the host'):
+                pwd.getpwuid(uid)
+            cp = S.run(['getent', 'passwd', str(uid)])
+            self.assertEqual(cp.returncode, 2, f'host uid {uid} is an account of the test system: {cp.stdout}')
+
+            # Every process in the unit, the container's too, as the host sees them.
+            seen = {pid: secutil.proc_uids(pid) for pid in self.unit_pids(sid)}
+            seen = {pid: u for pid, u in seen.items() if u is not None}
+            self.assertGreaterEqual(len(seen), 2, f'processes of {sid}: {seen}')
+            self.assertEqual(set(seen.values()), {(uid,) * 4}, f'uids of the processes of {sid}')
+            self.assertIn(self.host_pid_of(sid, 'sleep'), seen)
+            self.assertIn(self.host_pid_of(sid, '--connect'), seen)
+
+            # Inside: still uid 1000, the only uid mapped, and /work is its.
+            cp = self.ok(self.exec(sid, 'sh', '-c', 'id -u; id -g; cat /proc/self/uid_map; '
+                                   'echo made by exec > /work/f; stat -c %u /work /work/f'))
+            self.assertEqual(cp.stdout.split(), ['1000', '1000', '1000', str(uid), '1', '1000', '1000'])
+        self.assertNotEqual(uids[0], uids[1], 'two sandboxes share a host uid')
+
+        # The files API works and what it and the execs made belongs to the sandbox's uid.
+        for sid, uid in zip(sids, uids):
+            res = busclient.run_script(S, f'''
+s = sandbox({sid!r})
+wr = call(s, "WriteFile", "api.txt", dbus.ByteArray(b"made by WriteFile"), opts())
+rd = call(s, "ReadFile", "/work/f", dbus.UInt64(0), dbus.UInt64(0))
+emit({{"wr": wr, "rd": rd}})
+''', timeout=120)
+            self.assertIn('ok', res['wr'], res['wr'])
+            got = res['rd']['ok']
+            got = got[0] if isinstance(got, list) else got
+            self.assertEqual(bytes.fromhex(got['bytes']), b'made by exec\n')
+            root = f'/proc/{self.host_pid_of(sid, "--connect")}/root/work'
+            for name in ('.', 'f', 'api.txt'):
+                st = os.stat(os.path.join(root, name))
+                self.assertEqual((st.st_uid, st.st_gid), (uid, uid), f'owner of /work/{name} of {sid} on the host')
+            cp = self.ok(self.exec(sid, 'cat', '/work/api.txt'))
+            self.assertEqual(cp.stdout, 'made by WriteFile')
+
+
+    def test_no_user_namespace_and_no_capability_for_the_sandbox(self):
+        # The Docker profile lets unshare(CLONE_NEWUSER) through for the agent, which then
+        # loads the whole policy itself: the sandbox gets the policy's EUSERS.
+        sid = self.create()
+        cp = self.exec(sid, 'unshare', '-U', 'true')
+        self.assertNotEqual(cp.returncode, 0, 'a Docker sandbox made a user namespace')
+        self.assertIn('Too many users', cp.stderr)
+        cp = self.ok(self.exec(sid, 'sh', '-c', 'grep -E "^(CapPrm|CapEff|CapBnd|CapAmb):" /proc/self/status'))
+        caps = dict(line.split(':', 1) for line in cp.stdout.splitlines())
+        self.assertEqual({k: int(v, 16) for k, v in caps.items()},
+                         {'CapPrm': 0, 'CapEff': 0, 'CapBnd': 0, 'CapAmb': 0}, cp.stdout)
 
 
 class Lifecycle(Base):

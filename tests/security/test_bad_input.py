@@ -6,13 +6,13 @@ absurd numbers, huge argv and environment, unknown objects. Each call gets a nam
 process (MainPID and its start time unchanged, NRestarts 0)."""
 
 import os
-import socket
 import struct
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rawbus  # noqa: E402
 import secutil  # noqa: E402
 from secutil import E, M, MGR, PROPS, SBX, Base, MiB, bus, call, rep, sandbox_path, v  # noqa: E402
 
@@ -356,135 +356,13 @@ class BadInput(Base):
         self.assert_serving(identity)
 
 
-# ---- a minimal D-Bus client that writes the bytes we choose -------------------------
-
-class _W:
-    def __init__(self):
-        self.b = bytearray()
-
-    def align(self, n):
-        self.b += b'\0' * (-len(self.b) % n)
-
-    def byte(self, x):
-        self.b.append(x)
-
-    def u32(self, x):
-        self.align(4)
-        self.b += struct.pack('<I', x)
-
-    def string(self, s):
-        self.u32(len(s))
-        self.b += s + b'\0'
-
-    def sig(self, s):
-        self.byte(len(s))
-        self.b += s + b'\0'
-
-
-def _message(serial, dest, path, iface, member, sig=b'', body=b''):
-    w = _W()
-    w.b += b'l\x01\x00\x01'
-    w.u32(len(body))
-    w.u32(serial)
-    w.u32(0)                                   # header fields array length, patched below
-    start = len(w.b)
-    for code, kind, value in ((1, b'o', path), (2, b's', iface), (3, b's', member), (6, b's', dest),
-                              (8, b'g', sig)):
-        if code == 8 and not sig:
-            continue
-        w.align(8)
-        w.byte(code)
-        w.sig(kind)
-        if kind == b'g':
-            w.sig(value)
-        else:
-            w.string(value)
-    struct.pack_into('<I', w.b, 12, len(w.b) - start)
-    w.align(8)
-    return bytes(w.b) + body
-
-
-def _recv_messages(sock, timeout, until_serial):
-    """Reads until the reply to UNTIL_SERIAL, EOF or TIMEOUT; returns
-    (eof, [(type, error name or None, reply serial)])."""
-    sock.settimeout(0.1)
-    data = b''
-    eof = False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        except OSError:
-            eof = True
-            break
-        if not chunk:
-            eof = True
-            break
-        data += chunk
-        if any(r == until_serial for _t, _n, r in _parse(data)):
-            break
-    return eof, _parse(data)
-
-
-def _parse(data):
-    out = []
-    while len(data) >= 16:
-        body_len, _serial, fields_len = struct.unpack_from('<III', data, 4)
-        mtype = data[1]
-        end_fields = 16 + fields_len
-        total = end_fields + (-end_fields % 8) + body_len
-        if len(data) < total:
-            break
-        # Header fields: find ERROR_NAME (4) and REPLY_SERIAL (5).
-        pos, name, reply = 16, None, None
-        while pos < end_fields:
-            pos += -pos % 8
-            code = data[pos]
-            slen = data[pos + 1]
-            sig = data[pos + 2:pos + 2 + slen]
-            pos += 3 + slen
-            if sig in (b's', b'o'):
-                pos += -pos % 4
-                n = struct.unpack_from('<I', data, pos)[0]
-                value = data[pos + 4:pos + 4 + n].decode(errors='replace')
-                pos += 5 + n
-            elif sig == b'g':
-                n = data[pos]
-                value = data[pos + 1:pos + 1 + n].decode()
-                pos += 2 + n
-            else:
-                pos += -pos % 4
-                value = struct.unpack_from('<I', data, pos)[0]
-                pos += 4
-            if code == 4:
-                name = value
-            elif code == 5:
-                reply = value
-        out.append((mtype, name, reply))
-        data = data[total:]
-    return out
-
-
 def raw_create_sandbox(bus_path, template, option=None):
     """CreateSandbox(TEMPLATE, {OPTION: <uint64 1 GiB>}) from a hand-made message (no
     option when OPTION is None). Returns ('disconnected',), ('error', NAME) or ('reply',)
     for what became of it."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(bus_path)
+    s = rawbus.connect(bus_path)
     try:
-        s.sendall(b'\0AUTH EXTERNAL ' + str(os.geteuid()).encode().hex().encode() + b'\r\n')
-        line = s.recv(4096)
-        if not line.startswith(b'OK'):
-            raise AssertionError(f'bus refused our authentication: {line!r}')
-        s.sendall(b'BEGIN\r\n')
-        s.sendall(_message(1, b'org.freedesktop.DBus', b'/org/freedesktop/DBus', b'org.freedesktop.DBus', b'Hello'))
-        eof, msgs = _recv_messages(s, 10, 1)
-        if eof or not any(t == 2 and r == 1 for t, _n, r in msgs):
-            raise AssertionError(f'no reply to Hello: {msgs}')
-
-        body = _W()
+        body = rawbus.Writer()
         if option is not None:
             body.string(template)
             body.u32(0)                        # array length, patched below
@@ -500,9 +378,9 @@ def raw_create_sandbox(bus_path, template, option=None):
             body.string(template)
             body.u32(0)
             body.align(8)
-        s.sendall(_message(2, b'io.sandboxd.Sandbox1', b'/io/sandboxd/Sandbox1', b'io.sandboxd.Sandbox1.Manager',
-                           b'CreateSandbox', b'sa{sv}', bytes(body.b)))
-        eof, msgs = _recv_messages(s, 10, 2)
+        s.sendall(rawbus.message(2, b"io.sandboxd.Sandbox1", b"/io/sandboxd/Sandbox1", b"io.sandboxd.Sandbox1.Manager",
+                                 b"CreateSandbox", b"sa{sv}", bytes(body.b)))
+        eof, msgs = rawbus.recv_messages(s, 10, 2)
         for t, name, reply in msgs:
             if reply == 2:
                 return ('error', name) if t == 3 else ('reply',)

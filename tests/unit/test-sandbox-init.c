@@ -28,9 +28,11 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <seccomp.h>
 
 #include "agent-protocol.h"
 #include "macro.h"
+#include "seccomp-policy.h"
 #include "strv.h"
 
 #define TIMEOUT_MSEC 10000
@@ -53,6 +55,8 @@ struct agent {
 struct agent_options {
         int leak_fd;     /* an fd left open, without CLOEXEC, across the agent's execve() */
         bool as_nobody;  /* when root, run the agent as uid 65534 */
+        char **args;     /* the agent's options */
+        bool no_userns;  /* the agent may not make user namespaces (as where the kernel refuses) */
 };
 
 static uint64_t now_msec(void) {
@@ -104,7 +108,19 @@ static void agent_start_with(struct agent *a, const struct agent_options *o) {
                 if (o && o->as_nobody && geteuid() == 0 &&
                     (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
                         _exit(92);
-                execl(agent_path, "sandbox-init", NULL);
+                if (o && o->no_userns) {
+                        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+                        if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0) < 0 ||
+                            seccomp_load(ctx) < 0)
+                                _exit(95);
+                }
+                if (o && o->args) {
+                        char *argv[16] = { (char *) "sandbox-init" };
+                        for (size_t k = 1; o->args[k - 1] && k < ELEMENTSOF(argv) - 1; k++)
+                                argv[k] = o->args[k - 1];
+                        execv(agent_path, argv);
+                } else
+                        execl(agent_path, "sandbox-init", NULL);
                 _exit(93);
         }
         safe_close(sv[1]);
@@ -756,6 +772,92 @@ static void test_not_dumpable(void **state) {
         snprintf(path, sizeof(path), "/proc/%d/stat", (int) a.pid);
         assert_return_code(stat(path, &st), errno);
         assert_int_equal(st.st_uid, 0);
+
+        status = agent_stop(&a);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* What the agent of a Docker sandbox does before anything else: a user namespace of its
+ * own (its host uid is uid 1000 inside) and then the whole seccomp policy, also the rule the
+ * Docker profile leaves out for it (unshare(CLONE_NEWUSER)). */
+static void test_user_namespace_and_seccomp(void **state) {
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        _cleanup_close_ int bpf = -EBADF, file = -EBADF;
+        uid_t uid = geteuid() == 0 ? 65534 : geteuid();
+        char path[] = "/var/tmp/test-sandbox-init-bpf.XXXXXX", buf[4096];
+        struct agent_exit e;
+        struct agent a;
+        struct run r;
+        ssize_t n;
+        int status;
+
+        assert_int_equal(seccomp_policy_export_bpf(&bpf), 0);
+        file = mkstemp(path);
+        assert_return_code(file, errno);
+        while ((n = read(bpf, buf, sizeof(buf))) > 0)
+                assert_int_equal(write(file, buf, (size_t) n), n);
+        assert_return_code(fchmod(file, 0644), errno);
+
+        agent_start_with(&a, &(struct agent_options) {
+                .leak_fd = -1, .as_nobody = true,
+                .args = (char *[]) { "--user-namespace", "1000:1000", "--seccomp", path, NULL },
+        });
+        (void) unlink(path);
+        exec_start(&a, 1, (char *[]) { "sh", "-c",
+                                       "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map; "
+                                       "grep -E '^(CapPrm|CapEff|CapBnd|CapAmb|Seccomp):' /proc/self/status; "
+                                       "unshare --user true 2>&1 || echo refused", NULL },
+                   default_env, "/", &r);
+        /* The exec as the host sees it: the agent's own (unprivileged) uid. */
+        assert_int_equal(proc_uid(r.pid), uid);
+        r.in = safe_close(r.in);
+        expect_exit(&a, &e);
+        out = read_all(r.out);
+        err = read_all(r.err);
+        run_close(&r);
+        snprintf(buf, sizeof(buf),
+                 "1000\n1000\n"
+                 "      1000 %10u          1\n"
+                 "      1000 %10u          1\n"
+                 "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+                 "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\n"
+                 "Seccomp:\t2\n"
+                 "unshare: unshare failed: Too many users\nrefused\n",
+                 (unsigned) uid, (unsigned) getegid() == 0 ? 65534U : (unsigned) getegid());
+        assert_string_equal(out, buf);
+        assert_string_equal(err, "");
+        assert_int_equal(e.code, 0);
+
+        status = agent_stop(&a);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Where the kernel refuses the agent a user namespace, the sandbox still runs, as its
+ * own host uid inside too. */
+static void test_no_user_namespace(void **state) {
+        _cleanup_free_ char *out = NULL, *err = NULL;
+        uid_t uid = geteuid() == 0 ? 65534 : geteuid();
+        struct agent_exit e;
+        struct agent a;
+        struct run r;
+        char want[64];
+        int status;
+
+        agent_start_with(&a, &(struct agent_options) {
+                .leak_fd = -1, .as_nobody = true, .no_userns = true,
+                .args = (char *[]) { "--user-namespace", "1000:1000", NULL },
+        });
+        exec_start(&a, 1, (char *[]) { "id", "-u", NULL }, default_env, "/", &r);
+        r.in = safe_close(r.in);
+        expect_exit(&a, &e);
+        out = read_all(r.out);
+        err = read_all(r.err);
+        run_close(&r);
+        snprintf(want, sizeof(want), "%u\n", (unsigned) uid);
+        assert_string_equal(out, want);
+        assert_int_equal(e.code, 0);
 
         status = agent_stop(&a);
         assert_true(WIFEXITED(status));
@@ -1776,6 +1878,8 @@ int main(int argc, char *argv[]) {
                 cmocka_unit_test(test_socket_close_ends_agent),
                 cmocka_unit_test(test_sigterm_from_inside_is_ignored),
                 cmocka_unit_test(test_not_dumpable),
+                cmocka_unit_test(test_user_namespace_and_seccomp),
+                cmocka_unit_test(test_no_user_namespace),
                 cmocka_unit_test(test_agent_closes_inherited_fds),
                 cmocka_unit_test(test_not_a_socket),
         };
