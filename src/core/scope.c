@@ -58,13 +58,27 @@ static void pending_call_unlink_free(PendingCall *p) {
         free(p);
 }
 
-static void pending_call_finish(PendingCall *p, const char *result, const sd_bus_error *error) {
+static void pending_call_finish(PendingCall *p, const char *result, const SandboxError *error) {
         systemd_job_callback_t cb = p->cb;
         void *userdata = p->userdata;
 
         /* Free first: the callback may start new calls or free its owner. */
         pending_call_unlink_free(p);
         cb(result, error, userdata);
+}
+
+/* systemd said no (or did not answer): SystemdFailed, with what it said and the errno its
+ * error stands for. */
+static void pending_call_fail(PendingCall *p, const sd_bus_error *e, int r) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+        if (e) {
+                r = sd_bus_error_get_errno(e);
+                sandbox_error_set(&error, SANDBOX_ERR_SYSTEMD_FAILED, "%s", e->message ?: e->name);
+        } else
+                sandbox_error_set(&error, SANDBOX_ERR_SYSTEMD_FAILED, "%s", strerror(abs(r)));
+        error.errno_value = abs(r) ?: EIO;
+        pending_call_finish(p, NULL, &error);
 }
 
 static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
@@ -287,18 +301,15 @@ static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *re
                     e->message && strstr(e->message, "OOMPolicy")) {
                         p->drop_oom_policy = true;
                         r = scope_send_start(p);
-                        if (r >= 0)
-                                return 0;
-                        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                        sd_bus_error_set_errno(&error, r);
-                        pending_call_finish(p, NULL, &error);
+                        if (r < 0)
+                                pending_call_fail(p, NULL, r);
                         return 0;
                 }
                 if (p->kind == CALL_STOP && sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")) {
                         pending_call_finish(p, "done", NULL);
                         return 0;
                 }
-                pending_call_finish(p, NULL, e);
+                pending_call_fail(p, e, 0);
                 return 0;
         }
 
@@ -308,11 +319,8 @@ static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 if (!p->job)
                         r = -ENOMEM;
         }
-        if (r < 0) {
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                sd_bus_error_set_errno(&error, r);
-                pending_call_finish(p, NULL, &error);
-        }
+        if (r < 0)
+                pending_call_fail(p, NULL, r);
         return 0;
 }
 
@@ -359,7 +367,10 @@ static int on_simple_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
 
-        pending_call_finish(p, e ? NULL : "done", e);
+        if (e)
+                pending_call_fail(p, e, 0);
+        else
+                pending_call_finish(p, "done", NULL);
         return 0;
 }
 
@@ -414,21 +425,19 @@ int unit_kill(SystemdClient *c, const char *unit, int signo, systemd_job_callbac
 static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *cg = NULL;
         const char *s;
         int r;
 
         if (e) {
-                pending_call_finish(p, NULL, e);
+                pending_call_fail(p, e, 0);
                 return 0;
         }
         r = sd_bus_message_read(reply, "v", "s", &s);
         if (r >= 0 && !(cg = strdup(s)))
                 r = -ENOMEM;
         if (r < 0) {
-                sd_bus_error_set_errno(&error, r);
-                pending_call_finish(p, NULL, &error);
+                pending_call_fail(p, NULL, r);
                 return 0;
         }
         pending_call_finish(p, cg, NULL);

@@ -118,7 +118,7 @@ static void call_as(const char *sender, const char *interface, const char *membe
 
 /* ---- the daemon's side ---- */
 
-static int who_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata, sd_bus_error *error) {
+static int who_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
         return sd_bus_reply_method_return(call, "u", (uint32_t) caller->uid);
 }
 
