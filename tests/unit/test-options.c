@@ -180,6 +180,126 @@ static void test_exec_args_too_big(void **state) {
         exec_config_done(&c);
 }
 
+/* JSON (varlink's, HTTP's options) decodes into the same values as D-Bus's a{sv}: as the
+ * type each option has, refused as the same InvalidOption otherwise. */
+static void test_options_from_json(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxConfig c = {};
+        ExecConfig x;
+        FileOptions f;
+        ExecutionQuery q = {};
+        json_object *o;
+        int pipefd[2];
+
+        o = json_tokener_parse("{\"MemoryMax\": 268435456, \"Ephemeral\": true, \"Timeout\": 60}");
+        assert_non_null(o);
+        assert_int_equal(options_from_json(o, OPTION_SET_SANDBOX, &c, NULL, 0, &e), 0);
+        assert_int_equal(c.limits.memory_max, 268435456);
+        assert_true(c.ephemeral);
+        assert_int_equal(c.timeout_sec, 60);
+        json_object_put(o);
+
+        /* Negative, a string, unknown, out of range, not an object. */
+        static const char * const bad[] = {
+                "{\"MemoryMax\": -1}",
+                "{\"MemoryMax\": \"64M\"}",
+                "{\"Frobnicate\": true}",
+                "{\"TasksMax\": 0}",
+                "{\"Ephemeral\": 1}",
+                "[1, 2]",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                c = (SandboxConfig) {};
+                o = json_tokener_parse(bad[i]);
+                assert_non_null(o);
+                assert_invalid(options_from_json(o, OPTION_SET_SANDBOX, &c, NULL, 0, &e), &e);
+                json_object_put(o);
+        }
+
+        /* Exec: strings, string arrays, base64 bytes, descriptors by index. */
+        exec_config_init(&x);
+        assert_int_equal(pipe(pipefd), 0);
+        o = json_tokener_parse("{\"WorkingDirectory\": \"/tmp\", \"Environment\": [\"A=1\", \"B=2\"],"
+                               " \"Stdin\": \"aGVsbG8=\", \"Timeout\": 5, \"StandardOutput\": 0}");
+        assert_non_null(o);
+        assert_int_equal(options_from_json(o, OPTION_SET_EXEC, &x, &pipefd[1], 1, &e), 0);
+        assert_string_equal(x.working_directory, "/tmp");
+        assert_int_equal(strv_length(x.environment), 2);
+        assert_string_equal(x.environment[1], "B=2");
+        assert_int_equal(x.stdin_size, 5);
+        assert_memory_equal(x.stdin_data, "hello", 5);
+        assert_int_equal(x.timeout_sec, 5);
+        assert_true(x.stdout_fd >= 0 && x.stdout_fd != pipefd[1]);
+        json_object_put(o);
+
+        static const char * const bad_exec[] = {
+                "{\"StandardError\": 1}",             /* only one descriptor was passed */
+                "{\"Stdin\": \"not base64!\"}",
+                "{\"Environment\": [\"A=1\", 2]}",
+                "{\"Environment\": [\"1A=1\"]}",
+                "{\"WorkingDirectory\": \"relative\"}",
+                "{\"Timeout\": 3601}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_exec); i++) {
+                o = json_tokener_parse(bad_exec[i]);
+                assert_non_null(o);
+                assert_invalid(options_from_json(o, OPTION_SET_EXEC, &x, &pipefd[1], 1, &e), &e);
+                json_object_put(o);
+        }
+        exec_config_done(&x);
+        close(pipefd[0]);
+        close(pipefd[1]);
+
+        /* File options: Mode is a uint32, at most 07777. */
+        file_options_init(&f);
+        o = json_tokener_parse("{\"Mode\": 384, \"Append\": true, \"Max\": 4096}");
+        assert_int_equal(options_from_json(o, OPTION_SET_FILE, &f, NULL, 0, &e), 0);
+        assert_int_equal(f.mode, 0600);
+        assert_true(f.append);
+        assert_int_equal(f.max, 4096);
+        json_object_put(o);
+        o = json_tokener_parse("{\"Mode\": 4096}");
+        assert_invalid(options_from_json(o, OPTION_SET_FILE, &f, NULL, 0, &e), &e);
+        json_object_put(o);
+        o = json_tokener_parse("{\"Mode\": 4294967296}");   /* beyond uint32: the wrong type */
+        assert_invalid(options_from_json(o, OPTION_SET_FILE, &f, NULL, 0, &e), &e);
+        json_object_put(o);
+
+        /* The record's filter, and the caller's view of it. */
+        o = json_tokener_parse("{\"SandboxId\": \"0123456789abcdef\", \"Owner\": 1000, \"Limit\": 5}");
+        assert_int_equal(options_from_json(o, OPTION_SET_EXECUTIONS, &q, NULL, 0, &e), 0);
+        assert_string_equal(q.filter.sandbox_id, "0123456789abcdef");
+        assert_true(q.filter.owner_set);
+        assert_int_equal(q.filter.owner, 1000);
+        assert_int_equal(q.filter.limit, 5);
+        json_object_put(o);
+        execution_query_authorize(&q, &(SandboxCaller) { .uid = 1000, .granted = false });
+        assert_int_equal(q.filter.uid, 1000);
+        assert_false(q.filter.any_owner);
+        o = json_tokener_parse("{\"Limit\": 0}");
+        assert_invalid(options_from_json(o, OPTION_SET_EXECUTIONS, &q, NULL, 0, &e), &e);
+        json_object_put(o);
+        execution_query_done(&q);
+}
+
+/* D-Bus's wider types are not taken for narrower ones, and the reverse (strict typing,
+ * as the API documents each option's type). */
+static void test_option_types(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        FileOptions f;
+        ExecutionQuery q = {};
+
+        file_options_init(&f);
+        assert_invalid(file_options_set(&f, "Mode", &(OptionValue) { .type = OPTION_UINT64, .u64 = 0600 }, &e), &e);
+        assert_int_equal(file_options_set(&f, "Mode", &(OptionValue) { .type = OPTION_UINT32, .u32 = 0600 }, &e), 0);
+        assert_invalid(file_options_set(&f, "Bogus", &(OptionValue) { .type = OPTION_BOOL }, &e), &e);
+        assert_invalid(execution_query_set(&q, "Owner", &(OptionValue) { .type = OPTION_STRING, .s = "0" }, &e), &e);
+        assert_invalid(execution_query_set(&q, "Limit", &(OptionValue) { .type = OPTION_UINT32, .u32 = 10001 }, &e), &e);
+        assert_int_equal(option_set_lookup(OPTION_SET_EXEC, "StandardInput"), OPTION_FD);
+        assert_int_equal(option_set_lookup(OPTION_SET_SANDBOX, "StandardInput"), _OPTION_TYPE_INVALID);
+        execution_query_done(&q);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_limits_in_range),
@@ -189,6 +309,8 @@ int main(void) {
                 cmocka_unit_test(test_exec_options),
                 cmocka_unit_test(test_exec_fds),
                 cmocka_unit_test(test_exec_args_too_big),
+                cmocka_unit_test(test_options_from_json),
+                cmocka_unit_test(test_option_types),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
