@@ -8,6 +8,7 @@
 
 #include "cgroup.h"
 #include "fd-util.h"
+#include "list.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -100,13 +101,8 @@ static void exec_notify_waiters(Exec *e, const SandboxError *error) {
 static void exec_unlink_finished(Exec *e) {
         Sandbox *s = e->sandbox;
 
-        for (Exec **p = &s->finished; *p; p = &(*p)->next)
-                if (*p == e) {
-                        *p = e->next;
-                        s->n_finished--;
-                        break;
-                }
-        e->next = e->prev = NULL;
+        LIST_REMOVE(s->finished, e);
+        s->n_finished--;
         e->sandbox = NULL;
 }
 
@@ -197,13 +193,7 @@ void exec_resume_timeout(Exec *e) {
 static void exec_unlink(Exec *e) {
         Sandbox *s = e->sandbox;
 
-        if (e->prev)
-                e->prev->next = e->next;
-        else if (s->execs == e)
-                s->execs = e->next;
-        if (e->next)
-                e->next->prev = e->prev;
-        e->next = e->prev = NULL;
+        LIST_REMOVE(s->execs, e);
         e->sandbox = NULL;
         sandbox_update_idle_timer(s);
 }
@@ -333,8 +323,7 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
         Sandbox *s = e->sandbox;
         exec_unlink(e);
         e->sandbox = s;
-        e->next = s->finished;
-        s->finished = e;
+        LIST_PREPEND(s->finished, e);
         if (++s->n_finished > SANDBOX_FINISHED_MAX) {
                 Exec *oldest = s->finished;
                 while (oldest->next)
@@ -471,10 +460,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         e->result.out.keep_tail = e->result.err.keep_tail = e->config.background;
         e->cb = cb;
         e->userdata = userdata;
-        e->next = s->execs;
-        if (s->execs)
-                s->execs->prev = e;
-        s->execs = e;
+        LIST_PREPEND(s->execs, e);
 
         r = 0;
         if (e->out_fd >= 0)

@@ -9,6 +9,7 @@
 
 #include "fd-util.h"
 #include "file-op.h"
+#include "list.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -27,23 +28,11 @@ struct FileOp {
         FileOp *next, *prev;  /* newest first */
 };
 
-static void file_op_unlink(FileOp *op) {
-        Sandbox *s = op->sandbox;
-
-        if (op->prev)
-                op->prev->next = op->next;
-        else if (s->file_ops == op)
-                s->file_ops = op->next;
-        if (op->next)
-                op->next->prev = op->prev;
-        op->next = op->prev = NULL;
-}
-
 FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
         if (op->sandbox)
-                file_op_unlink(op);
+                LIST_REMOVE(op->sandbox->file_ops, op);
         safe_close(op->buffer_fd);
         safe_close(op->passed_fd);
         json_object_put(op->request);
@@ -168,11 +157,8 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
                 .max = req.max,
                 .cb = cb,
                 .userdata = userdata,
-                .next = s->file_ops,
         };
-        if (s->file_ops)
-                s->file_ops->prev = op;
-        s->file_ops = op;
+        LIST_PREPEND(s->file_ops, op);
 
         req.id = op->id;
         op->request = agent_msg_file(&req);
