@@ -63,18 +63,6 @@ int sandbox_error_set_errno(SandboxError *e, int errno_value, const char *fmt, .
         return r;
 }
 
-int sandbox_error_copy(SandboxError *dst, const SandboxError *src) {
-        if (!dst || sandbox_error_is_set(dst) || !sandbox_error_is_set(src))
-                return 0;
-        *dst = (SandboxError) { .code = src->code, .errno_value = src->errno_value };
-        if (src->message) {
-                dst->message = strdup(src->message);
-                if (!dst->message)
-                        return -ENOMEM;
-        }
-        return 0;
-}
-
 void sandbox_error_done(SandboxError *e) {
         if (!e)
                 return;

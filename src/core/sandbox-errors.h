@@ -43,7 +43,6 @@ static inline bool sandbox_error_is_set(const SandboxError *e) {
 int sandbox_error_set(SandboxError *e, SandboxErrorCode code, const char *fmt, ...) _printf_(3, 4);
 /* The same for SANDBOX_ERR_ERRNO; %m in fmt is strerror(errno_value). */
 int sandbox_error_set_errno(SandboxError *e, int errno_value, const char *fmt, ...) _printf_(3, 4);
-int sandbox_error_copy(SandboxError *dst, const SandboxError *src);
 void sandbox_error_done(SandboxError *e);
 
 /* "NoSuchSandbox" (the name a front end puts after its prefix); NULL for NONE and ERRNO. */
