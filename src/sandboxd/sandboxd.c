@@ -317,8 +317,7 @@ static int run(int argc, char *argv[]) {
                 goto finish;
         }
         /* Two subscribers: the record, and the D-Bus face (signals, property changes). */
-        if (d.recorder)
-                r = recorder_subscribe(d.recorder, d.manager, NULL);
+        r = d.recorder ? recorder_subscribe(d.recorder, d.manager, NULL) : 0;
         if (r >= 0) {
                 d.bus_frontend = (BusFrontend) { .bus = d.bus, .manager = d.manager, .recorder = d.recorder };
                 r = bus_frontend_subscribe(&d.bus_frontend);
