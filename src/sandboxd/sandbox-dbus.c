@@ -157,17 +157,21 @@ int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, s
         return bus_authorize_then(m, sandbox_request_access, 0, sandbox_request_run, req, sandbox_request_free);
 }
 
-int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, SandboxError *error) {
+int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        _cleanup_(exec_config_done) ExecConfig c;
         char **argv = NULL;
         int r;
 
-        r = bus_read_strv_bounded(m, EXEC_ARGC_MAX, EXEC_ARGS_MAX, "argv", &argv, error);
+        exec_config_init(&c);
+        r = bus_read_strv_bounded(m, EXEC_ARGC_MAX, EXEC_ARGS_MAX, "argv", &argv, &e);
+        if (r >= 0)
+                r = exec_config_set_argv(&c, argv, &e);
+        if (r >= 0)
+                r = bus_read_options(m, OPTION_SET_EXEC, &c, &e);
         if (r < 0)
-                return r;
-        r = exec_config_set_argv(c, argv, error);
-        if (r < 0)
-                return r;
-        return bus_read_options(m, OPTION_SET_EXEC, c, error);
+                return bus_error_return(error, &e, r);
+        return sandbox_authorize_call(m, s, SANDBOX_OP_EXEC, fn, &c);
 }
 
 static int exec_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
@@ -182,15 +186,7 @@ static int exec_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
 }
 
 static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
-        _cleanup_(exec_config_done) ExecConfig c;
-        int r;
-
-        exec_config_init(&c);
-        r = bus_read_exec_config(m, &c, &e);
-        if (r < 0)
-                return bus_error_return(error, &e, r);
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, exec_authorized, &c);
+        return sandbox_exec_call(m, userdata, exec_authorized, error);
 }
 
 /* Destroy's, Pause's and Resume's answer: empty, or the error. */
@@ -203,33 +199,28 @@ static void on_sandbox_done(Sandbox *s, const SandboxError *error, void *userdat
                 (void) sd_bus_reply_method_return(call, NULL);
 }
 
-static int destroy_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
-                              SandboxRequest *req, SandboxError *error) {
+/* Destroy, Pause, Resume: answered by on_sandbox_done() once done. */
+static int lifecycle_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                                SandboxRequest *req, SandboxError *error) {
+        const char *member = sd_bus_message_get_member(call);
         int r;
 
-        r = sandbox_destroy(s, on_sandbox_done, sd_bus_message_ref(call));
+        sd_bus_message_ref(call);
+        if (streq(member, "Destroy"))
+                r = sandbox_destroy(s, on_sandbox_done, call);
+        else
+                r = (streq(member, "Pause") ? sandbox_pause : sandbox_resume)(s, on_sandbox_done, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
 }
 
 static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, destroy_authorized, NULL);
-}
-
-static int pause_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
-                            SandboxRequest *req, SandboxError *error) {
-        bool pause = streq(sd_bus_message_get_member(call), "Pause");
-        int r;
-
-        r = (pause ? sandbox_pause : sandbox_resume)(s, on_sandbox_done, sd_bus_message_ref(call), error);
-        if (r < 0)
-                sd_bus_message_unref(call);
-        return r;
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, lifecycle_authorized, NULL);
 }
 
 static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, pause_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, lifecycle_authorized, NULL);
 }
 
 static int set_timeout_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,

@@ -65,8 +65,9 @@ int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperatio
 /* The exec_callback_t of Exec and Wait: their reply, from the result (Exec's with the
  * output) or the error. userdata: the call, referenced. */
 void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);
-/* Reads "as argv, a{sv} options" of Exec and Start into c (initialized by the caller). */
-int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, SandboxError *error);
+/* Exec and Start: reads "as argv, a{sv} options" (a bad one is refused at once) and has the
+ * core authorize the call; fn runs with them in req->exec. */
+int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error);
 
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);

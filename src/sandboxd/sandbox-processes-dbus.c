@@ -21,15 +21,7 @@ static int start_authorized(sd_bus_message *call, const SandboxCaller *caller, S
 }
 
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
-        _cleanup_(exec_config_done) ExecConfig c;
-        int r;
-
-        exec_config_init(&c);
-        r = bus_read_exec_config(m, &c, &e);
-        if (r < 0)
-                return bus_error_return(error, &e, r);
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, start_authorized, &c);
+        return sandbox_exec_call(m, userdata, start_authorized, error);
 }
 
 static int reply_processes(sd_bus_message *call, Sandbox *s) {
