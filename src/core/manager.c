@@ -502,9 +502,9 @@ void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec) {
 }
 
 
-static void on_orphan_stopped(const char *result, const SandboxError *error, void *userdata) {
+static void on_orphan_stopped(const char *result, const sd_bus_error *error, void *userdata) {
         if (error)
-                log_warning("Failed to stop an orphaned sandbox unit: %s", sandbox_error_message(error));
+                log_warning("Failed to stop an orphaned sandbox unit: %s", error->message);
 }
 
 static void manager_forget_fd(const char *name) {

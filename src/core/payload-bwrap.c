@@ -339,7 +339,7 @@ static void bwrap_init(Sandbox *s) {
         b->process = PAYLOAD_PROCESS_NULL;
 }
 
-static void on_attached(const char *result, const SandboxError *error, void *userdata) {
+static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         BwrapState *b = s->payload_state;
         int r;
@@ -348,7 +348,7 @@ static void on_attached(const char *result, const SandboxError *error, void *use
         if (s->state != SANDBOX_STARTING)
                 return; /* stopping: the unit's stop takes everything down */
         if (error) {
-                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, sandbox_error_message(error));
+                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, error->message);
                 sandbox_payload_failed(s, "its payload could not be moved into its unit.");
                 return;
         }

@@ -26,8 +26,7 @@ typedef enum SandboxErrorCode {
 
 typedef struct SandboxError {
         SandboxErrorCode code;
-        int errno_value;   /* positive: the code's; SANDBOX_ERR_ERRNO's own; for SYSTEMD_FAILED,
-                            * what systemd's error stands for */
+        int errno_value;   /* positive: the code's, or SANDBOX_ERR_ERRNO's own */
         char *message;     /* NULL only when out of memory */
 } SandboxError;
 

@@ -310,14 +310,14 @@ static void sandbox_finalize_later(Sandbox *s) {
         }
 }
 
-static void on_unit_stopped(const char *result, const SandboxError *error, void *userdata) {
+static void on_unit_stopped(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         s->stop_pending = false;
         if (error)
                 /* The scope may linger; its processes were killed by systemd's job or will be
                  * by its own collection. Nothing of ours is left to wait for. */
-                log_sandbox(s, LOG_WARNING, 0, "Failed to stop %s: %s", s->unit, sandbox_error_message(error));
+                log_sandbox(s, LOG_WARNING, 0, "Failed to stop %s: %s", s->unit, error->message);
         else if (!streq(result, "done"))
                 log_sandbox(s, LOG_WARNING, 0, "Stopping %s finished with result '%s'.", s->unit, result);
         sandbox_finalize(s);
@@ -506,12 +506,12 @@ int sandbox_payload_connected(Sandbox *s, int fd) {
         return 0;
 }
 
-static void on_control_group(const char *cgroup, const SandboxError *error, void *userdata) {
+static void on_control_group(const char *cgroup, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         if (error) {
                 /* OOM detection falls back to the path systemd uses on a plain host. */
-                log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, sandbox_error_message(error));
+                log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
                 if (asprintf(&s->cgroup, "/" SANDBOX_SLICE "/%s", s->unit) < 0)
                         s->cgroup = NULL;
                 if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
@@ -524,7 +524,7 @@ static void on_control_group(const char *cgroup, const SandboxError *error, void
                 s->payload_ops->unit_started(s);
 }
 
-static void on_unit_started(const char *result, const SandboxError *error, void *userdata) {
+static void on_unit_started(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         _cleanup_free_ char *reason = NULL;
         int r;
@@ -536,7 +536,7 @@ static void on_unit_started(const char *result, const SandboxError *error, void 
 
         if (error || !streq(result, "done")) {
                 if (asprintf(&reason, "systemd could not start %s: %s", s->unit,
-                             error ? sandbox_error_message(error) : result) < 0)
+                             error ? error->message : result) < 0)
                         reason = NULL;
                 log_sandbox(s, LOG_ERR, 0, "%s", strempty(reason));
                 s->payload_ops->abort(s);
@@ -663,22 +663,30 @@ static void sandbox_pause_done(Sandbox *s, const SandboxError *error) {
                 cb(s, error, s->pause_userdata);
 }
 
-static void on_paused(const char *result, const SandboxError *error, void *userdata);
+static void on_paused(const char *result, const sd_bus_error *error, void *userdata);
 
-static void on_frozen(const char *result, const SandboxError *error, void *userdata) {
+/* Pause's or Resume's answer when systemd refused: SystemdFailed, with what it said. */
+static void sandbox_pause_systemd_failed(Sandbox *s, const sd_bus_error *systemd_error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+
+        sandbox_error_set(&e, SANDBOX_ERR_SYSTEMD_FAILED, "%s", systemd_error->message ?: systemd_error->name);
+        sandbox_pause_done(s, &e);
+}
+
+static void on_frozen(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         int r;
 
         if (s->state != SANDBOX_RUNNING)
                 return; /* stopping: finalize answers the caller */
-        if (error && error->errno_value != EOPNOTSUPP) {
-                sandbox_pause_done(s, error);
+        if (error && !sd_bus_error_has_name(error, SD_BUS_ERROR_NOT_SUPPORTED)) {
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         if (error) {
                 /* No cgroup-v2 freezer (a hybrid or legacy host): stop every process with
                  * SIGSTOP instead. Memory is kept all the same. */
-                log_sandbox(s, LOG_INFO, 0, "%s cannot be frozen (%s); pausing with SIGSTOP.", s->unit, sandbox_error_message(error));
+                log_sandbox(s, LOG_INFO, 0, "%s cannot be frozen (%s); pausing with SIGSTOP.", s->unit, error->message);
                 r = unit_kill(s->manager->systemd, s->unit, SIGSTOP, on_paused, s);
                 if (r < 0) {
                         _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
@@ -691,13 +699,13 @@ static void on_frozen(const char *result, const SandboxError *error, void *userd
         on_paused("done", NULL, s);
 }
 
-static void on_paused(const char *result, const SandboxError *error, void *userdata) {
+static void on_paused(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         if (s->state != SANDBOX_RUNNING)
                 return;
         if (error) {
-                sandbox_pause_done(s, error);
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         if (!s->pause_method)
@@ -728,13 +736,13 @@ int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxErro
         return 0;
 }
 
-static void on_resumed(const char *result, const SandboxError *error, void *userdata) {
+static void on_resumed(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         if (s->state != SANDBOX_PAUSED)
                 return;
         if (error) {
-                sandbox_pause_done(s, error);
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         s->pause_method = NULL;

@@ -11,6 +11,7 @@
 #define SYSTEMD_PATH "/org/freedesktop/systemd1"
 #define SYSTEMD_MANAGER "org.freedesktop.systemd1.Manager"
 #define SYSTEMD_CALL_TIMEOUT_USEC (25ULL * 1000000ULL)
+#define EARLY_JOBS_MAX 16
 
 typedef enum CallKind {
         CALL_START,
@@ -38,10 +39,21 @@ struct PendingCall {
         PendingCall *next, *prev;
 };
 
+/* A JobRemoved whose job no call knows yet. */
+typedef struct EarlyJob {
+        char *job;
+        char *result;
+} EarlyJob;
+
 struct SystemdClient {
         sd_bus *bus;
         sd_bus_slot *job_removed_slot;
+        sd_bus_slot *disconnected_slot;
         PendingCall *calls;
+        /* Kept while a call waits for the reply naming its job: nothing in the protocol
+         * says that reply comes before the job's JobRemoved. */
+        EarlyJob early[EARLY_JOBS_MAX];
+        size_t n_early;
 };
 
 static void pending_call_unlink_free(PendingCall *p) {
@@ -54,7 +66,7 @@ static void pending_call_unlink_free(PendingCall *p) {
         free(p);
 }
 
-static void pending_call_finish(PendingCall *p, const char *result, const SandboxError *error) {
+static void pending_call_finish(PendingCall *p, const char *result, const sd_bus_error *error) {
         systemd_job_callback_t cb = p->cb;
         void *userdata = p->userdata;
 
@@ -63,18 +75,50 @@ static void pending_call_finish(PendingCall *p, const char *result, const Sandbo
         cb(result, error, userdata);
 }
 
-/* systemd said no (or did not answer): SystemdFailed, with what it said and the errno its
- * error stands for. */
-static void pending_call_fail(PendingCall *p, const sd_bus_error *e, int r) {
-        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+static void early_jobs_clear(SystemdClient *c) {
+        while (c->n_early > 0) {
+                c->n_early--;
+                free(c->early[c->n_early].job);
+                free(c->early[c->n_early].result);
+        }
+}
 
-        if (e) {
-                r = sd_bus_error_get_errno(e);
-                sandbox_error_set(&error, SANDBOX_ERR_SYSTEMD_FAILED, "%s", e->message ?: e->name);
-        } else
-                sandbox_error_set(&error, SANDBOX_ERR_SYSTEMD_FAILED, "%s", strerror(abs(r)));
-        error.errno_value = abs(r) ?: EIO;
-        pending_call_finish(p, NULL, &error);
+/* The result of job, if its JobRemoved came before the reply naming it; the caller frees it. */
+static char *early_job_take(SystemdClient *c, const char *job) {
+        for (size_t i = 0; i < c->n_early; i++)
+                if (streq(c->early[i].job, job)) {
+                        char *result = c->early[i].result;
+
+                        free(c->early[i].job);
+                        c->early[i] = c->early[--c->n_early];
+                        return result;
+                }
+        return NULL;
+}
+
+static bool awaiting_job(SystemdClient *c) {
+        for (PendingCall *p = c->calls; p; p = p->next)
+                if ((p->kind == CALL_START || p->kind == CALL_STOP) && !p->job)
+                        return true;
+        return false;
+}
+
+static void early_job_add(SystemdClient *c, const char *job, const char *result) {
+        EarlyJob e = { .job = strdup(job), .result = strdup(result) };
+
+        if (!e.job || !e.result) {
+                free(e.job);
+                free(e.result);
+                return;
+        }
+        if (c->n_early == EARLY_JOBS_MAX) {
+                /* The oldest goes: a reply is not that late. */
+                free(c->early[0].job);
+                free(c->early[0].result);
+                memmove(c->early, c->early + 1, (EARLY_JOBS_MAX - 1) * sizeof(EarlyJob));
+                c->n_early--;
+        }
+        c->early[c->n_early++] = e;
 }
 
 static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
@@ -89,8 +133,25 @@ static int on_job_removed(sd_bus_message *m, void *userdata, sd_bus_error *ret_e
         for (PendingCall *p = c->calls; p; p = p->next)
                 if (p->job && streq(p->job, path)) {
                         pending_call_finish(p, result, NULL);
-                        break;
+                        return 0;
                 }
+        /* Perhaps a job whose reply is still to come; kept only while one is. */
+        if (awaiting_job(c))
+                early_job_add(c, path, result);
+        else
+                early_jobs_clear(c);
+        return 0;
+}
+
+/* sd-bus fails the calls still waiting for a reply when the connection goes; a job's
+ * JobRemoved will not come either, so its call fails the same way. */
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        SystemdClient *c = userdata;
+        const sd_bus_error error = SD_BUS_ERROR_MAKE_CONST(SD_BUS_ERROR_NO_REPLY, "Connection terminated");
+
+        /* One at a time from the head: a callback may cancel others. */
+        while (c->calls)
+                pending_call_finish(c->calls, NULL, &error);
         return 0;
 }
 
@@ -106,6 +167,12 @@ int systemd_client_new(sd_bus *bus, SystemdClient **ret) {
         /* Match before any job is queued, so no JobRemoved can slip past. */
         r = sd_bus_match_signal_async(bus, &c->job_removed_slot, SYSTEMD_DEST, SYSTEMD_PATH,
                                       SYSTEMD_MANAGER, "JobRemoved", on_job_removed, NULL, c);
+        if (r < 0)
+                goto fail;
+        /* Synthesized by sd-bus itself: nothing is asked of the bus daemon. */
+        r = sd_bus_match_signal_async(bus, &c->disconnected_slot, "org.freedesktop.DBus.Local",
+                                      "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local",
+                                      "Disconnected", on_disconnected, NULL, c);
         if (r < 0)
                 goto fail;
         /* systemd emits job signals only while someone is subscribed. */
@@ -126,7 +193,9 @@ SystemdClient *systemd_client_free(SystemdClient *c) {
                 return NULL;
         while (c->calls)
                 pending_call_unlink_free(c->calls);
+        early_jobs_clear(c);
         sd_bus_slot_unref(c->job_removed_slot);
+        sd_bus_slot_unref(c->disconnected_slot);
         sd_bus_unref(c->bus);
         return mfree(c);
 }
@@ -294,15 +363,18 @@ static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *re
                     e->message && strstr(e->message, "OOMPolicy")) {
                         p->drop_oom_policy = true;
                         r = scope_send_start(p);
-                        if (r < 0)
-                                pending_call_fail(p, NULL, r);
+                        if (r >= 0)
+                                return 0;
+                        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                        sd_bus_error_set_errno(&error, r);
+                        pending_call_finish(p, NULL, &error);
                         return 0;
                 }
                 if (p->kind == CALL_STOP && sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")) {
                         pending_call_finish(p, "done", NULL);
                         return 0;
                 }
-                pending_call_fail(p, e, 0);
+                pending_call_finish(p, NULL, e);
                 return 0;
         }
 
@@ -312,8 +384,16 @@ static int on_job_queued(sd_bus_message *reply, void *userdata, sd_bus_error *re
                 if (!p->job)
                         r = -ENOMEM;
         }
-        if (r < 0)
-                pending_call_fail(p, NULL, r);
+        if (r < 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                sd_bus_error_set_errno(&error, r);
+                pending_call_finish(p, NULL, &error);
+                return 0;
+        }
+        /* Its JobRemoved may have come first. */
+        _cleanup_free_ char *result = early_job_take(p->client, p->job);
+        if (result)
+                pending_call_finish(p, result, NULL);
         return 0;
 }
 
@@ -360,10 +440,7 @@ static int on_simple_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
 
-        if (e)
-                pending_call_fail(p, e, 0);
-        else
-                pending_call_finish(p, "done", NULL);
+        pending_call_finish(p, e ? NULL : "done", e);
         return 0;
 }
 
@@ -418,19 +495,21 @@ int unit_kill(SystemdClient *c, const char *unit, int signo, systemd_job_callbac
 static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *cg = NULL;
         const char *s;
         int r;
 
         if (e) {
-                pending_call_fail(p, e, 0);
+                pending_call_finish(p, NULL, e);
                 return 0;
         }
         r = sd_bus_message_read(reply, "v", "s", &s);
         if (r >= 0 && !(cg = strdup(s)))
                 r = -ENOMEM;
         if (r < 0) {
-                pending_call_fail(p, NULL, r);
+                sd_bus_error_set_errno(&error, r);
+                pending_call_finish(p, NULL, &error);
                 return 0;
         }
         pending_call_finish(p, cg, NULL);

@@ -13,14 +13,12 @@
 
 #include "macro.h"
 #include "options.h"
-#include "sandbox-errors.h"
 
 typedef struct SystemdClient SystemdClient;
 
 /* result is systemd's job result ("done", "failed", "canceled", …); error is set when
- * the method call itself failed, in which case result is NULL: SystemdFailed, with
- * systemd's message and the errno its error stands for (EOPNOTSUPP: NotSupported). */
-typedef void (*systemd_job_callback_t)(const char *result, const SandboxError *error, void *userdata);
+ * the method call itself failed, in which case result is NULL. */
+typedef void (*systemd_job_callback_t)(const char *result, const sd_bus_error *error, void *userdata);
 
 int systemd_client_new(sd_bus *bus, SystemdClient **ret);
 SystemdClient *systemd_client_free(SystemdClient *c);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "json-util.h"
 #include "macro.h"
 #include "recorder-spool.h"
@@ -522,19 +523,12 @@ int spool_cut_offset(int fd, uint64_t keep_since, uint64_t committed_seq, uint64
 }
 
 int spool_cursor_read(int dir_fd, uint64_t *ret) {
-        char buf[32];
+        char buf[32], *e;
         ssize_t n;
-        int fd;
 
-        fd = openat(dir_fd, SPOOL_CURSOR_FILE, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        safe_close(fd);
+        n = read_small_file_at(dir_fd, SPOOL_CURSOR_FILE, buf, sizeof(buf));
         if (n < 0)
-                return -errno;
-        buf[n] = 0;
-        char *e;
+                return n == -E2BIG ? -EBADMSG : (int) n;
         errno = 0;
         unsigned long long v = strtoull(buf, &e, 10);
         if (errno != 0 || e == buf || (*e && *e != '\n'))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "conf-parser.h"
+#include "fd-util.h"
 #include "config.h"
 #include "log.h"
 #include "macro.h"
@@ -36,20 +37,12 @@ static const ConfigTableItem recorder_table[] = {
 };
 
 static int read_password(const char *path, char **ret) {
-        char buf[PASSWORD_MAX + 2];
+        char buf[PASSWORD_MAX + 1];
         ssize_t n;
-        int fd;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
-        safe_close(fd);
+        n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
         if (n < 0)
-                return -errno;
-        if (n > PASSWORD_MAX)
-                return -E2BIG;
-        buf[n] = 0;
+                return (int) n;
         /* One line: a trailing newline (as editors and echo leave) is not part of it. */
         if (n > 0 && buf[n - 1] == '\n')
                 buf[--n] = 0;

@@ -2,7 +2,12 @@
 #pragma once
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A memfd (O_CLOEXEC) holding data, its offset at 0: a descriptor to hand to a process
  * that reads it at its own pace, with nothing to feed and nothing to wait on. */
 int memfd_new_with_data(const char *name, const void *data, size_t size);
+
+/* Reads a small file whole into buf (at most size - 1 bytes, NUL-terminated), from dir_fd
+ * (AT_FDCWD: path as it is). Returns the length, -E2BIG when the file is larger. */
+ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);

@@ -10,21 +10,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <cmocka.h>
-
-#include <systemd/sd-event.h>
 
 #include "bus-caller.h"
 #include "bus-util.h"
+#include "fake-peer.h"
 #include "macro.h"
 
 #define TEST_PATH "/test"
 #define TEST_INTERFACE "io.sandboxd.Test"
 #define PENDING_MAX 8
 
-static sd_event *event;
 static sd_bus *daemon_bus, *fake_bus;
 
 /* The fake bus daemon's GetConnectionUnixUser calls, unanswered. */
@@ -36,27 +32,6 @@ typedef struct Reply {
         uint32_t uid;
         char error[128];
 } Reply;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000ULL;
-}
-
-#define RUN_UNTIL(cond)                                                         \
-        do {                                                                    \
-                uint64_t _deadline = now_usec() + 10 * 1000000ULL;              \
-                while (!(cond)) {                                               \
-                        assert_true(now_usec() < _deadline);                    \
-                        assert_true(sd_event_run(event, 100 * 1000) >= 0);      \
-                }                                                               \
-        } while (0)
-
-/* Runs the loop a while, for what should not happen. */
-static void run_idle(void) {
-        for (int i = 0; i < 20; i++)
-                assert_true(sd_event_run(event, 10 * 1000) >= 0);
-}
 
 /* ---- the fake bus daemon ---- */
 
@@ -156,27 +131,12 @@ static bool needs_uid(sd_bus_message *m) {
 }
 
 static int setup(void **state) {
-        sd_id128_t id = SD_ID128_MAKE(5a,4b,3c,2d,1e,0f,00,11,22,33,44,55,66,77,88,99);
-        int pair[2];
-
-        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair), 0);
-        assert_true(sd_event_new(&event) >= 0);
-
-        assert_true(sd_bus_new(&fake_bus) >= 0);
-        assert_true(sd_bus_set_fd(fake_bus, pair[1], pair[1]) >= 0);
-        assert_true(sd_bus_set_server(fake_bus, true, id) >= 0);
+        fake_peer_new(&daemon_bus, &fake_bus);
         assert_true(sd_bus_add_object_vtable(fake_bus, NULL, "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                              driver_vtable, NULL) >= 0);
-        assert_true(sd_bus_start(fake_bus) >= 0);
-        assert_true(sd_bus_attach_event(fake_bus, event, 0) >= 0);
-
-        assert_true(sd_bus_new(&daemon_bus) >= 0);
-        assert_true(sd_bus_set_fd(daemon_bus, pair[0], pair[0]) >= 0);
         assert_true(bus_caller_add_filter(daemon_bus, needs_uid) >= 0);
         assert_true(sd_bus_add_object_vtable(daemon_bus, NULL, TEST_PATH, TEST_INTERFACE, test_vtable, NULL) >= 0);
-        assert_true(sd_bus_start(daemon_bus) >= 0);
-        assert_true(sd_bus_attach_event(daemon_bus, event, 0) >= 0);
-        RUN_UNTIL(sd_bus_is_ready(daemon_bus) > 0 && sd_bus_is_ready(fake_bus) > 0);
+        fake_peer_start(daemon_bus, fake_bus);
         return 0;
 }
 
@@ -185,9 +145,7 @@ static int teardown(void **state) {
         bus_caller_done();
         while (n_pending > 0)
                 sd_bus_message_unref(pending[--n_pending]);
-        daemon_bus = sd_bus_flush_close_unref(daemon_bus);
-        fake_bus = sd_bus_flush_close_unref(fake_bus);
-        event = sd_event_unref(event);
+        fake_peer_done(&daemon_bus, &fake_bus);
         return 0;
 }
 

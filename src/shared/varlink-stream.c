@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "macro.h"
+#include "varlink-stream.h"
+
+static int fd_set_flags(int fd) {
+        int flags;
+
+        flags = fcntl(fd, F_GETFL);
+        if (flags < 0)
+                return -errno;
+        if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+                return -errno;
+        flags = fcntl(fd, F_GETFD);
+        if (flags < 0)
+                return -errno;
+        if (!(flags & FD_CLOEXEC) && fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+                return -errno;
+        return 0;
+}
+
+int varlink_stream_init(VarlinkStream *s, int fd, size_t message_size_max) {
+        int r;
+
+        *s = (VarlinkStream) {
+                .fd = -EBADF,
+                .message_size_max = message_size_max,
+        };
+        r = fd_set_flags(fd);
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        s->fd = fd;
+        return 0;
+}
+
+static void buffer_done(VarlinkBuffer *b) {
+        free(b->data);
+        *b = (VarlinkBuffer) {};
+}
+
+void varlink_stream_done(VarlinkStream *s) {
+        s->fd = safe_close(s->fd);
+        buffer_done(&s->input);
+        buffer_done(&s->output);
+        s->input_scanned = 0;
+        s->input_messages = 0;
+}
+
+/* Room for n more bytes at the end of b: the consumed bytes make room first (when they
+ * are in the way, or half the buffer). Returns how far the pending bytes moved. */
+static ssize_t buffer_reserve(VarlinkBuffer *b, size_t n) {
+        size_t shift = 0, size;
+        char *p;
+
+        if (b->start > 0 && (b->allocated - b->end < n || b->start >= b->allocated / 2)) {
+                shift = b->start;
+                memmove(b->data, b->data + shift, b->end - shift);
+                b->end -= shift;
+                b->start = 0;
+        }
+        if (b->allocated - b->end >= n)
+                return (ssize_t) shift;
+
+        size = MAX(b->allocated * 2, b->end + n);
+        p = realloc(b->data, size);
+        if (!p)
+                return -ENOMEM;
+        b->data = p;
+        b->allocated = size;
+        return (ssize_t) shift;
+}
+
+/* Counts the messages that the bytes from input_scanned on complete, checking each
+ * message's size and that of the incomplete one left at the end. */
+static int input_scan(VarlinkStream *s) {
+        char *nul;
+
+        while ((nul = memchr(s->input.data + s->input_scanned, 0, s->input.end - s->input_scanned))) {
+                size_t end = (size_t) (nul - s->input.data);
+
+                if (end - s->input_scanned > s->message_size_max)
+                        return -EMSGSIZE;
+                s->input_scanned = end + 1;
+                s->input_messages++;
+        }
+        if (s->input.end - s->input_scanned > s->message_size_max)
+                return -EMSGSIZE;
+        return 0;
+}
+
+ssize_t varlink_stream_read(VarlinkStream *s) {
+        ssize_t n, shift;
+        int r;
+
+        shift = buffer_reserve(&s->input, VARLINK_STREAM_READ_SIZE);
+        if (shift < 0)
+                return shift;
+        s->input_scanned -= (size_t) shift;
+
+        n = recv(s->fd, s->input.data + s->input.end, VARLINK_STREAM_READ_SIZE, MSG_DONTWAIT);
+        if (n < 0)
+                return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        s->input.end += (size_t) n;
+
+        r = input_scan(s);
+        if (r < 0)
+                return r;
+        return n;
+}
+
+static void json_tokener_freep(json_tokener **t) {
+        if (*t)
+                json_tokener_free(*t);
+}
+
+/* Parses [p, p + size), whose byte p[size] is the NUL that ended it: handing json-c that
+ * NUL too tells it the input is over, so that a value at the very end (a number) is
+ * complete and anything after the value is an error. */
+static int parse_message(const char *p, size_t size, json_object **ret) {
+        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
+        json_object *m;
+
+        if (size >= INT32_MAX)
+                return -EMSGSIZE;
+        tok = json_tokener_new_ex(VARLINK_STREAM_DEPTH_MAX);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT
+#ifdef JSON_TOKENER_VALIDATE_UTF8
+                               | JSON_TOKENER_VALIDATE_UTF8
+#endif
+        );
+        m = json_tokener_parse_ex(tok, p, (int) size + 1);
+        if (json_tokener_get_error(tok) != json_tokener_success) {
+                json_object_put(m);
+                return -EBADMSG;
+        }
+        *ret = m;
+        return 0;
+}
+
+int varlink_stream_next(VarlinkStream *s, json_object **ret) {
+        json_object *m = NULL;
+        const char *start, *nul;
+        int r;
+
+        if (s->input_messages == 0)
+                return 0;
+
+        start = s->input.data + s->input.start;
+        nul = memchr(start, 0, s->input_scanned - s->input.start);
+        /* input_scan() counted this NUL: it is there. */
+        s->input.start = (size_t) (nul - s->input.data) + 1;
+        s->input_messages--;
+        if (s->input_messages == 0 && s->input.start == s->input.end)
+                s->input.start = s->input.end = s->input_scanned = 0;
+
+        r = parse_message(start, (size_t) (nul - start), &m);
+        if (r < 0)
+                return r;
+        *ret = m;
+        return 1;
+}
+
+int varlink_stream_enqueue(VarlinkStream *s, json_object *m) {
+        const char *text;
+        ssize_t shift;
+        size_t size;
+
+        text = json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text)
+                return -ENOMEM;
+        size = strlen(text);
+        if (size > s->message_size_max)
+                return -EMSGSIZE;
+
+        shift = buffer_reserve(&s->output, size + 1);
+        if (shift < 0)
+                return (int) shift;
+        memcpy(s->output.data + s->output.end, text, size + 1);
+        s->output.end += size + 1;
+        return 0;
+}
+
+ssize_t varlink_stream_write(VarlinkStream *s) {
+        ssize_t n;
+
+        if (s->output.start == s->output.end)
+                return 0;
+
+        n = send(s->fd, s->output.data + s->output.start, s->output.end - s->output.start,
+                 MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0)
+                return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        s->output.start += (size_t) n;
+        if (s->output.start == s->output.end)
+                s->output.start = s->output.end = 0;
+        return n;
+}
+
+int varlink_stream_flush(VarlinkStream *s) {
+        ssize_t n;
+
+        while (varlink_stream_pending_output(s) > 0) {
+                n = varlink_stream_write(s);
+                if (n == -EAGAIN)
+                        return 0;
+                if (n < 0)
+                        return (int) n;
+        }
+        return 0;
+}
+
+int varlink_address_parse(const char *address, struct sockaddr_un *ret, socklen_t *ret_len) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        size_t n;
+
+        if (startswith_str(address, "unix:"))
+                address += strlen("unix:");
+        n = strcspn(address, ";");
+        if (n == 0 || (address[0] != '/' && address[0] != '@'))
+                return -EINVAL;
+        if (n > sizeof(sa.sun_path) - (address[0] == '/'))
+                return -ENAMETOOLONG;
+
+        memcpy(sa.sun_path, address, n);
+        if (address[0] == '@')
+                sa.sun_path[0] = 0;
+        *ret = sa;
+        *ret_len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + n + (address[0] == '/'));
+        return 0;
+}
