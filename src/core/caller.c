@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <sys/socket.h>
 
 #include "caller.h"
 #include "macro.h"
@@ -44,24 +43,31 @@ int process_get_start_time(pid_t pid, uint64_t *ret) {
         return 0;
 }
 
-int sandbox_caller_from_socket(int fd, SandboxCaller *ret) {
-        struct ucred ucred;
-        socklen_t l = sizeof(ucred);
+int sandbox_caller_from_ucred(const struct ucred *ucred, SandboxCaller *ret) {
         uint64_t start_time;
         int r;
 
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ucred, &l) < 0)
-                return -errno;
-        if (l != sizeof(ucred) || ucred.pid <= 0)
+        if (ucred->pid <= 0)
                 return -EIO;
-        r = process_get_start_time(ucred.pid, &start_time);
+        r = process_get_start_time(ucred->pid, &start_time);
         if (r < 0)
                 return r;
         *ret = (SandboxCaller) {
                 .kind = SANDBOX_CALLER_UNIX_PROCESS,
-                .uid = ucred.uid,
-                .pid = ucred.pid,
+                .uid = ucred->uid,
+                .pid = ucred->pid,
                 .start_time = start_time,
         };
         return 0;
+}
+
+int sandbox_caller_from_socket(int fd, SandboxCaller *ret) {
+        struct ucred ucred;
+        socklen_t l = sizeof(ucred);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &ucred, &l) < 0)
+                return -errno;
+        if (l != sizeof(ucred))
+                return -EIO;
+        return sandbox_caller_from_ucred(&ucred, ret);
 }

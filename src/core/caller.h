@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 typedef enum SandboxCallerKind {
@@ -27,6 +28,9 @@ typedef struct SandboxCaller {
 
 /* The start time of pid in clock ticks since boot (field 22 of /proc/PID/stat). */
 int process_get_start_time(pid_t pid, uint64_t *ret);
-/* The caller at the other end of a connected AF_UNIX socket (SO_PEERCRED), as a
- * SANDBOX_CALLER_UNIX_PROCESS. */
+/* A socket peer with credentials ucred (SO_PEERCRED, varlink_call_get_peer_ucred()) as a
+ * SANDBOX_CALLER_UNIX_PROCESS, its start time read now: the peer's process must still be
+ * there (it is while its call waits for the answer). */
+int sandbox_caller_from_ucred(const struct ucred *ucred, SandboxCaller *ret);
+/* The same for the peer of a connected AF_UNIX socket. */
 int sandbox_caller_from_socket(int fd, SandboxCaller *ret);
