@@ -23,3 +23,22 @@ const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner
         }
         return SANDBOX_ACTION_MANAGE;
 }
+
+bool sandbox_access_visible(uid_t uid, bool manage_granted, uid_t owner) {
+        return uid == 0 || uid == owner || manage_granted;
+}
+
+int sandbox_authorize(sd_bus *bus, const SandboxCaller *caller, SandboxOperation op, uid_t owner,
+                      SandboxAuthorizeFlags flags, polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
+        const char *action = sandbox_access_action(op, caller->uid, owner);
+        bool optional = flags & SANDBOX_AUTHORIZE_OPTIONAL;
+        int r;
+
+        if (!action)
+                return 1;
+        r = polkit_check(bus, caller, action,
+                         (optional ? POLKIT_CHECK_OPTIONAL : 0) |
+                         (!optional && caller->interactive ? POLKIT_CHECK_INTERACTIVE : 0),
+                         cb, userdata, ret_slot);
+        return r < 0 ? r : 0;
+}

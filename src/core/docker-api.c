@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include "docker-api.h"
+#include "list.h"
 #include "log.h"
 
 #define DOCKER_REPLY_MAX (4U * 1024U * 1024U)
@@ -34,12 +35,7 @@ struct DockerClient {
 static void request_free(DockerRequest *r) {
         DockerClient *c = r->client;
 
-        if (r->prev)
-                r->prev->next = r->next;
-        else if (c->requests == r)
-                c->requests = r->next;
-        if (r->next)
-                r->next->prev = r->prev;
+        LIST_REMOVE(c->requests, r);
         if (r->easy) {
                 curl_multi_remove_handle(c->multi, r->easy);
                 curl_easy_cleanup(r->easy);
@@ -224,10 +220,7 @@ int docker_request(DockerClient *c, const char *method, const char *path, json_o
         r->client = c;
         r->cb = cb;
         r->userdata = userdata;
-        r->next = c->requests;
-        if (c->requests)
-                c->requests->prev = r;
-        c->requests = r;
+        LIST_PREPEND(c->requests, r);
 
         /* The host part is ignored on a unix socket; the API version is the daemon's own. */
         r->easy = curl_easy_init();

@@ -8,6 +8,7 @@
 
 #include "cgroup.h"
 #include "fd-util.h"
+#include "list.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -87,7 +88,7 @@ typedef struct ExecWaiter {
 static void exec_unlink(Exec *e);
 
 /* Answers everyone waiting for e: with its result, or with error. */
-static void exec_notify_waiters(Exec *e, const sd_bus_error *error) {
+static void exec_notify_waiters(Exec *e, const SandboxError *error) {
         while (e->waiters) {
                 ExecWaiter *w = e->waiters;
                 e->waiters = w->next;
@@ -100,13 +101,8 @@ static void exec_notify_waiters(Exec *e, const sd_bus_error *error) {
 static void exec_unlink_finished(Exec *e) {
         Sandbox *s = e->sandbox;
 
-        for (Exec **p = &s->finished; *p; p = &(*p)->next)
-                if (*p == e) {
-                        *p = e->next;
-                        s->n_finished--;
-                        break;
-                }
-        e->next = e->prev = NULL;
+        LIST_REMOVE(s->finished, e);
+        s->n_finished--;
         e->sandbox = NULL;
 }
 
@@ -118,8 +114,8 @@ Exec *exec_free(Exec *e) {
         else if (e->sandbox)
                 exec_unlink(e);
         if (e->waiters) {
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                sandbox_error_setf(&error, SANDBOX_ERROR_NO_SUCH_PROCESS, "The process is gone with its sandbox.");
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_PROCESS, "The process is gone with its sandbox.");
                 exec_notify_waiters(e, &error);
         }
         sd_event_source_disable_unref(e->out_source);
@@ -197,13 +193,7 @@ void exec_resume_timeout(Exec *e) {
 static void exec_unlink(Exec *e) {
         Sandbox *s = e->sandbox;
 
-        if (e->prev)
-                e->prev->next = e->next;
-        else if (s->execs == e)
-                s->execs = e->next;
-        if (e->next)
-                e->next->prev = e->prev;
-        e->next = e->prev = NULL;
+        LIST_REMOVE(s->execs, e);
         e->sandbox = NULL;
         sandbox_update_idle_timer(s);
 }
@@ -213,7 +203,7 @@ static void exec_record_take(Exec *e) {
         Sandbox *s = e->sandbox;
         uint64_t cpu = 0;
 
-        if (!s->manager->hooks.exec_record)
+        if (!manager_records_execs(s->manager))
                 return;
         e->ended_at = now_usec(CLOCK_REALTIME);
         if (s->cgroup) {
@@ -233,7 +223,7 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
         if (!e->record_pending)
                 return;
         e->record_pending = false;
-        m->hooks.exec_record(&(ExecRecordEvent) {
+        manager_record_exec(m, &(ExecRecordEvent) {
                 .sandbox_id = sandbox->id,
                 .exec_id = e->id,
                 .owner = sandbox->owner,
@@ -258,7 +248,7 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
                 .stdout_excerpt_size = MIN(r->out.size, (size_t) EXEC_EVENT_EXCERPT_MAX),
                 .stderr_excerpt = r->err.data,
                 .stderr_excerpt_size = MIN(r->err.size, (size_t) EXEC_EVENT_EXCERPT_MAX),
-        }, m->hooks.userdata);
+        });
 }
 
 static void exec_deliver_now(Exec *e) {
@@ -273,7 +263,7 @@ static void exec_deliver_now(Exec *e) {
         exec_free(e);
 }
 
-void exec_abandon_callers(Exec *e, const sd_bus_error *error) {
+void exec_abandon_callers(Exec *e, const SandboxError *error) {
         exec_callback_t cb = e->cb;
 
         e->cb = NULL;
@@ -282,7 +272,7 @@ void exec_abandon_callers(Exec *e, const sd_bus_error *error) {
         exec_notify_waiters(e, error);
 }
 
-static void on_ephemeral_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
+static void on_ephemeral_destroyed(Sandbox *s, const SandboxError *error, void *userdata) {
         Exec *e = userdata;
 
         if (error) {
@@ -333,8 +323,7 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
         Sandbox *s = e->sandbox;
         exec_unlink(e);
         e->sandbox = s;
-        e->next = s->finished;
-        s->finished = e;
+        LIST_PREPEND(s->finished, e);
         if (++s->n_finished > SANDBOX_FINISHED_MAX) {
                 Exec *oldest = s->finished;
                 while (oldest->next)
@@ -362,7 +351,7 @@ void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x) {
 }
 
 void exec_abort(Exec *e, const char *reason) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
 
         if (exec_read_oom_kills(e) > e->oom_kills_before) {
                 /* The OOM killer took the sandbox's init down with the command: report it
@@ -377,7 +366,7 @@ void exec_abort(Exec *e, const char *reason) {
                 return;
         }
 
-        sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
+        sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "%s", reason);
         exec_callback_t cb = e->cb;
         void *userdata = e->userdata;
         e->cb = NULL;
@@ -429,7 +418,7 @@ static int make_stdin(const ExecConfig *c) {
         return fd < 0 ? -errno : fd;
 }
 
-int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
+int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         _cleanup_close_ int in = -EBADF;
@@ -471,10 +460,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         e->result.out.keep_tail = e->result.err.keep_tail = e->config.background;
         e->cb = cb;
         e->userdata = userdata;
-        e->next = s->execs;
-        if (s->execs)
-                s->execs->prev = e;
-        s->execs = e;
+        LIST_PREPEND(s->execs, e);
 
         r = 0;
         if (e->out_fd >= 0)
@@ -490,7 +476,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
                 goto fail;
 
         e->oom_kills_before = exec_read_oom_kills(e);
-        if (m->hooks.exec_record)
+        if (manager_records_execs(m))
                 e->started_at = now_usec(CLOCK_REALTIME);
 
         if (e->config.tty) {
@@ -506,17 +492,17 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd
         json_object_put(msg);
         if (r == -EMSGSIZE) {
                 exec_free(e);
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "The exec request is too large.");
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "The exec request is too large.");
         }
         if (r < 0) {
                 exec_free(e);
-                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED,
                                          "Failed to hand the command to sandbox %s: %s", s->id, strerror(-r));
         }
 
         /* For the record: the unit's CPU time from here on, read while the agent starts the
          * command rather than before it is asked to (the command has used none yet). */
-        if (m->hooks.exec_record && s->cgroup)
+        if (manager_records_execs(m) && s->cgroup)
                 (void) cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &e->cgroup_cpu_before);
 
         s->used = true;
@@ -528,11 +514,11 @@ fail:
         return r;
 }
 
-int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, sd_bus_error *error) {
+int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, SandboxError *error) {
         int r;
 
         if (sandbox_get_config(s)->ephemeral)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "Sandbox %s is ephemeral: it runs one Exec, not background processes.",
                                           sandbox_get_id(s));
         c->background = true;
@@ -550,6 +536,16 @@ Exec *sandbox_find_process(Sandbox *s, uint64_t id) {
         return NULL;
 }
 
+int sandbox_get_process(Sandbox *s, uint64_t id, Exec **ret, SandboxError *error) {
+        Exec *e = sandbox_find_process(s, id);
+
+        if (!e)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_PROCESS, "No process %" PRIu64 " in sandbox %s.",
+                                         id, s->id);
+        *ret = e;
+        return 0;
+}
+
 Exec *sandbox_next_process(Sandbox *s, Exec *prev) {
         Exec *e;
 
@@ -565,14 +561,14 @@ Exec *sandbox_next_process(Sandbox *s, Exec *prev) {
         return s->finished;
 }
 
-int exec_signal(Exec *e, int sig, sd_bus_error *error) {
+int exec_signal(Exec *e, int sig, SandboxError *error) {
         json_object *msg;
         int r;
 
         if (sig < 1 || sig > 64)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Signal %i is not a signal.", sig);
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Signal %i is not a signal.", sig);
         if (!exec_is_running(e))
-                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
         msg = agent_msg_kill(e->id, sig);
         if (!msg)
                 return -ENOMEM;
@@ -584,24 +580,27 @@ int exec_signal(Exec *e, int sig, sd_bus_error *error) {
 static int on_wait_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
         ExecWaiter *w = userdata;
         Exec *e = w->exec;
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
 
         for (ExecWaiter **p = &e->waiters; *p; p = &(*p)->next)
                 if (*p == w) {
                         *p = w->next;
                         break;
                 }
-        sandbox_error_setf(&error, SANDBOX_ERROR_STILL_RUNNING, "Process %" PRIu64 " is still running.", e->id);
+        sandbox_error_set(&error, SANDBOX_ERR_STILL_RUNNING, "Process %" PRIu64 " is still running.", e->id);
         sd_event_source_disable_unref(w->timer);
         w->cb(e, NULL, &error, w->userdata);
         free(w);
         return 0;
 }
 
-int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata, sd_bus_error *error) {
+int exec_wait(Exec *e, uint64_t timeout_sec, exec_callback_t cb, void *userdata, SandboxError *error) {
         ExecWaiter *w;
         int r;
 
+        if (timeout_sec > EXEC_TIMEOUT_MAX_SEC)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Wait takes at most %llu s.", EXEC_TIMEOUT_MAX_SEC);
         if (e->exited) {
                 cb(e, &e->result, NULL, userdata);
                 return 0;
@@ -610,9 +609,9 @@ int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata
         if (!w)
                 return -ENOMEM;
         *w = (ExecWaiter) { .exec = e, .cb = cb, .userdata = userdata };
-        if (timeout_usec > 0) {
+        if (timeout_sec > 0) {
                 r = sd_event_add_time_relative(e->sandbox->manager->event, &w->timer, CLOCK_MONOTONIC,
-                                               timeout_usec, EXEC_TIMER_ACCURACY_USEC, on_wait_timeout, w);
+                                               timeout_sec * 1000000ULL, EXEC_TIMER_ACCURACY_USEC, on_wait_timeout, w);
                 if (r < 0) {
                         free(w);
                         return r;
@@ -639,15 +638,17 @@ const ExecResult *exec_get_result(const Exec *e) {
         return &e->result;
 }
 
-int exec_resize_terminal(Exec *e, uint16_t rows, uint16_t cols, sd_bus_error *error) {
-        struct agent_winsize ws = { .rows = rows, .cols = cols };
+int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *error) {
+        struct agent_winsize ws = { .rows = (uint16_t) rows, .cols = (uint16_t) cols };
         json_object *msg;
         int r;
 
+        if (rows < 1 || cols < 1 || rows > UINT16_MAX || cols > UINT16_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Terminal size out of range.");
         if (!e->config.tty)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Process %" PRIu64 " has no terminal.", e->id);
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Process %" PRIu64 " has no terminal.", e->id);
         if (!exec_is_running(e))
-                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
         msg = agent_msg_resize(e->id, &ws);
         if (!msg)
                 return -ENOMEM;

@@ -6,11 +6,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "agent-protocol.h"
 #include "options.h"
+#include "sandbox-errors.h"
 
 typedef struct Sandbox Sandbox;
 typedef struct Exec Exec;
@@ -38,7 +38,7 @@ typedef struct ExecResult {
 } ExecResult;
 
 /* error is set (and result NULL) when the exec could not produce a result. */
-typedef void (*exec_callback_t)(Exec *e, const ExecResult *result, const sd_bus_error *error, void *userdata);
+typedef void (*exec_callback_t)(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);
 
 /* Maps the agent's report, our timeout flag and the cgroup's OOM count to a result. */
 void exec_result_from_exit(ExecResult *r, const struct agent_exit *x, bool timed_out, bool oom_killed);
@@ -50,16 +50,19 @@ uint64_t exec_get_id(const Exec *e);
 
 /* Background processes (Start): they run until they end, are signalled, or the sandbox
  * ends; their output so far and, once ended, their result stay readable. */
-int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, sd_bus_error *error);
+int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, SandboxError *error);
 Exec *sandbox_find_process(Sandbox *s, uint64_t id);
+/* The same, or NoSuchProcess. */
+int sandbox_get_process(Sandbox *s, uint64_t id, Exec **ret, SandboxError *error);
 /* Iterates the sandbox's background processes, running ones first: pass NULL to start. */
 Exec *sandbox_next_process(Sandbox *s, Exec *prev);
-int exec_signal(Exec *e, int sig, sd_bus_error *error);
+int exec_signal(Exec *e, int sig, SandboxError *error);
 /* cb runs once the process has ended (at once if it has), or with StillRunning after
- * timeout_usec (0: no timeout). */
-int exec_wait(Exec *e, uint64_t timeout_usec, exec_callback_t cb, void *userdata, sd_bus_error *error);
+ * timeout_sec (0: no timeout; at most EXEC_TIMEOUT_MAX_SEC). */
+int exec_wait(Exec *e, uint64_t timeout_sec, exec_callback_t cb, void *userdata, SandboxError *error);
 bool exec_is_running(const Exec *e);
-int exec_resize_terminal(Exec *e, uint16_t rows, uint16_t cols, sd_bus_error *error);
+/* rows and cols: 1 to 65535. */
+int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *error);
 pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */
 char * const *exec_get_argv(const Exec *e);
 const ExecResult *exec_get_result(const Exec *e); /* output so far; exit fields once ended */

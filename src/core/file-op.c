@@ -7,7 +7,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "fd-util.h"
 #include "file-op.h"
+#include "list.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -26,23 +28,11 @@ struct FileOp {
         FileOp *next, *prev;  /* newest first */
 };
 
-static void file_op_unlink(FileOp *op) {
-        Sandbox *s = op->sandbox;
-
-        if (op->prev)
-                op->prev->next = op->next;
-        else if (s->file_ops == op)
-                s->file_ops = op->next;
-        if (op->next)
-                op->next->prev = op->prev;
-        op->next = op->prev = NULL;
-}
-
 FileOp *file_op_free(FileOp *op) {
         if (!op)
                 return NULL;
         if (op->sandbox)
-                file_op_unlink(op);
+                LIST_REMOVE(op->sandbox->file_ops, op);
         safe_close(op->buffer_fd);
         safe_close(op->passed_fd);
         json_object_put(op->request);
@@ -111,8 +101,9 @@ static bool sandbox_path_is_valid(const char *p) {
         return true;
 }
 
-int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
-                    FileOp **ret_op, sd_bus_error *error) {
+/* Starts f in s. fd: the descriptor the op carries (write/upload: the source; read: -EBADF
+ * here, sandboxd provides the buffer; download: the destination). Takes fd. */
+static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_OP_ARGS) {
         _cleanup_close_ int passed = fd, buffer = -EBADF;
         struct agent_file req = *f;
         unsigned active, waiting;
@@ -120,10 +111,10 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         int r;
 
         if (s->state != SANDBOX_RUNNING)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                           s->id, sandbox_state_to_string(s->state));
         if (!sandbox_path_is_valid(f->path) || (f->op == AGENT_FILE_MOVE && !sandbox_path_is_valid(f->to)))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "Paths must be 1 to 4096 bytes without control characters.");
 
         if (f->op == AGENT_FILE_READ && passed < 0) {
@@ -138,7 +129,7 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
                         return -errno;
         }
         if (agent_file_op_nfds(f->op) != (passed >= 0 ? 1U : 0U))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "This file operation needs %zu descriptor(s).", agent_file_op_nfds(f->op));
         /* A Download streams for as long as its reader reads: without Max, a file larger
          * than the sandbox's DiskMax (so sparse, or not in /work or /tmp) is refused. */
@@ -150,7 +141,7 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
          * rest wait their turn, and beyond that the caller is told to come back. */
         file_ops_count(s, &active, &waiting);
         if (active >= FILE_OPS_ACTIVE_MAX && waiting >= FILE_OPS_WAITING_MAX)
-                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
                                           "Sandbox %s has %u file operations under way and %u waiting; try again later.",
                                           s->id, active, waiting);
 
@@ -166,11 +157,8 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
                 .max = req.max,
                 .cb = cb,
                 .userdata = userdata,
-                .next = s->file_ops,
         };
-        if (s->file_ops)
-                s->file_ops->prev = op;
-        s->file_ops = op;
+        LIST_PREPEND(s->file_ops, op);
 
         req.id = op->id;
         op->request = agent_msg_file(&req);
@@ -180,13 +168,13 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         }
         if (!op->request) {
                 file_op_free(op);
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Invalid file operation.");
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Invalid file operation.");
         }
         if (active < FILE_OPS_ACTIVE_MAX) {
                 r = file_op_send(op);
                 if (r < 0) {
                         file_op_free(op);
-                        return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED,
+                        return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED,
                                                   "Failed to hand the file operation to sandbox %s: %s",
                                                   s->id, strerror(-r));
                 }
@@ -194,6 +182,98 @@ int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callbac
         if (ret_op)
                 *ret_op = op;
         return 0;
+}
+
+int sandbox_read_file(Sandbox *s, const char *path, uint64_t offset, uint64_t length, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_READ, path);
+
+        f.offset = offset;
+        f.length = length == 0 ? AGENT_FILE_UNLIMITED : length;
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
+}
+
+static void file_options_apply(struct agent_file *f, const FileOptions *o) {
+        if (!o)
+                return;
+        f->mode = o->mode;
+        f->append = o->append;
+        f->parents = o->parents;
+        f->max = o->max;
+}
+
+int sandbox_write_file(Sandbox *s, const char *path, const void *data, size_t size, const FileOptions *o,
+                       FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, path);
+        int fd;
+
+        file_options_apply(&f, o);
+        fd = memfd_new_with_data("sandbox-write", data, size);
+        if (fd < 0)
+                return fd;
+        return sandbox_file_op(s, &f, fd, cb, userdata, ret_op, error);
+}
+
+/* Upload (write from fd) and Download (read into fd): the agent streams. */
+static int sandbox_stream_file(Sandbox *s, enum agent_file_op op, const char *path, int borrowed,
+                               const FileOptions *o, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, op, path);
+        struct stat st;
+        int fd;
+
+        file_options_apply(&f, o);
+        if (fstat(borrowed, &st) < 0 || (fcntl(borrowed, F_GETFL) & O_PATH) ||
+            !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "The descriptor must be a regular file, pipe or socket.");
+        fd = fcntl(borrowed, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        return sandbox_file_op(s, &f, fd, cb, userdata, ret_op, error);
+}
+
+int sandbox_upload(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS) {
+        return sandbox_stream_file(s, AGENT_FILE_WRITE, path, fd, o, cb, userdata, ret_op, error);
+}
+
+int sandbox_download(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS) {
+        return sandbox_stream_file(s, AGENT_FILE_READ, path, fd, o, cb, userdata, ret_op, error);
+}
+
+int sandbox_list_files(Sandbox *s, const char *path, uint64_t depth, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_LIST, path);
+
+        if (depth < 1 || depth > AGENT_FILE_DEPTH_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "depth must be between 1 and %u.", AGENT_FILE_DEPTH_MAX);
+        f.depth = (unsigned) depth;
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
+}
+
+int sandbox_stat_file(Sandbox *s, const char *path, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_STAT, path);
+
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
+}
+
+int sandbox_make_directory(Sandbox *s, const char *path, bool parents, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, path);
+
+        f.parents = parents;
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
+}
+
+int sandbox_remove_file(Sandbox *s, const char *path, bool recursive, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, path);
+
+        f.recursive = recursive;
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
+}
+
+int sandbox_move_file(Sandbox *s, const char *path, const char *to, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_MOVE, path);
+
+        f.to = to;
+        return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
 }
 
 void file_op_cancel(FileOp *op) {
@@ -211,17 +291,22 @@ void file_op_cancel(FileOp *op) {
         json_object_put(msg);
 }
 
-static void file_op_finish(FileOp *op, const struct agent_file_result *result, const sd_bus_error *error) {
-        _cleanup_(sd_bus_error_free) sd_bus_error too_large = SD_BUS_ERROR_NULL;
+static void file_op_finish(FileOp *op, const struct agent_file_result *result, const SandboxError *error) {
+        _cleanup_(sandbox_error_done) SandboxError failed = SANDBOX_ERROR_NULL;
         _cleanup_free_ void *data = NULL;
         size_t size = 0;
 
         if (result && result->error == EFBIG && op->max != AGENT_FILE_UNLIMITED) {
-                sandbox_error_setf(&too_large, SANDBOX_ERROR_FILE_TOO_LARGE,
-                                   "%s: File too large: more than %" PRIu64 " bytes (Max, by default the "
-                                   "sandbox's DiskMax); give a larger Max to download it.", op->path, op->max);
+                sandbox_error_set(&failed, SANDBOX_ERR_FILE_TOO_LARGE,
+                                  "%s: File too large: more than %" PRIu64 " bytes (Max, by default the "
+                                  "sandbox's DiskMax); give a larger Max to download it.", op->path, op->max);
                 result = NULL;
-                error = &too_large;
+                error = &failed;
+        } else if (result && result->error != 0) {
+                /* What the agent met in the sandbox: the errno, with the path. */
+                sandbox_error_set_errno(&failed, result->error, "%s: %m", op->path);
+                result = NULL;
+                error = &failed;
         }
 
         if (result && result->error == 0 && op->buffer_fd >= 0) {
@@ -245,13 +330,13 @@ void file_op_on_result(Sandbox *s, const struct agent_file_result *result) {
                 }
 }
 
-void file_op_fail(FileOp *op, const sd_bus_error *error) {
+void file_op_fail(FileOp *op, const SandboxError *error) {
         file_op_finish(op, NULL, error);
 }
 
 void file_op_abort(FileOp *op, const char *reason) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
 
-        sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "%s", reason);
+        sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "%s", reason);
         file_op_fail(op, &error);
 }

@@ -5,10 +5,10 @@
  * does, inside the sandbox's mount namespace, as the sandbox's uid, so nothing planted
  * there (symlinks, "..", races, hard links) can lead to a file of the host's. */
 
-#include <systemd/sd-bus.h>
-
 #include "agent-protocol.h"
+#include "options.h"
 #include "sandbox-api.h"
+#include "sandbox-errors.h"
 
 typedef struct Sandbox Sandbox;
 
@@ -18,19 +18,33 @@ typedef struct Sandbox Sandbox;
 #define FILE_OPS_ACTIVE_MAX 4U
 #define FILE_OPS_WAITING_MAX 64U
 
-/* result is NULL (and error set) when the operation failed before or in the agent. For
- * reads, data/size hold what was read. */
+/* result is NULL (and error set) when the operation failed: before the agent, in the
+ * sandbox (the errno, with the path), or a Download larger than its Max (FileTooLarge).
+ * For reads, data/size hold what was read. */
 typedef void (*file_callback_t)(const struct agent_file_result *result, const void *data, size_t size,
-                                const sd_bus_error *error, void *userdata);
+                                const SandboxError *error, void *userdata);
 
 typedef struct FileOp FileOp;
 
-/* Starts f in s. fd: the descriptor the op carries (write/upload: the source; read:
- * NULL here, sandboxd provides the buffer; download: the destination), or -EBADF. Takes
- * fd. User errors (not running, bad path, Busy) come back as -errno with error set.
- * *ret_op (optional) is the operation, valid until cb is called. */
-int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, file_callback_t cb, void *userdata,
-                    FileOp **ret_op, sd_bus_error *error);
+/* Each starts an operation on path in s (the agent resolves it, inside the sandbox) and
+ * calls cb once when it is done. User errors (not running, a bad path, an option out of
+ * range, Busy) come back as -errno with error set, and cb is not called. *ret_op
+ * (optional) is the operation, valid until cb is called. */
+#define FILE_OP_ARGS file_callback_t cb, void *userdata, FileOp **ret_op, SandboxError *error
+/* At most length bytes (0: as much as FILE_READ_MAX) from offset. */
+int sandbox_read_file(Sandbox *s, const char *path, uint64_t offset, uint64_t length, FILE_OP_ARGS);
+int sandbox_write_file(Sandbox *s, const char *path, const void *data, size_t size, const FileOptions *o,
+                       FILE_OP_ARGS);
+/* fd (borrowed: a regular file, pipe or socket) is what the agent reads the file from
+ * (upload) or writes it to (download); the data never passes through sandboxd. */
+int sandbox_upload(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS);
+int sandbox_download(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS);
+/* depth: 1 to LIST_FILES_DEPTH_MAX. */
+int sandbox_list_files(Sandbox *s, const char *path, uint64_t depth, FILE_OP_ARGS);
+int sandbox_stat_file(Sandbox *s, const char *path, FILE_OP_ARGS);
+int sandbox_make_directory(Sandbox *s, const char *path, bool parents, FILE_OP_ARGS);
+int sandbox_remove_file(Sandbox *s, const char *path, bool recursive, FILE_OP_ARGS);
+int sandbox_move_file(Sandbox *s, const char *path, const char *to, FILE_OP_ARGS);
 
 /* Ends op early (its caller went away): cb is still called, with an error. */
 void file_op_cancel(FileOp *op);

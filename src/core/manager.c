@@ -9,8 +9,10 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "access.h"
 #include "config.h"
 #include "etc-tree.h"
+#include "list.h"
 #include "log.h"
 #include "payload-bwrap.h"
 #include "sandbox-persist.h"
@@ -19,6 +21,14 @@
 #include "sandbox-internal.h"
 #include "strv.h"
 #include "time-util.h"
+
+struct ManagerSubscription {
+        Manager *manager;
+        ManagerHooks hooks;
+        void *userdata;
+        bool dead;      /* unsubscribed while hooks were being called */
+        ManagerSubscription *prev, *next;
+};
 
 int manager_settings_init(ManagerSettings *s) {
         *s = (ManagerSettings) {
@@ -125,14 +135,19 @@ fail:
 }
 
 Manager *manager_free(Manager *m) {
-        _cleanup_(sd_bus_error_free) sd_bus_error gone = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError gone = SANDBOX_ERROR_NULL;
 
         if (!m)
                 return NULL;
         /* What the bus daemon would tell them once we are gone (sandboxd(8), "Restart"); said
          * here so that the calls and what they hold are let go of. */
-        sd_bus_error_set(&gone, SD_BUS_ERROR_NO_REPLY, "sandboxd stopped before the call was answered.");
-        m->hooks = (ManagerHooks) {};
+        sandbox_error_set(&gone, SANDBOX_ERR_NO_REPLY, "sandboxd stopped before the call was answered.");
+        /* Nobody is told of what follows: the subscribers are going too. */
+        while (m->subscriptions) {
+                ManagerSubscription *sub = m->subscriptions;
+                LIST_REMOVE_WITH_TAIL(m->subscriptions, m->subscriptions_tail, sub);
+                free(sub);
+        }
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
@@ -164,8 +179,65 @@ Manager *manager_free(Manager *m) {
         return mfree(m);
 }
 
-void manager_set_hooks(Manager *m, const ManagerHooks *hooks) {
-        m->hooks = *hooks;
+int manager_subscribe(Manager *m, const ManagerHooks *hooks, void *userdata, ManagerSubscription **ret) {
+        ManagerSubscription *sub;
+
+        sub = calloc(1, sizeof(ManagerSubscription));
+        if (!sub)
+                return -ENOMEM;
+        *sub = (ManagerSubscription) { .manager = m, .hooks = *hooks, .userdata = userdata };
+        LIST_APPEND(m->subscriptions, m->subscriptions_tail, sub);
+        if (ret)
+                *ret = sub;
+        return 0;
+}
+
+static void manager_free_subscription(Manager *m, ManagerSubscription *sub) {
+        LIST_REMOVE_WITH_TAIL(m->subscriptions, m->subscriptions_tail, sub);
+        free(sub);
+}
+
+ManagerSubscription *manager_unsubscribe(ManagerSubscription *sub) {
+        if (!sub)
+                return NULL;
+        if (sub->manager->notifying > 0) {
+                /* A hook is being called: the list stays as it is until it returns. */
+                sub->dead = true;
+                return NULL;
+        }
+        manager_free_subscription(sub->manager, sub);
+        return NULL;
+}
+
+static void manager_notify_end(Manager *m) {
+        if (--m->notifying > 0)
+                return;
+        for (ManagerSubscription *sub = m->subscriptions, *next; sub; sub = next) {
+                next = sub->next;
+                if (sub->dead)
+                        manager_free_subscription(m, sub);
+        }
+}
+
+/* Calls hook of every subscriber that has it, with the arguments and its userdata. */
+#define MANAGER_NOTIFY(m, hook, ...)                                                    \
+        do {                                                                            \
+                (m)->notifying++;                                                       \
+                for (ManagerSubscription *_sub = (m)->subscriptions; _sub; _sub = _sub->next) \
+                        if (!_sub->dead && _sub->hooks.hook)                            \
+                                _sub->hooks.hook(__VA_ARGS__, _sub->userdata);          \
+                manager_notify_end(m);                                                  \
+        } while (0)
+
+bool manager_records_execs(Manager *m) {
+        for (ManagerSubscription *sub = m->subscriptions; sub; sub = sub->next)
+                if (!sub->dead && sub->hooks.exec_record)
+                        return true;
+        return false;
+}
+
+void manager_record_exec(Manager *m, const ExecRecordEvent *ev) {
+        MANAGER_NOTIFY(m, exec_record, ev);
 }
 
 static void report_template(const char *path, const char *error, void *userdata) {
@@ -232,10 +304,26 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         return s && !s->pooled ? s : NULL;
 }
 
+int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error) {
+        Sandbox *s = manager_get_sandbox(m, id);
+
+        if (!s)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
+        *ret = s;
+        return 0;
+}
+
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev) {
         Sandbox *s = prev ? prev->next : m->sandboxes;
         while (s && s->pooled)
                 s = s->next;
+        return s;
+}
+
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted) {
+        Sandbox *s = manager_next_sandbox(m, prev);
+        while (s && !sandbox_access_visible(uid, manage_granted, s->owner))
+                s = manager_next_sandbox(m, s);
         return s;
 }
 
@@ -244,14 +332,14 @@ size_t manager_n_sandboxes(Manager *m) {
 }
 
 void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
-        if (!s->pooled && m->hooks.sandbox_state_changed)
-                m->hooks.sandbox_state_changed(s, m->hooks.userdata);
+        if (!s->pooled)
+                MANAGER_NOTIFY(m, sandbox_state_changed, s);
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
-        if (!m->hooks.sandbox_record || s->pooled)
+        if (s->pooled)
                 return;
-        m->hooks.sandbox_record(&(SandboxRecordEvent) {
+        MANAGER_NOTIFY(m, sandbox_record, &(SandboxRecordEvent) {
                 .sandbox_id = s->id,
                 .template_name = s->template_name,
                 .payload = s->payload_ops->name,
@@ -260,31 +348,18 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
                 .created_at = s->created_at,
                 .destroyed_at = end_reason ? now_usec(CLOCK_REALTIME) : 0,
                 .end_reason = end_reason,
-        }, m->hooks.userdata);
+        });
 }
 
 void manager_link_sandbox(Manager *m, Sandbox *s) {
-        s->prev = m->sandboxes_tail;
-        if (m->sandboxes_tail)
-                m->sandboxes_tail->next = s;
-        else
-                m->sandboxes = s;
-        m->sandboxes_tail = s;
+        LIST_APPEND(m->sandboxes, m->sandboxes_tail, s);
         m->n_sandboxes++;
-        if (!s->pooled && m->hooks.sandbox_added)
-                m->hooks.sandbox_added(s, m->hooks.userdata);
+        if (!s->pooled)
+                MANAGER_NOTIFY(m, sandbox_added, s);
 }
 
 void manager_unlink_sandbox(Manager *m, Sandbox *s) {
-        if (s->prev)
-                s->prev->next = s->next;
-        else
-                m->sandboxes = s->next;
-        if (s->next)
-                s->next->prev = s->prev;
-        else
-                m->sandboxes_tail = s->prev;
-        s->next = s->prev = NULL;
+        LIST_REMOVE_WITH_TAIL(m->sandboxes, m->sandboxes_tail, s);
         m->n_sandboxes--;
 
         if (s->pooled) {
@@ -302,8 +377,7 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
                                                 (s->state == SANDBOX_DEAD && s->failure) ? 30 * 1000000ULL : 0);
                 return;
         }
-        if (m->hooks.sandbox_removed)
-                m->hooks.sandbox_removed(s, m->hooks.userdata);
+        MANAGER_NOTIFY(m, sandbox_removed, s);
 }
 
 /* A running pooled sandbox of t, if the request takes the template's defaults. */
@@ -317,7 +391,7 @@ static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxCo
 }
 
 static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
-                                 sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+                                 sandbox_callback_t cb, void *userdata, SandboxError *error) {
         Sandbox *s;
         int r;
 
@@ -326,7 +400,7 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
                 return r;
         r = sandbox_new(m, t, config, owner, &s);
         if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Failed to allocate sandbox: %m");
+                return sandbox_error_set_errno(error, r, "Failed to allocate sandbox: %m");
         s->pooled = pooled;
 
         manager_link_sandbox(m, s);
@@ -335,7 +409,7 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
         if (r < 0) {
                 manager_unlink_sandbox(m, s);
                 sandbox_free_internal(s);
-                return sandbox_error_setf(error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                           strerror(-r));
         }
 
@@ -346,7 +420,7 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
 
 int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
                            uid_t owner, sandbox_callback_t cb, void *userdata,
-                           sd_bus_error *error) {
+                           SandboxError *error) {
         const Template *t;
         Sandbox *s;
         int r;
@@ -355,7 +429,7 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 template_name = "shell";
         t = template_name_is_valid(template_name) ? template_set_find(&m->templates, template_name) : NULL;
         if (!t)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_TEMPLATE,
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE,
                                          "No template '%.64s'.", template_name);
 
         s = manager_pool_take(m, t, config);
@@ -368,8 +442,7 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 s->owner = owner;
                 s->config.ephemeral = config->ephemeral;
                 sandbox_save(s);
-                if (m->hooks.sandbox_added)
-                        m->hooks.sandbox_added(s, m->hooks.userdata);
+                MANAGER_NOTIFY(m, sandbox_added, s);
                 manager_record_sandbox(m, s, NULL);
                 log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.",
                             s->id, t->name, owner);
@@ -379,7 +452,7 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
         }
 
         if (m->n_sandboxes >= m->settings.max_sandboxes)
-                return sandbox_error_setf(error, SANDBOX_ERROR_TOO_MANY_SANDBOXES,
+                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
                                          "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
         return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);
 }
@@ -397,7 +470,7 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                         if (s->pooled && streq(s->template_name, t->name))
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
-                        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
                         SandboxConfig c = {};
 
                         if (manager_start_sandbox(m, t, &c, 0, true, NULL, NULL, &error) < 0) {
@@ -514,10 +587,10 @@ int manager_adopt_sandboxes(Manager *m) {
 
         d = opendir(m->sandboxes_dir);
         while (d && (de = readdir(d))) {
-                _cleanup_free_ char *path = NULL, *why = NULL;
+                _cleanup_free_ char *path = NULL, *why = NULL, *unit = NULL;
                 _cleanup_close_ int fd = -EBADF, pidfd = -EBADF;
                 SandboxPersist st = {};
-                char unit[64], fdname[64];
+                char fdname[64];
                 size_t n = strlen(de->d_name);
                 Sandbox *s;
                 int r;
@@ -533,9 +606,11 @@ int manager_adopt_sandboxes(Manager *m) {
                         continue;
                 }
 
-                snprintf(unit, sizeof(unit), "%s", st.unit ?: "");
-                if (!st.unit)
-                        snprintf(unit, sizeof(unit), "sandbox-%s.scope", st.id);
+                unit = st.unit ? strdup(st.unit) : sandbox_unit_name(st.id, "scope");
+                if (!unit) {
+                        sandbox_persist_done(&st);
+                        break;
+                }
                 snprintf(fdname, sizeof(fdname), "ctl-%s", st.id);
                 for (int i = 0; i < n_fds; i++)
                         if (names && names[i] && streq(names[i], fdname) && fd < 0) {

@@ -30,16 +30,20 @@ typedef struct ManagerSettings {
 #define SANDBOX_MAX_DEFAULT 4096U
 #define DOCKER_SOCKET_DEFAULT "/run/docker.sock"
 
-/* Front ends learn of changes through these (all optional). */
+/* What happens, for whoever subscribes (every front end, the recorder); each event goes to
+ * every subscriber, in the order they subscribed. All optional. Pooled sandboxes are
+ * nobody's: no event names one until it is handed out. */
 typedef struct ManagerHooks {
         void (*sandbox_added)(Sandbox *s, void *userdata);
+        /* Its state, or its timeouts (Timeout, IdleTimeout, Deadline). */
         void (*sandbox_state_changed)(Sandbox *s, void *userdata);
         void (*sandbox_removed)(Sandbox *s, void *userdata);
         /* What the record keeps (recorder.h): a sandbox started or ended, an exec ended. */
         void (*sandbox_record)(const SandboxRecordEvent *ev, void *userdata);
         void (*exec_record)(const ExecRecordEvent *ev, void *userdata);
-        void *userdata;
 } ManagerHooks;
+
+typedef struct ManagerSubscription ManagerSubscription;
 
 int manager_settings_init(ManagerSettings *s);
 void manager_settings_done(ManagerSettings *s);
@@ -48,7 +52,12 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
 Manager *manager_free(Manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
-void manager_set_hooks(Manager *m, const ManagerHooks *hooks);
+/* hooks (copied) are called with userdata from now on, until unsubscribed; the manager
+ * owns the subscription and frees what is left of them in manager_free(), before it tells
+ * anyone anything more. */
+int manager_subscribe(Manager *m, const ManagerHooks *hooks, void *userdata, ManagerSubscription **ret);
+/* Safe from within a hook. Returns NULL. */
+ManagerSubscription *manager_unsubscribe(ManagerSubscription *sub);
 int manager_load_templates(Manager *m);
 const TemplateSet *manager_get_templates(Manager *m);
 
@@ -56,11 +65,16 @@ const TemplateSet *manager_get_templates(Manager *m);
  * called); otherwise cb runs once the sandbox is running, or failed and is gone. */
 int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
                            uid_t owner, sandbox_callback_t cb, void *userdata,
-                           sd_bus_error *error);
+                           SandboxError *error);
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id);
+/* The same, or NoSuchSandbox. */
+int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error);
 /* Iteration in creation order: pass NULL to start. */
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev);
+/* The same, over the sandboxes a caller of uid sees (access.h: its own; all for root or
+ * with the manage grant). */
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted);
 size_t manager_n_sandboxes(Manager *m);
 
 /* Takes up the sandboxes a previous sandboxd left running (state files, descriptors kept

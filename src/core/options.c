@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "options.h"
 #include <inttypes.h>
 
+#include "agent-protocol.h"
+#include "options.h"
 #include "sandbox-errors.h"
 #include "strv.h"
+
+/* After macro.h: <sys/param.h> defines MIN() and MAX() only where they are not yet. */
+#include <resolv.h>
 
 int system_bounds_read(SystemBounds *ret) {
         long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
@@ -23,25 +27,131 @@ int system_bounds_read(SystemBounds *ret) {
         return 0;
 }
 
-static int option_type_error(const char *name, const OptionValue *v, const char *want, sd_bus_error *error) {
-        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                 "Option %s must be of type '%s', got '%s'.", name, want, v->signature);
+static const char * const option_type_table[_OPTION_TYPE_MAX] = {
+        [OPTION_STRING] = "string",
+        [OPTION_BOOL]   = "boolean",
+        [OPTION_UINT32] = "uint32",
+        [OPTION_UINT64] = "uint64",
+        [OPTION_INT32]  = "int32",
+        [OPTION_INT64]  = "int64",
+        [OPTION_DOUBLE] = "double",
+        [OPTION_STRV]   = "string array",
+        [OPTION_BYTES]  = "bytes",
+        [OPTION_FD]     = "file descriptor",
+        [OPTION_OTHER]  = "other",
+};
+
+const char *option_type_to_string(OptionType t) {
+        return t >= 0 && t < _OPTION_TYPE_MAX ? option_type_table[t] : NULL;
 }
 
-static bool option_is(const OptionValue *v, const char *sig) {
-        return v->signature && streq(v->signature, sig);
+static const char *option_value_type_name(const OptionValue *v) {
+        if (v->type == OPTION_OTHER && v->other)
+                return v->other;
+        return strna(option_type_to_string(v->type));
 }
 
-static int option_get_u64(const char *name, const OptionValue *v, uint64_t *ret, sd_bus_error *error) {
-        if (!option_is(v, "t"))
-                return option_type_error(name, v, "t", error);
-        *ret = v->u64;
-        return 0;
+typedef struct OptionSpec {
+        const char *name;
+        OptionType type;
+} OptionSpec;
+
+static const OptionSpec sandbox_options[] = {
+        { "MemoryMax",          OPTION_UINT64 },
+        { "CPUQuotaPerSecUSec", OPTION_UINT64 },
+        { "TasksMax",           OPTION_UINT64 },
+        { "Timeout",            OPTION_UINT64 },
+        { "DiskMax",            OPTION_UINT64 },
+        { "IdleTimeout",        OPTION_UINT64 },
+        { "Ephemeral",          OPTION_BOOL   },
+        {}
+};
+
+static const OptionSpec exec_options[] = {
+        { "Timeout",          OPTION_UINT64 },
+        { "OutputMax",        OPTION_UINT64 },
+        { "WorkingDirectory", OPTION_STRING },
+        { "Environment",      OPTION_STRV   },
+        { "Stdin",            OPTION_BYTES  },
+        { "TTY",              OPTION_BOOL   },
+        { "TerminalRows",     OPTION_UINT64 },
+        { "TerminalColumns",  OPTION_UINT64 },
+        { "StandardInput",    OPTION_FD     },
+        { "StandardOutput",   OPTION_FD     },
+        { "StandardError",    OPTION_FD     },
+        {}
+};
+
+static const OptionSpec file_options[] = {
+        { "Mode",          OPTION_UINT32 },
+        { "Append",        OPTION_BOOL   },
+        { "CreateParents", OPTION_BOOL   },
+        { "Max",           OPTION_UINT64 },
+        {}
+};
+
+static const OptionSpec execution_filters[] = {
+        { "SandboxId", OPTION_STRING },
+        { "Owner",     OPTION_UINT32 },
+        { "Since",     OPTION_UINT64 },
+        { "Limit",     OPTION_UINT32 },
+        {}
+};
+
+static const OptionSpec * const option_sets[_OPTION_SET_MAX] = {
+        [OPTION_SET_SANDBOX]    = sandbox_options,
+        [OPTION_SET_EXEC]       = exec_options,
+        [OPTION_SET_FILE]       = file_options,
+        [OPTION_SET_EXECUTIONS] = execution_filters,
+};
+
+OptionType option_set_lookup(OptionSet set, const char *name) {
+        if (set < 0 || set >= _OPTION_SET_MAX || !name)
+                return _OPTION_TYPE_INVALID;
+        for (const OptionSpec *o = option_sets[set]; o->name; o++)
+                if (streq(o->name, name))
+                        return o->type;
+        return _OPTION_TYPE_INVALID;
 }
 
-static int check_range(const char *name, uint64_t value, uint64_t min, uint64_t max, sd_bus_error *error) {
+/* 0 if v is what set's option name takes; else InvalidOption, in each set's words. */
+static int option_check(OptionSet set, const char *name, const OptionValue *v, SandboxError *error) {
+        OptionType want = option_set_lookup(set, name);
+
+        if (want < 0)
+                switch (set) {
+                case OPTION_SET_SANDBOX:
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Unknown sandbox option '%.64s'.", name);
+                case OPTION_SET_EXEC:
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Unknown exec option '%.64s'.", name);
+                case OPTION_SET_FILE:
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Unknown file option '%.64s'.", name);
+                default:
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Unknown filter %s (known: SandboxId, Owner, Since, Limit).", name);
+                }
+        if (v->type == want)
+                return 0;
+        switch (set) {
+        case OPTION_SET_FILE:
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "File option %.64s has the wrong type.", name);
+        case OPTION_SET_EXECUTIONS:
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Filter %s has the wrong type '%s'.", name, option_value_type_name(v));
+        default:
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Option %s must be of type '%s', got '%s'.", name,
+                                         option_type_to_string(want), option_value_type_name(v));
+        }
+}
+
+static int check_range(const char *name, uint64_t value, uint64_t min, uint64_t max, SandboxError *error) {
         if (value < min || value > max)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "%s=%" PRIu64 " is out of range, must be between %" PRIu64
                                          " and %" PRIu64 ".", name, value, min, max);
         return 0;
@@ -59,49 +169,40 @@ static bool string_is_clean(const char *s, size_t max) {
         return true;
 }
 
-int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, sd_bus_error *error) {
-        uint64_t u = 0;
+int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error) {
+        uint64_t u = v->u64;
         int r;
 
-        if (streq(name, "MemoryMax") || streq(name, "CPUQuotaPerSecUSec") || streq(name, "TasksMax") ||
-            streq(name, "Timeout") || streq(name, "DiskMax") || streq(name, "IdleTimeout")) {
-                r = option_get_u64(name, v, &u, error);
-                if (r < 0)
-                        return r;
-                /* Absolute bounds here; the machine's bounds in finalize. */
-                if (streq(name, "MemoryMax")) {
-                        r = check_range(name, u, SANDBOX_MEMORY_MIN, UINT64_MAX - 1, error);
-                        c->limits.memory_max = u;
-                } else if (streq(name, "CPUQuotaPerSecUSec")) {
-                        r = check_range(name, u, SANDBOX_CPU_QUOTA_MIN_USEC, UINT64_MAX - 1, error);
-                        c->limits.cpu_quota_per_sec_usec = u;
-                } else if (streq(name, "TasksMax")) {
-                        r = check_range(name, u, SANDBOX_TASKS_MIN, SANDBOX_TASKS_MAX, error);
-                        c->limits.tasks_max = u;
-                } else if (streq(name, "IdleTimeout")) {
-                        r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
-                        c->idle_timeout_sec = u;
-                } else if (streq(name, "DiskMax")) {
-                        r = check_range(name, u, SANDBOX_DISK_MIN, SANDBOX_DISK_MAX, error);
-                        c->disk_max = u;
-                } else {
-                        r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
-                        c->timeout_sec = u;
-                }
+        r = option_check(OPTION_SET_SANDBOX, name, v, error);
+        if (r < 0)
                 return r;
-        }
-        if (streq(name, "Ephemeral")) {
-                if (!option_is(v, "b"))
-                        return option_type_error(name, v, "b", error);
-                c->ephemeral = v->b;
-                return 0;
-        }
 
-        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown sandbox option '%.64s'.", name);
+        /* Absolute bounds here; the machine's bounds in finalize. */
+        if (streq(name, "MemoryMax")) {
+                r = check_range(name, u, SANDBOX_MEMORY_MIN, UINT64_MAX - 1, error);
+                c->limits.memory_max = u;
+        } else if (streq(name, "CPUQuotaPerSecUSec")) {
+                r = check_range(name, u, SANDBOX_CPU_QUOTA_MIN_USEC, UINT64_MAX - 1, error);
+                c->limits.cpu_quota_per_sec_usec = u;
+        } else if (streq(name, "TasksMax")) {
+                r = check_range(name, u, SANDBOX_TASKS_MIN, SANDBOX_TASKS_MAX, error);
+                c->limits.tasks_max = u;
+        } else if (streq(name, "IdleTimeout")) {
+                r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
+                c->idle_timeout_sec = u;
+        } else if (streq(name, "DiskMax")) {
+                r = check_range(name, u, SANDBOX_DISK_MIN, SANDBOX_DISK_MAX, error);
+                c->disk_max = u;
+        } else if (streq(name, "Timeout")) {
+                r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
+                c->timeout_sec = u;
+        } else /* Ephemeral */
+                c->ephemeral = v->b;
+        return r;
 }
 
 int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defaults,
-                            const SystemBounds *bounds, sd_bus_error *error) {
+                            const SystemBounds *bounds, SandboxError *error) {
         SandboxLimits *l = &c->limits;
         int r;
 
@@ -166,43 +267,39 @@ static size_t strv_bytes(char * const *l) {
         return n;
 }
 
-int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bus_error *error) {
+int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, SandboxError *error) {
         int r;
 
+        r = option_check(OPTION_SET_EXEC, name, v, error);
+        if (r < 0)
+                return r;
+
         if (streq(name, "Timeout")) {
-                r = option_get_u64(name, v, &c->timeout_sec, error);
-                if (r < 0)
-                        return r;
+                c->timeout_sec = v->u64;
                 c->timeout_set = true;
                 return check_range(name, c->timeout_sec, 1, EXEC_TIMEOUT_MAX_SEC, error);
         }
         if (streq(name, "OutputMax")) {
-                r = option_get_u64(name, v, &c->output_max, error);
-                if (r < 0)
-                        return r;
+                c->output_max = v->u64;
                 return check_range(name, c->output_max, 0, EXEC_OUTPUT_MAX, error);
         }
         if (streq(name, "WorkingDirectory")) {
-                if (!option_is(v, "s"))
-                        return option_type_error(name, v, "s", error);
                 if (v->s[0] != '/' || !string_is_clean(v->s, 4096))
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "WorkingDirectory must be an absolute path without control characters.");
                 free(c->working_directory);
                 c->working_directory = strdup(v->s);
                 return c->working_directory ? 0 : -ENOMEM;
         }
         if (streq(name, "Environment")) {
-                if (!option_is(v, "as"))
-                        return option_type_error(name, v, "as", error);
                 if (strv_length(v->strv) > EXEC_ENVC_MAX)
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "Too many Environment entries (at most %u).", EXEC_ENVC_MAX);
-                for (char * const *e = v->strv; *e; e++)
+                for (char * const *e = v->strv; e && *e; e++)
                         if (!env_assignment_is_valid(*e))
-                                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                          "Environment entry is not NAME=VALUE: '%.64s'", *e);
-                char **copy = strv_copy(v->strv);
+                char **copy = strv_copy(v->strv ?: (char * const[]) { NULL });
                 if (!copy)
                         return -ENOMEM;
                 strv_free(c->environment);
@@ -210,75 +307,63 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bu
                 return 0;
         }
         if (streq(name, "Stdin")) {
-                if (!option_is(v, "ay"))
-                        return option_type_error(name, v, "ay", error);
                 if (v->bytes.size > EXEC_STDIN_MAX)
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "Stdin is larger than %llu bytes.", EXEC_STDIN_MAX);
                 void *d = malloc(v->bytes.size ?: 1);
                 if (!d)
                         return -ENOMEM;
-                memcpy(d, v->bytes.data, v->bytes.size);
+                if (v->bytes.size > 0)
+                        memcpy(d, v->bytes.data, v->bytes.size);
                 free(c->stdin_data);
                 c->stdin_data = d;
                 c->stdin_size = v->bytes.size;
                 return 0;
         }
-
         if (streq(name, "TTY")) {
-                if (!option_is(v, "b"))
-                        return option_type_error(name, v, "b", error);
                 c->tty = v->b;
                 return 0;
         }
         if (streq(name, "TerminalRows") || streq(name, "TerminalColumns")) {
-                uint64_t n = 0;
-                r = option_get_u64(name, v, &n, error);
+                r = check_range(name, v->u64, 1, UINT16_MAX, error);
                 if (r < 0)
                         return r;
-                r = check_range(name, n, 1, UINT16_MAX, error);
-                if (r < 0)
-                        return r;
-                *(streq(name, "TerminalRows") ? &c->tty_rows : &c->tty_cols) = (uint16_t) n;
-                return 0;
-        }
-        if (streq(name, "StandardInput") || streq(name, "StandardOutput") || streq(name, "StandardError")) {
-                int *dest = streq(name, "StandardInput") ? &c->stdin_fd :
-                            streq(name, "StandardOutput") ? &c->stdout_fd : &c->stderr_fd;
-                int fd;
-
-                if (!option_is(v, "h"))
-                        return option_type_error(name, v, "h", error);
-                /* A directory (or O_PATH) descriptor would be a way out of the sandbox's
-                 * mount namespace (openat() relative to it): only streams and files. */
-                struct stat st;
-                int flags = fcntl(v->fd, F_GETFL);
-                if (flags < 0 || fstat(v->fd, &st) < 0)
-                        return -errno;
-                if ((flags & O_PATH) || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
-                                          S_ISCHR(st.st_mode) || S_ISREG(st.st_mode)))
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                                  "%s must be a pipe, socket, terminal or regular file.", name);
-                fd = fcntl(v->fd, F_DUPFD_CLOEXEC, 3);
-                if (fd < 0)
-                        return -errno;
-                safe_close(*dest);
-                *dest = fd;
+                *(streq(name, "TerminalRows") ? &c->tty_rows : &c->tty_cols) = (uint16_t) v->u64;
                 return 0;
         }
 
-        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown exec option '%.64s'.", name);
+        /* StandardInput, StandardOutput, StandardError */
+        int *dest = streq(name, "StandardInput") ? &c->stdin_fd :
+                    streq(name, "StandardOutput") ? &c->stdout_fd : &c->stderr_fd;
+        struct stat st;
+        int flags, fd;
+
+        /* A directory (or O_PATH) descriptor would be a way out of the sandbox's mount
+         * namespace (openat() relative to it): only streams and files. */
+        flags = fcntl(v->fd, F_GETFL);
+        if (flags < 0 || fstat(v->fd, &st) < 0)
+                return -errno;
+        if ((flags & O_PATH) || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+                                  S_ISCHR(st.st_mode) || S_ISREG(st.st_mode)))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "%s must be a pipe, socket, terminal or regular file.", name);
+        fd = fcntl(v->fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        safe_close(*dest);
+        *dest = fd;
+        return 0;
 }
 
-int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
+int exec_config_set_argv(ExecConfig *c, char **argv, SandboxError *error) {
         _cleanup_strv_free_ char **l = argv;
 
         if (strv_isempty(l))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "argv must not be empty.");
         if (isempty(l[0]))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv[0] must not be empty.");
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "argv[0] must not be empty.");
         if (strv_length(l) > EXEC_ARGC_MAX)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "Too many arguments (at most %u).", EXEC_ARGC_MAX);
 
         strv_free(c->argv);
@@ -286,24 +371,244 @@ int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error) {
         return 0;
 }
 
-int exec_config_finalize(ExecConfig *c, sd_bus_error *error) {
+int exec_config_finalize(ExecConfig *c, SandboxError *error) {
         /* A terminal is relayed between the caller's descriptors and the process: without
          * them there is no one at the other end. */
         if (c->tty && (c->stdin_fd < 0 || c->stdout_fd < 0))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "TTY needs StandardInput and StandardOutput.");
         if (c->stdin_fd >= 0 && c->stdin_data)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "Stdin and StandardInput cannot both be given.");
         if (strv_isempty(c->argv))
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "argv must not be empty.");
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "argv must not be empty.");
         if (strv_bytes(c->argv) + strv_bytes(c->environment) > EXEC_ARGS_MAX)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "argv and Environment together exceed %u bytes.", EXEC_ARGS_MAX);
         if (!c->working_directory) {
                 c->working_directory = strdup(SANDBOX_WORKDIR);
                 if (!c->working_directory)
                         return -ENOMEM;
+        }
+        return 0;
+}
+
+void file_options_init(FileOptions *o) {
+        *o = (FileOptions) {
+                .mode = AGENT_FILE_MODE_DEFAULT,
+                .max = AGENT_FILE_UNLIMITED,
+        };
+}
+
+int file_options_set(FileOptions *o, const char *name, const OptionValue *v, SandboxError *error) {
+        int r;
+
+        r = option_check(OPTION_SET_FILE, name, v, error);
+        if (r < 0)
+                return r;
+        if (streq(name, "Mode")) {
+                if (v->u32 > 07777)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Mode must be at most 07777.");
+                o->mode = v->u32;
+        } else if (streq(name, "Append"))
+                o->append = v->b;
+        else if (streq(name, "CreateParents"))
+                o->parents = v->b;
+        else /* Max */
+                o->max = v->u64;
+        return 0;
+}
+
+int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *v, SandboxError *error) {
+        int r;
+
+        r = option_check(OPTION_SET_EXECUTIONS, name, v, error);
+        if (r < 0)
+                return r;
+        if (streq(name, "SandboxId")) {
+                char *id = strdup(v->s);
+                if (!id)
+                        return -ENOMEM;
+                free(q->sandbox_id);
+                q->filter.sandbox_id = q->sandbox_id = id;
+        } else if (streq(name, "Owner")) {
+                q->filter.owner_set = true;
+                q->filter.owner = (uid_t) v->u32;
+        } else if (streq(name, "Since"))
+                q->filter.since = v->u64;
+        else { /* Limit */
+                if (v->u32 == 0 || v->u32 > LIST_EXECUTIONS_LIMIT_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Limit must be 1…%u.", LIST_EXECUTIONS_LIMIT_MAX);
+                q->filter.limit = v->u32;
+        }
+        return 0;
+}
+
+void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller) {
+        q->filter.uid = caller->uid;
+        q->filter.any_owner = caller->granted;
+}
+
+void execution_query_done(ExecutionQuery *q) {
+        q->sandbox_id = mfree(q->sandbox_id);
+        q->filter = (ExecutionFilter) {};
+}
+
+int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error) {
+        switch (set) {
+        case OPTION_SET_SANDBOX:
+                return sandbox_config_set(target, name, v, error);
+        case OPTION_SET_EXEC:
+                return exec_config_set(target, name, v, error);
+        case OPTION_SET_FILE:
+                return file_options_set(target, name, v, error);
+        case OPTION_SET_EXECUTIONS:
+                return execution_query_set(target, name, v, error);
+        default:
+                return -EINVAL;
+        }
+}
+
+/* ---- JSON ---- */
+
+/* What a decoded JSON value holds on to until it is applied. */
+typedef struct JsonOptionStorage {
+        char **strv;
+        void *bytes;
+} JsonOptionStorage;
+
+static void json_option_storage_done(JsonOptionStorage *st) {
+        st->strv = strv_free(st->strv);
+        st->bytes = mfree(st->bytes);
+}
+
+/* An integer as the type the option has, if it fits; else as itself, for the setter to
+ * refuse by type. */
+static void json_integer_to_option(json_object *j, OptionType want, OptionValue *v) {
+        int64_t i = json_object_get_int64(j);
+        uint64_t u = i >= 0 ? json_object_get_uint64(j) : 0;
+
+        if (i < 0) {
+                if (want == OPTION_INT32 && i >= INT32_MIN)
+                        *v = (OptionValue) { .type = OPTION_INT32, .i32 = (int32_t) i };
+                else if (want == OPTION_DOUBLE)
+                        *v = (OptionValue) { .type = OPTION_DOUBLE, .d = (double) i };
+                else
+                        *v = (OptionValue) { .type = OPTION_INT64, .i64 = i };
+                return;
+        }
+        if (want == OPTION_UINT32 && u <= UINT32_MAX)
+                *v = (OptionValue) { .type = OPTION_UINT32, .u32 = (uint32_t) u };
+        else if (want == OPTION_INT32 && u <= INT32_MAX)
+                *v = (OptionValue) { .type = OPTION_INT32, .i32 = (int32_t) u };
+        else if (want == OPTION_INT64 && u <= INT64_MAX)
+                *v = (OptionValue) { .type = OPTION_INT64, .i64 = (int64_t) u };
+        else if (want == OPTION_DOUBLE)
+                *v = (OptionValue) { .type = OPTION_DOUBLE, .d = (double) u };
+        else
+                *v = (OptionValue) { .type = OPTION_UINT64, .u64 = u };
+}
+
+static int json_to_option(const char *name, json_object *j, OptionType want, const int *fds, size_t n_fds,
+                          OptionValue *v, JsonOptionStorage *st, SandboxError *error) {
+        switch (json_object_get_type(j)) {
+        case json_type_boolean:
+                *v = (OptionValue) { .type = OPTION_BOOL, .b = json_object_get_boolean(j) };
+                return 0;
+        case json_type_double:
+                *v = (OptionValue) { .type = OPTION_DOUBLE, .d = json_object_get_double(j) };
+                return 0;
+        case json_type_int:
+                if (want == OPTION_FD) {
+                        /* A descriptor is passed beside the message; the value is its index. */
+                        int64_t i = json_object_get_int64(j);
+                        if (i < 0 || (uint64_t) i >= n_fds)
+                                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                         "%.64s: no descriptor %" PRIi64 " was passed.", name, i);
+                        *v = (OptionValue) { .type = OPTION_FD, .fd = fds[i] };
+                        return 0;
+                }
+                json_integer_to_option(j, want, v);
+                return 0;
+        case json_type_string: {
+                const char *s = json_object_get_string(j);
+                size_t n = (size_t) json_object_get_string_len(j);
+
+                if (want != OPTION_BYTES) {
+                        if (strlen(s) != n)
+                                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                         "%.64s must not contain NUL bytes.", name);
+                        *v = (OptionValue) { .type = OPTION_STRING, .s = s };
+                        return 0;
+                }
+                /* Bytes are base64, as varlink has them. */
+                st->bytes = malloc(n / 4 * 3 + 3);
+                if (!st->bytes)
+                        return -ENOMEM;
+                int k = b64_pton(s, st->bytes, n / 4 * 3 + 3);
+                if (k < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%.64s must be base64.", name);
+                *v = (OptionValue) { .type = OPTION_BYTES, .bytes = { st->bytes, (size_t) k } };
+                return 0;
+        }
+        case json_type_array: {
+                size_t n = json_object_array_length(j), bytes = 0;
+
+                if (n > EXEC_ENVC_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%.64s: at most %u strings.", name, EXEC_ENVC_MAX);
+                st->strv = calloc(n + 1, sizeof(char *));
+                if (!st->strv)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++) {
+                        json_object *e = json_object_array_get_idx(j, i);
+
+                        if (!json_object_is_type(e, json_type_string)) {
+                                st->strv = strv_free(st->strv);
+                                *v = (OptionValue) { .type = OPTION_OTHER, .other = "array" };
+                                return 0;
+                        }
+                        bytes += (size_t) json_object_get_string_len(e) + 1;
+                        if (bytes > EXEC_ARGS_MAX)
+                                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                         "%.64s: at most %u bytes in all.", name, EXEC_ARGS_MAX);
+                        st->strv[i] = strdup(json_object_get_string(e));
+                        if (!st->strv[i])
+                                return -ENOMEM;
+                }
+                *v = (OptionValue) { .type = OPTION_STRV, .strv = st->strv };
+                return 0;
+        }
+        case json_type_object:
+                *v = (OptionValue) { .type = OPTION_OTHER, .other = "object" };
+                return 0;
+        default:
+                *v = (OptionValue) { .type = OPTION_OTHER, .other = "null" };
+                return 0;
+        }
+}
+
+int options_from_json(json_object *o, OptionSet set, void *target, const int *fds, size_t n_fds,
+                      SandboxError *error) {
+        int r;
+
+        if (!o)
+                return 0;
+        if (!json_object_is_type(o, json_type_object))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Options must be a JSON object.");
+
+        json_object_object_foreach(o, name, j) {
+                JsonOptionStorage st = {};
+                OptionValue v;
+
+                r = json_to_option(name, j, option_set_lookup(set, name), fds, n_fds, &v, &st, error);
+                if (r >= 0)
+                        r = option_set_apply(set, target, name, &v, error);
+                json_option_storage_done(&st);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

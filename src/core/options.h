@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* What a caller may ask of a sandbox and of an exec, by the option names of the API
- * (systemd's property names where one exists), with their types and bounds. Front ends
- * decode their wire format into OptionValue and call the setters; all validation is here. */
+/* What a caller may ask of a sandbox, of an exec, of a file operation and of the record,
+ * by the option names of the API (systemd's property names where one exists), with their
+ * types and bounds. A front end decodes its wire format into OptionValue, a value tagged
+ * with a type of its own (D-Bus: bus_read_options(); JSON: options_from_json()), and
+ * hands each to option_set_apply(); every check is here. */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <systemd/sd-bus.h>
+#include <json-c/json.h>
 
+#include "caller.h"
 #include "sandbox-api.h"
+#include "sandbox-errors.h"
 
 #define SANDBOX_MEMORY_MIN (16ULL * 1024 * 1024)
 #define SANDBOX_MEMORY_DEFAULT (512ULL * 1024 * 1024)
@@ -72,38 +76,115 @@ typedef struct SystemBounds {
         unsigned n_cpus;
 } SystemBounds;
 
-/* One decoded option. signature is its D-Bus type signature ("t", "b", "s", "as", "ay");
- * anything else is carried with the signature only, so that the setter can name it. */
+/* WriteFile's, Upload's and Download's options. */
+typedef struct FileOptions {
+        uint32_t mode;    /* AGENT_FILE_MODE_DEFAULT: 0644 */
+        bool append;
+        bool parents;
+        uint64_t max;     /* Download: refuse a larger file; AGENT_FILE_UNLIMITED: DiskMax */
+} FileOptions;
+
+/* Which executions a record query returns (ListExecutions). */
+typedef struct ExecutionFilter {
+        const char *sandbox_id;   /* NULL: any */
+        bool any_owner;           /* false: only what uid may see (its sandboxes, its execs) */
+        uid_t uid;
+        bool owner_set;           /* the Owner filter: execs in sandboxes owned by owner */
+        uid_t owner;
+        uint64_t since;           /* µs CLOCK_REALTIME, started at or after; 0: any */
+        unsigned limit;           /* 0: the recorder's default */
+} ExecutionFilter;
+
+/* ListExecutions' filter as a caller gives it, with the strings filter points to. */
+typedef struct ExecutionQuery {
+        ExecutionFilter filter;
+        char *sandbox_id;
+} ExecutionQuery;
+
+/* The types of option values, as every wire format has them. */
+typedef enum OptionType {
+        OPTION_STRING,
+        OPTION_BOOL,
+        OPTION_UINT32,
+        OPTION_UINT64,
+        OPTION_INT32,
+        OPTION_INT64,
+        OPTION_DOUBLE,
+        OPTION_STRV,
+        OPTION_BYTES,
+        OPTION_FD,
+        OPTION_OTHER,     /* a type no option has; named by the wire format, for the message */
+        _OPTION_TYPE_MAX,
+        _OPTION_TYPE_INVALID = -EINVAL,
+} OptionType;
+
+const char *option_type_to_string(OptionType t);
+
+/* One decoded option; what it points to is the front end's, for the duration of the
+ * call. */
 typedef struct OptionValue {
-        const char *signature;
+        OptionType type;
         union {
-                uint64_t u64;
-                bool b;
                 const char *s;
+                bool b;
+                uint32_t u32;
+                uint64_t u64;
+                int32_t i32;
+                int64_t i64;
+                double d;
                 char * const *strv;
                 struct {
                         const void *data;
                         size_t size;
                 } bytes;
-                int fd; /* "h": borrowed; the setter dups it */
+                int fd;            /* borrowed; the setter dups it */
+                const char *other; /* OPTION_OTHER: the type's name in the wire format */
         };
 } OptionValue;
 
+/* The sets of options, each with its own names, types and target. */
+typedef enum OptionSet {
+        OPTION_SET_SANDBOX,     /* CreateSandbox: SandboxConfig */
+        OPTION_SET_EXEC,        /* Exec, Start: ExecConfig */
+        OPTION_SET_FILE,        /* WriteFile, Upload, Download: FileOptions */
+        OPTION_SET_EXECUTIONS,  /* ListExecutions: ExecutionQuery */
+        _OPTION_SET_MAX,
+} OptionSet;
+
+/* The type option name has in set, or _OPTION_TYPE_INVALID if set has no such option. */
+OptionType option_set_lookup(OptionSet set, const char *name);
+/* Sets one option of set in target (the set's struct); InvalidOption (-EINVAL) when the
+ * name is unknown, the type wrong or the value out of range. */
+int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error);
+/* Applies every member of a JSON object (varlink's, HTTP's) as an option of set: the
+ * values are taken as the types the options have (integers in range, a base64 string for
+ * bytes, an index into fds for a descriptor). */
+int options_from_json(json_object *o, OptionSet set, void *target, const int *fds, size_t n_fds,
+                      SandboxError *error);
+
 int system_bounds_read(SystemBounds *ret);
 
-/* Set one option; -EINVAL with SANDBOX_ERROR_INVALID_OPTION in error when the name is
- * unknown, the type wrong or the value out of range. */
-int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, sd_bus_error *error);
+/* The setters of each set, for callers that know theirs. */
+int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error);
 /* Fill what was not asked for from defaults (template first), then check the limits
  * against the machine. */
 int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defaults,
-                            const SystemBounds *bounds, sd_bus_error *error);
+                            const SystemBounds *bounds, SandboxError *error);
 
 void exec_config_init(ExecConfig *c);
 /* Moves everything src owns to dst (which must hold nothing); src is left empty. */
 void exec_config_move(ExecConfig *dst, ExecConfig *src);
 void exec_config_done(ExecConfig *c);
-int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, sd_bus_error *error);
+int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, SandboxError *error);
 /* Takes ownership of argv (also on failure); validates argv and sizes. */
-int exec_config_set_argv(ExecConfig *c, char **argv, sd_bus_error *error);
-int exec_config_finalize(ExecConfig *c, sd_bus_error *error);
+int exec_config_set_argv(ExecConfig *c, char **argv, SandboxError *error);
+int exec_config_finalize(ExecConfig *c, SandboxError *error);
+
+void file_options_init(FileOptions *o);
+int file_options_set(FileOptions *o, const char *name, const OptionValue *v, SandboxError *error);
+
+int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *v, SandboxError *error);
+/* What caller may see: its own sandboxes' executions and its own, or with the manage grant
+ * (caller->granted, see access.h) all. */
+void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller);
+void execution_query_done(ExecutionQuery *q);

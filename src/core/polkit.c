@@ -8,6 +8,7 @@
 
 typedef struct PolkitQuery {
         char *action;
+        PolkitCheckFlags flags;
         polkit_callback_t cb;
         void *userdata;
 } PolkitQuery;
@@ -22,8 +23,16 @@ static void polkit_query_free(void *userdata) {
         free(q);
 }
 
+/* Every answer ends here: a refusal is no refusal for an optional check. */
+static void polkit_query_refuse(PolkitQuery *q, int r, const SandboxError *error) {
+        if (q->flags & POLKIT_CHECK_OPTIONAL)
+                q->cb(0, NULL, q->userdata);
+        else
+                q->cb(r, error, q->userdata);
+}
+
 static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         PolkitQuery *q = userdata;
         const char *action = q->action;
         const sd_bus_error *e = sd_bus_message_get_error(reply);
@@ -31,12 +40,12 @@ static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *r
 
         if (e) {
                 if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
-                        sd_bus_error_setf(&error, SD_BUS_ERROR_ACCESS_DENIED,
+                        sandbox_error_set(&error, SANDBOX_ERR_ACCESS_DENIED,
                                           "polkit is not running, so only root may do this (%s).", action);
                 else
-                        sd_bus_error_setf(&error, SD_BUS_ERROR_ACCESS_DENIED,
+                        sandbox_error_set(&error, SANDBOX_ERR_ACCESS_DENIED,
                                           "Could not ask polkit for %s: %s", action, e->message);
-                q->cb(-EACCES, &error, q->userdata);
+                polkit_query_refuse(q, -EACCES, &error);
                 return 0;
         }
 
@@ -44,8 +53,8 @@ static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *r
         if (r >= 0)
                 r = sd_bus_message_read(reply, "bb", &authorized, &challenge);
         if (r < 0) {
-                sd_bus_error_setf(&error, SD_BUS_ERROR_ACCESS_DENIED, "polkit sent a reply we cannot read.");
-                q->cb(r, &error, q->userdata);
+                sandbox_error_set(&error, SANDBOX_ERR_ACCESS_DENIED, "polkit sent a reply we cannot read.");
+                polkit_query_refuse(q, r, &error);
                 return 0;
         }
 
@@ -54,16 +63,35 @@ static int on_check_reply(sd_bus_message *reply, void *userdata, sd_bus_error *r
                 return 0;
         }
         if (challenge)
-                sd_bus_error_setf(&error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED,
+                sandbox_error_set(&error, SANDBOX_ERR_INTERACTIVE_AUTHORIZATION_REQUIRED,
                                   "Authentication is required for %s.", action);
         else
-                sd_bus_error_setf(&error, SD_BUS_ERROR_ACCESS_DENIED, "Not authorized for %s.", action);
-        q->cb(0, &error, q->userdata);
+                sandbox_error_set(&error, SANDBOX_ERR_ACCESS_DENIED, "Not authorized for %s.", action);
+        polkit_query_refuse(q, -EACCES, &error);
         return 0;
 }
 
-int polkit_check_bus_name(sd_bus *bus, const char *bus_name, const char *action, bool interactive,
-                          polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
+static int append_subject(sd_bus_message *m, const SandboxCaller *caller) {
+        switch (caller->kind) {
+        case SANDBOX_CALLER_BUS_NAME:
+                if (!caller->bus_name)
+                        return -EINVAL;
+                return sd_bus_message_append(m, "(sa{sv})", "system-bus-name", 1, "name", "s", caller->bus_name);
+        case SANDBOX_CALLER_UNIX_PROCESS:
+                /* pid and start time name the process even if the pid is reused; uid as the
+                 * caller had it when it connected, as polkit's own clients send it. */
+                if (caller->pid <= 0)
+                        return -EINVAL;
+                return sd_bus_message_append(m, "(sa{sv})", "unix-process", 3,
+                                             "pid", "u", (uint32_t) caller->pid,
+                                             "start-time", "t", caller->start_time,
+                                             "uid", "i", (int32_t) caller->uid);
+        }
+        return -EINVAL;
+}
+
+int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, PolkitCheckFlags flags,
+                 polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         PolkitQuery *q;
         sd_bus_slot *slot;
@@ -77,20 +105,21 @@ int polkit_check_bus_name(sd_bus *bus, const char *bus_name, const char *action,
                 polkit_query_free(q);
                 return -ENOMEM;
         }
+        q->flags = flags;
         q->cb = cb;
         q->userdata = userdata;
 
         r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.PolicyKit1",
                                            "/org/freedesktop/PolicyKit1/Authority",
                                            "org.freedesktop.PolicyKit1.Authority", "CheckAuthorization");
-        if (r < 0)
-                goto fail;
-        r = sd_bus_message_append(m, "(sa{sv})sa{ss}us",
-                                  "system-bus-name", 1, "name", "s", bus_name,
-                                  action,
-                                  0,
-                                  interactive ? POLKIT_FLAG_ALLOW_USER_INTERACTION : 0U,
-                                  "");
+        if (r >= 0)
+                r = append_subject(m, caller);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "sa{ss}us",
+                                          action,
+                                          0,
+                                          (flags & POLKIT_CHECK_INTERACTIVE) ? POLKIT_FLAG_ALLOW_USER_INTERACTION : 0U,
+                                          "");
         if (r < 0)
                 goto fail;
         r = sd_bus_call_async(bus, &slot, m, on_check_reply, q, POLKIT_CHECK_TIMEOUT_USEC);

@@ -1,16 +1,53 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Core functions report user errors through an sd_bus_error carrying one of the documented
- * error names (sandbox-api.h, sandboxd-api(7)); every front end maps them. */
+/* The core's errors, as dbus-broker keeps them apart: a function returns a negative errno;
+ * with a SandboxError set it is an API error that the caller is told, a code from the one
+ * list in sandbox-api.h and a message saying why; without, a fault (ENOMEM, EIO from a
+ * syscall) that a front end maps from the errno alone. Nothing here knows a transport:
+ * each front end maps the code (D-Bus name, varlink error, HTTP status). */
 
-#include <systemd/sd-bus.h>
+#include <stdbool.h>
 
 #include "macro.h"
 #include "sandbox-api.h"
 
-/* The errno each name stands for (as sd_bus_error_add_map() wants it). */
-extern const sd_bus_error_map sandbox_error_map[];
+typedef enum SandboxErrorCode {
+        SANDBOX_ERR_NONE = 0,
+#define SANDBOX_ERROR_CODE_ENUM(code, name, bus_name, errno_value) SANDBOX_ERR_##code,
+        SANDBOX_ERRORS(SANDBOX_ERROR_CODE_ENUM)
+#undef SANDBOX_ERROR_CODE_ENUM
+        /* An errno the caller is told with a message of our own (a file operation's error
+         * inside the sandbox, a sandbox that could not be allocated): D-Bus gives it the
+         * errno's standard name. */
+        SANDBOX_ERR_ERRNO,
+        _SANDBOX_ERR_MAX,
+} SandboxErrorCode;
 
-/* Sets error to name with a formatted message; returns the name's negative errno. */
-int sandbox_error_setf(sd_bus_error *error, const char *name, const char *fmt, ...) _printf_(3, 4);
+typedef struct SandboxError {
+        SandboxErrorCode code;
+        int errno_value;   /* positive: the code's, or SANDBOX_ERR_ERRNO's own */
+        char *message;     /* NULL only when out of memory */
+} SandboxError;
+
+#define SANDBOX_ERROR_NULL ((SandboxError) {})
+
+static inline bool sandbox_error_is_set(const SandboxError *e) {
+        return e && e->code != SANDBOX_ERR_NONE;
+}
+
+/* Sets e (unless it is NULL or set already: the first error stands) to code with a
+ * formatted message; returns the code's negative errno, so that a caller can set and
+ * return in one step. */
+int sandbox_error_set(SandboxError *e, SandboxErrorCode code, const char *fmt, ...) _printf_(3, 4);
+/* The same for SANDBOX_ERR_ERRNO; %m in fmt is strerror(errno_value). */
+int sandbox_error_set_errno(SandboxError *e, int errno_value, const char *fmt, ...) _printf_(3, 4);
+void sandbox_error_done(SandboxError *e);
+
+/* "NoSuchSandbox" (the name a front end puts after its prefix); NULL for NONE and ERRNO. */
+const char *sandbox_error_code_to_name(SandboxErrorCode code);
+SandboxErrorCode sandbox_error_code_from_name(const char *name);
+/* The errno the code stands for (EIO for what has none). */
+int sandbox_error_code_to_errno(SandboxErrorCode code);
+/* The message, or a fallback when there is none. */
+const char *sandbox_error_message(const SandboxError *e);

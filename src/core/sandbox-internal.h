@@ -58,7 +58,6 @@ struct Sandbox {
         const PayloadOps *payload_ops;
         void *payload_state;      /* the backend's own (payload.h) */
         char *unit;               /* sandbox-<id>.scope; a Docker sandbox under systemd's cgroup driver: .slice */
-        char *object_path;
         char *description;
         char *cgroup;
         CgroupFile cgroup_cpu_file;          /* kept open: read at every exec's start and end */
@@ -110,7 +109,8 @@ struct Manager {
         ManagerSettings settings;
         TemplateSet templates;
         SystemBounds bounds;
-        ManagerHooks hooks;
+        ManagerSubscription *subscriptions, *subscriptions_tail;
+        unsigned notifying;     /* hooks are being called: unsubscribing only marks */
         int seccomp_fd;
         DockerClient *docker;
         char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
@@ -136,7 +136,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
 /* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a
  * Destroy, an exec, a Wait, a file operation) is answered with error now, so that nothing
  * is left holding what its caller passed in. */
-void sandbox_abandon_callers(Sandbox *s, const sd_bus_error *error);
+void sandbox_abandon_callers(Sandbox *s, const SandboxError *error);
 /* sandboxd is exiting: let go of s without touching its processes. */
 void sandbox_detach(Sandbox *s);
 /* Writes the record a restarted sandboxd adopts the sandbox from. */
@@ -144,6 +144,9 @@ void sandbox_save(Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
+/* Whether anyone keeps a record of executions (then an exec's accounting is taken). */
+bool manager_records_execs(Manager *m);
+void manager_record_exec(Manager *m, const ExecRecordEvent *ev);
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
 void manager_link_sandbox(Manager *m, Sandbox *s);
 /* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
@@ -158,17 +161,17 @@ bool manager_host_uid_in_use(Manager *m, uid_t uid);
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);
 void file_op_abort(FileOp *op, const char *reason);
 /* Answers op's caller with error and frees it. */
-void file_op_fail(FileOp *op, const sd_bus_error *error);
+void file_op_fail(FileOp *op, const SandboxError *error);
 FileOp *file_op_free(FileOp *op);
 
 /* exec.c */
-int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
+int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error);
 void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
 void exec_on_agent_started(Sandbox *s, uint64_t id, pid_t pid);
 /* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
 void exec_abort(Exec *e, const char *reason);
 /* Answers e's caller and those waiting on e with error; e itself stays. */
-void exec_abandon_callers(Exec *e, const sd_bus_error *error);
+void exec_abandon_callers(Exec *e, const SandboxError *error);
 /* Pausing stops the clock of every exec's timeout; resuming restarts it. */
 void exec_suspend_timeout(Exec *e);
 void exec_resume_timeout(Exec *e);

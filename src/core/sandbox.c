@@ -48,11 +48,18 @@ bool sandbox_id_is_valid(const char *id) {
         return true;
 }
 
+char *sandbox_unit_name(const char *id, const char *type) {
+        char *name;
+
+        if (asprintf(&name, "sandbox-%s.%s", id, type) < 0)
+                return NULL;
+        return name;
+}
+
 Manager *sandbox_get_manager(const Sandbox *s) { return s->manager; }
 const char *sandbox_get_id(const Sandbox *s) { return s->id; }
 const char *sandbox_get_template(const Sandbox *s) { return s->template_name; }
 const char *sandbox_get_unit(const Sandbox *s) { return s->unit; }
-const char *sandbox_get_object_path(const Sandbox *s) { return s->object_path; }
 uid_t sandbox_get_owner(const Sandbox *s) { return s->owner; }
 SandboxState sandbox_get_state(const Sandbox *s) { return s->state; }
 uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
@@ -166,7 +173,6 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         }
         free(s->template_name);
         free(s->unit);
-        free(s->object_path);
         free(s->description);
         free(s->cgroup);
         cgroup_file_close(&s->cgroup_cpu_file);
@@ -227,9 +233,8 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         }
         if (r < 0)
                 goto fail;
-        if (!s->template_name || !s->environment ||
-            asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0 ||
-            asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
+        s->unit = sandbox_unit_name(s->id, "scope");
+        if (!s->template_name || !s->environment || !s->unit ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
                 r = -ENOMEM;
                 goto fail;
@@ -243,7 +248,7 @@ fail:
 }
 
 static void sandbox_finalize(Sandbox *s) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         Manager *m = s->manager;
 
         /* Whoever still waits learns the end now. */
@@ -258,15 +263,15 @@ static void sandbox_finalize(Sandbox *s) {
 
         if (s->pause_cb) {
                 /* A Pause or Resume in flight is answered too. */
-                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
                 sandbox_callback_t pcb = s->pause_cb;
 
                 s->pause_cb = NULL;
-                sandbox_error_setf(&e, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s was destroyed.", s->id);
+                sandbox_error_set(&e, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s was destroyed.", s->id);
                 pcb(s, &e, s->pause_userdata);
         }
         if (s->create_cb) {
-                sandbox_error_setf(&error, SANDBOX_ERROR_SANDBOX_FAILED, "Failed to start sandbox: %s",
+                sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                   s->failure ?: "it stopped while starting.");
                 s->create_cb(s, &error, s->create_userdata);
                 s->create_cb = NULL;
@@ -584,9 +589,9 @@ int sandbox_payload_start_scope(Sandbox *s, pid_t pid) {
 }
 
 int sandbox_payload_start_slice(Sandbox *s) {
-        char *slice;
+        char *slice = sandbox_unit_name(s->id, "slice");
 
-        if (asprintf(&slice, "sandbox-%s.slice", s->id) < 0)
+        if (!slice)
                 return -ENOMEM;
         free(s->unit);
         s->unit = slice;
@@ -621,15 +626,15 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         return 0;
 }
 
-int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error) {
+int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
         if (s->state == SANDBOX_PAUSED)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING,
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING,
                                           "Sandbox %s is paused; resume it first.", s->id);
         if (s->state != SANDBOX_RUNNING || s->pause_pending)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                          s->id, sandbox_state_to_string(s->state));
         if (s->config.ephemeral && s->used)
-                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
                                          "Sandbox %s is ephemeral and already ran its command.", s->id);
         return exec_start(s, c, cb, userdata, error);
 }
@@ -649,7 +654,7 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         return 0;
 }
 
-static void sandbox_pause_done(Sandbox *s, const sd_bus_error *error) {
+static void sandbox_pause_done(Sandbox *s, const SandboxError *error) {
         sandbox_callback_t cb = s->pause_cb;
 
         s->pause_pending = false;
@@ -660,6 +665,14 @@ static void sandbox_pause_done(Sandbox *s, const sd_bus_error *error) {
 
 static void on_paused(const char *result, const sd_bus_error *error, void *userdata);
 
+/* Pause's or Resume's answer when systemd refused: SystemdFailed, with what it said. */
+static void sandbox_pause_systemd_failed(Sandbox *s, const sd_bus_error *systemd_error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+
+        sandbox_error_set(&e, SANDBOX_ERR_SYSTEMD_FAILED, "%s", systemd_error->message ?: systemd_error->name);
+        sandbox_pause_done(s, &e);
+}
+
 static void on_frozen(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
         int r;
@@ -667,7 +680,7 @@ static void on_frozen(const char *result, const sd_bus_error *error, void *userd
         if (s->state != SANDBOX_RUNNING)
                 return; /* stopping: finalize answers the caller */
         if (error && !sd_bus_error_has_name(error, SD_BUS_ERROR_NOT_SUPPORTED)) {
-                sandbox_pause_done(s, error);
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         if (error) {
@@ -676,8 +689,8 @@ static void on_frozen(const char *result, const sd_bus_error *error, void *userd
                 log_sandbox(s, LOG_INFO, 0, "%s cannot be frozen (%s); pausing with SIGSTOP.", s->unit, error->message);
                 r = unit_kill(s->manager->systemd, s->unit, SIGSTOP, on_paused, s);
                 if (r < 0) {
-                        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
-                        sd_bus_error_set_errnof(&e, r, "Failed to ask systemd to stop %s: %m", s->unit);
+                        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+                        sandbox_error_set_errno(&e, r, "Failed to ask systemd to stop %s: %m", s->unit);
                         sandbox_pause_done(s, &e);
                 }
                 return;
@@ -692,7 +705,7 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
         if (s->state != SANDBOX_RUNNING)
                 return;
         if (error) {
-                sandbox_pause_done(s, error);
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         if (!s->pause_method)
@@ -706,11 +719,11 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
         sandbox_pause_done(s, NULL);
 }
 
-int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error) {
         int r;
 
         if (s->state != SANDBOX_RUNNING || s->pause_pending)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                           s->id, s->pause_pending ? "being paused or resumed" :
                                                   sandbox_state_to_string(s->state));
         r = unit_freeze(s->manager->systemd, s->unit, true, on_frozen, s);
@@ -729,7 +742,7 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
         if (s->state != SANDBOX_PAUSED)
                 return;
         if (error) {
-                sandbox_pause_done(s, error);
+                sandbox_pause_systemd_failed(s, error);
                 return;
         }
         s->pause_method = NULL;
@@ -742,11 +755,11 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
         sandbox_pause_done(s, NULL);
 }
 
-int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error) {
+int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error) {
         int r;
 
         if (s->state != SANDBOX_PAUSED || s->pause_pending)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s, not paused.",
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not paused.",
                                           s->id, s->pause_pending ? "being paused or resumed" :
                                                   sandbox_state_to_string(s->state));
         if (streq(s->pause_method, "freeze"))
@@ -761,14 +774,14 @@ int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_err
         return 0;
 }
 
-int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd_bus_error *error) {
+int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error) {
         int r;
 
         if (lifetime_sec > SANDBOX_LIFETIME_MAX_SEC || idle_sec > SANDBOX_LIFETIME_MAX_SEC)
-                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "Timeouts must be at most %llu s.", SANDBOX_LIFETIME_MAX_SEC);
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
                                           sandbox_state_to_string(s->state));
 
         r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL);
@@ -817,15 +830,11 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->next_exec_id = now_usec(CLOCK_REALTIME);
 
         s->template_name = strdup(st->template_name);
-        if (st->unit)
-                s->unit = strdup(st->unit);
-        else if (asprintf(&s->unit, "sandbox-%s.scope", s->id) < 0)
-                s->unit = NULL;
+        s->unit = st->unit ? strdup(st->unit) : sandbox_unit_name(s->id, "scope");
         s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
         s->cgroup = st->cgroup ? strdup(st->cgroup) : NULL;
         if (!s->template_name || !s->environment || (st->cgroup && !s->cgroup) ||
             !s->unit ||
-            asprintf(&s->object_path, SANDBOX_OBJECT_PREFIX "%s", s->id) < 0 ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
                 r = -ENOMEM;
                 goto fail;
@@ -861,7 +870,7 @@ fail:
         return r;
 }
 
-void sandbox_abandon_callers(Sandbox *s, const sd_bus_error *error) {
+void sandbox_abandon_callers(Sandbox *s, const SandboxError *error) {
         sandbox_callback_t cb;
 
         for (Exec *e = s->execs; e; e = e->next)

@@ -7,11 +7,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <systemd/sd-bus.h>
-
 #include "exec.h"
 #include "options.h"
 #include "payload.h"
+#include "sandbox-errors.h"
 
 typedef struct Manager Manager;
 
@@ -31,15 +30,16 @@ const char *sandbox_state_to_string(SandboxState s);
 
 /* Reply hook of CreateSandbox and Destroy: error is NULL on success. s is valid during
  * the call only. */
-typedef void (*sandbox_callback_t)(Sandbox *s, const sd_bus_error *error, void *userdata);
+typedef void (*sandbox_callback_t)(Sandbox *s, const SandboxError *error, void *userdata);
 
 bool sandbox_id_is_valid(const char *id);
+/* The name of a sandbox's unit: "sandbox-<id>.<type>" (type "scope" or "slice"). */
+char *sandbox_unit_name(const char *id, const char *type);
 
 Manager *sandbox_get_manager(const Sandbox *s);
 const char *sandbox_get_id(const Sandbox *s);
 const char *sandbox_get_template(const Sandbox *s);
 const char *sandbox_get_unit(const Sandbox *s);
-const char *sandbox_get_object_path(const Sandbox *s);
 uid_t sandbox_get_owner(const Sandbox *s);
 SandboxState sandbox_get_state(const Sandbox *s);
 uint64_t sandbox_get_created_at(const Sandbox *s); /* µs, CLOCK_REALTIME */
@@ -47,15 +47,15 @@ const SandboxConfig *sandbox_get_config(const Sandbox *s);
 
 /* Runs an exec. Takes ownership of c's contents. User errors (not running, ephemeral
  * already used) come back as -errno with error set and the callback not called. */
-int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, sd_bus_error *error);
+int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error);
 /* Freezes every process of the sandbox (systemd's FreezeUnit; where the unit cannot be
  * frozen, e.g. on a cgroup-v1 host, SIGSTOP through KillUnit) and keeps its memory. Exec
  * timeouts and the idle timeout stand still while paused; the lifetime does not. */
-int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error);
-int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, sd_bus_error *error);
+int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error);
+int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error);
 /* Destroy lifetime_sec from now (0: never) and after idle_sec without a running exec
  * (0: never). */
-int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, sd_bus_error *error);
+int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error);
 /* When the lifetime ends, µs CLOCK_REALTIME; 0 if never. */
 uint64_t sandbox_get_deadline(const Sandbox *s);
 /* "freeze", "sigstop" or NULL while not paused. */

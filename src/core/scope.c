@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdarg.h>
 
+#include "list.h"
 #include "scope.h"
 #include "strv.h"
 
@@ -58,12 +59,7 @@ struct SystemdClient {
 static void pending_call_unlink_free(PendingCall *p) {
         if (!p)
                 return;
-        if (p->prev)
-                p->prev->next = p->next;
-        else if (p->client->calls == p)
-                p->client->calls = p->next;
-        if (p->next)
-                p->next->prev = p->prev;
+        LIST_REMOVE(p->client->calls, p);
         sd_bus_slot_unref(p->slot);
         free(p->job);
         free(p->unit);
@@ -224,10 +220,7 @@ static PendingCall *pending_call_new(SystemdClient *c, CallKind kind, const char
         p->kind = kind;
         p->cb = cb;
         p->userdata = userdata;
-        p->next = c->calls;
-        if (c->calls)
-                c->calls->prev = p;
-        c->calls = p;
+        LIST_PREPEND(c->calls, p);
         return p;
 }
 

@@ -256,3 +256,25 @@ void recorder_queries_done(Recorder *r) {
         r->query_source = sd_event_source_disable_unref(r->query_source);
         r->query_fd = safe_close(r->query_fd);
 }
+
+int recorder_check_enabled(const Recorder *r, SandboxError *error) {
+        if (!r)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
+                                         "Recording is off (Record=no in sandboxd.conf).");
+        return 0;
+}
+
+int recorder_query_executions(Recorder *r, const ExecutionQuery *q, recorder_list_callback_t callback,
+                              void *userdata, SandboxError *error) {
+        int k;
+
+        k = recorder_check_enabled(r, error);
+        if (k < 0)
+                return k;
+        k = recorder_list_executions(r, &q->filter, callback, userdata);
+        if (k == -EBUSY)
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                         "%u queries of the record are under way already, try again.",
+                                         RECORDER_LIST_QUERIES_MAX);
+        return k;
+}

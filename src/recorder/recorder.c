@@ -272,3 +272,20 @@ Recorder *recorder_free(Recorder *r) {
         free(r);
         return NULL;
 }
+
+static void on_sandbox_record(const SandboxRecordEvent *ev, void *userdata) {
+        recorder_sandbox_event(userdata, ev);
+}
+
+static void on_exec_record(const ExecRecordEvent *ev, void *userdata) {
+        recorder_exec_event(userdata, ev);
+}
+
+int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret) {
+        static const ManagerHooks hooks = {
+                .sandbox_record = on_sandbox_record,
+                .exec_record = on_exec_record,
+        };
+
+        return manager_subscribe(m, &hooks, r, ret);
+}

@@ -11,11 +11,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "events.h"
 #include "macro.h"
+#include "manager.h"
+#include "options.h"
 
 typedef struct Recorder Recorder;
 
@@ -50,20 +51,14 @@ int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **r
 Recorder *recorder_free(Recorder *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Recorder *, recorder_free);
 
+/* Subscribes r to m's records (sandboxes, executions): one of the manager's subscribers,
+ * beside the front ends. */
+int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret);
+
 /* Never block, never fail the caller (problems are logged). */
 void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev);
 void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev);
 void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev);
-
-typedef struct ExecutionFilter {
-        const char *sandbox_id;   /* NULL: any */
-        bool any_owner;           /* false: only what uid may see (its sandboxes, its execs) */
-        uid_t uid;
-        bool owner_set;           /* the Owner filter: execs in sandboxes owned by owner */
-        uid_t owner;
-        uint64_t since;           /* µs CLOCK_REALTIME, started at or after; 0: any */
-        unsigned limit;           /* 0: RECORDER_LIST_LIMIT_DEFAULT */
-} ExecutionFilter;
 
 /* One execution as ListExecutions returns it (sandboxd-api(7)). The strings are UTF-8
  * without NULs: what is not is shown with U+FFFD (a NUL as '?'). */
@@ -94,3 +89,12 @@ typedef void (*recorder_list_callback_t)(int error, const ExecutionRecord *recor
  * RECORDER_LIST_QUERIES_MAX queries are under way; callback is not called on failure. */
 int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_list_callback_t callback,
                              void *userdata);
+
+/* ListExecutions for a front end. Without a recorder (r NULL: Record=no) NotSupported;
+ * checked before the caller is authorized as well, so that nobody is asked for a password
+ * for nothing. */
+int recorder_check_enabled(const Recorder *r, SandboxError *error);
+/* q is authorized already (execution_query_authorize()); Busy when
+ * RECORDER_LIST_QUERIES_MAX queries are under way (callback not called). */
+int recorder_query_executions(Recorder *r, const ExecutionQuery *q, recorder_list_callback_t callback,
+                              void *userdata, SandboxError *error);

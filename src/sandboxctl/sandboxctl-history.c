@@ -16,16 +16,11 @@
 #include "parse-util.h"
 #include "sandboxctl-history.h"
 #include "sandboxctl-util.h"
+#include "time-util.h"
 
 #define ARGV_COLUMN_MAX   60U
 
 typedef SandboxExecution Execution;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 /* "@EPOCH" (seconds), "YYYY-MM-DD[ HH:MM[:SS]]" (local time), or an age: "2h", "30min",
  * "7d" (ago). */
@@ -40,7 +35,7 @@ static int parse_since(const char *s, uint64_t *ret) {
                 return 0;
         }
         if (parse_seconds(s[0] == '-' ? s + 1 : s, &v) >= 0) {
-                uint64_t now = now_usec();
+                uint64_t now = now_usec(CLOCK_REALTIME);
                 *ret = v > now / USEC_PER_SEC ? 1 : now - v * USEC_PER_SEC;
                 return 0;
         }

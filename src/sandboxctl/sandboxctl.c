@@ -33,6 +33,7 @@
 #include "sandboxctl-process.h"
 #include "sandboxctl-util.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* Slack over the exec timeout for the method call itself: the daemon kills at the
  * timeout, then still has to collect the process and reply. */
@@ -937,11 +938,8 @@ static int status_print_text(const SandboxStatus *s) {
                 printf("    Timeout: %s\n", s->timeout == 0 ? "none" :
                        format_seconds(buf, sizeof(buf), s->timeout) ?: "n/a");
         if (SEEN(DEADLINE)) {
-                struct timespec ts;
-                uint64_t now = 0;
+                uint64_t now = now_usec(CLOCK_REALTIME);
 
-                if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
-                        now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
                 if (s->deadline == 0)
                         printf("   Deadline: never\n");
                 else if (s->deadline > now)

@@ -111,7 +111,7 @@ static void on_held_uid(int r, uid_t uid, const sd_bus_error *error, void *userd
                         return;
         }
         if (error)
-                bus_reply_error(h->call, error);
+                bus_reply_bus_error(h->call, error);
         else
                 (void) sd_bus_reply_method_errno(h->call, r, NULL);
         held_call_free(h);

@@ -84,7 +84,7 @@ static void slot_release(sd_bus_message *call, bool held);
 /* Gives free slots to the calls that waited longest. */
 static void slots_fill(void) {
         while (flow.n_slots < BUS_FLOW_LARGE_MAX && flow.waiting) {
-                _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+                _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
                 _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
                 LargeCall *l = flow.waiting;
                 void (*free_userdata)(void *userdata);
@@ -106,7 +106,7 @@ static void slots_fill(void) {
                         free_userdata(userdata);
                 if (r >= 0)
                         continue;
-                if (sd_bus_error_is_set(&e))
+                if (sandbox_error_is_set(&e))
                         bus_reply_error(call, &e);
                 else
                         (void) sd_bus_reply_method_errno(call, r, NULL);
@@ -184,11 +184,11 @@ static void send_or_log(const HeldReply *h) {
 }
 
 static void reply_busy(const HeldReply *h, const char *why) {
-        _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
 
-        sandbox_error_setf(&e, SANDBOX_ERROR_BUSY, "The %zu-byte reply to %s was not sent: %s; try again later.",
-                           h->size, sd_bus_message_get_member(h->call), why);
-        log_debug("%s", e.message);
+        sandbox_error_set(&e, SANDBOX_ERR_BUSY, "The %zu-byte reply to %s was not sent: %s; try again later.",
+                          h->size, sd_bus_message_get_member(h->call), why);
+        log_debug("%s", sandbox_error_message(&e));
         bus_reply_error(h->call, &e);
 }
 
@@ -393,7 +393,7 @@ int bus_flow_send_reply(sd_bus_message *call, sd_bus_message *reply, size_t size
 }
 
 int bus_flow_start_large(sd_bus_message *call, bus_flow_start_t start, void *userdata,
-                         void (*free_userdata)(void *userdata), sd_bus_error *error) {
+                         void (*free_userdata)(void *userdata), SandboxError *error) {
         unsigned n = large_calls_of(sd_bus_message_get_sender(call));
         LargeCall *l;
         int r;
@@ -403,11 +403,11 @@ int bus_flow_start_large(sd_bus_message *call, bus_flow_start_t start, void *use
                 if (free_userdata)
                         free_userdata(userdata);
                 if (n >= BUS_FLOW_LARGE_PER_PEER)
-                        return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
-                                                  "%u calls of yours with large replies are under way already; "
+                        return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                                 "%u calls of yours with large replies are under way already; "
                                                   "read their replies, then try again.", n);
-                return sandbox_error_setf(error, SANDBOX_ERROR_BUSY,
-                                          "%u calls with large replies wait already; try again later.",
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                         "%u calls with large replies wait already; try again later.",
                                           flow.n_waiting);
         }
 

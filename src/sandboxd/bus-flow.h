@@ -24,6 +24,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "sandbox-errors.h"
+
 /* Replies at least this large are held until the bus has room for them. */
 #define BUS_FLOW_LARGE_REPLY (64U * 1024U)
 /* What the bus may hold unread for one peer, a held reply included, when it goes. */
@@ -51,9 +53,9 @@ int bus_flow_send_reply(sd_bus_message *call, sd_bus_message *reply, size_t size
  * free. The slot is call's until its reply went through bus_flow_send_reply() (and is
  * sent or refused) or bus_flow_release(call). Returns what start returned, 0 if call
  * waits (start's error, if any, is then the reply), or -EBUSY with error set (Busy). */
-typedef int (*bus_flow_start_t)(sd_bus_message *call, void *userdata, sd_bus_error *error);
+typedef int (*bus_flow_start_t)(sd_bus_message *call, void *userdata, SandboxError *error);
 int bus_flow_start_large(sd_bus_message *call, bus_flow_start_t start, void *userdata,
-                         void (*free_userdata)(void *userdata), sd_bus_error *error);
+                         void (*free_userdata)(void *userdata), SandboxError *error);
 /* Frees call's slot, if it still has one (its reply never went through
  * bus_flow_send_reply()). */
 void bus_flow_release(sd_bus_message *call);

@@ -4,12 +4,54 @@
 #include "bus-util.h"
 #include "list.h"
 #include "log.h"
-#include "polkit.h"
-#include "sandbox-errors.h"
 #include "strv.h"
 
+const sd_bus_error_map bus_sandbox_error_map[] = {
+#define ERROR_MAP_ENTRY(code, name, bus_name, errno_value) SD_BUS_ERROR_MAP(bus_name, errno_value),
+        SANDBOX_ERRORS(ERROR_MAP_ENTRY)
+#undef ERROR_MAP_ENTRY
+        SD_BUS_ERROR_MAP_END
+};
+
+static const char * const bus_error_names[_SANDBOX_ERR_MAX] = {
+#define ERROR_NAME_ENTRY(code, name, bus_name, errno_value) [SANDBOX_ERR_##code] = bus_name,
+        SANDBOX_ERRORS(ERROR_NAME_ENTRY)
+#undef ERROR_NAME_ENTRY
+};
+
+int bus_error_from_sandbox(sd_bus_error *b, const SandboxError *e) {
+        const char *name = e->code >= 0 && e->code < _SANDBOX_ERR_MAX ? bus_error_names[e->code] : NULL;
+
+        if (!name) {
+                /* SANDBOX_ERR_ERRNO: the errno's standard name (System.Error.E…). */
+                (void) sd_bus_error_set_errnof(b, e->errno_value, "%s", sandbox_error_message(e));
+                return -(e->errno_value ?: EIO);
+        }
+        (void) sd_bus_error_set(b, name, e->message);
+        return -(e->errno_value ?: EIO);
+}
+
+int bus_error_return(sd_bus_error *b, const SandboxError *e, int r) {
+        if (sandbox_error_is_set(e))
+                return bus_error_from_sandbox(b, e);
+        return r;
+}
+
+void bus_reply_bus_error(sd_bus_message *call, const sd_bus_error *error) {
+        int r = sd_bus_reply_method_error(call, error);
+        if (r < 0)
+                log_debug("Failed to send error reply (caller gone?): %s", strerror(-r));
+}
+
+void bus_reply_error(sd_bus_message *call, const SandboxError *error) {
+        _cleanup_(sd_bus_error_free) sd_bus_error b = SD_BUS_ERROR_NULL;
+
+        (void) bus_error_from_sandbox(&b, error);
+        bus_reply_bus_error(call, &b);
+}
+
 int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, const char *what, char ***ret,
-                          sd_bus_error *error) {
+                          SandboxError *error) {
         _cleanup_strv_free_ char **l = NULL;
         size_t n = 0, allocated = 0, bytes = 0;
         const char *s;
@@ -21,8 +63,8 @@ int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, con
         while ((r = sd_bus_message_read_basic(m, 's', &s)) > 0) {
                 bytes += strlen(s) + 1;
                 if (n >= max_n || bytes > max_bytes)
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                                  "%s: at most %zu strings of %zu bytes in all.", what, max_n, max_bytes);
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%s: at most %zu strings of %zu bytes in all.", what, max_n, max_bytes);
                 if (n + 2 > allocated) {
                         size_t a = MAX(allocated * 2, (size_t) 16);
                         char **nl = realloc(l, a * sizeof(char *));
@@ -50,7 +92,69 @@ int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, con
         return 0;
 }
 
-int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bus_error *error) {
+/* The neutral type of a variant's contents; what no option has is carried by its signature. */
+static OptionType option_type_from_signature(const char *contents) {
+        static const struct {
+                const char *signature;
+                OptionType type;
+        } table[] = {
+                { "s",  OPTION_STRING },
+                { "b",  OPTION_BOOL   },
+                { "u",  OPTION_UINT32 },
+                { "t",  OPTION_UINT64 },
+                { "i",  OPTION_INT32  },
+                { "x",  OPTION_INT64  },
+                { "d",  OPTION_DOUBLE },
+                { "as", OPTION_STRV   },
+                { "ay", OPTION_BYTES  },
+                { "h",  OPTION_FD     },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(table); i++)
+                if (streq(table[i].signature, contents))
+                        return table[i].type;
+        return OPTION_OTHER;
+}
+
+/* Reads the variant's contents (entered already) into v. */
+static int bus_read_option_value(sd_bus_message *m, const char *name, const char *contents, OptionValue *v,
+                                 char ***strv, SandboxError *error) {
+        int b, r;
+
+        *v = (OptionValue) { .type = option_type_from_signature(contents) };
+        switch (v->type) {
+        case OPTION_STRING:
+                return sd_bus_message_read_basic(m, 's', &v->s);
+        case OPTION_BOOL:
+                r = sd_bus_message_read_basic(m, 'b', &b);
+                v->b = b;
+                return r;
+        case OPTION_UINT32:
+                return sd_bus_message_read_basic(m, 'u', &v->u32);
+        case OPTION_UINT64:
+                return sd_bus_message_read_basic(m, 't', &v->u64);
+        case OPTION_INT32:
+                return sd_bus_message_read_basic(m, 'i', &v->i32);
+        case OPTION_INT64:
+                return sd_bus_message_read_basic(m, 'x', &v->i64);
+        case OPTION_DOUBLE:
+                return sd_bus_message_read_basic(m, 'd', &v->d);
+        case OPTION_STRV:
+                r = bus_read_strv_bounded(m, EXEC_ENVC_MAX, EXEC_ARGS_MAX, name, strv, error);
+                v->strv = *strv;
+                return r;
+        case OPTION_BYTES:
+                return sd_bus_message_read_array(m, 'y', &v->bytes.data, &v->bytes.size);
+        case OPTION_FD:
+                return sd_bus_message_read_basic(m, 'h', &v->fd);
+        default:
+                /* Some other type: the setter names it, as the wire does. */
+                v->other = contents;
+                return sd_bus_message_skip(m, contents);
+        }
+}
+
+int bus_read_options(sd_bus_message *m, OptionSet set, void *target, SandboxError *error) {
         int r;
 
         r = sd_bus_message_enter_container(m, 'a', "{sv}");
@@ -60,8 +164,7 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
         while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
                 _cleanup_strv_free_ char **strv = NULL;
                 const char *name, *contents;
-                OptionValue v = {};
-                int b;
+                OptionValue v;
 
                 r = sd_bus_message_read(m, "s", &name);
                 if (r < 0)
@@ -72,28 +175,9 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
                 r = sd_bus_message_enter_container(m, 'v', contents);
                 if (r < 0)
                         return r;
-
-                v.signature = contents;
-                if (streq(contents, "t"))
-                        r = sd_bus_message_read_basic(m, 't', &v.u64);
-                else if (streq(contents, "b")) {
-                        r = sd_bus_message_read_basic(m, 'b', &b);
-                        v.b = b;
-                } else if (streq(contents, "s"))
-                        r = sd_bus_message_read_basic(m, 's', &v.s);
-                else if (streq(contents, "as")) {
-                        r = bus_read_strv_bounded(m, EXEC_ENVC_MAX, EXEC_ARGS_MAX, name, &strv, error);
-                        v.strv = strv ?: (char *[]) { NULL };
-                } else if (streq(contents, "ay"))
-                        r = sd_bus_message_read_array(m, 'y', &v.bytes.data, &v.bytes.size);
-                else if (streq(contents, "h"))
-                        r = sd_bus_message_read_basic(m, 'h', &v.fd);
-                else
-                        /* Some other type: the setter names the type it wanted. */
-                        r = sd_bus_message_skip(m, contents);
+                r = bus_read_option_value(m, name, contents, &v, &strv, error);
                 if (r < 0)
                         return r;
-
                 r = sd_bus_message_exit_container(m);
                 if (r < 0)
                         return r;
@@ -101,7 +185,7 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
                 if (r < 0)
                         return r;
 
-                r = set(config, name, &v, error);
+                r = option_set_apply(set, target, name, &v, error);
                 if (r < 0)
                         return r;
         }
@@ -111,20 +195,14 @@ int bus_read_options(sd_bus_message *m, option_setter_t set, void *config, sd_bu
         return sd_bus_message_exit_container(m);
 }
 
-void bus_reply_error(sd_bus_message *call, const sd_bus_error *error) {
-        int r = sd_bus_reply_method_error(call, error);
-        if (r < 0)
-                log_debug("Failed to send error reply (caller gone?): %s", strerror(-r));
-}
-
 typedef struct AuthRequest {
         sd_bus_message *call;
-        bus_action_t action;
-        BusAuthorizeFlags flags;
+        bus_access_t access;
+        SandboxAuthorizeFlags flags;
         bus_authorized_t fn;
         void *userdata;
         void (*free_userdata)(void *userdata);
-        BusCaller caller;
+        SandboxCaller caller;
         sd_bus_slot *slot; /* the question in flight: to the bus daemon, then to polkit */
         struct AuthRequest *prev, *next;
 } AuthRequest;
@@ -141,9 +219,9 @@ static void auth_request_free(AuthRequest *a) {
 }
 
 /* Every path ends here: the reply is sent (or fn took it on) and a is freed. */
-static void auth_request_finish(AuthRequest *a, int r, const sd_bus_error *error) {
+static void auth_request_finish(AuthRequest *a, int r, const SandboxError *error) {
         if (r < 0) {
-                if (sd_bus_error_is_set(error))
+                if (sandbox_error_is_set(error))
                         bus_reply_error(a->call, error);
                 else
                         (void) sd_bus_reply_method_errno(a->call, r, NULL);
@@ -152,7 +230,7 @@ static void auth_request_finish(AuthRequest *a, int r, const sd_bus_error *error
 }
 
 static void auth_request_run(AuthRequest *a, bool granted) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         int r;
 
         a->caller.granted = granted;
@@ -160,55 +238,63 @@ static void auth_request_run(AuthRequest *a, bool granted) {
         auth_request_finish(a, r, &error);
 }
 
-static void on_authorized(int authorized, const sd_bus_error *error, void *userdata) {
+static void on_authorized(int authorized, const SandboxError *error, void *userdata) {
         AuthRequest *a = userdata;
 
         a->slot = sd_bus_slot_unref(a->slot);
-        if (authorized > 0 || (a->flags & BUS_AUTHORIZE_OPTIONAL))
-                auth_request_run(a, authorized > 0);
+        if (authorized < 0)
+                auth_request_finish(a, authorized, error);
         else
-                auth_request_finish(a, -EACCES, error);
+                auth_request_run(a, authorized > 0);
 }
 
 static void auth_request_decide(AuthRequest *a, uid_t uid) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        const char *action = NULL;
-        bool interactive;
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxOperation op;
+        uid_t owner = 0;
         int r;
 
-        a->caller.uid = uid;
-        if (a->action) {
-                r = a->action(uid, a->userdata, &action, &error);
-                if (r < 0) {
-                        auth_request_finish(a, r, &error);
-                        return;
-                }
-        }
-        if (!action) {
+        a->caller = (SandboxCaller) {
+                .kind = SANDBOX_CALLER_BUS_NAME,
+                .uid = uid,
+                .bus_name = sd_bus_message_get_sender(a->call),
+                .interactive = sd_bus_message_get_allow_interactive_authorization(a->call) > 0,
+        };
+        if (!a->access) {
                 auth_request_run(a, true);
                 return;
         }
-
-        interactive = !(a->flags & BUS_AUTHORIZE_OPTIONAL) &&
-                      sd_bus_message_get_allow_interactive_authorization(a->call) > 0;
-        r = polkit_check_bus_name(sd_bus_message_get_bus(a->call), sd_bus_message_get_sender(a->call), action,
-                                  interactive, on_authorized, a, &a->slot);
+        r = a->access(&a->caller, a->userdata, &op, &owner, &error);
+        if (r < 0) {
+                auth_request_finish(a, r, &error);
+                return;
+        }
+        r = sandbox_authorize(sd_bus_message_get_bus(a->call), &a->caller, op, owner, a->flags, on_authorized, a,
+                              &a->slot);
         if (r < 0)
                 auth_request_finish(a, r, NULL);
+        else if (r > 0)
+                auth_request_run(a, true);
 }
 
 static void on_caller_uid(int r, uid_t uid, const sd_bus_error *error, void *userdata) {
         AuthRequest *a = userdata;
 
         a->slot = sd_bus_slot_unref(a->slot);
-        if (r < 0)
-                auth_request_finish(a, r, error);
-        else
+        if (r >= 0) {
                 auth_request_decide(a, uid);
+                return;
+        }
+        /* The bus daemon's own answer (the caller left: NameHasNoOwner). */
+        if (error)
+                bus_reply_bus_error(a->call, error);
+        else
+                (void) sd_bus_reply_method_errno(a->call, r, NULL);
+        auth_request_free(a);
 }
 
-int bus_authorize_then(sd_bus_message *call, bus_action_t action, BusAuthorizeFlags flags, bus_authorized_t fn,
-                       void *userdata, void (*free_userdata)(void *userdata)) {
+int bus_authorize_then(sd_bus_message *call, bus_access_t access, SandboxAuthorizeFlags flags,
+                       bus_authorized_t fn, void *userdata, void (*free_userdata)(void *userdata)) {
         AuthRequest *a;
         uid_t uid;
         int r;
@@ -221,7 +307,7 @@ int bus_authorize_then(sd_bus_message *call, bus_action_t action, BusAuthorizeFl
         }
         *a = (AuthRequest) {
                 .call = sd_bus_message_ref(call),
-                .action = action,
+                .access = access,
                 .flags = flags,
                 .fn = fn,
                 .userdata = userdata,

@@ -2,16 +2,11 @@
 
 #include "bus-util.h"
 #include "log.h"
-#include "sandbox-dbus.h"
-#include "sandbox-errors.h"
 #include "recorder-dbus.h"
+#include "sandbox-dbus.h"
 #include "strv.h"
 
-static int sandbox_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
-        return sandbox_config_set(config, name, v, error);
-}
-
-static void on_created(Sandbox *s, const sd_bus_error *error, void *userdata) {
+static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
         int r;
 
@@ -19,7 +14,7 @@ static void on_created(Sandbox *s, const sd_bus_error *error, void *userdata) {
                 bus_reply_error(call, error);
                 return;
         }
-        r = sd_bus_reply_method_return(call, "so", sandbox_get_id(s), sandbox_get_object_path(s));
+        r = sd_bus_reply_method_return(call, "so", sandbox_get_id(s), BUS_SANDBOX_PATH(s));
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to reply to CreateSandbox: %m");
 }
@@ -36,13 +31,14 @@ static void create_request_free(void *userdata) {
         free(c);
 }
 
-static int create_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
-        *ret_action = sandbox_access_action(SANDBOX_OP_CREATE, uid, 0);
+static int create_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                         SandboxError *error) {
+        *ret_op = SANDBOX_OP_CREATE;
         return 0;
 }
 
-static int create_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                             sd_bus_error *error) {
+static int create_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                             SandboxError *error) {
         CreateRequest *c = userdata;
         int r;
 
@@ -54,40 +50,38 @@ static int create_authorized(sd_bus_message *call, const BusCaller *caller, void
 }
 
 static int method_create_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
         _cleanup_free_ CreateRequest *c = NULL;
+        BusFrontend *f = userdata;
         const char *template;
         int r;
 
         c = calloc(1, sizeof(CreateRequest));
         if (!c)
                 return -ENOMEM;
-        c->manager = userdata;
+        c->manager = f->manager;
 
         r = sd_bus_message_read(m, "s", &template);
         if (r < 0)
                 return r;
-        r = bus_read_options(m, sandbox_config_setter, &c->config, error);
+        r = bus_read_options(m, OPTION_SET_SANDBOX, &c->config, &e);
         if (r < 0)
-                return r;
+                return bus_error_return(error, &e, r);
         c->template = strdup(template);
         if (!c->template)
                 return -ENOMEM;
 
-        return bus_authorize_then(m, create_action, 0, create_authorized, TAKE_PTR(c), create_request_free);
+        return bus_authorize_then(m, create_access, 0, create_authorized, TAKE_PTR(c), create_request_free);
 }
 
-static int get_sandbox_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                                  sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
-
-        if (!s)
-                return -ENOENT;
-        return sd_bus_reply_method_return(call, "o", sandbox_get_object_path(s));
+static int get_sandbox_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                                  SandboxRequest *req, SandboxError *error) {
+        return sd_bus_reply_method_return(call, "o", BUS_SANDBOX_PATH(s));
 }
 
 static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        Manager *manager = userdata;
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        BusFrontend *f = userdata;
         const char *id;
         Sandbox *s;
         int r;
@@ -95,31 +89,30 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         r = sd_bus_message_read(m, "s", &id);
         if (r < 0)
                 return r;
-        s = manager_get_sandbox(manager, id);
-        if (!s)
-                return sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
+        r = manager_lookup_sandbox(f->manager, id, &s, &e);
+        if (r < 0)
+                return bus_error_return(error, &e, r);
         return sandbox_authorize_call(m, s, SANDBOX_OP_INSPECT, get_sandbox_authorized, NULL);
 }
 
-/* Without "manage" a caller simply sees its own sandboxes. */
-static int list_sandboxes_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                                     sd_bus_error *error) {
+/* The core decides which sandboxes the caller sees (access.h). */
+static int list_sandboxes_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                                     SandboxError *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        Manager *manager = userdata;
+        BusFrontend *f = userdata;
         int r;
 
         r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)
                 return r;
         r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
-        for (Sandbox *s = manager_next_sandbox(manager, NULL); r >= 0 && s; s = manager_next_sandbox(manager, s)) {
-                if (!caller->granted && sandbox_get_owner(s) != caller->uid)
-                        continue;
+        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller->uid, caller->granted);
+             r >= 0 && s;
+             s = manager_next_visible_sandbox(f->manager, s, caller->uid, caller->granted))
                 r = sd_bus_message_append(reply, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
                                           (uint32_t) sandbox_get_owner(s),
                                           sandbox_state_to_string(sandbox_get_state(s)),
-                                          sandbox_get_object_path(s), sandbox_get_created_at(s));
-        }
+                                          BUS_SANDBOX_PATH(s), sandbox_get_created_at(s));
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r < 0)
@@ -128,13 +121,14 @@ static int list_sandboxes_authorized(sd_bus_message *call, const BusCaller *call
 }
 
 static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return bus_authorize_then(m, sandbox_list_action, BUS_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
+        return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
                                   userdata, NULL);
 }
 
 static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const TemplateSet *set = manager_get_templates(userdata);
+        BusFrontend *f = userdata;
+        const TemplateSet *set = manager_get_templates(f->manager);
         int r;
 
         r = sd_bus_message_new_method_return(m, &reply);
@@ -183,13 +177,45 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_END
 };
 
-int manager_dbus_register(sd_bus *bus, Manager *m) {
-        return sd_bus_add_object_vtable(bus, NULL, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE,
-                                        manager_vtable, m);
+static void emit_sandbox(Sandbox *s, void *userdata, bool added) {
+        BusFrontend *f = userdata;
+
+        (void) sd_bus_emit_signal(f->bus, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE,
+                                  added ? "SandboxNew" : "SandboxRemoved", "so",
+                                  sandbox_get_id(s), BUS_SANDBOX_PATH(s));
 }
 
-int manager_dbus_emit_sandbox(sd_bus *bus, Sandbox *s, bool added) {
-        return sd_bus_emit_signal(bus, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE,
-                                  added ? "SandboxNew" : "SandboxRemoved", "so",
-                                  sandbox_get_id(s), sandbox_get_object_path(s));
+static void on_sandbox_added(Sandbox *s, void *userdata) {
+        emit_sandbox(s, userdata, true);
+}
+
+static void on_sandbox_removed(Sandbox *s, void *userdata) {
+        emit_sandbox(s, userdata, false);
+}
+
+static void on_sandbox_state_changed(Sandbox *s, void *userdata) {
+        BusFrontend *f = userdata;
+
+        (void) sd_bus_emit_properties_changed(f->bus, BUS_SANDBOX_PATH(s), SANDBOX_INTERFACE, "State",
+                                              "Timeout", "IdleTimeout", "Deadline", NULL);
+}
+
+int bus_frontend_subscribe(BusFrontend *f) {
+        static const ManagerHooks hooks = {
+                .sandbox_added = on_sandbox_added,
+                .sandbox_state_changed = on_sandbox_state_changed,
+                .sandbox_removed = on_sandbox_removed,
+        };
+
+        return manager_subscribe(f->manager, &hooks, f, &f->subscription);
+}
+
+int bus_frontend_register(BusFrontend *f) {
+        int r;
+
+        r = sd_bus_add_object_vtable(f->bus, NULL, SANDBOX_MANAGER_PATH, SANDBOX_MANAGER_INTERFACE,
+                                     manager_vtable, f);
+        if (r < 0)
+                return r;
+        return sandbox_dbus_register(f);
 }

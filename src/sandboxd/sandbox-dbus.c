@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <stdio.h>
+
 #include "bus-caller.h"
 #include "bus-flow.h"
 #include "bus-util.h"
 #include "log.h"
 #include "sandbox-dbus.h"
-#include "sandbox-errors.h"
 #include "strv.h"
 
 static int property_get_string(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -59,11 +60,13 @@ static int property_get_ephemeral(sd_bus *bus, const char *path, const char *int
         return sd_bus_message_append(reply, "b", sandbox_get_config(userdata)->ephemeral);
 }
 
-static int exec_config_setter(void *config, const char *name, const OptionValue *v, sd_bus_error *error) {
-        return exec_config_set(config, name, v, error);
+const char *bus_sandbox_path(const Sandbox *s, char buf[static SANDBOX_OBJECT_PATH_MAX]) {
+        /* An id is hex digits: nothing to escape. */
+        snprintf(buf, SANDBOX_OBJECT_PATH_MAX, SANDBOX_OBJECT_PREFIX "%s", sandbox_get_id(s));
+        return buf;
 }
 
-int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r) {
+static int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r) {
         return sd_bus_message_append(reply, "a{sv}", 10,
                                      "TimedOut", "b", r->timed_out,
                                      "OOMKilled", "b", r->oom_killed,
@@ -77,34 +80,29 @@ int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r) {
                                      "StderrBytes", "t", r->err.total);
 }
 
-static void on_exec_done(Exec *e, const ExecResult *result, const sd_bus_error *error, void *userdata) {
+void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata, *reply = NULL;
+        bool with_output = sd_bus_message_is_method_call(call, NULL, "Exec");
         int r;
 
         if (error) {
                 bus_reply_error(call, error);
                 return;
         }
+        /* Exec: exit status, stdout, stderr, info; Wait: exit status, info. */
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "i", result->exit_status);
-        if (r >= 0)
+        if (r >= 0 && with_output)
                 r = sd_bus_message_append_array(reply, 'y', result->out.data ?: "", result->out.size);
-        if (r >= 0)
+        if (r >= 0 && with_output)
                 r = sd_bus_message_append_array(reply, 'y', result->err.data ?: "", result->err.size);
         if (r >= 0)
                 r = bus_append_exec_info(reply, result);
         if (r >= 0)
                 r = bus_flow_send_reply(call, reply, result->out.size + result->err.size);
         if (r < 0)
-                log_warning_errno(r, "Failed to send Exec reply: %m");
-}
-
-Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error) {
-        Sandbox *s = manager_get_sandbox(req->manager, req->id);
-        if (!s)
-                sandbox_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "Sandbox '%s' is gone.", req->id);
-        return s;
+                log_warning_errno(r, "Failed to send %s reply: %m", sd_bus_message_get_member(call));
 }
 
 static void sandbox_request_free(void *userdata) {
@@ -113,23 +111,37 @@ static void sandbox_request_free(void *userdata) {
         free(req);
 }
 
-/* Once the caller is known: the sandbox, if still there, says what the caller needs. */
-static int sandbox_request_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
+/* The request's operation on its sandbox, looked up now that the caller is known. */
+static int sandbox_request_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op,
+                                  uid_t *ret_owner, SandboxError *error) {
         SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
+        Sandbox *s;
+        int r;
 
-        if (!s)
-                return -ENOENT;
-        *ret_action = sandbox_access_action(req->op, uid, sandbox_get_owner(s));
+        r = manager_lookup_sandbox(req->manager, req->id, &s, error);
+        if (r < 0)
+                return r;
+        *ret_op = req->op;
+        *ret_owner = sandbox_get_owner(s);
         return 0;
 }
 
-int sandbox_list_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error) {
-        *ret_action = sandbox_access_action(SANDBOX_OP_LIST_ALL, uid, 0);
+static int sandbox_request_run(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                               SandboxError *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s;
+        int r = manager_lookup_sandbox(req->manager, req->id, &s, error);
+
+        return r < 0 ? r : req->fn(call, caller, s, req, error);
+}
+
+int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                    SandboxError *error) {
+        *ret_op = SANDBOX_OP_LIST_ALL;
         return 0;
 }
 
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
                            ExecConfig *exec) {
         SandboxRequest *req;
 
@@ -139,52 +151,47 @@ int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, b
         req->manager = sandbox_get_manager(s);
         strcpy(req->id, sandbox_get_id(s));
         req->op = op;
+        req->fn = fn;
         exec_config_init(&req->exec);
         if (exec)
                 exec_config_move(&req->exec, exec);
-        return bus_authorize_then(m, sandbox_request_action, 0, fn, req, sandbox_request_free);
+        return bus_authorize_then(m, sandbox_request_access, 0, sandbox_request_run, req, sandbox_request_free);
 }
 
-int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error) {
+int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        _cleanup_(exec_config_done) ExecConfig c;
         char **argv = NULL;
         int r;
 
-        r = bus_read_strv_bounded(m, EXEC_ARGC_MAX, EXEC_ARGS_MAX, "argv", &argv, error);
+        exec_config_init(&c);
+        r = bus_read_strv_bounded(m, EXEC_ARGC_MAX, EXEC_ARGS_MAX, "argv", &argv, &e);
+        if (r >= 0)
+                r = exec_config_set_argv(&c, argv, &e);
+        if (r >= 0)
+                r = bus_read_options(m, OPTION_SET_EXEC, &c, &e);
         if (r < 0)
-                return r;
-        r = exec_config_set_argv(c, argv, error);
-        if (r < 0)
-                return r;
-        return bus_read_options(m, exec_config_setter, c, error);
+                return bus_error_return(error, &e, r);
+        return sandbox_authorize_call(m, s, SANDBOX_OP_EXEC, fn, &c);
 }
 
-static int exec_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                           sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
+static int exec_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                           SandboxRequest *req, SandboxError *error) {
         int r;
 
-        if (!s)
-                return -ENOENT;
         req->exec.caller = caller->uid;
-        r = sandbox_exec(s, &req->exec, on_exec_done, sd_bus_message_ref(call), error);
+        r = sandbox_exec(s, &req->exec, bus_reply_exec_result, sd_bus_message_ref(call), error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
 }
 
 static int method_exec(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_(exec_config_done) ExecConfig c;
-        int r;
-
-        exec_config_init(&c);
-        r = bus_read_exec_config(m, &c, error);
-        if (r < 0)
-                return r;
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, exec_authorized, &c);
+        return sandbox_exec_call(m, userdata, exec_authorized, error);
 }
 
-static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) {
+/* Destroy's, Pause's and Resume's answer: empty, or the error. */
+static void on_sandbox_done(Sandbox *s, const SandboxError *error, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
 
         if (error)
@@ -193,60 +200,35 @@ static void on_destroyed(Sandbox *s, const sd_bus_error *error, void *userdata) 
                 (void) sd_bus_reply_method_return(call, NULL);
 }
 
-static int destroy_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                              sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
+/* Destroy, Pause, Resume: answered by on_sandbox_done() once done. */
+static int lifecycle_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                                SandboxRequest *req, SandboxError *error) {
+        const char *member = sd_bus_message_get_member(call);
         int r;
 
-        if (!s)
-                return -ENOENT;
-        r = sandbox_destroy(s, on_destroyed, sd_bus_message_ref(call));
+        sd_bus_message_ref(call);
+        if (streq(member, "Destroy"))
+                r = sandbox_destroy(s, on_sandbox_done, call);
+        else
+                r = (streq(member, "Pause") ? sandbox_pause : sandbox_resume)(s, on_sandbox_done, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
 }
 
 static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, destroy_authorized, NULL);
-}
-
-static void on_pause_done(Sandbox *s, const sd_bus_error *error, void *userdata) {
-        on_destroyed(s, error, userdata); /* the same empty reply, or the error */
-}
-
-static int pause_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                            sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
-        bool pause = streq(sd_bus_message_get_member(call), "Pause");
-        int r;
-
-        if (!s)
-                return -ENOENT;
-        r = (pause ? sandbox_pause : sandbox_resume)(s, on_pause_done, sd_bus_message_ref(call), error);
-        if (r < 0)
-                sd_bus_message_unref(call);
-        return r;
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, lifecycle_authorized, NULL);
 }
 
 static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, pause_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, lifecycle_authorized, NULL);
 }
 
-static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return method_pause(m, userdata, error);
-}
-
-static int set_timeout_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                                  sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
+static int set_timeout_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                                  SandboxRequest *req, SandboxError *error) {
         uint64_t lifetime, idle;
         int r;
 
-        if (!s)
-                return -ENOENT;
         r = sd_bus_message_read(call, "tt", &lifetime, &idle);
         if (r < 0)
                 return r;
@@ -282,7 +264,7 @@ static const sd_bus_vtable sandbox_vtable[] = {
                                 method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Destroy", NULL, NULL, method_destroy, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", NULL, NULL, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Resume", NULL, NULL, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Resume", NULL, NULL, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Start",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("t", process),
@@ -363,33 +345,34 @@ static bool call_needs_caller_uid(sd_bus_message *m) {
 }
 
 /* Whether the call being dispatched may see s. Its own methods are visible to all: each
- * asks polkit ("manage" for other uids). Properties and introspection of a sandbox are its
- * owner's and root's only. Anything that is not a call addressed to this object (e.g. a
- * signal emitted while another message is dispatched) is not restricted here. The uid is
- * needed at once: the filter (bus_caller_add_filter()) held the call until it was known. */
+ * is authorized by the core ("manage" for other uids). Properties and introspection of a
+ * sandbox are what the core lets a caller see without asking polkit (its owner's and
+ * root's). Anything that is not a call addressed to this object (e.g. a signal emitted
+ * while another message is dispatched) is not restricted here. The uid is needed at once:
+ * the filter (bus_caller_add_filter()) held the call until it was known. */
 static bool sandbox_visible_to_current_call(sd_bus *bus, Sandbox *s) {
         sd_bus_message *m = sd_bus_get_current_message(bus);
         uid_t uid;
 
         if (!m || !sd_bus_message_is_method_call(m, NULL, NULL) ||
-            !streq_ptr(sd_bus_message_get_path(m), sandbox_get_object_path(s)) || !call_needs_caller_uid(m))
+            !streq_ptr(sd_bus_message_get_path(m), BUS_SANDBOX_PATH(s)) || !call_needs_caller_uid(m))
                 return true;
         if (bus_caller_uid_now(m, &uid) < 0)
                 return false;
-        return uid == 0 || uid == sandbox_get_owner(s);
+        return sandbox_access_visible(uid, false, sandbox_get_owner(s));
 }
 
 static int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata,
                                void **found, sd_bus_error *error) {
         _cleanup_free_ char *id = NULL;
-        Manager *m = userdata;
+        BusFrontend *f = userdata;
         Sandbox *s;
         int r;
 
         r = sd_bus_path_decode(path, SANDBOX_OBJECT_ROOT, &id);
         if (r <= 0)
                 return r;
-        s = manager_get_sandbox(m, id);
+        s = manager_get_sandbox(f->manager, id);
         if (!s || !sandbox_visible_to_current_call(bus, s))
                 return 0;
         *found = s;
@@ -400,17 +383,16 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
                                    sd_bus_error *error) {
         _cleanup_strv_free_ char **l = NULL;
         sd_bus_message *call = sd_bus_get_current_message(bus);
-        Manager *m = userdata;
+        BusFrontend *f = userdata;
         uid_t uid = 0;
         int r;
 
-        /* Introspection lists a caller's own sandboxes (root: all). */
+        /* Introspection lists what the caller sees without asking (root: all). */
         if (call && bus_caller_uid_now(call, &uid) < 0)
                 return 0;
-        for (Sandbox *s = manager_next_sandbox(m, NULL); s; s = manager_next_sandbox(m, s)) {
-                if (uid != 0 && uid != sandbox_get_owner(s))
-                        continue;
-                r = strv_extend(&l, sandbox_get_object_path(s));
+        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, uid, false); s;
+             s = manager_next_visible_sandbox(f->manager, s, uid, false)) {
+                r = strv_extend(&l, BUS_SANDBOX_PATH(s));
                 if (r < 0)
                         return r;
         }
@@ -418,20 +400,15 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
         return 1;
 }
 
-int sandbox_dbus_register(sd_bus *bus, Manager *m) {
+int sandbox_dbus_register(BusFrontend *f) {
         int r;
 
-        r = bus_caller_add_filter(bus, call_needs_caller_uid);
+        r = bus_caller_add_filter(f->bus, call_needs_caller_uid);
         if (r < 0)
                 return r;
-        r = sd_bus_add_fallback_vtable(bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,
-                                       sandbox_object_find, m);
+        r = sd_bus_add_fallback_vtable(f->bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,
+                                       sandbox_object_find, f);
         if (r < 0)
                 return r;
-        return sd_bus_add_node_enumerator(bus, NULL, SANDBOX_OBJECT_ROOT, sandbox_node_enumerator, m);
-}
-
-int sandbox_dbus_emit_state(sd_bus *bus, Sandbox *s) {
-        return sd_bus_emit_properties_changed(bus, sandbox_get_object_path(s), SANDBOX_INTERFACE, "State",
-                                              "Timeout", "IdleTimeout", "Deadline", NULL);
+        return sd_bus_add_node_enumerator(f->bus, NULL, SANDBOX_OBJECT_ROOT, sandbox_node_enumerator, f);
 }

@@ -1,41 +1,73 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+/* sandboxd's D-Bus face (sandboxd-api(7)): a translator onto the core's API (manager.h,
+ * sandbox.h, exec.h, file-op.h, options.h, access.h). It holds no rule and no bound of
+ * its own: it decodes arguments, lets the core authorize and act, and encodes the answer. */
+
 #include <systemd/sd-bus.h>
 
 #include "access.h"
+#include "bus-util.h"
 #include "manager.h"
+#include "recorder.h"
 #include "sandbox-api.h"
 
-/* Exports the per-sandbox objects (fallback vtable + enumerator). */
-int sandbox_dbus_register(sd_bus *bus, Manager *m);
-int sandbox_dbus_emit_state(sd_bus *bus, Sandbox *s);
-int manager_dbus_register(sd_bus *bus, Manager *m);
-int manager_dbus_emit_sandbox(sd_bus *bus, Sandbox *s, bool added);
+/* What the D-Bus face works with: the userdata of the Manager object. */
+typedef struct BusFrontend {
+        sd_bus *bus;
+        Manager *manager;
+        Recorder *recorder;              /* NULL: recording is off */
+        ManagerSubscription *subscription;
+} BusFrontend;
 
-/* A method call on one sandbox, carried across the polkit check. The sandbox is looked up
- * again afterwards: it may have gone meanwhile. */
-typedef struct SandboxRequest {
+/* Subscribes to the manager: the signals and property changes (from the first sandbox
+ * on, adopted ones included). */
+int bus_frontend_subscribe(BusFrontend *f);
+/* Exports the Manager object and the per-sandbox objects (fallback vtable + enumerator). */
+int bus_frontend_register(BusFrontend *f);
+
+/* A sandbox's object path, derived from its id: SANDBOX_OBJECT_PREFIX + id. */
+#define SANDBOX_OBJECT_PATH_MAX (sizeof(SANDBOX_OBJECT_PREFIX) + SANDBOX_ID_LEN)
+const char *bus_sandbox_path(const Sandbox *s, char buf[static SANDBOX_OBJECT_PATH_MAX]);
+#define BUS_SANDBOX_PATH(s) bus_sandbox_path((s), (char[SANDBOX_OBJECT_PATH_MAX]) {})
+
+/* recorder-dbus.c: Manager.ListExecutions. */
+int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
+/* sandbox-dbus.c */
+int sandbox_dbus_register(BusFrontend *f);
+
+typedef struct SandboxRequest SandboxRequest;
+
+/* A method on one sandbox, once authorized: s is looked up again (it may have gone
+ * meanwhile: NoSuchSandbox). Returns as bus_authorized_t. */
+typedef int (*sandbox_authorized_t)(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                                    SandboxRequest *req, SandboxError *error);
+
+/* A method call on one sandbox, carried across the authorization. */
+struct SandboxRequest {
         Manager *manager;
         char id[SANDBOX_ID_LEN + 1];
         SandboxOperation op;
+        sandbox_authorized_t fn;
         ExecConfig exec; /* Exec and Start only */
-} SandboxRequest;
+};
 
-#include "bus-util.h"
-
-Sandbox *sandbox_request_find(SandboxRequest *req, sd_bus_error *error);
-/* The caller's uid decides the polkit action for op on s (access.h); fn runs once it is
- * granted. exec (if given) is moved into the request; fn fills in its caller. */
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, bus_authorized_t fn,
+/* Has the core authorize op by the caller on s; fn runs once it is. exec (if given) is
+ * moved into the request; fn fills in its caller. */
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
                            ExecConfig *exec);
-/* ListSandboxes' and ListExecutions' bus_action_t, with BUS_AUTHORIZE_OPTIONAL: without
+/* ListSandboxes' and ListExecutions' bus_access_t, with SANDBOX_AUTHORIZE_OPTIONAL: without
  * "manage" (asked without interaction) a caller sees its own only; root sees all. */
-int sandbox_list_action(uid_t uid, void *userdata, const char **ret_action, sd_bus_error *error);
-/* The a{sv} info of an exec's result: Exec's reply, and Wait's. */
-int bus_append_exec_info(sd_bus_message *reply, const ExecResult *r);
-/* Reads "as argv, a{sv} options" of Exec and Start into c (initialized by the caller). */
-int bus_read_exec_config(sd_bus_message *m, ExecConfig *c, sd_bus_error *error);
+int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                    SandboxError *error);
+/* The exec_callback_t of Exec and Wait: their reply, from the result (Exec's with the
+ * output) or the error. userdata: the call, referenced. */
+void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);
+/* Exec and Start: reads "as argv, a{sv} options" (a bad one is refused at once) and has the
+ * core authorize the call; fn runs with them in req->exec. */
+int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error);
 
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);

@@ -1,19 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* The file methods of io.sandboxd.Sandbox1.Sandbox: translation between D-Bus and the
- * core's sandbox_file_op(); every path is resolved by the agent inside the sandbox. */
-
-#include <fcntl.h>
-#include <sys/stat.h>
+ * core's file operations (file-op.h), which check every argument; every path is resolved
+ * by the agent inside the sandbox. */
 
 #include "bus-flow.h"
 #include "bus-util.h"
-#include "fd-util.h"
 #include "file-op.h"
 #include "log.h"
-#include "sandbox-dbus.h"
-#include "sandbox-errors.h"
 #include "parse-util.h"
+#include "sandbox-dbus.h"
 
 /* A name from the sandbox as D-Bus can carry it: the string itself when it is valid UTF-8
  * (and no bytes), else its escaped form and the raw bytes (sandboxd-api(7)). */
@@ -90,25 +86,17 @@ static int on_caller_gone(sd_bus_track *track, void *userdata) {
 }
 
 static void on_file_done(const struct agent_file_result *result, const void *data, size_t size,
-                         const sd_bus_error *error, void *userdata) {
+                         const SandboxError *error, void *userdata) {
         _cleanup_(file_call_freep) FileCall *c = userdata;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        sd_bus_message *call = c->call;
         _cleanup_(sd_bus_error_free) sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *call = c->call;
         const char *member = sd_bus_message_get_member(call);
         size_t estimate = size;
         int r;
 
         if (error) {
                 bus_reply_error(call, error);
-                return;
-        }
-        if (result->error != 0) {
-                const char *path = NULL;
-                (void) sd_bus_message_rewind(call, true);
-                (void) sd_bus_message_read(call, "s", &path);
-                sd_bus_error_set_errnof(&e, result->error, "%s: %m", strempty(path));
-                bus_reply_error(call, &e);
                 return;
         }
 
@@ -137,150 +125,105 @@ static void on_file_done(const struct agent_file_result *result, const void *dat
                 /* The caller must never be left waiting for its timeout. */
                 log_warning_errno(r, "Failed to send %s reply: %m", member);
                 sd_bus_error_set_errnof(&e, r, "Failed to build the %s reply: %m", member);
-                bus_reply_error(call, &e);
+                bus_reply_bus_error(call, &e);
         }
 }
 
-static int read_file_options(sd_bus_message *m, struct agent_file *f, sd_bus_error *error) {
+/* A call to follow while it streams: its caller's leaving the bus ends it. */
+static int file_call_track(FileCall *c) {
         int r;
 
-        r = sd_bus_message_enter_container(m, 'a', "{sv}");
+        r = sd_bus_track_new(sd_bus_message_get_bus(c->call), &c->track, on_caller_gone, c);
         if (r < 0)
                 return r;
-        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-                const char *name;
-                uint32_t mode;
-                int b;
-
-                r = sd_bus_message_read(m, "s", &name);
-                if (r < 0)
-                        return r;
-                if (streq(name, "Mode")) {
-                        r = sd_bus_message_read(m, "v", "u", &mode);
-                        if (r >= 0 && mode > 07777)
-                                return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Mode must be at most 07777.");
-                        f->mode = mode;
-                } else if (streq(name, "Append")) {
-                        r = sd_bus_message_read(m, "v", "b", &b);
-                        f->append = b;
-                } else if (streq(name, "CreateParents")) {
-                        r = sd_bus_message_read(m, "v", "b", &b);
-                        f->parents = b;
-                } else if (streq(name, "Max"))
-                        r = sd_bus_message_read(m, "v", "t", &f->max);
-                else
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "Unknown file option '%.64s'.", name);
-                if (r < 0)
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION, "File option %.64s has the wrong type.", name);
-                r = sd_bus_message_exit_container(m);
-                if (r < 0)
-                        return r;
-        }
-        if (r < 0)
-                return r;
-        return sd_bus_message_exit_container(m);
+        return sd_bus_track_add_sender(c->track, c->call);
 }
 
-/* Arguments are read after the polkit check, from the call itself. */
-static int file_start(sd_bus_message *call, void *userdata, sd_bus_error *error) {
-        SandboxRequest *req = userdata;
-        Sandbox *s = sandbox_request_find(req, error);
+/* Arguments are read after the authorization, from the call itself; the core checks them. */
+static int file_start(sd_bus_message *call, Sandbox *s, SandboxError *error) {
         const char *member = sd_bus_message_get_member(call), *path, *to;
         _cleanup_(file_call_freep) FileCall *c = NULL;
-        struct agent_file f;
-        int fd = -EBADF, b, r;
+        FileOptions o;
+        int b, r;
 
-        if (!s)
-                return -ENOENT;
         r = sd_bus_message_read(call, "s", &path);
         if (r < 0)
                 return r;
 
+        c = calloc(1, sizeof(FileCall));
+        if (!c)
+                return -ENOMEM;
+        c->call = sd_bus_message_ref(call);
+        file_options_init(&o);
+
         if (streq(member, "ReadFile")) {
-                f = AGENT_FILE_INIT(0, AGENT_FILE_READ, path);
-                r = sd_bus_message_read(call, "tt", &f.offset, &f.length);
-                if (r >= 0 && f.length == 0)
-                        f.length = AGENT_FILE_UNLIMITED;
+                uint64_t offset, length;
+                r = sd_bus_message_read(call, "tt", &offset, &length);
+                if (r >= 0)
+                        r = sandbox_read_file(s, path, offset, length, on_file_done, c, &c->op, error);
         } else if (streq(member, "WriteFile")) {
                 const void *data;
                 size_t size;
-                f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, path);
                 r = sd_bus_message_read_array(call, 'y', &data, &size);
                 if (r >= 0)
-                        r = read_file_options(call, &f, error);
+                        r = bus_read_options(call, OPTION_SET_FILE, &o, error);
                 if (r >= 0)
-                        r = fd = memfd_new_with_data("sandbox-write", data, size);
+                        r = sandbox_write_file(s, path, data, size, &o, on_file_done, c, &c->op, error);
         } else if (streq(member, "Upload") || streq(member, "Download")) {
-                int borrowed;
-                struct stat st;
-                f = AGENT_FILE_INIT(0, streq(member, "Upload") ? AGENT_FILE_WRITE : AGENT_FILE_READ, path);
-                r = sd_bus_message_read(call, "h", &borrowed);
+                int fd;
+                r = sd_bus_message_read(call, "h", &fd);
                 if (r >= 0)
-                        r = read_file_options(call, &f, error);
-                if (r >= 0 && (fstat(borrowed, &st) < 0 || (fcntl(borrowed, F_GETFL) & O_PATH) ||
-                               !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))))
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                                  "The descriptor must be a regular file, pipe or socket.");
+                        r = bus_read_options(call, OPTION_SET_FILE, &o, error);
                 if (r >= 0)
-                        r = fd = fcntl(borrowed, F_DUPFD_CLOEXEC, 3);
+                        r = file_call_track(c);
+                if (r >= 0)
+                        r = (streq(member, "Upload") ? sandbox_upload : sandbox_download)
+                                (s, path, fd, &o, on_file_done, c, &c->op, error);
         } else if (streq(member, "ListFiles")) {
                 uint32_t depth;
-                f = AGENT_FILE_INIT(0, AGENT_FILE_LIST, path);
                 r = sd_bus_message_read(call, "u", &depth);
-                if (r >= 0 && (depth < 1 || depth > AGENT_FILE_DEPTH_MAX))
-                        return sandbox_error_setf(error, SANDBOX_ERROR_INVALID_OPTION,
-                                                  "depth must be between 1 and %u.", AGENT_FILE_DEPTH_MAX);
-                f.depth = depth;
-        } else if (streq(member, "Stat"))
-                f = AGENT_FILE_INIT(0, AGENT_FILE_STAT, path);
-        else if (streq(member, "MakeDirectory")) {
-                f = AGENT_FILE_INIT(0, AGENT_FILE_MKDIR, path);
-                r = sd_bus_message_read(call, "b", &b);
-                f.parents = b;
-        } else if (streq(member, "Remove")) {
-                f = AGENT_FILE_INIT(0, AGENT_FILE_REMOVE, path);
-                r = sd_bus_message_read(call, "b", &b);
-                f.recursive = b;
-        } else {
-                f = AGENT_FILE_INIT(0, AGENT_FILE_MOVE, path);
-                r = sd_bus_message_read(call, "s", &to);
-                f.to = to;
-        }
-        if (r < 0) {
-                safe_close(fd);
-                return r;
-        }
-
-        c = calloc(1, sizeof(FileCall));
-        if (!c) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
-        c->call = sd_bus_message_ref(call);
-        if (streq(member, "Upload") || streq(member, "Download")) {
-                r = sd_bus_track_new(sd_bus_message_get_bus(call), &c->track, on_caller_gone, c);
                 if (r >= 0)
-                        r = sd_bus_track_add_sender(c->track, call);
-                if (r < 0) {
-                        safe_close(fd);
-                        return r;
-                }
+                        r = sandbox_list_files(s, path, depth, on_file_done, c, &c->op, error);
+        } else if (streq(member, "Stat"))
+                r = sandbox_stat_file(s, path, on_file_done, c, &c->op, error);
+        else if (streq(member, "MakeDirectory")) {
+                r = sd_bus_message_read(call, "b", &b);
+                if (r >= 0)
+                        r = sandbox_make_directory(s, path, b, on_file_done, c, &c->op, error);
+        } else if (streq(member, "Remove")) {
+                r = sd_bus_message_read(call, "b", &b);
+                if (r >= 0)
+                        r = sandbox_remove_file(s, path, b, on_file_done, c, &c->op, error);
+        } else {
+                r = sd_bus_message_read(call, "s", &to);
+                if (r >= 0)
+                        r = sandbox_move_file(s, path, to, on_file_done, c, &c->op, error);
         }
-
-        r = sandbox_file_op(s, &f, fd, on_file_done, c, &c->op, error);
         if (r < 0)
                 return r;
-        TAKE_PTR(c);
+        TAKE_PTR(c); /* on_file_done() has it */
         return 0;
 }
 
-static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata,
-                           sd_bus_error *error) {
+/* A ReadFile or ListFiles that had to wait for its turn: the sandbox may have gone. */
+static int file_start_later(sd_bus_message *call, void *userdata, SandboxError *error) {
+        SandboxRequest *req = userdata;
+        Sandbox *s;
+        int r;
+
+        r = manager_lookup_sandbox(req->manager, req->id, &s, error);
+        if (r < 0)
+                return r;
+        return file_start(call, s, error);
+}
+
+static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
+                           SandboxRequest *req, SandboxError *error) {
         const char *member = sd_bus_message_get_member(call);
-        SandboxRequest *req = userdata, *later;
+        SandboxRequest *later;
 
         if (!streq(member, "ReadFile") && !streq(member, "ListFiles"))
-                return file_start(call, req, error);
+                return file_start(call, s, error);
         /* Their replies are large: such calls take turns (bus-flow.h), so this one may start
          * after req is gone. */
         later = calloc(1, sizeof(SandboxRequest));
@@ -289,7 +232,7 @@ static int file_authorized(sd_bus_message *call, const BusCaller *caller, void *
         later->manager = req->manager;
         strcpy(later->id, req->id);
         later->op = req->op;
-        return bus_flow_start_large(call, file_start, later, free, error);
+        return bus_flow_start_large(call, file_start_later, later, free, error);
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -19,7 +19,6 @@
 #include "recorder-dbus.h"
 #include "sandboxd-conf.h"
 #include "sandbox-dbus.h"
-#include "sandbox-errors.h"
 #include "seccomp-policy.h"
 #include "strv.h"
 #include "time-util.h"
@@ -29,6 +28,7 @@ typedef struct Daemon {
         sd_bus *bus;
         Manager *manager;
         Recorder *recorder;
+        BusFrontend bus_frontend;
 } Daemon;
 
 static void help(void) {
@@ -176,31 +176,6 @@ static int check_executable(const char *path, const char *what) {
         return 0;
 }
 
-static void on_sandbox_added(Sandbox *s, void *userdata) {
-        Daemon *d = userdata;
-        (void) manager_dbus_emit_sandbox(d->bus, s, true);
-}
-
-static void on_sandbox_state_changed(Sandbox *s, void *userdata) {
-        Daemon *d = userdata;
-        (void) sandbox_dbus_emit_state(d->bus, s);
-}
-
-static void on_sandbox_removed(Sandbox *s, void *userdata) {
-        Daemon *d = userdata;
-        (void) manager_dbus_emit_sandbox(d->bus, s, false);
-}
-
-static void on_sandbox_record(const SandboxRecordEvent *ev, void *userdata) {
-        Daemon *d = userdata;
-        recorder_sandbox_event(d->recorder, ev);
-}
-
-static void on_exec_record(const ExecRecordEvent *ev, void *userdata) {
-        Daemon *d = userdata;
-        recorder_exec_event(d->recorder, ev);
-}
-
 /* The record: without it sandboxd still runs (recording never stops an execution), and
  * says so loudly; ListExecutions then answers NotSupported. */
 static int setup_recorder(Daemon *d, const char *config_path, const ManagerSettings *m) {
@@ -225,7 +200,6 @@ static int setup_recorder(Daemon *d, const char *config_path, const ManagerSetti
                                 rs.spool_dir);
                 return 0;
         }
-        recorder_dbus_set(d->recorder);
         return 0;
 }
 
@@ -306,7 +280,7 @@ static int run(int argc, char *argv[]) {
         /* A caller that hangs up mid-reply must not kill us. */
         (void) signal(SIGPIPE, SIG_IGN);
 
-        r = sd_bus_error_add_map(sandbox_error_map);
+        r = sd_bus_error_add_map(bus_sandbox_error_map);
         if (r < 0)
                 return log_error_errno(r, "Failed to register D-Bus error map: %m");
 
@@ -343,23 +317,23 @@ static int run(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to set up manager: %m");
                 goto finish;
         }
-        manager_set_hooks(d.manager, &(ManagerHooks) {
-                .sandbox_added = on_sandbox_added,
-                .sandbox_state_changed = on_sandbox_state_changed,
-                .sandbox_removed = on_sandbox_removed,
-                .sandbox_record = d.recorder ? on_sandbox_record : NULL,
-                .exec_record = d.recorder ? on_exec_record : NULL,
-                .userdata = &d,
-        });
+        /* Two subscribers: the record, and the D-Bus face (signals, property changes). */
+        r = d.recorder ? recorder_subscribe(d.recorder, d.manager, NULL) : 0;
+        if (r >= 0) {
+                d.bus_frontend = (BusFrontend) { .bus = d.bus, .manager = d.manager, .recorder = d.recorder };
+                r = bus_frontend_subscribe(&d.bus_frontend);
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to subscribe to the manager: %m");
+                goto finish;
+        }
         r = manager_load_templates(d.manager);
         if (r < 0)
                 goto finish;
         record_templates(&d);
         (void) manager_adopt_sandboxes(d.manager);
 
-        r = manager_dbus_register(d.bus, d.manager);
-        if (r >= 0)
-                r = sandbox_dbus_register(d.bus, d.manager);
+        r = bus_frontend_register(&d.bus_frontend);
         if (r < 0) {
                 log_error_errno(r, "Failed to register D-Bus objects: %m");
                 goto finish;
@@ -380,8 +354,7 @@ static int run(int argc, char *argv[]) {
 finish:
         if (r < 0 && r != -EINVAL)
                 log_error_errno(r, "Exiting: %m");
-        d.manager = manager_free(d.manager);
-        recorder_dbus_set(NULL);
+        d.manager = manager_free(d.manager); /* and with it the subscriptions */
         d.recorder = recorder_free(d.recorder);
         /* What still waits on the bus daemon or polkit holds the bus: let go first. */
         bus_authorize_cancel_all();

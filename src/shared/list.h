@@ -23,3 +23,22 @@
                         (item)->next->prev = (item)->prev;      \
                 (item)->next = (item)->prev = NULL;             \
         } while (0)
+
+/* For lists that keep their tail as well, in the order items came (append at the tail). */
+#define LIST_APPEND(head, tail, item)                           \
+        do {                                                    \
+                (item)->next = NULL;                            \
+                (item)->prev = (tail);                          \
+                if (tail)                                       \
+                        (tail)->next = (item);                  \
+                else                                            \
+                        (head) = (item);                        \
+                (tail) = (item);                                \
+        } while (0)
+
+#define LIST_REMOVE_WITH_TAIL(head, tail, item)                 \
+        do {                                                    \
+                if ((tail) == (item))                           \
+                        (tail) = (item)->prev;                  \
+                LIST_REMOVE(head, item);                        \
+        } while (0)

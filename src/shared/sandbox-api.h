@@ -27,19 +27,28 @@
 #define SANDBOX_ERROR_STILL_RUNNING      "io.sandboxd.Sandbox1.StillRunning"
 #define SANDBOX_ERROR_FILE_TOO_LARGE     "io.sandboxd.Sandbox1.FileTooLarge"
 
-/* Each name with the errno it stands for: X(name, errno) once per error. */
-#define SANDBOX_ERRORS(X)                                \
-        X(SANDBOX_ERROR_NO_SUCH_TEMPLATE,   ENOENT)      \
-        X(SANDBOX_ERROR_NO_SUCH_SANDBOX,    ENXIO)       \
-        X(SANDBOX_ERROR_INVALID_OPTION,     EINVAL)      \
-        X(SANDBOX_ERROR_NOT_RUNNING,        ESRCH)       \
-        X(SANDBOX_ERROR_BUSY,               EBUSY)       \
-        X(SANDBOX_ERROR_TOO_MANY_SANDBOXES, EUSERS)      \
-        X(SANDBOX_ERROR_SANDBOX_FAILED,     EIO)         \
-        X(SANDBOX_ERROR_SYSTEMD_FAILED,     EIO)         \
-        X(SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)      \
-        X(SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)      \
-        X(SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)
+/* Every error of the API, once: X(CODE, Name, D-Bus name, errno). The core reports the
+ * code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front end maps
+ * it: D-Bus to the name here, varlink to io.sandboxd.Sandbox.Name, HTTP to a status. The
+ * errno is what the client library returns for the name. The last four are the bus's own
+ * names, which sandboxd's D-Bus face gives for them (sandboxd-api(7)). */
+#define SANDBOX_ERRORS(X)                                                                                       \
+        X(NO_SUCH_TEMPLATE,   "NoSuchTemplate",   SANDBOX_ERROR_NO_SUCH_TEMPLATE,   ENOENT)                     \
+        X(NO_SUCH_SANDBOX,    "NoSuchSandbox",    SANDBOX_ERROR_NO_SUCH_SANDBOX,    ENXIO)                      \
+        X(INVALID_OPTION,     "InvalidOption",    SANDBOX_ERROR_INVALID_OPTION,     EINVAL)                     \
+        X(NOT_RUNNING,        "NotRunning",       SANDBOX_ERROR_NOT_RUNNING,        ESRCH)                      \
+        X(BUSY,               "Busy",             SANDBOX_ERROR_BUSY,               EBUSY)                      \
+        X(TOO_MANY_SANDBOXES, "TooManySandboxes", SANDBOX_ERROR_TOO_MANY_SANDBOXES, EUSERS)                     \
+        X(SANDBOX_FAILED,     "SandboxFailed",    SANDBOX_ERROR_SANDBOX_FAILED,     EIO)                        \
+        X(SYSTEMD_FAILED,     "SystemdFailed",    SANDBOX_ERROR_SYSTEMD_FAILED,     EIO)                        \
+        X(NO_SUCH_PROCESS,    "NoSuchProcess",    SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)                     \
+        X(STILL_RUNNING,      "StillRunning",     SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)                     \
+        X(FILE_TOO_LARGE,     "FileTooLarge",     SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)                      \
+        X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES)            \
+        X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
+          "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES)                                \
+        X(NOT_SUPPORTED,      "NotSupported",     "org.freedesktop.DBus.Error.NotSupported", EOPNOTSUPP)        \
+        X(NO_REPLY,           "NoReply",          "org.freedesktop.DBus.Error.NoReply", ETIMEDOUT)
 
 /* Bounds a caller may need to know before it asks. */
 #define EXEC_TIMEOUT_DEFAULT_SEC 300ULL

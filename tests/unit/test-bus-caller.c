@@ -93,7 +93,7 @@ static void call_as(const char *sender, const char *interface, const char *membe
 
 /* ---- the daemon's side ---- */
 
-static int who_authorized(sd_bus_message *call, const BusCaller *caller, void *userdata, sd_bus_error *error) {
+static int who_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
         return sd_bus_reply_method_return(call, "u", (uint32_t) caller->uid);
 }
 
@@ -237,8 +237,49 @@ static void test_exit_with_lookups_in_flight(void **state) {
         assert_false(get.done);
 }
 
+/* The core's errors as D-Bus errors: the documented names, the messages as they are, and
+ * an errno with its standard name (file errors: sandboxd-api(7)). */
+static void test_error_names(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        sd_bus_error b = SD_BUS_ERROR_NULL;
+
+        assert_int_equal(sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%s'.", "x"), -ENXIO);
+        /* The first error stands. */
+        assert_int_equal(sandbox_error_set(&e, SANDBOX_ERR_BUSY, "later"), -EBUSY);
+        assert_int_equal(bus_error_from_sandbox(&b, &e), -ENXIO);
+        assert_string_equal(b.name, SANDBOX_ERROR_NO_SUCH_SANDBOX);
+        assert_string_equal(b.message, "No sandbox 'x'.");
+        assert_string_equal(sandbox_error_code_to_name(e.code), "NoSuchSandbox");
+        sd_bus_error_free(&b);
+        sandbox_error_done(&e);
+
+        assert_int_equal(sandbox_error_set_errno(&e, ENOENT, "/work/%s: %m", "gone"), -ENOENT);
+        assert_int_equal(bus_error_from_sandbox(&b, &e), -ENOENT);
+        assert_string_equal(b.name, SD_BUS_ERROR_FILE_NOT_FOUND);
+        assert_string_equal(b.message, "/work/gone: No such file or directory");
+        sd_bus_error_free(&b);
+        sandbox_error_done(&e);
+
+        sandbox_error_set(&e, SANDBOX_ERR_ACCESS_DENIED, "Not authorized for %s.", "it");
+        assert_int_equal(bus_error_from_sandbox(&b, &e), -EACCES);
+        assert_string_equal(b.name, SD_BUS_ERROR_ACCESS_DENIED);
+        sd_bus_error_free(&b);
+
+        /* Every code has a name, and its D-Bus name stands for the same errno. */
+        for (SandboxErrorCode c = SANDBOX_ERR_NONE + 1; c < SANDBOX_ERR_ERRNO; c++) {
+                assert_non_null(sandbox_error_code_to_name(c));
+                assert_int_equal(sandbox_error_code_from_name(sandbox_error_code_to_name(c)), c);
+        }
+        assert_true(sd_bus_error_add_map(bus_sandbox_error_map) >= 0);
+        for (size_t i = 0; bus_sandbox_error_map[i].name; i++) {
+                sd_bus_error n = { .name = bus_sandbox_error_map[i].name };
+                assert_int_equal(sd_bus_error_get_errno(&n), bus_sandbox_error_map[i].code);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_error_names),
                 cmocka_unit_test_setup_teardown(test_method_waits_for_uid_and_loop_serves_meanwhile, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_property_call_held_until_uid_known, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_held_calls_keep_their_own_uid, setup, teardown),

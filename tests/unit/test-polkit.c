@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* polkit's CheckAuthorization, asked without waiting (polkit.c), against a fake polkit
- * (fake-peer.h). The fake holds each query until the test answers it: authorized, not,
+/* polkit's CheckAuthorization, asked without waiting (polkit.c), for a bus name or a
+ * process, against a fake polkit (fake-peer.h). The fake holds each query until the test answers it: authorized, not,
  * a challenge, an error, or never (the caller goes first). Asserted: what was asked, and
  * that the answer arrives once, never from within the call, and not at all once the
  * query's owner let go of it. */
@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "fake-peer.h"
@@ -40,22 +41,35 @@ typedef struct Answer {
         char error_message[256];
 } Answer;
 
+/* The D-Bus name a front end gives each of the core's error codes (sandbox-api.h). */
+static const char *error_bus_name(SandboxErrorCode code) {
+        static const char * const names[_SANDBOX_ERR_MAX] = {
+#define BUS_NAME_ENTRY(code, name, bus_name, errno_value) [SANDBOX_ERR_##code] = bus_name,
+                SANDBOX_ERRORS(BUS_NAME_ENTRY)
+#undef BUS_NAME_ENTRY
+        };
+        return code >= 0 && code < _SANDBOX_ERR_MAX ? names[code] : NULL;
+}
+
 /* The one place that knows polkit.h's callback and entry point; the tests below see only
  * Answer. */
-static void on_answer(int authorized, const sd_bus_error *error, void *userdata) {
+static void on_answer(int authorized, const SandboxError *error, void *userdata) {
         Answer *a = userdata;
 
         a->n++;
         a->authorized = authorized;
         if (error) {
-                snprintf(a->error_name, sizeof(a->error_name), "%s", strempty(error->name));
+                snprintf(a->error_name, sizeof(a->error_name), "%s", strempty(error_bus_name(error->code)));
                 snprintf(a->error_message, sizeof(a->error_message), "%s", strempty(error->message));
         }
 }
 
 static void ask(bool interactive, Answer *a, sd_bus_slot **ret_slot) {
+        SandboxCaller caller = { .kind = SANDBOX_CALLER_BUS_NAME, .uid = 1000, .bus_name = CALLER };
+
         *a = (Answer) {};
-        assert_true(polkit_check_bus_name(daemon_bus, CALLER, ACTION, interactive, on_answer, a, ret_slot) >= 0);
+        assert_true(polkit_check(daemon_bus, &caller, ACTION, interactive ? POLKIT_CHECK_INTERACTIVE : 0,
+                                 on_answer, a, ret_slot) >= 0);
         /* Never from within the call. */
         assert_int_equal(a->n, 0);
 }
@@ -120,6 +134,42 @@ static sd_bus_message *take_query(uint32_t expected_flags) {
         assert_int_equal(sd_bus_message_read(m, "us", &flags, &cancel_id), 1);
         assert_int_equal(flags, expected_flags);
         assert_string_equal(cancel_id, "");
+        return m;
+}
+
+/* The oldest query, for a socket peer: subject unix-process { pid, start-time, uid } (what
+ * every polkit reads; pid and start time name the process even if the pid is reused). */
+static sd_bus_message *take_process_query(uint32_t *ret_pid, uint64_t *ret_start_time, int32_t *ret_uid) {
+        const char *kind, *key;
+        sd_bus_message *m;
+        unsigned seen = 0;
+        int r;
+
+        RUN_UNTIL(n_queries > 0);
+        m = queries[0];
+        memmove(queries, queries + 1, --n_queries * sizeof(queries[0]));
+
+        assert_int_equal(sd_bus_message_enter_container(m, 'r', "sa{sv}"), 1);
+        assert_int_equal(sd_bus_message_read(m, "s", &kind), 1);
+        assert_string_equal(kind, "unix-process");
+        assert_int_equal(sd_bus_message_enter_container(m, 'a', "{sv}"), 1);
+        while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+                assert_int_equal(sd_bus_message_read(m, "s", &key), 1);
+                if (streq(key, "pid"))
+                        assert_int_equal(sd_bus_message_read(m, "v", "u", ret_pid), 1);
+                else if (streq(key, "start-time"))
+                        assert_int_equal(sd_bus_message_read(m, "v", "t", ret_start_time), 1);
+                else if (streq(key, "uid"))
+                        assert_int_equal(sd_bus_message_read(m, "v", "i", ret_uid), 1);
+                else
+                        fail_msg("unexpected subject key %s", key);
+                seen++;
+                assert_int_equal(sd_bus_message_exit_container(m), 1);
+        }
+        assert_int_equal(r, 0);
+        assert_int_equal(seen, 3);
+        assert_int_equal(sd_bus_message_exit_container(m), 1);
+        assert_int_equal(sd_bus_message_exit_container(m), 1);
         return m;
 }
 
@@ -277,6 +327,51 @@ static void test_connection_dropped(void **state) {
         assert_int_equal(owned.n, 1);
 }
 
+/* A socket peer (varlink's) is asked about as a process. */
+static void test_unix_process_subject(void **state) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        SandboxCaller caller = {};
+        uint32_t pid = 0;
+        uint64_t start_time = 0;
+        int32_t uid = -1;
+        int pair[2];
+        Answer a = {};
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+        assert_int_equal(sandbox_caller_from_socket(pair[1], &caller), 0);
+        close(pair[0]);
+        close(pair[1]);
+        caller.uid = 1000; /* as a peer of another uid would be */
+        assert_true(polkit_check(daemon_bus, &caller, ACTION, POLKIT_CHECK_INTERACTIVE, on_answer, &a, NULL) >= 0);
+        m = take_process_query(&pid, &start_time, &uid);
+        assert_int_equal(pid, (uint32_t) getpid());
+        assert_int_equal(start_time, caller.start_time);
+        assert_true(start_time > 0);
+        assert_int_equal(uid, 1000);
+        reply_result(m, true, false);
+        RUN_UNTIL(a.n > 0);
+        assert_authorized(&a);
+}
+
+/* Optional (ListSandboxes without "manage"): a no, or no polkit, is no refusal. */
+static void test_optional(void **state) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m1 = NULL, *m2 = NULL;
+        SandboxCaller caller = { .kind = SANDBOX_CALLER_BUS_NAME, .uid = 1000, .bus_name = CALLER };
+        Answer no = {}, gone = {};
+
+        assert_true(polkit_check(daemon_bus, &caller, ACTION, POLKIT_CHECK_OPTIONAL, on_answer, &no, NULL) >= 0);
+        assert_true(polkit_check(daemon_bus, &caller, ACTION, POLKIT_CHECK_OPTIONAL, on_answer, &gone, NULL) >= 0);
+        m1 = take_query(0);
+        m2 = take_query(0);
+        reply_result(m1, false, true);
+        assert_true(sd_bus_reply_method_errorf(m2, SD_BUS_ERROR_SERVICE_UNKNOWN, "No polkit.") >= 0);
+        RUN_UNTIL(no.n > 0 && gone.n > 0);
+        assert_int_equal(no.authorized, 0);
+        assert_string_equal(no.error_name, "");
+        assert_int_equal(gone.authorized, 0);
+        assert_string_equal(gone.error_name, "");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_authorized, setup, teardown),
@@ -288,6 +383,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unreadable_reply, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_caller_gone_while_in_flight, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_dropped, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unix_process_subject, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_optional, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

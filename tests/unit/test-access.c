@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* Who may do what and who sees what (access.c), who is calling (caller.c), and
+ * sandbox_authorize(): which polkit action it asks of a fake polkit (fake-peer.h), with
+ * interaction or not, or that it asks nothing. polkit's question itself: test-polkit. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <cmocka.h>
+
+#include "access.h"
+#include "caller.h"
+#include "fake-peer.h"
+#include "macro.h"
+
+static sd_bus *core_bus, *fake_bus;
+
+/* What the fake polkit was asked last, and how often; it says yes to everything but
+ * "manage". */
+static struct {
+        unsigned n;
+        char action[128];
+        uint32_t flags;
+} asked;
+
+static int fake_check(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        const char *action, *cancel_id;
+
+        asked.n++;
+        assert_true(sd_bus_message_skip(m, "(sa{sv})") >= 0);
+        assert_true(sd_bus_message_read(m, "s", &action) >= 0);
+        snprintf(asked.action, sizeof(asked.action), "%s", action);
+        assert_true(sd_bus_message_skip(m, "a{ss}") >= 0);
+        assert_true(sd_bus_message_read(m, "us", &asked.flags, &cancel_id) >= 0);
+        return sd_bus_reply_method_return(m, "(bba{ss})", !streq(action, SANDBOX_ACTION_MANAGE), false, 0);
+}
+
+static const sd_bus_vtable authority_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("CheckAuthorization", "(sa{sv})sa{ss}us", "(bba{ss})", fake_check, 0),
+        SD_BUS_VTABLE_END
+};
+
+typedef struct Answer {
+        unsigned n;
+        int authorized;
+        SandboxErrorCode code;
+} Answer;
+
+static void on_answer(int authorized, const SandboxError *error, void *userdata) {
+        Answer *a = userdata;
+
+        a->n++;
+        a->authorized = authorized;
+        a->code = error ? error->code : SANDBOX_ERR_NONE;
+}
+
+static int setup(void **state) {
+        asked = (typeof(asked)) {};
+        fake_peer_new(&core_bus, &fake_bus);
+        assert_true(sd_bus_add_object_vtable(fake_bus, NULL, "/org/freedesktop/PolicyKit1/Authority",
+                                             "org.freedesktop.PolicyKit1.Authority", authority_vtable, NULL) >= 0);
+        fake_peer_start(core_bus, fake_bus);
+        return 0;
+}
+
+static int teardown(void **state) {
+        fake_peer_done(&core_bus, &fake_bus);
+        return 0;
+}
+
+static void test_actions_and_visibility(void **state) {
+        assert_null(sandbox_access_action(SANDBOX_OP_EXEC, 0, 1000));          /* root needs nothing */
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000), SANDBOX_ACTION_EXEC);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1001), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0), SANDBOX_ACTION_MANAGE);
+
+        assert_true(sandbox_access_visible(0, false, 1000));
+        assert_true(sandbox_access_visible(1000, false, 1000));
+        assert_false(sandbox_access_visible(1001, false, 1000));
+        assert_true(sandbox_access_visible(1001, true, 1000));
+}
+
+static void test_caller_from_socket(void **state) {
+        SandboxCaller c = {};
+        uint64_t start, again;
+        char comm[17] = {};
+        int pair[2];
+
+        assert_int_equal(process_get_start_time(getpid(), &start), 0);
+        assert_true(start > 0);
+        /* A command with spaces and parentheses cannot shift the fields. */
+        assert_int_equal(prctl(PR_GET_NAME, comm), 0);
+        assert_int_equal(prctl(PR_SET_NAME, "a) b (c) d"), 0);
+        assert_int_equal(process_get_start_time(getpid(), &again), 0);
+        assert_int_equal(prctl(PR_SET_NAME, comm), 0);
+        assert_int_equal(again, start);
+        assert_int_equal(process_get_start_time(0, &again), -EINVAL);
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+        assert_int_equal(sandbox_caller_from_socket(pair[0], &c), 0);
+        assert_int_equal(c.kind, SANDBOX_CALLER_UNIX_PROCESS);
+        assert_int_equal(c.pid, getpid());
+        assert_int_equal(c.uid, getuid());
+        assert_int_equal(c.start_time, start);
+        close(pair[0]);
+        close(pair[1]);
+}
+
+static void test_authorize(void **state) {
+        SandboxCaller c = { .kind = SANDBOX_CALLER_BUS_NAME, .uid = 0, .bus_name = ":1.43", .interactive = true };
+        Answer a = {}, b = {}, d = {};
+
+        /* Root, and inspecting one's own: nothing to ask. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_DESTROY, 1000, 0, on_answer, &a, NULL), 1);
+        c.uid = 1000;
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_INSPECT, 1000, 0, on_answer, &a, NULL), 1);
+        run_idle();
+        assert_int_equal(asked.n, 0);
+        assert_int_equal(a.n, 0);
+
+        /* Exec in one's own: "exec", interactively as the caller allows. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1000, 0, on_answer, &a, NULL), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_string_equal(asked.action, SANDBOX_ACTION_EXEC);
+        assert_int_equal(asked.flags, 1);
+        assert_int_equal(a.authorized, 1);
+
+        /* In another's: "manage", refused. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1001, 0, on_answer, &b, NULL), 0);
+        RUN_UNTIL(b.n > 0);
+        assert_string_equal(asked.action, SANDBOX_ACTION_MANAGE);
+        assert_int_equal(b.authorized, -EACCES);
+        assert_int_equal(b.code, SANDBOX_ERR_ACCESS_DENIED);
+
+        /* Listing all, optionally: never interactive, and a no is no refusal. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_LIST_ALL, 0, SANDBOX_AUTHORIZE_OPTIONAL,
+                                           on_answer, &d, NULL), 0);
+        RUN_UNTIL(d.n > 0);
+        assert_int_equal(asked.flags, 0);
+        assert_int_equal(d.authorized, 0);
+        assert_int_equal(d.code, SANDBOX_ERR_NONE);
+        assert_int_equal(asked.n, 3);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_actions_and_visibility),
+                cmocka_unit_test(test_caller_from_socket),
+                cmocka_unit_test_setup_teardown(test_authorize, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
