@@ -133,6 +133,7 @@ Manager *manager_free(Manager *m) {
          * here so that the calls and what they hold are let go of. */
         sd_bus_error_set(&gone, SD_BUS_ERROR_NO_REPLY, "sandboxd stopped before the call was answered.");
         m->hooks = (ManagerHooks) {};
+        manager_logs_done(m);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
