@@ -20,6 +20,14 @@ typedef struct SandboxMetrics {
         uint64_t tmp_bytes_used;        /* of the /tmp tmpfs */
 } SandboxMetrics;
 
+/* The one id of key ("Uid", "Gid") in /proc/<pid>/status text, if its real, effective,
+ * saved and file system ids are the same (-EPERM if not). Pure, for the tests. */
+int proc_status_parse_id(const char *text, const char *key, uint32_t *ret);
+
+/* Whether /proc/<pid>/status text puts the process in a pid namespace below the reader's
+ * (its NSpid: line has more than one pid): 1 or 0. Pure, for the tests. */
+int proc_status_nested(const char *text);
+
 /* Reads them now: small files of the cgroup and of /proc, nothing that waits (also while
  * the sandbox is paused). -ESRCH: s is not running or paused (the front end says
  * NotRunning). */

@@ -1421,17 +1421,22 @@ static const char *option_display_name(const Option *o) {
 }
 
 /* Whether the verb is logs, whose -n is --lines (as journalctl's) rather than --no-stdin:
- * the first argument that names a verb, found by a silent pass of getopt_long(), which moves
- * the arguments that are not options behind the options, in their order. */
+ * the first argument that names a verb, found by a silent pass of getopt_long() over a copy
+ * of argv, which it reorders: the options first, then the other arguments in their order. */
 static bool verb_is_logs(int argc, char *argv[], const struct option *long_options) {
+        _cleanup_free_ char **copy = NULL;
         bool logs = false;
 
+        copy = calloc((size_t) argc + 1, sizeof(char *));
+        if (!copy)
+                return false;
+        memcpy(copy, argv, (size_t) argc * sizeof(char *));
         opterr = 0;
-        while (getopt_long(argc, argv, "hE:nps:f", long_options, NULL) >= 0)
+        while (getopt_long(argc, copy, "hE:nps:f", long_options, NULL) >= 0)
                 ;
         for (int i = optind; i < argc; i++)
-                if (verb_find(argv[i])) {
-                        logs = streq(argv[i], "logs");
+                if (verb_find(copy[i])) {
+                        logs = streq(copy[i], "logs");
                         break;
                 }
         opterr = 1;
