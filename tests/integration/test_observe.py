@@ -234,6 +234,22 @@ class Logs(Base):
         self.assertNotEqual(cp.returncode, 0)
         self.assertEqual(cp.stdout, '')
 
+    def test_entries_others_log_about_it_do_not_count(self):
+        # Anyone may send the journal a SANDBOX_ID= field or any identifier; only what
+        # journald knows came from root is the sandbox's.
+        sid = self.create()
+        forged = 'FORGED-' + sid
+        fields = f'MESSAGE={forged}\nSANDBOX_ID={sid}\nSYSLOG_IDENTIFIER=sandbox-{sid}.scope\nUNIT=sandbox-{sid}.scope\n'
+        cp = S.run(as_nobody(['logger', '--journald']), input=fields)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertTrue(wait_for(lambda: forged in S.run(['journalctl', '--no-pager', '-o', 'cat',
+                                                          f'SANDBOX_ID={sid}']).stdout),
+                        'the forged entry did not reach the journal: the test proves nothing')
+        self.ok(self.ctl('pause', sid))
+        self.ok(self.ctl('resume', sid))
+        entries = self.wait_for_message(sid, f'Sandbox {sid} resumed.')
+        self.assertFalse([e for e in entries if forged in e['message']], entries)
+
     def test_gone_sandbox_has_none(self):
         sid = self.create()
         self.ok(self.ctl('destroy', sid))
