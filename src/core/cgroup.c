@@ -185,6 +185,18 @@ static int cgroup_attribute_read(const char *cgroup_path, CgroupFile *f, const C
         return r;
 }
 
+static int parse_counter(const char *text, uint64_t *ret) {
+        unsigned long long v;
+        char *end;
+
+        errno = 0;
+        v = strtoull(text, &end, 10);
+        if (errno != 0 || end == text || (*end != '\n' && *end != 0))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
 int cgroup_read_cpu_nsec(const char *cgroup_path, CgroupFile *f, uint64_t *ret) {
         /* cgroup2's cpu.stat is there without any controller, also in the "unified"
          * hierarchy of a hybrid host, where systemd may manage no cpuacct at all; v1's
@@ -207,24 +219,139 @@ int cgroup_read_cpu_nsec(const char *cgroup_path, CgroupFile *f, uint64_t *ret) 
                 *ret = v * 1000ULL;
                 return 0;
         }
-        errno = 0;
-        v = strtoull(buf, NULL, 10);
-        if (errno != 0)
-                return -errno;
-        *ret = v;
-        return 0;
+        return parse_counter(buf, ret);
 }
 
-int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *ret) {
-        static const CgroupAttribute unified[] = { { "", "memory.peak" }, {} };
-        static const CgroupAttribute legacy[] = { { "/memory", "memory.max_usage_in_bytes" }, {} };
+/* A bare number in the first of unified's (v2) or legacy's (v1) candidates that opens. */
+static int cgroup_counter_read(const char *cgroup_path, CgroupFile *f, const CgroupAttribute *unified,
+                               const CgroupAttribute *legacy, uint64_t *ret) {
         char buf[64];
         int kind, r;
 
         r = cgroup_attribute_read(cgroup_path, f, cgroup_is_unified() ? unified : legacy, buf, sizeof(buf), &kind);
         if (r < 0)
                 return r;
-        errno = 0;
-        *ret = strtoull(buf, NULL, 10);
-        return errno != 0 ? -errno : 0;
+        return parse_counter(buf, ret);
+}
+
+int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *ret) {
+        static const CgroupAttribute unified[] = { { "", "memory.peak" }, {} };
+        static const CgroupAttribute legacy[] = { { "/memory", "memory.max_usage_in_bytes" }, {} };
+
+        return cgroup_counter_read(cgroup_path, f, unified, legacy, ret);
+}
+
+int cgroup_read_memory_current(const char *cgroup_path, uint64_t *ret) {
+        static const CgroupAttribute unified[] = { { "", "memory.current" }, {} };
+        static const CgroupAttribute legacy[] = { { "/memory", "memory.usage_in_bytes" }, {} };
+
+        return cgroup_counter_read(cgroup_path, NULL, unified, legacy, ret);
+}
+
+int cgroup_read_tasks_current(const char *cgroup_path, uint64_t *ret) {
+        static const CgroupAttribute unified[] = { { "", "pids.current" }, {} };
+        static const CgroupAttribute legacy[] = { { "/pids", "pids.current" }, {} };
+
+        return cgroup_counter_read(cgroup_path, NULL, unified, legacy, ret);
+}
+
+#define CGROUP_PIDS_DEPTH_MAX 8
+
+static int read_pids_subtree(int dir_fd, unsigned depth, size_t max, pid_t *pids, size_t *n) {
+        _cleanup_close_ int fd = -EBADF;
+        struct dirent *de;
+        DIR *d;
+        FILE *f;
+        int dup_fd;
+
+        fd = openat(dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+        f = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (f) {
+                long long pid;
+
+                TAKE_FD(fd);
+                while (*n < max && fscanf(f, "%lld", &pid) == 1)
+                        if (pid > 0 && pid <= INT32_MAX)
+                                pids[(*n)++] = (pid_t) pid;
+                fclose(f);
+        }
+        if (*n >= max || depth >= CGROUP_PIDS_DEPTH_MAX)
+                return 0;
+
+        dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+        if (!d) {
+                safe_close(dup_fd);
+                return -errno;
+        }
+        while (*n < max && (de = readdir(d)))
+                if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                (void) read_pids_subtree(sub, depth + 1, max, pids, n);
+                                close(sub);
+                        }
+                }
+        closedir(d);
+        return 0;
+}
+
+int cgroup_read_pids(const char *cgroup_path, size_t max, pid_t **ret, size_t *ret_n) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ pid_t *pids = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = 0;
+        int r;
+
+        if (!cgroup_path || cgroup_path[0] != '/')
+                return -EINVAL;
+        if (asprintf(&path, "/sys/fs/cgroup%s%s", cgroup_is_unified() ? "" : "/systemd", cgroup_path) < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        pids = calloc(MAX(max, (size_t) 1), sizeof(pid_t));
+        if (!pids)
+                return -ENOMEM;
+        r = read_pids_subtree(fd, 0, max, pids, &n);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(pids);
+        *ret_n = n;
+        return 0;
+}
+
+bool cgroup_text_has_path(const char *text, const char *cgroup_path) {
+        size_t k = strlen(cgroup_path);
+
+        /* "hierarchy-id:controllers:path" per line: any hierarchy will do. */
+        for (const char *p = text; p && *p; ) {
+                const char *eol = strchrnul(p, '\n'), *c1 = memchr(p, ':', (size_t) (eol - p)), *c2;
+
+                c2 = c1 ? memchr(c1 + 1, ':', (size_t) (eol - c1 - 1)) : NULL;
+                if (c2) {
+                        const char *path = c2 + 1;
+                        size_t l = (size_t) (eol - path);
+
+                        if (l >= k && strncmp(path, cgroup_path, k) == 0 && (l == k || path[k] == '/'))
+                                return true;
+                }
+                p = *eol ? eol + 1 : eol;
+        }
+        return false;
+}
+
+int cgroup_proc_in(int proc_fd, const char *cgroup_path) {
+        _cleanup_close_ int fd = -EBADF;
+        char buf[8192];
+        ssize_t n;
+
+        fd = openat(proc_fd, "cgroup", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        return cgroup_text_has_path(buf, cgroup_path);
 }

@@ -148,6 +148,7 @@ Manager *manager_free(Manager *m) {
                 LIST_REMOVE_WITH_TAIL(m->subscriptions, m->subscriptions_tail, sub);
                 free(sub);
         }
+        manager_logs_done(m);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);

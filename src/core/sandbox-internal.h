@@ -8,6 +8,7 @@
 #include "file-op.h"
 #include "manager.h"
 #include "payload.h"
+#include "sandbox-logs.h"
 #include "scope.h"
 #include "template.h"
 
@@ -126,6 +127,7 @@ struct Manager {
         void *pool_drained_userdata;
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
+        LogReader *log_readers;     /* sandbox-logs.c */
 
 };
 

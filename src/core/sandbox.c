@@ -289,6 +289,7 @@ static void sandbox_finalize(Sandbox *s) {
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
+        sandbox_logs_sandbox_gone(s);
         manager_unlink_sandbox(m, s);
         sandbox_free_internal(s);
 }

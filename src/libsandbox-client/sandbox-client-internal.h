@@ -82,6 +82,12 @@ int client_read_array(sd_bus_message *m, const char *contents, size_t size,
 int client_call_list(SandboxClient *c, SandboxHandle *h, const char *member, const char *contents, size_t size,
                      int (*read_one)(sd_bus_message *m, void *item), void (*free_one)(void *item),
                      void **ret, size_t *ret_n, SandboxClientError *error);
+/* Reads an a{sv} into base: field(i, &signature, &offset) names the i-th of n_fields
+ * known entries; *seen gets bit i for each found. Unknown names or types are skipped. */
+int client_read_fields(sd_bus_message *m, size_t n_fields,
+                       const char *(*field)(size_t i, const char **sig, size_t *off), void *base, unsigned *seen);
+/* Metrics of GetMetrics' reply. */
+int client_read_metrics(sd_bus_message *m, SandboxMetricsInfo *ret);
 /* Frees n elements of size bytes, each with free_one, and the array. */
 void client_array_free(void *items, size_t n, size_t size, void (*free_one)(void *item));
 

@@ -563,8 +563,8 @@ static int read_variant(sd_bus_message *m, const char *signature, void *p) {
 
 /* Reads a{sv} into base; *seen gets a bit per field found. Entries with unknown names or
  * unexpected types are skipped: newer daemons may send more. */
-static int read_fields(sd_bus_message *m, size_t n_fields, const char *(*field)(size_t i, const char **sig, size_t *off),
-                       void *base, unsigned *seen) {
+int client_read_fields(sd_bus_message *m, size_t n_fields,
+                       const char *(*field)(size_t i, const char **sig, size_t *off), void *base, unsigned *seen) {
         int r;
 
         r = sd_bus_message_enter_container(m, 'a', "{sv}");
@@ -637,7 +637,7 @@ int client_read_status(sd_bus_message *m, SandboxStatus *ret) {
         SandboxStatus s = {};
         int r;
 
-        r = read_fields(m, ELEMENTSOF(sandbox_properties), status_field, &s, &s.seen);
+        r = client_read_fields(m, ELEMENTSOF(sandbox_properties), status_field, &s, &s.seen);
         if (r < 0) {
                 sandbox_status_done(&s);
                 return r;
@@ -725,7 +725,7 @@ int client_read_exec_result(sd_bus_message *m, bool with_output, SandboxExecResu
         if (r >= 0 && with_output)
                 r = client_read_bytes(m, &res.stderr_data, &res.stderr_size);
         if (r >= 0)
-                r = read_fields(m, ELEMENTSOF(exec_info_fields), exec_info_field, &res, &seen);
+                r = client_read_fields(m, ELEMENTSOF(exec_info_fields), exec_info_field, &res, &seen);
         if (r < 0) {
                 sandbox_exec_result_done(&res);
                 return r;

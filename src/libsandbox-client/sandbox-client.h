@@ -339,5 +339,71 @@ int sandbox_handle_mkdir(SandboxHandle *h, const char *path, bool parents, Sandb
 int sandbox_handle_remove(SandboxHandle *h, const char *path, bool recursive, SandboxClientError *error);
 int sandbox_handle_move(SandboxHandle *h, const char *path, const char *to, SandboxClientError *error);
 
+/* ---- what there is to see: logs, metrics, pools ---- */
+
+/* One journal entry of a sandbox (GetLogs). */
+typedef struct SandboxJournalEntry {
+        uint64_t timestamp_usec;        /* µs since the epoch */
+        int priority;                   /* 0 (emerg) … 7 (debug); -1: none given */
+        char *identifier;               /* e.g. "sandboxd", "sandbox-<id>.scope" */
+        void *message;                  /* bytes, NUL-terminated for convenience (not counted) */
+        size_t message_size;
+        bool truncated;                 /* the daemon cut a longer message */
+} SandboxJournalEntry;
+
+void sandbox_journal_entry_done(SandboxJournalEntry *e);
+/* One line of GetLogs' stream (without its newline), as sandboxd-api(7) describes it. */
+int sandbox_journal_entry_parse(const char *line, size_t size, SandboxJournalEntry *ret);
+
+/* Return 0 for more, or a negative errno to stop (sandbox_handle_logs() returns it). */
+typedef int (*sandbox_journal_callback_t)(const SandboxJournalEntry *e, void *userdata);
+/* GetLogs: the last lines entries (0: all, up to SANDBOX_LOGS_LINES_MAX), then with follow
+ * new ones as they come; cb gets each as it arrives. Returns 0 at the end of the stream
+ * (without follow, all was sent; with it, the sandbox is gone or sandboxd stopped). Blocks
+ * until then. */
+int sandbox_handle_logs(SandboxHandle *h, unsigned lines, bool follow, sandbox_journal_callback_t cb,
+                        void *userdata, SandboxClientError *error);
+
+/* GetMetrics: what the sandbox uses now. The daemon leaves out what it cannot know: seen
+ * has a bit per metric given. */
+typedef enum SandboxMetric {
+        SANDBOX_METRIC_CPU_USAGE,
+        SANDBOX_METRIC_MEMORY_CURRENT,
+        SANDBOX_METRIC_MEMORY_PEAK,
+        SANDBOX_METRIC_TASKS_CURRENT,
+        SANDBOX_METRIC_WORK_BYTES_USED,
+        SANDBOX_METRIC_TMP_BYTES_USED,
+        _SANDBOX_METRIC_MAX,
+} SandboxMetric;
+
+typedef struct SandboxMetricsInfo {
+        uint64_t cpu_usage_nsec;        /* CPU time of the whole sandbox so far */
+        uint64_t memory_current;        /* bytes, page cache and its tmpfs included */
+        uint64_t memory_peak;
+        uint64_t tasks_current;         /* processes and threads */
+        uint64_t work_bytes_used;       /* of /work */
+        uint64_t tmp_bytes_used;        /* of /tmp */
+        unsigned seen;                  /* 1 << SandboxMetric */
+} SandboxMetricsInfo;
+
+#define SANDBOX_METRICS_HAS(m, x) (!!((m)->seen & (1U << (x))))
+/* Metric x of m, for a caller that walks them all. */
+uint64_t sandbox_metrics_value(const SandboxMetricsInfo *m, SandboxMetric x);
+
+int sandbox_handle_metrics(SandboxHandle *h, SandboxMetricsInfo *ret, SandboxClientError *error);
+
+/* ListPools: the warm pool of each template that has one. in_use counts the caller's own
+ * sandboxes of the template unless it holds "manage" (root: everyone's). */
+typedef struct SandboxPoolInfo {
+        char *template;
+        uint32_t size;                  /* the template's "pool" */
+        uint32_t ready;                 /* started, waiting to be handed out */
+        uint32_t starting;              /* being started to refill the pool */
+        uint32_t in_use;                /* running or paused, held by callers */
+} SandboxPoolInfo;
+
+void sandbox_pool_info_array_free(SandboxPoolInfo *a, size_t n);
+int sandbox_client_pools(SandboxClient *c, SandboxPoolInfo **ret, size_t *ret_n, SandboxClientError *error);
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxClient *, sandbox_client_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxHandle *, sandbox_handle_free);

@@ -140,9 +140,7 @@ static bool name_char_is_plain(unsigned char c) {
                 strchr("%+,-./:=@_^", c);
 }
 
-/* The length of a printable character at p (an ASCII one, or a valid UTF-8 sequence that
- * is not a C1 control), 0 if it is not one. */
-static size_t printable_length(const unsigned char *p, const unsigned char *end) {
+size_t printable_length(const unsigned char *p, const unsigned char *end) {
         size_t n, subpart;
 
         if (*p >= 0x20 && *p < 0x7f)

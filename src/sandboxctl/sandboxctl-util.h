@@ -34,3 +34,6 @@ int sandbox_get(SandboxClient *c, const char *id, SandboxHandle **ret);
  * with control characters and invalid bytes as $'\n', $'\033' and the like. It never puts
  * a control character on the operator's terminal. NULL when out of memory. */
 char *quote_name(const void *name, size_t size);
+/* The length of a printable character at p (an ASCII one, or a valid UTF-8 sequence that
+ * is not a C1 control), 0 if it is not one. */
+size_t printable_length(const unsigned char *p, const unsigned char *end);

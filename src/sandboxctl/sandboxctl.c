@@ -30,6 +30,7 @@
 #include "parse-util.h"
 #include "sandboxctl-files.h"
 #include "sandboxctl-history.h"
+#include "sandboxctl-observe.h"
 #include "sandboxctl-process.h"
 #include "sandboxctl-util.h"
 #include "strv.h"
@@ -66,7 +67,9 @@ typedef enum OptionFlag {
         OPT_SIGNAL      = 1 << 16,
         OPT_SINCE       = 1 << 17,
         OPT_LIMIT       = 1 << 18,
-        _OPT_MAX        = 1 << 19,
+        OPT_LINES       = 1 << 19,
+        OPT_FOLLOW      = 1 << 20,
+        _OPT_MAX        = 1 << 21,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
@@ -79,7 +82,7 @@ static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
-        "--since", "--limit",
+        "--since", "--limit", "--lines", "--follow",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -101,6 +104,7 @@ static uint64_t arg_depth = 1;
 static int arg_signal = SIGTERM;
 static const char *arg_since = NULL;  /* history; parsed by sandboxctl-history.c */
 static const char *arg_limit = NULL;
+static uint64_t arg_lines = 0;         /* logs: 0 all, or with --follow 10 */
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
@@ -139,7 +143,7 @@ static int help(void) {
                "\n"
                "Sandbox Commands:\n"
                "  list                        List sandboxes (default)\n"
-               "  status ID                   Show the properties of a sandbox\n"
+               "  status ID                   Show the properties and live metrics of a sandbox\n"
                "  create                      Create a sandbox and print its ID\n"
                "  exec ID [--] CMD...         Run a command in a sandbox\n"
                "  run [--] CMD...             Run a command in a new ephemeral sandbox\n"
@@ -147,6 +151,7 @@ static int help(void) {
                "  pause ID...                 Freeze all processes of sandboxes\n"
                "  resume ID...                Let paused sandboxes run again\n"
                "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
+               "  logs ID [-n N] [-f]         Show the journal entries of a sandbox\n"
                "\n"
                "Process Commands:\n"
                "  start ID [--] CMD...        Start a command in the background, print its ID\n"
@@ -162,6 +167,7 @@ static int help(void) {
                "\n"
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
+               "  pool                        Show the warm pool of each template that has one\n"
                "  history [ID] [--since=TIME] [--limit=N]\n"
                "                              List recorded executions (of one sandbox)\n"
                "\n"
@@ -188,6 +194,10 @@ static int help(void) {
                "     --max=SIZE               cp, cat: refuse files larger than SIZE\n"
                "     --depth=N                ls: list N levels deep (1-16, default: 1)\n"
                "  -s --signal=SIGNAL          kill: the signal to send (default: TERM)\n"
+               "  -n --lines=N                logs: the last N entries (default: all; with\n"
+               "                              --follow 10)\n"
+               "  -f --follow                 logs: go on showing new entries until the\n"
+               "                              sandbox is gone\n"
                "\n"
                "exec and run exit with the command's status, 124 when it timed out, 137 when\n"
                "it was killed for exceeding its memory, and 125 when sandboxctl failed.\n"
@@ -839,7 +849,7 @@ static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
         [SANDBOX_PROPERTY_EPHEMERAL]    = "ephemeral",
 };
 
-static int status_print_json(const SandboxStatus *s, const char *path) {
+static int status_print_json(const SandboxStatus *s, const SandboxMetricsInfo *m, const char *path) {
         _cleanup_json_ json_object *j = NULL;
         int r;
 
@@ -874,6 +884,8 @@ static int status_print_json(const SandboxStatus *s, const char *path) {
 
                 r = json_add(j, status_json_keys[i], v);
         }
+        if (r >= 0)
+                r = metrics_add_json(j, m);
         if (r < 0)
                 return log_oom();
 
@@ -1025,6 +1037,7 @@ static int verb_status(int argc, char *argv[], SandboxClient *c) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         _cleanup_(sandbox_status_done) SandboxStatus s = {};
+        SandboxMetricsInfo metrics = {};
         const char *id = argv[1];
         int r;
 
@@ -1036,11 +1049,17 @@ static int verb_status(int argc, char *argv[], SandboxClient *c) {
         if (r < 0)
                 return log_error_errno(r, "Failed to get properties of sandbox %s: %s",
                                        id, sandbox_client_error_message(&error, r));
+        /* While it runs or is paused; none from a sandboxd without GetMetrics. */
+        if (sandbox_handle_metrics(h, &metrics, NULL) < 0)
+                metrics = (SandboxMetricsInfo) {};
 
         if (arg_json)
-                return status_print_json(&s, sandbox_handle_path(h));
+                return status_print_json(&s, &metrics, sandbox_handle_path(h));
 
-        return status_print_text(&s);
+        r = status_print_text(&s);
+        if (r >= 0)
+                metrics_print_text(&metrics);
+        return r;
 }
 
 static int template_compare(const void *a, const void *b) {
@@ -1065,6 +1084,19 @@ static int verb_templates(int argc, char *argv[], SandboxClient *c) {
         r = templates_print(list, n);
         sandbox_template_array_free(list, n);
         return r;
+}
+
+static int verb_logs(int argc, char *argv[], SandboxClient *c) {
+        bool follow = arg_set & OPT_FOLLOW;
+        uint64_t lines = (arg_set & OPT_LINES) ? arg_lines : follow ? 10 : 0;
+
+        if (lines > SANDBOX_LOGS_LINES_MAX)
+                return log_error("At most %u lines can be shown (0: all).", SANDBOX_LOGS_LINES_MAX);
+        return logs_show(c, argv[1], (unsigned) lines, follow, arg_json);
+}
+
+static int verb_pool(int argc, char *argv[], SandboxClient *c) {
+        return pools_show(c, arg_json);
 }
 
 static int verb_history(int argc, char *argv[], SandboxClient *c) {
@@ -1165,6 +1197,8 @@ static const Verb verbs[] = {
         { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
+        { "logs",      2, 2,        OPT_LINES|OPT_FOLLOW,   false, true,  verb_logs      },
+        { "pool",      1, 1,        0,                      false, true,  verb_pool      },
         { "history",   1, 2,        OPT_SINCE|OPT_LIMIT,    false, true,  verb_history   },
         { "start",     3, ARGS_ANY, OPTS_START,             false, true,  verb_start     },
         { "ps",        2, 2,        0,                      false, true,  verb_ps        },
@@ -1201,7 +1235,7 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
 
         if (n < verb->min_args) {
                 if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout",
-                               "start", "ps", "kill", "cat", "ls", "stat") && n == 1)
+                               "start", "ps", "kill", "cat", "ls", "stat", "logs") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);
                 if (streq(verb->name, "set-timeout"))
                         return log_error("Missing lifetime: %s set-timeout ID SECONDS [--idle-timeout SECONDS]",
@@ -1321,6 +1355,10 @@ static const Option options[] = {
           "a number from 1 to 16", false },
         { "signal",       required_argument, 's', OPT_SIGNAL,     KIND_SIGNAL,  &arg_signal,
           "a name such as TERM or KILL, or a number", false },
+        /* -n is --no-stdin, but for logs --lines (parse_argv()). */
+        { "lines",        required_argument, 0,   OPT_LINES,      KIND_UINT64,  &arg_lines,
+          "a number of entries", true },
+        { "follow",       no_argument,       'f', OPT_FOLLOW,     KIND_TRUE                                                   },
 };
 
 #define OPTION_VAL_BASE 0x100
@@ -1380,9 +1418,33 @@ static const char *option_display_name(const Option *o) {
         return o->name;
 }
 
+/* Whether the verb is logs, whose -n is --lines (as journalctl's) rather than --no-stdin:
+ * the first argument that names a verb, found by a silent pass of getopt_long() over a copy
+ * of argv, which it reorders: the options first, then the other arguments in their order. */
+static bool verb_is_logs(int argc, char *argv[], const struct option *long_options) {
+        _cleanup_free_ char **copy = NULL;
+        bool logs = false;
+
+        copy = calloc((size_t) argc + 1, sizeof(char *));
+        if (!copy)
+                return false;
+        memcpy(copy, argv, (size_t) argc * sizeof(char *));
+        opterr = 0;
+        while (getopt_long(argc, copy, "hE:nps:f", long_options, NULL) >= 0)
+                ;
+        for (int i = optind; i < argc; i++)
+                if (verb_find(copy[i])) {
+                        logs = streq(copy[i], "logs");
+                        break;
+                }
+        opterr = 1;
+        optind = 0;
+        return logs;
+}
+
 static int parse_argv(int argc, char *argv[]) {
         struct option long_options[ELEMENTSOF(options) + 1] = {};
-        bool failed = false;
+        bool failed = false, logs;
         int c, r;
 
         for (size_t i = 0; i < ELEMENTSOF(options); i++)
@@ -1392,12 +1454,16 @@ static int parse_argv(int argc, char *argv[]) {
                         .val = options[i].short_name ?: OPTION_VAL_BASE + (int) i,
                 };
 
+        logs = verb_is_logs(argc, argv, long_options);
         /* Every bad argument is reported, and parsing goes on to the end: getopt has then
          * moved the verb to argv[optind], which decides the exit status of the failure. */
-        while ((c = getopt_long(argc, argv, "hE:nps:", long_options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, logs ? "hE:n:ps:f" : "hE:nps:f", long_options, NULL)) >= 0) {
                 const Option *o = NULL;
 
-                if (c >= OPTION_VAL_BASE && c < OPTION_VAL_BASE + (int) ELEMENTSOF(options))
+                for (size_t i = 0; logs && c == 'n' && !o; i++)
+                        if (streq(options[i].name, "lines"))
+                                o = &options[i];
+                if (!o && c >= OPTION_VAL_BASE && c < OPTION_VAL_BASE + (int) ELEMENTSOF(options))
                         o = &options[c - OPTION_VAL_BASE];
                 for (size_t i = 0; !o && i < ELEMENTSOF(options); i++)
                         if (options[i].short_name != 0 && options[i].short_name == c)

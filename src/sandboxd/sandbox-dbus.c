@@ -329,6 +329,14 @@ static const sd_bus_vtable sandbox_vtable[] = {
                                 SD_BUS_ARGS("t", lifetime_sec, "t", idle_sec),
                                 SD_BUS_NO_RESULT,
                                 method_set_timeout, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLogs",
+                                SD_BUS_ARGS("u", lines, "b", follow),
+                                SD_BUS_RESULT("h", log),
+                                method_sandbox_get_logs, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetMetrics",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a{sv}", metrics),
+                                method_sandbox_get_metrics, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
 

@@ -75,3 +75,8 @@ int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);
 /* sandbox-processes-dbus.c */
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
+/* observe-dbus.c: Sandbox.GetLogs, Sandbox.GetMetrics, Manager.ListPools. */
+int method_sandbox_get_logs(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_sandbox_get_metrics(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_list_pools(sd_bus_message *m, void *userdata, sd_bus_error *error);

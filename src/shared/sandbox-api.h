@@ -61,3 +61,8 @@
 #define FILE_READ_MAX (16ULL * 1024 * 1024)    /* ReadFile returns at most this much */
 #define LIST_FILES_DEPTH_MAX 16U
 #define LIST_EXECUTIONS_LIMIT_MAX 10000U
+/* GetLogs: at most this many of the latest entries (lines 0: all of them, up to this);
+ * concurrent readers per caller's uid and in all, beyond which GetLogs fails with Busy. */
+#define SANDBOX_LOGS_LINES_MAX 10000U
+#define SANDBOX_LOGS_READERS_PER_UID_MAX 16U
+#define SANDBOX_LOGS_READERS_MAX 64U

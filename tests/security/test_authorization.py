@@ -259,7 +259,9 @@ class Authorization(Base):
             call(path, SBX, 'Stat', 's', '/work/secret.txt'),
             call(path, SBX, 'MakeDirectory', 'sb', '/work/pwned', False),
             call(path, SBX, 'Remove', 'sb', '/work/secret.txt', False),
-            call(path, SBX, 'Move', 'ss', '/work/secret.txt', '/work/pwned'))
+            call(path, SBX, 'Move', 'ss', '/work/secret.txt', '/work/pwned'),
+            call(path, SBX, 'GetLogs', 'ub', 0, False),
+            call(path, SBX, 'GetMetrics'))
         self.assert_denied(res[0], 'Exec in root\'s sandbox')
         self.assert_denied(res[1], 'GetSandbox of root\'s sandbox')
         self.assert_denied(res[2], 'Destroy of root\'s sandbox')
@@ -270,7 +272,8 @@ class Authorization(Base):
         self.assert_denied(res[6], 'SetTimeout of root\'s sandbox')
         for r, method in zip(res[7:], ('Start', 'ListProcesses', 'Signal', 'Wait', 'ResizeTerminal', 'ReadOutput',
                                        'ReadFile', 'WriteFile', 'WriteFile (new)', 'Upload', 'Download',
-                                       'ListFiles', 'Stat', 'MakeDirectory', 'Remove', 'Move')):
+                                       'ListFiles', 'Stat', 'MakeDirectory', 'Remove', 'Move', 'GetLogs',
+                                       'GetMetrics')):
             self.assert_denied(r, f'{method} in root\'s sandbox')
         timeout = bus([call(path, PROPS, 'Get', 'ss', SBX, 'Timeout')])[0]
         self.assertEqual(timeout.get('reply'), [0], f'the lifetime of root\'s sandbox changed: {timeout}')

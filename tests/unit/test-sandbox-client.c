@@ -529,6 +529,70 @@ static void test_cleanup_destroy_reports_other_errors(void **state) {
         sandbox_client_error_done(&e);
 }
 
+static void test_metrics(void **state) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = message_new();
+        SandboxMetricsInfo info = { .seen = 0xffff };
+
+        /* What the daemon could not read is left out; unknown names and types are skipped. */
+        assert_true(sd_bus_message_append(m, "a{sv}", 5,
+                                          "CPUUsageNSec", "t", UINT64_C(1234567890),
+                                          "MemoryCurrent", "t", UINT64_C(104857600),
+                                          "Future", "s", "x",
+                                          "TasksCurrent", "u", 3,
+                                          "WorkBytesUsed", "t", UINT64_C(10485760)) >= 0);
+        message_seal(m);
+        assert_int_equal(client_read_metrics(m, &info), 0);
+        assert_int_equal(info.seen, (1U << SANDBOX_METRIC_CPU_USAGE) | (1U << SANDBOX_METRIC_MEMORY_CURRENT) |
+                                    (1U << SANDBOX_METRIC_WORK_BYTES_USED));
+        assert_true(info.cpu_usage_nsec == UINT64_C(1234567890));
+        assert_true(sandbox_metrics_value(&info, SANDBOX_METRIC_MEMORY_CURRENT) == UINT64_C(104857600));
+        assert_true(info.work_bytes_used == UINT64_C(10485760));
+        assert_false(SANDBOX_METRICS_HAS(&info, SANDBOX_METRIC_TASKS_CURRENT));
+        assert_false(SANDBOX_METRICS_HAS(&info, SANDBOX_METRIC_TMP_BYTES_USED));
+}
+
+static void test_journal_entry_parse(void **state) {
+        _cleanup_(sandbox_journal_entry_done) SandboxJournalEntry e = {};
+        static const char text[] =
+                "{\"timestamp\":1795543813949430,\"priority\":6,\"identifier\":\"sandboxd\","
+                "\"message\":\"Sandbox a\\u0000b \\\"q\\\" \\n\"}";
+        static const char bytes[] =
+                "{\"timestamp\":1,\"identifier\":\"sandbox-x.scope\",\"message\":[104,255,0,10],\"truncated\":true}";
+
+        assert_int_equal(sandbox_journal_entry_parse(text, strlen(text), &e), 0);
+        assert_true(e.timestamp_usec == UINT64_C(1795543813949430));
+        assert_int_equal(e.priority, 6);
+        assert_string_equal(e.identifier, "sandboxd");
+        assert_int_equal(e.message_size, 17);
+        assert_memory_equal(e.message, "Sandbox a\0b \"q\" \n", 17);
+        assert_int_equal(((char *) e.message)[17], 0);
+        assert_false(e.truncated);
+        sandbox_journal_entry_done(&e);
+
+        /* Not UTF-8: byte values; no priority given. */
+        assert_int_equal(sandbox_journal_entry_parse(bytes, strlen(bytes), &e), 0);
+        assert_int_equal(e.priority, -1);
+        assert_int_equal(e.message_size, 4);
+        assert_memory_equal(e.message, "h\xff\0\n", 4);
+        assert_true(e.truncated);
+        sandbox_journal_entry_done(&e);
+
+        /* What is not an entry leaves ret alone. */
+        e.priority = 42;
+        static const char *const bad[] = {
+                "", "{", "[]", "{\"timestamp\":1,\"identifier\":\"a\"}",
+                "{\"timestamp\":\"1\",\"identifier\":\"a\",\"message\":\"m\"}",
+                "{\"timestamp\":1,\"identifier\":\"a\",\"message\":[256]}",
+                "{\"timestamp\":1,\"identifier\":\"a\",\"message\":[\"x\"]}",
+                "{\"timestamp\":1,\"priority\":8,\"identifier\":\"a\",\"message\":\"m\"}",
+                "{\"timestamp\":1,\"identifier\":\"a\",\"message\":\"m\"} trailing",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(sandbox_journal_entry_parse(bad[i], strlen(bad[i]), &e), -EBADMSG);
+        assert_int_equal(e.priority, 42);
+        assert_null(e.identifier);
+}
+
 int main(void) {
         const struct CMUnitTest pure[] = {
                 cmocka_unit_test(test_create_options_only_those_set),
@@ -540,6 +604,8 @@ int main(void) {
                 cmocka_unit_test(test_exec_result_bad_reply_leaves_ret),
                 cmocka_unit_test(test_status),
                 cmocka_unit_test(test_error_mapping),
+                cmocka_unit_test(test_metrics),
+                cmocka_unit_test(test_journal_entry_parse),
         };
         const struct CMUnitTest calls[] = {
                 cmocka_unit_test_setup_teardown(test_create_exec_destroy, setup_fake, teardown_fake),

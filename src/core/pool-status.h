@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The warm pools at a glance (the pools themselves are manager.c's). */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct Manager Manager;
+
+typedef struct PoolStatus {
+        const char *template_name;      /* the Manager's: valid until templates are loaded again */
+        unsigned size;                  /* the template's "pool": sandboxes kept started */
+        unsigned ready;                 /* started and waiting to be handed out */
+        unsigned starting;              /* being started to refill it */
+        unsigned in_use;                /* the template's sandboxes that callers hold, handed out
+                                         * by the pool or started for them */
+} PoolStatus;
+
+/* One entry per template with a pool, in the templates' order. in_use counts only owner's
+ * sandboxes unless all_owners. *ret is NULL when no template has a pool. */
+int manager_pool_status(Manager *m, bool all_owners, uid_t owner, PoolStatus **ret, size_t *ret_n);
