@@ -100,7 +100,8 @@ void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError
         if (r >= 0)
                 r = bus_append_exec_info(reply, result);
         if (r >= 0)
-                r = bus_flow_send_reply(call, reply, result->out.size + result->err.size);
+                /* Wait's reply carries no output: it is small whatever the process wrote. */
+                r = bus_flow_send_reply(call, reply, with_output ? result->out.size + result->err.size : 0);
         if (r < 0)
                 log_warning_errno(r, "Failed to send %s reply: %m", sd_bus_message_get_member(call));
 }
