@@ -30,6 +30,7 @@ typedef struct ExecRecordEvent {
         const char *sandbox_id;
         uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
         uid_t owner;              /* the sandbox's owner: who may read the record */
+        const char *tenant;       /* the sandbox's tenant, "" for none: who else may */
         uid_t caller;
         char * const *argv;
         const char *working_directory;

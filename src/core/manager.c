@@ -304,11 +304,26 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         return s && !s->pooled ? s : NULL;
 }
 
-int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error) {
-        Sandbox *s = manager_get_sandbox(m, id);
+/* The live sandbox named name of owner for tenant ("": none). */
+static Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (!s->pooled && s->owner == owner && s->state != SANDBOX_STOPPING && s->state != SANDBOX_DEAD &&
+                    streq(s->config.name, name) && streq(s->config.tenant, tenant))
+                        return s;
+        return NULL;
+}
 
-        if (!s)
-                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
+int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, Sandbox **ret,
+                           SandboxError *error) {
+        Sandbox *s = NULL;
+
+        if (sandbox_id_is_valid(id_or_name))
+                s = manager_get_sandbox(m, id_or_name);
+        else if (sandbox_name_is_valid(id_or_name))
+                s = manager_find_named(m, caller->uid, strempty(caller->tenant), id_or_name);
+        /* Another tenant's sandbox is not there for a caller acting for one. */
+        if (!s || !sandbox_access_tenant_matches(caller, s->config.tenant))
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id_or_name);
         *ret = s;
         return 0;
 }
@@ -320,9 +335,9 @@ Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev) {
         return s;
 }
 
-Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted) {
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCaller *caller) {
         Sandbox *s = manager_next_sandbox(m, prev);
-        while (s && !sandbox_access_visible(uid, manage_granted, s->owner))
+        while (s && !sandbox_access_visible(caller, s->owner, s->config.tenant))
                 s = manager_next_sandbox(m, s);
         return s;
 }
@@ -418,19 +433,40 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
         return 0;
 }
 
-int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
-                           uid_t owner, sandbox_callback_t cb, void *userdata,
+int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
+                           SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error) {
+        uid_t owner = caller->uid;
         const Template *t;
         Sandbox *s;
         int r;
 
+        r = sandbox_access_create(caller, config, error);
+        if (r < 0)
+                return r;
         if (isempty(template_name))
                 template_name = "shell";
         t = template_name_is_valid(template_name) ? template_set_find(&m->templates, template_name) : NULL;
         if (!t)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE,
                                          "No template '%.64s'.", template_name);
+
+        s = isempty(config->name) ? NULL : manager_find_named(m, owner, config->tenant, config->name);
+        if (s) {
+                if (!config->reuse_existing)
+                        return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
+                                                 "A sandbox named '%s' exists already: %s.", s->config.name, s->id);
+                if (!streq(s->template_name, t->name))
+                        return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
+                                                 "Sandbox '%s' (%s) is of template %s, not %s.", s->config.name,
+                                                 s->id, s->template_name, t->name);
+                /* GetOrCreate: the one there, as it is (the call's other options do not
+                 * change it), once it runs. */
+                r = sandbox_wait_started(s, cb, userdata);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);
+                return 0;
+        }
 
         s = manager_pool_take(m, t, config);
         if (s) {
@@ -441,6 +477,8 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 s->pooled = false;
                 s->owner = owner;
                 s->config.ephemeral = config->ephemeral;
+                memcpy(s->config.name, config->name, sizeof(s->config.name));
+                memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
                 sandbox_save(s);
                 MANAGER_NOTIFY(m, sandbox_added, s);
                 manager_record_sandbox(m, s, NULL);

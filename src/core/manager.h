@@ -61,20 +61,28 @@ ManagerSubscription *manager_unsubscribe(ManagerSubscription *sub);
 int manager_load_templates(Manager *m);
 const TemplateSet *manager_get_templates(Manager *m);
 
-/* Validates and starts a sandbox. User errors return -errno with error set (callback not
- * called); otherwise cb runs once the sandbox is running, or failed and is gone. */
-int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
-                           uid_t owner, sandbox_callback_t cb, void *userdata,
+/* Validates and starts a sandbox owned by caller's uid (authorized already: SANDBOX_OP_CREATE
+ * for the tenant sandbox_access_create() decided). With a Name, the name must be free
+ * among the live sandboxes of that owner and tenant (else SandboxExists), unless
+ * ReuseExisting: then the live sandbox of that name (of the same template) is the answer,
+ * once it runs. User errors return -errno with error set (callback not called); otherwise
+ * cb runs once the sandbox is running (at once for one from the warm pool or reused), or
+ * failed and is gone. */
+int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
+                           SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error);
 
+/* The sandbox of that id (none of the warm pool's), whoever asks. */
 Sandbox *manager_get_sandbox(Manager *m, const char *id);
-/* The same, or NoSuchSandbox. */
-int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error);
+/* The sandbox that caller names: by its id, or by its Name among the caller's own (its uid,
+ * the tenant it acts for, or none); only one of the tenant it acts for, if it does. Else
+ * NoSuchSandbox. Whether the caller may then touch it is sandbox_authorize()'s. */
+int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, Sandbox **ret,
+                           SandboxError *error);
 /* Iteration in creation order: pass NULL to start. */
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev);
-/* The same, over the sandboxes a caller of uid sees (access.h: its own; all for root or
- * with the manage grant). */
-Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted);
+/* The same, over the sandboxes caller sees (access.h: sandbox_access_visible()). */
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCaller *caller);
 size_t manager_n_sandboxes(Manager *m);
 
 /* Takes up the sandboxes a previous sandboxd left running (state files, descriptors kept

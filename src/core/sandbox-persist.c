@@ -54,6 +54,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
+            (!isempty(st->config.name) && json_add(o, "Name", json_object_new_string(st->config.name)) < 0) ||
+            (!isempty(st->config.tenant) && json_add(o, "Tenant", json_object_new_string(st->config.tenant)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
         if (st->payload_data) {
@@ -90,6 +92,18 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret) {
             json_object_get_int64(v) < 0)
                 return -EBADMSG;
         *ret = (uint64_t) json_object_get_int64(v);
+        return 0;
+}
+
+/* An optional Name or Tenant, valid as such, into dest. */
+static int get_label(json_object *o, const char *key, bool (*valid)(const char *), char dest[static SANDBOX_NAME_MAX + 1]) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0; /* none, or a state file of a sandboxd before names */
+        if (!json_object_is_type(v, json_type_string) || !valid(json_object_get_string(v)))
+                return -EBADMSG;
+        strcpy(dest, json_object_get_string(v));
         return 0;
 }
 
@@ -139,6 +153,9 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
         if (!json_object_object_get_ex(o, "Ephemeral", &v) || !json_object_is_type(v, json_type_boolean))
                 goto finish;
         st.config.ephemeral = json_object_get_boolean(v);
+        if (get_label(o, "Name", sandbox_name_is_valid, st.config.name) < 0 ||
+            get_label(o, "Tenant", sandbox_tenant_is_valid, st.config.tenant) < 0)
+                goto finish;
         if (json_object_object_get_ex(o, "pooled", &v))
                 st.pooled = json_object_get_boolean(v);
 

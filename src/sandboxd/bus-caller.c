@@ -168,8 +168,93 @@ int bus_caller_uid_now(sd_bus_message *call, uid_t *ret) {
         return 0;
 }
 
+/* The tenant a bus peer acts for, forgotten when it leaves the bus. Few peers act for a
+ * tenant (the bridges): a list does. */
+typedef struct CallerTenant {
+        char *sender;
+        char *tenant;
+        sd_bus_track *track;
+        struct CallerTenant *prev, *next;
+} CallerTenant;
+
+static CallerTenant *tenants;
+
+static void caller_tenant_free(CallerTenant *t) {
+        LIST_REMOVE(tenants, t);
+        sd_bus_track_unref(t->track);
+        free(t->sender);
+        free(t->tenant);
+        free(t);
+}
+
+static CallerTenant *caller_tenant_find(const char *sender) {
+        for (CallerTenant *t = tenants; t; t = t->next)
+                if (streq(t->sender, sender))
+                        return t;
+        return NULL;
+}
+
+static int on_tenant_caller_gone(sd_bus_track *track, void *userdata) {
+        caller_tenant_free(userdata);
+        return 0;
+}
+
+const char *bus_caller_tenant(sd_bus_message *call) {
+        const char *sender = sd_bus_message_get_sender(call);
+        CallerTenant *t = sender ? caller_tenant_find(sender) : NULL;
+
+        return t ? t->tenant : NULL;
+}
+
+int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
+        const char *sender = sd_bus_message_get_sender(call);
+        CallerTenant *t;
+        char *copy;
+        int r;
+
+        if (!sender)
+                return -ENXIO;
+        t = caller_tenant_find(sender);
+        if (!tenant) {
+                if (t)
+                        caller_tenant_free(t);
+                return 0;
+        }
+        copy = strdup(tenant);
+        if (!copy)
+                return -ENOMEM;
+        if (t) {
+                free(t->tenant);
+                t->tenant = copy;
+                return 0;
+        }
+
+        t = calloc(1, sizeof(CallerTenant));
+        if (!t) {
+                free(copy);
+                return -ENOMEM;
+        }
+        *t = (CallerTenant) { .tenant = copy, .sender = strdup(sender) };
+        LIST_PREPEND(tenants, t);
+        if (!t->sender) {
+                caller_tenant_free(t);
+                return -ENOMEM;
+        }
+        /* Gone with the peer: its unique name is never given to another. */
+        r = sd_bus_track_new(sd_bus_message_get_bus(call), &t->track, on_tenant_caller_gone, t);
+        if (r >= 0)
+                r = sd_bus_track_add_name(t->track, sender);
+        if (r < 0) {
+                caller_tenant_free(t);
+                return r;
+        }
+        return 0;
+}
+
 void bus_caller_done(void) {
         while (held)
                 held_call_free(held);
         dispatching_set(NULL, (uid_t) -1);
+        while (tenants)
+                caller_tenant_free(tenants);
 }

@@ -130,7 +130,7 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['1']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['2']])
 
     def test_timeout(self):
         sid = self.create()
