@@ -47,7 +47,7 @@ typedef struct ExecRecordEvent {
         const void *stderr_excerpt; size_t stderr_excerpt_size;
 } ExecRecordEvent;
 
-/* A template as the daemon loaded it at start. */
+/* A template as the daemon loaded it: at start, or created through the API. */
 typedef struct TemplateRecordEvent {
         const char *name;
         const char *payload;

@@ -12,6 +12,7 @@
 #include "access.h"
 #include "config.h"
 #include "etc-tree.h"
+#include "fd-util.h"
 #include "list.h"
 #include "log.h"
 #include "payload-bwrap.h"
@@ -244,7 +245,8 @@ static void report_template(const char *path, const char *error, void *userdata)
         log_warning("Ignoring template %s: %s", path, error);
 }
 
-int manager_load_templates(Manager *m) {
+/* Reads every template directory again; the set is replaced only once all is read. */
+static int manager_reload_templates(Manager *m) {
         int r;
 
         r = template_set_load(&m->templates, m->settings.template_dirs, report_template, NULL);
@@ -266,10 +268,130 @@ int manager_load_templates(Manager *m) {
                 }
                 i++;
         }
-        r = (int) m->templates.n;
+        return (int) m->templates.n;
+}
+
+static void manager_record_template(Manager *m, const Template *t, uint64_t now) {
+        MANAGER_NOTIFY(m, template_record, &(TemplateRecordEvent) {
+                .name = t->name,
+                .payload = payload_kind_to_string(t->payload),
+                .description = t->description,
+                .loaded_at = now,
+        });
+}
+
+int manager_load_templates(Manager *m) {
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        int r;
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return r;
         if (r == 0)
                 log_warning("No templates found; every CreateSandbox will fail.");
+        for (size_t i = 0; i < m->templates.n; i++)
+                manager_record_template(m, m->templates.templates[i], now);
         return r;
+}
+
+const char *manager_writable_template_dir(Manager *m) {
+        size_t n = strv_length(m->settings.template_dirs);
+        return n > 0 ? m->settings.template_dirs[n - 1] : NULL;
+}
+
+/* The warm pool's sandboxes of a template that changed or went were made from what it was:
+ * they go, and the pool is filled from what it is now. */
+static void manager_drop_pooled(Manager *m, const char *template_name) {
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                next = s->next;
+                if (s->pooled && streq(s->template_name, template_name))
+                        (void) sandbox_destroy(s, NULL, NULL);
+        }
+}
+
+/* text as dir/name.json, all or nothing, on disk before it counts. */
+static int write_template_file(const char *dir, const char *name, const char *text) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+
+        /* Hidden (the loader skips dot files) until complete. */
+        if (asprintf(&path, "%s/%s.json", dir, name) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, name) < 0)
+                return -ENOMEM;
+        return write_file_atomic(path, tmp, text, strlen(text), 0644, /* sync= */ true);
+}
+
+int manager_create_template(Manager *m, const char *name, const char *json, SandboxError *error) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *why = NULL;
+        const char *dir = manager_writable_template_dir(m);
+        int r;
+
+        if (!dir)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED, "sandboxd has no template directory.");
+        if (!template_name_is_valid(name))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Invalid template name '%.64s': 1 to %u of A-Z a-z 0-9 . _ -, not starting "
+                                         "with a dot.", name, TEMPLATE_NAME_MAX);
+        /* As template_load_file() takes a file: its size, then the loader itself. */
+        if (strlen(json) >= TEMPLATE_FILE_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Template %s: %u bytes or more.", name, TEMPLATE_FILE_MAX);
+        r = template_parse(name, json, &t, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Template %s: %s", name,
+                                         why ?: "invalid");
+        if (t->payload == PAYLOAD_BWRAP) {
+                /* What the load after the write would do, and refuse the template for. */
+                r = etc_tree_write(t, "/etc", m->etc_root, &t->etc_dir);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, -r, "Template %s: cannot write its /etc in %s: %m",
+                                                       name, m->etc_root);
+        }
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return sandbox_error_set_errno(error, errno, "Failed to create %s: %m", dir);
+        r = write_template_file(dir, name, json);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to write template %s to %s: %m", name, dir);
+        log_info("Template %s written to %s/%s.json.", name, dir, name);
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
+        manager_drop_pooled(m, name);
+        manager_schedule_pool_refill(m, 0);
+        /* What was loaded is what the file says: the template just parsed. */
+        manager_record_template(m, t, now_usec(CLOCK_REALTIME));
+        return 0;
+}
+
+int manager_remove_template(Manager *m, const char *name, SandboxError *error) {
+        _cleanup_free_ char *path = NULL;
+        const char *dir = manager_writable_template_dir(m);
+        int r;
+
+        if (!template_name_is_valid(name) || !dir)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%.64s'.", name);
+        if (asprintf(&path, "%s/%s.json", dir, name) < 0)
+                return -ENOMEM;
+        if (unlink(path) < 0) {
+                if (errno != ENOENT)
+                        return sandbox_error_set_errno(error, errno, "Failed to remove %s: %m", path);
+                if (template_set_find(&m->templates, name))
+                        return sandbox_error_set(error, SANDBOX_ERR_TEMPLATE_READ_ONLY,
+                                                 "Template %s is shipped with sandboxd and cannot be removed; a "
+                                                 "template of that name created in %s overrides it.", name, dir);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s'.", name);
+        }
+        log_info("Template %s removed from %s.", name, dir);
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
+        manager_drop_pooled(m, name);
+        manager_schedule_pool_refill(m, 0);
+        return 0;
 }
 
 const TemplateSet *manager_get_templates(Manager *m) {

@@ -41,6 +41,8 @@ typedef struct ManagerHooks {
         /* What the record keeps (recorder.h): a sandbox started or ended, an exec ended. */
         void (*sandbox_record)(const SandboxRecordEvent *ev, void *userdata);
         void (*exec_record)(const ExecRecordEvent *ev, void *userdata);
+        /* A template was loaded: at start, or created through the API. */
+        void (*template_record)(const TemplateRecordEvent *ev, void *userdata);
 } ManagerHooks;
 
 typedef struct ManagerSubscription ManagerSubscription;
@@ -58,8 +60,24 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_subscribe(Manager *m, const ManagerHooks *hooks, void *userdata, ManagerSubscription **ret);
 /* Safe from within a hook. Returns NULL. */
 ManagerSubscription *manager_unsubscribe(ManagerSubscription *sub);
+/* Loads the templates of every template directory; each one loaded is told to the
+ * subscribers (template_record). */
 int manager_load_templates(Manager *m);
 const TemplateSet *manager_get_templates(Manager *m);
+/* The directory CreateTemplate writes to and RemoveTemplate removes from: the last of
+ * settings.template_dirs (by default /etc/sandboxd/templates.d). The earlier ones hold the
+ * shipped templates, which are overridden there, never removed. */
+const char *manager_writable_template_dir(Manager *m);
+/* CreateTemplate: json (a template file's text) validated exactly as a file is (size,
+ * template_parse(); InvalidOption with the loader's message), its /etc written (bwrap),
+ * then written atomically as <writable dir>/<name>.json, creating or replacing it, and the
+ * templates loaded again: ListTemplates and CreateSandbox have it at once. Running
+ * sandboxes of the template keep running as they are; its warm pool starts anew. */
+int manager_create_template(Manager *m, const char *name, const char *json, SandboxError *error);
+/* RemoveTemplate: <writable dir>/<name>.json goes, and a shipped template of that name (if
+ * any) is the one from then on. TemplateReadOnly for a template only shipped;
+ * NoSuchTemplate for one that does not exist. */
+int manager_remove_template(Manager *m, const char *name, SandboxError *error);
 
 /* Validates and starts a sandbox owned by caller's uid (authorized already: SANDBOX_OP_CREATE
  * for the tenant sandbox_access_create() decided). With a Name, the name must be free

@@ -201,6 +201,12 @@ static int set_label(char dest[static SANDBOX_NAME_MAX + 1], const char *name, c
         return 0;
 }
 
+int sandbox_tenant_check(const char *s, SandboxError *error) {
+        char buf[SANDBOX_NAME_MAX + 1];
+
+        return set_label(buf, "Tenant", s, sandbox_tenant_is_valid, error);
+}
+
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error) {
         uint64_t u = v->u64;
         int r;

@@ -175,6 +175,8 @@ int system_bounds_read(SystemBounds *ret);
  * names a sandbox is either, unambiguously. */
 bool sandbox_tenant_is_valid(const char *s);
 bool sandbox_name_is_valid(const char *s);
+/* The same as InvalidOption, for a tenant a caller says it acts for. */
+int sandbox_tenant_check(const char *s, SandboxError *error);
 
 /* The setters of each set, for callers that know theirs. */
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error);

@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "fd-util.h"
 #include "json-util.h"
 #include "sandbox-persist.h"
 #include "strv.h"
@@ -195,8 +196,6 @@ finish:
 
 int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
         _cleanup_free_ char *text = NULL, *path = NULL, *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        size_t n, done = 0;
         int r;
 
         r = sandbox_persist_to_json(st, &text);
@@ -204,28 +203,7 @@ int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
                 return r;
         if (asprintf(&path, "%s/%s.json", dir, st->id) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, st->id) < 0)
                 return -ENOMEM;
-
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return -errno;
-        n = strlen(text);
-        while (done < n) {
-                ssize_t k = write(fd, text + done, n - done);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        (void) unlink(tmp);
-                        return r;
-                }
-                done += (size_t) k;
-        }
-        if (rename(tmp, path) < 0) {
-                r = -errno;
-                (void) unlink(tmp);
-                return r;
-        }
-        return 0;
+        return write_file_atomic(path, tmp, text, strlen(text), 0600, /* sync= */ false);
 }
 
 int sandbox_persist_load(const char *path, SandboxPersist *ret) {
