@@ -6,14 +6,11 @@ sandboxes of one owner (and tenant), SandboxExists for a second one, ReuseExisti
 given to a sandbox handed out from the warm pool."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 import unittest
 
 import harness
-from harness import BUS_NAME, MANAGER_IFACE, MANAGER_PATH, POOLED_TEMPLATE, SANDBOX_IFACE
+from harness import BUS_NAME, MANAGER_IFACE, MANAGER_PATH, POOLED_TEMPLATE
 
 E = 'io.sandboxd.Sandbox1.'
 S = None

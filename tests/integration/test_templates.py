@@ -16,10 +16,10 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'security'))
 import harness  # noqa: E402
+import polkitutil  # noqa: E402
 import secutil  # noqa: E402
-from harness import BUS_NAME, MANAGER_IFACE, MANAGER_PATH  # noqa: E402
+from polkitutil import grant_to_nobody  # noqa: E402
 from secutil import DENIED, M, MGR, NOBODY, bus, call  # noqa: E402
-import test_authorization as authz  # noqa: E402  (its Polkit helper; its tests are not ours)
 
 E = 'io.sandboxd.Sandbox1.'
 S = None
@@ -187,7 +187,7 @@ class TemplatesAuthorization(Base):
 
     @classmethod
     def setUpClass(cls):
-        cls.polkit = authz.Polkit(S)
+        cls.polkit = polkitutil.Polkit(S)
         cls.polkit.install()
 
     @classmethod
@@ -195,7 +195,7 @@ class TemplatesAuthorization(Base):
         cls.polkit.uninstall()
 
     def test_without_manage_nothing_changes(self):
-        self.polkit.set_rules(authz.grant_to_nobody('create', 'exec', 'delegate'))
+        self.polkit.set_rules(grant_to_nobody('create', 'exec', 'delegate'))
         before = set(os.listdir(self.admin_dir()))
         res = [self.create_template('nobodys', shipped('shell'), uid=NOBODY),
                self.create_template('shell', dict(shipped('shell'), description='pwned'), uid=NOBODY),
@@ -207,7 +207,7 @@ class TemplatesAuthorization(Base):
         self.assertIn(harness.POOLED_TEMPLATE, self.templates())
 
     def test_with_manage(self):
-        self.polkit.set_rules(authz.grant_to_nobody('manage'))
+        self.polkit.set_rules(grant_to_nobody('manage'))
         self.assertEqual(self.create_template('nobodys', shipped('shell'), uid=NOBODY), {'reply': []})
         self.assertIn('nobodys', self.templates())
         self.assertEqual(self.remove_template('nobodys', uid=NOBODY), {'reply': []})

@@ -13,9 +13,10 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import polkitutil  # noqa: E402
 import secutil  # noqa: E402
+from polkitutil import grant_to_nobody  # noqa: E402
 from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, sandbox_path, v  # noqa: E402
-import test_authorization as authz  # noqa: E402  (its Polkit helper; its tests are not ours)
 
 E = 'io.sandboxd.Sandbox1.'
 SPOOL_FILE = 'records.jsonl'
@@ -24,21 +25,11 @@ POLKIT = None
 
 def setUpModule():
     global POLKIT
-    S = secutil.setup_module()
-    POLKIT = authz.Polkit(S)
-    try:
-        POLKIT.install()
-    except BaseException:
-        POLKIT.uninstall()
-        raise
+    POLKIT = polkitutil.setup_module()
 
 
 def tearDownModule():
-    try:
-        if POLKIT:
-            POLKIT.uninstall()
-    finally:
-        secutil.teardown_module()
+    polkitutil.teardown_module(POLKIT)
 
 
 def create(template='shell', **options):
@@ -81,7 +72,7 @@ class TenantBase(Base):
 class DelegateGrant(TenantBase):
     """nobody holds delegate only: it may work for tenants, not for itself."""
 
-    rules = authz.grant_to_nobody('delegate')
+    rules = grant_to_nobody('delegate')
 
     def test_tenants_do_not_see_each_other(self):
         res = self.nobody(create(Tenant='tenant-a', Name='agent'), create(Tenant='tenant-b', Name='agent'),
@@ -176,7 +167,7 @@ class DelegateGrant(TenantBase):
 class CreateExecGrant(TenantBase):
     """nobody may create and exec for itself, but does not hold delegate."""
 
-    rules = authz.grant_to_nobody('create', 'exec')
+    rules = grant_to_nobody('create', 'exec')
 
     def test_tenant_without_delegate_is_refused(self):
         before = set(secutil.S.sandbox_scopes())
