@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <stdio.h>
+
 #include "bus-caller.h"
 #include "bus-util.h"
 #include "list.h"
+#include "log.h"
 #include "macro.h"
 #include "sender-cache.h"
+#include "strv.h"
 
 static SenderCache cache;
 
@@ -168,12 +172,16 @@ int bus_caller_uid_now(sd_bus_message *call, uid_t *ret) {
         return 0;
 }
 
-/* The tenant a bus peer acts for, forgotten when it leaves the bus. Few peers act for a
- * tenant (the bridges): a list does. */
+/* The tenant a bus peer acts for, forgotten when it leaves the bus: its unique name is
+ * never given to another connection, so until then it stays true. Watched without waiting
+ * on the bus daemon (sd_bus_track would ask it whether the peer is there, and wait): a
+ * match on its NameOwnerChanged, then, once the match is in place, GetNameOwner, for a
+ * peer that left before. Few peers act for a tenant (the bridges): a list does. */
 typedef struct CallerTenant {
         char *sender;
         char *tenant;
-        sd_bus_track *track;
+        sd_bus_slot *match;     /* the peer's NameOwnerChanged */
+        sd_bus_slot *check;     /* GetNameOwner in flight */
         struct CallerTenant *prev, *next;
 } CallerTenant;
 
@@ -181,7 +189,8 @@ static CallerTenant *tenants;
 
 static void caller_tenant_free(CallerTenant *t) {
         LIST_REMOVE(tenants, t);
-        sd_bus_track_unref(t->track);
+        sd_bus_slot_unref(t->match);
+        sd_bus_slot_unref(t->check);
         free(t->sender);
         free(t->tenant);
         free(t);
@@ -194,8 +203,42 @@ static CallerTenant *caller_tenant_find(const char *sender) {
         return NULL;
 }
 
-static int on_tenant_caller_gone(sd_bus_track *track, void *userdata) {
-        caller_tenant_free(userdata);
+static int on_tenant_caller_gone(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) >= 0 && isempty(new_owner)) {
+                log_debug("Bus peer %s, which acted for a tenant, left.", name);
+                caller_tenant_free(userdata);
+        }
+        return 0;
+}
+
+static int on_tenant_caller_checked(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        CallerTenant *t = userdata;
+
+        t->check = sd_bus_slot_unref(t->check);
+        if (sd_bus_message_is_method_error(reply, SD_BUS_ERROR_NAME_HAS_NO_OWNER)) {
+                log_debug("Bus peer %s, which acted for a tenant, left already.", t->sender);
+                caller_tenant_free(t);
+        }
+        return 0;
+}
+
+static int on_tenant_match_installed(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        CallerTenant *t = userdata;
+        int r;
+
+        /* Without the match the entry stays: forgetting it would widen what the peer sees. */
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                log_warning("Failed to watch bus peer %s, which acts for tenant %s: %s", t->sender, t->tenant,
+                            sd_bus_message_get_error(reply)->message);
+                return 0;
+        }
+        r = sd_bus_call_method_async(sd_bus_message_get_bus(reply), &t->check, "org.freedesktop.DBus",
+                                     "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                                     on_tenant_caller_checked, t, "s", t->sender);
+        if (r < 0)
+                log_warning_errno(r, "Failed to ask whether bus peer %s is still there: %m", t->sender);
         return 0;
 }
 
@@ -208,6 +251,7 @@ const char *bus_caller_tenant(sd_bus_message *call) {
 
 int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
         const char *sender = sd_bus_message_get_sender(call);
+        _cleanup_free_ char *match = NULL;
         CallerTenant *t;
         char *copy;
         int r;
@@ -236,14 +280,13 @@ int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
         }
         *t = (CallerTenant) { .tenant = copy, .sender = strdup(sender) };
         LIST_PREPEND(tenants, t);
-        if (!t->sender) {
+        if (!t->sender || asprintf(&match, "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
+                                   "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'", sender) < 0) {
                 caller_tenant_free(t);
                 return -ENOMEM;
         }
-        /* Gone with the peer: its unique name is never given to another. */
-        r = sd_bus_track_new(sd_bus_message_get_bus(call), &t->track, on_tenant_caller_gone, t);
-        if (r >= 0)
-                r = sd_bus_track_add_name(t->track, sender);
+        r = sd_bus_add_match_async(sd_bus_message_get_bus(call), &t->match, match, on_tenant_caller_gone,
+                                   on_tenant_match_installed, t);
         if (r < 0) {
                 caller_tenant_free(t);
                 return r;
