@@ -544,33 +544,40 @@ static int on_name(sd_bus_message *reply, void *userdata, sd_bus_error *ret_erro
         return 0;
 }
 
-/* Each one's name: all the questions go out at once, then the answers are read. */
+/* Each one's name: the questions go out together, at most NAME_QUERIES_IN_FLIGHT at a time
+ * (the bus daemon refuses more than 128 calls awaiting replies per connection). */
+#define NAME_QUERIES_IN_FLIGHT 64U
+
 static int sandbox_infos_fetch_names(SandboxClient *c, SandboxInfo *infos, size_t n) {
         NameQuery *queries;
-        size_t pending = 0;
+        size_t pending = 0, sent = 0;
         int r = 0;
 
         queries = calloc(n ?: 1, sizeof(NameQuery));
         if (!queries)
                 return -ENOMEM;
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                queries[i] = (NameQuery) { .info = &infos[i], .pending = &pending };
-                infos[i].name = strdup("");
-                if (!infos[i].name) {
-                        r = -ENOMEM;
-                        break;
+        while (r >= 0 && (sent < n || pending > 0)) {
+                while (r >= 0 && sent < n && pending < NAME_QUERIES_IN_FLIGHT) {
+                        NameQuery *q = &queries[sent];
+
+                        *q = (NameQuery) { .info = &infos[sent], .pending = &pending };
+                        q->info->name = strdup("");
+                        if (!q->info->name)
+                                r = -ENOMEM;
+                        else
+                                r = sd_bus_call_method_async(c->bus, &q->slot, SANDBOX_BUS_NAME, q->info->path,
+                                                             "org.freedesktop.DBus.Properties", "Get", on_name, q,
+                                                             "ss", SANDBOX_INTERFACE, "Name");
+                        if (r >= 0)
+                                pending++;
+                        sent++;
                 }
-                r = sd_bus_call_method_async(c->bus, &queries[i].slot, SANDBOX_BUS_NAME, infos[i].path,
-                                             "org.freedesktop.DBus.Properties", "Get", on_name, &queries[i],
-                                             "ss", SANDBOX_INTERFACE, "Name");
-                if (r >= 0)
-                        pending++;
-        }
-        /* Each answer comes, an error reply at the latest when its call times out. */
-        while (r >= 0 && pending > 0) {
-                r = sd_bus_process(c->bus, NULL);
-                if (r == 0)
-                        r = sd_bus_wait(c->bus, UINT64_MAX);
+                /* Each answer comes, an error reply at the latest when its call times out. */
+                if (r >= 0 && pending > 0) {
+                        r = sd_bus_process(c->bus, NULL);
+                        if (r == 0)
+                                r = sd_bus_wait(c->bus, UINT64_MAX);
+                }
         }
         for (size_t i = 0; i < n; i++)
                 sd_bus_slot_unref(queries[i].slot);

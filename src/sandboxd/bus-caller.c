@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <stdio.h>
-
 #include "bus-caller.h"
 #include "bus-util.h"
 #include "list.h"
@@ -173,15 +171,15 @@ int bus_caller_uid_now(sd_bus_message *call, uid_t *ret) {
 }
 
 /* The tenant a bus peer acts for, forgotten when it leaves the bus: its unique name is
- * never given to another connection, so until then it stays true. Watched without waiting
- * on the bus daemon (sd_bus_track would ask it whether the peer is there, and wait): a
- * match on its NameOwnerChanged, then, once the match is in place, GetNameOwner, for a
- * peer that left before. Few peers act for a tenant (the bridges): a list does. */
+ * never given to another connection, so until then it stays true. One match for every
+ * peer's leaving, in place before the bus name is taken (so before any peer's call), tells:
+ * the bus daemon sends a peer's NameOwnerChanged after everything the peer sent. A match
+ * per peer (sd_bus_track) would count against the bus daemon's limit of match rules per
+ * connection for as many peers as cared to connect, and ask it synchronously whether the
+ * peer is there. Few peers act for a tenant (the bridges): a list does. */
 typedef struct CallerTenant {
         char *sender;
         char *tenant;
-        sd_bus_slot *match;     /* the peer's NameOwnerChanged */
-        sd_bus_slot *check;     /* GetNameOwner in flight */
         struct CallerTenant *prev, *next;
 } CallerTenant;
 
@@ -189,8 +187,6 @@ static CallerTenant *tenants;
 
 static void caller_tenant_free(CallerTenant *t) {
         LIST_REMOVE(tenants, t);
-        sd_bus_slot_unref(t->match);
-        sd_bus_slot_unref(t->check);
         free(t->sender);
         free(t->tenant);
         free(t);
@@ -203,43 +199,24 @@ static CallerTenant *caller_tenant_find(const char *sender) {
         return NULL;
 }
 
-static int on_tenant_caller_gone(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         const char *name, *old_owner, *new_owner;
+        CallerTenant *t;
 
-        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) >= 0 && isempty(new_owner)) {
-                log_debug("Bus peer %s, which acted for a tenant, left.", name);
-                caller_tenant_free(userdata);
-        }
-        return 0;
-}
-
-static int on_tenant_caller_checked(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        CallerTenant *t = userdata;
-
-        t->check = sd_bus_slot_unref(t->check);
-        if (sd_bus_message_is_method_error(reply, SD_BUS_ERROR_NAME_HAS_NO_OWNER)) {
-                log_debug("Bus peer %s, which acted for a tenant, left already.", t->sender);
+        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
+                return 0;
+        t = caller_tenant_find(name);
+        if (t) {
+                log_debug("Bus peer %s, which acted for tenant %s, left.", name, t->tenant);
                 caller_tenant_free(t);
         }
         return 0;
 }
 
-static int on_tenant_match_installed(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
-        CallerTenant *t = userdata;
-        int r;
-
-        /* Without the match the entry stays: forgetting it would widen what the peer sees. */
-        if (sd_bus_message_is_method_error(reply, NULL)) {
-                log_warning("Failed to watch bus peer %s, which acts for tenant %s: %s", t->sender, t->tenant,
-                            sd_bus_message_get_error(reply)->message);
-                return 0;
-        }
-        r = sd_bus_call_method_async(sd_bus_message_get_bus(reply), &t->check, "org.freedesktop.DBus",
-                                     "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                                     on_tenant_caller_checked, t, "s", t->sender);
-        if (r < 0)
-                log_warning_errno(r, "Failed to ask whether bus peer %s is still there: %m", t->sender);
-        return 0;
+int bus_caller_watch_peers(sd_bus *bus) {
+        return sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                         "org.freedesktop.DBus", "NameOwnerChanged", on_name_owner_changed,
+                                         NULL, NULL);
 }
 
 const char *bus_caller_tenant(sd_bus_message *call) {
@@ -251,10 +228,8 @@ const char *bus_caller_tenant(sd_bus_message *call) {
 
 int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
         const char *sender = sd_bus_message_get_sender(call);
-        _cleanup_free_ char *match = NULL;
         CallerTenant *t;
         char *copy;
-        int r;
 
         if (!sender)
                 return -ENXIO;
@@ -280,16 +255,9 @@ int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
         }
         *t = (CallerTenant) { .tenant = copy, .sender = strdup(sender) };
         LIST_PREPEND(tenants, t);
-        if (!t->sender || asprintf(&match, "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',"
-                                   "interface='org.freedesktop.DBus',member='NameOwnerChanged',arg0='%s'", sender) < 0) {
+        if (!t->sender) {
                 caller_tenant_free(t);
                 return -ENOMEM;
-        }
-        r = sd_bus_add_match_async(sd_bus_message_get_bus(call), &t->match, match, on_tenant_caller_gone,
-                                   on_tenant_match_installed, t);
-        if (r < 0) {
-                caller_tenant_free(t);
-                return r;
         }
         return 0;
 }

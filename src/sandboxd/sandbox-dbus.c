@@ -436,6 +436,8 @@ int sandbox_dbus_register(BusFrontend *f) {
         int r;
 
         r = bus_caller_add_filter(f->bus, call_needs_caller_uid);
+        if (r >= 0)
+                r = bus_caller_watch_peers(f->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_fallback_vtable(f->bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,

@@ -6,6 +6,8 @@ sandboxes of one owner (and tenant), SandboxExists for a second one, ReuseExisti
 given to a sandbox handed out from the warm pool."""
 
 import json
+import os
+import sys
 import time
 import unittest
 
@@ -152,6 +154,25 @@ class Names(Base):
         self.assertEqual(self.name_of(sid), 'from-pool')
         self.assertEqual(self.create_named('from-pool', '--reuse', template=POOLED_TEMPLATE), sid)
         self.assert_exec_works('from-pool')
+
+
+class ManyNames(Base):
+    def test_list_shows_the_names_of_many(self):
+        """sandboxctl list asks each sandbox's Name, many questions at once (at most 64 in
+        flight: the bus daemon's default limit of replies one connection awaits is 128):
+        all the answers come back, each to its sandbox."""
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'security'))
+        import secutil
+        secutil.S = S
+        n = 140
+        res = secutil.bus([secutil.call(MANAGER_PATH, MANAGER_IFACE, 'CreateSandbox', 'sa{sv}', 'shell',
+                                        {'Name': secutil.v('s', f'many-{i}')}) for i in range(n)], timeout=600)
+        ids = [r['reply'][0] for r in res if 'reply' in r]
+        self.addCleanup(secutil.bus, [secutil.call(f'{MANAGER_PATH}/sandbox/{sid}', harness.SANDBOX_IFACE, 'Destroy')
+                                      for sid in ids], timeout=600)
+        self.assertEqual(len(ids), n, [r for r in res if 'reply' not in r][:3])
+        rows = {r['id']: r['name'] for r in json.loads(self.ok(self.ctl('list', '--json')).stdout)}
+        self.assertEqual({sid: rows.get(sid) for sid in ids}, {sid: f'many-{i}' for i, sid in enumerate(ids)})
 
 
 class NamesAcrossRestart(Base):
