@@ -5,7 +5,10 @@
  * SandboxCaller) and what it asks for; the rules here decide which polkit action that needs
  * (none, for root and for some calls on one's own sandboxes), polkit.c asks, and the
  * visibility rule decides what the caller sees. A sandbox belongs to the uid that created
- * it; other uids need "manage". */
+ * it, and may be for a tenant; other uids need "manage", and a sandbox for a tenant is the
+ * business of callers that hold "delegate" (the HTTP bridge's user, acting for the tenants
+ * its tokens name). A caller acting for a tenant (caller->tenant) sees and touches only
+ * that tenant's sandboxes. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,11 +16,13 @@
 
 #include <systemd/sd-bus.h>
 
+#include "options.h"
 #include "polkit.h"
 
-#define SANDBOX_ACTION_CREATE "io.sandboxd.Sandbox1.create"
-#define SANDBOX_ACTION_EXEC   "io.sandboxd.Sandbox1.exec"
-#define SANDBOX_ACTION_MANAGE "io.sandboxd.Sandbox1.manage"
+#define SANDBOX_ACTION_CREATE   "io.sandboxd.Sandbox1.create"
+#define SANDBOX_ACTION_EXEC     "io.sandboxd.Sandbox1.exec"
+#define SANDBOX_ACTION_MANAGE   "io.sandboxd.Sandbox1.manage"
+#define SANDBOX_ACTION_DELEGATE "io.sandboxd.Sandbox1.delegate"
 
 typedef enum SandboxOperation {
         SANDBOX_OP_CREATE,
@@ -25,6 +30,7 @@ typedef enum SandboxOperation {
         SANDBOX_OP_DESTROY,
         SANDBOX_OP_INSPECT,  /* look up */
         SANDBOX_OP_LIST_ALL, /* list every uid's sandboxes and executions, not only one's own */
+        SANDBOX_OP_TEMPLATES, /* create or remove a template */
 } SandboxOperation;
 
 typedef enum SandboxAuthorizeFlags {
@@ -33,17 +39,33 @@ typedef enum SandboxAuthorizeFlags {
         SANDBOX_AUTHORIZE_OPTIONAL = 1 << 0,
 } SandboxAuthorizeFlags;
 
-/* NULL: allowed without asking. owner is ignored for SANDBOX_OP_CREATE and _LIST_ALL. */
-const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner);
+/* The polkit action that op by a caller of uid needs on a sandbox of owner that is for
+ * tenant (NULL or "": none; for SANDBOX_OP_CREATE the tenant the new one is for); NULL:
+ * allowed without asking. owner is ignored for SANDBOX_OP_CREATE, _LIST_ALL and
+ * _TEMPLATES. */
+const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner, const char *tenant);
 
-/* Whether a caller of uid may see what owner owns (a sandbox, its executions' records):
- * root, the owner, and whoever was granted "manage". */
-bool sandbox_access_visible(uid_t uid, bool manage_granted, uid_t owner);
+/* Whether a sandbox for tenant (NULL or ""), or an execution in one, is within the reach
+ * of caller at all: a caller acting for a tenant reaches only that tenant's. */
+bool sandbox_access_tenant_matches(const SandboxCaller *caller, const char *tenant);
 
-/* Authorizes op by caller on a sandbox of owner: decides the polkit action and asks polkit
- * on bus for it (as caller's kind of subject; with interaction if caller allows it and
- * the call is not SANDBOX_AUTHORIZE_OPTIONAL). Returns 1 if no action is needed (granted);
- * 0 if polkit was asked: cb follows (polkit.h), never from within this call, unless
- * *ret_slot is unreferenced first; a negative errno if it could not be asked. */
+/* Whether caller may see what owner owns for tenant (a sandbox, its executions' records):
+ * within its tenant (above), and root, the owner, or whoever was granted "manage"
+ * (caller->granted, when what it asked for was LIST_ALL). */
+bool sandbox_access_visible(const SandboxCaller *caller, uid_t owner, const char *tenant);
+
+/* CreateSandbox by caller: the sandbox is for config's Tenant or, without one, for the
+ * tenant the caller acts for (then set in config); a caller acting for one tenant cannot
+ * create for another (AccessDenied). Call before authorizing SANDBOX_OP_CREATE for
+ * config->tenant. */
+int sandbox_access_create(const SandboxCaller *caller, SandboxConfig *config, SandboxError *error);
+
+/* Authorizes op by caller on a sandbox of owner for tenant (as sandbox_access_action()):
+ * decides the polkit action and asks polkit on bus for it (as caller's kind of subject;
+ * with interaction if caller allows it and the call is not SANDBOX_AUTHORIZE_OPTIONAL).
+ * Returns 1 if no action is needed (granted); 0 if polkit was asked: cb follows
+ * (polkit.h), never from within this call, unless *ret_slot is unreferenced first; a
+ * negative errno if it could not be asked. */
 int sandbox_authorize(sd_bus *bus, const SandboxCaller *caller, SandboxOperation op, uid_t owner,
-                      SandboxAuthorizeFlags flags, polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot);
+                      const char *tenant, SandboxAuthorizeFlags flags, polkit_callback_t cb, void *userdata,
+                      sd_bus_slot **ret_slot);

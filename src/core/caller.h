@@ -22,6 +22,8 @@ typedef struct SandboxCaller {
         pid_t pid;             /* UNIX_PROCESS */
         uint64_t start_time;   /* UNIX_PROCESS: /proc/PID/stat's starttime, so that polkit does
                                 * not take a process that reused the pid for the caller */
+        const char *tenant;    /* the tenant the caller acts for (borrowed); NULL: none. It sees
+                                * and touches only that tenant's sandboxes (access.h) */
         bool interactive;      /* polkit may ask the user to authenticate */
         bool granted;          /* the action the call needed was granted, or none was needed */
 } SandboxCaller;

@@ -30,6 +30,7 @@ typedef struct ExecRecordEvent {
         const char *sandbox_id;
         uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
         uid_t owner;              /* the sandbox's owner: who may read the record */
+        const char *tenant;       /* the sandbox's tenant, "" for none: who else may */
         uid_t caller;
         char * const *argv;
         const char *working_directory;
@@ -46,7 +47,7 @@ typedef struct ExecRecordEvent {
         const void *stderr_excerpt; size_t stderr_excerpt_size;
 } ExecRecordEvent;
 
-/* A template as the daemon loaded it at start. */
+/* A template as the daemon loaded it: at start, or created through the API. */
 typedef struct TemplateRecordEvent {
         const char *name;
         const char *payload;

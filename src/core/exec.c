@@ -227,6 +227,7 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
                 .sandbox_id = sandbox->id,
                 .exec_id = e->id,
                 .owner = sandbox->owner,
+                .tenant = sandbox->config.tenant,
                 .caller = e->config.caller,
                 .argv = e->config.argv,
                 .working_directory = e->config.working_directory,

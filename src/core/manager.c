@@ -12,6 +12,7 @@
 #include "access.h"
 #include "config.h"
 #include "etc-tree.h"
+#include "fd-util.h"
 #include "list.h"
 #include "log.h"
 #include "payload-bwrap.h"
@@ -245,7 +246,8 @@ static void report_template(const char *path, const char *error, void *userdata)
         log_warning("Ignoring template %s: %s", path, error);
 }
 
-int manager_load_templates(Manager *m) {
+/* Reads every template directory again; the set is replaced only once all is read. */
+static int manager_reload_templates(Manager *m) {
         int r;
 
         r = template_set_load(&m->templates, m->settings.template_dirs, report_template, NULL);
@@ -267,10 +269,130 @@ int manager_load_templates(Manager *m) {
                 }
                 i++;
         }
-        r = (int) m->templates.n;
+        return (int) m->templates.n;
+}
+
+static void manager_record_template(Manager *m, const Template *t, uint64_t now) {
+        MANAGER_NOTIFY(m, template_record, &(TemplateRecordEvent) {
+                .name = t->name,
+                .payload = payload_kind_to_string(t->payload),
+                .description = t->description,
+                .loaded_at = now,
+        });
+}
+
+int manager_load_templates(Manager *m) {
+        uint64_t now = now_usec(CLOCK_REALTIME);
+        int r;
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return r;
         if (r == 0)
                 log_warning("No templates found; every CreateSandbox will fail.");
+        for (size_t i = 0; i < m->templates.n; i++)
+                manager_record_template(m, m->templates.templates[i], now);
         return r;
+}
+
+const char *manager_writable_template_dir(Manager *m) {
+        size_t n = strv_length(m->settings.template_dirs);
+        return n > 0 ? m->settings.template_dirs[n - 1] : NULL;
+}
+
+/* The warm pool's sandboxes of a template that changed or went were made from what it was:
+ * they go, and the pool is filled from what it is now. */
+static void manager_drop_pooled(Manager *m, const char *template_name) {
+        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
+                next = s->next;
+                if (s->pooled && streq(s->template_name, template_name))
+                        (void) sandbox_destroy(s, NULL, NULL);
+        }
+}
+
+/* text as dir/name.json, all or nothing, on disk before it counts. */
+static int write_template_file(const char *dir, const char *name, const char *text) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+
+        /* Hidden (the loader skips dot files) until complete. */
+        if (asprintf(&path, "%s/%s.json", dir, name) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, name) < 0)
+                return -ENOMEM;
+        return write_file_atomic(path, tmp, text, strlen(text), 0644, /* sync= */ true);
+}
+
+int manager_create_template(Manager *m, const char *name, const char *json, SandboxError *error) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *why = NULL;
+        const char *dir = manager_writable_template_dir(m);
+        int r;
+
+        if (!dir)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED, "sandboxd has no template directory.");
+        if (!template_name_is_valid(name))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Invalid template name '%.64s': 1 to %u of A-Z a-z 0-9 . _ -, not starting "
+                                         "with a dot.", name, TEMPLATE_NAME_MAX);
+        /* As template_load_file() takes a file: its size, then the loader itself. */
+        if (strlen(json) >= TEMPLATE_FILE_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Template %s: %u bytes or more.", name, TEMPLATE_FILE_MAX);
+        r = template_parse(name, json, &t, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Template %s: %s", name,
+                                         why ?: "invalid");
+        if (t->payload == PAYLOAD_BWRAP) {
+                /* What the load after the write would do, and refuse the template for. */
+                r = etc_tree_write(t, "/etc", m->etc_root, &t->etc_dir);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, -r, "Template %s: cannot write its /etc in %s: %m",
+                                                       name, m->etc_root);
+        }
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return sandbox_error_set_errno(error, errno, "Failed to create %s: %m", dir);
+        r = write_template_file(dir, name, json);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to write template %s to %s: %m", name, dir);
+        log_info("Template %s written to %s/%s.json.", name, dir, name);
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
+        manager_drop_pooled(m, name);
+        manager_schedule_pool_refill(m, 0);
+        /* What was loaded is what the file says: the template just parsed. */
+        manager_record_template(m, t, now_usec(CLOCK_REALTIME));
+        return 0;
+}
+
+int manager_remove_template(Manager *m, const char *name, SandboxError *error) {
+        _cleanup_free_ char *path = NULL;
+        const char *dir = manager_writable_template_dir(m);
+        int r;
+
+        if (!template_name_is_valid(name) || !dir)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%.64s'.", name);
+        if (asprintf(&path, "%s/%s.json", dir, name) < 0)
+                return -ENOMEM;
+        if (unlink(path) < 0) {
+                if (errno != ENOENT)
+                        return sandbox_error_set_errno(error, errno, "Failed to remove %s: %m", path);
+                if (template_set_find(&m->templates, name))
+                        return sandbox_error_set(error, SANDBOX_ERR_TEMPLATE_READ_ONLY,
+                                                 "Template %s is shipped with sandboxd and cannot be removed; a "
+                                                 "template of that name created in %s overrides it.", name, dir);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s'.", name);
+        }
+        log_info("Template %s removed from %s.", name, dir);
+
+        r = manager_reload_templates(m);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
+        manager_drop_pooled(m, name);
+        manager_schedule_pool_refill(m, 0);
+        return 0;
 }
 
 const TemplateSet *manager_get_templates(Manager *m) {
@@ -305,11 +427,26 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         return s && !s->pooled ? s : NULL;
 }
 
-int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error) {
-        Sandbox *s = manager_get_sandbox(m, id);
+/* The live sandbox named name of owner for tenant ("": none). */
+static Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (!s->pooled && s->owner == owner && s->state != SANDBOX_STOPPING && s->state != SANDBOX_DEAD &&
+                    streq(s->config.name, name) && streq(s->config.tenant, tenant))
+                        return s;
+        return NULL;
+}
 
-        if (!s)
-                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id);
+int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, Sandbox **ret,
+                           SandboxError *error) {
+        Sandbox *s = NULL;
+
+        if (sandbox_id_is_valid(id_or_name))
+                s = manager_get_sandbox(m, id_or_name);
+        else if (sandbox_name_is_valid(id_or_name))
+                s = manager_find_named(m, caller->uid, strempty(caller->tenant), id_or_name);
+        /* Another tenant's sandbox is not there for a caller acting for one. */
+        if (!s || !sandbox_access_tenant_matches(caller, s->config.tenant))
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox '%.64s'.", id_or_name);
         *ret = s;
         return 0;
 }
@@ -321,9 +458,9 @@ Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev) {
         return s;
 }
 
-Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted) {
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCaller *caller) {
         Sandbox *s = manager_next_sandbox(m, prev);
-        while (s && !sandbox_access_visible(uid, manage_granted, s->owner))
+        while (s && !sandbox_access_visible(caller, s->owner, s->config.tenant))
                 s = manager_next_sandbox(m, s);
         return s;
 }
@@ -419,19 +556,40 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
         return 0;
 }
 
-int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
-                           uid_t owner, sandbox_callback_t cb, void *userdata,
+int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
+                           SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error) {
+        uid_t owner = caller->uid;
         const Template *t;
         Sandbox *s;
         int r;
 
+        r = sandbox_access_create(caller, config, error);
+        if (r < 0)
+                return r;
         if (isempty(template_name))
                 template_name = "shell";
         t = template_name_is_valid(template_name) ? template_set_find(&m->templates, template_name) : NULL;
         if (!t)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE,
                                          "No template '%.64s'.", template_name);
+
+        s = isempty(config->name) ? NULL : manager_find_named(m, owner, config->tenant, config->name);
+        if (s) {
+                if (!config->reuse_existing)
+                        return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
+                                                 "A sandbox named '%s' exists already: %s.", s->config.name, s->id);
+                if (!streq(s->template_name, t->name))
+                        return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
+                                                 "Sandbox '%s' (%s) is of template %s, not %s.", s->config.name,
+                                                 s->id, s->template_name, t->name);
+                /* GetOrCreate: the one there, as it is (the call's other options do not
+                 * change it), once it runs. */
+                r = sandbox_wait_started(s, cb, userdata);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);
+                return 0;
+        }
 
         s = manager_pool_take(m, t, config);
         if (s) {
@@ -442,6 +600,8 @@ int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig 
                 s->pooled = false;
                 s->owner = owner;
                 s->config.ephemeral = config->ephemeral;
+                memcpy(s->config.name, config->name, sizeof(s->config.name));
+                memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
                 sandbox_save(s);
                 MANAGER_NOTIFY(m, sandbox_added, s);
                 manager_record_sandbox(m, s, NULL);

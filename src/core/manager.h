@@ -41,6 +41,8 @@ typedef struct ManagerHooks {
         /* What the record keeps (recorder.h): a sandbox started or ended, an exec ended. */
         void (*sandbox_record)(const SandboxRecordEvent *ev, void *userdata);
         void (*exec_record)(const ExecRecordEvent *ev, void *userdata);
+        /* A template was loaded: at start, or created through the API. */
+        void (*template_record)(const TemplateRecordEvent *ev, void *userdata);
 } ManagerHooks;
 
 typedef struct ManagerSubscription ManagerSubscription;
@@ -58,23 +60,47 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 int manager_subscribe(Manager *m, const ManagerHooks *hooks, void *userdata, ManagerSubscription **ret);
 /* Safe from within a hook. Returns NULL. */
 ManagerSubscription *manager_unsubscribe(ManagerSubscription *sub);
+/* Loads the templates of every template directory; each one loaded is told to the
+ * subscribers (template_record). */
 int manager_load_templates(Manager *m);
 const TemplateSet *manager_get_templates(Manager *m);
+/* The directory CreateTemplate writes to and RemoveTemplate removes from: the last of
+ * settings.template_dirs (by default /etc/sandboxd/templates.d). The earlier ones hold the
+ * shipped templates, which are overridden there, never removed. */
+const char *manager_writable_template_dir(Manager *m);
+/* CreateTemplate: json (a template file's text) validated exactly as a file is (size,
+ * template_parse(); InvalidOption with the loader's message), its /etc written (bwrap),
+ * then written atomically as <writable dir>/<name>.json, creating or replacing it, and the
+ * templates loaded again: ListTemplates and CreateSandbox have it at once. Running
+ * sandboxes of the template keep running as they are; its warm pool starts anew. */
+int manager_create_template(Manager *m, const char *name, const char *json, SandboxError *error);
+/* RemoveTemplate: <writable dir>/<name>.json goes, and a shipped template of that name (if
+ * any) is the one from then on. TemplateReadOnly for a template only shipped;
+ * NoSuchTemplate for one that does not exist. */
+int manager_remove_template(Manager *m, const char *name, SandboxError *error);
 
-/* Validates and starts a sandbox. User errors return -errno with error set (callback not
- * called); otherwise cb runs once the sandbox is running, or failed and is gone. */
-int manager_create_sandbox(Manager *m, const char *template_name, SandboxConfig *config,
-                           uid_t owner, sandbox_callback_t cb, void *userdata,
+/* Validates and starts a sandbox owned by caller's uid (authorized already: SANDBOX_OP_CREATE
+ * for the tenant sandbox_access_create() decided). With a Name, the name must be free
+ * among the live sandboxes of that owner and tenant (else SandboxExists), unless
+ * ReuseExisting: then the live sandbox of that name (of the same template) is the answer,
+ * once it runs. User errors return -errno with error set (callback not called); otherwise
+ * cb runs once the sandbox is running (at once for one from the warm pool or reused), or
+ * failed and is gone. */
+int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
+                           SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error);
 
+/* The sandbox of that id (none of the warm pool's), whoever asks. */
 Sandbox *manager_get_sandbox(Manager *m, const char *id);
-/* The same, or NoSuchSandbox. */
-int manager_lookup_sandbox(Manager *m, const char *id, Sandbox **ret, SandboxError *error);
+/* The sandbox that caller names: by its id, or by its Name among the caller's own (its uid,
+ * the tenant it acts for, or none); only one of the tenant it acts for, if it does. Else
+ * NoSuchSandbox. Whether the caller may then touch it is sandbox_authorize()'s. */
+int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, Sandbox **ret,
+                           SandboxError *error);
 /* Iteration in creation order: pass NULL to start. */
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev);
-/* The same, over the sandboxes a caller of uid sees (access.h: its own; all for root or
- * with the manage grant). */
-Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, uid_t uid, bool manage_granted);
+/* The same, over the sandboxes caller sees (access.h: sandbox_access_visible()). */
+Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCaller *caller);
 size_t manager_n_sandboxes(Manager *m);
 
 /* Takes up the sandboxes a previous sandboxd left running (state files, descriptors kept

@@ -8,6 +8,7 @@
 
 #include "agent-protocol.h"
 #include "options.h"
+#include "sandbox.h"
 #include "sandbox-errors.h"
 #include "strv.h"
 
@@ -64,6 +65,9 @@ static const OptionSpec sandbox_options[] = {
         { "DiskMax",            OPTION_UINT64 },
         { "IdleTimeout",        OPTION_UINT64 },
         { "Ephemeral",          OPTION_BOOL   },
+        { "Name",               OPTION_STRING },
+        { "ReuseExisting",      OPTION_BOOL   },
+        { "Tenant",             OPTION_STRING },
         {}
 };
 
@@ -95,6 +99,7 @@ static const OptionSpec execution_filters[] = {
         { "Owner",     OPTION_UINT32 },
         { "Since",     OPTION_UINT64 },
         { "Limit",     OPTION_UINT32 },
+        { "Tenant",    OPTION_STRING },
         {}
 };
 
@@ -131,7 +136,7 @@ static int option_check(OptionSet set, const char *name, const OptionValue *v, S
                                                  "Unknown file option '%.64s'.", name);
                 default:
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
-                                                 "Unknown filter %s (known: SandboxId, Owner, Since, Limit).", name);
+                                                 "Unknown filter %s (known: SandboxId, Owner, Since, Limit, Tenant).", name);
                 }
         if (v->type == want)
                 return 0;
@@ -169,6 +174,39 @@ static bool string_is_clean(const char *s, size_t max) {
         return true;
 }
 
+bool sandbox_tenant_is_valid(const char *s) {
+        size_t n;
+
+        if (!s)
+                return false;
+        n = strnlen(s, SANDBOX_NAME_MAX + 1);
+        if (n == 0 || n > SANDBOX_NAME_MAX)
+                return false;
+        return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+bool sandbox_name_is_valid(const char *s) {
+        return sandbox_tenant_is_valid(s) && !sandbox_id_is_valid(s);
+}
+
+/* Name and Tenant into their place in the config. */
+static int set_label(char dest[static SANDBOX_NAME_MAX + 1], const char *name, const char *s, bool (*valid)(const char *),
+                     SandboxError *error) {
+        if (!valid(s))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "%s must be 1 to %u characters of A-Z a-z 0-9 . _ -%s, got '%.*s'.", name,
+                                         SANDBOX_NAME_MAX, valid == sandbox_name_is_valid ?
+                                         ", and not of the form of a sandbox id" : "", (int) SANDBOX_NAME_MAX, s);
+        strcpy(dest, s);
+        return 0;
+}
+
+int sandbox_tenant_check(const char *s, SandboxError *error) {
+        char buf[SANDBOX_NAME_MAX + 1];
+
+        return set_label(buf, "Tenant", s, sandbox_tenant_is_valid, error);
+}
+
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error) {
         uint64_t u = v->u64;
         int r;
@@ -196,7 +234,13 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         } else if (streq(name, "Timeout")) {
                 r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
                 c->timeout_sec = u;
-        } else /* Ephemeral */
+        } else if (streq(name, "Name"))
+                r = set_label(c->name, name, v->s, sandbox_name_is_valid, error);
+        else if (streq(name, "Tenant"))
+                r = set_label(c->tenant, name, v->s, sandbox_tenant_is_valid, error);
+        else if (streq(name, "ReuseExisting"))
+                c->reuse_existing = v->b;
+        else /* Ephemeral */
                 c->ephemeral = v->b;
         return r;
 }
@@ -436,6 +480,8 @@ int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *
                 q->filter.owner = (uid_t) v->u32;
         } else if (streq(name, "Since"))
                 q->filter.since = v->u64;
+        else if (streq(name, "Tenant"))
+                return set_label(q->filter.tenant, name, v->s, sandbox_tenant_is_valid, error);
         else { /* Limit */
                 if (v->u32 == 0 || v->u32 > LIST_EXECUTIONS_LIMIT_MAX)
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
@@ -448,6 +494,8 @@ int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *
 void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller) {
         q->filter.uid = caller->uid;
         q->filter.any_owner = caller->granted;
+        /* Valid: the front end took it from a call that was checked (or "" for none). */
+        snprintf(q->filter.caller_tenant, sizeof(q->filter.caller_tenant), "%s", strempty(caller->tenant));
 }
 
 void execution_query_done(ExecutionQuery *q) {

@@ -48,6 +48,10 @@ typedef struct SandboxConfig {
         uint64_t timeout_sec;  /* lifetime, 0 = none */
         uint64_t idle_timeout_sec; /* destroyed after this long without a running exec, 0 = none */
         bool ephemeral;
+        /* Kept in the struct, so that a config stays a value to copy: "" = none. */
+        char name[SANDBOX_NAME_MAX + 1];    /* unique among the live sandboxes of one owner and tenant */
+        char tenant[SANDBOX_NAME_MAX + 1];  /* whom the sandbox is for (access.h) */
+        bool reuse_existing;  /* CreateSandbox only: the live sandbox of that name is the answer */
 } SandboxConfig;
 
 typedef struct ExecConfig {
@@ -93,6 +97,8 @@ typedef struct ExecutionFilter {
         uid_t owner;
         uint64_t since;           /* µs CLOCK_REALTIME, started at or after; 0: any */
         unsigned limit;           /* 0: the recorder's default */
+        char tenant[SANDBOX_NAME_MAX + 1];        /* the Tenant filter; "": any */
+        char caller_tenant[SANDBOX_NAME_MAX + 1]; /* the tenant the caller acts for: only its */
 } ExecutionFilter;
 
 /* ListExecutions' filter as a caller gives it, with the strings filter points to. */
@@ -164,6 +170,14 @@ int options_from_json(json_object *o, OptionSet set, void *target, const int *fd
 
 int system_bounds_read(SystemBounds *ret);
 
+/* A Tenant: 1 to SANDBOX_NAME_MAX characters of A-Z a-z 0-9 . _ -. A Name: the same, and
+ * not of the form of a sandbox id (16 lowercase hex digits), so that an argument that
+ * names a sandbox is either, unambiguously. */
+bool sandbox_tenant_is_valid(const char *s);
+bool sandbox_name_is_valid(const char *s);
+/* The same as InvalidOption, for a tenant a caller says it acts for. */
+int sandbox_tenant_check(const char *s, SandboxError *error);
+
 /* The setters of each set, for callers that know theirs. */
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error);
 /* Fill what was not asked for from defaults (template first), then check the limits
@@ -185,6 +199,6 @@ int file_options_set(FileOptions *o, const char *name, const OptionValue *v, San
 
 int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *v, SandboxError *error);
 /* What caller may see: its own sandboxes' executions and its own, or with the manage grant
- * (caller->granted, see access.h) all. */
+ * (caller->granted, see access.h) all; of the tenant it acts for only, if it does. */
 void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller);
 void execution_query_done(ExecutionQuery *q);

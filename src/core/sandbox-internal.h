@@ -98,6 +98,7 @@ struct Sandbox {
 
         sandbox_callback_t create_cb;
         void *create_userdata;
+        DestroyWaiter *start_waiters; /* CreateSandbox with ReuseExisting while it starts */
         DestroyWaiter *waiters;
 
         Sandbox *next, *prev;
@@ -144,6 +145,8 @@ void sandbox_detach(Sandbox *s);
 /* Writes the record a restarted sandboxd adopts the sandbox from. */
 void sandbox_save(Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
+/* cb once s runs (now, if it does already) or failed to start. */
+int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
 /* Whether anyone keeps a record of executions (then an exec's accounting is taken). */

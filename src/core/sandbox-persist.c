@@ -7,6 +7,7 @@
 
 #include <json-c/json.h>
 
+#include "fd-util.h"
 #include "json-util.h"
 #include "sandbox-persist.h"
 #include "strv.h"
@@ -54,6 +55,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
+            (!isempty(st->config.name) && json_add(o, "Name", json_object_new_string(st->config.name)) < 0) ||
+            (!isempty(st->config.tenant) && json_add(o, "Tenant", json_object_new_string(st->config.tenant)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
                 goto finish;
         if (st->payload_data) {
@@ -90,6 +93,18 @@ static int get_u64(json_object *o, const char *key, uint64_t *ret) {
             json_object_get_int64(v) < 0)
                 return -EBADMSG;
         *ret = (uint64_t) json_object_get_int64(v);
+        return 0;
+}
+
+/* An optional Name or Tenant, valid as such, into dest. */
+static int get_label(json_object *o, const char *key, bool (*valid)(const char *), char dest[static SANDBOX_NAME_MAX + 1]) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0; /* none, or a state file of a sandboxd before names */
+        if (!json_object_is_type(v, json_type_string) || !valid(json_object_get_string(v)))
+                return -EBADMSG;
+        strcpy(dest, json_object_get_string(v));
         return 0;
 }
 
@@ -139,6 +154,9 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
         if (!json_object_object_get_ex(o, "Ephemeral", &v) || !json_object_is_type(v, json_type_boolean))
                 goto finish;
         st.config.ephemeral = json_object_get_boolean(v);
+        if (get_label(o, "Name", sandbox_name_is_valid, st.config.name) < 0 ||
+            get_label(o, "Tenant", sandbox_tenant_is_valid, st.config.tenant) < 0)
+                goto finish;
         if (json_object_object_get_ex(o, "pooled", &v))
                 st.pooled = json_object_get_boolean(v);
 
@@ -178,8 +196,6 @@ finish:
 
 int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
         _cleanup_free_ char *text = NULL, *path = NULL, *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        size_t n, done = 0;
         int r;
 
         r = sandbox_persist_to_json(st, &text);
@@ -187,28 +203,7 @@ int sandbox_persist_save(const char *dir, const SandboxPersist *st) {
                 return r;
         if (asprintf(&path, "%s/%s.json", dir, st->id) < 0 || asprintf(&tmp, "%s/.%s.json.tmp", dir, st->id) < 0)
                 return -ENOMEM;
-
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return -errno;
-        n = strlen(text);
-        while (done < n) {
-                ssize_t k = write(fd, text + done, n - done);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = -errno;
-                        (void) unlink(tmp);
-                        return r;
-                }
-                done += (size_t) k;
-        }
-        if (rename(tmp, path) < 0) {
-                r = -errno;
-                (void) unlink(tmp);
-                return r;
-        }
-        return 0;
+        return write_file_atomic(path, tmp, text, strlen(text), 0600, /* sync= */ false);
 }
 
 int sandbox_persist_load(const char *path, SandboxPersist *ret) {

@@ -64,6 +64,8 @@ uid_t sandbox_get_owner(const Sandbox *s) { return s->owner; }
 SandboxState sandbox_get_state(const Sandbox *s) { return s->state; }
 uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
 const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
+const char *sandbox_get_name(const Sandbox *s) { return s->config.name; }
+const char *sandbox_get_tenant(const Sandbox *s) { return s->config.tenant; }
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
@@ -146,6 +148,35 @@ static int sandbox_generate_id(Manager *m, char ret[static SANDBOX_ID_LEN + 1]) 
         return -EEXIST;
 }
 
+/* Calls and frees every waiter of *list. */
+static void sandbox_waiters_call(Sandbox *s, DestroyWaiter **list, const SandboxError *error) {
+        while (*list) {
+                DestroyWaiter *w = *list;
+                *list = w->next;
+                w->cb(s, error, w->userdata);
+                free(w);
+        }
+}
+
+static void sandbox_waiters_free(DestroyWaiter **list) {
+        while (*list) {
+                DestroyWaiter *w = *list;
+                *list = w->next;
+                free(w);
+        }
+}
+
+static int sandbox_waiters_add(DestroyWaiter **list, sandbox_callback_t cb, void *userdata) {
+        DestroyWaiter *w;
+
+        w = calloc(1, sizeof(DestroyWaiter));
+        if (!w)
+                return -ENOMEM;
+        *w = (DestroyWaiter) { .cb = cb, .userdata = userdata, .next = *list };
+        *list = w;
+        return 0;
+}
+
 Sandbox *sandbox_free_internal(Sandbox *s) {
         if (!s)
                 return NULL;
@@ -155,11 +186,8 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 file_op_free(s->file_ops);
         while (s->finished)
                 exec_free(s->finished);
-        while (s->waiters) {
-                DestroyWaiter *w = s->waiters;
-                s->waiters = w->next;
-                free(w);
-        }
+        sandbox_waiters_free(&s->start_waiters);
+        sandbox_waiters_free(&s->waiters);
         if (s->manager->systemd)
                 systemd_client_cancel(s->manager->systemd, s);
         sd_event_source_disable_unref(s->control_source);
@@ -213,6 +241,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 return -ENOMEM;
         s->owner = owner;
         s->config = *config;
+        s->config.reuse_existing = false; /* a question of the call, not the sandbox's */
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
 
@@ -270,18 +299,16 @@ static void sandbox_finalize(Sandbox *s) {
                 sandbox_error_set(&e, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s was destroyed.", s->id);
                 pcb(s, &e, s->pause_userdata);
         }
-        if (s->create_cb) {
+        if (s->create_cb || s->start_waiters) {
                 sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                   s->failure ?: "it stopped while starting.");
-                s->create_cb(s, &error, s->create_userdata);
-                s->create_cb = NULL;
+                sandbox_callback_t cb = TAKE_PTR(s->create_cb);
+
+                if (cb)
+                        cb(s, &error, s->create_userdata);
+                sandbox_waiters_call(s, &s->start_waiters, &error);
         }
-        while (s->waiters) {
-                DestroyWaiter *w = s->waiters;
-                s->waiters = w->next;
-                w->cb(s, NULL, w->userdata);
-                free(w);
-        }
+        sandbox_waiters_call(s, &s->waiters, NULL);
 
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
@@ -440,6 +467,7 @@ static void sandbox_became_ready(Sandbox *s) {
                 s->create_cb = NULL;
                 cb(s, NULL, s->create_userdata);
         }
+        sandbox_waiters_call(s, &s->start_waiters, NULL);
 }
 
 static int on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
@@ -640,15 +668,23 @@ int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, 
         return exec_start(s, c, cb, userdata, error);
 }
 
+int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        if (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) {
+                cb(s, NULL, userdata);
+                return 0;
+        }
+        if (s->state != SANDBOX_STARTING)
+                return -ESRCH;
+        return sandbox_waiters_add(&s->start_waiters, cb, userdata);
+}
+
 int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
-        DestroyWaiter *w;
+        int r;
 
         if (cb) {
-                w = calloc(1, sizeof(DestroyWaiter));
-                if (!w)
-                        return -ENOMEM;
-                *w = (DestroyWaiter) { .cb = cb, .userdata = userdata, .next = s->waiters };
-                s->waiters = w;
+                r = sandbox_waiters_add(&s->waiters, cb, userdata);
+                if (r < 0)
+                        return r;
         }
         log_sandbox(s, LOG_INFO, 0, "Destroying sandbox %s.", s->id);
         sandbox_stop(s, NULL);
@@ -882,12 +918,8 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error) {
                 cb(s, error, s->pause_userdata);
         if ((cb = TAKE_PTR(s->create_cb)))
                 cb(s, error, s->create_userdata);
-        while (s->waiters) {
-                DestroyWaiter *w = s->waiters;
-                s->waiters = w->next;
-                w->cb(s, error, w->userdata);
-                free(w);
-        }
+        sandbox_waiters_call(s, &s->start_waiters, error);
+        sandbox_waiters_call(s, &s->waiters, error);
 }
 
 void sandbox_detach(Sandbox *s) {

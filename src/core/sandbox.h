@@ -44,6 +44,8 @@ uid_t sandbox_get_owner(const Sandbox *s);
 SandboxState sandbox_get_state(const Sandbox *s);
 uint64_t sandbox_get_created_at(const Sandbox *s); /* µs, CLOCK_REALTIME */
 const SandboxConfig *sandbox_get_config(const Sandbox *s);
+const char *sandbox_get_name(const Sandbox *s);   /* "": none */
+const char *sandbox_get_tenant(const Sandbox *s); /* "": none */
 
 /* Runs an exec. Takes ownership of c's contents. User errors (not running, ephemeral
  * already used) come back as -errno with error set and the callback not called. */

@@ -12,7 +12,6 @@
 #include "strv.h"
 #include "template.h"
 
-#define TEMPLATE_FILE_MAX (64U * 1024U)
 
 Template *template_free(Template *t) {
         if (!t)

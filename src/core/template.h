@@ -12,6 +12,7 @@
 
 #define TEMPLATE_NAME_MAX 64
 #define TEMPLATE_POOL_MAX 64U
+#define TEMPLATE_FILE_MAX (64U * 1024U)  /* bytes of a template's JSON */
 
 typedef struct Template {
         char *name;

@@ -347,7 +347,7 @@ SandboxClient *sandbox_handle_client(const SandboxHandle *h) {
 static const struct {
         SandboxCreateField field;
         const char *name;
-        char type;              /* 't' or 'b' */
+        char type;              /* 't', 'b' or 's' */
         size_t offset;
 } create_options[] = {
         { SANDBOX_CREATE_MEMORY_MAX,   "MemoryMax",          't', offsetof(SandboxCreateOptions, memory_max)             },
@@ -357,6 +357,9 @@ static const struct {
         { SANDBOX_CREATE_TIMEOUT,      "Timeout",            't', offsetof(SandboxCreateOptions, timeout_sec)            },
         { SANDBOX_CREATE_IDLE_TIMEOUT, "IdleTimeout",        't', offsetof(SandboxCreateOptions, idle_timeout_sec)       },
         { SANDBOX_CREATE_EPHEMERAL,    "Ephemeral",          'b', offsetof(SandboxCreateOptions, ephemeral)              },
+        { SANDBOX_CREATE_NAME,         "Name",               's', offsetof(SandboxCreateOptions, name)                   },
+        { SANDBOX_CREATE_REUSE_EXISTING, "ReuseExisting",    'b', offsetof(SandboxCreateOptions, reuse_existing)         },
+        { SANDBOX_CREATE_TENANT,       "Tenant",             's', offsetof(SandboxCreateOptions, tenant)                 },
 };
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {
@@ -370,6 +373,9 @@ int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *
                         continue;
                 if (create_options[i].type == 'b')
                         r = sd_bus_message_append(m, "{sv}", create_options[i].name, "b", (int) *(const bool *) p);
+                else if (create_options[i].type == 's')
+                        r = sd_bus_message_append(m, "{sv}", create_options[i].name, "s",
+                                                  strempty(*(const char * const *) p));
                 else
                         r = sd_bus_message_append(m, "{sv}", create_options[i].name, "t", *(const uint64_t *) p);
         }
@@ -435,6 +441,9 @@ int sandbox_client_get(SandboxClient *c, const char *id, SandboxHandle **ret, Sa
         if (r < 0)
                 return client_error_from_bus(error, NULL, r);
 
+        /* Asked by name: the id is the path's last part. */
+        if (startswith_str(path, SANDBOX_OBJECT_PREFIX) && !strchr(path + strlen(SANDBOX_OBJECT_PREFIX), '/'))
+                id = path + strlen(SANDBOX_OBJECT_PREFIX);
         return sandbox_handle_new(c, id, path, ret);
 }
 
@@ -483,6 +492,7 @@ static void sandbox_info_done(void *item) {
         free(s->template);
         free(s->state);
         free(s->path);
+        free(s->name);
 }
 
 void sandbox_info_array_free(SandboxInfo *a, size_t n) {
@@ -511,9 +521,87 @@ static int sandbox_info_read(sd_bus_message *m, void *item) {
         return r < 0 ? r : 1;
 }
 
+typedef struct NameQuery {
+        SandboxInfo *info;
+        size_t *pending;
+        sd_bus_slot *slot;
+} NameQuery;
+
+/* The answer to one Properties.Get of Name, into its SandboxInfo; an error (the sandbox went
+ * meanwhile, an older daemon) leaves "". */
+static int on_name(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        NameQuery *q = userdata;
+        const char *name;
+
+        (*q->pending)--;
+        if (!sd_bus_message_is_method_error(reply, NULL) && sd_bus_message_read(reply, "v", "s", &name) > 0) {
+                char *copy = strdup(name);
+                if (!copy)
+                        return -ENOMEM;
+                free(q->info->name);
+                q->info->name = copy;
+        }
+        return 0;
+}
+
+/* Each one's name: the questions go out together, at most NAME_QUERIES_IN_FLIGHT at a time
+ * (the bus daemon refuses more than 128 calls awaiting replies per connection). */
+#define NAME_QUERIES_IN_FLIGHT 64U
+
+static int sandbox_infos_fetch_names(SandboxClient *c, SandboxInfo *infos, size_t n) {
+        NameQuery *queries;
+        size_t pending = 0, sent = 0;
+        int r = 0;
+
+        queries = calloc(n ?: 1, sizeof(NameQuery));
+        if (!queries)
+                return -ENOMEM;
+        while (r >= 0 && (sent < n || pending > 0)) {
+                while (r >= 0 && sent < n && pending < NAME_QUERIES_IN_FLIGHT) {
+                        NameQuery *q = &queries[sent];
+
+                        *q = (NameQuery) { .info = &infos[sent], .pending = &pending };
+                        q->info->name = strdup("");
+                        if (!q->info->name)
+                                r = -ENOMEM;
+                        else
+                                r = sd_bus_call_method_async(c->bus, &q->slot, SANDBOX_BUS_NAME, q->info->path,
+                                                             "org.freedesktop.DBus.Properties", "Get", on_name, q,
+                                                             "ss", SANDBOX_INTERFACE, "Name");
+                        if (r >= 0)
+                                pending++;
+                        sent++;
+                }
+                /* Each answer comes, an error reply at the latest when its call times out. */
+                if (r >= 0 && pending > 0) {
+                        r = sd_bus_process(c->bus, NULL);
+                        if (r == 0)
+                                r = sd_bus_wait(c->bus, UINT64_MAX);
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                sd_bus_slot_unref(queries[i].slot);
+        free(queries);
+        return r < 0 ? r : 0;
+}
+
 int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error) {
-        return client_call_list(c, NULL, "ListSandboxes", "(ssusot)", sizeof(SandboxInfo), sandbox_info_read,
-                                sandbox_info_done, (void **) ret, ret_n, error);
+        SandboxInfo *infos = NULL;
+        size_t n = 0;
+        int r;
+
+        r = client_call_list(c, NULL, "ListSandboxes", "(ssusot)", sizeof(SandboxInfo), sandbox_info_read,
+                             sandbox_info_done, (void **) &infos, &n, error);
+        if (r < 0)
+                return r;
+        r = sandbox_infos_fetch_names(c, infos, n);
+        if (r < 0) {
+                sandbox_info_array_free(infos, n);
+                return client_error_from_bus(error, NULL, r);
+        }
+        *ret = infos;
+        *ret_n = n;
+        return 0;
 }
 
 /* One property: where SandboxStatus keeps it. */
@@ -536,6 +624,8 @@ static const struct {
         [SANDBOX_PROPERTY_IDLE_TIMEOUT] = { "IdleTimeout",        "t", offsetof(SandboxStatus, idle_timeout)           },
         [SANDBOX_PROPERTY_DEADLINE]     = { "Deadline",           "t", offsetof(SandboxStatus, deadline)               },
         [SANDBOX_PROPERTY_EPHEMERAL]    = { "Ephemeral",          "b", offsetof(SandboxStatus, ephemeral)              },
+        [SANDBOX_PROPERTY_NAME]         = { "Name",               "s", offsetof(SandboxStatus, name)                   },
+        [SANDBOX_PROPERTY_TENANT]       = { "Tenant",             "s", offsetof(SandboxStatus, tenant)                 },
 };
 
 /* One value of a property or an info entry into p, by its signature. */
@@ -630,6 +720,8 @@ void sandbox_status_done(SandboxStatus *s) {
         free(s->template);
         free(s->state);
         free(s->unit);
+        free(s->name);
+        free(s->tenant);
         *s = (SandboxStatus) {};
 }
 
@@ -768,6 +860,18 @@ int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *re
                                 sandbox_template_done, (void **) ret, ret_n, error);
 }
 
+int sandbox_client_create_template(SandboxClient *c, const char *name, const char *json, SandboxClientError *error) {
+        return client_call_method(c, NULL, "CreateTemplate", error, "ss", name, json);
+}
+
+int sandbox_client_remove_template(SandboxClient *c, const char *name, SandboxClientError *error) {
+        return client_call_method(c, NULL, "RemoveTemplate", error, "s", name);
+}
+
+int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error) {
+        return client_call_method(c, NULL, "ActForTenant", error, "s", strempty(tenant));
+}
+
 /* ---- execution records ---- */
 
 static void execution_done(void *item) {
@@ -826,6 +930,8 @@ int sandbox_client_executions(SandboxClient *c, const SandboxExecutionFilter *f,
                 r = sd_bus_message_append(m, "{sv}", "Since", "t", f->since_usec);
         if (r >= 0 && f && f->limit > 0)
                 r = sd_bus_message_append(m, "{sv}", "Limit", "u", f->limit);
+        if (r >= 0 && f && f->tenant)
+                r = sd_bus_message_append(m, "{sv}", "Tenant", "s", f->tenant);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r < 0)

@@ -65,6 +65,9 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_TIMEOUT          = 1 << 4,
         SANDBOX_CREATE_IDLE_TIMEOUT     = 1 << 5,
         SANDBOX_CREATE_EPHEMERAL        = 1 << 6,
+        SANDBOX_CREATE_NAME             = 1 << 7,
+        SANDBOX_CREATE_REUSE_EXISTING   = 1 << 8,
+        SANDBOX_CREATE_TENANT           = 1 << 9,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -77,12 +80,15 @@ typedef struct SandboxCreateOptions {
         uint64_t timeout_sec;           /* lifetime; 0: none */
         uint64_t idle_timeout_sec;      /* 0: never */
         bool ephemeral;
+        const char *name;               /* unique among the caller's live sandboxes */
+        bool reuse_existing;            /* the live sandbox of that name, if there is one */
+        const char *tenant;             /* for whom (the delegate action) */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */
 int sandbox_client_create(SandboxClient *c, const char *template, const SandboxCreateOptions *o,
                           char **ret_id, SandboxHandle **ret_handle, SandboxClientError *error);
-/* The sandbox named id (GetSandbox). */
+/* The sandbox named id, its id or its name (GetSandbox); the handle has its id. */
 int sandbox_client_get(SandboxClient *c, const char *id, SandboxHandle **ret, SandboxClientError *error);
 
 SandboxHandle *sandbox_handle_free(SandboxHandle *h);
@@ -114,10 +120,12 @@ typedef struct SandboxInfo {
         char *state;
         char *path;
         uint64_t created_at;            /* µs since the epoch */
+        char *name;                     /* "": none (or gone meanwhile) */
 } SandboxInfo;
 
 void sandbox_info_array_free(SandboxInfo *a, size_t n);
-/* ListSandboxes, in the daemon's order. */
+/* ListSandboxes, in the daemon's order, and each one's Name (its property: the calls go
+ * out together, one round trip for all). */
 int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error);
 
 /* The properties of a sandbox; a daemon may lack some: seen has a bit per one given. */
@@ -136,6 +144,8 @@ typedef enum SandboxProperty {
         SANDBOX_PROPERTY_IDLE_TIMEOUT,
         SANDBOX_PROPERTY_DEADLINE,
         SANDBOX_PROPERTY_EPHEMERAL,
+        SANDBOX_PROPERTY_NAME,
+        SANDBOX_PROPERTY_TENANT,
         _SANDBOX_PROPERTY_MAX,
 } SandboxProperty;
 
@@ -154,6 +164,8 @@ typedef struct SandboxStatus {
         uint64_t idle_timeout;
         uint64_t deadline;
         bool ephemeral;
+        char *name;
+        char *tenant;
         unsigned seen;                  /* 1 << SandboxProperty */
 } SandboxStatus;
 
@@ -174,6 +186,13 @@ typedef struct SandboxTemplate {
 
 void sandbox_template_array_free(SandboxTemplate *a, size_t n);
 int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *ret_n, SandboxClientError *error);
+/* CreateTemplate: json, a template file's text, as name (created or replaced);
+ * RemoveTemplate. Both need "manage". */
+int sandbox_client_create_template(SandboxClient *c, const char *name, const char *json, SandboxClientError *error);
+int sandbox_client_remove_template(SandboxClient *c, const char *name, SandboxClientError *error);
+
+/* ActForTenant: this connection's calls act for tenant from now on (NULL: for none). */
+int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error);
 
 /* ---- executions ---- */
 
@@ -274,6 +293,7 @@ typedef struct SandboxExecutionFilter {
         uint32_t owner;
         uint64_t since_usec;            /* 0: no bound */
         uint32_t limit;                 /* 0: the daemon's default */
+        const char *tenant;             /* NULL: any */
 } SandboxExecutionFilter;
 
 typedef struct SandboxExecution {

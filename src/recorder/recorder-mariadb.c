@@ -25,7 +25,7 @@
 #define PRUNE_BATCH 5000U
 /* Executions go in as multi-row INSERTs of 2, 4, … EXEC_ROWS_MAX rows: one statement (one
  * round trip, one parse and table open on the server) for many records. */
-#define EXEC_COLUMNS 23U
+#define EXEC_COLUMNS 24U
 #define EXEC_ROWS_LOG2_MAX 5U
 #define EXEC_ROWS_MAX (1U << EXEC_ROWS_LOG2_MAX)
 #define PARAMS_MAX (EXEC_COLUMNS * EXEC_ROWS_MAX)
@@ -137,24 +137,37 @@ static const char *const migration_1[] = {
         NULL
 };
 
+/* Names and tenants (issue 14): NULL in the rows of sandboxes without, and of before. */
+static const char *const migration_2[] = {
+        "ALTER TABLE sandboxes"
+        " ADD COLUMN IF NOT EXISTS tenant VARCHAR(64) NULL AFTER owner_uid,"
+        " ADD COLUMN IF NOT EXISTS name VARCHAR(64) NULL AFTER tenant,"
+        " ADD KEY IF NOT EXISTS tenant (tenant)",
+        "ALTER TABLE executions"
+        " ADD COLUMN IF NOT EXISTS tenant VARCHAR(64) NULL AFTER owner_uid,"
+        " ADD KEY IF NOT EXISTS tenant (tenant)",
+        NULL
+};
+
 static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
         migration_1,
+        migration_2,
 };
 
 static const char sql_insert_sandbox[] =
-        "INSERT INTO sandboxes (id, owner_uid, template, payload, memory_max, cpu_quota_per_sec_usec,"
+        "INSERT INTO sandboxes (id, owner_uid, tenant, name, template, payload, memory_max, cpu_quota_per_sec_usec,"
         " tasks_max, disk_max, timeout_sec, idle_timeout_sec, ephemeral, created_usec, destroyed_usec,"
-        " end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON DUPLICATE KEY UPDATE"
         " destroyed_usec = COALESCE(VALUES(destroyed_usec), destroyed_usec),"
         " end_reason = COALESCE(VALUES(end_reason), end_reason)";
 
 static const char sql_insert_exec[] =
-        "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, caller_uid, argv, cwd,"
+        "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, tenant, caller_uid, argv, cwd,"
         " background, started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out,"
         " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, stdout_bytes,"
         " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq) VALUES ";
-static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 static const char sql_insert_template[] =
         "INSERT INTO templates (name, payload, description, loaded_usec) VALUES (?, ?, ?, ?)"
@@ -504,6 +517,9 @@ static int exec_params(json_object *o, Params *p) {
                 return r;
         param_u64(p, spool_get_u64(o, "exec"));
         param_u64(p, spool_get_u64(o, "owner"));
+        r = param_text_field(p, o, "tenant");
+        if (r < 0)
+                return r;
         param_u64(p, spool_get_u64(o, "caller"));
         param_blob(p, argv_json, argv_size, false);
         param_blob(p, cwd, cwd_size, !cwd);
@@ -575,6 +591,11 @@ static int apply_sandbox(RecorderDB *db, json_object *o, Params *p) {
         if (r < 0)
                 return r;
         param_u64(p, spool_get_u64(o, "owner"));
+        r = param_text_field(p, o, "tenant");
+        if (r >= 0)
+                r = param_text_field(p, o, "name");
+        if (r < 0)
+                return r;
         r = param_text(p, spool_get_string(o, "template", NULL) ?: "", strlen(spool_get_string(o, "template", NULL) ?: ""));
         if (r < 0)
                 return r;

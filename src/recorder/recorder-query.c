@@ -41,6 +41,7 @@ struct ListQuery {
 
 static void execution_record_done(ExecutionRecord *e) {
         free(e->sandbox_id);
+        free(e->tenant);
         strv_free(e->argv);
         free(e->working_directory);
 }
@@ -79,7 +80,7 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
         ExecutionRecord *e;
         json_object *argv;
         uint64_t owner, caller;
-        const char *s;
+        const char *s, *tenant;
         size_t l, n;
         int k;
 
@@ -103,6 +104,11 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
         if (!f->any_owner && owner != f->uid && caller != f->uid)
                 return 0;
         if (f->owner_set && owner != f->owner)
+                return 0;
+        /* A record without a tenant is of a sandbox for none (and of a sandboxd before them). */
+        tenant = spool_get_string(o, "tenant", NULL) ?: "";
+        if ((!isempty(f->caller_tenant) && !streq(tenant, f->caller_tenant)) ||
+            (!isempty(f->tenant) && !streq(tenant, f->tenant)))
                 return 0;
 
         if (q->n_records == q->n_allocated) {
@@ -135,6 +141,9 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
         k = text_dup(s, l, &e->sandbox_id);
         if (k < 0)
                 return k;
+        e->tenant = strdup(tenant);
+        if (!e->tenant)
+                return -ENOMEM;
         s = spool_get_string(o, "cwd", &l);
         k = text_dup(s, l, &e->working_directory);
         if (k < 0)

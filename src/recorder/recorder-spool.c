@@ -13,6 +13,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "recorder-spool.h"
+#include "strv.h"
 
 #define SCAN_CHUNK (64U * 1024)
 /* A record is at most argv (EXEC_ARGS_MAX, escaped) plus two hex excerpts: far below. */
@@ -74,6 +75,11 @@ static int add_str(json_object *o, const char *key, const char *s) {
         if (!s)   /* json-c's null is the NULL object */
                 return json_object_object_add(o, key, NULL) < 0 ? -ENOMEM : 0;
         return json_add(o, key, json_object_new_string(s));
+}
+
+/* A key that most records lack (a sandbox's name and tenant): only when it says something. */
+static int add_str_nonempty(json_object *o, const char *key, const char *s) {
+        return isempty(s) ? 0 : add_str(o, key, s);
 }
 
 static int add_hex(json_object *o, const char *key, const void *data, size_t size) {
@@ -144,6 +150,7 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r >= 0) r = add_str(o, "sandbox", ev->sandbox_id);
         if (r >= 0) r = add_u64(o, "exec", ev->exec_id);
         if (r >= 0) r = add_u64(o, "owner", ev->owner);
+        if (r >= 0) r = add_str_nonempty(o, "tenant", ev->tenant);
         if (r >= 0) r = add_u64(o, "caller", ev->caller);
         if (r >= 0) r = add_str(o, "cwd", ev->working_directory);
         if (r >= 0) r = json_add(o, "background", json_object_new_boolean(ev->background));
@@ -175,6 +182,8 @@ int spool_format_sandbox(uint64_t seq, const SandboxRecordEvent *ev, char **ret,
         r = record_new(seq, "sandbox", ev->destroyed_at ?: ev->created_at, &o);
         if (r >= 0) r = add_str(o, "sandbox", ev->sandbox_id);
         if (r >= 0) r = add_u64(o, "owner", ev->owner);
+        if (r >= 0 && c) r = add_str_nonempty(o, "tenant", c->tenant);
+        if (r >= 0 && c) r = add_str_nonempty(o, "name", c->name);
         if (r >= 0) r = add_str(o, "template", ev->template_name);
         if (r >= 0) r = add_str(o, "payload", ev->payload);
         if (r >= 0) r = add_u64(o, "memory_max", c ? c->limits.memory_max : 0);

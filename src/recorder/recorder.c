@@ -281,10 +281,15 @@ static void on_exec_record(const ExecRecordEvent *ev, void *userdata) {
         recorder_exec_event(userdata, ev);
 }
 
+static void on_template_record(const TemplateRecordEvent *ev, void *userdata) {
+        recorder_template_event(userdata, ev);
+}
+
 int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret) {
         static const ManagerHooks hooks = {
                 .sandbox_record = on_sandbox_record,
                 .exec_record = on_exec_record,
+                .template_record = on_template_record,
         };
 
         return manager_subscribe(m, &hooks, r, ret);

@@ -66,6 +66,7 @@ typedef struct ExecutionRecord {
         char *sandbox_id;
         uint64_t exec_id;
         uid_t owner;
+        char *tenant;             /* the sandbox's tenant; "" = none */
         uid_t caller;
         char **argv;
         char *working_directory;  /* "" = the default */

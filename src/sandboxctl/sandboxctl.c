@@ -69,11 +69,13 @@ typedef enum OptionFlag {
         OPT_LIMIT       = 1 << 18,
         OPT_LINES       = 1 << 19,
         OPT_FOLLOW      = 1 << 20,
-        _OPT_MAX        = 1 << 21,
+        OPT_NAME        = 1 << 21,
+        OPT_REUSE       = 1 << 22,
+        _OPT_MAX        = 1 << 23,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
-#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE)
+#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
 #define OPTS_START (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX)
 
@@ -82,7 +84,7 @@ static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
-        "--since", "--limit", "--lines", "--follow",
+        "--since", "--limit", "--lines", "--follow", "--name", "--reuse",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -105,6 +107,7 @@ static int arg_signal = SIGTERM;
 static const char *arg_since = NULL;  /* history; parsed by sandboxctl-history.c */
 static const char *arg_limit = NULL;
 static uint64_t arg_lines = 0;         /* logs: 0 all, or with --follow 10 */
+static const char *arg_name = NULL;
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
@@ -144,7 +147,8 @@ static int help(void) {
                "Sandbox Commands:\n"
                "  list                        List sandboxes (default)\n"
                "  status ID                   Show the properties and live metrics of a sandbox\n"
-               "  create                      Create a sandbox and print its ID\n"
+               "  create [--name=NAME [--reuse]]\n"
+               "                              Create a sandbox and print its ID\n"
                "  exec ID [--] CMD...         Run a command in a sandbox\n"
                "  run [--] CMD...             Run a command in a new ephemeral sandbox\n"
                "  destroy ID...               Destroy one or more sandboxes\n"
@@ -168,6 +172,8 @@ static int help(void) {
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
                "  pool                        Show the warm pool of each template that has one\n"
+               "  template-create NAME FILE|- Create or replace a template from its JSON\n"
+               "  template-remove NAME...     Remove templates (a shipped one stays)\n"
                "  history [ID] [--since=TIME] [--limit=N]\n"
                "                              List recorded executions (of one sandbox)\n"
                "\n"
@@ -176,6 +182,10 @@ static int help(void) {
                "     --version                Show package version\n"
                "     --json                   Print machine-readable JSON\n"
                "     --template=NAME          Template for create and run (default: shell)\n"
+               "     --name=NAME              create: a name for the sandbox, unique among one's\n"
+               "                              own; commands take it where they take an ID\n"
+               "     --reuse                  create: print the ID of the sandbox of that name\n"
+               "                              if there is one, rather than fail\n"
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
@@ -199,6 +209,8 @@ static int help(void) {
                "  -f --follow                 logs: go on showing new entries until the\n"
                "                              sandbox is gone\n"
                "\n"
+               "Where a command takes an ID, the name of one's own sandbox does as well.\n"
+               "\n"
                "exec and run exit with the command's status, 124 when it timed out, 137 when\n"
                "it was killed for exceeding its memory, and 125 when sandboxctl failed.\n"
                "\n"
@@ -219,6 +231,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_TASKS,  SANDBOX_CREATE_TASKS_MAX    },
                 { OPT_DISK,   SANDBOX_CREATE_DISK_MAX     },
                 { OPT_IDLE,   SANDBOX_CREATE_IDLE_TIMEOUT },
+                { OPT_NAME,   SANDBOX_CREATE_NAME         },
+                { OPT_REUSE,  SANDBOX_CREATE_REUSE_EXISTING },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -227,6 +241,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .disk_max = arg_disk_max,
                 .timeout_sec = lifetime,
                 .idle_timeout_sec = arg_idle_timeout,
+                .name = arg_name,
+                .reuse_existing = arg_set & OPT_REUSE,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -613,6 +629,9 @@ static int verb_create(int argc, char *argv[], SandboxClient *c) {
         _cleanup_free_ char *id = NULL;
         int r;
 
+        if ((arg_set & OPT_REUSE) && !(arg_set & OPT_NAME))
+                return log_error("--reuse needs --name: it is the sandbox of that name that is reused.");
+
         r = create_sandbox(c, (arg_set & OPT_TIMEOUT) ? arg_timeout : 0, &id, &h);
         if (r < 0)
                 return r;
@@ -768,6 +787,8 @@ static int sandbox_list_print_json(const SandboxList *l) {
                         r = json_add_string(o, "path", s->path);
                 if (r >= 0)
                         r = json_add(o, "created_at", json_object_new_uint64(s->created_at));
+                if (r >= 0)
+                        r = json_add_string(o, "name", s->name);
                 if (r < 0)
                         return log_oom();
         }
@@ -776,27 +797,30 @@ static int sandbox_list_print_json(const SandboxList *l) {
 }
 
 static void sandbox_list_print_table(const SandboxList *l) {
-        int w_id = (int) strlen("ID"), w_template = (int) strlen("TEMPLATE"),
+        int w_id = (int) strlen("ID"), w_name = (int) strlen("NAME"), w_template = (int) strlen("TEMPLATE"),
             w_owner = (int) strlen("OWNER"), w_state = (int) strlen("STATE");
 
         if (l->n > 0) {
                 for (size_t i = 0; i < l->n; i++) {
                         w_id = MAX(w_id, (int) strlen(l->items[i].id));
+                        w_name = MAX(w_name, (int) strlen(strempty(l->items[i].name)));
                         w_template = MAX(w_template, (int) strlen(l->items[i].template));
                         w_owner = MAX(w_owner, (int) strlen(l->owner_names[i]));
                         w_state = MAX(w_state, (int) strlen(l->items[i].state));
                 }
 
-                printf("%-*s %-*s %-*s %-*s %s\n",
-                       w_id, "ID", w_template, "TEMPLATE", w_owner, "OWNER", w_state, "STATE", "CREATED");
+                printf("%-*s %-*s %-*s %-*s %-*s %s\n", w_id, "ID", w_name, "NAME", w_template, "TEMPLATE",
+                       w_owner, "OWNER", w_state, "STATE", "CREATED");
 
                 for (size_t i = 0; i < l->n; i++) {
                         const SandboxInfo *s = l->items + i;
                         char ts[64];
 
-                        printf("%-*s %-*s %-*s %-*s %s\n",
-                               w_id, s->id, w_template, s->template, w_owner, l->owner_names[i],
-                               w_state, s->state, format_timestamp(ts, sizeof(ts), s->created_at) ?: "n/a");
+                        /* Names are of A-Z a-z 0-9 . _ - only: nothing to quote. */
+                        printf("%-*s %-*s %-*s %-*s %-*s %s\n",
+                               w_id, s->id, w_name, isempty(s->name) ? "-" : s->name, w_template, s->template,
+                               w_owner, l->owner_names[i], w_state, s->state,
+                               format_timestamp(ts, sizeof(ts), s->created_at) ?: "n/a");
                 }
                 putchar('\n');
         }
@@ -847,6 +871,8 @@ static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
         [SANDBOX_PROPERTY_IDLE_TIMEOUT] = "idle_timeout",
         [SANDBOX_PROPERTY_DEADLINE]     = "deadline",
         [SANDBOX_PROPERTY_EPHEMERAL]    = "ephemeral",
+        [SANDBOX_PROPERTY_NAME]         = "name",
+        [SANDBOX_PROPERTY_TENANT]       = "tenant",
 };
 
 static int status_print_json(const SandboxStatus *s, const SandboxMetricsInfo *m, const char *path) {
@@ -928,6 +954,10 @@ static int status_print_text(const SandboxStatus *s) {
 #define SEEN(p) SANDBOX_STATUS_HAS(s, SANDBOX_PROPERTY_##p)
         if (SEEN(ID))
                 printf("         Id: %s\n", s->id);
+        if (SEEN(NAME) && !isempty(s->name))
+                printf("       Name: %s\n", s->name);
+        if (SEEN(TENANT) && !isempty(s->tenant))
+                printf("     Tenant: %s\n", s->tenant);
         if (SEEN(TEMPLATE))
                 printf("   Template: %s\n", s->template);
         if (SEEN(OWNER)) {
@@ -1099,6 +1129,80 @@ static int verb_pool(int argc, char *argv[], SandboxClient *c) {
         return pools_show(c, arg_json);
 }
 
+/* The text of FILE, or of standard input for "-", as the daemon takes a template's: no NUL
+ * (the daemon bounds the size, as it does a template file's). */
+static int read_template_text(const char *path, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, allocated = 0;
+
+        if (!streq(path, "-")) {
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+                if (fd < 0)
+                        return log_error_errno(errno, "Failed to open %s: %m", path);
+        }
+        for (;;) {
+                ssize_t k;
+
+                if (size + 1 >= allocated) {
+                        /* A template is at most 64 KiB; beyond 1 MiB it is not one. */
+                        if (allocated >= 1024 * 1024)
+                                return log_error_errno(EFBIG, "%s is too large for a template.", path);
+                        allocated = allocated == 0 ? 16 * 1024 : allocated * 2;
+                        char *p = realloc(buf, allocated);
+                        if (!p)
+                                return log_oom();
+                        buf = p;
+                }
+                k = read(fd >= 0 ? fd : STDIN_FILENO, buf + size, allocated - size - 1);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(errno, "Failed to read %s: %m", path);
+                }
+                if (k == 0)
+                        break;
+                size += (size_t) k;
+        }
+        buf[size] = 0;
+        if (strlen(buf) != size)
+                return log_error("%s contains a NUL byte: it is not a template's JSON.", path);
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+static int verb_template_create(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_free_ char *json = NULL;
+        int r;
+
+        r = read_template_text(argv[2], &json);
+        if (r < 0)
+                return r;
+        r = sandbox_client_create_template(c, argv[1], json, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create template %s: %s", argv[1],
+                                       sandbox_client_error_message(&error, r));
+        return 0;
+}
+
+static int verb_template_remove(int argc, char *argv[], SandboxClient *c) {
+        int ret = 0, r;
+
+        for (int i = 1; i < argc; i++) {
+                _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+
+                r = sandbox_client_remove_template(c, argv[i], &error);
+                if (r < 0) {
+                        r = log_error_errno(r, "Failed to remove template %s: %s", argv[i],
+                                            sandbox_client_error_message(&error, r));
+                        if (ret == 0)
+                                ret = r;
+                }
+        }
+        return ret;
+}
+
 static int verb_history(int argc, char *argv[], SandboxClient *c) {
         return history_show(c, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
 }
@@ -1199,6 +1303,8 @@ static const Verb verbs[] = {
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
         { "logs",      2, 2,        OPT_LINES|OPT_FOLLOW,   false, true,  verb_logs      },
         { "pool",      1, 1,        0,                      false, true,  verb_pool      },
+        { "template-create", 3, 3,  0,                      false, true,  verb_template_create },
+        { "template-remove", 2, ARGS_ANY, 0,                false, true,  verb_template_remove },
         { "history",   1, 2,        OPT_SINCE|OPT_LIMIT,    false, true,  verb_history   },
         { "start",     3, ARGS_ANY, OPTS_START,             false, true,  verb_start     },
         { "ps",        2, 2,        0,                      false, true,  verb_ps        },
@@ -1253,6 +1359,9 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
                                          program_invocation_short_name);
                 if (STR_IN_SET(verb->name, "cat", "stat"))
                         return log_error("Missing path: %s %s ID PATH", program_invocation_short_name, verb->name);
+                if (STR_IN_SET(verb->name, "template-create", "template-remove"))
+                        return log_error("Missing template: %s template-create NAME FILE|-, %s template-remove NAME...",
+                                         program_invocation_short_name, program_invocation_short_name);
                 return log_error("Too few arguments for '%s'.", verb->name);
         }
         if (verb->max_args != ARGS_ANY && n > verb->max_args)
@@ -1345,6 +1454,8 @@ static const Option options[] = {
           "a size such as 512M or 2G", true },
         { "since",        required_argument, 0,   OPT_SINCE,      KIND_STRING,  &arg_since                                    },
         { "limit",        required_argument, 0,   OPT_LIMIT,      KIND_STRING,  &arg_limit                                    },
+        { "name",         required_argument, 0,   OPT_NAME,       KIND_STRING,  &arg_name                                     },
+        { "reuse",        no_argument,       0,   OPT_REUSE,      KIND_TRUE                                                   },
         { "tty",          no_argument,       0,   OPT_TTY,        KIND_TRUE                                                   },
         { "parents",      no_argument,       'p', OPT_PARENTS,    KIND_TRUE                                                   },
         { "mode",         required_argument, 0,   OPT_MODE,       KIND_MODE,    &arg_mode,

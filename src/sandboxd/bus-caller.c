@@ -3,8 +3,10 @@
 #include "bus-caller.h"
 #include "bus-util.h"
 #include "list.h"
+#include "log.h"
 #include "macro.h"
 #include "sender-cache.h"
+#include "strv.h"
 
 static SenderCache cache;
 
@@ -168,8 +170,102 @@ int bus_caller_uid_now(sd_bus_message *call, uid_t *ret) {
         return 0;
 }
 
+/* The tenant a bus peer acts for, forgotten when it leaves the bus: its unique name is
+ * never given to another connection, so until then it stays true. One match for every
+ * peer's leaving, in place before the bus name is taken (so before any peer's call), tells:
+ * the bus daemon sends a peer's NameOwnerChanged after everything the peer sent. A match
+ * per peer (sd_bus_track) would count against the bus daemon's limit of match rules per
+ * connection for as many peers as cared to connect, and ask it synchronously whether the
+ * peer is there. Few peers act for a tenant (the bridges): a list does. */
+typedef struct CallerTenant {
+        char *sender;
+        char *tenant;
+        struct CallerTenant *prev, *next;
+} CallerTenant;
+
+static CallerTenant *tenants;
+
+static void caller_tenant_free(CallerTenant *t) {
+        LIST_REMOVE(tenants, t);
+        free(t->sender);
+        free(t->tenant);
+        free(t);
+}
+
+static CallerTenant *caller_tenant_find(const char *sender) {
+        for (CallerTenant *t = tenants; t; t = t->next)
+                if (streq(t->sender, sender))
+                        return t;
+        return NULL;
+}
+
+static int on_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        const char *name, *old_owner, *new_owner;
+        CallerTenant *t;
+
+        if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
+                return 0;
+        t = caller_tenant_find(name);
+        if (t) {
+                log_debug("Bus peer %s, which acted for tenant %s, left.", name, t->tenant);
+                caller_tenant_free(t);
+        }
+        return 0;
+}
+
+int bus_caller_watch_peers(sd_bus *bus) {
+        return sd_bus_match_signal_async(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                         "org.freedesktop.DBus", "NameOwnerChanged", on_name_owner_changed,
+                                         NULL, NULL);
+}
+
+const char *bus_caller_tenant(sd_bus_message *call) {
+        const char *sender = sd_bus_message_get_sender(call);
+        CallerTenant *t = sender ? caller_tenant_find(sender) : NULL;
+
+        return t ? t->tenant : NULL;
+}
+
+int bus_caller_set_tenant(sd_bus_message *call, const char *tenant) {
+        const char *sender = sd_bus_message_get_sender(call);
+        CallerTenant *t;
+        char *copy;
+
+        if (!sender)
+                return -ENXIO;
+        t = caller_tenant_find(sender);
+        if (!tenant) {
+                if (t)
+                        caller_tenant_free(t);
+                return 0;
+        }
+        copy = strdup(tenant);
+        if (!copy)
+                return -ENOMEM;
+        if (t) {
+                free(t->tenant);
+                t->tenant = copy;
+                return 0;
+        }
+
+        t = calloc(1, sizeof(CallerTenant));
+        if (!t) {
+                free(copy);
+                return -ENOMEM;
+        }
+        *t = (CallerTenant) { .tenant = copy, .sender = strdup(sender) };
+        LIST_PREPEND(tenants, t);
+        if (!t->sender) {
+                caller_tenant_free(t);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 void bus_caller_done(void) {
         while (held)
                 held_call_free(held);
         dispatching_set(NULL, (uid_t) -1);
+        while (tenants)
+                caller_tenant_free(tenants);
 }

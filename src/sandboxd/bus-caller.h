@@ -28,5 +28,15 @@ int bus_caller_add_filter(sd_bus *bus, bool (*needs_uid)(sd_bus_message *m));
 /* The uid of call's sender, if call is the call being dispatched and passed the filter;
  * else -ENXIO (refuse: nothing was asked, nothing may be waited for). */
 int bus_caller_uid_now(sd_bus_message *call, uid_t *ret);
-/* At exit: drops the held calls unanswered (their callers get NoReply from the bus). */
+/* Watches peers leaving the bus (one match for all, asynchronously): call before the bus
+ * name is taken. */
+int bus_caller_watch_peers(sd_bus *bus);
+/* The tenant call's sender acts for (Manager.ActForTenant), or NULL: the sender's, until it
+ * says otherwise or leaves the bus (bus_caller_watch_peers()). */
+const char *bus_caller_tenant(sd_bus_message *call);
+/* From now on call's sender acts for tenant (valid, sandbox_tenant_is_valid(); NULL: for
+ * none). */
+int bus_caller_set_tenant(sd_bus_message *call, const char *tenant);
+/* At exit: drops the held calls unanswered (their callers get NoReply from the bus) and
+ * what is known of the callers' tenants. */
 void bus_caller_done(void);

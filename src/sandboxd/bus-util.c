@@ -203,6 +203,7 @@ typedef struct AuthRequest {
         void *userdata;
         void (*free_userdata)(void *userdata);
         SandboxCaller caller;
+        char *tenant;      /* the caller's when it called (caller.tenant, once it is known) */
         sd_bus_slot *slot; /* the question in flight: to the bus daemon, then to polkit */
         struct AuthRequest *prev, *next;
 } AuthRequest;
@@ -215,6 +216,7 @@ static void auth_request_free(AuthRequest *a) {
         if (a->free_userdata)
                 a->free_userdata(a->userdata);
         sd_bus_message_unref(a->call);
+        free(a->tenant);
         free(a);
 }
 
@@ -250,6 +252,7 @@ static void on_authorized(int authorized, const SandboxError *error, void *userd
 
 static void auth_request_decide(AuthRequest *a, uid_t uid) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        const char *tenant = NULL;
         SandboxOperation op;
         uid_t owner = 0;
         int r;
@@ -258,19 +261,20 @@ static void auth_request_decide(AuthRequest *a, uid_t uid) {
                 .kind = SANDBOX_CALLER_BUS_NAME,
                 .uid = uid,
                 .bus_name = sd_bus_message_get_sender(a->call),
+                .tenant = a->tenant,
                 .interactive = sd_bus_message_get_allow_interactive_authorization(a->call) > 0,
         };
         if (!a->access) {
                 auth_request_run(a, true);
                 return;
         }
-        r = a->access(&a->caller, a->userdata, &op, &owner, &error);
+        r = a->access(&a->caller, a->userdata, &op, &owner, &tenant, &error);
         if (r < 0) {
                 auth_request_finish(a, r, &error);
                 return;
         }
-        r = sandbox_authorize(sd_bus_message_get_bus(a->call), &a->caller, op, owner, a->flags, on_authorized, a,
-                              &a->slot);
+        r = sandbox_authorize(sd_bus_message_get_bus(a->call), &a->caller, op, owner, tenant, a->flags,
+                              on_authorized, a, &a->slot);
         if (r < 0)
                 auth_request_finish(a, r, NULL);
         else if (r > 0)
@@ -314,6 +318,14 @@ int bus_authorize_then(sd_bus_message *call, bus_access_t access, SandboxAuthori
                 .free_userdata = free_userdata,
         };
         LIST_PREPEND(auth_requests, a);
+        /* Taken now: a call is for the tenant its sender acted for when it made it. */
+        if (bus_caller_tenant(call)) {
+                a->tenant = strdup(bus_caller_tenant(call));
+                if (!a->tenant) {
+                        auth_request_free(a);
+                        return -ENOMEM;
+                }
+        }
 
         r = bus_caller_uid(call, on_caller_uid, a, &a->slot, &uid);
         if (r < 0) {

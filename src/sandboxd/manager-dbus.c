@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include "bus-caller.h"
 #include "bus-util.h"
 #include "log.h"
 #include "recorder-dbus.h"
@@ -32,8 +33,16 @@ static void create_request_free(void *userdata) {
 }
 
 static int create_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                         SandboxError *error) {
+                         const char **ret_tenant, SandboxError *error) {
+        CreateRequest *c = userdata;
+        int r;
+
+        /* Whom the sandbox is for decides what to ask (the core's rule, access.h). */
+        r = sandbox_access_create(caller, &c->config, error);
+        if (r < 0)
+                return r;
         *ret_op = SANDBOX_OP_CREATE;
+        *ret_tenant = c->config.tenant;
         return 0;
 }
 
@@ -42,7 +51,7 @@ static int create_authorized(sd_bus_message *call, const SandboxCaller *caller, 
         CreateRequest *c = userdata;
         int r;
 
-        r = manager_create_sandbox(c->manager, c->template, &c->config, caller->uid, on_created,
+        r = manager_create_sandbox(c->manager, caller, c->template, &c->config, on_created,
                                    sd_bus_message_ref(call), error);
         if (r < 0)
                 sd_bus_message_unref(call);
@@ -79,20 +88,16 @@ static int get_sandbox_authorized(sd_bus_message *call, const SandboxCaller *cal
         return sd_bus_reply_method_return(call, "o", BUS_SANDBOX_PATH(s));
 }
 
+/* By id or by name: which one the caller means is known only once the caller is. */
 static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
         BusFrontend *f = userdata;
         const char *id;
-        Sandbox *s;
         int r;
 
         r = sd_bus_message_read(m, "s", &id);
         if (r < 0)
                 return r;
-        r = manager_lookup_sandbox(f->manager, id, &s, &e);
-        if (r < 0)
-                return bus_error_return(error, &e, r);
-        return sandbox_authorize_call(m, s, SANDBOX_OP_INSPECT, get_sandbox_authorized, NULL);
+        return sandbox_authorize_call_by_name(m, f->manager, id, SANDBOX_OP_INSPECT, get_sandbox_authorized);
 }
 
 /* The core decides which sandboxes the caller sees (access.h). */
@@ -106,9 +111,9 @@ static int list_sandboxes_authorized(sd_bus_message *call, const SandboxCaller *
         if (r < 0)
                 return r;
         r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
-        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller->uid, caller->granted);
+        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller);
              r >= 0 && s;
-             s = manager_next_visible_sandbox(f->manager, s, caller->uid, caller->granted))
+             s = manager_next_visible_sandbox(f->manager, s, caller))
                 r = sd_bus_message_append(reply, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
                                           (uint32_t) sandbox_get_owner(s),
                                           sandbox_state_to_string(sandbox_get_state(s)),
@@ -150,6 +155,81 @@ static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* CreateTemplate and RemoveTemplate, while they are authorized. */
+typedef struct TemplateRequest {
+        Manager *manager;
+        char *name;
+        char *json;             /* CreateTemplate's; NULL: RemoveTemplate */
+} TemplateRequest;
+
+static void template_request_free(void *userdata) {
+        TemplateRequest *t = userdata;
+
+        free(t->name);
+        free(t->json);
+        free(t);
+}
+
+static int template_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                           const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_TEMPLATES;
+        return 0;
+}
+
+static int template_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                               SandboxError *error) {
+        TemplateRequest *t = userdata;
+        int r;
+
+        r = t->json ? manager_create_template(t->manager, t->name, t->json, error) :
+                      manager_remove_template(t->manager, t->name, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(call, NULL);
+}
+
+static int method_template(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        bool create = sd_bus_message_is_method_call(m, NULL, "CreateTemplate");
+        BusFrontend *f = userdata;
+        const char *name, *json = NULL;
+        TemplateRequest *t;
+        int r;
+
+        r = create ? sd_bus_message_read(m, "ss", &name, &json) : sd_bus_message_read(m, "s", &name);
+        if (r < 0)
+                return r;
+        t = calloc(1, sizeof(TemplateRequest));
+        if (!t)
+                return -ENOMEM;
+        *t = (TemplateRequest) { .manager = f->manager, .name = strdup(name), .json = json ? strdup(json) : NULL };
+        if (!t->name || (json && !t->json)) {
+                template_request_free(t);
+                return -ENOMEM;
+        }
+        return bus_authorize_then(m, template_access, 0, template_authorized, t, template_request_free);
+}
+
+/* The calls of this bus peer act for tenant from now on: it sees and touches only that
+ * tenant's sandboxes, and creates for it (the core's rules, access.h). */
+static int method_act_for_tenant(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        const char *tenant;
+        int r;
+
+        r = sd_bus_message_read(m, "s", &tenant);
+        if (r < 0)
+                return r;
+        if (!isempty(tenant)) {
+                r = sandbox_tenant_check(tenant, &e);
+                if (r < 0)
+                        return bus_error_return(error, &e, r);
+        }
+        r = bus_caller_set_tenant(m, isempty(tenant) ? NULL : tenant);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(m, NULL);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_METHOD_WITH_ARGS("CreateSandbox",
@@ -168,6 +248,18 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(sss)", templates),
                                 method_list_templates, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("CreateTemplate",
+                                SD_BUS_ARGS("s", name, "s", json),
+                                SD_BUS_NO_RESULT,
+                                method_template, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RemoveTemplate",
+                                SD_BUS_ARGS("s", name),
+                                SD_BUS_NO_RESULT,
+                                method_template, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ActForTenant",
+                                SD_BUS_ARGS("s", tenant),
+                                SD_BUS_NO_RESULT,
+                                method_act_for_tenant, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListExecutions",
                                 SD_BUS_ARGS("a{sv}", filter),
                                 SD_BUS_RESULT("a" RECORDER_EXECUTION_SIGNATURE, executions),

@@ -20,6 +20,10 @@ static int property_get_string(sd_bus *bus, const char *path, const char *interf
                 v = sandbox_get_template(s);
         else if (streq(property, "Unit"))
                 v = sandbox_get_unit(s);
+        else if (streq(property, "Name"))
+                v = sandbox_get_name(s);
+        else if (streq(property, "Tenant"))
+                v = sandbox_get_tenant(s);
         else
                 v = sandbox_state_to_string(sandbox_get_state(s));
         return sd_bus_message_append(reply, "s", v);
@@ -109,21 +113,32 @@ void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError
 static void sandbox_request_free(void *userdata) {
         SandboxRequest *req = userdata;
         exec_config_done(&req->exec);
+        free(req->id);
         free(req);
 }
 
 /* The request's operation on its sandbox, looked up now that the caller is known. */
+/* The request's operation on its sandbox, looked up now that the caller is known (and by
+ * its id from here on). */
 static int sandbox_request_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op,
-                                  uid_t *ret_owner, SandboxError *error) {
+                                  uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
         SandboxRequest *req = userdata;
         Sandbox *s;
         int r;
 
-        r = manager_lookup_sandbox(req->manager, req->id, &s, error);
+        r = manager_lookup_sandbox(req->manager, caller, req->id, &s, error);
         if (r < 0)
                 return r;
+        if (!streq(req->id, sandbox_get_id(s))) {
+                char *id = strdup(sandbox_get_id(s));
+                if (!id)
+                        return -ENOMEM;
+                free(req->id);
+                req->id = id;
+        }
         *ret_op = req->op;
         *ret_owner = sandbox_get_owner(s);
+        *ret_tenant = sandbox_get_tenant(s);
         return 0;
 }
 
@@ -131,32 +146,46 @@ static int sandbox_request_run(sd_bus_message *call, const SandboxCaller *caller
                                SandboxError *error) {
         SandboxRequest *req = userdata;
         Sandbox *s;
-        int r = manager_lookup_sandbox(req->manager, req->id, &s, error);
+        int r = manager_lookup_sandbox(req->manager, caller, req->id, &s, error);
 
         return r < 0 ? r : req->fn(call, caller, s, req, error);
 }
 
 int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                    SandboxError *error) {
+                    const char **ret_tenant, SandboxError *error) {
         *ret_op = SANDBOX_OP_LIST_ALL;
         return 0;
 }
 
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
-                           ExecConfig *exec) {
+static int sandbox_request_start(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+                                 sandbox_authorized_t fn, ExecConfig *exec) {
         SandboxRequest *req;
 
         req = calloc(1, sizeof(SandboxRequest));
         if (!req)
                 return -ENOMEM;
-        req->manager = sandbox_get_manager(s);
-        strcpy(req->id, sandbox_get_id(s));
+        req->manager = manager;
+        req->id = strdup(id_or_name);
+        if (!req->id) {
+                free(req);
+                return -ENOMEM;
+        }
         req->op = op;
         req->fn = fn;
         exec_config_init(&req->exec);
         if (exec)
                 exec_config_move(&req->exec, exec);
         return bus_authorize_then(m, sandbox_request_access, 0, sandbox_request_run, req, sandbox_request_free);
+}
+
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
+                           ExecConfig *exec) {
+        return sandbox_request_start(m, sandbox_get_manager(s), sandbox_get_id(s), op, fn, exec);
+}
+
+int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+                                   sandbox_authorized_t fn) {
+        return sandbox_request_start(m, manager, id_or_name, op, fn, NULL);
 }
 
 int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error) {
@@ -259,6 +288,8 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("IdleTimeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Deadline", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Ephemeral", "b", property_get_ephemeral, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Name", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Tenant", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Exec",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),
@@ -368,7 +399,8 @@ static bool sandbox_visible_to_current_call(sd_bus *bus, Sandbox *s) {
                 return true;
         if (bus_caller_uid_now(m, &uid) < 0)
                 return false;
-        return sandbox_access_visible(uid, false, sandbox_get_owner(s));
+        return sandbox_access_visible(&(SandboxCaller) { .uid = uid, .tenant = bus_caller_tenant(m) },
+                                      sandbox_get_owner(s), sandbox_get_tenant(s));
 }
 
 static int sandbox_object_find(sd_bus *bus, const char *path, const char *interface, void *userdata,
@@ -399,8 +431,9 @@ static int sandbox_node_enumerator(sd_bus *bus, const char *path, void *userdata
         /* Introspection lists what the caller sees without asking (root: all). */
         if (call && bus_caller_uid_now(call, &uid) < 0)
                 return 0;
-        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, uid, false); s;
-             s = manager_next_visible_sandbox(f->manager, s, uid, false)) {
+        const SandboxCaller caller = { .uid = uid, .tenant = call ? bus_caller_tenant(call) : NULL };
+        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, &caller); s;
+             s = manager_next_visible_sandbox(f->manager, s, &caller)) {
                 r = strv_extend(&l, BUS_SANDBOX_PATH(s));
                 if (r < 0)
                         return r;
@@ -413,6 +446,8 @@ int sandbox_dbus_register(BusFrontend *f) {
         int r;
 
         r = bus_caller_add_filter(f->bus, call_needs_caller_uid);
+        if (r >= 0)
+                r = bus_caller_watch_peers(f->bus);
         if (r < 0)
                 return r;
         r = sd_bus_add_fallback_vtable(f->bus, NULL, SANDBOX_OBJECT_ROOT, SANDBOX_INTERFACE, sandbox_vtable,

@@ -48,7 +48,7 @@ typedef int (*sandbox_authorized_t)(sd_bus_message *call, const SandboxCaller *c
 /* A method call on one sandbox, carried across the authorization. */
 struct SandboxRequest {
         Manager *manager;
-        char id[SANDBOX_ID_LEN + 1];
+        char *id;         /* its id, or a name until the caller is known */
         SandboxOperation op;
         sandbox_authorized_t fn;
         ExecConfig exec; /* Exec and Start only */
@@ -58,10 +58,13 @@ struct SandboxRequest {
  * moved into the request; fn fills in its caller. */
 int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
                            ExecConfig *exec);
+/* The same for the sandbox the caller names by id or by name (manager_lookup_sandbox()). */
+int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+                                   sandbox_authorized_t fn);
 /* ListSandboxes' and ListExecutions' bus_access_t, with SANDBOX_AUTHORIZE_OPTIONAL: without
  * "manage" (asked without interaction) a caller sees its own only; root sees all. */
 int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                    SandboxError *error);
+                    const char **ret_tenant, SandboxError *error);
 /* The exec_callback_t of Exec and Wait: their reply, from the result (Exec's with the
  * output) or the error. userdata: the call, referenced. */
 void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);

@@ -205,16 +205,22 @@ static int file_start(sd_bus_message *call, Sandbox *s, SandboxError *error) {
         return 0;
 }
 
-/* A ReadFile or ListFiles that had to wait for its turn: the sandbox may have gone. */
+/* A ReadFile or ListFiles that had to wait for its turn (authorized already): the sandbox
+ * may have gone meanwhile. userdata is its id. */
 static int file_start_later(sd_bus_message *call, void *userdata, SandboxError *error) {
         SandboxRequest *req = userdata;
-        Sandbox *s;
-        int r;
+        Sandbox *s = manager_get_sandbox(req->manager, req->id);
 
-        r = manager_lookup_sandbox(req->manager, req->id, &s, error);
-        if (r < 0)
-                return r;
+        if (!s)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "Sandbox %s is gone.", req->id);
         return file_start(call, s, error);
+}
+
+static void file_request_free(void *userdata) {
+        SandboxRequest *req = userdata;
+
+        free(req->id);
+        free(req);
 }
 
 static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
@@ -230,9 +236,13 @@ static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
         if (!later)
                 return -ENOMEM;
         later->manager = req->manager;
-        strcpy(later->id, req->id);
         later->op = req->op;
-        return bus_flow_start_large(call, file_start_later, later, free, error);
+        later->id = strdup(sandbox_get_id(s));
+        if (!later->id) {
+                free(later);
+                return -ENOMEM;
+        }
+        return bus_flow_start_large(call, file_start_later, later, file_request_free, error);
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {

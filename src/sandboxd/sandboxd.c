@@ -203,19 +203,6 @@ static int setup_recorder(Daemon *d, const char *config_path, const ManagerSetti
         return 0;
 }
 
-static void record_templates(Daemon *d) {
-        const TemplateSet *set = manager_get_templates(d->manager);
-        uint64_t now = now_usec(CLOCK_REALTIME);
-
-        for (size_t i = 0; i < set->n; i++)
-                recorder_template_event(d->recorder, &(TemplateRecordEvent) {
-                        .name = set->templates[i]->name,
-                        .payload = payload_kind_to_string(set->templates[i]->payload),
-                        .description = set->templates[i]->description,
-                        .loaded_at = now,
-                });
-}
-
 static void on_pool_drained(void *userdata) {
         Daemon *d = userdata;
         (void) sd_event_exit(d->event, 0);
@@ -330,7 +317,6 @@ static int run(int argc, char *argv[]) {
         r = manager_load_templates(d.manager);
         if (r < 0)
                 goto finish;
-        record_templates(&d);
         (void) manager_adopt_sandboxes(d.manager);
 
         r = bus_frontend_register(&d.bus_frontend);

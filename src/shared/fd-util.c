@@ -2,19 +2,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
 
-int memfd_new_with_data(const char *name, const void *data, size_t size) {
-        _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC);
+int write_all(int fd, const void *data, size_t size) {
         size_t done = 0;
 
-        if (fd < 0)
-                return -errno;
         while (done < size) {
                 ssize_t n = write(fd, (const char *) data + done, size - done);
                 if (n < 0) {
@@ -24,9 +23,42 @@ int memfd_new_with_data(const char *name, const void *data, size_t size) {
                 }
                 done += (size_t) n;
         }
+        return 0;
+}
+
+int memfd_new_with_data(const char *name, const void *data, size_t size) {
+        _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = write_all(fd, data, size);
+        if (r < 0)
+                return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
         return TAKE_FD(fd);
+}
+
+int write_file_atomic(const char *path, const char *tmp_path, const void *data, size_t size, mode_t mode,
+                      bool sync) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        r = write_all(fd, data, size);
+        /* Whatever the umask. */
+        if (r >= 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r >= 0 && sync && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp_path, path) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlink(tmp_path);
+        return r;
 }
 
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size) {

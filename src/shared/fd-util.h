@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -11,3 +12,12 @@ int memfd_new_with_data(const char *name, const void *data, size_t size);
 /* Reads a small file whole into buf (at most size - 1 bytes, NUL-terminated), from dir_fd
  * (AT_FDCWD: path as it is). Returns the length, -E2BIG when the file is larger. */
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);
+
+/* Writes all of data to fd. */
+int write_all(int fd, const void *data, size_t size);
+
+/* Writes data as path, all or nothing: into tmp_path (a name the readers of path's
+ * directory skip), of mode, flushed to disk first with sync, then renamed over path; on
+ * failure tmp_path is removed and path is as it was. */
+int write_file_atomic(const char *path, const char *tmp_path, const void *data, size_t size, mode_t mode,
+                      bool sync);

@@ -26,6 +26,8 @@
 #define SANDBOX_ERROR_NO_SUCH_PROCESS    "io.sandboxd.Sandbox1.NoSuchProcess"
 #define SANDBOX_ERROR_STILL_RUNNING      "io.sandboxd.Sandbox1.StillRunning"
 #define SANDBOX_ERROR_FILE_TOO_LARGE     "io.sandboxd.Sandbox1.FileTooLarge"
+#define SANDBOX_ERROR_SANDBOX_EXISTS     "io.sandboxd.Sandbox1.SandboxExists"
+#define SANDBOX_ERROR_TEMPLATE_READ_ONLY "io.sandboxd.Sandbox1.TemplateReadOnly"
 
 /* Every error of the API, once: X(CODE, Name, D-Bus name, errno). The core reports the
  * code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front end maps
@@ -44,6 +46,8 @@
         X(NO_SUCH_PROCESS,    "NoSuchProcess",    SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)                     \
         X(STILL_RUNNING,      "StillRunning",     SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)                     \
         X(FILE_TOO_LARGE,     "FileTooLarge",     SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)                      \
+        X(SANDBOX_EXISTS,     "SandboxExists",    SANDBOX_ERROR_SANDBOX_EXISTS,     EEXIST)                     \
+        X(TEMPLATE_READ_ONLY, "TemplateReadOnly", SANDBOX_ERROR_TEMPLATE_READ_ONLY, EROFS)                      \
         X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES)            \
         X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
           "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES)                                \
@@ -66,3 +70,6 @@
 #define SANDBOX_LOGS_LINES_MAX 10000U
 #define SANDBOX_LOGS_READERS_PER_UID_MAX 16U
 #define SANDBOX_LOGS_READERS_MAX 64U
+/* A sandbox's Name and Tenant: 1 to this many of A-Z a-z 0-9 . _ - (a Name not of the
+ * form of a sandbox id, 16 lowercase hex digits, so that either may stand for a sandbox). */
+#define SANDBOX_NAME_MAX 64U

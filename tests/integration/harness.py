@@ -800,9 +800,11 @@ class System:
             else:
                 log(f'{p.sandboxd} has no --docker-socket option: Docker sandboxes will fail')
         self.exec_start = exec_start  # configure_daemon() adds to it
+        # The harness's template directory is the last: the one CreateTemplate writes to.
         dropin = ['[Service]', 'ExecStart=',
                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
-                  'StateDirectory=', 'RuntimeDirectory=sandboxd-test-state', 'Restart=no']
+                  'StateDirectory=', 'RuntimeDirectory=sandboxd-test-state', 'Restart=no',
+                  'ReadWritePaths=' + _systemd_quote(self.extra_templates)]
         for var in SANITIZER_VARS:
             if os.environ.get(var):
                 dropin.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))

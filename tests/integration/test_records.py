@@ -130,7 +130,26 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['1']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['2']])
+
+    def test_name_and_tenant(self):
+        """Schema version 2: a sandbox's name and tenant, and its executions' tenant."""
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE, 'CreateSandbox',
+                                     'sa{sv}', 'shell', '2', 'Name', 's', 'recorded', 'Tenant', 's', 'tenant-r')
+        self.assertIsNone(error, cp.stderr)
+        sid = data[0]
+        self.addCleanup(self.destroy_quietly, S, sid)
+        self.ok(self.exec(sid, 'true'))
+        self.rows(sid)
+        self.assertEqual(self.db.sql(f"SELECT tenant FROM executions WHERE sandbox_id = '{sid}'"), [['tenant-r']])
+        self.assertEqual(self.db.sql(f"SELECT name, tenant FROM sandboxes WHERE id = '{sid}'"),
+                         [['recorded', 'tenant-r']])
+        # Without them: NULL.
+        plain = self.create()
+        self.ok(self.exec(plain, 'true'))
+        self.rows(plain)
+        self.assertEqual(self.db.sql(f"SELECT tenant FROM executions WHERE sandbox_id = '{plain}'"), [[None]])
+        self.assertEqual(self.db.sql(f"SELECT name, tenant FROM sandboxes WHERE id = '{plain}'"), [[None, None]])
 
     def test_timeout(self):
         sid = self.create()

@@ -74,20 +74,74 @@ static int teardown(void **state) {
 }
 
 static void test_actions_and_visibility(void **state) {
-        assert_null(sandbox_access_action(SANDBOX_OP_EXEC, 0, 1000));          /* root needs nothing */
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0), SANDBOX_ACTION_CREATE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000), SANDBOX_ACTION_EXEC);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001), SANDBOX_ACTION_MANAGE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000), SANDBOX_ACTION_CREATE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1001), SANDBOX_ACTION_MANAGE);
-        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000));
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001), SANDBOX_ACTION_MANAGE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_EXEC, 0, 1000, NULL));          /* root needs nothing */
+        assert_null(sandbox_access_action(SANDBOX_OP_CREATE, 0, 0, "a"));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0, NULL), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0, ""), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000, NULL), SANDBOX_ACTION_EXEC);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001, NULL), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000, NULL), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1001, NULL), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000, NULL));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001, NULL), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0, NULL), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_TEMPLATES, 1000, 1000, NULL), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_TEMPLATES, 0, 0, NULL));
 
-        assert_true(sandbox_access_visible(0, false, 1000));
-        assert_true(sandbox_access_visible(1000, false, 1000));
-        assert_false(sandbox_access_visible(1001, false, 1000));
-        assert_true(sandbox_access_visible(1001, true, 1000));
+        /* A sandbox for a tenant: what one's own needs, "delegate" does; another's stays
+         * "manage"; looking at one's own needs nothing. */
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0, "a"), SANDBOX_ACTION_DELEGATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000, "a"), SANDBOX_ACTION_DELEGATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000, "a"), SANDBOX_ACTION_DELEGATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001, "a"), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1001, "a"), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000, "a"));
+
+        assert_true(sandbox_access_visible(&(SandboxCaller) { .uid = 0 }, 1000, ""));
+        assert_true(sandbox_access_visible(&(SandboxCaller) { .uid = 1000 }, 1000, ""));
+        assert_false(sandbox_access_visible(&(SandboxCaller) { .uid = 1001 }, 1000, ""));
+        assert_true(sandbox_access_visible(&(SandboxCaller) { .uid = 1001, .granted = true }, 1000, ""));
+}
+
+static void test_tenants(void **state) {
+        SandboxCaller plain = { .uid = 1000 }, a = { .uid = 1000, .tenant = "a" }, root_a = { .uid = 0, .tenant = "a" },
+                manager_a = { .uid = 1001, .tenant = "a", .granted = true };
+        SandboxConfig c = {};
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+
+        /* Not acting for a tenant: one's own, whatever tenant they are for. */
+        assert_true(sandbox_access_tenant_matches(&plain, ""));
+        assert_true(sandbox_access_tenant_matches(&plain, "a"));
+        assert_true(sandbox_access_visible(&plain, 1000, "b"));
+        /* Acting for one: that tenant's only, even one's own and even for root or with
+         * "manage"; and of that tenant still only what the uid may see. */
+        assert_true(sandbox_access_tenant_matches(&a, "a"));
+        assert_false(sandbox_access_tenant_matches(&a, "b"));
+        assert_false(sandbox_access_tenant_matches(&a, ""));
+        assert_false(sandbox_access_tenant_matches(&a, NULL));
+        assert_true(sandbox_access_visible(&a, 1000, "a"));
+        assert_false(sandbox_access_visible(&a, 1000, "b"));
+        assert_false(sandbox_access_visible(&a, 1000, ""));
+        assert_false(sandbox_access_visible(&a, 1001, "a"));
+        assert_true(sandbox_access_visible(&root_a, 1001, "a"));
+        assert_false(sandbox_access_visible(&root_a, 1001, "b"));
+        assert_true(sandbox_access_visible(&manager_a, 1000, "a"));
+        assert_false(sandbox_access_visible(&manager_a, 1000, ""));
+
+        /* Creating: for the Tenant option's tenant, else the caller's; never for another. */
+        assert_int_equal(sandbox_access_create(&plain, &c, &e), 0);
+        assert_string_equal(c.tenant, "");
+        strcpy(c.tenant, "b");
+        assert_int_equal(sandbox_access_create(&plain, &c, &e), 0);
+        assert_string_equal(c.tenant, "b");
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_access_create(&a, &c, &e), 0);
+        assert_string_equal(c.tenant, "a");
+        assert_int_equal(sandbox_access_create(&a, &c, &e), 0);
+        assert_false(sandbox_error_is_set(&e));
+        strcpy(c.tenant, "b");
+        assert_int_equal(sandbox_access_create(&a, &c, &e), -EACCES);
+        assert_int_equal(e.code, SANDBOX_ERR_ACCESS_DENIED);
 }
 
 static void test_caller_from_socket(void **state) {
@@ -121,40 +175,49 @@ static void test_authorize(void **state) {
         Answer a = {}, b = {}, d = {};
 
         /* Root, and inspecting one's own: nothing to ask. */
-        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_DESTROY, 1000, 0, on_answer, &a, NULL), 1);
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_DESTROY, 1000, NULL, 0, on_answer, &a, NULL), 1);
         c.uid = 1000;
-        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_INSPECT, 1000, 0, on_answer, &a, NULL), 1);
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_INSPECT, 1000, NULL, 0, on_answer, &a, NULL), 1);
         run_idle();
         assert_int_equal(asked.n, 0);
         assert_int_equal(a.n, 0);
 
         /* Exec in one's own: "exec", interactively as the caller allows. */
-        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1000, 0, on_answer, &a, NULL), 0);
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1000, NULL, 0, on_answer, &a, NULL), 0);
         RUN_UNTIL(a.n > 0);
         assert_string_equal(asked.action, SANDBOX_ACTION_EXEC);
         assert_int_equal(asked.flags, 1);
         assert_int_equal(a.authorized, 1);
 
         /* In another's: "manage", refused. */
-        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1001, 0, on_answer, &b, NULL), 0);
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1001, NULL, 0, on_answer, &b, NULL), 0);
         RUN_UNTIL(b.n > 0);
         assert_string_equal(asked.action, SANDBOX_ACTION_MANAGE);
         assert_int_equal(b.authorized, -EACCES);
         assert_int_equal(b.code, SANDBOX_ERR_ACCESS_DENIED);
 
         /* Listing all, optionally: never interactive, and a no is no refusal. */
-        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_LIST_ALL, 0, SANDBOX_AUTHORIZE_OPTIONAL,
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_LIST_ALL, 0, NULL, SANDBOX_AUTHORIZE_OPTIONAL,
                                            on_answer, &d, NULL), 0);
         RUN_UNTIL(d.n > 0);
         assert_int_equal(asked.flags, 0);
         assert_int_equal(d.authorized, 0);
         assert_int_equal(d.code, SANDBOX_ERR_NONE);
         assert_int_equal(asked.n, 3);
+
+        /* In one's own sandbox for a tenant: "delegate". */
+        Answer t = {};
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_EXEC, 1000, "a", 0, on_answer, &t, NULL), 0);
+        RUN_UNTIL(t.n > 0);
+        assert_string_equal(asked.action, SANDBOX_ACTION_DELEGATE);
+        assert_int_equal(t.authorized, 1);
+        assert_int_equal(asked.n, 4);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_actions_and_visibility),
+                cmocka_unit_test(test_tenants),
                 cmocka_unit_test(test_caller_from_socket),
                 cmocka_unit_test_setup_teardown(test_authorize, setup, teardown),
         };

@@ -77,17 +77,17 @@ static void test_cgroup_keyed(void **state) {
 }
 
 static void test_access(void **state) {
-        assert_null(sandbox_access_action(SANDBOX_OP_EXEC, 0, 1000));
-        assert_null(sandbox_access_action(SANDBOX_OP_CREATE, 0, 0));
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0), SANDBOX_ACTION_CREATE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000), SANDBOX_ACTION_EXEC);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001), SANDBOX_ACTION_MANAGE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000), SANDBOX_ACTION_CREATE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 0), SANDBOX_ACTION_MANAGE);
-        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000));
-        assert_null(sandbox_access_action(SANDBOX_OP_LIST_ALL, 0, 0));
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0), SANDBOX_ACTION_MANAGE);
-        assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_EXEC, 0, 1000, NULL));
+        assert_null(sandbox_access_action(SANDBOX_OP_CREATE, 0, 0, NULL));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_CREATE, 1000, 0, NULL), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1000, NULL), SANDBOX_ACTION_EXEC);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_EXEC, 1000, 1001, NULL), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 1000, NULL), SANDBOX_ACTION_CREATE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_DESTROY, 1000, 0, NULL), SANDBOX_ACTION_MANAGE);
+        assert_null(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1000, NULL));
+        assert_null(sandbox_access_action(SANDBOX_OP_LIST_ALL, 0, 0, NULL));
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_LIST_ALL, 1000, 0, NULL), SANDBOX_ACTION_MANAGE);
+        assert_string_equal(sandbox_access_action(SANDBOX_OP_INSPECT, 1000, 1001, NULL), SANDBOX_ACTION_MANAGE);
 }
 
 int main(void) {

@@ -282,6 +282,73 @@ static void test_options_from_json(void **state) {
         execution_query_done(&q);
 }
 
+static int set_str(SandboxConfig *c, const char *name, const char *v, SandboxError *e) {
+        return sandbox_config_set(c, name, &(OptionValue) { .type = OPTION_STRING, .s = v }, e);
+}
+
+/* Name and Tenant: the characters, the length, and a Name never of a sandbox id's form. */
+static void test_names_and_tenants(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxConfig c = {};
+        ExecutionQuery q = {};
+        char longest[SANDBOX_NAME_MAX + 2];
+        json_object *o;
+
+        assert_true(sandbox_name_is_valid("agent-1"));
+        assert_true(sandbox_name_is_valid("A.b_C-9"));
+        assert_true(sandbox_name_is_valid("0123456789abcde"));      /* 15: not an id */
+        assert_true(sandbox_name_is_valid("0123456789ABCDEF"));     /* ids are lowercase */
+        assert_false(sandbox_name_is_valid("0123456789abcdef"));    /* an id's form */
+        assert_true(sandbox_tenant_is_valid("0123456789abcdef"));   /* a tenant may */
+        assert_false(sandbox_name_is_valid(""));
+        assert_false(sandbox_name_is_valid(NULL));
+        assert_false(sandbox_name_is_valid("a b"));
+        assert_false(sandbox_name_is_valid("a/b"));
+        assert_false(sandbox_name_is_valid("ä"));
+        assert_false(sandbox_tenant_is_valid("a\nb"));
+        memset(longest, 'x', SANDBOX_NAME_MAX);
+        longest[SANDBOX_NAME_MAX] = 0;
+        assert_true(sandbox_name_is_valid(longest));
+        assert_true(sandbox_tenant_is_valid(longest));
+        longest[SANDBOX_NAME_MAX] = 'x';
+        longest[SANDBOX_NAME_MAX + 1] = 0;
+        assert_false(sandbox_name_is_valid(longest));
+        assert_false(sandbox_tenant_is_valid(longest));
+
+        assert_int_equal(set_str(&c, "Name", "agent-1", &e), 0);
+        assert_int_equal(set_str(&c, "Tenant", "acme", &e), 0);
+        assert_int_equal(sandbox_config_set(&c, "ReuseExisting", &(OptionValue) { .type = OPTION_BOOL, .b = true }, &e), 0);
+        assert_string_equal(c.name, "agent-1");
+        assert_string_equal(c.tenant, "acme");
+        assert_true(c.reuse_existing);
+        assert_invalid(set_str(&c, "Name", "", &e), &e);
+        assert_invalid(set_str(&c, "Name", "0123456789abcdef", &e), &e);
+        assert_invalid(set_str(&c, "Tenant", longest, &e), &e);
+        assert_invalid(set_str(&c, "Tenant", "a;b", &e), &e);
+        assert_invalid(sandbox_config_set(&c, "Name", &(OptionValue) { .type = OPTION_BOOL }, &e), &e);
+        assert_string_equal(c.name, "agent-1");     /* the refused ones changed nothing */
+        assert_string_equal(c.tenant, "acme");
+
+        c = (SandboxConfig) {};
+        o = json_tokener_parse("{\"Name\": \"n\", \"Tenant\": \"t\", \"ReuseExisting\": true}");
+        assert_int_equal(options_from_json(o, OPTION_SET_SANDBOX, &c, NULL, 0, &e), 0);
+        assert_string_equal(c.name, "n");
+        assert_string_equal(c.tenant, "t");
+        assert_true(c.reuse_existing);
+        json_object_put(o);
+
+        /* The record's Tenant filter; a caller acting for a tenant sees its own only. */
+        assert_int_equal(execution_query_set(&q, "Tenant", &(OptionValue) { .type = OPTION_STRING, .s = "b" }, &e), 0);
+        assert_string_equal(q.filter.tenant, "b");
+        assert_invalid(execution_query_set(&q, "Tenant", &(OptionValue) { .type = OPTION_STRING, .s = "" }, &e), &e);
+        execution_query_authorize(&q, &(SandboxCaller) { .uid = 1000, .tenant = "a" });
+        assert_string_equal(q.filter.caller_tenant, "a");
+        assert_string_equal(q.filter.tenant, "b");
+        execution_query_authorize(&q, &(SandboxCaller) { .uid = 1000 });
+        assert_string_equal(q.filter.caller_tenant, "");
+        execution_query_done(&q);
+}
+
 /* D-Bus's wider types are not taken for narrower ones, and the reverse (strict typing,
  * as the API documents each option's type). */
 static void test_option_types(void **state) {
@@ -311,6 +378,7 @@ int main(void) {
                 cmocka_unit_test(test_exec_args_too_big),
                 cmocka_unit_test(test_options_from_json),
                 cmocka_unit_test(test_option_types),
+                cmocka_unit_test(test_names_and_tenants),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

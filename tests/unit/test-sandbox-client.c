@@ -63,7 +63,7 @@ static void message_seal(sd_bus_message *m) {
         assert_true(sd_bus_message_rewind(m, true) >= 0);
 }
 
-/* Reads a{sv} of u64 and bool entries into a string "Name=value,…" in order. */
+/* Reads a{sv} of u64, bool and string entries into a string "Name=value,…" in order. */
 static void read_options(sd_bus_message *m, char *buf, size_t l) {
         size_t n = 0;
 
@@ -88,6 +88,10 @@ static void read_options(sd_bus_message *m, char *buf, size_t l) {
                         int v;
                         assert_true(sd_bus_message_read(m, "v", "b", &v) > 0);
                         n += (size_t) snprintf(buf + n, l - n, "%s%s=%s", n ? "," : "", name, v ? "yes" : "no");
+                } else if (streq(contents, "s")) {
+                        const char *v;
+                        assert_true(sd_bus_message_read(m, "v", "s", &v) > 0);
+                        n += (size_t) snprintf(buf + n, l - n, "%s%s=%s", n ? "," : "", name, v);
                 } else {
                         assert_true(sd_bus_message_skip(m, "v") >= 0);
                         n += (size_t) snprintf(buf + n, l - n, "%s%s:%s", n ? "," : "", name, contents);
@@ -113,6 +117,22 @@ static void test_create_options_only_those_set(void **state) {
         message_seal(m);
         read_options(m, buf, sizeof(buf));
         assert_string_equal(buf, "MemoryMax=0,TasksMax=64,Ephemeral=yes");
+}
+
+static void test_create_options_names(void **state) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = message_new();
+        SandboxCreateOptions o = {
+                .set = SANDBOX_CREATE_NAME | SANDBOX_CREATE_REUSE_EXISTING | SANDBOX_CREATE_TENANT,
+                .name = "agent-7",
+                .reuse_existing = true,
+                .tenant = "acme",
+        };
+        char buf[256];
+
+        assert_true(client_append_create_options(m, &o) >= 0);
+        message_seal(m);
+        read_options(m, buf, sizeof(buf));
+        assert_string_equal(buf, "Name=agent-7,ReuseExisting=yes,Tenant=acme");
 }
 
 static void test_create_options_none(void **state) {
@@ -146,7 +166,7 @@ static void test_exec_options(void **state) {
         assert_true(client_append_exec_options(m, &o, 42) >= 0);
         message_seal(m);
         read_options(m, buf, sizeof(buf));
-        assert_string_equal(buf, "Timeout=42,Environment:as,WorkingDirectory:s,OutputMax=0,Stdin:ay,"
+        assert_string_equal(buf, "Timeout=42,Environment:as,WorkingDirectory=/tmp,OutputMax=0,Stdin:ay,"
                                  "StandardOutput:h,TTY=yes,TerminalRows=30,TerminalColumns=100");
 }
 
@@ -310,7 +330,7 @@ static int fake_get(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         const char *id;
 
         assert_true(sd_bus_message_read(m, "s", &id) > 0);
-        if (!streq(id, TEST_ID))
+        if (!streq(id, TEST_ID) && !streq(id, "by-name"))
                 return sd_bus_error_setf(error, SANDBOX_ERROR_NO_SUCH_SANDBOX, "No sandbox '%s'.", id);
         return sd_bus_reply_method_return(m, "o", TEST_PATH);
 }
@@ -452,6 +472,12 @@ static void test_create_exec_destroy(void **state) {
         assert_int_equal(fake.n_destroy, 1);
         assert_int_equal(fake.destroy_auto_start, 1);
         assert_false(sandbox_client_error_is_set(&e));
+
+        /* By name: the handle has the id, from the path. */
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h3 = NULL;
+        assert_int_equal(sandbox_client_get(client, "by-name", &h3, &e), 0);
+        assert_string_equal(sandbox_handle_id(h3), TEST_ID);
+        assert_string_equal(sandbox_handle_path(h3), TEST_PATH);
 }
 
 static void test_errors_reach_the_caller(void **state) {
@@ -596,6 +622,7 @@ static void test_journal_entry_parse(void **state) {
 int main(void) {
         const struct CMUnitTest pure[] = {
                 cmocka_unit_test(test_create_options_only_those_set),
+                cmocka_unit_test(test_create_options_names),
                 cmocka_unit_test(test_create_options_none),
                 cmocka_unit_test(test_exec_options),
                 cmocka_unit_test(test_exec_options_defaults_send_nothing),

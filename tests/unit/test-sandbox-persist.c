@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The state a restarted sandboxd adopts a sandbox from (sandbox-persist.c): what is written
+ * is read back, names and tenants included; a file of a sandboxd before them still reads;
+ * a name that is not one is refused. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "sandbox-persist.h"
+
+static void test_round_trip(void **state) {
+        _cleanup_free_ char *text = NULL;
+        SandboxPersist st = {
+                .id = "0123456789abcdef",
+                .template_name = (char *) "shell",
+                .owner = 1000,
+                .host_uid = 0x70000001,
+                .created_at = 1,
+                .config = { .limits = { .memory_max = 1 << 24 }, .timeout_sec = 60, .ephemeral = true,
+                            .name = "agent-7", .tenant = "acme" },
+        }, back = {};
+
+        assert_int_equal(sandbox_persist_to_json(&st, &text), 0);
+        assert_int_equal(sandbox_persist_from_json(text, &back), 0);
+        assert_string_equal(back.id, st.id);
+        assert_int_equal(back.owner, 1000);
+        assert_string_equal(back.config.name, "agent-7");
+        assert_string_equal(back.config.tenant, "acme");
+        assert_true(back.config.ephemeral);
+        assert_int_equal(back.config.timeout_sec, 60);
+        sandbox_persist_done(&back);
+
+        /* Neither: no keys, and none read back. */
+        st.config.name[0] = st.config.tenant[0] = 0;
+        free(text);
+        assert_int_equal(sandbox_persist_to_json(&st, &text), 0);
+        assert_null(strstr(text, "\"Name\""));
+        assert_null(strstr(text, "\"Tenant\""));
+        assert_int_equal(sandbox_persist_from_json(text, &back), 0);
+        assert_string_equal(back.config.name, "");
+        assert_string_equal(back.config.tenant, "");
+        sandbox_persist_done(&back);
+}
+
+static void test_bad_names(void **state) {
+        static const char base[] =
+                "{\"id\":\"0123456789abcdef\",\"template\":\"shell\",\"owner\":0,\"host_uid\":1,\"created_at\":1,"
+                "\"deadline_realtime\":0,\"payload_pid\":0,\"MemoryMax\":1,\"CPUQuotaPerSecUSec\":1,\"TasksMax\":1,"
+                "\"DiskMax\":1,\"Timeout\":0,\"IdleTimeout\":0,\"Ephemeral\":false,\"environment\":[]%s}";
+        static const char *const bad[] = {
+                ",\"Name\":\"a b\"",
+                ",\"Name\":\"0123456789abcdef\"",
+                ",\"Name\":7",
+                ",\"Tenant\":\"\"",
+                ",\"Tenant\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+        };
+        SandboxPersist st = {};
+        char text[1024];
+
+        snprintf(text, sizeof(text), base, "");
+        assert_int_equal(sandbox_persist_from_json(text, &st), 0);
+        sandbox_persist_done(&st);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                snprintf(text, sizeof(text), base, bad[i]);
+                assert_int_equal(sandbox_persist_from_json(text, &st), -EBADMSG);
+        }
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_round_trip),
+                cmocka_unit_test(test_bad_names),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
