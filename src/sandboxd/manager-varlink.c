@@ -23,20 +23,20 @@ static json_object *sandbox_to_json(Sandbox *s) {
         const SandboxConfig *c = sandbox_get_config(s);
 
         if (!o ||
-            json_add(o, "Id", json_object_new_string(sandbox_get_id(s))) < 0 ||
-            json_add(o, "Template", json_object_new_string(sandbox_get_template(s))) < 0 ||
-            json_add(o, "Owner", json_object_new_uint64(sandbox_get_owner(s))) < 0 ||
-            json_add(o, "State", json_object_new_string(sandbox_state_to_string(sandbox_get_state(s)))) < 0 ||
-            json_add(o, "Unit", json_object_new_string(strempty(sandbox_get_unit(s)))) < 0 ||
-            json_add(o, "CreatedAt", json_object_new_uint64(sandbox_get_created_at(s))) < 0 ||
-            json_add(o, "MemoryMax", json_object_new_uint64(c->limits.memory_max)) < 0 ||
-            json_add(o, "CPUQuotaPerSecUSec", json_object_new_uint64(c->limits.cpu_quota_per_sec_usec)) < 0 ||
-            json_add(o, "TasksMax", json_object_new_uint64(c->limits.tasks_max)) < 0 ||
-            json_add(o, "DiskMax", json_object_new_uint64(c->disk_max)) < 0 ||
-            json_add(o, "Timeout", json_object_new_uint64(c->timeout_sec)) < 0 ||
-            json_add(o, "IdleTimeout", json_object_new_uint64(c->idle_timeout_sec)) < 0 ||
-            json_add(o, "Deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||
-            json_add(o, "Ephemeral", json_object_new_boolean(c->ephemeral)) < 0)
+            json_add(o, "id", json_object_new_string(sandbox_get_id(s))) < 0 ||
+            json_add(o, "template", json_object_new_string(sandbox_get_template(s))) < 0 ||
+            json_add(o, "owner", json_object_new_uint64(sandbox_get_owner(s))) < 0 ||
+            json_add(o, "state", json_object_new_string(sandbox_state_to_string(sandbox_get_state(s)))) < 0 ||
+            json_add(o, "unit", json_object_new_string(strempty(sandbox_get_unit(s)))) < 0 ||
+            json_add(o, "createdAt", json_object_new_uint64(sandbox_get_created_at(s))) < 0 ||
+            json_add(o, "memoryMax", json_object_new_uint64(c->limits.memory_max)) < 0 ||
+            json_add(o, "cpuQuotaPerSecUSec", json_object_new_uint64(c->limits.cpu_quota_per_sec_usec)) < 0 ||
+            json_add(o, "tasksMax", json_object_new_uint64(c->limits.tasks_max)) < 0 ||
+            json_add(o, "diskMax", json_object_new_uint64(c->disk_max)) < 0 ||
+            json_add(o, "timeout", json_object_new_uint64(c->timeout_sec)) < 0 ||
+            json_add(o, "idleTimeout", json_object_new_uint64(c->idle_timeout_sec)) < 0 ||
+            json_add(o, "deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||
+            json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -99,16 +99,16 @@ static json_object *exec_info_to_json(const ExecResult *res, uint64_t stdout_byt
         _cleanup_json_ json_object *o = json_object_new_object();
 
         if (!o ||
-            json_add(o, "TimedOut", json_object_new_boolean(res->timed_out)) < 0 ||
-            json_add(o, "OOMKilled", json_object_new_boolean(res->oom_killed)) < 0 ||
-            json_add(o, "Signal", json_object_new_int(res->signal)) < 0 ||
-            json_add(o, "ExitCode", json_object_new_int(res->exit_code)) < 0 ||
-            json_add(o, "DurationUSec", json_object_new_uint64(res->duration_usec)) < 0 ||
-            json_add(o, "CPUUSec", json_object_new_uint64(res->cpu_usec)) < 0 ||
-            json_add(o, "MaxRSSBytes", json_object_new_uint64(res->max_rss_bytes)) < 0 ||
-            json_add(o, "Truncated", json_object_new_boolean(res->truncated)) < 0 ||
-            json_add(o, "StdoutBytes", json_object_new_uint64(stdout_bytes)) < 0 ||
-            json_add(o, "StderrBytes", json_object_new_uint64(stderr_bytes)) < 0)
+            json_add(o, "timedOut", json_object_new_boolean(res->timed_out)) < 0 ||
+            json_add(o, "oomKilled", json_object_new_boolean(res->oom_killed)) < 0 ||
+            json_add(o, "signal", json_object_new_int(res->signal)) < 0 ||
+            json_add(o, "exitCode", json_object_new_int(res->exit_code)) < 0 ||
+            json_add(o, "durationUSec", json_object_new_uint64(res->duration_usec)) < 0 ||
+            json_add(o, "cpuUSec", json_object_new_uint64(res->cpu_usec)) < 0 ||
+            json_add(o, "maxRSSBytes", json_object_new_uint64(res->max_rss_bytes)) < 0 ||
+            json_add(o, "truncated", json_object_new_boolean(res->truncated)) < 0 ||
+            json_add(o, "stdoutBytes", json_object_new_uint64(stdout_bytes)) < 0 ||
+            json_add(o, "stderrBytes", json_object_new_uint64(stderr_bytes)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

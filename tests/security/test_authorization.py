@@ -32,23 +32,33 @@ POLICY = 'io.sandboxd.Sandbox1.policy'
 POLKIT = None
 
 
+def setup_polkit_module():
+    """setUpModule of a module that sets polkit's rules (this one, test_varlink): the
+    system, with our action file installed for its polkitd; returns the Polkit."""
+    polkit = Polkit(secutil.setup_module())
+    try:
+        polkit.install()
+    except BaseException:
+        polkit.uninstall()
+        raise
+    return polkit
+
+
+def teardown_polkit_module(polkit):
+    try:
+        if polkit:
+            polkit.uninstall()
+    finally:
+        secutil.teardown_module()
+
+
 def setUpModule():
     global POLKIT
-    S = secutil.setup_module()
-    POLKIT = Polkit(S)
-    try:
-        POLKIT.install()
-    except BaseException:
-        POLKIT.uninstall()
-        raise
+    POLKIT = setup_polkit_module()
 
 
 def tearDownModule():
-    try:
-        if POLKIT:
-            POLKIT.uninstall()
-    finally:
-        secutil.teardown_module()
+    teardown_polkit_module(POLKIT)
 
 
 def grant_to_nobody(*actions):
