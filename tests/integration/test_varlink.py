@@ -150,6 +150,32 @@ class ForeignClient(Base):
         sid = re.search(r'created ([0-9a-f]+)', cp.stdout).group(1)
         self.assertNotIn(self.unit(sid), S.sandbox_scopes())
 
+    def test_documented_socat_examples(self):
+        """sandboxd-api(7)'s examples, as printed there, run in the system."""
+        if not shutil.which('socat'):
+            if harness.ci():
+                self.fail('socat is missing (apt-get install socat); CI=true makes this a failure')
+            self.skipTest('socat is missing (apt-get install socat)')
+        with open(os.path.join(S.paths.source, 'man', 'sandboxd-api.7.scd')) as f:
+            page = f.read()
+        block = page[page.index('## Clients'):]
+        block = block[block.index('```\n') + 4:]
+        block = block[:block.index('```')].replace('\\\\', '\\')
+        examples = re.findall(r'^printf .*\n(?:    .*\n)*', block, re.M)
+        self.assertEqual(len(examples), 3, block)
+
+        def run(example):
+            cp = self.ok(S.run(['sh', '-c', example], timeout=120), example)
+            return [json.loads(line) for line in cp.stdout.splitlines() if line]
+        created = run(examples[0])
+        sid = created[0]['parameters']['id']
+        self.addCleanup(S.sandboxctl, 'destroy', sid, timeout=120)
+        self.assertEqual(vl('GetSandbox', {'id': sid})[0][0]['sandbox']['memoryMax'], 256 * MiB)
+        replies = run(examples[1].replace('"ID"', f'"{sid}"'))
+        self.assertEqual([unb64(r['parameters']['stdout']) for r in replies[:-1]], [b'42\n'])
+        self.assertEqual(replies[-1]['parameters']['exitStatus'], 0)
+        self.assertIn('interface io.sandboxd.Sandbox\n', run(examples[2])[0]['parameters']['description'])
+
     def test_description_is_the_installed_file_and_has_every_error(self):
         replies, error, _ = vl('org.varlink.service.GetInterfaceDescription', {'interface': IFACE})
         self.assertIsNone(error)
