@@ -417,7 +417,8 @@ static void varlink_create(bool ephemeral, char id[static 17]) {
         const char *m, *p;
 
         snprintf(call, sizeof(call),
-                 "{\"method\":\"" VARLINK_IFACE ".CreateSandbox\",\"parameters\":{\"template\":\"%s\",\"options\":{%s}}}",
+                 "{\"method\":\"" VARLINK_IFACE ".CreateSandbox\","
+                 "\"parameters\":{\"template\":\"%s\",\"options\":{%s}}}",
                  arg_template, ephemeral ? "\"Ephemeral\":true" : "");
         varlink_send(call);
         m = varlink_reply("CreateSandbox");
@@ -435,7 +436,8 @@ static void varlink_exec(const char *id, const char *argv, bool more, size_t wan
         const char *m;
         size_t out = 0;
 
-        snprintf(call, sizeof(call), "{\"method\":\"" VARLINK_IFACE ".Exec\",%s\"parameters\":{\"id\":\"%s\",\"argv\":%s}}",
+        snprintf(call, sizeof(call),
+                 "{\"method\":\"" VARLINK_IFACE ".Exec\",%s\"parameters\":{\"id\":\"%s\",\"argv\":%s}}",
                  more ? "\"more\":true," : "", id, argv);
         varlink_send(call);
         for (;;) {
@@ -445,7 +447,8 @@ static void varlink_exec(const char *id, const char *argv, bool more, size_t wan
                         break;
         }
         if (!strstr(m, "\"exitStatus\":0,") || out != want_stdout) {
-                fprintf(stderr, "sandbox-bench: varlink Exec %s in %s: %zu bytes of output, %.300s\n", argv, id, out, m);
+                fprintf(stderr, "sandbox-bench: varlink Exec %s in %s: %zu bytes of output, %.300s\n", argv, id,
+                        out, m);
                 exit(EXIT_FAILURE);
         }
 }
@@ -1010,106 +1013,113 @@ int main(int argc, char *argv[]) {
 
                 if (i % 20 == 0)
                         fprintf(stderr, "sandbox-bench: round %u/%u\n", i, arg_warmup + arg_runs);
-                if (ping_s) {
-                        t0 = now_us();
-                        ping(bus);
-                        if (keep)
-                                series_add(ping_s, now_us() - t0);
-                }
-                if (ce) {
-                        t0 = now_us();
-                        char *path = create_sandbox(bus, true);
-                        exec_true(bus, path);
-                        t1 = now_us();
-                        free(path);
-                        if (keep)
-                                series_add(ce, t1 - t0);
-                }
-                if (cep) {
-                        t0 = now_us();
-                        char *path = create_sandbox(bus, false);
-                        t1 = now_us();
-                        exec_true(bus, path);
-                        t2 = now_us();
-                        destroy_sandbox(bus, path); /* not in create_exec_persistent */
-                        free(path);
-                        if (keep) {
-                                series_add(cep, t2 - t0);
-                                series_add(c, t1 - t0);
-                                series_add(cfe, t2 - t1);
-                                series_add(d, now_us() - t2);
+                /* D-Bus and varlink alternate which goes first, so that neither always
+                 * follows the same step (a sandbox just gone, say). */
+                for (unsigned pass = 0; pass < 2; pass++) {
+                        if ((pass == 0) == (i % 2 == 0)) {
+                                if (ping_s) {
+                                        t0 = now_us();
+                                        ping(bus);
+                                        if (keep)
+                                                series_add(ping_s, now_us() - t0);
+                                }
+                                if (ce) {
+                                        t0 = now_us();
+                                        char *path = create_sandbox(bus, true);
+                                        exec_true(bus, path);
+                                        t1 = now_us();
+                                        free(path);
+                                        if (keep)
+                                                series_add(ce, t1 - t0);
+                                }
+                                if (cep) {
+                                        t0 = now_us();
+                                        char *path = create_sandbox(bus, false);
+                                        t1 = now_us();
+                                        exec_true(bus, path);
+                                        t2 = now_us();
+                                        destroy_sandbox(bus, path); /* not in create_exec_persistent */
+                                        free(path);
+                                        if (keep) {
+                                                series_add(cep, t2 - t0);
+                                                series_add(c, t1 - t0);
+                                                series_add(cfe, t2 - t1);
+                                                series_add(d, now_us() - t2);
+                                        }
+                                }
+                                if (ex) {
+                                        t0 = now_us();
+                                        exec_true(bus, exec_path);
+                                        if (keep)
+                                                series_add(ex, now_us() - t0);
+                                }
+                                if (exf) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, (char *[]) { (char *) "/bin/true", NULL }, true, 0);
+                                        if (keep)
+                                                series_add(exf, now_us() - t0);
+                                }
+                                if (exo) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, output_argv, false, OUTPUT_BYTES);
+                                        if (keep)
+                                                series_add(exo, now_us() - t0);
+                                }
+                                if (exof) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, output_argv, true, 0);
+                                        if (keep)
+                                                series_add(exof, now_us() - t0);
+                                }
+                                continue;
                         }
-                }
-                if (ex) {
-                        t0 = now_us();
-                        exec_true(bus, exec_path);
-                        if (keep)
-                                series_add(ex, now_us() - t0);
-                }
-                if (exf) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, (char *[]) { (char *) "/bin/true", NULL }, true, 0);
-                        if (keep)
-                                series_add(exf, now_us() - t0);
-                }
-                if (exo) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, output_argv, false, OUTPUT_BYTES);
-                        if (keep)
-                                series_add(exo, now_us() - t0);
-                }
-                if (exof) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, output_argv, true, 0);
-                        if (keep)
-                                series_add(exof, now_us() - t0);
-                }
-                if (vping) {
-                        t0 = now_us();
-                        varlink_ping();
-                        if (keep)
-                                series_add(vping, now_us() - t0);
-                }
-                if (vce) {
-                        char id[17];
-                        t0 = now_us();
-                        varlink_create(true, id);
-                        varlink_exec(id, VARLINK_TRUE, false, 0);
-                        if (keep)
-                                series_add(vce, now_us() - t0);
-                }
-                if (vcep) {
-                        char id[17];
-                        t0 = now_us();
-                        varlink_create(false, id);
-                        t1 = now_us();
-                        varlink_exec(id, VARLINK_TRUE, false, 0);
-                        t2 = now_us();
-                        varlink_destroy(id);
-                        if (keep) {
-                                series_add(vcep, t2 - t0);
-                                series_add(vc, t1 - t0);
-                                series_add(vcfe, t2 - t1);
-                                series_add(vd, now_us() - t2);
+                        if (vping) {
+                                t0 = now_us();
+                                varlink_ping();
+                                if (keep)
+                                        series_add(vping, now_us() - t0);
                         }
-                }
-                if (vex) {
-                        t0 = now_us();
-                        varlink_exec(exec_id, VARLINK_TRUE, false, 0);
-                        if (keep)
-                                series_add(vex, now_us() - t0);
-                }
-                if (vexo) {
-                        t0 = now_us();
-                        varlink_exec(exec_id, VARLINK_OUTPUT, false, OUTPUT_BYTES);
-                        if (keep)
-                                series_add(vexo, now_us() - t0);
-                }
-                if (vexom) {
-                        t0 = now_us();
-                        varlink_exec(exec_id, VARLINK_OUTPUT, true, OUTPUT_BYTES);
-                        if (keep)
-                                series_add(vexom, now_us() - t0);
+                        if (vce) {
+                                char id[17];
+                                t0 = now_us();
+                                varlink_create(true, id);
+                                varlink_exec(id, VARLINK_TRUE, false, 0);
+                                if (keep)
+                                        series_add(vce, now_us() - t0);
+                        }
+                        if (vcep) {
+                                char id[17];
+                                t0 = now_us();
+                                varlink_create(false, id);
+                                t1 = now_us();
+                                varlink_exec(id, VARLINK_TRUE, false, 0);
+                                t2 = now_us();
+                                varlink_destroy(id);
+                                if (keep) {
+                                        series_add(vcep, t2 - t0);
+                                        series_add(vc, t1 - t0);
+                                        series_add(vcfe, t2 - t1);
+                                        series_add(vd, now_us() - t2);
+                                }
+                        }
+                        if (vex) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_TRUE, false, 0);
+                                if (keep)
+                                        series_add(vex, now_us() - t0);
+                        }
+                        if (vexo) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_OUTPUT, false, OUTPUT_BYTES);
+                                if (keep)
+                                        series_add(vexo, now_us() - t0);
+                        }
+                        if (vexom) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_OUTPUT, true, OUTPUT_BYTES);
+                                if (keep)
+                                        series_add(vexom, now_us() - t0);
+                        }
                 }
                 if (fe) {
                         t0 = now_us();

@@ -357,7 +357,8 @@ static json_object *process_to_json(Exec *e) {
             json_add(o, "pid", json_object_new_int(exec_get_pid(e))) < 0 ||
             json_add(o, "argv", TAKE_PTR(argv)) < 0 ||
             json_add(o, "state", json_object_new_string(exec_is_running(e) ? "running" : "exited")) < 0 ||
-            json_add(o, "exitStatus", json_object_new_int(exec_is_running(e) ? 0 : exec_get_result(e)->exit_status)) < 0)
+            json_add(o, "exitStatus",
+                     json_object_new_int(exec_is_running(e) ? 0 : exec_get_result(e)->exit_status)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
