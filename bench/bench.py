@@ -22,6 +22,10 @@ and times with CLOCK_MONOTONIC, so no client process start is in the figures:
                           descriptors (/dev/null): no output through sandboxd
   exec_output, exec_output_fds   the same two for `head -c 1M /dev/zero`
   ping                    Peer.Ping to sandboxd: one bus round trip
+  varlink_*               the same over sandboxd's varlink socket, one connection: ping
+                          (GetInfo), create_exec, create_exec_persistent (create,
+                          create_first_exec; destroy), exec, exec_output (1 MiB in the reply,
+                          base64) and exec_output_more (streamed with "more")
 and, in the same process and run, interleaved with the above (each round runs each once),
 the floors:
   fork_exec               posix_spawn /bin/true + waitpid
@@ -31,7 +35,7 @@ the floors:
   systemd_run_scope_bwrap systemd-run --scope --uid=… bwrap … /bin/true
   systemd_run_scope_bwrap_props   … with the unit properties sandboxd sets (informational)
 Targets (SPEC.md): create_exec ≤ 2 × bwrap, create_exec < systemd_run_scope_bwrap,
-exec ≤ 3 × fork_exec.
+exec ≤ 3 × fork_exec; varlink at least as fast as D-Bus (exec, create + exec ≤ 1.0 ×).
 Then, each round, file upload throughput (sandbox-bench --upload): Upload of a random
 --upload-mib file (256 MiB) from a descriptor of the client into a running sandbox's /work
 (a tmpfs), against cp(1) of the same file on the host into a tmpfs directory; both read the
@@ -221,6 +225,15 @@ ROWS = [
     ('exec_fds', '  … with stdout/stderr fds passed (/dev/null)'),
     ('exec_output', 'exec 1 MiB of output, captured'),
     ('exec_output_fds', '  … with stdout/stderr fds passed (/dev/null)'),
+    ('varlink_ping', 'varlink GetInfo to sandboxd'),
+    ('varlink_create_exec', 'varlink: create(ephemeral) + exec /bin/true'),
+    ('varlink_create_exec_persistent', 'varlink: create + first exec'),
+    ('varlink_create', '  of which CreateSandbox'),
+    ('varlink_create_first_exec', '  of which the first Exec'),
+    ('varlink_destroy', 'varlink: then Destroy'),
+    ('varlink_exec', 'varlink: exec /bin/true in a running sandbox'),
+    ('varlink_exec_output', 'varlink: exec 1 MiB of output, in the reply'),
+    ('varlink_exec_output_more', '  … streamed ("more")'),
     ('upload', 'Upload of the file from a host fd'),
     ('cp', 'cp of the same file on the host (tmpfs)'),
 ]
@@ -235,6 +248,14 @@ RATIOS = [
      None),
     ('(exec /bin/true: fds passed / captured)', 'exec_fds', 'exec', '', None),
     ('(exec 1 MiB output: fds passed / captured)', 'exec_output_fds', 'exec_output', '', None),
+    ('varlink / D-Bus: exec /bin/true', 'varlink_exec', 'exec', '≤ 1.0', lambda r: r <= 1.0),
+    ('varlink / D-Bus: create(ephemeral) + exec', 'varlink_create_exec', 'create_exec', '≤ 1.0',
+     lambda r: r <= 1.0),
+    ('varlink / D-Bus: create + first exec', 'varlink_create_exec_persistent', 'create_exec_persistent', '≤ 1.0',
+     lambda r: r <= 1.0),
+    ('(varlink / D-Bus: ping)', 'varlink_ping', 'ping', '', None),
+    ('(varlink / D-Bus: exec 1 MiB, in the reply)', 'varlink_exec_output', 'exec_output', '', None),
+    ('(varlink streamed / D-Bus fds: exec 1 MiB)', 'varlink_exec_output_more', 'exec_output_fds', '', None),
     ('(upload time / cp time)', 'upload', 'cp', '', None),
 ]
 
@@ -247,7 +268,8 @@ def report(rounds, info):
     runs = rounds[0][next(iter(rounds[0]))]['runs']
     head = ''.join(f'   median    p90  ' if len(rounds) == 1 else f'  r{i + 1} med    p90  '
                    for i in range(len(rounds)))
-    print(f'\n{runs} runs of each per round, in ms (one client process, one bus connection):\n')
+    print(f'\n{runs} runs of each per round, in ms (one client process, one bus connection, one varlink '
+          f'connection):\n')
     print(f'  {"":<46}{head}')
     for key, what in ROWS:
         if key not in rounds[0]:

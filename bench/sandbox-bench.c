@@ -23,6 +23,11 @@
  * --upload FILE --cp-dir DIR instead times, --runs times each and interleaved, Upload of
  * FILE from a descriptor of ours into a running sandbox (its /work, a tmpfs) against cp(1)
  * of FILE into DIR (a tmpfs of the caller's): "upload" and "cp", plus "upload_bytes".
+ *
+ * The varlink_* measurements make the same calls on sandboxd's varlink socket (--varlink,
+ * default /run/sandboxd/io.sandboxd.Sandbox), over one connection, in the same rounds:
+ * the JSON is written and read by hand (blocking write, read to the NUL), as sd-bus
+ * marshals D-Bus's.
  */
 
 #include <errno.h>
@@ -37,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +73,7 @@ static bool arg_samples = false;
 static unsigned arg_trace = 0;
 static const char *arg_upload = NULL;
 static const char *arg_cp_dir = NULL;
+static const char *arg_varlink = "/run/sandboxd/io.sandboxd.Sandbox";
 static char **arg_bwrap = NULL;      /* points into argv */
 static int devnull = -1;
 
@@ -309,6 +317,152 @@ static void ping(sd_bus *bus) {
                 fail_bus("Ping", &error, r);
 }
 
+/* ---- varlink ----------------------------------------------------------------------- */
+
+#define VARLINK_IFACE "io.sandboxd.Sandbox"
+
+static int varlink_fd = -1;
+static char *vl_buf;                 /* what was read: messages, each ended by a NUL */
+static size_t vl_size, vl_start, vl_end;
+
+static void varlink_connect(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (strlen(arg_varlink) >= sizeof(sa.sun_path))
+                fail(arg_varlink, ENAMETOOLONG);
+        strcpy(sa.sun_path, arg_varlink);
+        varlink_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (varlink_fd < 0 || connect(varlink_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                fail(arg_varlink, errno);
+}
+
+static void varlink_send(const char *json) {
+        size_t n = strlen(json) + 1, done = 0;   /* with its NUL */
+
+        while (done < n) {
+                ssize_t k = write(varlink_fd, json + done, n - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        fail("varlink write", k < 0 ? errno : EPIPE);
+                done += (size_t) k;
+        }
+}
+
+/* The next message, NUL-terminated in the buffer: valid until the next call. */
+static const char *varlink_receive(void) {
+        for (;;) {
+                char *nul = vl_start < vl_end ? memchr(vl_buf + vl_start, 0, vl_end - vl_start) : NULL;
+                if (nul) {
+                        const char *m = vl_buf + vl_start;
+                        vl_start = (size_t) (nul - vl_buf) + 1;
+                        return m;
+                }
+                if (vl_start > 0) {
+                        memmove(vl_buf, vl_buf + vl_start, vl_end - vl_start);
+                        vl_end -= vl_start;
+                        vl_start = 0;
+                }
+                if (vl_size - vl_end < 65536) {
+                        vl_size = vl_size ? vl_size * 2 : 1024 * 1024;
+                        vl_buf = realloc(vl_buf, vl_size);
+                        if (!vl_buf)
+                                fail("Out of memory", ENOMEM);
+                }
+                ssize_t k = read(varlink_fd, vl_buf + vl_end, vl_size - vl_end);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        fail("varlink read", k < 0 ? errno : ECONNRESET);
+                vl_end += (size_t) k;
+        }
+}
+
+/* A reply, or exit with the error it carries. */
+static const char *varlink_reply(const char *what) {
+        const char *m = varlink_receive();
+
+        if (strstr(m, "\"error\":")) {
+                fprintf(stderr, "sandbox-bench: %s: %.500s\n", what, m);
+                exit(EXIT_FAILURE);
+        }
+        return m;
+}
+
+/* The bytes of the base64 string after key in m (0 if none). */
+static size_t base64_size(const char *m, const char *key) {
+        const char *p = strstr(m, key), *end;
+        size_t n;
+
+        if (!p)
+                return 0;
+        p += strlen(key);
+        end = strchr(p, '"');
+        n = end ? (size_t) (end - p) : 0;
+        if (n >= 1 && p[n - 1] == '=')
+                n--;
+        if (n >= 1 && p[n - 1] == '=')
+                n--;
+        return n * 3 / 4;
+}
+
+static void varlink_ping(void) {
+        varlink_send("{\"method\":\"org.varlink.service.GetInfo\"}");
+        (void) varlink_reply("GetInfo");
+}
+
+/* CreateSandbox: its id (16 hex digits) into id. */
+static void varlink_create(bool ephemeral, char id[static 17]) {
+        char call[256];
+        const char *m, *p;
+
+        snprintf(call, sizeof(call),
+                 "{\"method\":\"" VARLINK_IFACE ".CreateSandbox\","
+                 "\"parameters\":{\"template\":\"%s\",\"options\":{%s}}}",
+                 arg_template, ephemeral ? "\"Ephemeral\":true" : "");
+        varlink_send(call);
+        m = varlink_reply("CreateSandbox");
+        p = strstr(m, "\"id\":\"");
+        if (!p || strlen(p + 6) < 16)
+                fail("CreateSandbox reply without id", EBADMSG);
+        memcpy(id, p + 6, 16);
+        id[16] = 0;
+}
+
+/* Exec argv (a JSON array) in sandbox id, with "more" or not: checks exit status 0 and
+ * that want_stdout bytes came, in the reply or streamed. */
+static void varlink_exec(const char *id, const char *argv, bool more, size_t want_stdout) {
+        char call[512];
+        const char *m;
+        size_t out = 0;
+
+        snprintf(call, sizeof(call),
+                 "{\"method\":\"" VARLINK_IFACE ".Exec\",%s\"parameters\":{\"id\":\"%s\",\"argv\":%s}}",
+                 more ? "\"more\":true," : "", id, argv);
+        varlink_send(call);
+        for (;;) {
+                m = varlink_reply("Exec");
+                out += base64_size(m, "\"stdout\":\"");
+                if (!strstr(m, "\"continues\":true"))
+                        break;
+        }
+        if (!strstr(m, "\"exitStatus\":0,") || out != want_stdout) {
+                fprintf(stderr, "sandbox-bench: varlink Exec %s in %s: %zu bytes of output, %.300s\n", argv, id,
+                        out, m);
+                exit(EXIT_FAILURE);
+        }
+}
+
+static void varlink_destroy(const char *id) {
+        char call[128];
+
+        snprintf(call, sizeof(call), "{\"method\":\"" VARLINK_IFACE ".Destroy\",\"parameters\":{\"id\":\"%s\"}}", id);
+        varlink_send(call);
+        (void) varlink_reply("Destroy");
+}
+
+#define VARLINK_TRUE "[\"/bin/true\"]"
+#define VARLINK_OUTPUT "[\"head\",\"-c\",\"1048576\",\"/dev/zero\"]"
 
 /* ---- --trace: where the time of one ephemeral create + exec goes --------------------- */
 
@@ -637,8 +791,12 @@ static void usage(void) {
                "                     [--only NAME,…] [--samples] [-- BWRAP-ARGV…]\n"
                "       sandbox-bench --trace N [--template NAME]\n"
                "       sandbox-bench --upload FILE --cp-dir DIR [--runs N] [--warmup N] [--template NAME]\n"
+               "                     [--varlink PATH]\n"
                "measurements: ping create_exec create_exec_persistent create create_first_exec destroy exec\n"
                "              exec_fds exec_output exec_output_fds\n"
+               "              varlink_ping varlink_create_exec varlink_create_exec_persistent varlink_create\n"
+               "              varlink_create_first_exec varlink_destroy varlink_exec varlink_exec_output\n"
+               "              varlink_exec_output_more\n"
                "              fork_exec bwrap systemd_run_scope_bwrap systemd_run_scope_bwrap_props\n");
 }
 
@@ -666,6 +824,7 @@ static void parse_argv(int argc, char *argv[]) {
                 { "trace", required_argument, NULL, 'T' },
                 { "upload", required_argument, NULL, 'U' },
                 { "cp-dir", required_argument, NULL, 'C' },
+                { "varlink", required_argument, NULL, 'V' },
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
@@ -702,6 +861,9 @@ static void parse_argv(int argc, char *argv[]) {
                 case 'C':
                         arg_cp_dir = optarg;
                         break;
+                case 'V':
+                        arg_varlink = optarg;
+                        break;
                 case 'h':
                         usage();
                         exit(EXIT_SUCCESS);
@@ -715,7 +877,7 @@ static void parse_argv(int argc, char *argv[]) {
 
 int main(int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        Series *all[16];
+        Series *all[32];
         size_t n_all = 0;
         bool need_bus;
         int r;
@@ -759,7 +921,10 @@ int main(int argc, char *argv[]) {
         Series *ping_s = NULL, *ce = NULL, *cep = NULL, *c = NULL, *cfe = NULL, *d = NULL, *ex = NULL,
                *fe = NULL, *bw = NULL, *sr = NULL, *srp = NULL,
                *exf = NULL, *exo = NULL, *exof = NULL;
+        Series *vping = NULL, *vce = NULL, *vcep = NULL, *vc = NULL, *vcfe = NULL, *vd = NULL, *vex = NULL,
+               *vexo = NULL, *vexom = NULL;
         char *exec_path = NULL, **sr_argv = NULL, **srp_argv = NULL;
+        const char *exec_id = NULL;
         char uid_opt[64];
 
         if (wanted("ping"))
@@ -783,8 +948,35 @@ int main(int argc, char *argv[]) {
                 exo = all[n_all++] = series_new("exec_output");
         if (wanted("exec_output_fds"))
                 exof = all[n_all++] = series_new("exec_output_fds");
-        if (ex || exf || exo || exof)
+        /* The same calls over varlink, the execs in the same sandbox as D-Bus's. */
+        if (wanted("varlink_ping"))
+                vping = all[n_all++] = series_new("varlink_ping");
+        if (wanted("varlink_create_exec"))
+                vce = all[n_all++] = series_new("varlink_create_exec");
+        if (wanted("varlink_create_exec_persistent") || wanted("varlink_create") ||
+            wanted("varlink_create_first_exec") || wanted("varlink_destroy")) {
+                vcep = all[n_all++] = series_new("varlink_create_exec_persistent");
+                vc = all[n_all++] = series_new("varlink_create");
+                vcfe = all[n_all++] = series_new("varlink_create_first_exec");
+                vd = all[n_all++] = series_new("varlink_destroy");
+        }
+        if (wanted("varlink_exec"))
+                vex = all[n_all++] = series_new("varlink_exec");
+        if (wanted("varlink_exec_output"))
+                vexo = all[n_all++] = series_new("varlink_exec_output");
+        if (wanted("varlink_exec_output_more"))
+                vexom = all[n_all++] = series_new("varlink_exec_output_more");
+        if (vping || vce || vcep || vex || vexo || vexom)
+                varlink_connect();
+        if ((vex || vexo || vexom) && !bus) {
+                r = sd_bus_open_system(&bus);
+                if (r < 0)
+                        fail("Failed to connect to the system bus", r);
+        }
+        if (ex || exf || exo || exof || vex || vexo || vexom) {
                 exec_path = create_sandbox(bus, false);
+                exec_id = strrchr(exec_path, '/') + 1;
+        }
         if (wanted("fork_exec"))
                 fe = all[n_all++] = series_new("fork_exec");
         if (arg_bwrap && wanted("bwrap"))
@@ -821,59 +1013,113 @@ int main(int argc, char *argv[]) {
 
                 if (i % 20 == 0)
                         fprintf(stderr, "sandbox-bench: round %u/%u\n", i, arg_warmup + arg_runs);
-                if (ping_s) {
-                        t0 = now_us();
-                        ping(bus);
-                        if (keep)
-                                series_add(ping_s, now_us() - t0);
-                }
-                if (ce) {
-                        t0 = now_us();
-                        char *path = create_sandbox(bus, true);
-                        exec_true(bus, path);
-                        t1 = now_us();
-                        free(path);
-                        if (keep)
-                                series_add(ce, t1 - t0);
-                }
-                if (cep) {
-                        t0 = now_us();
-                        char *path = create_sandbox(bus, false);
-                        t1 = now_us();
-                        exec_true(bus, path);
-                        t2 = now_us();
-                        destroy_sandbox(bus, path); /* not in create_exec_persistent */
-                        free(path);
-                        if (keep) {
-                                series_add(cep, t2 - t0);
-                                series_add(c, t1 - t0);
-                                series_add(cfe, t2 - t1);
-                                series_add(d, now_us() - t2);
+                /* D-Bus and varlink alternate which goes first, so that neither always
+                 * follows the same step (a sandbox just gone, say). */
+                for (unsigned pass = 0; pass < 2; pass++) {
+                        if ((pass == 0) == (i % 2 == 0)) {
+                                if (ping_s) {
+                                        t0 = now_us();
+                                        ping(bus);
+                                        if (keep)
+                                                series_add(ping_s, now_us() - t0);
+                                }
+                                if (ce) {
+                                        t0 = now_us();
+                                        char *path = create_sandbox(bus, true);
+                                        exec_true(bus, path);
+                                        t1 = now_us();
+                                        free(path);
+                                        if (keep)
+                                                series_add(ce, t1 - t0);
+                                }
+                                if (cep) {
+                                        t0 = now_us();
+                                        char *path = create_sandbox(bus, false);
+                                        t1 = now_us();
+                                        exec_true(bus, path);
+                                        t2 = now_us();
+                                        destroy_sandbox(bus, path); /* not in create_exec_persistent */
+                                        free(path);
+                                        if (keep) {
+                                                series_add(cep, t2 - t0);
+                                                series_add(c, t1 - t0);
+                                                series_add(cfe, t2 - t1);
+                                                series_add(d, now_us() - t2);
+                                        }
+                                }
+                                if (ex) {
+                                        t0 = now_us();
+                                        exec_true(bus, exec_path);
+                                        if (keep)
+                                                series_add(ex, now_us() - t0);
+                                }
+                                if (exf) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, (char *[]) { (char *) "/bin/true", NULL }, true, 0);
+                                        if (keep)
+                                                series_add(exf, now_us() - t0);
+                                }
+                                if (exo) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, output_argv, false, OUTPUT_BYTES);
+                                        if (keep)
+                                                series_add(exo, now_us() - t0);
+                                }
+                                if (exof) {
+                                        t0 = now_us();
+                                        exec_cmd(bus, exec_path, output_argv, true, 0);
+                                        if (keep)
+                                                series_add(exof, now_us() - t0);
+                                }
+                                continue;
                         }
-                }
-                if (ex) {
-                        t0 = now_us();
-                        exec_true(bus, exec_path);
-                        if (keep)
-                                series_add(ex, now_us() - t0);
-                }
-                if (exf) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, (char *[]) { (char *) "/bin/true", NULL }, true, 0);
-                        if (keep)
-                                series_add(exf, now_us() - t0);
-                }
-                if (exo) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, output_argv, false, OUTPUT_BYTES);
-                        if (keep)
-                                series_add(exo, now_us() - t0);
-                }
-                if (exof) {
-                        t0 = now_us();
-                        exec_cmd(bus, exec_path, output_argv, true, 0);
-                        if (keep)
-                                series_add(exof, now_us() - t0);
+                        if (vping) {
+                                t0 = now_us();
+                                varlink_ping();
+                                if (keep)
+                                        series_add(vping, now_us() - t0);
+                        }
+                        if (vce) {
+                                char id[17];
+                                t0 = now_us();
+                                varlink_create(true, id);
+                                varlink_exec(id, VARLINK_TRUE, false, 0);
+                                if (keep)
+                                        series_add(vce, now_us() - t0);
+                        }
+                        if (vcep) {
+                                char id[17];
+                                t0 = now_us();
+                                varlink_create(false, id);
+                                t1 = now_us();
+                                varlink_exec(id, VARLINK_TRUE, false, 0);
+                                t2 = now_us();
+                                varlink_destroy(id);
+                                if (keep) {
+                                        series_add(vcep, t2 - t0);
+                                        series_add(vc, t1 - t0);
+                                        series_add(vcfe, t2 - t1);
+                                        series_add(vd, now_us() - t2);
+                                }
+                        }
+                        if (vex) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_TRUE, false, 0);
+                                if (keep)
+                                        series_add(vex, now_us() - t0);
+                        }
+                        if (vexo) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_OUTPUT, false, OUTPUT_BYTES);
+                                if (keep)
+                                        series_add(vexo, now_us() - t0);
+                        }
+                        if (vexom) {
+                                t0 = now_us();
+                                varlink_exec(exec_id, VARLINK_OUTPUT, true, OUTPUT_BYTES);
+                                if (keep)
+                                        series_add(vexom, now_us() - t0);
+                        }
                 }
                 if (fe) {
                         t0 = now_us();

@@ -808,9 +808,10 @@ int manager_adopt_sandboxes(Manager *m) {
         if (d)
                 closedir(d);
 
-        /* Stored descriptors nothing claimed. */
+        /* Stored descriptors of ours nothing claimed. Others (the varlink socket unit's)
+         * are the daemon's. */
         for (int i = 0; i < n_fds; i++)
-                if (names && names[i] && !isempty(names[i])) {
+                if (names && names[i] && startswith_str(names[i], "ctl-")) {
                         safe_close(SD_LISTEN_FDS_START + i);
                         manager_forget_fd(names[i]);
                 }

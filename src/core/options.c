@@ -651,6 +651,9 @@ int options_from_json(json_object *o, OptionSet set, void *target, const int *fd
                 JsonOptionStorage st = {};
                 OptionValue v;
 
+                /* null is an absent option, as varlink has its optional fields. */
+                if (!j)
+                        continue;
                 r = json_to_option(name, j, option_set_lookup(set, name), fds, n_fds, &v, &st, error);
                 if (r >= 0)
                         r = option_set_apply(set, target, name, &v, error);

@@ -164,7 +164,7 @@ OptionType option_set_lookup(OptionSet set, const char *name);
 int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error);
 /* Applies every member of a JSON object (varlink's, HTTP's) as an option of set: the
  * values are taken as the types the options have (integers in range, a base64 string for
- * bytes, an index into fds for a descriptor). */
+ * bytes, an index into fds for a descriptor); a null member is an option not given. */
 int options_from_json(json_object *o, OptionSet set, void *target, const int *fds, size_t n_fds,
                       SandboxError *error);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "recorder-dbus.h"
 #include "sandboxd-conf.h"
 #include "sandbox-dbus.h"
+#include "sandbox-varlink.h"
 #include "seccomp-policy.h"
 #include "strv.h"
 #include "time-util.h"
@@ -29,6 +31,7 @@ typedef struct Daemon {
         Manager *manager;
         Recorder *recorder;
         BusFrontend bus_frontend;
+        VarlinkFrontend varlink_frontend;
 } Daemon;
 
 static void help(void) {
@@ -230,9 +233,62 @@ static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *
         return 0;
 }
 
+/* The varlink socket passed by sandboxd-varlink.socket, if sandboxd was started through it
+ * (or beside it), by its name: -EBADF if none. Descriptors named "ctl-…" are the manager's
+ * (sandboxes' control sockets kept in the fd store, manager_adopt_sandboxes()); any other
+ * is no one's and closed. */
+static int take_varlink_fd(void) {
+        _cleanup_strv_free_ char **names = NULL;
+        int n, fd = -EBADF;
+
+        n = sd_listen_fds_with_names(false, &names);
+        if (n < 0) {
+                log_warning_errno(n, "Failed to get passed descriptors, ignoring: %m");
+                return -EBADF;
+        }
+        for (int i = 0; i < n; i++) {
+                const char *name = names && names[i] ? names[i] : "";
+
+                if (streq(name, SANDBOX_VARLINK_FD_NAME) && fd < 0) {
+                        fd = SD_LISTEN_FDS_START + i;
+                        /* Passed descriptors are inherited by whatever we start: not this one. */
+                        (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+                } else if (!startswith_str(name, "ctl-")) {
+                        log_warning("Closing a passed descriptor nobody takes (named '%s').", name);
+                        safe_close(SD_LISTEN_FDS_START + i);
+                }
+        }
+        return fd;
+}
+
+/* varlink beside D-Bus: on the socket the socket unit passed, else on one made here. Its
+ * failure leaves D-Bus serving, except that a passed socket must be served (its callers
+ * would wait in its backlog). */
+static int setup_varlink(Daemon *d, int fd) {
+        bool passed = fd >= 0;
+        int r;
+
+        d->varlink_frontend = (VarlinkFrontend) {
+                .event = d->event, .bus = d->bus, .manager = d->manager, .recorder = d->recorder,
+        };
+        r = varlink_frontend_setup(&d->varlink_frontend);
+        if (r >= 0)
+                r = varlink_frontend_listen(&d->varlink_frontend, fd);
+        if (r < 0 && passed)
+                return log_error_errno(r, "Failed to serve varlink on the passed socket: %m");
+        if (r < 0) {
+                log_warning_errno(r, "Failed to serve varlink on %s, D-Bus only: %m", SANDBOX_VARLINK_SOCKET);
+                varlink_frontend_done(&d->varlink_frontend);
+                return 0;
+        }
+        log_debug("Serving varlink on %s%s.", SANDBOX_VARLINK_SOCKET, passed ? " (socket-activated)" : "");
+        return 0;
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_settings_done) ManagerSettings settings = {};
         _cleanup_free_ char *config_path = NULL;
+        _cleanup_close_ int varlink_fd = -EBADF;
         Daemon d = {};
         sigset_t mask;
         int r;
@@ -317,6 +373,7 @@ static int run(int argc, char *argv[]) {
         r = manager_load_templates(d.manager);
         if (r < 0)
                 goto finish;
+        varlink_fd = take_varlink_fd();
         (void) manager_adopt_sandboxes(d.manager);
 
         r = bus_frontend_register(&d.bus_frontend);
@@ -324,6 +381,9 @@ static int run(int argc, char *argv[]) {
                 log_error_errno(r, "Failed to register D-Bus objects: %m");
                 goto finish;
         }
+        r = setup_varlink(&d, TAKE_FD(varlink_fd));
+        if (r < 0)
+                goto finish;
         r = sd_bus_request_name(d.bus, SANDBOX_BUS_NAME, 0);
         if (r < 0) {
                 log_error_errno(r, "Failed to acquire bus name %s: %m", SANDBOX_BUS_NAME);
@@ -342,6 +402,9 @@ finish:
                 log_error_errno(r, "Exiting: %m");
         d.manager = manager_free(d.manager); /* and with it the subscriptions */
         d.recorder = recorder_free(d.recorder);
+        /* After the manager, whose calls in flight are answered NoReply as it goes; what
+         * still waits on polkit lets go of the bus with its connection. */
+        varlink_frontend_done(&d.varlink_frontend);
         /* What still waits on the bus daemon or polkit holds the bus: let go first. */
         bus_authorize_cancel_all();
         bus_caller_done();

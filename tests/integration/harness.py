@@ -62,6 +62,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import varlinkprobe  # noqa: E402
+
 SYSTEMD = '/lib/systemd/systemd'
 CGROUP_FS = '/sys/fs/cgroup'
 NS_PREFIXES = ('sandboxd-test-', 'sandboxd-ns-')
@@ -69,6 +72,9 @@ BUS_NAME = 'io.sandboxd.Sandbox1'
 MANAGER_PATH = '/io/sandboxd/Sandbox1'
 MANAGER_IFACE = 'io.sandboxd.Sandbox1.Manager'
 SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
+VARLINK_SOCKET = '/run/sandboxd/io.sandboxd.Sandbox'  # sandboxd-varlink.socket's, in the system
+VARLINK_IFACE = 'io.sandboxd.Sandbox'
+VARLINK_UNIT = 'sandboxd-varlink.socket'
 SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
 MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 DOCKER_IMAGE = 'sandboxd-busybox:latest'          # what templates/docker-busybox.json names
@@ -156,6 +162,7 @@ class Paths:
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
         self.activation = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.service')
         self.slice = os.path.join(self.source, 'units', 'sandbox.slice')
+        self.varlink_socket_unit = os.path.join(self.source, 'units', VARLINK_UNIT)
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
         # Commands run through nsenter -m start in the namespace's /, not in our cwd.
@@ -196,7 +203,7 @@ class Paths:
             for p in (self.sandboxd, self.sandboxctl, self.sandbox_init):
                 if not os.access(p, os.X_OK):
                     out.append(f'{p} (not built)')
-            for p in (self.policy, self.slice, self.templates):
+            for p in (self.policy, self.slice, self.varlink_socket_unit, self.templates):
                 if not os.path.exists(p):
                     out.append(p)
         return out
@@ -382,6 +389,7 @@ class System:
         self.installed = []        # host-mode files to remove
         self.daemon_started = False
         self.host_daemon_was_active = False
+        self.host_socket_was_active = False
         self.torn_down = False
         # Docker: a dockerd of our own in the system. Its socket and exec root live in the
         # system's /run (sandboxd's PrivateTmp= hides the work directory under /var/tmp).
@@ -451,6 +459,16 @@ class System:
         if cp.returncode == 0 and as_json and cp.stdout.strip():
             data = json.loads(cp.stdout)['data']
         return cp, data, error
+
+    def varlink(self, timeout=120):
+        """A varlinkprobe.Connection to sandboxd's varlink socket, from this (root) process:
+        in namespace mode the socket is reached through /proc/PID/root."""
+        return varlinkprobe.Connection(self.path(VARLINK_SOCKET), timeout=timeout)
+
+    def varlink_call(self, method, parameters=None, more=False, timeout=120):
+        """One call on a connection of its own: (replies, error name, error parameters)."""
+        with self.varlink(timeout=timeout) as c:
+            return c.call(f'{VARLINK_IFACE}.{method}' if '.' not in method else method, parameters, more=more)
 
     def systemctl(self, *args, **kw):
         return self.run(['systemctl', '--no-pager'] + list(args), **kw)
@@ -811,14 +829,17 @@ class System:
         files = {
             os.path.join(unitdir, 'sandboxd.service'): p.service_text(),
             os.path.join(unitdir, 'sandbox.slice'): open(p.slice).read(),
+            # sandboxd.service wants it: started with it, its socket passed in.
+            os.path.join(unitdir, VARLINK_UNIT): open(p.varlink_socket_unit).read(),
             os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
         }
         if self.mode == 'host':
             # A sandboxd installed on this machine: stopped for the tests, started again after.
             self.host_daemon_was_active = self.systemctl('is-active', 'sandboxd.service').stdout.strip() == 'active'
-            if self.host_daemon_was_active:
-                log('stopping the sandboxd.service of this machine for the tests')
-                self.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
+            self.host_socket_was_active = self.systemctl('is-active', VARLINK_UNIT).stdout.strip() == 'active'
+            if self.host_daemon_was_active or self.host_socket_was_active:
+                log('stopping the sandboxd.service (and its socket) of this machine for the tests')
+                self.systemctl('stop', VARLINK_UNIT, 'sandboxd.service', check=True, timeout=90)
             if not os.path.isdir(dropdir):
                 os.makedirs(dropdir)
                 self.installed.append(dropdir)
@@ -979,7 +1000,7 @@ class System:
         if left:
             log(f'destroying sandboxes the tests left: {left}')
             self.run([self.paths.sandboxctl, 'destroy', *left], timeout=120)
-        cp = self.systemctl('stop', 'sandboxd.service', timeout=90)
+        cp = self.systemctl('stop', VARLINK_UNIT, 'sandboxd.service', timeout=90)
         if cp.returncode != 0:
             problems.append(f'systemctl stop sandboxd failed: {cp.stderr.strip()}')
         info = self.show('sandboxd.service', 'Result', 'NRestarts', 'ExecMainStatus', 'ExecMainCode')
@@ -1031,6 +1052,10 @@ class System:
                         'ReloadConfig', timeout=30)
         except Exception as e:
             problems.append(f'reload after uninstall failed: {e}')
+        if self.host_socket_was_active:
+            cp = self.systemctl('start', VARLINK_UNIT, timeout=90)
+            if cp.returncode != 0:
+                problems.append(f'could not start this machine\'s {VARLINK_UNIT} again: {cp.stderr.strip()}')
         if self.host_daemon_was_active:
             cp = self.systemctl('start', 'sandboxd.service', timeout=90)
             if cp.returncode != 0:

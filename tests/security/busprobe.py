@@ -14,9 +14,11 @@ JSON cannot say: {"$v": [SIG, VALUE]} a variant, {"$rep": [STRING, N]} STRING re
 times, {"$list": [VALUE, N]} a list of N copies of VALUE; {"$bytes": [BYTE, N]} N bytes;
 {"$fd": PATH} a descriptor of PATH opened read-only by this process (for 'h').
 Each result: {"reply": [...]} or {"error": NAME, "message": first 500 characters}; byte
-arrays and long strings are summarised as {"len": N} so that the output stays small.
+arrays and long strings are summarised as {"len": N} so that the output stays small, unless
+the call has "bytes": true: then each byte array is {"base64": its bytes in base64}.
 """
 
+import base64
 import json
 import os
 import sys
@@ -68,15 +70,13 @@ def variant(sig, value):
     raise ValueError(f'variant signature {sig} not supported here')
 
 
-def summarise(v):
-    if isinstance(v, dbus.ByteArray) or (isinstance(v, dbus.Array) and v.signature == 'y'):
-        return {'len': len(v)}
-    if isinstance(v, bytes):
-        return {'len': len(v)}
+def summarise(v, full_bytes=False):
+    if isinstance(v, dbus.ByteArray) or (isinstance(v, dbus.Array) and v.signature == 'y') or isinstance(v, bytes):
+        return {'base64': base64.b64encode(bytes(v)).decode()} if full_bytes else {'len': len(v)}
     if isinstance(v, (dbus.Dictionary, dict)):
-        return {str(k): summarise(x) for k, x in v.items()}
+        return {str(k): summarise(x, full_bytes) for k, x in v.items()}
     if isinstance(v, (dbus.Array, dbus.Struct, list, tuple)):
-        return [summarise(x) for x in v]
+        return [summarise(x, full_bytes) for x in v]
     if isinstance(v, dbus.Boolean):
         return bool(v)
     if isinstance(v, (dbus.String, dbus.ObjectPath, dbus.Signature, str)):
@@ -99,7 +99,7 @@ def main():
                 reply = []
             elif not isinstance(reply, tuple):
                 reply = [reply]
-            out.append({'reply': summarise(list(reply))})
+            out.append({'reply': summarise(list(reply), c.get('bytes', False))})
         except dbus.exceptions.DBusException as e:
             out.append({'error': e.get_dbus_name(), 'message': (e.get_dbus_message() or '')[:500]})
     json.dump(out, sys.stdout)

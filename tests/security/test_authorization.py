@@ -22,6 +22,26 @@ from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, harness
 POLKIT = None
 
 
+def setup_polkit_module():
+    """setUpModule of a module that sets polkit's rules (this one, test_varlink): the
+    system, with our action file installed for its polkitd; returns the Polkit."""
+    polkit = Polkit(secutil.setup_module())
+    try:
+        polkit.install()
+    except BaseException:
+        polkit.uninstall()
+        raise
+    return polkit
+
+
+def teardown_polkit_module(polkit):
+    try:
+        if polkit:
+            polkit.uninstall()
+    finally:
+        secutil.teardown_module()
+
+
 def setUpModule():
     global POLKIT
     POLKIT = polkitutil.setup_module()

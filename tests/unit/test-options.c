@@ -199,6 +199,15 @@ static void test_options_from_json(void **state) {
         assert_int_equal(c.timeout_sec, 60);
         json_object_put(o);
 
+        /* null: not given (varlink's optional fields), whatever the option's type. */
+        c = (SandboxConfig) {};
+        o = json_tokener_parse("{\"MemoryMax\": null, \"Ephemeral\": null, \"Frobnicate\": null}");
+        assert_non_null(o);
+        assert_int_equal(options_from_json(o, OPTION_SET_SANDBOX, &c, NULL, 0, &e), 0);
+        assert_int_equal(c.limits.memory_max, 0);
+        assert_false(c.ephemeral);
+        json_object_put(o);
+
         /* Negative, a string, unknown, out of range, not an object. */
         static const char * const bad[] = {
                 "{\"MemoryMax\": -1}",

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The server of io.sandboxd.Sandbox, and its methods on the manager: CreateSandbox,
+ * GetSandbox, ListSandboxes, ListTemplates, ListExecutions. Translation only, as in
+ * manager-dbus.c and recorder-dbus.c. */
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "io.sandboxd.Sandbox.varlink.h"
+#include "json-util.h"
+#include "log.h"
+#include "sandbox-varlink.h"
+
+/* GetInfo's url: where the interface is documented. */
+#define SANDBOX_VARLINK_URL "man:sandboxd-api(7)"
+
+/* A sandbox as GetSandbox and ListSandboxes give it: its D-Bus object's properties. */
+static json_object *sandbox_to_json(Sandbox *s) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const SandboxConfig *c = sandbox_get_config(s);
+
+        if (!o ||
+            json_add(o, "id", json_object_new_string(sandbox_get_id(s))) < 0 ||
+            json_add(o, "template", json_object_new_string(sandbox_get_template(s))) < 0 ||
+            json_add(o, "owner", json_object_new_uint64(sandbox_get_owner(s))) < 0 ||
+            json_add(o, "state", json_object_new_string(sandbox_state_to_string(sandbox_get_state(s)))) < 0 ||
+            json_add(o, "unit", json_object_new_string(strempty(sandbox_get_unit(s)))) < 0 ||
+            json_add(o, "createdAt", json_object_new_uint64(sandbox_get_created_at(s))) < 0 ||
+            json_add(o, "memoryMax", json_object_new_uint64(c->limits.memory_max)) < 0 ||
+            json_add(o, "cpuQuotaPerSecUSec", json_object_new_uint64(c->limits.cpu_quota_per_sec_usec)) < 0 ||
+            json_add(o, "tasksMax", json_object_new_uint64(c->limits.tasks_max)) < 0 ||
+            json_add(o, "diskMax", json_object_new_uint64(c->disk_max)) < 0 ||
+            json_add(o, "timeout", json_object_new_uint64(c->timeout_sec)) < 0 ||
+            json_add(o, "idleTimeout", json_object_new_uint64(c->idle_timeout_sec)) < 0 ||
+            json_add(o, "deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||
+            json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* ---- CreateSandbox ---- */
+
+typedef struct CreateArgs {
+        VarlinkFrontend *frontend;
+        char *template;
+        json_object *options;         /* borrowed, read before authorizing */
+        SandboxConfig config;
+} CreateArgs;
+
+static void create_args_free(void *userdata) {
+        CreateArgs *c = userdata;
+
+        free(c->template);
+        free(c);
+}
+
+static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
+        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
+        _cleanup_json_ json_object *p = NULL;
+
+        if (error) {
+                (void) varlink_reply_sandbox_error(call, error);
+                return;
+        }
+        p = json_object_new_object();
+        if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0)
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+        else
+                (void) varlink_call_reply(call, p);
+}
+
+static int create_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                         const char **ret_tenant, SandboxError *error) {
+        CreateArgs *c = userdata;
+        int r;
+
+        /* Whom the sandbox is for decides what to ask (the core's rule, access.h). */
+        r = sandbox_access_create(caller, &c->config, error);
+        if (r < 0)
+                return r;
+        *ret_op = SANDBOX_OP_CREATE;
+        *ret_tenant = c->config.tenant;
+        return 0;
+}
+
+static int create_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        CreateArgs *c = userdata;
+        int r;
+
+        r = manager_create_sandbox(c->frontend->manager, caller, strempty(c->template), &c->config, on_created,
+                                   varlink_call_ref(call), error);
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
+}
+
+static const VarlinkParam create_params[] = {
+        { "template", VARLINK_PARAM_STRING, offsetof(CreateArgs, template) },
+        { "options",  VARLINK_PARAM_OBJECT, offsetof(CreateArgs, options)  },
+        {}
+};
+
+static int method_create_sandbox(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
+                                 void *userdata) {
+        VarlinkFrontend *f = userdata;
+        CreateArgs *c;
+        int r;
+
+        c = calloc(1, sizeof(CreateArgs));
+        if (!c) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        c->frontend = f;
+        r = varlink_read_call(call, parameters, create_params, c, &c->options, OPTION_SET_SANDBOX, &c->config);
+        if (r < 0) {
+                create_args_free(c);
+                return 0;
+        }
+        r = varlink_authorize_then(f->bus, call, create_access, 0, create_authorized, c, create_args_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
+/* ---- GetSandbox ---- */
+
+static int get_sandbox_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
+                                  SandboxVarlinkRequest *req, SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = json_add(p, "sandbox", sandbox_to_json(s));
+        if (r < 0)
+                return r;
+        (void) varlink_call_reply(call, p);
+        return 0;
+}
+
+static const VarlinkParam get_sandbox_params[] = {
+        { "id", VARLINK_PARAM_STRING, offsetof(SandboxArgs, id), true },
+        {}
+};
+
+static int method_get_sandbox(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        return sandbox_varlink_method(userdata, call, parameters, get_sandbox_params, SANDBOX_OP_INSPECT, NULL,
+                                      get_sandbox_authorized);
+}
+
+/* ---- the lists ---- */
+
+/* ListSandboxes' and ListExecutions': without "manage" (asked without interaction) a
+ * caller sees its own only; root sees all. */
+static int list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                       const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_LIST_ALL;
+        return 0;
+}
+
+static int list_sandboxes_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata,
+                                     SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
+        VarlinkFrontend *f = userdata;
+        int r;
+
+        if (!p || !l)
+                return -ENOMEM;
+        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller); s;
+             s = manager_next_visible_sandbox(f->manager, s, caller)) {
+                json_object *o = sandbox_to_json(s);
+                if (!o || json_object_array_add(l, o) < 0) {
+                        json_object_put(o);
+                        return -ENOMEM;
+                }
+        }
+        r = json_add(p, "sandboxes", TAKE_PTR(l));
+        if (r < 0)
+                return r;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static const VarlinkParam no_params[] = {
+        {}
+};
+
+static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
+                                 void *userdata) {
+        int r;
+
+        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
+        if (r < 0)
+                return varlink_params_failed(call, r);
+        r = varlink_authorize_then(((VarlinkFrontend *) userdata)->bus, call, list_access, SANDBOX_AUTHORIZE_OPTIONAL,
+                                   list_sandboxes_authorized, userdata, NULL);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
+static int method_list_templates(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
+                                 void *userdata) {
+        _cleanup_json_ json_object *p = NULL, *l = NULL;
+        VarlinkFrontend *f = userdata;
+        const TemplateSet *set = manager_get_templates(f->manager);
+        int r;
+
+        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
+        if (r < 0)
+                return varlink_params_failed(call, r);
+        p = json_object_new_object();
+        l = json_object_new_array();
+        if (!p || !l) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        for (size_t i = 0; i < set->n; i++) {
+                const Template *t = set->templates[i];
+                _cleanup_json_ json_object *o = json_object_new_object();
+
+                if (!o ||
+                    json_add(o, "name", json_object_new_string(t->name)) < 0 ||
+                    json_add(o, "payload", json_object_new_string(payload_kind_to_string(t->payload))) < 0 ||
+                    json_add(o, "description", json_object_new_string(strempty(t->description))) < 0 ||
+                    json_object_array_add(l, o) < 0) {
+                        (void) varlink_reply_error(call, NULL, -ENOMEM);
+                        return 0;
+                }
+                TAKE_PTR(o);
+        }
+        r = json_add(p, "templates", TAKE_PTR(l));
+        if (r < 0) {
+                (void) varlink_reply_error(call, NULL, r);
+                return 0;
+        }
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+/* ---- ListExecutions ---- */
+
+typedef struct ListExecutionsArgs {
+        VarlinkFrontend *frontend;
+        json_object *filter;          /* borrowed, read before authorizing */
+        ExecutionQuery query;
+        VarlinkCall *call;            /* once the query runs */
+} ListExecutionsArgs;
+
+static void list_executions_args_free(void *userdata) {
+        ListExecutionsArgs *l = userdata;
+
+        if (!l)
+                return;
+        varlink_call_unref(l->call);
+        execution_query_done(&l->query);
+        free(l);
+}
+
+static json_object *strv_to_json(char **l) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (char **i = l; i && *i; i++)
+                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
+                        return NULL;
+        return TAKE_PTR(a);
+}
+
+static json_object *execution_to_json(const ExecutionRecord *e) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "sandboxId", json_object_new_string(e->sandbox_id)) < 0 ||
+            json_add(o, "execId", json_object_new_uint64(e->exec_id)) < 0 ||
+            json_add(o, "owner", json_object_new_uint64(e->owner)) < 0 ||
+            json_add(o, "caller", json_object_new_uint64(e->caller)) < 0 ||
+            json_add(o, "argv", strv_to_json(e->argv)) < 0 ||
+            json_add(o, "workingDirectory", json_object_new_string(strempty(e->working_directory))) < 0 ||
+            json_add(o, "startedAt", json_object_new_uint64(e->started_at)) < 0 ||
+            json_add(o, "endedAt", json_object_new_uint64(e->ended_at)) < 0 ||
+            json_add(o, "exitStatus", json_object_new_int(e->exit_status)) < 0 ||
+            json_add(o, "exitCode", json_object_new_int(e->exit_code)) < 0 ||
+            json_add(o, "signal", json_object_new_int(e->signal)) < 0 ||
+            json_add(o, "timedOut", json_object_new_boolean(e->timed_out)) < 0 ||
+            json_add(o, "oomKilled", json_object_new_boolean(e->oom_killed)) < 0 ||
+            json_add(o, "cpuUSec", json_object_new_uint64(e->cpu_usec)) < 0 ||
+            json_add(o, "cgroupCPUNSec", json_object_new_uint64(e->cgroup_cpu_nsec)) < 0 ||
+            json_add(o, "memoryPeak", json_object_new_uint64(e->cgroup_memory_peak)) < 0 ||
+            json_add(o, "stdoutBytes", json_object_new_uint64(e->stdout_bytes)) < 0 ||
+            json_add(o, "stderrBytes", json_object_new_uint64(e->stderr_bytes)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static void on_executions_listed(int error, const ExecutionRecord *records, size_t n, void *userdata) {
+        ListExecutionsArgs *l = userdata;
+        _cleanup_json_ json_object *p = NULL, *a = NULL;
+        int r = error;
+
+        /* sandboxd is stopping: no answer; the connection closes with it. */
+        if (r == -ECANCELED)
+                goto finish;
+        if (r >= 0) {
+                p = json_object_new_object();
+                a = json_object_new_array();
+                r = p && a ? 0 : -ENOMEM;
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                json_object *o = execution_to_json(&records[i]);
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        r = -ENOMEM;
+                }
+        }
+        if (r >= 0)
+                r = json_add(p, "executions", TAKE_PTR(a));
+        if (r >= 0)
+                (void) varlink_reply_or_fail(l->call, p);
+        else
+                (void) varlink_reply_error(l->call, NULL, r);
+finish:
+        list_executions_args_free(l);
+}
+
+/* What the caller sees is the core's rule (execution_query_authorize()); the spool is read
+ * off the event loop, and on_executions_listed() answers. */
+static int list_executions_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata,
+                                      SandboxError *error) {
+        ListExecutionsArgs *l = userdata, *q;
+        int r;
+
+        /* The query outlives this call (l is freed when it returns): it takes l's query. */
+        q = calloc(1, sizeof(ListExecutionsArgs));
+        if (!q)
+                return -ENOMEM;
+        q->call = varlink_call_ref(call);
+        q->query = l->query;
+        l->query = (ExecutionQuery) {};
+        execution_query_authorize(&q->query, caller);
+        r = recorder_query_executions(l->frontend->recorder, &q->query, on_executions_listed, q, error);
+        if (r < 0)
+                list_executions_args_free(q);
+        return r;
+}
+
+static const VarlinkParam list_executions_params[] = {
+        { "filter", VARLINK_PARAM_OBJECT, offsetof(ListExecutionsArgs, filter) },
+        {}
+};
+
+static int method_list_executions(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
+                                  void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        VarlinkFrontend *f = userdata;
+        ListExecutionsArgs *l;
+        int r;
+
+        l = calloc(1, sizeof(ListExecutionsArgs));
+        if (!l) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        l->frontend = f;
+        r = varlink_read_call(call, parameters, list_executions_params, l, &l->filter, OPTION_SET_EXECUTIONS,
+                              &l->query);
+        if (r >= 0) {
+                r = recorder_check_enabled(f->recorder, &error);
+                if (r < 0)
+                        (void) varlink_reply_error(call, &error, r);
+        }
+        if (r >= 0) {
+                r = varlink_authorize_then(f->bus, call, list_access, SANDBOX_AUTHORIZE_OPTIONAL,
+                                           list_executions_authorized, TAKE_PTR(l), list_executions_args_free);
+                if (r < 0)
+                        (void) varlink_reply_error(call, NULL, r);
+        }
+        list_executions_args_free(l);
+        return 0;
+}
+
+/* ---- the server ---- */
+
+int manager_varlink_bind(VarlinkFrontend *f) {
+        static const VarlinkMethodEntry methods[] = {
+                { "CreateSandbox",  method_create_sandbox  },
+                { "GetSandbox",     method_get_sandbox     },
+                { "ListSandboxes",  method_list_sandboxes  },
+                { "ListTemplates",  method_list_templates  },
+                { "ListExecutions", method_list_executions },
+        };
+
+        return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);
+}
+
+int varlink_frontend_setup(VarlinkFrontend *f) {
+        VarlinkLimits limits = VARLINK_LIMITS_DEFAULT;
+        int r;
+
+        r = varlink_server_new(&f->server);
+        if (r < 0)
+                return r;
+        r = varlink_server_set_info(f->server, "sandboxd", "sandboxd", PACKAGE_VERSION, SANDBOX_VARLINK_URL);
+        if (r < 0)
+                return r;
+        limits.message_size_max = SANDBOX_VARLINK_MESSAGE_SIZE_MAX;
+        limits.output_buffer_max = SANDBOX_VARLINK_OUTPUT_BUFFER_MAX;
+        r = varlink_server_set_limits(f->server, &limits);
+        if (r < 0)
+                return r;
+        r = varlink_server_add_interface(f->server, sandbox_varlink_idl);
+        if (r < 0)
+                return r;
+        r = manager_varlink_bind(f);
+        if (r >= 0)
+                r = sandbox_varlink_bind(f);
+        if (r >= 0)
+                r = sandbox_files_varlink_bind(f);
+        if (r < 0)
+                return r;
+        return varlink_server_attach_event(f->server, f->event, SD_EVENT_PRIORITY_NORMAL);
+}
+
+int varlink_frontend_listen(VarlinkFrontend *f, int fd) {
+        int r;
+
+        if (fd >= 0)
+                return varlink_server_listen_fd(f->server, fd);
+        r = varlink_server_listen_address(f->server, SANDBOX_VARLINK_SOCKET, 0666);
+        if (r < 0)
+                return r;
+        f->socket_path = strdup(SANDBOX_VARLINK_SOCKET);
+        return f->socket_path ? 0 : -ENOMEM;
+}
+
+void varlink_frontend_done(VarlinkFrontend *f) {
+        f->server = varlink_server_unref(f->server);
+        if (f->socket_path) {
+                (void) unlink(f->socket_path);
+                f->socket_path = mfree(f->socket_path);
+        }
+}
