@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -94,10 +95,12 @@ class Polkit:
     def install(self):
         policy_src = os.path.join(self.S.paths.source, 'polkit', POLICY)
         if self.S.mode == 'namespace':
-            actions = os.path.join(self.S.workdir, 'polkit-actions')
-            rules = os.path.join(self.S.workdir, 'polkit-rules')
-            os.makedirs(actions, mode=0o755)
-            os.makedirs(rules, mode=0o755)
+            # Directories of this install's own: modules run on one system (run.py) each
+            # install and uninstall theirs.
+            actions = tempfile.mkdtemp(prefix='polkit-actions-', dir=self.S.workdir)
+            rules = tempfile.mkdtemp(prefix='polkit-rules-', dir=self.S.workdir)
+            os.chmod(actions, 0o755)
+            os.chmod(rules, 0o755)
             host_actions = self.S.path(ACTIONS_DIR)
             if os.path.isdir(host_actions):
                 for n in os.listdir(host_actions):
