@@ -36,7 +36,9 @@ static json_object *sandbox_to_json(Sandbox *s) {
             json_add(o, "timeout", json_object_new_uint64(c->timeout_sec)) < 0 ||
             json_add(o, "idleTimeout", json_object_new_uint64(c->idle_timeout_sec)) < 0 ||
             json_add(o, "deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||
-            json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0)
+            json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0 ||
+            json_add(o, "name", json_object_new_string(strempty(sandbox_get_name(s)))) < 0 ||
+            json_add(o, "tenant", json_object_new_string(strempty(sandbox_get_tenant(s)))) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
