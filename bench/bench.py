@@ -30,7 +30,8 @@ and, in the same process and run, interleaved with the above (each round runs ea
 the floors:
   fork_exec               posix_spawn /bin/true + waitpid
   bwrap                   fork, drop to a sandbox uid (as sandboxd does), exec bwrap with
-                          the arguments sandboxd gives a shell-template sandbox, running
+                          the arguments sandboxd gave the bwrap of a sandbox of the same
+                          template (read off its /proc/PID/cmdline: the same mounts), running
                           /bin/true instead of the agent
   systemd_run_scope_bwrap systemd-run --scope --uid=… bwrap … /bin/true
   systemd_run_scope_bwrap_props   … with the unit properties sandboxd sets (informational)
@@ -49,7 +50,6 @@ import argparse
 import datetime
 import json
 import os
-import stat
 import platform
 import shlex
 import shutil
@@ -62,42 +62,56 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'integration'))
 
-DEFAULT_BINDS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc']
-DISK_DEFAULT = 1024 ** 3
 SANDBOX_UID = 0x70000000  # SANDBOX_UID_BASE_DEFAULT in src/core/manager.h
-# The masks of src/core/payload-bwrap.c: files masked where they exist and others may read
-# or write them (root-only ones are closed to the sandbox's uid anyway), dirs where they exist.
-PROC_MASKS = ['/proc/kcore', '/proc/keys', '/proc/key-users', '/proc/timer_list', '/proc/timer_stats',
-              '/proc/sched_debug', '/proc/latency_stats', '/proc/kallsyms', '/proc/config.gz',
-              '/proc/kpagecount', '/proc/kpageflags', '/proc/kpagecgroup', '/proc/iomem', '/proc/ioports',
-              '/proc/vmallocinfo', '/proc/slabinfo', '/proc/mtrr', '/proc/sysrq-trigger', '/proc/modules',
-              '/proc/buddyinfo', '/proc/pagetypeinfo', '/proc/zoneinfo']
-PROC_MASK_DIRS = ['/proc/acpi', '/proc/scsi', '/proc/asound', '/proc/bus', '/proc/driver', '/proc/fs',
-                  '/proc/irq', '/proc/tty']
+# Arguments of the daemon's bwrap that name descriptors only it holds: FD-taking options
+# and how many arguments each takes after the option itself.
+BWRAP_FD_OPTIONS = {'--block-fd': 1, '--info-fd': 1, '--seccomp': 1, '--ro-bind-data': 2}
 
 
-def bwrap_argv(bwrap, binds, agent):
-    """The argv sandboxd builds (bwrap_build_argv() in src/core/payload-bwrap.c; keep them
-    alike), running /bin/true instead of the agent, and without the daemon's --block-fd
-    and --info-fd (which only hold bwrap until its scope exists)."""
-    argv = [bwrap, '--unshare-all', '--unshare-user', '--disable-userns', '--uid', '1000', '--gid', '1000',
-            '--hostname', 'sandbox', '--cap-drop', 'ALL', '--new-session', '--die-with-parent',
-            '--as-pid-1', '--clearenv']
-    for b in binds:
-        argv += ['--ro-bind-try', b, b]
-    argv += ['--proc', '/proc']
-    for m in PROC_MASKS:
-        if os.path.exists(m) and os.stat(m).st_mode & (stat.S_IROTH | stat.S_IWOTH):
-            argv += ['--ro-bind', '/dev/null', m]
-    for m in PROC_MASK_DIRS:
-        if os.path.exists(m):
-            argv += ['--tmpfs', m, '--remount-ro', m]
-    argv += ['--dev', '/dev',
-             '--size', str(DISK_DEFAULT), '--perms', '0700', '--tmpfs', '/work',
-             '--size', str(DISK_DEFAULT), '--tmpfs', '/tmp',
-             '--ro-bind', agent, '/run/sandbox-init',
-             '--remount-ro', '/', '--chdir', '/work', '--', '/bin/true']
-    return argv
+def bwrap_floor_argv(system, template):
+    """The bare-bwrap floor: the very argv sandboxd gave the bwrap of a sandbox of TEMPLATE
+    (read off /proc/PID/cmdline of that bwrap, so that the floor makes the same mounts:
+    the template's binds, its /etc tree, the /proc masks, /dev/shm, /work and /tmp), running
+    /bin/true instead of the agent. What only the daemon can pass is left out or replaced:
+    --block-fd and --info-fd (they only hold bwrap until its scope exists) and --seccomp
+    (one BPF load) go; --ro-bind-data FD /etc/machine-id becomes a bind of a file (one bind
+    mount either way)."""
+    cp = system.sandboxctl('create', '--template', template)
+    if cp.returncode != 0:
+        raise RuntimeError(f'sandboxctl create --template {template} failed: {cp.stderr}')
+    sid = cp.stdout.strip()
+    try:
+        pids = system.unit_pids(f'sandbox-{sid}.scope') or set()
+        argvs = {}
+        for pid in pids:
+            try:
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    argv = [a.decode() for a in f.read().split(b'\0')[:-1]]
+                with open(f'/proc/{pid}/stat') as f:
+                    ppid = int(f.read().rsplit(')', 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if argv and os.path.basename(argv[0]) == 'bwrap':
+                argvs[pid] = (ppid, argv)
+        outer = [argv for pid, (ppid, argv) in argvs.items() if ppid not in argvs]
+        if len(outer) != 1:
+            raise RuntimeError(f'sandbox {sid}: expected one outer bwrap in its scope, found {len(outer)}')
+        daemon = outer[0]
+    finally:
+        system.sandboxctl('destroy', sid)
+    sep = daemon.index('--')
+    floor, i = [], 0
+    while i < sep:
+        a = daemon[i]
+        if a in BWRAP_FD_OPTIONS:
+            n = BWRAP_FD_OPTIONS[a]
+            if a == '--ro-bind-data':
+                floor += ['--ro-bind', daemon[i + 2], daemon[i + 2]]
+            i += 1 + n
+            continue
+        floor.append(a)
+        i += 1
+    return floor + ['--', '/bin/true']
 
 
 def find_client(system, explicit):
@@ -350,12 +364,7 @@ def main():
     system = harness.acquire()
     shm = None
     try:
-        binds = DEFAULT_BINDS
-        tmpl = os.path.join(system.paths.templates, f'{args.template}.json')
-        if os.path.exists(tmpl):
-            with open(tmpl) as f:
-                binds = json.load(f).get('ro_binds', binds)
-        bw = bwrap_argv(system.paths.bwrap, binds, system.paths.sandbox_init)
+        bw = bwrap_floor_argv(system, args.template)
         client = find_client(system, args.client)
         info = machine_info(system)
         print(f'client: {client}', file=sys.stderr)
