@@ -45,13 +45,15 @@ static void log_call_free(LogCall *l) {
 
 /* Replies what is gathered: a "continues" reply, or with last the final one. */
 static int log_call_send(LogCall *l, bool last) {
-        _cleanup_json_ json_object *p = json_object_new_object();
+        _cleanup_json_ json_object *p = json_object_new_object(), *entries = TAKE_PTR(l->batch);
         int r;
 
-        if (!p)
-                return -ENOMEM;
-        r = json_add(p, "entries", TAKE_PTR(l->batch));
         l->batch_bytes = 0;
+        if (!entries)
+                entries = json_object_new_array();
+        if (!p || !entries)
+                return -ENOMEM;
+        r = json_add(p, "entries", TAKE_PTR(entries));
         if (r < 0)
                 return r;
         return last ? varlink_reply_or_fail(l->call, p) : varlink_call_notify(l->call, p);
@@ -126,8 +128,8 @@ static void on_log_end(LogReader *reader, int error, void *userdata) {
                 (void) varlink_reply_error(l->call, NULL, -EMSGSIZE);
         else if (error < 0 && error != -ECONNRESET && error != -ENOBUFS)
                 (void) varlink_reply_error(l->call, NULL, error);
-        else if (error >= 0)
-                (void) log_call_send(l, true);
+        else if (error >= 0 && log_call_send(l, true) == -ENOMEM)
+                (void) varlink_reply_error(l->call, NULL, -ENOMEM);
         log_call_free(l);
 }
 
