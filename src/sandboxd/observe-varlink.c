@@ -200,6 +200,7 @@ static int method_get_logs(VarlinkCall *call, json_object *parameters, VarlinkCa
 static int get_metrics_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
                                   SandboxVarlinkRequest *req, SandboxError *error) {
         _cleanup_json_ json_object *p = json_object_new_object(), *o = json_object_new_object();
+        SandboxMetricField fields[SANDBOX_N_METRICS];
         SandboxMetrics metrics;
         int r;
 
@@ -209,21 +210,11 @@ static int get_metrics_authorized(VarlinkCall *call, const SandboxCaller *caller
         if (r < 0)
                 return r;
 
-        const struct {
-                const char *name;
-                uint64_t value;
-        } fields[] = {
-                { "cpuUsageNSec",  metrics.cpu_usage_nsec  },
-                { "memoryCurrent", metrics.memory_current  },
-                { "memoryPeak",    metrics.memory_peak     },
-                { "tasksCurrent",  metrics.tasks_current   },
-                { "workBytesUsed", metrics.work_bytes_used },
-                { "tmpBytesUsed",  metrics.tmp_bytes_used  },
-        };
+        sandbox_metrics_fields(&metrics, fields);
         /* What could not be had is left out. */
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++)
                 if (fields[i].value != SANDBOX_METRIC_UNKNOWN)
-                        r = json_add(o, fields[i].name, json_object_new_uint64(fields[i].value));
+                        r = json_add(o, fields[i].varlink, json_object_new_uint64(fields[i].value));
         if (r >= 0)
                 r = json_add(p, "metrics", TAKE_PTR(o));
         if (r < 0)
