@@ -38,18 +38,23 @@ int run_outcome_set_error(RunOutcome *o, RunExit exit, const char *type, const c
         return 0;
 }
 
+int run_outcome_set_errorv(RunOutcome *o, RunExit exit, const char *type, const char *fmt, va_list ap) {
+        _cleanup_free_ char *m = NULL;
+
+        if (vasprintf(&m, fmt, ap) < 0)
+                return -ENOMEM;
+        return run_outcome_set_error(o, exit, type, m);
+}
+
 static int set_errorf(RunOutcome *o, RunExit exit, const char *type, const char *fmt, ...) _printf_(4, 5);
 static int set_errorf(RunOutcome *o, RunExit exit, const char *type, const char *fmt, ...) {
-        _cleanup_free_ char *m = NULL;
         va_list ap;
         int r;
 
         va_start(ap, fmt);
-        r = vasprintf(&m, fmt, ap);
+        r = run_outcome_set_errorv(o, exit, type, fmt, ap);
         va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        return run_outcome_set_error(o, exit, type, m);
+        return r;
 }
 
 /* How the process ended, in the words of AWS Lambda's "Runtime exited with error: …". */

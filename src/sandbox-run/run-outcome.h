@@ -6,12 +6,14 @@
  * object as AWS Lambda prints one ({errorType, errorMessage, stackTrace}). Made from what
  * the bootstrap wrote on its channel and how sandboxd says the process ended. Pure. */
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
 
+#include "macro.h"
 #include "run-args.h"
 
 /* The most of a return value taken, as AWS Lambda's synchronous response limit. */
@@ -35,6 +37,9 @@ void run_outcome_done(RunOutcome *o);
 
 /* An outcome that is only an error: errorType, errorMessage and an empty stackTrace. */
 int run_outcome_set_error(RunOutcome *o, RunExit exit, const char *type, const char *message);
+/* The same with the message formatted. */
+int run_outcome_set_errorv(RunOutcome *o, RunExit exit, const char *type, const char *fmt, va_list ap)
+        _printf_(4, 0);
 
 /* The outcome of the handler's run from the channel's bytes (data, size; overflow: more
  * than RUN_RESPONSE_MAX came and the rest was dropped), the end of the process, the

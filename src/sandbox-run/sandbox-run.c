@@ -107,16 +107,15 @@ static void run_done(Run *r) {
 /* Sets the outcome to a failure of sandbox-run's own (not the handler's). */
 static int fail(Run *r, RunExit exit, const char *type, const char *fmt, ...) _printf_(4, 5);
 static int fail(Run *r, RunExit exit, const char *type, const char *fmt, ...) {
-        _cleanup_free_ char *m = NULL;
         va_list ap;
         int k;
 
         va_start(ap, fmt);
-        k = vasprintf(&m, fmt, ap);
+        k = run_outcome_set_errorv(&r->outcome, exit, type, fmt, ap);
         va_end(ap);
-        if (k < 0 || run_outcome_set_error(&r->outcome, exit, type, m) < 0) {
+        if (k < 0) {
                 r->outcome.exit = exit;   /* reported without its message */
-                return -ENOMEM;
+                return k;
         }
         return -EIO;
 }
