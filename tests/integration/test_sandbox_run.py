@@ -85,6 +85,12 @@ exports.raises = async () => { throw new TypeError("bad type"); };
 exports.notAFunction = 42;
 ''',
     'esm.mjs': 'export const handler = async (event) => ({ esm: true, event });\n',
+    'syntax.mjs': 'export const handler = async (event) => { return (; };\n',
+    # Errors while the module loads: raised (1), not syntax errors of the file (3).
+    'imports.py': 'import no_such_module_anywhere\n\ndef handler(event, context):\n    return 1\n',
+    'loadtime.py': 'compile("(", "generated", "exec")\n\ndef handler(event, context):\n    return 1\n',
+    'loadtime.js': 'JSON.parse("{");\nexports.handler = async () => 1;\n',
+    'requires.js': 'require("no-such-package-anywhere");\nexports.handler = async () => 1;\n',
     'syntax.js': 'exports.handler = async (event) => { return (; };\n',
     'sleeps.js': '''
 exports.handler = async () => { console.error("ready"); await new Promise((r) => setTimeout(r, 60000)); };
@@ -233,6 +239,7 @@ class SandboxRun(harness.SystemTestCase):
     def test_syntax_error_and_missing_handler(self):
         for args, error_type in (((path('syntax.py'),), 'Runtime.UserCodeSyntaxError'),
                                  ((path('syntax.js'),), 'Runtime.UserCodeSyntaxError'),
+                                 ((path('syntax.mjs'),), 'Runtime.UserCodeSyntaxError'),
                                  ((path('nohandler.py'),), 'Runtime.HandlerNotFound'),
                                  ((path('echo.py'), '--handler', 'absent'), 'Runtime.HandlerNotFound'),
                                  ((path('echo.js'), '--handler', 'absent'), 'Runtime.HandlerNotFound'),
@@ -243,6 +250,14 @@ class SandboxRun(harness.SystemTestCase):
                 self.assertEqual(self.lambda_error(cp)['errorType'], error_type)
         cp = self.run_handler(path('syntax.py'), '--json')
         self.assertIn("Syntax error in module 'syntax'", json.loads(cp.stdout)['error']['errorMessage'])
+
+    def test_errors_while_loading_are_raised_errors(self):
+        for name, error_type in (('imports.py', 'Runtime.ImportModuleError'), ('loadtime.py', 'SyntaxError'),
+                                 ('loadtime.js', 'SyntaxError'), ('requires.js', 'Runtime.ImportModuleError')):
+            with self.subTest(name=name):
+                cp = self.run_handler(path(name))
+                self.assert_exit(cp, 1)
+                self.assertEqual(self.lambda_error(cp)['errorType'], error_type)
 
     # ---- before the sandbox: files ------------------------------------------------------------
 
