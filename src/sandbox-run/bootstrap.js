@@ -34,7 +34,7 @@ function finish(message, payload) {
 function stackLines(e) {
     if (!(e instanceof Error) || typeof e.stack !== 'string')
         return [];
-    return e.stack.split('\n').filter((l) => !/\[eval\]|\(node:/.test(l));
+    return e.stack.split('\n').filter((l) => !/\[eval\]|\(node:|at node:/.test(l));
 }
 
 function errorObject(e, errorType, message) {
