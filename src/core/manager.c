@@ -600,6 +600,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                 if (r < 0)
                         return r;
                 s->pooled = false;
+                s->from_pool = true;
                 s->owner = owner;
                 s->config.ephemeral = config->ephemeral;
                 memcpy(s->config.name, config->name, sizeof(s->config.name));

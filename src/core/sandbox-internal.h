@@ -89,6 +89,7 @@ struct Sandbox {
         bool used;            /* an ephemeral sandbox ran its exec */
         bool saved;           /* state file and fd store entry exist */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
+        bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;          /* running */

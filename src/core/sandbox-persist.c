@@ -57,7 +57,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
             (!isempty(st->config.name) && json_add(o, "Name", json_object_new_string(st->config.name)) < 0) ||
             (!isempty(st->config.tenant) && json_add(o, "Tenant", json_object_new_string(st->config.tenant)) < 0) ||
-            json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0)
+            json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
+            json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0)
                 goto finish;
         if (st->payload_data) {
                 json_object_object_foreach(st->payload_data, key, val)
@@ -159,6 +160,8 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 goto finish;
         if (json_object_object_get_ex(o, "pooled", &v))
                 st.pooled = json_object_get_boolean(v);
+        if (json_object_object_get_ex(o, "from_pool", &v))
+                st.from_pool = json_object_get_boolean(v);
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))
                 goto finish;

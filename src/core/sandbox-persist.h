@@ -26,6 +26,7 @@ typedef struct SandboxPersist {
         char *unit;                 /* a Docker sandbox under systemd's cgroup driver: a slice */
         char **environment;         /* the template's, as it was at creation */
         bool pooled;
+        bool from_pool;
         SandboxConfig config;
         json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
                                      * at the top level of the file beside the others */

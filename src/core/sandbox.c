@@ -66,6 +66,7 @@ uint64_t sandbox_get_created_at(const Sandbox *s) { return s->created_at; }
 const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
 const char *sandbox_get_name(const Sandbox *s) { return s->config.name; }
 const char *sandbox_get_tenant(const Sandbox *s) { return s->config.tenant; }
+bool sandbox_get_from_pool(const Sandbox *s) { return s->from_pool; }
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
@@ -91,6 +92,7 @@ void sandbox_save(Sandbox *s) {
                 .unit = s->unit,
                 .environment = s->environment,
                 .pooled = s->pooled,
+                .from_pool = s->from_pool,
                 .config = s->config,
         };
         int r;
@@ -868,6 +870,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->saved = true;
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
         s->pooled = st->pooled;
+        s->from_pool = st->from_pool;
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
          * those before it. Microseconds since the epoch are past any count so far. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);

@@ -46,6 +46,9 @@ uint64_t sandbox_get_created_at(const Sandbox *s); /* µs, CLOCK_REALTIME */
 const SandboxConfig *sandbox_get_config(const Sandbox *s);
 const char *sandbox_get_name(const Sandbox *s);   /* "": none */
 const char *sandbox_get_tenant(const Sandbox *s); /* "": none */
+/* Whether the warm pool handed it out (a warm start) rather than it being started for
+ * its owner's CreateSandbox (a cold one). */
+bool sandbox_get_from_pool(const Sandbox *s);
 
 /* Runs an exec. Takes ownership of c's contents. User errors (not running, ephemeral
  * already used) come back as -errno with error set and the callback not called. */

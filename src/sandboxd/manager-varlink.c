@@ -40,7 +40,8 @@ static json_object *sandbox_to_json(Sandbox *s) {
             json_add(o, "deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||
             json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0 ||
             json_add(o, "name", json_object_new_string(strempty(sandbox_get_name(s)))) < 0 ||
-            json_add(o, "tenant", json_object_new_string(strempty(sandbox_get_tenant(s)))) < 0)
+            json_add(o, "tenant", json_object_new_string(strempty(sandbox_get_tenant(s)))) < 0 ||
+            json_add(o, "fromPool", json_object_new_boolean(sandbox_get_from_pool(s))) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -59,9 +59,12 @@ static int property_get_owner(sd_bus *bus, const char *path, const char *interfa
         return sd_bus_message_append(reply, "u", (uint32_t) sandbox_get_owner(userdata));
 }
 
-static int property_get_ephemeral(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
-        return sd_bus_message_append(reply, "b", sandbox_get_config(userdata)->ephemeral);
+static int property_get_bool(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        Sandbox *s = userdata;
+
+        return sd_bus_message_append(reply, "b", streq(property, "FromPool") ? sandbox_get_from_pool(s) :
+                                                   sandbox_get_config(s)->ephemeral);
 }
 
 const char *bus_sandbox_path(const Sandbox *s, char buf[static SANDBOX_OBJECT_PATH_MAX]) {
@@ -287,9 +290,10 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Timeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("IdleTimeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Deadline", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Ephemeral", "b", property_get_ephemeral, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Ephemeral", "b", property_get_bool, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Name", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Tenant", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("FromPool", "b", property_get_bool, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Exec",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),

@@ -32,7 +32,7 @@ Command line (tools/quickstart):
     harness.py mode      prints "host" or "namespace"
 
 Paths come from the environment that meson's test() sets (see tests/meson.build):
-SANDBOXD_SOURCE_DIR, SANDBOXD_BUILD_DIR, SANDBOXD_BIN, SANDBOXCTL_BIN, SANDBOX_INIT_BIN,
+SANDBOXD_SOURCE_DIR, SANDBOXD_BUILD_DIR, SANDBOXD_BIN, SANDBOXCTL_BIN, SANDBOX_INIT_BIN, SANDBOX_RUN_BIN,
 SANDBOXD_UNITS_DIR, SANDBOXD_TEMPLATES_DIR; by default <repo>/build. Other knobs:
 SANDBOXD_TEST_MODE=host|namespace, SANDBOXD_TEST_TMPDIR (default /var/tmp),
 SANDBOXD_TEST_KEEP=1 (keep the work directory), SANDBOXD_BWRAP.
@@ -157,6 +157,7 @@ class Paths:
         self.sandboxd = env('SANDBOXD_BIN') or os.path.join(self.build, 'src/sandboxd/sandboxd')
         self.sandboxctl = env('SANDBOXCTL_BIN') or os.path.join(self.build, 'src/sandboxctl/sandboxctl')
         self.sandbox_init = env('SANDBOX_INIT_BIN') or os.path.join(self.build, 'src/sandbox-init/sandbox-init')
+        self.sandbox_run = env('SANDBOX_RUN_BIN') or os.path.join(self.build, 'src/sandbox-run/sandbox-run')
         self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
         self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
@@ -166,7 +167,7 @@ class Paths:
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
         # Commands run through nsenter -m start in the namespace's /, not in our cwd.
-        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'units', 'templates', 'bwrap'):
+        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'units', 'templates', 'bwrap'):
             setattr(self, attr, os.path.abspath(getattr(self, attr)))
 
     def service_text(self):

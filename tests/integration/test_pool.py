@@ -27,6 +27,17 @@ def listed():
     return {s['id'] for s in json.loads(cp.stdout)}
 
 
+def from_pool(sid):
+    """The sandbox's FromPool property (a warm start), over D-Bus and over varlink."""
+    cp = S.busctl('get-property', harness.BUS_NAME, f'{harness.MANAGER_PATH}/sandbox/{sid}', harness.SANDBOX_IFACE,
+                  'FromPool')
+    assert cp.returncode == 0, cp.stderr
+    replies, error, params = S.varlink_call('GetSandbox', {'id': sid})
+    assert error is None, (error, params)
+    assert cp.stdout.strip() == f'b {str(replies[0]["sandbox"]["fromPool"]).lower()}', (cp.stdout, replies)
+    return replies[0]['sandbox']['fromPool']
+
+
 def wait_for(pred, timeout=30):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -61,6 +72,7 @@ class Pool(unittest.TestCase):
         cp = S.sandboxctl('status', '--json', sid)
         self.assertEqual(cp.returncode, 0, cp.stderr)
         self.assertEqual(json.loads(cp.stdout)['owner'], 0)
+        self.assertTrue(from_pool(sid), 'a sandbox the pool handed out is a warm start')
         cp = S.sandboxctl('exec', sid, '--', 'sh', '-c', 'echo from-the-pool')
         self.assertEqual(cp.stdout, 'from-the-pool\n')
         # ...and the pool is filled again behind it.
@@ -77,6 +89,7 @@ class Pool(unittest.TestCase):
         sid = cp.stdout.strip()
         self.assertNotEqual(f'sandbox-{sid}.scope', pooled, 'limits of its own: not from the pool')
         self.assertEqual(S.show(f'sandbox-{sid}.scope', 'MemoryMax')['MemoryMax'], str(96 << 20))
+        self.assertFalse(from_pool(sid), 'a sandbox started for its CreateSandbox is a cold start')
         self.assertIn(pooled, self.pooled_units(), 'the pooled one stays in the pool')
         S.sandboxctl('destroy', sid)
 

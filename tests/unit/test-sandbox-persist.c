@@ -21,6 +21,7 @@ static void test_round_trip(void **state) {
                 .owner = 1000,
                 .host_uid = 0x70000001,
                 .created_at = 1,
+                .from_pool = true,
                 .config = { .limits = { .memory_max = 1 << 24 }, .timeout_sec = 60, .ephemeral = true,
                             .name = "agent-7", .tenant = "acme" },
         }, back = {};
@@ -32,6 +33,7 @@ static void test_round_trip(void **state) {
         assert_string_equal(back.config.name, "agent-7");
         assert_string_equal(back.config.tenant, "acme");
         assert_true(back.config.ephemeral);
+        assert_true(back.from_pool);
         assert_int_equal(back.config.timeout_sec, 60);
         sandbox_persist_done(&back);
 

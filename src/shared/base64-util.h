@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Bytes as base64 in JSON, as the varlink interface carries them (libresolv's b64_ntop()
+ * and b64_pton(), RFC 4648 without line breaks). */
+
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+/* A JSON string of data in base64; NULL when out of memory. */
+json_object *json_object_new_base64(const void *data, size_t size);
+
+/* Decodes s into a new buffer (NUL-terminated past its size, for text); -EINVAL if s is
+ * not base64. */
+int base64_decode(const char *s, void **ret, size_t *ret_size);
