@@ -88,25 +88,37 @@ DOCKER_LABEL = 'io.sandboxd.id'
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
 # $4: the harness's work directory, $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
 # mount, to boot in unified mode: cgroup2 alone on /sys/fs/cgroup, in this namespace only
-# (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate).
+# (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate);
+# $5: empty, or another root directory to boot the systemd of (chroot).
 BOOT_SCRIPT = r'''
 set -e
-mount -t proc proc /proc
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
-mount -t tmpfs -o mode=755,nosuid,nodev tmpfs /run
-if [ -d /var/log/journal ]; then
-        mount -t tmpfs -o mode=2755,nosuid,nodev tmpfs /var/log/journal
+R=${5:-}
+if [ -n "$R" ]; then
+        # Another root (tools/test-packages: a fresh Debian with only the package installed):
+        # the host's /sys and /dev bound in, as they are for the host's root below.
+        mount --rbind /sys "$R/sys"
+        mount --rbind /dev "$R/dev"
 fi
-# A private /var/tmp as well (services' PrivateTmp= directories go there), with this
-# harness's own work directory $4 bound back in at the same path.
-mkdir /tmp/.harness-work
-mount --bind "$4" /tmp/.harness-work
-mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /var/tmp
-mkdir -p "$4"
-mount --bind /tmp/.harness-work "$4"
-umount /tmp/.harness-work
-rmdir /tmp/.harness-work
-cp -a "$1"/. /run/
+mount -t proc proc "$R/proc"
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/tmp"
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
+if [ -d "$R/var/log/journal" ]; then
+        mount -t tmpfs -o mode=2755,nosuid,nodev tmpfs "$R/var/log/journal"
+fi
+if [ -n "$R" ]; then
+        mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/var/tmp"
+else
+        # A private /var/tmp as well (services' PrivateTmp= directories go there), with this
+        # harness's own work directory $4 bound back in at the same path.
+        mkdir /tmp/.harness-work
+        mount --bind "$4" /tmp/.harness-work
+        mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /var/tmp
+        mkdir -p "$4"
+        mount --bind /tmp/.harness-work "$4"
+        umount /tmp/.harness-work
+        rmdir /tmp/.harness-work
+fi
+cp -a "$1"/. "$R/run/"
 for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
         [ ! -L "$h" ] && [ -f "$h/cgroup.procs" ] || continue
         case "$h" in */cpuset) continue ;; esac
@@ -117,6 +129,9 @@ for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
         fi
 done
 boot='exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target'
+if [ -n "$R" ]; then
+        boot="exec chroot \"\$R\" env -i container=unshare /lib/systemd/systemd --system --unit=basic.target"
+fi
 if [ -n "$3" ]; then
         # A cgroup namespace rooted at $2, and cgroup2 mounted from inside it: systemd sees
         # its own init.scope at /sys/fs/cgroup/init.scope, which is where systemd 252 looks
@@ -372,9 +387,13 @@ def _tmpfiles_seed(dest):
 class System:
     """One systemd (the host's or a namespace's) with sandboxd installed into it."""
 
-    def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None):
+    def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None,
+                 rootdir=None):
         self.paths = paths or Paths()
-        self.mode = mode or detect_mode()
+        # rootdir: boot the systemd of that root instead (a chroot in the namespace; boot()
+        # only: nothing of the build directory is installed there).
+        self.rootdir = rootdir
+        self.mode = 'namespace' if rootdir else (mode or detect_mode())
         self.persistent = persistent
         # None: systemd's own choice (hybrid on a hybrid host); 'unified': cgroup v2 only.
         self.cgroup = cgroup
@@ -409,7 +428,9 @@ class System:
 
     def wrap(self, cmd):
         if self.mode == 'namespace':
-            return ['nsenter', '-t', str(self.pid), '-m', '-p', '--'] + list(cmd)
+            # Another root: its root and working directory too.
+            chroot = ['-r', '-w'] if self.rootdir else []
+            return ['nsenter', '-t', str(self.pid), '-m', '-p'] + chroot + ['--'] + list(cmd)
         return list(cmd)
 
     def run(self, cmd, input=None, timeout=60, check=False, env=None):
@@ -727,7 +748,8 @@ class System:
         argv = ['unshare', '--pid', '--fork', '--mount', '--propagation', 'private']
         if not self.persistent:
             argv.append('--kill-child')
-        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options(), self.workdir]
+        argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options(), self.workdir,
+                 self.rootdir or '']
         with open(logpath, 'wb') as logf:
             self.unshare = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
