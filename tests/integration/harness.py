@@ -95,7 +95,9 @@ set -e
 R=${5:-}
 if [ -n "$R" ]; then
         # Another root (tools/test-packages: a fresh Debian with only the package installed):
-        # the host's /sys and /dev bound in, as they are for the host's root below.
+        # the host's /sys and /dev bound in, as they are for the host's root below. It is
+        # bound onto itself first: services' mount namespaces need their root a mount point.
+        mount --bind "$R" "$R"
         mount --rbind /sys "$R/sys"
         mount --rbind /dev "$R/dev"
 fi
