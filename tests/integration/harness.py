@@ -67,7 +67,7 @@ import varlinkprobe  # noqa: E402
 
 SYSTEMD = '/lib/systemd/systemd'
 CGROUP_FS = '/sys/fs/cgroup'
-NS_PREFIXES = ('sandboxd-test-', 'sandboxd-ns-')
+NS_PREFIXES = ('sandboxd-test-', 'sandboxd-ns-', 'sandboxd-pkg-')
 BUS_NAME = 'io.sandboxd.Sandbox1'
 MANAGER_PATH = '/io/sandboxd/Sandbox1'
 MANAGER_IFACE = 'io.sandboxd.Sandbox1.Manager'
@@ -89,7 +89,7 @@ DOCKER_LABEL = 'io.sandboxd.id'
 # $4: the harness's work directory, $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
 # mount, to boot in unified mode: cgroup2 alone on /sys/fs/cgroup, in this namespace only
 # (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate);
-# $5: empty, or another root directory to boot the systemd of (chroot).
+# $5: empty, or another root directory to boot the systemd of (pivot_root).
 BOOT_SCRIPT = r'''
 set -e
 R=${5:-}
@@ -130,10 +130,16 @@ for h in /sys/fs/cgroup/* /sys/fs/cgroup; do
                 case "$h" in */systemd|*/unified|/sys/fs/cgroup) exit 1 ;; esac
         fi
 done
-boot='exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target'
 if [ -n "$R" ]; then
-        boot="exec chroot \"\$R\" env -i container=unshare /lib/systemd/systemd --system --unit=basic.target"
+        # pivot_root, not chroot: a chrooted process may not make user namespaces (bwrap).
+        mkdir -p "$R/.harness-oldroot"
+        cd "$R"
+        pivot_root . .harness-oldroot
+        cd /
+        umount -l /.harness-oldroot
+        rmdir /.harness-oldroot
 fi
+boot='exec env -i container=unshare /lib/systemd/systemd --system --unit=basic.target'
 if [ -n "$3" ]; then
         # A cgroup namespace rooted at $2, and cgroup2 mounted from inside it: systemd sees
         # its own init.scope at /sys/fs/cgroup/init.scope, which is where systemd 252 looks
@@ -392,8 +398,8 @@ class System:
     def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None,
                  rootdir=None):
         self.paths = paths or Paths()
-        # rootdir: boot the systemd of that root instead (a chroot in the namespace; boot()
-        # only: nothing of the build directory is installed there).
+        # rootdir: boot the systemd of that root instead (the namespace's root; boot() only:
+        # nothing of the build directory is installed there).
         self.rootdir = rootdir
         self.mode = 'namespace' if rootdir else (mode or detect_mode())
         self.persistent = persistent
