@@ -10,9 +10,6 @@
 #include "strv.h"
 #include "varlink-util.h"
 
-/* After macro.h: <sys/param.h> defines MIN() and MAX() only where they are not yet. */
-#include <resolv.h>
-
 /* A message for the wire: JSON strings must be UTF-8, and a message may quote what a
  * caller gave, cut at a byte count ("%.64s"). */
 static json_object *json_object_new_message(const char *message) {
@@ -177,21 +174,14 @@ static int param_read(const VarlinkParam *p, json_object *j, void *target) {
                 const char *s;
                 size_t n;
                 void *d;
-                int k;
                 r = json_string_clean(j, &s);
                 if (r < 0)
                         return r;
-                n = strlen(s);
-                d = malloc(n / 4 * 3 + 3);
-                if (!d)
-                        return -ENOMEM;
-                k = b64_pton(s, d, n / 4 * 3 + 3);
-                if (k < 0) {
-                        free(d);
-                        return -EINVAL;
-                }
+                r = base64_decode(s, &d, &n);
+                if (r < 0)
+                        return r;
                 free(b->data);
-                *b = (VarlinkBytes) { .data = d, .size = (size_t) k };
+                *b = (VarlinkBytes) { .data = d, .size = n };
                 return 0;
         }
         }
@@ -303,20 +293,6 @@ VarlinkCall *varlink_call_release(VarlinkCall *call) {
                 varlink_call_unref(call);
         }
         return NULL;
-}
-
-json_object *json_object_new_base64(const void *data, size_t size) {
-        _cleanup_free_ char *b = NULL;
-        size_t n = (size + 2) / 3 * 4 + 1;
-        int k;
-
-        b = malloc(n);
-        if (!b)
-                return NULL;
-        k = b64_ntop(data, size, b, n);
-        if (k < 0)
-                return NULL;
-        return json_object_new_string_len(b, k);
 }
 
 /* ---- authorize, then ---- */

@@ -9,6 +9,7 @@
 #include <systemd/sd-event.h>
 
 #include "access.h"
+#include "base64-util.h"
 #include "caller.h"
 #include "options.h"
 #include "sandbox-errors.h"
@@ -84,9 +85,6 @@ int varlink_bind_methods(VarlinkServer *s, const char *interface, const VarlinkM
 /* A call kept for a later reply, let go of: its disconnect callback (which points to the
  * keeper) is cleared and the reference dropped. Returns NULL. */
 VarlinkCall *varlink_call_release(VarlinkCall *call);
-
-/* Bytes as a JSON string in base64. */
-json_object *json_object_new_base64(const void *data, size_t size);
 
 /* Says, once the caller is known, what it asks for: op on a sandbox of *ret_owner (the
  * core decides the polkit action, access.h); or returns < 0 (error, or the errno) to
