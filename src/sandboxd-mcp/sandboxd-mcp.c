@@ -27,7 +27,7 @@
 typedef struct Stdio {
         sd_event *event;
         McpSession *session;
-        sd_event_source *in_source, *out_source;
+        sd_event_source *in_source, *out_source, *post_source;
         char *in;                      /* what was read and is not a whole line yet */
         size_t in_size;
         bool discarding;               /* within a line past LINE_MAX_BYTES: dropped up to its end */
@@ -193,6 +193,12 @@ static int on_stdout(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* After each round of events: a request that finished may have been the last. */
+static int on_post(sd_event_source *s, void *userdata) {
+        stdio_maybe_exit(userdata);
+        return 0;
+}
+
 /* Reads while the client reads its replies; writes while there is something to write. */
 static void stdio_update(Stdio *io) {
         if (io->out_source)
@@ -292,6 +298,9 @@ int main(int argc, char *argv[]) {
         r = sd_event_add_io(io.event, &io.out_source, STDOUT_FILENO, EPOLLOUT, on_stdout, &io);
         if (r < 0)
                 return log_errno(r, "Failed to watch stdout (a pipe or a socket)"), 1;
+        r = sd_event_add_post(io.event, &io.post_source, on_post, &io);
+        if (r < 0)
+                return log_errno(r, "Failed to set up the event loop"), 1;
         stdio_update(&io);
 
         r = sd_event_loop(io.event);
@@ -299,6 +308,7 @@ int main(int argc, char *argv[]) {
         mcp_session_free(io.session);
         sd_event_source_disable_unref(io.in_source);
         sd_event_source_disable_unref(io.out_source);
+        sd_event_source_disable_unref(io.post_source);
         free(io.in);
         free(io.out);
         server = mcp_server_unref(server);
