@@ -48,6 +48,9 @@
 #define OBJECT_SCHEMA(props, required) \
         "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" required "]}"
 
+/* {"sandbox": …}: what the tools about one sandbox return. */
+#define SANDBOX_RESULT_SCHEMA OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\"")
+
 static const char *const languages[] = { "python", "node", "bash", NULL };
 static const char *const encodings[] = { "utf-8", "base64", NULL };
 
@@ -794,7 +797,7 @@ const McpTool mcp_tools[] = {
                 "Starts an isolated sandbox from a template, to run commands and keep files in across calls. "
                 "Returns it; its id is the sandbox_id of the other tools. Destroy it when done.",
                 sandbox_create_args,
-                OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\""),
+                SANDBOX_RESULT_SCHEMA,
                 .run = sandbox_create,
         },
         {
@@ -809,7 +812,7 @@ const McpTool mcp_tools[] = {
                 "sandbox_info", "Describe a sandbox",
                 "A sandbox's state, template, limits and deadline.",
                 sandbox_args,
-                OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\""),
+                SANDBOX_RESULT_SCHEMA,
                 .read_only = true, .idempotent = true, .on_sandbox = true,
                 .run = sandbox_info,
         },
@@ -826,7 +829,7 @@ const McpTool mcp_tools[] = {
                 "sandbox_pause", "Pause a sandbox",
                 "Freezes every process of a sandbox (its files and memory are kept) until sandbox_resume.",
                 sandbox_args,
-                OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\""),
+                SANDBOX_RESULT_SCHEMA,
                 .idempotent = true, .on_sandbox = true,
                 .run = sandbox_pause,
         },
@@ -834,7 +837,7 @@ const McpTool mcp_tools[] = {
                 "sandbox_resume", "Resume a sandbox",
                 "Lets the processes of a paused sandbox run again.",
                 sandbox_args,
-                OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\""),
+                SANDBOX_RESULT_SCHEMA,
                 .idempotent = true, .on_sandbox = true,
                 .run = sandbox_resume,
         },

@@ -265,43 +265,39 @@ static json_object *last_call(const char *method) {
 static void test_jsonrpc_errors(void **state) {
         _cleanup_(mcp_session_freep) McpSession *s = NULL;
         static const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0x";
+        static const struct {
+                const char *text;
+                int code;
+                const char *id;         /* the reply's id, as JSON */
+        } cases[] = {
+                { "not json", -32700, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} trailing", -32700, "null" },
+                { "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600, "null" },
+                { "42", -32600, "null" },
+                { "{\"id\":3,\"method\":\"ping\"}", -32600, "3" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", -32600, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", -32600, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":5}", -32600, "\"x\"" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":4}", -32600, "4" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"prompts/list\"}", -32601, "5" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":[1]}", -32602, "6" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{}}", -32602, "8" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_list\","
+                  "\"arguments\":[]}}", -32602, "10" },
+        };
 
         assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
 
-        assert_int_equal(handle(s, "not json"), MCP_HANDLE_REPLIED);
-        assert_error(-32700, "null");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} trailing"), MCP_HANDLE_REPLIED);
-        assert_error(-32700, "null");
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                assert_int_equal(handle(s, cases[i].text), MCP_HANDLE_REPLIED);
+                assert_error(cases[i].code, cases[i].id);
+        }
         assert_int_equal(mcp_session_handle(s, nul, sizeof(nul) - 1, on_send, NULL, NULL), MCP_HANDLE_REPLIED);
         assert_error(-32700, "null");
-        assert_int_equal(handle(s, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "null");
-        assert_int_equal(handle(s, "42"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "null");
-        assert_int_equal(handle(s, "{\"id\":3,\"method\":\"ping\"}"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "3");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "null");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "null");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":5}"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "\"x\"");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":4}"), MCP_HANDLE_REPLIED);
-        assert_error(-32600, "4");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"prompts/list\"}"), MCP_HANDLE_REPLIED);
-        assert_error(-32601, "5");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":[1]}"), MCP_HANDLE_REPLIED);
-        assert_error(-32602, "6");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{}}"),
-                         MCP_HANDLE_REPLIED);
-        assert_error(-32602, "8");
         assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}"),
                          MCP_HANDLE_REPLIED);
         assert_error(-32602, "9");
         assert_string_equal(get_string(last_sent(), "error.message"), "Unknown tool: rm_rf");
-        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":"
-                                   "\"sandbox_list\",\"arguments\":[]}}"), MCP_HANDLE_REPLIED);
-        assert_error(-32602, "10");
 
         /* Notifications and responses: nothing sent, whatever they say. */
         size_t n = json_object_array_length(sent);
