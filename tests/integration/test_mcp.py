@@ -97,6 +97,10 @@ def sdk(steps, args=(), timeout=300):
     cp = S.run(cmd, input=json.dumps(steps), timeout=timeout)
     if cp.returncode != 0:
         raise AssertionError(f'the SDK client failed ({cp.returncode}):\n{cp.stdout[-3000:]}{cp.stderr[-3000:]}')
+    # sandboxd-mcp's stderr is the client's: a sanitizer's report there (tools/test's ASan
+    # build) fails the test, though the SDK does not look at how the server exited.
+    if re.search(r'Sanitizer|runtime error:', cp.stderr):
+        raise AssertionError(f'sandboxd-mcp under the sanitizers:\n{cp.stderr[-5000:]}')
     return json.loads(cp.stdout)
 
 

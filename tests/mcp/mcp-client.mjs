@@ -46,8 +46,9 @@ async function call(client, step) {
 const transport = new StdioClientTransport({
     command: server,
     args: serverArgs,
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...(process.env.SANDBOXD_VARLINK_ADDRESS
-        ? { SANDBOXD_VARLINK_ADDRESS: process.env.SANDBOXD_VARLINK_ADDRESS } : {}) },
+    // The SDK passes a bare environment; the sanitizers' options (tools/test's ASan run) too.
+    env: Object.fromEntries(['PATH', 'SANDBOXD_VARLINK_ADDRESS', 'ASAN_OPTIONS', 'UBSAN_OPTIONS']
+        .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]])),
     stderr: 'inherit',
 });
 const client = new Client({ name: 'sandboxd-tests', version: '1.0.0' });
