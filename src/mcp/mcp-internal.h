@@ -43,9 +43,7 @@ typedef struct McpTool {
         const McpArg *args;           /* ended by one without a name */
         const char *output_schema;    /* JSON text, or NULL for a tool without structured output */
         bool read_only, destructive, idempotent, open_world;
-        /* Takes a "sandbox_id": for a session bound to a tenant it is looked up first, and
-         * the tool runs only on that tenant's sandboxes. */
-        bool on_sandbox;
+        bool on_sandbox;              /* takes a "sandbox_id" */
         mcp_tool_run_t run;
 } McpTool;
 

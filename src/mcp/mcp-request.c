@@ -193,24 +193,12 @@ static int run_tool(McpRequest *r) {
         return r->tool->run(r);
 }
 
-/* A session bound to a tenant works on that tenant's sandboxes only: the sandbox is looked
- * up first, and one of another tenant (or of none) is answered as if it did not exist, as
- * sandboxd answers a D-Bus caller acting for a tenant. Its id is used from then on. */
-static int step_tenant_lookup(McpRequest *r, json_object *parameters, const char *error) {
-        json_object *sandbox, *v;
-
+/* A session bound to a tenant: its connection acts for the tenant first (ActForTenant),
+ * so that sandboxd shows it that tenant's sandboxes only and creates for it, as for any
+ * front end that acts for a tenant. */
+static int step_acting(McpRequest *r, json_object *parameters, const char *error) {
         if (error)
                 return mcp_request_finish_varlink_error(r, parameters, error);
-        if (!json_object_object_get_ex(parameters, "sandbox", &sandbox) ||
-            !json_object_object_get_ex(sandbox, "tenant", &v) || !streq_ptr(json_object_get_string(v), r->tenant))
-                return mcp_request_finish_errorf(r, "NoSuchSandbox: no sandbox %s for this tenant",
-                                                 mcp_arg_string(r, "sandbox_id"));
-        if (!json_object_object_get_ex(sandbox, "id", &v))
-                return -EBADMSG;
-        free(r->sandbox_id);
-        r->sandbox_id = strdup(json_object_get_string(v));
-        if (!r->sandbox_id)
-                return -ENOMEM;
         return run_tool(r);
 }
 
@@ -237,11 +225,11 @@ static int request_begin(McpRequest *r) {
         if (k < 0)
                 return k;
 
-        if (r->tool->on_sandbox && r->tenant) {
+        if (r->tenant) {
                 _cleanup_json_ json_object *p = json_object_new_object();
-                if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0)
+                if (!p || json_add(p, "tenant", json_object_new_string(r->tenant)) < 0)
                         return -ENOMEM;
-                return mcp_request_call(r, "GetSandbox", TAKE_PTR(p), step_tenant_lookup);
+                return mcp_request_call(r, "ActForTenant", TAKE_PTR(p), step_acting);
         }
         return run_tool(r);
 }

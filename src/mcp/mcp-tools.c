@@ -420,8 +420,6 @@ static json_object *create_options(McpRequest *r, bool ephemeral) {
                 return NULL;
         if (name && json_add(o, "Name", json_object_new_string(name)) < 0)
                 return NULL;
-        if (r->tenant && json_add(o, "Tenant", json_object_new_string(r->tenant)) < 0)
-                return NULL;
         return TAKE_PTR(o);
 }
 
@@ -502,27 +500,7 @@ static int sandbox_info(McpRequest *r) {
 }
 
 static int sandboxes_listed(McpRequest *r, json_object *parameters, const char *error) {
-        _cleanup_json_ json_object *o = json_object_new_object(), *l = json_object_new_array();
-        json_object *all;
-
-        if (error)
-                return mcp_request_finish_varlink_error(r, parameters, error);
-        if (!o || !l)
-                return -ENOMEM;
-        if (!json_object_object_get_ex(parameters, "sandboxes", &all))
-                return -EBADMSG;
-        for (size_t i = 0; i < json_object_array_length(all); i++) {
-                json_object *s = json_object_array_get_idx(all, i), *t;
-                /* A tenant's session sees that tenant's only. */
-                if (r->tenant && (!json_object_object_get_ex(s, "tenant", &t) ||
-                                  !streq_ptr(json_object_get_string(t), r->tenant)))
-                        continue;
-                if (json_object_array_add(l, json_object_get(s)) < 0)
-                        return -ENOMEM;
-        }
-        if (json_add(o, "sandboxes", TAKE_PTR(l)) < 0)
-                return -ENOMEM;
-        return mcp_request_finish_structured(r, o, NULL, false);
+        return finish_field(r, parameters, error, "sandboxes");
 }
 
 static int sandbox_list(McpRequest *r) {

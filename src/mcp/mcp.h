@@ -25,10 +25,10 @@
  *   never called and sandboxd's call is dropped. The session may be freed right after
  *   mcp_session_handle() returns: pending requests keep what they need.
  *
- * Whatever the transport, the tenant is the session's: a session bound to a tenant creates
- * its sandboxes for that tenant (sandboxd's Tenant option, which needs the caller's
- * io.sandboxd.Sandbox1.delegate) and sees and touches only that tenant's sandboxes, as a
- * D-Bus caller after ActForTenant does.
+ * Whatever the transport, the tenant is the session's: each varlink connection of a
+ * session bound to a tenant calls ActForTenant first, so that sandboxd shows it that
+ * tenant's sandboxes only and creates for it (which needs the caller's
+ * io.sandboxd.Sandbox1.delegate).
  *
  * Protocol errors are JSON-RPC errors: a message that is not JSON (-32700), not a valid
  * request (-32600), an unknown method (-32601), bad params or an unknown tool (-32602).

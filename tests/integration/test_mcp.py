@@ -324,7 +324,7 @@ class Tools(Base):
         self.assertEqual(self.assert_ok(ran)['stdout'], 'tenant\n')
         self.assertEqual([s['id'] for s in self.assert_ok(listed)['sandboxes']], [mine['id']])
         for res in (info, cmd, destroy_other):
-            self.assert_tool_error(res, r'^NoSuchSandbox: no sandbox \w+ for this tenant')
+            self.assert_tool_error(res, r'^NoSuchSandbox: ')
         self.assert_ok(destroyed)
         self.assertEqual([s['id'] for s in self.nobody_sandboxes()], [other])
 

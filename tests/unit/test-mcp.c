@@ -28,7 +28,6 @@ static char address[64];
 static json_object *sent;              /* what the session sent, in order */
 static json_object *calls;             /* what the fake sandboxd was called with: {method, parameters} */
 static VarlinkCall *held;              /* a call the fake sandboxd keeps unanswered */
-static const char *sandbox_tenant = "";  /* the tenant of the fake's sandbox 0123456789abcdef */
 
 #define SID "0123456789abcdef"
 #define IFACE "io.sandboxd.Sandbox."
@@ -83,11 +82,13 @@ static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFl
         record(call, parameters);
         if (id && !streq(id, SID) && !streq(id, "fedcba9876543210"))
                 return error_json(call, IFACE "NoSuchSandbox", "{\"message\":\"no sandbox has that id\"}");
+        if (streq(method, "ActForTenant") && streq(param(parameters, "tenant"), "evil"))
+                return error_json(call, IFACE "AccessDenied", "{\"message\":\"not for you\"}");
         if (streq(method, "CreateSandbox"))
                 return reply_json(call, "{\"id\":\"" SID "\"}");
         if (streq(method, "GetSandbox")) {
                 _cleanup_json_ json_object *p = json_object_new_object();
-                json_object_object_add(p, "sandbox", sandbox_json(id, streq(id, SID) ? sandbox_tenant : "acme"));
+                json_object_object_add(p, "sandbox", sandbox_json(id, streq(id, SID) ? "" : "acme"));
                 return varlink_call_reply(call, p);
         }
         if (streq(method, "ListSandboxes")) {
@@ -144,7 +145,7 @@ static char *read_idl(void) {
 static int setup(void **state) {
         static const char *const methods[] = {
                 "CreateSandbox", "GetSandbox", "ListSandboxes", "ListTemplates", "Exec", "Destroy", "Pause",
-                "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove",
+                "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove", "ActForTenant",
         };
         _cleanup_free_ char *idl = read_idl();
 
@@ -162,7 +163,6 @@ static int setup(void **state) {
         assert_int_equal(mcp_server_new(&mcp, event, address), 0);
         sent = json_object_new_array();
         calls = json_object_new_array();
-        sandbox_tenant = "";
         return 0;
 }
 
@@ -565,29 +565,39 @@ static void test_files(void **state) {
 }
 
 static void test_tenant(void **state) {
-        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        _cleanup_(mcp_session_freep) McpSession *s = NULL, *evil = NULL;
         json_object *res;
 
+        /* Each request's connection acts for the tenant before anything else. */
         assert_int_equal(mcp_session_new(mcp, "acme", &s), 0);
         res = tool(s, "sandbox_create", "{\"template\":\"shell\",\"name\":\"n1\",\"lifetime\":60}");
-        assert_string_equal(get_string(last_call("CreateSandbox"), "options.Tenant"), "acme");
-        assert_string_equal(get_string(last_call("CreateSandbox"), "options.Name"), "n1");
-        assert_int_equal(json_object_get_int(get(last_call("CreateSandbox"), "options.Timeout")), 60);
         assert_false(tool_is_error(res));
-
-        /* Only the tenant's in the list; another's (or none's) is not there. */
-        res = tool(s, "sandbox_list", "{}");
-        assert_int_equal(json_object_array_length(get(res, "structuredContent.sandboxes")), 1);
-        assert_string_equal(get_string(res, "structuredContent.sandboxes.0.id"), "fedcba9876543210");
+        assert_string_equal(get_string(calls, "0.method"), IFACE "ActForTenant");
+        assert_string_equal(get_string(calls, "0.parameters.tenant"), "acme");
+        assert_string_equal(get_string(calls, "1.method"), IFACE "CreateSandbox");
+        assert_string_equal(get_string(calls, "1.parameters.options.Name"), "n1");
+        assert_int_equal(json_object_get_int(get(calls, "1.parameters.options.Timeout")), 60);
+        /* The tenant is the connection's: not an option of its own. */
+        assert_null(get(calls, "1.parameters.options.Tenant"));
+        assert_string_equal(get_string(calls, "2.method"), IFACE "GetSandbox");
         res = tool(s, "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"echo\"}");
+        assert_string_equal(get_string(calls, "3.method"), IFACE "ActForTenant");
+        assert_string_equal(get_string(calls, "4.method"), IFACE "Exec");
+        assert_int_equal(json_object_array_length(calls), 5);
+
+        /* Refused: the tool does nothing. */
+        assert_int_equal(mcp_session_new(mcp, "evil", &evil), 0);
+        res = tool(evil, "sandbox_list", "{}");
         assert_true(tool_is_error(res));
-        assert_string_equal(tool_text(res), "NoSuchSandbox: no sandbox " SID " for this tenant");
-        assert_null(last_call("Exec"));
-        /* The tenant's own works, looked up first. */
-        sandbox_tenant = "acme";
-        res = tool(s, "sandbox_destroy", "{\"sandbox_id\":\"" SID "\"}");
-        assert_false(tool_is_error(res));
-        assert_string_equal(get_string(last_call("Destroy"), "id"), SID);
+        assert_string_equal(tool_text(res), "AccessDenied: not for you");
+        assert_string_equal(get_string(calls, "5.method"), IFACE "ActForTenant");
+        assert_int_equal(json_object_array_length(calls), 6);
+
+        /* Without a tenant, none. */
+        s = mcp_session_free(s);
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        (void) tool(s, "sandbox_list", "{}");
+        assert_string_equal(get_string(calls, "6.method"), IFACE "ListSandboxes");
 }
 
 static void test_cancel(void **state) {
