@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "http-mcp.h"
 #include "http.h"
 #include "json-util.h"
 #include "log.h"
@@ -860,6 +861,7 @@ const HttpRoute http_routes[] = {
         { "GET",    "/api/v1/templates",              0, route_templates_list },
         { "GET",    "/api/v1/containers",             0, route_session_list },
         { "GET",    "/api/v1/containers/{}",          0, route_session_get },
+        { "POST",   "/mcp",                           HTTP_ROUTE_UPLOAD, http_mcp_post, http_mcp_upload },
 };
 
 const size_t http_n_routes = ELEMENTSOF(http_routes);

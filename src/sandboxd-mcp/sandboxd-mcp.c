@@ -180,6 +180,10 @@ static int on_stdin(sd_event_source *s, int fd, uint32_t revents, void *userdata
         return 0;
 }
 
+static int on_stdin_file(sd_event_source *s, void *userdata) {
+        return on_stdin(s, STDIN_FILENO, EPOLLIN, userdata);
+}
+
 static int on_stdout(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Stdio *io = userdata;
         int r;
@@ -292,12 +296,16 @@ int main(int argc, char *argv[]) {
                 r = fd_nonblock(STDOUT_FILENO);
         if (r < 0)
                 return log_errno(r, "Failed to make stdin and stdout non-blocking"), 1;
+        /* A regular file (sandboxd-mcp < requests > replies) cannot be polled, and never
+         * blocks: it is read on each round of the loop, and written at once. */
         r = sd_event_add_io(io.event, &io.in_source, STDIN_FILENO, EPOLLIN, on_stdin, &io);
+        if (r == -EPERM)
+                r = sd_event_add_defer(io.event, &io.in_source, on_stdin_file, &io);
         if (r < 0)
-                return log_errno(r, "Failed to watch stdin (a pipe or a socket)"), 1;
+                return log_errno(r, "Failed to watch stdin"), 1;
         r = sd_event_add_io(io.event, &io.out_source, STDOUT_FILENO, EPOLLOUT, on_stdout, &io);
-        if (r < 0)
-                return log_errno(r, "Failed to watch stdout (a pipe or a socket)"), 1;
+        if (r < 0 && r != -EPERM)
+                return log_errno(r, "Failed to watch stdout"), 1;
         r = sd_event_add_post(io.event, &io.post_source, on_post, &io);
         if (r < 0)
                 return log_errno(r, "Failed to set up the event loop"), 1;

@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""sandboxd-mcp, driven by the official MCP SDK (@modelcontextprotocol/sdk from the npm
+"""sandboxd-mcp, and the same tools at /mcp on sandboxd-http, driven by the official MCP SDK (@modelcontextprotocol/sdk from the npm
 registry, pinned by tests/mcp/package-lock.json, installed with `npm ci` into the build
 directory): its Client + StdioClientTransport spawn sandboxd-mcp as an agent would, as
 a normal user (nobody, whom the test's polkit rules let create and run), in the test
 system, against the real daemon's varlink socket. The SDK checks every structuredContent
 against the tool's outputSchema. Also raw JSON-RPC on its stdin: version negotiation for
-older clients and the protocol errors."""
+older clients and the protocol errors. Over HTTP the SDK's StreamableHTTPClientTransport
+against a sandboxd-http of the test's own (a bearer token for a tenant), and raw requests
+for what the transport says: 202, 400, 401, 403, 405, SSE framing."""
 
 import hashlib
+import http.client
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,6 +92,10 @@ def setUpModule():
 
 def tearDownModule():
     authz.teardown_module(POLKIT)
+
+
+def http_bin():
+    return os.environ.get('SANDBOXD_HTTP_BIN') or os.path.join(S.paths.build, 'src', 'sandboxd-http', 'sandboxd-http')
 
 
 def sdk(steps, args=(), timeout=300):
@@ -379,6 +388,139 @@ class Protocol(Base):
         for name in TOOLS:
             self.assertIn(f'*{name}*', page, f'{name} is not in sandboxd-mcp(1)')
         self.assertTrue(re.search(r'2025-11-25', page))
+
+
+class Http(Base):
+    """/mcp on a sandboxd-http of the test's own, on a loopback port, with a token for the
+    tenant "acme" (it runs as root, which acts for tenants without asking polkit)."""
+
+    bridge = None
+
+    @classmethod
+    def setUpClass(cls):
+        tokens = os.path.join(S.workdir, 'mcp-http-tokens')
+        shutil.rmtree(tokens, ignore_errors=True)
+        os.makedirs(tokens)
+        # A token file as sandboxd-http(8) has it: only the secret's SHA-256 is kept.
+        cls.token = 'mcp-test-' + os.urandom(16).hex()
+        with open(os.path.join(tokens, 'mcp-test.conf'), 'w') as f:
+            f.write(f'[Token]\nTenant=acme\nSHA256={hashlib.sha256(cls.token.encode()).hexdigest()}\n')
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            cls.port = s.getsockname()[1]
+        cls.url = f'http://127.0.0.1:{cls.port}/mcp'
+        cls.log = open(os.path.join(S.workdir, 'mcp-http.log'), 'w')
+        cls.bridge = subprocess.Popen(S.wrap([http_bin(), '--config', '/nonexistent', f'--listen=127.0.0.1:{cls.port}',
+                                              f'--varlink={harness.VARLINK_SOCKET}', f'--tokens-dir={tokens}']),
+                                      stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if cls.request('GET', '/healthz', token=None)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or cls.bridge.poll() is not None:
+                cls.tearDownClass()
+                raise AssertionError('sandboxd-http did not start')
+            time.sleep(0.1)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.bridge and cls.bridge.poll() is None:
+            os.killpg(cls.bridge.pid, 15)
+            cls.bridge.wait(timeout=30)
+        cls.log.close()
+
+    @classmethod
+    def request(cls, method, path, body=None, token='default', headers=None):
+        c = http.client.HTTPConnection('127.0.0.1', cls.port, timeout=120)
+        h = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}
+        if token:
+            h['Authorization'] = 'Bearer ' + (cls.token if token == 'default' else token)
+        h.update(headers or {})
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        out = (r.status, dict(r.getheaders()), r.read().decode())
+        c.close()
+        return out
+
+    def post(self, message, **kw):
+        return self.request('POST', '/mcp', json.dumps(message) if not isinstance(message, str) else message, **kw)
+
+    def tearDown(self):
+        super().tearDown()
+        replies, error, _ = S.varlink_call('ListSandboxes')
+        for s in (replies[0]['sandboxes'] if not error else []):
+            if s['tenant'] == 'acme':
+                S.sandboxctl('destroy', s['id'], timeout=120)
+
+    def test_sdk_over_streamable_http(self):
+        out = self.sdk_http([
+            {'op': 'list'},
+            call('run_code', language='python', code='print(6 * 7)'),
+            call('sandbox_create', save_as='sid', save_from='sandbox.id', template='shell'),
+            call('file_write', sandbox_id='$sid', path='notes.txt', content='over http\n'),
+            call('run_command', sandbox_id='$sid', command='cat notes.txt'),
+            call('sandbox_list'),
+            call('sandbox_destroy', sandbox_id='$sid'),
+        ])
+        self.assertEqual(out['protocolVersion'], '2025-11-25')
+        tools, ran, created, written, cat, listed, destroyed = out['steps']
+        self.assertEqual(sorted(t['name'] for t in tools['tools']), sorted(TOOLS))
+        self.assertEqual(self.assert_ok(ran)['stdout'], '42\n')
+        sandbox = self.assert_ok(created)['sandbox']
+        self.assertEqual(sandbox['tenant'], 'acme')
+        self.assert_ok(written)
+        self.assertEqual(self.assert_ok(cat)['stdout'], 'over http\n')
+        self.assertEqual([s['id'] for s in self.assert_ok(listed)['sandboxes']], [sandbox['id']])
+        self.assert_ok(destroyed)
+
+    def sdk_http(self, steps):
+        cmd = [shutil.which('node'), os.path.join(SDK_DIR, 'mcp-client.mjs'), self.url]
+        cp = subprocess.run(cmd, input=json.dumps(steps), capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, MCP_TOKEN=self.token))
+        if cp.returncode != 0:
+            raise AssertionError(f'the SDK client failed ({cp.returncode}):\n{cp.stdout[-3000:]}{cp.stderr[-3000:]}')
+        return json.loads(cp.stdout)
+
+    def test_transport_rules(self):
+        ping = {'jsonrpc': '2.0', 'id': 1, 'method': 'ping'}
+        status, headers, body = self.post(ping)
+        self.assertEqual((status, json.loads(body)), (200, {'jsonrpc': '2.0', 'id': 1, 'result': {}}))
+        self.assertTrue(headers['Content-Type'].startswith('application/json'), headers)
+        # A notification: 202, no body.
+        status, _, body = self.post({'jsonrpc': '2.0', 'method': 'notifications/initialized'})
+        self.assertEqual((status, body), (202, ''))
+        # A client that takes only server-sent events gets the response as one.
+        status, headers, body = self.post(ping, headers={'Accept': 'text/event-stream'})
+        self.assertEqual(status, 200)
+        self.assertTrue(headers['Content-Type'].startswith('text/event-stream'), headers)
+        self.assertEqual(body, 'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')
+        # Versions: a known one, an unknown one (400), none (2025-03-26).
+        self.assertEqual(self.post(ping, headers={'MCP-Protocol-Version': '2025-06-18'})[0], 200)
+        status, _, body = self.post(ping, headers={'MCP-Protocol-Version': '2023-01-01'})
+        self.assertEqual(status, 400)
+        self.assertEqual(json.loads(body)['error']['code'], -32600)
+        # Origin: none, the loopback and the Host itself pass; another site is refused.
+        for origin in ('http://localhost:3000', 'http://127.0.0.1', f'http://127.0.0.1:{self.port}', 'https://[::1]:8'):
+            self.assertEqual(self.post(ping, headers={'Origin': origin})[0], 200, origin)
+        for origin in ('http://evil.example', 'http://localhost.evil.example', 'null', 'http://127.0.0.1:80x'):
+            self.assertEqual(self.post(ping, headers={'Origin': origin})[0], 403, origin)
+        # The token.
+        self.assertEqual(self.post(ping, token=None)[0], 401)
+        self.assertEqual(self.post(ping, token='not-a-token')[0], 401)
+        # JSON-RPC's own errors, in a 200.
+        status, _, body = self.post('{"jsonrpc":')
+        self.assertEqual((status, json.loads(body)['error']['code']), (200, -32700))
+        # No stream to GET, no session to DELETE.
+        self.assertEqual(self.request('GET', '/mcp', headers={'Accept': 'text/event-stream'})[0], 405)
+        self.assertEqual(self.request('DELETE', '/mcp')[0], 405)
+        # A tool call over plain HTTP, for the token's tenant.
+        status, _, body = self.post({'jsonrpc': '2.0', 'id': 'l', 'method': 'tools/call',
+                                     'params': {'name': 'sandbox_list', 'arguments': {}}})
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)['result']['structuredContent'], {'sandboxes': []})
 
 
 if __name__ == '__main__':

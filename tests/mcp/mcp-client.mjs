@@ -6,6 +6,8 @@
 // as JSON on stdin and asserts on what this prints as JSON on stdout:
 //
 //   usage: node mcp-client.mjs SERVER [ARG...] < steps.json
+//          node mcp-client.mjs http://HOST:PORT/mcp < steps.json  (StreamableHTTPClientTransport,
+//          with $MCP_TOKEN as the bearer token)
 //   steps: [{"op": "list"},
 //           {"op": "call", "name": TOOL, "arguments": {...}, "save": VAR, "path": "a.b"},
 //           {"op": "parallel", "calls": [call, ...]}]
@@ -15,6 +17,7 @@
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const [server, ...serverArgs] = process.argv.slice(2);
 const steps = JSON.parse(readFileSync(0, 'utf8'));
@@ -43,14 +46,18 @@ async function call(client, step) {
     }
 }
 
-const transport = new StdioClientTransport({
-    command: server,
-    args: serverArgs,
-    // The SDK passes a bare environment; the sanitizers' options (tools/test's ASan run) too.
-    env: Object.fromEntries(['PATH', 'SANDBOXD_VARLINK_ADDRESS', 'ASAN_OPTIONS', 'UBSAN_OPTIONS']
-        .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]])),
-    stderr: 'inherit',
-});
+const transport = /^https?:/.test(server)
+    ? new StreamableHTTPClientTransport(new URL(server), {
+        requestInit: { headers: { Authorization: `Bearer ${process.env.MCP_TOKEN}` } },
+    })
+    : new StdioClientTransport({
+        command: server,
+        args: serverArgs,
+        // The SDK passes a bare environment; the sanitizers' options (tools/test's ASan run) too.
+        env: Object.fromEntries(['PATH', 'SANDBOXD_VARLINK_ADDRESS', 'ASAN_OPTIONS', 'UBSAN_OPTIONS']
+            .filter((k) => process.env[k] !== undefined).map((k) => [k, process.env[k]])),
+        stderr: 'inherit',
+    });
 const client = new Client({ name: 'sandboxd-tests', version: '1.0.0' });
 await client.connect(transport);
 
@@ -58,7 +65,7 @@ const out = {
     serverVersion: client.getServerVersion(),
     serverCapabilities: client.getServerCapabilities(),
     instructions: client.getInstructions(),
-    protocolVersion: transport._protocolVersion ?? null,
+    protocolVersion: transport.protocolVersion ?? transport._protocolVersion ?? null,
     steps: [],
 };
 for (const step of steps) {
