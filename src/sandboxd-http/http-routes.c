@@ -419,7 +419,11 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
                 return 0;
         }
         if (!(flags & VARLINK_REPLY_CONTINUES)) {
-                o = result_to_json(parameters);
+                /* The output went as events already. */
+                o = json_object_new_object();
+                if (o && (json_add(o, "exit_code", json_object_get(get(parameters, "exitStatus"))) < 0 ||
+                          json_add(o, "info", json_object_get(get(parameters, "info"))) < 0))
+                        o = json_object_put(o), NULL;
                 if (o)
                         (void) sse_json(req, "result", o);
                 http_request_stream_end(req, !o);
