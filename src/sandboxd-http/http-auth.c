@@ -183,12 +183,14 @@ int http_token_add(const char *dir, const char *name, const char *tenant, uint64
                 return -EIO;
         hex(h, sizeof(h), digest);
 
-        (void) mkdir(dir, 0700);
+        (void) mkdir(dir, 0755);
         if (asprintf(&path, "%s/%s.conf", dir, name) < 0)
                 return -ENOMEM;
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0)
                 return log_error_errno(-errno, "Cannot create %s: %m", path);
+        /* A hash, not a secret: readable by the bridge's dynamic user. */
+        (void) fchmod(fd, 0644);
         f = fdopen(TAKE_FD(fd), "w");
         if (!f)
                 return -errno;

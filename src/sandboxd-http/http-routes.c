@@ -3,6 +3,7 @@
 /* The routes (sandboxd-http(8), openapi.json): each a line of http_routes[], each a
  * translation of the request to io.sandboxd.Sandbox calls and of their replies back. */
 
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "http-mcp.h"
@@ -333,6 +334,16 @@ static int exec_options(HttpRequest *req, json_object *body, json_object *option
         return 1;
 }
 
+static json_object *exit_to_json(json_object *parameters) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "exit_code", json_object_get(get(parameters, "exitStatus"))) < 0 ||
+            json_add(o, "info", json_object_get(get(parameters, "info"))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 static json_object *result_to_json(json_object *parameters) {
         _cleanup_json_ json_object *o = json_object_new_object();
 
@@ -420,7 +431,8 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
                 return 0;
         }
         if (!(flags & VARLINK_REPLY_CONTINUES)) {
-                o = result_to_json(parameters);
+                /* The output went as events already. */
+                o = exit_to_json(parameters);
                 if (o)
                         (void) sse_json(req, "result", o);
                 http_request_stream_end(req, !o);
@@ -493,6 +505,62 @@ static int route_execution_get(HttpRequest *req) {
         if (!p || json_add(p, "process", json_object_new_int64((int64_t) eid)) < 0)
                 return -ENOMEM;
         return call_simple(req, IFACE "ReadOutput", TAKE_PTR(p), &s);
+}
+
+/* GET .../result?execution=EID[&wait=SEC]: how a background execution ended (Wait, by
+ * default not waiting: 409 StillRunning while it runs) and its output (ReadOutput). */
+static int on_result_output(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        _cleanup_json_ json_object *o = http_request_get_data(req) ? json_object_get(http_request_get_data(req)) : NULL;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        if (!o || add_output(o, "stdout", get(parameters, "stdout")) < 0 ||
+            add_output(o, "stderr", get(parameters, "stderr")) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static void json_put_data(void *p) {
+        json_object_put(p);
+}
+
+static int on_result_wait(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        int64_t eid = json_object_get_int64(userdata);   /* the request's data, replaced below */
+        json_object *p, *o;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        o = exit_to_json(parameters);
+        if (!o)
+                return http_request_reply_errno(req, -ENOMEM);
+        http_request_set_data(req, o, json_put_data);
+        p = params_with_id(req);
+        if (!p || json_add(p, "process", json_object_new_int64(eid)) < 0)
+                return json_object_put(p), http_request_reply_errno(req, -ENOMEM);
+        return http_backend_call(req, IFACE "ReadOutput", p, 0, on_result_output, NULL);
+}
+
+static int route_result(HttpRequest *req) {
+        const char *execution = http_request_query(req, "execution"), *wait = http_request_query(req, "wait");
+        _cleanup_json_ json_object *p = params_with_id(req);
+        uint64_t eid, sec = 0;
+        json_object *e;
+
+        if (!execution || parse_uint64(execution, &eid) < 0 || eid > INT32_MAX)
+                return reply_bad(req, "The query needs '%s', an execution id.", "execution");
+        if (wait && (parse_uint64(wait, &sec) < 0 || sec > EXEC_TIMEOUT_MAX_SEC))
+                return reply_bad(req, "'%s' must be 0 to 3600 seconds.", "wait");
+        /* Wait's 0 is "no limit": not waiting is its shortest, 1 s. */
+        e = json_object_new_int64((int64_t) eid);
+        if (!p || !e || json_add(p, "process", json_object_get(e)) < 0 ||
+            json_add(p, "timeoutSec", json_object_new_int64((int64_t) MAX(sec, 1))) < 0) {
+                json_object_put(e);
+                return -ENOMEM;
+        }
+        http_request_set_data(req, e, json_put_data);
+        return http_backend_call(req, IFACE "Wait", TAKE_PTR(p), 0, on_result_wait, e);
 }
 
 /* ---- files ---- */
@@ -757,6 +825,76 @@ static int route_templates_list(HttpRequest *req) {
         return call_simple(req, IFACE "ListTemplates", json_object_new_object(), &simple_templates);
 }
 
+static int route_template_create(HttpRequest *req) {
+        static const Simple created = { transform_empty, 201 };
+        json_object *body = http_request_body(req), *name = get(body, "name"), *tmpl = get(body, "template");
+        json_object *p;
+
+        if (!name || !json_object_is_type(name, json_type_string) || !tmpl ||
+            !json_object_is_type(tmpl, json_type_object) || json_object_object_length(body) != 2)
+                return reply_bad(req, "%s takes \"name\" and \"template\" (an object).", "POST /api/v1/templates");
+        p = json_object_new_object();
+        if (!p || json_add(p, "name", json_object_get(name)) < 0 ||
+            json_add(p, "json", json_object_new_string(json_object_to_json_string_ext(tmpl, JSON_C_TO_STRING_PLAIN))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "CreateTemplate", p, &created);
+}
+
+static int route_template_delete(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (p && json_add(p, "name", json_object_new_string(http_request_param(req, 0))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "RemoveTemplate", p, &simple_empty);
+}
+
+/* GET .../logs?lines=N[&follow=true]: the sandbox's journal entries, as JSON, or with
+ * follow as server-sent events ("log", one entry each) until the sandbox is gone. */
+static json_object *transform_log(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "entries");
+}
+
+static int on_log_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        json_object *entries = get(parameters, "entries");
+        int r = 0;
+
+        if (error) {
+                (void) sse_event(req, "error", error, strlen(error));
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        for (size_t i = 0; r >= 0 && entries && i < json_object_array_length(entries); i++)
+                r = sse_json(req, "log", json_object_array_get_idx(entries, i));
+        if (r < 0 || http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
+                http_request_stream_end(req, true);
+                http_backend_cancel(req);
+        } else if (!(flags & VARLINK_REPLY_CONTINUES))
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+static int route_logs(HttpRequest *req) {
+        static const Simple s = { transform_log };
+        const char *lines = http_request_query(req, "lines"), *follow = http_request_query(req, "follow");
+        _cleanup_json_ json_object *p = params_with_id(req);
+        uint64_t n = 100;
+        int r;
+
+        if (lines && (parse_uint64(lines, &n) < 0 || n > SANDBOX_LOGS_LINES_MAX))
+                return reply_bad(req, "'%s' must be 0 to 10000.", "lines");
+        if (!p || json_add(p, "lines", json_object_new_int64((int64_t) n)) < 0)
+                return -ENOMEM;
+        if (!follow || !(streq(follow, "true") || streq(follow, "1")))
+                return call_simple(req, IFACE "GetLogs", TAKE_PTR(p), &s);
+        if (json_add(p, "follow", json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
+        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return r;
+        return http_backend_call(req, IFACE "GetLogs", TAKE_PTR(p), VARLINK_CALL_MORE, on_log_stream, NULL);
+}
+
 /* ---- health, metrics, the document ---- */
 
 static int on_health(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -772,62 +910,102 @@ static int route_healthz(HttpRequest *req) {
         return http_backend_call(req, "org.varlink.service.GetInfo", json_object_new_object(), 0, on_health, NULL);
 }
 
+static void metric_header(FILE *f, const char *name, const char *type, const char *help) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric_counter(FILE *f, json_object *st, const char *key, const char *name, const char *help) {
+        metric_header(f, name, "counter", help);
+        fprintf(f, "%s %" PRIi64 "\n", name, json_object_get_int64(get(st, key)));
+}
+
+/* A label value: \, " and newline escaped. */
+static void label_value(FILE *f, const char *s) {
+        for (; s && *s; s++)
+                if (*s == '\\' || *s == '"')
+                        fprintf(f, "\\%c", *s);
+                else if (*s == '\n')
+                        fputs("\\n", f);
+                else
+                        fputc(*s, f);
+}
+
+static void metrics_daemon(FILE *f, json_object *st) {
+        json_object *sandboxes = get(st, "sandboxes"), *pools = get(st, "pools"), *h = get(st, "execLatency");
+        json_object *bounds = get(h, "bounds"), *counts = get(h, "counts");
+
+        metric_header(f, "sandboxd_sandboxes", "gauge", "Sandboxes by state and template.");
+        for (size_t i = 0; sandboxes && i < json_object_array_length(sandboxes); i++) {
+                json_object *c = json_object_array_get_idx(sandboxes, i);
+                fputs("sandboxd_sandboxes{state=\"", f);
+                label_value(f, json_object_get_string(get(c, "state")));
+                fputs("\",template=\"", f);
+                label_value(f, json_object_get_string(get(c, "template")));
+                fprintf(f, "\"} %" PRIi64 "\n", json_object_get_int64(get(c, "count")));
+        }
+        metric_counter(f, st, "sandboxesCreated", "sandboxd_sandboxes_created_total", "Sandboxes that came to run.");
+        metric_counter(f, st, "createFailures", "sandboxd_create_failures_total", "Sandbox creations that failed.");
+        metric_counter(f, st, "sandboxesDestroyed", "sandboxd_sandboxes_destroyed_total", "Sandboxes that ended.");
+        metric_counter(f, st, "execs", "sandboxd_execs_total", "Execs that ran to a result.");
+        metric_counter(f, st, "execFailures", "sandboxd_exec_failures_total", "Execs that could not be run.");
+        metric_counter(f, st, "execTimeouts", "sandboxd_exec_timeouts_total", "Execs killed at their timeout.");
+        metric_counter(f, st, "oomKills", "sandboxd_oom_kills_total", "Execs hit by the OOM killer.");
+        metric_header(f, "sandboxd_exec_duration_seconds", "histogram", "Wall time of execs.");
+        for (size_t i = 0; bounds && counts && i < json_object_array_length(bounds); i++)
+                fprintf(f, "sandboxd_exec_duration_seconds_bucket{le=\"%g\"} %" PRIi64 "\n",
+                        json_object_get_double(json_object_array_get_idx(bounds, i)),
+                        json_object_get_int64(json_object_array_get_idx(counts, i)));
+        fprintf(f, "sandboxd_exec_duration_seconds_bucket{le=\"+Inf\"} %" PRIi64 "\n"
+                   "sandboxd_exec_duration_seconds_sum %g\n"
+                   "sandboxd_exec_duration_seconds_count %" PRIi64 "\n",
+                json_object_get_int64(get(h, "count")), json_object_get_double(get(h, "sum")),
+                json_object_get_int64(get(h, "count")));
+        metric_header(f, "sandboxd_pool_sandboxes", "gauge", "Warm pool sandboxes by template and state.");
+        for (size_t i = 0; pools && i < json_object_array_length(pools); i++) {
+                json_object *p = json_object_array_get_idx(pools, i);
+                static const char * const keys[] = { "size", "ready", "starting", "inUse" };
+                for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
+                        fputs("sandboxd_pool_sandboxes{template=\"", f);
+                        label_value(f, json_object_get_string(get(p, "template")));
+                        fprintf(f, "\",state=\"%s\"} %" PRIi64 "\n", keys[k], json_object_get_int64(get(p, keys[k])));
+                }
+        }
+        metric_header(f, "sandboxd_spool_backlog", "gauge", "Execution records waiting to be written to the database.");
+        fprintf(f, "sandboxd_spool_backlog %" PRIi64 "\n", json_object_get_int64(get(st, "spoolBacklog")));
+}
+
+static void metrics_bridge(FILE *f, const HttpStats *st) {
+        metric_header(f, "sandboxd_http_requests_total", "counter", "HTTP requests received by sandboxd-http.");
+        fprintf(f, "sandboxd_http_requests_total %" PRIu64 "\n", st->requests);
+        metric_header(f, "sandboxd_http_responses_total", "counter", "HTTP responses by status class.");
+        for (unsigned c = 1; c <= 5; c++)
+                fprintf(f, "sandboxd_http_responses_total{class=\"%uxx\"} %" PRIu64 "\n", c, st->responses_by_class[c]);
+        metric_header(f, "sandboxd_http_unauthorized_total", "counter", "Requests refused for want of a valid token.");
+        fprintf(f, "sandboxd_http_unauthorized_total %" PRIu64 "\n", st->unauthorized);
+        metric_header(f, "sandboxd_http_connections", "gauge", "Open HTTP connections.");
+        fprintf(f, "sandboxd_http_connections %" PRIu64 "\n", st->connections);
+}
+
 static int on_metrics(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                       void *userdata) {
-        const HttpStats *st = http_server_stats(http_request_server(req));
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
         FILE *f;
-        json_object *list = get(parameters, "sandboxes");
 
         if (error)
                 return http_request_reply_varlink_error(req, error, parameters);
         f = open_memstream(&text, &size);
         if (!f)
                 return http_request_reply_errno(req, -ENOMEM);
-        fprintf(f, "# HELP sandboxd_http_requests_total HTTP requests received by sandboxd-http.\n"
-                   "# TYPE sandboxd_http_requests_total counter\n"
-                   "sandboxd_http_requests_total %llu\n",
-                (unsigned long long) st->requests);
-        fprintf(f, "# HELP sandboxd_http_responses_total HTTP responses by status class.\n"
-                   "# TYPE sandboxd_http_responses_total counter\n");
-        for (unsigned c = 1; c <= 5; c++)
-                fprintf(f, "sandboxd_http_responses_total{class=\"%uxx\"} %llu\n", c,
-                        (unsigned long long) st->responses_by_class[c]);
-        fprintf(f, "# HELP sandboxd_http_unauthorized_total Requests refused for want of a valid token.\n"
-                   "# TYPE sandboxd_http_unauthorized_total counter\n"
-                   "sandboxd_http_unauthorized_total %llu\n"
-                   "# HELP sandboxd_http_connections Open HTTP connections.\n"
-                   "# TYPE sandboxd_http_connections gauge\n"
-                   "sandboxd_http_connections %llu\n",
-                (unsigned long long) st->unauthorized, (unsigned long long) st->connections);
-        fprintf(f, "# HELP sandboxd_sandboxes Sandboxes the token's tenant sees, by state and template.\n"
-                   "# TYPE sandboxd_sandboxes gauge\n");
-        /* Grouped: each (state, template) once. */
-        for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-                json_object *s = json_object_array_get_idx(list, i);
-                const char *state = json_object_get_string(get(s, "state")), *tmpl = json_object_get_string(get(s, "template"));
-                unsigned n = 0;
-                bool seen = false;
-
-                for (size_t j = 0; j < json_object_array_length(list); j++) {
-                        json_object *o = json_object_array_get_idx(list, j);
-                        bool same = streq(state, json_object_get_string(get(o, "state"))) &&
-                                    streq(tmpl, json_object_get_string(get(o, "template")));
-                        if (same && j < i)
-                                seen = true;
-                        n += same;
-                }
-                if (!seen)
-                        fprintf(f, "sandboxd_sandboxes{state=\"%s\",template=\"%s\"} %u\n", state, tmpl, n);
-        }
+        metrics_daemon(f, get(parameters, "statistics"));
+        metrics_bridge(f, http_server_stats(http_request_server(req)));
         if (fclose(f) != 0)
                 return http_request_reply_errno(req, -ENOMEM);
         return http_request_reply_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
 static int route_metrics(HttpRequest *req) {
-        return http_backend_call(req, IFACE "ListSandboxes", json_object_new_object(), 0, on_metrics, NULL);
+        return http_backend_call(req, IFACE "GetStatistics", json_object_new_object(), 0, on_metrics, NULL);
 }
 
 static int route_openapi(HttpRequest *req) {
@@ -851,7 +1029,9 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/timeout",                     HTTP_ROUTE_JSON_BODY, route_session_timeout },
         { "POST",   S "/execute",                     HTTP_ROUTE_JSON_BODY, route_execute },
         { "GET",    S "/status",                      0, route_status },
+        { "GET",    S "/result",                      0, route_result },
         { "GET",    S "/executions/{}",               0, route_execution_get },
+        { "GET",    S "/logs",                        0, route_logs },
         { "GET",    S "/files",                       0, route_file_get },
         { "PUT",    S "/files",                       HTTP_ROUTE_UPLOAD, route_file_put, upload_data },
         { "DELETE", S "/files",                       0, route_file_delete },
@@ -859,8 +1039,11 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/files/mkdir",                 HTTP_ROUTE_JSON_BODY, route_file_mkdir },
         { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
         { "GET",    "/api/v1/templates",              0, route_templates_list },
+        { "POST",   "/api/v1/templates",              HTTP_ROUTE_JSON_BODY, route_template_create },
+        { "DELETE", "/api/v1/templates/{}",           0, route_template_delete },
         { "GET",    "/api/v1/containers",             0, route_session_list },
         { "GET",    "/api/v1/containers/{}",          0, route_session_get },
+        { "GET",    "/api/v1/containers/{}/logs",     0, route_logs },
         { "POST",   "/mcp",                           HTTP_ROUTE_UPLOAD, http_mcp_post, http_mcp_upload },
 };
 
