@@ -16,10 +16,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,10 +90,6 @@ def setUpModule():
 
 def tearDownModule():
     authz.teardown_module(POLKIT)
-
-
-def http_bin():
-    return os.environ.get('SANDBOXD_HTTP_BIN') or os.path.join(S.paths.build, 'src', 'sandboxd-http', 'sandboxd-http')
 
 
 def sdk(steps, args=(), timeout=300):
@@ -391,46 +385,31 @@ class Protocol(Base):
 
 
 class Http(Base):
-    """/mcp on a sandboxd-http of the test's own, on a loopback port, with a token for the
-    tenant "acme" (it runs as root, which acts for tenants without asking polkit)."""
+    """/mcp on sandboxd-http as the harness installs it (socket-activated, its own dynamic
+    user, allowed to act for tenants by the shipped polkit rule), with a token for the
+    tenant "acme"."""
 
-    bridge = None
+    RULES = 'io.sandboxd.Sandbox1-http.rules'
 
     @classmethod
     def setUpClass(cls):
-        tokens = os.path.join(S.workdir, 'mcp-http-tokens')
+        with open(os.path.join(S.paths.source, 'polkit', cls.RULES)) as f:
+            POLKIT.set_rules(f.read(), name=cls.RULES)
+        tokens = S.path(harness.HTTP_TOKENS_DIR)
         shutil.rmtree(tokens, ignore_errors=True)
-        os.makedirs(tokens)
-        # A token file as sandboxd-http(8) has it: only the secret's SHA-256 is kept.
-        cls.token = 'mcp-test-' + os.urandom(16).hex()
-        with open(os.path.join(tokens, 'mcp-test.conf'), 'w') as f:
-            f.write(f'[Token]\nTenant=acme\nSHA256={hashlib.sha256(cls.token.encode()).hexdigest()}\n')
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            cls.port = s.getsockname()[1]
+        cp = S.run([S.paths.sandboxd_http, 'token', 'add', 'mcp-test', '--tenant=acme',
+                    f'--tokens-dir={harness.HTTP_TOKENS_DIR}'], check=True)
+        cls.token = cp.stdout.strip()
+        S.systemctl('start', 'sandboxd-http.socket', check=True)
+        cls.port = S.http_port
         cls.url = f'http://127.0.0.1:{cls.port}/mcp'
-        cls.log = open(os.path.join(S.workdir, 'mcp-http.log'), 'w')
-        cls.bridge = subprocess.Popen(S.wrap([http_bin(), '--config', '/nonexistent', f'--listen=127.0.0.1:{cls.port}',
-                                              f'--varlink={harness.VARLINK_SOCKET}', f'--tokens-dir={tokens}']),
-                                      stdout=cls.log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if cls.request('GET', '/healthz', token=None)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or cls.bridge.poll() is not None:
-                cls.tearDownClass()
-                raise AssertionError('sandboxd-http did not start')
-            time.sleep(0.1)
 
     @classmethod
     def tearDownClass(cls):
-        if cls.bridge and cls.bridge.poll() is None:
-            os.killpg(cls.bridge.pid, 15)
-            cls.bridge.wait(timeout=30)
-        cls.log.close()
+        try:
+            S.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
+        finally:
+            POLKIT.set_rules(None, name=cls.RULES)
 
     @classmethod
     def request(cls, method, path, body=None, token='default', headers=None):
