@@ -8,16 +8,21 @@ system, against the real daemon's varlink socket. The SDK checks every structure
 against the tool's outputSchema. Also raw JSON-RPC on its stdin: version negotiation for
 older clients and the protocol errors. Over HTTP the SDK's StreamableHTTPClientTransport
 against a sandboxd-http of the test's own (a bearer token for a tenant), and raw requests
-for what the transport says: 202, 400, 401, 403, 405, SSE framing."""
+for what the transport says: 202, 400, 401, 403, 405, SSE framing; and the server scenarios
+of the MCP conformance suite (@modelcontextprotocol/conformance) that apply to a server
+with tools only, through a proxy that adds the token (the suite sends none)."""
 
+import glob
 import hashlib
 import http.client
+import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -500,6 +505,63 @@ class Http(Base):
                                      'params': {'name': 'sandbox_list', 'arguments': {}}})
         self.assertEqual(status, 200)
         self.assertEqual(json.loads(body)['result']['structuredContent'], {'sandboxes': []})
+
+    # The suite's server scenarios that a server offering tools (and no prompts, resources,
+    # logging, completion, sampling or elicitation, nor the suite's own test_* tools) can
+    # pass; `conformance list --server` has the others.
+    CONFORMANCE = ('server-initialize', 'ping', 'tools-list', 'dns-rebinding-protection')
+
+    def test_conformance_server_scenarios(self):
+        port = self.port
+        token = self.token
+
+        class Proxy(http.server.BaseHTTPRequestHandler):
+            """Adds the bearer token; passes all else (Origin too) as it came."""
+            protocol_version = 'HTTP/1.1'
+
+            def relay(self):
+                n = int(self.headers.get('Content-Length') or 0)
+                body = self.rfile.read(n) if n else None
+                h = {k: v for k, v in self.headers.items()
+                     if k.lower() not in ('host', 'authorization', 'content-length', 'connection')}
+                h['Authorization'] = 'Bearer ' + token
+                c = http.client.HTTPConnection('127.0.0.1', port, timeout=120)
+                c.request(self.command, self.path, body=body, headers=h)
+                r = c.getresponse()
+                data = r.read()
+                c.close()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ('transfer-encoding', 'connection', 'content-length', 'date', 'server'):
+                        self.send_header(k, v)
+                self.send_header('Content-Length', str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = relay
+
+            def log_message(self, *args):
+                pass
+
+        proxy = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Proxy)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        self.addCleanup(proxy.server_close)
+        self.addCleanup(proxy.shutdown)
+        suite = os.path.join(SDK_DIR, 'node_modules', '@modelcontextprotocol', 'conformance', 'dist', 'index.js')
+        for scenario in self.CONFORMANCE:
+            out = os.path.join(S.workdir, 'conformance', scenario)
+            shutil.rmtree(out, ignore_errors=True)
+            cp = subprocess.run([shutil.which('node'), suite, 'server', '--url',
+                                 f'http://127.0.0.1:{proxy.server_address[1]}/mcp', '--scenario', scenario, '-o', out],
+                                capture_output=True, text=True, timeout=120)
+            results = glob.glob(os.path.join(out, '*', 'checks.json'))
+            self.assertEqual(len(results), 1, f'{scenario}: {cp.stdout[-2000:]}{cp.stderr[-2000:]}')
+            with open(results[0]) as f:
+                checks = json.load(f)
+            self.assertTrue(checks, scenario)
+            failed = [c for c in checks if c['status'] not in ('SUCCESS', 'INFO')]
+            self.assertEqual(failed, [], scenario)
+            self.assertEqual(cp.returncode, 0, f'{scenario}: {cp.stdout[-2000:]}')
 
 
 if __name__ == '__main__':
