@@ -409,6 +409,11 @@ class Http(Base):
         cls.port = S.http_port
         cls.url = f'http://127.0.0.1:{cls.port}/mcp'
 
+    @staticmethod
+    def bridge_log():
+        cp = S.run(['journalctl', '--no-pager', '-o', 'cat', '-n', '60', '-u', 'sandboxd-http.service'])
+        return f'\n----- sandboxd-http.service -----\n{cp.stdout}'
+
     @classmethod
     def tearDownClass(cls):
         try:
@@ -423,10 +428,14 @@ class Http(Base):
         if token:
             h['Authorization'] = 'Bearer ' + (cls.token if token == 'default' else token)
         h.update(headers or {})
-        c.request(method, path, body=body, headers=h)
-        r = c.getresponse()
-        out = (r.status, dict(r.getheaders()), r.read().decode())
-        c.close()
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            out = (r.status, dict(r.getheaders()), r.read().decode())
+        except (OSError, http.client.HTTPException) as e:
+            raise AssertionError(f'{method} {path}: {e!r}' + cls.bridge_log()) from e
+        finally:
+            c.close()
         return out
 
     def post(self, message, **kw):
@@ -465,7 +474,8 @@ class Http(Base):
         cp = subprocess.run(cmd, input=json.dumps(steps), capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, MCP_TOKEN=self.token))
         if cp.returncode != 0:
-            raise AssertionError(f'the SDK client failed ({cp.returncode}):\n{cp.stdout[-3000:]}{cp.stderr[-3000:]}')
+            raise AssertionError(f'the SDK client failed ({cp.returncode}):\n{cp.stdout[-3000:]}{cp.stderr[-3000:]}'
+                                 + self.bridge_log())
         return json.loads(cp.stdout)
 
     def test_transport_rules(self):
@@ -543,7 +553,12 @@ class Http(Base):
             def log_message(self, *args):
                 pass
 
-        proxy = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Proxy)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], ConnectionError):   # a client that left early
+                    super().handle_error(request, client_address)
+
+        proxy = Server(('127.0.0.1', 0), Proxy)
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         self.addCleanup(proxy.server_close)
         self.addCleanup(proxy.shutdown)
@@ -555,12 +570,12 @@ class Http(Base):
                                  f'http://127.0.0.1:{proxy.server_address[1]}/mcp', '--scenario', scenario, '-o', out],
                                 capture_output=True, text=True, timeout=120)
             results = glob.glob(os.path.join(out, '*', 'checks.json'))
-            self.assertEqual(len(results), 1, f'{scenario}: {cp.stdout[-2000:]}{cp.stderr[-2000:]}')
+            self.assertEqual(len(results), 1, f'{scenario}: {cp.stdout[-2000:]}{cp.stderr[-2000:]}' + self.bridge_log())
             with open(results[0]) as f:
                 checks = json.load(f)
             self.assertTrue(checks, scenario)
             failed = [c for c in checks if c['status'] not in ('SUCCESS', 'INFO')]
-            self.assertEqual(failed, [], scenario)
+            self.assertEqual(failed, [], scenario + (self.bridge_log() if failed else ''))
             self.assertEqual(cp.returncode, 0, f'{scenario}: {cp.stdout[-2000:]}')
 
 
