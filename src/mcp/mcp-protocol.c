@@ -27,7 +27,6 @@ struct McpSession {
         McpServer *server;
         char *tenant;
         const char *protocol_version;   /* one of protocol_versions, NULL before initialize */
-        bool initialized;               /* notifications/initialized came (or HTTP) */
         McpRequest *pending;
 };
 
@@ -123,7 +122,6 @@ int mcp_session_set_protocol_version(McpSession *s, const char *version) {
         if (!mcp_protocol_version_supported(version))
                 return -EPROTONOSUPPORT;
         s->protocol_version = protocol_version_negotiate(version);
-        s->initialized = true;
         return 0;
 }
 
@@ -350,10 +348,10 @@ static int handle_message(McpSession *s, json_object *m, mcp_send_t send, void *
         }
 
         if (!has_id) {
-                /* Notifications get no response, not even an error. */
-                if (streq(method, "notifications/initialized"))
-                        s->initialized = true;
-                else if (streq(method, "notifications/cancelled"))
+                /* Notifications get no response, not even an error. Requests before
+                 * notifications/initialized are served: a client that sends them is
+                 * answered rather than refused. */
+                if (streq(method, "notifications/cancelled"))
                         notification_cancelled(s, params);
                 return MCP_HANDLE_NO_REPLY;
         }

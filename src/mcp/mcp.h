@@ -94,8 +94,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(McpSession *, mcp_session_free);
 /* Whether version is one this implementation speaks. */
 bool mcp_protocol_version_supported(const char *version);
 /* HTTP: the MCP-Protocol-Version header's value (NULL: absent, which means
- * MCP_PROTOCOL_VERSION_DEFAULT_HTTP); the session counts as initialized with it.
- * -EPROTONOSUPPORT for a version not spoken (the bridge answers 400). */
+ * MCP_PROTOCOL_VERSION_DEFAULT_HTTP). -EPROTONOSUPPORT for a version not spoken (the
+ * bridge answers 400). */
 int mcp_session_set_protocol_version(McpSession *s, const char *version);
 /* The version negotiated by initialize (or set), NULL before. */
 const char *mcp_session_get_protocol_version(McpSession *s);
