@@ -200,6 +200,8 @@ class Tools(Base):
             call('run_code', language='python', code='print("é" * 100000)'),
         ]}])
         py, node, bash, big = out['steps'][1]['parallel']
+        print('\n# run_code, 4 at once: ' + ', '.join(f'{s["ms"]} ms' for s in out['steps'][1]['parallel']),
+              file=sys.stderr)
         r = self.assert_ok(py)
         self.assertEqual((r['exit_code'], r['stdout'], r['stderr']), (0, '42\n', 'oops\n'))
         self.assertFalse(r['timed_out'] or r['oom_killed'] or r['truncated'])
@@ -257,6 +259,8 @@ class Tools(Base):
             call('sandbox_destroy', sandbox_id='$sid'),
             call('sandbox_info', sandbox_id='$sid'),
         ])
+        # What each call took, client to client (for the report; asserted on elsewhere).
+        print('\n# ' + ', '.join(f'{s["name"]} {s["ms"]} ms' for s in out['steps'][1:]), file=sys.stderr)
         (_, created, written, appended, read, ran, bin_written, bin_read, listed, shadow, deleted, gone, paused,
          resumed, listed_sandboxes, info, timed_out, templates, destroyed, after) = out['steps']
         sandbox = self.assert_ok(created)['sandbox']
