@@ -639,7 +639,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 if (!c)
                         return;
                 *c = (HttpConnection) { .daemon = d, .connection = connection };
-                if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, UINT64_MAX, 0,
+                if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, UINT64_MAX, 1,
                                                on_header_deadline, c) < 0)
                         c->deadline = NULL;
                 connection_arm(c, true);
@@ -743,7 +743,8 @@ int http_server_listen_fd(HttpServer *s, int fd) {
         info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         r = info ? sd_event_add_io(s->event, &d->io, info->epoll_fd, EPOLLIN, on_daemon_io, d) : -EINVAL;
         if (r >= 0)
-                r = sd_event_add_time_relative(s->event, &d->timer, CLOCK_MONOTONIC, 0, 0, on_daemon_timer, d);
+                /* Accuracy 1 µs: sd-event's default (250 ms) would delay every resumed connection. */
+                r = sd_event_add_time_relative(s->event, &d->timer, CLOCK_MONOTONIC, 0, 1, on_daemon_timer, d);
         if (r >= 0) {
                 a = reallocarray(s->daemons, s->n_daemons + 1, sizeof(HttpDaemon *));
                 if (!a)
