@@ -639,10 +639,11 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 if (!c)
                         return;
                 *c = (HttpConnection) { .daemon = d, .connection = connection };
-                if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, UINT64_MAX, 1,
+                if (d->server->config->connection_timeout_sec > 0 &&
+                    sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC,
+                                               d->server->config->connection_timeout_sec * 1000000, 1,
                                                on_header_deadline, c) < 0)
                         c->deadline = NULL;
-                connection_arm(c, true);
                 *socket_context = c;
                 return;
         }
