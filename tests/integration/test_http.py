@@ -507,7 +507,8 @@ class BadInput(unittest.TestCase):
 
     def test_bad_json(self):
         for body in (b'{', b'[1]', b'"x"', b'{"a":}', b'{"template": "shell"} x', b'\xff\xfe',
-                     b'[' * 100 + b']' * 100, b'{"a":' * 100 + b'1' + b'}' * 100):
+                     b'[' * 100 + b']' * 100, b'{"a":' * 100 + b'1' + b'}' * 100,
+                     b'{"template": "shell", "template": "python"}', b'{"name": "\xff"}'):
             status, _, res = request('POST', '/api/v1/sessions', body=body)
             self.assertEqual((status, res['error']['code']), (400, 'InvalidBody'), body[:20])
 
