@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 
 #include "http.h"
@@ -18,6 +19,8 @@
 
 #define HTTP_PATH_SEGMENTS_MAX 16
 #define HTTP_PARAMS_MAX 4
+/* Body read and dropped after a reply was decided, before the connection is closed. */
+#define HTTP_DISCARD_MAX (UINT64_C(16) * 1024 * 1024)
 
 typedef struct HttpDaemon {
         HttpServer *server;
@@ -54,6 +57,7 @@ struct HttpRequest {
         json_object *json;
 
         bool started, suspended, gone, replied;
+        uint64_t discarded;
         struct MHD_Response *response;
         unsigned status;
 
@@ -362,6 +366,45 @@ void http_request_stream_end(HttpRequest *req, bool failed) {
         http_request_resume(req);
 }
 
+/* ---- connections ---- */
+
+/* A connection's deadline for its request's headers (slowloris: libmicrohttpd's own timeout
+ * is an idle one, which a byte now and then defeats). Armed when the connection opens and
+ * after each request, disarmed when a request's headers are complete. */
+typedef struct HttpConnection {
+        HttpDaemon *daemon;
+        struct MHD_Connection *connection;
+        sd_event_source *deadline;
+} HttpConnection;
+
+static int on_header_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        HttpConnection *c = userdata;
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c->connection,
+                                                                       MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        /* libmicrohttpd sees the socket end and closes the connection in its next run. */
+        if (info)
+                (void) shutdown(info->connect_fd, SHUT_RDWR);
+        daemon_kick(c->daemon);
+        return 0;
+}
+
+static void connection_arm(HttpConnection *c, bool on) {
+        uint64_t usec = c->daemon->server->config->connection_timeout_sec * 1000000;
+
+        if (!c->deadline || usec == 0)
+                return;
+        if (on)
+                (void) sd_event_source_set_time_relative(c->deadline, usec);
+        (void) sd_event_source_set_enabled(c->deadline, on ? SD_EVENT_ONESHOT : SD_EVENT_OFF);
+}
+
+static HttpConnection *connection_of(struct MHD_Connection *connection) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection,
+                                                                       MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
+}
+
 /* ---- dispatch ---- */
 
 /* Splits url into segments in place ("/a/b" → "a", "b"); -E2BIG beyond max. */
@@ -528,6 +571,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                                  size_t *upload_data_size, void **con_cls) {
         HttpDaemon *d = cls;
         HttpRequest *req = *con_cls;
+        bool body_call = *upload_data_size > 0;
         int r = 0;
 
         if (!req) {
@@ -536,7 +580,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                         return MHD_NO;
                 *req = (HttpRequest) { .n_ref = 1, .server = d->server, .daemon = d, .connection = connection };
                 *con_cls = req;
+                if (connection_of(connection))
+                        connection_arm(connection_of(connection), false);
                 r = request_begin(req, method, url);
+        } else if (req->response && *upload_data_size > 0) {
+                /* Answered while the body still comes: libmicrohttpd 0.9.75 drops a reply
+                 * queued now (it closes the connection without it), so the rest is read and
+                 * dropped, up to HTTP_DISCARD_MAX, and the reply goes once the body ended. */
+                req->discarded += *upload_data_size;
+                *upload_data_size = 0;
+                return req->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
         } else if (req->response)
                 ;
         else if (*upload_data_size > 0)
@@ -546,8 +599,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
 
         if (r < 0 && !req->replied)
                 (void) http_request_reply_errno(req, r);
-        if (req->response)
+        if (req->response && !body_call)
                 return queue_reply(req);
+        if (req->response) {
+                /* Queued once the body ended (see above). */
+                req->discarded += *upload_data_size;
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
         /* Not the first call, nothing to answer yet, all data taken: waiting on sandboxd. */
         if (req->started && *upload_data_size == 0)
                 http_request_suspend(req);
@@ -561,6 +620,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         if (!req)
                 return;
         *con_cls = NULL;
+        if (connection_of(connection))
+                connection_arm(connection_of(connection), true);
         req->gone = true;
         req->suspended = false;
         http_backend_cancel(req);
@@ -570,11 +631,29 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
         HttpDaemon *d = cls;
+        HttpConnection *c = *socket_context;
 
-        if (code == MHD_CONNECTION_NOTIFY_STARTED)
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 d->server->stats.connections++;
-        else if (d->server->stats.connections > 0)
+                c = calloc(1, sizeof(HttpConnection));
+                if (!c)
+                        return;
+                *c = (HttpConnection) { .daemon = d, .connection = connection };
+                if (d->server->config->connection_timeout_sec > 0 &&
+                    sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC,
+                                               d->server->config->connection_timeout_sec * 1000000, 1,
+                                               on_header_deadline, c) < 0)
+                        c->deadline = NULL;
+                *socket_context = c;
+                return;
+        }
+        if (d->server->stats.connections > 0)
                 d->server->stats.connections--;
+        if (c) {
+                sd_event_source_disable_unref(c->deadline);
+                free(c);
+                *socket_context = NULL;
+        }
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -665,7 +744,8 @@ int http_server_listen_fd(HttpServer *s, int fd) {
         info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         r = info ? sd_event_add_io(s->event, &d->io, info->epoll_fd, EPOLLIN, on_daemon_io, d) : -EINVAL;
         if (r >= 0)
-                r = sd_event_add_time_relative(s->event, &d->timer, CLOCK_MONOTONIC, 0, 0, on_daemon_timer, d);
+                /* Accuracy 1 µs: sd-event's default (250 ms) would delay every resumed connection. */
+                r = sd_event_add_time_relative(s->event, &d->timer, CLOCK_MONOTONIC, 0, 1, on_daemon_timer, d);
         if (r >= 0) {
                 a = reallocarray(s->daemons, s->n_daemons + 1, sizeof(HttpDaemon *));
                 if (!a)

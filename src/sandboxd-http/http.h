@@ -34,7 +34,7 @@
 #define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_JSON_DEPTH_MAX 32
 /* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data). */
-#define HTTP_FILE_CHUNK (1024U * 1024U)
+#define HTTP_FILE_CHUNK (4U * 1024U * 1024U)
 /* Output of an exec waiting for a slow SSE client; beyond it the stream is ended. */
 #define HTTP_STREAM_BUFFER_MAX (16U * 1024U * 1024U)
 

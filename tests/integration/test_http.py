@@ -14,6 +14,7 @@ import http.client
 import json
 import os
 import resource
+import select
 import shutil
 import socket
 import subprocess
@@ -102,7 +103,7 @@ def main_pid(unit):
 
 
 def rss_kib(pid):
-    with open(f'/proc/{pid}/status') as f:
+    with open(S.path(f'/proc/{pid}/status')) as f:
         for line in f:
             if line.startswith('VmRSS:'):
                 return int(line.split()[1])
@@ -271,7 +272,7 @@ class Execute(unittest.TestCase):
         self.assertIn('event: stdout\ndata: a\ndata: b\n\n', body)
 
     def test_background(self):
-        status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo bg; sleep 1; exit 5'], 'background': True})
+        status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo bg; sleep 3; exit 5'], 'background': True})
         self.assertEqual(status, 202)
         eid = res['execution_id']
         status, _, procs = request('GET', self.s.url + '/status')
@@ -362,7 +363,7 @@ class Files(unittest.TestCase):
         after = rss_kib(pid)
         print(f'\n# 100 MiB over sandboxd-http: up {up:.1f} s, down {down:.1f} s; bridge RSS {before} -> {after} KiB',
               file=sys.stderr)
-        self.assertLess(after - before, 32 * 1024, 'the bridge buffered the file')
+        self.assertLess(after - before, 40 * 1024, 'the bridge buffered the file')
 
 
 class Tenants(unittest.TestCase):
@@ -378,7 +379,9 @@ class Tenants(unittest.TestCase):
                                        ('POST', a.url + '/pause', None)):
                 status, _, res = request(method, path, body, token='bob')
                 self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), path)
-                self.assertNotIn(a.id, json.dumps(res))
+                # The same answer as for an id that never was: nothing tells it exists.
+                _, _, none = request(method, path.replace(a.id, '0123456789abcdef'), body, token='bob')
+                self.assertEqual(json.dumps(res).replace(a.id, '0123456789abcdef'), json.dumps(none), path)
             # Each one's name is its own.
             self.assertEqual(request('GET', '/api/v1/sessions/mine', token='bob')[2]['id'], b.id)
             self.assertEqual(request('GET', '/api/v1/sessions/mine', token='alice')[2]['id'], a.id)
@@ -440,8 +443,11 @@ class OpenAPI(unittest.TestCase):
         for line in table.splitlines():
             line = line.strip()
             if line.startswith('{ "'):
-                method, pattern = [x.strip().strip('"') for x in line[2:].split(',')[:2]]
-                pattern = pattern.replace('S "', '/api/v1/sessions/{}').replace('" ', '').replace('"', '')
+                method, pattern = [x.strip() for x in line[2:].split(',')[:2]]
+                method = method.strip('"')
+                if pattern.startswith('S'):
+                    pattern = '/api/v1/sessions/{}' + pattern[1:]
+                pattern = pattern.replace('"', '').replace(' ', '')
                 self.assertTrue(any(_matches(p, pattern) and method.lower() in doc['paths'][p]
                                     for p in doc['paths']), f'{method} {pattern} not documented')
 
@@ -478,33 +484,36 @@ class BadInput(unittest.TestCase):
         got = self.raw(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth +
                        b'Content-Length: 1000000000\r\n\r\n{')
         self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
-        # Chunked without end: cut off at the cap.
+        # Chunked past the cap: read and dropped to its end, then 413.
+        chunk = b'%x\r\n' % (64 * 1024) + b' ' * (64 * 1024) + b'\r\n'
+        got = self.raw(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth +
+                       b'Transfer-Encoding: chunked\r\n\r\n' + chunk * 40 + b'0\r\n\r\n')
+        self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
+        # Chunked without end: the connection is closed once 16 MiB past the cap.
         s = socket.create_connection(('127.0.0.1', S.http_port), timeout=30)
         s.sendall(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth + b'Transfer-Encoding: chunked\r\n\r\n')
-        chunk = b'%x\r\n' % (64 * 1024) + b' ' * (64 * 1024) + b'\r\n'
-        got = b''
+        closed = False
         try:
-            for _ in range(4 * BODY_MAX // len(chunk)):
+            for _ in range(64 * MiB // len(chunk)):
                 s.sendall(chunk)
+            s.settimeout(10)
+            closed = s.recv(100) == b''
         except (BrokenPipeError, ConnectionResetError):
-            pass
-        try:
-            got = s.recv(65536)
-        except ConnectionResetError:
-            pass
+            closed = True
         s.close()
-        self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
+        self.assertTrue(closed)
         status, _, res = request('POST', '/api/v1/sessions', body=b'x' * (BODY_MAX + 1))
         self.assertEqual(status, 413)
 
     def test_bad_json(self):
         for body in (b'{', b'[1]', b'"x"', b'{"a":}', b'{"template": "shell"} x', b'\xff\xfe',
-                     b'[' * 100 + b']' * 100, b'{"a":' * 100 + b'1' + b'}' * 100):
+                     b'[' * 100 + b']' * 100, b'{"a":' * 100 + b'1' + b'}' * 100,
+                     b'{"template": "shell", "template": "python"}', b'{"name": "\xff"}'):
             status, _, res = request('POST', '/api/v1/sessions', body=body)
             self.assertEqual((status, res['error']['code']), (400, 'InvalidBody'), body[:20])
 
     def test_odd_ids(self):
-        for sid in ('..%2Fx', "'%20OR%201=1", '%00', 'x' * 300, '%2e%2e'):
+        for sid in ('..%2Fx', "'%20OR%201=1", '%01', 'x' * 300, '%2e%2e', '%2e%2e%2f%2e%2e%2fx'):
             status, _, res = request('GET', f'/api/v1/sessions/{sid}')
             self.assertIn(status, (400, 404), sid)
         status, _, res = request('GET', '/api/v1/sessions/../x')
@@ -518,17 +527,13 @@ class BadInput(unittest.TestCase):
         try:
             for b in b'GET /healthz HTTP/1.1\r\nX-Slow: ' + b'a' * 100:
                 s.sendall(bytes([b]))
-                time.sleep(0.5)
+                if select.select([s], [], [], 0.5)[0]:
+                    closed = s.recv(100) == b''
+                    break
                 if time.monotonic() - t0 > 20:
                     break
         except (BrokenPipeError, ConnectionResetError):
             closed = True
-        if not closed:
-            s.settimeout(5)
-            try:
-                closed = s.recv(100) == b''
-            except (ConnectionResetError, socket.timeout):
-                closed = True
         s.close()
         self.assertTrue(closed)
         self.assertLess(time.monotonic() - t0, 20)
