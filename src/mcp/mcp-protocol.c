@@ -375,10 +375,13 @@ int mcp_session_handle(McpSession *s, const char *text, size_t size, mcp_send_t 
 
         if (ret_request)
                 *ret_request = NULL;
-        /* json_parse_strict() wants the NUL after the text. */
-        copy = strndup(text, size);
+        /* json_parse_strict() wants the NUL after the text; text need not have one (not
+         * strndup(), which may read text up to a NUL). */
+        copy = malloc(size + 1);
         if (!copy)
                 return -ENOMEM;
+        memcpy(copy, text, size);
+        copy[size] = 0;
         if (strlen(copy) != size)
                 return reply_error(NULL, JSONRPC_PARSE_ERROR, "Parse error: a NUL byte in the message", send,
                                    userdata);

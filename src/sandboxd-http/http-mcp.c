@@ -71,6 +71,7 @@ int http_mcp_upload(HttpRequest *req, const char *data, size_t *size) {
         memcpy(p + m->size, data, *size);
         m->body = p;
         m->size += *size;
+        m->body[m->size] = 0;
         *size = 0;
         return 0;
 }

@@ -294,6 +294,16 @@ static void test_jsonrpc_errors(void **state) {
         }
         assert_int_equal(mcp_session_handle(s, nul, sizeof(nul) - 1, on_send, NULL, NULL), MCP_HANDLE_REPLIED);
         assert_error(-32700, "null");
+        /* A message in a buffer of exactly its size, no NUL after it (an HTTP body): read
+         * to its end, not beyond (ASan would tell). */
+        {
+                static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}";
+                _cleanup_free_ char *exact = malloc(strlen(ping));
+                assert_non_null(exact);
+                memcpy(exact, ping, strlen(ping));
+                assert_int_equal(mcp_session_handle(s, exact, strlen(ping), on_send, NULL, NULL), MCP_HANDLE_REPLIED);
+                assert_int_equal(json_object_get_int(get(last_sent(), "id")), 77);
+        }
         assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}"),
                          MCP_HANDLE_REPLIED);
         assert_error(-32602, "9");
