@@ -56,6 +56,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,9 @@ SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
 VARLINK_SOCKET = '/run/sandboxd/io.sandboxd.Sandbox'  # sandboxd-varlink.socket's, in the system
 VARLINK_IFACE = 'io.sandboxd.Sandbox'
 VARLINK_UNIT = 'sandboxd-varlink.socket'
+HTTP_UNIX_SOCKET = '/run/sandboxd/http.sock'        # sandboxd-http.socket's, in the system
+HTTP_TOKENS_DIR = '/run/sandboxd-http-test-tokens'  # the test bridge's --tokens-dir, in the system
+HTTP_CONFIG = '/run/sandboxd-http-test.conf'        # … and its --config (absent: the defaults)
 SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
 MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 DOCKER_IMAGE = 'sandboxd-busybox:latest'          # what templates/docker-busybox.json names
@@ -158,6 +162,7 @@ class Paths:
         self.sandboxctl = env('SANDBOXCTL_BIN') or os.path.join(self.build, 'src/sandboxctl/sandboxctl')
         self.sandbox_init = env('SANDBOX_INIT_BIN') or os.path.join(self.build, 'src/sandbox-init/sandbox-init')
         self.sandbox_run = env('SANDBOX_RUN_BIN') or os.path.join(self.build, 'src/sandbox-run/sandbox-run')
+        self.sandboxd_http = env('SANDBOXD_HTTP_BIN') or os.path.join(self.build, 'src/sandboxd-http/sandboxd-http')
         self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
         self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
@@ -167,7 +172,7 @@ class Paths:
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
         # Commands run through nsenter -m start in the namespace's /, not in our cwd.
-        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'units', 'templates', 'bwrap'):
+        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'sandboxd_http', 'units', 'templates', 'bwrap'):
             setattr(self, attr, os.path.abspath(getattr(self, attr)))
 
     def service_text(self):
@@ -178,6 +183,15 @@ class Paths:
         # Not configured yet (running by hand): ExecStart is overridden by the drop-in.
         with open(self.service_in) as f:
             return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+
+    def http_service_text(self):
+        """sandboxd-http.service as built (its ExecStart is overridden by the drop-in)."""
+        built = os.path.join(self.units, 'sandboxd-http.service')
+        if os.path.exists(built):
+            with open(built) as f:
+                return f.read()
+        with open(os.path.join(self.source, 'units', 'sandboxd-http.service.in')) as f:
+            return f.read().replace('@libexecdir@', '/usr/libexec')
 
     def missing(self, daemon=True):
         """Names of the components that are absent, for a clear skip or failure."""
@@ -834,6 +848,7 @@ class System:
             os.path.join(unitdir, VARLINK_UNIT): open(p.varlink_socket_unit).read(),
             os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
         }
+        files.update(self._http_units(unitdir))
         if self.mode == 'host':
             # A sandboxd installed on this machine: stopped for the tests, started again after.
             self.host_daemon_was_active = self.systemctl('is-active', 'sandboxd.service').stdout.strip() == 'active'
@@ -856,6 +871,35 @@ class System:
             self.installed.append(path)
         self.systemctl('daemon-reload', check=True)
         self.install_policy()
+
+    def _http_units(self, unitdir):
+        """sandboxd-http's socket and service (started by its socket, as installed), on a
+        free loopback port of this run's (HTTP_TOKENS_DIR: where tests put token files)."""
+        p = self.paths
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            self.http_port = s.getsockname()[1]
+        self.http_unix_socket = HTTP_UNIX_SOCKET
+        service = ['[Service]', 'ExecStart=',
+                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in [p.sandboxd_http, f'--tokens-dir={HTTP_TOKENS_DIR}',
+                                                                  f'--config={HTTP_CONFIG}'])]
+        for var in SANITIZER_VARS:
+            if os.environ.get(var):
+                service.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
+        with open(os.path.join(p.source, 'units', 'sandboxd-http.socket')) as f:
+            socket_text = f.read()
+        for d in ('sandboxd-http.service.d', 'sandboxd-http.socket.d'):
+            if self.mode == 'host' and not os.path.isdir(os.path.join(unitdir, d)):
+                os.makedirs(os.path.join(unitdir, d))
+                self.installed.append(os.path.join(unitdir, d))
+        return {
+            os.path.join(unitdir, 'sandboxd-http.service'): p.http_service_text(),
+            os.path.join(unitdir, 'sandboxd-http.socket'): socket_text,
+            os.path.join(unitdir, 'sandboxd-http.service.d', '50-test.conf'): '\n'.join(service) + '\n',
+            os.path.join(unitdir, 'sandboxd-http.socket.d', '50-test.conf'):
+                f'[Socket]\nListenStream=\nListenStream=127.0.0.1:{self.http_port}\n'
+                f'ListenStream={HTTP_UNIX_SOCKET}\n',
+        }
 
     def install_policy(self):
         if self.mode == 'host':
@@ -1001,6 +1045,8 @@ class System:
         if left:
             log(f'destroying sandboxes the tests left: {left}')
             self.run([self.paths.sandboxctl, 'destroy', *left], timeout=120)
+        # The bridge first (a client of sandboxd's), socket and all.
+        self.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=90)
         cp = self.systemctl('stop', VARLINK_UNIT, 'sandboxd.service', timeout=90)
         if cp.returncode != 0:
             problems.append(f'systemctl stop sandboxd failed: {cp.stderr.strip()}')
