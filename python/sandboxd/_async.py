@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Sandboxes for asyncio code: :class:`AsyncSandbox`, the same API as
+:class:`~sandboxd.Sandbox` with each call a coroutine.
+
+    from sandboxd import AsyncSandbox
+    async with await AsyncSandbox.create("python") as sbx:
+        r = await sbx.commands.run("python3 -c 'print(6*7)'", on_stdout=print)
+        await sbx.files.write("data.txt", "hello")
+
+Each call is a call of sandboxd's interface (``io.sandboxd.Sandbox``, sandboxd-api(7))
+over an :class:`~sandboxd.transport.AsyncTransport`, by default the local varlink socket.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import Any, Literal, overload
+
+from . import _ops
+from .errors import SandboxError
+from .models import CommandResult, EntryInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .transport import AsyncTransport, default_async_transport
+
+__all__ = ['AsyncSandbox', 'AsyncCommands', 'AsyncFiles', 'AsyncCommandHandle']
+
+CommandLine = str | list[str] | tuple[str, ...]
+
+
+class AsyncCommandHandle:
+    """A command running in the background (``commands.run(..., background=True)``)."""
+
+    def __init__(self, sandbox: 'AsyncSandbox', pid: int) -> None:
+        self.sandbox = sandbox
+        #: sandboxd's id of the process
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return f'AsyncCommandHandle(sandbox={self.sandbox.sandbox_id!r}, pid={self.pid})'
+
+    async def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
+             on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
+        """Waits until it ends (at most TIMEOUT seconds, else :class:`~sandboxd.StillRunning`)
+        and returns its result, with the newest output it wrote (up to OutputMax, 1 MiB of
+        each stream); the callbacks get that output once it ended."""
+        return await self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.pid, timeout, on_stdout, on_stderr))
+
+    async def kill(self, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL (default SIGKILL); False if it was gone."""
+        return await self.sandbox.commands.kill(self.pid, signal)
+
+
+class AsyncCommands:
+    """Running commands in a sandbox: ``sbx.commands``."""
+
+    def __init__(self, sandbox: 'AsyncSandbox') -> None:
+        self._sbx = sandbox
+
+    @overload
+    async def run(self, cmd: CommandLine, *, background: Literal[False] = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult: ...
+
+    @overload
+    async def run(self, cmd: CommandLine, *, background: Literal[True], timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> AsyncCommandHandle: ...
+
+    async def run(self, cmd: CommandLine, *, background: bool = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult | AsyncCommandHandle:
+        """Runs CMD (a string: a shell command line, run by ``sh -c``; a list: the argv)
+        and returns its :class:`CommandResult` once it ended. A non-zero exit is not an
+        exception: see ``exit_code``, ``timed_out``, ``oom_killed`` and ``error``.
+
+        ``timeout``: seconds (default 300, at most 3600; 0: the most); the command is
+        killed then (``timed_out``, exit code 137). ``on_stdout``/``on_stderr``: called
+        with each piece of output (str) as the command writes it. ``envs``: variables over
+        the sandbox's (and over those given to ``AsyncSandbox.create``); ``cwd``: working
+        directory (default /work); ``stdin``: its standard input.
+
+        ``background=True`` starts it and returns a :class:`AsyncCommandHandle` at once
+        (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
+        """
+        sbx = self._sbx
+        argv = _ops.command_argv(cmd)
+        options = _ops.exec_options({**sbx.envs, **(envs or {})}, cwd, timeout, stdin)
+        if background:
+            if timeout is None:
+                options.pop('Timeout', None)
+            handle = AsyncCommandHandle(sbx, await sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+            return handle
+        return await sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
+
+    async def list(self) -> list[ProcessInfo]:
+        """The background processes of the sandbox, running and exited."""
+        return await self._sbx._run(_ops.list_processes(self._sbx.sandbox_id))
+
+    async def kill(self, pid: int, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL to the background process PID; False if there is none."""
+        return await self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, pid, signal))
+
+    def connect(self, pid: int) -> AsyncCommandHandle:
+        """A handle of the background process PID (to wait for it)."""
+        return AsyncCommandHandle(self._sbx, pid)
+
+
+class AsyncFiles:
+    """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
+    resolved inside the sandbox, by its own agent."""
+
+    def __init__(self, sandbox: 'AsyncSandbox') -> None:
+        self._sbx = sandbox
+
+    @overload
+    async def read(self, path: str, format: Literal['text'] = 'text') -> str: ...
+
+    @overload
+    async def read(self, path: str, format: Literal['bytes']) -> bytes: ...
+
+    async def read(self, path: str, format: Literal['text', 'bytes'] = 'text') -> str | bytes:
+        """The file's content: text (UTF-8) or, with ``format="bytes"``, bytes.
+        A missing file raises FileNotFoundError (a :class:`~sandboxd.SandboxSystemError`)."""
+        data = await self._sbx._run(_ops.read_file(self._sbx.sandbox_id, path))
+        return data if format == 'bytes' else data.decode(errors='replace')
+
+    async def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
+        """Writes the file (replacing it; missing parent directories are created)."""
+        blob = data.encode() if isinstance(data, str) else bytes(data)
+        await self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode))
+        return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    async def list(self, path: str = '.', depth: int = 1) -> list[EntryInfo]:
+        """The entries under PATH, DEPTH levels down (1 to 16)."""
+        return await self._sbx._run(_ops.list_files(self._sbx.sandbox_id, path, depth))
+
+    async def exists(self, path: str) -> bool:
+        return await self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
+
+    async def get_info(self, path: str) -> EntryInfo:
+        """What PATH is (Stat; a symlink itself, not followed)."""
+        return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    async def remove(self, path: str) -> None:
+        """Removes a file, or a directory with all it holds."""
+        await self._sbx._run(_ops.remove(self._sbx.sandbox_id, path))
+
+    async def rename(self, old_path: str, new_path: str) -> str:
+        return await self._sbx._run(_ops.rename(self._sbx.sandbox_id, old_path, new_path))
+
+    async def make_dir(self, path: str) -> bool:
+        """Creates the directory and missing parents; False if it existed already."""
+        return await self._sbx._run(_ops.make_dir(self._sbx.sandbox_id, path))
+
+
+class AsyncSandbox:
+    """A sandbox of sandboxd, for asyncio code. Get one with :meth:`create` or
+    :meth:`connect`; as a context manager it is killed when the block ends.
+
+    ``sandbox_id``: its id; ``commands``: :class:`AsyncCommands`; ``files``: :class:`AsyncFiles`;
+    ``envs``: variables given to every command run through this object.
+    """
+
+    def __init__(self, sandbox_id: str, *, transport: AsyncTransport | None = None,
+                 envs: dict[str, str] | None = None) -> None:
+        self.sandbox_id = sandbox_id
+        self.transport = transport or default_async_transport()
+        self.envs: dict[str, str] = dict(envs or {})
+        self.commands = AsyncCommands(self)
+        self.files = AsyncFiles(self)
+
+    def __repr__(self) -> str:
+        return f'AsyncSandbox({self.sandbox_id!r})'
+
+    async def _run(self, op: _ops.Op) -> Any:
+        return await _ops.run_async(self.transport, op)
+
+    @classmethod
+    async def create(cls, template: str | None = None, *, timeout: int | None = None,
+               memory: int | str | None = None, cpu: float | None = None,
+               env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
+               idle_timeout: int | None = None, disk: int | str | None = None,
+               tasks: int | None = None, options: dict[str, Any] | None = None,
+               transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+        """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
+        once it runs.
+
+        ``timeout``: its lifetime in seconds (default none: until killed); ``memory``:
+        bytes, or a string such as ``"256M"``; ``cpu``: CPUs (``0.5``: half of one);
+        ``env``: variables for every command run through this object; ``name``: a name
+        (unique among your live sandboxes; ``reuse=True`` returns the running one of
+        that name instead of failing); ``idle_timeout``: seconds without a running
+        command after which it is destroyed; ``disk``: size of /work and of /tmp;
+        ``tasks``: most processes; ``options``: any other CreateSandbox option by its
+        sandboxd name. A sandbox with the template's own limits comes from the
+        template's warm pool if it has one.
+        """
+        transport = transport or default_async_transport()
+        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
+        sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
+        return cls(sandbox_id, transport=transport, envs=env)
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
+                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+        """The running sandbox SANDBOX_ID (an id, or the name of one of yours);
+        :class:`~sandboxd.NoSuchSandbox` if there is none."""
+        transport = transport or default_async_transport()
+        info = await _ops.run_async(transport, _ops.get_info(sandbox_id))
+        return cls(info.sandbox_id, transport=transport, envs=env)
+
+    @staticmethod
+    async def list(*, transport: AsyncTransport | None = None) -> list[SandboxInfo]:
+        """The sandboxes you may see: your own (all of them, for root)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_sandboxes())
+
+    @staticmethod
+    async def templates(*, transport: AsyncTransport | None = None) -> list[TemplateInfo]:
+        """The templates sandboxes can be created from."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_templates())
+
+    async def get_info(self) -> SandboxInfo:
+        return await self._run(_ops.get_info(self.sandbox_id))
+
+    async def is_running(self) -> bool:
+        """Whether it exists and is running (not paused, stopping or gone)."""
+        try:
+            return (await self.get_info()).state == 'running'
+        except SandboxError as e:
+            if e.name.endswith('.NoSuchSandbox'):
+                return False
+            raise
+
+    async def pause(self) -> None:
+        """Freezes every process of the sandbox (commands are refused until resume)."""
+        await self._run(_ops.call('Pause', id=self.sandbox_id))
+
+    async def resume(self) -> None:
+        await self._run(_ops.call('Resume', id=self.sandbox_id))
+
+    async def set_timeout(self, timeout: float, idle_timeout: float | None = None) -> None:
+        """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
+        IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
+        await self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    async def kill(self) -> bool:
+        """Destroys the sandbox and returns once it is gone; False if it was gone already."""
+        return await self._run(_ops.destroy(self.sandbox_id))
+
+    async def __aenter__(self) -> 'AsyncSandbox':
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()
