@@ -18,7 +18,7 @@ from typing import Any, Literal, overload
 
 from . import _ops
 from .errors import SandboxError
-from .models import CommandResult, EntryInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .transport import AsyncTransport, default_async_transport
 
 __all__ = ['AsyncSandbox', 'AsyncCommands', 'AsyncFiles', 'AsyncCommandHandle']
@@ -220,6 +220,11 @@ class AsyncSandbox:
     async def templates(*, transport: AsyncTransport | None = None) -> list[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return await _ops.run_async(transport or default_async_transport(), _ops.list_templates())
+
+    @staticmethod
+    async def pools(*, transport: AsyncTransport | None = None) -> list[PoolInfo]:
+        """The templates' warm pools: size, ready, starting and in use (ListPools)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_pools())
 
     async def get_info(self) -> SandboxInfo:
         return await self._run(_ops.get_info(self.sandbox_id))

@@ -18,7 +18,7 @@ from typing import Any, Literal, overload
 
 from . import _ops
 from .errors import SandboxError
-from .models import CommandResult, EntryInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .transport import Transport, default_transport
 
 __all__ = ['Sandbox', 'Commands', 'Files', 'CommandHandle']
@@ -220,6 +220,11 @@ class Sandbox:
     def templates(*, transport: Transport | None = None) -> list[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return _ops.run_sync(transport or default_transport(), _ops.list_templates())
+
+    @staticmethod
+    def pools(*, transport: Transport | None = None) -> list[PoolInfo]:
+        """The templates' warm pools: size, ready, starting and in use (ListPools)."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_pools())
 
     def get_info(self) -> SandboxInfo:
         return self._run(_ops.get_info(self.sandbox_id))

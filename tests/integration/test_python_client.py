@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The Python client (python/sandboxd) against the real daemon, over its varlink socket,
+as a user of the package sees it: the blocking and the asyncio API (create with limits,
+env and a name, streamed output to callbacks while the command runs, a timeout, the OOM
+killer, background commands, pause/resume, set_timeout, list/connect, the context
+manager), files round trip (text, binary, a file larger than one call carries), sandboxd's
+errors raised as their classes, and the seeds' interfaces: SandboxProvider (seed 000) and
+SandboxConfig/ExecutionResult/SandboxPool (seed 001) on sandboxd's warm pool, with
+allowed_imports enforced inside the sandbox.
+"""
+
+import asyncio
+import hashlib
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+SOURCE = os.environ.get('SANDBOXD_SOURCE_DIR', os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(SOURCE, 'python'))
+import sandboxd  # noqa: E402
+from sandboxd import AsyncSandbox, Sandbox  # noqa: E402
+from sandboxd.code import ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider  # noqa: E402
+
+S = None
+_owned = False
+T = None          # the blocking transport, to the system's socket
+MiB = 1 << 20
+
+
+def setUpModule():
+    global S, _owned, T
+    S, _owned = harness.module_setup()
+    T = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+
+
+def tearDownModule():
+    T.close()
+    harness.module_teardown(_owned)
+
+
+def atransport():
+    return sandboxd.AsyncVarlinkTransport(S.path(harness.VARLINK_SOCKET))
+
+
+def gone(sandbox_id):
+    try:
+        Sandbox.connect(sandbox_id, transport=T)
+    except sandboxd.NoSuchSandbox:
+        return True
+    return False
+
+
+class Base(harness.SystemTestCase):
+
+    def create(self, template='python', **kw):
+        sbx = Sandbox.create(template, transport=T, **kw)
+        self.addCleanup(sbx.kill)
+        return sbx
+
+
+class SyncAPI(Base):
+
+    def test_lifecycle(self):
+        name = f'py-client-{os.getpid()}'
+        with Sandbox.create('python', timeout=600, memory='256M', cpu=0.5, env={'GREETING': 'hello'},
+                            name=name, transport=T) as sbx:
+            info = sbx.get_info()
+            self.assertEqual((info.sandbox_id, info.template, info.state, info.name),
+                             (sbx.sandbox_id, 'python', 'running', name))
+            self.assertEqual((info.memory, info.cpu, info.timeout), (256 * MiB, 0.5, 600))
+            self.assertEqual(S.show(f'sandbox-{sbx.sandbox_id}.scope', 'MemoryMax')['MemoryMax'], str(256 * MiB))
+
+            r = sbx.commands.run('echo "$GREETING $EXTRA"; echo to-stderr >&2; exit 3', envs={'EXTRA': 'world'})
+            self.assertEqual((r.stdout, r.stderr, r.exit_code, r.error, r.timed_out), ('hello world\n', 'to-stderr\n', 3,
+                                                                                       None, False))
+            r = sbx.commands.run(['python3', '-c', 'import os; print(os.getcwd(), os.getuid())'], cwd='/tmp')
+            self.assertEqual(r.stdout, '/tmp 1000\n')
+            r = sbx.commands.run(['cat'], stdin='piped in')
+            self.assertEqual(r.stdout, 'piped in')
+
+            self.assertIn(sbx.sandbox_id, [s.sandbox_id for s in Sandbox.list(transport=T)])
+            self.assertEqual(Sandbox.connect(name, transport=T).sandbox_id, sbx.sandbox_id)
+            self.assertIn('python', [t.name for t in Sandbox.templates(transport=T)])
+
+            sbx.pause()
+            self.assertEqual(sbx.get_info().state, 'paused')
+            self.assertFalse(sbx.is_running())
+            with self.assertRaises(sandboxd.NotRunning) as cm:
+                sbx.commands.run('true')
+            self.assertIn('paused', cm.exception.message)
+            sbx.resume()
+            self.assertTrue(sbx.is_running())
+
+            sbx.set_timeout(120, idle_timeout=90)
+            info = sbx.get_info()
+            self.assertEqual((info.timeout, info.idle_timeout), (120, 90))
+            self.assertAlmostEqual(info.end_at.timestamp(), time.time() + 120, delta=10)
+            sbx.set_timeout(100)
+            self.assertEqual(sbx.get_info().idle_timeout, 90, 'set_timeout keeps the idle timeout')
+        self.assertTrue(gone(sbx.sandbox_id), 'the context manager kills the sandbox')
+        self.assertFalse(sbx.kill(), 'a second kill finds it gone')
+
+    def test_streaming_callbacks_see_output_while_it_runs(self):
+        sbx = self.create()
+        seen = []
+        code = 'import time\nfor i in range(3):\n    print(f"line {i}", flush=True)\n    time.sleep(0.4)\n'
+        start = time.monotonic()
+        r = sbx.commands.run(['python3', '-c', code + 'import sys; sys.stderr.write("done\\n")'],
+                             on_stdout=lambda s: seen.append((time.monotonic() - start, 'out', s)),
+                             on_stderr=lambda s: seen.append((time.monotonic() - start, 'err', s)))
+        end = time.monotonic() - start
+        self.assertEqual(r.stdout, 'line 0\nline 1\nline 2\n')
+        self.assertEqual(''.join(s for _, k, s in seen if k == 'out'), r.stdout)
+        self.assertEqual([s for _, k, s in seen if k == 'err'], ['done\n'])
+        first = seen[0][0]
+        self.assertLess(first, end - 0.6, f'the first line came at {first:.2f} s of {end:.2f} s: not streamed')
+        print(f'\n# first streamed line after {first * 1000:.0f} ms; the command took {end * 1000:.0f} ms',
+              file=sys.stderr)
+
+    def test_timeout_and_oom(self):
+        sbx = self.create(memory='64M')
+        start = time.monotonic()
+        r = sbx.commands.run('echo before; sleep 30', timeout=1)
+        took = time.monotonic() - start
+        self.assertTrue(r.timed_out)
+        self.assertEqual((r.exit_code, r.signal, r.stdout), (137, 9, 'before\n'))
+        self.assertIn('timed out', r.error)
+        self.assertLess(took, 10)
+        r = sbx.commands.run(['python3', '-c', 'b = bytearray(512 << 20); print("survived")'])
+        self.assertTrue(r.oom_killed, r)
+        self.assertEqual((r.exit_code, r.stdout), (137, ''))
+        self.assertIn('OOM', r.error)
+        self.assertTrue(sbx.is_running(), 'the sandbox outlives its command')
+
+    def test_background_commands(self):
+        sbx = self.create('shell')
+        h = sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done; echo err >&2', background=True)
+        self.assertIn(h.pid, [p.pid for p in sbx.commands.list()])
+        got = []
+        r = h.wait(on_stdout=got.append)
+        self.assertEqual((r.stdout, r.stderr, r.exit_code), ('1\n2\n3\n', 'err\n', 0))
+        self.assertEqual(''.join(got), '1\n2\n3\n')
+        h = sbx.commands.run(['sleep', '60'], background=True)
+        with self.assertRaises(sandboxd.StillRunning):
+            h.wait(timeout=1)
+        self.assertTrue(h.kill())
+        r = h.wait(timeout=30)
+        self.assertEqual((r.exit_code, r.signal), (137, 9))
+        self.assertFalse(sbx.commands.kill(987654))
+
+    def test_files_round_trip(self):
+        sbx = self.create('shell')
+        f = sbx.files
+        info = f.write('notes/today.txt', 'héllo\n')
+        self.assertEqual((info.type, info.size), ('file', len('héllo\n'.encode())))
+        self.assertEqual(f.read('notes/today.txt'), 'héllo\n')
+        self.assertEqual(sbx.commands.run('cat /work/notes/today.txt').stdout, 'héllo\n')
+        binary = bytes(range(256)) * 4
+        f.write('/tmp/bin', binary, mode=0o600)
+        self.assertEqual(f.read('/tmp/bin', format='bytes'), binary)
+        self.assertEqual(f.get_info('/tmp/bin').mode, 0o600)
+        # Larger than one WriteFile and one ReadFile carry: in parts both ways.
+        big = os.urandom(MiB) * 20
+        f.write('big.bin', big)
+        self.assertEqual(sbx.commands.run('sha256sum big.bin').stdout.split()[0], hashlib.sha256(big).hexdigest())
+        self.assertEqual(f.read('big.bin', format='bytes'), big)
+        self.assertTrue(f.make_dir('a/b/c'))
+        self.assertFalse(f.make_dir('a/b'))
+        f.write('a/b/c/x.py', 'print(1)')
+        entries = {e.path: e for e in f.list('a', depth=3)}
+        self.assertEqual(set(entries), {'a/b', 'a/b/c', 'a/b/c/x.py'})
+        self.assertEqual((entries['a/b'].type, entries['a/b/c/x.py'].name), ('dir', 'x.py'))
+        self.assertEqual(f.rename('a/b/c/x.py', 'y.py'), 'y.py')
+        self.assertTrue(f.exists('y.py'))
+        self.assertFalse(f.exists('a/b/c/x.py'))
+        f.remove('a')
+        self.assertFalse(f.exists('a'))
+        with self.assertRaises(FileNotFoundError) as cm:
+            f.read('a/b/c/x.py')
+        self.assertIsInstance(cm.exception, sandboxd.SandboxSystemError)
+        self.assertEqual((cm.exception.name, cm.exception.errno_name),
+                         ('io.sandboxd.Sandbox.SystemError', 'ENOENT'))
+
+    def test_errors_are_mapped(self):
+        with self.assertRaises(sandboxd.NoSuchTemplate) as cm:
+            Sandbox.create('no-such-template', transport=T)
+        self.assertEqual(cm.exception.name, 'io.sandboxd.Sandbox.NoSuchTemplate')
+        with self.assertRaises(sandboxd.NoSuchSandbox):
+            Sandbox.connect('0123456789abcdef', transport=T)
+        with self.assertRaises(sandboxd.InvalidOption) as cm:
+            Sandbox.create('shell', memory=1024, transport=T)
+        self.assertIn('MemoryMax', cm.exception.message)
+        name = f'py-dup-{os.getpid()}'
+        sbx = self.create('shell', name=name)
+        with self.assertRaises(sandboxd.SandboxExists):
+            Sandbox.create('shell', name=name, transport=T)
+        self.assertEqual(Sandbox.create('shell', name=name, reuse=True, transport=T).sandbox_id, sbx.sandbox_id)
+        with self.assertRaises(sandboxd.SandboxError) as cm:
+            T.call_one('NoSuchMethod')
+        self.assertEqual(cm.exception.name, 'org.varlink.service.MethodNotFound')
+        with self.assertRaises(sandboxd.SandboxConnectionError):
+            Sandbox.list(transport=sandboxd.VarlinkTransport(S.path('/run/sandboxd/nothing-here')))
+
+
+class AsyncAPI(Base):
+
+    def test_async_sandbox(self):
+        async def main():
+            t = atransport()
+            async with await AsyncSandbox.create('python', memory='128M', env={'N': '3'}, transport=t) as sbx:
+                chunks = []
+
+                async def on_stdout(s):
+                    await asyncio.sleep(0)
+                    chunks.append(s)
+                cmds = [f'for i in $(seq $N); do echo {k}-$i; sleep 0.1; done' for k in range(3)]
+                start = time.monotonic()
+                rs = await asyncio.gather(*(sbx.commands.run(c, on_stdout=on_stdout) for c in cmds))
+                took = time.monotonic() - start
+                await sbx.files.write('data/x.json', '{"a": 1}')
+                text = await sbx.files.read('data/x.json')
+                listed = [e.name for e in await sbx.files.list('data')]
+                r = await sbx.commands.run('sleep 10', timeout=1)
+                await sbx.pause()
+                state = (await sbx.get_info()).state
+                await sbx.resume()
+                ids = [s.sandbox_id for s in await AsyncSandbox.list(transport=t)]
+                again = await AsyncSandbox.connect(sbx.sandbox_id, transport=t)
+                sid = sbx.sandbox_id
+            await t.aclose()
+            return rs, chunks, took, text, listed, r, state, ids, again, sid
+        rs, chunks, took, text, listed, r, state, ids, again, sid = asyncio.run(main())
+        self.assertEqual([x.stdout for x in rs], [f'{k}-1\n{k}-2\n{k}-3\n' for k in range(3)])
+        self.assertEqual(sorted(''.join(chunks).splitlines()), sorted(f'{k}-{i}' for k in range(3) for i in (1, 2, 3)))
+        self.assertLess(took, 0.9 * 3, 'three 0.3 s commands ran at the same time')
+        self.assertEqual((text, listed), ('{"a": 1}', ['x.json']))
+        self.assertTrue(r.timed_out)
+        self.assertEqual(state, 'paused')
+        self.assertIn(sid, ids)
+        self.assertEqual(again.sandbox_id, sid)
+        self.assertTrue(gone(sid), 'async with kills the sandbox')
+
+    def test_async_errors(self):
+        async def main():
+            t = atransport()
+            try:
+                with self.assertRaises(sandboxd.NoSuchSandbox):
+                    await AsyncSandbox.connect('0123456789abcdef', transport=t)
+                with self.assertRaises(sandboxd.NoSuchTemplate):
+                    await AsyncSandbox.create('no-such-template', transport=t)
+            finally:
+                await t.aclose()
+        asyncio.run(main())
+
+
+class Seeds(Base):
+
+    def test_seed_000_sandbox_provider(self):
+        async def main():
+            provider = SandboxProvider(transport=atransport())
+            sbx = await provider.create_sandbox('python', memory='256M', timeout=300)
+            ok = await provider.execute('import sys\nprint(6 * 7)\nprint("warn", file=sys.stderr)', timeout=30)
+            failed = await provider.execute('raise SystemExit(4)', timeout=30)
+            slow = await provider.execute('import time\ntime.sleep(30)', timeout=1)
+            await provider.create_sandbox('shell')
+            shell = await provider.execute('echo $((6 * 7))', timeout=10)
+            ids = [s.sandbox_id for s in provider.sandboxes]
+            await provider.cleanup()
+            strict = SandboxProvider(transport=atransport(), allowed_imports=['math'])
+            async with strict:
+                allowed = await strict.execute('import math\nprint(math.factorial(5))', timeout=30)
+                refused = await strict.execute('import socket\nprint("connected")', timeout=30)
+                strict_ids = [s.sandbox_id for s in strict.sandboxes]
+            return sbx, ok, failed, slow, shell, ids, allowed, refused, strict_ids
+        sbx, ok, failed, slow, shell, ids, allowed, refused, strict_ids = asyncio.run(main())
+        self.assertIsInstance(sbx, AsyncSandbox)
+        self.assertIsInstance(ok, ExecutionResult)
+        self.assertEqual((ok.stdout, ok.stderr, ok.exit_code, ok.timed_out), ('42\n', 'warn\n', 0, False))
+        self.assertEqual((failed.exit_code, failed.timed_out), (4, False))
+        self.assertEqual((slow.exit_code, slow.timed_out), (137, True))
+        self.assertEqual(shell.stdout, '42\n')
+        self.assertEqual(len(ids), 2)
+        self.assertEqual((allowed.stdout, allowed.exit_code), ('120\n', 0))
+        self.assertEqual((refused.stdout, refused.exit_code), ('', 1))
+        self.assertIn("ImportError: import of 'socket' is not allowed here", refused.stderr)
+        for sid in ids + strict_ids:
+            self.assertTrue(gone(sid), 'cleanup() destroys every sandbox the provider created')
+
+    def test_seed_001_pool_on_sandboxd_pool(self):
+        dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
+        pool = SandboxPool(pool_size=2, transport=T, template_dirs=dirs)
+        config = SandboxConfig(language='python', timeout_seconds=2, max_memory_mb=128,
+                               allowed_imports=['json', 'math', 're'])
+        start = time.monotonic()
+        pool.initialize(config)
+        warm = time.monotonic() - start
+        try:
+            template = pool.template
+            self.assertIn(template, [t.name for t in Sandbox.templates(transport=T)])
+            pools = {p.template: p for p in Sandbox.pools(transport=T)}
+            self.assertEqual((pools[template].size, pools[template].ready), (2, 2))
+            self.assertEqual(pool.status(), {'total': 2, 'available': 2, 'in_use': 0, 'ready': 2, 'starting': 0,
+                                             'pool_size': 2})
+            start = time.monotonic()
+            a = pool.acquire()
+            took = time.monotonic() - start
+            b = pool.acquire()
+            self.assertIsNone(pool.acquire(), 'pool_size sandboxes in use: None, as the seed has it')
+            st = pool.status()
+            self.assertEqual((st['total'], st['in_use'], st['available']), (2, 2, 0))
+            info = a.sandbox.get_info()
+            self.assertEqual((info.template, info.memory), (template, 128 * MiB))
+
+            r = a.execute('import json, math\nprint(json.dumps({"pi": round(math.pi, 2)}))')
+            self.assertEqual((r.stdout, r.stderr, r.exit_code, r.timed_out), ('{"pi": 3.14}\n', '', 0, False))
+            r = a.execute('import os\nprint(os.listdir("/"))')
+            self.assertEqual(r.exit_code, 1)
+            self.assertIn("import of 'os' is not allowed here", r.stderr)
+            r = b.execute('while True:\n    pass')
+            self.assertEqual((r.exit_code, r.timed_out), (137, True))
+            a.sandbox.files.write('left-behind.txt', 'secret')
+            pool.release(a)
+            self.assertTrue(gone(a.sandbox_id), 'release destroys the sandbox: nothing passes to the next user')
+            c = pool.acquire()
+            self.assertIsNotNone(c)
+            self.assertFalse(c.sandbox.files.exists('left-behind.txt'))
+            pool.release(b)
+            pool.release(c)
+        finally:
+            pool.close()
+        self.assertNotIn(template, [t.name for t in Sandbox.templates(transport=T)], 'close() removes the template')
+        print(f'\n# pool of 2 warm in {warm * 1000:.0f} ms; acquire from it {took * 1000:.1f} ms', file=sys.stderr)
+        self.assertLess(took, 2.0)
+
+
+if __name__ == '__main__':
+    unittest.main()
