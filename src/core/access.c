@@ -30,9 +30,14 @@ const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner
                 return caller == owner ? NULL : SANDBOX_ACTION_MANAGE;
         case SANDBOX_OP_LIST_ALL:
         case SANDBOX_OP_TEMPLATES:
+        case SANDBOX_OP_STATISTICS:
                 return SANDBOX_ACTION_MANAGE;
         }
         return SANDBOX_ACTION_MANAGE;
+}
+
+const char *sandbox_access_alternative(SandboxOperation op) {
+        return op == SANDBOX_OP_STATISTICS ? SANDBOX_ACTION_DELEGATE : NULL;
 }
 
 bool sandbox_access_tenant_matches(const SandboxCaller *caller, const char *tenant) {
@@ -68,9 +73,9 @@ int sandbox_authorize(sd_bus *bus, const SandboxCaller *caller, SandboxOperation
 
         if (!action)
                 return 1;
-        r = polkit_check(bus, caller, action,
-                         (optional ? POLKIT_CHECK_OPTIONAL : 0) |
-                         (!optional && caller->interactive ? POLKIT_CHECK_INTERACTIVE : 0),
-                         cb, userdata, ret_slot);
+        r = polkit_check_any(bus, caller, (char *[]) { (char *) action, (char *) sandbox_access_alternative(op), NULL },
+                             (optional ? POLKIT_CHECK_OPTIONAL : 0) |
+                             (!optional && caller->interactive ? POLKIT_CHECK_INTERACTIVE : 0),
+                             cb, userdata, ret_slot);
         return r < 0 ? r : 0;
 }

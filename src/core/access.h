@@ -31,6 +31,7 @@ typedef enum SandboxOperation {
         SANDBOX_OP_INSPECT,  /* look up */
         SANDBOX_OP_LIST_ALL, /* list every uid's sandboxes and executions, not only one's own */
         SANDBOX_OP_TEMPLATES, /* create or remove a template */
+        SANDBOX_OP_STATISTICS, /* the daemon's statistics (statistics.h) */
 } SandboxOperation;
 
 typedef enum SandboxAuthorizeFlags {
@@ -41,9 +42,14 @@ typedef enum SandboxAuthorizeFlags {
 
 /* The polkit action that op by a caller of uid needs on a sandbox of owner that is for
  * tenant (NULL or "": none; for SANDBOX_OP_CREATE the tenant the new one is for); NULL:
- * allowed without asking. owner is ignored for SANDBOX_OP_CREATE, _LIST_ALL and
- * _TEMPLATES. */
+ * allowed without asking. owner is ignored for SANDBOX_OP_CREATE, _LIST_ALL,
+ * _TEMPLATES and _STATISTICS. */
 const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner, const char *tenant);
+
+/* An action that allows op as well as sandbox_access_action()'s does, asked for when that
+ * one is refused; NULL: none. The statistics are for administrators (manage) and for the
+ * HTTP bridge, which holds delegate. */
+const char *sandbox_access_alternative(SandboxOperation op);
 
 /* Whether a sandbox for tenant (NULL or ""), or an execution in one, is within the reach
  * of caller at all: a caller acting for a tenant reaches only that tenant's. */

@@ -74,6 +74,7 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 return -ENOMEM;
         m->seccomp_fd = -EBADF;
         m->event = sd_event_ref(event);
+        statistics_init(&m->statistics, now_usec(CLOCK_REALTIME));
         m->bus = sd_bus_ref(bus);
         m->settings = *settings;
         *settings = (ManagerSettings) {};
@@ -545,6 +546,7 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
 
         r = sandbox_start(s, cb, userdata);
         if (r < 0) {
+                m->statistics.create_failures++;
                 manager_unlink_sandbox(m, s);
                 sandbox_free_internal(s);
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",

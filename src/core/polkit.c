@@ -2,6 +2,7 @@
 
 #include "macro.h"
 #include "polkit.h"
+#include "strv.h"
 
 #define POLKIT_CHECK_TIMEOUT_USEC (120ULL * 1000000ULL) /* a human may be typing a password */
 #define POLKIT_FLAG_ALLOW_USER_INTERACTION 1U
@@ -11,6 +12,15 @@ typedef struct PolkitQuery {
         PolkitCheckFlags flags;
         polkit_callback_t cb;
         void *userdata;
+        /* polkit_check_any(): the actions asked for in turn when this one is refused, and
+         * the question about the next, which this one's slot owns (so that unreferencing
+         * the caller's slot cancels whichever is under way). */
+        sd_bus *bus;
+        SandboxCaller caller;
+        char **rest;
+        PolkitCheckFlags rest_flags;
+        bool floating;
+        sd_bus_slot *next;
 } PolkitQuery;
 
 /* The slot's destroy callback: the query lives exactly as long as its slot. */
@@ -19,12 +29,30 @@ static void polkit_query_free(void *userdata) {
 
         if (!q)
                 return;
+        sd_bus_slot_unref(q->next);
+        strv_free(q->rest);
         free(q->action);
         free(q);
 }
 
+static int polkit_query_start(sd_bus *bus, const SandboxCaller *caller, char * const *actions, PolkitCheckFlags flags,
+                              polkit_callback_t cb, void *userdata, bool floating, sd_bus_slot **ret_slot);
+
+/* Refused for q->action: asks for the next action, if there is one (> 0). */
+static int polkit_query_next(PolkitQuery *q) {
+        int r;
+
+        if (strv_isempty(q->rest))
+                return 0;
+        r = polkit_query_start(q->bus, &q->caller, q->rest, q->rest_flags, q->cb, q->userdata, q->floating,
+                               q->floating ? NULL : &q->next);
+        return r < 0 ? r : 1;
+}
+
 /* Every answer ends here: a refusal is no refusal for an optional check. */
 static void polkit_query_refuse(PolkitQuery *q, int r, const SandboxError *error) {
+        if (polkit_query_next(q) > 0)
+                return;
         if (q->flags & POLKIT_CHECK_OPTIONAL)
                 q->cb(0, NULL, q->userdata);
         else
@@ -90,9 +118,11 @@ static int append_subject(sd_bus_message *m, const SandboxCaller *caller) {
         return -EINVAL;
 }
 
-int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, PolkitCheckFlags flags,
-                 polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
+static int polkit_query_start(sd_bus *bus, const SandboxCaller *caller, char * const *actions, PolkitCheckFlags flags,
+                              polkit_callback_t cb, void *userdata, bool floating, sd_bus_slot **ret_slot) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        const char *action = actions[0];
+        bool last = strv_isempty(actions + 1);
         PolkitQuery *q;
         sd_bus_slot *slot;
         int r;
@@ -100,14 +130,22 @@ int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, P
         q = calloc(1, sizeof(PolkitQuery));
         if (!q)
                 return -ENOMEM;
-        q->action = strdup(action);
-        if (!q->action) {
+        *q = (PolkitQuery) {
+                .action = strdup(action),
+                /* Before the last: asked without interaction, and a no is not the answer. */
+                .flags = last ? flags : (flags & ~POLKIT_CHECK_INTERACTIVE),
+                .cb = cb,
+                .userdata = userdata,
+                .bus = bus,
+                .caller = *caller,
+                .rest = last ? NULL : strv_copy(actions + 1),
+                .rest_flags = flags,
+                .floating = floating,
+        };
+        if (!q->action || (!last && !q->rest)) {
                 polkit_query_free(q);
                 return -ENOMEM;
         }
-        q->flags = flags;
-        q->cb = cb;
-        q->userdata = userdata;
 
         r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.PolicyKit1",
                                            "/org/freedesktop/PolicyKit1/Authority",
@@ -126,7 +164,7 @@ int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, P
         if (r < 0)
                 goto fail;
         (void) sd_bus_slot_set_destroy_callback(slot, polkit_query_free);
-        if (ret_slot) {
+        if (!floating) {
                 *ret_slot = slot;
                 return 0;
         }
@@ -137,4 +175,16 @@ int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, P
 fail:
         polkit_query_free(q);
         return r;
+}
+
+int polkit_check_any(sd_bus *bus, const SandboxCaller *caller, char * const *actions, PolkitCheckFlags flags,
+                     polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
+        if (strv_isempty(actions))
+                return -EINVAL;
+        return polkit_query_start(bus, caller, actions, flags, cb, userdata, !ret_slot, ret_slot);
+}
+
+int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, PolkitCheckFlags flags,
+                 polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot) {
+        return polkit_check_any(bus, caller, (char *[]) { (char *) action, NULL }, flags, cb, userdata, ret_slot);
 }

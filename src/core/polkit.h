@@ -28,3 +28,9 @@ typedef void (*polkit_callback_t)(int authorized, const SandboxError *error, voi
  * the slot first cancels it (no callback). */
 int polkit_check(sd_bus *bus, const SandboxCaller *caller, const char *action, PolkitCheckFlags flags,
                  polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot);
+/* The same for the first of actions (NULL-terminated) that caller may do: each is asked in
+ * turn, the next only when polkit said no to the one before (asked without interaction,
+ * with flags for the last); the answer is the first yes, or the last one's. Unreferencing
+ * *ret_slot cancels whichever question is under way. */
+int polkit_check_any(sd_bus *bus, const SandboxCaller *caller, char * const *actions, PolkitCheckFlags flags,
+                     polkit_callback_t cb, void *userdata, sd_bus_slot **ret_slot);

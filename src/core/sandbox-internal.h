@@ -10,6 +10,7 @@
 #include "payload.h"
 #include "sandbox-logs.h"
 #include "scope.h"
+#include "statistics.h"
 #include "template.h"
 
 /* Ended background processes kept for their results, per sandbox. */
@@ -129,6 +130,7 @@ struct Manager {
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
         LogReader *log_readers;     /* sandbox-logs.c */
+        SandboxStatistics statistics; /* statistics.h: counted where each event happens */
 
 };
 

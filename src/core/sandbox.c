@@ -310,6 +310,11 @@ static void sandbox_finalize(Sandbox *s) {
         }
         sandbox_waiters_call(s, &s->waiters, NULL);
 
+        /* It ran (or was adopted running), or it never came up. */
+        if (s->saved)
+                m->statistics.sandboxes_destroyed++;
+        else
+                m->statistics.create_failures++;
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
                 sandbox_store_fd(s, false);
@@ -460,6 +465,7 @@ static void sandbox_became_ready(Sandbox *s) {
         sandbox_store_fd(s, true);
         sandbox_save(s);
         s->saved = true;
+        s->manager->statistics.sandboxes_created++;
         manager_record_sandbox(s->manager, s, NULL);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {

@@ -32,6 +32,8 @@ struct Recorder {
         int spool_fd;                /* O_RDWR|O_APPEND; replaced by compaction */
         uint64_t next_seq;           /* the event loop's alone */
         uint64_t appended;           /* count of appends, to tell the thread there is work */
+        /* The last record committed to MariaDB (the writer's cursor), for the backlog. */
+        _Atomic uint64_t committed_seq;
         atomic_bool stop;            /* also read without the lock, by long work that stops early */
         bool write_failed;           /* to log a failing disk once, not per record */
         bool writer_idle;            /* the writer waits for records (nothing else to do) */

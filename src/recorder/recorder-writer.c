@@ -181,6 +181,7 @@ static int writer_replay(Writer *w) {
         if (k < 0)
                 log_warning_errno(k, "Failed to update the spool cursor, ignoring: %m");
         w->cursor = w->batch_last_seq;
+        atomic_store(&w->r->committed_seq, w->cursor);
         w->read_offset = w->batch_end;
         full = w->n_batch == BATCH_MAX;
         writer_batch_clear(w);

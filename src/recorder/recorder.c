@@ -227,6 +227,7 @@ int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **r
         if (k < 0)
                 cursor = 0;
         r->next_seq = MAX(last, cursor) + 1;
+        atomic_store(&r->committed_seq, cursor);
 
         k = recorder_queries_init(r, event);
         if (k < 0)
@@ -293,4 +294,14 @@ int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret) {
         };
 
         return manager_subscribe(m, &hooks, r, ret);
+}
+
+uint64_t recorder_spool_backlog(Recorder *r) {
+        uint64_t committed, last;
+
+        if (!r || !r->use_db)
+                return 0;
+        committed = atomic_load(&r->committed_seq);
+        last = r->next_seq - 1;
+        return last > committed ? last - committed : 0;
 }

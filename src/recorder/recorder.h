@@ -60,6 +60,10 @@ void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev);
 void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev);
 void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev);
 
+/* How many records (of sandboxes, executions, templates) wait in the spool to be written
+ * to MariaDB; 0 without MariaDB (nothing is to be written) or without a recorder. */
+uint64_t recorder_spool_backlog(Recorder *r);
+
 /* One execution as ListExecutions returns it (sandboxd-api(7)). The strings are UTF-8
  * without NULs: what is not is shown with U+FFFD (a NUL as '?'). */
 typedef struct ExecutionRecord {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* The server of io.sandboxd.Sandbox, and its methods on the manager: CreateSandbox,
- * GetSandbox, ListSandboxes, ListTemplates, ListExecutions. Translation only, as in
+ * GetSandbox, ListSandboxes, ListTemplates, ListExecutions, CreateTemplate, RemoveTemplate,
+ * ActForTenant. Translation only, as in
  * manager-dbus.c and recorder-dbus.c. */
 
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "sandbox-varlink.h"
+#include "strv.h"
 
 /* GetInfo's url: where the interface is documented. */
 #define SANDBOX_VARLINK_URL "man:sandboxd-api(7)"
@@ -156,9 +158,7 @@ static int method_get_sandbox(VarlinkCall *call, json_object *parameters, Varlin
 
 /* ---- the lists ---- */
 
-/* ListSandboxes' and ListExecutions': without "manage" (asked without interaction) a
- * caller sees its own only; root sees all. */
-static int list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+int varlink_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
                        const char **ret_tenant, SandboxError *error) {
         *ret_op = SANDBOX_OP_LIST_ALL;
         return 0;
@@ -198,7 +198,7 @@ static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, Var
         r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
         if (r < 0)
                 return varlink_params_failed(call, r);
-        r = varlink_authorize_then(((VarlinkFrontend *) userdata)->bus, call, list_access, SANDBOX_AUTHORIZE_OPTIONAL,
+        r = varlink_authorize_then(((VarlinkFrontend *) userdata)->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
                                    list_sandboxes_authorized, userdata, NULL);
         if (r < 0)
                 (void) varlink_reply_error(call, NULL, r);
@@ -377,12 +377,116 @@ static int method_list_executions(VarlinkCall *call, json_object *parameters, Va
                         (void) varlink_reply_error(call, &error, r);
         }
         if (r >= 0) {
-                r = varlink_authorize_then(f->bus, call, list_access, SANDBOX_AUTHORIZE_OPTIONAL,
+                r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
                                            list_executions_authorized, TAKE_PTR(l), list_executions_args_free);
                 if (r < 0)
                         (void) varlink_reply_error(call, NULL, r);
         }
         list_executions_args_free(l);
+        return 0;
+}
+
+/* ---- CreateTemplate, RemoveTemplate ---- */
+
+typedef struct TemplateArgs {
+        VarlinkFrontend *frontend;
+        char *name;
+        char *json;                   /* CreateTemplate's; NULL: RemoveTemplate */
+} TemplateArgs;
+
+static void template_args_free(void *userdata) {
+        TemplateArgs *t = userdata;
+
+        free(t->name);
+        free(t->json);
+        free(t);
+}
+
+static int template_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                           const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_TEMPLATES;
+        return 0;
+}
+
+static int template_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        TemplateArgs *t = userdata;
+        Manager *m = t->frontend->manager;
+        int r;
+
+        r = t->json ? manager_create_template(m, t->name, t->json, error) : manager_remove_template(m, t->name, error);
+        if (r < 0)
+                return r;
+        (void) varlink_call_reply(call, NULL);
+        return 0;
+}
+
+static const VarlinkParam create_template_params[] = {
+        { "name", VARLINK_PARAM_STRING, offsetof(TemplateArgs, name), true },
+        { "json", VARLINK_PARAM_STRING, offsetof(TemplateArgs, json), true },
+        {}
+};
+
+static const VarlinkParam remove_template_params[] = {
+        { "name", VARLINK_PARAM_STRING, offsetof(TemplateArgs, name), true },
+        {}
+};
+
+static int method_template(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        bool create = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".CreateTemplate");
+        VarlinkFrontend *f = userdata;
+        TemplateArgs *t;
+        int r;
+
+        t = calloc(1, sizeof(TemplateArgs));
+        if (!t) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        t->frontend = f;
+        r = varlink_params_read_or_reply(call, parameters, create ? create_template_params : remove_template_params, t);
+        if (r < 0) {
+                template_args_free(t);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(f->bus, call, template_access, 0, template_authorized, t, template_args_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
+/* ---- ActForTenant ---- */
+
+typedef struct TenantArgs {
+        char *tenant;
+} TenantArgs;
+
+static const VarlinkParam act_for_tenant_params[] = {
+        { "tenant", VARLINK_PARAM_STRING, offsetof(TenantArgs, tenant), true },
+        {}
+};
+
+/* The calls of this connection act for tenant from now on: they see and touch only that
+ * tenant's sandboxes, and create for it (the core's rules, access.h). A narrowing, as on
+ * D-Bus: it needs no action itself. */
+static int method_act_for_tenant(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        TenantArgs a = {};
+        int r;
+
+        r = varlink_params_read_or_reply(call, parameters, act_for_tenant_params, &a);
+        if (r < 0) {
+                varlink_params_done(act_for_tenant_params, &a);
+                return varlink_params_failed(call, r);
+        }
+        if (!isempty(a.tenant))
+                r = sandbox_tenant_check(a.tenant, &error);
+        if (r >= 0)
+                r = varlink_call_set_connection_tag(call, isempty(a.tenant) ? NULL : a.tenant);
+        if (r < 0)
+                (void) varlink_reply_error(call, &error, r);
+        else
+                (void) varlink_call_reply(call, NULL);
+        varlink_params_done(act_for_tenant_params, &a);
         return 0;
 }
 
@@ -395,6 +499,9 @@ int manager_varlink_bind(VarlinkFrontend *f) {
                 { "ListSandboxes",  method_list_sandboxes  },
                 { "ListTemplates",  method_list_templates  },
                 { "ListExecutions", method_list_executions },
+                { "CreateTemplate", method_template        },
+                { "RemoveTemplate", method_template        },
+                { "ActForTenant",   method_act_for_tenant  },
         };
 
         return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);
@@ -423,6 +530,8 @@ int varlink_frontend_setup(VarlinkFrontend *f) {
                 r = sandbox_varlink_bind(f);
         if (r >= 0)
                 r = sandbox_files_varlink_bind(f);
+        if (r >= 0)
+                r = observe_varlink_bind(f);
         if (r < 0)
                 return r;
         return varlink_server_attach_event(f->server, f->event, SD_EVENT_PRIORITY_NORMAL);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* What is there to see of sandboxes, on D-Bus: Sandbox.GetLogs (the core's entries as
- * JSON lines on a pipe), Sandbox.GetMetrics and Manager.ListPools. Translation only: the
+ * JSON lines on a pipe), Sandbox.GetMetrics, Manager.ListPools and Manager.GetStatistics. Translation only: the
  * reading, the bounds and the rules are the core's (sandbox-logs.h, sandbox-metrics.h,
  * pool-status.h). */
 
@@ -11,12 +11,14 @@
 #include "bus-util.h"
 #include "json-util.h"
 #include "log.h"
+#include "log-entry-json.h"
 #include "parse-util.h"
 #include "pool-status.h"
 #include "sandbox-dbus.h"
 #include "sandbox-errors.h"
 #include "sandbox-logs.h"
 #include "sandbox-metrics.h"
+#include "statistics.h"
 
 /* One GetLogs caller: the core's reader feeds lines into the pipe it was given. When the
  * pipe is full the reader is paused until it has taken what is left, so that the end
@@ -41,44 +43,16 @@ static LogStream *log_stream_free(LogStream *l) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(LogStream *, log_stream_free);
 
-static json_object *log_message_to_json(const SandboxLogEntry *e) {
-        json_object *a;
-
-        if (utf8_is_valid_n(e->message, e->message_size))
-                return json_object_new_string_len(e->message, (int) e->message_size);
-        a = json_object_new_array_ext((int) e->message_size);
-        for (size_t i = 0; a && i < e->message_size; i++)
-                if (json_object_array_add(a, json_object_new_int(((const uint8_t *) e->message)[i])) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-        return a;
-}
-
 /* One entry as a line: {"timestamp":µs,"priority":N,"identifier":"…","message":"…"} with
  * the message as an array of byte values when it is not valid UTF-8 (as journalctl -o
  * json does), "truncated":true when it was cut (sandboxd-api(7)). */
 static int log_entry_to_line(const SandboxLogEntry *e, char **ret, size_t *ret_size) {
         _cleanup_json_ json_object *o = NULL;
-        _cleanup_free_ char *identifier = NULL;
         const char *s;
         size_t l;
         int r;
 
-        o = json_object_new_object();
-        if (!o)
-                return -ENOMEM;
-        r = utf8_sanitize(e->identifier, strlen(e->identifier), &identifier, &l);
-        if (r >= 0)
-                r = json_add(o, "timestamp", json_object_new_uint64(e->realtime_usec));
-        if (r >= 0 && e->priority >= 0)
-                r = json_add(o, "priority", json_object_new_int(e->priority));
-        if (r >= 0)
-                r = json_add(o, "identifier", json_object_new_string_len(identifier, (int) l));
-        if (r >= 0)
-                r = json_add(o, "message", log_message_to_json(e));
-        if (r >= 0 && e->truncated)
-                r = json_add(o, "truncated", json_object_new_boolean(true));
+        r = log_entry_to_json(e, LOG_ENTRY_BYTES_ARRAY, &o);
         if (r < 0)
                 return r;
 
@@ -248,6 +222,18 @@ int method_sandbox_get_metrics(sd_bus_message *m, void *userdata, sd_bus_error *
         return sandbox_authorize_call(m, userdata, SANDBOX_OP_INSPECT, get_metrics_authorized, NULL);
 }
 
+static int append_pools(sd_bus_message *reply, const PoolStatus *pools, size_t n) {
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(suuuu)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(reply, "(suuuu)", pools[i].template_name, pools[i].size, pools[i].ready,
+                                          pools[i].starting, pools[i].in_use);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 /* Without "manage" (asked without interaction, like ListSandboxes), in_use counts the
  * caller's own sandboxes only. */
 static int list_pools_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
@@ -264,12 +250,7 @@ static int list_pools_authorized(sd_bus_message *call, const SandboxCaller *call
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(suuuu)");
-        for (size_t i = 0; r >= 0 && i < n; i++)
-                r = sd_bus_message_append(reply, "(suuuu)", pools[i].template_name, pools[i].size, pools[i].ready,
-                                          pools[i].starting, pools[i].in_use);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
+                r = append_pools(reply, pools, n);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
@@ -278,4 +259,92 @@ static int list_pools_authorized(sd_bus_message *call, const SandboxCaller *call
 int method_list_pools(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_pools_authorized,
                                   userdata, NULL);
+}
+
+/* GetStatistics: the core's report (statistics.h) as a{sv}. */
+static int append_statistics(sd_bus_message *reply, const StatisticsReport *st) {
+        StatisticsCounter counters[STATISTICS_N_COUNTERS];
+        const Histogram *h = &st->counters->exec_latency;
+        int r;
+
+        statistics_counters(st->counters, counters);
+        r = sd_bus_message_open_container(reply, 'a', "{sv}");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(counters); i++)
+                r = sd_bus_message_append(reply, "{sv}", counters[i].dbus, "t", counters[i].value);
+
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "Sandboxes");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "a(sst)");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(sst)");
+        for (size_t i = 0; r >= 0 && i < st->n_sandboxes; i++)
+                r = sd_bus_message_append(reply, "(sst)", st->sandboxes[i].state, st->sandboxes[i].template_name,
+                                          st->sandboxes[i].count);
+        for (int k = 0; r >= 0 && k < 3; k++)
+                r = sd_bus_message_close_container(reply);
+
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "ExecLatencyBuckets");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "a(dt)");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(dt)");
+        for (size_t i = 0; r >= 0 && i < h->n; i++)
+                r = sd_bus_message_append(reply, "(dt)", h->bounds[i], histogram_cumulative(h, i));
+        for (int k = 0; r >= 0 && k < 3; k++)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "ExecLatencyCount", "t", h->count);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "ExecLatencySum", "d", h->sum);
+
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'e', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", "Pools");
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'v', "a(suuuu)");
+        if (r >= 0)
+                r = append_pools(reply, st->pools, st->n_pools);
+        for (int k = 0; r >= 0 && k < 2; k++)
+                r = sd_bus_message_close_container(reply);
+
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}", "SpoolBacklog", "t", st->spool_backlog);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
+static int statistics_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                             const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_STATISTICS;
+        return 0;
+}
+
+static int get_statistics_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                                     SandboxError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(statistics_report_done) StatisticsReport st = {};
+        BusFrontend *f = userdata;
+        int r;
+
+        r = statistics_report(f->manager, recorder_spool_backlog(f->recorder), &st);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = append_statistics(reply, &st);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+int method_get_statistics(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return bus_authorize_then(m, statistics_access, 0, get_statistics_authorized, userdata, NULL);
 }

@@ -83,3 +83,4 @@ int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *erro
 int method_sandbox_get_logs(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_get_metrics(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_list_pools(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_get_statistics(sd_bus_message *m, void *userdata, sd_bus_error *error);

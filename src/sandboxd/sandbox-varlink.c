@@ -88,7 +88,8 @@ int sandbox_varlink_method(VarlinkFrontend *f, VarlinkCall *call, json_object *p
          * whole caller, once authorized. */
         r = varlink_call_get_peer_ucred(call, &ucred);
         if (r >= 0) {
-                SandboxCaller peer = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = ucred.uid, .pid = ucred.pid };
+                SandboxCaller peer = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = ucred.uid, .pid = ucred.pid,
+                                       .tenant = varlink_call_get_connection_tag(call) };
                 r = manager_lookup_sandbox(f->manager, &peer, req->args.id, &s, &error);
         }
         if (r >= 0 && prepare)

@@ -48,6 +48,13 @@ int manager_varlink_bind(VarlinkFrontend *f);
 int sandbox_varlink_bind(VarlinkFrontend *f);
 /* sandbox-files-varlink.c */
 int sandbox_files_varlink_bind(VarlinkFrontend *f);
+/* observe-varlink.c */
+int observe_varlink_bind(VarlinkFrontend *f);
+
+/* ListSandboxes', ListExecutions' and ListPools' access: without "manage" (asked without
+ * interaction) a caller sees its own only; root sees all. */
+int varlink_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                        const char **ret_tenant, SandboxError *error);
 
 /* ---- a call on one sandbox ---- */
 
@@ -69,6 +76,8 @@ typedef struct SandboxArgs {
         uint64_t offset;
         uint64_t length;
         uint64_t depth;
+        uint32_t lines;
+        bool follow;
         int32_t signal;
         bool parents;
         bool recursive;

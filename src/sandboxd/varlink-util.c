@@ -327,11 +327,13 @@ typedef struct VarlinkAuthRequest {
         void *userdata;
         void (*free_userdata)(void *userdata);
         SandboxCaller caller;
+        char *tenant;          /* caller.tenant: the connection's when the call came */
         sd_bus_slot *slot;     /* polkit's question */
 } VarlinkAuthRequest;
 
 static void auth_request_free(VarlinkAuthRequest *a) {
         sd_bus_slot_unref(a->slot);
+        free(a->tenant);
         if (a->free_userdata)
                 a->free_userdata(a->userdata);
         varlink_call_unref(a->call);
@@ -407,6 +409,16 @@ int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t acce
                         return 0;
                 }
                 a->caller = (SandboxCaller) { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .pid = ucred.pid };
+        }
+        /* Taken now: a call is for the tenant its connection acted for when it was made
+         * (ActForTenant), as on D-Bus. */
+        if (varlink_call_get_connection_tag(call)) {
+                a->tenant = strdup(varlink_call_get_connection_tag(call));
+                if (!a->tenant) {
+                        auth_request_finish(a, -ENOMEM, NULL);
+                        return 0;
+                }
+                a->caller.tenant = a->tenant;
         }
 
         if (!access) {

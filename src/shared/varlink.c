@@ -88,6 +88,7 @@ struct VarlinkConnection {
         VarlinkLimits limits;
         struct ucred ucred;
         int pidfd;
+        char *tag;                      /* the server's, for its methods (varlink_call_set_connection_tag()) */
 
         sd_event_source *io_source;
         sd_event_source *defer_source;  /* runs connection_process() after an API call */
@@ -147,6 +148,7 @@ static VarlinkConnection *connection_unref(VarlinkConnection *c) {
         /* Closed already: the server's reference goes only with connection_close(). */
         varlink_stream_done(&c->stream);
         safe_close(c->pidfd);
+        free(c->tag);
         return mfree(c);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(VarlinkConnection *, connection_unref);
@@ -449,6 +451,23 @@ size_t varlink_call_get_pending_output(VarlinkCall *call) {
 int varlink_call_get_peer_ucred(VarlinkCall *call, struct ucred *ret) {
         *ret = call->connection->ucred;
         return 0;
+}
+
+int varlink_call_set_connection_tag(VarlinkCall *call, const char *tag) {
+        char *t = NULL;
+
+        if (tag) {
+                t = strdup(tag);
+                if (!t)
+                        return -ENOMEM;
+        }
+        free(call->connection->tag);
+        call->connection->tag = t;
+        return 0;
+}
+
+const char *varlink_call_get_connection_tag(VarlinkCall *call) {
+        return call->connection->tag;
 }
 
 int varlink_call_get_peer_pidfd(VarlinkCall *call) {

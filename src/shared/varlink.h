@@ -212,6 +212,11 @@ void varlink_call_set_drained_callback(VarlinkCall *call, varlink_call_handler_t
 
 /* The peer, as SO_PEERCRED told at connect time. */
 int varlink_call_get_peer_ucred(VarlinkCall *call, struct ucred *ret);
+/* A string the server keeps with the call's connection for the calls that follow on it
+ * (copied; NULL: none), e.g. on whose behalf the peer acts; freed with the connection. */
+int varlink_call_set_connection_tag(VarlinkCall *call, const char *tag);
+/* The connection's tag (valid until it is set again), or NULL. */
+const char *varlink_call_get_connection_tag(VarlinkCall *call);
 /* A pidfd of the peer (SO_PEERPIDFD, Linux ≥ 6.5), owned by the connection: dup it to
  * keep it. -ENODATA if the kernel gave none. */
 int varlink_call_get_peer_pidfd(VarlinkCall *call);

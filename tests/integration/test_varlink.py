@@ -68,12 +68,7 @@ def vl(method, parameters=None, more=False, timeout=120):
 def vl_nobody(*calls, uid=NOBODY):
     """CALLS ({method, parameters, more}) made in order on one connection by a process of
     UID on the system (varlinkprobe.py); one result dict each."""
-    batch = [dict(c, method=f'{IFACE}.{c["method"]}') for c in calls]
-    cp = S.run(secutil.as_uid(uid, [secutil.SYSTEM_PYTHON, VARLINKPROBE, SOCKET]), input=json.dumps(batch),
-               timeout=300)
-    if cp.returncode != 0:
-        raise AssertionError(f'varlinkprobe as uid {uid} failed ({cp.returncode}):\n{cp.stderr[-3000:]}')
-    return json.loads(cp.stdout)
+    return secutil.varlink(calls, uid=uid)
 
 
 def vcall(method, **parameters):
