@@ -13,6 +13,7 @@ allowed_imports enforced inside the sandbox.
 import asyncio
 import hashlib
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -206,6 +207,21 @@ class SyncAPI(Base):
         self.assertEqual(cm.exception.name, 'org.varlink.service.MethodNotFound')
         with self.assertRaises(sandboxd.SandboxConnectionError):
             Sandbox.list(transport=sandboxd.VarlinkTransport(S.path('/run/sandboxd/nothing-here')))
+
+
+class ReadmeExample(Base):
+
+    def test_first_example_for_agents(self):
+        """The README's three lines, as written, by Debian's python3."""
+        with open(os.path.join(SOURCE, 'README.md'), encoding='utf-8') as f:
+            readme = f.read()
+        marker = "<!-- the Python client's first example"
+        block = readme[readme.index(marker):].split('```python\n', 1)[1].split('```', 1)[0]
+        self.assertEqual(len(block.strip().splitlines()), 3, block)
+        env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, 'python'),
+                   SANDBOXD_VARLINK=S.path(harness.VARLINK_SOCKET))
+        cp = subprocess.run(['/usr/bin/python3', '-c', block], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual((cp.returncode, cp.stdout), (0, '42\n\n'), cp.stderr)   # print() adds its own
 
 
 class AsyncAPI(Base):
