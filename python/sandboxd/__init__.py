@@ -17,7 +17,9 @@ The API has the shape of E2B's: :class:`Sandbox` (blocking) and :class:`AsyncSan
 
 It is only a client: every call is a call of sandboxd's interface io.sandboxd.Sandbox
 (sandboxd-api(7)), by default over the varlink socket /run/sandboxd/io.sandboxd.Sandbox
-(``$SANDBOXD_VARLINK`` names another); sandboxd decides (with polkit) who may do what.
+(``$SANDBOXD_VARLINK`` names another), or over the HTTP bridge sandboxd-http
+(:class:`HttpTransport`; ``$SANDBOXD_URL`` and ``$SANDBOXD_TOKEN`` make it the default);
+sandboxd decides (with polkit) who may do what.
 Errors sandboxd answers with are raised as :class:`SandboxError` subclasses named as
 the errors are (:class:`NoSuchSandbox`, ...; see :mod:`sandboxd.errors`). Standard
 library only; Python 3.11.
@@ -31,6 +33,7 @@ from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationR
                      SandboxSystemError, StillRunning, SystemdFailed, TemplateReadOnly, TooManySandboxes)
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .sandbox import CommandHandle, Commands, Files, Sandbox
+from .http import AsyncHttpTransport, HttpTransport
 from .transport import AsyncTransport, AsyncVarlinkTransport, Transport, VarlinkTransport
 
 __version__ = '0.1'
@@ -40,7 +43,8 @@ __all__ = [
     'CommandHandle', 'AsyncCommandHandle',
     'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo',
     'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
-    'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport',
+    'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',
+    'AsyncHttpTransport',
     'SandboxError', 'SandboxConnectionError', 'SandboxSystemError', 'ProtocolError',
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
     'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',

@@ -18,7 +18,7 @@ from typing import Any, Callable, Generator, NamedTuple, Union
 from ._varlink import Reply
 from .errors import SandboxError, SandboxSystemError
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
-from .transport import AsyncTransport, Transport
+from .transport import WRITE_CHUNK, AsyncTransport, Transport
 
 
 class Call(NamedTuple):
@@ -37,10 +37,19 @@ Request = Union[Call, Emit, object]
 Op = Generator[Request, Any, Any]
 
 FILE_CHUNK = 16 * 1024 * 1024      # ReadFile's most per call
-WRITE_CHUNK = 8 * 1024 * 1024      # WriteFile's data per call (base64 stays well under a message)
+
 EXEC_TIMEOUT_MAX = 3600
 
 OutputCallback = Callable[[str], Any]
+
+
+def _advance(op: Op, value: Any, exc: BaseException | None) -> tuple[bool, Any]:
+    """Resumes OP with VALUE (or throws EXC into it): (False, its next request) or (True,
+    its result)."""
+    try:
+        return False, (op.throw(exc) if exc is not None else op.send(value))
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def run_sync(transport: Transport, op: Op) -> Any:
@@ -50,10 +59,9 @@ def run_sync(transport: Transport, op: Op) -> Any:
     exc: BaseException | None = None
     try:
         while True:
-            try:
-                req = op.throw(exc) if exc is not None else op.send(value)
-            except StopIteration as stop:
-                return stop.value
+            done, req = _advance(op, value, exc)
+            if done:
+                return req
             value, exc = None, None
             try:
                 if isinstance(req, Call):
@@ -80,10 +88,9 @@ async def run_async(transport: AsyncTransport, op: Op) -> Any:
     exc: BaseException | None = None
     try:
         while True:
-            try:
-                req = op.throw(exc) if exc is not None else op.send(value)
-            except StopIteration as stop:
-                return stop.value
+            done, req = _advance(op, value, exc)
+            if done:
+                return req
             value, exc = None, None
             try:
                 if isinstance(req, Call):
@@ -330,11 +337,13 @@ def read_file(sandbox_id: str, path: str) -> Op:
             return bytes(data)
 
 
-def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None) -> Op:
-    """Replaces the file (its parents created), in parts of WRITE_CHUNK; returns its size."""
+def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None, part: int | None = WRITE_CHUNK) -> Op:
+    """Replaces the file (its parents created), in parts of PART bytes (None: whole);
+    returns its size."""
     offset = 0
+    part = part or max(1, len(data))
     while True:
-        chunk = data[offset:offset + WRITE_CHUNK]
+        chunk = data[offset:offset + part]
         options: dict[str, Any] = {'CreateParents': True}
         if offset:
             options['Append'] = True

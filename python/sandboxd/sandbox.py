@@ -129,7 +129,7 @@ class Files:
     def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
         """Writes the file (replacing it; missing parent directories are created)."""
         blob = data.encode() if isinstance(data, str) else bytes(data)
-        self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode))
+        self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode, self._sbx.transport.write_chunk))
         return self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
 
     def list(self, path: str = '.', depth: int = 1) -> list[EntryInfo]:

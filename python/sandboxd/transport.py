@@ -12,9 +12,11 @@ Two kinds, one interface each for blocking and for asyncio code:
 - :class:`VarlinkTransport` / :class:`AsyncVarlinkTransport`: the local varlink socket
   ``/run/sandboxd/io.sandboxd.Sandbox`` (or ``$SANDBOXD_VARLINK``), a few connections
   kept open and reused.
+- :class:`~sandboxd.http.HttpTransport` / :class:`~sandboxd.http.AsyncHttpTransport`:
+  the HTTP bridge (``sandboxd-http``), each method mapped to its REST route; the
+  default when ``$SANDBOXD_URL`` is set.
 
-A transport over the HTTP bridge (``sandboxd-http``) implements the same two methods,
-mapping each method to its REST route; everything above the transport stays the same.
+Everything above the transport is the same over either.
 """
 
 from __future__ import annotations
@@ -52,8 +54,14 @@ def _full(method: str) -> str:
     return method if '.' in method else f'{INTERFACE}.{method}'
 
 
+WRITE_CHUNK = 8 * 1024 * 1024
+
+
 class Transport(abc.ABC):
     """Carries calls of io.sandboxd.Sandbox for blocking code."""
+
+    #: bytes of a file per WriteFile call (later ones Append); None: the whole file in one
+    write_chunk: int | None = WRITE_CHUNK
 
     @abc.abstractmethod
     def call(self, method: str, parameters: dict[str, Any] | None = None,
@@ -79,6 +87,9 @@ class Transport(abc.ABC):
 
 class AsyncTransport(abc.ABC):
     """Carries calls of io.sandboxd.Sandbox for asyncio code."""
+
+    #: as Transport.write_chunk
+    write_chunk: int | None = WRITE_CHUNK
 
     @abc.abstractmethod
     def call(self, method: str, parameters: dict[str, Any] | None = None,
@@ -110,17 +121,31 @@ class _Frames:
     def __init__(self) -> None:
         self.decoder = Decoder()
         self.messages: collections.deque[dict[str, Any]] = collections.deque()
+        self.over = True     # no call under way
 
     def feed(self, data: bytes) -> None:
         if not data:
             raise SandboxConnectionError('sandboxd closed the connection before it answered')
         self.messages.extend(self.decoder.feed(data))
 
-    def reply(self, more: bool) -> tuple[Reply, bool]:
-        """The next reply, and whether the call is over with it. Raises an error reply
-        (the call is over then, and the connection still good)."""
-        reply = parse_reply(self.messages.popleft())
-        return reply, not (more and reply.continues)
+    def reply(self, more: bool) -> Reply:
+        """The next reply; sets ``over`` when the call is over with it, or with the error
+        reply it raises (the connection is good for another call then)."""
+        msg = self.messages.popleft()
+        try:
+            reply = parse_reply(msg)
+        except ProtocolError:
+            raise
+        except SandboxError:
+            self.over = True
+            raise
+        self.over = not (more and reply.continues)
+        return reply
+
+    def begin(self, method: str, parameters: dict[str, Any] | None, more: bool) -> bytes:
+        """The bytes of a call that starts now on this connection."""
+        self.over = False
+        return encode_call(_full(method), parameters, more)
 
     @property
     def idle(self) -> bool:
@@ -149,7 +174,7 @@ class _SyncConnection(_Frames):
         except OSError:
             return False
 
-    def next_reply(self, more: bool) -> tuple[Reply, bool]:
+    def next_reply(self, more: bool) -> Reply:
         while not self.messages:
             try:
                 data = self.sock.recv(_READ_SIZE)
@@ -197,24 +222,15 @@ class VarlinkTransport(Transport):
     def call(self, method: str, parameters: dict[str, Any] | None = None,
              more: bool = False) -> Iterator[Reply]:
         conn = self._acquire()
-        reusable = False
         try:
             try:
-                conn.sock.sendall(encode_call(_full(method), parameters, more))
+                conn.sock.sendall(conn.begin(method, parameters, more))
             except OSError as e:
                 raise SandboxConnectionError(f'writing to sandboxd: {e}') from e
-            done = False
-            while not done:
-                try:
-                    reply, done = conn.next_reply(more)
-                except SandboxError as e:
-                    reusable = not isinstance(e, (SandboxConnectionError, ProtocolError))
-                    raise
-                if done:
-                    reusable = True
-                yield reply
+            while not conn.over:
+                yield conn.next_reply(more)
         finally:
-            if reusable:
+            if conn.over:
                 self._release(conn)
             else:
                 conn.sock.close()
@@ -236,7 +252,7 @@ class _AsyncConnection(_Frames):
         return (self.loop is asyncio.get_running_loop() and not self.reader.at_eof()
                 and not self.writer.is_closing())
 
-    async def next_reply(self, more: bool) -> tuple[Reply, bool]:
+    async def next_reply(self, more: bool) -> Reply:
         while not self.messages:
             try:
                 data = await self.reader.read(_READ_SIZE)
@@ -281,25 +297,16 @@ class AsyncVarlinkTransport(AsyncTransport):
     async def call(self, method: str, parameters: dict[str, Any] | None = None,  # type: ignore[override]
                    more: bool = False) -> AsyncIterator[Reply]:
         conn = await self._acquire()
-        reusable = False
         try:
             try:
-                conn.writer.write(encode_call(_full(method), parameters, more))
+                conn.writer.write(conn.begin(method, parameters, more))
                 await conn.writer.drain()
             except OSError as e:
                 raise SandboxConnectionError(f'writing to sandboxd: {e}') from e
-            done = False
-            while not done:
-                try:
-                    reply, done = await conn.next_reply(more)
-                except SandboxError as e:
-                    reusable = not isinstance(e, (SandboxConnectionError, ProtocolError))
-                    raise
-                if done:
-                    reusable = True
-                yield reply
+            while not conn.over:
+                yield await conn.next_reply(more)
         finally:
-            if reusable and conn.idle and len(self._idle) < _IDLE_KEPT:
+            if conn.over and conn.idle and len(self._idle) < _IDLE_KEPT:
                 self._idle.append(conn)
             else:
                 conn.close()
@@ -311,10 +318,17 @@ class AsyncVarlinkTransport(AsyncTransport):
 
 
 def default_transport() -> Transport:
-    """The transport used when none is given: the local varlink socket."""
+    """The transport used when none is given: sandboxd-http at $SANDBOXD_URL (with
+    $SANDBOXD_TOKEN) if that is set, else the local varlink socket."""
+    if os.environ.get('SANDBOXD_URL'):
+        from .http import HttpTransport
+        return HttpTransport()
     return VarlinkTransport()
 
 
 def default_async_transport() -> AsyncTransport:
-    """The asyncio transport used when none is given: the local varlink socket."""
+    """The asyncio transport used when none is given, as default_transport() chooses."""
+    if os.environ.get('SANDBOXD_URL'):
+        from .http import AsyncHttpTransport
+        return AsyncHttpTransport()
     return AsyncVarlinkTransport()

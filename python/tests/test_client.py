@@ -249,7 +249,7 @@ class Operations(unittest.TestCase):
             f.read('gone')
 
     def test_write_in_parts(self):
-        data = b'z' * (2 * _ops.WRITE_CHUNK + 5)
+        data = b"z" * (2 * sandboxd.transport.WRITE_CHUNK + 5)
         t = ScriptedTransport([('WriteFile', [{'bytes': 1}])] * 3 +
                               [('Stat', [{'entry': {'path': 'f', 'type': 'file', 'size': len(data)}}])])
         info = sandboxd.Sandbox('abc', transport=t).files.write('f', data)
