@@ -14,28 +14,21 @@ over an :class:`~sandboxd.transport.AsyncTransport`, by default the local varlin
 from __future__ import annotations
 
 import signal as _signal
-from typing import Any, Literal, overload
+from typing import List, Literal, TypeVar, overload
 
 from . import _ops
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .transport import AsyncTransport, default_async_transport
 
+R = TypeVar('R')
+
 __all__ = ['AsyncSandbox', 'AsyncCommands', 'AsyncFiles', 'AsyncCommandHandle']
 
-CommandLine = str | list[str] | tuple[str, ...]
 
-
-class AsyncCommandHandle:
+class AsyncCommandHandle(HandleBase['AsyncSandbox']):
     """A command running in the background (``commands.run(..., background=True)``)."""
-
-    def __init__(self, sandbox: 'AsyncSandbox', pid: int) -> None:
-        self.sandbox = sandbox
-        #: sandboxd's id of the process
-        self.pid = pid
-
-    def __repr__(self) -> str:
-        return f'AsyncCommandHandle(sandbox={self.sandbox.sandbox_id!r}, pid={self.pid})'
 
     async def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
              on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
@@ -49,11 +42,8 @@ class AsyncCommandHandle:
         return await self.sandbox.commands.kill(self.pid, signal)
 
 
-class AsyncCommands:
+class AsyncCommands(CommandsBase['AsyncSandbox']):
     """Running commands in a sandbox: ``sbx.commands``."""
-
-    def __init__(self, sandbox: 'AsyncSandbox') -> None:
-        self._sbx = sandbox
 
     @overload
     async def run(self, cmd: CommandLine, *, background: Literal[False] = False, timeout: float | None = None,
@@ -85,11 +75,8 @@ class AsyncCommands:
         (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
         """
         sbx = self._sbx
-        argv = _ops.command_argv(cmd)
-        options = _ops.exec_options({**sbx.envs, **(envs or {})}, cwd, timeout, stdin)
+        argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
         if background:
-            if timeout is None:
-                options.pop('Timeout', None)
             handle = AsyncCommandHandle(sbx, await sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
             return handle
         return await sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
@@ -107,12 +94,9 @@ class AsyncCommands:
         return AsyncCommandHandle(self._sbx, pid)
 
 
-class AsyncFiles:
+class AsyncFiles(FilesBase['AsyncSandbox']):
     """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
     resolved inside the sandbox, by its own agent."""
-
-    def __init__(self, sandbox: 'AsyncSandbox') -> None:
-        self._sbx = sandbox
 
     @overload
     async def read(self, path: str, format: Literal['text'] = 'text') -> str: ...
@@ -128,7 +112,7 @@ class AsyncFiles:
 
     async def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
         """Writes the file (replacing it; missing parent directories are created)."""
-        blob = data.encode() if isinstance(data, str) else bytes(data)
+        blob = self._blob(data)
         await self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode, self._sbx.transport.write_chunk))
         return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
 
@@ -155,7 +139,7 @@ class AsyncFiles:
         return await self._sbx._run(_ops.make_dir(self._sbx.sandbox_id, path))
 
 
-class AsyncSandbox:
+class AsyncSandbox(SandboxBase[AsyncTransport]):
     """A sandbox of sandboxd, for asyncio code. Get one with :meth:`create` or
     :meth:`connect`; as a context manager it is killed when the block ends.
 
@@ -165,16 +149,11 @@ class AsyncSandbox:
 
     def __init__(self, sandbox_id: str, *, transport: AsyncTransport | None = None,
                  envs: dict[str, str] | None = None) -> None:
-        self.sandbox_id = sandbox_id
-        self.transport = transport or default_async_transport()
-        self.envs: dict[str, str] = dict(envs or {})
+        super().__init__(sandbox_id, transport, envs, default_async_transport)
         self.commands = AsyncCommands(self)
         self.files = AsyncFiles(self)
 
-    def __repr__(self) -> str:
-        return f'AsyncSandbox({self.sandbox_id!r})'
-
-    async def _run(self, op: _ops.Op) -> Any:
+    async def _run(self, op: _ops.Op[R]) -> R:
         return await _ops.run_async(self.transport, op)
 
     @classmethod
@@ -182,7 +161,7 @@ class AsyncSandbox:
                memory: int | str | None = None, cpu: float | None = None,
                env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
-               tasks: int | None = None, options: dict[str, Any] | None = None,
+               tasks: int | None = None, options: dict[str, object] | None = None,
                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
@@ -217,12 +196,12 @@ class AsyncSandbox:
         return await _ops.run_async(transport or default_async_transport(), _ops.list_sandboxes())
 
     @staticmethod
-    async def templates(*, transport: AsyncTransport | None = None) -> list[TemplateInfo]:
+    async def templates(*, transport: AsyncTransport | None = None) -> List[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return await _ops.run_async(transport or default_async_transport(), _ops.list_templates())
 
     @staticmethod
-    async def pools(*, transport: AsyncTransport | None = None) -> list[PoolInfo]:
+    async def pools(*, transport: AsyncTransport | None = None) -> List[PoolInfo]:
         """The templates' warm pools: size, ready, starting and in use (ListPools)."""
         return await _ops.run_async(transport or default_async_transport(), _ops.list_pools())
 

@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import math
 import re
-from typing import Any, Callable, Generator, NamedTuple, Union
+from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTuple, TypeVar, Union
 
 from ._varlink import Reply
 from .errors import SandboxError, SandboxSystemError
@@ -34,7 +34,9 @@ class Emit(NamedTuple):
 
 NEXT = object()
 Request = Union[Call, Emit, object]
-Op = Generator[Request, Any, Any]
+R = TypeVar('R')
+#: an operation: yields requests, is sent their answers, returns R
+Op = Generator[Request, Any, R]
 
 FILE_CHUNK = 16 * 1024 * 1024      # ReadFile's most per call
 
@@ -43,7 +45,7 @@ EXEC_TIMEOUT_MAX = 3600
 OutputCallback = Callable[[str], Any]
 
 
-def _advance(op: Op, value: Any, exc: BaseException | None) -> tuple[bool, Any]:
+def _advance(op: Op[R], value: Any, exc: BaseException | None) -> tuple[bool, Any]:
     """Resumes OP with VALUE (or throws EXC into it): (False, its next request) or (True,
     its result)."""
     try:
@@ -52,45 +54,53 @@ def _advance(op: Op, value: Any, exc: BaseException | None) -> tuple[bool, Any]:
         return True, stop.value
 
 
-def run_sync(transport: Transport, op: Op) -> Any:
+def _close(replies: Iterator[Reply]) -> None:
+    """Ends a call's iterator (a generator: its transport then releases the connection)."""
+    close = getattr(replies, 'close', None)
+    if close is not None:
+        close()
+
+
+def run_sync(transport: Transport, op: Op[R]) -> R:
     """Drives OP over TRANSPORT to its result."""
-    stream = None
+    stream: Iterator[Reply] | None = None
     value: Any = None
     exc: BaseException | None = None
     try:
         while True:
             done, req = _advance(op, value, exc)
             if done:
-                return req
+                return req  # type: ignore[no-any-return]
             value, exc = None, None
             try:
                 if isinstance(req, Call):
                     if stream is not None:
-                        stream.close()
+                        _close(stream)
                     stream = iter(transport.call(req.method, req.parameters, req.more))
                     value = next(stream)
                 elif req is NEXT:
-                    value = next(stream)  # type: ignore[arg-type]
+                    assert stream is not None
+                    value = next(stream)
                 elif isinstance(req, Emit):
                     req.fn(req.arg)
             except Exception as e:  # noqa: BLE001 - thrown into the operation, which decides
                 exc = e
     finally:
         if stream is not None:
-            stream.close()
+            _close(stream)
         op.close()
 
 
-async def run_async(transport: AsyncTransport, op: Op) -> Any:
+async def run_async(transport: AsyncTransport, op: Op[R]) -> R:
     """Drives OP over TRANSPORT to its result; a callback may be a coroutine function."""
-    stream = None
+    stream: AsyncGenerator[Reply, None] | None = None
     value: Any = None
     exc: BaseException | None = None
     try:
         while True:
             done, req = _advance(op, value, exc)
             if done:
-                return req
+                return req  # type: ignore[no-any-return]
             value, exc = None, None
             try:
                 if isinstance(req, Call):
@@ -99,7 +109,8 @@ async def run_async(transport: AsyncTransport, op: Op) -> Any:
                     stream = transport.call(req.method, req.parameters, req.more)
                     value = await stream.__anext__()
                 elif req is NEXT:
-                    value = await stream.__anext__()  # type: ignore[union-attr]
+                    assert stream is not None
+                    value = await stream.__anext__()
                 elif isinstance(req, Emit):
                     r = req.fn(req.arg)
                     if inspect.isawaitable(r):
@@ -109,7 +120,7 @@ async def run_async(transport: AsyncTransport, op: Op) -> Any:
     finally:
         if stream is not None:
             with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
+                await stream.aclose()
         op.close()
 
 
@@ -207,40 +218,40 @@ def exec_options(env: dict[str, str] | None = None, cwd: str | None = None,
 
 # ---- operations ----------------------------------------------------------------------
 
-def call(method: str, **parameters: Any) -> Op:
+def call(method: str, **parameters: Any) -> Op[dict[str, Any]]:
     """One call; returns its reply's parameters."""
     reply: Reply = yield Call(method, parameters)
     return reply.parameters
 
 
-def create(template: str | None, options: dict[str, Any]) -> Op:
+def create(template: str | None, options: dict[str, Any]) -> Op[str]:
     reply: Reply = yield Call('CreateSandbox', {'template': template, 'options': options or None})
-    return reply.parameters['id']
+    return str(reply.parameters['id'])
 
 
-def get_info(sandbox_id: str) -> Op:
+def get_info(sandbox_id: str) -> Op[SandboxInfo]:
     reply: Reply = yield Call('GetSandbox', {'id': sandbox_id})
     return SandboxInfo.from_reply(reply.parameters['sandbox'])
 
 
-def list_sandboxes() -> Op:
+def list_sandboxes() -> Op[list[SandboxInfo]]:
     reply: Reply = yield Call('ListSandboxes', {})
     return [SandboxInfo.from_reply(s) for s in reply.parameters.get('sandboxes', [])]
 
 
-def list_templates() -> Op:
+def list_templates() -> Op[list[TemplateInfo]]:
     reply: Reply = yield Call('ListTemplates', {})
     return [TemplateInfo(t['name'], t.get('payload', ''), t.get('description', ''))
             for t in reply.parameters.get('templates', [])]
 
 
-def list_pools() -> Op:
+def list_pools() -> Op[list[PoolInfo]]:
     reply: Reply = yield Call('ListPools', {})
     return [PoolInfo(p['template'], p.get('size', 0), p.get('ready', 0), p.get('starting', 0),
                      p.get('inUse', 0)) for p in reply.parameters.get('pools', [])]
 
 
-def set_timeout(sandbox_id: str, timeout: float, idle_timeout: float | None) -> Op:
+def set_timeout(sandbox_id: str, timeout: float, idle_timeout: float | None) -> Op[None]:
     if idle_timeout is None:      # keep the sandbox's own
         info = yield from get_info(sandbox_id)
         idle_timeout = info.idle_timeout
@@ -266,7 +277,7 @@ class _Output:
 
 
 def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
-                on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op:
+                on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
     """Exec with "more": each chunk to its callback as it comes, then the result."""
     out, err = _Output(on_stdout), _Output(on_stderr)
     reply: Reply = yield Call('Exec', {'id': sandbox_id, 'argv': argv, 'options': options or None}, more=True)
@@ -288,13 +299,13 @@ def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
                                     bytes(err.data), options.get('Timeout'))
 
 
-def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op:
+def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op[int]:
     reply: Reply = yield Call('Start', {'id': sandbox_id, 'argv': argv, 'options': options or None})
-    return reply.parameters['process']
+    return int(reply.parameters['process'])
 
 
 def wait(sandbox_id: str, process: int, timeout: float | None,
-         on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op:
+         on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
     """Waits for a background process, then reads what it wrote (ReadOutput: the newest
     OutputMax bytes of each stream), passed to the callbacks at once."""
     t = 0 if not timeout else max(1, min(EXEC_TIMEOUT_MAX, int(math.ceil(timeout))))
@@ -309,12 +320,12 @@ def wait(sandbox_id: str, process: int, timeout: float | None,
     return CommandResult.from_reply(status, info, bytes(out.data), bytes(err.data))
 
 
-def list_processes(sandbox_id: str) -> Op:
+def list_processes(sandbox_id: str) -> Op[list[ProcessInfo]]:
     reply: Reply = yield Call('ListProcesses', {'id': sandbox_id})
     return [ProcessInfo.from_reply(p) for p in reply.parameters.get('processes', [])]
 
 
-def kill_process(sandbox_id: str, process: int, signal: int) -> Op:
+def kill_process(sandbox_id: str, process: int, signal: int) -> Op[bool]:
     """True if the process was there to signal."""
     try:
         yield Call('Signal', {'id': sandbox_id, 'process': process, 'signal': signal})
@@ -325,7 +336,7 @@ def kill_process(sandbox_id: str, process: int, signal: int) -> Op:
     return True
 
 
-def read_file(sandbox_id: str, path: str) -> Op:
+def read_file(sandbox_id: str, path: str) -> Op[bytes]:
     """The whole file, in parts of ReadFile's most."""
     data = bytearray()
     while True:
@@ -337,7 +348,8 @@ def read_file(sandbox_id: str, path: str) -> Op:
             return bytes(data)
 
 
-def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None, part: int | None = WRITE_CHUNK) -> Op:
+def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None,
+               part: int | None = WRITE_CHUNK) -> Op[int]:
     """Replaces the file (its parents created), in parts of PART bytes (None: whole);
     returns its size."""
     offset = 0
@@ -355,17 +367,17 @@ def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None, part: 
             return offset
 
 
-def list_files(sandbox_id: str, path: str, depth: int) -> Op:
+def list_files(sandbox_id: str, path: str, depth: int) -> Op[list[EntryInfo]]:
     reply: Reply = yield Call('ListFiles', {'id': sandbox_id, 'path': path, 'depth': depth})
     return [EntryInfo.from_reply(path, e) for e in reply.parameters.get('entries', [])]
 
 
-def stat(sandbox_id: str, path: str) -> Op:
+def stat(sandbox_id: str, path: str) -> Op[EntryInfo]:
     reply: Reply = yield Call('Stat', {'id': sandbox_id, 'path': path})
     return EntryInfo.from_reply('', reply.parameters['entry'])
 
 
-def exists(sandbox_id: str, path: str) -> Op:
+def exists(sandbox_id: str, path: str) -> Op[bool]:
     try:
         yield Call('Stat', {'id': sandbox_id, 'path': path})
     except SandboxError as e:
@@ -375,7 +387,7 @@ def exists(sandbox_id: str, path: str) -> Op:
     return True
 
 
-def make_dir(sandbox_id: str, path: str) -> Op:
+def make_dir(sandbox_id: str, path: str) -> Op[bool]:
     """Creates the directory and its missing parents; False if it was there already."""
     try:
         yield Call('MakeDirectory', {'id': sandbox_id, 'path': path, 'parents': False})
@@ -388,16 +400,16 @@ def make_dir(sandbox_id: str, path: str) -> Op:
     return True
 
 
-def remove(sandbox_id: str, path: str) -> Op:
+def remove(sandbox_id: str, path: str) -> Op[None]:
     yield Call('Remove', {'id': sandbox_id, 'path': path, 'recursive': True})
 
 
-def rename(sandbox_id: str, old: str, new: str) -> Op:
+def rename(sandbox_id: str, old: str, new: str) -> Op[str]:
     yield Call('Move', {'id': sandbox_id, 'path': old, 'to': new})
     return new
 
 
-def destroy(sandbox_id: str) -> Op:
+def destroy(sandbox_id: str) -> Op[bool]:
     """Destroys the sandbox; False if it was gone already."""
     try:
         yield Call('Destroy', {'id': sandbox_id})

@@ -27,7 +27,7 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 from . import _ops
 from ._async import AsyncSandbox
@@ -35,6 +35,8 @@ from .errors import SandboxError
 from .models import CommandResult, PoolInfo
 from .sandbox import Sandbox
 from .transport import AsyncTransport, Transport, default_transport
+
+R = TypeVar('R')
 
 __all__ = ['SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool', 'SandboxProvider',
            'code_command', 'IMPORT_HOOK', 'TEMPLATE_DIRS']
@@ -113,7 +115,7 @@ class SandboxConfig:
     template: str | None = None
 
     def template_name(self) -> str:
-        return self.template or _TEMPLATES.get(self.language.lower(), self.language)
+        return self.template or _TEMPLATES.get(self.language.lower()) or self.language
 
 
 @dataclass
@@ -190,7 +192,7 @@ class SandboxPool:
         self._made_template: str | None = None
         self._acquired: dict[str, CodeSandbox] = {}
 
-    def _run(self, op: _ops.Op) -> Any:
+    def _run(self, op: _ops.Op[R]) -> R:
         return _ops.run_sync(self.transport, op)
 
     def _base_template(self, name: str) -> dict[str, Any]:
@@ -198,7 +200,8 @@ class SandboxPool:
             path = os.path.join(d, f'{name}.json')
             if os.path.exists(path):
                 with open(path, encoding='utf-8') as f:
-                    return json.load(f)
+                    text: dict[str, Any] = json.load(f)
+                    return text
         raise SandboxError(f'template {name!r} not found in {", ".join(self.template_dirs)}: '
                            f'pass SandboxPool(template=...) naming a template that has a pool',
                            name='io.sandboxd.Sandbox.NoSuchTemplate')

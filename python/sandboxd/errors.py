@@ -189,7 +189,7 @@ _OS_CLASSES: dict[int, type[OSError]] = {
 }
 _SYSTEM_CLASSES: dict[int, type[SandboxSystemError]] = {
     n: type(f'Sandbox{cls.__name__}', (SandboxSystemError, cls),
-            {'__module__': __name__, '__doc__': f'{SandboxSystemError.__doc__.splitlines()[0]} ({cls.__name__})'})
+            {'__module__': __name__, '__doc__': f'{(SandboxSystemError.__doc__ or "").splitlines()[0]} ({cls.__name__})'})
     for n, cls in _OS_CLASSES.items()
 }
 

@@ -33,7 +33,7 @@ import os
 import posixpath
 import time
 import urllib.parse
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncGenerator, Callable, Iterator
 
 from ._varlink import Reply
 from .errors import INTERFACE, SandboxConnectionError, SandboxError, error_from_reply
@@ -251,7 +251,7 @@ class HttpTransport(Transport):
     def _output(o: dict[str, Any], key: str) -> str:
         """An output field as base64: the bridge sends text, or base64 under KEY_base64."""
         if o.get(f'{key}_base64'):
-            return o[f'{key}_base64']
+            return str(o[f'{key}_base64'])
         return _b64((o.get(key) or '').encode())
 
     def _exec(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
@@ -366,7 +366,8 @@ class HttpTransport(Transport):
         return self._simple('POST', self._session(p, '/files/move'), {'from': p['path'], 'to': p['to']})
 
 
-_END = object()
+def _next(replies: Iterator[Reply]) -> Reply | None:
+    return next(replies, None)
 
 
 class AsyncHttpTransport(AsyncTransport):
@@ -380,13 +381,13 @@ class AsyncHttpTransport(AsyncTransport):
     def __repr__(self) -> str:
         return f'AsyncHttpTransport({self.sync.url!r})'
 
-    async def call(self, method: str, parameters: dict[str, Any] | None = None,  # type: ignore[override]
-                   more: bool = False) -> AsyncIterator[Reply]:
+    async def call(self, method: str, parameters: dict[str, Any] | None = None,
+                   more: bool = False) -> AsyncGenerator[Reply, None]:
         replies = await asyncio.to_thread(self.sync.call, method, parameters, more)
         try:
             while True:
-                reply = await asyncio.to_thread(next, replies, _END)
-                if reply is _END:
+                reply = await asyncio.to_thread(_next, replies)
+                if reply is None:
                     return
                 yield reply
         finally:

@@ -14,28 +14,21 @@ over a :class:`~sandboxd.transport.Transport`, by default the local varlink sock
 from __future__ import annotations
 
 import signal as _signal
-from typing import Any, Literal, overload
+from typing import List, Literal, TypeVar, overload
 
 from . import _ops
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .transport import Transport, default_transport
 
+R = TypeVar('R')
+
 __all__ = ['Sandbox', 'Commands', 'Files', 'CommandHandle']
 
-CommandLine = str | list[str] | tuple[str, ...]
 
-
-class CommandHandle:
+class CommandHandle(HandleBase['Sandbox']):
     """A command running in the background (``commands.run(..., background=True)``)."""
-
-    def __init__(self, sandbox: 'Sandbox', pid: int) -> None:
-        self.sandbox = sandbox
-        #: sandboxd's id of the process
-        self.pid = pid
-
-    def __repr__(self) -> str:
-        return f'CommandHandle(sandbox={self.sandbox.sandbox_id!r}, pid={self.pid})'
 
     def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
              on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
@@ -49,11 +42,8 @@ class CommandHandle:
         return self.sandbox.commands.kill(self.pid, signal)
 
 
-class Commands:
+class Commands(CommandsBase['Sandbox']):
     """Running commands in a sandbox: ``sbx.commands``."""
-
-    def __init__(self, sandbox: 'Sandbox') -> None:
-        self._sbx = sandbox
 
     @overload
     def run(self, cmd: CommandLine, *, background: Literal[False] = False, timeout: float | None = None,
@@ -85,11 +75,8 @@ class Commands:
         (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
         """
         sbx = self._sbx
-        argv = _ops.command_argv(cmd)
-        options = _ops.exec_options({**sbx.envs, **(envs or {})}, cwd, timeout, stdin)
+        argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
         if background:
-            if timeout is None:
-                options.pop('Timeout', None)
             handle = CommandHandle(sbx, sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
             return handle
         return sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
@@ -107,12 +94,9 @@ class Commands:
         return CommandHandle(self._sbx, pid)
 
 
-class Files:
+class Files(FilesBase['Sandbox']):
     """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
     resolved inside the sandbox, by its own agent."""
-
-    def __init__(self, sandbox: 'Sandbox') -> None:
-        self._sbx = sandbox
 
     @overload
     def read(self, path: str, format: Literal['text'] = 'text') -> str: ...
@@ -128,7 +112,7 @@ class Files:
 
     def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
         """Writes the file (replacing it; missing parent directories are created)."""
-        blob = data.encode() if isinstance(data, str) else bytes(data)
+        blob = self._blob(data)
         self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode, self._sbx.transport.write_chunk))
         return self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
 
@@ -155,7 +139,7 @@ class Files:
         return self._sbx._run(_ops.make_dir(self._sbx.sandbox_id, path))
 
 
-class Sandbox:
+class Sandbox(SandboxBase[Transport]):
     """A sandbox of sandboxd, for blocking code. Get one with :meth:`create` or
     :meth:`connect`; as a context manager it is killed when the block ends.
 
@@ -165,16 +149,11 @@ class Sandbox:
 
     def __init__(self, sandbox_id: str, *, transport: Transport | None = None,
                  envs: dict[str, str] | None = None) -> None:
-        self.sandbox_id = sandbox_id
-        self.transport = transport or default_transport()
-        self.envs: dict[str, str] = dict(envs or {})
+        super().__init__(sandbox_id, transport, envs, default_transport)
         self.commands = Commands(self)
         self.files = Files(self)
 
-    def __repr__(self) -> str:
-        return f'Sandbox({self.sandbox_id!r})'
-
-    def _run(self, op: _ops.Op) -> Any:
+    def _run(self, op: _ops.Op[R]) -> R:
         return _ops.run_sync(self.transport, op)
 
     @classmethod
@@ -182,7 +161,7 @@ class Sandbox:
                memory: int | str | None = None, cpu: float | None = None,
                env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
-               tasks: int | None = None, options: dict[str, Any] | None = None,
+               tasks: int | None = None, options: dict[str, object] | None = None,
                transport: Transport | None = None) -> 'Sandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
@@ -217,12 +196,12 @@ class Sandbox:
         return _ops.run_sync(transport or default_transport(), _ops.list_sandboxes())
 
     @staticmethod
-    def templates(*, transport: Transport | None = None) -> list[TemplateInfo]:
+    def templates(*, transport: Transport | None = None) -> List[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return _ops.run_sync(transport or default_transport(), _ops.list_templates())
 
     @staticmethod
-    def pools(*, transport: Transport | None = None) -> list[PoolInfo]:
+    def pools(*, transport: Transport | None = None) -> List[PoolInfo]:
         """The templates' warm pools: size, ready, starting and in use (ListPools)."""
         return _ops.run_sync(transport or default_transport(), _ops.list_pools())
 

@@ -28,7 +28,7 @@ import contextlib
 import os
 import socket
 import threading
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncGenerator, Iterator
 
 from ._varlink import Decoder, Reply, encode_call, parse_reply
 from .errors import INTERFACE, SandboxConnectionError, SandboxError, ProtocolError
@@ -93,13 +93,13 @@ class AsyncTransport(abc.ABC):
 
     @abc.abstractmethod
     def call(self, method: str, parameters: dict[str, Any] | None = None,
-             more: bool = False) -> AsyncIterator[Reply]:
+             more: bool = False) -> AsyncGenerator[Reply, None]:
         """Calls METHOD; yields its replies (one without MORE). Closing the iterator
         (``aclose()``) before the last reply abandons the call."""
 
     async def call_one(self, method: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:
         """Calls METHOD and returns its one reply's parameters."""
-        async with contextlib.aclosing(self.call(method, parameters)) as replies:  # type: ignore[type-var]
+        async with contextlib.aclosing(self.call(method, parameters)) as replies:
             async for reply in replies:
                 return reply.parameters
         raise ProtocolError(f'{method}: no reply')
@@ -294,8 +294,8 @@ class AsyncVarlinkTransport(AsyncTransport):
             raise SandboxConnectionError(f'cannot connect to {self.address}: {e}') from e
         return _AsyncConnection(reader, writer)
 
-    async def call(self, method: str, parameters: dict[str, Any] | None = None,  # type: ignore[override]
-                   more: bool = False) -> AsyncIterator[Reply]:
+    async def call(self, method: str, parameters: dict[str, Any] | None = None,
+                   more: bool = False) -> AsyncGenerator[Reply, None]:
         conn = await self._acquire()
         try:
             try:
