@@ -332,6 +332,16 @@ static int exec_options(HttpRequest *req, json_object *body, json_object *option
         return 1;
 }
 
+static json_object *exit_to_json(json_object *parameters) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "exit_code", json_object_get(get(parameters, "exitStatus"))) < 0 ||
+            json_add(o, "info", json_object_get(get(parameters, "info"))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 static json_object *result_to_json(json_object *parameters) {
         _cleanup_json_ json_object *o = json_object_new_object();
 
@@ -419,7 +429,8 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
                 return 0;
         }
         if (!(flags & VARLINK_REPLY_CONTINUES)) {
-                o = result_to_json(parameters);
+                /* The output went as events already. */
+                o = exit_to_json(parameters);
                 if (o)
                         (void) sse_json(req, "result", o);
                 http_request_stream_end(req, !o);

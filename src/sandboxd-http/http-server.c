@@ -169,11 +169,19 @@ void http_request_suspend(HttpRequest *req) {
         req->suspended = true;
 }
 
+/* MHD learns of a resumed connection in its next MHD_run(): make that now. */
+static void daemon_kick(HttpDaemon *d) {
+        if (sd_event_source_set_time_relative(d->timer, 0) < 0 ||
+            sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT) < 0)
+                log_warning("Cannot schedule libmicrohttpd's run.");
+}
+
 void http_request_resume(HttpRequest *req) {
         if (!req->suspended || req->gone)
                 return;
         req->suspended = false;
         MHD_resume_connection(req->connection);
+        daemon_kick(req->daemon);
 }
 
 /* ---- replies ---- */
@@ -582,6 +590,10 @@ static int daemon_run(HttpDaemon *d) {
         MHD_UNSIGNED_LONG_LONG ms;
         int r;
 
+        /* Twice: libmicrohttpd 0.9.75 takes connections resumed since the last run back
+         * in one run and serves them only in the next, and MHD_get_timeout() does not
+         * say 0 for them in between (a resumed download or upload stalled without it). */
+        (void) MHD_run(d->mhd);
         (void) MHD_run(d->mhd);
         if (MHD_get_timeout(d->mhd, &ms) == MHD_YES) {
                 r = sd_event_source_set_time_relative(d->timer, ms * 1000);

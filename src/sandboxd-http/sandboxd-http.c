@@ -103,11 +103,11 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
                 default:
                         return -EINVAL;
                 }
-        if (argc - optind != 3 || !streq(argv[optind + 1], "add")) {
+        if (argc - optind != 2 || !streq(argv[optind], "add")) {
                 fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS]\n");
                 return -EINVAL;
         }
-        return http_token_add(tokens_dir, argv[optind + 2], tenant, expires_at);
+        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at);
 }
 
 static int listen_all(HttpServer *s, const HttpConfig *config) {
