@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""The Python client (python/sandboxd) against the real daemon, over its varlink socket,
-as a user of the package sees it: the blocking and the asyncio API (create with limits,
+"""The Python client (python/sandboxd) against the real daemon, over its varlink socket
+and over the HTTP bridge (sandboxd-http, run here on the loopback with a token of its
+own), as a user of the package sees it: the blocking and the asyncio API (create with limits,
 env and a name, streamed output to callbacks while the command runs, a timeout, the OOM
 killer, background commands, pause/resume, set_timeout, list/connect, the context
 manager), files round trip (text, binary, a file larger than one call carries), sandboxd's
@@ -13,10 +14,14 @@ allowed_imports enforced inside the sandbox.
 import asyncio
 import hashlib
 import os
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -27,26 +32,64 @@ sys.path.insert(0, os.path.join(SOURCE, 'python'))
 import sandboxd  # noqa: E402
 from sandboxd import AsyncSandbox, Sandbox  # noqa: E402
 from sandboxd.code import ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider  # noqa: E402
+from sandboxd.http import AsyncHttpTransport, HttpTransport  # noqa: E402
 
 S = None
 _owned = False
 T = None          # the blocking transport, to the system's socket
+HTTP = None       # (url, token) of the bridge
+_bridge = None
 MiB = 1 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def start_bridge():
+    """sandboxd-http from the build directory, on this host's loopback, calling the
+    system's varlink socket as root, with one token (tenant "pyclient")."""
+    global HTTP, _bridge
+    binary = os.path.join(os.environ.get('SANDBOXD_BUILD_DIR', os.path.join(SOURCE, 'build')),
+                          'src', 'sandboxd-http', 'sandboxd-http')
+    tokens = tempfile.mkdtemp(prefix='http-tokens-', dir=S.workdir)
+    token = subprocess.run([binary, 'token', 'add', 'pyclient', f'--tokens-dir={tokens}'], capture_output=True,
+                           text=True, check=True, timeout=30).stdout.strip()
+    url = f'http://127.0.0.1:{free_port()}'
+    # In the system, beside sandboxd (its socket at the usual path), as a service would run;
+    # the namespace shares this host's network, so its loopback is ours.
+    with open(os.path.join(tokens, 'log'), 'w') as log:
+        _bridge = subprocess.Popen(S.wrap([binary, f'--listen={url[len("http://"):]}', f'--tokens-dir={tokens}',
+                                           f'--varlink={harness.VARLINK_SOCKET}']),
+                                   stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + '/healthz', timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if _bridge.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError('sandboxd-http did not come up:\n' + open(os.path.join(tokens, 'log')).read())
+            time.sleep(0.05)
+    HTTP = (url, token)
 
 
 def setUpModule():
     global S, _owned, T
     S, _owned = harness.module_setup()
     T = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+    start_bridge()
 
 
 def tearDownModule():
     T.close()
+    if _bridge is not None:
+        os.killpg(_bridge.pid, signal.SIGTERM)
+        _bridge.wait(timeout=30)
     harness.module_teardown(_owned)
-
-
-def atransport():
-    return sandboxd.AsyncVarlinkTransport(S.path(harness.VARLINK_SOCKET))
 
 
 def gone(sandbox_id):
@@ -58,11 +101,49 @@ def gone(sandbox_id):
 
 
 class Base(harness.SystemTestCase):
+    """Over the varlink socket; the Http* subclasses run the same tests over the bridge."""
+
+    ROUTES_ALL = True       # the bridge has no route for signals, file modes, pools
+    BIG_MIB = 20            # the bridge moves files at about 1 MiB/s (reported): less there
+
+    @staticmethod
+    def unreachable():
+        return sandboxd.VarlinkTransport(S.path('/run/sandboxd/nothing-here'))
+
+    def setUp(self):
+        self.t = self.transport()
+
+    @staticmethod
+    def transport():
+        return T
+
+    @staticmethod
+    def atransport():
+        return sandboxd.AsyncVarlinkTransport(S.path(harness.VARLINK_SOCKET))
 
     def create(self, template='python', **kw):
-        sbx = Sandbox.create(template, transport=T, **kw)
+        sbx = Sandbox.create(template, transport=self.t, **kw)
         self.addCleanup(sbx.kill)
         return sbx
+
+
+class OverHttp:
+    """Mixed into a test class: the same tests over sandboxd-http."""
+
+    ROUTES_ALL = False
+    BIG_MIB = 2
+
+    @staticmethod
+    def unreachable():
+        return HttpTransport(f'http://127.0.0.1:{free_port()}', HTTP[1])
+
+    @staticmethod
+    def transport():
+        return HttpTransport(*HTTP)
+
+    @staticmethod
+    def atransport():
+        return AsyncHttpTransport(*HTTP)
 
 
 class SyncAPI(Base):
@@ -70,7 +151,7 @@ class SyncAPI(Base):
     def test_lifecycle(self):
         name = f'py-client-{os.getpid()}'
         with Sandbox.create('python', timeout=600, memory='256M', cpu=0.5, env={'GREETING': 'hello'},
-                            name=name, transport=T) as sbx:
+                            name=name, transport=self.t) as sbx:
             info = sbx.get_info()
             self.assertEqual((info.sandbox_id, info.template, info.state, info.name),
                              (sbx.sandbox_id, 'python', 'running', name))
@@ -85,9 +166,9 @@ class SyncAPI(Base):
             r = sbx.commands.run(['cat'], stdin='piped in')
             self.assertEqual(r.stdout, 'piped in')
 
-            self.assertIn(sbx.sandbox_id, [s.sandbox_id for s in Sandbox.list(transport=T)])
-            self.assertEqual(Sandbox.connect(name, transport=T).sandbox_id, sbx.sandbox_id)
-            self.assertIn('python', [t.name for t in Sandbox.templates(transport=T)])
+            self.assertIn(sbx.sandbox_id, [s.sandbox_id for s in Sandbox.list(transport=self.t)])
+            self.assertEqual(Sandbox.connect(name, transport=self.t).sandbox_id, sbx.sandbox_id)
+            self.assertIn('python', [t.name for t in Sandbox.templates(transport=self.t)])
 
             sbx.pause()
             self.assertEqual(sbx.get_info().state, 'paused')
@@ -150,6 +231,10 @@ class SyncAPI(Base):
         h = sbx.commands.run(['sleep', '60'], background=True)
         with self.assertRaises(sandboxd.StillRunning):
             h.wait(timeout=1)
+        if not self.ROUTES_ALL:
+            with self.assertRaises(sandboxd.NotSupported):
+                h.kill()
+            return
         self.assertTrue(h.kill())
         r = h.wait(timeout=30)
         self.assertEqual((r.exit_code, r.signal), (137, 9))
@@ -163,11 +248,17 @@ class SyncAPI(Base):
         self.assertEqual(f.read('notes/today.txt'), 'héllo\n')
         self.assertEqual(sbx.commands.run('cat /work/notes/today.txt').stdout, 'héllo\n')
         binary = bytes(range(256)) * 4
-        f.write('/tmp/bin', binary, mode=0o600)
+        if self.ROUTES_ALL:
+            f.write('/tmp/bin', binary, mode=0o600)
+            self.assertEqual(f.get_info('/tmp/bin').mode, 0o600)
+        else:
+            with self.assertRaises(sandboxd.NotSupported):
+                f.write('/tmp/bin', binary, mode=0o600)
+            f.write('/tmp/bin', binary)
         self.assertEqual(f.read('/tmp/bin', format='bytes'), binary)
-        self.assertEqual(f.get_info('/tmp/bin').mode, 0o600)
-        # Larger than one WriteFile and one ReadFile carry: in parts both ways.
-        big = os.urandom(MiB) * 20
+        # Larger than one call carries: in parts both ways (varlink: WriteFile with Append,
+        # ReadFile from an offset; the bridge: its own 1 MiB parts).
+        big = os.urandom(MiB) * self.BIG_MIB + b'tail'
         f.write('big.bin', big)
         self.assertEqual(sbx.commands.run('sha256sum big.bin').stdout.split()[0], hashlib.sha256(big).hexdigest())
         self.assertEqual(f.read('big.bin', format='bytes'), big)
@@ -190,23 +281,24 @@ class SyncAPI(Base):
 
     def test_errors_are_mapped(self):
         with self.assertRaises(sandboxd.NoSuchTemplate) as cm:
-            Sandbox.create('no-such-template', transport=T)
+            Sandbox.create('no-such-template', transport=self.t)
         self.assertEqual(cm.exception.name, 'io.sandboxd.Sandbox.NoSuchTemplate')
         with self.assertRaises(sandboxd.NoSuchSandbox):
-            Sandbox.connect('0123456789abcdef', transport=T)
+            Sandbox.connect('0123456789abcdef', transport=self.t)
         with self.assertRaises(sandboxd.InvalidOption) as cm:
-            Sandbox.create('shell', memory=1024, transport=T)
+            Sandbox.create('shell', memory=1024, transport=self.t)
         self.assertIn('MemoryMax', cm.exception.message)
         name = f'py-dup-{os.getpid()}'
         sbx = self.create('shell', name=name)
         with self.assertRaises(sandboxd.SandboxExists):
-            Sandbox.create('shell', name=name, transport=T)
-        self.assertEqual(Sandbox.create('shell', name=name, reuse=True, transport=T).sandbox_id, sbx.sandbox_id)
+            Sandbox.create('shell', name=name, transport=self.t)
+        self.assertEqual(Sandbox.create('shell', name=name, reuse=True, transport=self.t).sandbox_id, sbx.sandbox_id)
         with self.assertRaises(sandboxd.SandboxError) as cm:
-            T.call_one('NoSuchMethod')
-        self.assertEqual(cm.exception.name, 'org.varlink.service.MethodNotFound')
+            self.t.call_one('NoSuchMethod')
+        self.assertEqual(cm.exception.name, 'org.varlink.service.MethodNotFound' if self.ROUTES_ALL
+                         else 'io.sandboxd.Sandbox.NotSupported')
         with self.assertRaises(sandboxd.SandboxConnectionError):
-            Sandbox.list(transport=sandboxd.VarlinkTransport(S.path('/run/sandboxd/nothing-here')))
+            Sandbox.list(transport=self.unreachable())
 
 
 class ReadmeExample(Base):
@@ -228,7 +320,7 @@ class AsyncAPI(Base):
 
     def test_async_sandbox(self):
         async def main():
-            t = atransport()
+            t = self.atransport()
             async with await AsyncSandbox.create('python', memory='128M', env={'N': '3'}, transport=t) as sbx:
                 chunks = []
 
@@ -264,7 +356,7 @@ class AsyncAPI(Base):
 
     def test_async_errors(self):
         async def main():
-            t = atransport()
+            t = self.atransport()
             try:
                 with self.assertRaises(sandboxd.NoSuchSandbox):
                     await AsyncSandbox.connect('0123456789abcdef', transport=t)
@@ -279,7 +371,7 @@ class Seeds(Base):
 
     def test_seed_000_sandbox_provider(self):
         async def main():
-            provider = SandboxProvider(transport=atransport())
+            provider = SandboxProvider(transport=self.atransport())
             sbx = await provider.create_sandbox('python', memory='256M', timeout=300)
             ok = await provider.execute('import sys\nprint(6 * 7)\nprint("warn", file=sys.stderr)', timeout=30)
             failed = await provider.execute('raise SystemExit(4)', timeout=30)
@@ -288,7 +380,7 @@ class Seeds(Base):
             shell = await provider.execute('echo $((6 * 7))', timeout=10)
             ids = [s.sandbox_id for s in provider.sandboxes]
             await provider.cleanup()
-            strict = SandboxProvider(transport=atransport(), allowed_imports=['math'])
+            strict = SandboxProvider(transport=self.atransport(), allowed_imports=['math'])
             async with strict:
                 allowed = await strict.execute('import math\nprint(math.factorial(5))', timeout=30)
                 refused = await strict.execute('import socket\nprint("connected")', timeout=30)
@@ -310,7 +402,7 @@ class Seeds(Base):
 
     def test_seed_001_pool_on_sandboxd_pool(self):
         dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
-        pool = SandboxPool(pool_size=2, transport=T, template_dirs=dirs)
+        pool = SandboxPool(pool_size=2, transport=self.t, template_dirs=dirs)
         config = SandboxConfig(language='python', timeout_seconds=2, max_memory_mb=128,
                                allowed_imports=['json', 'math', 're'])
         start = time.monotonic()
@@ -318,8 +410,8 @@ class Seeds(Base):
         warm = time.monotonic() - start
         try:
             template = pool.template
-            self.assertIn(template, [t.name for t in Sandbox.templates(transport=T)])
-            pools = {p.template: p for p in Sandbox.pools(transport=T)}
+            self.assertIn(template, [t.name for t in Sandbox.templates(transport=self.t)])
+            pools = {p.template: p for p in Sandbox.pools(transport=self.t)}
             self.assertEqual((pools[template].size, pools[template].ready), (2, 2))
             self.assertEqual(pool.status(), {'total': 2, 'available': 2, 'in_use': 0, 'ready': 2, 'starting': 0,
                                              'pool_size': 2})
@@ -350,9 +442,33 @@ class Seeds(Base):
             pool.release(c)
         finally:
             pool.close()
-        self.assertNotIn(template, [t.name for t in Sandbox.templates(transport=T)], 'close() removes the template')
+        self.assertNotIn(template, [t.name for t in Sandbox.templates(transport=self.t)], 'close() removes the template')
         print(f'\n# pool of 2 warm in {warm * 1000:.0f} ms; acquire from it {took * 1000:.1f} ms', file=sys.stderr)
         self.assertLess(took, 2.0)
+
+
+
+# ---- the same over sandboxd-http ------------------------------------------------------
+
+
+class HttpSyncAPI(OverHttp, SyncAPI):
+
+    def test_bad_token_is_refused(self):
+        with self.assertRaises(sandboxd.SandboxError) as cm:
+            Sandbox.list(transport=HttpTransport(HTTP[0], 'sbx_not-a-token'))
+        self.assertEqual(cm.exception.name, 'io.sandboxd.http.Unauthorized')
+
+    def test_tenant_is_the_tokens(self):
+        sbx = self.create('shell')
+        self.assertEqual(Sandbox.connect(sbx.sandbox_id, transport=T).get_info().tenant, 'pyclient')
+
+
+class HttpAsyncAPI(OverHttp, AsyncAPI):
+    pass
+
+
+class HttpSeeds(OverHttp, Base):
+    test_seed_000_sandbox_provider = Seeds.test_seed_000_sandbox_provider
 
 
 if __name__ == '__main__':
