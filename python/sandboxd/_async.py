@@ -61,19 +61,9 @@ class AsyncCommands(CommandsBase['AsyncSandbox']):
             on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
             envs: dict[str, str] | None = None, cwd: str | None = None,
             stdin: bytes | str | None = None) -> CommandResult | AsyncCommandHandle:
-        """Runs CMD (a string: a shell command line, run by ``sh -c``; a list: the argv)
-        and returns its :class:`CommandResult` once it ended. A non-zero exit is not an
-        exception: see ``exit_code``, ``timed_out``, ``oom_killed`` and ``error``.
-
-        ``timeout``: seconds (default 300, at most 3600; 0: the most); the command is
-        killed then (``timed_out``, exit code 137). ``on_stdout``/``on_stderr``: called
-        with each piece of output (str) as the command writes it. ``envs``: variables over
-        the sandbox's (and over those given to ``AsyncSandbox.create``); ``cwd``: working
-        directory (default /work); ``stdin``: its standard input.
-
-        ``background=True`` starts it and returns a :class:`AsyncCommandHandle` at once
-        (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
-        """
+        """Runs CMD, as :meth:`sandboxd.Commands.run` does (the same arguments); the
+        callbacks may also be coroutine functions. ``background=True`` returns an
+        :class:`AsyncCommandHandle`."""
         sbx = self._sbx
         argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
         if background:
@@ -163,19 +153,8 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
                idle_timeout: int | None = None, disk: int | str | None = None,
                tasks: int | None = None, options: dict[str, object] | None = None,
                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
-        """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
-        once it runs.
-
-        ``timeout``: its lifetime in seconds (default none: until killed); ``memory``:
-        bytes, or a string such as ``"256M"``; ``cpu``: CPUs (``0.5``: half of one);
-        ``env``: variables for every command run through this object; ``name``: a name
-        (unique among your live sandboxes; ``reuse=True`` returns the running one of
-        that name instead of failing); ``idle_timeout``: seconds without a running
-        command after which it is destroyed; ``disk``: size of /work and of /tmp;
-        ``tasks``: most processes; ``options``: any other CreateSandbox option by its
-        sandboxd name. A sandbox with the template's own limits comes from the
-        template's warm pool if it has one.
-        """
+        """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
+        and returns an :class:`AsyncSandbox` once it runs."""
         transport = transport or default_async_transport()
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
         sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
