@@ -465,6 +465,33 @@ Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCa
         return s;
 }
 
+static bool sandbox_list_query_matches(const SandboxListQuery *q, Sandbox *s) {
+        return (q->state < 0 || (int) sandbox_get_state(s) == q->state) &&
+               (!q->template_name[0] || streq(q->template_name, sandbox_get_template(s))) &&
+               (!q->name[0] || streq(q->name, sandbox_get_name(s)));
+}
+
+int manager_list_sandboxes(Manager *m, const SandboxCaller *caller, const SandboxListQuery *q,
+                           int (*cb)(Sandbox *s, void *userdata), void *userdata, uint64_t *ret_total) {
+        uint64_t matched = 0, given = 0;
+        int r;
+
+        for (Sandbox *s = manager_next_visible_sandbox(m, NULL, caller); s;
+             s = manager_next_visible_sandbox(m, s, caller)) {
+                if (!sandbox_list_query_matches(q, s))
+                        continue;
+                if (matched++ < q->offset || (q->limit > 0 && given >= q->limit))
+                        continue;
+                given++;
+                r = cb(s, userdata);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_total)
+                *ret_total = matched;
+        return 0;
+}
+
 size_t manager_n_sandboxes(Manager *m) {
         return m->n_sandboxes;
 }

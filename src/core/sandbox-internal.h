@@ -59,6 +59,7 @@ struct Sandbox {
         const PayloadOps *payload_ops;
         void *payload_state;      /* the backend's own (payload.h) */
         char *unit;               /* sandbox-<id>.scope; a Docker sandbox under systemd's cgroup driver: .slice */
+        char subslice[SANDBOX_SUBSLICE_NAME_MAX]; /* sandbox-xx.slice, the scope's (sandbox_subslice_name()) */
         char *description;
         char *cgroup;
         CgroupFile cgroup_cpu_file;          /* kept open: read at every exec's start and end */

@@ -83,6 +83,8 @@ POOLED_TEMPLATE = 'pooled-shell'
 DOCKER_MISSING_TEMPLATE = 'docker-missing-image'  # in the harness's own template directory
 DOCKER_MISSING_IMAGE = 'sandboxd-test-no-such-image:latest'
 DOCKER_LABEL = 'io.sandboxd.id'
+# The sub-slices of sandbox.slice that scopes are spread over (sandbox_subslice_name()).
+SUBSLICE_RE = re.compile(r'sandbox-[0-9a-f]{2}\.slice')
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
@@ -516,17 +518,24 @@ class System:
 
     def sandbox_scopes(self, include_pool=False):
         """Units of sandboxes. The harness's pooled template keeps one sandbox started and
-        hidden (test_pool); other tests do not count it unless asked."""
+        hidden (test_pool); other tests do not count it unless asked. The sub-slices the
+        scopes are spread over (sandbox-xx.slice) are no sandbox's: see subslices()."""
         cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope', 'sandbox-*.slice')
         units = []
         for line in cp.stdout.splitlines():
-            if not line.strip():
+            if not line.strip() or SUBSLICE_RE.fullmatch(line.split()[0]):
                 continue
             # UNIT LOAD ACTIVE SUB DESCRIPTION…: the description names the template.
             if not include_pool and line.rstrip().endswith(f'({POOLED_TEMPLATE})'):
                 continue
             units.append(line.split()[0])
         return units
+
+    def subslices(self):
+        """{sub-slice: ActiveState} of the loaded sandbox-xx.slice units under sandbox.slice."""
+        cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-??.slice')
+        return {f[0]: f[2] for f in (line.split() for line in cp.stdout.splitlines())
+                if len(f) >= 3 and SUBSLICE_RE.fullmatch(f[0])}
 
     def cgroup_dir(self, control_group):
         """Host directory of a unit's ControlGroup (as systemctl shows it) in the hierarchy
