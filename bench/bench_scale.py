@@ -155,6 +155,9 @@ def main():
     ap.add_argument('--fill-k', type=int, default=4, help='creates in flight while filling (default 4)')
     ap.add_argument('--template', default='shell')
     ap.add_argument('--json', help='also write the results and machine to this file')
+    ap.add_argument('--perf', metavar='DIR',
+                    help='perf record (-g) systemd, the bus daemon and sandboxd during each ephemeral run with '
+                         'idle sandboxes, into DIR/perf-<idle>.data, and print the top symbols')
     args = ap.parse_args()
     ks = [int(k) for k in args.inflight.split(',') if k]
     idles = sorted(int(i) for i in args.idle.split(',') if i)
@@ -202,8 +205,12 @@ def main():
                 ids_in = idle
                 print(f'filled to {idle} idle sandboxes in {fill["seconds"]:.1f} s', file=sys.stderr)
             probe.refresh()
+            rec = perf_start(args.perf, idle, probe) if args.perf else None
+            eph = measure('ephemeral', args.idle_k, args.count)
+            if rec:
+                perf_stop(rec)
             row = {'idle': idle, 'fill': fill,
-                   'ephemeral': measure('ephemeral', args.idle_k, args.count),
+                   'ephemeral': eph,
                    'systemd-run': measure('systemd-run', args.idle_k, args.count),
                    'sandboxd_rss_kib': rss_kib(probe.pids['sandboxd'])}
             out['idle'].append(row)
@@ -223,6 +230,28 @@ def main():
             json.dump(out, f, indent=1)
     report(out, args)
     return 1 if problems else 0
+
+
+def perf_start(outdir, idle, probe):
+    os.makedirs(outdir, exist_ok=True)
+    out = os.path.join(os.path.abspath(outdir), f'perf-{idle}.data')
+    pids = ','.join(str(probe.pids[k]) for k in ('systemd', 'bus', 'sandboxd'))
+    p = subprocess.Popen(['perf', 'record', '-q', '-g', '-F', '499', '-p', pids, '-o', out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return p, out
+
+
+def perf_stop(rec):
+    import signal
+    p, out = rec
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    cp = subprocess.run(['perf', 'report', '-i', out, '--stdio', '--no-children', '--sort', 'comm,dso,sym',
+                         '-g', 'none', '--percent-limit', '1.5'], capture_output=True, text=True)
+    print(f'perf: {out}', file=sys.stderr)
+    print('\n'.join(line for line in cp.stdout.splitlines() if line and not line.startswith('#'))[:4000],
+          file=sys.stderr)
 
 
 def rss_kib(pid):

@@ -399,8 +399,21 @@ const TemplateSet *manager_get_templates(Manager *m) {
         return &m->templates;
 }
 
+/* The bucket of an id: its first three hex digits (ids are random). */
+static unsigned id_bucket(const char *id) {
+        unsigned b = 0;
+
+        for (size_t i = 0; i < 3; i++)
+                b = b << 4 | (unsigned) (id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
+        return b % MANAGER_BUCKETS;
+}
+
+static unsigned uid_bucket(uid_t uid) {
+        return (unsigned) uid % MANAGER_BUCKETS;
+}
+
 bool manager_host_uid_in_use(Manager *m, uid_t uid) {
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
+        for (Sandbox *s = m->by_uid[uid_bucket(uid)]; s; s = s->uid_next)
                 if (s->host_uid == uid)
                         return true;
         return false;
@@ -416,7 +429,7 @@ bool manager_has_pooled(Manager *m) {
 Sandbox *manager_find_sandbox(Manager *m, const char *id) {
         if (!sandbox_id_is_valid(id))
                 return NULL;
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
+        for (Sandbox *s = m->by_id[id_bucket(id)]; s; s = s->id_next)
                 if (streq(s->id, id))
                         return s;
         return NULL;
@@ -517,7 +530,13 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
 }
 
 void manager_link_sandbox(Manager *m, Sandbox *s) {
+        Sandbox **id_head = &m->by_id[id_bucket(s->id)], **uid_head = &m->by_uid[uid_bucket(s->host_uid)];
+
         LIST_APPEND(m->sandboxes, m->sandboxes_tail, s);
+        s->id_next = *id_head;
+        *id_head = s;
+        s->uid_next = *uid_head;
+        *uid_head = s;
         m->n_sandboxes++;
         if (!s->pooled)
                 MANAGER_NOTIFY(m, sandbox_added, s);
@@ -525,6 +544,17 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
 
 void manager_unlink_sandbox(Manager *m, Sandbox *s) {
         LIST_REMOVE_WITH_TAIL(m->sandboxes, m->sandboxes_tail, s);
+        for (Sandbox **p = &m->by_id[id_bucket(s->id)]; *p; p = &(*p)->id_next)
+                if (*p == s) {
+                        *p = s->id_next;
+                        break;
+                }
+        for (Sandbox **p = &m->by_uid[uid_bucket(s->host_uid)]; *p; p = &(*p)->uid_next)
+                if (*p == s) {
+                        *p = s->uid_next;
+                        break;
+                }
+        s->id_next = s->uid_next = NULL;
         m->n_sandboxes--;
 
         if (s->pooled) {
@@ -808,7 +838,9 @@ int manager_adopt_sandboxes(Manager *m) {
                         }
 
                 if (fd < 0)
-                        why = strdup("its control socket was not kept (sandboxd not run by systemd?)");
+                        why = strdup(st.config.ephemeral && !st.pooled ?
+                                     "it is ephemeral, its one command went with the sandboxd that ran it" :
+                                     "its control socket was not kept (sandboxd not run by systemd?)");
                 else if (!unit_is_active(m, unit))
                         why = strdup("its unit is gone");
                 else if (st.payload_pid > 0 &&

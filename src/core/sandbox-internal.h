@@ -87,7 +87,8 @@ struct Sandbox {
         bool unit_started;
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */
-        bool saved;           /* state file and fd store entry exist */
+        bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
+        bool fd_stored;       /* its control socket is in systemd's fd store */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         char *failure;        /* why it is going away, if not asked to */
 
@@ -103,7 +104,10 @@ struct Sandbox {
         DestroyWaiter *waiters;
 
         Sandbox *next, *prev;
+        Sandbox *id_next, *uid_next;  /* in the manager's by_id and by_uid buckets */
 };
+
+#define MANAGER_BUCKETS 4096U
 
 struct Manager {
         sd_event *event;
@@ -129,6 +133,9 @@ struct Manager {
         void *pool_drained_userdata;
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
+        /* The linked sandboxes again, by id and by host uid: the lookups of every call on a
+         * sandbox, and of every create, stay as cheap with thousands as with none. */
+        Sandbox *by_id[MANAGER_BUCKETS], *by_uid[MANAGER_BUCKETS];
         LogReader *log_readers;     /* sandbox-logs.c */
 
 };

@@ -128,6 +128,7 @@ static void sandbox_store_fd(Sandbox *s, bool store) {
                 return;
         snprintf(msg, sizeof(msg), "%s\nFDNAME=ctl-%s", store ? "FDSTORE=1" : "FDSTOREREMOVE=1", s->id);
         r = store ? sd_pid_notify_with_fds(0, false, msg, &s->control_fd, 1) : sd_notify(false, msg);
+        s->fd_stored = store && r > 0;
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to %s the control socket of %s in systemd's fd store: %m",
                             store ? "keep" : "drop", s->id);
@@ -327,7 +328,8 @@ static void sandbox_finalize(Sandbox *s) {
 
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
-                sandbox_store_fd(s, false);
+                if (s->fd_stored)
+                        sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
@@ -472,7 +474,11 @@ static void sandbox_became_ready(Sandbox *s) {
         s->state = SANDBOX_STARTING;
         sandbox_set_state(s, SANDBOX_RUNNING);
         sandbox_update_idle_timer(s);
-        sandbox_store_fd(s, true);
+        /* Not an ephemeral one's: a restarted sandboxd stops it anyway (its one exec went
+         * with the old one), and systemd compares each descriptor it is given with every
+         * one it holds (kcmp), a cost that grows with the sandboxes kept there. */
+        if (!s->config.ephemeral || s->pooled)
+                sandbox_store_fd(s, true);
         sandbox_save(s);
         s->saved = true;
         manager_record_sandbox(s->manager, s, NULL);
@@ -876,6 +882,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
                           st->pause_method ? "sigstop" : NULL;
         s->unit_started = true;
         s->saved = true;
+        s->fd_stored = true; /* its control socket came from there */
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
         s->pooled = st->pooled;
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
