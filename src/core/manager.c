@@ -420,10 +420,16 @@ bool manager_host_uid_in_use(Manager *m, uid_t uid) {
 }
 
 bool manager_has_pooled(Manager *m) {
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->pooled)
-                        return true;
-        return false;
+        return m->pooled;
+}
+
+static void manager_pool_chain_remove(Manager *m, Sandbox *s) {
+        for (Sandbox **p = &m->pooled; *p; p = &(*p)->pool_next)
+                if (*p == s) {
+                        *p = s->pool_next;
+                        break;
+                }
+        s->pool_next = NULL;
 }
 
 Sandbox *manager_find_sandbox(Manager *m, const char *id) {
@@ -537,6 +543,10 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
         *id_head = s;
         s->uid_next = *uid_head;
         *uid_head = s;
+        if (s->pooled) {
+                s->pool_next = m->pooled;
+                m->pooled = s;
+        }
         m->n_sandboxes++;
         if (!s->pooled)
                 MANAGER_NOTIFY(m, sandbox_added, s);
@@ -555,6 +565,8 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
                         break;
                 }
         s->id_next = s->uid_next = NULL;
+        if (s->pooled)
+                manager_pool_chain_remove(m, s);
         m->n_sandboxes--;
 
         if (s->pooled) {
@@ -579,8 +591,8 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
         if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->pooled && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
+        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                if (s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
                         return s;
         return NULL;
 }
@@ -654,6 +666,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                 r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
                 if (r < 0)
                         return r;
+                manager_pool_chain_remove(m, s);
                 s->pooled = false;
                 s->owner = owner;
                 s->config.ephemeral = config->ephemeral;
@@ -684,8 +697,8 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                 const Template *t = m->templates.templates[i];
                 unsigned have = 0;
 
-                for (Sandbox *s = m->sandboxes; s; s = s->next)
-                        if (s->pooled && streq(s->template_name, t->name))
+                for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                        if (streq(s->template_name, t->name))
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
                         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;

@@ -105,6 +105,7 @@ struct Sandbox {
 
         Sandbox *next, *prev;
         Sandbox *id_next, *uid_next;  /* in the manager's by_id and by_uid buckets */
+        Sandbox *pool_next;           /* in the manager's pooled chain, while pooled */
 };
 
 #define MANAGER_BUCKETS 4096U
@@ -136,6 +137,7 @@ struct Manager {
         /* The linked sandboxes again, by id and by host uid: the lookups of every call on a
          * sandbox, and of every create, stay as cheap with thousands as with none. */
         Sandbox *by_id[MANAGER_BUCKETS], *by_uid[MANAGER_BUCKETS];
+        Sandbox *pooled;        /* the pooled ones (few), chained through pool_next */
         LogReader *log_readers;     /* sandbox-logs.c */
 
 };

@@ -4,10 +4,13 @@
 thousands): COUNT sandboxes created side by side, over D-Bus and varlink; their scopes
 spread over the sub-slices sandbox-xx.slice of sandbox.slice as systemctl shows them;
 ListSandboxes paged (Offset, Limit) and filtered (State, Template, Name) on both, with
-bad filters refused; then all destroyed, and no unit, process or listing left.
+bad filters refused; then all destroyed, and no unit, process or listing left. And across
+a kill -9 of sandboxd: sandboxes in their sub-slices are adopted; an ephemeral one (whose
+control socket is not kept in systemd's fd store) is stopped, as before.
 """
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -228,6 +231,66 @@ class Scale(unittest.TestCase):
                     continue
                 with open(os.path.join(dirpath, 'cgroup.procs')) as f:
                     self.assertEqual(f.read().split(), [], f'processes left in {dirpath}')
+
+
+
+class RestartAdoption(harness.SandboxTestCase):
+    DROPIN = '/run/systemd/system/sandboxd.service.d/60-restart.conf'
+
+    @classmethod
+    def setUpClass(cls):
+        # The harness's drop-in says Restart=no; the shipped unit says on-failure (which
+        # keeps the fd store across the restart).
+        with open(S.path(cls.DROPIN), 'w') as f:
+            f.write(harness.MARKER + '\n[Service]\nRestart=on-failure\n')
+        S.systemctl('daemon-reload', check=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            os.unlink(S.path(cls.DROPIN))
+        except FileNotFoundError:
+            pass
+        S.systemctl('daemon-reload', check=True)
+        if S.systemctl('is-active', 'sandboxd.service').stdout.strip() != 'active':
+            S.start_daemon()
+
+    def test_kill9_adopts_sub_slice_sandboxes_and_stops_ephemeral(self):
+        sids = [self.create() for _ in range(3)]
+        before = set(S.sandbox_scopes())
+        run = self.popen_ctl('run', '--', 'sh', '-c', 'echo started; exec sleep 60')
+        self.assertEqual(run.stdout.readline(), b'started\n')
+        (eph,) = [u[len('sandbox-'):-len('.scope')] for u in set(S.sandbox_scopes()) - before]
+        self.assertEqual(S.show(self.unit(eph), 'Slice')['Slice'], f'sandbox-{eph[:2]}.slice')
+
+        pid = int(S.show('sandboxd.service', 'MainPID')['MainPID'])
+        since = time.time()
+        self.ok(S.run(['kill', '-KILL', str(pid)]))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            info = S.show('sandboxd.service', 'ActiveState', 'MainPID')
+            if info['ActiveState'] == 'active' and info['MainPID'] not in ('0', str(pid)) and \
+                    S.busctl('call', harness.BUS_NAME, harness.MANAGER_PATH, 'org.freedesktop.DBus.Peer',
+                             'Ping').returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            self.fail('sandboxd did not come back')
+
+        for sid in sids:
+            self.assert_exec_works(sid, 'after kill -9')
+            self.assertEqual(S.show(self.unit(sid), 'Slice')['Slice'], f'sandbox-{sid[:2]}.slice')
+        deadline = time.monotonic() + 30
+        while self.exists(eph) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.exists(eph), 'the interrupted ephemeral sandbox outlived the restart')
+        journal = S.journal(units=('sandboxd.service',), since=since)
+        self.assertIn(f'Not adopting sandbox {eph}: it is ephemeral', journal)
+        try:
+            rc = run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.fail('sandboxctl run hangs after its sandboxd was killed')
+        self.assertNotEqual(rc, 0)
 
 
 if __name__ == '__main__':
