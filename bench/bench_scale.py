@@ -7,6 +7,7 @@ How to run (as root, after building; the default build dir is build/):
 
     python3 bench/bench_scale.py                       # K = 1, 4, 16; 0, 1000, 3000 idle
     python3 bench/bench_scale.py -n 200 --idle 0,1000  # fewer
+    python3 bench/bench_scale.py --idle 0,1000 --inflight 4 --perf DIR   # and where the CPU goes
     SANDBOXD_BUILD_DIR=build-release python3 bench/bench_scale.py
 
 It boots a system with tests/integration/harness.py and runs the C client
@@ -26,7 +27,10 @@ Then it creates idle (persistent) sandboxes up to each --idle count (timing the 
 the first and the last 100) and runs ephemeral (and systemd-run, to tell systemd's share)
 at --idle-k in flight again. Ratios: ephemeral / bwrap (target ≥ 0.8), ephemeral /
 systemd-run (≥ 1.5), ephemeral at the largest idle count / at 0 (≥ 0.8). At the end the
-idle sandboxes are destroyed (timed) and the system torn down.
+idle sandboxes are destroyed (timed) and the system torn down. With --perf DIR, each
+ephemeral run with idle sandboxes is recorded (perf record -g of systemd, the bus daemon
+and sandboxd, and what they fork) into DIR/perf-<idle>.data and the top symbols printed;
+`perf report -i DIR/perf-1000.data --comms systemd` shows one of them.
 Do not run it on an ASan build.
 """
 

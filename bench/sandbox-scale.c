@@ -42,6 +42,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "bench-util.h"
+
 #define BUS_NAME "io.sandboxd.Sandbox1"
 #define MANAGER_PATH "/io/sandboxd/Sandbox1"
 #define MANAGER_IFACE "io.sandboxd.Sandbox1.Manager"
@@ -63,23 +65,6 @@ static const char *arg_ids = NULL;
 static uid_t arg_uid = SANDBOX_UID_DEFAULT;
 static char **arg_bwrap = NULL; /* points into argv */
 static int devnull = -1;
-
-static double now_us(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
-}
-
-static void fail(const char *what, int r) {
-        fprintf(stderr, "sandbox-scale: %s: %s\n", what, strerror(r < 0 ? -r : r));
-        exit(EXIT_FAILURE);
-}
-
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
-}
 
 /* Median and nearest-rank p90 of n values (sorted in place). */
 static void stats(double *v, unsigned n, double *median, double *p90) {
@@ -268,14 +253,8 @@ static pid_t spawn_bwrap(void) {
 
         if (pid < 0)
                 fail("fork", errno);
-        if (pid == 0) {
-                if (dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
-                    setgroups(0, NULL) < 0 || setresgid(arg_uid, arg_uid, arg_uid) < 0 ||
-                    setresuid(arg_uid, arg_uid, arg_uid) < 0)
-                        _exit(125);
-                execve(arg_bwrap[0], arg_bwrap, (char *[]) { NULL });
-                _exit(127);
-        }
+        if (pid == 0)
+                exec_as_uid(arg_bwrap, devnull, arg_uid);
         return pid;
 }
 
@@ -292,22 +271,6 @@ static pid_t spawn_argv(char **argv) {
         if (r != 0)
                 fail(argv[0], r);
         return pid;
-}
-
-static char **strv_concat(char * const *a, char * const *b) {
-        size_t na = 0, nb = 0;
-        char **v;
-
-        while (a[na])
-                na++;
-        while (b[nb])
-                nb++;
-        v = calloc(na + nb + 1, sizeof(char *));
-        if (!v)
-                fail("Out of memory", ENOMEM);
-        memcpy(v, a, na * sizeof(char *));
-        memcpy(v + na, b, nb * sizeof(char *));
-        return v;
 }
 
 static void run_processes(char **sr_argv) {
@@ -400,7 +363,7 @@ static void parse_argv(int argc, char *argv[]) {
 
 int main(int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
-        char **sr_argv = NULL, uid_opt[64];
+        char **sr_argv = NULL;
         double t0, secs, med = 0, p90 = 0, cmed = 0, cp90 = 0, first100 = 0, last100 = 0;
         int r;
 
@@ -426,18 +389,7 @@ int main(int argc, char *argv[]) {
                 } else
                         run.drain_ids = read_ids(arg_ids, &arg_count);
         } else if (streq(arg_mode, "systemd-run")) {
-                /* systemd-run resolves --uid= through NSS; sandboxd's uids have no entry, so
-                 * "nobody": the same unprivileged path. The unit properties sandboxd sets
-                 * (src/core/scope.c) with the shell template's limits. */
-                struct passwd *pw = getpwuid(arg_uid);
-                snprintf(uid_opt, sizeof(uid_opt), "--uid=%s", pw ? pw->pw_name : "nobody");
-                char *props[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
-                                  (char *) "--collect", uid_opt, (char *) "--slice=sandbox.slice",
-                                  (char *) "-pMemoryAccounting=yes", (char *) "-pMemoryMax=268435456",
-                                  (char *) "-pCPUAccounting=yes", (char *) "-pCPUQuota=100%",
-                                  (char *) "-pTasksAccounting=yes", (char *) "-pTasksMax=128",
-                                  (char *) "-pKillSignal=SIGKILL", (char *) "-pSendSIGHUP=no", NULL };
-                sr_argv = strv_concat(props, arg_bwrap);
+                sr_argv = systemd_run_argv(true, arg_uid, arg_bwrap);
         } else if (!streq(arg_mode, "bwrap") && !streq(arg_mode, "ephemeral")) {
                 usage();
                 return 2;

@@ -531,6 +531,38 @@ class System:
             units.append(line.split()[0])
         return units
 
+    RESTART_DROPIN = '/run/systemd/system/sandboxd.service.d/60-restart.conf'
+
+    def daemon_restart_on_failure(self, on):
+        """Restart=on-failure for sandboxd.service, as the shipped unit has it (systemd
+        keeps the fd store across such a restart); off: the harness's Restart=no again, and
+        the daemon started if it is not running."""
+        if on:
+            with open(self.path(self.RESTART_DROPIN), 'w') as f:
+                f.write(MARKER + '\n[Service]\nRestart=on-failure\n')
+        else:
+            try:
+                os.unlink(self.path(self.RESTART_DROPIN))
+            except FileNotFoundError:
+                pass
+        self.systemctl('daemon-reload', check=True)
+        if not on and self.systemctl('is-active', 'sandboxd.service').stdout.strip() != 'active':
+            self.start_daemon()
+
+    def kill9_daemon(self, timeout=30):
+        """kill -9 sandboxd and wait for systemd to have restarted it (Restart=on-failure)
+        and for the new one to answer on the bus."""
+        pid = self.show('sandboxd.service', 'MainPID')['MainPID']
+        self.run(['kill', '-KILL', pid], check=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.show('sandboxd.service', 'ActiveState', 'MainPID')
+            if info['ActiveState'] == 'active' and info['MainPID'] not in ('0', pid) and \
+                    self.busctl('call', BUS_NAME, MANAGER_PATH, 'org.freedesktop.DBus.Peer', 'Ping').returncode == 0:
+                return
+            time.sleep(0.1)
+        raise HarnessError(f'sandboxd did not come back within {timeout}s after kill -9')
+
     def subslices(self):
         """{sub-slice: ActiveState} of the loaded sandbox-xx.slice units under sandbox.slice."""
         cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-??.slice')
