@@ -87,6 +87,8 @@ POOLED_TEMPLATE = 'pooled-shell'
 DOCKER_MISSING_TEMPLATE = 'docker-missing-image'  # in the harness's own template directory
 DOCKER_MISSING_IMAGE = 'sandboxd-test-no-such-image:latest'
 DOCKER_LABEL = 'io.sandboxd.id'
+# The sub-slices of sandbox.slice that scopes are spread over (sandbox_subslice_name()).
+SUBSLICE_RE = re.compile(r'sandbox-[0-9a-f]{2}\.slice')
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
@@ -531,17 +533,56 @@ class System:
 
     def sandbox_scopes(self, include_pool=False):
         """Units of sandboxes. The harness's pooled template keeps one sandbox started and
-        hidden (test_pool); other tests do not count it unless asked."""
+        hidden (test_pool); other tests do not count it unless asked. The sub-slices the
+        scopes are spread over (sandbox-xx.slice) are no sandbox's: see subslices()."""
         cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope', 'sandbox-*.slice')
         units = []
         for line in cp.stdout.splitlines():
-            if not line.strip():
+            if not line.strip() or SUBSLICE_RE.fullmatch(line.split()[0]):
                 continue
             # UNIT LOAD ACTIVE SUB DESCRIPTION…: the description names the template.
             if not include_pool and line.rstrip().endswith(f'({POOLED_TEMPLATE})'):
                 continue
             units.append(line.split()[0])
         return units
+
+    RESTART_DROPIN = '/run/systemd/system/sandboxd.service.d/60-restart.conf'
+
+    def daemon_restart_on_failure(self, on):
+        """Restart=on-failure for sandboxd.service, as the shipped unit has it (systemd
+        keeps the fd store across such a restart); off: the harness's Restart=no again, and
+        the daemon started if it is not running."""
+        if on:
+            with open(self.path(self.RESTART_DROPIN), 'w') as f:
+                f.write(MARKER + '\n[Service]\nRestart=on-failure\n')
+        else:
+            try:
+                os.unlink(self.path(self.RESTART_DROPIN))
+            except FileNotFoundError:
+                pass
+        self.systemctl('daemon-reload', check=True)
+        if not on and self.systemctl('is-active', 'sandboxd.service').stdout.strip() != 'active':
+            self.start_daemon()
+
+    def kill9_daemon(self, timeout=30):
+        """kill -9 sandboxd and wait for systemd to have restarted it (Restart=on-failure)
+        and for the new one to answer on the bus."""
+        pid = self.show('sandboxd.service', 'MainPID')['MainPID']
+        self.run(['kill', '-KILL', pid], check=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.show('sandboxd.service', 'ActiveState', 'MainPID')
+            if info['ActiveState'] == 'active' and info['MainPID'] not in ('0', pid) and \
+                    self.busctl('call', BUS_NAME, MANAGER_PATH, 'org.freedesktop.DBus.Peer', 'Ping').returncode == 0:
+                return
+            time.sleep(0.1)
+        raise HarnessError(f'sandboxd did not come back within {timeout}s after kill -9')
+
+    def subslices(self):
+        """{sub-slice: ActiveState} of the loaded sandbox-xx.slice units under sandbox.slice."""
+        cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-??.slice')
+        return {f[0]: f[2] for f in (line.split() for line in cp.stdout.splitlines())
+                if len(f) >= 3 and SUBSLICE_RE.fullmatch(f[0])}
 
     def cgroup_dir(self, control_group):
         """Host directory of a unit's ControlGroup (as systemctl shows it) in the hierarchy
