@@ -305,20 +305,6 @@ VarlinkCall *varlink_call_release(VarlinkCall *call) {
         return NULL;
 }
 
-json_object *json_object_new_base64(const void *data, size_t size) {
-        _cleanup_free_ char *b = NULL;
-        size_t n = (size + 2) / 3 * 4 + 1;
-        int k;
-
-        b = malloc(n);
-        if (!b)
-                return NULL;
-        k = b64_ntop(data, size, b, n);
-        if (k < 0)
-                return NULL;
-        return json_object_new_string_len(b, k);
-}
-
 /* ---- authorize, then ---- */
 
 typedef struct VarlinkAuthRequest {

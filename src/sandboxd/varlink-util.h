@@ -12,6 +12,7 @@
 #include "caller.h"
 #include "options.h"
 #include "sandbox-errors.h"
+#include "json-base64.h"   /* bytes as base64 */
 #include "varlink.h"
 
 #define SANDBOX_VARLINK_INTERFACE "io.sandboxd.Sandbox"
@@ -85,8 +86,6 @@ int varlink_bind_methods(VarlinkServer *s, const char *interface, const VarlinkM
  * keeper) is cleared and the reference dropped. Returns NULL. */
 VarlinkCall *varlink_call_release(VarlinkCall *call);
 
-/* Bytes as a JSON string in base64. */
-json_object *json_object_new_base64(const void *data, size_t size);
 
 /* Says, once the caller is known, what it asks for: op on a sandbox of *ret_owner (the
  * core decides the polkit action, access.h); or returns < 0 (error, or the errno) to
