@@ -138,12 +138,7 @@ def main():
     print('\nmachine: ' + ', '.join(f'{k}={info[k]}' for k in ('nproc', 'cpu', 'kernel')))
     print(f'date: {info["date"]}; {info["systemd"]}; {info["mode"]} mode; sandboxd {info["sandboxd"]}, '
           f'source {info["commit"]}')
-    print(f'\n{args.runs} runs of each, in alternating batches of {args.batch}, in ms:\n')
-    print(f'  {"":<50}{"median":>8}{"p90":>8}{"min":>8}')
-    for k, what in ROWS:
-        if k in stats:
-            s = stats[k]
-            print(f'  {what:<50}{s["median_us"] / 1000:8.2f}{s["p90_us"] / 1000:8.2f}{s["min_us"] / 1000:8.2f}')
+    bench_docker.print_table(ROWS, stats, args.runs, args.batch, digits=2)
     print('\nratios of medians:\n')
     ratio = stats['exec_http']['median_us'] / stats['exec_varlink']['median_us']
     print(f'  {"execute over HTTP / Exec over varlink":<50}{ratio:8.2f}')
