@@ -80,7 +80,7 @@ static void buffer_done(HttpBuffer *b) {
 static int buffer_append(HttpBuffer *b, const void *data, size_t size) {
         if (b->read > 0 && b->read == b->size)
                 b->read = b->size = 0;
-        if (b->size + size > b->allocated) {
+        if (b->size + size + 1 > b->allocated) {   /* and a NUL */
                 size_t n;
                 char *p;
 

@@ -98,6 +98,10 @@ def curl(*args, token='alice'):
     return int(code), body
 
 
+def bridge_journal():
+    return '\n' + S.journal(units=('sandboxd-http.service',))[-6000:]
+
+
 def main_pid(unit):
     return int(S.show(unit, 'MainPID')['MainPID'])
 
@@ -259,6 +263,7 @@ class Execute(unittest.TestCase):
                 event, data = None, []
         c.close()
         names = [(e, d) for _, e, d in events]
+        self.assertTrue(names, bridge_journal())
         self.assertEqual(names[:3], [('stdout', 'one\n'), ('stderr', 'two\n'), ('stdout', 'three\n')])
         self.assertEqual(names[3][0], 'result')
         self.assertEqual(json.loads(names[3][1])['exit_code'], 0)
@@ -269,7 +274,7 @@ class Execute(unittest.TestCase):
         code, body = curl('-N', '-H', 'Accept: text/event-stream', '-d', '{"argv":["printf","a\\\\nb"]}',
                           f'http://127.0.0.1:{S.http_port}{self.s.url}/execute')
         self.assertEqual(code, 200)
-        self.assertIn('event: stdout\ndata: a\ndata: b\n\n', body)
+        self.assertIn('event: stdout\ndata: a\ndata: b\n\n', body, bridge_journal())
 
     def test_background(self):
         status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo bg; sleep 3; exit 5'], 'background': True})
@@ -363,7 +368,10 @@ class Files(unittest.TestCase):
         after = rss_kib(pid)
         print(f'\n# 100 MiB over sandboxd-http: up {up:.1f} s, down {down:.1f} s; bridge RSS {before} -> {after} KiB',
               file=sys.stderr)
-        self.assertLess(after - before, 40 * 1024, 'the bridge buffered the file')
+        if not os.environ.get('ASAN_OPTIONS'):
+            # (Under AddressSanitizer freed memory stays in its quarantine and the
+            # allocator's caches: RSS says nothing there.)
+            self.assertLess(after - before, 40 * 1024, 'the bridge buffered the file')
 
 
 class Tenants(unittest.TestCase):
