@@ -226,3 +226,16 @@ int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error) {
         *ret = m;
         return 0;
 }
+
+void sandbox_metrics_fields(const SandboxMetrics *m, SandboxMetricField ret[static SANDBOX_N_METRICS]) {
+        const SandboxMetricField f[SANDBOX_N_METRICS] = {
+                { "CPUUsageNSec",  "cpuUsageNSec",  m->cpu_usage_nsec  },
+                { "MemoryCurrent", "memoryCurrent", m->memory_current  },
+                { "MemoryPeak",    "memoryPeak",    m->memory_peak     },
+                { "TasksCurrent",  "tasksCurrent",  m->tasks_current   },
+                { "WorkBytesUsed", "workBytesUsed", m->work_bytes_used },
+                { "TmpBytesUsed",  "tmpBytesUsed",  m->tmp_bytes_used  },
+        };
+
+        memcpy(ret, f, sizeof(f));
+}

@@ -33,3 +33,12 @@ int proc_status_nested(const char *text);
 /* Reads them now: small files of the cgroup and of /proc, nothing that waits (also while
  * the sandbox is paused). NotRunning: s is not running or paused. */
 int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error);
+
+/* The metrics by name, as D-Bus (dbus) and varlink (varlink) name them, in the order
+ * documented; a value of SANDBOX_METRIC_UNKNOWN is left out by both. */
+typedef struct SandboxMetricField {
+        const char *dbus, *varlink;
+        uint64_t value;
+} SandboxMetricField;
+#define SANDBOX_N_METRICS 6U
+void sandbox_metrics_fields(const SandboxMetrics *m, SandboxMetricField ret[static SANDBOX_N_METRICS]);

@@ -186,6 +186,7 @@ int method_sandbox_get_logs(sd_bus_message *m, void *userdata, sd_bus_error *err
 static int get_metrics_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
                                   SandboxRequest *req, SandboxError *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        SandboxMetricField fields[SANDBOX_N_METRICS];
         SandboxMetrics metrics;
         int r;
 
@@ -193,24 +194,14 @@ static int get_metrics_authorized(sd_bus_message *call, const SandboxCaller *cal
         if (r < 0)
                 return r;
 
-        const struct {
-                const char *name;
-                uint64_t value;
-        } fields[] = {
-                { "CPUUsageNSec",  metrics.cpu_usage_nsec  },
-                { "MemoryCurrent", metrics.memory_current  },
-                { "MemoryPeak",    metrics.memory_peak     },
-                { "TasksCurrent",  metrics.tasks_current   },
-                { "WorkBytesUsed", metrics.work_bytes_used },
-                { "TmpBytesUsed",  metrics.tmp_bytes_used  },
-        };
+        sandbox_metrics_fields(&metrics, fields);
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "{sv}");
         /* What could not be had is left out. */
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++)
                 if (fields[i].value != SANDBOX_METRIC_UNKNOWN)
-                        r = sd_bus_message_append(reply, "{sv}", fields[i].name, "t", fields[i].value);
+                        r = sd_bus_message_append(reply, "{sv}", fields[i].dbus, "t", fields[i].value);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r < 0)

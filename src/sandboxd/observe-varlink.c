@@ -45,13 +45,15 @@ static void log_call_free(LogCall *l) {
 
 /* Replies what is gathered: a "continues" reply, or with last the final one. */
 static int log_call_send(LogCall *l, bool last) {
-        _cleanup_json_ json_object *p = json_object_new_object();
+        _cleanup_json_ json_object *p = json_object_new_object(), *entries = TAKE_PTR(l->batch);
         int r;
 
-        if (!p)
-                return -ENOMEM;
-        r = json_add(p, "entries", TAKE_PTR(l->batch));
         l->batch_bytes = 0;
+        if (!entries)
+                entries = json_object_new_array();
+        if (!p || !entries)
+                return -ENOMEM;
+        r = json_add(p, "entries", TAKE_PTR(entries));
         if (r < 0)
                 return r;
         return last ? varlink_reply_or_fail(l->call, p) : varlink_call_notify(l->call, p);
@@ -126,8 +128,8 @@ static void on_log_end(LogReader *reader, int error, void *userdata) {
                 (void) varlink_reply_error(l->call, NULL, -EMSGSIZE);
         else if (error < 0 && error != -ECONNRESET && error != -ENOBUFS)
                 (void) varlink_reply_error(l->call, NULL, error);
-        else if (error >= 0)
-                (void) log_call_send(l, true);
+        else if (error >= 0 && log_call_send(l, true) == -ENOMEM)
+                (void) varlink_reply_error(l->call, NULL, -ENOMEM);
         log_call_free(l);
 }
 
@@ -198,6 +200,7 @@ static int method_get_logs(VarlinkCall *call, json_object *parameters, VarlinkCa
 static int get_metrics_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
                                   SandboxVarlinkRequest *req, SandboxError *error) {
         _cleanup_json_ json_object *p = json_object_new_object(), *o = json_object_new_object();
+        SandboxMetricField fields[SANDBOX_N_METRICS];
         SandboxMetrics metrics;
         int r;
 
@@ -207,21 +210,11 @@ static int get_metrics_authorized(VarlinkCall *call, const SandboxCaller *caller
         if (r < 0)
                 return r;
 
-        const struct {
-                const char *name;
-                uint64_t value;
-        } fields[] = {
-                { "cpuUsageNSec",  metrics.cpu_usage_nsec  },
-                { "memoryCurrent", metrics.memory_current  },
-                { "memoryPeak",    metrics.memory_peak     },
-                { "tasksCurrent",  metrics.tasks_current   },
-                { "workBytesUsed", metrics.work_bytes_used },
-                { "tmpBytesUsed",  metrics.tmp_bytes_used  },
-        };
+        sandbox_metrics_fields(&metrics, fields);
         /* What could not be had is left out. */
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(fields); i++)
                 if (fields[i].value != SANDBOX_METRIC_UNKNOWN)
-                        r = json_add(o, fields[i].name, json_object_new_uint64(fields[i].value));
+                        r = json_add(o, fields[i].varlink, json_object_new_uint64(fields[i].value));
         if (r >= 0)
                 r = json_add(p, "metrics", TAKE_PTR(o));
         if (r < 0)

@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -68,12 +69,7 @@ def vl(method, parameters=None, more=False, timeout=120):
 def vl_nobody(*calls, uid=NOBODY):
     """CALLS ({method, parameters, more}) made in order on one connection by a process of
     UID on the system (varlinkprobe.py); one result dict each."""
-    batch = [dict(c, method=f'{IFACE}.{c["method"]}') for c in calls]
-    cp = S.run(secutil.as_uid(uid, [secutil.SYSTEM_PYTHON, VARLINKPROBE, SOCKET]), input=json.dumps(batch),
-               timeout=300)
-    if cp.returncode != 0:
-        raise AssertionError(f'varlinkprobe as uid {uid} failed ({cp.returncode}):\n{cp.stderr[-3000:]}')
-    return json.loads(cp.stdout)
+    return secutil.varlink(calls, uid=uid)
 
 
 def vcall(method, **parameters):
@@ -188,12 +184,15 @@ class ForeignClient(Base):
         self.assertGreater(len(api), 10)
         self.assertEqual(declared, api | {'SystemError'})
         methods = set(re.findall(r'^method (\w+)', replies[0]['description'], re.M))
-        # Every D-Bus method but Upload (no descriptors on varlink: WriteFile in parts).
-        self.assertEqual(methods, {
-            'CreateSandbox', 'GetSandbox', 'ListSandboxes', 'ListTemplates', 'ListExecutions', 'Exec', 'Destroy',
-            'Pause', 'Resume', 'SetTimeout', 'Start', 'ListProcesses', 'Signal', 'ResizeTerminal', 'Wait',
-            'ReadOutput', 'ReadFile', 'WriteFile', 'Download', 'ListFiles', 'Stat', 'MakeDirectory', 'Remove',
-            'Move'})
+        # Every D-Bus method of the Manager and of a Sandbox (as introspection has them) but
+        # Upload (no descriptors on varlink: WriteFile in parts), and no other.
+        sid = self.create_vl()
+        dbus_methods = set()
+        for path, iface in ((M, MGR), (sandbox_path(sid), SBX)):
+            cp = self.ok(S.run(['busctl', '--system', '--no-pager', 'introspect', harness.BUS_NAME, path, iface]))
+            dbus_methods |= set(re.findall(r'^\.(\w+)\s+method\b', cp.stdout, re.M))
+        self.assertIn('GetStatistics', dbus_methods)
+        self.assertEqual(methods, dbus_methods - {'Upload'})
 
 
 # ---- the socket -----------------------------------------------------------------------
@@ -213,7 +212,9 @@ class Socket(Base):
         self.assertIn(SOCKET, props['Listen'])
         # sandboxd holds the very socket systemd listens on (passed in, not a second one).
         cp = self.ok(S.run(['ss', '--unix', '--listening', '--processes']))
-        lines = [line for line in cp.stdout.splitlines() if f' {SOCKET} ' in line]
+        # (Sockets of other systems on this machine, in other namespaces, show without
+        # processes: systems of tests run side by side.)
+        lines = [line for line in cp.stdout.splitlines() if f' {SOCKET} ' in line and 'users:(' in line]
         self.assertEqual(len(lines), 1, cp.stdout)
         self.assertIn(f'"sandboxd",pid={self.daemon_pid()},', lines[0])
         self.assertIn('"systemd",pid=1,', lines[0])
@@ -692,6 +693,133 @@ class Parity(Base):
                 'exitStatus', 'exitCode', 'signal', 'timedOut', 'oomKilled', 'cpuUSec', 'cgroupCPUNSec', 'memoryPeak',
                 'stdoutBytes', 'stderrBytes']
         self.assertEqual(de['reply'][0], [[e[k] for k in keys] for e in ve])
+
+    def test_templates(self):
+        """CreateTemplate and RemoveTemplate: the same errors, and what one makes the other
+        sees."""
+        good = json.dumps({'description': 'parity', 'payload': 'bwrap', 'ro_binds': ['/usr', '/bin', '/lib', '/lib64'],
+                           'environment': ['PATH=/usr/bin:/bin']})
+        cases = [
+            ('text that is not JSON', call(M, MGR, 'CreateTemplate', 'ss', 'parity-bad', '{'),
+             'CreateTemplate', {'name': 'parity-bad', 'json': '{'}),
+            ('an unknown key', call(M, MGR, 'CreateTemplate', 'ss', 'parity-bad', '{"colour": 1}'),
+             'CreateTemplate', {'name': 'parity-bad', 'json': '{"colour": 1}'}),
+            ('a name with a slash', call(M, MGR, 'CreateTemplate', 'ss', 'a/b', good),
+             'CreateTemplate', {'name': 'a/b', 'json': good}),
+            ('a name with a dot first', call(M, MGR, 'CreateTemplate', 'ss', '.hidden', good),
+             'CreateTemplate', {'name': '.hidden', 'json': good}),
+            ('removing a shipped one', call(M, MGR, 'RemoveTemplate', 's', 'shell'),
+             'RemoveTemplate', {'name': 'shell'}),
+            ('removing none', call(M, MGR, 'RemoveTemplate', 's', 'no-such-template'),
+             'RemoveTemplate', {'name': 'no-such-template'}),
+        ]
+        dres = bus([c for _w, c, _m, _p in cases])
+        seen = {self.assert_same_error(what, d, vl(method, params))
+                for (what, _c, method, params), d in zip(cases, dres)}
+        self.assertEqual(seen, {f'{IFACE}.InvalidOption', f'{IFACE}.TemplateReadOnly', f'{IFACE}.NoSuchTemplate'})
+
+        def names_on_dbus():
+            return [t[0] for t in bus([call(M, MGR, 'ListTemplates')])[0]['reply'][0]]
+        self.addCleanup(bus, [call(M, MGR, 'RemoveTemplate', 's', n) for n in ('parity-vl', 'parity-dbus')])
+        self.assertEqual(vl('CreateTemplate', {'name': 'parity-vl', 'json': good}), ([{}], None, None))
+        self.assertEqual(bus([call(M, MGR, 'CreateTemplate', 'ss', 'parity-dbus', good)])[0], {'reply': []})
+        self.assertIn('parity-vl', names_on_dbus())
+        self.assertIn('parity-dbus', [t['name'] for t in vl('ListTemplates')[0][0]['templates']])
+        sid = self.create_vl('parity-vl')
+        self.assertEqual(vl('Exec', {'id': sid, 'argv': ['true']})[0][0]['exitStatus'], 0)
+        self.assertEqual(vl('RemoveTemplate', {'name': 'parity-dbus'}), ([{}], None, None))
+        self.assertEqual(bus([call(M, MGR, 'RemoveTemplate', 's', 'parity-vl')])[0], {'reply': []})
+        self.assertFalse({'parity-vl', 'parity-dbus'} & set(names_on_dbus()))
+
+    def test_metrics_pools_and_statistics(self):
+        sid, path = self.sid, self.path
+        d = bus([call(path, SBX, 'GetMetrics')])[0]['reply'][0]
+        vm = vl('GetMetrics', {'id': sid})[0][0]['metrics']
+        fields = {'CPUUsageNSec': 'cpuUsageNSec', 'MemoryCurrent': 'memoryCurrent', 'MemoryPeak': 'memoryPeak',
+                  'TasksCurrent': 'tasksCurrent', 'WorkBytesUsed': 'workBytesUsed', 'TmpBytesUsed': 'tmpBytesUsed'}
+        self.assertEqual({fields[k] for k in d}, set(vm))
+        self.assertEqual(set(vm), set(fields.values()), 'every metric can be had here')
+        for k in ('TasksCurrent', 'WorkBytesUsed', 'TmpBytesUsed'):
+            self.assertEqual(d[k], vm[fields[k]], k)
+        self.assertGreaterEqual(vm['cpuUsageNSec'], d['CPUUsageNSec'])
+
+        # Paused: the same metrics; gone: NoSuchSandbox.
+        eph = self.create_vl()
+        self.assertIsNone(vl('Pause', {'id': eph})[1])
+        d, vr = self.both(call(sandbox_path(eph), SBX, 'GetMetrics'), 'GetMetrics', {'id': eph})
+        self.assertEqual(set(vr[0][0]['metrics']), {fields[k] for k in d['reply'][0]}, 'paused, the same metrics')
+        vl('Destroy', {'id': eph})
+        self.assertEqual(vl('GetMetrics', {'id': eph})[1], f'{IFACE}.NoSuchSandbox')
+
+        # ListPools: the same pools (once the warm pool is full, as it stays).
+        def pools():
+            dp = bus([call(M, MGR, 'ListPools')])[0]['reply'][0]
+            vp = vl('ListPools')[0][0]['pools']
+            return [list(p) for p in dp], [[p['template'], p['size'], p['ready'], p['starting'], p['inUse']] for p in vp]
+        self.wait_until(lambda: (lambda d, v: d == v and all(p[2] == p[1] for p in d))(*pools()), 60, 'ListPools')
+        self.assertIn(harness.POOLED_TEMPLATE, [p[0] for p in pools()[1]])
+
+        # GetStatistics: the same fields; as a plain user, the same refusal.
+        d = bus([call(M, MGR, 'GetStatistics')])[0]['reply'][0]
+        st = vl('GetStatistics')[0][0]['statistics']
+        # (D-Bus has the histogram in three entries, varlink in one object.)
+        self.assertEqual(len(d), len(st) + 2)
+        self.assertEqual((d['StartedAt'], d['ExecLatencyCount']), (st['startedAt'], st['execLatency']['count']))
+        dn = bus([call(M, MGR, 'GetStatistics')], uid=NOBODY)[0]
+        vn = vl_nobody(vcall('GetStatistics'))[0]
+        self.assert_same_error('GetStatistics as nobody', dn, (vn['replies'], vn.get('error'), vn.get('parameters')))
+
+    def settled_logs(self, sid):
+        """sandboxctl logs --json (D-Bus's GetLogs) and varlink's entries, once they agree
+        (journald writes asynchronously, in no fixed order)."""
+        def as_varlink(e):
+            if isinstance(e['message'], list):
+                e = dict(e, messageBytes=b64(bytes(e['message'])))
+                del e['message']
+            return e
+        for _ in range(40):
+            cp = S.sandboxctl('logs', '--json', sid)
+            dbus_entries = [as_varlink(json.loads(line)) for line in cp.stdout.splitlines()]
+            replies, error, _ = vl('GetLogs', {'id': sid})
+            self.assertIsNone(error)
+            if replies[0]['entries'] == dbus_entries:
+                return dbus_entries
+            time.sleep(0.5)
+        self.assertEqual(replies[0]['entries'], dbus_entries)
+
+    def test_logs(self):
+        sid = self.create_vl()
+        self.assertIsNone(vl('Pause', {'id': sid})[1])
+        self.assertIsNone(vl('Resume', {'id': sid})[1])
+        entries = self.settled_logs(sid)
+        self.assertTrue(any('running as' in e.get('message', '') for e in entries), entries)
+        # With "more": the same entries, in replies that continue, the last one ending it.
+        replies, error, _ = vl('GetLogs', {'id': sid}, more=True)
+        self.assertIsNone(error)
+        self.assertEqual([e for r in replies for e in r['entries']], entries)
+        # lines: the newest ones; the bound, and follow without "more".
+        self.assertEqual(vl('GetLogs', {'id': sid, 'lines': 2})[0][0]['entries'], entries[-2:])
+        d = bus([call(sandbox_path(sid), SBX, 'GetLogs', 'ub', 10001, False)])[0]
+        self.assert_same_error('GetLogs lines 10001', d, vl('GetLogs', {'id': sid, 'lines': 10001}))
+        self.assertEqual(vl('GetLogs', {'id': sid, 'follow': True})[1], 'org.varlink.service.ExpectedMore')
+        self.assertEqual(vl('GetLogs', {'id': 'nothing-here'})[1], f'{IFACE}.NoSuchSandbox')
+        self.assertEqual(vl('GetLogs', {'id': sid, 'lines': -1})[1], 'org.varlink.service.InvalidParameter')
+
+        # follow: new entries as they come, and the end with the sandbox.
+        result = {}
+        follower = threading.Thread(target=lambda: result.update(
+            r=vl('GetLogs', {'id': sid, 'lines': 1, 'follow': True}, more=True, timeout=120)))
+        follower.start()
+        time.sleep(1)
+        self.assertIsNone(vl('Pause', {'id': sid})[1])
+        self.assertIsNone(vl('Destroy', {'id': sid})[1])
+        follower.join(120)
+        self.assertFalse(follower.is_alive(), 'following did not end with the sandbox')
+        replies, error, _ = result['r']
+        self.assertIsNone(error, replies)
+        messages = [e.get('message', '') for r in replies for e in r['entries']]
+        self.assertTrue(any('paused' in m for m in messages), messages)
+        self.assertTrue(any('removed' in m for m in messages), messages)
 
     def test_lifecycle(self):
         """SetTimeout, Destroy and what is left afterwards, the same on both."""

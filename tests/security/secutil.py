@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(HERE, '..', 'integration'))
 import harness  # noqa: E402
 
 BUSPROBE = os.path.join(HERE, 'busprobe.py')
+VARLINKPROBE = os.path.join(HERE, '..', 'integration', 'varlinkprobe.py')
 # Debian's interpreter, which has python3-dbus; `python3` on PATH may be a root-only shim.
 SYSTEM_PYTHON = '/usr/bin/python3'
 NOBODY = 65534
@@ -57,6 +58,24 @@ def bus(calls, uid=None, timeout=120):
     if cp.returncode != 0:
         raise AssertionError(f'busprobe as uid {uid} failed ({cp.returncode}):\n{cp.stderr[-3000:]}')
     return json.loads(cp.stdout)
+
+
+def varlink(calls, uid=None, timeout=300):
+    """CALLS ({method, parameters, more}; a method without a dot is io.sandboxd.Sandbox's)
+    made in order on one varlink connection by one process of UID (varlinkprobe.py);
+    returns one result dict per call."""
+    batch = [dict(c, method=c['method'] if '.' in c['method'] else f'{harness.VARLINK_IFACE}.{c["method"]}')
+             for c in calls]
+    cp = S.run(as_uid(uid, [SYSTEM_PYTHON, VARLINKPROBE, harness.VARLINK_SOCKET]), input=json.dumps(batch),
+               timeout=timeout)
+    if cp.returncode != 0:
+        raise AssertionError(f'varlinkprobe as uid {uid} failed ({cp.returncode}):\n{cp.stderr[-3000:]}')
+    return json.loads(cp.stdout)
+
+
+def vcall(method, more=False, **parameters):
+    """One call as a dict for varlink()."""
+    return {'method': method, 'parameters': parameters, 'more': more}
 
 
 def call(path, iface, method, sig='', *args, **kw):

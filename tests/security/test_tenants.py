@@ -5,7 +5,9 @@ io.sandboxd.Sandbox1.delegate (the HTTP bridge's part) creates sandboxes for ten
 B; acting for A (Manager.ActForTenant) it sees, finds and touches only A's, never B's,
 although it owns both; the records carry the tenant; without delegate, naming a tenant is
 refused. Names are unique per owner and tenant: other owners and other tenants may use
-the same name."""
+the same name. The same over varlink (ActForTenant there is the connection's): two
+connections acting for two tenants never see or touch each other's sandboxes or
+executions, and the refusals have the same names as on D-Bus."""
 
 import json
 import os
@@ -16,9 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import polkitutil  # noqa: E402
 import secutil  # noqa: E402
 from polkitutil import grant_to_nobody  # noqa: E402
-from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, sandbox_path, v  # noqa: E402
+from secutil import DENIED, M, MGR, NOBODY, PROPS, SBX, Base, bus, call, sandbox_path, v, vcall  # noqa: E402
 
 E = 'io.sandboxd.Sandbox1.'
+VE = 'io.sandboxd.Sandbox.'
 SPOOL_FILE = 'records.jsonl'
 POLKIT = None
 
@@ -188,6 +191,118 @@ class CreateExecGrant(TenantBase):
         self.assertEqual(res[2].get('error'), E + 'SandboxExists', res[2])
         self.assertEqual(self.status('same-name')['id'], mine, 'root\'s name is root\'s sandbox')
         self.assertEqual((self.prop(mine, 'Owner'), self.prop(theirs, 'Owner')), (0, NOBODY))
+
+
+
+def varlink_as_nobody(*calls):
+    """CALLS made in order on one varlink connection by a process of nobody."""
+    return secutil.varlink(calls, uid=NOBODY)
+
+
+def as_dbus_name(res):
+    """A varlink result's error in D-Bus's name (io.sandboxd.Sandbox.X is
+    io.sandboxd.Sandbox1.X; AccessDenied and InteractiveAuthorizationRequired are the bus's)."""
+    name = res.get('error')
+    if not name:
+        return None
+    short = name.split('.')[-1]
+    if short in ('AccessDenied', 'InteractiveAuthorizationRequired'):
+        return 'org.freedesktop.DBus.Error.' + short
+    return E + short
+
+
+class VarlinkDelegateGrant(TenantBase):
+    """nobody holds delegate; over varlink, each connection acts for the tenant it said."""
+
+    rules = grant_to_nobody('delegate')
+
+    def tenant_sandbox(self, tenant):
+        """A sandbox for TENANT, made on a connection acting for it, with one exec run."""
+        res = varlink_as_nobody(vcall('ActForTenant', tenant=tenant), vcall('CreateSandbox', template='shell'))
+        self.assertEqual(res[0], {'replies': [{}]}, res[0])
+        self.assertNotIn('error', res[1], res[1])
+        sid = res[1]['replies'][0]['id']
+        self.addCleanup(secutil.S.sandboxctl, 'destroy', sid, timeout=120)
+        self.assertEqual(self.prop(sid, 'Tenant'), tenant)
+        self.assertEqual(self.prop(sid, 'Owner'), NOBODY)
+        res = varlink_as_nobody(vcall('ActForTenant', tenant=tenant), vcall('Exec', id=sid, argv=['true']))
+        self.assertEqual(res[1]['replies'][0]['exitStatus'], 0, res[1])
+        return sid
+
+    def acting_for(self, tenant, other):
+        """What a connection acting for TENANT gets of its own and of OTHER's sandbox."""
+        return varlink_as_nobody(
+            vcall('ActForTenant', tenant=tenant),
+            vcall('ListSandboxes'),
+            vcall('GetSandbox', id=other),
+            vcall('Exec', id=other, argv=['sh', '-c', 'echo pwned > /work/f']),
+            vcall('Destroy', id=other),
+            vcall('GetMetrics', id=other),
+            vcall('GetLogs', id=other),
+            vcall('ReadFile', id=other, path='/work/f'),
+            vcall('ListExecutions'),
+            vcall('ListExecutions', filter={'SandboxId': other}))
+
+    def test_two_tenants_on_two_connections(self):
+        a, b = self.tenant_sandbox('vl-tenant-a'), self.tenant_sandbox('vl-tenant-b')
+        for tenant, mine, other in (('vl-tenant-a', a, b), ('vl-tenant-b', b, a)):
+            with self.subTest(tenant):
+                res = self.acting_for(tenant, other)
+                self.assertEqual([s['id'] for s in res[1]['replies'][0]['sandboxes']], [mine], res[1])
+                for r, what in zip(res[2:8], ('GetSandbox', 'Exec', 'Destroy', 'GetMetrics', 'GetLogs', 'ReadFile')):
+                    self.assertEqual(r.get('error'), VE + 'NoSuchSandbox', f'{what} of the other tenant\'s: {r}')
+                    self.assertEqual(r['replies'], [], r)
+                self.assertEqual({e['sandboxId'] for e in res[8]['replies'][0]['executions']}, {mine}, res[8])
+                self.assertEqual(res[9]['replies'][0]['executions'], [], res[9])
+                # The same calls on D-Bus, acting for the same tenant: the same answers.
+                d = self.nobody(act_for(tenant), call(M, MGR, 'GetSandbox', 's', other),
+                                call(M, MGR, 'ListSandboxes'),
+                                call(M, MGR, 'ListExecutions', 'a{sv}', {'SandboxId': v('s', other)}))
+                self.assertEqual(d[1].get('error'), as_dbus_name(res[2]), (d[1], res[2]))
+                self.assertEqual([row[0] for row in d[2]['reply'][0]], [mine])
+                self.assertEqual(d[3]['reply'], [[]])
+
+        # Untouched: running, nothing written.
+        for sid in (a, b):
+            self.assertTrue(self.running(sid))
+            cp = self.ok(self.exec(sid, 'sh', '-c', 'cat /work/f 2>/dev/null || echo none'))
+            self.assertEqual(cp.stdout, 'none\n')
+
+        # A connection that said nothing acts for none: all of nobody's own; "" ends acting.
+        res = varlink_as_nobody(vcall('ListSandboxes'), vcall('ActForTenant', tenant='vl-tenant-a'),
+                                vcall('ActForTenant', tenant=''), vcall('ListSandboxes'),
+                                vcall('ActForTenant', tenant='not a tenant!'))
+        self.assertEqual(sorted(s['id'] for s in res[0]['replies'][0]['sandboxes']), sorted([a, b]), res[0])
+        self.assertEqual(sorted(s['id'] for s in res[3]['replies'][0]['sandboxes']), sorted([a, b]), res[3])
+        d = self.nobody(act_for('not a tenant!'))[0]
+        self.assertEqual(as_dbus_name(res[4]), d.get('error'), (res[4], d))
+        self.assertEqual(d.get('error'), E + 'InvalidOption')
+        # Acting for one tenant, creating for another is refused, the same on both.
+        res = varlink_as_nobody(vcall('ActForTenant', tenant='vl-tenant-a'),
+                                vcall('CreateSandbox', template='shell', options={'Tenant': 'vl-tenant-b'}))
+        d = self.nobody(act_for('vl-tenant-a'), create(Tenant='vl-tenant-b'))
+        self.assertIn(d[1].get('error'), DENIED, d[1])
+        self.assertEqual(as_dbus_name(res[1]), d[1]['error'], (res[1], d[1]))
+
+
+class VarlinkCreateExecGrant(TenantBase):
+    """nobody may create and exec for itself, not for a tenant: the same refusals as on D-Bus."""
+
+    rules = grant_to_nobody('create', 'exec')
+
+    def test_tenant_without_delegate_is_refused(self):
+        before = set(secutil.S.sandbox_scopes())
+        res = varlink_as_nobody(vcall('CreateSandbox', template='shell', options={'Tenant': 'tenant-a'}),
+                                vcall('ActForTenant', tenant='tenant-a'), vcall('CreateSandbox', template='shell'),
+                                vcall('GetStatistics'))
+        d = self.nobody(create(Tenant='tenant-a'), act_for('tenant-a'), create(), call(M, MGR, 'GetStatistics'))
+        self.assertIn(d[0].get('error'), DENIED, d[0])
+        self.assertEqual(as_dbus_name(res[0]), d[0]['error'], (res[0], d[0]))
+        self.assertEqual(res[1], {'replies': [{}]}, 'acting for a tenant only narrows what one sees')
+        self.assertIn(d[2].get('error'), DENIED, d[2])
+        self.assertEqual(as_dbus_name(res[2]), d[2]['error'], (res[2], d[2]))
+        self.assertEqual(as_dbus_name(res[3]), d[3].get('error'), (res[3], d[3]))
+        self.assertEqual(set(secutil.S.sandbox_scopes()), before, 'a sandbox was created')
 
 
 if __name__ == '__main__':

@@ -212,6 +212,34 @@ static void test_authorize(void **state) {
         assert_string_equal(asked.action, SANDBOX_ACTION_DELEGATE);
         assert_int_equal(t.authorized, 1);
         assert_int_equal(asked.n, 4);
+
+        /* The statistics: "manage" (refused here), then "delegate" (granted); manage is
+         * asked without interaction, the last as the caller allows. Root is not asked. */
+        Answer st = {}, held = {}, cancelled = {};
+        sd_bus_slot *slot = NULL;
+        assert_null(sandbox_access_alternative(SANDBOX_OP_EXEC));
+        assert_string_equal(sandbox_access_alternative(SANDBOX_OP_STATISTICS), SANDBOX_ACTION_DELEGATE);
+        assert_null(sandbox_access_action(SANDBOX_OP_STATISTICS, 0, 0, NULL));
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_STATISTICS, 0, NULL, 0, on_answer, &st, NULL), 0);
+        RUN_UNTIL(st.n > 0);
+        assert_int_equal(asked.n, 6);
+        assert_string_equal(asked.action, SANDBOX_ACTION_DELEGATE);
+        assert_int_equal(asked.flags, 1);
+        assert_int_equal(st.authorized, 1);
+        /* With a slot the caller holds: the same, once. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_STATISTICS, 0, NULL, 0, on_answer, &held, &slot), 0);
+        RUN_UNTIL(held.n > 0);
+        assert_int_equal(asked.n, 8);
+        assert_int_equal(held.authorized, 1);
+        slot = sd_bus_slot_unref(slot);
+        /* Unreferencing the slot while the second question is under way cancels it. */
+        assert_int_equal(sandbox_authorize(core_bus, &c, SANDBOX_OP_STATISTICS, 0, NULL, 0, on_answer, &cancelled,
+                                           &slot), 0);
+        RUN_UNTIL(asked.n == 9);
+        RUN_UNTIL(asked.n == 10);
+        slot = sd_bus_slot_unref(slot);
+        run_idle();
+        assert_int_equal(cancelled.n, 0);
 }
 
 int main(void) {
