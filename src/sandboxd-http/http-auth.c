@@ -35,21 +35,6 @@ static bool memeq_const_time(const uint8_t *a, const uint8_t *b, size_t n) {
         return d == 0;
 }
 
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-static void hex(const uint8_t *d, size_t n, char *out) {
-        for (size_t i = 0; i < n; i++)
-                sprintf(out + 2 * i, "%02x", d[i]);
-}
-
 static bool label_is_valid(const char *s) {
         size_t n = s ? strlen(s) : 0;
 
@@ -77,12 +62,13 @@ static int token_load(HttpToken *t, const char *path, const char *name) {
         r = config_parse_file(path, token_table, ELEMENTSOF(token_table), &f);
         if (r >= 0 && (!f.sha256 || strlen(f.sha256) != 64 || !label_is_valid(f.tenant)))
                 r = -EINVAL;
-        for (size_t i = 0; r >= 0 && i < 32; i++) {
-                int hi = unhex(f.sha256[2 * i]), lo = unhex(f.sha256[2 * i + 1]);
-                if (hi < 0 || lo < 0)
-                        r = -EINVAL;
-                else
-                        t->sha256[i] = (uint8_t) (hi << 4 | lo);
+        if (r >= 0) {
+                _cleanup_free_ void *h = NULL;
+                size_t n;
+
+                r = hex_decode(f.sha256, 64, &h, &n);
+                if (r >= 0)
+                        memcpy(t->sha256, h, sizeof(t->sha256));
         }
         if (r >= 0 && f.expires_at)
                 r = parse_uint64(f.expires_at, &t->expires_at);
@@ -168,7 +154,8 @@ const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint6
 int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
-        char secret[sizeof(TOKEN_PREFIX) + 64], digest[65];
+        _cleanup_free_ char *random_hex = NULL, *digest = NULL;
+        char secret[sizeof(TOKEN_PREFIX) + 64];
         uint8_t random[32], h[32];
         FILE *f;
 
@@ -177,11 +164,11 @@ int http_token_add(const char *dir, const char *name, const char *tenant, uint64
                                        SANDBOX_NAME_MAX);
         if (getrandom(random, sizeof(random), 0) != sizeof(random))
                 return log_error_errno(-errno, "getrandom(): %m");
-        strcpy(secret, TOKEN_PREFIX);
-        hex(random, sizeof(random), secret + strlen(TOKEN_PREFIX));
-        if (http_sha256(secret, strlen(secret), h) < 0)
+        if (hex_encode(random, sizeof(random), &random_hex) < 0)
+                return -ENOMEM;
+        snprintf(secret, sizeof(secret), TOKEN_PREFIX "%s", random_hex);
+        if (http_sha256(secret, strlen(secret), h) < 0 || hex_encode(h, sizeof(h), &digest) < 0)
                 return -EIO;
-        hex(h, sizeof(h), digest);
 
         (void) mkdir(dir, 0755);
         if (asprintf(&path, "%s/%s.conf", dir, name) < 0)

@@ -39,7 +39,7 @@ static int add_output(json_object *o, const char *key, json_object *b64) {
 
         if (!b64)
                 return json_add(o, key, json_object_new_string(""));
-        r = json_get_base64(b64, &d, &n);
+        r = json_object_get_base64(b64, &d, &n);
         if (r < 0)
                 return r;
         if (utf8_is_valid_n(d, n))
@@ -309,7 +309,7 @@ static int exec_options(HttpRequest *req, json_object *body, json_object *option
                 } else if (streq(key, "stdin")) {
                         if (!json_object_is_type(v, json_type_string))
                                 return reply_bad(req, "'%s' must be a string.", key);
-                        r = json_add(options, "Stdin", json_new_base64(json_object_get_string(v),
+                        r = json_add(options, "Stdin", json_object_new_base64(json_object_get_string(v),
                                                                        json_object_get_string_len(v)));
                 } else if (streq(key, "env")) {
                         _cleanup_json_ json_object *e = json_object_new_array();
@@ -417,7 +417,7 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
 
                 if (!b)
                         continue;
-                r = json_get_base64(b, &d, &n);
+                r = json_object_get_base64(b, &d, &n);
                 if (r >= 0)
                         r = sse_event(req, name, (const char *) d, n);
                 if (r < 0)
@@ -604,7 +604,7 @@ static int on_read_chunk(HttpRequest *req, json_object *parameters, const char *
         size_t n = 0;
 
         t->in_flight = false;
-        if (error || json_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
+        if (error || json_object_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
                 log_warning("Download of %s ended at %llu of %llu bytes: %s", t->path,
                             (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
                 http_request_stream_end(req, true);
@@ -703,7 +703,7 @@ static int upload_flush(HttpRequest *req, FileTransfer *t) {
         _cleanup_json_ json_object *p = params_with_path(req, t->path), *options = json_object_new_object();
 
         if (!p || !options ||
-            json_add(p, "data", json_new_base64(t->buf, t->n)) < 0 ||
+            json_add(p, "data", json_object_new_base64(t->buf, t->n)) < 0 ||
             json_add(options, "Append", json_object_new_boolean(t->offset > 0)) < 0 ||
             json_add(options, "CreateParents", json_object_new_boolean(true)) < 0 ||
             json_add(p, "options", TAKE_PTR(options)) < 0)

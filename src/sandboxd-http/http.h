@@ -18,6 +18,7 @@
 #include <microhttpd.h>
 #include <systemd/sd-event.h>
 
+#include "base64-util.h"
 #include "macro.h"
 #include "varlink.h"
 
@@ -199,9 +200,6 @@ void http_backend_cancel(HttpRequest *req);
 
 /* ---- helpers (http-util.c) ---- */
 
-json_object *json_new_base64(const void *data, size_t size);
-/* Decodes a base64 JSON string into a malloc'd buffer. */
-int json_get_base64(json_object *s, uint8_t **ret, size_t *ret_size);
 /* The HTTP status of a varlink error name (SANDBOX_ERRORS' column; 500 for others). */
 unsigned http_status_from_varlink_error(const char *error, json_object *parameters);
 /* A JSON object from text: NULL and an error message for malformed text, depth beyond

@@ -195,6 +195,11 @@ class Paths:
         with open(os.path.join(self.source, 'units', 'sandboxd-http.service.in')) as f:
             return f.read().replace('@libexecdir@', '/usr/libexec')
 
+    def http_sanitized(self):
+        """Whether sandboxd-http is built with AddressSanitizer."""
+        cp = subprocess.run(['ldd', self.sandboxd_http], capture_output=True, text=True)
+        return 'libasan' in cp.stdout
+
     def missing(self, daemon=True):
         """Names of the components that are absent, for a clear skip or failure."""
         out = []
@@ -927,6 +932,9 @@ class System:
         for var in SANITIZER_VARS:
             if os.environ.get(var):
                 service.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
+        if p.http_sanitized():
+            # LeakSanitizer stops the world with ptrace, which @system-service leaves out.
+            service.append('SystemCallFilter=')
         with open(os.path.join(p.source, 'units', 'sandboxd-http.socket')) as f:
             socket_text = f.read()
         for d in ('sandboxd-http.service.d', 'sandboxd-http.socket.d'):
