@@ -94,6 +94,16 @@ def summary(samples):
             'min_us': v[0], 'max_us': v[-1]}
 
 
+def print_table(rows, stats, runs, batch, digits=1):
+    """Median, p90 and min of each row (key, what) that has samples, in ms."""
+    print(f'\n{runs} runs of each, in alternating batches of {batch}, in ms:\n')
+    print(f'  {"":<50}{"median":>8}{"p90":>8}{"min":>8}')
+    for k, what in rows:
+        if k in stats:
+            s = stats[k]
+            print(f'  {what:<50}' + ''.join(f'{s[f] / 1000:8.{digits}f}' for f in ('median_us', 'p90_us', 'min_us')))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('-n', '--runs', type=int, default=50, help='runs of each (default 50)')
@@ -160,12 +170,7 @@ def main():
     print('\nmachine: ' + ', '.join(f'{k}={info[k]}' for k in ('nproc', 'cpu', 'kernel')))
     print(f'date: {info["date"]}; {info["systemd"]}; dockerd {info["docker"]}, {info["cgroup_driver"]} '
           f'cgroup driver; {info["mode"]} mode; sandboxd {info["sandboxd"]}, source {info["commit"]}')
-    print(f'\n{args.runs} runs of each, in alternating batches of {args.batch}, in ms:\n')
-    print(f'  {"":<50}{"median":>8}{"p90":>8}{"min":>8}')
-    for k, what in ROWS:
-        if k in stats:
-            s = stats[k]
-            print(f'  {what:<50}{s["median_us"] / 1000:8.1f}{s["p90_us"] / 1000:8.1f}{s["min_us"] / 1000:8.1f}')
+    print_table(ROWS, stats, args.runs, args.batch)
     ratio = stats['create_exec_persistent']['median_us'] / stats['docker_run']['median_us']
     ratio_eph = stats['create_exec']['median_us'] / stats['docker_run']['median_us']
     ratio_api = stats['create_exec_persistent']['median_us'] / stats['docker_api']['median_us']

@@ -51,6 +51,8 @@
 
 #include <systemd/sd-bus.h>
 
+#include "bench-util.h"
+
 #define BUS_NAME "io.sandboxd.Sandbox1"
 #define MANAGER_PATH "/io/sandboxd/Sandbox1"
 #define MANAGER_IFACE "io.sandboxd.Sandbox1.Manager"
@@ -82,18 +84,6 @@ typedef struct Series {
         double *us;
         unsigned n;
 } Series;
-
-static double now_us(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
-}
-
-static void fail(const char *what, int r) {
-        fprintf(stderr, "sandbox-bench: %s: %s\n", what, strerror(r < 0 ? -r : r));
-        exit(EXIT_FAILURE);
-}
 
 static void fail_bus(const char *what, const sd_bus_error *e, int r) {
         fprintf(stderr, "sandbox-bench: %s: %s\n", what,
@@ -127,11 +117,6 @@ static Series *series_new(const char *name) {
 static void series_add(Series *s, double us) {
         if (s->n < arg_runs)
                 s->us[s->n++] = us;
-}
-
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
 }
 
 static void series_print(const Series *s, bool first) {
@@ -201,31 +186,9 @@ static void spawn_wait_as_uid(char **argv) {
         pid = fork();
         if (pid < 0)
                 fail("fork", errno);
-        if (pid == 0) {
-                if (dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
-                    setgroups(0, NULL) < 0 || setresgid(arg_uid, arg_uid, arg_uid) < 0 ||
-                    setresuid(arg_uid, arg_uid, arg_uid) < 0)
-                        _exit(125);
-                execve(argv[0], argv, (char *[]) { NULL });
-                _exit(127);
-        }
+        if (pid == 0)
+                exec_as_uid(argv, devnull, arg_uid);
         wait_ok(pid, argv[0]);
-}
-
-static char **strv_concat(char * const *a, char * const *b) {
-        size_t na = 0, nb = 0;
-        char **v;
-
-        while (a[na])
-                na++;
-        while (b[nb])
-                nb++;
-        v = calloc(na + nb + 1, sizeof(char *));
-        if (!v)
-                fail("Out of memory", ENOMEM);
-        memcpy(v, a, na * sizeof(char *));
-        memcpy(v + na, b, nb * sizeof(char *));
-        return v;
 }
 
 /* ---- sandboxd ---------------------------------------------------------------------- */
@@ -925,7 +888,6 @@ int main(int argc, char *argv[]) {
                *vexo = NULL, *vexom = NULL;
         char *exec_path = NULL, **sr_argv = NULL, **srp_argv = NULL;
         const char *exec_id = NULL;
-        char uid_opt[64];
 
         if (wanted("ping"))
                 ping_s = all[n_all++] = series_new("ping");
@@ -982,28 +944,13 @@ int main(int argc, char *argv[]) {
         if (arg_bwrap && wanted("bwrap"))
                 bw = all[n_all++] = series_new("bwrap");
         if (arg_bwrap) {
-                /* systemd-run resolves --uid= through NSS; sandboxd's uids have no entry,
-                 * so it runs bwrap as "nobody" instead: the same unprivileged path. It drops
-                 * to it after its scope exists, as sandboxd's payload does after release. */
-                struct passwd *pw = getpwuid(arg_uid);
-                snprintf(uid_opt, sizeof(uid_opt), "--uid=%s", pw ? pw->pw_name : "nobody");
-                char *plain[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
-                                  (char *) "--collect", uid_opt, NULL };
-                /* The unit properties sandboxd sets (src/core/scope.c), with the limits of the
-                 * shell template. */
-                char *props[] = { (char *) "/usr/bin/systemd-run", (char *) "--scope", (char *) "--quiet",
-                                  (char *) "--collect", uid_opt, (char *) "--slice=sandbox.slice",
-                                  (char *) "-pMemoryAccounting=yes", (char *) "-pMemoryMax=268435456",
-                                  (char *) "-pCPUAccounting=yes", (char *) "-pCPUQuota=100%",
-                                  (char *) "-pTasksAccounting=yes", (char *) "-pTasksMax=128",
-                                  (char *) "-pKillSignal=SIGKILL", (char *) "-pSendSIGHUP=no", NULL };
                 if (wanted("systemd_run_scope_bwrap")) {
                         sr = all[n_all++] = series_new("systemd_run_scope_bwrap");
-                        sr_argv = strv_concat(plain, arg_bwrap);
+                        sr_argv = systemd_run_argv(false, arg_uid, arg_bwrap);
                 }
                 if (wanted("systemd_run_scope_bwrap_props")) {
                         srp = all[n_all++] = series_new("systemd_run_scope_bwrap_props");
-                        srp_argv = strv_concat(props, arg_bwrap);
+                        srp_argv = systemd_run_argv(true, arg_uid, arg_bwrap);
                 }
         }
 

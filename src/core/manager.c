@@ -400,24 +400,43 @@ const TemplateSet *manager_get_templates(Manager *m) {
         return &m->templates;
 }
 
+/* The bucket of an id: its first three hex digits (ids are random). */
+static unsigned id_bucket(const char *id) {
+        unsigned b = 0;
+
+        for (size_t i = 0; i < 3; i++)
+                b = b << 4 | (unsigned) (id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
+        return b % MANAGER_BUCKETS;
+}
+
+static unsigned uid_bucket(uid_t uid) {
+        return (unsigned) uid % MANAGER_BUCKETS;
+}
+
 bool manager_host_uid_in_use(Manager *m, uid_t uid) {
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
+        for (Sandbox *s = m->by_uid[uid_bucket(uid)]; s; s = s->uid_next)
                 if (s->host_uid == uid)
                         return true;
         return false;
 }
 
 bool manager_has_pooled(Manager *m) {
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->pooled)
-                        return true;
-        return false;
+        return m->pooled;
+}
+
+static void manager_pool_chain_remove(Manager *m, Sandbox *s) {
+        for (Sandbox **p = &m->pooled; *p; p = &(*p)->pool_next)
+                if (*p == s) {
+                        *p = s->pool_next;
+                        break;
+                }
+        s->pool_next = NULL;
 }
 
 Sandbox *manager_find_sandbox(Manager *m, const char *id) {
         if (!sandbox_id_is_valid(id))
                 return NULL;
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
+        for (Sandbox *s = m->by_id[id_bucket(id)]; s; s = s->id_next)
                 if (streq(s->id, id))
                         return s;
         return NULL;
@@ -466,6 +485,33 @@ Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCa
         return s;
 }
 
+static bool sandbox_list_query_matches(const SandboxListQuery *q, Sandbox *s) {
+        return (q->state < 0 || (int) sandbox_get_state(s) == q->state) &&
+               (!q->template_name[0] || streq(q->template_name, sandbox_get_template(s))) &&
+               (!q->name[0] || streq(q->name, sandbox_get_name(s)));
+}
+
+int manager_list_sandboxes(Manager *m, const SandboxCaller *caller, const SandboxListQuery *q,
+                           int (*cb)(Sandbox *s, void *userdata), void *userdata, uint64_t *ret_total) {
+        uint64_t matched = 0, given = 0;
+        int r;
+
+        for (Sandbox *s = manager_next_visible_sandbox(m, NULL, caller); s;
+             s = manager_next_visible_sandbox(m, s, caller)) {
+                if (!sandbox_list_query_matches(q, s))
+                        continue;
+                if (matched++ < q->offset || (q->limit > 0 && given >= q->limit))
+                        continue;
+                given++;
+                r = cb(s, userdata);
+                if (r < 0)
+                        return r;
+        }
+        if (ret_total)
+                *ret_total = matched;
+        return 0;
+}
+
 size_t manager_n_sandboxes(Manager *m) {
         return m->n_sandboxes;
 }
@@ -491,7 +537,17 @@ void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
 }
 
 void manager_link_sandbox(Manager *m, Sandbox *s) {
+        Sandbox **id_head = &m->by_id[id_bucket(s->id)], **uid_head = &m->by_uid[uid_bucket(s->host_uid)];
+
         LIST_APPEND(m->sandboxes, m->sandboxes_tail, s);
+        s->id_next = *id_head;
+        *id_head = s;
+        s->uid_next = *uid_head;
+        *uid_head = s;
+        if (s->pooled) {
+                s->pool_next = m->pooled;
+                m->pooled = s;
+        }
         m->n_sandboxes++;
         if (!s->pooled)
                 MANAGER_NOTIFY(m, sandbox_added, s);
@@ -499,6 +555,19 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
 
 void manager_unlink_sandbox(Manager *m, Sandbox *s) {
         LIST_REMOVE_WITH_TAIL(m->sandboxes, m->sandboxes_tail, s);
+        for (Sandbox **p = &m->by_id[id_bucket(s->id)]; *p; p = &(*p)->id_next)
+                if (*p == s) {
+                        *p = s->id_next;
+                        break;
+                }
+        for (Sandbox **p = &m->by_uid[uid_bucket(s->host_uid)]; *p; p = &(*p)->uid_next)
+                if (*p == s) {
+                        *p = s->uid_next;
+                        break;
+                }
+        s->id_next = s->uid_next = NULL;
+        if (s->pooled)
+                manager_pool_chain_remove(m, s);
         m->n_sandboxes--;
 
         if (s->pooled) {
@@ -523,8 +592,8 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
         if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
-        for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (s->pooled && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
+        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                if (s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
                         return s;
         return NULL;
 }
@@ -599,6 +668,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                 r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
                 if (r < 0)
                         return r;
+                manager_pool_chain_remove(m, s);
                 s->pooled = false;
                 s->from_pool = true;
                 s->owner = owner;
@@ -630,8 +700,8 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                 const Template *t = m->templates.templates[i];
                 unsigned have = 0;
 
-                for (Sandbox *s = m->sandboxes; s; s = s->next)
-                        if (s->pooled && streq(s->template_name, t->name))
+                for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                        if (streq(s->template_name, t->name))
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
                         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
@@ -784,7 +854,9 @@ int manager_adopt_sandboxes(Manager *m) {
                         }
 
                 if (fd < 0)
-                        why = strdup("its control socket was not kept (sandboxd not run by systemd?)");
+                        why = strdup(st.config.ephemeral && !st.pooled ?
+                                     "it is ephemeral, its one command went with the sandboxd that ran it" :
+                                     "its control socket was not kept (sandboxd not run by systemd?)");
                 else if (!unit_is_active(m, unit))
                         why = strdup("its unit is gone");
                 else if (st.payload_pid > 0 &&

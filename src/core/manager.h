@@ -101,6 +101,11 @@ int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev);
 /* The same, over the sandboxes caller sees (access.h: sandbox_access_visible()). */
 Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCaller *caller);
+/* ListSandboxes: cb(s, userdata) for each sandbox caller sees that q selects (options.h),
+ * in creation order; *ret_total (if not NULL) the number of those that match, over all
+ * pages. Stops at, and returns, cb's first negative return. */
+int manager_list_sandboxes(Manager *m, const SandboxCaller *caller, const SandboxListQuery *q,
+                           int (*cb)(Sandbox *s, void *userdata), void *userdata, uint64_t *ret_total);
 size_t manager_n_sandboxes(Manager *m);
 
 /* Takes up the sandboxes a previous sandboxd left running (state files, descriptors kept

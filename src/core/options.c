@@ -11,6 +11,7 @@
 #include "sandbox.h"
 #include "sandbox-errors.h"
 #include "strv.h"
+#include "template.h"
 
 /* After macro.h: <sys/param.h> defines MIN() and MAX() only where they are not yet. */
 #include <resolv.h>
@@ -103,11 +104,21 @@ static const OptionSpec execution_filters[] = {
         {}
 };
 
+static const OptionSpec sandbox_list_filters[] = {
+        { "Offset",   OPTION_UINT64 },
+        { "Limit",    OPTION_UINT32 },
+        { "State",    OPTION_STRING },
+        { "Template", OPTION_STRING },
+        { "Name",     OPTION_STRING },
+        {}
+};
+
 static const OptionSpec * const option_sets[_OPTION_SET_MAX] = {
         [OPTION_SET_SANDBOX]    = sandbox_options,
         [OPTION_SET_EXEC]       = exec_options,
         [OPTION_SET_FILE]       = file_options,
         [OPTION_SET_EXECUTIONS] = execution_filters,
+        [OPTION_SET_SANDBOX_LIST] = sandbox_list_filters,
 };
 
 OptionType option_set_lookup(OptionSet set, const char *name) {
@@ -134,6 +145,10 @@ static int option_check(OptionSet set, const char *name, const OptionValue *v, S
                 case OPTION_SET_FILE:
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "Unknown file option '%.64s'.", name);
+                case OPTION_SET_SANDBOX_LIST:
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Unknown filter %.64s (known: Offset, Limit, State, Template, Name).",
+                                                 name);
                 default:
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "Unknown filter %s (known: SandboxId, Owner, Since, Limit, Tenant).", name);
@@ -145,6 +160,7 @@ static int option_check(OptionSet set, const char *name, const OptionValue *v, S
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "File option %.64s has the wrong type.", name);
         case OPTION_SET_EXECUTIONS:
+        case OPTION_SET_SANDBOX_LIST:
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "Filter %s has the wrong type '%s'.", name, option_value_type_name(v));
         default:
@@ -503,6 +519,31 @@ void execution_query_done(ExecutionQuery *q) {
         q->filter = (ExecutionFilter) {};
 }
 
+int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionValue *v, SandboxError *error) {
+        int r;
+
+        r = option_check(OPTION_SET_SANDBOX_LIST, name, v, error);
+        if (r < 0)
+                return r;
+        if (streq(name, "Offset"))
+                q->offset = v->u64;
+        else if (streq(name, "Limit")) {
+                if (v->u32 == 0 || v->u32 > SANDBOX_LIST_LIMIT_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Limit must be 1…%u.",
+                                                 SANDBOX_LIST_LIMIT_MAX);
+                q->limit = v->u32;
+        } else if (streq(name, "State")) {
+                q->state = sandbox_state_from_string(v->s);
+                if (q->state < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "State must be one of starting, running, paused, stopping, dead.");
+        } else if (streq(name, "Template"))
+                return set_label(q->template_name, name, v->s, template_name_is_valid, error);
+        else /* Name */
+                return set_label(q->name, name, v->s, sandbox_name_is_valid, error);
+        return 0;
+}
+
 int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error) {
         switch (set) {
         case OPTION_SET_SANDBOX:
@@ -513,6 +554,8 @@ int option_set_apply(OptionSet set, void *target, const char *name, const Option
                 return file_options_set(target, name, v, error);
         case OPTION_SET_EXECUTIONS:
                 return execution_query_set(target, name, v, error);
+        case OPTION_SET_SANDBOX_LIST:
+                return sandbox_list_query_set(target, name, v, error);
         default:
                 return -EINVAL;
         }

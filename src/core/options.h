@@ -107,6 +107,19 @@ typedef struct ExecutionQuery {
         char *sandbox_id;
 } ExecutionQuery;
 
+/* Which sandboxes ListSandboxes returns: those the caller sees that match every filter
+ * given, in the order they were created, from the offset-th on, at most limit of them. */
+typedef struct SandboxListQuery {
+        uint64_t offset;          /* matching sandboxes skipped */
+        uint32_t limit;           /* 0: all */
+        int state;                /* a SandboxState; -1: any */
+        char template_name[SANDBOX_NAME_MAX + 1]; /* "": any (TEMPLATE_NAME_MAX is the same) */
+        char name[SANDBOX_NAME_MAX + 1]; /* "": any */
+} SandboxListQuery;
+
+#define SANDBOX_LIST_QUERY_INIT { .state = -1 }
+#define SANDBOX_LIST_LIMIT_MAX 10000U
+
 /* The types of option values, as every wire format has them. */
 typedef enum OptionType {
         OPTION_STRING,
@@ -154,6 +167,7 @@ typedef enum OptionSet {
         OPTION_SET_EXEC,        /* Exec, Start: ExecConfig */
         OPTION_SET_FILE,        /* WriteFile, Upload, Download: FileOptions */
         OPTION_SET_EXECUTIONS,  /* ListExecutions: ExecutionQuery */
+        OPTION_SET_SANDBOX_LIST, /* ListSandboxes' filter: SandboxListQuery */
         _OPTION_SET_MAX,
 } OptionSet;
 
@@ -198,6 +212,7 @@ void file_options_init(FileOptions *o);
 int file_options_set(FileOptions *o, const char *name, const OptionValue *v, SandboxError *error);
 
 int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *v, SandboxError *error);
+int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionValue *v, SandboxError *error);
 /* What caller may see: its own sandboxes' executions and its own, or with the manage grant
  * (caller->granted, see access.h) all; of the tenant it acts for only, if it does. */
 void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller);

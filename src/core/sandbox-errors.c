@@ -9,7 +9,7 @@ static const struct {
         const char *name;
         int errno_value;
 } error_table[_SANDBOX_ERR_MAX] = {
-#define SANDBOX_ERROR_TABLE_ENTRY(code, n, bus_name, e) [SANDBOX_ERR_##code] = { .name = n, .errno_value = e },
+#define SANDBOX_ERROR_TABLE_ENTRY(code, n, bus_name, e, http) [SANDBOX_ERR_##code] = { .name = n, .errno_value = e },
         SANDBOX_ERRORS(SANDBOX_ERROR_TABLE_ENTRY)
 #undef SANDBOX_ERROR_TABLE_ENTRY
 };

@@ -14,7 +14,7 @@
 
 typedef enum SandboxErrorCode {
         SANDBOX_ERR_NONE = 0,
-#define SANDBOX_ERROR_CODE_ENUM(code, name, bus_name, errno_value) SANDBOX_ERR_##code,
+#define SANDBOX_ERROR_CODE_ENUM(code, name, bus_name, errno_value, http) SANDBOX_ERR_##code,
         SANDBOX_ERRORS(SANDBOX_ERROR_CODE_ENUM)
 #undef SANDBOX_ERROR_CODE_ENUM
         /* An errno the caller is told with a message of our own (a file operation's error

@@ -60,6 +60,7 @@ struct Sandbox {
         const PayloadOps *payload_ops;
         void *payload_state;      /* the backend's own (payload.h) */
         char *unit;               /* sandbox-<id>.scope; a Docker sandbox under systemd's cgroup driver: .slice */
+        char subslice[SANDBOX_SUBSLICE_NAME_MAX]; /* sandbox-xx.slice, the scope's (sandbox_subslice_name()) */
         char *description;
         char *cgroup;
         CgroupFile cgroup_cpu_file;          /* kept open: read at every exec's start and end */
@@ -87,7 +88,8 @@ struct Sandbox {
         bool unit_started;
         bool stop_pending;    /* StopUnit in flight */
         bool used;            /* an ephemeral sandbox ran its exec */
-        bool saved;           /* state file and fd store entry exist */
+        bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
+        bool fd_stored;       /* its control socket is in systemd's fd store */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
         char *failure;        /* why it is going away, if not asked to */
@@ -104,7 +106,11 @@ struct Sandbox {
         DestroyWaiter *waiters;
 
         Sandbox *next, *prev;
+        Sandbox *id_next, *uid_next;  /* in the manager's by_id and by_uid buckets */
+        Sandbox *pool_next;           /* in the manager's pooled chain, while pooled */
 };
+
+#define MANAGER_BUCKETS 4096U
 
 struct Manager {
         sd_event *event;
@@ -130,6 +136,10 @@ struct Manager {
         void *pool_drained_userdata;
         Sandbox *sandboxes, *sandboxes_tail;
         size_t n_sandboxes;
+        /* The linked sandboxes again, by id and by host uid: the lookups of every call on a
+         * sandbox, and of every create, stay as cheap with thousands as with none. */
+        Sandbox *by_id[MANAGER_BUCKETS], *by_uid[MANAGER_BUCKETS];
+        Sandbox *pooled;        /* the pooled ones (few), chained through pool_next */
         LogReader *log_readers;     /* sandbox-logs.c */
         SandboxStatistics statistics; /* statistics.h: counted where each event happens */
 

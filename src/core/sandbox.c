@@ -20,8 +20,6 @@
 #include "strv.h"
 #include "time-util.h"
 
-#define SANDBOX_SLICE "sandbox.slice"
-
 static const char * const sandbox_default_environment[] = {
         "USER=" SANDBOX_USER, "LOGNAME=" SANDBOX_USER, "HOME=" SANDBOX_HOME, "SHELL=" SANDBOX_SHELL,
         "LANG=C.UTF-8", NULL,
@@ -39,6 +37,13 @@ const char *sandbox_state_to_string(SandboxState s) {
         return s >= 0 && s < _SANDBOX_STATE_MAX ? sandbox_state_table[s] : NULL;
 }
 
+SandboxState sandbox_state_from_string(const char *s) {
+        for (SandboxState i = 0; s && i < _SANDBOX_STATE_MAX; i++)
+                if (streq(sandbox_state_table[i], s))
+                        return i;
+        return _SANDBOX_STATE_INVALID;
+}
+
 bool sandbox_id_is_valid(const char *id) {
         if (!id || strlen(id) != SANDBOX_ID_LEN)
                 return false;
@@ -54,6 +59,15 @@ char *sandbox_unit_name(const char *id, const char *type) {
         if (asprintf(&name, "sandbox-%s.%s", id, type) < 0)
                 return NULL;
         return name;
+}
+
+/* The first two hex digits of the id pick one of 256 sub-slices; systemd's dash hierarchy
+ * puts sandbox-xx.slice under sandbox.slice, whose limits still hold all of them. Each unit
+ * started in a slice costs systemd work for every unit already in it (its siblings are
+ * queued for cgroup realization), so 3,000 scopes side by side made each new one ~3× as
+ * dear: spread, a slice holds some tens at most, up to the 4,096 sandboxes allowed. */
+void sandbox_subslice_name(const char *id, char ret[static SANDBOX_SUBSLICE_NAME_MAX]) {
+        snprintf(ret, SANDBOX_SUBSLICE_NAME_MAX, "sandbox-%.2s.slice", id);
 }
 
 Manager *sandbox_get_manager(const Sandbox *s) { return s->manager; }
@@ -116,6 +130,7 @@ static void sandbox_store_fd(Sandbox *s, bool store) {
                 return;
         snprintf(msg, sizeof(msg), "%s\nFDNAME=ctl-%s", store ? "FDSTORE=1" : "FDSTOREREMOVE=1", s->id);
         r = store ? sd_pid_notify_with_fds(0, false, msg, &s->control_fd, 1) : sd_notify(false, msg);
+        s->fd_stored = store && r > 0;
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to %s the control socket of %s in systemd's fd store: %m",
                             store ? "keep" : "drop", s->id);
@@ -265,6 +280,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         if (r < 0)
                 goto fail;
         s->unit = sandbox_unit_name(s->id, "scope");
+        sandbox_subslice_name(s->id, s->subslice);
         if (!s->template_name || !s->environment || !s->unit ||
             asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
                 r = -ENOMEM;
@@ -319,7 +335,8 @@ static void sandbox_finalize(Sandbox *s) {
                 m->statistics.create_failures++;
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
-                sandbox_store_fd(s, false);
+                if (s->fd_stored)
+                        sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
@@ -464,7 +481,11 @@ static void sandbox_became_ready(Sandbox *s) {
         s->state = SANDBOX_STARTING;
         sandbox_set_state(s, SANDBOX_RUNNING);
         sandbox_update_idle_timer(s);
-        sandbox_store_fd(s, true);
+        /* Not an ephemeral one's: a restarted sandboxd stops it anyway (its one exec went
+         * with the old one), and systemd compares each descriptor it is given with every
+         * one it holds (kcmp), a cost that grows with the sandboxes kept there. */
+        if (!s->config.ephemeral || s->pooled)
+                sandbox_store_fd(s, true);
         sandbox_save(s);
         s->saved = true;
         s->manager->statistics.sandboxes_created++;
@@ -549,7 +570,8 @@ static void on_control_group(const char *cgroup, const sd_bus_error *error, void
         if (error) {
                 /* OOM detection falls back to the path systemd uses on a plain host. */
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
-                if (asprintf(&s->cgroup, "/" SANDBOX_SLICE "/%s", s->unit) < 0)
+                bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
+                if (asprintf(&s->cgroup, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0)
                         s->cgroup = NULL;
                 if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                         s->payload_ops->unit_started(s);
@@ -617,7 +639,7 @@ static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
 int sandbox_payload_start_scope(Sandbox *s, pid_t pid) {
         return sandbox_start_unit(s, &(ScopeParams) {
                 .unit = s->unit,
-                .slice = SANDBOX_SLICE,
+                .slice = s->subslice,
                 .description = s->description,
                 .pids = &pid,
                 .n_pids = 1,
@@ -868,6 +890,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
                           st->pause_method ? "sigstop" : NULL;
         s->unit_started = true;
         s->saved = true;
+        s->fd_stored = true; /* its control socket came from there */
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
         s->pooled = st->pooled;
         s->from_pool = st->from_pool;

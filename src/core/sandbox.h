@@ -27,6 +27,7 @@ typedef enum SandboxState {
 } SandboxState;
 
 const char *sandbox_state_to_string(SandboxState s);
+SandboxState sandbox_state_from_string(const char *s);
 
 /* Reply hook of CreateSandbox and Destroy: error is NULL on success. s is valid during
  * the call only. */
@@ -35,6 +36,10 @@ typedef void (*sandbox_callback_t)(Sandbox *s, const SandboxError *error, void *
 bool sandbox_id_is_valid(const char *id);
 /* The name of a sandbox's unit: "sandbox-<id>.<type>" (type "scope" or "slice"). */
 char *sandbox_unit_name(const char *id, const char *type);
+
+/* "sandbox-xx.slice": the sub-slice of sandbox.slice a sandbox's scope goes in. */
+#define SANDBOX_SUBSLICE_NAME_MAX sizeof("sandbox-xx.slice")
+void sandbox_subslice_name(const char *id, char ret[static SANDBOX_SUBSLICE_NAME_MAX]);
 
 Manager *sandbox_get_manager(const Sandbox *s);
 const char *sandbox_get_id(const Sandbox *s);

@@ -175,11 +175,11 @@ int systemd_client_new(sd_bus *bus, SystemdClient **ret) {
                                       "Disconnected", on_disconnected, NULL, c);
         if (r < 0)
                 goto fail;
-        /* systemd emits job signals only while someone is subscribed. */
-        r = sd_bus_call_method_async(bus, NULL, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
-                                     "Subscribe", NULL, NULL, NULL);
-        if (r < 0)
-                goto fail;
+        /* No Subscribe: systemd sends a job's JobNew and JobRemoved to the client that
+         * queued it (it tracks the caller of StartTransientUnit and StopUnit) without one.
+         * A subscriber gets every unit's UnitNew, UnitRemoved and PropertiesChanged too —
+         * serialized by systemd and routed by the bus daemon for each state change of each
+         * scope — none of which sandboxd reads. */
 
         *ret = c;
         return 0;

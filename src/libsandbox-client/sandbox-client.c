@@ -51,7 +51,7 @@ int sandbox_client_errno_from_name(const char *name) {
 
         if (!name)
                 return EIO;
-#define ERROR_ERRNO(code, suffix, bus_name, errno_value) if (streq(name, bus_name)) return errno_value;
+#define ERROR_ERRNO(code, suffix, bus_name, errno_value, http) if (streq(name, bus_name)) return errno_value;
         SANDBOX_ERRORS(ERROR_ERRNO)
 #undef ERROR_ERRNO
         /* The standard names, and System.Error.E* of the file methods. */

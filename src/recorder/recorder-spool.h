@@ -19,6 +19,8 @@
 
 #include <json-c/json.h>
 
+#include "parse-util.h"   /* hex_encode(), hex_decode() */
+
 #include "recorder.h"
 
 #define SPOOL_FILE "records.jsonl"
@@ -44,8 +46,6 @@ const char *spool_get_string(json_object *o, const char *key, size_t *ret_size);
 /* Decodes a hex field into a new buffer (NULL and 0 when empty). */
 int spool_get_hex(json_object *o, const char *key, void **ret, size_t *ret_size);
 
-int hex_encode(const void *data, size_t size, char **ret);
-int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size);
 
 /* Calls cb for each complete line of fd (without its '\n'), from start_offset on, with
  * the offset just past the line; cb returns > 0 to stop, < 0 to fail. Reads in chunks;

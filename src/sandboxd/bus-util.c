@@ -7,14 +7,14 @@
 #include "strv.h"
 
 const sd_bus_error_map bus_sandbox_error_map[] = {
-#define ERROR_MAP_ENTRY(code, name, bus_name, errno_value) SD_BUS_ERROR_MAP(bus_name, errno_value),
+#define ERROR_MAP_ENTRY(code, name, bus_name, errno_value, http) SD_BUS_ERROR_MAP(bus_name, errno_value),
         SANDBOX_ERRORS(ERROR_MAP_ENTRY)
 #undef ERROR_MAP_ENTRY
         SD_BUS_ERROR_MAP_END
 };
 
 static const char * const bus_error_names[_SANDBOX_ERR_MAX] = {
-#define ERROR_NAME_ENTRY(code, name, bus_name, errno_value) [SANDBOX_ERR_##code] = bus_name,
+#define ERROR_NAME_ENTRY(code, name, bus_name, errno_value, http) [SANDBOX_ERR_##code] = bus_name,
         SANDBOX_ERRORS(ERROR_NAME_ENTRY)
 #undef ERROR_NAME_ENTRY
 };

@@ -100,34 +100,59 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         return sandbox_authorize_call_by_name(m, f->manager, id, SANDBOX_OP_INSPECT, get_sandbox_authorized);
 }
 
-/* The core decides which sandboxes the caller sees (access.h). */
+/* ListSandboxes and ListSandboxesFiltered, while they are authorized. */
+typedef struct ListRequest {
+        BusFrontend *frontend;
+        SandboxListQuery query;
+        bool filtered;  /* ListSandboxesFiltered: the total follows the list */
+} ListRequest;
+
+static int list_append_sandbox(Sandbox *s, void *userdata) {
+        return sd_bus_message_append(userdata, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
+                                     (uint32_t) sandbox_get_owner(s), sandbox_state_to_string(sandbox_get_state(s)),
+                                     BUS_SANDBOX_PATH(s), sandbox_get_created_at(s));
+}
+
+/* The core decides which sandboxes the caller sees (access.h) and which the filter picks. */
 static int list_sandboxes_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
                                      SandboxError *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        BusFrontend *f = userdata;
+        ListRequest *l = userdata;
+        uint64_t total = 0;
         int r;
 
         r = sd_bus_message_new_method_return(call, &reply);
         if (r < 0)
                 return r;
         r = sd_bus_message_open_container(reply, 'a', "(ssusot)");
-        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller);
-             r >= 0 && s;
-             s = manager_next_visible_sandbox(f->manager, s, caller))
-                r = sd_bus_message_append(reply, "(ssusot)", sandbox_get_id(s), sandbox_get_template(s),
-                                          (uint32_t) sandbox_get_owner(s),
-                                          sandbox_state_to_string(sandbox_get_state(s)),
-                                          BUS_SANDBOX_PATH(s), sandbox_get_created_at(s));
+        if (r >= 0)
+                r = manager_list_sandboxes(l->frontend->manager, caller, &l->query, list_append_sandbox, reply, &total);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
+        if (r >= 0 && l->filtered)
+                r = sd_bus_message_append(reply, "t", total);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_free_ ListRequest *l = NULL;
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        int r;
+
+        l = calloc(1, sizeof(ListRequest));
+        if (!l)
+                return -ENOMEM;
+        *l = (ListRequest) { .frontend = userdata, .query = SANDBOX_LIST_QUERY_INIT };
+        if (streq(sd_bus_message_get_member(m), "ListSandboxesFiltered")) {
+                l->filtered = true;
+                r = bus_read_options(m, OPTION_SET_SANDBOX_LIST, &l->query, &e);
+                if (r < 0)
+                        return bus_error_return(error, &e, r);
+        }
         return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
-                                  userdata, NULL);
+                                  TAKE_PTR(l), free);
 }
 
 static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -243,6 +268,10 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS("ListSandboxes",
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a(ssusot)", sandboxes),
+                                method_list_sandboxes, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListSandboxesFiltered",
+                                SD_BUS_ARGS("a{sv}", filter),
+                                SD_BUS_RESULT("a(ssusot)", sandboxes, "t", total),
                                 method_list_sandboxes, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ListTemplates",
                                 SD_BUS_NO_ARGS,

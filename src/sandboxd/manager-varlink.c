@@ -165,23 +165,39 @@ int varlink_list_access(const SandboxCaller *caller, void *userdata, SandboxOper
         return 0;
 }
 
+/* ListSandboxes' call while it is authorized. */
+typedef struct ListSandboxesArgs {
+        VarlinkFrontend *frontend;
+        json_object *filter;     /* borrowed, read before authorizing */
+        SandboxListQuery query;
+        bool filtered;           /* a filter was given: the reply has the total */
+} ListSandboxesArgs;
+
+static int list_add_sandbox(Sandbox *s, void *userdata) {
+        json_object *o = sandbox_to_json(s);
+
+        if (!o || json_object_array_add(userdata, o) < 0) {
+                json_object_put(o);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int list_sandboxes_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata,
                                      SandboxError *error) {
         _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
-        VarlinkFrontend *f = userdata;
+        ListSandboxesArgs *a = userdata;
+        uint64_t total = 0;
         int r;
 
         if (!p || !l)
                 return -ENOMEM;
-        for (Sandbox *s = manager_next_visible_sandbox(f->manager, NULL, caller); s;
-             s = manager_next_visible_sandbox(f->manager, s, caller)) {
-                json_object *o = sandbox_to_json(s);
-                if (!o || json_object_array_add(l, o) < 0) {
-                        json_object_put(o);
-                        return -ENOMEM;
-                }
-        }
-        r = json_add(p, "sandboxes", TAKE_PTR(l));
+        r = manager_list_sandboxes(a->frontend->manager, caller, &a->query, list_add_sandbox, l, &total);
+        if (r >= 0)
+                r = json_add(p, "sandboxes", TAKE_PTR(l));
+        /* With a filter, how many match over all pages. */
+        if (r >= 0 && a->filtered)
+                r = json_add(p, "total", json_object_new_uint64(total));
         if (r < 0)
                 return r;
         (void) varlink_reply_or_fail(call, p);
@@ -192,15 +208,31 @@ static const VarlinkParam no_params[] = {
         {}
 };
 
+static const VarlinkParam list_sandboxes_params[] = {
+        { "filter", VARLINK_PARAM_OBJECT, offsetof(ListSandboxesArgs, filter) },
+        {}
+};
+
 static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
                                  void *userdata) {
+        _cleanup_free_ ListSandboxesArgs *a = NULL;
+        VarlinkFrontend *f = userdata;
         int r;
 
-        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
+        a = calloc(1, sizeof(ListSandboxesArgs));
+        if (!a) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        *a = (ListSandboxesArgs) { .frontend = f, .query = SANDBOX_LIST_QUERY_INIT };
+        r = varlink_read_call(call, parameters, list_sandboxes_params, a, &a->filter, OPTION_SET_SANDBOX_LIST,
+                              &a->query);
         if (r < 0)
-                return varlink_params_failed(call, r);
-        r = varlink_authorize_then(((VarlinkFrontend *) userdata)->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
-                                   list_sandboxes_authorized, userdata, NULL);
+                return 0;
+        a->filtered = json_object_object_get_ex(parameters, "filter", &a->filter) && a->filter;
+        a->filter = NULL;
+        r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
+                                   TAKE_PTR(a), free);
         if (r < 0)
                 (void) varlink_reply_error(call, NULL, r);
         return 0;

@@ -13,6 +13,7 @@
 #include "caller.h"
 #include "options.h"
 #include "sandbox-errors.h"
+
 #include "varlink.h"
 
 #define SANDBOX_VARLINK_INTERFACE "io.sandboxd.Sandbox"

@@ -40,3 +40,16 @@ int base64_decode(const char *s, void **ret, size_t *ret_size) {
         *ret_size = (size_t) k;
         return 0;
 }
+
+int json_object_get_base64(json_object *s, uint8_t **ret, size_t *ret_size) {
+        void *d;
+        int r;
+
+        if (!json_object_is_type(s, json_type_string))
+                return -EBADMSG;
+        r = base64_decode(json_object_get_string(s), &d, ret_size);
+        if (r < 0)
+                return r == -EINVAL ? -EBADMSG : r;
+        *ret = d;
+        return 0;
+}

@@ -375,3 +375,51 @@ char *utf8_escape_invalid(const char *s) {
         buf[j] = '\0';
         return buf;
 }
+
+int hex_encode(const void *data, size_t size, char **ret) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *p = data;
+        char *s;
+
+        s = malloc(size * 2 + 1);
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0; i < size; i++) {
+                s[2 * i] = digits[p[i] >> 4];
+                s[2 * i + 1] = digits[p[i] & 15];
+        }
+        s[size * 2] = 0;
+        *ret = s;
+        return 0;
+}
+
+static int unhex_char(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}
+
+int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size) {
+        uint8_t *buf;
+
+        if (size % 2)
+                return -EINVAL;
+        buf = malloc(size / 2 + 1);
+        if (!buf)
+                return -ENOMEM;
+        for (size_t i = 0; i < size / 2; i++) {
+                int a = unhex_char(s[2 * i]), b = unhex_char(s[2 * i + 1]);
+                if (a < 0 || b < 0) {
+                        free(buf);
+                        return -EINVAL;
+                }
+                buf[i] = (uint8_t) (a << 4 | b);
+        }
+        *ret = buf;
+        *ret_size = size / 2;
+        return 0;
+}

@@ -56,3 +56,8 @@ bool utf8_is_valid_n(const void *data, size_t size);
  * subsequence with U+FFFD (the W3C/Unicode "maximal subpart" practice). Embedded NULs are
  * kept, so use *ret_size, not strlen(). Returns 0 or -ENOMEM. */
 int utf8_sanitize(const void *data, size_t size, char **ret, size_t *ret_size);
+
+/* Lowercase hex of data (a new string); and back (a new buffer; upper or lower case digits;
+ * -EINVAL for an odd length or a non-digit). */
+int hex_encode(const void *data, size_t size, char **ret);
+int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size);

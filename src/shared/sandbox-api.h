@@ -29,30 +29,31 @@
 #define SANDBOX_ERROR_SANDBOX_EXISTS     "io.sandboxd.Sandbox1.SandboxExists"
 #define SANDBOX_ERROR_TEMPLATE_READ_ONLY "io.sandboxd.Sandbox1.TemplateReadOnly"
 
-/* Every error of the API, once: X(CODE, Name, D-Bus name, errno). The core reports the
- * code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front end maps
- * it: D-Bus to the name here, varlink to io.sandboxd.Sandbox.Name, HTTP to a status. The
- * errno is what the client library returns for the name. The last four are the bus's own
+/* Every error of the API, once: X(CODE, Name, D-Bus name, errno, HTTP status). The core
+ * reports the code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front
+ * end maps it: D-Bus to the name here, varlink to io.sandboxd.Sandbox.Name, sandboxd-http
+ * to the HTTP status (sandboxd-http(8)). The errno is what the client library returns for
+ * the name. The last four are the bus's own
  * names, which sandboxd's D-Bus face gives for them (sandboxd-api(7)). */
 #define SANDBOX_ERRORS(X)                                                                                       \
-        X(NO_SUCH_TEMPLATE,   "NoSuchTemplate",   SANDBOX_ERROR_NO_SUCH_TEMPLATE,   ENOENT)                     \
-        X(NO_SUCH_SANDBOX,    "NoSuchSandbox",    SANDBOX_ERROR_NO_SUCH_SANDBOX,    ENXIO)                      \
-        X(INVALID_OPTION,     "InvalidOption",    SANDBOX_ERROR_INVALID_OPTION,     EINVAL)                     \
-        X(NOT_RUNNING,        "NotRunning",       SANDBOX_ERROR_NOT_RUNNING,        ESRCH)                      \
-        X(BUSY,               "Busy",             SANDBOX_ERROR_BUSY,               EBUSY)                      \
-        X(TOO_MANY_SANDBOXES, "TooManySandboxes", SANDBOX_ERROR_TOO_MANY_SANDBOXES, EUSERS)                     \
-        X(SANDBOX_FAILED,     "SandboxFailed",    SANDBOX_ERROR_SANDBOX_FAILED,     EIO)                        \
-        X(SYSTEMD_FAILED,     "SystemdFailed",    SANDBOX_ERROR_SYSTEMD_FAILED,     EIO)                        \
-        X(NO_SUCH_PROCESS,    "NoSuchProcess",    SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD)                     \
-        X(STILL_RUNNING,      "StillRunning",     SANDBOX_ERROR_STILL_RUNNING,      EAGAIN)                     \
-        X(FILE_TOO_LARGE,     "FileTooLarge",     SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG)                      \
-        X(SANDBOX_EXISTS,     "SandboxExists",    SANDBOX_ERROR_SANDBOX_EXISTS,     EEXIST)                     \
-        X(TEMPLATE_READ_ONLY, "TemplateReadOnly", SANDBOX_ERROR_TEMPLATE_READ_ONLY, EROFS)                      \
-        X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES)            \
+        X(NO_SUCH_TEMPLATE,   "NoSuchTemplate",   SANDBOX_ERROR_NO_SUCH_TEMPLATE,   ENOENT, 404)                \
+        X(NO_SUCH_SANDBOX,    "NoSuchSandbox",    SANDBOX_ERROR_NO_SUCH_SANDBOX,    ENXIO, 404)                 \
+        X(INVALID_OPTION,     "InvalidOption",    SANDBOX_ERROR_INVALID_OPTION,     EINVAL, 400)                \
+        X(NOT_RUNNING,        "NotRunning",       SANDBOX_ERROR_NOT_RUNNING,        ESRCH, 409)                 \
+        X(BUSY,               "Busy",             SANDBOX_ERROR_BUSY,               EBUSY, 429)                 \
+        X(TOO_MANY_SANDBOXES, "TooManySandboxes", SANDBOX_ERROR_TOO_MANY_SANDBOXES, EUSERS, 429)                \
+        X(SANDBOX_FAILED,     "SandboxFailed",    SANDBOX_ERROR_SANDBOX_FAILED,     EIO, 500)                   \
+        X(SYSTEMD_FAILED,     "SystemdFailed",    SANDBOX_ERROR_SYSTEMD_FAILED,     EIO, 500)                   \
+        X(NO_SUCH_PROCESS,    "NoSuchProcess",    SANDBOX_ERROR_NO_SUCH_PROCESS,    ECHILD, 404)                \
+        X(STILL_RUNNING,      "StillRunning",     SANDBOX_ERROR_STILL_RUNNING,      EAGAIN, 409)                \
+        X(FILE_TOO_LARGE,     "FileTooLarge",     SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG, 413)                 \
+        X(SANDBOX_EXISTS,     "SandboxExists",    SANDBOX_ERROR_SANDBOX_EXISTS,     EEXIST, 409)                \
+        X(TEMPLATE_READ_ONLY, "TemplateReadOnly", SANDBOX_ERROR_TEMPLATE_READ_ONLY, EROFS, 409)                 \
+        X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES, 403)       \
         X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
-          "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES)                                \
-        X(NOT_SUPPORTED,      "NotSupported",     "org.freedesktop.DBus.Error.NotSupported", EOPNOTSUPP)        \
-        X(NO_REPLY,           "NoReply",          "org.freedesktop.DBus.Error.NoReply", ETIMEDOUT)
+          "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES, 403)                           \
+        X(NOT_SUPPORTED,      "NotSupported",     "org.freedesktop.DBus.Error.NotSupported", EOPNOTSUPP, 501)   \
+        X(NO_REPLY,           "NoReply",          "org.freedesktop.DBus.Error.NoReply", ETIMEDOUT, 503)
 
 /* Bounds a caller may need to know before it asks. */
 #define EXEC_TIMEOUT_DEFAULT_SEC 300ULL

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "macro.h"
+#include "json-util.h"
 #include "varlink-stream.h"
 
 static int fd_set_flags(int fd) {
@@ -116,37 +117,6 @@ ssize_t varlink_stream_read(VarlinkStream *s) {
         return n;
 }
 
-static void json_tokener_freep(json_tokener **t) {
-        if (*t)
-                json_tokener_free(*t);
-}
-
-/* Parses [p, p + size), whose byte p[size] is the NUL that ended it: handing json-c that
- * NUL too tells it the input is over, so that a value at the very end (a number) is
- * complete and anything after the value is an error. */
-static int parse_message(const char *p, size_t size, json_object **ret) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
-        json_object *m;
-
-        if (size >= INT32_MAX)
-                return -EMSGSIZE;
-        tok = json_tokener_new_ex(VARLINK_STREAM_DEPTH_MAX);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT
-#ifdef JSON_TOKENER_VALIDATE_UTF8
-                               | JSON_TOKENER_VALIDATE_UTF8
-#endif
-        );
-        m = json_tokener_parse_ex(tok, p, (int) size + 1);
-        if (json_tokener_get_error(tok) != json_tokener_success) {
-                json_object_put(m);
-                return -EBADMSG;
-        }
-        *ret = m;
-        return 0;
-}
-
 int varlink_stream_next(VarlinkStream *s, json_object **ret) {
         json_object *m = NULL;
         const char *start, *nul;
@@ -163,7 +133,7 @@ int varlink_stream_next(VarlinkStream *s, json_object **ret) {
         if (s->input_messages == 0 && s->input.start == s->input.end)
                 s->input.start = s->input.end = s->input_scanned = 0;
 
-        r = parse_message(start, (size_t) (nul - start), &m);
+        r = json_parse_strict(start, (size_t) (nul - start), VARLINK_STREAM_DEPTH_MAX, &m);
         if (r < 0)
                 return r;
         *ret = m;

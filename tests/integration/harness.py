@@ -56,6 +56,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,9 @@ SANDBOX_IFACE = 'io.sandboxd.Sandbox1.Sandbox'
 VARLINK_SOCKET = '/run/sandboxd/io.sandboxd.Sandbox'  # sandboxd-varlink.socket's, in the system
 VARLINK_IFACE = 'io.sandboxd.Sandbox'
 VARLINK_UNIT = 'sandboxd-varlink.socket'
+HTTP_UNIX_SOCKET = '/run/sandboxd/http.sock'        # sandboxd-http.socket's, in the system
+HTTP_TOKENS_DIR = '/run/sandboxd-http-test-tokens'  # the test bridge's --tokens-dir, in the system
+HTTP_CONFIG = '/run/sandboxd-http-test.conf'        # … and its --config (absent: the defaults)
 SANITIZER_VARS = ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS')
 MARKER = '# written by tests/integration/harness.py; removed when the tests end'
 DOCKER_IMAGE = 'sandboxd-busybox:latest'          # what templates/docker-busybox.json names
@@ -83,6 +87,8 @@ POOLED_TEMPLATE = 'pooled-shell'
 DOCKER_MISSING_TEMPLATE = 'docker-missing-image'  # in the harness's own template directory
 DOCKER_MISSING_IMAGE = 'sandboxd-test-no-such-image:latest'
 DOCKER_LABEL = 'io.sandboxd.id'
+# The sub-slices of sandbox.slice that scopes are spread over (sandbox_subslice_name()).
+SUBSLICE_RE = re.compile(r'sandbox-[0-9a-f]{2}\.slice')
 
 
 # Runs as the new namespace's PID 1 until it execs systemd. $1: files to seed /run with,
@@ -181,6 +187,7 @@ class Paths:
         self.sandboxctl = env('SANDBOXCTL_BIN') or os.path.join(self.build, 'src/sandboxctl/sandboxctl')
         self.sandbox_init = env('SANDBOX_INIT_BIN') or os.path.join(self.build, 'src/sandbox-init/sandbox-init')
         self.sandbox_run = env('SANDBOX_RUN_BIN') or os.path.join(self.build, 'src/sandbox-run/sandbox-run')
+        self.sandboxd_http = env('SANDBOXD_HTTP_BIN') or os.path.join(self.build, 'src/sandboxd-http/sandboxd-http')
         self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
         self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
@@ -190,7 +197,7 @@ class Paths:
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
         # Commands run through nsenter -m start in the namespace's /, not in our cwd.
-        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'units', 'templates', 'bwrap'):
+        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'sandboxd_http', 'units', 'templates', 'bwrap'):
             setattr(self, attr, os.path.abspath(getattr(self, attr)))
 
     def service_text(self):
@@ -201,6 +208,20 @@ class Paths:
         # Not configured yet (running by hand): ExecStart is overridden by the drop-in.
         with open(self.service_in) as f:
             return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+
+    def http_service_text(self):
+        """sandboxd-http.service as built (its ExecStart is overridden by the drop-in)."""
+        built = os.path.join(self.units, 'sandboxd-http.service')
+        if os.path.exists(built):
+            with open(built) as f:
+                return f.read()
+        with open(os.path.join(self.source, 'units', 'sandboxd-http.service.in')) as f:
+            return f.read().replace('@libexecdir@', '/usr/libexec')
+
+    def http_sanitized(self):
+        """Whether sandboxd-http is built with AddressSanitizer."""
+        cp = subprocess.run(['ldd', self.sandboxd_http], capture_output=True, text=True)
+        return 'libasan' in cp.stdout
 
     def missing(self, daemon=True):
         """Names of the components that are absent, for a clear skip or failure."""
@@ -546,17 +567,56 @@ class System:
 
     def sandbox_scopes(self, include_pool=False):
         """Units of sandboxes. The harness's pooled template keeps one sandbox started and
-        hidden (test_pool); other tests do not count it unless asked."""
+        hidden (test_pool); other tests do not count it unless asked. The sub-slices the
+        scopes are spread over (sandbox-xx.slice) are no sandbox's: see subslices()."""
         cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope', 'sandbox-*.slice')
         units = []
         for line in cp.stdout.splitlines():
-            if not line.strip():
+            if not line.strip() or SUBSLICE_RE.fullmatch(line.split()[0]):
                 continue
             # UNIT LOAD ACTIVE SUB DESCRIPTION…: the description names the template.
             if not include_pool and line.rstrip().endswith(f'({POOLED_TEMPLATE})'):
                 continue
             units.append(line.split()[0])
         return units
+
+    RESTART_DROPIN = '/run/systemd/system/sandboxd.service.d/60-restart.conf'
+
+    def daemon_restart_on_failure(self, on):
+        """Restart=on-failure for sandboxd.service, as the shipped unit has it (systemd
+        keeps the fd store across such a restart); off: the harness's Restart=no again, and
+        the daemon started if it is not running."""
+        if on:
+            with open(self.path(self.RESTART_DROPIN), 'w') as f:
+                f.write(MARKER + '\n[Service]\nRestart=on-failure\n')
+        else:
+            try:
+                os.unlink(self.path(self.RESTART_DROPIN))
+            except FileNotFoundError:
+                pass
+        self.systemctl('daemon-reload', check=True)
+        if not on and self.systemctl('is-active', 'sandboxd.service').stdout.strip() != 'active':
+            self.start_daemon()
+
+    def kill9_daemon(self, timeout=30):
+        """kill -9 sandboxd and wait for systemd to have restarted it (Restart=on-failure)
+        and for the new one to answer on the bus."""
+        pid = self.show('sandboxd.service', 'MainPID')['MainPID']
+        self.run(['kill', '-KILL', pid], check=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            info = self.show('sandboxd.service', 'ActiveState', 'MainPID')
+            if info['ActiveState'] == 'active' and info['MainPID'] not in ('0', pid) and \
+                    self.busctl('call', BUS_NAME, MANAGER_PATH, 'org.freedesktop.DBus.Peer', 'Ping').returncode == 0:
+                return
+            time.sleep(0.1)
+        raise HarnessError(f'sandboxd did not come back within {timeout}s after kill -9')
+
+    def subslices(self):
+        """{sub-slice: ActiveState} of the loaded sandbox-xx.slice units under sandbox.slice."""
+        cp = self.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-??.slice')
+        return {f[0]: f[2] for f in (line.split() for line in cp.stdout.splitlines())
+                if len(f) >= 3 and SUBSLICE_RE.fullmatch(f[0])}
 
     def cgroup_dir(self, control_group):
         """Host directory of a unit's ControlGroup (as systemctl shows it) in the hierarchy
@@ -864,6 +924,7 @@ class System:
             os.path.join(unitdir, VARLINK_UNIT): open(p.varlink_socket_unit).read(),
             os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
         }
+        files.update(self._http_units(unitdir))
         if self.mode == 'host':
             # A sandboxd installed on this machine: stopped for the tests, started again after.
             self.host_daemon_was_active = self.systemctl('is-active', 'sandboxd.service').stdout.strip() == 'active'
@@ -886,6 +947,38 @@ class System:
             self.installed.append(path)
         self.systemctl('daemon-reload', check=True)
         self.install_policy()
+
+    def _http_units(self, unitdir):
+        """sandboxd-http's socket and service (started by its socket, as installed), on a
+        free loopback port of this run's (HTTP_TOKENS_DIR: where tests put token files)."""
+        p = self.paths
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            self.http_port = s.getsockname()[1]
+        self.http_unix_socket = HTTP_UNIX_SOCKET
+        service = ['[Service]', 'ExecStart=',
+                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in [p.sandboxd_http, f'--tokens-dir={HTTP_TOKENS_DIR}',
+                                                                  f'--config={HTTP_CONFIG}'])]
+        for var in SANITIZER_VARS:
+            if os.environ.get(var):
+                service.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
+        if p.http_sanitized():
+            # LeakSanitizer stops the world with ptrace, which @system-service leaves out.
+            service.append('SystemCallFilter=')
+        with open(os.path.join(p.source, 'units', 'sandboxd-http.socket')) as f:
+            socket_text = f.read()
+        for d in ('sandboxd-http.service.d', 'sandboxd-http.socket.d'):
+            if self.mode == 'host' and not os.path.isdir(os.path.join(unitdir, d)):
+                os.makedirs(os.path.join(unitdir, d))
+                self.installed.append(os.path.join(unitdir, d))
+        return {
+            os.path.join(unitdir, 'sandboxd-http.service'): p.http_service_text(),
+            os.path.join(unitdir, 'sandboxd-http.socket'): socket_text,
+            os.path.join(unitdir, 'sandboxd-http.service.d', '50-test.conf'): '\n'.join(service) + '\n',
+            os.path.join(unitdir, 'sandboxd-http.socket.d', '50-test.conf'):
+                f'[Socket]\nListenStream=\nListenStream=127.0.0.1:{self.http_port}\n'
+                f'ListenStream={HTTP_UNIX_SOCKET}\n',
+        }
 
     def install_policy(self):
         if self.mode == 'host':
@@ -1031,6 +1124,8 @@ class System:
         if left:
             log(f'destroying sandboxes the tests left: {left}')
             self.run([self.paths.sandboxctl, 'destroy', *left], timeout=120)
+        # The bridge first (a client of sandboxd's), socket and all.
+        self.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=90)
         cp = self.systemctl('stop', VARLINK_UNIT, 'sandboxd.service', timeout=90)
         if cp.returncode != 0:
             problems.append(f'systemctl stop sandboxd failed: {cp.stderr.strip()}')

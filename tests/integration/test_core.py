@@ -64,7 +64,11 @@ class Limits(Base):
                        'TasksMax', 'CPUQuotaPerSecUSec', 'ControlGroup')
         self.assertEqual(props['LoadState'], 'loaded', props)
         self.assertEqual(props['ActiveState'], 'active', props)
-        self.assertEqual(props['Slice'], 'sandbox.slice', props)
+        # Its own sub-slice of sandbox.slice, picked by the id's first two hex digits.
+        self.assertEqual(props['Slice'], f'sandbox-{sid[:2]}.slice', props)
+        self.assertEqual(S.show(props['Slice'], 'Slice')['Slice'], 'sandbox.slice')
+        self.assertTrue(props['ControlGroup'].endswith(f'/sandbox.slice/sandbox-{sid[:2]}.slice/{self.unit(sid)}'),
+                        props)
         self.assertEqual(props['MemoryMax'], str(256 * MiB), props)
         # No swap beyond the limit: else, on a host with swap, a sandbox at its MemoryMax
         # swaps instead of being OOM-killed (the unit property; cgroup v2 enforces it as

@@ -233,7 +233,9 @@ class Containment(Base):
         cid = self.inspect(sid)['Id']
         pid = self.container_pid(sid)
         cg = S.show(self.unit(sid), 'ControlGroup')['ControlGroup']
-        self.assertTrue(cg.endswith(f'/sandbox.slice/{self.unit(sid)}'), cg)
+        # A scope in its sub-slice of sandbox.slice; a slice (systemd driver) in sandbox.slice.
+        parent = '/sandbox.slice/' + ('' if self.unit(sid).endswith('.slice') else f'sandbox-{sid[:2]}.slice/')
+        self.assertTrue(cg.endswith(f'{parent}{self.unit(sid)}'), cg)
         # The pid is one of the test system's: read it there.
         cp = self.ok(S.run(['cat', f'/proc/{pid}/cgroup']))
         lines = {}
@@ -241,7 +243,7 @@ class Containment(Base):
             _n, controllers, path = line.split(':', 2)
             for c in controllers.split(',') or ['']:
                 lines[c] = path
-        want = f'/sandbox.slice/{self.unit(sid)}/'
+        want = f'{parent}{self.unit(sid)}/'
         checked = 0
         for c in ('memory', 'name=systemd', 'pids', ''):
             if c in lines:

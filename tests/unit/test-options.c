@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "options.h"
+#include "sandbox.h"
 #include "sandbox-errors.h"
 #include "strv.h"
 
@@ -376,6 +377,48 @@ static void test_option_types(void **state) {
         execution_query_done(&q);
 }
 
+/* ListSandboxes' filter: each member, its bounds, and JSON (varlink's) as D-Bus's. */
+static void test_sandbox_list_query(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxListQuery q = SANDBOX_LIST_QUERY_INIT;
+        json_object *o;
+
+        assert_int_equal(q.state, -1);
+        assert_int_equal(sandbox_list_query_set(&q, "Offset", &(OptionValue) { .type = OPTION_UINT64, .u64 = 500 }, &e), 0);
+        assert_int_equal(sandbox_list_query_set(&q, "Limit", &(OptionValue) { .type = OPTION_UINT32, .u32 = 100 }, &e), 0);
+        assert_int_equal(sandbox_list_query_set(&q, "State", &(OptionValue) { .type = OPTION_STRING, .s = "paused" }, &e), 0);
+        assert_int_equal(sandbox_list_query_set(&q, "Template", &(OptionValue) { .type = OPTION_STRING, .s = "py-3.12" }, &e), 0);
+        assert_int_equal(sandbox_list_query_set(&q, "Name", &(OptionValue) { .type = OPTION_STRING, .s = "job-7" }, &e), 0);
+        assert_int_equal(q.offset, 500);
+        assert_int_equal(q.limit, 100);
+        assert_int_equal(q.state, SANDBOX_PAUSED);
+        assert_string_equal(q.template_name, "py-3.12");
+        assert_string_equal(q.name, "job-7");
+
+        assert_invalid(sandbox_list_query_set(&q, "Limit", &(OptionValue) { .type = OPTION_UINT32, .u32 = 0 }, &e), &e);
+        assert_invalid(sandbox_list_query_set(&q, "Limit", &(OptionValue) { .type = OPTION_UINT32, .u32 = 10001 }, &e), &e);
+        assert_invalid(sandbox_list_query_set(&q, "Limit", &(OptionValue) { .type = OPTION_UINT64, .u64 = 10 }, &e), &e);
+        assert_invalid(sandbox_list_query_set(&q, "State", &(OptionValue) { .type = OPTION_STRING, .s = "gone" }, &e), &e);
+        assert_invalid(sandbox_list_query_set(&q, "Template", &(OptionValue) { .type = OPTION_STRING, .s = "../x" }, &e), &e);
+        /* A name is not of the form of an id. */
+        assert_invalid(sandbox_list_query_set(&q, "Name", &(OptionValue) { .type = OPTION_STRING, .s = "0123456789abcdef" }, &e), &e);
+        assert_invalid(sandbox_list_query_set(&q, "Owner", &(OptionValue) { .type = OPTION_UINT32 }, &e), &e);
+
+        q = (SandboxListQuery) SANDBOX_LIST_QUERY_INIT;
+        o = json_tokener_parse("{\"Offset\": 3, \"Limit\": 2, \"State\": \"running\", \"Name\": null}");
+        assert_non_null(o);
+        assert_int_equal(options_from_json(o, OPTION_SET_SANDBOX_LIST, &q, NULL, 0, &e), 0);
+        assert_int_equal(q.offset, 3);
+        assert_int_equal(q.limit, 2);
+        assert_int_equal(q.state, SANDBOX_RUNNING);
+        assert_string_equal(q.name, "");
+        json_object_put(o);
+        o = json_tokener_parse("{\"Offset\": -1}");
+        assert_non_null(o);
+        assert_invalid(options_from_json(o, OPTION_SET_SANDBOX_LIST, &q, NULL, 0, &e), &e);
+        json_object_put(o);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_limits_in_range),
@@ -388,6 +431,7 @@ int main(void) {
                 cmocka_unit_test(test_options_from_json),
                 cmocka_unit_test(test_option_types),
                 cmocka_unit_test(test_names_and_tenants),
+                cmocka_unit_test(test_sandbox_list_query),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

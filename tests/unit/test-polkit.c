@@ -44,7 +44,7 @@ typedef struct Answer {
 /* The D-Bus name a front end gives each of the core's error codes (sandbox-api.h). */
 static const char *error_bus_name(SandboxErrorCode code) {
         static const char * const names[_SANDBOX_ERR_MAX] = {
-#define BUS_NAME_ENTRY(code, name, bus_name, errno_value) [SANDBOX_ERR_##code] = bus_name,
+#define BUS_NAME_ENTRY(code, name, bus_name, errno_value, http) [SANDBOX_ERR_##code] = bus_name,
                 SANDBOX_ERRORS(BUS_NAME_ENTRY)
 #undef BUS_NAME_ENTRY
         };

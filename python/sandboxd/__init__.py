@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""sandboxd: a Python client of sandboxd, the systemd-native sandbox service.
+
+Isolated Linux sandboxes for running untrusted, model-generated code, from Python:
+
+    from sandboxd import Sandbox
+    with Sandbox.create("python") as sbx:
+        print(sbx.commands.run("python3 -c 'print(6*7)'").stdout)
+
+The API has the shape of E2B's: :class:`Sandbox` (blocking) and :class:`AsyncSandbox`
+(asyncio) with ``create(template, timeout=, memory=, cpu=, env=, name=)``, ``connect(id)``,
+``list()``, ``sbx.commands.run(cmd, timeout=, on_stdout=, on_stderr=, background=)``,
+``sbx.files.read/write/list/exists/remove/rename/make_dir``, ``pause()``, ``resume()``,
+``set_timeout()``, ``kill()``, and use as a context manager. For agent frameworks,
+:mod:`sandboxd.code` has :class:`SandboxProvider` (``create_sandbox``/``execute``/
+``cleanup``) and :class:`SandboxConfig`, :class:`ExecutionResult`, :class:`SandboxPool`.
+
+It is only a client: every call is a call of sandboxd's interface io.sandboxd.Sandbox
+(sandboxd-api(7)), by default over the varlink socket /run/sandboxd/io.sandboxd.Sandbox
+(``$SANDBOXD_VARLINK`` names another), or over the HTTP bridge sandboxd-http
+(:class:`HttpTransport`; ``$SANDBOXD_URL`` and ``$SANDBOXD_TOKEN`` make it the default);
+sandboxd decides (with polkit) who may do what.
+Errors sandboxd answers with are raised as :class:`SandboxError` subclasses named as
+the errors are (:class:`NoSuchSandbox`, ...; see :mod:`sandboxd.errors`). Standard
+library only; Python 3.11.
+"""
+
+from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox
+from .code import CodeSandbox, ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider
+from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationRequired, InvalidOption,
+                     NoReply, NoSuchProcess, NoSuchSandbox, NoSuchTemplate, NotRunning, NotSupported,
+                     ProtocolError, SandboxConnectionError, SandboxError, SandboxExists, SandboxFailed,
+                     SandboxSystemError, StillRunning, SystemdFailed, TemplateReadOnly, TooManySandboxes)
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .sandbox import CommandHandle, Commands, Files, Sandbox
+from .http import AsyncHttpTransport, HttpTransport
+from .transport import AsyncTransport, AsyncVarlinkTransport, Transport, VarlinkTransport
+
+__version__ = '0.1'
+
+__all__ = [
+    'Sandbox', 'AsyncSandbox', 'Commands', 'AsyncCommands', 'Files', 'AsyncFiles',
+    'CommandHandle', 'AsyncCommandHandle',
+    'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo',
+    'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
+    'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',
+    'AsyncHttpTransport',
+    'SandboxError', 'SandboxConnectionError', 'SandboxSystemError', 'ProtocolError',
+    'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
+    'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',
+    'SandboxExists', 'TemplateReadOnly', 'AccessDenied', 'InteractiveAuthorizationRequired',
+    'NotSupported', 'NoReply',
+]

@@ -1,0 +1,219 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Sandboxes for asyncio code: :class:`AsyncSandbox`, the same API as
+:class:`~sandboxd.Sandbox` with each call a coroutine.
+
+    from sandboxd import AsyncSandbox
+    async with await AsyncSandbox.create("python") as sbx:
+        r = await sbx.commands.run("python3 -c 'print(6*7)'", on_stdout=print)
+        await sbx.files.write("data.txt", "hello")
+
+Each call is a call of sandboxd's interface (``io.sandboxd.Sandbox``, sandboxd-api(7))
+over an :class:`~sandboxd.transport.AsyncTransport`, by default the local varlink socket.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import List, Literal, TypeVar, overload
+
+from . import _ops
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
+from .errors import SandboxError
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .transport import AsyncTransport, default_async_transport
+
+R = TypeVar('R')
+
+__all__ = ['AsyncSandbox', 'AsyncCommands', 'AsyncFiles', 'AsyncCommandHandle']
+
+
+class AsyncCommandHandle(HandleBase['AsyncSandbox']):
+    """A command running in the background (``commands.run(..., background=True)``)."""
+
+    async def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
+             on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
+        """Waits until it ends (at most TIMEOUT seconds, else :class:`~sandboxd.StillRunning`)
+        and returns its result, with the newest output it wrote (up to OutputMax, 1 MiB of
+        each stream); the callbacks get that output once it ended."""
+        return await self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.pid, timeout, on_stdout, on_stderr))
+
+    async def kill(self, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL (default SIGKILL); False if it was gone."""
+        return await self.sandbox.commands.kill(self.pid, signal)
+
+
+class AsyncCommands(CommandsBase['AsyncSandbox']):
+    """Running commands in a sandbox: ``sbx.commands``."""
+
+    @overload
+    async def run(self, cmd: CommandLine, *, background: Literal[False] = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult: ...
+
+    @overload
+    async def run(self, cmd: CommandLine, *, background: Literal[True], timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> AsyncCommandHandle: ...
+
+    async def run(self, cmd: CommandLine, *, background: bool = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult | AsyncCommandHandle:
+        """Runs CMD, as :meth:`sandboxd.Commands.run` does (the same arguments); the
+        callbacks may also be coroutine functions. ``background=True`` returns an
+        :class:`AsyncCommandHandle`."""
+        sbx = self._sbx
+        argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
+        if background:
+            handle = AsyncCommandHandle(sbx, await sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+            return handle
+        return await sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
+
+    async def list(self) -> list[ProcessInfo]:
+        """The background processes of the sandbox, running and exited."""
+        return await self._sbx._run(_ops.list_processes(self._sbx.sandbox_id))
+
+    async def kill(self, pid: int, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL to the background process PID; False if there is none."""
+        return await self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, pid, signal))
+
+    def connect(self, pid: int) -> AsyncCommandHandle:
+        """A handle of the background process PID (to wait for it)."""
+        return AsyncCommandHandle(self._sbx, pid)
+
+
+class AsyncFiles(FilesBase['AsyncSandbox']):
+    """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
+    resolved inside the sandbox, by its own agent."""
+
+    @overload
+    async def read(self, path: str, format: Literal['text'] = 'text') -> str: ...
+
+    @overload
+    async def read(self, path: str, format: Literal['bytes']) -> bytes: ...
+
+    async def read(self, path: str, format: Literal['text', 'bytes'] = 'text') -> str | bytes:
+        """The file's content: text (UTF-8) or, with ``format="bytes"``, bytes.
+        A missing file raises FileNotFoundError (a :class:`~sandboxd.SandboxSystemError`)."""
+        data = await self._sbx._run(_ops.read_file(self._sbx.sandbox_id, path))
+        return data if format == 'bytes' else data.decode(errors='replace')
+
+    async def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
+        """Writes the file (replacing it; missing parent directories are created)."""
+        blob = self._blob(data)
+        await self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode, self._sbx.transport.write_chunk))
+        return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    async def list(self, path: str = '.', depth: int = 1) -> list[EntryInfo]:
+        """The entries under PATH, DEPTH levels down (1 to 16)."""
+        return await self._sbx._run(_ops.list_files(self._sbx.sandbox_id, path, depth))
+
+    async def exists(self, path: str) -> bool:
+        return await self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
+
+    async def get_info(self, path: str) -> EntryInfo:
+        """What PATH is (Stat; a symlink itself, not followed)."""
+        return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    async def remove(self, path: str) -> None:
+        """Removes a file, or a directory with all it holds."""
+        await self._sbx._run(_ops.remove(self._sbx.sandbox_id, path))
+
+    async def rename(self, old_path: str, new_path: str) -> str:
+        return await self._sbx._run(_ops.rename(self._sbx.sandbox_id, old_path, new_path))
+
+    async def make_dir(self, path: str) -> bool:
+        """Creates the directory and missing parents; False if it existed already."""
+        return await self._sbx._run(_ops.make_dir(self._sbx.sandbox_id, path))
+
+
+class AsyncSandbox(SandboxBase[AsyncTransport]):
+    """A sandbox of sandboxd, for asyncio code. Get one with :meth:`create` or
+    :meth:`connect`; as a context manager it is killed when the block ends.
+
+    ``sandbox_id``: its id; ``commands``: :class:`AsyncCommands`; ``files``: :class:`AsyncFiles`;
+    ``envs``: variables given to every command run through this object.
+    """
+
+    def __init__(self, sandbox_id: str, *, transport: AsyncTransport | None = None,
+                 envs: dict[str, str] | None = None) -> None:
+        super().__init__(sandbox_id, transport, envs, default_async_transport)
+        self.commands = AsyncCommands(self)
+        self.files = AsyncFiles(self)
+
+    async def _run(self, op: _ops.Op[R]) -> R:
+        return await _ops.run_async(self.transport, op)
+
+    @classmethod
+    async def create(cls, template: str | None = None, *, timeout: int | None = None,
+               memory: int | str | None = None, cpu: float | None = None,
+               env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
+               idle_timeout: int | None = None, disk: int | str | None = None,
+               tasks: int | None = None, options: dict[str, object] | None = None,
+               transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+        """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
+        and returns an :class:`AsyncSandbox` once it runs."""
+        transport = transport or default_async_transport()
+        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
+        sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
+        return cls(sandbox_id, transport=transport, envs=env)
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
+                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+        """The running sandbox SANDBOX_ID (an id, or the name of one of yours);
+        :class:`~sandboxd.NoSuchSandbox` if there is none."""
+        transport = transport or default_async_transport()
+        info = await _ops.run_async(transport, _ops.get_info(sandbox_id))
+        return cls(info.sandbox_id, transport=transport, envs=env)
+
+    @staticmethod
+    async def list(*, transport: AsyncTransport | None = None) -> list[SandboxInfo]:
+        """The sandboxes you may see: your own (all of them, for root)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_sandboxes())
+
+    @staticmethod
+    async def templates(*, transport: AsyncTransport | None = None) -> List[TemplateInfo]:
+        """The templates sandboxes can be created from."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_templates())
+
+    @staticmethod
+    async def pools(*, transport: AsyncTransport | None = None) -> List[PoolInfo]:
+        """The templates' warm pools: size, ready, starting and in use (ListPools)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_pools())
+
+    async def get_info(self) -> SandboxInfo:
+        return await self._run(_ops.get_info(self.sandbox_id))
+
+    async def is_running(self) -> bool:
+        """Whether it exists and is running (not paused, stopping or gone)."""
+        try:
+            return (await self.get_info()).state == 'running'
+        except SandboxError as e:
+            if e.name.endswith('.NoSuchSandbox'):
+                return False
+            raise
+
+    async def pause(self) -> None:
+        """Freezes every process of the sandbox (commands are refused until resume)."""
+        await self._run(_ops.call('Pause', id=self.sandbox_id))
+
+    async def resume(self) -> None:
+        await self._run(_ops.call('Resume', id=self.sandbox_id))
+
+    async def set_timeout(self, timeout: float, idle_timeout: float | None = None) -> None:
+        """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
+        IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
+        await self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    async def kill(self) -> bool:
+        """Destroys the sandbox and returns once it is gone; False if it was gone already."""
+        return await self._run(_ops.destroy(self.sandbox_id))
+
+    async def __aenter__(self) -> 'AsyncSandbox':
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()

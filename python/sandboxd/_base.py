@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""What the blocking and the asyncio API share: everything but the calls themselves
+(those differ only in being awaited)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, TypeVar
+
+from . import _ops
+
+CommandLine = str | list[str] | tuple[str, ...]
+S = TypeVar('S', bound='SandboxBase[Any]')
+T = TypeVar('T')
+
+
+class HandleBase(Generic[S]):
+    """A command running in the background (``commands.run(..., background=True)``)."""
+
+    def __init__(self, sandbox: S, pid: int) -> None:
+        self.sandbox = sandbox
+        #: sandboxd's id of the process
+        self.pid = pid
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}(sandbox={self.sandbox.sandbox_id!r}, pid={self.pid})'
+
+
+class CommandsBase(Generic[S]):
+    """Running commands in a sandbox: ``sbx.commands``."""
+
+    def __init__(self, sandbox: S) -> None:
+        self._sbx = sandbox
+
+    def _prepare(self, cmd: CommandLine, background: bool, timeout: float | None, envs: dict[str, str] | None,
+                 cwd: str | None, stdin: bytes | str | None) -> tuple[list[str], dict[str, Any]]:
+        """The argv and Exec's (Start's) options of commands.run()."""
+        argv = _ops.command_argv(cmd)
+        options = _ops.exec_options({**self._sbx.envs, **(envs or {})}, cwd, timeout, stdin)
+        if background and timeout is None:
+            options.pop('Timeout', None)
+        return argv, options
+
+
+class FilesBase(Generic[S]):
+    """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
+    resolved inside the sandbox, by its own agent."""
+
+    def __init__(self, sandbox: S) -> None:
+        self._sbx = sandbox
+
+    def _blob(self, data: str | bytes) -> bytes:
+        return data.encode() if isinstance(data, str) else bytes(data)
+
+
+class SandboxBase(Generic[T]):
+    """A sandbox: its id, the transport its calls go over, the variables its commands get."""
+
+    def __init__(self, sandbox_id: str, transport: T | None, envs: dict[str, str] | None,
+                 default: Callable[[], T]) -> None:
+        self.sandbox_id = sandbox_id
+        self.transport: T = transport or default()
+        self.envs: dict[str, str] = dict(envs or {})
+
+    def __repr__(self) -> str:
+        return f'{type(self).__name__}({self.sandbox_id!r})'

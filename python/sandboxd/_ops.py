@@ -1,0 +1,422 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The client's operations, each written once as a generator that yields what it needs
+(:class:`Call` a method, :data:`NEXT` reply of a streaming call, :class:`Emit` output to
+a callback) and returns its result; :func:`run_sync` and :func:`run_async` drive one over
+a blocking or an asyncio transport. Errors of a call are thrown into the generator at the
+yield that made it."""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import contextlib
+import inspect
+import math
+import re
+from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTuple, TypeVar, Union
+
+from ._varlink import Reply
+from .errors import SandboxError, SandboxSystemError
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .transport import WRITE_CHUNK, AsyncTransport, Transport
+
+
+class Call(NamedTuple):
+    method: str
+    parameters: dict[str, Any]
+    more: bool = False
+
+
+class Emit(NamedTuple):
+    fn: Callable[[Any], Any]
+    arg: Any
+
+
+NEXT = object()
+Request = Union[Call, Emit, object]
+R = TypeVar('R')
+#: an operation: yields requests, is sent their answers, returns R
+Op = Generator[Request, Any, R]
+
+FILE_CHUNK = 16 * 1024 * 1024      # ReadFile's most per call
+
+EXEC_TIMEOUT_MAX = 3600
+
+OutputCallback = Callable[[str], Any]
+
+
+def _advance(op: Op[R], value: Any, exc: BaseException | None) -> tuple[bool, Any]:
+    """Resumes OP with VALUE (or throws EXC into it): (False, its next request) or (True,
+    its result)."""
+    try:
+        return False, (op.throw(exc) if exc is not None else op.send(value))
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def _close(replies: Iterator[Reply]) -> None:
+    """Ends a call's iterator (a generator: its transport then releases the connection)."""
+    close = getattr(replies, 'close', None)
+    if close is not None:
+        close()
+
+
+def run_sync(transport: Transport, op: Op[R]) -> R:
+    """Drives OP over TRANSPORT to its result."""
+    stream: Iterator[Reply] | None = None
+    value: Any = None
+    exc: BaseException | None = None
+    try:
+        while True:
+            done, req = _advance(op, value, exc)
+            if done:
+                return req  # type: ignore[no-any-return]
+            value, exc = None, None
+            try:
+                if isinstance(req, Call):
+                    if stream is not None:
+                        _close(stream)
+                    stream = iter(transport.call(req.method, req.parameters, req.more))
+                    value = next(stream)
+                elif req is NEXT:
+                    assert stream is not None
+                    value = next(stream)
+                elif isinstance(req, Emit):
+                    req.fn(req.arg)
+            except Exception as e:  # noqa: BLE001 - thrown into the operation, which decides
+                exc = e
+    finally:
+        if stream is not None:
+            _close(stream)
+        op.close()
+
+
+async def run_async(transport: AsyncTransport, op: Op[R]) -> R:
+    """Drives OP over TRANSPORT to its result; a callback may be a coroutine function."""
+    stream: AsyncGenerator[Reply, None] | None = None
+    value: Any = None
+    exc: BaseException | None = None
+    try:
+        while True:
+            done, req = _advance(op, value, exc)
+            if done:
+                return req  # type: ignore[no-any-return]
+            value, exc = None, None
+            try:
+                if isinstance(req, Call):
+                    if stream is not None:
+                        await stream.aclose()
+                    stream = transport.call(req.method, req.parameters, req.more)
+                    value = await stream.__anext__()
+                elif req is NEXT:
+                    assert stream is not None
+                    value = await stream.__anext__()
+                elif isinstance(req, Emit):
+                    r = req.fn(req.arg)
+                    if inspect.isawaitable(r):
+                        await r
+            except Exception as e:  # noqa: BLE001
+                exc = e
+    finally:
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        op.close()
+
+
+def b64(data: bytes | str) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def unb64(s: str | None) -> bytes:
+    return base64.b64decode(s) if s else b''
+
+
+def is_errno(e: BaseException, *names: str) -> bool:
+    return isinstance(e, SandboxSystemError) and e.errno_name in names
+
+
+# ---- arguments ---------------------------------------------------------------------
+
+_UNITS = {'': 1, 'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30, 'T': 1 << 40}
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes from an int, or a string such as '256M', '1.5G', '512K' (powers of 1024)."""
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise TypeError(f'a size is an int of bytes or a string such as "256M", not {size!r}')
+    if isinstance(size, int):
+        return size
+    m = re.fullmatch(r'\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*', size, re.I)
+    if not m:
+        raise ValueError(f'not a size: {size!r} (an int of bytes, or e.g. "256M", "1G")')
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def create_options(timeout: int | None = None, memory: int | str | None = None,
+                   cpu: float | None = None, name: str | None = None, reuse: bool = False,
+                   idle_timeout: int | None = None, disk: int | str | None = None,
+                   tasks: int | None = None, ephemeral: bool = False,
+                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half)."""
+    o: dict[str, Any] = {}
+    if timeout is not None:
+        o['Timeout'] = int(math.ceil(timeout))
+    if memory is not None:
+        o['MemoryMax'] = parse_size(memory)
+    if cpu is not None:
+        o['CPUQuotaPerSecUSec'] = int(round(cpu * 1_000_000))
+    if name is not None:
+        o['Name'] = name
+    if reuse:
+        o['ReuseExisting'] = True
+    if idle_timeout is not None:
+        o['IdleTimeout'] = int(math.ceil(idle_timeout))
+    if disk is not None:
+        o['DiskMax'] = parse_size(disk)
+    if tasks is not None:
+        o['TasksMax'] = tasks
+    if ephemeral:
+        o['Ephemeral'] = True
+    o.update(options or {})
+    return o
+
+
+def command_argv(cmd: str | list[str] | tuple[str, ...]) -> list[str]:
+    """A string is a shell command line (sh -c); a list is the argv itself."""
+    if isinstance(cmd, str):
+        return ['sh', '-c', cmd]
+    argv = list(cmd)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise ValueError('cmd is a string (run by sh -c) or a non-empty list of strings')
+    return argv
+
+
+def exec_timeout(timeout: float | None) -> int | None:
+    """Seconds as Exec takes them: None the default (300 s), 0 the most (3600 s)."""
+    if timeout is None:
+        return None
+    if timeout <= 0:
+        return EXEC_TIMEOUT_MAX
+    return max(1, min(EXEC_TIMEOUT_MAX, int(math.ceil(timeout))))
+
+
+def exec_options(env: dict[str, str] | None = None, cwd: str | None = None,
+                 timeout: float | None = None, stdin: bytes | str | None = None) -> dict[str, Any]:
+    o: dict[str, Any] = {}
+    if env:
+        o['Environment'] = [f'{k}={v}' for k, v in env.items()]
+    if cwd:
+        o['WorkingDirectory'] = cwd
+    t = exec_timeout(timeout)
+    if t is not None:
+        o['Timeout'] = t
+    if stdin is not None:
+        o['Stdin'] = b64(stdin)
+    return o
+
+
+# ---- operations ----------------------------------------------------------------------
+
+def call(method: str, **parameters: Any) -> Op[dict[str, Any]]:
+    """One call; returns its reply's parameters."""
+    reply: Reply = yield Call(method, parameters)
+    return reply.parameters
+
+
+def create(template: str | None, options: dict[str, Any]) -> Op[str]:
+    reply: Reply = yield Call('CreateSandbox', {'template': template, 'options': options or None})
+    return str(reply.parameters['id'])
+
+
+def get_info(sandbox_id: str) -> Op[SandboxInfo]:
+    reply: Reply = yield Call('GetSandbox', {'id': sandbox_id})
+    return SandboxInfo.from_reply(reply.parameters['sandbox'])
+
+
+def list_sandboxes() -> Op[list[SandboxInfo]]:
+    reply: Reply = yield Call('ListSandboxes', {})
+    return [SandboxInfo.from_reply(s) for s in reply.parameters.get('sandboxes', [])]
+
+
+def list_templates() -> Op[list[TemplateInfo]]:
+    reply: Reply = yield Call('ListTemplates', {})
+    return [TemplateInfo(t['name'], t.get('payload', ''), t.get('description', ''))
+            for t in reply.parameters.get('templates', [])]
+
+
+def list_pools() -> Op[list[PoolInfo]]:
+    reply: Reply = yield Call('ListPools', {})
+    return [PoolInfo(p['template'], p.get('size', 0), p.get('ready', 0), p.get('starting', 0),
+                     p.get('inUse', 0)) for p in reply.parameters.get('pools', [])]
+
+
+def set_timeout(sandbox_id: str, timeout: float, idle_timeout: float | None) -> Op[None]:
+    if idle_timeout is None:      # keep the sandbox's own
+        info = yield from get_info(sandbox_id)
+        idle_timeout = info.idle_timeout
+    yield Call('SetTimeout', {'id': sandbox_id, 'lifetimeSec': int(math.ceil(timeout)),
+                              'idleSec': int(math.ceil(idle_timeout))})
+
+
+class _Output:
+    """One stream's bytes, and its callback fed with text as it comes (UTF-8 decoded
+    incrementally: a character split between chunks is passed whole)."""
+
+    def __init__(self, callback: OutputCallback | None) -> None:
+        self.data = bytearray()
+        self.callback = callback
+        self.decoder = codecs.getincrementaldecoder('utf-8')(errors='replace')
+
+    def add(self, chunk: bytes, final: bool = False) -> Emit | None:
+        self.data += chunk
+        if self.callback is None:
+            return None
+        text = self.decoder.decode(chunk, final)
+        return Emit(self.callback, text) if text else None
+
+
+def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
+                on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
+    """Exec with "more": each chunk to its callback as it comes, then the result."""
+    out, err = _Output(on_stdout), _Output(on_stderr)
+    reply: Reply = yield Call('Exec', {'id': sandbox_id, 'argv': argv, 'options': options or None}, more=True)
+    while True:
+        p = reply.parameters
+        for stream, key in ((out, 'stdout'), (err, 'stderr')):
+            if p.get(key):
+                emit = stream.add(unb64(p[key]))
+                if emit:
+                    yield emit
+        if not reply.continues:
+            break
+        reply = yield NEXT
+    for stream in (out, err):
+        emit = stream.add(b'', final=True)
+        if emit:
+            yield emit
+    return CommandResult.from_reply(p.get('exitStatus', -1), p.get('info') or {}, bytes(out.data),
+                                    bytes(err.data), options.get('Timeout'))
+
+
+def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op[int]:
+    reply: Reply = yield Call('Start', {'id': sandbox_id, 'argv': argv, 'options': options or None})
+    return int(reply.parameters['process'])
+
+
+def wait(sandbox_id: str, process: int, timeout: float | None,
+         on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
+    """Waits for a background process, then reads what it wrote (ReadOutput: the newest
+    OutputMax bytes of each stream), passed to the callbacks at once."""
+    t = 0 if not timeout else max(1, min(EXEC_TIMEOUT_MAX, int(math.ceil(timeout))))
+    reply: Reply = yield Call('Wait', {'id': sandbox_id, 'process': process, 'timeoutSec': t})
+    status, info = reply.parameters['exitStatus'], reply.parameters.get('info') or {}
+    reply = yield Call('ReadOutput', {'id': sandbox_id, 'process': process})
+    out, err = _Output(on_stdout), _Output(on_stderr)
+    for stream, key in ((out, 'stdout'), (err, 'stderr')):
+        emit = stream.add(unb64(reply.parameters.get(key)), final=True)
+        if emit:
+            yield emit
+    return CommandResult.from_reply(status, info, bytes(out.data), bytes(err.data))
+
+
+def list_processes(sandbox_id: str) -> Op[list[ProcessInfo]]:
+    reply: Reply = yield Call('ListProcesses', {'id': sandbox_id})
+    return [ProcessInfo.from_reply(p) for p in reply.parameters.get('processes', [])]
+
+
+def kill_process(sandbox_id: str, process: int, signal: int) -> Op[bool]:
+    """True if the process was there to signal."""
+    try:
+        yield Call('Signal', {'id': sandbox_id, 'process': process, 'signal': signal})
+    except SandboxError as e:
+        if e.name.endswith('.NoSuchProcess'):
+            return False
+        raise
+    return True
+
+
+def read_file(sandbox_id: str, path: str) -> Op[bytes]:
+    """The whole file, in parts of ReadFile's most."""
+    data = bytearray()
+    while True:
+        reply: Reply = yield Call('ReadFile', {'id': sandbox_id, 'path': path, 'offset': len(data),
+                                               'length': FILE_CHUNK})
+        chunk = unb64(reply.parameters.get('data'))
+        data += chunk
+        if len(chunk) < FILE_CHUNK:
+            return bytes(data)
+
+
+def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None,
+               part: int | None = WRITE_CHUNK) -> Op[int]:
+    """Replaces the file (its parents created), in parts of PART bytes (None: whole);
+    returns its size."""
+    offset = 0
+    part = part or max(1, len(data))
+    while True:
+        chunk = data[offset:offset + part]
+        options: dict[str, Any] = {'CreateParents': True}
+        if offset:
+            options['Append'] = True
+        if mode is not None:
+            options['Mode'] = mode
+        yield Call('WriteFile', {'id': sandbox_id, 'path': path, 'data': b64(chunk), 'options': options})
+        offset += len(chunk)
+        if offset >= len(data):
+            return offset
+
+
+def list_files(sandbox_id: str, path: str, depth: int) -> Op[list[EntryInfo]]:
+    reply: Reply = yield Call('ListFiles', {'id': sandbox_id, 'path': path, 'depth': depth})
+    return [EntryInfo.from_reply(path, e) for e in reply.parameters.get('entries', [])]
+
+
+def stat(sandbox_id: str, path: str) -> Op[EntryInfo]:
+    reply: Reply = yield Call('Stat', {'id': sandbox_id, 'path': path})
+    return EntryInfo.from_reply('', reply.parameters['entry'])
+
+
+def exists(sandbox_id: str, path: str) -> Op[bool]:
+    try:
+        yield Call('Stat', {'id': sandbox_id, 'path': path})
+    except SandboxError as e:
+        if is_errno(e, 'ENOENT', 'ENOTDIR'):
+            return False
+        raise
+    return True
+
+
+def make_dir(sandbox_id: str, path: str) -> Op[bool]:
+    """Creates the directory and its missing parents; False if it was there already."""
+    try:
+        yield Call('MakeDirectory', {'id': sandbox_id, 'path': path, 'parents': False})
+    except SandboxError as e:
+        if is_errno(e, 'EEXIST'):
+            return False
+        if not is_errno(e, 'ENOENT'):
+            raise
+        yield Call('MakeDirectory', {'id': sandbox_id, 'path': path, 'parents': True})
+    return True
+
+
+def remove(sandbox_id: str, path: str) -> Op[None]:
+    yield Call('Remove', {'id': sandbox_id, 'path': path, 'recursive': True})
+
+
+def rename(sandbox_id: str, old: str, new: str) -> Op[str]:
+    yield Call('Move', {'id': sandbox_id, 'path': old, 'to': new})
+    return new
+
+
+def destroy(sandbox_id: str) -> Op[bool]:
+    """Destroys the sandbox; False if it was gone already."""
+    try:
+        yield Call('Destroy', {'id': sandbox_id})
+    except SandboxError as e:
+        if e.name.endswith('.NoSuchSandbox'):
+            return False
+        raise
+    return True
+
+

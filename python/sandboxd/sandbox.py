@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Sandboxes for blocking code: :class:`Sandbox`, its :class:`Commands` and :class:`Files`.
+
+    from sandboxd import Sandbox
+    with Sandbox.create("python", memory="256M", timeout=600) as sbx:
+        print(sbx.commands.run("python3 -c 'print(6*7)'").stdout)   # 42
+        sbx.files.write("data.txt", "hello")
+        print(sbx.files.read("data.txt"))
+
+Each call is a call of sandboxd's interface (``io.sandboxd.Sandbox``, sandboxd-api(7))
+over a :class:`~sandboxd.transport.Transport`, by default the local varlink socket.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import List, Literal, TypeVar, overload
+
+from . import _ops
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
+from .errors import SandboxError
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .transport import Transport, default_transport
+
+R = TypeVar('R')
+
+__all__ = ['Sandbox', 'Commands', 'Files', 'CommandHandle']
+
+
+class CommandHandle(HandleBase['Sandbox']):
+    """A command running in the background (``commands.run(..., background=True)``)."""
+
+    def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
+             on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
+        """Waits until it ends (at most TIMEOUT seconds, else :class:`~sandboxd.StillRunning`)
+        and returns its result, with the newest output it wrote (up to OutputMax, 1 MiB of
+        each stream); the callbacks get that output once it ended."""
+        return self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.pid, timeout, on_stdout, on_stderr))
+
+    def kill(self, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL (default SIGKILL); False if it was gone."""
+        return self.sandbox.commands.kill(self.pid, signal)
+
+
+class Commands(CommandsBase['Sandbox']):
+    """Running commands in a sandbox: ``sbx.commands``."""
+
+    @overload
+    def run(self, cmd: CommandLine, *, background: Literal[False] = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult: ...
+
+    @overload
+    def run(self, cmd: CommandLine, *, background: Literal[True], timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandHandle: ...
+
+    def run(self, cmd: CommandLine, *, background: bool = False, timeout: float | None = None,
+            on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
+            envs: dict[str, str] | None = None, cwd: str | None = None,
+            stdin: bytes | str | None = None) -> CommandResult | CommandHandle:
+        """Runs CMD (a string: a shell command line, run by ``sh -c``; a list: the argv)
+        and returns its :class:`CommandResult` once it ended. A non-zero exit is not an
+        exception: see ``exit_code``, ``timed_out``, ``oom_killed`` and ``error``.
+
+        ``timeout``: seconds (default 300, at most 3600; 0: the most); the command is
+        killed then (``timed_out``, exit code 137). ``on_stdout``/``on_stderr``: called
+        with each piece of output (str) as the command writes it. ``envs``: variables over
+        the sandbox's (and over those given to ``Sandbox.create``); ``cwd``: working
+        directory (default /work); ``stdin``: its standard input.
+
+        ``background=True`` starts it and returns a :class:`CommandHandle` at once
+        (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
+        """
+        sbx = self._sbx
+        argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
+        if background:
+            handle = CommandHandle(sbx, sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+            return handle
+        return sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
+
+    def list(self) -> list[ProcessInfo]:
+        """The background processes of the sandbox, running and exited."""
+        return self._sbx._run(_ops.list_processes(self._sbx.sandbox_id))
+
+    def kill(self, pid: int, signal: int = _signal.SIGKILL) -> bool:
+        """Sends SIGNAL to the background process PID; False if there is none."""
+        return self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, pid, signal))
+
+    def connect(self, pid: int) -> CommandHandle:
+        """A handle of the background process PID (to wait for it)."""
+        return CommandHandle(self._sbx, pid)
+
+
+class Files(FilesBase['Sandbox']):
+    """The sandbox's files: ``sbx.files``. A relative path is from /work; every path is
+    resolved inside the sandbox, by its own agent."""
+
+    @overload
+    def read(self, path: str, format: Literal['text'] = 'text') -> str: ...
+
+    @overload
+    def read(self, path: str, format: Literal['bytes']) -> bytes: ...
+
+    def read(self, path: str, format: Literal['text', 'bytes'] = 'text') -> str | bytes:
+        """The file's content: text (UTF-8) or, with ``format="bytes"``, bytes.
+        A missing file raises FileNotFoundError (a :class:`~sandboxd.SandboxSystemError`)."""
+        data = self._sbx._run(_ops.read_file(self._sbx.sandbox_id, path))
+        return data if format == 'bytes' else data.decode(errors='replace')
+
+    def write(self, path: str, data: str | bytes, mode: int | None = None) -> EntryInfo:
+        """Writes the file (replacing it; missing parent directories are created)."""
+        blob = self._blob(data)
+        self._sbx._run(_ops.write_file(self._sbx.sandbox_id, path, blob, mode, self._sbx.transport.write_chunk))
+        return self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    def list(self, path: str = '.', depth: int = 1) -> list[EntryInfo]:
+        """The entries under PATH, DEPTH levels down (1 to 16)."""
+        return self._sbx._run(_ops.list_files(self._sbx.sandbox_id, path, depth))
+
+    def exists(self, path: str) -> bool:
+        return self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
+
+    def get_info(self, path: str) -> EntryInfo:
+        """What PATH is (Stat; a symlink itself, not followed)."""
+        return self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
+
+    def remove(self, path: str) -> None:
+        """Removes a file, or a directory with all it holds."""
+        self._sbx._run(_ops.remove(self._sbx.sandbox_id, path))
+
+    def rename(self, old_path: str, new_path: str) -> str:
+        return self._sbx._run(_ops.rename(self._sbx.sandbox_id, old_path, new_path))
+
+    def make_dir(self, path: str) -> bool:
+        """Creates the directory and missing parents; False if it existed already."""
+        return self._sbx._run(_ops.make_dir(self._sbx.sandbox_id, path))
+
+
+class Sandbox(SandboxBase[Transport]):
+    """A sandbox of sandboxd, for blocking code. Get one with :meth:`create` or
+    :meth:`connect`; as a context manager it is killed when the block ends.
+
+    ``sandbox_id``: its id; ``commands``: :class:`Commands`; ``files``: :class:`Files`;
+    ``envs``: variables given to every command run through this object.
+    """
+
+    def __init__(self, sandbox_id: str, *, transport: Transport | None = None,
+                 envs: dict[str, str] | None = None) -> None:
+        super().__init__(sandbox_id, transport, envs, default_transport)
+        self.commands = Commands(self)
+        self.files = Files(self)
+
+    def _run(self, op: _ops.Op[R]) -> R:
+        return _ops.run_sync(self.transport, op)
+
+    @classmethod
+    def create(cls, template: str | None = None, *, timeout: int | None = None,
+               memory: int | str | None = None, cpu: float | None = None,
+               env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
+               idle_timeout: int | None = None, disk: int | str | None = None,
+               tasks: int | None = None, options: dict[str, object] | None = None,
+               transport: Transport | None = None) -> 'Sandbox':
+        """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
+        once it runs.
+
+        ``timeout``: its lifetime in seconds (default none: until killed); ``memory``:
+        bytes, or a string such as ``"256M"``; ``cpu``: CPUs (``0.5``: half of one);
+        ``env``: variables for every command run through this object; ``name``: a name
+        (unique among your live sandboxes; ``reuse=True`` returns the running one of
+        that name instead of failing); ``idle_timeout``: seconds without a running
+        command after which it is destroyed; ``disk``: size of /work and of /tmp;
+        ``tasks``: most processes; ``options``: any other CreateSandbox option by its
+        sandboxd name. A sandbox with the template's own limits comes from the
+        template's warm pool if it has one.
+        """
+        transport = transport or default_transport()
+        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
+        sandbox_id = _ops.run_sync(transport, _ops.create(template, o))
+        return cls(sandbox_id, transport=transport, envs=env)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
+                transport: Transport | None = None) -> 'Sandbox':
+        """The running sandbox SANDBOX_ID (an id, or the name of one of yours);
+        :class:`~sandboxd.NoSuchSandbox` if there is none."""
+        transport = transport or default_transport()
+        info = _ops.run_sync(transport, _ops.get_info(sandbox_id))
+        return cls(info.sandbox_id, transport=transport, envs=env)
+
+    @staticmethod
+    def list(*, transport: Transport | None = None) -> list[SandboxInfo]:
+        """The sandboxes you may see: your own (all of them, for root)."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_sandboxes())
+
+    @staticmethod
+    def templates(*, transport: Transport | None = None) -> List[TemplateInfo]:
+        """The templates sandboxes can be created from."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_templates())
+
+    @staticmethod
+    def pools(*, transport: Transport | None = None) -> List[PoolInfo]:
+        """The templates' warm pools: size, ready, starting and in use (ListPools)."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_pools())
+
+    def get_info(self) -> SandboxInfo:
+        return self._run(_ops.get_info(self.sandbox_id))
+
+    def is_running(self) -> bool:
+        """Whether it exists and is running (not paused, stopping or gone)."""
+        try:
+            return self.get_info().state == 'running'
+        except SandboxError as e:
+            if e.name.endswith('.NoSuchSandbox'):
+                return False
+            raise
+
+    def pause(self) -> None:
+        """Freezes every process of the sandbox (commands are refused until resume)."""
+        self._run(_ops.call('Pause', id=self.sandbox_id))
+
+    def resume(self) -> None:
+        self._run(_ops.call('Resume', id=self.sandbox_id))
+
+    def set_timeout(self, timeout: float, idle_timeout: float | None = None) -> None:
+        """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
+        IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
+        self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    def kill(self) -> bool:
+        """Destroys the sandbox and returns once it is gone; False if it was gone already."""
+        return self._run(_ops.destroy(self.sandbox_id))
+
+    def __enter__(self) -> 'Sandbox':
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()

@@ -1,0 +1,893 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The tools: each a table of arguments (its inputSchema and its checks, from one source),
+ * an outputSchema, annotations, and a few varlink calls to sandboxd. Translation only: what
+ * a sandbox may do, and who may do it, sandboxd decides. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base64-util.h"
+#include "json-util.h"
+#include "mcp-internal.h"
+#include "parse-util.h"
+
+#define MiB (1024 * 1024)
+#define MCP_FILE_WRITE_MAX (8 * MiB)       /* base64 of it fits a varlink message */
+#define ARG_END { .name = NULL }
+
+/* ---- schemas ---- */
+
+#define SANDBOX_SCHEMA                                                                          \
+        "{\"type\":\"object\",\"properties\":{"                                                 \
+        "\"id\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"                          \
+        "\"template\":{\"type\":\"string\"},"                                                   \
+        "\"state\":{\"type\":\"string\",\"enum\":[\"starting\",\"running\",\"paused\",\"stopping\",\"dead\"]}," \
+        "\"owner\":{\"type\":\"integer\"},\"tenant\":{\"type\":\"string\"},"                    \
+        "\"createdAt\":{\"type\":\"integer\",\"description\":\"µs since the epoch\"},"          \
+        "\"memoryMax\":{\"type\":\"integer\",\"description\":\"bytes\"},"                       \
+        "\"timeout\":{\"type\":\"integer\",\"description\":\"lifetime in seconds, 0: none\"},"  \
+        "\"deadline\":{\"type\":\"integer\",\"description\":\"µs since the epoch, 0: never\"}," \
+        "\"ephemeral\":{\"type\":\"boolean\"}},"                                                \
+        "\"required\":[\"id\",\"template\",\"state\"]}"
+
+#define RUN_RESULT_SCHEMA                                                                       \
+        "{\"type\":\"object\",\"properties\":{"                                                 \
+        "\"exit_code\":{\"type\":\"integer\",\"description\":\"the exit code, or 128 + the signal that killed it\"}," \
+        "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                    \
+        "\"timed_out\":{\"type\":\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"},"           \
+        "\"signal\":{\"type\":\"integer\",\"description\":\"0 when it exited\"},"               \
+        "\"truncated\":{\"type\":\"boolean\",\"description\":\"stdout or stderr was cut at 65536 bytes\"}," \
+        "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"      \
+        "\"duration_ms\":{\"type\":\"integer\"}},"                                              \
+        "\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"timed_out\",\"oom_killed\",\"truncated\"]}"
+
+#define OBJECT_SCHEMA(props, required) \
+        "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" required "]}"
+
+/* {"sandbox": …}: what the tools about one sandbox return. */
+#define SANDBOX_RESULT_SCHEMA OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\"")
+
+static const char *const languages[] = { "python", "node", "bash", NULL };
+static const char *const encodings[] = { "utf-8", "base64", NULL };
+
+#define ARG_SANDBOX_ID                                                                          \
+        { "sandbox_id", MCP_ARG_STRING, true, "The sandbox's id (16 hex digits, from sandbox_create or "  \
+          "sandbox_list) or its name", .max = 64 }
+#define ARG_PATH(req, what)                                                                     \
+        { "path", MCP_ARG_STRING, req, what " (inside the sandbox; relative paths are from /work)", \
+          .max = 4096 }
+#define ARG_TIMEOUT                                                                             \
+        { "timeout", MCP_ARG_INTEGER, false, "Seconds before it is killed (default 300)", .min = 1, .max = 3600 }
+#define ARG_MEMORY_MB                                                                           \
+        { "memory_mb", MCP_ARG_INTEGER, false, "Memory limit in MiB (default: the template's)", .min = 16, \
+          .max = 1048576 }
+
+/* ---- arguments: schema and checks ---- */
+
+static json_object *arg_schema(const McpArg *a) {
+        static const char *const type_names[] = {
+                [MCP_ARG_STRING] = "string",
+                [MCP_ARG_INTEGER] = "integer",
+                [MCP_ARG_BOOLEAN] = "boolean",
+                [MCP_ARG_STRINGS] = "array",
+        };
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "type", json_object_new_string(type_names[a->type])) < 0 ||
+            json_add(o, "description", json_object_new_string(a->description)) < 0)
+                return NULL;
+        if (a->choices) {
+                _cleanup_json_ json_object *e = json_object_new_array();
+                if (!e)
+                        return NULL;
+                for (const char *const *c = a->choices; *c; c++)
+                        if (json_object_array_add(e, json_object_new_string(*c)) < 0)
+                                return NULL;
+                if (json_add(o, "enum", TAKE_PTR(e)) < 0)
+                        return NULL;
+        }
+        if (a->type == MCP_ARG_INTEGER &&
+            (json_add(o, "minimum", json_object_new_int64(a->min)) < 0 ||
+             json_add(o, "maximum", json_object_new_int64(a->max)) < 0))
+                return NULL;
+        if (a->type == MCP_ARG_STRING && a->max > 0 && json_add(o, "maxLength", json_object_new_int64(a->max)) < 0)
+                return NULL;
+        if (a->type == MCP_ARG_STRINGS) {
+                _cleanup_json_ json_object *items = json_object_new_object();
+                if (!items || json_add(items, "type", json_object_new_string("string")) < 0 ||
+                    json_add(o, "items", TAKE_PTR(items)) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(o);
+}
+
+static json_object *input_schema(const McpTool *t) {
+        _cleanup_json_ json_object *s = json_object_new_object(), *props = json_object_new_object(),
+                                   *req = json_object_new_array();
+
+        if (!s || !props || !req)
+                return NULL;
+        for (const McpArg *a = t->args; a->name; a++) {
+                if (json_add(props, a->name, arg_schema(a)) < 0)
+                        return NULL;
+                if (a->required && json_object_array_add(req, json_object_new_string(a->name)) < 0)
+                        return NULL;
+        }
+        if (json_add(s, "type", json_object_new_string("object")) < 0 ||
+            json_add(s, "properties", TAKE_PTR(props)) < 0 ||
+            json_add(s, "required", TAKE_PTR(req)) < 0 ||
+            json_add(s, "additionalProperties", json_object_new_boolean(false)) < 0)
+                return NULL;
+        return TAKE_PTR(s);
+}
+
+json_object *mcp_tool_describe(const McpTool *t) {
+        _cleanup_json_ json_object *d = json_object_new_object(), *ann = json_object_new_object();
+
+        if (!d || !ann ||
+            json_add(ann, "title", json_object_new_string(t->title)) < 0 ||
+            json_add(ann, "readOnlyHint", json_object_new_boolean(t->read_only)) < 0 ||
+            json_add(ann, "destructiveHint", json_object_new_boolean(t->destructive)) < 0 ||
+            json_add(ann, "idempotentHint", json_object_new_boolean(t->idempotent)) < 0 ||
+            json_add(ann, "openWorldHint", json_object_new_boolean(t->open_world)) < 0 ||
+            json_add(d, "name", json_object_new_string(t->name)) < 0 ||
+            json_add(d, "title", json_object_new_string(t->title)) < 0 ||
+            json_add(d, "description", json_object_new_string(t->description)) < 0 ||
+            json_add(d, "inputSchema", input_schema(t)) < 0 ||
+            json_add(d, "annotations", TAKE_PTR(ann)) < 0)
+                return NULL;
+        if (t->output_schema && json_add(d, "outputSchema", json_tokener_parse(t->output_schema)) < 0)
+                return NULL;
+        return TAKE_PTR(d);
+}
+
+static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
+        switch (a->type) {
+        case MCP_ARG_STRING:
+                if (!json_object_is_type(v, json_type_string))
+                        return asprintf(ret_message, "%s must be a string", a->name) < 0 ? -ENOMEM : -EINVAL;
+                if (a->max > 0 && json_object_get_string_len(v) > a->max)
+                        return asprintf(ret_message, "%s is longer than %" PRIi64 " bytes", a->name, a->max) < 0
+                                       ? -ENOMEM : -EINVAL;
+                if (a->choices) {
+                        for (const char *const *c = a->choices; *c; c++)
+                                if (streq(*c, json_object_get_string(v)))
+                                        return 0;
+                        return asprintf(ret_message, "%s must be one of the schema's enum", a->name) < 0 ? -ENOMEM
+                                                                                                        : -EINVAL;
+                }
+                return 0;
+        case MCP_ARG_INTEGER: {
+                int64_t i;
+                if (!json_object_is_type(v, json_type_int))
+                        return asprintf(ret_message, "%s must be an integer", a->name) < 0 ? -ENOMEM : -EINVAL;
+                i = json_object_get_int64(v);
+                if (i < a->min || i > a->max)
+                        return asprintf(ret_message, "%s must be from %" PRIi64 " to %" PRIi64, a->name, a->min,
+                                        a->max) < 0 ? -ENOMEM : -EINVAL;
+                return 0;
+        }
+        case MCP_ARG_BOOLEAN:
+                if (!json_object_is_type(v, json_type_boolean))
+                        return asprintf(ret_message, "%s must be a boolean", a->name) < 0 ? -ENOMEM : -EINVAL;
+                return 0;
+        case MCP_ARG_STRINGS:
+                if (!json_object_is_type(v, json_type_array))
+                        return asprintf(ret_message, "%s must be an array of strings", a->name) < 0 ? -ENOMEM
+                                                                                                     : -EINVAL;
+                for (size_t i = 0; i < json_object_array_length(v); i++)
+                        if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_string))
+                                return asprintf(ret_message, "%s must be an array of strings", a->name) < 0
+                                               ? -ENOMEM : -EINVAL;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+int mcp_tool_check_args(const McpTool *t, json_object *args, char **ret_message) {
+        const McpArg *a;
+        int r;
+
+        json_object_object_foreach(args, key, v) {
+                for (a = t->args; a->name; a++)
+                        if (streq(a->name, key))
+                                break;
+                if (!a->name)
+                        return asprintf(ret_message, "unknown argument %.64s", key) < 0 ? -ENOMEM : -EINVAL;
+                if (json_object_is_type(v, json_type_null))
+                        continue;   /* as if absent */
+                r = arg_check(a, v, ret_message);
+                if (r < 0)
+                        return r;
+        }
+        for (a = t->args; a->name; a++) {
+                json_object *given;
+                if (a->required && (!json_object_object_get_ex(args, a->name, &given) ||
+                                    json_object_is_type(given, json_type_null)))
+                        return asprintf(ret_message, "%s is required", a->name) < 0 ? -ENOMEM : -EINVAL;
+        }
+        return 0;
+}
+
+/* ---- helpers ---- */
+
+/* {"id": the request's sandbox} and more. */
+static json_object *params_sandbox(McpRequest *r) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0)
+                return NULL;
+        return TAKE_PTR(p);
+}
+
+static json_object *params_sandbox_path(McpRequest *r, const char *fallback) {
+        _cleanup_json_ json_object *p = params_sandbox(r);
+        const char *path = mcp_arg_string(r, "path") ?: fallback;
+
+        if (!p || json_add(p, "path", json_object_new_string(path)) < 0)
+                return NULL;
+        return TAKE_PTR(p);
+}
+
+/* Bytes as a JSON string, with ill-formed UTF-8 replaced (a model reads text). */
+static json_object *json_object_new_bytes_text(const void *data, size_t size) {
+        _cleanup_free_ char *clean = NULL;
+        size_t n;
+
+        if (utf8_sanitize(data, size, &clean, &n) < 0)
+                return NULL;
+        return json_object_new_string_len(clean, (int) n);
+}
+
+/* A base64 field of a reply as text; absent: "". */
+static json_object *json_object_new_from_base64(json_object *parameters, const char *field, size_t *ret_size) {
+        _cleanup_free_ void *data = NULL;
+        json_object *v;
+        size_t n = 0;
+
+        if (json_object_object_get_ex(parameters, field, &v) && json_object_is_type(v, json_type_string) &&
+            base64_decode(json_object_get_string(v), &data, &n) < 0)
+                return NULL;
+        if (ret_size)
+                *ret_size = n;
+        return json_object_new_bytes_text(data ?: "", n);
+}
+
+static int64_t json_int_field(json_object *o, const char *field) {
+        json_object *v;
+
+        return o && json_object_object_get_ex(o, field, &v) ? json_object_get_int64(v) : 0;
+}
+
+static bool json_bool_field(json_object *o, const char *field) {
+        json_object *v;
+
+        return o && json_object_object_get_ex(o, field, &v) && json_object_get_boolean(v);
+}
+
+/* ---- running: run_code, run_command ---- */
+
+/* Exec's options from the tool's arguments. */
+static json_object *exec_options(McpRequest *r) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object *env = mcp_arg(r, "env");
+        const char *s;
+
+        if (!o || json_add(o, "OutputMax", json_object_new_int(MCP_OUTPUT_MAX)) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "timeout") && json_add(o, "Timeout", json_object_new_int64(mcp_arg_int(r, "timeout", 0))) < 0)
+                return NULL;
+        if ((s = mcp_arg_string(r, "working_directory")) && json_add(o, "WorkingDirectory", json_object_new_string(s)) < 0)
+                return NULL;
+        if (env && json_add(o, "Environment", json_object_get(env)) < 0)
+                return NULL;
+        if ((s = mcp_arg_string(r, "stdin")) && json_add(o, "Stdin", json_object_new_base64(s, strlen(s))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int exec_call(McpRequest *r, json_object *argv, mcp_step_t step) {
+        _cleanup_json_ json_object *p = params_sandbox(r), *a = argv;
+
+        if (!p || !a ||
+            json_add(p, "argv", TAKE_PTR(a)) < 0 ||
+            json_add(p, "options", exec_options(r)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Exec", TAKE_PTR(p), step);
+}
+
+static json_object *argv_new(const char *a, const char *b, const char *c) {
+        _cleanup_json_ json_object *l = json_object_new_array();
+
+        if (!l ||
+            json_object_array_add(l, json_object_new_string(a)) < 0 ||
+            json_object_array_add(l, json_object_new_string(b)) < 0 ||
+            json_object_array_add(l, json_object_new_string(c)) < 0)
+                return NULL;
+        return TAKE_PTR(l);
+}
+
+/* Exec's reply as the model reads it; a run that timed out or was killed for memory is a
+ * tool error, one that exited (with any code) is not. */
+static int finish_exec(McpRequest *r, json_object *parameters) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *note = NULL;
+        json_object *info = NULL;
+        int64_t out_bytes, err_bytes;
+        size_t out_kept, err_kept;
+        bool truncated, timed_out, oom;
+
+        if (!o)
+                return -ENOMEM;
+        (void) json_object_object_get_ex(parameters, "info", &info);
+        out_bytes = json_int_field(info, "stdoutBytes");
+        err_bytes = json_int_field(info, "stderrBytes");
+        truncated = json_bool_field(info, "truncated");
+        timed_out = json_bool_field(info, "timedOut");
+        oom = json_bool_field(info, "oomKilled");
+        if (json_add(o, "exit_code", json_object_new_int64(json_int_field(parameters, "exitStatus"))) < 0 ||
+            json_add(o, "stdout", json_object_new_from_base64(parameters, "stdout", &out_kept)) < 0 ||
+            json_add(o, "stderr", json_object_new_from_base64(parameters, "stderr", &err_kept)) < 0 ||
+            json_add(o, "timed_out", json_object_new_boolean(timed_out)) < 0 ||
+            json_add(o, "oom_killed", json_object_new_boolean(oom)) < 0 ||
+            json_add(o, "signal", json_object_new_int64(json_int_field(info, "signal"))) < 0 ||
+            json_add(o, "truncated", json_object_new_boolean(truncated)) < 0 ||
+            json_add(o, "stdout_bytes", json_object_new_int64(out_bytes)) < 0 ||
+            json_add(o, "stderr_bytes", json_object_new_int64(err_bytes)) < 0 ||
+            json_add(o, "duration_ms", json_object_new_int64(json_int_field(info, "durationUSec") / 1000)) < 0)
+                return -ENOMEM;
+        if (truncated && asprintf(&note, "Output truncated: stdout %zu of %" PRIi64 " bytes shown, stderr %zu of %"
+                                  PRIi64 " bytes shown.", out_kept, out_bytes, err_kept, err_bytes) < 0)
+                return -ENOMEM;
+        if (!note && timed_out && !(note = strdup("Timed out: killed when its timeout ran out.")))
+                return -ENOMEM;
+        if (!note && oom && !(note = strdup("Out of memory: killed by the sandbox's memory limit (memory_mb).")))
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, note, timed_out || oom);
+}
+
+/* run_code: an ephemeral sandbox of the language's template, destroyed by sandboxd after
+ * its one Exec. */
+static const struct {
+        const char *language, *template, *argv0, *flag;
+} runtimes[] = {
+        { "python", "python", "python3", "-c" },
+        { "node",   "node",   "node",    "-e" },
+        { "bash",   "shell",  "bash",    "-c" },
+};
+
+static int run_code_destroyed(McpRequest *r, json_object *parameters, const char *error) {
+        /* The Exec failed before running; its error is the result (kept in scratch). */
+        return mcp_request_finish(r, NULL, json_object_get_string(r->scratch), true);
+}
+
+static int run_code_ran(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *p = NULL;
+        json_object *v;
+
+        if (!error)
+                return finish_exec(r, parameters);
+        /* Refused before it ran: the sandbox is not gone by itself. */
+        r->scratch = json_object_new_string_len("", 0);
+        if (parameters && json_object_object_get_ex(parameters, "message", &v))
+                r->scratch = (json_object_put(r->scratch), json_object_new_string(json_object_get_string(v)));
+        if (!r->scratch)
+                return -ENOMEM;
+        if (!(p = params_sandbox(r)))
+                return -ENOMEM;
+        return mcp_request_call(r, "Destroy", TAKE_PTR(p), run_code_destroyed);
+}
+
+static int run_code_created(McpRequest *r, json_object *parameters, const char *error) {
+        const char *language = mcp_arg_string(r, "language");
+        json_object *v;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!json_object_object_get_ex(parameters, "id", &v))
+                return -EBADMSG;
+        r->sandbox_id = strdup(json_object_get_string(v));
+        if (!r->sandbox_id)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                if (streq(language, runtimes[i].language))
+                        return exec_call(r, argv_new(runtimes[i].argv0, runtimes[i].flag, mcp_arg_string(r, "code")),
+                                         run_code_ran);
+        return -EINVAL;
+}
+
+/* CreateSandbox's options from sandbox_create's and run_code's arguments. */
+static json_object *create_options(McpRequest *r, bool ephemeral) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *name = mcp_arg_string(r, "name");
+
+        if (!o)
+                return NULL;
+        if (ephemeral && json_add(o, "Ephemeral", json_object_new_boolean(true)) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "memory_mb") &&
+            json_add(o, "MemoryMax", json_object_new_int64(mcp_arg_int(r, "memory_mb", 0) * MiB)) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "lifetime") && json_add(o, "Timeout", json_object_new_int64(mcp_arg_int(r, "lifetime", 0))) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "idle_timeout") &&
+            json_add(o, "IdleTimeout", json_object_new_int64(mcp_arg_int(r, "idle_timeout", 0))) < 0)
+                return NULL;
+        if (name && json_add(o, "Name", json_object_new_string(name)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int create_call(McpRequest *r, const char *template, bool ephemeral, mcp_step_t step) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p ||
+            json_add(p, "template", json_object_new_string(template)) < 0 ||
+            json_add(p, "options", create_options(r, ephemeral)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "CreateSandbox", TAKE_PTR(p), step);
+}
+
+static int run_code(McpRequest *r) {
+        const char *language = mcp_arg_string(r, "language");
+
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+                if (streq(language, runtimes[i].language))
+                        return create_call(r, runtimes[i].template, true, run_code_created);
+        return -EINVAL;
+}
+
+static int run_command_ran(McpRequest *r, json_object *parameters, const char *error) {
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        return finish_exec(r, parameters);
+}
+
+static int run_command(McpRequest *r) {
+        return exec_call(r, argv_new("sh", "-c", mcp_arg_string(r, "command")), run_command_ran);
+}
+
+/* ---- sandboxes ---- */
+
+/* {key: the reply's key}: GetSandbox's sandbox, ListTemplates' templates. */
+static int finish_field(McpRequest *r, json_object *parameters, const char *error, const char *key) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object *v;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o)
+                return -ENOMEM;
+        if (!json_object_object_get_ex(parameters, key, &v))
+                return -EBADMSG;
+        if (json_add(o, key, json_object_get(v)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int step_sandbox(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "sandbox");
+}
+
+static int get_sandbox_call(McpRequest *r) {
+        return mcp_request_call(r, "GetSandbox", params_sandbox(r), step_sandbox);
+}
+
+static int sandbox_created(McpRequest *r, json_object *parameters, const char *error) {
+        json_object *v;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!json_object_object_get_ex(parameters, "id", &v))
+                return -EBADMSG;
+        r->sandbox_id = strdup(json_object_get_string(v));
+        if (!r->sandbox_id)
+                return -ENOMEM;
+        return get_sandbox_call(r);
+}
+
+static int sandbox_create(McpRequest *r) {
+        return create_call(r, mcp_arg_string(r, "template") ?: "python", false, sandbox_created);
+}
+
+static int sandbox_info(McpRequest *r) {
+        return get_sandbox_call(r);
+}
+
+static int sandboxes_listed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "sandboxes");
+}
+
+static int sandbox_list(McpRequest *r) {
+        return mcp_request_call(r, "ListSandboxes", json_object_new_object(), sandboxes_listed);
+}
+
+/* Destroy, Remove: {what: its name, key: true}. */
+static int finish_done(McpRequest *r, json_object *parameters, const char *error, const char *what,
+                       const char *name, const char *key) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o ||
+            json_add(o, what, json_object_new_string(name)) < 0 ||
+            json_add(o, key, json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int step_destroyed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_done(r, parameters, error, "sandbox_id", r->sandbox_id, "destroyed");
+}
+
+static int sandbox_destroy(McpRequest *r) {
+        return mcp_request_call(r, "Destroy", params_sandbox(r), step_destroyed);
+}
+
+/* Pause, Resume: the sandbox as it is then. */
+static int step_sandbox_after(McpRequest *r, json_object *parameters, const char *error) {
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        return get_sandbox_call(r);
+}
+
+static int sandbox_pause(McpRequest *r) {
+        return mcp_request_call(r, "Pause", params_sandbox(r), step_sandbox_after);
+}
+
+static int sandbox_resume(McpRequest *r) {
+        return mcp_request_call(r, "Resume", params_sandbox(r), step_sandbox_after);
+}
+
+static int templates_listed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "templates");
+}
+
+static int templates_list(McpRequest *r) {
+        return mcp_request_call(r, "ListTemplates", json_object_new_object(), templates_listed);
+}
+
+/* ---- files ---- */
+
+static int file_read_done(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ void *data = NULL;
+        _cleanup_free_ char *note = NULL;
+        json_object *v;
+        size_t n;
+        bool truncated, text;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o)
+                return -ENOMEM;
+        if (!json_object_object_get_ex(parameters, "data", &v) ||
+            base64_decode(json_object_get_string(v), &data, &n) < 0)
+                return -EBADMSG;
+        /* One byte more than shown was asked for: whether it came says if there is more. */
+        truncated = n > MCP_FILE_READ_MAX;
+        n = MIN(n, (size_t) MCP_FILE_READ_MAX);
+        text = utf8_is_valid_n(data, n) && !memchr(data, 0, n);
+        if (json_add(o, "path", json_object_new_string(mcp_arg_string(r, "path"))) < 0 ||
+            json_add(o, "content", text ? json_object_new_string_len(data, (int) n) : json_object_new_base64(data, n)) < 0 ||
+            json_add(o, "encoding", json_object_new_string(text ? "utf-8" : "base64")) < 0 ||
+            json_add(o, "bytes", json_object_new_int64((int64_t) n)) < 0 ||
+            json_add(o, "truncated", json_object_new_boolean(truncated)) < 0)
+                return -ENOMEM;
+        if (truncated && asprintf(&note, "Truncated: the first %zu bytes from offset %" PRIi64 " shown; read on with "
+                                  "offset.", n, mcp_arg_int(r, "offset", 0)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, note, false);
+}
+
+static int file_read(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox_path(r, NULL);
+
+        if (!p ||
+            json_add(p, "offset", json_object_new_int64(mcp_arg_int(r, "offset", 0))) < 0 ||
+            json_add(p, "length", json_object_new_int64(MCP_FILE_READ_MAX + 1)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "ReadFile", TAKE_PTR(p), file_read_done);
+}
+
+static int file_written(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o ||
+            json_add(o, "path", json_object_new_string(mcp_arg_string(r, "path"))) < 0 ||
+            json_add(o, "bytes", json_object_new_int64(json_int_field(parameters, "bytes"))) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int file_write(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox_path(r, NULL), *o = json_object_new_object(), *data = NULL;
+        const char *content = mcp_arg_string(r, "content");
+
+        if (!p || !o)
+                return -ENOMEM;
+        if (streq_ptr(mcp_arg_string(r, "encoding"), "base64")) {
+                _cleanup_free_ void *bytes = NULL;
+                size_t n;
+                if (base64_decode(content, &bytes, &n) < 0)
+                        return mcp_request_finish_errorf(r, "Invalid arguments for file_write: content is not base64");
+                data = json_object_new_base64(bytes, n);   /* as sandboxd wants it: no line breaks */
+        } else
+                data = json_object_new_base64(content, strlen(content));
+        if (json_add(o, "CreateParents", json_object_new_boolean(true)) < 0 ||
+            json_add(o, "Append", json_object_new_boolean(mcp_arg_bool(r, "append", false))) < 0 ||
+            (mcp_arg_has(r, "mode") && json_add(o, "Mode", json_object_new_int64(mcp_arg_int(r, "mode", 0))) < 0) ||
+            json_add(p, "data", TAKE_PTR(data)) < 0 ||
+            json_add(p, "options", TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "WriteFile", TAKE_PTR(p), file_written);
+}
+
+static int files_listed(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *l = json_object_new_array();
+        _cleanup_free_ char *note = NULL;
+        json_object *entries;
+        size_t n;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o || !l)
+                return -ENOMEM;
+        if (!json_object_object_get_ex(parameters, "entries", &entries))
+                return -EBADMSG;
+        n = json_object_array_length(entries);
+        for (size_t i = 0; i < MIN(n, (size_t) MCP_FILE_LIST_MAX); i++) {
+                static const char *const fields[] = { "path", "type", "size", "mode", "mtime", "target" };
+                json_object *e = json_object_array_get_idx(entries, i), *f = json_object_new_object(), *v;
+                if (!f || json_object_array_add(l, f) < 0) {
+                        json_object_put(f);
+                        return -ENOMEM;
+                }
+                /* What a model needs of each; the bytes of non-UTF-8 names stay with sandboxd. */
+                for (size_t k = 0; k < ELEMENTSOF(fields); k++)
+                        if (json_object_object_get_ex(e, fields[k], &v) &&
+                            json_add(f, fields[k], json_object_get(v)) < 0)
+                                return -ENOMEM;
+        }
+        if (json_add(o, "path", json_object_new_string(mcp_arg_string(r, "path") ?: ".")) < 0 ||
+            json_add(o, "entries", TAKE_PTR(l)) < 0 ||
+            json_add(o, "truncated", json_object_new_boolean(n > MCP_FILE_LIST_MAX)) < 0)
+                return -ENOMEM;
+        if (n > MCP_FILE_LIST_MAX && asprintf(&note, "Truncated: %u of %zu entries shown; list a subdirectory or "
+                                              "a smaller depth.", MCP_FILE_LIST_MAX, n) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, note, false);
+}
+
+static int file_list(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox_path(r, ".");
+
+        if (!p || json_add(p, "depth", json_object_new_int64(mcp_arg_int(r, "depth", 1))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "ListFiles", TAKE_PTR(p), files_listed);
+}
+
+static int file_deleted(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_done(r, parameters, error, "path", mcp_arg_string(r, "path"), "deleted");
+}
+
+static int file_delete(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox_path(r, NULL);
+
+        if (!p || json_add(p, "recursive", json_object_new_boolean(mcp_arg_bool(r, "recursive", false))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Remove", TAKE_PTR(p), file_deleted);
+}
+
+/* ---- the table ---- */
+
+static const McpArg run_code_args[] = {
+        { "language", MCP_ARG_STRING, true, "python (Python 3), node (Node.js) or bash", .choices = languages },
+        { "code", MCP_ARG_STRING, true, "The program's source", .max = MCP_CODE_MAX },
+        ARG_TIMEOUT,
+        ARG_MEMORY_MB,
+        { "stdin", MCP_ARG_STRING, false, "Text given to the program on its standard input", .max = MCP_FILE_WRITE_MAX },
+        ARG_END
+};
+
+static const McpArg sandbox_create_args[] = {
+        { "template", MCP_ARG_STRING, false, "The template (see templates_list; default python)", .max = 64 },
+        { "name", MCP_ARG_STRING, false, "A name to find it by instead of its id (A-Z a-z 0-9 . _ -)", .max = 64 },
+        ARG_MEMORY_MB,
+        { "lifetime", MCP_ARG_INTEGER, false, "Seconds after which it is destroyed (default: the template's; 0: none)",
+          .min = 0, .max = 30 * 24 * 3600 },
+        { "idle_timeout", MCP_ARG_INTEGER, false, "Seconds without a running command after which it is destroyed "
+          "(0: never)", .min = 0, .max = 30 * 24 * 3600 },
+        ARG_END
+};
+
+static const McpArg no_args[] = {
+        ARG_END
+};
+
+static const McpArg sandbox_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_END
+};
+
+static const McpArg run_command_args[] = {
+        ARG_SANDBOX_ID,
+        { "command", MCP_ARG_STRING, true, "A shell command line, run with sh -c", .max = MCP_CODE_MAX },
+        ARG_TIMEOUT,
+        { "working_directory", MCP_ARG_STRING, false, "Absolute directory to run in (default /work)", .max = 4096 },
+        { "env", MCP_ARG_STRINGS, false, "NAME=VALUE entries added to the environment" },
+        { "stdin", MCP_ARG_STRING, false, "Text given to the command on its standard input", .max = MCP_FILE_WRITE_MAX },
+        ARG_END
+};
+
+static const McpArg file_read_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PATH(true, "The file"),
+        { "offset", MCP_ARG_INTEGER, false, "Byte to start at (default 0); 262144 bytes are returned at most",
+          .min = 0, .max = INT64_MAX },
+        ARG_END
+};
+
+static const McpArg file_write_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PATH(true, "The file, created with its missing parent directories"),
+        { "content", MCP_ARG_STRING, true, "What to write", .max = MCP_FILE_WRITE_MAX * 4 / 3 + 4 },
+        { "encoding", MCP_ARG_STRING, false, "utf-8 (default): content is the text; base64: content is base64 of "
+          "the bytes", .choices = encodings },
+        { "append", MCP_ARG_BOOLEAN, false, "Append instead of replacing" },
+        { "mode", MCP_ARG_INTEGER, false, "Permission bits of a new file (default 0644 = 420)", .min = 0, .max = 07777 },
+        ARG_END
+};
+
+static const McpArg file_list_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PATH(false, "The directory (default /work)"),
+        { "depth", MCP_ARG_INTEGER, false, "Levels to list (default 1)", .min = 1, .max = 16 },
+        ARG_END
+};
+
+static const McpArg file_delete_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PATH(true, "The file or directory"),
+        { "recursive", MCP_ARG_BOOLEAN, false, "Remove a directory with what it holds" },
+        ARG_END
+};
+
+const McpTool mcp_tools[] = {
+        {
+                "run_code", "Run code",
+                "Runs a Python, Node.js or bash program once, in a fresh isolated sandbox that is destroyed "
+                "afterwards, and returns its exit code, stdout and stderr (each cut at 65536 bytes). Nothing "
+                "persists between calls: use sandbox_create and run_command for that.",
+                run_code_args,
+                RUN_RESULT_SCHEMA,
+                .run = run_code,
+        },
+        {
+                "sandbox_create", "Create a sandbox",
+                "Starts an isolated sandbox from a template, to run commands and keep files in across calls. "
+                "Returns it; its id is the sandbox_id of the other tools. Destroy it when done.",
+                sandbox_create_args,
+                SANDBOX_RESULT_SCHEMA,
+                .run = sandbox_create,
+        },
+        {
+                "sandbox_list", "List sandboxes",
+                "Lists the sandboxes you can use.",
+                no_args,
+                OBJECT_SCHEMA("\"sandboxes\":{\"type\":\"array\",\"items\":" SANDBOX_SCHEMA "}", "\"sandboxes\""),
+                .read_only = true, .idempotent = true,
+                .run = sandbox_list,
+        },
+        {
+                "sandbox_info", "Describe a sandbox",
+                "A sandbox's state, template, limits and deadline.",
+                sandbox_args,
+                SANDBOX_RESULT_SCHEMA,
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = sandbox_info,
+        },
+        {
+                "sandbox_destroy", "Destroy a sandbox",
+                "Stops a sandbox and deletes everything in it.",
+                sandbox_args,
+                OBJECT_SCHEMA("\"sandbox_id\":{\"type\":\"string\"},\"destroyed\":{\"type\":\"boolean\"}",
+                              "\"sandbox_id\",\"destroyed\""),
+                .destructive = true, .idempotent = true, .on_sandbox = true,
+                .run = sandbox_destroy,
+        },
+        {
+                "sandbox_pause", "Pause a sandbox",
+                "Freezes every process of a sandbox (its files and memory are kept) until sandbox_resume.",
+                sandbox_args,
+                SANDBOX_RESULT_SCHEMA,
+                .idempotent = true, .on_sandbox = true,
+                .run = sandbox_pause,
+        },
+        {
+                "sandbox_resume", "Resume a sandbox",
+                "Lets the processes of a paused sandbox run again.",
+                sandbox_args,
+                SANDBOX_RESULT_SCHEMA,
+                .idempotent = true, .on_sandbox = true,
+                .run = sandbox_resume,
+        },
+        {
+                "run_command", "Run a command in a sandbox",
+                "Runs a shell command in a sandbox (from /work by default) and returns its exit code, stdout and "
+                "stderr (each cut at 65536 bytes). Files it leaves stay for the next calls.",
+                run_command_args,
+                RUN_RESULT_SCHEMA,
+                .destructive = true, .on_sandbox = true,
+                .run = run_command,
+        },
+        {
+                "file_read", "Read a file",
+                "Reads a file in a sandbox: text as it is, other bytes as base64; at most 262144 bytes per call.",
+                file_read_args,
+                OBJECT_SCHEMA("\"path\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},"
+                              "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+                              "\"bytes\":{\"type\":\"integer\"},\"truncated\":{\"type\":\"boolean\"}",
+                              "\"path\",\"content\",\"encoding\",\"bytes\",\"truncated\""),
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = file_read,
+        },
+        {
+                "file_write", "Write a file",
+                "Writes (or appends to) a file in a sandbox, creating its parent directories.",
+                file_write_args,
+                OBJECT_SCHEMA("\"path\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"}",
+                              "\"path\",\"bytes\""),
+                .destructive = true, .on_sandbox = true,
+                .run = file_write,
+        },
+        {
+                "file_list", "List files",
+                "Lists a directory in a sandbox (at most 1000 entries).",
+                file_list_args,
+                OBJECT_SCHEMA("\"path\":{\"type\":\"string\"},\"entries\":{\"type\":\"array\",\"items\":{"
+                              "\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+                              "\"type\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+                              "\"mode\":{\"type\":\"integer\"},\"mtime\":{\"type\":\"integer\"},"
+                              "\"target\":{\"type\":\"string\"}},\"required\":[\"path\",\"type\"]}},"
+                              "\"truncated\":{\"type\":\"boolean\"}",
+                              "\"path\",\"entries\",\"truncated\""),
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = file_list,
+        },
+        {
+                "file_delete", "Delete a file",
+                "Removes a file, or a directory (with recursive, also what it holds), in a sandbox.",
+                file_delete_args,
+                OBJECT_SCHEMA("\"path\":{\"type\":\"string\"},\"deleted\":{\"type\":\"boolean\"}",
+                              "\"path\",\"deleted\""),
+                .destructive = true, .idempotent = true, .on_sandbox = true,
+                .run = file_delete,
+        },
+        {
+                "templates_list", "List templates",
+                "Lists the templates sandboxes are made from (run_code uses python, node and shell).",
+                no_args,
+                OBJECT_SCHEMA("\"templates\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+                              "\"name\":{\"type\":\"string\"},\"payload\":{\"type\":\"string\"},"
+                              "\"description\":{\"type\":\"string\"}},\"required\":[\"name\"]}}",
+                              "\"templates\""),
+                .read_only = true, .idempotent = true,
+                .run = templates_list,
+        },
+        {}
+};
+
+const McpTool *mcp_tool_find(const char *name) {
+        for (const McpTool *t = mcp_tools; t->name; t++)
+                if (streq(t->name, name))
+                        return t;
+        return NULL;
+}

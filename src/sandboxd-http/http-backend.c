@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* sandboxd over varlink, asynchronously. Replies on one connection come in order, so a
+ * call in progress has its connection to itself; finished, the connection waits in a
+ * small pool of its tenant's for the next call. A new connection first says
+ * ActForTenant(tenant), and nothing else is sent on it until that succeeded: a call
+ * never runs as the bridge itself. */
+
+#include <stdio.h>
+
+#include "http.h"
+#include "json-util.h"
+#include "list.h"
+#include "log.h"
+#include "strv.h"
+
+#define BACKEND_IDLE_PER_TENANT_MAX 8U
+
+typedef struct BackendConn BackendConn;
+typedef struct BackendCall BackendCall;
+
+struct BackendConn {
+        VarlinkClient *client;
+        char *tenant;
+        BackendConn *prev, *next;
+};
+
+struct BackendCall {
+        HttpBackend *backend;
+        HttpRequest *req;
+        BackendConn *conn;
+        char *method;
+        json_object *parameters;
+        VarlinkCallFlags flags;
+        http_backend_reply_t callback;
+        void *userdata;
+        bool cancelled;
+        BackendCall *prev, *next;
+};
+
+struct HttpBackend {
+        sd_event *event;
+        char *address;
+        BackendConn *idle;
+        BackendCall *calls;
+};
+
+static BackendConn *conn_free(BackendConn *c) {
+        if (!c)
+                return NULL;
+        varlink_client_unref(c->client);
+        free(c->tenant);
+        return mfree(c);
+}
+
+static int conn_new(HttpBackend *b, const char *tenant, BackendConn **ret) {
+        BackendConn *c;
+        int r;
+
+        c = calloc(1, sizeof(BackendConn));
+        if (!c)
+                return -ENOMEM;
+        c->tenant = strdup(strempty(tenant));
+        if (!c->tenant) {
+                free(c);
+                return -ENOMEM;
+        }
+        r = varlink_client_connect_address(&c->client, b->address);
+        if (r >= 0)
+                r = varlink_client_attach_event(c->client, b->event, 0);
+        if (r < 0) {
+                conn_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+static BackendConn *pool_take(HttpBackend *b, const char *tenant) {
+        BackendConn *c, *next;
+
+        for (c = b->idle; c; c = next) {
+                next = c->next;
+                if (!varlink_client_is_connected(c->client)) {
+                        LIST_REMOVE(b->idle, c);
+                        conn_free(c);
+                        continue;
+                }
+                if (streq(c->tenant, strempty(tenant))) {
+                        LIST_REMOVE(b->idle, c);
+                        return c;
+                }
+        }
+        return NULL;
+}
+
+static void pool_put(HttpBackend *b, BackendConn *c) {
+        unsigned n = 0;
+        BackendConn *i;
+
+        for (i = b->idle; i; i = i->next)
+                if (streq(i->tenant, c->tenant))
+                        n++;
+        if (n >= BACKEND_IDLE_PER_TENANT_MAX || !varlink_client_is_connected(c->client)) {
+                conn_free(c);
+                return;
+        }
+        LIST_PREPEND(b->idle, c);
+}
+
+static BackendCall *call_free(BackendCall *call) {
+        if (!call)
+                return NULL;
+        LIST_REMOVE(call->backend->calls, call);
+        conn_free(call->conn);
+        http_request_unref(call->req);
+        free(call->method);
+        json_object_put(call->parameters);
+        return mfree(call);
+}
+
+static int on_reply(VarlinkClient *client, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                    void *userdata) {
+        BackendCall *call = userdata;
+        bool last = !(flags & VARLINK_REPLY_CONTINUES);
+
+        if (!call->cancelled && !http_request_is_gone(call->req))
+                (void) call->callback(call->req, parameters, error, flags, call->userdata);
+        if (last) {
+                /* A connection that answered cleanly serves the next call of its tenant. */
+                if (!call->cancelled && (!error || !streq(error, VARLINK_ERROR_DISCONNECTED)))
+                        pool_put(call->backend, TAKE_PTR(call->conn));
+                call_free(call);
+        }
+        return 0;
+}
+
+static int call_send(BackendCall *call) {
+        return varlink_client_call_async(call->conn->client, call->method, call->parameters, call->flags, on_reply,
+                                         call);
+}
+
+static int on_acting(VarlinkClient *client, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
+        BackendCall *call = userdata;
+        int r;
+
+        if (call->cancelled || http_request_is_gone(call->req)) {
+                call_free(call);
+                return 0;
+        }
+        if (error) {
+                log_warning("ActForTenant(%s) failed: %s", call->conn->tenant, error);
+                (void) call->callback(call->req, parameters, error, 0, call->userdata);
+                call_free(call);
+                return 0;
+        }
+        r = call_send(call);
+        if (r < 0) {
+                (void) call->callback(call->req, NULL, VARLINK_ERROR_DISCONNECTED, 0, call->userdata);
+                call_free(call);
+        }
+        return 0;
+}
+
+int http_backend_call(HttpRequest *req, const char *method, json_object *parameters, VarlinkCallFlags flags,
+                      http_backend_reply_t callback, void *userdata) {
+        HttpBackend *b = http_server_backend(http_request_server(req));
+        _cleanup_json_ json_object *p = parameters;
+        const char *tenant = http_request_tenant(req);
+        BackendCall *call;
+        int r;
+
+        call = calloc(1, sizeof(BackendCall));
+        if (!call)
+                return -ENOMEM;
+        *call = (BackendCall) { .backend = b, .req = http_request_ref(req), .flags = flags, .callback = callback,
+                                .userdata = userdata, .parameters = TAKE_PTR(p) };
+        LIST_PREPEND(b->calls, call);
+        call->method = strdup(method);
+        if (!call->method) {
+                call_free(call);
+                return -ENOMEM;
+        }
+        call->conn = pool_take(b, tenant);
+        if (call->conn)
+                r = call_send(call);
+        else {
+                r = conn_new(b, tenant, &call->conn);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot connect to sandboxd at %s: %m", b->address);
+                        call_free(call);
+                        /* As a disconnect: 503, and the caller's usual path. */
+                        (void) callback(req, NULL, VARLINK_ERROR_DISCONNECTED, 0, userdata);
+                        return 0;
+                }
+                if (!isempty(tenant)) {
+                        _cleanup_json_ json_object *a = json_object_new_object();
+
+                        r = a ? json_add(a, "tenant", json_object_new_string(tenant)) : -ENOMEM;
+                        if (r >= 0)
+                                r = varlink_client_call_async(call->conn->client, "io.sandboxd.Sandbox.ActForTenant",
+                                                              a, 0, on_acting, call);
+                } else
+                        r = call_send(call);
+        }
+        if (r < 0)
+                call_free(call);
+        return r;
+}
+
+void http_backend_cancel(HttpRequest *req) {
+        HttpBackend *b = http_server_backend(http_request_server(req));
+        BackendCall *call;
+
+        if (!b)
+                return;
+        /* Closing the connection ends the call (sandboxd stops a stream whose reader went
+         * away); its callback frees it from within varlink_client_unref(). */
+        for (bool again = true; again;) {
+                again = false;
+                for (call = b->calls; call; call = call->next)
+                        if (call->req == req && !call->cancelled) {
+                                BackendConn *c = TAKE_PTR(call->conn);
+
+                                call->cancelled = true;
+                                conn_free(c);
+                                again = true;
+                                break;
+                        }
+        }
+}
+
+int http_backend_new(HttpBackend **ret, sd_event *event, const char *address) {
+        HttpBackend *b = calloc(1, sizeof(HttpBackend));
+
+        if (!b)
+                return -ENOMEM;
+        b->event = sd_event_ref(event);
+        b->address = strdup(address);
+        if (!b->address) {
+                http_backend_free(b);
+                return -ENOMEM;
+        }
+        *ret = b;
+        return 0;
+}
+
+HttpBackend *http_backend_free(HttpBackend *b) {
+        BackendConn *c;
+        BackendCall *call;
+
+        if (!b)
+                return NULL;
+        while ((call = b->calls)) {
+                call->cancelled = true;
+                if (call->conn) {
+                        BackendConn *conn = TAKE_PTR(call->conn);
+                        conn_free(conn);   /* frees call through its callback */
+                } else
+                        call_free(call);
+        }
+        while ((c = b->idle)) {
+                LIST_REMOVE(b->idle, c);
+                conn_free(c);
+        }
+        sd_event_unref(b->event);
+        free(b->address);
+        return mfree(b);
+}

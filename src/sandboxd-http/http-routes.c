@@ -1,0 +1,1050 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The routes (sandboxd-http(8), openapi.json): each a line of http_routes[], each a
+ * translation of the request to io.sandboxd.Sandbox calls and of their replies back. */
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "http-mcp.h"
+#include "http.h"
+#include "json-util.h"
+#include "log.h"
+#include "strv.h"
+#include "openapi.json.h"
+#include "parse-util.h"
+#include "sandbox-api.h"
+
+#define IFACE "io.sandboxd.Sandbox."
+
+/* ---- small helpers ---- */
+
+#define reply_bad(req, fmt, field) http_request_reply_error(req, 400, "InvalidOption", fmt, field)
+
+static json_object *params_with_id(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (p && json_add(p, "id", json_object_new_string(http_request_param(req, 0))) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+/* Bytes (base64 in a reply) as a JSON string when they are UTF-8, else as base64 under
+ * key + "_base64". */
+static int add_output(json_object *o, const char *key, json_object *b64) {
+        _cleanup_free_ uint8_t *d = NULL;
+        char k[64];
+        size_t n = 0;
+        int r;
+
+        if (!b64)
+                return json_add(o, key, json_object_new_string(""));
+        r = json_object_get_base64(b64, &d, &n);
+        if (r < 0)
+                return r;
+        if (utf8_is_valid_n(d, n))
+                return json_add(o, key, json_object_new_string_len((const char *) (d ?: (uint8_t *) ""), (int) n));
+        snprintf(k, sizeof(k), "%s_base64", key);
+        r = json_add(o, key, json_object_new_string(""));
+        return r < 0 ? r : json_add(o, k, json_object_get(b64));
+}
+
+/* A reply's parameter key, or NULL. */
+static json_object *get(json_object *o, const char *key) {
+        json_object *v = NULL;
+
+        if (o)
+                (void) json_object_object_get_ex(o, key, &v);
+        return v;
+}
+
+/* ---- one call, one reply ---- */
+
+/* Turns a successful reply into the HTTP body (NULL on -ENOMEM); sets *status if not 200. */
+typedef json_object *(*transform_t)(HttpRequest *req, json_object *parameters, unsigned *status);
+
+typedef struct Simple {
+        transform_t transform;
+        unsigned status;
+} Simple;
+
+static int on_simple_reply(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        const Simple *s = userdata;
+        unsigned status = s->status ?: 200;
+        json_object *body;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        body = s->transform ? s->transform(req, parameters, &status) : json_object_get(parameters);
+        if (!body)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, status, body);
+}
+
+static int call_simple(HttpRequest *req, const char *method, json_object *parameters, const Simple *s) {
+        if (!parameters)
+                return -ENOMEM;
+        return http_backend_call(req, method, parameters, 0, on_simple_reply, (void *) s);
+}
+
+static json_object *transform_empty(HttpRequest *req, json_object *parameters, unsigned *status) {
+        *status = 204;
+        return json_object_new_object();
+}
+
+static json_object *transform_field(json_object *parameters, const char *key) {
+        return json_object_get(get(parameters, key));
+}
+
+static json_object *transform_sandbox(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "sandbox");
+}
+
+static json_object *transform_sandboxes(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "sandboxes");
+}
+
+static json_object *transform_templates(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "templates");
+}
+
+static json_object *transform_entries(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "entries");
+}
+
+static const Simple simple_empty = { transform_empty };
+static const Simple simple_sandbox = { transform_sandbox };
+static const Simple simple_sandboxes = { transform_sandboxes };
+static const Simple simple_templates = { transform_templates };
+static const Simple simple_entries = { transform_entries };
+
+/* ---- sessions ---- */
+
+typedef struct OptionMap {
+        const char *key;          /* in the HTTP body */
+        const char *option;       /* CreateSandbox's option */
+        json_type type;
+} OptionMap;
+
+static const OptionMap session_options[] = {
+        { "timeout",      "Timeout",            json_type_int },
+        { "idle_timeout", "IdleTimeout",        json_type_int },
+        { "name",         "Name",               json_type_string },
+        { "reuse",        "ReuseExisting",      json_type_boolean },
+};
+
+static const OptionMap session_limits[] = {
+        { "memory_max",             "MemoryMax",          json_type_int },
+        { "cpu_quota_per_sec_usec", "CPUQuotaPerSecUSec", json_type_int },
+        { "tasks_max",              "TasksMax",           json_type_int },
+        { "disk_max",               "DiskMax",            json_type_int },
+};
+
+/* Copies the keys of src named in map into options; -EINVAL (and *ret_bad) for a key of
+ * the wrong type or one not in map. */
+static int map_options(json_object *src, const OptionMap *map, size_t n, json_object *options, const char **ret_bad) {
+        json_object_object_foreach(src, key, v) {
+                size_t i;
+
+                for (i = 0; i < n; i++)
+                        if (streq(map[i].key, key))
+                                break;
+                if (i >= n || !json_object_is_type(v, map[i].type)) {
+                        *ret_bad = key;
+                        return -EINVAL;
+                }
+                if (json_add(options, map[i].option, json_object_get(v)) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int on_created(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        static const Simple created = { transform_sandbox, 201 };
+        json_object *p;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        p = json_object_new_object();
+        if (!p || json_add(p, "id", json_object_get(get(parameters, "id"))) < 0)
+                return json_object_put(p), http_request_reply_errno(req, -ENOMEM);
+        return call_simple(req, IFACE "GetSandbox", p, &created);
+}
+
+static int route_session_create(HttpRequest *req) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *options = json_object_new_object();
+        const char *bad = NULL;
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        json_object_object_foreach(http_request_body(req), key, v) {
+                if (streq(key, "template")) {
+                        if (!json_object_is_type(v, json_type_string))
+                                return reply_bad(req, "'%s' must be a string.", key);
+                        r = json_add(p, "template", json_object_get(v));
+                } else if (streq(key, "mode")) {
+                        const char *m = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+                        if (!streq(m, "ephemeral") && !streq(m, "persistent"))
+                                return reply_bad(req, "'%s' must be \"ephemeral\" or \"persistent\".", key);
+                        r = json_add(options, "Ephemeral", json_object_new_boolean(streq(m, "ephemeral")));
+                } else if (streq(key, "limits")) {
+                        if (!json_object_is_type(v, json_type_object))
+                                return reply_bad(req, "'%s' must be an object.", key);
+                        r = map_options(v, session_limits, ELEMENTSOF(session_limits), options, &bad);
+                } else {
+                        _cleanup_json_ json_object *one = json_object_new_object();
+                        if (!one || json_add(one, key, json_object_get(v)) < 0)
+                                return -ENOMEM;
+                        r = map_options(one, session_options, ELEMENTSOF(session_options), options, &bad);
+                        if (bad)
+                                bad = key;
+                }
+                if (r == -EINVAL)
+                        return reply_bad(req, "Unknown or ill-typed field '%s'.", bad ?: key);
+                if (r < 0)
+                        return r;
+        }
+        r = json_add(p, "options", TAKE_PTR(options));
+        if (r < 0)
+                return r;
+        return http_backend_call(req, IFACE "CreateSandbox", TAKE_PTR(p), 0, on_created, NULL);
+}
+
+static int route_session_list(HttpRequest *req) {
+        return call_simple(req, IFACE "ListSandboxes", json_object_new_object(), &simple_sandboxes);
+}
+
+static int route_session_get(HttpRequest *req) {
+        return call_simple(req, IFACE "GetSandbox", params_with_id(req), &simple_sandbox);
+}
+
+static int route_session_delete(HttpRequest *req) {
+        return call_simple(req, IFACE "Destroy", params_with_id(req), &simple_empty);
+}
+
+static int route_session_pause(HttpRequest *req) {
+        return call_simple(req, IFACE "Pause", params_with_id(req), &simple_empty);
+}
+
+static int route_session_resume(HttpRequest *req) {
+        return call_simple(req, IFACE "Resume", params_with_id(req), &simple_empty);
+}
+
+static int route_session_timeout(HttpRequest *req) {
+        json_object *body = http_request_body(req), *lifetime = get(body, "timeout"), *idle = get(body, "idle_timeout");
+        _cleanup_json_ json_object *p = params_with_id(req);
+
+        if ((lifetime && !json_object_is_type(lifetime, json_type_int)) ||
+            (idle && !json_object_is_type(idle, json_type_int)) || json_object_object_length(body) > !!lifetime + !!idle)
+                return reply_bad(req, "%s takes \"timeout\" and \"idle_timeout\", in seconds.", "timeout");
+        if (!p ||
+            json_add(p, "lifetimeSec", json_object_new_int64(lifetime ? json_object_get_int64(lifetime) : 0)) < 0 ||
+            json_add(p, "idleSec", json_object_new_int64(idle ? json_object_get_int64(idle) : 0)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "SetTimeout", TAKE_PTR(p), &simple_empty);
+}
+
+/* ---- execute ---- */
+
+static const struct {
+        const char *language;
+        const char *argv[2];
+} languages[] = {
+        { "python",     { "python3", "-c" } },
+        { "python3",    { "python3", "-c" } },
+        { "bash",       { "bash", "-c" } },
+        { "sh",         { "sh", "-c" } },
+        { "shell",      { "sh", "-c" } },
+        { "javascript", { "node", "-e" } },
+        { "node",       { "node", "-e" } },
+};
+
+static int exec_argv(HttpRequest *req, json_object *body, json_object **ret) {
+        json_object *argv = get(body, "argv"), *code = get(body, "code"), *language = get(body, "language");
+        _cleanup_json_ json_object *a = NULL;
+
+        if (argv && !code && !language) {
+                if (!json_object_is_type(argv, json_type_array) || json_object_array_length(argv) == 0)
+                        return reply_bad(req, "'%s' must be a non-empty array of strings.", "argv");
+                for (size_t i = 0; i < json_object_array_length(argv); i++)
+                        if (!json_object_is_type(json_object_array_get_idx(argv, i), json_type_string))
+                                return reply_bad(req, "'%s' must be a non-empty array of strings.", "argv");
+                *ret = json_object_get(argv);
+                return 1;
+        }
+        if (argv || !code || !json_object_is_type(code, json_type_string) ||
+            (language && !json_object_is_type(language, json_type_string)))
+                return reply_bad(req, "Give '%s' (an array of strings), or 'code' and 'language'.", "argv");
+        for (size_t i = 0; i < ELEMENTSOF(languages); i++)
+                if (streq(languages[i].language, language ? json_object_get_string(language) : "python")) {
+                        a = json_object_new_array();
+                        if (!a ||
+                            json_object_array_add(a, json_object_new_string(languages[i].argv[0])) < 0 ||
+                            json_object_array_add(a, json_object_new_string(languages[i].argv[1])) < 0 ||
+                            json_object_array_add(a, json_object_get(code)) < 0)
+                                return -ENOMEM;
+                        *ret = TAKE_PTR(a);
+                        return 1;
+                }
+        return reply_bad(req, "Unknown language '%s'.", json_object_get_string(language));
+}
+
+static int exec_options(HttpRequest *req, json_object *body, json_object *options) {
+        json_object_object_foreach(body, key, v) {
+                int r = 0;
+
+                if (streq(key, "argv") || streq(key, "code") || streq(key, "language") || streq(key, "background"))
+                        continue;
+                if (streq(key, "timeout")) {
+                        if (!json_object_is_type(v, json_type_int))
+                                return reply_bad(req, "'%s' must be an integer.", key);
+                        r = json_add(options, "Timeout", json_object_get(v));
+                } else if (streq(key, "cwd")) {
+                        if (!json_object_is_type(v, json_type_string))
+                                return reply_bad(req, "'%s' must be a string.", key);
+                        r = json_add(options, "WorkingDirectory", json_object_get(v));
+                } else if (streq(key, "stdin")) {
+                        if (!json_object_is_type(v, json_type_string))
+                                return reply_bad(req, "'%s' must be a string.", key);
+                        r = json_add(options, "Stdin", json_object_new_base64(json_object_get_string(v),
+                                                                       json_object_get_string_len(v)));
+                } else if (streq(key, "env")) {
+                        _cleanup_json_ json_object *e = json_object_new_array();
+                        if (!e)
+                                return -ENOMEM;
+                        if (!json_object_is_type(v, json_type_object))
+                                return reply_bad(req, "'%s' must be an object of strings.", key);
+                        json_object_object_foreach(v, name, value) {
+                                _cleanup_free_ char *s = NULL;
+                                if (!json_object_is_type(value, json_type_string))
+                                        return reply_bad(req, "'%s' must be an object of strings.", "env");
+                                if (asprintf(&s, "%s=%s", name, json_object_get_string(value)) < 0 ||
+                                    json_object_array_add(e, json_object_new_string(s)) < 0)
+                                        return -ENOMEM;
+                        }
+                        r = json_add(options, "Environment", TAKE_PTR(e));
+                } else
+                        return reply_bad(req, "Unknown field '%s'.", key);
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+static json_object *exit_to_json(json_object *parameters) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "exit_code", json_object_get(get(parameters, "exitStatus"))) < 0 ||
+            json_add(o, "info", json_object_get(get(parameters, "info"))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static json_object *result_to_json(json_object *parameters) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "exit_code", json_object_get(get(parameters, "exitStatus"))) < 0 ||
+            add_output(o, "stdout", get(parameters, "stdout")) < 0 ||
+            add_output(o, "stderr", get(parameters, "stderr")) < 0 ||
+            json_add(o, "info", json_object_get(get(parameters, "info"))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static json_object *transform_exec(HttpRequest *req, json_object *parameters, unsigned *status) {
+        return result_to_json(parameters);
+}
+
+static json_object *transform_started(HttpRequest *req, json_object *parameters, unsigned *status) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        *status = 202;
+        if (!o || json_add(o, "execution_id", json_object_get(get(parameters, "process"))) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* Server-sent events: one per chunk of output, its lines each a "data:" line, so that the
+ * client's reassembled data is the chunk exactly. */
+static int sse_event(HttpRequest *req, const char *event, const char *data, size_t size) {
+        int r = http_request_stream_printf(req, "event: %s\n", event);
+
+        for (size_t i = 0; r >= 0;) {
+                const char *nl = memchr(data + i, '\n', size - i);
+                size_t n = nl ? (size_t) (nl - (data + i)) : size - i;
+
+                r = http_request_stream_write(req, "data: ", 6);
+                if (r >= 0)
+                        r = http_request_stream_write(req, data + i, n);
+                if (r >= 0)
+                        r = http_request_stream_write(req, "\n", 1);
+                if (!nl)
+                        break;
+                i += n + 1;
+        }
+        return r < 0 ? r : http_request_stream_write(req, "\n", 1);
+}
+
+static int sse_json(HttpRequest *req, const char *event, json_object *o) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+        return s ? sse_event(req, event, s, strlen(s)) : -ENOMEM;
+}
+
+static int on_exec_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        _cleanup_json_ json_object *o = NULL;
+        int r = 0;
+
+        if (error) {
+                _cleanup_json_ json_object *e = json_object_new_object();
+                (void) json_add(e, "code", json_object_new_string(error));
+                (void) json_add(e, "message", json_object_get(get(parameters, "message")));
+                (void) sse_json(req, "error", e);
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        for (unsigned i = 0; i < 2; i++) {
+                const char *name = i == 0 ? "stdout" : "stderr";
+                _cleanup_free_ uint8_t *d = NULL;
+                json_object *b = get(parameters, name);
+                size_t n;
+
+                if (!b)
+                        continue;
+                r = json_object_get_base64(b, &d, &n);
+                if (r >= 0)
+                        r = sse_event(req, name, (const char *) d, n);
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0 && http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX)
+                r = -ENOBUFS;   /* the client does not read: end it (the command runs on) */
+        if (r < 0) {
+                http_request_stream_end(req, true);
+                http_backend_cancel(req);
+                return 0;
+        }
+        if (!(flags & VARLINK_REPLY_CONTINUES)) {
+                /* The output went as events already. */
+                o = exit_to_json(parameters);
+                if (o)
+                        (void) sse_json(req, "result", o);
+                http_request_stream_end(req, !o);
+        }
+        return 0;
+}
+
+static bool wants_events(HttpRequest *req) {
+        const char *accept = http_request_header(req, "Accept");
+        return accept && strstr(accept, "text/event-stream");
+}
+
+static int route_execute(HttpRequest *req) {
+        static const Simple exec = { transform_exec }, started = { transform_started };
+        _cleanup_json_ json_object *p = params_with_id(req), *argv = NULL, *options = json_object_new_object();
+        json_object *body = http_request_body(req), *background = get(body, "background");
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        r = exec_argv(req, body, &argv);
+        if (r <= 0)
+                return r;
+        r = exec_options(req, body, options);
+        if (r <= 0)
+                return r;
+        if (background && !json_object_is_type(background, json_type_boolean))
+                return reply_bad(req, "'%s' must be a boolean.", "background");
+        if (json_add(p, "argv", TAKE_PTR(argv)) < 0 || json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        if (background && json_object_get_boolean(background))
+                return call_simple(req, IFACE "Start", TAKE_PTR(p), &started);
+        if (!wants_events(req))
+                return call_simple(req, IFACE "Exec", TAKE_PTR(p), &exec);
+        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return r;
+        return http_backend_call(req, IFACE "Exec", TAKE_PTR(p), VARLINK_CALL_MORE, on_exec_stream, NULL);
+}
+
+/* ---- background executions ---- */
+
+static json_object *transform_processes(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "processes");
+}
+
+static int route_status(HttpRequest *req) {
+        static const Simple s = { transform_processes };
+        return call_simple(req, IFACE "ListProcesses", params_with_id(req), &s);
+}
+
+static json_object *transform_output(HttpRequest *req, json_object *parameters, unsigned *status) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "running", json_object_get(get(parameters, "running"))) < 0 ||
+            add_output(o, "stdout", get(parameters, "stdout")) < 0 ||
+            add_output(o, "stderr", get(parameters, "stderr")) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int route_execution_get(HttpRequest *req) {
+        static const Simple s = { transform_output };
+        _cleanup_json_ json_object *p = params_with_id(req);
+        uint64_t eid;
+
+        if (parse_uint64(http_request_param(req, 1), &eid) < 0 || eid > INT32_MAX)
+                return http_request_reply_error(req, 404, "NoSuchProcess", "No execution %s.", http_request_param(req, 1));
+        if (!p || json_add(p, "process", json_object_new_int64((int64_t) eid)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "ReadOutput", TAKE_PTR(p), &s);
+}
+
+/* GET .../result?execution=EID[&wait=SEC]: how a background execution ended (Wait, by
+ * default not waiting: 409 StillRunning while it runs) and its output (ReadOutput). */
+static int on_result_output(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        _cleanup_json_ json_object *o = http_request_get_data(req) ? json_object_get(http_request_get_data(req)) : NULL;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        if (!o || add_output(o, "stdout", get(parameters, "stdout")) < 0 ||
+            add_output(o, "stderr", get(parameters, "stderr")) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static void json_put_data(void *p) {
+        json_object_put(p);
+}
+
+static int on_result_wait(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        int64_t eid = json_object_get_int64(userdata);   /* the request's data, replaced below */
+        json_object *p, *o;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        o = exit_to_json(parameters);
+        if (!o)
+                return http_request_reply_errno(req, -ENOMEM);
+        http_request_set_data(req, o, json_put_data);
+        p = params_with_id(req);
+        if (!p || json_add(p, "process", json_object_new_int64(eid)) < 0)
+                return json_object_put(p), http_request_reply_errno(req, -ENOMEM);
+        return http_backend_call(req, IFACE "ReadOutput", p, 0, on_result_output, NULL);
+}
+
+static int route_result(HttpRequest *req) {
+        const char *execution = http_request_query(req, "execution"), *wait = http_request_query(req, "wait");
+        _cleanup_json_ json_object *p = params_with_id(req);
+        uint64_t eid, sec = 0;
+        json_object *e;
+
+        if (!execution || parse_uint64(execution, &eid) < 0 || eid > INT32_MAX)
+                return reply_bad(req, "The query needs '%s', an execution id.", "execution");
+        if (wait && (parse_uint64(wait, &sec) < 0 || sec > EXEC_TIMEOUT_MAX_SEC))
+                return reply_bad(req, "'%s' must be 0 to 3600 seconds.", "wait");
+        /* Wait's 0 is "no limit": not waiting is its shortest, 1 s. */
+        e = json_object_new_int64((int64_t) eid);
+        if (!p || !e || json_add(p, "process", json_object_get(e)) < 0 ||
+            json_add(p, "timeoutSec", json_object_new_int64((int64_t) MAX(sec, 1))) < 0) {
+                json_object_put(e);
+                return -ENOMEM;
+        }
+        http_request_set_data(req, e, json_put_data);
+        return http_backend_call(req, IFACE "Wait", TAKE_PTR(p), 0, on_result_wait, e);
+}
+
+/* ---- files ---- */
+
+typedef struct FileTransfer {
+        char *path;
+        uint64_t offset, size;
+        uint8_t *buf;
+        size_t n;
+        bool in_flight, ended;
+        int error_status;
+} FileTransfer;
+
+static void file_transfer_free(void *p) {
+        FileTransfer *t = p;
+
+        if (!t)
+                return;
+        free(t->path);
+        free(t->buf);
+        free(t);
+}
+
+static const char *query_path(HttpRequest *req) {
+        const char *path = http_request_query(req, "path");
+        return isempty(path) ? NULL : path;
+}
+
+static json_object *params_with_path(HttpRequest *req, const char *path) {
+        json_object *p = params_with_id(req);
+
+        if (p && json_add(p, "path", json_object_new_string(path)) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+static int on_read_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        FileTransfer *t = http_request_get_data(req);
+        _cleanup_free_ uint8_t *d = NULL;
+        size_t n = 0;
+
+        t->in_flight = false;
+        if (error || json_object_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
+                log_warning("Download of %s ended at %llu of %llu bytes: %s", t->path,
+                            (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
+                http_request_stream_end(req, true);
+                return 0;
+        }
+        t->offset += n;
+        if (http_request_stream_write(req, d, n) < 0)
+                return 0;
+        if (t->offset >= t->size)
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+static int pull_chunk(HttpRequest *req) {
+        FileTransfer *t = http_request_get_data(req);
+        json_object *p;
+
+        if (t->in_flight)
+                return 0;
+        if (t->offset >= t->size) {
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        p = params_with_path(req, t->path);
+        if (!p ||
+            json_add(p, "offset", json_object_new_int64((int64_t) t->offset)) < 0 ||
+            json_add(p, "length", json_object_new_int64((int64_t) MIN(t->size - t->offset, HTTP_FILE_CHUNK))) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        t->in_flight = true;
+        return http_backend_call(req, IFACE "ReadFile", p, 0, on_read_chunk, NULL);
+}
+
+static int on_download_stat(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        FileTransfer *t = http_request_get_data(req);
+        json_object *entry = get(parameters, "entry"), *type = get(entry, "type");
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        if (!type || !streq(json_object_get_string(type), "file"))
+                return http_request_reply_error(req, 400, "NotAFile", "%s is not a regular file.", t->path);
+        t->size = (uint64_t) json_object_get_int64(get(entry, "size"));
+        return http_request_stream(req, 200, "application/octet-stream", t->size, pull_chunk);
+}
+
+static int file_transfer_new(HttpRequest *req, FileTransfer **ret) {
+        const char *path = query_path(req);
+        FileTransfer *t;
+
+        if (!path)
+                return reply_bad(req, "The query needs '%s'.", "path");
+        t = calloc(1, sizeof(FileTransfer));
+        if (!t || !(t->path = strdup(path))) {
+                free(t);
+                return -ENOMEM;
+        }
+        http_request_set_data(req, t, file_transfer_free);
+        *ret = t;
+        return 1;
+}
+
+static int route_file_get(HttpRequest *req) {
+        FileTransfer *t;
+        int r = file_transfer_new(req, &t);
+
+        if (r <= 0)
+                return r;
+        return http_backend_call(req, IFACE "Stat", params_with_path(req, t->path), 0, on_download_stat, NULL);
+}
+
+static int upload_flush(HttpRequest *req, FileTransfer *t);
+
+static int on_write_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        FileTransfer *t = http_request_get_data(req);
+        _cleanup_json_ json_object *o = NULL;
+
+        t->in_flight = false;
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        t->offset += t->n;
+        t->n = 0;
+        if (!t->ended) {
+                http_request_resume(req);
+                return 0;
+        }
+        o = json_object_new_object();
+        if (!o || json_add(o, "bytes", json_object_new_int64((int64_t) t->offset)) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, 201, TAKE_PTR(o));
+}
+
+static int upload_flush(HttpRequest *req, FileTransfer *t) {
+        _cleanup_json_ json_object *p = params_with_path(req, t->path), *options = json_object_new_object();
+
+        if (!p || !options ||
+            json_add(p, "data", json_object_new_base64(t->buf, t->n)) < 0 ||
+            json_add(options, "Append", json_object_new_boolean(t->offset > 0)) < 0 ||
+            json_add(options, "CreateParents", json_object_new_boolean(true)) < 0 ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        t->in_flight = true;
+        return http_backend_call(req, IFACE "WriteFile", TAKE_PTR(p), 0, on_write_chunk, NULL);
+}
+
+static int upload_state(HttpRequest *req, FileTransfer **ret) {
+        FileTransfer *t = http_request_get_data(req);
+        int r;
+
+        if (!t) {
+                r = file_transfer_new(req, &t);
+                if (r <= 0)
+                        return r;
+                t->buf = malloc(HTTP_FILE_CHUNK);
+                if (!t->buf)
+                        return -ENOMEM;
+        }
+        *ret = t;
+        return 1;
+}
+
+static int upload_data(HttpRequest *req, const char *data, size_t *size) {
+        FileTransfer *t;
+        size_t n;
+        int r = upload_state(req, &t);
+
+        if (r <= 0) {
+                *size = 0;
+                return r;
+        }
+        if (t->in_flight) {
+                http_request_suspend(req);
+                return 0;
+        }
+        n = MIN(*size, HTTP_FILE_CHUNK - t->n);
+        memcpy(t->buf + t->n, data, n);
+        t->n += n;
+        *size -= n;
+        if (t->n == HTTP_FILE_CHUNK) {
+                r = upload_flush(req, t);
+                if (r < 0)
+                        return r;
+                if (*size > 0)
+                        http_request_suspend(req);
+        }
+        return 0;
+}
+
+static int route_file_put(HttpRequest *req) {
+        FileTransfer *t;
+        int r = upload_state(req, &t);
+
+        if (r <= 0)
+                return r;
+        t->ended = true;
+        if (t->in_flight)
+                return 0;     /* on_write_chunk answers */
+        /* The rest (also nothing: an empty file). */
+        return upload_flush(req, t);
+}
+
+static int route_file_delete(HttpRequest *req) {
+        const char *path = query_path(req), *recursive = http_request_query(req, "recursive");
+        json_object *p;
+
+        if (!path)
+                return reply_bad(req, "The query needs '%s'.", "path");
+        p = params_with_path(req, path);
+        if (p && recursive && (streq(recursive, "true") || streq(recursive, "1")) &&
+            json_add(p, "recursive", json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "Remove", p, &simple_empty);
+}
+
+static int route_file_list(HttpRequest *req) {
+        const char *path = query_path(req) ?: ".", *depth = http_request_query(req, "depth");
+        uint64_t d = 1;
+        json_object *p;
+
+        if (depth && (parse_uint64(depth, &d) < 0 || d < 1 || d > LIST_FILES_DEPTH_MAX))
+                return reply_bad(req, "'%s' must be 1 to 16.", "depth");
+        p = params_with_path(req, path);
+        if (p && json_add(p, "depth", json_object_new_int64((int64_t) d)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "ListFiles", p, &simple_entries);
+}
+
+static int route_file_mkdir(HttpRequest *req) {
+        json_object *body = http_request_body(req), *path = get(body, "path"), *parents = get(body, "parents");
+        json_object *p;
+
+        if (!path || !json_object_is_type(path, json_type_string) ||
+            (parents && !json_object_is_type(parents, json_type_boolean)))
+                return reply_bad(req, "%s takes \"path\" and \"parents\".", "mkdir");
+        p = params_with_path(req, json_object_get_string(path));
+        if (p && parents && json_add(p, "parents", json_object_get(parents)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "MakeDirectory", p, &simple_empty);
+}
+
+static int route_file_move(HttpRequest *req) {
+        json_object *body = http_request_body(req), *from = get(body, "from"), *to = get(body, "to");
+        json_object *p;
+
+        if (!from || !to || !json_object_is_type(from, json_type_string) || !json_object_is_type(to, json_type_string))
+                return reply_bad(req, "%s takes \"from\" and \"to\".", "move");
+        p = params_with_path(req, json_object_get_string(from));
+        if (p && json_add(p, "to", json_object_get(to)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "Move", p, &simple_empty);
+}
+
+/* ---- templates, containers ---- */
+
+static int route_templates_list(HttpRequest *req) {
+        return call_simple(req, IFACE "ListTemplates", json_object_new_object(), &simple_templates);
+}
+
+static int route_template_create(HttpRequest *req) {
+        static const Simple created = { transform_empty, 201 };
+        json_object *body = http_request_body(req), *name = get(body, "name"), *tmpl = get(body, "template");
+        json_object *p;
+
+        if (!name || !json_object_is_type(name, json_type_string) || !tmpl ||
+            !json_object_is_type(tmpl, json_type_object) || json_object_object_length(body) != 2)
+                return reply_bad(req, "%s takes \"name\" and \"template\" (an object).", "POST /api/v1/templates");
+        p = json_object_new_object();
+        if (!p || json_add(p, "name", json_object_get(name)) < 0 ||
+            json_add(p, "json", json_object_new_string(json_object_to_json_string_ext(tmpl, JSON_C_TO_STRING_PLAIN))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "CreateTemplate", p, &created);
+}
+
+static int route_template_delete(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (p && json_add(p, "name", json_object_new_string(http_request_param(req, 0))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "RemoveTemplate", p, &simple_empty);
+}
+
+/* GET .../logs?lines=N[&follow=true]: the sandbox's journal entries, as JSON, or with
+ * follow as server-sent events ("log", one entry each) until the sandbox is gone. */
+static json_object *transform_log(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "entries");
+}
+
+static int on_log_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        json_object *entries = get(parameters, "entries");
+        int r = 0;
+
+        if (error) {
+                (void) sse_event(req, "error", error, strlen(error));
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        for (size_t i = 0; r >= 0 && entries && i < json_object_array_length(entries); i++)
+                r = sse_json(req, "log", json_object_array_get_idx(entries, i));
+        if (r < 0 || http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
+                http_request_stream_end(req, true);
+                http_backend_cancel(req);
+        } else if (!(flags & VARLINK_REPLY_CONTINUES))
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+static int route_logs(HttpRequest *req) {
+        static const Simple s = { transform_log };
+        const char *lines = http_request_query(req, "lines"), *follow = http_request_query(req, "follow");
+        _cleanup_json_ json_object *p = params_with_id(req);
+        uint64_t n = 100;
+        int r;
+
+        if (lines && (parse_uint64(lines, &n) < 0 || n > SANDBOX_LOGS_LINES_MAX))
+                return reply_bad(req, "'%s' must be 0 to 10000.", "lines");
+        if (!p || json_add(p, "lines", json_object_new_int64((int64_t) n)) < 0)
+                return -ENOMEM;
+        if (!follow || !(streq(follow, "true") || streq(follow, "1")))
+                return call_simple(req, IFACE "GetLogs", TAKE_PTR(p), &s);
+        if (json_add(p, "follow", json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
+        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return r;
+        return http_backend_call(req, IFACE "GetLogs", TAKE_PTR(p), VARLINK_CALL_MORE, on_log_stream, NULL);
+}
+
+/* ---- health, metrics, the document ---- */
+
+static int on_health(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o || json_add(o, "status", json_object_new_string(error ? "unavailable" : "ok")) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, error ? 503 : 200, TAKE_PTR(o));
+}
+
+static int route_healthz(HttpRequest *req) {
+        return http_backend_call(req, "org.varlink.service.GetInfo", json_object_new_object(), 0, on_health, NULL);
+}
+
+static void metric_header(FILE *f, const char *name, const char *type, const char *help) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric_counter(FILE *f, json_object *st, const char *key, const char *name, const char *help) {
+        metric_header(f, name, "counter", help);
+        fprintf(f, "%s %" PRIi64 "\n", name, json_object_get_int64(get(st, key)));
+}
+
+/* A label value: \, " and newline escaped. */
+static void label_value(FILE *f, const char *s) {
+        for (; s && *s; s++)
+                if (*s == '\\' || *s == '"')
+                        fprintf(f, "\\%c", *s);
+                else if (*s == '\n')
+                        fputs("\\n", f);
+                else
+                        fputc(*s, f);
+}
+
+static void metrics_daemon(FILE *f, json_object *st) {
+        json_object *sandboxes = get(st, "sandboxes"), *pools = get(st, "pools"), *h = get(st, "execLatency");
+        json_object *bounds = get(h, "bounds"), *counts = get(h, "counts");
+
+        metric_header(f, "sandboxd_sandboxes", "gauge", "Sandboxes by state and template.");
+        for (size_t i = 0; sandboxes && i < json_object_array_length(sandboxes); i++) {
+                json_object *c = json_object_array_get_idx(sandboxes, i);
+                fputs("sandboxd_sandboxes{state=\"", f);
+                label_value(f, json_object_get_string(get(c, "state")));
+                fputs("\",template=\"", f);
+                label_value(f, json_object_get_string(get(c, "template")));
+                fprintf(f, "\"} %" PRIi64 "\n", json_object_get_int64(get(c, "count")));
+        }
+        metric_counter(f, st, "sandboxesCreated", "sandboxd_sandboxes_created_total", "Sandboxes that came to run.");
+        metric_counter(f, st, "createFailures", "sandboxd_create_failures_total", "Sandbox creations that failed.");
+        metric_counter(f, st, "sandboxesDestroyed", "sandboxd_sandboxes_destroyed_total", "Sandboxes that ended.");
+        metric_counter(f, st, "execs", "sandboxd_execs_total", "Execs that ran to a result.");
+        metric_counter(f, st, "execFailures", "sandboxd_exec_failures_total", "Execs that could not be run.");
+        metric_counter(f, st, "execTimeouts", "sandboxd_exec_timeouts_total", "Execs killed at their timeout.");
+        metric_counter(f, st, "oomKills", "sandboxd_oom_kills_total", "Execs hit by the OOM killer.");
+        metric_header(f, "sandboxd_exec_duration_seconds", "histogram", "Wall time of execs.");
+        for (size_t i = 0; bounds && counts && i < json_object_array_length(bounds); i++)
+                fprintf(f, "sandboxd_exec_duration_seconds_bucket{le=\"%g\"} %" PRIi64 "\n",
+                        json_object_get_double(json_object_array_get_idx(bounds, i)),
+                        json_object_get_int64(json_object_array_get_idx(counts, i)));
+        fprintf(f, "sandboxd_exec_duration_seconds_bucket{le=\"+Inf\"} %" PRIi64 "\n"
+                   "sandboxd_exec_duration_seconds_sum %g\n"
+                   "sandboxd_exec_duration_seconds_count %" PRIi64 "\n",
+                json_object_get_int64(get(h, "count")), json_object_get_double(get(h, "sum")),
+                json_object_get_int64(get(h, "count")));
+        metric_header(f, "sandboxd_pool_sandboxes", "gauge", "Warm pool sandboxes by template and state.");
+        for (size_t i = 0; pools && i < json_object_array_length(pools); i++) {
+                json_object *p = json_object_array_get_idx(pools, i);
+                static const char * const keys[] = { "size", "ready", "starting", "inUse" };
+                for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
+                        fputs("sandboxd_pool_sandboxes{template=\"", f);
+                        label_value(f, json_object_get_string(get(p, "template")));
+                        fprintf(f, "\",state=\"%s\"} %" PRIi64 "\n", keys[k], json_object_get_int64(get(p, keys[k])));
+                }
+        }
+        metric_header(f, "sandboxd_spool_backlog", "gauge", "Execution records waiting to be written to the database.");
+        fprintf(f, "sandboxd_spool_backlog %" PRIi64 "\n", json_object_get_int64(get(st, "spoolBacklog")));
+}
+
+static void metrics_bridge(FILE *f, const HttpStats *st) {
+        metric_header(f, "sandboxd_http_requests_total", "counter", "HTTP requests received by sandboxd-http.");
+        fprintf(f, "sandboxd_http_requests_total %" PRIu64 "\n", st->requests);
+        metric_header(f, "sandboxd_http_responses_total", "counter", "HTTP responses by status class.");
+        for (unsigned c = 1; c <= 5; c++)
+                fprintf(f, "sandboxd_http_responses_total{class=\"%uxx\"} %" PRIu64 "\n", c, st->responses_by_class[c]);
+        metric_header(f, "sandboxd_http_unauthorized_total", "counter", "Requests refused for want of a valid token.");
+        fprintf(f, "sandboxd_http_unauthorized_total %" PRIu64 "\n", st->unauthorized);
+        metric_header(f, "sandboxd_http_connections", "gauge", "Open HTTP connections.");
+        fprintf(f, "sandboxd_http_connections %" PRIu64 "\n", st->connections);
+}
+
+static int on_metrics(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *f;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        f = open_memstream(&text, &size);
+        if (!f)
+                return http_request_reply_errno(req, -ENOMEM);
+        metrics_daemon(f, get(parameters, "statistics"));
+        metrics_bridge(f, http_server_stats(http_request_server(req)));
+        if (fclose(f) != 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
+}
+
+static int route_metrics(HttpRequest *req) {
+        return http_backend_call(req, IFACE "GetStatistics", json_object_new_object(), 0, on_metrics, NULL);
+}
+
+static int route_openapi(HttpRequest *req) {
+        return http_request_reply_text(req, 200, "application/json", sandboxd_http_openapi);
+}
+
+/* ---- the table ---- */
+
+#define S "/api/v1/sessions/{}"
+
+const HttpRoute http_routes[] = {
+        { "GET",    "/healthz",                       HTTP_ROUTE_PUBLIC, route_healthz },
+        { "GET",    "/metrics",                       0, route_metrics },
+        { "GET",    "/api/v1/openapi.json",           HTTP_ROUTE_PUBLIC, route_openapi },
+        { "POST",   "/api/v1/sessions",               HTTP_ROUTE_JSON_BODY, route_session_create },
+        { "GET",    "/api/v1/sessions",               0, route_session_list },
+        { "GET",    S,                                0, route_session_get },
+        { "DELETE", S,                                0, route_session_delete },
+        { "POST",   S "/pause",                       HTTP_ROUTE_JSON_BODY, route_session_pause },
+        { "POST",   S "/resume",                      HTTP_ROUTE_JSON_BODY, route_session_resume },
+        { "POST",   S "/timeout",                     HTTP_ROUTE_JSON_BODY, route_session_timeout },
+        { "POST",   S "/execute",                     HTTP_ROUTE_JSON_BODY, route_execute },
+        { "GET",    S "/status",                      0, route_status },
+        { "GET",    S "/result",                      0, route_result },
+        { "GET",    S "/executions/{}",               0, route_execution_get },
+        { "GET",    S "/logs",                        0, route_logs },
+        { "GET",    S "/files",                       0, route_file_get },
+        { "PUT",    S "/files",                       HTTP_ROUTE_UPLOAD, route_file_put, upload_data },
+        { "DELETE", S "/files",                       0, route_file_delete },
+        { "GET",    S "/files/list",                  0, route_file_list },
+        { "POST",   S "/files/mkdir",                 HTTP_ROUTE_JSON_BODY, route_file_mkdir },
+        { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
+        { "GET",    "/api/v1/templates",              0, route_templates_list },
+        { "POST",   "/api/v1/templates",              HTTP_ROUTE_JSON_BODY, route_template_create },
+        { "DELETE", "/api/v1/templates/{}",           0, route_template_delete },
+        { "GET",    "/api/v1/containers",             0, route_session_list },
+        { "GET",    "/api/v1/containers/{}",          0, route_session_get },
+        { "GET",    "/api/v1/containers/{}/logs",     0, route_logs },
+        { "POST",   "/mcp",                           HTTP_ROUTE_UPLOAD, http_mcp_post, http_mcp_upload },
+};
+
+const size_t http_n_routes = ELEMENTSOF(http_routes);

@@ -1,0 +1,864 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* libmicrohttpd on sd-event: one MHD daemon per listening socket, each in external-epoll
+ * mode (its epoll fd is an sd-event io source; a timer follows MHD_get_timeout() after
+ * every MHD_run()), requests dispatched through the route table (http-routes.c). */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "http.h"
+#include "json-util.h"
+#include "log.h"
+#include "strv.h"
+
+#define HTTP_PATH_SEGMENTS_MAX 16
+#define HTTP_PARAMS_MAX 4
+/* Body read and dropped after a reply was decided, before the connection is closed. */
+#define HTTP_DISCARD_MAX (UINT64_C(16) * 1024 * 1024)
+
+typedef struct HttpDaemon {
+        HttpServer *server;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io, *timer;
+        bool unix_socket;
+} HttpDaemon;
+
+struct HttpServer {
+        sd_event *event;
+        const HttpConfig *config;
+        HttpTokens *tokens;
+        HttpBackend *backend;
+        HttpDaemon **daemons;
+        size_t n_daemons;
+        HttpStats stats;
+};
+
+typedef struct HttpBuffer {
+        char *data;
+        size_t size, read, allocated;
+} HttpBuffer;
+
+struct HttpRequest {
+        unsigned n_ref;
+        HttpServer *server;
+        HttpDaemon *daemon;
+        struct MHD_Connection *connection;
+        const HttpRoute *route;
+        char *params[HTTP_PARAMS_MAX];
+        const HttpToken *token;
+
+        HttpBuffer body;
+        json_object *json;
+
+        bool started, suspended, gone, replied;
+        uint64_t discarded;
+        struct MHD_Response *response;
+        unsigned status;
+
+        /* A streamed reply. */
+        HttpBuffer stream;
+        http_pull_t pull;
+        bool streaming, stream_ended, stream_failed, pulling;
+
+        void *data;
+        void (*free_data)(void *);
+};
+
+/* ---- buffers ---- */
+
+static void buffer_done(HttpBuffer *b) {
+        b->data = mfree(b->data);
+        b->size = b->read = b->allocated = 0;
+}
+
+static int buffer_append(HttpBuffer *b, const void *data, size_t size) {
+        if (b->read > 0 && b->read == b->size)
+                b->read = b->size = 0;
+        if (b->size + size + 1 > b->allocated) {       /* and its NUL */
+                size_t n;
+                char *p;
+
+                if (b->read > 0) {
+                        memmove(b->data, b->data + b->read, b->size - b->read);
+                        b->size -= b->read;
+                        b->read = 0;
+                }
+                n = MAX(b->allocated * 2, b->size + size + 1);
+                if (b->size + size + 1 > n)
+                        return -ENOMEM;
+                p = realloc(b->data, n);
+                if (!p)
+                        return -ENOMEM;
+                b->data = p;
+                b->allocated = n;
+        }
+        memcpy(b->data + b->size, data, size);
+        b->size += size;
+        b->data[b->size] = 0;
+        return 0;
+}
+
+/* ---- requests ---- */
+
+HttpRequest *http_request_ref(HttpRequest *req) {
+        if (req)
+                req->n_ref++;
+        return req;
+}
+
+HttpRequest *http_request_unref(HttpRequest *req) {
+        if (!req || --req->n_ref > 0)
+                return NULL;
+        for (unsigned i = 0; i < HTTP_PARAMS_MAX; i++)
+                free(req->params[i]);
+        if (req->free_data)
+                req->free_data(req->data);
+        buffer_done(&req->body);
+        buffer_done(&req->stream);
+        json_object_put(req->json);
+        if (req->response)
+                MHD_destroy_response(req->response);
+        return mfree(req);
+}
+
+HttpServer *http_request_server(HttpRequest *req) {
+        return req->server;
+}
+
+const char *http_request_param(HttpRequest *req, unsigned n) {
+        return n < HTTP_PARAMS_MAX ? req->params[n] : NULL;
+}
+
+const char *http_request_query(HttpRequest *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_request_header(HttpRequest *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+json_object *http_request_body(HttpRequest *req) {
+        return req->json;
+}
+
+const char *http_request_tenant(HttpRequest *req) {
+        return req->token ? req->token->tenant : NULL;
+}
+
+bool http_request_is_gone(HttpRequest *req) {
+        return req->gone;
+}
+
+void http_request_set_data(HttpRequest *req, void *data, void (*free_func)(void *)) {
+        if (req->free_data)
+                req->free_data(req->data);
+        req->data = data;
+        req->free_data = free_func;
+}
+
+void *http_request_get_data(HttpRequest *req) {
+        return req->data;
+}
+
+void http_request_suspend(HttpRequest *req) {
+        if (req->suspended || req->gone)
+                return;
+        MHD_suspend_connection(req->connection);
+        req->suspended = true;
+}
+
+/* MHD learns of a resumed connection in its next MHD_run(): make that now. */
+static void daemon_kick(HttpDaemon *d) {
+        if (sd_event_source_set_time_relative(d->timer, 0) < 0 ||
+            sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT) < 0)
+                log_warning("Cannot schedule libmicrohttpd's run.");
+}
+
+void http_request_resume(HttpRequest *req) {
+        if (!req->suspended || req->gone)
+                return;
+        req->suspended = false;
+        MHD_resume_connection(req->connection);
+        daemon_kick(req->daemon);
+}
+
+/* ---- replies ---- */
+
+static int request_set_response(HttpRequest *req, unsigned status, struct MHD_Response *response) {
+        if (!response)
+                return -ENOMEM;
+        if (req->replied) {
+                MHD_destroy_response(response);
+                return -EALREADY;
+        }
+        req->replied = true;
+        req->status = status;
+        req->response = response;
+        (void) MHD_add_response_header(response, "Cache-Control", "no-store");
+        if (status == MHD_HTTP_UNAUTHORIZED)
+                (void) MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                               "Bearer realm=\"sandboxd\"");
+        /* The handler runs again once resumed, and queues it. */
+        http_request_resume(req);
+        return 0;
+}
+
+int http_request_reply_text(HttpRequest *req, unsigned status, const char *content_type, const char *text) {
+        struct MHD_Response *response;
+
+        response = MHD_create_response_from_buffer(strlen(text), (void *) text, MHD_RESPMEM_MUST_COPY);
+        if (response && content_type)
+                (void) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        return request_set_response(req, status, response);
+}
+
+int http_request_reply_json(HttpRequest *req, unsigned status, json_object *body) {
+        _cleanup_json_ json_object *b = body;
+        const char *text;
+
+        if (!b)
+                return http_request_reply_text(req, status, NULL, "");
+        text = json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text)
+                return -ENOMEM;
+        return http_request_reply_text(req, status, "application/json", text);
+}
+
+static int reply_errorv(HttpRequest *req, unsigned status, const char *code, const char *fmt, va_list ap) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *e = json_object_new_object();
+        _cleanup_free_ char *message = NULL;
+
+        if (vasprintf(&message, fmt, ap) < 0)
+                return -ENOMEM;
+        if (!o || !e ||
+            json_add(e, "code", json_object_new_string(code)) < 0 ||
+            json_add(e, "message", json_object_new_string(message)) < 0 ||
+            json_add(o, "error", TAKE_PTR(e)) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, status, TAKE_PTR(o));
+}
+
+int http_request_reply_error(HttpRequest *req, unsigned status, const char *code, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = reply_errorv(req, status, code, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_object *parameters) {
+        json_object *m = NULL;
+        const char *message, *code;
+
+        if (parameters)
+                (void) json_object_object_get_ex(parameters, "message", &m);
+        message = m ? json_object_get_string(m) : NULL;
+        if (streq(error, VARLINK_ERROR_DISCONNECTED))
+                message = "sandboxd is not answering.";
+        else if (!message && streq(error, VARLINK_ERROR_INVALID_PARAMETER) && parameters &&
+                 json_object_object_get_ex(parameters, "parameter", &m))
+                return http_request_reply_error(req, 400, error, "Invalid parameter: %s.", json_object_get_string(m));
+        code = startswith_str(error, "io.sandboxd.Sandbox.") ? error + strlen("io.sandboxd.Sandbox.") : error;
+        return http_request_reply_error(req, http_status_from_varlink_error(error, parameters), code, "%s",
+                                        message ?: error);
+}
+
+int http_request_reply_errno(HttpRequest *req, int error) {
+        return http_request_reply_error(req, 500, "SystemError", "%s", strerror(abs(error)));
+}
+
+/* ---- streamed replies ---- */
+
+static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        HttpRequest *req = cls;
+        size_t n = req->stream.size - req->stream.read;
+        int r;
+
+        if (n > 0) {
+                n = MIN(n, max);
+                memcpy(buf, req->stream.data + req->stream.read, n);
+                req->stream.read += n;
+                return (ssize_t) n;
+        }
+        if (req->stream_ended)
+                return req->stream_failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+        if (req->pull && !req->pulling) {
+                req->pulling = true;
+                r = req->pull(req);
+                if (r < 0) {
+                        log_warning_errno(r, "A streamed reply failed: %m");
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
+                if (req->stream.size > req->stream.read || req->stream_ended)
+                        return on_stream_read(cls, pos, buf, max);
+        }
+        /* Nothing yet: woken by http_request_stream_write() or _end(). */
+        MHD_suspend_connection(req->connection);
+        req->suspended = true;
+        return 0;
+}
+
+static void on_stream_free(void *cls) {
+        http_request_unref(cls);
+}
+
+int http_request_stream(HttpRequest *req, unsigned status, const char *content_type, uint64_t length,
+                        http_pull_t pull) {
+        struct MHD_Response *response;
+
+        response = MHD_create_response_from_callback(length, 64 * 1024, on_stream_read, req, on_stream_free);
+        if (!response)
+                return -ENOMEM;
+        http_request_ref(req);
+        req->streaming = true;
+        req->pull = pull;
+        if (content_type)
+                (void) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        if (content_type && streq(content_type, "text/event-stream"))
+                (void) MHD_add_response_header(response, "X-Accel-Buffering", "no");
+        return request_set_response(req, status, response);
+}
+
+size_t http_request_stream_buffered(HttpRequest *req) {
+        return req->stream.size - req->stream.read;
+}
+
+int http_request_stream_write(HttpRequest *req, const void *data, size_t size) {
+        int r;
+
+        if (req->gone || req->stream_ended)
+                return -ECONNRESET;
+        r = buffer_append(&req->stream, data, size);
+        if (r < 0)
+                return r;
+        req->pulling = false;
+        http_request_resume(req);
+        return 0;
+}
+
+int http_request_stream_printf(HttpRequest *req, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        return http_request_stream_write(req, s, (size_t) n);
+}
+
+void http_request_stream_end(HttpRequest *req, bool failed) {
+        if (req->stream_ended)
+                return;
+        req->stream_ended = true;
+        req->stream_failed = failed;
+        req->pulling = false;
+        http_request_resume(req);
+}
+
+/* ---- connections ---- */
+
+/* A connection's deadline for its request's headers (slowloris: libmicrohttpd's own timeout
+ * is an idle one, which a byte now and then defeats). Armed when the connection opens and
+ * after each request, disarmed when a request's headers are complete. */
+typedef struct HttpConnection {
+        HttpDaemon *daemon;
+        struct MHD_Connection *connection;
+        sd_event_source *deadline;
+} HttpConnection;
+
+static int on_header_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        HttpConnection *c = userdata;
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c->connection,
+                                                                       MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        /* libmicrohttpd sees the socket end and closes the connection in its next run. */
+        if (info)
+                (void) shutdown(info->connect_fd, SHUT_RDWR);
+        daemon_kick(c->daemon);
+        return 0;
+}
+
+static void connection_arm(HttpConnection *c, bool on) {
+        uint64_t usec = c->daemon->server->config->connection_timeout_sec * 1000000;
+
+        if (!c->deadline || usec == 0)
+                return;
+        if (on)
+                (void) sd_event_source_set_time_relative(c->deadline, usec);
+        (void) sd_event_source_set_enabled(c->deadline, on ? SD_EVENT_ONESHOT : SD_EVENT_OFF);
+}
+
+static HttpConnection *connection_of(struct MHD_Connection *connection) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection,
+                                                                       MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
+}
+
+/* ---- dispatch ---- */
+
+/* Splits url into segments in place ("/a/b" → "a", "b"); -E2BIG beyond max. */
+static int split_path(char *url, char **segments, unsigned max, unsigned *ret_n) {
+        unsigned n = 0;
+
+        for (char *s = url, *t; s && *s; s = t) {
+                while (*s == '/')
+                        s++;
+                if (!*s)
+                        break;
+                t = strchr(s, '/');
+                if (t)
+                        *t++ = 0;
+                if (n >= max)
+                        return -E2BIG;
+                segments[n++] = s;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+/* Whether pattern matches the path; its parameters go to params. */
+static bool route_matches(const char *pattern, char **segments, unsigned n, char **params) {
+        char buf[256], *p[HTTP_PATH_SEGMENTS_MAX];
+        unsigned np, k = 0;
+
+        snprintf(buf, sizeof(buf), "%s", pattern);
+        if (split_path(buf, p, HTTP_PATH_SEGMENTS_MAX, &np) < 0 || np != n)
+                return false;
+        for (unsigned i = 0; i < n; i++) {
+                if (streq(p[i], "{}")) {
+                        if (k >= HTTP_PARAMS_MAX)
+                                return false;
+                        params[k++] = segments[i];
+                } else if (!streq(p[i], segments[i]))
+                        return false;
+        }
+        return true;
+}
+
+/* The route for method and url; *ret_path_known: some route has that path (405). */
+static const HttpRoute *route_find(const char *method, const char *url, char **params, bool *ret_path_known) {
+        _cleanup_free_ char *copy = strdup(url);
+        char *segments[HTTP_PATH_SEGMENTS_MAX];
+        const HttpRoute *found = NULL;
+        unsigned n;
+
+        *ret_path_known = false;
+        if (!copy || split_path(copy, segments, HTTP_PATH_SEGMENTS_MAX, &n) < 0)
+                return NULL;
+        for (size_t i = 0; i < http_n_routes; i++) {
+                char *p[HTTP_PARAMS_MAX] = {};
+
+                if (!route_matches(http_routes[i].pattern, segments, n, p))
+                        continue;
+                *ret_path_known = true;
+                if (!streq(http_routes[i].method, method))
+                        continue;
+                found = &http_routes[i];
+                for (unsigned k = 0; k < HTTP_PARAMS_MAX; k++)
+                        if (p[k]) {
+                                params[k] = strdup(p[k]);
+                                if (!params[k])
+                                        return NULL;
+                        }
+                break;
+        }
+        return found;
+}
+
+static const HttpToken *request_authenticate(HttpRequest *req) {
+        const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+                return NULL;
+        h += 7;
+        h += strspn(h, " ");
+        return http_tokens_find(req->server->tokens, h, (uint64_t) time(NULL));
+}
+
+static bool content_length_exceeds(HttpRequest *req, uint64_t max) {
+        const char *h = http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        char *end;
+        unsigned long long v;
+
+        if (!h)
+                return false;
+        errno = 0;
+        v = strtoull(h, &end, 10);
+        return errno != 0 || *end != 0 || v > max;
+}
+
+/* The first call for a request: its route, its token, its limits. Replies at once when
+ * one of them says no. */
+static int request_begin(HttpRequest *req, const char *method, const char *url) {
+        const HttpConfig *c = req->server->config;
+        bool path_known;
+
+        req->server->stats.requests++;
+        req->route = route_find(method, url, req->params, &path_known);
+        if (!req->route) {
+                if (path_known)
+                        return http_request_reply_error(req, 405, "MethodNotAllowed", "%s is not allowed on %s.",
+                                                        method, url);
+                return http_request_reply_error(req, 404, "NotFound", "No route %s %s.", method, url);
+        }
+        if (!(req->route->flags & HTTP_ROUTE_PUBLIC)) {
+                req->token = request_authenticate(req);
+                if (!req->token) {
+                        req->server->stats.unauthorized++;
+                        return http_request_reply_error(req, 401, "Unauthorized",
+                                                        "A valid bearer token is needed.");
+                }
+        }
+        if (content_length_exceeds(req, req->route->flags & HTTP_ROUTE_UPLOAD ? c->upload_max : c->body_max))
+                return http_request_reply_error(req, 413, "PayloadTooLarge", "The body is larger than allowed.");
+        return 0;
+}
+
+static int request_take_body(HttpRequest *req, const char *data, size_t *size) {
+        if (req->route->flags & HTTP_ROUTE_UPLOAD)
+                return req->route->upload(req, data, size);
+        if (req->body.size + *size > req->server->config->body_max) {
+                *size = 0;
+                return http_request_reply_error(req, 413, "PayloadTooLarge", "The body is larger than allowed.");
+        }
+        if (!(req->route->flags & HTTP_ROUTE_JSON_BODY)) {
+                *size = 0;
+                return http_request_reply_error(req, 400, "InvalidBody", "This route takes no body.");
+        }
+        int r = buffer_append(&req->body, data, *size);
+        *size = 0;
+        return r;
+}
+
+static int request_start(HttpRequest *req) {
+        const char *error = NULL;
+
+        req->started = true;
+        if (req->route->flags & HTTP_ROUTE_JSON_BODY) {
+                req->json = http_json_parse(req->body.data ?: "", req->body.size, &error);
+                buffer_done(&req->body);
+                if (!req->json)
+                        return http_request_reply_error(req, 400, "InvalidBody", "%s", error);
+        }
+        return req->route->handler(req);
+}
+
+static enum MHD_Result queue_reply(HttpRequest *req) {
+        enum MHD_Result ok;
+        unsigned class = req->status / 100;
+
+        if (class < ELEMENTSOF(req->server->stats.responses_by_class))
+                req->server->stats.responses_by_class[class]++;
+        ok = MHD_queue_response(req->connection, req->status, req->response);
+        MHD_destroy_response(req->response);
+        req->response = NULL;
+        return ok;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+        HttpDaemon *d = cls;
+        HttpRequest *req = *con_cls;
+        bool body_call = *upload_data_size > 0;
+        int r = 0;
+
+        if (!req) {
+                req = calloc(1, sizeof(HttpRequest));
+                if (!req)
+                        return MHD_NO;
+                *req = (HttpRequest) { .n_ref = 1, .server = d->server, .daemon = d, .connection = connection };
+                *con_cls = req;
+                if (connection_of(connection))
+                        connection_arm(connection_of(connection), false);
+                r = request_begin(req, method, url);
+        } else if (req->response && *upload_data_size > 0) {
+                /* Answered while the body still comes: libmicrohttpd 0.9.75 drops a reply
+                 * queued now (it closes the connection without it), so the rest is read and
+                 * dropped, up to HTTP_DISCARD_MAX, and the reply goes once the body ended. */
+                req->discarded += *upload_data_size;
+                *upload_data_size = 0;
+                return req->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
+        } else if (req->response)
+                ;
+        else if (*upload_data_size > 0)
+                r = request_take_body(req, upload_data, upload_data_size);
+        else if (!req->started)
+                r = request_start(req);
+
+        if (r < 0 && !req->replied)
+                (void) http_request_reply_errno(req, r);
+        if (req->response && !body_call)
+                return queue_reply(req);
+        if (req->response) {
+                /* Queued once the body ended (see above). */
+                req->discarded += *upload_data_size;
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        /* Not the first call, nothing to answer yet, all data taken: waiting on sandboxd. */
+        if (req->started && *upload_data_size == 0)
+                http_request_suspend(req);
+        return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode code) {
+        HttpRequest *req = *con_cls;
+
+        if (!req)
+                return;
+        *con_cls = NULL;
+        if (connection_of(connection))
+                connection_arm(connection_of(connection), true);
+        req->gone = true;
+        req->suspended = false;
+        http_backend_cancel(req);
+        http_request_unref(req);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        HttpDaemon *d = cls;
+        HttpConnection *c = *socket_context;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                d->server->stats.connections++;
+                c = calloc(1, sizeof(HttpConnection));
+                if (!c)
+                        return;
+                *c = (HttpConnection) { .daemon = d, .connection = connection };
+                if (d->server->config->connection_timeout_sec > 0 &&
+                    sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC,
+                                               d->server->config->connection_timeout_sec * 1000000, 1,
+                                               on_header_deadline, c) < 0)
+                        c->deadline = NULL;
+                *socket_context = c;
+                return;
+        }
+        if (d->server->stats.connections > 0)
+                d->server->stats.connections--;
+        if (c) {
+                sd_event_source_disable_unref(c->deadline);
+                free(c);
+                *socket_context = NULL;
+        }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+        _cleanup_free_ char *s = NULL;
+
+        if (vasprintf(&s, fmt, ap) >= 0)
+                log_debug("libmicrohttpd: %s", s);
+}
+
+/* ---- the event loop ---- */
+
+static int daemon_run(HttpDaemon *d) {
+        MHD_UNSIGNED_LONG_LONG ms;
+        int r;
+
+        /* Twice: libmicrohttpd 0.9.75 takes connections resumed since the last run back
+         * in one run and serves them only in the next, and MHD_get_timeout() does not
+         * say 0 for them in between (a resumed download or upload stalled without it). */
+        (void) MHD_run(d->mhd);
+        (void) MHD_run(d->mhd);
+        if (MHD_get_timeout(d->mhd, &ms) == MHD_YES) {
+                r = sd_event_source_set_time_relative(d->timer, ms * 1000);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(d->timer, SD_EVENT_ONESHOT);
+        } else
+                r = sd_event_source_set_enabled(d->timer, SD_EVENT_OFF);
+        return r;
+}
+
+static int on_daemon_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        return daemon_run(userdata);
+}
+
+static int on_daemon_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        return daemon_run(userdata);
+}
+
+static HttpDaemon *daemon_free(HttpDaemon *d) {
+        if (!d)
+                return NULL;
+        sd_event_source_disable_unref(d->io);
+        sd_event_source_disable_unref(d->timer);
+        if (d->mhd) {
+                /* MHD may not be stopped with suspended connections: resume them all
+                 * (their requests are answered or dropped as the daemon stops). */
+                (void) MHD_quiesce_daemon(d->mhd);
+                MHD_stop_daemon(d->mhd);
+        }
+        return mfree(d);
+}
+
+static bool fd_is_unix(int fd) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+
+        return getsockname(fd, (struct sockaddr *) &ss, &len) >= 0 && ss.ss_family == AF_UNIX;
+}
+
+int http_server_listen_fd(HttpServer *s, int fd) {
+        const HttpConfig *c = s->config;
+        const union MHD_DaemonInfo *info;
+        HttpDaemon *d, **a;
+        int r;
+
+        d = calloc(1, sizeof(HttpDaemon));
+        if (!d) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        d->server = s;
+        d->unix_socket = fd_is_unix(fd);
+        d->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                                  on_access, d,
+                                  MHD_OPTION_LISTEN_SOCKET, fd,
+                                  MHD_OPTION_CONNECTION_LIMIT, c->connections_max,
+                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, d->unix_socket ? 0U : c->connections_per_ip,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) c->connection_timeout_sec,
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (128 * 1024),
+                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
+                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
+                                  MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, d,
+                                  MHD_OPTION_END);
+        if (!d->mhd) {
+                safe_close(fd);
+                free(d);
+                return log_error_errno(-EINVAL, "libmicrohttpd refused to serve socket %d.", fd);
+        }
+        info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        r = info ? sd_event_add_io(s->event, &d->io, info->epoll_fd, EPOLLIN, on_daemon_io, d) : -EINVAL;
+        if (r >= 0)
+                /* Accuracy 1 µs: sd-event's default (250 ms) would delay every resumed connection. */
+                r = sd_event_add_time_relative(s->event, &d->timer, CLOCK_MONOTONIC, 0, 1, on_daemon_timer, d);
+        if (r >= 0) {
+                a = reallocarray(s->daemons, s->n_daemons + 1, sizeof(HttpDaemon *));
+                if (!a)
+                        r = -ENOMEM;
+                else {
+                        s->daemons = a;
+                        s->daemons[s->n_daemons++] = d;
+                        return 0;
+                }
+        }
+        daemon_free(d);
+        return r;
+}
+
+static int listen_unix(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, SOMAXCONN) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+static int listen_inet(const char *address) {
+        _cleanup_free_ char *host = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_storage ss = {};
+        const char *colon = strrchr(address, ':');
+        unsigned long port;
+        socklen_t len;
+        char *end;
+        int one = 1;
+
+        if (!colon)
+                return -EINVAL;
+        port = strtoul(colon + 1, &end, 10);
+        if (*end || port == 0 || port > 65535)
+                return -EINVAL;
+        host = address[0] == '[' ? strndup(address + 1, colon - address - 2) : strndup(address, colon - address);
+        if (!host)
+                return -ENOMEM;
+        if (inet_pton(AF_INET, host, &((struct sockaddr_in *) &ss)->sin_addr) == 1) {
+                ((struct sockaddr_in *) &ss)->sin_family = AF_INET;
+                ((struct sockaddr_in *) &ss)->sin_port = htons(port);
+                len = sizeof(struct sockaddr_in);
+        } else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *) &ss)->sin6_addr) == 1) {
+                ((struct sockaddr_in6 *) &ss)->sin6_family = AF_INET6;
+                ((struct sockaddr_in6 *) &ss)->sin6_port = htons(port);
+                len = sizeof(struct sockaddr_in6);
+        } else
+                return -EINVAL;
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, SOMAXCONN) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
+int http_server_listen_address(HttpServer *s, const char *address) {
+        int fd = address[0] == '/' ? listen_unix(address) : listen_inet(address);
+
+        if (fd < 0)
+                return log_error_errno(fd, "Cannot listen on %s: %m", address);
+        return http_server_listen_fd(s, fd);
+}
+
+int http_server_new(HttpServer **ret, sd_event *event, const HttpConfig *config, HttpTokens *tokens) {
+        HttpServer *s = calloc(1, sizeof(HttpServer));
+
+        if (!s)
+                return -ENOMEM;
+        s->event = sd_event_ref(event);
+        s->config = config;
+        s->tokens = tokens;
+        *ret = s;
+        return 0;
+}
+
+HttpServer *http_server_free(HttpServer *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_daemons; i++)
+                daemon_free(s->daemons[i]);
+        free(s->daemons);
+        sd_event_unref(s->event);
+        return mfree(s);
+}
+
+const HttpStats *http_server_stats(HttpServer *s) {
+        return &s->stats;
+}
+
+const HttpConfig *http_server_config(HttpServer *s) {
+        return s->config;
+}
+
+sd_event *http_server_event(HttpServer *s) {
+        return s->event;
+}
+
+HttpBackend *http_server_backend(HttpServer *s) {
+        return s->backend;
+}
+
+void http_server_set_backend(HttpServer *s, HttpBackend *b) {
+        s->backend = b;
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* sandboxd-http: REST and server-sent events over libmicrohttpd, translated to sandboxd's
+ * varlink interface (io.sandboxd.Sandbox). No sandbox logic lives here: a route turns a
+ * request into one or a few varlink calls and their replies (or error names) into an HTTP
+ * reply (sandboxd-http(8)).
+ *
+ * Threads: none. Every MHD daemon runs in external-epoll mode on one sd-event loop; a
+ * request waiting for sandboxd is a suspended connection; a streamed reply (SSE, a
+ * download) reads from a buffer that varlink replies fill, suspending while it is empty. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+#include <systemd/sd-event.h>
+
+#include "base64-util.h"
+#include "macro.h"
+#include "varlink.h"
+
+#define HTTP_DEFAULT_LISTEN_TCP "127.0.0.1:8347"
+#define HTTP_DEFAULT_LISTEN_UNIX "/run/sandboxd/http.sock"
+#define HTTP_DEFAULT_VARLINK "/run/sandboxd/io.sandboxd.Sandbox"
+#define HTTP_DEFAULT_CONFIG "/etc/sandboxd/http.conf"
+#define HTTP_DEFAULT_TOKENS_DIR "/etc/sandboxd/http-tokens.d"
+
+#define HTTP_BODY_MAX_DEFAULT (1024U * 1024U)              /* JSON bodies */
+#define HTTP_UPLOAD_MAX_DEFAULT (UINT64_C(1) << 40)        /* PUT .../files: 1 TiB */
+#define HTTP_CONNECTIONS_MAX_DEFAULT 1024U
+#define HTTP_CONNECTIONS_PER_IP_DEFAULT 64U
+#define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
+#define HTTP_JSON_DEPTH_MAX 32
+/* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data). */
+#define HTTP_FILE_CHUNK (4U * 1024U * 1024U)
+/* Output of an exec waiting for a slow SSE client; beyond it the stream is ended. */
+#define HTTP_STREAM_BUFFER_MAX (16U * 1024U * 1024U)
+
+typedef struct HttpConfig {
+        char **listen;                  /* addresses when not socket-activated */
+        char *varlink_address;
+        char *tokens_dir;
+        uint64_t body_max;
+        uint64_t upload_max;
+        unsigned connections_max;
+        unsigned connections_per_ip;
+        uint64_t connection_timeout_sec;
+} HttpConfig;
+
+void http_config_done(HttpConfig *c);
+int http_config_load(HttpConfig *c, const char *path);
+
+/* ---- tokens (http-auth.c) ---- */
+
+typedef struct HttpToken {
+        char *name;
+        char *tenant;
+        uint8_t sha256[32];
+        uint64_t expires_at;            /* seconds since the epoch; 0: never */
+} HttpToken;
+
+typedef struct HttpTokens {
+        HttpToken *tokens;
+        size_t n_tokens;
+} HttpTokens;
+
+void http_tokens_done(HttpTokens *t);
+int http_tokens_load(HttpTokens *t, const char *dir);
+/* The token whose hash is SHA-256(secret), unexpired at now (seconds), or NULL. Every
+ * stored hash is compared, in constant time. */
+const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint64_t now);
+int http_sha256(const void *data, size_t size, uint8_t ret[32]);
+/* sandboxd-http token add NAME [--tenant T]: writes DIR/NAME.conf, prints the token. */
+int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at);
+
+/* ---- the server (http-server.c) ---- */
+
+typedef struct HttpServer HttpServer;
+typedef struct HttpRequest HttpRequest;
+typedef struct HttpRoute HttpRoute;
+
+typedef enum HttpRouteFlags {
+        HTTP_ROUTE_PUBLIC = 1 << 0,      /* no token needed */
+        HTTP_ROUTE_JSON_BODY = 1 << 1,   /* a JSON object body, parsed before the handler */
+        HTTP_ROUTE_UPLOAD = 1 << 2,      /* the body is streamed to route->upload */
+} HttpRouteFlags;
+
+/* Starts the work of a request whose body (if any) is complete: answers at once
+ * (http_request_reply*()) or later, from a varlink callback. A negative errno is answered
+ * as 500. */
+typedef int (*http_handler_t)(HttpRequest *req);
+/* HTTP_ROUTE_UPLOAD: takes what it can of data (*size: what is left), or suspends the
+ * request (http_request_suspend()) until it can take more. */
+typedef int (*http_upload_t)(HttpRequest *req, const char *data, size_t *size);
+
+struct HttpRoute {
+        const char *method;
+        /* Segments, "{}" for one of the path's parameters (http_request_param()). */
+        const char *pattern;
+        HttpRouteFlags flags;
+        http_handler_t handler;
+        http_upload_t upload;
+};
+
+extern const HttpRoute http_routes[];
+extern const size_t http_n_routes;
+
+typedef struct HttpStats {
+        uint64_t requests;
+        uint64_t responses_by_class[6];  /* [2] = 2xx … [5] = 5xx */
+        uint64_t unauthorized;
+        uint64_t connections;            /* open */
+} HttpStats;
+
+int http_server_new(HttpServer **ret, sd_event *event, const HttpConfig *config, HttpTokens *tokens);
+HttpServer *http_server_free(HttpServer *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpServer *, http_server_free);
+/* Serves the listening socket fd (taken, also on failure). */
+int http_server_listen_fd(HttpServer *s, int fd);
+/* "HOST:PORT", "[V6]:PORT" or an absolute path. */
+int http_server_listen_address(HttpServer *s, const char *address);
+const HttpStats *http_server_stats(HttpServer *s);
+const HttpConfig *http_server_config(HttpServer *s);
+sd_event *http_server_event(HttpServer *s);
+
+/* ---- a request, as a route sees it ---- */
+
+HttpRequest *http_request_ref(HttpRequest *req);
+HttpRequest *http_request_unref(HttpRequest *req);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpRequest *, http_request_unref);
+
+HttpServer *http_request_server(HttpRequest *req);
+/* The n-th "{}" of the route's pattern (URL-decoded). */
+const char *http_request_param(HttpRequest *req, unsigned n);
+/* A query argument, or NULL. */
+const char *http_request_query(HttpRequest *req, const char *name);
+const char *http_request_header(HttpRequest *req, const char *name);
+/* The parsed JSON object body (HTTP_ROUTE_JSON_BODY; {} when empty). */
+json_object *http_request_body(HttpRequest *req);
+/* The token's tenant. */
+const char *http_request_tenant(HttpRequest *req);
+/* The client went away: replies are dropped, work for it should stop. */
+bool http_request_is_gone(HttpRequest *req);
+/* Per-route state, freed with the request. */
+void http_request_set_data(HttpRequest *req, void *data, void (*free_func)(void *));
+void *http_request_get_data(HttpRequest *req);
+
+/* The reply (only one): status and a JSON body (taken; NULL: none). */
+int http_request_reply_json(HttpRequest *req, unsigned status, json_object *body);
+/* {"error": {"code": code, "message": message}}, with status. */
+int http_request_reply_error(HttpRequest *req, unsigned status, const char *code, const char *fmt, ...)
+        _printf_(4, 5);
+int http_request_reply_text(HttpRequest *req, unsigned status, const char *content_type, const char *text);
+/* A varlink error reply (its name and parameters) as its HTTP status and error body. */
+int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_object *parameters);
+/* An errno of the bridge's own. */
+int http_request_reply_errno(HttpRequest *req, int error);
+
+/* A reply whose body is produced as it goes: status, content type, length (or
+ * MHD_SIZE_UNKNOWN: chunked). The route writes with http_request_stream_write() and ends
+ * with http_request_stream_end(); when the buffer is empty and the route has a pull
+ * function, it is called to fetch more (a download, paced by the client). */
+typedef int (*http_pull_t)(HttpRequest *req);
+int http_request_stream(HttpRequest *req, unsigned status, const char *content_type, uint64_t length,
+                        http_pull_t pull);
+int http_request_stream_write(HttpRequest *req, const void *data, size_t size);
+int http_request_stream_printf(HttpRequest *req, const char *fmt, ...) _printf_(2, 3);
+/* failed: the body is cut short (the client sees a broken chunked stream). */
+void http_request_stream_end(HttpRequest *req, bool failed);
+size_t http_request_stream_buffered(HttpRequest *req);
+
+/* An upload route that cannot take more now: resumed by http_request_resume(). */
+void http_request_suspend(HttpRequest *req);
+void http_request_resume(HttpRequest *req);
+
+/* ---- sandboxd over varlink (http-backend.c) ---- */
+
+typedef struct HttpBackend HttpBackend;
+
+/* One reply, as varlink_reply_t; error VARLINK_ERROR_DISCONNECTED when sandboxd is not
+ * there or went away. Not called once the request is gone (the call is dropped). */
+typedef int (*http_backend_reply_t)(HttpRequest *req, json_object *parameters, const char *error,
+                                    VarlinkReplyFlags flags, void *userdata);
+
+int http_backend_new(HttpBackend **ret, sd_event *event, const char *address);
+HttpBackend *http_backend_free(HttpBackend *b);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpBackend *, http_backend_free);
+HttpBackend *http_server_backend(HttpServer *s);
+void http_server_set_backend(HttpServer *s, HttpBackend *b);
+
+/* Calls method (parameters taken) for the request's tenant on a connection of its own
+ * (one acting for the tenant already, or a new one that does ActForTenant first). */
+int http_backend_call(HttpRequest *req, const char *method, json_object *parameters, VarlinkCallFlags flags,
+                      http_backend_reply_t callback, void *userdata);
+/* Ends the request's calls in progress (a stream it no longer wants). */
+void http_backend_cancel(HttpRequest *req);
+
+/* ---- helpers (http-util.c) ---- */
+
+/* The HTTP status of a varlink error name (SANDBOX_ERRORS' column; 500 for others). */
+unsigned http_status_from_varlink_error(const char *error, json_object *parameters);
+/* A JSON object from text: NULL and an error message for malformed text, depth beyond
+ * HTTP_JSON_DEPTH_MAX, a duplicate key or a top level that is not an object. */
+json_object *http_json_parse(const char *text, size_t size, const char **ret_error);

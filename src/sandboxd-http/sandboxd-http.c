@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* sandboxd-http: the REST/SSE bridge to sandboxd (sandboxd-http(8)).
+ *
+ *   sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] [--tokens-dir=DIR]
+ *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--tokens-dir=DIR]
+ */
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <systemd/sd-daemon.h>
+
+#include "conf-parser.h"
+#include "http.h"
+#include "log.h"
+#include "parse-util.h"
+#include "strv.h"
+
+static int parse_size_item(const char *rvalue, void *data) {
+        return parse_size(rvalue, data);
+}
+
+static int parse_unsigned_item(const char *rvalue, void *data) {
+        uint64_t v;
+        int r = parse_uint64(rvalue, &v);
+
+        if (r < 0)
+                return r;
+        if (v == 0 || v > 1000000)
+                return -ERANGE;
+        *(unsigned *) data = (unsigned) v;
+        return 0;
+}
+
+static int parse_listen_item(const char *rvalue, void *data) {
+        char ***l = data;
+
+        if (!*rvalue) {
+                *l = strv_free(*l);
+                return 0;
+        }
+        return strv_extend(l, rvalue);
+}
+
+static const ConfigTableItem config_table[] = {
+        { "HTTP", "Listen",            parse_listen_item,    offsetof(HttpConfig, listen),            "an address" },
+        { "HTTP", "Varlink",           config_parse_path,    offsetof(HttpConfig, varlink_address),   "a socket path" },
+        { "HTTP", "TokensDirectory",   config_parse_path,    offsetof(HttpConfig, tokens_dir),        "a directory" },
+        { "HTTP", "BodyMax",           parse_size_item,      offsetof(HttpConfig, body_max),          "a size" },
+        { "HTTP", "UploadMax",         parse_size_item,      offsetof(HttpConfig, upload_max),        "a size" },
+        { "HTTP", "ConnectionsMax",    parse_unsigned_item,  offsetof(HttpConfig, connections_max),   "a number" },
+        { "HTTP", "ConnectionsPerIP",  parse_unsigned_item,  offsetof(HttpConfig, connections_per_ip), "a number" },
+        { "HTTP", "ConnectionTimeoutSec", config_parse_seconds, offsetof(HttpConfig, connection_timeout_sec),
+          "seconds" },
+};
+
+void http_config_done(HttpConfig *c) {
+        c->listen = strv_free(c->listen);
+        c->varlink_address = mfree(c->varlink_address);
+        c->tokens_dir = mfree(c->tokens_dir);
+}
+
+int http_config_load(HttpConfig *c, const char *path) {
+        int r = config_parse_file(path, config_table, ELEMENTSOF(config_table), c);
+        return r == -ENOENT ? 0 : r;
+}
+
+static int set_string(char **s, const char *v) {
+        char *c = strdup(v);
+
+        if (!c)
+                return -ENOMEM;
+        free(*s);
+        *s = c;
+        return 0;
+}
+
+static int run_token_command(int argc, char **argv, const char *tokens_dir) {
+        static const struct option options[] = {
+                { "tenant",     required_argument, NULL, 't' },
+                { "expires-at", required_argument, NULL, 'e' },
+                { "tokens-dir", required_argument, NULL, 'd' },
+                {}
+        };
+        const char *tenant = NULL;
+        uint64_t expires_at = 0;
+        int c;
+
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 't':
+                        tenant = optarg;
+                        break;
+                case 'e':
+                        if (parse_uint64(optarg, &expires_at) < 0)
+                                return log_error_errno(-EINVAL, "Bad --expires-at=%s.", optarg);
+                        break;
+                case 'd':
+                        tokens_dir = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (argc - optind != 2 || !streq(argv[optind], "add")) {
+                fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS]\n");
+                return -EINVAL;
+        }
+        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at);
+}
+
+static int listen_all(HttpServer *s, const HttpConfig *config) {
+        int n, r;
+
+        n = sd_listen_fds(true);
+        if (n < 0)
+                return log_error_errno(n, "sd_listen_fds(): %m");
+        for (int i = 0; i < n; i++) {
+                r = http_server_listen_fd(s, SD_LISTEN_FDS_START + i);
+                if (r < 0)
+                        return r;
+        }
+        if (n > 0)
+                return 0;
+        for (char **a = config->listen; a && *a; a++) {
+                r = http_server_listen_address(s, *a);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int run(const HttpConfig *config) {
+        _cleanup_(http_server_freep) HttpServer *s = NULL;
+        _cleanup_(http_backend_freep) HttpBackend *b = NULL;
+        _cleanup_(http_tokens_done) HttpTokens tokens = {};
+        sd_event *e = NULL;
+        int r;
+
+        r = http_tokens_load(&tokens, config->tokens_dir);
+        if (r < 0)
+                return log_error_errno(r, "Cannot read %s: %m", config->tokens_dir);
+        log_info("%zu token(s) from %s.", tokens.n_tokens, config->tokens_dir);
+
+        r = sd_event_default(&e);
+        if (r < 0)
+                return r;
+        sigset_t mask;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGTERM, NULL, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGINT, NULL, NULL);
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        r = http_backend_new(&b, e, config->varlink_address);
+        if (r >= 0)
+                r = http_server_new(&s, e, config, &tokens);
+        if (r < 0)
+                goto finish;
+        http_server_set_backend(s, b);
+        r = listen_all(s, config);
+        if (r < 0)
+                goto finish;
+        (void) sd_notify(false, "READY=1\nSTATUS=Serving.");
+        r = sd_event_loop(e);
+finish:
+        /* The server first: its requests drop their varlink calls. */
+        s = http_server_free(s);
+        sd_event_unref(e);
+        return r;
+}
+
+int main(int argc, char **argv) {
+        static const struct option options[] = {
+                { "config",     required_argument, NULL, 'c' },
+                { "listen",     required_argument, NULL, 'l' },
+                { "varlink",    required_argument, NULL, 'v' },
+                { "tokens-dir", required_argument, NULL, 'd' },
+                { "help",       no_argument,       NULL, 'h' },
+                {}
+        };
+        _cleanup_(http_config_done) HttpConfig config = {
+                .body_max = HTTP_BODY_MAX_DEFAULT,
+                .upload_max = HTTP_UPLOAD_MAX_DEFAULT,
+                .connections_max = HTTP_CONNECTIONS_MAX_DEFAULT,
+                .connections_per_ip = HTTP_CONNECTIONS_PER_IP_DEFAULT,
+                .connection_timeout_sec = HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT,
+        };
+        _cleanup_strv_free_ char **listen = NULL;
+        const char *config_path = HTTP_DEFAULT_CONFIG, *varlink = NULL, *tokens_dir = NULL;
+        int c, r;
+
+        if (argc >= 2 && streq(argv[1], "token"))
+                return run_token_command(argc - 1, argv + 1, HTTP_DEFAULT_TOKENS_DIR) < 0 ? 1 : 0;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'c':
+                        config_path = optarg;
+                        break;
+                case 'l':
+                        if (strv_extend(&listen, optarg) < 0)
+                                return 1;
+                        break;
+                case 'v':
+                        varlink = optarg;
+                        break;
+                case 'd':
+                        tokens_dir = optarg;
+                        break;
+                case 'h':
+                        printf("sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] "
+                               "[--tokens-dir=DIR]\n"
+                               "sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS]\n");
+                        return 0;
+                default:
+                        return 2;
+                }
+        if (optind < argc) {
+                log_error("Unexpected argument %s.", argv[optind]);
+                return 2;
+        }
+
+        r = http_config_load(&config, config_path);
+        if (r < 0)
+                return 1;
+        if (listen) {
+                strv_free(config.listen);
+                config.listen = TAKE_PTR(listen);
+        }
+        if ((varlink || !config.varlink_address) && set_string(&config.varlink_address, varlink ?: HTTP_DEFAULT_VARLINK) < 0)
+                return 1;
+        if ((tokens_dir || !config.tokens_dir) && set_string(&config.tokens_dir, tokens_dir ?: HTTP_DEFAULT_TOKENS_DIR) < 0)
+                return 1;
+        if (!config.listen && (strv_extend(&config.listen, HTTP_DEFAULT_LISTEN_TCP) < 0 ||
+                               strv_extend(&config.listen, HTTP_DEFAULT_LISTEN_UNIX) < 0))
+                return 1;
+
+        r = run(&config);
+        return r < 0 ? 1 : 0;
+}

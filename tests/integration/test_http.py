@@ -1,0 +1,592 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""sandboxd-http, the REST/SSE bridge (sandboxd-http(8)), as users reach it: started by its
+socket unit in the test systemd, as its own dynamic user, granted io.sandboxd.Sandbox1.delegate
+by the shipped polkit rule, and driven with curl and Python's http.client over loopback TCP.
+Covers every route of openapi.json, errors and statuses, SSE seen line by line while the
+command runs, a 100 MiB upload and download with checksums and a flat bridge RSS, tenants
+that do not see each other, tokens (absent, wrong, expired), Prometheus text checked by
+promtool, and bad input (huge and endless bodies, malformed and deep JSON, slowloris, many
+connections, traversal, odd ids) after which both daemons serve on with the same pids."""
+
+import hashlib
+import http.client
+import json
+import os
+import resource
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, '..', 'security'))
+import harness  # noqa: E402
+import secutil  # noqa: E402
+import polkitutil as authz  # noqa: E402
+
+S = None
+POLKIT = None
+TOKENS = {}
+MiB = 1024 * 1024
+BODY_MAX = MiB
+CONNECTION_TIMEOUT = 3
+PER_IP = 32
+RULES = 'io.sandboxd.Sandbox1-http.rules'
+
+
+def setUpModule():
+    global S, POLKIT
+    POLKIT = authz.setup_module()
+    S = secutil.S
+    # The shipped rule, as installed: the bridge's user may act for tenants.
+    with open(os.path.join(S.paths.source, 'polkit', RULES)) as f:
+        POLKIT.set_rules(f.read(), name=RULES)
+    with open(S.path(harness.HTTP_CONFIG), 'w') as f:
+        f.write(f'[HTTP]\nBodyMax={BODY_MAX}\nConnectionTimeoutSec={CONNECTION_TIMEOUT}\n'
+                f'ConnectionsPerIP={PER_IP}\n')
+    shutil.rmtree(S.path(harness.HTTP_TOKENS_DIR), ignore_errors=True)
+    for name, tenant, extra in (('alice', 'alice', []), ('bob', 'bob', []),
+                                ('old', 'alice', ['--expires-at=1000'])):
+        cp = S.run([S.paths.sandboxd_http, 'token', 'add', name, f'--tenant={tenant}',
+                    f'--tokens-dir={harness.HTTP_TOKENS_DIR}'] + extra, check=True)
+        TOKENS[name] = cp.stdout.strip()
+    S.systemctl('start', 'sandboxd-http.socket', check=True)
+
+
+def tearDownModule():
+    try:
+        S.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
+        os.unlink(S.path(harness.HTTP_CONFIG))
+        # Under the sanitizers: what they found in the bridge (leaks are reported as it
+        # stops), which no test would otherwise see.
+        journal = bridge_journal()
+        if 'Sanitizer' in journal or 'runtime error' in journal:
+            raise AssertionError('sanitizer reports from sandboxd-http:' + journal)
+    finally:
+        authz.teardown_module(POLKIT)
+
+
+def conn(timeout=60):
+    return http.client.HTTPConnection('127.0.0.1', S.http_port, timeout=timeout)
+
+
+def request(method, path, body=None, token='alice', headers=None, timeout=60):
+    """(status, headers, parsed JSON or bytes)."""
+    h = dict(headers or {})
+    if token:
+        h['Authorization'] = f'Bearer {TOKENS.get(token, token)}'
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+        h.setdefault('Content-Type', 'application/json')
+    c = conn(timeout)
+    try:
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        ctype = r.getheader('Content-Type') or ''
+        return r.status, r, json.loads(data) if ctype.startswith('application/json') and data else data
+    finally:
+        c.close()
+
+
+def curl(*args, token='alice'):
+    cmd = ['curl', '-sS', '-m', '60', '-w', '\\n%{http_code}']
+    if token:
+        cmd += ['-H', f'Authorization: Bearer {TOKENS[token]}']
+    cp = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=90)
+    body, _, code = cp.stdout.rpartition('\n')
+    return int(code), body
+
+
+def bridge_journal():
+    return '\n' + S.journal(units=('sandboxd-http.service',))[-6000:]
+
+
+def main_pid(unit):
+    return int(S.show(unit, 'MainPID')['MainPID'])
+
+
+def rss_kib(pid):
+    with open(S.path(f'/proc/{pid}/status')) as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1])
+    raise AssertionError('no VmRSS')
+
+
+class Session:
+    """A session of TOKEN's for a with block."""
+
+    def __init__(self, token='alice', **body):
+        self.token, self.body = token, {'template': 'shell', **body}
+
+    def __enter__(self):
+        status, _, s = request('POST', '/api/v1/sessions', self.body, token=self.token)
+        assert status == 201, (status, s)
+        self.id = s['id']
+        self.url = f'/api/v1/sessions/{self.id}'
+        return self
+
+    def __exit__(self, *exc):
+        request('DELETE', self.url, token=self.token)
+
+    def execute(self, body, **kw):
+        return request('POST', self.url + '/execute', body, token=self.token, **kw)
+
+
+class Auth(unittest.TestCase):
+    def test_public_routes(self):
+        code, body = curl('http://127.0.0.1:%d/healthz' % S.http_port, token=None)
+        self.assertEqual((code, json.loads(body)), (200, {'status': 'ok'}))
+        status, r, doc = request('GET', '/api/v1/openapi.json', token=None)
+        self.assertEqual(status, 200)
+        self.assertEqual(doc['openapi'], '3.1.0')
+
+    def test_tokens_refused(self):
+        for token in (None, 'wrong', TOKENS['alice'] + 'x', 'old'):
+            status, r, body = request('GET', '/api/v1/sessions', token=token)
+            self.assertEqual(status, 401, token)
+            self.assertTrue(r.getheader('WWW-Authenticate', '').startswith('Bearer'), token)
+            self.assertEqual(body['error']['code'], 'Unauthorized')
+        status, r, _ = request('GET', '/api/v1/sessions', headers={'Authorization': 'Basic YTpi'}, token=None)
+        self.assertEqual(status, 401)
+
+    def test_token_files_hold_hashes(self):
+        with open(S.path(harness.HTTP_TOKENS_DIR + '/alice.conf')) as f:
+            text = f.read()
+        self.assertNotIn(TOKENS['alice'], text)
+        self.assertIn('SHA256=' + hashlib.sha256(TOKENS['alice'].encode()).hexdigest(), text)
+
+    def test_unknown_route_and_method(self):
+        self.assertEqual(request('GET', '/api/v1/nothing')[0], 404)
+        self.assertEqual(request('PATCH', '/api/v1/sessions')[0], 405)
+
+
+class Sessions(unittest.TestCase):
+    def test_lifecycle(self):
+        with Session(name='life', timeout=600, limits={'memory_max': 128 * MiB, 'tasks_max': 64}) as s:
+            status, _, got = request('GET', s.url)
+            self.assertEqual(status, 200)
+            self.assertEqual((got['id'], got['name'], got['tenant'], got['memoryMax'], got['tasksMax']),
+                             (s.id, 'life', 'alice', 128 * MiB, 64))
+            # By its name too.
+            self.assertEqual(request('GET', '/api/v1/sessions/life')[2]['id'], s.id)
+            ids = [x['id'] for x in request('GET', '/api/v1/sessions')[2]]
+            self.assertIn(s.id, ids)
+            self.assertIn(s.id, [x['id'] for x in request('GET', '/api/v1/containers')[2]])
+            self.assertEqual(request('GET', f'/api/v1/containers/{s.id}')[2]['unit'], got['unit'])
+            self.assertEqual(request('POST', s.url + '/pause')[0], 204)
+            self.assertEqual(request('GET', s.url)[2]['state'], 'paused')
+            self.assertEqual(request('POST', s.url + '/resume')[0], 204)
+            self.assertEqual(request('POST', s.url + '/timeout', {'timeout': 900, 'idle_timeout': 300})[0], 204)
+            self.assertEqual(request('GET', s.url)[2]['idleTimeout'], 300)
+            # reuse: the same session again, by name.
+            status, _, again = request('POST', '/api/v1/sessions', {'template': 'shell', 'name': 'life', 'reuse': True})
+            self.assertEqual((status, again['id']), (201, s.id))
+            status, _, err = request('POST', '/api/v1/sessions', {'template': 'shell', 'name': 'life'})
+            self.assertEqual((status, err['error']['code']), (409, 'SandboxExists'))
+            logs = request('GET', f'/api/v1/containers/{s.id}/logs?lines=50')[2]
+            self.assertTrue(any(s.id in (e.get('message') or '') for e in logs), logs)
+            self.assertEqual(request('DELETE', s.url)[0], 204)
+            status, _, err = request('GET', s.url)
+            self.assertEqual((status, err['error']['code']), (404, 'NoSuchSandbox'))
+
+    def test_ephemeral(self):
+        status, _, s = request('POST', '/api/v1/sessions', {'template': 'shell', 'mode': 'ephemeral'})
+        self.assertEqual(status, 201)
+        url = f'/api/v1/sessions/{s["id"]}'
+        status, _, res = request('POST', url + '/execute', {'argv': ['echo', 'once']})
+        self.assertEqual((status, res['stdout']), (200, 'once\n'))
+        self.assertEqual(request('GET', url)[0], 404)
+
+    def test_create_errors(self):
+        for body, status, code in (({'template': 'no-such'}, 404, 'NoSuchTemplate'),
+                                   ({'mode': 'forever'}, 400, 'InvalidOption'),
+                                   ({'limits': {'memory_max': 'lots'}}, 400, 'InvalidOption'),
+                                   ({'whatever': 1}, 400, 'InvalidOption'),
+                                   ({'limits': {'memory_max': 1}}, 400, 'InvalidOption')):
+            got = request('POST', '/api/v1/sessions', body)
+            self.assertEqual((got[0], got[2]['error']['code']), (status, code), body)
+
+
+class Execute(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Session().__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.__exit__()
+
+    def test_sync(self):
+        status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo out; echo err >&2; exit 3']})
+        self.assertEqual(status, 200)
+        self.assertEqual((res['exit_code'], res['stdout'], res['stderr']), (3, 'out\n', 'err\n'))
+        status, _, res = self.s.execute({'code': 'import sys; print(sys.stdin.read().upper())', 'language': 'python',
+                                         'stdin': 'abc', 'env': {'X': '1'}, 'cwd': '/tmp'})
+        self.assertEqual((status, res['stdout']), (200, 'ABC\n'), res)
+        status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo $X; pwd'], 'env': {'X': 'y'}, 'cwd': '/tmp'})
+        self.assertEqual(res['stdout'], 'y\n/tmp\n')
+        status, _, res = self.s.execute({'argv': ['sleep', '5'], 'timeout': 1})
+        self.assertTrue(res['info']['timedOut'])
+
+    def test_bad_bodies(self):
+        for body in ({'argv': 'ls'}, {'argv': []}, {'argv': [1]}, {'code': 'x', 'language': 'cobol'},
+                     {'argv': ['ls'], 'nope': 1}, {'argv': ['ls'], 'timeout': 'x'}, {}):
+            status, _, res = self.s.execute(body)
+            self.assertEqual((status, res['error']['code']), (400, 'InvalidOption'), body)
+        status, _, res = self.s.execute({'argv': ['ls'], 'timeout': 999999})
+        self.assertEqual(status, 400)
+
+    def test_sse_line_by_line(self):
+        """Each line is seen while the command still runs: the second comes ~1 s after
+        the first, and the result last."""
+        c = conn()
+        c.request('POST', self.s.url + '/execute',
+                  body=json.dumps({'argv': ['sh', '-c', 'echo one; sleep 1; echo two >&2; sleep 1; echo three']}),
+                  headers={'Authorization': f'Bearer {TOKENS["alice"]}', 'Accept': 'text/event-stream'})
+        r = c.getresponse()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.getheader('Content-Type'), 'text/event-stream')
+        events, event, data = [], None, []
+        while True:
+            line = r.fp.readline()
+            if not line:
+                break
+            line = line.decode().rstrip('\n')
+            if line.startswith('event: '):
+                event = line[7:]
+            elif line.startswith('data: '):
+                data.append(line[6:])
+            elif line == '' and event:
+                events.append((time.monotonic(), event, '\n'.join(data)))
+                event, data = None, []
+        c.close()
+        names = [(e, d) for _, e, d in events]
+        self.assertTrue(names, bridge_journal())
+        self.assertEqual(names[:3], [('stdout', 'one\n'), ('stderr', 'two\n'), ('stdout', 'three\n')])
+        self.assertEqual(names[3][0], 'result')
+        self.assertEqual(json.loads(names[3][1])['exit_code'], 0)
+        self.assertGreater(events[1][0] - events[0][0], 0.7)
+        self.assertGreater(events[2][0] - events[1][0], 0.7)
+
+    def test_sse_with_curl(self):
+        code, body = curl('-N', '-H', 'Accept: text/event-stream', '-d', '{"argv":["printf","a\\\\nb"]}',
+                          f'http://127.0.0.1:{S.http_port}{self.s.url}/execute')
+        self.assertEqual(code, 200)
+        self.assertIn('event: stdout\ndata: a\ndata: b\n\n', body, bridge_journal())
+
+    def test_background(self):
+        status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo bg; sleep 3; exit 5'], 'background': True})
+        self.assertEqual(status, 202)
+        eid = res['execution_id']
+        status, _, procs = request('GET', self.s.url + '/status')
+        self.assertIn(eid, [p['process'] for p in procs])
+        status, _, res = request('GET', f'{self.s.url}/result?execution={eid}')
+        self.assertEqual((status, res['error']['code']), (409, 'StillRunning'))
+        status, _, res = request('GET', f'{self.s.url}/result?execution={eid}&wait=10')
+        self.assertEqual((status, res['exit_code'], res['stdout']), (200, 5, 'bg\n'))
+        status, _, res = request('GET', f'{self.s.url}/executions/{eid}')
+        self.assertEqual((status, res['running'], res['stdout']), (200, False, 'bg\n'))
+        self.assertEqual(request('GET', f'{self.s.url}/executions/99999')[0], 404)
+
+
+class Files(unittest.TestCase):
+    def test_small_ops(self):
+        with Session() as s:
+            self.assertEqual(request('PUT', s.url + '/files?path=d/a.txt', body=b'hello')[0], 201)
+            status, _, data = request('GET', s.url + '/files?path=d/a.txt')
+            self.assertEqual((status, data), (200, b'hello'))
+            self.assertEqual(request('PUT', s.url + '/files?path=empty', body=b'')[0], 201)
+            self.assertEqual(request('GET', s.url + '/files?path=empty')[2], b'')
+            self.assertEqual(request('POST', s.url + '/files/mkdir', {'path': 'x/y', 'parents': True})[0], 204)
+            self.assertEqual(request('POST', s.url + '/files/move', {'from': 'd/a.txt', 'to': 'x/y/b.txt'})[0], 204)
+            entries = request('GET', s.url + '/files/list?path=x&depth=3')[2]
+            self.assertIn(('y/b.txt', 'file', 5), [(e['path'], e['type'], e['size']) for e in entries])
+            self.assertEqual(request('DELETE', s.url + '/files?path=x')[0], 409)
+            self.assertEqual(request('DELETE', s.url + '/files?path=x&recursive=true')[0], 204)
+            self.assertEqual(request('GET', s.url + '/files?path=x/y/b.txt')[0], 404)
+            self.assertEqual(request('GET', s.url + '/files?path=x')[0], 404)
+            self.assertEqual(request('GET', s.url + '/files')[0], 400)
+            self.assertEqual(request('GET', s.url + '/files/list?depth=99')[0], 400)
+
+    def test_traversal_stays_inside(self):
+        marker = f'/var/tmp/http-traversal-{os.getpid()}'
+        with open(S.path(marker), 'w') as f:
+            f.write('host')
+        try:
+            with Session() as s:
+                for path in ('../../../../' + marker, marker, '/work/../../' + marker):
+                    status, _, _ = request('GET', s.url + '/files?path=' + path)
+                    self.assertIn(status, (403, 404), path)
+                    status, _, _ = request('PUT', s.url + '/files?path=' + path, body=b'x')
+                    self.assertIn(status, (403, 404), path)
+                with open(S.path(marker)) as f:
+                    self.assertEqual(f.read(), 'host')
+        finally:
+            os.unlink(S.path(marker))
+
+    def test_100mib_both_ways(self):
+        size = 100 * MiB
+        pid = main_pid('sandboxd-http.service')
+        before = rss_kib(pid)
+        block = os.urandom(MiB)
+        want = hashlib.sha256()
+        for i in range(100):
+            want.update(bytes([i]) + block[1:])
+
+        def body():
+            for i in range(100):
+                yield bytes([i]) + block[1:]
+
+        with Session(limits={'disk_max': 256 * MiB}) as s:
+            c = conn(timeout=300)
+            t0 = time.monotonic()
+            c.request('PUT', s.url + '/files?path=big.bin', body=body(), encode_chunked=True,
+                      headers={'Authorization': f'Bearer {TOKENS["alice"]}', 'Transfer-Encoding': 'chunked'})
+            r = c.getresponse()
+            self.assertEqual((r.status, json.loads(r.read())['bytes']), (201, size))
+            up = time.monotonic() - t0
+            c.close()
+            status, _, res = s.execute({'argv': ['sha256sum', 'big.bin']})
+            self.assertEqual(res['stdout'].split()[0], want.hexdigest())
+            c = conn(timeout=300)
+            t0 = time.monotonic()
+            c.request('GET', s.url + '/files?path=big.bin', headers={'Authorization': f'Bearer {TOKENS["alice"]}'})
+            r = c.getresponse()
+            self.assertEqual((r.status, int(r.getheader('Content-Length'))), (200, size))
+            got, n = hashlib.sha256(), 0
+            while True:
+                chunk = r.read(MiB)
+                if not chunk:
+                    break
+                got.update(chunk)
+                n += len(chunk)
+            down = time.monotonic() - t0
+            c.close()
+            self.assertEqual((n, got.hexdigest()), (size, want.hexdigest()))
+        after = rss_kib(pid)
+        print(f'\n# 100 MiB over sandboxd-http: up {up:.1f} s, down {down:.1f} s; bridge RSS {before} -> {after} KiB',
+              file=sys.stderr)
+        if not S.paths.http_sanitized():
+            # (Under AddressSanitizer freed memory stays in its quarantine and the
+            # allocator's caches: RSS says nothing there.)
+            self.assertLess(after - before, 40 * 1024, 'the bridge buffered the file')
+
+
+class Tenants(unittest.TestCase):
+    def test_isolated(self):
+        with Session('alice', name='mine') as a, Session('bob', name='mine') as b:
+            self.assertNotEqual(a.id, b.id)
+            self.assertEqual([x['id'] for x in request('GET', '/api/v1/sessions', token='bob')[2]], [b.id])
+            for method, path, body in (('GET', a.url, None), ('DELETE', a.url, None),
+                                       ('POST', a.url + '/execute', {'argv': ['true']}),
+                                       ('GET', a.url + '/files?path=x', None),
+                                       ('GET', a.url + '/status', None),
+                                       ('GET', f'/api/v1/containers/{a.id}/logs', None),
+                                       ('POST', a.url + '/pause', None)):
+                status, _, res = request(method, path, body, token='bob')
+                self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), path)
+                # The same answer as for an id that never was: nothing tells it exists.
+                _, _, none = request(method, path.replace(a.id, '0123456789abcdef'), body, token='bob')
+                self.assertEqual(json.dumps(res).replace(a.id, '0123456789abcdef'), json.dumps(none), path)
+            # Each one's name is its own.
+            self.assertEqual(request('GET', '/api/v1/sessions/mine', token='bob')[2]['id'], b.id)
+            self.assertEqual(request('GET', '/api/v1/sessions/mine', token='alice')[2]['id'], a.id)
+            self.assertEqual(request('GET', a.url, token='alice')[2]['tenant'], 'alice')
+
+
+class Metrics(unittest.TestCase):
+    def scrape(self):
+        status, r, text = request('GET', '/metrics')
+        self.assertEqual(status, 200)
+        self.assertTrue(r.getheader('Content-Type').startswith('text/plain; version=0.0.4'))
+        return text.decode()
+
+    def value(self, text, name):
+        for line in text.splitlines():
+            if line.startswith(name + ' '):
+                return float(line.split()[1])
+        raise AssertionError(f'{name} not in metrics')
+
+    def test_promtool_and_counters(self):
+        before = self.scrape()
+        with Session() as s:
+            for _ in range(3):
+                s.execute({'argv': ['true']})
+        after = self.scrape()
+        cp = subprocess.run(['promtool', 'check', 'metrics'], input=after, capture_output=True, text=True)
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        for name, delta in (('sandboxd_execs_total', 3), ('sandboxd_exec_duration_seconds_count', 3),
+                            ('sandboxd_sandboxes_created_total', 1)):
+            self.assertGreaterEqual(self.value(after, name) - self.value(before, name), delta, name)
+        self.assertIn('sandboxd_http_requests_total', after)
+        self.assertEqual(request('GET', '/metrics', token=None)[0], 401)
+
+
+class OpenAPI(unittest.TestCase):
+    def test_document_and_routes(self):
+        doc = request('GET', '/api/v1/openapi.json', token=None)[2]
+        self.assertEqual(doc['openapi'], '3.1.0')
+        for key in ('info', 'paths', 'components'):
+            self.assertIn(key, doc)
+        self.assertIn('bearer', json.dumps(doc['components']['securitySchemes']).lower())
+        with Session() as s:
+            n = 0
+            for path, item in doc['paths'].items():
+                for method, op in item.items():
+                    self.assertIn('responses', op, f'{method} {path}')
+                    url = (path.replace('{id}', s.id).replace('{eid}', '1').replace('{name}', 'no-such-template'))
+                    status = request(method.upper(), url, body={} if method in ('post', 'put') else None)[0]
+                    # Answered by its route (whatever the answer): not an unknown route.
+                    self.assertNotIn(status, (405, 501), f'{method} {path}')
+                    if status == 404:
+                        self.assertNotIn(url, ('/api/v1/openapi.json',), f'{method} {path}')
+                    n += 1
+            self.assertGreaterEqual(n, 25)
+        # And the other way: each route of the bridge is in the document.
+        with open(os.path.join(S.paths.source, 'src', 'sandboxd-http', 'http-routes.c')) as f:
+            src = f.read()
+        table = src[src.index('const HttpRoute http_routes[]'):]
+        for line in table.splitlines():
+            line = line.strip()
+            if line.startswith('{ "'):
+                method, pattern = [x.strip() for x in line[2:].split(',')[:2]]
+                method = method.strip('"')
+                if pattern.startswith('S'):
+                    pattern = '/api/v1/sessions/{}' + pattern[1:]
+                pattern = pattern.replace('"', '').replace(' ', '')
+                self.assertTrue(any(_matches(p, pattern) and method.lower() in doc['paths'][p]
+                                    for p in doc['paths']), f'{method} {pattern} not documented')
+
+
+def _matches(doc_path, pattern):
+    a, b = doc_path.strip('/').split('/'), pattern.strip('/').split('/')
+    return len(a) == len(b) and all(x == y or (x.startswith('{') and y == '{}') for x, y in zip(a, b))
+
+
+class BadInput(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 16384), hard))
+        # Started by the earlier tests' connections (or now).
+        request('GET', '/healthz', token=None)
+        cls.pids = (main_pid('sandboxd-http.service'), main_pid('sandboxd.service'))
+
+    def tearDown(self):
+        self.assertEqual(request('GET', '/healthz', token=None)[0], 200)
+        self.assertEqual((main_pid('sandboxd-http.service'), main_pid('sandboxd.service')), self.pids)
+
+    def raw(self, data, read=True, timeout=30):
+        s = socket.create_connection(('127.0.0.1', S.http_port), timeout=timeout)
+        try:
+            s.sendall(data)
+            return s.recv(65536) if read else b''
+        finally:
+            s.close()
+
+    def test_huge_bodies(self):
+        auth = f'Authorization: Bearer {TOKENS["alice"]}\r\n'.encode()
+        # 1 GB announced: refused before it is sent.
+        got = self.raw(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth +
+                       b'Content-Length: 1000000000\r\n\r\n{')
+        self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
+        # Chunked past the cap: read and dropped to its end, then 413.
+        chunk = b'%x\r\n' % (64 * 1024) + b' ' * (64 * 1024) + b'\r\n'
+        got = self.raw(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth +
+                       b'Transfer-Encoding: chunked\r\n\r\n' + chunk * 40 + b'0\r\n\r\n')
+        self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
+        # Chunked without end: the connection is closed once 16 MiB past the cap.
+        s = socket.create_connection(('127.0.0.1', S.http_port), timeout=30)
+        s.sendall(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth + b'Transfer-Encoding: chunked\r\n\r\n')
+        closed = False
+        try:
+            for _ in range(64 * MiB // len(chunk)):
+                s.sendall(chunk)
+            s.settimeout(10)
+            closed = s.recv(100) == b''
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        s.close()
+        self.assertTrue(closed)
+        # Just over the cap, announced: refused at once too (the body need not be sent).
+        got = self.raw(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth +
+                       b'Content-Length: %d\r\n\r\n' % (BODY_MAX + 1))
+        self.assertTrue(got.startswith(b'HTTP/1.1 413'), got[:100])
+        # At the cap: read, and judged as JSON.
+        status, _, res = request('POST', '/api/v1/sessions', body=b' ' * (BODY_MAX - 2) + b'{}')
+        self.assertEqual(status, 201, res)
+        request('DELETE', f'/api/v1/sessions/{res["id"]}')
+
+    def test_bad_json(self):
+        for body in (b'{', b'[1]', b'"x"', b'{"a":}', b'{"template": "shell"} x', b'\xff\xfe',
+                     b'[' * 100 + b']' * 100, b'{"a":' * 100 + b'1' + b'}' * 100,
+                     b'{"template": "shell", "template": "python"}', b'{"name": "\xff"}'):
+            status, _, res = request('POST', '/api/v1/sessions', body=body)
+            self.assertEqual((status, res['error']['code']), (400, 'InvalidBody'), body[:20])
+
+    def test_odd_ids(self):
+        for sid in ('..%2Fx', "'%20OR%201=1", '%01', 'x' * 300, '%2e%2e', '%2e%2e%2f%2e%2e%2fx'):
+            status, _, res = request('GET', f'/api/v1/sessions/{sid}')
+            self.assertIn(status, (400, 404), sid)
+        status, _, res = request('GET', '/api/v1/sessions/../x')
+        self.assertEqual(status, 404)
+
+    def test_slowloris(self):
+        """A client that sends its headers a byte at a time is cut off at the timeout."""
+        s = socket.create_connection(('127.0.0.1', S.http_port), timeout=30)
+        t0 = time.monotonic()
+        closed = False
+        try:
+            for b in b'GET /healthz HTTP/1.1\r\nX-Slow: ' + b'a' * 100:
+                s.sendall(bytes([b]))
+                if select.select([s], [], [], 0.5)[0]:
+                    closed = s.recv(100) == b''
+                    break
+                if time.monotonic() - t0 > 20:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        s.close()
+        self.assertTrue(closed)
+        self.assertLess(time.monotonic() - t0, 20)
+
+    def test_many_connections(self):
+        """2000 connections at once from one address: beyond the per-IP cap they are
+        refused, and the bridge serves on."""
+        socks, refused = [], 0
+        try:
+            for _ in range(2000):
+                try:
+                    socks.append(socket.create_connection(('127.0.0.1', S.http_port), timeout=5))
+                except OSError:
+                    refused += 1
+            served = 0
+            for s in socks:
+                try:
+                    s.sendall(b'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+                except OSError:
+                    continue
+            for s in socks:
+                try:
+                    s.settimeout(10)
+                    if s.recv(100).startswith(b'HTTP/1.1 200'):
+                        served += 1
+                except OSError:
+                    pass
+        finally:
+            for s in socks:
+                s.close()
+        print(f'\n# 2000 connections: {served} served, the rest refused', file=sys.stderr)
+        self.assertGreater(served, 0)
+        self.assertLessEqual(served, PER_IP)
+
+
+if __name__ == '__main__':
+    unittest.main()

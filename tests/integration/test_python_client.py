@@ -1,0 +1,475 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The Python client (python/sandboxd) against the real daemon, over its varlink socket
+and over the HTTP bridge (sandboxd-http, run here on the loopback with a token of its
+own), as a user of the package sees it: the blocking and the asyncio API (create with limits,
+env and a name, streamed output to callbacks while the command runs, a timeout, the OOM
+killer, background commands, pause/resume, set_timeout, list/connect, the context
+manager), files round trip (text, binary, a file larger than one call carries), sandboxd's
+errors raised as their classes, and the seeds' interfaces: SandboxProvider (seed 000) and
+SandboxConfig/ExecutionResult/SandboxPool (seed 001) on sandboxd's warm pool, with
+allowed_imports enforced inside the sandbox.
+"""
+
+import asyncio
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+SOURCE = os.environ.get('SANDBOXD_SOURCE_DIR', os.path.join(HERE, '..', '..'))
+sys.path.insert(0, os.path.join(SOURCE, 'python'))
+import sandboxd  # noqa: E402
+from sandboxd import AsyncSandbox, Sandbox  # noqa: E402
+from sandboxd.code import ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider  # noqa: E402
+from sandboxd.http import AsyncHttpTransport, HttpTransport  # noqa: E402
+
+S = None
+_owned = False
+T = None          # the blocking transport, to the system's socket
+HTTP = None       # (url, token) of the bridge
+_bridge = None
+MiB = 1 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def start_bridge():
+    """sandboxd-http from the build directory, on this host's loopback, calling the
+    system's varlink socket as root, with one token (tenant "pyclient")."""
+    global HTTP, _bridge
+    binary = os.path.join(os.environ.get('SANDBOXD_BUILD_DIR', os.path.join(SOURCE, 'build')),
+                          'src', 'sandboxd-http', 'sandboxd-http')
+    tokens = tempfile.mkdtemp(prefix='http-tokens-', dir=S.workdir)
+    token = subprocess.run([binary, 'token', 'add', 'pyclient', f'--tokens-dir={tokens}'], capture_output=True,
+                           text=True, check=True, timeout=30).stdout.strip()
+    url = f'http://127.0.0.1:{free_port()}'
+    # In the system, beside sandboxd (its socket at the usual path), as a service would run;
+    # the namespace shares this host's network, so its loopback is ours.
+    with open(os.path.join(tokens, 'log'), 'w') as log:
+        _bridge = subprocess.Popen(S.wrap([binary, f'--listen={url[len("http://"):]}', f'--tokens-dir={tokens}',
+                                           f'--varlink={harness.VARLINK_SOCKET}']),
+                                   stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + '/healthz', timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if _bridge.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError('sandboxd-http did not come up:\n' + open(os.path.join(tokens, 'log')).read())
+            time.sleep(0.05)
+    HTTP = (url, token)
+
+
+def setUpModule():
+    global S, _owned, T
+    S, _owned = harness.module_setup()
+    T = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+    start_bridge()
+
+
+def tearDownModule():
+    T.close()
+    if _bridge is not None:
+        os.killpg(_bridge.pid, signal.SIGTERM)
+        _bridge.wait(timeout=30)
+    harness.module_teardown(_owned)
+
+
+def gone(sandbox_id):
+    try:
+        Sandbox.connect(sandbox_id, transport=T)
+    except sandboxd.NoSuchSandbox:
+        return True
+    return False
+
+
+class Base(harness.SystemTestCase):
+    """Over the varlink socket; the Http* subclasses run the same tests over the bridge."""
+
+    ROUTES_ALL = True       # the bridge has no route for signals, file modes, pools
+    BIG_MIB = 20            # the bridge moves files at about 1 MiB/s (reported): less there
+
+    @staticmethod
+    def unreachable():
+        return sandboxd.VarlinkTransport(S.path('/run/sandboxd/nothing-here'))
+
+    def setUp(self):
+        self.t = self.transport()
+
+    @staticmethod
+    def transport():
+        return T
+
+    @staticmethod
+    def atransport():
+        return sandboxd.AsyncVarlinkTransport(S.path(harness.VARLINK_SOCKET))
+
+    def create(self, template='python', **kw):
+        sbx = Sandbox.create(template, transport=self.t, **kw)
+        self.addCleanup(sbx.kill)
+        return sbx
+
+
+class OverHttp:
+    """Mixed into a test class: the same tests over sandboxd-http."""
+
+    ROUTES_ALL = False
+    BIG_MIB = 2
+
+    @staticmethod
+    def unreachable():
+        return HttpTransport(f'http://127.0.0.1:{free_port()}', HTTP[1])
+
+    @staticmethod
+    def transport():
+        return HttpTransport(*HTTP)
+
+    @staticmethod
+    def atransport():
+        return AsyncHttpTransport(*HTTP)
+
+
+class SyncAPI(Base):
+
+    def test_lifecycle(self):
+        name = f'py-client-{os.getpid()}'
+        with Sandbox.create('python', timeout=600, memory='256M', cpu=0.5, env={'GREETING': 'hello'},
+                            name=name, transport=self.t) as sbx:
+            info = sbx.get_info()
+            self.assertEqual((info.sandbox_id, info.template, info.state, info.name),
+                             (sbx.sandbox_id, 'python', 'running', name))
+            self.assertEqual((info.memory, info.cpu, info.timeout), (256 * MiB, 0.5, 600))
+            self.assertEqual(S.show(f'sandbox-{sbx.sandbox_id}.scope', 'MemoryMax')['MemoryMax'], str(256 * MiB))
+
+            r = sbx.commands.run('echo "$GREETING $EXTRA"; echo to-stderr >&2; exit 3', envs={'EXTRA': 'world'})
+            self.assertEqual((r.stdout, r.stderr, r.exit_code, r.error, r.timed_out), ('hello world\n', 'to-stderr\n', 3,
+                                                                                       None, False))
+            r = sbx.commands.run(['python3', '-c', 'import os; print(os.getcwd(), os.getuid())'], cwd='/tmp')
+            self.assertEqual(r.stdout, '/tmp 1000\n')
+            r = sbx.commands.run(['cat'], stdin='piped in')
+            self.assertEqual(r.stdout, 'piped in')
+
+            self.assertIn(sbx.sandbox_id, [s.sandbox_id for s in Sandbox.list(transport=self.t)])
+            self.assertEqual(Sandbox.connect(name, transport=self.t).sandbox_id, sbx.sandbox_id)
+            self.assertIn('python', [t.name for t in Sandbox.templates(transport=self.t)])
+
+            sbx.pause()
+            self.assertEqual(sbx.get_info().state, 'paused')
+            self.assertFalse(sbx.is_running())
+            with self.assertRaises(sandboxd.NotRunning) as cm:
+                sbx.commands.run('true')
+            self.assertIn('paused', cm.exception.message)
+            sbx.resume()
+            self.assertTrue(sbx.is_running())
+
+            sbx.set_timeout(120, idle_timeout=90)
+            info = sbx.get_info()
+            self.assertEqual((info.timeout, info.idle_timeout), (120, 90))
+            self.assertAlmostEqual(info.end_at.timestamp(), time.time() + 120, delta=10)
+            sbx.set_timeout(100)
+            self.assertEqual(sbx.get_info().idle_timeout, 90, 'set_timeout keeps the idle timeout')
+        self.assertTrue(gone(sbx.sandbox_id), 'the context manager kills the sandbox')
+        self.assertFalse(sbx.kill(), 'a second kill finds it gone')
+
+    def test_streaming_callbacks_see_output_while_it_runs(self):
+        sbx = self.create()
+        seen = []
+        code = 'import time\nfor i in range(3):\n    print(f"line {i}", flush=True)\n    time.sleep(0.4)\n'
+        start = time.monotonic()
+        r = sbx.commands.run(['python3', '-c', code + 'import sys; sys.stderr.write("done\\n")'],
+                             on_stdout=lambda s: seen.append((time.monotonic() - start, 'out', s)),
+                             on_stderr=lambda s: seen.append((time.monotonic() - start, 'err', s)))
+        end = time.monotonic() - start
+        self.assertEqual(r.stdout, 'line 0\nline 1\nline 2\n')
+        self.assertEqual(''.join(s for _, k, s in seen if k == 'out'), r.stdout)
+        self.assertEqual([s for _, k, s in seen if k == 'err'], ['done\n'])
+        first = seen[0][0]
+        self.assertLess(first, end - 0.6, f'the first line came at {first:.2f} s of {end:.2f} s: not streamed')
+        print(f'\n# first streamed line after {first * 1000:.0f} ms; the command took {end * 1000:.0f} ms',
+              file=sys.stderr)
+
+    def test_timeout_and_oom(self):
+        sbx = self.create(memory='64M')
+        start = time.monotonic()
+        r = sbx.commands.run('echo before; sleep 30', timeout=1)
+        took = time.monotonic() - start
+        self.assertTrue(r.timed_out)
+        self.assertEqual((r.exit_code, r.signal, r.stdout), (137, 9, 'before\n'))
+        self.assertIn('timed out', r.error)
+        self.assertLess(took, 10)
+        r = sbx.commands.run(['python3', '-c', 'b = bytearray(512 << 20); print("survived")'])
+        self.assertTrue(r.oom_killed, r)
+        self.assertEqual((r.exit_code, r.stdout), (137, ''))
+        self.assertIn('OOM', r.error)
+        self.assertTrue(sbx.is_running(), 'the sandbox outlives its command')
+
+    def test_background_commands(self):
+        sbx = self.create('shell')
+        h = sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done; echo err >&2', background=True)
+        self.assertIn(h.pid, [p.pid for p in sbx.commands.list()])
+        got = []
+        r = h.wait(on_stdout=got.append)
+        self.assertEqual((r.stdout, r.stderr, r.exit_code), ('1\n2\n3\n', 'err\n', 0))
+        self.assertEqual(''.join(got), '1\n2\n3\n')
+        h = sbx.commands.run(['sleep', '60'], background=True)
+        with self.assertRaises(sandboxd.StillRunning):
+            h.wait(timeout=1)
+        if not self.ROUTES_ALL:
+            with self.assertRaises(sandboxd.NotSupported):
+                h.kill()
+            return
+        self.assertTrue(h.kill())
+        r = h.wait(timeout=30)
+        self.assertEqual((r.exit_code, r.signal), (137, 9))
+        self.assertFalse(sbx.commands.kill(987654))
+
+    def test_files_round_trip(self):
+        sbx = self.create('shell')
+        f = sbx.files
+        info = f.write('notes/today.txt', 'héllo\n')
+        self.assertEqual((info.type, info.size), ('file', len('héllo\n'.encode())))
+        self.assertEqual(f.read('notes/today.txt'), 'héllo\n')
+        self.assertEqual(sbx.commands.run('cat /work/notes/today.txt').stdout, 'héllo\n')
+        binary = bytes(range(256)) * 4
+        if self.ROUTES_ALL:
+            f.write('/tmp/bin', binary, mode=0o600)
+            self.assertEqual(f.get_info('/tmp/bin').mode, 0o600)
+        else:
+            with self.assertRaises(sandboxd.NotSupported):
+                f.write('/tmp/bin', binary, mode=0o600)
+            f.write('/tmp/bin', binary)
+        self.assertEqual(f.read('/tmp/bin', format='bytes'), binary)
+        # Larger than one call carries: in parts both ways (varlink: WriteFile with Append,
+        # ReadFile from an offset; the bridge: its own 1 MiB parts).
+        big = os.urandom(MiB) * self.BIG_MIB + b'tail'
+        f.write('big.bin', big)
+        self.assertEqual(sbx.commands.run('sha256sum big.bin').stdout.split()[0], hashlib.sha256(big).hexdigest())
+        self.assertEqual(f.read('big.bin', format='bytes'), big)
+        self.assertTrue(f.make_dir('a/b/c'))
+        self.assertFalse(f.make_dir('a/b'))
+        f.write('a/b/c/x.py', 'print(1)')
+        entries = {e.path: e for e in f.list('a', depth=3)}
+        self.assertEqual(set(entries), {'a/b', 'a/b/c', 'a/b/c/x.py'})
+        self.assertEqual((entries['a/b'].type, entries['a/b/c/x.py'].name), ('dir', 'x.py'))
+        self.assertEqual(f.rename('a/b/c/x.py', 'y.py'), 'y.py')
+        self.assertTrue(f.exists('y.py'))
+        self.assertFalse(f.exists('a/b/c/x.py'))
+        f.remove('a')
+        self.assertFalse(f.exists('a'))
+        with self.assertRaises(FileNotFoundError) as cm:
+            f.read('a/b/c/x.py')
+        self.assertIsInstance(cm.exception, sandboxd.SandboxSystemError)
+        self.assertEqual((cm.exception.name, cm.exception.errno_name),
+                         ('io.sandboxd.Sandbox.SystemError', 'ENOENT'))
+
+    def test_errors_are_mapped(self):
+        with self.assertRaises(sandboxd.NoSuchTemplate) as cm:
+            Sandbox.create('no-such-template', transport=self.t)
+        self.assertEqual(cm.exception.name, 'io.sandboxd.Sandbox.NoSuchTemplate')
+        with self.assertRaises(sandboxd.NoSuchSandbox):
+            Sandbox.connect('0123456789abcdef', transport=self.t)
+        with self.assertRaises(sandboxd.InvalidOption) as cm:
+            Sandbox.create('shell', memory=1024, transport=self.t)
+        self.assertIn('MemoryMax', cm.exception.message)
+        name = f'py-dup-{os.getpid()}'
+        sbx = self.create('shell', name=name)
+        with self.assertRaises(sandboxd.SandboxExists):
+            Sandbox.create('shell', name=name, transport=self.t)
+        self.assertEqual(Sandbox.create('shell', name=name, reuse=True, transport=self.t).sandbox_id, sbx.sandbox_id)
+        with self.assertRaises(sandboxd.SandboxError) as cm:
+            self.t.call_one('NoSuchMethod')
+        self.assertEqual(cm.exception.name, 'org.varlink.service.MethodNotFound' if self.ROUTES_ALL
+                         else 'io.sandboxd.Sandbox.NotSupported')
+        with self.assertRaises(sandboxd.SandboxConnectionError):
+            Sandbox.list(transport=self.unreachable())
+
+
+class ReadmeExample(Base):
+
+    def test_first_example_for_agents(self):
+        """The README's three lines, as written, by Debian's python3."""
+        with open(os.path.join(SOURCE, 'README.md'), encoding='utf-8') as f:
+            readme = f.read()
+        marker = "<!-- the Python client's first example"
+        block = readme[readme.index(marker):].split('```python\n', 1)[1].split('```', 1)[0]
+        self.assertEqual(len(block.strip().splitlines()), 3, block)
+        env = dict(os.environ, PYTHONPATH=os.path.join(SOURCE, 'python'),
+                   SANDBOXD_VARLINK=S.path(harness.VARLINK_SOCKET))
+        cp = subprocess.run(['/usr/bin/python3', '-c', block], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual((cp.returncode, cp.stdout), (0, '42\n\n'), cp.stderr)   # print() adds its own
+
+
+class AsyncAPI(Base):
+
+    def test_async_sandbox(self):
+        async def main():
+            t = self.atransport()
+            async with await AsyncSandbox.create('python', memory='128M', env={'N': '3'}, transport=t) as sbx:
+                chunks = []
+
+                async def on_stdout(s):
+                    await asyncio.sleep(0)
+                    chunks.append(s)
+                cmds = [f'for i in $(seq $N); do echo {k}-$i; sleep 0.1; done' for k in range(3)]
+                start = time.monotonic()
+                rs = await asyncio.gather(*(sbx.commands.run(c, on_stdout=on_stdout) for c in cmds))
+                took = time.monotonic() - start
+                await sbx.files.write('data/x.json', '{"a": 1}')
+                text = await sbx.files.read('data/x.json')
+                listed = [e.name for e in await sbx.files.list('data')]
+                r = await sbx.commands.run('sleep 10', timeout=1)
+                await sbx.pause()
+                state = (await sbx.get_info()).state
+                await sbx.resume()
+                ids = [s.sandbox_id for s in await AsyncSandbox.list(transport=t)]
+                again = await AsyncSandbox.connect(sbx.sandbox_id, transport=t)
+                sid = sbx.sandbox_id
+            await t.aclose()
+            return rs, chunks, took, text, listed, r, state, ids, again, sid
+        rs, chunks, took, text, listed, r, state, ids, again, sid = asyncio.run(main())
+        self.assertEqual([x.stdout for x in rs], [f'{k}-1\n{k}-2\n{k}-3\n' for k in range(3)])
+        self.assertEqual(sorted(''.join(chunks).splitlines()), sorted(f'{k}-{i}' for k in range(3) for i in (1, 2, 3)))
+        self.assertLess(took, 0.9 * 3, 'three 0.3 s commands ran at the same time')
+        self.assertEqual((text, listed), ('{"a": 1}', ['x.json']))
+        self.assertTrue(r.timed_out)
+        self.assertEqual(state, 'paused')
+        self.assertIn(sid, ids)
+        self.assertEqual(again.sandbox_id, sid)
+        self.assertTrue(gone(sid), 'async with kills the sandbox')
+
+    def test_async_errors(self):
+        async def main():
+            t = self.atransport()
+            try:
+                with self.assertRaises(sandboxd.NoSuchSandbox):
+                    await AsyncSandbox.connect('0123456789abcdef', transport=t)
+                with self.assertRaises(sandboxd.NoSuchTemplate):
+                    await AsyncSandbox.create('no-such-template', transport=t)
+            finally:
+                await t.aclose()
+        asyncio.run(main())
+
+
+class Seeds(Base):
+
+    def test_seed_000_sandbox_provider(self):
+        async def main():
+            provider = SandboxProvider(transport=self.atransport())
+            sbx = await provider.create_sandbox('python', memory='256M', timeout=300)
+            ok = await provider.execute('import sys\nprint(6 * 7)\nprint("warn", file=sys.stderr)', timeout=30)
+            failed = await provider.execute('raise SystemExit(4)', timeout=30)
+            slow = await provider.execute('import time\ntime.sleep(30)', timeout=1)
+            await provider.create_sandbox('shell')
+            shell = await provider.execute('echo $((6 * 7))', timeout=10)
+            ids = [s.sandbox_id for s in provider.sandboxes]
+            await provider.cleanup()
+            strict = SandboxProvider(transport=self.atransport(), allowed_imports=['math'])
+            async with strict:
+                allowed = await strict.execute('import math\nprint(math.factorial(5))', timeout=30)
+                refused = await strict.execute('import socket\nprint("connected")', timeout=30)
+                strict_ids = [s.sandbox_id for s in strict.sandboxes]
+            return sbx, ok, failed, slow, shell, ids, allowed, refused, strict_ids
+        sbx, ok, failed, slow, shell, ids, allowed, refused, strict_ids = asyncio.run(main())
+        self.assertIsInstance(sbx, AsyncSandbox)
+        self.assertIsInstance(ok, ExecutionResult)
+        self.assertEqual((ok.stdout, ok.stderr, ok.exit_code, ok.timed_out), ('42\n', 'warn\n', 0, False))
+        self.assertEqual((failed.exit_code, failed.timed_out), (4, False))
+        self.assertEqual((slow.exit_code, slow.timed_out), (137, True))
+        self.assertEqual(shell.stdout, '42\n')
+        self.assertEqual(len(ids), 2)
+        self.assertEqual((allowed.stdout, allowed.exit_code), ('120\n', 0))
+        self.assertEqual((refused.stdout, refused.exit_code), ('', 1))
+        self.assertIn("ImportError: import of 'socket' is not allowed here", refused.stderr)
+        for sid in ids + strict_ids:
+            self.assertTrue(gone(sid), 'cleanup() destroys every sandbox the provider created')
+
+    def test_seed_001_pool_on_sandboxd_pool(self):
+        dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
+        pool = SandboxPool(pool_size=2, transport=self.t, template_dirs=dirs)
+        config = SandboxConfig(language='python', timeout_seconds=2, max_memory_mb=128,
+                               allowed_imports=['json', 'math', 're'])
+        start = time.monotonic()
+        pool.initialize(config)
+        warm = time.monotonic() - start
+        try:
+            template = pool.template
+            self.assertIn(template, [t.name for t in Sandbox.templates(transport=self.t)])
+            pools = {p.template: p for p in Sandbox.pools(transport=self.t)}
+            self.assertEqual((pools[template].size, pools[template].ready), (2, 2))
+            self.assertEqual(pool.status(), {'total': 2, 'available': 2, 'in_use': 0, 'ready': 2, 'starting': 0,
+                                             'pool_size': 2})
+            start = time.monotonic()
+            a = pool.acquire()
+            took = time.monotonic() - start
+            b = pool.acquire()
+            self.assertIsNone(pool.acquire(), 'pool_size sandboxes in use: None, as the seed has it')
+            st = pool.status()
+            self.assertEqual((st['total'], st['in_use'], st['available']), (2, 2, 0))
+            info = a.sandbox.get_info()
+            self.assertEqual((info.template, info.memory), (template, 128 * MiB))
+
+            r = a.execute('import json, math\nprint(json.dumps({"pi": round(math.pi, 2)}))')
+            self.assertEqual((r.stdout, r.stderr, r.exit_code, r.timed_out), ('{"pi": 3.14}\n', '', 0, False))
+            r = a.execute('import os\nprint(os.listdir("/"))')
+            self.assertEqual(r.exit_code, 1)
+            self.assertIn("import of 'os' is not allowed here", r.stderr)
+            r = b.execute('while True:\n    pass')
+            self.assertEqual((r.exit_code, r.timed_out), (137, True))
+            a.sandbox.files.write('left-behind.txt', 'secret')
+            pool.release(a)
+            self.assertTrue(gone(a.sandbox_id), 'release destroys the sandbox: nothing passes to the next user')
+            c = pool.acquire()
+            self.assertIsNotNone(c)
+            self.assertFalse(c.sandbox.files.exists('left-behind.txt'))
+            pool.release(b)
+            pool.release(c)
+        finally:
+            pool.close()
+        self.assertNotIn(template, [t.name for t in Sandbox.templates(transport=self.t)], 'close() removes the template')
+        print(f'\n# pool of 2 warm in {warm * 1000:.0f} ms; acquire from it {took * 1000:.1f} ms', file=sys.stderr)
+        self.assertLess(took, 2.0)
+
+
+
+# ---- the same over sandboxd-http ------------------------------------------------------
+
+
+class HttpSyncAPI(OverHttp, SyncAPI):
+
+    def test_bad_token_is_refused(self):
+        with self.assertRaises(sandboxd.SandboxError) as cm:
+            Sandbox.list(transport=HttpTransport(HTTP[0], 'sbx_not-a-token'))
+        self.assertEqual(cm.exception.name, 'io.sandboxd.http.Unauthorized')
+
+    def test_tenant_is_the_tokens(self):
+        sbx = self.create('shell')
+        self.assertEqual(Sandbox.connect(sbx.sandbox_id, transport=T).get_info().tenant, 'pyclient')
+
+
+class HttpAsyncAPI(OverHttp, AsyncAPI):
+    pass
+
+
+class HttpSeeds(OverHttp, Base):
+    test_seed_000_sandbox_provider = Seeds.test_seed_000_sandbox_provider
+
+
+if __name__ == '__main__':
+    unittest.main()

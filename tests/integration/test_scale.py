@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Many sandboxes at once (issue 17), at a scale CI affords (bench/bench_scale.py has the
+thousands): COUNT sandboxes created side by side, over D-Bus and varlink; their scopes
+spread over the sub-slices sandbox-xx.slice of sandbox.slice as systemctl shows them;
+ListSandboxes paged (Offset, Limit) and filtered (State, Template, Name) on both, with
+bad filters refused; then all destroyed, and no unit, process or listing left. And across
+a kill -9 of sandboxd: sandboxes in their sub-slices are adopted; an ephemeral one (whose
+control socket is not kept in systemd's fd store) is stopped, as before.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+S = None
+OWNED = False
+COUNT = 500
+THREADS = 8
+IFACE = harness.VARLINK_IFACE
+MGR = ('io.sandboxd.Sandbox1', '/io/sandboxd/Sandbox1', 'io.sandboxd.Sandbox1.Manager')
+
+
+def setUpModule():
+    global S, OWNED
+    S, OWNED = harness.module_setup()
+
+
+def tearDownModule():
+    harness.module_teardown(OWNED)
+
+
+def in_parallel(items, fn):
+    """fn(connection, item) for every item, THREADS varlink connections side by side;
+    returns the results in the order of items (an exception is re-raised)."""
+    results = [None] * len(items)
+    errors = []
+
+    def worker(k):
+        try:
+            with S.varlink() as c:
+                for i in range(k, len(items), THREADS):
+                    results[i] = fn(c, items[i])
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def vl(c, method, parameters=None):
+    replies, error, params = c.call(f'{IFACE}.{method}', parameters or {})
+    if error:
+        raise AssertionError(f'{method} {parameters}: {error} {params}')
+    return replies[-1]
+
+
+def vl_list(flt=None):
+    params = {} if flt is None else {'filter': flt}
+    replies, error, eparams = S.varlink_call('ListSandboxes', params)
+    return replies, error, eparams
+
+
+def dbus_list(flt):
+    """ListSandboxesFiltered(a{sv}) → (ids in order, total); or raises with the error name."""
+    args = []
+    for k, (sig, val) in flt.items():
+        args += [k, sig, str(val)]
+    cp, data, error = S.bus_call(*MGR, 'ListSandboxesFiltered', 'a{sv}', str(len(flt)), *args)
+    if error:
+        return None, error
+    return ([row[0] for row in data[0]], data[1]), None
+
+
+class Scale(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.before = {s['id'] for s in vl_list()[0][-1]['sandboxes']}
+        t0 = time.monotonic()
+        # Every tenth one named: the Name filter finds exactly it.
+        items = [f'scale-{i}' if i % 10 == 0 else None for i in range(COUNT)]
+        cls.ids = in_parallel(items, lambda c, name: vl(c, 'CreateSandbox', {
+            'template': 'shell', 'options': {'Name': name} if name else {}})['id'])
+        cls.names = {name: sid for name, sid in zip(items, cls.ids) if name}
+        cls.create_seconds = time.monotonic() - t0
+        print(f'\n# {COUNT} sandboxes created in {cls.create_seconds:.1f} s, {THREADS} in flight',
+              file=sys.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        left = [sid for sid in cls.ids if sid]
+        if left:
+            in_parallel(left, lambda c, sid: c.call(f'{IFACE}.Destroy', {'id': sid}))
+
+    def test_1_scopes_spread_over_sub_slices(self):
+        scopes = set(S.sandbox_scopes())
+        want = {f'sandbox-{sid}.scope' for sid in self.ids}
+        self.assertEqual(want - scopes, set(), 'created sandboxes without a scope')
+        # As systemctl shows it: one sub-slice per id prefix, each in sandbox.slice, active.
+        subs = S.subslices()
+        prefixes = {sid[:2] for sid in self.ids}
+        self.assertGreaterEqual(len(prefixes), 200, 'the ids should spread over most of the 256 prefixes')
+        for p in prefixes:
+            self.assertEqual(subs.get(f'sandbox-{p}.slice'), 'active', f'sandbox-{p}.slice: {subs}')
+        slice_cg = S.show('sandbox.slice', 'ControlGroup')['ControlGroup']
+        for sid in self.ids[:20]:
+            props = S.show(f'sandbox-{sid}.scope', 'Slice', 'ControlGroup', 'MemoryMax', 'TasksMax')
+            self.assertEqual(props['Slice'], f'sandbox-{sid[:2]}.slice', props)
+            self.assertEqual(props['ControlGroup'], f'{slice_cg}/sandbox-{sid[:2]}.slice/sandbox-{sid}.scope')
+            # Its own limits, as before.
+            self.assertNotEqual(props['MemoryMax'], 'infinity', props)
+            self.assertNotEqual(props['TasksMax'], 'infinity', props)
+        sub = S.show(f'sandbox-{self.ids[0][:2]}.slice', 'Slice', 'ControlGroup')
+        self.assertEqual(sub['Slice'], 'sandbox.slice', sub)
+        # systemctl status of the slice tree names the scope under its sub-slice.
+        cp = S.systemctl('status', f'sandbox-{self.ids[0][:2]}.slice')
+        self.assertIn(f'sandbox-{self.ids[0]}.scope', cp.stdout)
+        # A limit set on sandbox.slice holds for all of them: their cgroups are below its.
+        old = S.show('sandbox.slice', 'TasksMax')['TasksMax']
+        cp = S.systemctl('set-property', '--runtime', 'sandbox.slice', 'TasksMax=200000')
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        try:
+            self.assertEqual(S.show('sandbox.slice', 'TasksMax')['TasksMax'], '200000')
+            pids = os.path.join(harness.CGROUP_FS, 'pids', slice_cg.lstrip('/'))
+            if not os.path.isdir(pids):  # unified
+                pids = S.cgroup_dir(slice_cg)
+            with open(os.path.join(pids, 'pids.max')) as f:
+                self.assertEqual(f.read().strip(), '200000')
+            scope = os.path.join(pids, f'sandbox-{self.ids[0][:2]}.slice', f'sandbox-{self.ids[0]}.scope')
+            self.assertTrue(os.path.isdir(scope), scope)
+        finally:
+            S.systemctl('set-property', '--runtime', 'sandbox.slice', f'TasksMax={old}')
+
+    def test_2_varlink_paging(self):
+        seen = []
+        offset = 0
+        total = None
+        while True:
+            replies, error, params = vl_list({'Template': 'shell', 'Offset': offset, 'Limit': 97})
+            self.assertIsNone(error, params)
+            page = replies[-1]
+            if total is None:
+                total = page['total']
+            self.assertEqual(page['total'], total, 'the total changed between pages')
+            self.assertLessEqual(len(page['sandboxes']), 97)
+            seen += [s['id'] for s in page['sandboxes']]
+            offset += 97
+            if offset >= total:
+                break
+        self.assertEqual(len(seen), len(set(seen)), 'a sandbox on two pages')
+        self.assertEqual(len(seen), total)
+        mine = [sid for sid in seen if sid in set(self.ids)]
+        self.assertEqual(set(mine), set(self.ids))
+        # In the order they were created (each thread's own creates come in its order).
+        self.assertEqual([sid for sid in mine if sid in self.ids[::THREADS]], self.ids[::THREADS])
+        # Without a filter: everything, no total (the reply of before).
+        replies, error, _ = vl_list()
+        self.assertIsNone(error)
+        self.assertNotIn('total', replies[-1])
+        self.assertTrue(set(self.ids) <= {s['id'] for s in replies[-1]['sandboxes']})
+
+    def test_3_filters_both_faces(self):
+        name, sid = next(iter(self.names.items()))
+        replies, error, _ = vl_list({'Name': name})
+        self.assertIsNone(error)
+        self.assertEqual([s['id'] for s in replies[-1]['sandboxes']], [sid])
+        self.assertEqual(replies[-1]['total'], 1)
+        (ids, total), error = dbus_list({'Name': ('s', name)})
+        self.assertIsNone(error)
+        self.assertEqual((ids, total), ([sid], 1))
+
+        (ids, total), error = dbus_list({'State': ('s', 'running'), 'Template': ('s', 'shell'),
+                                         'Offset': ('t', 0), 'Limit': ('u', 10)})
+        self.assertIsNone(error)
+        self.assertEqual(len(ids), 10)
+        self.assertGreaterEqual(total, COUNT)
+        (ids, total), error = dbus_list({'State': ('s', 'paused')})
+        self.assertIsNone(error)
+        self.assertEqual(set(ids) & set(self.ids), set())
+        (ids, total), error = dbus_list({'Template': ('s', 'no-such-template')})
+        self.assertEqual((ids, total), ([], 0))
+        # The last page: Offset past the end gives none, and the total still.
+        (ids, total2), error = dbus_list({'Template': ('s', 'shell'), 'Offset': ('t', 1000000)})
+        self.assertEqual(ids, [])
+        self.assertGreaterEqual(total2, COUNT)
+
+        # Someone else (uid 65534, not granted "manage") sees none of root's, on every page.
+        cp = S.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--', 'busctl', '--system',
+                    '--json=short', 'call', *MGR, 'ListSandboxesFiltered', 'a{sv}', '1', 'Limit', 'u', '100'])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(json.loads(cp.stdout)['data'], [[], 0])
+
+        for flt in ({'Limit': ('u', 0)}, {'Limit': ('u', 10001)}, {'State': ('s', 'bogus')},
+                    {'Bogus': ('s', 'x')}, {'Limit': ('s', '10')}, {'Template': ('s', '../x')}):
+            _, error = dbus_list(flt)
+            self.assertEqual(error, 'io.sandboxd.Sandbox1.InvalidOption', flt)
+        for flt in ({'Limit': 0}, {'State': 'bogus'}, {'Bogus': 1}, {'Offset': -1}, {'Name': 5}):
+            _, error, params = vl_list(flt)
+            self.assertEqual(error, f'{IFACE}.InvalidOption', (flt, params))
+
+    def test_4_destroyed_and_nothing_left(self):
+        t0 = time.monotonic()
+        results = in_parallel(self.ids, lambda c, sid: c.call(f'{IFACE}.Destroy', {'id': sid}))
+        for sid, (_replies, error, params) in zip(self.ids, results):
+            self.assertIsNone(error, f'Destroy {sid}: {params}')
+        print(f'\n# {COUNT} sandboxes destroyed in {time.monotonic() - t0:.1f} s', file=sys.stderr)
+        type(self).ids = []
+        replies, error, _ = vl_list({'Template': 'shell'})
+        self.assertEqual({s['id'] for s in replies[-1]['sandboxes']} - self.before, set())
+        left = [u for u in S.sandbox_scopes() if u.endswith('.scope')]
+        deadline = time.monotonic() + 30
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = [u for u in S.sandbox_scopes() if u.endswith('.scope')]
+        self.assertEqual([u for u in left if u[len('sandbox-'):-len('.scope')] not in self.before], [])
+        # No process left in any sub-slice (the pooled sandbox and older ones aside).
+        keep = {f'sandbox-{sid}.scope' for sid in self.before} | set(S.sandbox_scopes(include_pool=True))
+        for sub in S.subslices():
+            cg = S.show(sub, 'ControlGroup')['ControlGroup']
+            d = S.cgroup_dir(cg)
+            for dirpath, dirs, files in os.walk(d) if d else ():
+                if any(part in keep for part in dirpath.split('/')):
+                    continue
+                with open(os.path.join(dirpath, 'cgroup.procs')) as f:
+                    self.assertEqual(f.read().split(), [], f'processes left in {dirpath}')
+
+
+
+class RestartAdoption(harness.SandboxTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        S.daemon_restart_on_failure(True)
+
+    @classmethod
+    def tearDownClass(cls):
+        S.daemon_restart_on_failure(False)
+
+    def test_kill9_adopts_sub_slice_sandboxes_and_stops_ephemeral(self):
+        sids = [self.create() for _ in range(3)]
+        before = set(S.sandbox_scopes())
+        run = self.popen_ctl('run', '--', 'sh', '-c', 'echo started; exec sleep 60')
+        self.assertEqual(run.stdout.readline(), b'started\n')
+        (eph,) = [u[len('sandbox-'):-len('.scope')] for u in set(S.sandbox_scopes()) - before]
+        self.assertEqual(S.show(self.unit(eph), 'Slice')['Slice'], f'sandbox-{eph[:2]}.slice')
+
+        since = time.time()
+        S.kill9_daemon()
+
+        for sid in sids:
+            self.assert_exec_works(sid, 'after kill -9')
+            self.assertEqual(S.show(self.unit(sid), 'Slice')['Slice'], f'sandbox-{sid[:2]}.slice')
+        deadline = time.monotonic() + 30
+        while self.exists(eph) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.exists(eph), 'the interrupted ephemeral sandbox outlived the restart')
+        journal = S.journal(units=('sandboxd.service',), since=since)
+        self.assertIn(f'Not adopting sandbox {eph}: it is ephemeral', journal)
+        try:
+            rc = run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.fail('sandboxctl run hangs after its sandboxd was killed')
+        self.assertNotEqual(rc, 0)
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)

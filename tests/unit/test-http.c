@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "http.h"
+#include "json-util.h"
+
+static void test_status(void **state) {
+        _cleanup_json_ json_object *enoent = json_tokener_parse("{\"errno\": 2}");
+        _cleanup_json_ json_object *eexist = json_tokener_parse("{\"errno\": 17}");
+
+        assert_int_equal(http_status_from_varlink_error(NULL, NULL), 200);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.NoSuchSandbox", NULL), 404);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.InvalidOption", NULL), 400);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.SandboxExists", NULL), 409);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.TooManySandboxes", NULL), 429);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.AccessDenied", NULL), 403);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.NoReply", NULL), 503);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.SystemError", enoent), 404);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.SystemError", eexist), 409);
+        assert_int_equal(http_status_from_varlink_error("io.sandboxd.Sandbox.SomethingNew", NULL), 500);
+        assert_int_equal(http_status_from_varlink_error(VARLINK_ERROR_DISCONNECTED, NULL), 503);
+        assert_int_equal(http_status_from_varlink_error(VARLINK_ERROR_INVALID_PARAMETER, NULL), 400);
+        assert_int_equal(http_status_from_varlink_error("org.example.Other", NULL), 502);
+}
+
+static void check_bad(const char *text, const char *want) {
+        const char *error = NULL;
+        json_object *o = http_json_parse(text, strlen(text), &error);
+
+        assert_null(o);
+        assert_non_null(error);
+        if (want)
+                assert_non_null(strstr(error, want));
+}
+
+static void test_json(void **state) {
+        _cleanup_json_ json_object *o = NULL, *empty = NULL, *o2 = NULL;
+        char deep[200];
+        const char *error = NULL;
+
+        o = http_json_parse("{\"a\": [1, 2]}\n", 14, &error);
+        assert_non_null(o);
+        empty = http_json_parse(" ", 1, &error);
+        assert_int_equal(json_object_object_length(empty), 0);
+        check_bad("{", "not JSON");
+        check_bad("[1]", "not a JSON object");
+        check_bad("{\"a\": 1, \"a\": 2}", "duplicate");
+        check_bad("{\"x\": {\"b\": 1, \"c\": [], \"b\": 3}}", "duplicate");
+        o2 = http_json_parse("{\"a\": {\"a\": 1}, \"b\": [{\"a\": 1}, {\"a\": 2}]}", 42, &error);
+        assert_non_null(o2);
+        check_bad("{\"a\": 1} x", "not JSON");
+        check_bad("{\"a\": \"\xff\"}", "not JSON");
+        memset(deep, '[', 100);
+        memset(deep + 100, ']', 99);
+        deep[0] = '{';
+        strcpy(deep + 1, "\"a\":");
+        memset(deep + 5, '[', 60);
+        memset(deep + 65, ']', 60);
+        strcpy(deep + 125, "}");
+        check_bad(deep, "deeply");
+        assert_null(http_json_parse("{\"a\":\0}", 7, &error));
+}
+
+static void test_tokens(void **state) {
+        char dir[] = "/tmp/test-http-XXXXXX", path[256];
+        HttpTokens tokens = {};
+        const HttpToken *t;
+        FILE *f;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/alice.conf", dir);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        /* sha256("sdh_secret") */
+        fprintf(f, "[Token]\nTenant=team-a\nSHA256=%s\n",
+                "0c5d2a8f3c0d6e0b1d3e4e2f5d6c7b8a9f0e1d2c3b4a59687766554433221100");
+        fclose(f);
+        snprintf(path, sizeof(path), "%s/bad.conf", dir);
+        f = fopen(path, "w");
+        fprintf(f, "[Token]\nTenant=../x\nSHA256=00\n");
+        fclose(f);
+        assert_int_equal(http_tokens_load(&tokens, dir), 0);
+        assert_int_equal(tokens.n_tokens, 1);       /* bad.conf ignored */
+        assert_string_equal(tokens.tokens[0].tenant, "team-a");
+        assert_null(http_tokens_find(&tokens, "sdh_secret", 0));   /* not its hash */
+
+        /* The real thing: hash what token add would have written. */
+        uint8_t h[32];
+        assert_int_equal(http_sha256("sdh_secret", 10, h), 0);
+        memcpy(tokens.tokens[0].sha256, h, 32);
+        t = http_tokens_find(&tokens, "sdh_secret", 1000);
+        assert_non_null(t);
+        assert_string_equal(t->name, "alice");
+        assert_null(http_tokens_find(&tokens, "sdh_secreT", 1000));
+        assert_null(http_tokens_find(&tokens, "", 1000));
+        assert_null(http_tokens_find(&tokens, NULL, 1000));
+        tokens.tokens[0].expires_at = 1000;
+        assert_null(http_tokens_find(&tokens, "sdh_secret", 1000));
+        assert_non_null(http_tokens_find(&tokens, "sdh_secret", 999));
+        http_tokens_done(&tokens);
+
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/alice.conf", dir);
+        unlink(path);
+        rmdir(dir);
+}
+
+static void test_sha256(void **state) {
+        static const uint8_t abc[32] = {
+                0xba, 0x78, 0x16, 0xbf, 0x8f, 0x01, 0xcf, 0xea, 0x41, 0x41, 0x40, 0xde, 0x5d, 0xae, 0x22, 0x23,
+                0xb0, 0x03, 0x61, 0xa3, 0x96, 0x17, 0x7a, 0x9c, 0xb4, 0x10, 0xff, 0x61, 0xf2, 0x00, 0x15, 0xad,
+        };
+        uint8_t h[32];
+
+        assert_int_equal(http_sha256("abc", 3, h), 0);
+        assert_memory_equal(h, abc, 32);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_status),
+                cmocka_unit_test(test_json),
+                cmocka_unit_test(test_tokens),
+                cmocka_unit_test(test_sha256),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

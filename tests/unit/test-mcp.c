@@ -1,0 +1,671 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* src/mcp: JSON-RPC parsing and dispatch, version negotiation, the tools/list schemas,
+ * argument checks, and each tool's varlink calls and error mapping against a fake
+ * sandboxd (a varlink server of the project's own, serving the real interface
+ * description, on an abstract socket of this process). */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base64-util.h"
+#include "json-util.h"
+#include "mcp.h"
+#include "varlink.h"
+
+static sd_event *event;
+static VarlinkServer *fake;
+static McpServer *mcp;
+static char address[64];
+static json_object *sent;              /* what the session sent, in order */
+static json_object *calls;             /* what the fake sandboxd was called with: {method, parameters} */
+static VarlinkCall *held;              /* a call the fake sandboxd keeps unanswered */
+
+#define SID "0123456789abcdef"
+#define IFACE "io.sandboxd.Sandbox."
+
+/* ---- the fake sandboxd ---- */
+
+static void record(VarlinkCall *call, json_object *parameters) {
+        json_object *c = json_object_new_object();
+
+        assert_non_null(c);
+        json_object_object_add(c, "method", json_object_new_string(varlink_call_get_method(call)));
+        json_object_object_add(c, "parameters", json_object_get(parameters));
+        json_object_array_add(calls, c);
+}
+
+static const char *param(json_object *parameters, const char *name) {
+        json_object *v;
+
+        return json_object_object_get_ex(parameters, name, &v) ? json_object_get_string(v) : NULL;
+}
+
+static int reply_json(VarlinkCall *call, const char *text) {
+        _cleanup_json_ json_object *p = json_tokener_parse(text);
+
+        assert_non_null(p);
+        return varlink_call_reply(call, p);
+}
+
+static int error_json(VarlinkCall *call, const char *error, const char *text) {
+        _cleanup_json_ json_object *p = json_tokener_parse(text);
+
+        assert_non_null(p);
+        return varlink_call_error(call, error, p);
+}
+
+static json_object *sandbox_json(const char *id, const char *tenant) {
+        json_object *s = json_object_new_object();
+
+        json_object_object_add(s, "id", json_object_new_string(id));
+        json_object_object_add(s, "template", json_object_new_string("python"));
+        json_object_object_add(s, "state", json_object_new_string("running"));
+        json_object_object_add(s, "owner", json_object_new_int(1000));
+        json_object_object_add(s, "name", json_object_new_string(""));
+        json_object_object_add(s, "tenant", json_object_new_string(tenant));
+        return s;
+}
+
+static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        const char *method = varlink_call_get_method(call) + strlen(IFACE);
+        const char *id = param(parameters, "id"), *path = param(parameters, "path");
+
+        record(call, parameters);
+        if (id && !streq(id, SID) && !streq(id, "fedcba9876543210"))
+                return error_json(call, IFACE "NoSuchSandbox", "{\"message\":\"no sandbox has that id\"}");
+        if (streq(method, "ActForTenant") && streq(param(parameters, "tenant"), "evil"))
+                return error_json(call, IFACE "AccessDenied", "{\"message\":\"not for you\"}");
+        if (streq(method, "CreateSandbox"))
+                return reply_json(call, "{\"id\":\"" SID "\"}");
+        if (streq(method, "GetSandbox")) {
+                _cleanup_json_ json_object *p = json_object_new_object();
+                json_object_object_add(p, "sandbox", sandbox_json(id, streq(id, SID) ? "" : "acme"));
+                return varlink_call_reply(call, p);
+        }
+        if (streq(method, "ListSandboxes")) {
+                _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
+                json_object_array_add(l, sandbox_json(SID, ""));
+                json_object_array_add(l, sandbox_json("fedcba9876543210", "acme"));
+                json_object_object_add(p, "sandboxes", TAKE_PTR(l));
+                return varlink_call_reply(call, p);
+        }
+        if (streq(method, "Exec")) {
+                json_object *argv;
+                assert_true(json_object_object_get_ex(parameters, "argv", &argv));
+                if (streq(json_object_get_string(json_object_array_get_idx(argv, 2)), "hang")) {
+                        held = varlink_call_ref(call);
+                        return 0;
+                }
+                if (streq(json_object_get_string(json_object_array_get_idx(argv, 2)), "refused"))
+                        return error_json(call, IFACE "InvalidOption", "{\"message\":\"Timeout out of range\"}");
+                /* stdout "hi\n", stderr "\xff" (not UTF-8), 100000 bytes written, timed out. */
+                return reply_json(call, "{\"exitStatus\":137,\"stdout\":\"aGkK\",\"stderr\":\"/w==\",\"info\":{"
+                                        "\"timedOut\":true,\"oomKilled\":false,\"signal\":9,\"exitCode\":-1,"
+                                        "\"durationUSec\":2000000,\"truncated\":true,\"stdoutBytes\":100000,"
+                                        "\"stderrBytes\":1}}");
+        }
+        if (streq(method, "ReadFile")) {
+                if (streq(path, "../../etc/shadow"))
+                        return error_json(call, IFACE "SystemError",
+                                          "{\"errno\":2,\"errnoName\":\"ENOENT\",\"message\":\"../../etc/shadow\"}");
+                if (streq(path, "bin"))
+                        return reply_json(call, "{\"data\":\"AAEC\"}");
+                return reply_json(call, "{\"data\":\"aGVsbG8=\"}");
+        }
+        if (streq(method, "WriteFile"))
+                return reply_json(call, "{\"bytes\":5}");
+        if (streq(method, "ListTemplates"))
+                return error_json(call, "org.varlink.service.InvalidParameter", "{\"parameter\":\"x\"}");
+        return reply_json(call, "{}");
+}
+
+static char *read_idl(void) {
+        const char *path = getenv("SANDBOXD_VARLINK_IDL");
+        char *text = NULL;
+        size_t n = 0;
+        FILE *f;
+
+        assert_non_null(path);
+        f = fopen(path, "re");
+        assert_non_null(f);
+        assert_true(getdelim(&text, &n, 0, f) > 0);
+        fclose(f);
+        return text;
+}
+
+static int setup(void **state) {
+        static const char *const methods[] = {
+                "CreateSandbox", "GetSandbox", "ListSandboxes", "ListTemplates", "Exec", "Destroy", "Pause",
+                "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove", "ActForTenant",
+        };
+        _cleanup_free_ char *idl = read_idl();
+
+        assert_int_equal(sd_event_new(&event), 0);
+        assert_int_equal(varlink_server_new(&fake), 0);
+        assert_int_equal(varlink_server_add_interface(fake, idl), 0);
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
+                char name[64];
+                snprintf(name, sizeof(name), IFACE "%s", methods[i]);
+                assert_int_equal(varlink_server_bind_method(fake, name, fake_method, NULL), 0);
+        }
+        snprintf(address, sizeof(address), "@sandboxd-test-mcp-%d", (int) getpid());
+        assert_int_equal(varlink_server_listen_address(fake, address, 0600), 0);
+        assert_int_equal(varlink_server_attach_event(fake, event, 0), 0);
+        assert_int_equal(mcp_server_new(&mcp, event, address), 0);
+        sent = json_object_new_array();
+        calls = json_object_new_array();
+        return 0;
+}
+
+static int teardown(void **state) {
+        held = varlink_call_unref(held);
+        mcp = mcp_server_unref(mcp);
+        fake = varlink_server_unref(fake);
+        event = sd_event_unref(event);
+        json_object_put(sent);
+        json_object_put(calls);
+        return 0;
+}
+
+/* ---- the client's side ---- */
+
+static void on_send(json_object *message, void *userdata) {
+        json_object_array_add(sent, json_object_get(message));
+}
+
+/* Handles text on s, runs the loop until s has nothing pending; returns what handle said. */
+static int handle(McpSession *s, const char *text) {
+        int r = mcp_session_handle(s, text, strlen(text), on_send, NULL, NULL);
+
+        for (unsigned i = 0; mcp_session_n_pending(s) > 0 && i < 1000; i++)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_int_equal(mcp_session_n_pending(s), 0);
+        return r;
+}
+
+static json_object *last_sent(void) {
+        size_t n = json_object_array_length(sent);
+
+        assert_true(n > 0);
+        return json_object_array_get_idx(sent, n - 1);
+}
+
+static json_object *get(json_object *o, const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        char *save = NULL;
+
+        for (char *k = strtok_r(copy, ".", &save); k; k = strtok_r(NULL, ".", &save)) {
+                json_object *v;
+                if (json_object_is_type(o, json_type_array))
+                        v = json_object_array_get_idx(o, (size_t) atoi(k));
+                else if (!json_object_object_get_ex(o, k, &v))
+                        return NULL;
+                o = v;
+        }
+        return o;
+}
+
+static const char *get_string(json_object *o, const char *path) {
+        json_object *v = get(o, path);
+
+        return v ? json_object_get_string(v) : NULL;
+}
+
+static void assert_error(int code, const char *id_json) {
+        json_object *m = last_sent();
+
+        assert_int_equal(json_object_get_int(get(m, "error.code")), code);
+        assert_string_equal(json_object_to_json_string(get(m, "id")), id_json);
+        assert_string_equal(get_string(m, "jsonrpc"), "2.0");
+        assert_null(get(m, "result"));
+}
+
+/* tools/call NAME with ARGS (JSON); returns the result. */
+static json_object *tool(McpSession *s, const char *name, const char *args) {
+        _cleanup_free_ char *text = NULL;
+        json_object *res;
+
+        assert_true(asprintf(&text, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+                             "\"arguments\":%s}}", name, args) > 0);
+        assert_int_not_equal(handle(s, text), MCP_HANDLE_NO_REPLY);
+        res = get(last_sent(), "result");
+        assert_non_null(res);
+        assert_int_equal(json_object_get_int(get(last_sent(), "id")), 7);
+        return res;
+}
+
+static const char *tool_text(json_object *res) {
+        return get_string(res, "content.0.text");
+}
+
+static bool tool_is_error(json_object *res) {
+        return json_object_get_boolean(get(res, "isError"));
+}
+
+static json_object *last_call(const char *method) {
+        for (size_t i = json_object_array_length(calls); i > 0; i--) {
+                json_object *c = json_object_array_get_idx(calls, i - 1);
+                if (streq(get_string(c, "method") + strlen(IFACE), method))
+                        return get(c, "parameters");
+        }
+        return NULL;
+}
+
+/* ---- JSON-RPC ---- */
+
+static void test_jsonrpc_errors(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        static const char nul[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\0x";
+        static const struct {
+                const char *text;
+                int code;
+                const char *id;         /* the reply's id, as JSON */
+        } cases[] = {
+                { "not json", -32700, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} trailing", -32700, "null" },
+                { "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600, "null" },
+                { "42", -32600, "null" },
+                { "{\"id\":3,\"method\":\"ping\"}", -32600, "3" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", -32600, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", -32600, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":5}", -32600, "\"x\"" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":4}", -32600, "4" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"prompts/list\"}", -32601, "5" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":[1]}", -32602, "6" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{}}", -32602, "8" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_list\","
+                  "\"arguments\":[]}}", -32602, "10" },
+        };
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                assert_int_equal(handle(s, cases[i].text), MCP_HANDLE_REPLIED);
+                assert_error(cases[i].code, cases[i].id);
+        }
+        assert_int_equal(mcp_session_handle(s, nul, sizeof(nul) - 1, on_send, NULL, NULL), MCP_HANDLE_REPLIED);
+        assert_error(-32700, "null");
+        /* A message in a buffer of exactly its size, no NUL after it (an HTTP body): read
+         * to its end, not beyond (ASan would tell). */
+        {
+                static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\"}";
+                _cleanup_free_ char *exact = malloc(strlen(ping));
+                assert_non_null(exact);
+                memcpy(exact, ping, strlen(ping));
+                assert_int_equal(mcp_session_handle(s, exact, strlen(ping), on_send, NULL, NULL), MCP_HANDLE_REPLIED);
+                assert_int_equal(json_object_get_int(get(last_sent(), "id")), 77);
+        }
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}"),
+                         MCP_HANDLE_REPLIED);
+        assert_error(-32602, "9");
+        assert_string_equal(get_string(last_sent(), "error.message"), "Unknown tool: rm_rf");
+
+        /* Notifications and responses: nothing sent, whatever they say. */
+        size_t n = json_object_array_length(sent);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"method\":\"no/such\"}"), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"params\":7}"), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":11,\"result\":{}}"), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":12,\"error\":{\"code\":1,\"message\":\"x\"}}"),
+                         MCP_HANDLE_NO_REPLY);
+        assert_int_equal(json_object_array_length(sent), n);
+
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}"), MCP_HANDLE_REPLIED);
+        assert_string_equal(json_object_to_json_string(last_sent()), "{ \"jsonrpc\": \"2.0\", \"id\": \"p\", \"result\": { } }");
+}
+
+static void test_version_negotiation(void **state) {
+        static const struct {
+                const char *asked, *answered;
+        } cases[] = {
+                { "2025-11-25", "2025-11-25" },
+                { "2025-06-18", "2025-06-18" },
+                { "2025-03-26", "2025-03-26" },
+                { "2024-11-05", "2025-11-25" },
+                { "2099-01-01", "2025-11-25" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(mcp_session_freep) McpSession *s = NULL;
+                _cleanup_free_ char *text = NULL;
+
+                assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+                assert_null(mcp_session_get_protocol_version(s));
+                assert_true(asprintf(&text, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                                     "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+                                     "\"version\":\"1\"}}}", cases[i].asked) > 0);
+                assert_int_equal(handle(s, text), MCP_HANDLE_REPLIED);
+                assert_string_equal(get_string(last_sent(), "result.protocolVersion"), cases[i].answered);
+                assert_string_equal(mcp_session_get_protocol_version(s), cases[i].answered);
+                assert_string_equal(get_string(last_sent(), "result.serverInfo.name"), "sandboxd-mcp");
+                assert_false(json_object_get_boolean(get(last_sent(), "result.capabilities.tools.listChanged")));
+        }
+
+        /* initialize without a version: bad params. */
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        assert_int_equal(handle(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}"),
+                         MCP_HANDLE_REPLIED);
+        assert_error(-32602, "1");
+
+        /* HTTP's header. */
+        assert_int_equal(mcp_session_set_protocol_version(s, NULL), 0);
+        assert_string_equal(mcp_session_get_protocol_version(s), "2025-03-26");
+        assert_int_equal(mcp_session_set_protocol_version(s, "2025-06-18"), 0);
+        assert_string_equal(mcp_session_get_protocol_version(s), "2025-06-18");
+        assert_int_equal(mcp_session_set_protocol_version(s, "2024-11-05"), -EPROTONOSUPPORT);
+        assert_false(mcp_protocol_version_supported("2025-11-25 "));
+        assert_true(mcp_protocol_version_supported("2025-11-25"));
+}
+
+/* ---- tools/list ---- */
+
+static void test_tools_list_schemas(void **state) {
+        static const char *const names[] = {
+                "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_destroy", "sandbox_pause",
+                "sandbox_resume", "run_command", "file_read", "file_write", "file_list", "file_delete",
+                "templates_list",
+        };
+        _cleanup_json_ json_object *list = mcp_tools_list();
+        json_object *tools;
+
+        assert_non_null(list);
+        tools = get(list, "tools");
+        assert_int_equal(json_object_array_length(tools), ELEMENTSOF(names));
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                json_object *t = json_object_array_get_idx(tools, i), *props, *req;
+                assert_string_equal(get_string(t, "name"), names[i]);
+                assert_non_null(get_string(t, "title"));
+                assert_true(strlen(get_string(t, "description")) > 20);
+                assert_string_equal(get_string(t, "inputSchema.type"), "object");
+                assert_false(json_object_get_boolean(get(t, "inputSchema.additionalProperties")));
+                props = get(t, "inputSchema.properties");
+                req = get(t, "inputSchema.required");
+                assert_non_null(props);
+                for (size_t k = 0; k < json_object_array_length(req); k++)
+                        assert_non_null(get(props, json_object_get_string(json_object_array_get_idx(req, k))));
+                json_object_object_foreach(props, key, prop) {
+                        assert_non_null(get_string(prop, "type"));
+                        assert_non_null(get_string(prop, "description"));
+                        (void) key;
+                }
+                assert_string_equal(get_string(t, "outputSchema.type"), "object");
+                assert_non_null(get(t, "outputSchema.required"));
+                assert_true(json_object_is_type(get(t, "annotations.readOnlyHint"), json_type_boolean));
+                assert_true(json_object_is_type(get(t, "annotations.destructiveHint"), json_type_boolean));
+                assert_true(json_object_is_type(get(t, "annotations.idempotentHint"), json_type_boolean));
+                assert_true(json_object_is_type(get(t, "annotations.openWorldHint"), json_type_boolean));
+                /* A tool that only reads never destroys. */
+                if (json_object_get_boolean(get(t, "annotations.readOnlyHint")))
+                        assert_false(json_object_get_boolean(get(t, "annotations.destructiveHint")));
+        }
+        assert_string_equal(get_string(tools, "0.inputSchema.properties.language.enum.2"), "bash");
+        assert_int_equal(json_object_get_int(get(tools, "0.inputSchema.properties.timeout.maximum")), 3600);
+        assert_true(json_object_get_boolean(get(tools, "4.annotations.destructiveHint")));
+        assert_string_equal(get_string(tools, "4.inputSchema.required.0"), "sandbox_id");
+}
+
+/* ---- arguments ---- */
+
+static void test_arguments_checked(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        static const struct {
+                const char *tool, *args, *message;
+        } cases[] = {
+                { "run_code", "{\"language\":\"cobol\",\"code\":\"x\"}", "language must be one of the schema's enum" },
+                { "run_code", "{\"language\":\"python\"}", "code is required" },
+                { "run_code", "{\"language\":\"python\",\"code\":null}", "code is required" },
+                { "run_code", "{\"language\":\"python\",\"code\":7}", "code must be a string" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":0}", "timeout must be from 1 to 3600" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":\"5\"}", "timeout must be an integer" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":2.5}", "timeout must be an integer" },
+                { "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"x\",\"env\":[1]}",
+                  "env must be an array of strings" },
+                { "file_delete", "{\"sandbox_id\":\"" SID "\",\"path\":\"x\",\"recursive\":\"yes\"}",
+                  "recursive must be a boolean" },
+                { "sandbox_list", "{\"all\":true}", "unknown argument all" },
+        };
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *want = NULL;
+                json_object *res = tool(s, cases[i].tool, cases[i].args);
+                assert_true(tool_is_error(res));
+                assert_true(asprintf(&want, "Invalid arguments for %s: %s", cases[i].tool, cases[i].message) > 0);
+                assert_string_equal(tool_text(res), want);
+                assert_null(get(res, "structuredContent"));
+        }
+        /* None reached sandboxd. */
+        assert_int_equal(json_object_array_length(calls), 0);
+}
+
+/* ---- the tools against the fake sandboxd ---- */
+
+static void test_run_code(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        json_object *res, *p;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        res = tool(s, "run_code", "{\"language\":\"node\",\"code\":\"console.log(1)\",\"timeout\":9,\"memory_mb\":64}");
+        p = last_call("CreateSandbox");
+        assert_string_equal(get_string(p, "template"), "node");
+        assert_true(json_object_get_boolean(get(p, "options.Ephemeral")));
+        assert_int_equal(json_object_get_int64(get(p, "options.MemoryMax")), 64 << 20);
+        assert_null(get(p, "options.Tenant"));
+        p = last_call("Exec");
+        assert_string_equal(get_string(p, "id"), SID);
+        assert_string_equal(json_object_to_json_string(get(p, "argv")), "[ \"node\", \"-e\", \"console.log(1)\" ]");
+        assert_int_equal(json_object_get_int(get(p, "options.Timeout")), 9);
+        assert_int_equal(json_object_get_int(get(p, "options.OutputMax")), MCP_OUTPUT_MAX);
+
+        /* The fake's result: timed out (a tool error), truncated, stderr not UTF-8. */
+        assert_true(tool_is_error(res));
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.exit_code")), 137);
+        assert_string_equal(get_string(res, "structuredContent.stdout"), "hi\n");
+        assert_string_equal(get_string(res, "structuredContent.stderr"), "\xef\xbf\xbd");
+        assert_true(json_object_get_boolean(get(res, "structuredContent.timed_out")));
+        assert_true(json_object_get_boolean(get(res, "structuredContent.truncated")));
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.stdout_bytes")), 100000);
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.duration_ms")), 2000);
+        assert_string_equal(get_string(res, "content.1.text"),
+                            "Output truncated: stdout 3 of 100000 bytes shown, stderr 1 of 1 bytes shown.");
+        {
+                _cleanup_json_ json_object *text = json_tokener_parse(tool_text(res));
+                assert_true(json_object_equal(text, get(res, "structuredContent")));
+        }
+
+        /* Refused before it ran: the ephemeral sandbox is destroyed, the refusal is the result. */
+        json_object_put(calls);
+        calls = json_object_new_array();
+        res = tool(s, "run_code", "{\"language\":\"bash\",\"code\":\"refused\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "Timeout out of range");
+        assert_string_equal(get_string(calls, "2.method"), IFACE "Destroy");
+        assert_string_equal(get_string(calls, "2.parameters.id"), SID);
+}
+
+static const char hang[] = "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"tools/call\",\"params\":{\"name\":"
+                           "\"run_command\",\"arguments\":{\"sandbox_id\":\"" SID "\",\"command\":\"hang\"}}}";
+
+static void test_error_mapping(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        _cleanup_(mcp_server_unrefp) McpServer *nowhere = NULL;
+        _cleanup_(mcp_session_freep) McpSession *lost = NULL;
+        json_object *res;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        res = tool(s, "sandbox_info", "{\"sandbox_id\":\"ffffffffffffffff\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "NoSuchSandbox: no sandbox has that id");
+        res = tool(s, "file_read", "{\"sandbox_id\":\"" SID "\",\"path\":\"../../etc/shadow\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "ENOENT: ../../etc/shadow");
+        res = tool(s, "templates_list", "{}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "sandboxd refused parameter x (org.varlink.service.InvalidParameter)");
+
+        /* sandboxd not there. */
+        assert_int_equal(mcp_server_new(&nowhere, event, "@sandboxd-test-mcp-nobody-listens"), 0);
+        assert_int_equal(mcp_session_new(nowhere, NULL, &lost), 0);
+        res = tool(lost, "sandbox_list", "{}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "Cannot reach sandboxd at @sandboxd-test-mcp-nobody-listens: Connection "
+                                            "refused (is sandboxd-varlink.socket running?)");
+
+        /* sandboxd gone before it answered. */
+        assert_int_equal(mcp_session_handle(s, hang, strlen(hang), on_send, NULL, NULL), MCP_HANDLE_PENDING);
+        while (!held)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        fake = varlink_server_unref(fake);
+        held = varlink_call_unref(held);
+        while (mcp_session_n_pending(s) > 0)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_string_equal(tool_text(get(last_sent(), "result")), "sandboxd closed the connection before it answered");
+}
+
+static void test_files(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        json_object *res, *p;
+        _cleanup_free_ void *data = NULL;
+        size_t n;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        res = tool(s, "file_write", "{\"sandbox_id\":\"" SID "\",\"path\":\"a/b.txt\",\"content\":\"hello\",\"mode\":384}");
+        assert_false(tool_is_error(res));
+        p = last_call("WriteFile");
+        assert_int_equal(base64_decode(get_string(p, "data"), &data, &n), 0);
+        assert_int_equal(n, 5);
+        assert_memory_equal(data, "hello", 5);
+        assert_true(json_object_get_boolean(get(p, "options.CreateParents")));
+        assert_int_equal(json_object_get_int(get(p, "options.Mode")), 0600);
+        assert_string_equal(json_object_to_json_string(get(res, "structuredContent")),
+                            "{ \"path\": \"a\\/b.txt\", \"bytes\": 5 }");
+
+        res = tool(s, "file_write", "{\"sandbox_id\":\"" SID "\",\"path\":\"x\",\"content\":\"!!\",\"encoding\":\"base64\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "Invalid arguments for file_write: content is not base64");
+
+        res = tool(s, "file_read", "{\"sandbox_id\":\"" SID "\",\"path\":\"t\",\"offset\":3}");
+        assert_string_equal(get_string(res, "structuredContent.content"), "hello");
+        assert_string_equal(get_string(res, "structuredContent.encoding"), "utf-8");
+        p = last_call("ReadFile");
+        assert_int_equal(json_object_get_int(get(p, "offset")), 3);
+        assert_int_equal(json_object_get_int(get(p, "length")), MCP_FILE_READ_MAX + 1);
+        res = tool(s, "file_read", "{\"sandbox_id\":\"" SID "\",\"path\":\"bin\"}");
+        assert_string_equal(get_string(res, "structuredContent.content"), "AAEC");
+        assert_string_equal(get_string(res, "structuredContent.encoding"), "base64");
+
+        res = tool(s, "file_delete", "{\"sandbox_id\":\"" SID "\",\"path\":\"d\",\"recursive\":true}");
+        assert_false(tool_is_error(res));
+        assert_true(json_object_get_boolean(get(last_call("Remove"), "recursive")));
+        res = tool(s, "file_list", "{\"sandbox_id\":\"" SID "\"}");
+        /* The fake answers {}: no entries is a fault of sandboxd's, said as one. */
+        assert_true(tool_is_error(res));
+        assert_string_equal(get_string(last_call("ListFiles"), "path"), ".");
+        assert_int_equal(json_object_get_int(get(last_call("ListFiles"), "depth")), 1);
+}
+
+static void test_tenant(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL, *evil = NULL;
+        json_object *res;
+
+        /* Each request's connection acts for the tenant before anything else. */
+        assert_int_equal(mcp_session_new(mcp, "acme", &s), 0);
+        res = tool(s, "sandbox_create", "{\"template\":\"shell\",\"name\":\"n1\",\"lifetime\":60}");
+        assert_false(tool_is_error(res));
+        assert_string_equal(get_string(calls, "0.method"), IFACE "ActForTenant");
+        assert_string_equal(get_string(calls, "0.parameters.tenant"), "acme");
+        assert_string_equal(get_string(calls, "1.method"), IFACE "CreateSandbox");
+        assert_string_equal(get_string(calls, "1.parameters.options.Name"), "n1");
+        assert_int_equal(json_object_get_int(get(calls, "1.parameters.options.Timeout")), 60);
+        /* The tenant is the connection's: not an option of its own. */
+        assert_null(get(calls, "1.parameters.options.Tenant"));
+        assert_string_equal(get_string(calls, "2.method"), IFACE "GetSandbox");
+        res = tool(s, "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"echo\"}");
+        assert_string_equal(get_string(calls, "3.method"), IFACE "ActForTenant");
+        assert_string_equal(get_string(calls, "4.method"), IFACE "Exec");
+        assert_int_equal(json_object_array_length(calls), 5);
+
+        /* Refused: the tool does nothing. */
+        assert_int_equal(mcp_session_new(mcp, "evil", &evil), 0);
+        res = tool(evil, "sandbox_list", "{}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "AccessDenied: not for you");
+        assert_string_equal(get_string(calls, "5.method"), IFACE "ActForTenant");
+        assert_int_equal(json_object_array_length(calls), 6);
+
+        /* Without a tenant, none. */
+        s = mcp_session_free(s);
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        (void) tool(s, "sandbox_list", "{}");
+        assert_string_equal(get_string(calls, "6.method"), IFACE "ListSandboxes");
+}
+
+static void test_cancel(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        static const char pause_call[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                                         "\"name\":\"sandbox_pause\",\"arguments\":{\"sandbox_id\":\"" SID "\"}}}";
+        static const char cancel_other[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                                           "\"requestId\":\"other\"}}";
+        static const char cancel_h[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                                       "\"requestId\":\"h\"}}";
+        McpRequest *r = NULL;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+
+        /* By the transport (an HTTP client gone). */
+        assert_int_equal(mcp_session_handle(s, hang, strlen(hang), on_send, NULL, &r), MCP_HANDLE_PENDING);
+        assert_non_null(r);
+        while (!held)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        mcp_request_cancel(r);
+        assert_int_equal(mcp_session_n_pending(s), 0);
+        for (int i = 0; i < 5; i++)
+                assert_true(sd_event_run(event, 10 * 1000) >= 0);
+        held = varlink_call_unref(held);
+        assert_int_equal(json_object_array_length(sent), 0);
+
+        /* By the client's notification. */
+        assert_int_equal(mcp_session_handle(s, hang, strlen(hang), on_send, NULL, NULL), MCP_HANDLE_PENDING);
+        assert_int_equal(mcp_session_handle(s, cancel_other, strlen(cancel_other), on_send, NULL, NULL),
+                         MCP_HANDLE_NO_REPLY);
+        assert_int_equal(mcp_session_n_pending(s), 1);
+        assert_int_equal(mcp_session_handle(s, cancel_h, strlen(cancel_h), on_send, NULL, NULL), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(mcp_session_n_pending(s), 0);
+        held = varlink_call_unref(held);
+        assert_int_equal(json_object_array_length(sent), 0);
+
+        /* A session freed with a request pending: the request still answers. */
+        assert_int_equal(mcp_session_handle(s, pause_call, strlen(pause_call), on_send, NULL, NULL), MCP_HANDLE_PENDING);
+        s = mcp_session_free(s);
+        while (json_object_array_length(sent) == 0)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_string_equal(get_string(last_sent(), "result.structuredContent.sandbox.state"), "running");
+        assert_string_equal(get_string(calls, "0.method"), IFACE "Exec");
+        assert_string_equal(get_string(last_call("Pause"), "id"), SID);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_jsonrpc_errors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_version_negotiation, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tools_list_schemas, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_arguments_checked, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run_code, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_error_mapping, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tenant, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
