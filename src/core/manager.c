@@ -101,6 +101,10 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = systemd_client_new(bus, &m->systemd);
         if (r < 0)
                 goto fail;
+        /* Connected once a sandbox with EgressAllow= is ready (sandboxd-egress(8)). */
+        r = egress_client_new(m, SANDBOX_EGRESS_SOCKET, &m->egress);
+        if (r < 0)
+                goto fail;
 
         if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
                 r = -ENOMEM;
@@ -166,6 +170,7 @@ Manager *manager_free(Manager *m) {
         }
         systemd_client_free(m->systemd);
         m->systemd = NULL;
+        m->egress = egress_client_free(m->egress);
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
         free(m->docker_seccomp_profile);
@@ -521,7 +526,8 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 
 /* A running pooled sandbox of t, if the request takes the template's defaults. */
 static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
-        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max)
+        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max ||
+            c->egress_allow_set || c->egress_deny_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->sandboxes; s; s = s->next)
                 if (s->pooled && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
@@ -535,6 +541,8 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
         int r;
 
         r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        if (r >= 0)
+                r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
         if (r < 0)
                 return r;
         r = sandbox_new(m, t, config, owner, &s);

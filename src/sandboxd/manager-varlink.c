@@ -263,17 +263,6 @@ static void list_executions_args_free(void *userdata) {
         free(l);
 }
 
-static json_object *strv_to_json(char **l) {
-        _cleanup_json_ json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        for (char **i = l; i && *i; i++)
-                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
-                        return NULL;
-        return TAKE_PTR(a);
-}
-
 static json_object *execution_to_json(const ExecutionRecord *e) {
         _cleanup_json_ json_object *o = json_object_new_object();
 

@@ -18,3 +18,21 @@ int json_add(json_object *o, const char *key, json_object *v) {
         }
         return 0;
 }
+
+json_object *strv_to_json(char * const *l) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (char * const *i = l; i && *i; i++) {
+                json_object *s = json_object_new_string(*i);
+
+                if (!s)
+                        return NULL;
+                if (json_object_array_add(a, s) < 0) {
+                        json_object_put(s);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(a);
+}

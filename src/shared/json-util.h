@@ -12,3 +12,6 @@ void json_object_putp(json_object **j);
  * cases, and turns a NULL v (a failed json_object_new_*()) into -ENOMEM rather than a
  * JSON null, so that callers can nest the constructors. */
 int json_add(json_object *o, const char *key, json_object *v);
+
+/* A JSON array of the strings of l (NULL: an empty array); NULL on OOM. */
+json_object *strv_to_json(char * const *l);
