@@ -85,6 +85,15 @@ int egress_host_normalize(const char *in, char out[static EGRESS_HOST_MAX + 1]) 
         return 0;
 }
 
+/* A name whose last label is a number (or hex, as inet_aton() reads "0x7f") is an address
+ * to a URL parser (WHATWG) and to libc: never a host name here. */
+static bool name_is_numeric(const char *s) {
+        const char *last = strrchr(s, '.');
+
+        last = last ? last + 1 : s;
+        return strspn(last, "0123456789") == strlen(last) || startswith_str(last, "0x");
+}
+
 int egress_address_parse(const char *s, EgressAddress *ret) {
         EgressAddress a = {};
 
@@ -282,8 +291,7 @@ int egress_rule_parse(const char *s, bool deny, EgressRule *ret) {
                                 if (egress_host_normalize(name, r.name) < 0)
                                         return -EINVAL;
                                 /* "*.com" is fine by this; a name must not look like an address. */
-                                EgressAddress dummy;
-                                if (egress_address_parse(r.name, &dummy) >= 0)
+                                if (name_is_numeric(r.name))
                                         return -EINVAL;
                         }
                 }
@@ -410,7 +418,7 @@ int egress_target_parse(const char *authority, char host[static EGRESS_HOST_MAX 
         if (egress_host_normalize(buf, host) < 0)
                 return -EINVAL;
         /* "010.1" and friends that inet_aton() would read as addresses: not names either. */
-        if (strspn(host, "0123456789.") == strlen(host) || startswith_str(host, "0x"))
+        if (name_is_numeric(host) || startswith_str(host, "0x"))
                 return -EINVAL;
         *ret_is_address = false;
         return 0;
