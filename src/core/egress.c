@@ -79,6 +79,22 @@ static json_object *build_remove(const char *id) {
         return o;
 }
 
+/* One message: 0 sent, 1 not now (the socket is full, or no memory for the message: tried
+ * again when it is writable), -1 the connection is gone (a retry is scheduled). */
+static int egress_client_send(EgressClient *c, json_object *o, int *fds, size_t n_fds) {
+        int r;
+
+        r = o ? agent_send(c->fd, o, fds, n_fds) : -ENOMEM;
+        if (r == -EAGAIN || r == -ENOMEM)
+                return 1;
+        if (r < 0) {
+                egress_client_disconnect(c);
+                egress_client_schedule_retry(c);
+                return -1;
+        }
+        return 0;
+}
+
 /* Sends what waits, as far as the socket takes it. */
 static void egress_client_flush(EgressClient *c) {
         bool blocked = false;
@@ -89,15 +105,12 @@ static void egress_client_flush(EgressClient *c) {
         while (!strv_isempty(c->removals)) {
                 _cleanup_json_ json_object *o = build_remove(c->removals[0]);
 
-                r = o ? agent_send(c->fd, o, NULL, 0) : -ENOMEM;
-                if (r == -EAGAIN) {
+                r = egress_client_send(c, o, NULL, 0);
+                if (r < 0)
+                        return;
+                if (r > 0) {
                         blocked = true;
                         break;
-                }
-                if (r < 0 && r != -ENOMEM) {
-                        egress_client_disconnect(c);
-                        egress_client_schedule_retry(c);
-                        return;
                 }
                 free(c->removals[0]);
                 memmove(c->removals, c->removals + 1, strv_length(c->removals) * sizeof(char *));
@@ -106,15 +119,12 @@ static void egress_client_flush(EgressClient *c) {
                 if (!s->egress_pending || s->egress_fd < 0)
                         continue;
                 _cleanup_json_ json_object *o = build_add(s);
-                r = o ? agent_send(c->fd, o, &s->egress_fd, 1) : -ENOMEM;
-                if (r == -EAGAIN) {
+                r = egress_client_send(c, o, &s->egress_fd, 1);
+                if (r < 0)
+                        return;
+                if (r > 0) {
                         blocked = true;
                         break;
-                }
-                if (r < 0 && r != -ENOMEM) {
-                        egress_client_disconnect(c);
-                        egress_client_schedule_retry(c);
-                        return;
                 }
                 s->egress_pending = false;
                 log_sandbox(s, LOG_INFO, 0, "Sandbox %s: its egress proxy is handed to sandboxd-egress.", s->id);

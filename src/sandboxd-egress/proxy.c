@@ -27,6 +27,7 @@
 #include <systemd/sd-journal.h>
 
 #include "egress.h"
+#include "list.h"
 
 typedef enum ConnState {
         CONN_HEAD,
@@ -84,12 +85,7 @@ static void conn_free(Conn *c) {
         safe_close(c->server_fd);
         free(c->up.data);
         free(c->down.data);
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                b->conns = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
+        LIST_REMOVE(b->conns, c);
         b->n_conns--;
         b->egress->n_conns--;
         free(c);
@@ -512,10 +508,7 @@ int box_accept(Box *b) {
                 return -ENOMEM;
         }
         *c = (Conn) { .box = b, .client_fd = fd, .server_fd = -EBADF, .state = CONN_HEAD };
-        c->next = b->conns;
-        if (b->conns)
-                b->conns->prev = c;
-        b->conns = c;
+        LIST_PREPEND(b->conns, c);
         b->n_conns++;
         e->n_conns++;
 

@@ -33,6 +33,7 @@
 #include "agent-protocol.h"
 #include "egress.h"
 #include "json-util.h"
+#include "list.h"
 #include "strv.h"
 
 #define CONTROLS_MAX 8U
@@ -66,12 +67,7 @@ static void box_free(Box *b) {
         box_close_conns(b);
         safe_close(b->listen_fd);
         egress_policy_done(&b->policy);
-        if (b->prev)
-                b->prev->next = b->next;
-        else
-                e->boxes = b->next;
-        if (b->next)
-                b->next->prev = b->prev;
+        LIST_REMOVE(e->boxes, b);
         free(b);
 }
 
@@ -154,10 +150,7 @@ static int handle_add(Egress *e, json_object *msg, int fd) {
                 }
                 *b = (Box) { .egress = e, .policy = policy, .listen_fd = -EBADF };
                 strcpy(b->id, id);
-                b->next = e->boxes;
-                if (e->boxes)
-                        e->boxes->prev = b;
-                e->boxes = b;
+                LIST_PREPEND(e->boxes, b);
         }
         if (!b->accept_source) {
                 r = sd_event_add_io(e->event, &b->accept_source, lfd, EPOLLIN, on_accept, b);
@@ -204,12 +197,7 @@ static void control_free(Control *ctl) {
 
         sd_event_source_disable_unref(ctl->source);
         safe_close(ctl->fd);
-        if (ctl->prev)
-                ctl->prev->next = ctl->next;
-        else
-                e->controls = ctl->next;
-        if (ctl->next)
-                ctl->next->prev = ctl->prev;
+        LIST_REMOVE(e->controls, ctl);
         free(ctl);
 }
 
@@ -284,10 +272,7 @@ static int on_control_connect(sd_event_source *s, int fd, uint32_t revents, void
                 free(ctl);
                 return 0;
         }
-        ctl->next = e->controls;
-        if (e->controls)
-                e->controls->prev = ctl;
-        e->controls = ctl;
+        LIST_PREPEND(e->controls, ctl);
         return 0;
 }
 
