@@ -109,14 +109,19 @@ static void conn_reply(Conn *c, const char *status, const char *text) {
                 (void) send(c->client_fd, buf, MIN((size_t) n, sizeof(buf) - 1), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* Logs the refusal and ends the connection; before the tunnel is up (status given) the
+ * client gets an HTTP answer that says why, after it (status NULL: it expects TLS) the
+ * connection is just closed. */
 static void conn_deny(Conn *c, const char *status, const char *reason) {
         char text[512];
 
         c->box->n_denied++;
         egress_log_verdict(c->box, c->host[0] ? c->host : "-", c->port, "deny", reason);
-        snprintf(text, sizeof(text), "sandboxd-egress: %s:%u: %s (the sandbox's EgressAllow=/EgressDeny=).\n",
-                 c->host[0] ? c->host : "-", (unsigned) c->port, reason);
-        conn_reply(c, status, text);
+        if (status) {
+                snprintf(text, sizeof(text), "sandboxd-egress: %s:%u: %s (the sandbox's EgressAllow=/EgressDeny=).\n",
+                         c->host[0] ? c->host : "-", (unsigned) c->port, reason);
+                conn_reply(c, status, text);
+        }
         conn_free(c);
 }
 
@@ -203,24 +208,24 @@ static void conn_check_hello(Conn *c) {
         r = egress_client_hello_sni(c->up.data, c->up.end, sni);
         if (r == 0) {
                 if (c->up.eof || c->up.end >= EGRESS_HELLO_MAX) {
-                        conn_deny(c, "400 Bad Request", "the connection ended before a TLS ClientHello");
+                        conn_deny(c, NULL, "the connection ended before a TLS ClientHello");
                         return;
                 }
                 return; /* the client source still waits for EPOLLIN */
         }
         if (r == -ENOENT && !c->literal) {
-                conn_deny(c, "400 Bad Request", "the TLS ClientHello names no server (SNI)");
+                conn_deny(c, NULL, "the TLS ClientHello names no server (SNI)");
                 return;
         }
         if (r < 0 && r != -ENOENT) {
-                conn_deny(c, "400 Bad Request", "not a TLS ClientHello this proxy accepts");
+                conn_deny(c, NULL, "not a TLS ClientHello this proxy accepts");
                 return;
         }
         if (r > 0 && !streq(sni, c->host)) {
                 char reason[EGRESS_HOST_MAX + 64];
 
                 snprintf(reason, sizeof(reason), "TLS server name %s is not the CONNECT host", sni);
-                conn_deny(c, "400 Bad Request", reason);
+                conn_deny(c, NULL, reason);
                 return;
         }
 
@@ -473,7 +478,7 @@ static int on_conn_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
                 conn_deny(c, "504 Gateway Timeout", "cannot connect: timed out");
                 break;
         case CONN_HELLO:
-                conn_deny(c, "400 Bad Request", "no TLS ClientHello in time");
+                conn_deny(c, NULL, "no TLS ClientHello in time");
                 break;
         default:
                 conn_free(c);

@@ -396,6 +396,22 @@ class Egress(harness.SandboxTestCase):
         # the name passed the allowlist in its A-label form.
         self.assert_journal(sid, since, 'xn--bcher-kva.allowed.test', 'deny', 'private address')
 
+    def test_docker_payload(self):
+        """A Docker sandbox gets the same: its agent binds the listener in the container."""
+        if S.docker_unavailable:
+            if harness.ci():
+                self.fail(f'Docker is not available in the test system: {S.docker_unavailable}')
+            self.skipTest(f'Docker is not available: {S.docker_unavailable}')
+        since = time.time()
+        sid = self.create('--allow-host=allowed.test', template=harness.DOCKER_TEMPLATE)
+        cp = self.ok(self.exec(sid, 'sh', '-c',
+                               NETDEVS + '; echo "$HTTPS_PROXY"; '
+                               'printf "CONNECT other.test:443 HTTP/1.1\\r\\n\\r\\n" | nc 127.0.0.1 3128'))
+        lines = cp.stdout.splitlines()
+        self.assertEqual(lines[:2], ['lo', 'http://127.0.0.1:3128'], cp.stdout)
+        self.assertIn('HTTP/1.1 403 Forbidden', cp.stdout)
+        self.assert_journal(sid, since, 'other.test', 'deny', 'not in EgressAllow')
+
     def test_abuse(self):
         """Many connections, slow headers and a 1 MB header line in one sandbox: memory
         stays bounded, and another sandbox's traffic flows meanwhile."""
