@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -132,11 +133,24 @@ static void egress_client_flush(EgressClient *c) {
         (void) sd_event_source_set_io_events(c->io, EPOLLIN | (blocked ? EPOLLOUT : 0));
 }
 
+static void log_usage(json_object *msg) {
+        int64_t up, down, allowed, denied;
+        const char *type, *id;
+
+        if (agent_get_string(msg, "type", &type) < 0 || !streq(type, "usage") ||
+            agent_get_string(msg, "sandbox", &id) < 0 || !sandbox_id_is_valid(id) ||
+            agent_get_int64(msg, "bytes_up", &up) < 0 || agent_get_int64(msg, "bytes_down", &down) < 0 ||
+            agent_get_int64(msg, "allowed", &allowed) < 0 || agent_get_int64(msg, "denied", &denied) < 0)
+                return;
+        log_internal(LOG_INFO, 0, id, "Sandbox %s sent %" PRIi64 " bytes through the egress proxy and received %"
+                     PRIi64 "; %" PRIi64 " connections allowed, %" PRIi64 " denied.", id, up, down, allowed, denied);
+}
+
 static int on_egress_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         EgressClient *c = userdata;
 
         if (revents & EPOLLIN) {
-                /* "usage" reports; what they say is in the proxy's journal entries. */
+                /* "usage": what a sandbox that ended sent and received through the proxy. */
                 for (unsigned n = 0; n < 64; n++) {
                         _cleanup_json_ json_object *msg = NULL;
                         size_t n_fds = 0;
@@ -146,6 +160,10 @@ static int on_egress_io(sd_event_source *source, int fd, uint32_t revents, void 
                                 break;
                         if (r == -EBADMSG)
                                 continue;
+                        if (r >= 0) {
+                                log_usage(msg);
+                                continue;
+                        }
                         if (r < 0) {
                                 log_warning("sandboxd-egress closed its connection; connecting again.");
                                 egress_client_disconnect(c);

@@ -451,12 +451,12 @@ static int egress_listen(void) {
                 .sin_port = htons(AGENT_EGRESS_PORT),
                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
         };
-        int fd, one = 1;
+        int fd;
 
+        /* No SO_REUSEADDR or SO_REUSEPORT: nothing else can bind the port beside it. */
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 die("egress socket", errno);
-        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 die("egress bind 127.0.0.1:3128", errno);
         if (listen(fd, SOMAXCONN) < 0)

@@ -369,5 +369,6 @@ int main(int argc, char *argv[]) {
         sd_event_source_disable_unref(e.control_listen_source);
         safe_close(e.control_listen_fd);
         resolver_free(e.resolver);
+        ares_library_cleanup();
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

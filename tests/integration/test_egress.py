@@ -350,6 +350,25 @@ class Egress(harness.SandboxTestCase):
         cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'allowed.test'))
         self.assertEqual(cp.stdout.splitlines()[-1], 'handshake')
 
+    def test_usage_reported(self):
+        """When the sandbox ends, what it moved through the proxy is in sandboxd's journal."""
+        sid = self.egress_sandbox('--allow-host=allowed.test', f'--allow-host={NET}.0/24')
+        cp = self.ok(self.curl(sid, 'https://allowed.test/big?n=300000', '-o', '/dev/null', '-w', '%{size_download}'))
+        self.assertEqual(cp.stdout, '300000')
+        self.ok(self.ctl('destroy', sid))
+        deadline = time.monotonic() + 15
+        while True:
+            cp = S.run(['journalctl', '--no-pager', '-o', 'cat', '-u', 'sandboxd.service', f'SANDBOX_ID={sid}'])
+            m = re.search(r'sent (\d+) bytes through the egress proxy and received (\d+); (\d+) connections allowed',
+                          cp.stdout)
+            if m or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        self.assertIsNotNone(m, cp.stdout)
+        self.assertGreater(int(m.group(1)), 0)
+        self.assertGreater(int(m.group(2)), 300000)
+        self.assertEqual(int(m.group(3)), 1)
+
     def test_private_address_needs_a_range(self):
         """A name that resolves to a private address is refused unless a range names it."""
         since = time.time()
