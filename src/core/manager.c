@@ -743,6 +743,16 @@ static int manager_stop_orphans(Manager *m) {
         return r;
 }
 
+/* The stored descriptor named name, taken (its name blanked), or -EBADF. */
+static int take_stored_fd(char **names, int n_fds, const char *name) {
+        for (int i = 0; i < n_fds; i++)
+                if (names && names[i] && streq(names[i], name)) {
+                        names[i][0] = 0;
+                        return SD_LISTEN_FDS_START + i;
+                }
+        return -EBADF;
+}
+
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -783,12 +793,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         break;
                 }
                 snprintf(fdname, sizeof(fdname), "ctl-%s", st.id);
-                for (int i = 0; i < n_fds; i++)
-                        if (names && names[i] && streq(names[i], fdname) && fd < 0) {
-                                fd = SD_LISTEN_FDS_START + i;
-                                free(names[i]);
-                                names[i] = strdup(""); /* taken */
-                        }
+                fd = take_stored_fd(names, n_fds, fdname);
 
                 if (fd < 0)
                         why = strdup("its control socket was not kept (sandboxd not run by systemd?)");
@@ -801,6 +806,14 @@ int manager_adopt_sandboxes(Manager *m) {
                 else {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
                         if (r >= 0) {
+                                char egr[64];
+
+                                /* Its proxy, to be given to sandboxd-egress again (which may
+                                 * have restarted too; if not, it takes the same socket). */
+                                snprintf(egr, sizeof(egr), "egr-%s", st.id);
+                                s->egress_fd = take_stored_fd(names, n_fds, egr);
+                                if (s->egress_fd >= 0 && sandbox_config_has_egress(&s->config))
+                                        egress_client_add(m->egress, s);
                                 adopted++;
                                 sandbox_persist_done(&st);
                                 continue;
@@ -813,6 +826,8 @@ int manager_adopt_sandboxes(Manager *m) {
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
                 (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
+                snprintf(fdname, sizeof(fdname), "egr-%s", st.id);   /* if it had one */
+                manager_forget_fd(fdname);
                 sandbox_persist_done(&st);
         }
         if (d)
@@ -821,7 +836,7 @@ int manager_adopt_sandboxes(Manager *m) {
         /* Stored descriptors of ours nothing claimed. Others (the varlink socket unit's)
          * are the daemon's. */
         for (int i = 0; i < n_fds; i++)
-                if (names && names[i] && startswith_str(names[i], "ctl-")) {
+                if (names && names[i] && (startswith_str(names[i], "ctl-") || startswith_str(names[i], "egr-"))) {
                         safe_close(SD_LISTEN_FDS_START + i);
                         manager_forget_fd(names[i]);
                 }

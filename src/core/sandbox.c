@@ -117,6 +117,15 @@ static void sandbox_store_fd(Sandbox *s, bool store) {
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to %s the control socket of %s in systemd's fd store: %m",
                             store ? "keep" : "drop", s->id);
+        /* The egress proxy's listener too: a restarted sandboxd gives it to a restarted
+         * sandboxd-egress again. */
+        if (!sandbox_config_has_egress(&s->config) || (store && s->egress_fd < 0))
+                return;
+        snprintf(msg, sizeof(msg), "%s\nFDNAME=egr-%s", store ? "FDSTORE=1" : "FDSTOREREMOVE=1", s->id);
+        r = store ? sd_pid_notify_with_fds(0, false, msg, &s->egress_fd, 1) : sd_notify(false, msg);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to %s the egress listener of %s in systemd's fd store: %m",
+                            store ? "keep" : "drop", s->id);
 }
 
 static int sandbox_pick_host_uid(Manager *m, uid_t *ret) {

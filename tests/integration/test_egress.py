@@ -369,6 +369,40 @@ class Egress(harness.SandboxTestCase):
         self.assertGreater(int(m.group(2)), 300000)
         self.assertEqual(int(m.group(3)), 1)
 
+    def curl_until_it_works(self, sid, what):
+        deadline = time.monotonic() + 20
+        while True:
+            cp = self.curl(sid, 'https://allowed.test/')
+            if cp.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        self.assertEqual((cp.returncode, cp.stdout), (0, BODY), f'{what}: {cp.stderr}')
+
+    def test_restarts(self):
+        """The proxy restarted: sandboxd gives it every sandbox again. sandboxd restarted:
+        it adopts the sandbox with its listener (from systemd's fd store), so a proxy that
+        restarts after that gets it too."""
+        sid = self.egress_sandbox('--allow-host=allowed.test', f'--allow-host={NET}.0/24')
+        self.curl_until_it_works(sid, 'at first')
+        self.ok(S.systemctl('restart', 'sandboxd-egress.service', timeout=60))
+        self.curl_until_it_works(sid, 'after sandboxd-egress restarted')
+
+        pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+        self.ok(S.systemctl('restart', 'sandboxd.service', timeout=90))
+        deadline = time.monotonic() + 30
+        while S.show('sandboxd.service', 'MainPID')['MainPID'] in ('0', pid) or \
+                S.busctl('call', 'io.sandboxd.Sandbox1', '/io/sandboxd/Sandbox1', 'org.freedesktop.DBus.Peer',
+                         'Ping').returncode != 0:
+            self.assertLess(time.monotonic(), deadline, 'sandboxd did not come back')
+            time.sleep(0.1)
+        self.curl_until_it_works(sid, 'after sandboxd restarted')
+        self.ok(S.systemctl('restart', 'sandboxd-egress.service', timeout=60))
+        self.curl_until_it_works(sid, 'after sandboxd, then sandboxd-egress restarted')
+        # A sandbox without the option has still nothing.
+        other = self.create()
+        cp = self.exec(other, 'curl', '-sS', '--max-time', '5', '-x', 'http://127.0.0.1:3128', 'https://allowed.test/')
+        self.assertNotEqual(cp.returncode, 0)
+
     def test_private_address_needs_a_range(self):
         """A name that resolves to a private address is refused unless a range names it."""
         since = time.time()
