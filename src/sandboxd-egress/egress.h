@@ -8,6 +8,7 @@
  * resolving (c-ares), connecting, checking the ClientHello, relaying. Nothing it does for
  * one connection waits for another. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -52,6 +53,7 @@ struct Egress {
         struct Control *controls;
         Box *boxes;
         unsigned n_conns;
+        bool accept_paused;     /* some sandbox stopped accepting at EGRESS_CONNS_MAX */
 };
 
 /* resolver.c: c-ares on the loop. The callback gets the addresses (may be empty) or an

@@ -52,6 +52,7 @@ struct Conn {
         Lookup *lookup;
         char head[EGRESS_REQUEST_MAX];
         size_t head_len;
+        size_t head_end;        /* after the blank line; what follows is the client's early TLS */
         char host[EGRESS_HOST_MAX + 1];
         uint16_t port;
         bool literal;
@@ -253,6 +254,12 @@ static void conn_connected(Conn *c) {
         source_set_events(c->server_source, 0);
         source_set_events(c->client_source, EPOLLIN);
         (void) conn_set_timeout(c, EGRESS_HEAD_TIMEOUT_USEC);
+        /* A client that did not wait for our 200 sent its hello behind the request. */
+        if (c->head_len > c->head_end) {
+                c->up.end = c->head_len - c->head_end;
+                memcpy(c->up.data, c->head + c->head_end, c->up.end);
+                conn_check_hello(c);
+        }
 }
 
 static int on_server(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -364,9 +371,12 @@ static void conn_handle_head(Conn *c) {
         const char *why;
         int r;
 
+        char *blank = memmem(c->head, c->head_len, "\r\n\r\n", 4);
+
         line_end = memmem(c->head, c->head_len, "\r\n", 2);
-        if (!line_end || !memmem(c->head, c->head_len, "\r\n\r\n", 4))
+        if (!line_end || !blank)
                 return; /* not all there yet */
+        c->head_end = (size_t) (blank - c->head) + 4;
         *line_end = 0;
         sp1 = strchr(c->head, ' ');
         sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
@@ -486,9 +496,22 @@ static int on_conn_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void box_resume_accept(Box *b) {
+static void box_resume_one(Box *b) {
         if (b->accept_source && b->n_conns < EGRESS_BOX_CONNS_MAX && b->egress->n_conns < EGRESS_CONNS_MAX)
                 (void) sd_event_source_set_enabled(b->accept_source, SD_EVENT_ON);
+}
+
+void box_resume_accept(Box *b) {
+        Egress *e = b->egress;
+
+        /* Below the bound of all sandboxes again: every sandbox paused by it goes on. */
+        if (e->accept_paused && e->n_conns < EGRESS_CONNS_MAX) {
+                e->accept_paused = false;
+                for (Box *i = e->boxes; i; i = i->next)
+                        box_resume_one(i);
+                return;
+        }
+        box_resume_one(b);
 }
 
 /* Takes one connection off the sandbox's listening socket. 1 if it took one, 0 if none
@@ -500,6 +523,8 @@ int box_accept(Box *b) {
         int fd, r;
 
         if (b->n_conns >= EGRESS_BOX_CONNS_MAX || e->n_conns >= EGRESS_CONNS_MAX) {
+                if (e->n_conns >= EGRESS_CONNS_MAX)
+                        e->accept_paused = true;
                 (void) sd_event_source_set_enabled(b->accept_source, SD_EVENT_OFF);
                 return 0;
         }

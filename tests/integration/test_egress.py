@@ -65,7 +65,17 @@ srv.serve_forever()
 SNI_CLIENT = r'''
 import socket, ssl, sys
 s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+early = b""
+if sys.argv[1] == "early":
+    # The ClientHello right behind the request, before the proxy's 200.
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ssl.create_default_context(cafile="/work/ca.pem").wrap_bio(inc, out, server_hostname="allowed.test")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    early = out.read()
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n" + early)
 head = b""
 while b"\r\n\r\n" not in head:
     chunk = s.recv(1)
@@ -73,6 +83,9 @@ while b"\r\n\r\n" not in head:
         break
     head += chunk
 print(head.split(b"\r\n")[0].decode())
+if sys.argv[1] == "early":
+    print("server record", s.recv(1)[:1].hex())   # 16: the ServerHello's handshake record
+    sys.exit(0)
 if sys.argv[1] == "garbage":
     s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n" + b"\0" * 600)
     print("closed" if s.recv(100) == b"" else "answered")
@@ -346,6 +359,8 @@ class Egress(harness.SandboxTestCase):
         cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'garbage'))
         self.assertEqual(cp.stdout.splitlines(), ['HTTP/1.1 200 Connection established', 'closed'])
         self.assert_journal(sid, since, 'allowed.test', 'deny', 'not a TLS ClientHello')
+        cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'early'))
+        self.assertEqual(cp.stdout.splitlines(), ['HTTP/1.1 200 Connection established', 'server record 16'])
         # And the right name still works on the same proxy.
         cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'allowed.test'))
         self.assertEqual(cp.stdout.splitlines()[-1], 'handshake')
