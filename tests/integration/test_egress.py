@@ -312,6 +312,11 @@ class Egress(harness.SandboxTestCase):
                                   '--allow-host=*.wild.test', '--allow-host=loop.test', '--allow-host=meta.test',
                                   f'--allow-host={NET}.0/24', '--deny-host=denied.test')
 
+        # The rules, as the sandbox keeps them.
+        self.assertEqual(self.bus_property(sid, 'EgressAllow'),
+                         ['allowed.test', 'denied.test', '*.wild.test', 'loop.test', 'meta.test', f'{NET}.0/24'])
+        self.assertEqual(self.bus_property(sid, 'EgressDeny'), ['denied.test'])
+
         # Only lo, and the proxy in the environment.
         cp = self.ok(self.exec(sid, 'sh', '-c', NETDEVS + '; echo "$HTTPS_PROXY $http_proxy $NO_PROXY"'))
         self.assertEqual(cp.stdout, 'lo\nhttp://127.0.0.1:3128 http://127.0.0.1:3128 localhost,127.0.0.1,::1\n')
@@ -456,6 +461,10 @@ class Egress(harness.SandboxTestCase):
         self.assertIsNone(error, params)
         sid = replies[0]['id']
         self.addCleanup(self.destroy_quietly, S, sid)
+        replies, error, params = S.varlink_call('GetSandbox', {'id': sid})
+        self.assertIsNone(error, params)
+        self.assertEqual(replies[0]['sandbox']['egressAllow'], ['xn--bcher-kva.allowed.test', 'allowed.test'])
+        self.assertEqual(replies[0]['sandbox']['egressDeny'], [])
         since = time.time()
         cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', '-o', '/dev/null', '-w', '%{http_code}',
                        'https://xn--bcher-kva.allowed.test/')

@@ -468,7 +468,8 @@ class Streaming(Base):
 SANDBOX_FIELDS = {'Id': 'id', 'Template': 'template', 'Owner': 'owner', 'State': 'state', 'Unit': 'unit',
                   'CreatedAt': 'createdAt', 'MemoryMax': 'memoryMax', 'CPUQuotaPerSecUSec': 'cpuQuotaPerSecUSec',
                   'TasksMax': 'tasksMax', 'DiskMax': 'diskMax', 'Timeout': 'timeout', 'IdleTimeout': 'idleTimeout',
-                  'Deadline': 'deadline', 'Ephemeral': 'ephemeral', 'Name': 'name', 'Tenant': 'tenant'}
+                  'Deadline': 'deadline', 'Ephemeral': 'ephemeral', 'Name': 'name', 'Tenant': 'tenant',
+                  'EgressAllow': 'egressAllow', 'EgressDeny': 'egressDeny'}
 INFO_FIELDS = {'TimedOut': 'timedOut', 'OOMKilled': 'oomKilled', 'Signal': 'signal', 'ExitCode': 'exitCode',
                'DurationUSec': 'durationUSec', 'CPUUSec': 'cpuUSec', 'MaxRSSBytes': 'maxRSSBytes',
                'Truncated': 'truncated', 'StdoutBytes': 'stdoutBytes', 'StderrBytes': 'stderrBytes'}
