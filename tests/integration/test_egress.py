@@ -527,6 +527,8 @@ class Egress(harness.SandboxTestCase):
             self.assertLess(time.monotonic() - t0, 15)
             self.assert_exec_works(quiet, 'while another sandbox floods the proxy')
             mem = int(S.show('sandboxd-egress.service', 'MemoryCurrent')['MemoryCurrent'])
+            harness.log(f'sandboxd-egress under abuse: {mem} bytes (MemoryCurrent); the other sandbox\'s '
+                        f'request took {time.monotonic() - t0:.2f} s')
             self.assertLess(mem, 256 * 1024 * 1024, f'sandboxd-egress uses {mem} bytes')
             out, err = proc.communicate(timeout=60)
             self.assertIn('done', out, err)
