@@ -101,6 +101,10 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = systemd_client_new(bus, &m->systemd);
         if (r < 0)
                 goto fail;
+        /* Connected once a sandbox with EgressAllow= is ready (sandboxd-egress(8)). */
+        r = egress_client_new(m, SANDBOX_EGRESS_SOCKET, &m->egress);
+        if (r < 0)
+                goto fail;
 
         if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
                 r = -ENOMEM;
@@ -166,6 +170,7 @@ Manager *manager_free(Manager *m) {
         }
         systemd_client_free(m->systemd);
         m->systemd = NULL;
+        m->egress = egress_client_free(m->egress);
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
         free(m->docker_seccomp_profile);
@@ -590,7 +595,8 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 
 /* A running pooled sandbox of t, if the request takes the template's defaults. */
 static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
-        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max)
+        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max ||
+            c->egress_allow_set || c->egress_deny_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
                 if (s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
@@ -604,6 +610,8 @@ static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *c
         int r;
 
         r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        if (r >= 0)
+                r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
         if (r < 0)
                 return r;
         r = sandbox_new(m, t, config, owner, &s);
@@ -806,6 +814,16 @@ static int manager_stop_orphans(Manager *m) {
         return r;
 }
 
+/* The stored descriptor named name, taken (its name blanked), or -EBADF. */
+static int take_stored_fd(char **names, int n_fds, const char *name) {
+        for (int i = 0; i < n_fds; i++)
+                if (names && names[i] && streq(names[i], name)) {
+                        names[i][0] = 0;
+                        return SD_LISTEN_FDS_START + i;
+                }
+        return -EBADF;
+}
+
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -846,12 +864,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         break;
                 }
                 snprintf(fdname, sizeof(fdname), "ctl-%s", st.id);
-                for (int i = 0; i < n_fds; i++)
-                        if (names && names[i] && streq(names[i], fdname) && fd < 0) {
-                                fd = SD_LISTEN_FDS_START + i;
-                                free(names[i]);
-                                names[i] = strdup(""); /* taken */
-                        }
+                fd = take_stored_fd(names, n_fds, fdname);
 
                 if (fd < 0)
                         why = strdup(st.config.ephemeral && !st.pooled ?
@@ -866,6 +879,14 @@ int manager_adopt_sandboxes(Manager *m) {
                 else {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
                         if (r >= 0) {
+                                char egr[64];
+
+                                /* Its proxy, to be given to sandboxd-egress again (which may
+                                 * have restarted too; if not, it takes the same socket). */
+                                snprintf(egr, sizeof(egr), "egr-%s", st.id);
+                                s->egress_fd = take_stored_fd(names, n_fds, egr);
+                                if (s->egress_fd >= 0 && sandbox_config_has_egress(&s->config))
+                                        egress_client_add(m->egress, s);
                                 adopted++;
                                 sandbox_persist_done(&st);
                                 continue;
@@ -878,6 +899,8 @@ int manager_adopt_sandboxes(Manager *m) {
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
                 (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
+                snprintf(fdname, sizeof(fdname), "egr-%s", st.id);   /* if it had one */
+                manager_forget_fd(fdname);
                 sandbox_persist_done(&st);
         }
         if (d)
@@ -886,7 +909,7 @@ int manager_adopt_sandboxes(Manager *m) {
         /* Stored descriptors of ours nothing claimed. Others (the varlink socket unit's)
          * are the daemon's. */
         for (int i = 0; i < n_fds; i++)
-                if (names && names[i] && startswith_str(names[i], "ctl-")) {
+                if (names && names[i] && (startswith_str(names[i], "ctl-") || startswith_str(names[i], "egr-"))) {
                         safe_close(SD_LISTEN_FDS_START + i);
                         manager_forget_fd(names[i]);
                 }

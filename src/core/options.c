@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "agent-protocol.h"
+#include "egress-policy.h"
 #include "options.h"
 #include "sandbox.h"
 #include "sandbox-errors.h"
@@ -69,6 +70,8 @@ static const OptionSpec sandbox_options[] = {
         { "Name",               OPTION_STRING },
         { "ReuseExisting",      OPTION_BOOL   },
         { "Tenant",             OPTION_STRING },
+        { "EgressAllow",        OPTION_STRV   },
+        { "EgressDeny",         OPTION_STRV   },
         {}
 };
 
@@ -223,6 +226,69 @@ int sandbox_tenant_check(const char *s, SandboxError *error) {
         return set_label(buf, "Tenant", s, sandbox_tenant_is_valid, error);
 }
 
+/* Every rule checked (egress_rule_parse()) and stored in its canonical form, a line each. */
+static int set_egress(char dest[static SANDBOX_EGRESS_TEXT_MAX], const char *name, char * const *l, bool deny,
+                      SandboxError *error) {
+        char text[SANDBOX_EGRESS_TEXT_MAX] = "", rule[EGRESS_RULE_MAX + 8];
+        size_t n = 0, len = 0;
+
+        for (char * const *i = l; i && *i; i++, n++) {
+                EgressRule r;
+                size_t k;
+
+                if (n >= EGRESS_RULES_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "%s: at most %u rules.", name,
+                                                 EGRESS_RULES_MAX);
+                if (egress_rule_parse(*i, deny, &r) < 0 || egress_rule_format(&r, deny, rule, sizeof(rule)) < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%s: '%.64s' is not a host name, *.name or address range, with an "
+                                                 "optional :port.", name, *i);
+                k = strlen(rule);
+                if (len + k + 1 >= sizeof(text))
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%s: more than %u bytes of rules.", name, SANDBOX_EGRESS_TEXT_MAX - 1);
+                memcpy(text + len, rule, k);
+                len += k;
+                text[len++] = '\n';
+                text[len] = 0;
+        }
+        memcpy(dest, text, sizeof(text));
+        return 0;
+}
+
+int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret) {
+        const char *text = deny ? c->egress_deny : c->egress_allow;
+        _cleanup_strv_free_ char **l = NULL;
+
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        for (const char *p = text, *e; *p; p = e + 1) {
+                e = strchrnul(p, '\n');
+                _cleanup_free_ char *rule = strndup(p, (size_t) (e - p));
+                if (!rule || strv_extend(&l, rule) < 0)
+                        return -ENOMEM;
+                if (!*e)
+                        break;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+bool sandbox_config_has_egress(const SandboxConfig *c) {
+        return c->egress_allow[0] != 0;
+}
+
+int sandbox_config_egress_defaults(SandboxConfig *c, char * const *allow, char * const *deny, SandboxError *error) {
+        int r = 0;
+
+        if (!c->egress_allow_set)
+                r = set_egress(c->egress_allow, "EgressAllow", allow, false, error);
+        if (r >= 0 && !c->egress_deny_set)
+                r = set_egress(c->egress_deny, "EgressDeny", deny, true, error);
+        return r;
+}
+
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error) {
         uint64_t u = v->u64;
         int r;
@@ -256,6 +322,13 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                 r = set_label(c->tenant, name, v->s, sandbox_tenant_is_valid, error);
         else if (streq(name, "ReuseExisting"))
                 c->reuse_existing = v->b;
+        else if (streq(name, "EgressAllow")) {
+                r = set_egress(c->egress_allow, name, v->strv, false, error);
+                c->egress_allow_set = true;
+        } else if (streq(name, "EgressDeny")) {
+                r = set_egress(c->egress_deny, name, v->strv, true, error);
+                c->egress_deny_set = true;
+        }
         else /* Ephemeral */
                 c->ephemeral = v->b;
         return r;

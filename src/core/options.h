@@ -31,6 +31,10 @@
 #define SANDBOX_DISK_DEFAULT (1024ULL * 1024 * 1024)
 #define SANDBOX_DISK_MAX (1024ULL * 1024 * 1024 * 1024)
 
+/* EgressAllow=, EgressDeny= (egress-policy.h): each list in its canonical form, one rule a
+ * line, in a buffer of this size. */
+#define SANDBOX_EGRESS_TEXT_MAX 8192U
+
 #define EXEC_ARGS_MAX (128U * 1024) /* argv + environment, bytes: one agent datagram */
 #define EXEC_ARGC_MAX 4096U
 #define EXEC_ENVC_MAX 4096U
@@ -52,6 +56,10 @@ typedef struct SandboxConfig {
         char name[SANDBOX_NAME_MAX + 1];    /* unique among the live sandboxes of one owner and tenant */
         char tenant[SANDBOX_NAME_MAX + 1];  /* whom the sandbox is for (access.h) */
         bool reuse_existing;  /* CreateSandbox only: the live sandbox of that name is the answer */
+        /* Egress by name (sandboxd-egress(8)): "" = none; an empty allow list = no network. */
+        char egress_allow[SANDBOX_EGRESS_TEXT_MAX];
+        char egress_deny[SANDBOX_EGRESS_TEXT_MAX];
+        bool egress_allow_set, egress_deny_set;  /* given: the template's list does not apply */
 } SandboxConfig;
 
 typedef struct ExecConfig {
@@ -198,6 +206,14 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
  * against the machine. */
 int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defaults,
                             const SystemBounds *bounds, SandboxError *error);
+
+/* EgressAllow or EgressDeny (deny) as a list of rules (canonical text, as stored). */
+int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret);
+/* Whether the sandbox has egress through the proxy (a non-empty EgressAllow). */
+bool sandbox_config_has_egress(const SandboxConfig *c);
+/* Takes the template's lists for those the caller did not give. InvalidOption if the
+ * template's rules are bad (a template is checked when loaded: not expected). */
+int sandbox_config_egress_defaults(SandboxConfig *c, char * const *allow, char * const *deny, SandboxError *error);
 
 void exec_config_init(ExecConfig *c);
 /* Moves everything src owns to dst (which must hold nothing); src is left empty. */

@@ -98,6 +98,8 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--chdir"); ARG(SANDBOX_WORKDIR);
         ARG("--");
         ARG(SANDBOX_AGENT_INSIDE);
+        if (p->egress)
+                ARG("--egress");
 #undef ARG
         if (r < 0)
                 return r;
@@ -432,6 +434,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .seccomp_fd = m->seccomp_fd,
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
+                .egress = sandbox_config_has_egress(&s->config),
         };
         r = payload_spawn_held(&params, pair[1], s->unit, &b->process);
         if (r < 0)

@@ -28,6 +28,7 @@ typedef struct PayloadParams {
         int seccomp_fd;            /* the policy's BPF (reopened for each payload); -1: none */
         const char *etc_dir;       /* the template's /etc tree (etc-tree.h); NULL: no /etc */
         const char *machine_id;    /* the sandbox's own /etc/machine-id (32 hex digits) */
+        bool egress;               /* the agent binds the egress proxy's listener (--egress) */
 } PayloadParams;
 
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin

@@ -17,16 +17,6 @@
 #include "strv.h"
 
 
-static json_object *strv_to_json(char * const *l) {
-        json_object *a = json_object_new_array();
-        for (char * const *i = l; a && i && *i; i++)
-                if (json_object_array_add(a, json_object_new_string(*i)) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-        return a;
-}
-
 int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
         json_object *body = NULL, *host = NULL, *labels = NULL, *tmpfs = NULL;
         _cleanup_free_ char *bind_agent = NULL, *bind_dir = NULL, *seccomp = NULL;
@@ -61,6 +51,7 @@ int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
                                                         (char *) "--user-namespace", inside,
                                                         (char *) "--seccomp",
                                                         (char *) DOCKER_SOCKET_DIR_INSIDE "/" DOCKER_SECCOMP_FILE,
+                                                        p->egress ? (char *) "--egress" : NULL,
                                                         NULL })) < 0 ||
             json_add(body, "User", json_object_new_string(user)) < 0 ||
             json_add(body, "WorkingDir", json_object_new_string(SANDBOX_WORKDIR)) < 0 ||
@@ -219,6 +210,7 @@ static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
                 .environment = env,
                 .limits = &s->config.limits,
                 .disk_max = s->config.disk_max,
+                .egress = sandbox_config_has_egress(&s->config),
         };
         r = env ? docker_build_create_body(&p, &body) : -ENOMEM;
         if (r >= 0) {

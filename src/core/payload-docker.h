@@ -28,6 +28,7 @@ typedef struct DockerCreateParams {
         char * const *environment;
         const SandboxLimits *limits;
         uint64_t disk_max;
+        bool egress;                 /* the agent binds the egress proxy's listener */
 } DockerCreateParams;
 
 /* The body of POST /containers/create (pure, for tests). */

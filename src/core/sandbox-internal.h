@@ -5,6 +5,7 @@
 
 #include "cgroup.h"
 #include "docker-api.h"
+#include "egress.h"
 #include "file-op.h"
 #include "manager.h"
 #include "payload.h"
@@ -74,6 +75,8 @@ struct Sandbox {
 
         int control_fd;
         sd_event_source *control_source;
+        int egress_fd;            /* the agent's listener of 127.0.0.1:3128 (egress.h); -EBADF */
+        bool egress_pending;      /* not yet handed to sandboxd-egress */
         sd_event_source *timer_source; /* start deadline, then lifetime */
         sd_event_source *idle_source;
         sd_event_source *finalize_source;
@@ -123,6 +126,7 @@ struct Manager {
         unsigned notifying;     /* hooks are being called: unsubscribing only marks */
         int seccomp_fd;
         DockerClient *docker;
+        EgressClient *egress;
         char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
         char *docker_seccomp_profile;
         char **proc_masks;

@@ -57,6 +57,10 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
             (!isempty(st->config.name) && json_add(o, "Name", json_object_new_string(st->config.name)) < 0) ||
             (!isempty(st->config.tenant) && json_add(o, "Tenant", json_object_new_string(st->config.tenant)) < 0) ||
+            (!isempty(st->config.egress_allow) &&
+             json_add(o, "EgressAllow", json_object_new_string(st->config.egress_allow)) < 0) ||
+            (!isempty(st->config.egress_deny) &&
+             json_add(o, "EgressDeny", json_object_new_string(st->config.egress_deny)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
             json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0)
                 goto finish;
@@ -104,6 +108,18 @@ static int get_label(json_object *o, const char *key, bool (*valid)(const char *
         if (!json_object_object_get_ex(o, key, &v))
                 return 0; /* none, or a state file of a sandboxd before names */
         if (!json_object_is_type(v, json_type_string) || !valid(json_object_get_string(v)))
+                return -EBADMSG;
+        strcpy(dest, json_object_get_string(v));
+        return 0;
+}
+
+static int get_text(json_object *o, const char *key, char dest[static SANDBOX_EGRESS_TEXT_MAX]) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_string) ||
+            (size_t) json_object_get_string_len(v) >= SANDBOX_EGRESS_TEXT_MAX)
                 return -EBADMSG;
         strcpy(dest, json_object_get_string(v));
         return 0;
@@ -162,6 +178,10 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 st.pooled = json_object_get_boolean(v);
         if (json_object_object_get_ex(o, "from_pool", &v))
                 st.from_pool = json_object_get_boolean(v);
+        /* The egress rules as the config keeps them (a line each, checked when given). */
+        if (get_text(o, "EgressAllow", st.config.egress_allow) < 0 ||
+            get_text(o, "EgressDeny", st.config.egress_deny) < 0)
+                goto finish;
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))
                 goto finish;

@@ -134,6 +134,15 @@ static void sandbox_store_fd(Sandbox *s, bool store) {
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to %s the control socket of %s in systemd's fd store: %m",
                             store ? "keep" : "drop", s->id);
+        /* The egress proxy's listener too: a restarted sandboxd gives it to a restarted
+         * sandboxd-egress again. */
+        if (!sandbox_config_has_egress(&s->config) || (store && s->egress_fd < 0))
+                return;
+        snprintf(msg, sizeof(msg), "%s\nFDNAME=egr-%s", store ? "FDSTORE=1" : "FDSTOREREMOVE=1", s->id);
+        r = store ? sd_pid_notify_with_fds(0, false, msg, &s->egress_fd, 1) : sd_notify(false, msg);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to %s the egress listener of %s in systemd's fd store: %m",
+                            store ? "keep" : "drop", s->id);
 }
 
 static int sandbox_pick_host_uid(Manager *m, uid_t *ret) {
@@ -212,6 +221,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         sd_event_source_disable_unref(s->idle_source);
         sd_event_source_disable_unref(s->finalize_source);
         safe_close(s->control_fd);
+        safe_close(s->egress_fd);
         if (s->payload_state) {
                 s->payload_ops->free(s);
                 free(s->payload_state);
@@ -236,6 +246,7 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
                 return NULL;
         s->manager = m;
         s->control_fd = -EBADF;
+        s->egress_fd = -EBADF;
         s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
         s->payload_ops = ops;
         s->payload_state = calloc(1, ops->state_size);
@@ -277,6 +288,16 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 s->environment = strv_copy(t->environment ?: (char *[]) { NULL });
                 r = s->environment ? 0 : -ENOMEM;
         }
+        if (r >= 0 && sandbox_config_has_egress(config)) {
+                /* The proxy is the only way out (sandboxd-egress(8)); the template's and each
+                 * exec's own environment may still say otherwise, for their own programs. */
+                char **merged = NULL;
+                r = strv_env_merge((char **) egress_environment, s->environment, &merged);
+                if (r >= 0) {
+                        strv_free(s->environment);
+                        s->environment = merged;
+                }
+        }
         if (r < 0)
                 goto fail;
         s->unit = sandbox_unit_name(s->id, "scope");
@@ -306,6 +327,8 @@ static void sandbox_finalize(Sandbox *s) {
 
         if (s->payload_ops->done)
                 s->payload_ops->done(s);
+        if (sandbox_config_has_egress(&s->config))
+                egress_client_remove(m->egress, s->id);
         sandbox_set_state(s, SANDBOX_DEAD);
 
         if (s->pause_cb) {
@@ -506,11 +529,13 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
          * (epoll is level-triggered; the rest comes on the next iteration). */
         for (unsigned n = 0; n < 64; n++) {
                 json_object *msg = NULL;
+                int fds[1] = { -EBADF };
                 const char *type;
                 size_t n_fds = 0;
                 int r;
 
-                r = agent_recv(fd, &msg, NULL, 0, &n_fds);
+                /* "ready" of a sandbox with egress carries the proxy's listener. */
+                r = agent_recv(fd, &msg, fds, ELEMENTSOF(fds), &n_fds);
                 if (r == -EAGAIN)
                         return 0;
                 if (r < 0) {
@@ -522,6 +547,15 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                 if (agent_get_string(msg, "type", &type) < 0)
                         type = "";
                 if (streq(type, "ready")) {
+                        if (s->state == SANDBOX_STARTING && sandbox_config_has_egress(&s->config)) {
+                                if (n_fds != 1) {
+                                        json_object_put(msg);
+                                        sandbox_stop(s, "its agent did not hand over the egress proxy's socket.");
+                                        return 0;
+                                }
+                                s->egress_fd = TAKE_FD(fds[0]);
+                                egress_client_add(s->manager->egress, s);
+                        }
                         if (s->state == SANDBOX_STARTING)
                                 sandbox_became_ready(s);
                 } else if (streq(type, "exit")) {
@@ -540,6 +574,8 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         agent_file_result_done(&fr);
                 }
                 json_object_put(msg);
+                if (n_fds > 0)
+                        safe_close(fds[0]);
 
                 /* A callback above may have started the sandbox's end. */
                 if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)

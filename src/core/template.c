@@ -25,6 +25,8 @@ Template *template_free(Template *t) {
         strv_free(t->etc_files);
         free(t->timezone);
         free(t->etc_dir);
+        strv_free(t->egress_allow);
+        strv_free(t->egress_deny);
         return mfree(t);
 }
 
@@ -97,6 +99,28 @@ static bool path_is_under(const char *a, const char *b) {
 
 /* The sandbox's /etc (etc-tree.h): the host's is never shown, the identity files are
  * sandboxd's own, and the template's own files are few, small and stay inside /etc. */
+/* "egress_allow", "egress_deny": the sandboxes' EgressAllow=, EgressDeny= by default. */
+static int parse_egress(json_object *o, Template *t, char **ret_error) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig *c;
+        int r;
+
+        r = json_strv(o, "egress_allow", false, &t->egress_allow, ret_error);
+        if (r >= 0)
+                r = json_strv(o, "egress_deny", false, &t->egress_deny, ret_error);
+        if (r < 0)
+                return r;
+        /* The same checks as the options get. */
+        c = calloc(1, sizeof(SandboxConfig));
+        if (!c)
+                return -ENOMEM;
+        r = sandbox_config_egress_defaults(c, t->egress_allow, t->egress_deny, &error);
+        free(c);
+        if (r < 0)
+                return r == -ENOMEM ? r : fail(ret_error, "%s", error.message ?: "bad egress rule");
+        return 0;
+}
+
 static int parse_etc(json_object *o, Template *t, char **ret_error) {
         json_object *v;
         int r;
@@ -251,6 +275,9 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
                         goto finish;
                 }
         r = json_strv(o, "runtimes", false, &t->runtimes, ret_error);
+        if (r < 0)
+                goto finish;
+        r = parse_egress(o, t, ret_error);
         if (r < 0)
                 goto finish;
 

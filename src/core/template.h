@@ -29,6 +29,8 @@ typedef struct Template {
         char *timezone;       /* /etc/localtime's zone; NULL: UTC */
         uint64_t shm_max;     /* size of /dev/shm; 0 = default */
         char *etc_dir;        /* set by the manager: where the generated tree is */
+        char **egress_allow;  /* EgressAllow=, EgressDeny= of its sandboxes unless asked otherwise */
+        char **egress_deny;
 } Template;
 
 /* /dev/shm is a tmpfs of this many bytes unless the template says otherwise; its pages

@@ -347,7 +347,7 @@ SandboxClient *sandbox_handle_client(const SandboxHandle *h) {
 static const struct {
         SandboxCreateField field;
         const char *name;
-        char type;              /* 't', 'b' or 's' */
+        char type;              /* 't', 'b', 's' or 'S' (a string array) */
         size_t offset;
 } create_options[] = {
         { SANDBOX_CREATE_MEMORY_MAX,   "MemoryMax",          't', offsetof(SandboxCreateOptions, memory_max)             },
@@ -360,6 +360,8 @@ static const struct {
         { SANDBOX_CREATE_NAME,         "Name",               's', offsetof(SandboxCreateOptions, name)                   },
         { SANDBOX_CREATE_REUSE_EXISTING, "ReuseExisting",    'b', offsetof(SandboxCreateOptions, reuse_existing)         },
         { SANDBOX_CREATE_TENANT,       "Tenant",             's', offsetof(SandboxCreateOptions, tenant)                 },
+        { SANDBOX_CREATE_EGRESS_ALLOW, "EgressAllow",        'S', offsetof(SandboxCreateOptions, egress_allow)           },
+        { SANDBOX_CREATE_EGRESS_DENY,  "EgressDeny",         'S', offsetof(SandboxCreateOptions, egress_deny)            },
 };
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {
@@ -376,6 +378,19 @@ int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *
                 else if (create_options[i].type == 's')
                         r = sd_bus_message_append(m, "{sv}", create_options[i].name, "s",
                                                   strempty(*(const char * const *) p));
+                else if (create_options[i].type == 'S') {
+                        r = sd_bus_message_open_container(m, 'e', "sv");
+                        if (r >= 0)
+                                r = sd_bus_message_append(m, "s", create_options[i].name);
+                        if (r >= 0)
+                                r = sd_bus_message_open_container(m, 'v', "as");
+                        if (r >= 0)
+                                r = sd_bus_message_append_strv(m, *(char ** const *) p);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(m);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(m);
+                }
                 else
                         r = sd_bus_message_append(m, "{sv}", create_options[i].name, "t", *(const uint64_t *) p);
         }

@@ -68,6 +68,8 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_NAME             = 1 << 7,
         SANDBOX_CREATE_REUSE_EXISTING   = 1 << 8,
         SANDBOX_CREATE_TENANT           = 1 << 9,
+        SANDBOX_CREATE_EGRESS_ALLOW     = 1 << 10,
+        SANDBOX_CREATE_EGRESS_DENY      = 1 << 11,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -83,6 +85,8 @@ typedef struct SandboxCreateOptions {
         const char *name;               /* unique among the caller's live sandboxes */
         bool reuse_existing;            /* the live sandbox of that name, if there is one */
         const char *tenant;             /* for whom (the delegate action) */
+        char **egress_allow;            /* EgressAllow: hosts reachable through the proxy */
+        char **egress_deny;             /* EgressDeny */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */

@@ -21,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/un.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -440,6 +441,29 @@ _noreturn_ static void hold(void) {
                 (void) sigsuspend(&all);
 }
 
+/* --egress: the listener of the egress proxy (sandboxd-egress(8)), 127.0.0.1:3128 in the
+ * sandbox's own network namespace, bound before any of the sandbox's code runs (so that
+ * no one else has the port), handed to sandboxd with "ready", and not kept: the proxy
+ * accepts on it, outside the sandbox. */
+static int egress_listen(void) {
+        struct sockaddr_in sa = {
+                .sin_family = AF_INET,
+                .sin_port = htons(AGENT_EGRESS_PORT),
+                .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        };
+        int fd;
+
+        /* No SO_REUSEADDR or SO_REUSEPORT: nothing else can bind the port beside it. */
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("egress socket", errno);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                die("egress bind 127.0.0.1:3128", errno);
+        if (listen(fd, SOMAXCONN) < 0)
+                die("egress listen", errno);
+        return fd;
+}
+
 /* --connect PATH: where no descriptor can be inherited (a container), the control socket
  * is a SOCK_SEQPACKET socket sandboxd listens on, bind-mounted in. */
 static void connect_control(const char *path) {
@@ -468,11 +492,12 @@ int main(int argc, char *argv[]) {
                 { "user-namespace", required_argument, NULL, 'u' },
                 { "seccomp",        required_argument, NULL, 's' },
                 { "hold",           no_argument,       NULL, 'H' },
+                { "egress",         no_argument,       NULL, 'e' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
         unsigned inner_uid, inner_gid;
-        bool userns = false;
+        bool userns = false, egress = false;
         struct agent a = {};
         sigset_t mask;
         int sfd, type, c, r;
@@ -492,10 +517,13 @@ int main(int argc, char *argv[]) {
                 case 's':
                         seccomp_path = optarg;
                         break;
+                case 'e':
+                        egress = true;
+                        break;
                 case 'H':
                         hold();
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] | --hold",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold",
                             EINVAL);
                 }
         if (optind != argc)
@@ -552,7 +580,19 @@ int main(int argc, char *argv[]) {
         /* When not PID 1 (a test, docker --init), still be the one that reaps orphans. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-        send_or_die(agent_msg_ready());
+        if (egress) {
+                int lfd = egress_listen();
+                json_object *ready = agent_msg_ready();
+
+                if (!ready)
+                        die("Failed to build message", ENOMEM);
+                r = agent_send(AGENT_CONTROL_FD, ready, &lfd, 1);
+                json_object_put(ready);
+                if (r < 0)
+                        die("Failed to send ready", -r);
+                close(lfd);
+        } else
+                send_or_die(agent_msg_ready());
 
         for (;;) {
                 struct pollfd p[] = {

@@ -71,10 +71,12 @@ typedef enum OptionFlag {
         OPT_FOLLOW      = 1 << 20,
         OPT_NAME        = 1 << 21,
         OPT_REUSE       = 1 << 22,
-        _OPT_MAX        = 1 << 23,
+        OPT_ALLOW_HOST  = 1 << 23,
+        OPT_DENY_HOST   = 1 << 24,
+        _OPT_MAX        = 1 << 25,
 } OptionFlag;
 
-#define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
+#define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST)
 #define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
 #define OPTS_START (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX)
@@ -84,7 +86,7 @@ static const char *const option_names[] = {
         "--template", "--memory", "--cpu", "--tasks", "--timeout",
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
-        "--since", "--limit", "--lines", "--follow", "--name", "--reuse",
+        "--since", "--limit", "--lines", "--follow", "--name", "--reuse", "--allow-host", "--deny-host",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -108,9 +110,13 @@ static const char *arg_since = NULL;  /* history; parsed by sandboxctl-history.c
 static const char *arg_limit = NULL;
 static uint64_t arg_lines = 0;         /* logs: 0 all, or with --follow 10 */
 static const char *arg_name = NULL;
+static char **arg_allow_host = NULL;   /* EgressAllow=, EgressDeny= (sandboxd-egress(8)) */
+static char **arg_deny_host = NULL;
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
+        arg_allow_host = strv_free(arg_allow_host);
+        arg_deny_host = strv_free(arg_deny_host);
 }
 
 
@@ -186,6 +192,10 @@ static int help(void) {
                "                              own; commands take it where they take an ID\n"
                "     --reuse                  create: print the ID of the sandbox of that name\n"
                "                              if there is one, rather than fail\n"
+               "     --allow-host=RULE        create, run: let the sandbox reach RULE (example.com,\n"
+               "                              *.pypi.org, host:8443, 10.0.0.0/8) over HTTPS\n"
+               "                              through the egress proxy; repeatable\n"
+               "     --deny-host=RULE         create, run: refuse RULE even so (wins)\n"
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
@@ -233,6 +243,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_IDLE,   SANDBOX_CREATE_IDLE_TIMEOUT },
                 { OPT_NAME,   SANDBOX_CREATE_NAME         },
                 { OPT_REUSE,  SANDBOX_CREATE_REUSE_EXISTING },
+                { OPT_ALLOW_HOST, SANDBOX_CREATE_EGRESS_ALLOW },
+                { OPT_DENY_HOST,  SANDBOX_CREATE_EGRESS_DENY },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -243,6 +255,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .idle_timeout_sec = arg_idle_timeout,
                 .name = arg_name,
                 .reuse_existing = arg_set & OPT_REUSE,
+                .egress_allow = arg_allow_host,
+                .egress_deny = arg_deny_host,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -1407,6 +1421,7 @@ typedef enum OptionKind {
         KIND_UINT64,
         KIND_SECONDS,
         KIND_ENV,
+        KIND_LIST,      /* each use adds to the char ** target */
         KIND_PATH,
         KIND_MODE,
         KIND_DEPTH,
@@ -1470,6 +1485,8 @@ static const Option options[] = {
         { "lines",        required_argument, 0,   OPT_LINES,      KIND_UINT64,  &arg_lines,
           "a number of entries", true },
         { "follow",       no_argument,       'f', OPT_FOLLOW,     KIND_TRUE                                                   },
+        { "allow-host",   required_argument, 0,   OPT_ALLOW_HOST, KIND_LIST,    &arg_allow_host                               },
+        { "deny-host",    required_argument, 0,   OPT_DENY_HOST,  KIND_LIST,    &arg_deny_host                                },
 };
 
 #define OPTION_VAL_BASE 0x100
@@ -1499,6 +1516,9 @@ static int option_parse(const Option *o, const char *arg) {
         case KIND_ENV:
                 if (!env_assignment_is_valid(arg))
                         return -EINVAL;
+                return strv_extend(o->target, arg) < 0 ? -ENOMEM : 0;
+        case KIND_LIST:
+                /* Checked by sandboxd, which says which rule it does not take. */
                 return strv_extend(o->target, arg) < 0 ? -ENOMEM : 0;
         case KIND_PATH:
                 *(const char **) o->target = arg;

@@ -23,8 +23,9 @@
 static json_object *sandbox_to_json(Sandbox *s) {
         _cleanup_json_ json_object *o = json_object_new_object();
         const SandboxConfig *c = sandbox_get_config(s);
+        _cleanup_strv_free_ char **allow = NULL, **deny = NULL;
 
-        if (!o ||
+        if (!o || sandbox_config_egress_strv(c, false, &allow) < 0 || sandbox_config_egress_strv(c, true, &deny) < 0 ||
             json_add(o, "id", json_object_new_string(sandbox_get_id(s))) < 0 ||
             json_add(o, "template", json_object_new_string(sandbox_get_template(s))) < 0 ||
             json_add(o, "owner", json_object_new_uint64(sandbox_get_owner(s))) < 0 ||
@@ -41,7 +42,9 @@ static json_object *sandbox_to_json(Sandbox *s) {
             json_add(o, "ephemeral", json_object_new_boolean(c->ephemeral)) < 0 ||
             json_add(o, "name", json_object_new_string(strempty(sandbox_get_name(s)))) < 0 ||
             json_add(o, "tenant", json_object_new_string(strempty(sandbox_get_tenant(s)))) < 0 ||
-            json_add(o, "fromPool", json_object_new_boolean(sandbox_get_from_pool(s))) < 0)
+            json_add(o, "fromPool", json_object_new_boolean(sandbox_get_from_pool(s))) < 0 ||
+            json_add(o, "egressAllow", strv_to_json(allow)) < 0 ||
+            json_add(o, "egressDeny", strv_to_json(deny)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -294,17 +297,6 @@ static void list_executions_args_free(void *userdata) {
         varlink_call_unref(l->call);
         execution_query_done(&l->query);
         free(l);
-}
-
-static json_object *strv_to_json(char **l) {
-        _cleanup_json_ json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        for (char **i = l; i && *i; i++)
-                if (json_object_array_add(a, json_object_new_string(*i)) < 0)
-                        return NULL;
-        return TAKE_PTR(a);
 }
 
 static json_object *execution_to_json(const ExecutionRecord *e) {

@@ -54,6 +54,18 @@ static int property_get_u64(sd_bus *bus, const char *path, const char *interface
         return sd_bus_message_append(reply, "t", v);
 }
 
+/* EgressAllow, EgressDeny: the rules in their canonical form (sandboxd-egress(8)). */
+static int property_get_egress(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        _cleanup_strv_free_ char **l = NULL;
+        int r;
+
+        r = sandbox_config_egress_strv(sandbox_get_config(userdata), streq(property, "EgressDeny"), &l);
+        if (r < 0)
+                return r;
+        return sd_bus_message_append_strv(reply, l);
+}
+
 static int property_get_owner(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return sd_bus_message_append(reply, "u", (uint32_t) sandbox_get_owner(userdata));
@@ -294,6 +306,8 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("Name", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Tenant", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("FromPool", "b", property_get_bool, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EgressAllow", "as", property_get_egress, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("EgressDeny", "as", property_get_egress, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Exec",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),

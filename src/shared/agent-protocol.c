@@ -279,25 +279,6 @@ static int json_add_u64(json_object *obj, const char *key, uint64_t u) {
         return json_add(obj, key, json_object_new_int64((int64_t) u));
 }
 
-static json_object *json_new_strv(char * const *l) {
-        _cleanup_json_ json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        if (l)
-                for (char * const *i = l; *i; i++) {
-                        json_object *s = json_object_new_string(*i);
-
-                        if (!s)
-                                return NULL;
-                        if (json_object_array_add(a, s) < 0) {
-                                json_object_put(s);
-                                return NULL;
-                        }
-                }
-        return TAKE_PTR(a);
-}
-
 static json_object *agent_msg_new(const char *type) {
         _cleanup_json_ json_object *obj = json_object_new_object();
 
@@ -312,8 +293,8 @@ json_object *agent_msg_exec(uint64_t id, char * const *argv, char * const *env, 
         /* A NULL cwd leaves the key out: the agent then keeps its own working directory. */
         if (!obj ||
             json_add_u64(obj, "id", id) < 0 ||
-            json_add(obj, "argv", json_new_strv(argv)) < 0 ||
-            json_add(obj, "env", json_new_strv(env)) < 0 ||
+            json_add(obj, "argv", strv_to_json(argv)) < 0 ||
+            json_add(obj, "env", strv_to_json(env)) < 0 ||
             (cwd && json_add(obj, "cwd", json_object_new_string(cwd)) < 0))
                 return NULL;
         return TAKE_PTR(obj);

@@ -14,7 +14,11 @@
  *   {"type":"kill","id":N,"signal":S}     kill the exec's process group, or the file
  *                                         op's process (no reply)
  * agent -> daemon
- *   {"type":"ready","version":1}          once, when the agent is up
+ *   {"type":"ready","version":1}          once, when the agent is up; started with
+ *                                         --egress, it carries one descriptor: the
+ *                                         listening TCP socket of 127.0.0.1:AGENT_EGRESS_PORT
+ *                                         in the sandbox's network namespace, for
+ *                                         sandboxd-egress (sandboxd-egress(8))
  *   {"type":"exit","id":N,"code":C,"signal":S,"duration_usec":D,
  *    "utime_usec":U,"stime_usec":T,"maxrss_kb":K}
  *       the exec's process ended: code is its exit code (signal 0), or signal is the
@@ -95,6 +99,7 @@
 #define AGENT_PROTOCOL_VERSION 2
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
+#define AGENT_EGRESS_PORT 3128
 
 /* Sends obj (and, if n_fds > 0, the descriptors) as one datagram. Returns 0 or -errno;
  * -EMSGSIZE if the serialisation exceeds AGENT_MESSAGE_MAX. Never blocks longer than the

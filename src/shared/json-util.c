@@ -46,4 +46,20 @@ int json_parse_strict(const char *p, size_t size, int depth, json_object **ret) 
         }
         *ret = m;
         return 0;
+json_object *strv_to_json(char * const *l) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (char * const *i = l; i && *i; i++) {
+                json_object *s = json_object_new_string(*i);
+
+                if (!s)
+                        return NULL;
+                if (json_object_array_add(a, s) < 0) {
+                        json_object_put(s);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(a);
 }

@@ -18,3 +18,5 @@ int json_add(json_object *o, const char *key, json_object *v);
  * anything after the value is an error. Strict JSON, UTF-8 validated where json-c can,
  * nested at most depth deep. -EBADMSG if it is not one JSON value, -EMSGSIZE if too long. */
 int json_parse_strict(const char *p, size_t size, int depth, json_object **ret);
+/* A JSON array of the strings of l (NULL: an empty array); NULL on OOM. */
+json_object *strv_to_json(char * const *l);

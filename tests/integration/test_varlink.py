@@ -471,7 +471,7 @@ SANDBOX_FIELDS = {'Id': 'id', 'Template': 'template', 'Owner': 'owner', 'State':
                   'CreatedAt': 'createdAt', 'MemoryMax': 'memoryMax', 'CPUQuotaPerSecUSec': 'cpuQuotaPerSecUSec',
                   'TasksMax': 'tasksMax', 'DiskMax': 'diskMax', 'Timeout': 'timeout', 'IdleTimeout': 'idleTimeout',
                   'Deadline': 'deadline', 'Ephemeral': 'ephemeral', 'Name': 'name', 'Tenant': 'tenant',
-                  'FromPool': 'fromPool'}
+                  'FromPool': 'fromPool', 'EgressAllow': 'egressAllow', 'EgressDeny': 'egressDeny'}
 INFO_FIELDS = {'TimedOut': 'timedOut', 'OOMKilled': 'oomKilled', 'Signal': 'signal', 'ExitCode': 'exitCode',
                'DurationUSec': 'durationUSec', 'CPUUSec': 'cpuUSec', 'MaxRSSBytes': 'maxRSSBytes',
                'Truncated': 'truncated', 'StdoutBytes': 'stdoutBytes', 'StderrBytes': 'stderrBytes'}

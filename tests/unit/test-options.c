@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "options.h"
@@ -361,6 +362,58 @@ static void test_names_and_tenants(void **state) {
 
 /* D-Bus's wider types are not taken for narrower ones, and the reverse (strict typing,
  * as the API documents each option's type). */
+static void test_egress(void **state) {
+        _cleanup_strv_free_ char **allow = NULL, **deny = NULL;
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxConfig c = {};
+        json_object *o;
+
+        o = json_tokener_parse("{\"EgressAllow\": [\"PyPI.org\", \"*.pythonhosted.org\", \"10.0.0.1/8:8443\"],"
+                               " \"EgressDeny\": [\"evil.pythonhosted.org\"]}");
+        assert_non_null(o);
+        assert_int_equal(options_from_json(o, OPTION_SET_SANDBOX, &c, NULL, 0, &e), 0);
+        json_object_put(o);
+        assert_true(sandbox_config_has_egress(&c));
+        assert_true(c.egress_allow_set && c.egress_deny_set);
+        /* Stored canonical. */
+        assert_int_equal(sandbox_config_egress_strv(&c, false, &allow), 0);
+        assert_int_equal(strv_length(allow), 3);
+        assert_string_equal(allow[0], "pypi.org");
+        assert_string_equal(allow[1], "*.pythonhosted.org");
+        assert_string_equal(allow[2], "10.0.0.0/8:8443");
+        assert_int_equal(sandbox_config_egress_strv(&c, true, &deny), 0);
+        assert_int_equal(strv_length(deny), 1);
+
+        /* The template's lists apply only where the caller gave none. */
+        assert_int_equal(sandbox_config_egress_defaults(&c, (char *[]) { (char *) "other.org", NULL }, NULL, &e), 0);
+        assert_string_equal(c.egress_allow, "pypi.org\n*.pythonhosted.org\n10.0.0.0/8:8443\n");
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_egress_defaults(&c, (char *[]) { (char *) "other.org", NULL }, NULL, &e), 0);
+        assert_string_equal(c.egress_allow, "other.org\n");
+        assert_false(c.egress_allow_set);
+
+        /* Empty: no network. */
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_set(&c, "EgressAllow", &(OptionValue) { .type = OPTION_STRV,
+                                                                              .strv = (char *[]) { NULL } }, &e), 0);
+        assert_false(sandbox_config_has_egress(&c));
+
+        /* A bad rule names the option and the rule; a string is not a list. */
+        assert_invalid(sandbox_config_set(&c, "EgressAllow", &(OptionValue) { .type = OPTION_STRV,
+                       .strv = (char *[]) { (char *) "ok.org", (char *) "not ok", NULL } }, &e), &e);
+        assert_invalid(sandbox_config_set(&c, "EgressDeny", &(OptionValue) { .type = OPTION_STRING, .s = "x.org" }, &e),
+                       &e);
+        /* Too many. */
+        _cleanup_strv_free_ char **many = NULL;
+        for (unsigned i = 0; i <= 256; i++) {
+                char name[32];
+                snprintf(name, sizeof(name), "h%u.example", i);
+                assert_int_equal(strv_extend(&many, name), 0);
+        }
+        assert_invalid(sandbox_config_set(&c, "EgressAllow", &(OptionValue) { .type = OPTION_STRV, .strv = many }, &e),
+                       &e);
+}
+
 static void test_option_types(void **state) {
         SandboxError e = SANDBOX_ERROR_NULL;
         FileOptions f;
@@ -432,6 +485,7 @@ int main(void) {
                 cmocka_unit_test(test_option_types),
                 cmocka_unit_test(test_names_and_tenants),
                 cmocka_unit_test(test_sandbox_list_query),
+                cmocka_unit_test(test_egress),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,6 +72,19 @@ static void test_parse_bad(void **state) {
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"image\":\"busybox\"}", "docker");
         expect_bad("../evil", "{\"ro_binds\":[\"/usr\"]}", "name");
         expect_bad("", "{\"ro_binds\":[\"/usr\"]}", "name");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_allow\":[\"not ok\"]}", "EgressAllow");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_deny\":[\"*.\"]}", "EgressDeny");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_allow\":\"pypi.org\"}", "egress_allow");
+}
+
+static void test_parse_egress(void **state) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse("py", "{\"ro_binds\":[\"/usr\"],\"egress_allow\":[\"pypi.org\",\"*.pythonhosted.org\"],"
+                                        "\"egress_deny\":[\"evil.pythonhosted.org\"]}", &t, &error), 0);
+        assert_int_equal(strv_length(t->egress_allow), 2);
+        assert_string_equal(t->egress_deny[0], "evil.pythonhosted.org");
 }
 
 static void test_parse_etc(void **state) {
@@ -203,6 +216,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_good),
                 cmocka_unit_test(test_parse_bad),
+                cmocka_unit_test(test_parse_egress),
                 cmocka_unit_test(test_parse_etc),
                 cmocka_unit_test(test_parse_etc_bad),
                 cmocka_unit_test(test_parse_docker_and_pool),
