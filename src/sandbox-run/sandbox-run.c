@@ -390,15 +390,6 @@ static json_object *request_new(Run *r) {
         return TAKE_PTR(q);
 }
 
-static json_object *strv_to_json(const char *const *l) {
-        _cleanup_json_ json_object *a = json_object_new_array();
-
-        for (; a && *l; l++)
-                if (json_object_array_add(a, json_object_new_string(*l)) < 0)
-                        return NULL;
-        return TAKE_PTR(a);
-}
-
 static json_object *exec_parameters_new(Run *r) {
         _cleanup_json_ json_object *p = json_object_new_object(), *o = json_object_new_object(),
                                    *request = request_new(r), *argv = NULL, *env = NULL;
@@ -411,11 +402,11 @@ static json_object *exec_parameters_new(Run *r) {
             asprintf(&mb, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=%" PRIu64, r->profile.memory_limit_bytes >> 20) < 0 ||
             asprintf(&handler, "_HANDLER=%s.%s", r->function_name, r->args.handler) < 0)
                 return NULL;
-        argv = strv_to_json((const char *const[]) {
+        argv = strv_to_json((char *const *) (const char *const[]) {
                 "sh", "-c", CHANNEL_WRAPPER, "sandbox-run",
                 python ? "python3" : "node", python ? "-c" : "-e",
                 python ? sandbox_run_bootstrap_py : sandbox_run_bootstrap_js, NULL });
-        env = strv_to_json((const char *const[]) {
+        env = strv_to_json((char *const *) (const char *const[]) {
                 name, mb, handler, "AWS_LAMBDA_FUNCTION_VERSION=$LATEST", "LAMBDA_TASK_ROOT=" WORK_DIR,
                 "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", NULL });
         text = json_object_to_json_string_ext(request, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);

@@ -46,6 +46,8 @@ int json_parse_strict(const char *p, size_t size, int depth, json_object **ret) 
         }
         *ret = m;
         return 0;
+}
+
 json_object *strv_to_json(char * const *l) {
         _cleanup_json_ json_object *a = json_object_new_array();
 
