@@ -247,7 +247,13 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
 
-        r = sandbox_generate_id(m, s->id);
+        if (!isempty(config->wake_id)) {
+                /* Wake: the id it had. */
+                r = manager_find_sandbox(m, config->wake_id) ? -EEXIST : 0;
+                strcpy(s->id, config->wake_id);
+                s->config.wake_id[0] = 0;
+        } else
+                r = sandbox_generate_id(m, s->id);
         if (r >= 0)
                 r = sandbox_pick_host_uid(m, &s->host_uid);
         if (r < 0)
