@@ -245,6 +245,7 @@ typedef struct SnapshotJob {
         bool stream_done;
         bool op_done;
         bool repause;              /* it was paused: frozen again after */
+        bool repausing;            /* ... which is under way */
         SandboxError error;        /* the first thing that went wrong */
         FileOp *op;
         snapshot_callback_t cb;
@@ -289,19 +290,23 @@ static int snapshot_commit(SnapshotJob *j) {
         return r;
 }
 
+static void snapshot_job_maybe_finish(SnapshotJob *j);
+
 static void on_repaused(Sandbox *s, const SandboxError *error, void *userdata) {
+        SnapshotJob *j = userdata;
+
         if (error)
                 log_sandbox(s, LOG_WARNING, 0, "Failed to pause sandbox %s again after its snapshot: %s", s->id,
                             sandbox_error_message(error));
+        j->repausing = false;
+        snapshot_job_maybe_finish(j);
 }
 
 static void snapshot_job_maybe_finish(SnapshotJob *j) {
         int r;
 
-        if (!j->op_done || (!j->stream_done && !sandbox_error_is_set(&j->error)))
+        if (!j->op_done || j->repausing || (!j->stream_done && !sandbox_error_is_set(&j->error)))
                 return;
-        if (j->sandbox && j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING)
-                (void) sandbox_pause(j->sandbox, on_repaused, NULL, NULL);
 
         if (!sandbox_error_is_set(&j->error)) {
                 r = snapshot_commit(j);
@@ -379,6 +384,10 @@ static void on_archived(const struct agent_file_result *result, const void *data
                 j->meta.content_size = result->bytes;
         if (sandbox_error_is_set(&j->error))
                 snapshot_job_fail(j);
+        /* Paused before: frozen again, and answered once it is. */
+        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING &&
+            sandbox_pause(j->sandbox, on_repaused, j, NULL) >= 0)
+                j->repausing = true;
         j->sandbox = NULL; /* may be gone by the time the stream ends */
         snapshot_job_maybe_finish(j);
 }

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,9 +34,14 @@ static void linkresolver_freep(struct archive_entry_linkresolver **l) {
                 archive_entry_linkresolver_free(*l);
 }
 
-/* libarchive's errno, or EIO where it has none. */
+/* libarchive's errno, or EIO where it has none; what it says goes to the agent's stderr
+ * (the sandbox's journal), where an administrator can read why. */
 static int archive_errno_or_eio(struct archive *a) {
         int e = archive_errno(a);
+        const char *s = archive_error_string(a);
+
+        if (s)
+                fprintf(stderr, "sandbox-init: snapshot: %s\n", s);
         return e > 0 ? -e : -EIO;
 }
 
@@ -124,8 +130,11 @@ static int archive_tree(struct archive *disk, struct archive *out, struct archiv
                         archive_entry_free(e);
                         return r;
                 }
-                /* The second and later names of a file become hard links to the first. */
-                archive_entry_linkify(links, &e, &spare);
+                /* The second and later names of a regular file become hard links to the
+                 * first. (A symlink's are stored as symlinks: libarchive refuses to unpack
+                 * a hard link to one, rightly, as it cannot tell it from a path through it.) */
+                if (archive_entry_filetype(e) == AE_IFREG)
+                        archive_entry_linkify(links, &e, &spare);
                 if (e) {
                         if (archive_write_header(out, e) != ARCHIVE_OK)
                                 r = archive_errno_or_eio(out);
@@ -152,6 +161,8 @@ static int snapshot_write(const struct agent_file *f, int out, uint64_t *total) 
             archive_read_disk_set_behavior(disk, ARCHIVE_READDISK_NO_TRAVERSE_MOUNTS | ARCHIVE_READDISK_NO_XATTR |
                                                  ARCHIVE_READDISK_NO_ACL | ARCHIVE_READDISK_NO_FFLAGS) != ARCHIVE_OK ||
             archive_write_set_format_pax(w) != ARCHIVE_OK ||
+            /* Names as the bytes they are: a name that is not UTF-8 is no error. */
+            archive_write_set_format_option(w, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
             archive_write_add_filter_zstd(w) != ARCHIVE_OK ||
             archive_write_set_bytes_in_last_block(w, 1) != ARCHIVE_OK ||
             archive_write_open_fd(w, out) != ARCHIVE_OK)
@@ -250,23 +261,31 @@ static int snapshot_read(const struct agent_file *f, int in, uint64_t *total) {
                         return archive_errno_or_eio(a);
 
                 r = extract_name_check(archive_entry_pathname(e), f->tmp);
-                if (r < 0)
+                if (r < 0) {
+                        fprintf(stderr, "sandbox-init: snapshot: refusing '%s': not in /work%s.\n",
+                                strna(archive_entry_pathname(e)), f->tmp ? " or /tmp" : "");
                         return r;
+                }
                 if (r == 0)
                         continue;
                 hardlink = archive_entry_hardlink(e);
-                if (hardlink && extract_name_check(hardlink, f->tmp) <= 0)
+                if (hardlink && extract_name_check(hardlink, f->tmp) <= 0) {
+                        fprintf(stderr, "sandbox-init: snapshot: refusing hard link to '%s'.\n", hardlink);
                         return -EINVAL;
+                }
                 if (archive_entry_filetype(e) == AE_IFREG) {
                         r = count_bytes(total, archive_entry_size(e), f->max);
                         if (r < 0)
                                 return r;
                 }
-                /* What the sandbox cannot make itself, it does not get from a stream. */
-                switch (archive_entry_filetype(e)) {
+                /* What the sandbox cannot make itself, it does not get from a stream. (A
+                 * hard link's type is its target's: none of its own.) */
+                switch (hardlink ? AE_IFREG : archive_entry_filetype(e)) {
                 case AE_IFREG: case AE_IFDIR: case AE_IFLNK: case AE_IFIFO:
                         break;
                 default:
+                        fprintf(stderr, "sandbox-init: snapshot: refusing '%s': a device or socket.\n",
+                                archive_entry_pathname(e));
                         return -EINVAL;
                 }
 

@@ -218,9 +218,9 @@ class SnapshotTest(harness.SandboxTestCase):
         got = vl_ok(self, 'GetSandbox', {'id': 'sleeper'})['sandbox']
         self.assertEqual(got['id'], sid)
         self.assertEqual(self.sh(sid, 'cat /work/a/f; stat -c %a /work/a/f'), 'dreams\n600\n')
-        # Woken: its snapshot is used up; a second Wake finds nothing.
+        # Woken: its snapshot is used up; a second Wake finds nothing to wake.
         _, error, _ = vl('Wake', {'id': sid})
-        self.assertEqual(short(error), 'SandboxExists')
+        self.assertEqual(short(error), 'NoSuchSandbox')
         self.assertNotIn(snap['id'], [s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']])
 
     def test_paused_sandbox(self):
