@@ -360,6 +360,8 @@ static const struct {
         { SANDBOX_CREATE_NAME,         "Name",               's', offsetof(SandboxCreateOptions, name)                   },
         { SANDBOX_CREATE_REUSE_EXISTING, "ReuseExisting",    'b', offsetof(SandboxCreateOptions, reuse_existing)         },
         { SANDBOX_CREATE_TENANT,       "Tenant",             's', offsetof(SandboxCreateOptions, tenant)                 },
+        { SANDBOX_CREATE_FROM_SNAPSHOT, "FromSnapshot",      's', offsetof(SandboxCreateOptions, from_snapshot)          },
+        { SANDBOX_CREATE_IDLE_ACTION,  "IdleAction",         's', offsetof(SandboxCreateOptions, idle_action)            },
 };
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {

@@ -32,6 +32,7 @@
 #include "sandboxctl-history.h"
 #include "sandboxctl-observe.h"
 #include "sandboxctl-process.h"
+#include "sandboxctl-snapshots.h"
 #include "sandboxctl-util.h"
 #include "strv.h"
 #include "time-util.h"
@@ -71,11 +72,15 @@ typedef enum OptionFlag {
         OPT_FOLLOW      = 1 << 20,
         OPT_NAME        = 1 << 21,
         OPT_REUSE       = 1 << 22,
-        _OPT_MAX        = 1 << 23,
+        OPT_TMP         = 1 << 23,
+        OPT_FROM_SNAPSHOT = 1 << 24,
+        OPT_IDLE_ACTION = 1 << 25,
+        _OPT_MAX        = 1 << 26,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK)
-#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE)
+#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE | OPT_FROM_SNAPSHOT | OPT_IDLE_ACTION)
+#define OPTS_FORK (OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_IDLE_ACTION)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
 #define OPTS_START (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX)
 
@@ -85,12 +90,15 @@ static const char *const option_names[] = {
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
         "--since", "--limit", "--lines", "--follow", "--name", "--reuse",
+        "--tmp", "--from-snapshot", "--idle-action",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
 static unsigned arg_set = 0;            /* OptionFlag: which options were given */
 static bool arg_json = false;
 static const char *arg_template = NULL;
+static const char *arg_from_snapshot = NULL;
+static const char *arg_idle_action = NULL;
 static uint64_t arg_memory_max = 0;
 static uint64_t arg_cpu_quota = 0;
 static uint64_t arg_tasks_max = 0;
@@ -157,6 +165,14 @@ static int help(void) {
                "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
                "  logs ID [-n N] [-f]         Show the journal entries of a sandbox\n"
                "\n"
+               "Snapshot Commands:\n"
+               "  snapshot ID... [--tmp]      Save the files of /work (and /tmp) of sandboxes\n"
+               "  hibernate ID... [--tmp]     Snapshot, then destroy; wake brings them back\n"
+               "  wake ID|NAME                Start a hibernated sandbox again, same ID and name\n"
+               "  fork ID [--name=NAME]       Start a new sandbox with the files of ID\n"
+               "  snapshots                   List snapshots\n"
+               "  snapshot-remove SNAPSHOT... Remove snapshots\n"
+               "\n"
                "Process Commands:\n"
                "  start ID [--] CMD...        Start a command in the background, print its ID\n"
                "  ps ID                       List the background processes of a sandbox\n"
@@ -194,6 +210,10 @@ static int help(void) {
                "                              exec, run: limit on the command (default: %2$" PRIu64 ")\n"
                "     --idle-timeout=SECONDS   create, set-timeout: destroy the sandbox after\n"
                "                              SECONDS without a running command (0: never)\n"
+               "     --idle-action=ACTION     create: what the idle timeout does: destroy\n"
+               "                              (default), pause or hibernate\n"
+               "     --from-snapshot=SNAPSHOT create: start with the files of a snapshot\n"
+               "     --tmp                    snapshot, hibernate: /tmp as well as /work\n"
                "  -E --env=NAME=VALUE         Set an environment variable for the command\n"
                "     --workdir=PATH           Working directory inside the sandbox\n"
                "     --output-max=SIZE        Bytes kept of stdout and of stderr each\n"
@@ -233,6 +253,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_IDLE,   SANDBOX_CREATE_IDLE_TIMEOUT },
                 { OPT_NAME,   SANDBOX_CREATE_NAME         },
                 { OPT_REUSE,  SANDBOX_CREATE_REUSE_EXISTING },
+                { OPT_FROM_SNAPSHOT, SANDBOX_CREATE_FROM_SNAPSHOT },
+                { OPT_IDLE_ACTION, SANDBOX_CREATE_IDLE_ACTION },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -243,6 +265,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .idle_timeout_sec = arg_idle_timeout,
                 .name = arg_name,
                 .reuse_existing = arg_set & OPT_REUSE,
+                .from_snapshot = arg_from_snapshot,
+                .idle_action = arg_idle_action,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -1098,6 +1122,30 @@ static int template_compare(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
+/* snapshot ID… [--tmp], hibernate ID… [--tmp], fork ID [options], wake ID|NAME, snapshots,
+ * snapshot-remove SNAPSHOT… (sandboxctl-snapshots.c). */
+static int verb_snapshot(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_take(c, argc, argv, streq(argv[0], "hibernate"), arg_set & OPT_TMP, arg_json);
+}
+
+static int verb_fork(int argc, char *argv[], SandboxClient *c) {
+        SandboxCreateOptions o = create_options((arg_set & OPT_TIMEOUT) ? arg_timeout : 0);
+
+        return snapshots_fork(c, argv[1], &o, arg_json);
+}
+
+static int verb_wake(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_wake(c, argv[1], arg_json);
+}
+
+static int verb_snapshots(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_list(c, arg_json);
+}
+
+static int verb_snapshot_remove(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_remove(c, argc, argv);
+}
+
 static int verb_templates(int argc, char *argv[], SandboxClient *c) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         SandboxTemplate *list = NULL;
@@ -1313,6 +1361,12 @@ static const Verb verbs[] = {
         { "cat",       3, ARGS_ANY, OPT_MAX,                false, true,  verb_cat       },
         { "ls",        2, 3,        OPT_DEPTH,              false, true,  verb_ls        },
         { "stat",      3, 3,        0,                      false, true,  verb_stat      },
+        { "snapshot",  2, ARGS_ANY, OPT_TMP,                false, true,  verb_snapshot  },
+        { "hibernate", 2, ARGS_ANY, OPT_TMP,                false, true,  verb_snapshot  },
+        { "wake",      2, 2,        0,                      false, true,  verb_wake      },
+        { "fork",      2, 2,        OPTS_FORK,              false, true,  verb_fork      },
+        { "snapshots", 1, 1,        0,                      false, true,  verb_snapshots },
+        { "snapshot-remove", 2, ARGS_ANY, 0,                false, true,  verb_snapshot_remove },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
 
@@ -1341,7 +1395,8 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
 
         if (n < verb->min_args) {
                 if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout",
-                               "start", "ps", "kill", "cat", "ls", "stat", "logs") && n == 1)
+                               "start", "ps", "kill", "cat", "ls", "stat", "logs", "snapshot", "hibernate",
+                               "fork", "wake") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);
                 if (streq(verb->name, "set-timeout"))
                         return log_error("Missing lifetime: %s set-timeout ID SECONDS [--idle-timeout SECONDS]",
@@ -1470,6 +1525,9 @@ static const Option options[] = {
         { "lines",        required_argument, 0,   OPT_LINES,      KIND_UINT64,  &arg_lines,
           "a number of entries", true },
         { "follow",       no_argument,       'f', OPT_FOLLOW,     KIND_TRUE                                                   },
+        { "tmp",          no_argument,       0,   OPT_TMP,        KIND_TRUE                                                   },
+        { "from-snapshot", required_argument, 0,  OPT_FROM_SNAPSHOT, KIND_STRING, &arg_from_snapshot                           },
+        { "idle-action",  required_argument, 0,   OPT_IDLE_ACTION, KIND_STRING, &arg_idle_action                              },
 };
 
 #define OPTION_VAL_BASE 0x100
