@@ -318,6 +318,92 @@ class SnapshotTest(harness.SandboxTestCase):
         res = secutil.varlink([vcall('ActForTenant', tenant='snap-a'), vcall('ListSnapshots')])
         self.assertEqual([s['id'] for s in res[1]['replies'][0]['snapshots']], [a_snap['id']])
 
+    def wait_for(self, fn, what, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = fn()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.fail(f'timed out waiting for {what}')
+            time.sleep(0.2)
+
+    def test_idle_actions(self):
+        sleeper = self.sandbox(Name='idle-sleeper', IdleTimeout=1, IdleAction='hibernate')
+        self.sh(sleeper, 'echo idle > /work/i')
+        pauser = self.sandbox(IdleTimeout=1, IdleAction='pause')
+        self.assertEqual(vl_ok(self, 'GetSandbox', {'id': pauser})['sandbox']['state'], 'running')
+
+        def hibernated():
+            return [s for s in vl_ok(self, 'ListSnapshots')['snapshots'] if s['source'] == sleeper]
+        snaps = self.wait_for(hibernated, 'the idle sandbox to hibernate')
+        self.addCleanup(vl, 'RemoveSnapshot', {'snapshot': snaps[0]['id']})
+        self.assertTrue(snaps[0]['hibernated'])
+        self.wait_for(lambda: short(vl('GetSandbox', {'id': sleeper})[1]) == 'NoSuchSandbox', 'it to be gone')
+        self.wait_for(lambda: vl_ok(self, 'GetSandbox', {'id': pauser})['sandbox']['state'] == 'paused',
+                      'the other to pause')
+
+        # sandboxctl wakes it by name; the same id answers, with its files and idle action.
+        cp = self.ok(self.ctl('wake', 'idle-sleeper'))
+        self.assertEqual(cp.stdout.strip(), sleeper)
+        self.assertEqual(self.sh(sleeper, 'cat /work/i'), 'idle\n')
+
+    def test_dbus_and_sandboxctl(self):
+        sid = self.create('--name', 'ctl-src')
+        self.sh(sid, 'echo ctl > /work/c; echo t > /tmp/t')
+        cp = self.ok(self.ctl('snapshot', '--tmp', sid))
+        snap = cp.stdout.strip()
+        self.addCleanup(vl, 'RemoveSnapshot', {'snapshot': snap})
+        listed = json.loads(self.ok(self.ctl('snapshots', '--json')).stdout)
+        mine = [s for s in listed if s['id'] == snap]
+        self.assertEqual(len(mine), 1, listed)
+        self.assertTrue(mine[0]['includes_tmp'])
+        self.assertEqual(mine[0]['source'], sid)
+        self.assertIn(snap, self.ok(self.ctl('snapshots')).stdout)
+
+        # D-Bus: the Manager's list and the Sandbox's methods, as busctl calls them.
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE, 'ListSnapshots')
+        self.assertIsNone(error, cp.stderr)
+        self.assertIn(snap, [e['Id']['data'] for e in data[0]])
+        path = f'{harness.MANAGER_PATH}/sandbox/{sid}'
+        cp, data, error = S.bus_call(harness.BUS_NAME, path, harness.SANDBOX_IFACE, 'Snapshot', 'a{sv}', '0')
+        self.assertIsNone(error, cp.stderr)
+        self.addCleanup(vl, 'RemoveSnapshot', {'snapshot': data[0]})
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'RemoveSnapshot', 's', data[0])
+        self.assertIsNone(error, cp.stderr)
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'RemoveSnapshot', 's', '0123456789abcdef')
+        self.assertEqual(error, 'io.sandboxd.Sandbox1.NoSuchSnapshot')
+
+        # create --from-snapshot: /tmp came along too.
+        dst = self.create('--from-snapshot', snap)
+        self.assertEqual(self.sh(dst, 'cat /work/c /tmp/t'), 'ctl\nt\n')
+        cp = self.ok(self.ctl('fork', sid, '--name', 'ctl-fork'))
+        fork = cp.stdout.strip()
+        self.addCleanup(self.destroy_quietly, S, fork)
+        self.assertEqual(self.sh('ctl-fork', 'cat /work/c'), 'ctl\n')
+
+        # hibernate and wake, through D-Bus's Wake.
+        self.ok(self.ctl('hibernate', 'ctl-src'))
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE, 'Wake', 's',
+                                     'ctl-src')
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(data[0], sid)
+        self.assertEqual(self.sh(sid, 'cat /work/c'), 'ctl\n')
+        self.ok(self.ctl('snapshot-remove', snap))
+        self.assertNotIn(snap, self.ok(self.ctl('snapshots')).stdout)
+
+    def test_retention(self):
+        # (A stopped sandboxd's sandboxes are not adopted: the sandbox comes after.)
+        S.configure_daemon(CONFIG + 'Retention=2s\n')
+        self.addCleanup(S.configure_daemon, CONFIG)
+        sid = self.sandbox()
+        snap = vl_ok(self, 'Snapshot', {'id': sid})['snapshot']['id']
+        self.wait_for(lambda: snap not in [s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']],
+                      'Retention= to remove the snapshot', timeout=15)
+        self.assertNotIn(f'{snap}.tar.zst', self.snapdir_files())
+
 
 if __name__ == '__main__':
     unittest.main()
