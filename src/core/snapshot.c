@@ -181,6 +181,22 @@ int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char 
         return lookup_snapshot(m, caller, id, snapshot_visible, ret, error);
 }
 
+int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
+                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+        SandboxCaller any = *caller;
+        int r;
+
+        any.granted = true;
+        snapshot_meta_done(meta);
+        r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) : manager_lookup_snapshot(m, &any, id, meta, error);
+        if (r < 0)
+                return r;
+        *ret_op = wake ? SANDBOX_OP_CREATE : SANDBOX_OP_DESTROY;
+        *ret_owner = meta->owner;
+        *ret_tenant = meta->config.tenant;
+        return 0;
+}
+
 int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n) {
         SnapshotMeta *a;
         size_t n, k = 0;

@@ -54,6 +54,14 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
 int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
                               SandboxError *error);
 
+/* What Wake (wake) or RemoveSnapshot of id by caller asks for, for authorizing (a front
+ * end's access callback): Wake starts a sandbox for the hibernated one's tenant (op
+ * CREATE); RemoveSnapshot is DESTROY on the snapshot's owner and tenant, found whoever
+ * owns it (polkit decides about another owner's, as for Destroy). *meta is replaced
+ * (it must be initialized); its strings back *ret_tenant. */
+int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
+                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
+
 /* CreateSandbox with FromSnapshot (config->from_snapshot): the snapshot must be caller's
  * to see; refused (SnapshotTooLarge) before anything starts if its files exceed the new
  * sandbox's DiskMax. cb once the files are in place. */

@@ -79,6 +79,7 @@ int method_sandbox_fork(sd_bus_message *m, void *userdata, sd_bus_error *error) 
 typedef struct SnapshotRequest {
         Manager *manager;
         char *id;
+        bool wake;
         SnapshotMeta meta;
 } SnapshotRequest;
 
@@ -90,19 +91,11 @@ static void snapshot_request_free(void *userdata) {
         free(c);
 }
 
-static int wake_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                       const char **ret_tenant, SandboxError *error) {
+static int snapshot_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                           const char **ret_tenant, SandboxError *error) {
         SnapshotRequest *c = userdata;
-        int r;
 
-        snapshot_meta_done(&c->meta);
-        r = manager_lookup_hibernated(c->manager, caller, c->id, &c->meta, error);
-        if (r < 0)
-                return r;
-        *ret_op = SANDBOX_OP_CREATE;
-        *ret_owner = c->meta.owner;
-        *ret_tenant = c->meta.config.tenant;
-        return 0;
+        return snapshot_call_access(c->manager, caller, c->id, c->wake, &c->meta, ret_op, ret_owner, ret_tenant, error);
 }
 
 static int wake_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
@@ -114,25 +107,6 @@ static int wake_authorized(sd_bus_message *call, const SandboxCaller *caller, vo
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
-}
-
-static int remove_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                         const char **ret_tenant, SandboxError *error) {
-        SnapshotRequest *c = userdata;
-        SandboxCaller any = *caller;
-        int r;
-
-        /* Found within the caller's tenant, whoever owns it; polkit decides about another
-         * owner's (manage), as for Destroy. */
-        any.granted = true;
-        snapshot_meta_done(&c->meta);
-        r = manager_lookup_snapshot(c->manager, &any, c->id, &c->meta, error);
-        if (r < 0)
-                return r;
-        *ret_op = SANDBOX_OP_DESTROY;
-        *ret_owner = c->meta.owner;
-        *ret_tenant = c->meta.config.tenant;
-        return 0;
 }
 
 static int remove_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
@@ -161,12 +135,13 @@ int method_snapshot_call(sd_bus_message *m, void *userdata, sd_bus_error *error)
         if (!c)
                 return -ENOMEM;
         c->manager = f->manager;
+        c->wake = wake;
         c->id = strdup(id);
         if (!c->id) {
                 snapshot_request_free(c);
                 return -ENOMEM;
         }
-        return bus_authorize_then(m, wake ? wake_access : remove_access, 0, wake ? wake_authorized : remove_authorized,
+        return bus_authorize_then(m, snapshot_access, 0, wake ? wake_authorized : remove_authorized,
                                   c, snapshot_request_free);
 }
 

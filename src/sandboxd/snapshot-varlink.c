@@ -120,6 +120,7 @@ static int method_fork(VarlinkCall *call, json_object *parameters, VarlinkCallFl
 typedef struct SnapshotCall {
         VarlinkFrontend *frontend;
         char *id;
+        bool wake;
         SnapshotMeta meta;   /* found while authorizing */
 } SnapshotCall;
 
@@ -131,20 +132,12 @@ static void snapshot_call_free(void *userdata) {
         free(c);
 }
 
-static int wake_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                       const char **ret_tenant, SandboxError *error) {
+static int snapshot_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                           const char **ret_tenant, SandboxError *error) {
         SnapshotCall *c = userdata;
-        int r;
 
-        snapshot_meta_done(&c->meta);
-        r = manager_lookup_hibernated(c->frontend->manager, caller, c->id, &c->meta, error);
-        if (r < 0)
-                return r;
-        /* Waking starts a sandbox for the tenant it was for. */
-        *ret_op = SANDBOX_OP_CREATE;
-        *ret_owner = c->meta.owner;
-        *ret_tenant = c->meta.config.tenant;
-        return 0;
+        return snapshot_call_access(c->frontend->manager, caller, c->id, c->wake, &c->meta, ret_op, ret_owner,
+                                    ret_tenant, error);
 }
 
 static int wake_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
@@ -156,25 +149,6 @@ static int wake_authorized(VarlinkCall *call, const SandboxCaller *caller, void 
         if (r < 0)
                 varlink_call_unref(call);
         return r;
-}
-
-static int remove_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                         const char **ret_tenant, SandboxError *error) {
-        SnapshotCall *c = userdata;
-        SandboxCaller any = *caller;
-        int r;
-
-        /* Found within the caller's tenant, whoever owns it; polkit decides about another
-         * owner's (manage), as for Destroy. */
-        any.granted = true;
-        snapshot_meta_done(&c->meta);
-        r = manager_lookup_snapshot(c->frontend->manager, &any, c->id, &c->meta, error);
-        if (r < 0)
-                return r;
-        *ret_op = SANDBOX_OP_DESTROY;
-        *ret_owner = c->meta.owner;
-        *ret_tenant = c->meta.config.tenant;
-        return 0;
 }
 
 static int remove_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
@@ -210,12 +184,13 @@ static int method_snapshot_call(VarlinkCall *call, json_object *parameters, Varl
                 return 0;
         }
         c->frontend = f;
+        c->wake = wake;
         r = varlink_params_read_or_reply(call, parameters, wake ? wake_params : remove_params, c);
         if (r < 0) {
                 snapshot_call_free(c);
                 return varlink_params_failed(call, r);
         }
-        r = varlink_authorize_then(f->bus, call, wake ? wake_access : remove_access, 0,
+        r = varlink_authorize_then(f->bus, call, snapshot_access, 0,
                                    wake ? wake_authorized : remove_authorized, c, snapshot_call_free);
         if (r < 0)
                 (void) varlink_reply_error(call, NULL, r);
