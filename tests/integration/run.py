@@ -31,9 +31,10 @@ import harness  # noqa: E402
 FIRST = 'test_core'
 MODULES = [FIRST] + sorted(
     {os.path.basename(p)[:-3] for d in (HERE, SECURITY) for p in glob.glob(os.path.join(d, 'test_*.py'))} - {FIRST})
-# Modules that need dockerd in the system: test_exposure looks for Docker's sockets and
+# Modules that need dockerd in the system: test_snapshots snapshots Docker sandboxes too;
+# test_exposure looks for Docker's sockets and
 # state from inside sandboxes, which is only telling while a dockerd is there.
-DOCKER_MODULES = {'test_docker', 'test_exposure'}
+DOCKER_MODULES = {'test_docker', 'test_exposure', 'test_snapshots'}
 SKIP = 77
 
 

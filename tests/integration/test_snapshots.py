@@ -394,6 +394,26 @@ class SnapshotTest(harness.SandboxTestCase):
         self.ok(self.ctl('snapshot-remove', snap))
         self.assertNotIn(snap, self.ok(self.ctl('snapshots')).stdout)
 
+    def test_docker(self):
+        if S.docker_unavailable:
+            if harness.ci():
+                self.fail(f'CI=true: Docker is not available in the test system: {S.docker_unavailable}')
+            self.skipTest(S.docker_unavailable)
+        src = vl_ok(self, 'CreateSandbox', {'template': harness.DOCKER_TEMPLATE})['id']
+        self.addCleanup(self.destroy_quietly, S, src)
+        self.sh(src, 'mkdir -p /work/d && echo docker > /work/d/f && ln -s d/f /work/l && ln -s /etc/shadow /work/s')
+        snap = self.snapshot(src)
+        # Into another container, and into a bwrap sandbox: the same stream.
+        for template in (harness.DOCKER_TEMPLATE, 'shell'):
+            dst = vl_ok(self, 'CreateSandbox', {'template': template, 'options': {'FromSnapshot': snap['id']}})['id']
+            self.addCleanup(self.destroy_quietly, S, dst)
+            self.assertEqual(self.sh(dst, 'cat /work/l; readlink /work/s'), 'docker\n/etc/shadow\n', template)
+        fork = vl_ok(self, 'Fork', {'id': src})['id']
+        self.addCleanup(self.destroy_quietly, S, fork)
+        self.sh(fork, 'echo forked > /work/d/f')
+        self.assertEqual(self.sh(src, 'cat /work/d/f'), 'docker\n')
+        self.assertEqual(self.sh(fork, 'cat /work/d/f'), 'forked\n')
+
     def test_retention(self):
         # (A stopped sandboxd's sandboxes are not adopted: the sandbox comes after.)
         S.configure_daemon(CONFIG + 'Retention=2s\n')
