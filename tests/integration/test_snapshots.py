@@ -16,7 +16,9 @@
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import unittest
 
@@ -423,6 +425,72 @@ class SnapshotTest(harness.SandboxTestCase):
         self.wait_for(lambda: snap not in [s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']],
                       'Retention= to remove the snapshot', timeout=15)
         self.assertNotIn(f'{snap}.tar.zst', self.snapdir_files())
+
+
+class RebootTest(harness.SystemTestCase):
+    """Hibernate, restart sandboxd, kill the whole (test) system, boot a new one, Wake: the
+    files are back under the same id and name. Both systems are cgroup-v2-only, where
+    Pause freezes the unit: a frozen sandbox is thawed for its snapshot."""
+
+    def boot(self, snapdir):
+        try:
+            system = harness.boot_extra(cgroup='unified')
+        except harness.Unavailable as e:
+            if harness.ci():
+                raise
+            raise unittest.SkipTest(str(e))
+        # The snapshot directory outlives the system: a host directory both see, which the
+        # unit (ProtectSystem=strict) may write.
+        with open(system.path('/run/systemd/system/sandboxd.service.d/70-test-snapshots.conf'), 'w') as f:
+            f.write(f'{harness.MARKER}\n[Service]\nReadWritePaths={snapdir}\n')
+        system.configure_daemon(f'[Snapshots]\nDirectory={snapdir}/snapshots\n')
+        return system
+
+    def teardown_system(self, system):
+        problems = system.teardown()
+        self.assertEqual(problems, [], 'teardown found problems')
+
+    def call(self, system, method, parameters=None):
+        replies, error, params = system.varlink_call(method, parameters)
+        self.assertIsNone(error, f'{method}({parameters}) failed: {error} {params}')
+        return replies[0]
+
+    def sh(self, system, sid, script):
+        cp = system.sandboxctl('exec', sid, '--', 'sh', '-c', script, timeout=120)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return cp.stdout
+
+    def test_hibernate_reboot_wake(self):
+        if S.mode == 'host':
+            self.skipTest('PID 1 is systemd: no second system to boot here')
+        snapdir = tempfile.mkdtemp(prefix='sandboxd-test-snapshots-', dir='/var/lib')
+        self.addCleanup(shutil.rmtree, snapdir, True)
+
+        first = self.boot(snapdir)
+        try:
+            sid = self.call(first, 'CreateSandbox', {'template': 'shell', 'options': {'Name': 'rebooter'}})['id']
+            self.sh(first, sid, 'echo "survives a reboot" > /work/r; mkfifo /work/p')
+            self.call(first, 'Pause', {'id': sid})
+            self.assertEqual(self.call(first, 'GetSandbox', {'id': sid})['sandbox']['state'], 'paused')
+            snap = self.call(first, 'Hibernate', {'id': sid})['snapshot']
+            self.assertTrue(snap['hibernated'])
+            self.assertEqual(first.systemctl('restart', 'sandboxd.service', timeout=90).returncode, 0)
+            listed = self.call(first, 'ListSnapshots')['snapshots']
+            self.assertEqual([s['id'] for s in listed], [snap['id']])
+        finally:
+            self.teardown_system(first)  # the whole system killed, not shut down cleanly
+
+        second = self.boot(snapdir)
+        try:
+            self.assertEqual(self.call(second, 'Wake', {'id': 'rebooter'})['id'], sid)
+            got = self.call(second, 'GetSandbox', {'id': 'rebooter'})['sandbox']
+            self.assertEqual((got['id'], got['name'], got['state']), (sid, 'rebooter', 'running'))
+            self.assertEqual(self.sh(second, sid, 'cat /work/r; stat -c %F /work/p'),
+                             'survives a reboot\nfifo\n')
+            self.assertEqual(self.call(second, 'ListSnapshots')['snapshots'], [])
+            self.assertEqual(second.sandboxctl('destroy', sid, timeout=120).returncode, 0)
+        finally:
+            self.teardown_system(second)
 
 
 if __name__ == '__main__':
