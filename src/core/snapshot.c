@@ -262,6 +262,7 @@ typedef struct SnapshotJob {
         bool op_done;
         bool repause;              /* it was paused: frozen again after */
         bool repausing;            /* ... which is under way */
+        bool streaming;            /* in on_stream(): finishing waits until it returns */
         SandboxError error;        /* the first thing that went wrong */
         FileOp *op;
         snapshot_callback_t cb;
@@ -321,7 +322,8 @@ static void on_repaused(Sandbox *s, const SandboxError *error, void *userdata) {
 static void snapshot_job_maybe_finish(SnapshotJob *j) {
         int r;
 
-        if (!j->op_done || j->repausing || (!j->stream_done && !sandbox_error_is_set(&j->error)))
+        if (!j->op_done || j->repausing || j->streaming ||
+            (!j->stream_done && !sandbox_error_is_set(&j->error)))
                 return;
 
         if (!sandbox_error_is_set(&j->error)) {
@@ -350,13 +352,18 @@ static void snapshot_job_fail(SnapshotJob *j) {
 static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         SnapshotJob *j = userdata;
 
+        /* Cancelling the op may answer it at once (on_archived()): the job stays until
+         * this returns. */
+        j->streaming = true;
         for (;;) {
                 ssize_t n = splice(fd, NULL, j->file_fd, NULL, SNAPSHOT_SPLICE_CHUNK, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 
                 if (n < 0 && errno == EINTR)
                         continue;
-                if (n < 0 && errno == EAGAIN)
+                if (n < 0 && errno == EAGAIN) {
+                        j->streaming = false;
                         return 0;
+                }
                 if (n < 0) {
                         sandbox_error_set_errno(&j->error, errno, "Failed to write snapshot %s: %m", j->meta.id);
                         snapshot_job_fail(j);
@@ -378,6 +385,7 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
                         break;
                 }
         }
+        j->streaming = false;
         snapshot_job_maybe_finish(j);
         return 0;
 }
