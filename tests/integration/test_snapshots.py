@@ -8,7 +8,7 @@
     host's file is never read or written;
   - Fork: both sandboxes diverge; Hibernate -> restart sandboxd -> Wake: the files are
     back under the same id and name;
-  - bombs: a 1 TB sparse file, many files, a highly compressible file: bounded by DiskMax
+  - bombs: a 1 TB sparse file, 10^5 files, a highly compressible file: bounded by DiskMax
     and the quota, a clear error, nothing half-written in the snapshot directory;
   - another owner (uid 65534) and another tenant cannot list, restore or remove them.
 """
@@ -252,7 +252,7 @@ class SnapshotTest(harness.SandboxTestCase):
         # Highly compressible: 48 MiB of zeros fit the source's DiskMax and compress to
         # almost nothing; a sandbox with a smaller DiskMax is refused before it starts.
         self.sh(sid, 'rm /work/huge; head -c 48M /dev/zero > /work/zeros; mkdir /work/many; cd /work/many; '
-                     'seq 1 5000 | xargs touch')
+                     'seq 1 100000 | xargs touch')
         snap = self.snapshot(sid)
         self.assertLess(snap['size'], MiB)
         before = {s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']}
@@ -261,7 +261,7 @@ class SnapshotTest(harness.SandboxTestCase):
         self.assertEqual(short(error), 'SnapshotTooLarge', params)
         self.assertIn(snap['id'], params['message'])
         dst = self.sandbox(FromSnapshot=snap['id'], DiskMax=64 * MiB)
-        self.assertEqual(self.sh(dst, 'ls /work/many | wc -l; stat -c %s /work/zeros'), '5000\n50331648\n')
+        self.assertEqual(self.sh(dst, 'ls /work/many | wc -l; stat -c %s /work/zeros'), '100000\n50331648\n')
         self.assertEqual(before, {s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']})
 
         # The quota: incompressible data beyond MaxBytesPerOwner= (64M) is cut off, and
