@@ -253,6 +253,9 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                 r = manager_find_sandbox(m, config->wake_id) ? -EEXIST : 0;
                 strcpy(s->id, config->wake_id);
                 s->config.wake_id[0] = 0;
+                /* Exec ids key the records (sandbox, exec), as after an adoption: the
+                 * woken sandbox's must not reuse those before it hibernated. */
+                s->next_exec_id = now_usec(CLOCK_REALTIME);
         } else
                 r = sandbox_generate_id(m, s->id);
         if (r >= 0)

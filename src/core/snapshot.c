@@ -590,6 +590,9 @@ static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *
                 on_hibernate_destroyed(NULL, NULL, h);
                 return;
         }
+        /* What its record (and an exec still running) gives as the reason it ended. */
+        if (!s->failure && asprintf(&s->failure, "hibernated as snapshot %s", meta->id) < 0)
+                s->failure = NULL;
         r = sandbox_destroy(s, on_hibernate_destroyed, h);
         if (r < 0)
                 on_hibernate_destroyed(NULL, NULL, h);
