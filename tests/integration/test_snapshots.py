@@ -268,12 +268,18 @@ class SnapshotTest(harness.SandboxTestCase):
         # nothing of it stays.
         big = self.sandbox(DiskMax=200 * MiB)
         self.sh(big, 'head -c 80M /dev/urandom > /work/random')
+        # A process running meanwhile: stopped while the snapshot is taken, continued after,
+        # also when the snapshot is cut off.
+        self.ok(self.ctl('start', big, '--', 'sh', '-c', 'while :; do date +%s%N > /tmp/t.new; mv /tmp/t.new /tmp/tick; sleep 0.05; done'))
         _, error, params = vl('Snapshot', {'id': big})
         self.assertEqual(short(error), 'QuotaExceeded', params)
         self.assert_nothing_half_written()
         self.assertEqual(before, {s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']})
         # The sandbox runs on, its processes continued.
         self.assertEqual(self.sh(big, 'echo alive'), 'alive\n')
+        t1 = self.sh(big, 'cat /tmp/tick')
+        time.sleep(0.5)
+        self.assertNotEqual(self.sh(big, 'cat /tmp/tick'), t1, 'the background process stayed stopped')
 
     def test_quota_count(self):
         sid = self.sandbox()
