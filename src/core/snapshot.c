@@ -188,7 +188,8 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
 
         any.granted = true;
         snapshot_meta_done(meta);
-        r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) : manager_lookup_snapshot(m, &any, id, meta, error);
+        r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) :
+                   manager_lookup_snapshot(m, &any, id, meta, error);
         if (r < 0)
                 return r;
         *ret_op = wake ? SANDBOX_OP_CREATE : SANDBOX_OP_DESTROY;
@@ -356,7 +357,8 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
          * this returns. */
         j->streaming = true;
         for (;;) {
-                ssize_t n = splice(fd, NULL, j->file_fd, NULL, SNAPSHOT_SPLICE_CHUNK, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                ssize_t n = splice(fd, NULL, j->file_fd, NULL, SNAPSHOT_SPLICE_CHUNK,
+                                   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
 
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -390,6 +392,12 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
         return 0;
 }
 
+/* What the agent met (an errno in the sandbox) is, for the caller, the sandbox failing;
+ * what sandboxd met keeps its code. */
+static SandboxErrorCode agent_error_code(const SandboxError *error) {
+        return error->code == SANDBOX_ERR_ERRNO ? SANDBOX_ERR_SANDBOX_FAILED : error->code;
+}
+
 static void on_archived(const struct agent_file_result *result, const void *data, size_t size,
                         const SandboxError *error, void *userdata) {
         SnapshotJob *j = userdata;
@@ -402,7 +410,7 @@ static void on_archived(const struct agent_file_result *result, const void *data
                                   "sparse files at their full size): a snapshot of them could not be restored.",
                                   j->meta.source, j->meta.config.disk_max);
         else if (error)
-                sandbox_error_set(&j->error, error->code == SANDBOX_ERR_ERRNO ? SANDBOX_ERR_SANDBOX_FAILED : error->code,
+                sandbox_error_set(&j->error, agent_error_code(error),
                                   "Snapshot of sandbox %s failed: %s", j->meta.source, sandbox_error_message(error));
         else
                 j->meta.content_size = result->bytes;
@@ -648,7 +656,7 @@ static void on_extracted(const struct agent_file_result *result, const void *dat
                                           "Snapshot %s holds more than the DiskMax of sandbox %s (%" PRIu64 " bytes).",
                                           rj->snapshot, s->id, s->config.disk_max);
                 else
-                        sandbox_error_set(&e, error->code == SANDBOX_ERR_ERRNO ? SANDBOX_ERR_SANDBOX_FAILED : error->code,
+                        sandbox_error_set(&e, agent_error_code(error),
                                           "Failed to restore snapshot %s into sandbox %s: %s", rj->snapshot, s->id,
                                           sandbox_error_message(error));
                 restore_failed(rj, s, &e);
@@ -712,7 +720,8 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
                 return sandbox_error_set(error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
                                          "Snapshot %s holds %" PRIu64 " bytes of files, more than the new sandbox's "
                                          "DiskMax of %" PRIu64 " bytes%s; give a larger DiskMax.", meta->id,
-                                         meta->content_size, config->disk_max, meta->tmp ? " (each of /work, /tmp)" : "");
+                                         meta->content_size, config->disk_max,
+                                         meta->tmp ? " (each of /work, /tmp)" : "");
         if (m->n_sandboxes >= m->settings.max_sandboxes)
                 return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
                                          "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
@@ -761,7 +770,8 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
         }
         t = template_set_find(&fj->manager->templates, meta->template_name);
         if (!t)
-                r = sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.", meta->template_name);
+                r = sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
+                                      meta->template_name);
         else
                 r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, fj->cb, fj->userdata, &e);
         if (r < 0) {
@@ -820,7 +830,8 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
         if (r < 0)
                 return r;
         if (manager_find_sandbox(m, meta.source))
-                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "Sandbox %s is awake already.", meta.source);
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "Sandbox %s is awake already.",
+                                         meta.source);
         if (!isempty(meta.config.name) && manager_find_named(m, meta.owner, meta.config.tenant, meta.config.name))
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
                                          "A sandbox named '%s' exists already; it cannot wake.", meta.config.name);

@@ -270,7 +270,8 @@ class SnapshotTest(harness.SandboxTestCase):
         self.sh(big, 'head -c 80M /dev/urandom > /work/random')
         # A process running meanwhile: stopped while the snapshot is taken, continued after,
         # also when the snapshot is cut off.
-        self.ok(self.ctl('start', big, '--', 'sh', '-c', 'while :; do date +%s%N > /tmp/t.new; mv /tmp/t.new /tmp/tick; sleep 0.05; done'))
+        ticker = 'while :; do date +%s%N > /tmp/t.new; mv /tmp/t.new /tmp/tick; sleep 0.05; done'
+        self.ok(self.ctl('start', big, '--', 'sh', '-c', ticker))
         _, error, params = vl('Snapshot', {'id': big})
         self.assertEqual(short(error), 'QuotaExceeded', params)
         self.assert_nothing_half_written()

@@ -158,17 +158,18 @@ static void test_options(void **state) {
         SandboxConfig c = {};
         SnapshotOptions so = {};
 
-        assert_int_equal(sandbox_config_set(&c, "IdleAction", &(OptionValue) { .type = OPTION_STRING, .s = "pause" }, &e), 0);
+        assert_int_equal(sandbox_config_set(&c, "IdleAction",
+                                            &(OptionValue) { .type = OPTION_STRING, .s = "pause" }, &e), 0);
         assert_int_equal(c.idle_action, IDLE_ACTION_PAUSE);
         assert_int_equal(sandbox_config_set(&c, "FromSnapshot",
                                             &(OptionValue) { .type = OPTION_STRING, .s = "00112233445566ff" }, &e), 0);
         assert_string_equal(c.from_snapshot, "00112233445566ff");
-        assert_int_equal(sandbox_config_set(&c, "IdleAction", &(OptionValue) { .type = OPTION_STRING, .s = "nap" }, &e),
-                         -EINVAL);
+        assert_int_equal(sandbox_config_set(&c, "IdleAction",
+                                            &(OptionValue) { .type = OPTION_STRING, .s = "nap" }, &e), -EINVAL);
         assert_int_equal(e.code, SANDBOX_ERR_INVALID_OPTION);
         sandbox_error_done(&e);
-        assert_int_equal(sandbox_config_set(&c, "FromSnapshot", &(OptionValue) { .type = OPTION_STRING, .s = "../x" }, &e),
-                         -EINVAL);
+        assert_int_equal(sandbox_config_set(&c, "FromSnapshot",
+                                            &(OptionValue) { .type = OPTION_STRING, .s = "../x" }, &e), -EINVAL);
         sandbox_error_done(&e);
         assert_int_equal(option_set_apply(OPTION_SET_SNAPSHOT, &so, "IncludeTmp",
                                           &(OptionValue) { .type = OPTION_BOOL, .b = true }, &e), 0);
