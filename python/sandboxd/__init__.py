@@ -28,9 +28,10 @@ library only; Python 3.11.
 from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox
 from .code import CodeSandbox, ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider
 from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationRequired, InvalidOption,
-                     NoReply, NoSuchProcess, NoSuchSandbox, NoSuchTemplate, NotRunning, NotSupported,
-                     ProtocolError, SandboxConnectionError, SandboxError, SandboxExists, SandboxFailed,
-                     SandboxSystemError, StillRunning, SystemdFailed, TemplateReadOnly, TooManySandboxes)
+                     NoReply, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot, NoSuchTemplate, NotRunning,
+                     NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
+                     SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
+                     SystemdFailed, TemplateReadOnly, TooManySandboxes)
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
 from .sandbox import CommandHandle, Commands, Files, Sandbox
 from .http import AsyncHttpTransport, HttpTransport
@@ -48,6 +49,7 @@ __all__ = [
     'SandboxError', 'SandboxConnectionError', 'SandboxSystemError', 'ProtocolError',
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
     'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',
-    'SandboxExists', 'TemplateReadOnly', 'AccessDenied', 'InteractiveAuthorizationRequired',
+    'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded', 'SnapshotTooLarge',
+    'AccessDenied', 'InteractiveAuthorizationRequired',
     'NotSupported', 'NoReply',
 ]

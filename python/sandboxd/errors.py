@@ -21,8 +21,8 @@ __all__ = [
     'SandboxError', 'SandboxConnectionError', 'SandboxSystemError',
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy',
     'TooManySandboxes', 'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning',
-    'FileTooLarge', 'SandboxExists', 'TemplateReadOnly', 'AccessDenied',
-    'InteractiveAuthorizationRequired', 'NotSupported', 'NoReply', 'ProtocolError',
+    'FileTooLarge', 'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded',
+    'SnapshotTooLarge', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported', 'NoReply', 'ProtocolError',
     'error_from_reply',
 ]
 
@@ -140,6 +140,24 @@ class TemplateReadOnly(SandboxError):
     name = f'{INTERFACE}.TemplateReadOnly'
 
 
+class NoSuchSnapshot(SandboxError):
+    """No snapshot of that id, or not the caller's."""
+
+    name = f'{INTERFACE}.NoSuchSnapshot'
+
+
+class QuotaExceeded(SandboxError):
+    """The owner's snapshot quota (bytes or count) would be exceeded."""
+
+    name = f'{INTERFACE}.QuotaExceeded'
+
+
+class SnapshotTooLarge(SandboxError):
+    """The snapshot does not fit (its files exceed the sandbox's DiskMax)."""
+
+    name = f'{INTERFACE}.SnapshotTooLarge'
+
+
 class AccessDenied(SandboxError):
     """polkit said no."""
 
@@ -197,7 +215,8 @@ _BY_NAME: dict[str, type[SandboxError]] = {
     cls.name: cls for cls in (
         NoSuchTemplate, NoSuchSandbox, InvalidOption, NotRunning, Busy, TooManySandboxes,
         SandboxFailed, SystemdFailed, NoSuchProcess, StillRunning, FileTooLarge, SandboxExists,
-        TemplateReadOnly, AccessDenied, InteractiveAuthorizationRequired, NotSupported, NoReply,
+        TemplateReadOnly, NoSuchSnapshot, QuotaExceeded, SnapshotTooLarge, AccessDenied,
+        InteractiveAuthorizationRequired, NotSupported, NoReply,
         SandboxSystemError)
 }
 

@@ -203,6 +203,29 @@ int config_parse_port(const char *rvalue, void *data) {
         return 0;
 }
 
+static int parse_u64_with(const char *rvalue, void *data, int (*parse)(const char *, uint64_t *)) {
+        uint64_t *u = data, v;
+        int r;
+
+        if (!*rvalue) {
+                *u = 0;
+                return 0;
+        }
+        r = parse(rvalue, &v);
+        if (r < 0)
+                return r;
+        *u = v;
+        return 0;
+}
+
+int config_parse_size(const char *rvalue, void *data) {
+        return parse_u64_with(rvalue, data, parse_size);
+}
+
+int config_parse_uint64(const char *rvalue, void *data) {
+        return parse_u64_with(rvalue, data, parse_uint64);
+}
+
 int config_parse_seconds(const char *rvalue, void *data) {
         uint64_t *sec = data, v;
         int r;

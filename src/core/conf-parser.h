@@ -42,4 +42,6 @@ int config_parse_string(const char *rvalue, void *data);
 int config_parse_path(const char *rvalue, void *data);          /* absolute, normalized form not required */
 int config_parse_port(const char *rvalue, void *data);          /* unsigned, 1 … 65535, "" = 0 */
 int config_parse_seconds(const char *rvalue, void *data);       /* uint64_t, "30d", "12h", "0" */
-int config_parse_bool(const char *rvalue, void *data);          /* bool: yes/no, true/false, on/off, 1/0 */
+int config_parse_bool(const char *rvalue, void *data);
+int config_parse_size(const char *rvalue, void *data);          /* uint64_t bytes, "10G"; "" = 0 */
+int config_parse_uint64(const char *rvalue, void *data);        /* uint64_t; "" = 0 */          /* bool: yes/no, true/false, on/off, 1/0 */

@@ -276,6 +276,22 @@ int sandbox_move_file(Sandbox *s, const char *path, const char *to, FILE_OP_ARGS
         return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
 }
 
+static int sandbox_snapshot_op(Sandbox *s, enum agent_file_op op, int fd, bool tmp, uint64_t max, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, op, SANDBOX_WORKDIR);
+
+        f.tmp = tmp;
+        f.max = max;
+        return sandbox_file_op(s, &f, fd, cb, userdata, ret_op, error);
+}
+
+int sandbox_archive(Sandbox *s, int fd, bool tmp, uint64_t max, FILE_OP_ARGS) {
+        return sandbox_snapshot_op(s, AGENT_FILE_ARCHIVE, fd, tmp, max, cb, userdata, ret_op, error);
+}
+
+int sandbox_extract(Sandbox *s, int fd, bool tmp, uint64_t max, FILE_OP_ARGS) {
+        return sandbox_snapshot_op(s, AGENT_FILE_EXTRACT, fd, tmp, max, cb, userdata, ret_op, error);
+}
+
 void file_op_cancel(FileOp *op) {
         json_object *msg;
 

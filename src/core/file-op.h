@@ -46,5 +46,11 @@ int sandbox_make_directory(Sandbox *s, const char *path, bool parents, FILE_OP_A
 int sandbox_remove_file(Sandbox *s, const char *path, bool recursive, FILE_OP_ARGS);
 int sandbox_move_file(Sandbox *s, const char *path, const char *to, FILE_OP_ARGS);
 
+/* Snapshots (snapshot.h): the agent writes /work (and /tmp, with tmp) as a compressed tar
+ * stream to fd, or unpacks one from fd into them; either fails with FileTooLarge once the
+ * files add up to more than max bytes. Take fd (a pipe or a regular file). */
+int sandbox_archive(Sandbox *s, int fd, bool tmp, uint64_t max, FILE_OP_ARGS);
+int sandbox_extract(Sandbox *s, int fd, bool tmp, uint64_t max, FILE_OP_ARGS);
+
 /* Ends op early (its caller went away): cb is still called, with an error. */
 void file_op_cancel(FileOp *op);

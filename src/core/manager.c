@@ -18,6 +18,7 @@
 #include "payload-bwrap.h"
 #include "sandbox-persist.h"
 #include "seccomp-policy.h"
+#include "snapshot.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 #include "strv.h"
@@ -35,6 +36,10 @@ int manager_settings_init(ManagerSettings *s) {
         *s = (ManagerSettings) {
                 .max_sandboxes = SANDBOX_MAX_DEFAULT,
                 .uid_base = SANDBOX_UID_BASE_DEFAULT,
+                .snapshots = {
+                        .max_bytes_per_owner = SNAPSHOT_MAX_BYTES_PER_OWNER_DEFAULT,
+                        .max_per_owner = SNAPSHOT_MAX_PER_OWNER_DEFAULT,
+                },
         };
         s->state_dir = strdup(SANDBOX_RUNTIME_DIR);
         s->agent_path = strdup(SANDBOX_AGENT_PATH);
@@ -55,6 +60,7 @@ void manager_settings_done(ManagerSettings *s) {
         s->agent_path = mfree(s->agent_path);
         s->bwrap_path = mfree(s->bwrap_path);
         s->docker_socket = mfree(s->docker_socket);
+        snapshot_settings_done(&s->snapshots);
 }
 
 static int mkdir_mode(const char *path, mode_t mode) {
@@ -132,6 +138,8 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 log_error_errno(r, "Failed to create %s: %m", m->sandboxes_dir);
                 goto fail;
         }
+        /* Without its directory, only snapshots fail (and say why). */
+        (void) manager_snapshots_setup(m);
 
         *ret = m;
         return 0;
@@ -155,6 +163,7 @@ Manager *manager_free(Manager *m) {
                 free(sub);
         }
         manager_logs_done(m);
+        manager_snapshots_done(m);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
@@ -453,7 +462,7 @@ Sandbox *manager_get_sandbox(Manager *m, const char *id) {
 }
 
 /* The live sandbox named name of owner for tenant ("": none). */
-static Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name) {
+Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name) {
         for (Sandbox *s = m->sandboxes; s; s = s->next)
                 if (!s->pooled && s->owner == owner && s->state != SANDBOX_STOPPING && s->state != SANDBOX_DEAD &&
                     streq(s->config.name, name) && streq(s->config.tenant, tenant))
@@ -604,7 +613,7 @@ static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxCo
         return NULL;
 }
 
-static int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
+int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                                  sandbox_callback_t cb, void *userdata, SandboxError *error) {
         Sandbox *s;
         int r;
@@ -669,6 +678,10 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                         return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);
                 return 0;
         }
+
+        /* With files of a snapshot: a sandbox of its own, started for it. */
+        if (!isempty(config->from_snapshot))
+                return manager_create_from_snapshot(m, caller, t, config, cb, userdata, error);
 
         s = manager_pool_take(m, t, config);
         if (s) {

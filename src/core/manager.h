@@ -13,6 +13,7 @@
 
 #include "events.h"
 #include "sandbox.h"
+#include "snapshot-meta.h"
 #include "template.h"
 
 typedef struct ManagerSettings {
@@ -23,6 +24,7 @@ typedef struct ManagerSettings {
         char *docker_socket;  /* the Docker Engine API (or Podman's compatible one) */
         unsigned max_sandboxes;
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
+        SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
 } ManagerSettings;
 
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U

@@ -72,6 +72,13 @@ static const OptionSpec sandbox_options[] = {
         { "Tenant",             OPTION_STRING },
         { "EgressAllow",        OPTION_STRV   },
         { "EgressDeny",         OPTION_STRV   },
+        { "IdleAction",         OPTION_STRING },
+        { "FromSnapshot",       OPTION_STRING },
+        {}
+};
+
+static const OptionSpec snapshot_options[] = {
+        { "IncludeTmp", OPTION_BOOL },
         {}
 };
 
@@ -122,6 +129,7 @@ static const OptionSpec * const option_sets[_OPTION_SET_MAX] = {
         [OPTION_SET_FILE]       = file_options,
         [OPTION_SET_EXECUTIONS] = execution_filters,
         [OPTION_SET_SANDBOX_LIST] = sandbox_list_filters,
+        [OPTION_SET_SNAPSHOT]   = snapshot_options,
 };
 
 OptionType option_set_lookup(OptionSet set, const char *name) {
@@ -328,6 +336,17 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         } else if (streq(name, "EgressDeny")) {
                 r = set_egress(c->egress_deny, name, v->strv, true, error);
                 c->egress_deny_set = true;
+        } else if (streq(name, "IdleAction")) {
+                IdleAction a = idle_action_from_string(v->s);
+                if (a < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "IdleAction must be destroy, pause or hibernate, got '%.16s'.", v->s);
+                c->idle_action = a;
+        } else if (streq(name, "FromSnapshot")) {
+                if (!sandbox_id_is_valid(v->s))
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "FromSnapshot must be a snapshot id (16 hex digits), got '%.64s'.", v->s);
+                strcpy(c->from_snapshot, v->s);
         }
         else /* Ephemeral */
                 c->ephemeral = v->b;
@@ -617,6 +636,33 @@ int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionVa
         return 0;
 }
 
+static const char * const idle_action_table[_IDLE_ACTION_MAX] = {
+        [IDLE_ACTION_DESTROY]   = "destroy",
+        [IDLE_ACTION_PAUSE]     = "pause",
+        [IDLE_ACTION_HIBERNATE] = "hibernate",
+};
+
+const char *idle_action_to_string(IdleAction a) {
+        return a >= 0 && a < _IDLE_ACTION_MAX ? idle_action_table[a] : NULL;
+}
+
+IdleAction idle_action_from_string(const char *s) {
+        for (size_t i = 0; s && i < ELEMENTSOF(idle_action_table); i++)
+                if (streq(idle_action_table[i], s))
+                        return (IdleAction) i;
+        return _IDLE_ACTION_INVALID;
+}
+
+int snapshot_options_set(SnapshotOptions *o, const char *name, const OptionValue *v, SandboxError *error) {
+        int r;
+
+        r = option_check(OPTION_SET_SNAPSHOT, name, v, error);
+        if (r < 0)
+                return r;
+        o->include_tmp = v->b; /* IncludeTmp */
+        return 0;
+}
+
 int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error) {
         switch (set) {
         case OPTION_SET_SANDBOX:
@@ -629,6 +675,8 @@ int option_set_apply(OptionSet set, void *target, const char *name, const Option
                 return execution_query_set(target, name, v, error);
         case OPTION_SET_SANDBOX_LIST:
                 return sandbox_list_query_set(target, name, v, error);
+        case OPTION_SET_SNAPSHOT:
+                return snapshot_options_set(target, name, v, error);
         default:
                 return -EINVAL;
         }

@@ -46,6 +46,21 @@ typedef struct SandboxLimits {
         uint64_t tasks_max;
 } SandboxLimits;
 
+/* What a sandbox's idle timeout does (IdleAction): destroy it, pause it (freeze, kept in
+ * memory), or hibernate it (snapshot to disk, then destroy; Wake brings it back). */
+typedef enum IdleAction {
+        IDLE_ACTION_DESTROY,
+        IDLE_ACTION_PAUSE,
+        IDLE_ACTION_HIBERNATE,
+        _IDLE_ACTION_MAX,
+        _IDLE_ACTION_INVALID = -EINVAL,
+} IdleAction;
+
+const char *idle_action_to_string(IdleAction a);
+IdleAction idle_action_from_string(const char *s);
+
+#define SNAPSHOT_ID_STRING_MAX 16
+
 typedef struct SandboxConfig {
         SandboxLimits limits;  /* 0 = not asked for: the template's value, else the default */
         uint64_t disk_max;     /* bytes, each of /work and /tmp; 0 = default */
@@ -60,7 +75,18 @@ typedef struct SandboxConfig {
         char egress_allow[SANDBOX_EGRESS_TEXT_MAX];
         char egress_deny[SANDBOX_EGRESS_TEXT_MAX];
         bool egress_allow_set, egress_deny_set;  /* given: the template's list does not apply */
+        IdleAction idle_action;  /* what IdleTimeout does */
+        /* CreateSandbox only: the snapshot (snapshot.h) whose files the new sandbox starts
+         * with; "": none. */
+        char from_snapshot[SNAPSHOT_ID_STRING_MAX + 1];
+        /* Wake only (not an option): the id the sandbox had before it hibernated. */
+        char wake_id[SNAPSHOT_ID_STRING_MAX + 1];
 } SandboxConfig;
+
+/* Snapshot's and Hibernate's options. */
+typedef struct SnapshotOptions {
+        bool include_tmp;     /* /tmp as well as /work */
+} SnapshotOptions;
 
 typedef struct ExecConfig {
         char **argv;
@@ -176,6 +202,7 @@ typedef enum OptionSet {
         OPTION_SET_FILE,        /* WriteFile, Upload, Download: FileOptions */
         OPTION_SET_EXECUTIONS,  /* ListExecutions: ExecutionQuery */
         OPTION_SET_SANDBOX_LIST, /* ListSandboxes' filter: SandboxListQuery */
+        OPTION_SET_SNAPSHOT,    /* Snapshot, Hibernate: SnapshotOptions */
         _OPTION_SET_MAX,
 } OptionSet;
 
@@ -223,6 +250,8 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
 /* Takes ownership of argv (also on failure); validates argv and sizes. */
 int exec_config_set_argv(ExecConfig *c, char **argv, SandboxError *error);
 int exec_config_finalize(ExecConfig *c, SandboxError *error);
+
+int snapshot_options_set(SnapshotOptions *o, const char *name, const OptionValue *v, SandboxError *error);
 
 void file_options_init(FileOptions *o);
 int file_options_set(FileOptions *o, const char *name, const OptionValue *v, SandboxError *error);

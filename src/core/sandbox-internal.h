@@ -135,6 +135,7 @@ struct Manager {
         char *sandboxes_dir;    /* state files of the running sandboxes */
         char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
         sd_event_source *pool_timer;
+        sd_event_source *snapshot_retention; /* snapshot.c */
         bool draining;
         void (*pool_drained_cb)(void *userdata);
         void *pool_drained_userdata;
@@ -178,6 +179,11 @@ bool manager_has_pooled(Manager *m);
 void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
+/* The live sandbox named name of owner for tenant ("": none). */
+Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name);
+/* Starts a new sandbox of t for owner (config finalized here); cb once it runs. */
+int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
+                          sandbox_callback_t cb, void *userdata, SandboxError *error);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

@@ -54,6 +54,7 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             add_u64(o, "DiskMax", st->config.disk_max) < 0 ||
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
+            json_add(o, "IdleAction", json_object_new_string(idle_action_to_string(st->config.idle_action))) < 0 ||
             json_add(o, "Ephemeral", json_object_new_boolean(st->config.ephemeral)) < 0 ||
             (!isempty(st->config.name) && json_add(o, "Name", json_object_new_string(st->config.name)) < 0) ||
             (!isempty(st->config.tenant) && json_add(o, "Tenant", json_object_new_string(st->config.tenant)) < 0) ||
@@ -174,6 +175,13 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
         if (get_label(o, "Name", sandbox_name_is_valid, st.config.name) < 0 ||
             get_label(o, "Tenant", sandbox_tenant_is_valid, st.config.tenant) < 0)
                 goto finish;
+        /* Absent in what an older sandboxd saved: destroy, as it did. */
+        if (json_object_object_get_ex(o, "IdleAction", &v)) {
+                IdleAction a = idle_action_from_string(json_object_get_string(v));
+                if (!json_object_is_type(v, json_type_string) || a < 0)
+                        goto finish;
+                st.config.idle_action = a;
+        }
         if (json_object_object_get_ex(o, "pooled", &v))
                 st.pooled = json_object_get_boolean(v);
         if (json_object_object_get_ex(o, "from_pool", &v))

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
+#include "snapshot.h"
 #include "sandbox-persist.h"
 #include "strv.h"
 #include "time-util.h"
@@ -273,7 +274,16 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
 
-        r = sandbox_generate_id(m, s->id);
+        if (!isempty(config->wake_id)) {
+                /* Wake: the id it had. */
+                r = manager_find_sandbox(m, config->wake_id) ? -EEXIST : 0;
+                strcpy(s->id, config->wake_id);
+                s->config.wake_id[0] = 0;
+                /* Exec ids key the records (sandbox, exec), as after an adoption: the
+                 * woken sandbox's must not reuse those before it hibernated. */
+                s->next_exec_id = now_usec(CLOCK_REALTIME);
+        } else
+                r = sandbox_generate_id(m, s->id);
         if (r >= 0)
                 r = sandbox_pick_host_uid(m, &s->host_uid);
         if (r < 0)
@@ -460,10 +470,35 @@ static int sandbox_arm_timer(Sandbox *s, uint64_t usec) {
                                           on_timer, s);
 }
 
-static int on_idle(sd_event_source *source, uint64_t usec, void *userdata) {
-        Sandbox *s = userdata;
+static void on_idle_hibernated(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
+        if (error)
+                log_warning("Hibernating an idle sandbox failed: %s", sandbox_error_message(error));
+}
 
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s was idle for %" PRIu64 " s.", s->id, s->config.idle_timeout_sec);
+static int on_idle(sd_event_source *source, uint64_t usec, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s = userdata;
+        int r;
+
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s was idle for %" PRIu64 " s, %s it.", s->id,
+                    s->config.idle_timeout_sec, s->config.idle_action == IDLE_ACTION_PAUSE ? "pausing" :
+                    s->config.idle_action == IDLE_ACTION_HIBERNATE ? "hibernating" : "destroying");
+        s->idle_source = sd_event_source_disable_unref(s->idle_source);
+        switch (s->config.idle_action) {
+        case IDLE_ACTION_PAUSE:
+                r = sandbox_pause(s, NULL, NULL, &error);
+                break;
+        case IDLE_ACTION_HIBERNATE:
+                r = sandbox_hibernate(s, NULL, on_idle_hibernated, NULL, &error);
+                break;
+        default:
+                r = -ECANCELED;
+        }
+        if (r >= 0)
+                return 0;
+        if (r != -ECANCELED)
+                log_sandbox(s, LOG_WARNING, r, "Failed to %s idle sandbox %s (%s), destroying it.",
+                            idle_action_to_string(s->config.idle_action), s->id, sandbox_error_message(&error));
         sandbox_stop(s, "The sandbox reached its idle timeout.");
         return 0;
 }

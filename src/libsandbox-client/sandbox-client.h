@@ -70,6 +70,8 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_TENANT           = 1 << 9,
         SANDBOX_CREATE_EGRESS_ALLOW     = 1 << 10,
         SANDBOX_CREATE_EGRESS_DENY      = 1 << 11,
+        SANDBOX_CREATE_FROM_SNAPSHOT    = 1 << 12,
+        SANDBOX_CREATE_IDLE_ACTION      = 1 << 13,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -87,6 +89,8 @@ typedef struct SandboxCreateOptions {
         const char *tenant;             /* for whom (the delegate action) */
         char **egress_allow;            /* EgressAllow: hosts reachable through the proxy */
         char **egress_deny;             /* EgressDeny */
+        const char *from_snapshot;      /* a snapshot id: start with its files */
+        const char *idle_action;        /* "destroy", "pause", "hibernate" */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */
@@ -194,6 +198,37 @@ int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *re
  * RemoveTemplate. Both need "manage". */
 int sandbox_client_create_template(SandboxClient *c, const char *name, const char *json, SandboxClientError *error);
 int sandbox_client_remove_template(SandboxClient *c, const char *name, SandboxClientError *error);
+
+/* ---- snapshots ---- */
+
+/* Snapshot / Hibernate (the sandbox then destroyed): the new snapshot's id. */
+int sandbox_handle_snapshot(SandboxHandle *h, bool hibernate, bool include_tmp, char **ret_snapshot,
+                            SandboxClientError *error);
+/* Fork: a new sandbox with h's files (o: its options; NULL: the source's); its id. */
+int sandbox_handle_fork(SandboxHandle *h, const SandboxCreateOptions *o, char **ret_id, SandboxClientError *error);
+/* Wake: the hibernated sandbox id_or_name again; its id. */
+int sandbox_client_wake(SandboxClient *c, const char *id_or_name, char **ret_id, SandboxClientError *error);
+
+typedef struct SandboxSnapshotInfo {
+        char *id;
+        char *template_name;
+        uint32_t owner;
+        char *tenant;
+        char *name;
+        char *source;
+        uint64_t size;                  /* the stream's bytes */
+        uint64_t content_size;          /* the files' */
+        uint64_t created;               /* µs since the epoch */
+        uint64_t disk_max;
+        bool includes_tmp;
+        bool hibernated;
+        unsigned seen;
+} SandboxSnapshotInfo;
+
+int sandbox_client_list_snapshots(SandboxClient *c, SandboxSnapshotInfo **ret, size_t *ret_n,
+                                  SandboxClientError *error);
+void sandbox_snapshot_info_free_array(SandboxSnapshotInfo *a, size_t n);
+int sandbox_client_remove_snapshot(SandboxClient *c, const char *id, SandboxClientError *error);
 
 /* ActForTenant: this connection's calls act for tenant from now on (NULL: for none). */
 int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error);

@@ -158,9 +158,17 @@ static const char sql_insert_sandbox[] =
         "INSERT INTO sandboxes (id, owner_uid, tenant, name, template, payload, memory_max, cpu_quota_per_sec_usec,"
         " tasks_max, disk_max, timeout_sec, idle_timeout_sec, ephemeral, created_usec, destroyed_usec,"
         " end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        /* One id, two lives: a sandbox woken from hibernation (sandboxd-api(7), SNAPSHOTS)
+         * starts later than the row it finds, which then runs again. An event of an
+         * earlier life (a replay) changes nothing of a later one's. Assignments apply in
+         * order: created_usec last. */
         " ON DUPLICATE KEY UPDATE"
-        " destroyed_usec = COALESCE(VALUES(destroyed_usec), destroyed_usec),"
-        " end_reason = COALESCE(VALUES(end_reason), end_reason)";
+        " destroyed_usec = IF(VALUES(created_usec) < created_usec, destroyed_usec,"
+        "   IF(VALUES(created_usec) > created_usec, VALUES(destroyed_usec),"
+        "      COALESCE(VALUES(destroyed_usec), destroyed_usec))),"
+        " end_reason = IF(VALUES(created_usec) < created_usec, end_reason,"
+        "   IF(VALUES(created_usec) > created_usec, VALUES(end_reason), COALESCE(VALUES(end_reason), end_reason))),"
+        " created_usec = GREATEST(created_usec, VALUES(created_usec))";
 
 static const char sql_insert_exec[] =
         "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, tenant, caller_uid, argv, cwd,"

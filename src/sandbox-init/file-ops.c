@@ -569,6 +569,12 @@ _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
                 case AGENT_FILE_MOVE:
                         r = op_move(f);
                         break;
+                case AGENT_FILE_ARCHIVE:
+                        r = op_archive(f, fd, &res);
+                        break;
+                case AGENT_FILE_EXTRACT:
+                        r = op_extract(f, fd, &res);
+                        break;
                 default:
                         r = -EINVAL;
                 }

@@ -47,6 +47,7 @@ struct exec_child {
 struct file_child {
         uint64_t id;
         pid_t pid;
+        bool stops_others;    /* "archive": it stops every other process while it runs */
 };
 
 struct agent {
@@ -295,7 +296,8 @@ static void handle_file(struct agent *a, json_object *msg, int fds[], size_t n_f
         if (pid == 0)
                 file_op_run(&f, n_fds > 0 ? fds[0] : -EBADF);
 
-        a->files[a->n_files++] = (struct file_child) { .id = id, .pid = pid };
+        a->files[a->n_files++] = (struct file_child) { .id = id, .pid = pid,
+                                                       .stops_others = f.op == AGENT_FILE_ARCHIVE };
 }
 
 static void handle_kill(struct agent *a, json_object *msg) {
@@ -402,8 +404,13 @@ static void reap_children(struct agent *a) {
                                 continue;
                         /* It exits 0 once it has sent its result: otherwise it died before
                          * (OOM killer, say), and sandboxd must not wait for it forever. */
-                        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                                 send_file_error(c->id, EIO);
+                                /* An archive killed (cancelled, or by the OOM killer) before
+                                 * it continued the processes it stopped: we do. */
+                                if (c->stops_others)
+                                        (void) kill(-1, SIGCONT);
+                        }
                         *c = a->files[--a->n_files];
                         break;
                 }

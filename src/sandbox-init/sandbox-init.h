@@ -29,6 +29,10 @@ _noreturn_ void tty_relay(int master, int in, int out);
  * Never returns. */
 _noreturn_ void file_op_run(const struct agent_file *f, int fd);
 
+/* snapshot.c: the "archive" (fd: out) and "extract" (fd: in) file operations. */
+int op_archive(const struct agent_file *f, int out, struct agent_file_result *res);
+int op_extract(const struct agent_file *f, int in, struct agent_file_result *res);
+
 /* Where no one made the sandbox's user namespace (a Docker container): a new one of ours,
  * in which our uid and gid (the sandbox's host uid) are uid and gid, and nothing else is
  * mapped; no capability is left afterwards. 0; or a positive errno if the kernel refuses a

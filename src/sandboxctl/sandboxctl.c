@@ -32,6 +32,7 @@
 #include "sandboxctl-history.h"
 #include "sandboxctl-observe.h"
 #include "sandboxctl-process.h"
+#include "sandboxctl-snapshots.h"
 #include "sandboxctl-util.h"
 #include "strv.h"
 #include "time-util.h"
@@ -73,11 +74,15 @@ typedef enum OptionFlag {
         OPT_REUSE       = 1 << 22,
         OPT_ALLOW_HOST  = 1 << 23,
         OPT_DENY_HOST   = 1 << 24,
-        _OPT_MAX        = 1 << 25,
+        OPT_TMP         = 1 << 25,
+        OPT_FROM_SNAPSHOT = 1 << 26,
+        OPT_IDLE_ACTION = 1 << 27,
+        _OPT_MAX        = 1 << 28,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST)
-#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE)
+#define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE | OPT_FROM_SNAPSHOT | OPT_IDLE_ACTION)
+#define OPTS_FORK (OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_IDLE_ACTION)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
 #define OPTS_START (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX)
 
@@ -87,12 +92,15 @@ static const char *const option_names[] = {
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
         "--since", "--limit", "--lines", "--follow", "--name", "--reuse", "--allow-host", "--deny-host",
+        "--tmp", "--from-snapshot", "--idle-action",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
 static unsigned arg_set = 0;            /* OptionFlag: which options were given */
 static bool arg_json = false;
 static const char *arg_template = NULL;
+static const char *arg_from_snapshot = NULL;
+static const char *arg_idle_action = NULL;
 static uint64_t arg_memory_max = 0;
 static uint64_t arg_cpu_quota = 0;
 static uint64_t arg_tasks_max = 0;
@@ -163,6 +171,14 @@ static int help(void) {
                "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
                "  logs ID [-n N] [-f]         Show the journal entries of a sandbox\n"
                "\n"
+               "Snapshot Commands:\n"
+               "  snapshot ID... [--tmp]      Save the files of /work (and /tmp) of sandboxes\n"
+               "  hibernate ID... [--tmp]     Snapshot, then destroy; wake brings them back\n"
+               "  wake ID|NAME                Start a hibernated sandbox again, same ID and name\n"
+               "  fork ID [--name=NAME]       Start a new sandbox with the files of ID\n"
+               "  snapshots                   List snapshots\n"
+               "  snapshot-remove SNAPSHOT... Remove snapshots\n"
+               "\n"
                "Process Commands:\n"
                "  start ID [--] CMD...        Start a command in the background, print its ID\n"
                "  ps ID                       List the background processes of a sandbox\n"
@@ -204,6 +220,10 @@ static int help(void) {
                "                              exec, run: limit on the command (default: %2$" PRIu64 ")\n"
                "     --idle-timeout=SECONDS   create, set-timeout: destroy the sandbox after\n"
                "                              SECONDS without a running command (0: never)\n"
+               "     --idle-action=ACTION     create: what the idle timeout does: destroy\n"
+               "                              (default), pause or hibernate\n"
+               "     --from-snapshot=SNAPSHOT create: start with the files of a snapshot\n"
+               "     --tmp                    snapshot, hibernate: /tmp as well as /work\n"
                "  -E --env=NAME=VALUE         Set an environment variable for the command\n"
                "     --workdir=PATH           Working directory inside the sandbox\n"
                "     --output-max=SIZE        Bytes kept of stdout and of stderr each\n"
@@ -245,6 +265,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_REUSE,  SANDBOX_CREATE_REUSE_EXISTING },
                 { OPT_ALLOW_HOST, SANDBOX_CREATE_EGRESS_ALLOW },
                 { OPT_DENY_HOST,  SANDBOX_CREATE_EGRESS_DENY },
+                { OPT_FROM_SNAPSHOT, SANDBOX_CREATE_FROM_SNAPSHOT },
+                { OPT_IDLE_ACTION, SANDBOX_CREATE_IDLE_ACTION },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -257,6 +279,8 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .reuse_existing = arg_set & OPT_REUSE,
                 .egress_allow = arg_allow_host,
                 .egress_deny = arg_deny_host,
+                .from_snapshot = arg_from_snapshot,
+                .idle_action = arg_idle_action,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -1112,6 +1136,30 @@ static int template_compare(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
+/* snapshot ID… [--tmp], hibernate ID… [--tmp], fork ID [options], wake ID|NAME, snapshots,
+ * snapshot-remove SNAPSHOT… (sandboxctl-snapshots.c). */
+static int verb_snapshot(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_take(c, argc, argv, streq(argv[0], "hibernate"), arg_set & OPT_TMP, arg_json);
+}
+
+static int verb_fork(int argc, char *argv[], SandboxClient *c) {
+        SandboxCreateOptions o = create_options((arg_set & OPT_TIMEOUT) ? arg_timeout : 0);
+
+        return snapshots_fork(c, argv[1], &o, arg_json);
+}
+
+static int verb_wake(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_wake(c, argv[1], arg_json);
+}
+
+static int verb_snapshots(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_list(c, arg_json);
+}
+
+static int verb_snapshot_remove(int argc, char *argv[], SandboxClient *c) {
+        return snapshots_remove(c, argc, argv);
+}
+
 static int verb_templates(int argc, char *argv[], SandboxClient *c) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         SandboxTemplate *list = NULL;
@@ -1327,6 +1375,12 @@ static const Verb verbs[] = {
         { "cat",       3, ARGS_ANY, OPT_MAX,                false, true,  verb_cat       },
         { "ls",        2, 3,        OPT_DEPTH,              false, true,  verb_ls        },
         { "stat",      3, 3,        0,                      false, true,  verb_stat      },
+        { "snapshot",  2, ARGS_ANY, OPT_TMP,                false, true,  verb_snapshot  },
+        { "hibernate", 2, ARGS_ANY, OPT_TMP,                false, true,  verb_snapshot  },
+        { "wake",      2, 2,        0,                      false, true,  verb_wake      },
+        { "fork",      2, 2,        OPTS_FORK,              false, true,  verb_fork      },
+        { "snapshots", 1, 1,        0,                      false, true,  verb_snapshots },
+        { "snapshot-remove", 2, ARGS_ANY, 0,                false, true,  verb_snapshot_remove },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
 
@@ -1355,7 +1409,8 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
 
         if (n < verb->min_args) {
                 if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout",
-                               "start", "ps", "kill", "cat", "ls", "stat", "logs") && n == 1)
+                               "start", "ps", "kill", "cat", "ls", "stat", "logs", "snapshot", "hibernate",
+                               "fork", "wake") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);
                 if (streq(verb->name, "set-timeout"))
                         return log_error("Missing lifetime: %s set-timeout ID SECONDS [--idle-timeout SECONDS]",
@@ -1487,6 +1542,9 @@ static const Option options[] = {
         { "follow",       no_argument,       'f', OPT_FOLLOW,     KIND_TRUE                                                   },
         { "allow-host",   required_argument, 0,   OPT_ALLOW_HOST, KIND_LIST,    &arg_allow_host                               },
         { "deny-host",    required_argument, 0,   OPT_DENY_HOST,  KIND_LIST,    &arg_deny_host                                },
+        { "tmp",          no_argument,       0,   OPT_TMP,        KIND_TRUE                                                   },
+        { "from-snapshot", required_argument, 0,  OPT_FROM_SNAPSHOT, KIND_STRING, &arg_from_snapshot                           },
+        { "idle-action",  required_argument, 0,   OPT_IDLE_ACTION, KIND_STRING, &arg_idle_action                              },
 };
 
 #define OPTION_VAL_BASE 0x100

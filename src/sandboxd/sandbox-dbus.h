@@ -75,6 +75,13 @@ int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
+/* snapshot-dbus.c: Sandbox.Snapshot and .Hibernate, Sandbox.Fork; Manager.Wake and
+ * .RemoveSnapshot, Manager.ListSnapshots. */
+int method_sandbox_snapshot(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_sandbox_fork(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_snapshot_call(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_list_snapshots(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
 /* sandbox-processes-dbus.c */
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error);

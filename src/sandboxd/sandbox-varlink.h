@@ -50,6 +50,7 @@ int sandbox_varlink_bind(VarlinkFrontend *f);
 int sandbox_files_varlink_bind(VarlinkFrontend *f);
 /* observe-varlink.c */
 int observe_varlink_bind(VarlinkFrontend *f);
+int snapshot_varlink_bind(VarlinkFrontend *f);
 
 /* ListSandboxes', ListExecutions' and ListPools' access: without "manage" (asked without
  * interaction) a caller sees its own only; root sees all. */
@@ -83,6 +84,8 @@ typedef struct SandboxArgs {
         bool recursive;
         ExecConfig exec;              /* Exec, Start: argv and options */
         FileOptions file;             /* WriteFile, Download: options */
+        SnapshotOptions snapshot;     /* Snapshot, Hibernate: options */
+        SandboxConfig config;         /* Fork: options */
 } SandboxArgs;
 
 typedef struct SandboxVarlinkRequest SandboxVarlinkRequest;

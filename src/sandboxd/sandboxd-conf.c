@@ -21,6 +21,7 @@
 
 typedef struct SettingsFile {
         RecorderSettings s;
+        SnapshotSettings snap;
         char *password_file;
 } SettingsFile;
 
@@ -34,6 +35,10 @@ static const ConfigTableItem recorder_table[] = {
         { "Recording", "User",           config_parse_string,  offsetof(SettingsFile, s.mariadb_user),     "a user name" },
         { "Recording", "PasswordFile",   config_parse_path,    offsetof(SettingsFile, password_file),      "an absolute path" },
         { "Recording", "Retention",      config_parse_seconds, offsetof(SettingsFile, s.retention_sec),    "seconds with an optional unit (s, min, h, d)" },
+        { "Snapshots", "Directory",        config_parse_path,    offsetof(SettingsFile, snap.directory),           "an absolute path" },
+        { "Snapshots", "MaxBytesPerOwner", config_parse_size,    offsetof(SettingsFile, snap.max_bytes_per_owner), "bytes with an optional K, M, G or T" },
+        { "Snapshots", "MaxPerOwner",      config_parse_uint64,  offsetof(SettingsFile, snap.max_per_owner),       "a number" },
+        { "Snapshots", "Retention",        config_parse_seconds, offsetof(SettingsFile, snap.retention_sec),       "seconds with an optional unit (s, min, h, d)" },
 };
 
 static int read_password(const char *path, char **ret) {
@@ -57,9 +62,9 @@ static int read_password(const char *path, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int sandboxd_conf_load(RecorderSettings *s, const char *path) {
+int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, const char *path) {
         _cleanup_free_ char *dropins = NULL, *cred = NULL;
-        SettingsFile f = { .s = *s };
+        SettingsFile f = { .s = *s, .snap = *snap };
         const char *main_path = path ?: SANDBOX_CONF_FILE;
         const char *creds;
         int r;
@@ -68,6 +73,7 @@ int sandboxd_conf_load(RecorderSettings *s, const char *path) {
                 return -ENOMEM;
         r = config_parse_with_dropins(main_path, dropins, recorder_table, ELEMENTSOF(recorder_table), &f);
         *s = f.s;
+        *snap = f.snap;
         if (r < 0) {
                 free(f.password_file);
                 return r;

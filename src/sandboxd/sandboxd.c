@@ -181,14 +181,14 @@ static int check_executable(const char *path, const char *what) {
 
 /* The record: without it sandboxd still runs (recording never stops an execution), and
  * says so loudly; ListExecutions then answers NotSupported. */
-static int setup_recorder(Daemon *d, const char *config_path, const ManagerSettings *m) {
+static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m) {
         _cleanup_(recorder_settings_done) RecorderSettings rs = {};
         int r;
 
         r = recorder_settings_init(&rs);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = sandboxd_conf_load(&rs, config_path);
+        r = sandboxd_conf_load(&rs, &m->snapshots, config_path);
         if (r < 0)
                 return r;  /* a broken configuration is the administrator's to fix: refuse */
         if (!rs.enabled) {

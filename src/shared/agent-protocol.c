@@ -512,6 +512,8 @@ static const char * const file_op_table[_AGENT_FILE_OP_MAX] = {
         [AGENT_FILE_MKDIR] = "mkdir",
         [AGENT_FILE_REMOVE] = "remove",
         [AGENT_FILE_MOVE] = "move",
+        [AGENT_FILE_ARCHIVE] = "archive",
+        [AGENT_FILE_EXTRACT] = "extract",
 };
 
 const char *agent_file_op_to_string(enum agent_file_op op) {
@@ -530,7 +532,8 @@ enum agent_file_op agent_file_op_from_string(const char *s) {
 }
 
 size_t agent_file_op_nfds(enum agent_file_op op) {
-        return (op == AGENT_FILE_READ || op == AGENT_FILE_WRITE) ? 1 : 0;
+        return (op == AGENT_FILE_READ || op == AGENT_FILE_WRITE || op == AGENT_FILE_ARCHIVE ||
+                op == AGENT_FILE_EXTRACT) ? 1 : 0;
 }
 
 json_object *agent_msg_file(const struct agent_file *f) {
@@ -584,6 +587,14 @@ json_object *agent_msg_file(const struct agent_file *f) {
 
         case AGENT_FILE_MOVE:
                 r = f->to && *f->to ? json_add(obj, "to", json_object_new_string(f->to)) : -EINVAL;
+                break;
+
+        case AGENT_FILE_ARCHIVE:
+        case AGENT_FILE_EXTRACT:
+                if (f->max != AGENT_FILE_UNLIMITED)
+                        r = json_add_u64(obj, "max", f->max);
+                if (r >= 0 && f->tmp)
+                        r = json_add(obj, "tmp", json_object_new_boolean(true));
                 break;
 
         default:
@@ -649,6 +660,13 @@ int agent_parse_file(json_object *obj, struct agent_file *ret) {
                         return r;
                 if (!*f.to)
                         return -EBADMSG;
+                break;
+
+        case AGENT_FILE_ARCHIVE:
+        case AGENT_FILE_EXTRACT:
+                if ((r = get_u64_opt(obj, "max", &f.max)) < 0 ||
+                    (r = get_bool_opt(obj, "tmp", &f.tmp)) < 0)
+                        return r;
                 break;
 
         default:

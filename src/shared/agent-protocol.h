@@ -48,6 +48,18 @@
  *   OP "mkdir"    "parents", "mode" (default 0755).
  *   OP "remove"   "recursive": true removes a directory tree (never following links).
  *   OP "move"     "to": the new path (rename(2); no cross-device copy).
+ *   OP "archive"  fds [out]: writes /work (with "tmp": true, /tmp too) to out as a
+ *                 zstd-compressed pax tar stream, names relative to "/" ("work/x"),
+ *                 links stored as links, never followed; every other process of the
+ *                 sandbox is stopped (SIGSTOP) meanwhile and continued after. "path" is
+ *                 "/work". "bytes": the regular files' sizes added up (sparse ones at
+ *                 their full size); EFBIG once that exceeds "max".
+ *   OP "extract"  fds [in]: unpacks such a stream into /work (and /tmp with "tmp"),
+ *                 refusing (EINVAL) a name or hard link outside them, "..", absolute
+ *                 names, a path through a symlink, and devices and sockets; EFBIG once
+ *                 the files' sizes (as their headers say, or as their data turns out)
+ *                 exceed "max". "bytes" as for archive. What was unpacked before an
+ *                 error stays: the caller discards the sandbox.
  *   Reads refuse anything but regular files (FIFOs, devices, sockets: EINVAL), opened
  *   with O_NONBLOCK|O_NOFOLLOW on the last component; "max" (bytes) bounds a read so a
  *   sparse terabyte file cannot stream forever (EFBIG beyond it).
@@ -172,6 +184,8 @@ enum agent_file_op {
         AGENT_FILE_MKDIR,
         AGENT_FILE_REMOVE,
         AGENT_FILE_MOVE,
+        AGENT_FILE_ARCHIVE,
+        AGENT_FILE_EXTRACT,
         _AGENT_FILE_OP_MAX,
         _AGENT_FILE_OP_INVALID = -EINVAL,
 };
@@ -179,8 +193,8 @@ enum agent_file_op {
 /* "read" -> AGENT_FILE_READ and back; unknown: NULL, _AGENT_FILE_OP_INVALID. */
 const char *agent_file_op_to_string(enum agent_file_op op);
 enum agent_file_op agent_file_op_from_string(const char *s);
-/* How many descriptors a "file" request of op carries: 1 for read (out) and write (in),
- * 0 for the others. */
+/* How many descriptors a "file" request of op carries: 1 for read and archive (out),
+ * write and extract (in), 0 for the others. */
 size_t agent_file_op_nfds(enum agent_file_op op);
 
 #define AGENT_FILE_UNLIMITED UINT64_MAX         /* "length", "max": not given */
@@ -198,12 +212,14 @@ struct agent_file {
         const char *to;          /* move: the new path; NULL otherwise */
         uint64_t offset;         /* read: where to start (0) */
         uint64_t length;         /* read: at most this many bytes, or AGENT_FILE_UNLIMITED */
-        uint64_t max;            /* read: EFBIG if the file is larger, or AGENT_FILE_UNLIMITED */
+        uint64_t max;            /* read: EFBIG if the file is larger; archive, extract: if the
+                                  * files add up to more; or AGENT_FILE_UNLIMITED */
         mode_t mode;             /* write, mkdir: 0..07777, or AGENT_FILE_MODE_DEFAULT */
         unsigned depth;          /* list: 1..AGENT_FILE_DEPTH_MAX */
         bool append;             /* write */
         bool parents;            /* write, mkdir */
         bool recursive;          /* remove */
+        bool tmp;                /* archive, extract: /tmp as well as /work */
 };
 
 #define AGENT_FILE_INIT(_id, _op, _path)                                        \

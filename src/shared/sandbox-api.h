@@ -28,6 +28,9 @@
 #define SANDBOX_ERROR_FILE_TOO_LARGE     "io.sandboxd.Sandbox1.FileTooLarge"
 #define SANDBOX_ERROR_SANDBOX_EXISTS     "io.sandboxd.Sandbox1.SandboxExists"
 #define SANDBOX_ERROR_TEMPLATE_READ_ONLY "io.sandboxd.Sandbox1.TemplateReadOnly"
+#define SANDBOX_ERROR_NO_SUCH_SNAPSHOT   "io.sandboxd.Sandbox1.NoSuchSnapshot"
+#define SANDBOX_ERROR_QUOTA_EXCEEDED     "io.sandboxd.Sandbox1.QuotaExceeded"
+#define SANDBOX_ERROR_SNAPSHOT_TOO_LARGE "io.sandboxd.Sandbox1.SnapshotTooLarge"
 
 /* Every error of the API, once: X(CODE, Name, D-Bus name, errno, HTTP status). The core
  * reports the code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front
@@ -49,6 +52,9 @@
         X(FILE_TOO_LARGE,     "FileTooLarge",     SANDBOX_ERROR_FILE_TOO_LARGE,     EFBIG, 413)                 \
         X(SANDBOX_EXISTS,     "SandboxExists",    SANDBOX_ERROR_SANDBOX_EXISTS,     EEXIST, 409)                \
         X(TEMPLATE_READ_ONLY, "TemplateReadOnly", SANDBOX_ERROR_TEMPLATE_READ_ONLY, EROFS, 409)                 \
+        X(NO_SUCH_SNAPSHOT,   "NoSuchSnapshot",   SANDBOX_ERROR_NO_SUCH_SNAPSHOT,   ENODATA, 404)               \
+        X(QUOTA_EXCEEDED,     "QuotaExceeded",    SANDBOX_ERROR_QUOTA_EXCEEDED,     EDQUOT, 507)                \
+        X(SNAPSHOT_TOO_LARGE, "SnapshotTooLarge", SANDBOX_ERROR_SNAPSHOT_TOO_LARGE, EFBIG, 413)                 \
         X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES, 403)       \
         X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
           "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES, 403)                           \

@@ -33,8 +33,8 @@ MODULES = [FIRST] + sorted(
     {os.path.basename(p)[:-3] for d in (HERE, SECURITY) for p in glob.glob(os.path.join(d, 'test_*.py'))} - {FIRST})
 # Modules that need dockerd in the system: test_exposure looks for Docker's sockets and
 # state from inside sandboxes, which is only telling while a dockerd is there; test_egress
-# checks a Docker sandbox's proxy too.
-DOCKER_MODULES = {'test_docker', 'test_exposure', 'test_egress'}
+# checks a Docker sandbox's proxy too; test_snapshots snapshots Docker sandboxes too.
+DOCKER_MODULES = {'test_docker', 'test_exposure', 'test_egress', 'test_snapshots'}
 SKIP = 77
 
 

@@ -72,7 +72,9 @@ class WithMariaDB(Base):
             # The credential wins when systemd provides it (LoadCredential=); the
             # namespace systemd of the harness leaves $CREDENTIALS_DIRECTORY empty.
             f'PasswordFile = /run/{S.name}-config/mariadb-password\n'
-            'Retention = 30d\n',
+            'Retention = 30d\n'
+            '[Snapshots]\n'
+            'Directory = /run/sandboxd-test-state/snapshots-records\n',
             credentials={'mariadb-password': harness.MariaDB.PASSWORD + '\n'})
 
     def rows(self, sid, timeout=30, n=1):
@@ -131,6 +133,32 @@ class WithMariaDB(Base):
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
         self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['2']])
+
+    def test_hibernate_and_wake(self):
+        """A woken sandbox has the id it had: its row runs again, and its executions are
+        new rows next to those from before it hibernated."""
+        sid = self.create('--name', 'rec-sleeper')
+        self.ok(self.exec(sid, 'echo', 'before'))
+        self.rows(sid, n=1)
+        snap = self.ok(self.ctl('hibernate', sid)).stdout.strip()
+
+        def row():
+            return self.db.sql(f"SELECT end_reason, destroyed_usec IS NULL FROM sandboxes WHERE id = '{sid}'")
+        deadline = time.monotonic() + 30
+        while row() != [[f'hibernated as snapshot {snap}', '0']]:
+            self.assertLess(time.monotonic(), deadline, f'the hibernation never reached MariaDB: {row()}')
+            time.sleep(0.1)
+        self.assertEqual(self.ok(self.ctl('wake', 'rec-sleeper')).stdout.strip(), sid)
+        while row() != [[None, '1']]:
+            self.assertLess(time.monotonic(), deadline, f'the woken sandbox\'s row does not run again: {row()}')
+            time.sleep(0.1)
+        self.ok(self.exec(sid, 'echo', 'after'))
+        rows = self.rows(sid, n=2)
+        self.assertEqual([json.loads(r['argv']) for r in rows], [['echo', 'before'], ['echo', 'after']])
+        self.ok(self.ctl('destroy', sid))
+        while row() != [['destroyed', '0']]:
+            self.assertLess(time.monotonic(), deadline + 30, f'the end never reached MariaDB: {row()}')
+            time.sleep(0.1)
 
     def test_name_and_tenant(self):
         """Schema version 2: a sandbox's name and tenant, and its executions' tenant."""

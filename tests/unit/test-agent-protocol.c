@@ -706,6 +706,10 @@ static void test_file_op_names(void **state) {
         assert_int_equal(agent_file_op_nfds(AGENT_FILE_WRITE), 1);
         assert_int_equal(agent_file_op_nfds(AGENT_FILE_LIST), 0);
         assert_int_equal(agent_file_op_nfds(AGENT_FILE_MOVE), 0);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_ARCHIVE), 1);
+        assert_int_equal(agent_file_op_nfds(AGENT_FILE_EXTRACT), 1);
+        assert_int_equal(agent_file_op_from_string("archive"), AGENT_FILE_ARCHIVE);
+        assert_int_equal(agent_file_op_from_string("extract"), AGENT_FILE_EXTRACT);
 
         assert_string_equal(agent_file_type_to_string(S_IFREG | 0644), "file");
         assert_string_equal(agent_file_type_to_string(S_IFLNK), "link");
@@ -728,6 +732,9 @@ static void test_file_roundtrip(void **state) {
                 AGENT_FILE_INIT(9, AGENT_FILE_REMOVE, "d"),
                 AGENT_FILE_INIT(10, AGENT_FILE_MOVE, "from"),
                 AGENT_FILE_INIT(11, AGENT_FILE_WRITE, "m0"),
+                AGENT_FILE_INIT(12, AGENT_FILE_ARCHIVE, "/work"),
+                AGENT_FILE_INIT(13, AGENT_FILE_EXTRACT, "/work"),
+                AGENT_FILE_INIT(14, AGENT_FILE_ARCHIVE, "/work"),
         };
 
         cases[1].offset = 10;
@@ -742,6 +749,9 @@ static void test_file_roundtrip(void **state) {
         cases[8].recursive = true;
         cases[9].to = "to";
         cases[10].mode = 0;
+        cases[11].tmp = true;
+        cases[11].max = 1 << 20;
+        cases[12].max = 5;
 
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
                 _cleanup_json_ json_object *msg = agent_msg_file(cases + k), *got = NULL;
@@ -765,6 +775,7 @@ static void test_file_roundtrip(void **state) {
                 assert_int_equal(f.append, cases[k].append);
                 assert_int_equal(f.parents, cases[k].parents);
                 assert_int_equal(f.recursive, cases[k].recursive);
+                assert_int_equal(f.tmp, cases[k].tmp);
         }
 
         /* Defaults stay out of the message; what does not apply to the op too. */
@@ -778,6 +789,16 @@ static void test_file_roundtrip(void **state) {
                 assert_non_null(msg);
                 assert_string_equal(json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN),
                                     "{\"type\":\"file\",\"id\":1,\"op\":\"stat\",\"path\":\"x\"}");
+        }
+        {
+                /* "tmp" is archive's and extract's only. */
+                struct agent_file f = AGENT_FILE_INIT(2, AGENT_FILE_READ, "x");
+                _cleanup_json_ json_object *msg = NULL;
+
+                f.tmp = true;
+                msg = agent_msg_file(&f);
+                assert_non_null(msg);
+                assert_false(json_object_object_get_ex(msg, "tmp", NULL));
         }
 }
 

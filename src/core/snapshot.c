@@ -1,0 +1,915 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fd-util.h"
+#include "log.h"
+#include "sandbox-internal.h"
+#include "snapshot.h"
+#include "strv.h"
+#include "time-util.h"
+
+#define SNAPSHOT_META_MAX (16U * 1024U)
+#define SNAPSHOT_SPLICE_CHUNK (1024U * 1024U)
+#define SNAPSHOT_RETENTION_CHECK_MAX_USEC (3600ULL * 1000000ULL)
+
+static void closedirp(DIR **d) {
+        if (*d)
+                (void) closedir(*d);
+}
+
+static const char *snapshots_dir(Manager *m) {
+        return m->settings.snapshots.directory ?: SANDBOX_STATE_DIR "/snapshots";
+}
+
+static int snapshot_path(Manager *m, const char *id, const char *suffix, char **ret) {
+        return asprintf(ret, "%s/%s%s", snapshots_dir(m), id, suffix) < 0 ? -ENOMEM : 0;
+}
+
+static int snapshot_meta_load(Manager *m, const char *id, SnapshotMeta *ret) {
+        _cleanup_free_ char *path = NULL;
+        char buf[SNAPSHOT_META_MAX];
+        ssize_t n;
+        int r;
+
+        r = snapshot_path(m, id, ".json", &path);
+        if (r < 0)
+                return r;
+        n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
+        if (n < 0)
+                return (int) n;
+        r = snapshot_meta_from_json(buf, ret);
+        if (r < 0)
+                return r;
+        if (!streq(ret->id, id)) {
+                snapshot_meta_done(ret);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+void snapshot_meta_array_free(SnapshotMeta *a, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                snapshot_meta_done(&a[i]);
+        free(a);
+}
+
+static int cmp_created(const void *a, const void *b) {
+        const SnapshotMeta *x = a, *y = b;
+        return x->created < y->created ? -1 : x->created > y->created ? 1 : strcmp(x->id, y->id);
+}
+
+/* Every snapshot on disk, oldest first; records that cannot be read are skipped. */
+static int snapshots_load_all(Manager *m, SnapshotMeta **ret, size_t *ret_n) {
+        _cleanup_(closedirp) DIR *d = opendir(snapshots_dir(m));
+        SnapshotMeta *a = NULL;
+        size_t n = 0;
+        struct dirent *de;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char id[SNAPSHOT_ID_LEN + 1];
+                size_t len = strlen(de->d_name);
+                SnapshotMeta *b;
+
+                if (len != SNAPSHOT_ID_LEN + 5 || !streq(de->d_name + SNAPSHOT_ID_LEN, ".json"))
+                        continue;
+                memcpy(id, de->d_name, SNAPSHOT_ID_LEN);
+                id[SNAPSHOT_ID_LEN] = 0;
+                if (!snapshot_id_is_valid(id))
+                        continue;
+                b = realloc(a, (n + 1) * sizeof(SnapshotMeta));
+                if (!b) {
+                        snapshot_meta_array_free(a, n);
+                        return -ENOMEM;
+                }
+                a = b;
+                if (snapshot_meta_load(m, id, &a[n]) >= 0)
+                        n++;
+        }
+        if (n > 0)
+                qsort(a, n, sizeof(SnapshotMeta), cmp_created);
+        *ret = a;
+        *ret_n = n;
+        return 0;
+}
+
+/* How many snapshots owner has and how many bytes they take. */
+static int snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
+        SnapshotMeta *a;
+        size_t n;
+        int r;
+
+        r = snapshots_load_all(m, &a, &n);
+        if (r < 0)
+                return r;
+        *ret_bytes = *ret_count = 0;
+        for (size_t i = 0; i < n; i++)
+                if (a[i].owner == owner) {
+                        *ret_bytes += a[i].size;
+                        (*ret_count)++;
+                }
+        snapshot_meta_array_free(a, n);
+        return 0;
+}
+
+static int snapshot_unlink(Manager *m, const char *id) {
+        _cleanup_free_ char *meta = NULL, *data = NULL;
+        int r;
+
+        if (snapshot_path(m, id, ".json", &meta) < 0 || snapshot_path(m, id, ".tar.zst", &data) < 0)
+                return -ENOMEM;
+        /* The record first: without it, the stream is no snapshot any more. */
+        r = unlink(meta) < 0 ? -errno : 0;
+        if (unlink(data) < 0 && errno != ENOENT && r >= 0)
+                r = -errno;
+        return r;
+}
+
+int manager_remove_snapshot(Manager *m, const char *id, SandboxError *error) {
+        int r;
+
+        r = snapshot_unlink(m, id);
+        if (r == -ENOENT)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to remove snapshot %s: %m", id);
+        log_info("Snapshot %s removed.", id);
+        return 0;
+}
+
+/* ---- visibility ---- */
+
+static bool snapshot_visible(const SandboxCaller *caller, const SnapshotMeta *meta) {
+        return sandbox_access_visible(caller, meta->owner, meta->config.tenant);
+}
+
+/* Restoring (FromSnapshot, Wake) is for the owner (and root) only, whatever else the
+ * caller was granted: a snapshot holds the owner's files. */
+static bool snapshot_usable(const SandboxCaller *caller, const SnapshotMeta *meta) {
+        return sandbox_access_tenant_matches(caller, meta->config.tenant) &&
+                (caller->uid == 0 || caller->uid == meta->owner);
+}
+
+static int lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *id,
+                           bool (*allowed)(const SandboxCaller *, const SnapshotMeta *), SnapshotMeta *ret,
+                           SandboxError *error) {
+        SnapshotMeta meta;
+
+        /* Another owner's or tenant's snapshot is not there at all for the caller. */
+        if (!snapshot_id_is_valid(id) || snapshot_meta_load(m, id, &meta) < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
+        if (!allowed(caller, &meta)) {
+                snapshot_meta_done(&meta);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
+        }
+        *ret = meta;
+        return 0;
+}
+
+int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
+                            SandboxError *error) {
+        return lookup_snapshot(m, caller, id, snapshot_visible, ret, error);
+}
+
+int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
+                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+        SandboxCaller any = *caller;
+        int r;
+
+        any.granted = true;
+        snapshot_meta_done(meta);
+        r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) :
+                   manager_lookup_snapshot(m, &any, id, meta, error);
+        if (r < 0)
+                return r;
+        *ret_op = wake ? SANDBOX_OP_CREATE : SANDBOX_OP_DESTROY;
+        *ret_owner = meta->owner;
+        *ret_tenant = meta->config.tenant;
+        return 0;
+}
+
+int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n) {
+        SnapshotMeta *a;
+        size_t n, k = 0;
+        int r;
+
+        r = snapshots_load_all(m, &a, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (snapshot_visible(caller, &a[i]))
+                        a[k++] = a[i];
+                else
+                        snapshot_meta_done(&a[i]);
+        }
+        *ret = a;
+        *ret_n = k;
+        return 0;
+}
+
+int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
+                              SandboxError *error) {
+        SnapshotMeta *a;
+        size_t n;
+        int r, found = -1;
+
+        r = snapshots_load_all(m, &a, &n);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to read the snapshots: %m");
+        /* The newest hibernation of that sandbox id; or of that name, among the caller's
+         * own for the tenant it acts for (as names of live sandboxes resolve). */
+        for (size_t i = 0; i < n; i++) {
+                const SnapshotMeta *s = &a[i];
+                if (!s->hibernated || !snapshot_usable(caller, s))
+                        continue;
+                if (streq(s->source, id_or_name) ||
+                    (!isempty(s->config.name) && streq(s->config.name, id_or_name) && s->owner == caller->uid &&
+                     streq(s->config.tenant, strempty(caller->tenant))))
+                        found = (int) i;
+        }
+        if (found < 0) {
+                snapshot_meta_array_free(a, n);
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No hibernated sandbox '%.64s'.",
+                                         id_or_name);
+        }
+        *ret = a[found];
+        a[found].template_name = NULL;
+        snapshot_meta_array_free(a, n);
+        return 0;
+}
+
+/* ---- taking a snapshot ---- */
+
+typedef struct SnapshotJob {
+        Manager *manager;
+        Sandbox *sandbox;          /* until the agent is done */
+        SnapshotMeta meta;
+        int file_fd;
+        int pipe_fd;               /* the read end */
+        sd_event_source *io;
+        char *partial;
+        uint64_t room;             /* what the quota leaves */
+        bool stream_done;
+        bool op_done;
+        bool repause;              /* it was paused: frozen again after */
+        bool repausing;            /* ... which is under way */
+        bool streaming;            /* in on_stream(): finishing waits until it returns */
+        SandboxError error;        /* the first thing that went wrong */
+        FileOp *op;
+        snapshot_callback_t cb;
+        void *userdata;
+} SnapshotJob;
+
+static SnapshotJob *snapshot_job_free(SnapshotJob *j) {
+        if (!j)
+                return NULL;
+        sd_event_source_disable_unref(j->io);
+        safe_close(j->file_fd);
+        safe_close(j->pipe_fd);
+        if (j->partial)
+                (void) unlink(j->partial);
+        free(j->partial);
+        snapshot_meta_done(&j->meta);
+        sandbox_error_done(&j->error);
+        return mfree(j);
+}
+
+static int snapshot_commit(SnapshotJob *j) {
+        _cleanup_free_ char *data = NULL, *meta = NULL, *tmp = NULL, *text = NULL;
+        struct stat st;
+        int r;
+
+        if (fsync(j->file_fd) < 0 || fstat(j->file_fd, &st) < 0)
+                return -errno;
+        j->meta.size = (uint64_t) st.st_size;
+        r = snapshot_meta_to_json(&j->meta, &text);
+        if (r < 0)
+                return r;
+        if (snapshot_path(j->manager, j->meta.id, ".tar.zst", &data) < 0 ||
+            snapshot_path(j->manager, j->meta.id, ".json", &meta) < 0 ||
+            snapshot_path(j->manager, j->meta.id, ".json.partial", &tmp) < 0)
+                return -ENOMEM;
+        if (rename(j->partial, data) < 0)
+                return -errno;
+        j->partial = mfree(j->partial);
+        r = write_file_atomic(meta, tmp, text, strlen(text), 0600, true);
+        if (r < 0)
+                (void) unlink(data);
+        return r;
+}
+
+static void snapshot_job_maybe_finish(SnapshotJob *j);
+
+static void on_repaused(Sandbox *s, const SandboxError *error, void *userdata) {
+        SnapshotJob *j = userdata;
+
+        if (error)
+                log_sandbox(s, LOG_WARNING, 0, "Failed to pause sandbox %s again after its snapshot: %s", s->id,
+                            sandbox_error_message(error));
+        j->repausing = false;
+        snapshot_job_maybe_finish(j);
+}
+
+static void snapshot_job_maybe_finish(SnapshotJob *j) {
+        int r;
+
+        if (!j->op_done || j->repausing || j->streaming ||
+            (!j->stream_done && !sandbox_error_is_set(&j->error)))
+                return;
+
+        if (!sandbox_error_is_set(&j->error)) {
+                r = snapshot_commit(j);
+                if (r < 0)
+                        sandbox_error_set_errno(&j->error, -r, "Failed to store snapshot %s: %m", j->meta.id);
+        }
+        if (sandbox_error_is_set(&j->error)) {
+                log_warning("Snapshot of sandbox %s failed: %s", j->meta.source, sandbox_error_message(&j->error));
+                j->cb(NULL, &j->error, j->userdata);
+        } else {
+                log_info("Snapshot %s of sandbox %s taken: %" PRIu64 " bytes of files in %" PRIu64 " bytes.",
+                         j->meta.id, j->meta.source, j->meta.content_size, j->meta.size);
+                j->cb(&j->meta, NULL, j->userdata);
+        }
+        snapshot_job_free(j);
+}
+
+static void snapshot_job_fail(SnapshotJob *j) {
+        j->io = sd_event_source_disable_unref(j->io);
+        j->pipe_fd = safe_close(j->pipe_fd);
+        if (j->op)
+                file_op_cancel(j->op); /* its callback follows, with an error */
+}
+
+static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        SnapshotJob *j = userdata;
+
+        /* Cancelling the op may answer it at once (on_archived()): the job stays until
+         * this returns. */
+        j->streaming = true;
+        for (;;) {
+                ssize_t n = splice(fd, NULL, j->file_fd, NULL, SNAPSHOT_SPLICE_CHUNK,
+                                   SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        j->streaming = false;
+                        return 0;
+                }
+                if (n < 0) {
+                        sandbox_error_set_errno(&j->error, errno, "Failed to write snapshot %s: %m", j->meta.id);
+                        snapshot_job_fail(j);
+                        break;
+                }
+                if (n == 0) {
+                        j->stream_done = true;
+                        j->io = sd_event_source_disable_unref(j->io);
+                        j->pipe_fd = safe_close(j->pipe_fd);
+                        break;
+                }
+                j->meta.size += (uint64_t) n;
+                if (j->meta.size > j->room) {
+                        sandbox_error_set(&j->error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                          "Snapshot of sandbox %s exceeds the snapshot quota of owner %u "
+                                          "(MaxBytesPerOwner=, sandboxd.conf(5)): %" PRIu64 " bytes left.",
+                                          j->meta.source, j->meta.owner, j->room);
+                        snapshot_job_fail(j);
+                        break;
+                }
+        }
+        j->streaming = false;
+        snapshot_job_maybe_finish(j);
+        return 0;
+}
+
+/* What the agent met (an errno in the sandbox) is, for the caller, the sandbox failing;
+ * what sandboxd met keeps its code. */
+static SandboxErrorCode agent_error_code(const SandboxError *error) {
+        return error->code == SANDBOX_ERR_ERRNO ? SANDBOX_ERR_SANDBOX_FAILED : error->code;
+}
+
+static void on_archived(const struct agent_file_result *result, const void *data, size_t size,
+                        const SandboxError *error, void *userdata) {
+        SnapshotJob *j = userdata;
+
+        j->op = NULL;
+        j->op_done = true;
+        if (error && error->code == SANDBOX_ERR_FILE_TOO_LARGE)
+                sandbox_error_set(&j->error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
+                                  "The files of sandbox %s add up to more than its DiskMax (%" PRIu64 " bytes, "
+                                  "sparse files at their full size): a snapshot of them could not be restored.",
+                                  j->meta.source, j->meta.config.disk_max);
+        else if (error)
+                sandbox_error_set(&j->error, agent_error_code(error),
+                                  "Snapshot of sandbox %s failed: %s", j->meta.source, sandbox_error_message(error));
+        else
+                j->meta.content_size = result->bytes;
+        if (sandbox_error_is_set(&j->error))
+                snapshot_job_fail(j);
+        /* Paused before: frozen again, and answered once it is. */
+        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING &&
+            sandbox_pause(j->sandbox, on_repaused, j, NULL) >= 0)
+                j->repausing = true;
+        j->sandbox = NULL; /* may be gone by the time the stream ends */
+        snapshot_job_maybe_finish(j);
+}
+
+static int snapshot_generate_id(Manager *m, char ret[static SNAPSHOT_ID_LEN + 1]) {
+        for (unsigned attempt = 0; attempt < 16; attempt++) {
+                _cleanup_free_ char *path = NULL;
+                uint8_t b[SNAPSHOT_ID_LEN / 2];
+
+                if (getrandom(b, sizeof(b), 0) != sizeof(b))
+                        return -EIO;
+                for (size_t i = 0; i < sizeof(b); i++)
+                        sprintf(ret + 2 * i, "%02x", b[i]);
+                if (snapshot_path(m, ret, ".json", &path) < 0)
+                        return -ENOMEM;
+                if (access(path, F_OK) < 0 && errno == ENOENT)
+                        return 0;
+        }
+        return -EEXIST;
+}
+
+/* Starts the agent's archive into a pipe; the job takes over. */
+static int snapshot_job_start(SnapshotJob *j, SandboxError *error) {
+        Sandbox *s = j->sandbox;
+        int p[2], r;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        j->pipe_fd = p[0];
+        (void) fcntl(p[0], F_SETFL, O_NONBLOCK);
+        (void) fcntl(p[0], F_SETPIPE_SZ, SNAPSHOT_SPLICE_CHUNK);
+        r = sd_event_add_io(j->manager->event, &j->io, p[0], EPOLLIN, on_stream, j);
+        if (r < 0) {
+                safe_close(p[1]);
+                return r;
+        }
+        /* The agent stops at DiskMax (per directory archived): what it could not restore
+         * into a sandbox like this one, it does not take. */
+        return sandbox_archive(s, p[1], j->meta.tmp, j->meta.config.disk_max * (j->meta.tmp ? 2 : 1),
+                               on_archived, j, &j->op, error);
+}
+
+static void on_resumed_for_snapshot(Sandbox *s, const SandboxError *error, void *userdata) {
+        SnapshotJob *j = userdata;
+        int r;
+
+        if (!error) {
+                r = snapshot_job_start(j, &j->error);
+                if (r >= 0)
+                        return;
+                if (!sandbox_error_is_set(&j->error))
+                        sandbox_error_set_errno(&j->error, -r, "Failed to start the snapshot: %m");
+        } else
+                sandbox_error_set(&j->error, error->code, "%s", sandbox_error_message(error));
+        j->op_done = true;
+        snapshot_job_maybe_finish(j);
+}
+
+static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, bool hibernate, snapshot_callback_t cb,
+                                 void *userdata, SandboxError *error) {
+        Manager *m = s->manager;
+        SnapshotJob *j;
+        uint64_t used, count, room;
+        int r;
+
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
+                                         sandbox_state_to_string(s->state));
+        if (s->pause_pending)
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
+
+        r = snapshots_usage(m, s->owner, &used, &count);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to read the snapshots in %s: %m", snapshots_dir(m));
+        r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
+                                m->settings.snapshots.max_per_owner, &room);
+        if (r < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                         "Owner %u has %" PRIu64 " snapshot(s) of %" PRIu64 " bytes; the quota "
+                                         "(sandboxd.conf(5)) is %" PRIu64 " snapshot(s), %" PRIu64 " bytes.",
+                                         s->owner, count, used, m->settings.snapshots.max_per_owner,
+                                         m->settings.snapshots.max_bytes_per_owner);
+
+        j = calloc(1, sizeof(SnapshotJob));
+        if (!j)
+                return -ENOMEM;
+        *j = (SnapshotJob) {
+                .manager = m,
+                .sandbox = s,
+                .file_fd = -EBADF,
+                .pipe_fd = -EBADF,
+                .room = room,
+                .cb = cb,
+                .userdata = userdata,
+                .repause = s->state == SANDBOX_PAUSED && !hibernate,
+                .meta = {
+                        .config = s->config,
+                        .owner = s->owner,
+                        .created = now_usec(CLOCK_REALTIME),
+                        .tmp = o && o->include_tmp,
+                        .hibernated = hibernate,
+                },
+        };
+        j->meta.config.reuse_existing = false;
+        j->meta.config.from_snapshot[0] = 0;
+        strcpy(j->meta.source, s->id);
+        j->meta.template_name = strdup(s->template_name);
+        r = j->meta.template_name ? snapshot_generate_id(m, j->meta.id) : -ENOMEM;
+        if (r >= 0)
+                r = snapshot_path(m, j->meta.id, ".tar.zst.partial", &j->partial);
+        if (r < 0) {
+                snapshot_job_free(j);
+                return r;
+        }
+        j->file_fd = open(j->partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (j->file_fd < 0) {
+                r = sandbox_error_set_errno(error, errno, "Failed to create %s: %m", j->partial);
+                j->partial = mfree(j->partial);
+                snapshot_job_free(j);
+                return r;
+        }
+
+        if (s->state == SANDBOX_PAUSED) {
+                /* The agent is frozen with the rest: thawed for the snapshot, frozen again
+                 * after (unless it is to go). */
+                r = sandbox_resume(s, on_resumed_for_snapshot, j, error);
+        } else
+                r = snapshot_job_start(j, error);
+        if (r < 0) {
+                snapshot_job_free(j);
+                return sandbox_error_is_set(error) ? r :
+                        sandbox_error_set_errno(error, -r, "Failed to start the snapshot: %m");
+        }
+        log_sandbox(s, LOG_INFO, 0, "Taking snapshot %s of sandbox %s.", j->meta.id, s->id);
+        return 0;
+}
+
+int sandbox_snapshot(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
+                     SandboxError *error) {
+        return sandbox_snapshot_full(s, o, false, cb, userdata, error);
+}
+
+/* ---- Hibernate ---- */
+
+typedef struct HibernateJob {
+        Manager *manager;
+        SnapshotMeta meta;
+        snapshot_callback_t cb;
+        void *userdata;
+} HibernateJob;
+
+static void on_hibernate_destroyed(Sandbox *s, const SandboxError *error, void *userdata) {
+        HibernateJob *h = userdata;
+
+        /* Gone, one way or another: the snapshot is what remains of it. */
+        h->cb(&h->meta, NULL, h->userdata);
+        snapshot_meta_done(&h->meta);
+        free(h);
+}
+
+static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
+        HibernateJob *h = userdata;
+        Sandbox *s;
+        int r;
+
+        if (error) {
+                h->cb(NULL, error, h->userdata);
+                free(h);
+                return;
+        }
+        h->meta = *meta;
+        h->meta.template_name = strdup(meta->template_name);
+        s = manager_find_sandbox(h->manager, meta->source);
+        if (!s || !h->meta.template_name) {
+                /* It ended meanwhile: hibernated all the same. */
+                on_hibernate_destroyed(NULL, NULL, h);
+                return;
+        }
+        /* What its record (and an exec still running) gives as the reason it ended. */
+        if (!s->failure && asprintf(&s->failure, "hibernated as snapshot %s", meta->id) < 0)
+                s->failure = NULL;
+        r = sandbox_destroy(s, on_hibernate_destroyed, h);
+        if (r < 0)
+                on_hibernate_destroyed(NULL, NULL, h);
+        else
+                log_sandbox(s, LOG_INFO, 0, "Sandbox %s hibernated as snapshot %s.", s->id, meta->id);
+}
+
+int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
+                      SandboxError *error) {
+        HibernateJob *h;
+        int r;
+
+        h = calloc(1, sizeof(HibernateJob));
+        if (!h)
+                return -ENOMEM;
+        h->manager = s->manager;
+        h->cb = cb;
+        h->userdata = userdata;
+        r = sandbox_snapshot_full(s, o, true, on_hibernate_snapshot, h, error);
+        if (r < 0)
+                free(h);
+        return r;
+}
+
+/* ---- restoring: CreateSandbox with FromSnapshot, Fork, Wake ---- */
+
+typedef struct RestoreJob {
+        Manager *manager;
+        Sandbox *sandbox;          /* once started */
+        char snapshot[SNAPSHOT_ID_LEN + 1];
+        bool tmp;
+        bool consume;              /* the snapshot goes once restored (Fork, Wake) */
+        sandbox_callback_t cb;
+        void *userdata;
+} RestoreJob;
+
+static void restore_failed(RestoreJob *rj, Sandbox *s, const SandboxError *error) {
+        rj->cb(s, error, rj->userdata);
+        /* Half restored is not restored: the sandbox goes. */
+        (void) sandbox_destroy(s, NULL, NULL);
+        free(rj);
+}
+
+static void on_extracted(const struct agent_file_result *result, const void *data, size_t size,
+                         const SandboxError *error, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        RestoreJob *rj = userdata;
+        Sandbox *s = rj->sandbox;
+
+        if (error) {
+                if (error->code == SANDBOX_ERR_FILE_TOO_LARGE)
+                        sandbox_error_set(&e, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
+                                          "Snapshot %s holds more than the DiskMax of sandbox %s (%" PRIu64 " bytes).",
+                                          rj->snapshot, s->id, s->config.disk_max);
+                else
+                        sandbox_error_set(&e, agent_error_code(error),
+                                          "Failed to restore snapshot %s into sandbox %s: %s", rj->snapshot, s->id,
+                                          sandbox_error_message(error));
+                restore_failed(rj, s, &e);
+                return;
+        }
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s restored from snapshot %s (%" PRIu64 " bytes of files).", s->id,
+                    rj->snapshot, result->bytes);
+        if (rj->consume)
+                (void) manager_remove_snapshot(rj->manager, rj->snapshot, NULL);
+        rj->cb(s, NULL, rj->userdata);
+        free(rj);
+}
+
+static void on_restore_started(Sandbox *s, const SandboxError *error, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        RestoreJob *rj = userdata;
+        int fd, r;
+
+        if (error) {
+                rj->cb(s, error, rj->userdata);
+                free(rj);
+                return;
+        }
+        rj->sandbox = s;
+        r = snapshot_path(rj->manager, rj->snapshot, ".tar.zst", &path);
+        if (r < 0) {
+                sandbox_error_set_errno(&e, -r, "Failed to restore snapshot %s: %m", rj->snapshot);
+                restore_failed(rj, s, &e);
+                return;
+        }
+        /* Read-only, and only the stream: the agent reads what we give it, nothing else
+         * of ours. */
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "Snapshot %s is gone: %s", rj->snapshot,
+                                  strerror(errno));
+                restore_failed(rj, s, &e);
+                return;
+        }
+        r = sandbox_extract(s, fd, rj->tmp, s->config.disk_max * (rj->tmp ? 2 : 1), on_extracted, rj, NULL, &e);
+        if (r < 0) {
+                if (!sandbox_error_is_set(&e))
+                        sandbox_error_set_errno(&e, -r, "Failed to restore snapshot %s: %m", rj->snapshot);
+                restore_failed(rj, s, &e);
+        }
+}
+
+/* Starts a sandbox of t for owner from snapshot meta. */
+static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config, uid_t owner,
+                            const SnapshotMeta *meta, bool consume, sandbox_callback_t cb, void *userdata,
+                            SandboxError *error) {
+        RestoreJob *rj;
+        int r;
+
+        r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        if (r < 0)
+                return r;
+        /* Before anything starts: what cannot fit is refused here. */
+        if (meta->content_size > config->disk_max * (meta->tmp ? 2 : 1))
+                return sandbox_error_set(error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
+                                         "Snapshot %s holds %" PRIu64 " bytes of files, more than the new sandbox's "
+                                         "DiskMax of %" PRIu64 " bytes%s; give a larger DiskMax.", meta->id,
+                                         meta->content_size, config->disk_max,
+                                         meta->tmp ? " (each of /work, /tmp)" : "");
+        if (m->n_sandboxes >= m->settings.max_sandboxes)
+                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
+                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
+
+        rj = calloc(1, sizeof(RestoreJob));
+        if (!rj)
+                return -ENOMEM;
+        *rj = (RestoreJob) { .manager = m, .tmp = meta->tmp, .consume = consume, .cb = cb, .userdata = userdata };
+        strcpy(rj->snapshot, meta->id);
+        r = manager_start_sandbox(m, t, config, owner, false, on_restore_started, rj, error);
+        if (r < 0)
+                free(rj);
+        return r;
+}
+
+int manager_create_from_snapshot(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
+                                 sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
+        int r;
+
+        r = lookup_snapshot(m, caller, config->from_snapshot, snapshot_usable, &meta, error);
+        if (r < 0)
+                return r;
+        return create_from_meta(m, t, config, caller->uid, &meta, false, cb, userdata, error);
+}
+
+typedef struct ForkJob {
+        Manager *manager;
+        uid_t uid;
+        char tenant[SANDBOX_NAME_MAX + 1];
+        SandboxConfig config;
+        sandbox_callback_t cb;
+        void *userdata;
+} ForkJob;
+
+static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        ForkJob *fj = userdata;
+        const Template *t;
+        int r;
+
+        if (error) {
+                fj->cb(NULL, error, fj->userdata);
+                free(fj);
+                return;
+        }
+        t = template_set_find(&fj->manager->templates, meta->template_name);
+        if (!t)
+                r = sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
+                                      meta->template_name);
+        else
+                r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, fj->cb, fj->userdata, &e);
+        if (r < 0) {
+                (void) manager_remove_snapshot(fj->manager, meta->id, NULL);
+                if (!sandbox_error_is_set(&e))
+                        sandbox_error_set_errno(&e, -r, "Failed to fork: %m");
+                fj->cb(NULL, &e, fj->userdata);
+        }
+        free(fj);
+}
+
+int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
+                         sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        const SandboxConfig *sc = &source->config;
+        ForkJob *fj;
+        int r;
+
+        fj = calloc(1, sizeof(ForkJob));
+        if (!fj)
+                return -ENOMEM;
+        *fj = (ForkJob) { .manager = m, .uid = caller->uid, .config = *config, .cb = cb, .userdata = userdata };
+        /* What the call leaves unset is the source's; the fork is for the source's tenant,
+         * and has a name only if it is given one. */
+        SandboxConfig *c = &fj->config;
+        if (!c->limits.memory_max)
+                c->limits.memory_max = sc->limits.memory_max;
+        if (!c->limits.cpu_quota_per_sec_usec)
+                c->limits.cpu_quota_per_sec_usec = sc->limits.cpu_quota_per_sec_usec;
+        if (!c->limits.tasks_max)
+                c->limits.tasks_max = sc->limits.tasks_max;
+        if (!c->disk_max)
+                c->disk_max = sc->disk_max;
+        strcpy(c->tenant, sc->tenant);
+        c->reuse_existing = false;
+        c->from_snapshot[0] = 0;
+        c->wake_id[0] = 0;
+        if (!isempty(c->name) && manager_find_named(m, caller->uid, c->tenant, c->name)) {
+                free(fj);
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
+                                         c->name);
+        }
+        r = sandbox_snapshot_full(source, NULL, false, on_fork_snapshot, fj, error);
+        if (r < 0)
+                free(fj);
+        return r;
+}
+
+int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
+                         void *userdata, SandboxError *error) {
+        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
+        SandboxConfig config;
+        const Template *t;
+        int r;
+
+        r = manager_lookup_hibernated(m, caller, id_or_name, &meta, error);
+        if (r < 0)
+                return r;
+        if (manager_find_sandbox(m, meta.source))
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "Sandbox %s is awake already.",
+                                         meta.source);
+        if (!isempty(meta.config.name) && manager_find_named(m, meta.owner, meta.config.tenant, meta.config.name))
+                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS,
+                                         "A sandbox named '%s' exists already; it cannot wake.", meta.config.name);
+        t = template_set_find(&m->templates, meta.template_name);
+        if (!t)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
+                                         meta.template_name);
+        config = meta.config;
+        strcpy(config.wake_id, meta.source);
+        return create_from_meta(m, t, &config, meta.owner, &meta, true, cb, userdata, error);
+}
+
+/* ---- the directory, and retention ---- */
+
+static void snapshots_expire(Manager *m) {
+        uint64_t retention = m->settings.snapshots.retention_sec, now = now_usec(CLOCK_REALTIME);
+        SnapshotMeta *a;
+        size_t n;
+
+        if (retention == 0 || snapshots_load_all(m, &a, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (a[i].created + retention * 1000000ULL <= now) {
+                        log_info("Snapshot %s of sandbox %s is older than Retention=%" PRIu64 "s, removing it.",
+                                 a[i].id, a[i].source, retention);
+                        (void) snapshot_unlink(m, a[i].id);
+                }
+        snapshot_meta_array_free(a, n);
+}
+
+static uint64_t retention_period_usec(Manager *m) {
+        uint64_t half = m->settings.snapshots.retention_sec * 1000000ULL / 2;
+        return MAX(MIN(half, SNAPSHOT_RETENTION_CHECK_MAX_USEC), 1000000ULL);
+}
+
+static int on_retention(sd_event_source *source, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        snapshots_expire(m);
+        (void) sd_event_source_set_time_relative(source, retention_period_usec(m));
+        (void) sd_event_source_set_enabled(source, SD_EVENT_ON);
+        return 0;
+}
+
+/* Streams half-written when sandboxd ended: not snapshots, never will be. */
+static void snapshots_remove_partial(Manager *m) {
+        _cleanup_(closedirp) DIR *d = opendir(snapshots_dir(m));
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+                if (len > 8 && streq(de->d_name + len - 8, ".partial")) {
+                        log_info("Removing %s/%s, what an interrupted snapshot left.", snapshots_dir(m), de->d_name);
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+                }
+        }
+}
+
+int manager_snapshots_setup(Manager *m) {
+        const char *dir = snapshots_dir(m);
+        int r;
+
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return log_warning_errno(errno, "Failed to create %s, snapshots will fail: %m", dir);
+        (void) chmod(dir, 0700);
+        snapshots_remove_partial(m);
+        if (m->settings.snapshots.retention_sec == 0)
+                return 0;
+        snapshots_expire(m);
+        r = sd_event_add_time_relative(m->event, &m->snapshot_retention, CLOCK_MONOTONIC, retention_period_usec(m),
+                                       0, on_retention, m);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to arm the snapshot retention timer: %m");
+        return 0;
+}
+
+void manager_snapshots_done(Manager *m) {
+        m->snapshot_retention = sd_event_source_disable_unref(m->snapshot_retention);
+}

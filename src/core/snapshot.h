@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Filesystem snapshots of sandboxes. sandboxd never reads a sandbox's files: the agent
+ * inside writes /work (and /tmp) as a zstd-compressed tar stream into a pipe (the "archive"
+ * file operation, agent-protocol.h), and sandboxd splices the pipe into a file of its
+ * snapshot directory from its event loop, counting bytes against the owner's quota. A
+ * restore hands that file, read-only, to the agent of a new sandbox, which unpacks it into
+ * its own /work as the sandbox's uid ("extract"), bounded by its DiskMax.
+ *
+ * On disk (Directory=, owner-only, 0700): ID.tar.zst, the stream, and ID.json, its
+ * SnapshotMeta (snapshot-meta.h), written last: a snapshot exists once its JSON does.
+ * ID.tar.zst.partial is a stream being written; what a crash leaves of one is removed at
+ * start.
+ */
+
+#include "access.h"
+#include "caller.h"
+#include "options.h"
+#include "sandbox-errors.h"
+#include "snapshot-meta.h"
+#include "template.h"
+
+typedef struct Manager Manager;
+typedef struct Sandbox Sandbox;
+
+
+
+/* Makes the directory, removes what a crash left half-written, arms the retention. */
+int manager_snapshots_setup(Manager *m);
+void manager_snapshots_done(Manager *m);
+
+/* meta is valid during the call only; NULL with error set on failure. */
+typedef void (*snapshot_callback_t)(const SnapshotMeta *meta, const SandboxError *error, void *userdata);
+
+/* Snapshot: the files of s (running, or paused: then thawed while it is taken and frozen
+ * again after) as a new snapshot of s's owner. User errors come back as -errno with error
+ * set, and cb is not called. */
+int sandbox_snapshot(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
+                     SandboxError *error);
+/* Hibernate: a snapshot that keeps s's id and name, then s destroyed; cb once it is gone. */
+int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
+                      SandboxError *error);
+/* Fork: a snapshot of source, then a new sandbox of caller's from it (config: its options;
+ * what it leaves unset is source's), the snapshot removed after. source keeps running. */
+int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
+                         sandbox_callback_t cb, void *userdata, SandboxError *error);
+/* Wake: the sandbox that id_or_name (a hibernated sandbox's id or name) was, again, under
+ * the same id, name, owner and tenant, with its files; the snapshot removed after. */
+int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
+                         void *userdata, SandboxError *error);
+/* The hibernated sandbox's snapshot that Wake(id_or_name) would use, for authorizing. */
+int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
+                              SandboxError *error);
+
+/* What Wake (wake) or RemoveSnapshot of id by caller asks for, for authorizing (a front
+ * end's access callback): Wake starts a sandbox for the hibernated one's tenant (op
+ * CREATE); RemoveSnapshot is DESTROY on the snapshot's owner and tenant, found whoever
+ * owns it (polkit decides about another owner's, as for Destroy). *meta is replaced
+ * (it must be initialized); its strings back *ret_tenant. */
+int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
+                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
+
+/* CreateSandbox with FromSnapshot (config->from_snapshot): the snapshot must be caller's
+ * to see; refused (SnapshotTooLarge) before anything starts if its files exceed the new
+ * sandbox's DiskMax. cb once the files are in place. */
+int manager_create_from_snapshot(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
+                                 sandbox_callback_t cb, void *userdata, SandboxError *error);
+
+/* The snapshots caller sees (access.h's visibility rule), oldest first. */
+int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n);
+void snapshot_meta_array_free(SnapshotMeta *a, size_t n);
+/* One snapshot, if caller may see it; NoSuchSnapshot if not. */
+int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
+                            SandboxError *error);
+int manager_remove_snapshot(Manager *m, const char *id, SandboxError *error);

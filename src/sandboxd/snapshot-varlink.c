@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The snapshot methods of io.sandboxd.Sandbox: Snapshot, Hibernate, Fork (on a sandbox),
+ * Wake, ListSnapshots, RemoveSnapshot. Translation only: snapshot.h does the work and
+ * access.h decides who may. */
+
+#include <stddef.h>
+
+#include "json-util.h"
+#include "sandbox-varlink.h"
+#include "snapshot.h"
+
+static json_object *snapshot_to_json(const SnapshotMeta *m) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "id", json_object_new_string(m->id)) < 0 ||
+            json_add(o, "template", json_object_new_string(strempty(m->template_name))) < 0 ||
+            json_add(o, "owner", json_object_new_uint64(m->owner)) < 0 ||
+            json_add(o, "tenant", json_object_new_string(m->config.tenant)) < 0 ||
+            json_add(o, "name", json_object_new_string(m->config.name)) < 0 ||
+            json_add(o, "source", json_object_new_string(m->source)) < 0 ||
+            json_add(o, "size", json_object_new_uint64(m->size)) < 0 ||
+            json_add(o, "contentSize", json_object_new_uint64(m->content_size)) < 0 ||
+            json_add(o, "created", json_object_new_uint64(m->created)) < 0 ||
+            json_add(o, "diskMax", json_object_new_uint64(m->config.disk_max)) < 0 ||
+            json_add(o, "includesTmp", json_object_new_boolean(m->tmp)) < 0 ||
+            json_add(o, "hibernated", json_object_new_boolean(m->hibernated)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* ---- on a sandbox: Snapshot, Hibernate, Fork ---- */
+
+static void on_snapshot(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
+        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
+        _cleanup_json_ json_object *p = NULL;
+
+        if (error) {
+                (void) varlink_reply_sandbox_error(call, error);
+                return;
+        }
+        p = json_object_new_object();
+        if (!p || json_add(p, "snapshot", snapshot_to_json(meta)) < 0)
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+        else
+                (void) varlink_call_reply(call, p);
+}
+
+static int snapshot_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
+                               SandboxVarlinkRequest *req, SandboxError *error) {
+        bool hibernate = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".Hibernate");
+        int r;
+
+        varlink_call_ref(call);
+        r = (hibernate ? sandbox_hibernate : sandbox_snapshot)(s, &req->args.snapshot, on_snapshot, call, error);
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
+}
+
+static int snapshot_prepare(Sandbox *s, SandboxArgs *a, SandboxError *error) {
+        return options_from_json(a->options, OPTION_SET_SNAPSHOT, &a->snapshot, NULL, 0, error);
+}
+
+static const VarlinkParam snapshot_params[] = {
+        { "id",      VARLINK_PARAM_STRING, offsetof(SandboxArgs, id), true },
+        { "options", VARLINK_PARAM_OBJECT, offsetof(SandboxArgs, options) },
+        {}
+};
+
+static int method_snapshot(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        /* Hibernate ends the sandbox: Destroy's right; a snapshot reads what Exec could. */
+        bool hibernate = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".Hibernate");
+
+        return sandbox_varlink_method(userdata, call, parameters, snapshot_params,
+                                      hibernate ? SANDBOX_OP_DESTROY : SANDBOX_OP_EXEC, snapshot_prepare,
+                                      snapshot_authorized);
+}
+
+/* Fork's and Wake's answer: the new sandbox's id. */
+static void on_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata) {
+        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
+        _cleanup_json_ json_object *p = NULL;
+
+        if (error) {
+                (void) varlink_reply_sandbox_error(call, error);
+                return;
+        }
+        p = json_object_new_object();
+        if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0)
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+        else
+                (void) varlink_call_reply(call, p);
+}
+
+static int fork_prepare(Sandbox *s, SandboxArgs *a, SandboxError *error) {
+        return options_from_json(a->options, OPTION_SET_SANDBOX, &a->config, NULL, 0, error);
+}
+
+static int fork_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s, SandboxVarlinkRequest *req,
+                           SandboxError *error) {
+        int r;
+
+        varlink_call_ref(call);
+        r = manager_fork_sandbox(req->frontend->manager, caller, s, &req->args.config, on_sandbox_created, call, error);
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
+}
+
+static int method_fork(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        /* The fork runs what the source holds: whoever may exec in it may. */
+        return sandbox_varlink_method(userdata, call, parameters, snapshot_params, SANDBOX_OP_EXEC, fork_prepare,
+                                      fork_authorized);
+}
+
+/* ---- Wake, RemoveSnapshot ---- */
+
+typedef struct SnapshotCall {
+        VarlinkFrontend *frontend;
+        char *id;
+        bool wake;
+        SnapshotMeta meta;   /* found while authorizing */
+} SnapshotCall;
+
+static void snapshot_call_free(void *userdata) {
+        SnapshotCall *c = userdata;
+
+        free(c->id);
+        snapshot_meta_done(&c->meta);
+        free(c);
+}
+
+static int snapshot_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                           const char **ret_tenant, SandboxError *error) {
+        SnapshotCall *c = userdata;
+
+        return snapshot_call_access(c->frontend->manager, caller, c->id, c->wake, &c->meta, ret_op, ret_owner,
+                                    ret_tenant, error);
+}
+
+static int wake_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        SnapshotCall *c = userdata;
+        int r;
+
+        varlink_call_ref(call);
+        r = manager_wake_sandbox(c->frontend->manager, caller, c->id, on_sandbox_created, call, error);
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
+}
+
+static int remove_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        SnapshotCall *c = userdata;
+        int r;
+
+        r = manager_remove_snapshot(c->frontend->manager, c->meta.id, error);
+        if (r < 0)
+                return r;
+        (void) varlink_call_reply(call, NULL);
+        return 0;
+}
+
+static const VarlinkParam wake_params[] = {
+        { "id", VARLINK_PARAM_STRING, offsetof(SnapshotCall, id), true },
+        {}
+};
+
+static const VarlinkParam remove_params[] = {
+        { "snapshot", VARLINK_PARAM_STRING, offsetof(SnapshotCall, id), true },
+        {}
+};
+
+static int method_snapshot_call(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        bool wake = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".Wake");
+        VarlinkFrontend *f = userdata;
+        SnapshotCall *c;
+        int r;
+
+        c = calloc(1, sizeof(SnapshotCall));
+        if (!c) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        c->frontend = f;
+        c->wake = wake;
+        r = varlink_params_read_or_reply(call, parameters, wake ? wake_params : remove_params, c);
+        if (r < 0) {
+                snapshot_call_free(c);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(f->bus, call, snapshot_access, 0,
+                                   wake ? wake_authorized : remove_authorized, c, snapshot_call_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
+/* ---- ListSnapshots ---- */
+
+static int list_snapshots_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata,
+                                     SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
+        VarlinkFrontend *f = userdata;
+        SnapshotMeta *a = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!p || !l)
+                return -ENOMEM;
+        r = manager_list_snapshots(f->manager, caller, &a, &n);
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to read the snapshots: %m");
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                json_object *o = snapshot_to_json(&a[i]);
+                if (!o || json_object_array_add(l, o) < 0) {
+                        json_object_put(o);
+                        r = -ENOMEM;
+                }
+        }
+        snapshot_meta_array_free(a, n);
+        if (r >= 0)
+                r = json_add(p, "snapshots", TAKE_PTR(l));
+        if (r < 0)
+                return r;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static int method_list_snapshots(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
+                                 void *userdata) {
+        static const VarlinkParam no_params[] = { {} };
+        VarlinkFrontend *f = userdata;
+        int r;
+
+        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
+        if (r < 0)
+                return varlink_params_failed(call, r);
+        r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
+                                   list_snapshots_authorized, f, NULL);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
+int snapshot_varlink_bind(VarlinkFrontend *f) {
+        static const VarlinkMethodEntry methods[] = {
+                { "Snapshot",       method_snapshot       },
+                { "Hibernate",      method_snapshot       },
+                { "Fork",           method_fork           },
+                { "Wake",           method_snapshot_call  },
+                { "RemoveSnapshot", method_snapshot_call  },
+                { "ListSnapshots",  method_list_snapshots },
+        };
+
+        return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);
+}
