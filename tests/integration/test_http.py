@@ -487,6 +487,7 @@ class OpenAPI(unittest.TestCase):
         for key in ('info', 'paths', 'components'):
             self.assertIn(key, doc)
         self.assertIn('bearer', json.dumps(doc['components']['securitySchemes']).lower())
+        before = {x['id'] for x in request('GET', '/api/v1/sessions')[2]}
         with Session() as s:
             n = 0
             for path, item in doc['paths'].items():
@@ -500,6 +501,10 @@ class OpenAPI(unittest.TestCase):
                         self.assertNotIn(url, ('/api/v1/openapi.json',), f'{method} {path}')
                     n += 1
             self.assertGreaterEqual(n, 25)
+        # POST /api/v1/sessions with {} made one: not left behind.
+        for x in request('GET', '/api/v1/sessions')[2]:
+            if x['id'] not in before:
+                self.assertEqual(request('DELETE', f'/api/v1/sessions/{x["id"]}')[0], 204)
         # And the other way: each route of the bridge is in the document.
         with open(os.path.join(S.paths.source, 'src', 'sandboxd-http', 'http-routes.c')) as f:
             src = f.read()
