@@ -55,7 +55,7 @@ static const ConfigTableItem token_table[] = {
         { "Token", "ExpiresAt", config_parse_string, offsetof(TokenFile, expires_at), "seconds since the epoch" },
 };
 
-static int token_load(HttpToken *t, const char *path, const char *name) {
+static int token_load(HttpToken *t, const char *path, char *name) {
         TokenFile f = {};
         int r;
 
@@ -74,10 +74,9 @@ static int token_load(HttpToken *t, const char *path, const char *name) {
                 r = parse_uint64(f.expires_at, &t->expires_at);
         if (r >= 0) {
                 t->tenant = TAKE_PTR(f.tenant);
-                t->name = strndup(name, strlen(name) - strlen(".conf"));
-                if (!t->name)
-                        r = -ENOMEM;
-        }
+                t->name = name;
+        } else
+                free(name);
         free(f.tenant);
         free(f.sha256);
         free(f.expires_at);
@@ -93,9 +92,30 @@ void http_tokens_done(HttpTokens *t) {
         t->n_tokens = 0;
 }
 
-static bool is_conf(const char *name) {
+static bool has_conf_suffix(const char *name) {
         size_t n = strlen(name);
-        return n > 5 && streq(name + n - 5, ".conf") && name[0] != '.';
+        return n > 5 && streq(name + n - 5, ".conf");
+}
+
+/* The token's name for the file FILE (allocated), or NULL (and errno) when FILE holds no
+ * token: in a tokens directory NAME.conf; among credentials (HTTP_TOKEN_CREDENTIAL, see
+ * http.h) http-token.NAME, or http-token_NAME[.conf] as LoadCredential= of a directory
+ * names its files. */
+static char *token_file_name(const char *file, bool credentials) {
+        const char *name = file;
+        size_t n;
+
+        if (credentials) {
+                size_t k = strlen(HTTP_TOKEN_CREDENTIAL);
+                if (strncmp(file, HTTP_TOKEN_CREDENTIAL, k) != 0 || (file[k] != '.' && file[k] != '_'))
+                        return errno = ENOENT, NULL;
+                name = file + k + 1;
+        } else if (!has_conf_suffix(file))
+                return errno = ENOENT, NULL;
+        n = strlen(name) - (has_conf_suffix(name) ? 5 : 0);
+        if (n == 0 || name[0] == '.')
+                return errno = ENOENT, NULL;
+        return strndup(name, n);
 }
 
 static void closedirp(DIR **d) {
@@ -103,7 +123,7 @@ static void closedirp(DIR **d) {
                 (void) closedir(*d);
 }
 
-int http_tokens_load(HttpTokens *t, const char *dir) {
+int http_tokens_load(HttpTokens *t, const char *dir, bool credentials) {
         _cleanup_(closedirp) DIR *d = opendir(dir);
         struct dirent *de;
 
@@ -111,15 +131,20 @@ int http_tokens_load(HttpTokens *t, const char *dir) {
                 return errno == ENOENT ? 0 : -errno;
         while ((de = readdir(d))) {
                 _cleanup_free_ char *path = NULL;
+                char *name;
                 HttpToken token = {};
                 HttpToken *a;
                 int r;
 
-                if (!is_conf(de->d_name))
+                name = token_file_name(de->d_name, credentials);
+                if (!name) {
+                        if (errno == ENOMEM)
+                                return -ENOMEM;
                         continue;
+                }
                 if (asprintf(&path, "%s/%s", dir, de->d_name) < 0)
-                        return -ENOMEM;
-                r = token_load(&token, path, de->d_name);
+                        return free(name), -ENOMEM;
+                r = token_load(&token, path, name);
                 if (r < 0) {
                         log_warning_errno(r, "Ignoring token file %s: %m", path);
                         continue;

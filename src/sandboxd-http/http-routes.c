@@ -190,6 +190,10 @@ static int route_session_create(HttpRequest *req) {
                         if (!streq(m, "ephemeral") && !streq(m, "persistent"))
                                 return reply_bad(req, "'%s' must be \"ephemeral\" or \"persistent\".", key);
                         r = json_add(options, "Ephemeral", json_object_new_boolean(streq(m, "ephemeral")));
+                } else if (streq(key, "env")) {
+                        /* CreateSandbox takes no environment: refused, never dropped. */
+                        return reply_bad(req, "'%s' is not taken at session creation (sandboxd has no per-sandbox "
+                                         "environment); pass it to each execute.", key);
                 } else if (streq(key, "limits")) {
                         if (!json_object_is_type(v, json_type_object))
                                 return reply_bad(req, "'%s' must be an object.", key);

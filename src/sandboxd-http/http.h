@@ -68,7 +68,11 @@ typedef struct HttpTokens {
 } HttpTokens;
 
 void http_tokens_done(HttpTokens *t);
-int http_tokens_load(HttpTokens *t, const char *dir);
+/* Credentials (LoadCredential=) named http-token.NAME or http-token_NAME are token files
+ * too, read from $CREDENTIALS_DIRECTORY besides the tokens directory. */
+#define HTTP_TOKEN_CREDENTIAL "http-token"
+/* Adds the token files in dir: NAME.conf, or with credentials the credentials above. */
+int http_tokens_load(HttpTokens *t, const char *dir, bool credentials);
 /* The token whose hash is SHA-256(secret), unexpired at now (seconds), or NULL. Every
  * stored hash is compared, in constant time. */
 const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint64_t now);

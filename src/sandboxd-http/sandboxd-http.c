@@ -135,13 +135,23 @@ static int run(const HttpConfig *config) {
         _cleanup_(http_server_freep) HttpServer *s = NULL;
         _cleanup_(http_backend_freep) HttpBackend *b = NULL;
         _cleanup_(http_tokens_done) HttpTokens tokens = {};
+        const char *credentials;
         sd_event *e = NULL;
         int r;
 
-        r = http_tokens_load(&tokens, config->tokens_dir);
+        r = http_tokens_load(&tokens, config->tokens_dir, false);
         if (r < 0)
                 return log_error_errno(r, "Cannot read %s: %m", config->tokens_dir);
         log_info("%zu token(s) from %s.", tokens.n_tokens, config->tokens_dir);
+        credentials = getenv("CREDENTIALS_DIRECTORY");
+        if (credentials) {
+                size_t n = tokens.n_tokens;
+
+                r = http_tokens_load(&tokens, credentials, true);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot read credentials in %s: %m", credentials);
+                log_info("%zu token(s) from credentials.", tokens.n_tokens - n);
+        }
 
         r = sd_event_default(&e);
         if (r < 0)

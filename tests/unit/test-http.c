@@ -85,7 +85,7 @@ static void test_tokens(void **state) {
         f = fopen(path, "w");
         fprintf(f, "[Token]\nTenant=../x\nSHA256=00\n");
         fclose(f);
-        assert_int_equal(http_tokens_load(&tokens, dir), 0);
+        assert_int_equal(http_tokens_load(&tokens, dir, false), 0);
         assert_int_equal(tokens.n_tokens, 1);       /* bad.conf ignored */
         assert_string_equal(tokens.tokens[0].tenant, "team-a");
         assert_null(http_tokens_find(&tokens, "sdh_secret", 0));   /* not its hash */
@@ -104,6 +104,27 @@ static void test_tokens(void **state) {
         assert_null(http_tokens_find(&tokens, "sdh_secret", 1000));
         assert_non_null(http_tokens_find(&tokens, "sdh_secret", 999));
         http_tokens_done(&tokens);
+
+        /* As credentials: http-token.NAME and http-token_NAME[.conf] only. */
+        static const char * const creds[] = { "http-token.carol", "http-token_dave.conf", "http-tokens", "http-token." };
+        for (size_t i = 0; i < ELEMENTSOF(creds); i++) {
+                char cred[4096];
+                snprintf(cred, sizeof(cred), "%s/%s", dir, creds[i]);
+                f = fopen(cred, "w");
+                assert_non_null(f);
+                fprintf(f, "[Token]\nTenant=team-c\nSHA256=%064d\n", 0);
+                fclose(f);
+        }
+        assert_int_equal(http_tokens_load(&tokens, dir, true), 0);
+        assert_int_equal(tokens.n_tokens, 2);
+        assert_true((streq(tokens.tokens[0].name, "carol") && streq(tokens.tokens[1].name, "dave")) ||
+                    (streq(tokens.tokens[0].name, "dave") && streq(tokens.tokens[1].name, "carol")));
+        http_tokens_done(&tokens);
+        for (size_t i = 0; i < ELEMENTSOF(creds); i++) {
+                char cred[4096];
+                snprintf(cred, sizeof(cred), "%s/%s", dir, creds[i]);
+                unlink(cred);
+        }
 
         unlink(path);
         snprintf(path, sizeof(path), "%s/alice.conf", dir);
