@@ -28,11 +28,12 @@
 #include "strv.h"
 #include "time-util.h"
 
-/* Once the sandbox is gone a follower still reads what journald writes, sandboxd's last
- * words about the sandbox among it, until nothing came for LOG_GONE_QUIET_USEC, and for
- * LOG_GONE_MAX_USEC at most. */
+/* Once the sandbox is gone a follower still reads what journald writes: until sandboxd's
+ * last words about the sandbox (SANDBOX_REMOVED_FORMAT) came through journald and then
+ * nothing for LOG_GONE_QUIET_USEC, and for LOG_GONE_MAX_USEC at most (journald may be slow
+ * to write them on a loaded machine). */
 #define LOG_GONE_QUIET_USEC (250ULL * 1000ULL)
-#define LOG_GONE_MAX_USEC (2ULL * 1000000ULL)
+#define LOG_GONE_MAX_USEC (5ULL * 1000000ULL)
 /* Entries handed on per wakeup of the loop: other work gets its turn in between. */
 #define LOG_ENTRIES_PER_DISPATCH 64U
 
@@ -64,6 +65,8 @@ typedef struct LogWorker {
         char **matches;
         unsigned lines;
         bool follow;
+        bool saw_removed;           /* sandboxd's last line about the sandbox came */
+        char *removed;              /* that line: SANDBOX_REMOVED_FORMAT */
         uint8_t *message;           /* SANDBOX_LOG_MESSAGE_MAX */
 } LogWorker;
 
@@ -106,6 +109,7 @@ static LogWorker *log_worker_free(LogWorker *w) {
                 return NULL;
         safe_close(w->fd);
         strv_free(w->matches);
+        free(w->removed);
         free(w->message);
         return mfree(w);
 }
@@ -165,6 +169,8 @@ static int worker_send_entry(LogWorker *w, sd_journal *j) {
                 h.truncated = l > SANDBOX_LOG_MESSAGE_MAX;
                 h.message_size = (uint32_t) MIN(l, (size_t) SANDBOX_LOG_MESSAGE_MAX);
                 memcpy(w->message, d, h.message_size);
+                if (w->removed && l == strlen(w->removed) && memcmp(d, w->removed, l) == 0)
+                        w->saw_removed = true;
         }
         return worker_send(w, &h, identifier, w->message);
 }
@@ -214,8 +220,10 @@ static int worker_follow(LogWorker *w, sd_journal *j, int journal_fd) {
 
                 now = now_usec(CLOCK_MONOTONIC);
                 if (gone_at > 0) {
-                        uint64_t end = MIN(MAX(gone_at, last_entry) + LOG_GONE_QUIET_USEC, gone_at + LOG_GONE_MAX_USEC);
+                        uint64_t end = gone_at + LOG_GONE_MAX_USEC;
 
+                        if (w->saw_removed)
+                                end = MIN(MAX(gone_at, last_entry) + LOG_GONE_QUIET_USEC, end);
                         if (now >= end)
                                 return 0;
                         timeout = usec_to_poll_timeout(end - now);
@@ -449,6 +457,8 @@ int sandbox_logs_open(Sandbox *s, uid_t caller, unsigned lines, bool follow, log
         k = sandbox_logs_matches(s->id, s->unit, &w->matches);
         if (k < 0)
                 return k;
+        if (follow && asprintf(&w->removed, SANDBOX_REMOVED_FORMAT, s->id) < 0)
+                return -ENOMEM;
 
         r = calloc(1, sizeof(LogReader));
         if (!r)

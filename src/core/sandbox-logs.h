@@ -17,6 +17,10 @@
 #include "sandbox-api.h"
 #include "sandbox-errors.h"
 
+/* sandboxd's last line about a sandbox (sandbox.c logs it as the sandbox goes): a follower
+ * of its logs ends once journald has written it. */
+#define SANDBOX_REMOVED_FORMAT "Sandbox %s removed."
+
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
 typedef struct LogReader LogReader;

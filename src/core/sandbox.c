@@ -372,7 +372,7 @@ static void sandbox_finalize(Sandbox *s) {
                         sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
         }
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s removed.", s->id);
+        log_sandbox(s, LOG_INFO, 0, SANDBOX_REMOVED_FORMAT, s->id);
         sandbox_logs_sandbox_gone(s);
         manager_unlink_sandbox(m, s);
         sandbox_free_internal(s);
