@@ -132,6 +132,8 @@ static const OptionMap session_options[] = {
         { "idle_timeout", "IdleTimeout",        json_type_int },
         { "name",         "Name",               json_type_string },
         { "reuse",        "ReuseExisting",      json_type_boolean },
+        { "from_snapshot", "FromSnapshot",      json_type_string },
+        { "idle_action",  "IdleAction",         json_type_string },
 };
 
 static const OptionMap session_limits[] = {
@@ -160,6 +162,8 @@ static int map_options(json_object *src, const OptionMap *map, size_t n, json_ob
         return 0;
 }
 
+/* A sandbox id in the reply: answered with the sandbox (GetSandbox), status userdata's
+ * (201 when NULL). */
 static int on_created(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                       void *userdata) {
         static const Simple created = { transform_sandbox, 201 };
@@ -170,18 +174,17 @@ static int on_created(HttpRequest *req, json_object *parameters, const char *err
         p = json_object_new_object();
         if (!p || json_add(p, "id", json_object_get(get(parameters, "id"))) < 0)
                 return json_object_put(p), http_request_reply_errno(req, -ENOMEM);
-        return call_simple(req, IFACE "GetSandbox", p, &created);
+        return call_simple(req, IFACE "GetSandbox", p, userdata ?: &created);
 }
 
-static int route_session_create(HttpRequest *req) {
-        _cleanup_json_ json_object *p = json_object_new_object(), *options = json_object_new_object();
+/* The body of POST /api/v1/sessions (or of .../fork, which takes no template) as
+ * CreateSandbox's template into p and options into options: 1, or the reply to a bad one. */
+static int session_body(HttpRequest *req, json_object *p, json_object *options, bool fork) {
         const char *bad = NULL;
         int r;
 
-        if (!p || !options)
-                return -ENOMEM;
         json_object_object_foreach(http_request_body(req), key, v) {
-                if (streq(key, "template")) {
+                if (streq(key, "template") && !fork) {
                         if (!json_object_is_type(v, json_type_string))
                                 return reply_bad(req, "'%s' must be a string.", key);
                         r = json_add(p, "template", json_object_get(v));
@@ -198,6 +201,8 @@ static int route_session_create(HttpRequest *req) {
                         if (!json_object_is_type(v, json_type_object))
                                 return reply_bad(req, "'%s' must be an object.", key);
                         r = map_options(v, session_limits, ELEMENTSOF(session_limits), options, &bad);
+                } else if (fork && (streq(key, "template") || streq(key, "from_snapshot"))) {
+                        return reply_bad(req, "'%s' is the source's for a fork.", key);
                 } else {
                         _cleanup_json_ json_object *one = json_object_new_object();
                         if (!one || json_add(one, key, json_object_get(v)) < 0)
@@ -211,6 +216,18 @@ static int route_session_create(HttpRequest *req) {
                 if (r < 0)
                         return r;
         }
+        return 1;
+}
+
+static int route_session_create(HttpRequest *req) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *options = json_object_new_object();
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        r = session_body(req, p, options, false);
+        if (r <= 0)
+                return r;
         r = json_add(p, "options", TAKE_PTR(options));
         if (r < 0)
                 return r;
@@ -899,6 +916,83 @@ static int route_logs(HttpRequest *req) {
         return http_backend_call(req, IFACE "GetLogs", TAKE_PTR(p), VARLINK_CALL_MORE, on_log_stream, NULL);
 }
 
+/* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */
+
+static json_object *transform_snapshot_created(HttpRequest *req, json_object *p, unsigned *status) {
+        *status = 201;
+        return transform_field(p, "snapshot");
+}
+
+static json_object *transform_snapshot(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "snapshot");
+}
+
+static json_object *transform_snapshots(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "snapshots");
+}
+
+/* POST .../snapshot and .../hibernate: {"include_tmp": bool} as IncludeTmp. */
+static int snapshot_call(HttpRequest *req, const char *method, const char *name, const Simple *s) {
+        json_object *body = http_request_body(req), *tmp = get(body, "include_tmp");
+        _cleanup_json_ json_object *p = params_with_id(req), *options = json_object_new_object();
+
+        if ((tmp && !json_object_is_type(tmp, json_type_boolean)) || json_object_object_length(body) > !!tmp)
+                return reply_bad(req, "%s takes \"include_tmp\" (a boolean).", name);
+        if (!p || !options || (tmp && json_add(options, "IncludeTmp", json_object_get(tmp)) < 0) ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return call_simple(req, method, TAKE_PTR(p), s);
+}
+
+static int route_session_snapshot(HttpRequest *req) {
+        static const Simple s = { transform_snapshot_created };
+
+        return snapshot_call(req, IFACE "Snapshot", "snapshot", &s);
+}
+
+static int route_session_hibernate(HttpRequest *req) {
+        static const Simple s = { transform_snapshot };
+
+        return snapshot_call(req, IFACE "Hibernate", "hibernate", &s);
+}
+
+static int route_session_fork(HttpRequest *req) {
+        _cleanup_json_ json_object *p = params_with_id(req), *options = json_object_new_object();
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        r = session_body(req, p, options, true);
+        if (r <= 0)
+                return r;
+        r = json_add(p, "options", TAKE_PTR(options));
+        if (r < 0)
+                return r;
+        return http_backend_call(req, IFACE "Fork", TAKE_PTR(p), 0, on_created, NULL);
+}
+
+static int route_session_wake(HttpRequest *req) {
+        json_object *p = params_with_id(req);
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Wake", p, 0, on_created, (void *) &simple_sandbox);
+}
+
+static int route_snapshots_list(HttpRequest *req) {
+        static const Simple s = { transform_snapshots };
+
+        return call_simple(req, IFACE "ListSnapshots", json_object_new_object(), &s);
+}
+
+static int route_snapshot_delete(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (p && json_add(p, "snapshot", json_object_new_string(http_request_param(req, 0))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "RemoveSnapshot", p, &simple_empty);
+}
+
 /* ---- health, metrics, the document ---- */
 
 static int on_health(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -1031,6 +1125,10 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/pause",                       HTTP_ROUTE_JSON_BODY, route_session_pause },
         { "POST",   S "/resume",                      HTTP_ROUTE_JSON_BODY, route_session_resume },
         { "POST",   S "/timeout",                     HTTP_ROUTE_JSON_BODY, route_session_timeout },
+        { "POST",   S "/snapshot",                    HTTP_ROUTE_JSON_BODY, route_session_snapshot },
+        { "POST",   S "/fork",                        HTTP_ROUTE_JSON_BODY, route_session_fork },
+        { "POST",   S "/hibernate",                   HTTP_ROUTE_JSON_BODY, route_session_hibernate },
+        { "POST",   S "/wake",                        HTTP_ROUTE_JSON_BODY, route_session_wake },
         { "POST",   S "/execute",                     HTTP_ROUTE_JSON_BODY, route_execute },
         { "GET",    S "/status",                      0, route_status },
         { "GET",    S "/result",                      0, route_result },
@@ -1045,6 +1143,8 @@ const HttpRoute http_routes[] = {
         { "GET",    "/api/v1/templates",              0, route_templates_list },
         { "POST",   "/api/v1/templates",              HTTP_ROUTE_JSON_BODY, route_template_create },
         { "DELETE", "/api/v1/templates/{}",           0, route_template_delete },
+        { "GET",    "/api/v1/snapshots",              0, route_snapshots_list },
+        { "DELETE", "/api/v1/snapshots/{}",           0, route_snapshot_delete },
         { "GET",    "/api/v1/containers",             0, route_session_list },
         { "GET",    "/api/v1/containers/{}",          0, route_session_get },
         { "GET",    "/api/v1/containers/{}/logs",     0, route_logs },

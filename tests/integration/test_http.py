@@ -40,12 +40,14 @@ PER_IP = 32
 # is raised for them in BadInput).
 FLOOD = 10000
 RULES = 'io.sandboxd.Sandbox1-http.rules'
+SNAPDIR = '/run/sandboxd-test-state/snapshots-http'
 
 
 def setUpModule():
     global S, POLKIT
     POLKIT = authz.setup_module()
     S = secutil.S
+    S.configure_daemon(f'[Snapshots]\nDirectory={SNAPDIR}\nMaxPerOwner=4\n')
     # The shipped rule, as installed: the bridge's user may act for tenants.
     with open(os.path.join(S.paths.source, 'polkit', RULES)) as f:
         POLKIT.set_rules(f.read(), name=RULES)
@@ -65,6 +67,8 @@ def tearDownModule():
     try:
         S.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
         os.unlink(S.path(harness.HTTP_CONFIG))
+        S.configure_daemon(None)
+        S.run(['rm', '-rf', '--', SNAPDIR])
         # Under the sanitizers: what they found in the bridge (leaks are reported as it
         # stops), which no test would otherwise see.
         journal = bridge_journal()
@@ -452,6 +456,99 @@ class Tenants(unittest.TestCase):
             self.assertEqual(request('GET', a.url, token='alice')[2]['tenant'], 'alice')
 
 
+class Snapshots(unittest.TestCase):
+    """POST .../snapshot, .../fork, .../hibernate, .../wake, GET and DELETE /api/v1/snapshots,
+    from_snapshot and idle_action at creation: each a translation of the varlink method."""
+
+    def put(self, s, path, data, token='alice'):
+        self.assertEqual(request('PUT', s.url + f'/files?path={path}', body=data, token=token)[0], 201)
+
+    def get(self, url, path, token='alice'):
+        return request('GET', url + f'/files?path={path}', token=token)
+
+    def test_snapshot_restore_fork(self):
+        with Session() as s:
+            self.put(s, 'a.txt', b'first')
+            status, _, snap = request('POST', s.url + '/snapshot', {})
+            self.assertEqual(status, 201, snap)
+            self.assertEqual((snap['source'], snap['tenant'], snap['hibernated'], snap['includesTmp']),
+                             (s.id, 'alice', False, False))
+            self.assertIn(snap['id'], [x['id'] for x in request('GET', '/api/v1/snapshots')[2]])
+            with Session(from_snapshot=snap['id'], idle_action='pause', idle_timeout=600) as r:
+                self.assertEqual(self.get(r.url, 'a.txt')[:3:2], (200, b'first'))
+            # Fork: a second session with the files, then each goes its own way.
+            status, _, f = request('POST', s.url + '/fork', {'name': 'forked'})
+            self.assertEqual((status, f['name'], f['tenant']), (201, 'forked', 'alice'), f)
+            furl = f'/api/v1/sessions/{f["id"]}'
+            try:
+                self.assertEqual(self.get(furl, 'a.txt')[2], b'first')
+                self.put(s, 'a.txt', b'source')
+                self.assertEqual(request('PUT', furl + '/files?path=a.txt', body=b'fork')[0], 201)
+                self.assertEqual((self.get(s.url, 'a.txt')[2], self.get(furl, 'a.txt')[2]), (b'source', b'fork'))
+            finally:
+                self.assertEqual(request('DELETE', furl)[0], 204)
+            self.assertEqual(request('DELETE', f'/api/v1/snapshots/{snap["id"]}')[0], 204)
+            self.assertNotIn(snap['id'], [x['id'] for x in request('GET', '/api/v1/snapshots')[2]])
+            # Errors, each the daemon's with its status.
+            for method, path, body, want in (
+                    ('DELETE', f'/api/v1/snapshots/{snap["id"]}', None, (404, 'NoSuchSnapshot')),
+                    ('POST', '/api/v1/sessions', {'from_snapshot': snap['id']}, (404, 'NoSuchSnapshot')),
+                    ('POST', '/api/v1/sessions', {'idle_action': 'explode'}, (400, 'InvalidOption')),
+                    ('POST', '/api/v1/sessions', {'from_snapshot': 7}, (400, 'InvalidOption')),
+                    ('POST', s.url + '/snapshot', {'include_tmp': 'yes'}, (400, 'InvalidOption')),
+                    ('POST', s.url + '/fork', {'template': 'shell'}, (400, 'InvalidOption')),
+                    ('POST', '/api/v1/sessions/0123456789abcdef/snapshot', {}, (404, 'NoSuchSandbox')),
+                    ('POST', '/api/v1/sessions/0123456789abcdef/wake', None, (404, 'NoSuchSandbox'))):
+                status, _, res = request(method, path, body)
+                self.assertEqual((status, res['error']['code']), want, (method, path, body))
+
+    def test_too_large_and_quota(self):
+        with Session(limits={'disk_max': 64 * MiB}) as s:
+            s.execute({'argv': ['sh', '-c', 'head -c 5000000 /dev/urandom > /work/r.bin']})
+            status, _, snap = request('POST', s.url + '/snapshot', {'include_tmp': True})
+            self.assertEqual((status, snap['includesTmp']), (201, True), snap)
+            try:
+                # 5 MB of files: more than a 2 MiB /work and /tmp hold together.
+                status, _, res = request('POST', '/api/v1/sessions', {'from_snapshot': snap['id'],
+                                                                      'limits': {'disk_max': 2 * MiB}})
+                self.assertEqual((status, res['error']['code']), (413, 'SnapshotTooLarge'), res)
+                taken = [snap['id']]
+                try:
+                    for _ in range(8):
+                        status, _, res = request('POST', s.url + '/snapshot', {})
+                        if status != 201:
+                            break
+                        taken.append(res['id'])
+                    self.assertEqual((status, res['error']['code']), (507, 'QuotaExceeded'), res)
+                finally:
+                    for sid in taken[1:]:
+                        request('DELETE', f'/api/v1/snapshots/{sid}')
+            finally:
+                request('DELETE', f'/api/v1/snapshots/{snap["id"]}')
+
+    def test_hibernate_wake_and_tenants(self):
+        with Session(name='sleeper') as s:
+            self.put(s, 'keep.txt', b'kept')
+            # bob sees none of it: not the session, nor its snapshots.
+            status, _, res = request('POST', s.url + '/hibernate', {}, token='bob')
+            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'))
+            status, _, snap = request('POST', s.url + '/hibernate', {})
+            self.assertEqual((status, snap['hibernated'], snap['source'], snap['name']), (200, True, s.id, 'sleeper'))
+            self.assertEqual(request('GET', s.url)[0], 404)
+            self.assertEqual(request('GET', '/api/v1/snapshots', token='bob')[2], [])
+            for method, path in (('DELETE', f'/api/v1/snapshots/{snap["id"]}'),
+                                 ('POST', '/api/v1/sessions/sleeper/wake'),
+                                 ('POST', s.url + '/wake')):
+                status, _, res = request(method, path, {} if method == 'POST' else None, token='bob')
+                self.assertEqual(status, 404, (path, res))
+            status, _, res = request('POST', '/api/v1/sessions', {'from_snapshot': snap['id']}, token='bob')
+            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSnapshot'))
+            status, _, woke = request('POST', '/api/v1/sessions/sleeper/wake', {})
+            self.assertEqual((status, woke['id'], woke['name'], woke['tenant']), (200, s.id, 'sleeper', 'alice'), woke)
+            self.assertEqual(self.get(s.url, 'keep.txt')[2], b'kept')
+            self.assertNotIn(snap['id'], [x['id'] for x in request('GET', '/api/v1/snapshots')[2]])
+
+
 class Metrics(unittest.TestCase):
     def scrape(self):
         status, r, text = request('GET', '/metrics')
@@ -488,12 +585,14 @@ class OpenAPI(unittest.TestCase):
             self.assertIn(key, doc)
         self.assertIn('bearer', json.dumps(doc['components']['securitySchemes']).lower())
         before = {x['id'] for x in request('GET', '/api/v1/sessions')[2]}
+        snapshots = {x['id'] for x in request('GET', '/api/v1/snapshots')[2]}
         with Session() as s:
             n = 0
             for path, item in doc['paths'].items():
                 for method, op in item.items():
                     self.assertIn('responses', op, f'{method} {path}')
-                    url = (path.replace('{id}', s.id).replace('{eid}', '1').replace('{name}', 'no-such-template'))
+                    url = (path.replace('{id}', s.id).replace('{eid}', '1').replace('{name}', 'no-such-template')
+                           .replace('{sid}', '0123456789abcdef'))
                     status = request(method.upper(), url, body={} if method in ('post', 'put') else None)[0]
                     # Answered by its route (whatever the answer): not an unknown route.
                     self.assertNotIn(status, (405, 501), f'{method} {path}')
@@ -505,6 +604,10 @@ class OpenAPI(unittest.TestCase):
         for x in request('GET', '/api/v1/sessions')[2]:
             if x['id'] not in before:
                 self.assertEqual(request('DELETE', f'/api/v1/sessions/{x["id"]}')[0], 204)
+        # Nor the snapshot POST .../snapshot took (hibernate's was woken and is gone).
+        for x in request('GET', '/api/v1/snapshots')[2]:
+            if x['id'] not in snapshots:
+                self.assertEqual(request('DELETE', f'/api/v1/snapshots/{x["id"]}')[0], 204)
         # And the other way: each route of the bridge is in the document.
         with open(os.path.join(S.paths.source, 'src', 'sandboxd-http', 'http-routes.c')) as f:
             src = f.read()
