@@ -48,11 +48,28 @@
 #define OBJECT_SCHEMA(props, required) \
         "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" required "]}"
 
+#define SNAPSHOT_SCHEMA                                                                         \
+        "{\"type\":\"object\",\"properties\":{"                                                 \
+        "\"id\":{\"type\":\"string\"},\"template\":{\"type\":\"string\"},"                        \
+        "\"owner\":{\"type\":\"integer\"},\"tenant\":{\"type\":\"string\"},"                      \
+        "\"name\":{\"type\":\"string\",\"description\":\"the source sandbox's name\"},"            \
+        "\"source\":{\"type\":\"string\",\"description\":\"the source sandbox's id\"},"            \
+        "\"size\":{\"type\":\"integer\",\"description\":\"bytes stored (compressed)\"},"           \
+        "\"contentSize\":{\"type\":\"integer\",\"description\":\"the files' bytes added up\"},"    \
+        "\"created\":{\"type\":\"integer\",\"description\":\"µs since the epoch\"},"               \
+        "\"diskMax\":{\"type\":\"integer\"},\"includesTmp\":{\"type\":\"boolean\"},"              \
+        "\"hibernated\":{\"type\":\"boolean\"}},"                                                \
+        "\"required\":[\"id\",\"source\",\"size\",\"hibernated\"]}"
+
+/* {"snapshot": …}: what sandbox_snapshot and sandbox_hibernate return. */
+#define SNAPSHOT_RESULT_SCHEMA OBJECT_SCHEMA("\"snapshot\":" SNAPSHOT_SCHEMA, "\"snapshot\"")
+
 /* {"sandbox": …}: what the tools about one sandbox return. */
 #define SANDBOX_RESULT_SCHEMA OBJECT_SCHEMA("\"sandbox\":" SANDBOX_SCHEMA, "\"sandbox\"")
 
 static const char *const languages[] = { "python", "node", "bash", NULL };
 static const char *const encodings[] = { "utf-8", "base64", NULL };
+static const char *const idle_actions[] = { "destroy", "pause", "hibernate", NULL };
 
 #define ARG_SANDBOX_ID                                                                          \
         { "sandbox_id", MCP_ARG_STRING, true, "The sandbox's id (16 hex digits, from sandbox_create or "  \
@@ -62,6 +79,11 @@ static const char *const encodings[] = { "utf-8", "base64", NULL };
           .max = 4096 }
 #define ARG_TIMEOUT                                                                             \
         { "timeout", MCP_ARG_INTEGER, false, "Seconds before it is killed (default 300)", .min = 1, .max = 3600 }
+#define ARG_IDLE_ACTION                                                                         \
+        { "idle_action", MCP_ARG_STRING, false, "What idle_timeout does: destroy (default), pause, or hibernate " \
+          "(files kept on disk; sandbox_wake brings it back)", .choices = idle_actions }
+#define ARG_INCLUDE_TMP                                                                         \
+        { "include_tmp", MCP_ARG_BOOLEAN, false, "Keep /tmp as well as /work (default false)" }
 #define ARG_MEMORY_MB                                                                           \
         { "memory_mb", MCP_ARG_INTEGER, false, "Memory limit in MiB (default: the template's)", .min = 16, \
           .max = 1048576 }
@@ -420,6 +442,10 @@ static json_object *create_options(McpRequest *r, bool ephemeral) {
                 return NULL;
         if (name && json_add(o, "Name", json_object_new_string(name)) < 0)
                 return NULL;
+        if ((name = mcp_arg_string(r, "idle_action")) && json_add(o, "IdleAction", json_object_new_string(name)) < 0)
+                return NULL;
+        if ((name = mcp_arg_string(r, "from_snapshot")) && json_add(o, "FromSnapshot", json_object_new_string(name)) < 0)
+                return NULL;
         return TAKE_PTR(o);
 }
 
@@ -485,6 +511,7 @@ static int sandbox_created(McpRequest *r, json_object *parameters, const char *e
                 return mcp_request_finish_varlink_error(r, parameters, error);
         if (!json_object_object_get_ex(parameters, "id", &v))
                 return -EBADMSG;
+        free(r->sandbox_id);    /* Fork's, Wake's: the source's id or name */
         r->sandbox_id = strdup(json_object_get_string(v));
         if (!r->sandbox_id)
                 return -ENOMEM;
@@ -550,6 +577,65 @@ static int templates_listed(McpRequest *r, json_object *parameters, const char *
 
 static int templates_list(McpRequest *r) {
         return mcp_request_call(r, "ListTemplates", json_object_new_object(), templates_listed);
+}
+
+/* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */
+
+static int step_snapshot(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "snapshot");
+}
+
+/* Snapshot, Hibernate: {"snapshot": …}. */
+static int snapshot_call(McpRequest *r, const char *method) {
+        _cleanup_json_ json_object *p = params_sandbox(r), *o = json_object_new_object();
+
+        if (!p || !o ||
+            (mcp_arg_has(r, "include_tmp") &&
+             json_add(o, "IncludeTmp", json_object_new_boolean(mcp_arg_bool(r, "include_tmp", false))) < 0) ||
+            json_add(p, "options", TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, method, TAKE_PTR(p), step_snapshot);
+}
+
+static int sandbox_snapshot(McpRequest *r) {
+        return snapshot_call(r, "Snapshot");
+}
+
+static int sandbox_hibernate(McpRequest *r) {
+        return snapshot_call(r, "Hibernate");
+}
+
+/* Fork, Wake: the sandbox they answer the id of. */
+static int sandbox_fork(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox(r);
+
+        if (!p || json_add(p, "options", create_options(r, false)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Fork", TAKE_PTR(p), sandbox_created);
+}
+
+static int sandbox_wake(McpRequest *r) {
+        return mcp_request_call(r, "Wake", params_sandbox(r), sandbox_created);
+}
+
+static int snapshots_listed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "snapshots");
+}
+
+static int snapshot_list(McpRequest *r) {
+        return mcp_request_call(r, "ListSnapshots", json_object_new_object(), snapshots_listed);
+}
+
+static int step_snapshot_removed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_done(r, parameters, error, "snapshot_id", mcp_arg_string(r, "snapshot_id"), "removed");
+}
+
+static int snapshot_remove(McpRequest *r) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "snapshot", json_object_new_string(mcp_arg_string(r, "snapshot_id"))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "RemoveSnapshot", TAKE_PTR(p), step_snapshot_removed);
 }
 
 /* ---- files ---- */
@@ -705,6 +791,32 @@ static const McpArg sandbox_create_args[] = {
           .min = 0, .max = 30 * 24 * 3600 },
         { "idle_timeout", MCP_ARG_INTEGER, false, "Seconds without a running command after which it is destroyed "
           "(0: never)", .min = 0, .max = 30 * 24 * 3600 },
+        ARG_IDLE_ACTION,
+        { "from_snapshot", MCP_ARG_STRING, false, "A snapshot id (sandbox_snapshot, snapshot_list): start with its "
+          "files", .max = 64 },
+        ARG_END
+};
+
+static const McpArg sandbox_fork_args[] = {
+        ARG_SANDBOX_ID,
+        { "name", MCP_ARG_STRING, false, "A name for the new sandbox (default: none)", .max = 64 },
+        ARG_MEMORY_MB,
+        { "lifetime", MCP_ARG_INTEGER, false, "Seconds after which it is destroyed (default: the source's)",
+          .min = 0, .max = 30 * 24 * 3600 },
+        { "idle_timeout", MCP_ARG_INTEGER, false, "Seconds without a running command after which idle_action is "
+          "taken (default: the source's; 0: never)", .min = 0, .max = 30 * 24 * 3600 },
+        ARG_IDLE_ACTION,
+        ARG_END
+};
+
+static const McpArg sandbox_snapshot_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_INCLUDE_TMP,
+        ARG_END
+};
+
+static const McpArg snapshot_remove_args[] = {
+        { "snapshot_id", MCP_ARG_STRING, true, "The snapshot's id (from sandbox_snapshot or snapshot_list)", .max = 64 },
         ARG_END
 };
 
@@ -818,6 +930,59 @@ const McpTool mcp_tools[] = {
                 SANDBOX_RESULT_SCHEMA,
                 .idempotent = true, .on_sandbox = true,
                 .run = sandbox_resume,
+        },
+        {
+                "sandbox_snapshot", "Snapshot a sandbox",
+                "Saves the files of a sandbox's /work (and /tmp with include_tmp) as a snapshot; the sandbox "
+                "runs on. Start a sandbox from it with sandbox_create's from_snapshot. Processes and memory are "
+                "not kept.",
+                sandbox_snapshot_args,
+                SNAPSHOT_RESULT_SCHEMA,
+                .on_sandbox = true,
+                .run = sandbox_snapshot,
+        },
+        {
+                "sandbox_fork", "Fork a sandbox",
+                "Starts a new sandbox with a copy of a sandbox's files (the source runs on, unchanged); each then "
+                "goes its own way. Limits not given are the source's. Returns the new sandbox.",
+                sandbox_fork_args,
+                SANDBOX_RESULT_SCHEMA,
+                .on_sandbox = true,
+                .run = sandbox_fork,
+        },
+        {
+                "sandbox_hibernate", "Hibernate a sandbox",
+                "Saves a sandbox's files as a snapshot, then stops it (its processes end); sandbox_wake brings it "
+                "back with the same id, name and files.",
+                sandbox_snapshot_args,
+                SNAPSHOT_RESULT_SCHEMA,
+                .destructive = true, .on_sandbox = true,
+                .run = sandbox_hibernate,
+        },
+        {
+                "sandbox_wake", "Wake a sandbox",
+                "Starts a hibernated sandbox again (by its id or name), with its files; returns it.",
+                sandbox_args,
+                SANDBOX_RESULT_SCHEMA,
+                .on_sandbox = true,
+                .run = sandbox_wake,
+        },
+        {
+                "snapshot_list", "List snapshots",
+                "Lists your snapshots, hibernated sandboxes' included, oldest first.",
+                no_args,
+                OBJECT_SCHEMA("\"snapshots\":{\"type\":\"array\",\"items\":" SNAPSHOT_SCHEMA "}", "\"snapshots\""),
+                .read_only = true, .idempotent = true,
+                .run = snapshot_list,
+        },
+        {
+                "snapshot_remove", "Remove a snapshot",
+                "Deletes a snapshot (a hibernated sandbox's too: it can no longer be woken).",
+                snapshot_remove_args,
+                OBJECT_SCHEMA("\"snapshot_id\":{\"type\":\"string\"},\"removed\":{\"type\":\"boolean\"}",
+                              "\"snapshot_id\",\"removed\""),
+                .destructive = true, .idempotent = true,
+                .run = snapshot_remove,
         },
         {
                 "run_command", "Run a command in a sandbox",

@@ -38,7 +38,9 @@ POLKIT = None
 SDK_DIR = None
 MCP_SOURCES = os.path.join(HERE, '..', 'mcp')
 TOOLS = ['run_code', 'sandbox_create', 'sandbox_list', 'sandbox_info', 'sandbox_destroy', 'sandbox_pause',
-         'sandbox_resume', 'run_command', 'file_read', 'file_write', 'file_list', 'file_delete', 'templates_list']
+         'sandbox_resume', 'sandbox_snapshot', 'sandbox_fork', 'sandbox_hibernate', 'sandbox_wake', 'snapshot_list',
+         'snapshot_remove', 'run_command', 'file_read', 'file_write', 'file_list', 'file_delete', 'templates_list']
+SNAPDIR = '/run/sandboxd-test-state/snapshots-mcp'
 
 
 def mcp_bin():
@@ -87,6 +89,7 @@ def setUpModule():
     S = secutil.S
     try:
         SDK_DIR = install_sdk()
+        S.configure_daemon(f'[Snapshots]\nDirectory={SNAPDIR}\n')
         POLKIT.set_rules(authz.grant_to_nobody('create', 'exec', 'delegate'))
     except BaseException:
         authz.teardown_module(POLKIT)
@@ -94,7 +97,11 @@ def setUpModule():
 
 
 def tearDownModule():
-    authz.teardown_module(POLKIT)
+    try:
+        S.configure_daemon(None)
+        S.run(['rm', '-rf', '--', SNAPDIR])
+    finally:
+        authz.teardown_module(POLKIT)
 
 
 def sdk(steps, args=(), timeout=300):
@@ -183,12 +190,15 @@ class Tools(Base):
             self.assertEqual(t['outputSchema']['type'], 'object', name)
             for hint in ('readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'):
                 self.assertIsInstance(t['annotations'][hint], bool, f'{name} {hint}')
-            if name not in ('run_code', 'sandbox_create', 'sandbox_list', 'templates_list'):
+            if name not in ('run_code', 'sandbox_create', 'sandbox_list', 'templates_list', 'snapshot_list',
+                            'snapshot_remove'):
                 self.assertIn('sandbox_id', schema['required'], name)
         self.assertEqual(tools['run_code']['inputSchema']['properties']['language']['enum'], ['python', 'node', 'bash'])
         self.assertTrue(tools['sandbox_destroy']['annotations']['destructiveHint'])
         self.assertTrue(tools['file_delete']['annotations']['destructiveHint'])
-        for name in ('sandbox_list', 'sandbox_info', 'file_read', 'file_list', 'templates_list'):
+        for name in ('sandbox_hibernate', 'snapshot_remove'):
+            self.assertTrue(tools[name]['annotations']['destructiveHint'], name)
+        for name in ('sandbox_list', 'sandbox_info', 'file_read', 'file_list', 'templates_list', 'snapshot_list'):
             self.assertTrue(tools[name]['annotations']['readOnlyHint'], name)
             self.assertFalse(tools[name]['annotations']['destructiveHint'], name)
 
@@ -297,6 +307,51 @@ class Tools(Base):
         self.assertEqual(self.assert_ok(destroyed), {'sandbox_id': sid, 'destroyed': True})
         self.assert_tool_error(after, r'^NoSuchSandbox: ')
         self.assertNotIn(self.unit(sid), S.sandbox_scopes())
+
+    def test_snapshots(self):
+        out = sdk([
+            {'op': 'list'},
+            call('sandbox_create', save_as='sid', save_from='sandbox.id', template='shell', name='mcp-snap'),
+            call('file_write', sandbox_id='$sid', path='a.txt', content='one'),
+            call('sandbox_snapshot', save_as='snap', save_from='snapshot.id', sandbox_id='$sid'),
+            call('sandbox_create', save_as='rid', save_from='sandbox.id', template='shell', from_snapshot='$snap'),
+            call('file_read', sandbox_id='$rid', path='a.txt'),
+            call('sandbox_fork', save_as='fid', save_from='sandbox.id', sandbox_id='$sid', name='mcp-fork'),
+            call('file_write', sandbox_id='$fid', path='a.txt', content='fork'),
+            call('file_read', sandbox_id='$sid', path='a.txt'),
+            call('sandbox_hibernate', sandbox_id='$sid'),
+            call('sandbox_info', sandbox_id='$sid'),
+            call('snapshot_list'),
+            call('sandbox_wake', sandbox_id='mcp-snap'),
+            call('file_read', sandbox_id='$sid', path='a.txt'),
+            call('snapshot_remove', snapshot_id='$snap'),
+            call('snapshot_remove', snapshot_id='$snap'),
+            call('sandbox_destroy', sandbox_id='$rid'),
+            call('sandbox_destroy', sandbox_id='$fid'),
+            call('sandbox_destroy', sandbox_id='$sid'),
+        ])
+        (_, created, _, snapped, restored, read_restored, forked, _, read_source, hibernated, asleep, listed, woke,
+         read_woken, removed, removed_again, *destroyed) = out['steps']
+        sid = self.assert_ok(created)['sandbox']['id']
+        snap = self.assert_ok(snapped)['snapshot']
+        self.assertEqual((snap['source'], snap['hibernated'], snap['owner']), (sid, False, NOBODY))
+        self.assertEqual(self.assert_ok(read_restored)['content'], 'one')
+        self.assertNotEqual(self.assert_ok(restored)['sandbox']['id'], sid)
+        fork = self.assert_ok(forked)['sandbox']
+        self.assertEqual((fork['name'], fork['template']), ('mcp-fork', 'shell'))
+        self.assertEqual(self.assert_ok(read_source)['content'], 'one')
+        sleeping = self.assert_ok(hibernated)['snapshot']
+        self.assertEqual((sleeping['source'], sleeping['hibernated'], sleeping['name']), (sid, True, 'mcp-snap'))
+        self.assert_tool_error(asleep, r'^NoSuchSandbox: ')
+        self.assertEqual({x['id'] for x in self.assert_ok(listed)['snapshots']}, {snap['id'], sleeping['id']})
+        self.assertEqual((self.assert_ok(woke)['sandbox']['id'], self.assert_ok(woke)['sandbox']['name']),
+                         (sid, 'mcp-snap'))
+        self.assertEqual(self.assert_ok(read_woken)['content'], 'one')
+        self.assertEqual(self.assert_ok(removed), {'snapshot_id': snap['id'], 'removed': True})
+        self.assert_tool_error(removed_again, r'^NoSuchSnapshot: ')
+        for res in destroyed:
+            self.assert_ok(res)
+        self.assertEqual(self.nobody_sandboxes(), [])
 
     def test_tool_errors_and_protocol_errors(self):
         out = sdk([

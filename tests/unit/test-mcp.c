@@ -31,6 +31,11 @@ static VarlinkCall *held;              /* a call the fake sandboxd keeps unanswe
 
 #define SID "0123456789abcdef"
 #define IFACE "io.sandboxd.Sandbox."
+#define SNAP "00112233445566778899aabbccddeeff"
+#define SNAPSHOT_JSON(hibernated)                                                                       \
+        "{\"id\":\"" SNAP "\",\"template\":\"python\",\"owner\":1000,\"tenant\":\"\",\"name\":\"\","        \
+        "\"source\":\"" SID "\",\"size\":1234,\"contentSize\":5678,\"created\":1,\"diskMax\":1048576,"   \
+        "\"includesTmp\":false,\"hibernated\":" hibernated "}"
 
 /* ---- the fake sandboxd ---- */
 
@@ -125,6 +130,17 @@ static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFl
                 return reply_json(call, "{\"bytes\":5}");
         if (streq(method, "ListTemplates"))
                 return error_json(call, "org.varlink.service.InvalidParameter", "{\"parameter\":\"x\"}");
+        if (streq(method, "Snapshot") || streq(method, "Hibernate"))
+                return reply_json(call, streq(method, "Snapshot") ? "{\"snapshot\":" SNAPSHOT_JSON("false") "}"
+                                                                  : "{\"snapshot\":" SNAPSHOT_JSON("true") "}");
+        if (streq(method, "ListSnapshots"))
+                return reply_json(call, "{\"snapshots\":[" SNAPSHOT_JSON("false") "]}");
+        if (streq(method, "Fork"))
+                return reply_json(call, "{\"id\":\"fedcba9876543210\"}");
+        if (streq(method, "Wake"))
+                return reply_json(call, "{\"id\":\"" SID "\"}");
+        if (streq(method, "RemoveSnapshot") && !streq(param(parameters, "snapshot"), SNAP))
+                return error_json(call, IFACE "NoSuchSnapshot", "{\"message\":\"no snapshot has that id\"}");
         return reply_json(call, "{}");
 }
 
@@ -145,7 +161,8 @@ static char *read_idl(void) {
 static int setup(void **state) {
         static const char *const methods[] = {
                 "CreateSandbox", "GetSandbox", "ListSandboxes", "ListTemplates", "Exec", "Destroy", "Pause",
-                "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove", "ActForTenant",
+                "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove", "ActForTenant", "Snapshot", "Hibernate",
+                "Fork", "Wake", "ListSnapshots", "RemoveSnapshot",
         };
         _cleanup_free_ char *idl = read_idl();
 
@@ -372,8 +389,9 @@ static void test_version_negotiation(void **state) {
 static void test_tools_list_schemas(void **state) {
         static const char *const names[] = {
                 "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_destroy", "sandbox_pause",
-                "sandbox_resume", "run_command", "file_read", "file_write", "file_list", "file_delete",
-                "templates_list",
+                "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "sandbox_hibernate", "sandbox_wake",
+                "snapshot_list", "snapshot_remove", "run_command", "file_read", "file_write", "file_list",
+                "file_delete", "templates_list",
         };
         _cleanup_json_ json_object *list = mcp_tools_list();
         json_object *tools;
@@ -574,6 +592,78 @@ static void test_files(void **state) {
         assert_int_equal(json_object_get_int(get(last_call("ListFiles"), "depth")), 1);
 }
 
+static void test_snapshots(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        _cleanup_json_ json_object *list = mcp_tools_list();
+        json_object *res, *p;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        /* snapshot_remove and sandbox_hibernate lose what was; snapshot_list only reads. */
+        for (size_t i = 0; i < json_object_array_length(get(list, "tools")); i++) {
+                json_object *t = json_object_array_get_idx(get(list, "tools"), i);
+                const char *name = get_string(t, "name");
+                if (streq(name, "snapshot_remove") || streq(name, "sandbox_hibernate"))
+                        assert_true(json_object_get_boolean(get(t, "annotations.destructiveHint")));
+                if (streq(name, "snapshot_list"))
+                        assert_true(json_object_get_boolean(get(t, "annotations.readOnlyHint")));
+        }
+
+        res = tool(s, "sandbox_snapshot", "{\"sandbox_id\":\"" SID "\",\"include_tmp\":true}");
+        assert_false(tool_is_error(res));
+        p = last_call("Snapshot");
+        assert_string_equal(get_string(p, "id"), SID);
+        assert_true(json_object_get_boolean(get(p, "options.IncludeTmp")));
+        assert_string_equal(get_string(res, "structuredContent.snapshot.id"), SNAP);
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.snapshot.contentSize")), 5678);
+        {
+                _cleanup_json_ json_object *text = json_tokener_parse(tool_text(res));
+                assert_true(json_object_equal(text, get(res, "structuredContent")));
+        }
+        res = tool(s, "sandbox_snapshot", "{\"sandbox_id\":\"ffffffffffffffff\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "NoSuchSandbox: no sandbox has that id");
+        assert_null(get(last_call("Snapshot"), "options.IncludeTmp"));
+
+        res = tool(s, "sandbox_hibernate", "{\"sandbox_id\":\"" SID "\"}");
+        assert_true(json_object_get_boolean(get(res, "structuredContent.snapshot.hibernated")));
+        assert_string_equal(get_string(last_call("Hibernate"), "id"), SID);
+
+        /* Fork: the new sandbox, with the options given; Wake: the woken one. */
+        res = tool(s, "sandbox_fork", "{\"sandbox_id\":\"" SID "\",\"name\":\"f\",\"memory_mb\":64,"
+                                      "\"idle_action\":\"hibernate\",\"idle_timeout\":30}");
+        assert_false(tool_is_error(res));
+        p = last_call("Fork");
+        assert_string_equal(get_string(p, "id"), SID);
+        assert_string_equal(get_string(p, "options.Name"), "f");
+        assert_string_equal(get_string(p, "options.IdleAction"), "hibernate");
+        assert_int_equal(json_object_get_int64(get(p, "options.MemoryMax")), 64 << 20);
+        assert_null(get(p, "options.Ephemeral"));
+        assert_string_equal(get_string(last_call("GetSandbox"), "id"), "fedcba9876543210");
+        assert_string_equal(get_string(res, "structuredContent.sandbox.id"), "fedcba9876543210");
+        res = tool(s, "sandbox_fork", "{\"sandbox_id\":\"" SID "\",\"idle_action\":\"sleep\"}");
+        assert_string_equal(tool_text(res), "Invalid arguments for sandbox_fork: idle_action must be one of the "
+                                            "schema's enum");
+        res = tool(s, "sandbox_wake", "{\"sandbox_id\":\"" SID "\"}");
+        assert_string_equal(get_string(last_call("Wake"), "id"), SID);
+        assert_string_equal(get_string(res, "structuredContent.sandbox.id"), SID);
+
+        res = tool(s, "sandbox_create", "{\"from_snapshot\":\"" SNAP "\",\"idle_action\":\"pause\"}");
+        assert_false(tool_is_error(res));
+        p = last_call("CreateSandbox");
+        assert_string_equal(get_string(p, "options.FromSnapshot"), SNAP);
+        assert_string_equal(get_string(p, "options.IdleAction"), "pause");
+
+        res = tool(s, "snapshot_list", "{}");
+        assert_string_equal(get_string(res, "structuredContent.snapshots.0.source"), SID);
+        res = tool(s, "snapshot_remove", "{\"snapshot_id\":\"" SNAP "\"}");
+        assert_false(tool_is_error(res));
+        assert_string_equal(json_object_to_json_string(get(res, "structuredContent")),
+                            "{ \"snapshot_id\": \"" SNAP "\", \"removed\": true }");
+        res = tool(s, "snapshot_remove", "{\"snapshot_id\":\"gone\"}");
+        assert_true(tool_is_error(res));
+        assert_string_equal(tool_text(res), "NoSuchSnapshot: no snapshot has that id");
+}
+
 static void test_tenant(void **state) {
         _cleanup_(mcp_session_freep) McpSession *s = NULL, *evil = NULL;
         json_object *res;
@@ -663,6 +753,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_run_code, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_error_mapping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tenant, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         };
