@@ -219,19 +219,24 @@ static int session_body(HttpRequest *req, json_object *p, json_object *options, 
         return 1;
 }
 
-static int route_session_create(HttpRequest *req) {
-        _cleanup_json_ json_object *p = json_object_new_object(), *options = json_object_new_object();
+/* CreateSandbox (or, with fork, Fork of the session in p) with the body's options. */
+static int create_call(HttpRequest *req, json_object *params, bool fork) {
+        _cleanup_json_ json_object *p = params, *options = json_object_new_object();
         int r;
 
         if (!p || !options)
                 return -ENOMEM;
-        r = session_body(req, p, options, false);
+        r = session_body(req, p, options, fork);
         if (r <= 0)
                 return r;
         r = json_add(p, "options", TAKE_PTR(options));
         if (r < 0)
                 return r;
-        return http_backend_call(req, IFACE "CreateSandbox", TAKE_PTR(p), 0, on_created, NULL);
+        return http_backend_call(req, fork ? IFACE "Fork" : IFACE "CreateSandbox", TAKE_PTR(p), 0, on_created, NULL);
+}
+
+static int route_session_create(HttpRequest *req) {
+        return create_call(req, json_object_new_object(), false);
 }
 
 static int route_session_list(HttpRequest *req) {
@@ -918,11 +923,6 @@ static int route_logs(HttpRequest *req) {
 
 /* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */
 
-static json_object *transform_snapshot_created(HttpRequest *req, json_object *p, unsigned *status) {
-        *status = 201;
-        return transform_field(p, "snapshot");
-}
-
 static json_object *transform_snapshot(HttpRequest *req, json_object *p, unsigned *status) {
         return transform_field(p, "snapshot");
 }
@@ -945,7 +945,7 @@ static int snapshot_call(HttpRequest *req, const char *method, const char *name,
 }
 
 static int route_session_snapshot(HttpRequest *req) {
-        static const Simple s = { transform_snapshot_created };
+        static const Simple s = { transform_snapshot, 201 };
 
         return snapshot_call(req, IFACE "Snapshot", "snapshot", &s);
 }
@@ -957,18 +957,7 @@ static int route_session_hibernate(HttpRequest *req) {
 }
 
 static int route_session_fork(HttpRequest *req) {
-        _cleanup_json_ json_object *p = params_with_id(req), *options = json_object_new_object();
-        int r;
-
-        if (!p || !options)
-                return -ENOMEM;
-        r = session_body(req, p, options, true);
-        if (r <= 0)
-                return r;
-        r = json_add(p, "options", TAKE_PTR(options));
-        if (r < 0)
-                return r;
-        return http_backend_call(req, IFACE "Fork", TAKE_PTR(p), 0, on_created, NULL);
+        return create_call(req, params_with_id(req), true);
 }
 
 static int route_session_wake(HttpRequest *req) {
