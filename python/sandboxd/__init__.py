@@ -11,7 +11,9 @@ The API has the shape of E2B's: :class:`Sandbox` (blocking) and :class:`AsyncSan
 (asyncio) with ``create(template, timeout=, memory=, cpu=, env=, name=)``, ``connect(id)``,
 ``list()``, ``sbx.commands.run(cmd, timeout=, on_stdout=, on_stderr=, background=)``,
 ``sbx.files.read/write/list/exists/remove/rename/make_dir``, ``pause()``, ``resume()``,
-``set_timeout()``, ``kill()``, and use as a context manager. For agent frameworks,
+``set_timeout()``, ``kill()``, and use as a context manager; snapshots of a sandbox's
+files: ``sbx.snapshot()``, ``sbx.fork()``, ``sbx.hibernate()``, ``Sandbox.wake(id)``,
+``Sandbox.list_snapshots()``, ``Sandbox.remove_snapshot(id)``, ``create(from_snapshot=)``. For agent frameworks,
 :mod:`sandboxd.code` has :class:`SandboxProvider` (``create_sandbox``/``execute``/
 ``cleanup``) and :class:`SandboxConfig`, :class:`ExecutionResult`, :class:`SandboxPool`.
 
@@ -32,7 +34,7 @@ from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationR
                      NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo, TemplateInfo
 from .sandbox import CommandHandle, Commands, Files, Sandbox
 from .http import AsyncHttpTransport, HttpTransport
 from .transport import AsyncTransport, AsyncVarlinkTransport, Transport, VarlinkTransport
@@ -42,7 +44,7 @@ __version__ = '0.1'
 __all__ = [
     'Sandbox', 'AsyncSandbox', 'Commands', 'AsyncCommands', 'Files', 'AsyncFiles',
     'CommandHandle', 'AsyncCommandHandle',
-    'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo',
+    'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo',
     'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
     'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',
     'AsyncHttpTransport',

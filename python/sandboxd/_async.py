@@ -19,7 +19,8 @@ from typing import List, Literal, TypeVar, overload
 from . import _ops
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo,
+                     TemplateInfo)
 from .transport import AsyncTransport, default_async_transport
 
 R = TypeVar('R')
@@ -152,11 +153,13 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
                env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
                tasks: int | None = None, options: dict[str, object] | None = None,
+               from_snapshot: str | None = None, idle_action: str | None = None,
                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
         """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
         and returns an :class:`AsyncSandbox` once it runs."""
         transport = transport or default_async_transport()
-        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
+        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
+                                from_snapshot=from_snapshot, idle_action=idle_action)
         sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=env)
 
@@ -207,6 +210,52 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
         IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
         await self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    # ---- snapshots (sandboxd-api(7), SNAPSHOTS) ----
+
+    async def snapshot(self, include_tmp: bool = False) -> str:
+        """Saves the files of /work (and /tmp with INCLUDE_TMP) as a snapshot and returns
+        its id; the sandbox runs on (its processes stand still meanwhile). Memory and
+        processes are not kept. :class:`~sandboxd.SnapshotTooLarge` when the files exceed
+        the sandbox's disk size, :class:`~sandboxd.QuotaExceeded` beyond your quota."""
+        return await self._run(_ops.snapshot('Snapshot', self.sandbox_id, include_tmp))
+
+    async def fork(self, *, name: str | None = None, timeout: int | None = None, memory: int | str | None = None,
+             cpu: float | None = None, idle_timeout: int | None = None, idle_action: str | None = None,
+             disk: int | str | None = None, tasks: int | None = None, env: dict[str, str] | None = None,
+             options: dict[str, object] | None = None) -> 'AsyncSandbox':
+        """A new sandbox with a copy of this one's files (which runs on, unchanged); each
+        then goes its own way. The arguments are :meth:`create`'s; those not given are
+        this sandbox's (``name``: none unless given; ``env``: this object's)."""
+        o = _ops.create_options(timeout, memory, cpu, name, False, idle_timeout, disk, tasks, options=options,
+                                idle_action=idle_action)
+        sandbox_id = await self._run(_ops.fork(self.sandbox_id, o))
+        return type(self)(sandbox_id, transport=self.transport, envs=self.envs if env is None else env)
+
+    async def hibernate(self, include_tmp: bool = False) -> str:
+        """A snapshot (as :meth:`snapshot`), then the sandbox destroyed; returns the
+        snapshot's id. :meth:`wake` with its id or name brings it back."""
+        return await self._run(_ops.snapshot('Hibernate', self.sandbox_id, include_tmp))
+
+    @classmethod
+    async def wake(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
+             transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+        """A hibernated sandbox (its id or name) started again, with the same id, name and
+        files; :class:`~sandboxd.NoSuchSandbox` if none of yours is hibernated so."""
+        transport = transport or default_async_transport()
+        woken = await _ops.run_async(transport, _ops.wake(sandbox_id))
+        return cls(woken, transport=transport, envs=env)
+
+    @staticmethod
+    async def list_snapshots(*, transport: AsyncTransport | None = None) -> List[SnapshotInfo]:
+        """Your snapshots (all of them, for root), hibernated sandboxes' included, oldest first."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_snapshots())
+
+    @staticmethod
+    async def remove_snapshot(snapshot_id: str, *, transport: AsyncTransport | None = None) -> None:
+        """Deletes a snapshot (a hibernated sandbox's too: it cannot be woken after);
+        :class:`~sandboxd.NoSuchSnapshot` if there is none of yours."""
+        await _ops.run_async(transport or default_async_transport(), _ops.remove_snapshot(snapshot_id))
 
     async def kill(self) -> bool:
         """Destroys the sandbox and returns once it is gone; False if it was gone already."""

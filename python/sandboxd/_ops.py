@@ -17,7 +17,7 @@ from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTupl
 
 from ._varlink import Reply
 from .errors import SandboxError, SandboxSystemError
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo, TemplateInfo
 from .transport import WRITE_CHUNK, AsyncTransport, Transport
 
 
@@ -157,9 +157,14 @@ def create_options(timeout: int | None = None, memory: int | str | None = None,
                    cpu: float | None = None, name: str | None = None, reuse: bool = False,
                    idle_timeout: int | None = None, disk: int | str | None = None,
                    tasks: int | None = None, ephemeral: bool = False,
-                   options: dict[str, Any] | None = None) -> dict[str, Any]:
+                   options: dict[str, Any] | None = None, from_snapshot: str | None = None,
+                   idle_action: str | None = None) -> dict[str, Any]:
     """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half)."""
     o: dict[str, Any] = {}
+    if from_snapshot is not None:
+        o['FromSnapshot'] = from_snapshot
+    if idle_action is not None:
+        o['IdleAction'] = idle_action
     if timeout is not None:
         o['Timeout'] = int(math.ceil(timeout))
     if memory is not None:
@@ -420,3 +425,29 @@ def destroy(sandbox_id: str) -> Op[bool]:
     return True
 
 
+# ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---------------------------------------------
+
+def snapshot(method: str, sandbox_id: str, include_tmp: bool) -> Op[str]:
+    """Snapshot or Hibernate; the snapshot's id."""
+    options = {'IncludeTmp': True} if include_tmp else None
+    reply: Reply = yield Call(method, {'id': sandbox_id, 'options': options})
+    return str(reply.parameters['snapshot']['id'])
+
+
+def fork(sandbox_id: str, options: dict[str, Any]) -> Op[str]:
+    reply: Reply = yield Call('Fork', {'id': sandbox_id, 'options': options or None})
+    return str(reply.parameters['id'])
+
+
+def wake(sandbox_id: str) -> Op[str]:
+    reply: Reply = yield Call('Wake', {'id': sandbox_id})
+    return str(reply.parameters['id'])
+
+
+def list_snapshots() -> Op[list[SnapshotInfo]]:
+    reply: Reply = yield Call('ListSnapshots', {})
+    return [SnapshotInfo.from_reply(s) for s in reply.parameters.get('snapshots', [])]
+
+
+def remove_snapshot(snapshot_id: str) -> Op[None]:
+    yield Call('RemoveSnapshot', {'snapshot': snapshot_id})

@@ -51,6 +51,7 @@ _STATUS_ERRNO = {404: _errno.ENOENT, 409: _errno.EEXIST, 403: _errno.EACCES, 400
 # CreateSandbox's options: (key in the request body, in "limits")
 _SESSION_OPTIONS = {'Timeout': ('timeout', False), 'IdleTimeout': ('idle_timeout', False),
                     'Name': ('name', False), 'ReuseExisting': ('reuse', False),
+                    'FromSnapshot': ('from_snapshot', False), 'IdleAction': ('idle_action', False),
                     'MemoryMax': ('memory_max', True), 'CPUQuotaPerSecUSec': ('cpu_quota_per_sec_usec', True),
                     'TasksMax': ('tasks_max', True), 'DiskMax': ('disk_max', True)}
 
@@ -131,6 +132,8 @@ class HttpTransport(Transport):
             'Wait': self._wait, 'ReadFile': self._read_file, 'WriteFile': self._write_file,
             'ListFiles': self._list_files, 'Stat': self._stat, 'MakeDirectory': self._mkdir,
             'Remove': self._remove, 'Move': self._move,
+            'Snapshot': self._snapshot, 'Hibernate': self._hibernate, 'Fork': self._fork, 'Wake': self._wake,
+            'ListSnapshots': self._snapshots, 'RemoveSnapshot': self._remove_snapshot,
         }
 
     def __repr__(self) -> str:
@@ -185,10 +188,10 @@ class HttpTransport(Transport):
 
     # ---- sessions ----------------------------------------------------------------------
 
-    def _create(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+    @staticmethod
+    def _session_body(p: dict[str, Any], method: str) -> dict[str, Any]:
+        """CreateSandbox's (Fork's) options as the body of POST /sessions (.../fork)."""
         body: dict[str, Any] = {}
-        if p.get('template'):
-            body['template'] = p['template']
         for option, value in (p.get('options') or {}).items():
             if option == 'Ephemeral':
                 body['mode'] = 'ephemeral' if value else 'persistent'
@@ -196,7 +199,13 @@ class HttpTransport(Transport):
                 key, in_limits = _SESSION_OPTIONS[option]
                 (body.setdefault('limits', {}) if in_limits else body)[key] = value
             else:
-                raise _not_supported(f'CreateSandbox option {option}')
+                raise _not_supported(f'{method} option {option}')
+        return body
+
+    def _create(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        body = self._session_body(p, 'CreateSandbox')
+        if p.get('template'):
+            body['template'] = p['template']
         sandbox = self._request('POST', '/sessions', body).json()
         return self._one({'id': sandbox['id']})
 
@@ -225,6 +234,33 @@ class HttpTransport(Transport):
     def _set_timeout(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._simple('POST', self._session(p, '/timeout'),
                             {'timeout': p['lifetimeSec'], 'idle_timeout': p['idleSec']})
+
+    # ---- snapshots ---------------------------------------------------------------------
+
+    @staticmethod
+    def _snapshot_body(p: dict[str, Any]) -> dict[str, Any]:
+        return {'include_tmp': True} if (p.get('options') or {}).get('IncludeTmp') else {}
+
+    def _snapshot(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'snapshot': self._request('POST', self._session(p, '/snapshot'),
+                                                    self._snapshot_body(p)).json()})
+
+    def _hibernate(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'snapshot': self._request('POST', self._session(p, '/hibernate'),
+                                                    self._snapshot_body(p)).json()})
+
+    def _fork(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        sandbox = self._request('POST', self._session(p, '/fork'), self._session_body(p, 'Fork')).json()
+        return self._one({'id': sandbox['id']})
+
+    def _wake(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'id': self._request('POST', self._session(p, '/wake'), {}).json()['id']})
+
+    def _snapshots(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'snapshots': self._request('GET', '/snapshots').json()})
+
+    def _remove_snapshot(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('DELETE', '/snapshots/' + urllib.parse.quote(p['snapshot'], safe=''))
 
     # ---- commands ------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ['SandboxInfo', 'CommandResult', 'EntryInfo', 'ProcessInfo', 'TemplateInfo', 'PoolInfo']
+__all__ = ['SandboxInfo', 'CommandResult', 'EntryInfo', 'ProcessInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo']
 
 
 def _time(usec: Any) -> _dt.datetime | None:
@@ -169,3 +169,35 @@ class PoolInfo:
     starting: int
     #: the template's sandboxes callers hold (the caller's own, unless it may manage all)
     in_use: int
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A filesystem snapshot as sandboxd keeps it (ListSnapshots; sandboxd-api(7),
+    SNAPSHOTS): the files of a sandbox's /work (and /tmp with ``includes_tmp``)."""
+
+    snapshot_id: str
+    #: the sandbox it was taken of, its template and name
+    source: str
+    template: str = ''
+    name: str = ''
+    #: uid of its owner, and the tenant it belongs to
+    owner: int = 0
+    tenant: str = ''
+    #: bytes stored (compressed), and the files' sizes added up (what a restore needs of disk)
+    size: int = 0
+    content_size: int = 0
+    created_at: _dt.datetime | None = None
+    #: the source's bytes of each of /work and /tmp
+    disk: int = 0
+    includes_tmp: bool = False
+    #: taken by hibernate(): Sandbox.wake() brings the sandbox back from it
+    hibernated: bool = False
+
+    @classmethod
+    def from_reply(cls, s: dict[str, Any]) -> 'SnapshotInfo':
+        return cls(snapshot_id=s['id'], source=s.get('source', ''), template=s.get('template', ''),
+                   name=s.get('name') or '', owner=s.get('owner', 0), tenant=s.get('tenant') or '',
+                   size=s.get('size', 0), content_size=s.get('contentSize', 0),
+                   created_at=_time(s.get('created')), disk=s.get('diskMax', 0),
+                   includes_tmp=bool(s.get('includesTmp')), hibernated=bool(s.get('hibernated')))

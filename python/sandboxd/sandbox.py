@@ -19,7 +19,8 @@ from typing import List, Literal, TypeVar, overload
 from . import _ops
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, TemplateInfo
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo,
+                     TemplateInfo)
 from .transport import Transport, default_transport
 
 R = TypeVar('R')
@@ -162,6 +163,7 @@ class Sandbox(SandboxBase[Transport]):
                env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
                tasks: int | None = None, options: dict[str, object] | None = None,
+               from_snapshot: str | None = None, idle_action: str | None = None,
                transport: Transport | None = None) -> 'Sandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
@@ -174,10 +176,15 @@ class Sandbox(SandboxBase[Transport]):
         command after which it is destroyed; ``disk``: size of /work and of /tmp;
         ``tasks``: most processes; ``options``: any other CreateSandbox option by its
         sandboxd name. A sandbox with the template's own limits comes from the
-        template's warm pool if it has one.
+        template's warm pool if it has one. ``from_snapshot``: a snapshot id
+        (:meth:`snapshot`, :meth:`list_snapshots`): it starts with the snapshot's files
+        (:class:`~sandboxd.SnapshotTooLarge` if they exceed ``disk``);
+        ``idle_action``: what ``idle_timeout`` does: ``"destroy"`` (the default),
+        ``"pause"`` or ``"hibernate"`` (:meth:`wake` brings it back).
         """
         transport = transport or default_transport()
-        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options)
+        o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
+                                from_snapshot=from_snapshot, idle_action=idle_action)
         sandbox_id = _ops.run_sync(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=env)
 
@@ -228,6 +235,52 @@ class Sandbox(SandboxBase[Transport]):
         """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
         IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
         self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    # ---- snapshots (sandboxd-api(7), SNAPSHOTS) ----
+
+    def snapshot(self, include_tmp: bool = False) -> str:
+        """Saves the files of /work (and /tmp with INCLUDE_TMP) as a snapshot and returns
+        its id; the sandbox runs on (its processes stand still meanwhile). Memory and
+        processes are not kept. :class:`~sandboxd.SnapshotTooLarge` when the files exceed
+        the sandbox's disk size, :class:`~sandboxd.QuotaExceeded` beyond your quota."""
+        return self._run(_ops.snapshot('Snapshot', self.sandbox_id, include_tmp))
+
+    def fork(self, *, name: str | None = None, timeout: int | None = None, memory: int | str | None = None,
+             cpu: float | None = None, idle_timeout: int | None = None, idle_action: str | None = None,
+             disk: int | str | None = None, tasks: int | None = None, env: dict[str, str] | None = None,
+             options: dict[str, object] | None = None) -> 'Sandbox':
+        """A new sandbox with a copy of this one's files (which runs on, unchanged); each
+        then goes its own way. The arguments are :meth:`create`'s; those not given are
+        this sandbox's (``name``: none unless given; ``env``: this object's)."""
+        o = _ops.create_options(timeout, memory, cpu, name, False, idle_timeout, disk, tasks, options=options,
+                                idle_action=idle_action)
+        sandbox_id = self._run(_ops.fork(self.sandbox_id, o))
+        return type(self)(sandbox_id, transport=self.transport, envs=self.envs if env is None else env)
+
+    def hibernate(self, include_tmp: bool = False) -> str:
+        """A snapshot (as :meth:`snapshot`), then the sandbox destroyed; returns the
+        snapshot's id. :meth:`wake` with its id or name brings it back."""
+        return self._run(_ops.snapshot('Hibernate', self.sandbox_id, include_tmp))
+
+    @classmethod
+    def wake(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
+             transport: Transport | None = None) -> 'Sandbox':
+        """A hibernated sandbox (its id or name) started again, with the same id, name and
+        files; :class:`~sandboxd.NoSuchSandbox` if none of yours is hibernated so."""
+        transport = transport or default_transport()
+        woken = _ops.run_sync(transport, _ops.wake(sandbox_id))
+        return cls(woken, transport=transport, envs=env)
+
+    @staticmethod
+    def list_snapshots(*, transport: Transport | None = None) -> List[SnapshotInfo]:
+        """Your snapshots (all of them, for root), hibernated sandboxes' included, oldest first."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_snapshots())
+
+    @staticmethod
+    def remove_snapshot(snapshot_id: str, *, transport: Transport | None = None) -> None:
+        """Deletes a snapshot (a hibernated sandbox's too: it cannot be woken after);
+        :class:`~sandboxd.NoSuchSnapshot` if there is none of yours."""
+        _ops.run_sync(transport or default_transport(), _ops.remove_snapshot(snapshot_id))
 
     def kill(self) -> bool:
         """Destroys the sandbox and returns once it is gone; False if it was gone already."""

@@ -259,6 +259,58 @@ class Operations(unittest.TestCase):
                                 {'CreateParents': True, 'Append': True}])
         self.assertEqual(b''.join(base64.b64decode(c[1]['data']) for c in t.calls[:3]), data)
 
+    SNAP = {'id': 's1', 'source': 'abc', 'template': 'python', 'name': 'n', 'owner': 1000, 'tenant': '',
+            'size': 10, 'contentSize': 30, 'created': 1_700_000_000_000_000, 'diskMax': 1 << 20,
+            'includesTmp': True, 'hibernated': False}
+
+    def test_snapshots(self):
+        t = ScriptedTransport([
+            ('CreateSandbox', [{'id': 'abc'}]), ('Snapshot', [{'snapshot': self.SNAP}]),
+            ('Snapshot', [{'snapshot': self.SNAP}]), ('Fork', [{'id': 'def'}]),
+            ('Hibernate', [{'snapshot': dict(self.SNAP, id='s2', hibernated=True)}]), ('Wake', [{'id': 'abc'}]),
+            ('ListSnapshots', [{'snapshots': [self.SNAP]}]), ('RemoveSnapshot', [{}]),
+            ('RemoveSnapshot', errors.error_from_reply('io.sandboxd.Sandbox.NoSuchSnapshot', {'message': 'no'})),
+        ])
+        sbx = sandboxd.Sandbox.create('python', from_snapshot='s0', idle_action='hibernate', idle_timeout=60,
+                                      transport=t, env={'A': '1'})
+        self.assertEqual(t.calls[0][1]['options'], {'FromSnapshot': 's0', 'IdleAction': 'hibernate',
+                                                    'IdleTimeout': 60})
+        self.assertEqual(sbx.snapshot(), 's1')
+        self.assertEqual(t.calls[1][1], {'id': 'abc', 'options': None})
+        self.assertEqual(sbx.snapshot(include_tmp=True), 's1')
+        self.assertEqual(t.calls[2][1], {'id': 'abc', 'options': {'IncludeTmp': True}})
+        fork = sbx.fork(name='f', memory='64M')
+        self.assertEqual((type(fork), fork.sandbox_id, fork.envs, fork.transport),
+                         (sandboxd.Sandbox, 'def', {'A': '1'}, t))
+        self.assertEqual(t.calls[3][1], {'id': 'abc', 'options': {'Name': 'f', 'MemoryMax': 64 << 20}})
+        self.assertEqual(sbx.hibernate(), 's2')
+        woken = sandboxd.Sandbox.wake('n', transport=t)
+        self.assertEqual((woken.sandbox_id, t.calls[5][1]), ('abc', {'id': 'n'}))
+        (info,) = sandboxd.Sandbox.list_snapshots(transport=t)
+        self.assertEqual((info.snapshot_id, info.source, info.content_size, info.includes_tmp, info.hibernated,
+                          info.disk, info.created_at.year), ('s1', 'abc', 30, True, False, 1 << 20, 2023))
+        self.assertIsNone(sandboxd.Sandbox.remove_snapshot('s1', transport=t))
+        self.assertEqual(t.calls[7][1], {'snapshot': 's1'})
+        with self.assertRaises(sandboxd.NoSuchSnapshot):
+            sandboxd.Sandbox.remove_snapshot('s1', transport=t)
+
+    def test_snapshots_async(self):
+        t = AsyncScripted([('Fork', [{'id': 'def'}]), ('Snapshot', [{'snapshot': self.SNAP}]),
+                           ('Hibernate', [{'snapshot': dict(self.SNAP, id='s2')}]), ('Wake', [{'id': 'abc'}]),
+                           ('ListSnapshots', [{'snapshots': []}]), ('RemoveSnapshot', [{}])])
+
+        async def main():
+            sbx = sandboxd.AsyncSandbox('abc', transport=t)
+            fork = await sbx.fork(idle_action='pause')
+            return (await sbx.snapshot(include_tmp=True), type(fork), fork.sandbox_id, await sbx.hibernate(),
+                    (await sandboxd.AsyncSandbox.wake('abc', transport=t)).sandbox_id,
+                    await sandboxd.AsyncSandbox.list_snapshots(transport=t),
+                    await sandboxd.AsyncSandbox.remove_snapshot('s1', transport=t))
+        self.assertEqual(asyncio.run(main()), ('s1', sandboxd.AsyncSandbox, 'def', 's2', 'abc', [], None))
+        self.assertEqual([c[0] for c in t.calls], ['Fork', 'Snapshot', 'Hibernate', 'Wake', 'ListSnapshots',
+                                                   'RemoveSnapshot'])
+        self.assertEqual(t.calls[0][1]['options'], {'IdleAction': 'pause'})
+
     def test_kill_gone_sandbox_is_false(self):
         t = ScriptedTransport([('Destroy', errors.error_from_reply('io.sandboxd.Sandbox.NoSuchSandbox',
                                                                    {'message': 'no'}))])

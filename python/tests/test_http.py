@@ -22,6 +22,9 @@ TOKEN = 'sdh_' + '0' * 64
 SANDBOX = {'id': 'a1b2c3d4e5f60718', 'template': 'python', 'state': 'running', 'memoryMax': 1 << 28,
            'cpuQuotaPerSecUSec': 500000, 'name': '', 'tenant': 'pyclient'}
 
+SNAPSHOT = {'id': '00112233445566778899aabbccddeeff', 'source': SANDBOX['id'], 'template': 'python', 'size': 5,
+            'contentSize': 9, 'created': 0, 'diskMax': 0, 'includesTmp': False, 'hibernated': False}
+
 
 def sse(event, data):
     lines = data.split(b'\n')
@@ -60,6 +63,10 @@ class Bridge(BaseHTTPRequestHandler):
             return self.reply(201, SANDBOX)
         if parts == ['sessions']:
             return self.reply(200, [SANDBOX])
+        if parts == ['snapshots']:
+            return self.reply(200, [SNAPSHOT])
+        if parts[0] == 'snapshots':
+            return self.reply(204) if parts[1] == SNAPSHOT['id'] else self.error(404, 'NoSuchSnapshot', 'No.')
         if parts == ['templates']:
             return self.reply(200, [{'name': 'python', 'payload': 'bwrap', 'description': 'd'}])
         if parts[0] != 'sessions' or parts[1] != SANDBOX['id']:
@@ -83,6 +90,10 @@ class Bridge(BaseHTTPRequestHandler):
                 return
             return self.reply(200, {'exit_code': 0, 'stdout': 'plain\n', 'stderr': '', 'stdout_base64': None,
                                     'info': {}})
+        if rest in (['snapshot'], ['hibernate']):
+            return self.reply(201 if rest == ['snapshot'] else 200, SNAPSHOT)
+        if rest in (['fork'], ['wake']):
+            return self.reply(201 if rest == ['fork'] else 200, SANDBOX)
         if rest == ['status']:
             return self.reply(200, [{'process': 7, 'pid': 9, 'argv': ['x'], 'state': 'exited', 'exitStatus': 5}])
         if rest == ['executions', '7']:
@@ -152,6 +163,29 @@ class HttpTransports(unittest.TestCase):
                                                    {'timeout': 100, 'idle_timeout': 5}))
         self.assertTrue(sbx.kill())
         self.assertEqual(Bridge.requests[-1][:2], ('DELETE', f'/api/v1/sessions/{SANDBOX["id"]}'))
+
+    def test_snapshots(self):
+        sid, url = SANDBOX['id'], f'/api/v1/sessions/{SANDBOX["id"]}'
+        sbx = Sandbox.create(from_snapshot=SNAPSHOT['id'], idle_action='hibernate', transport=self.t)
+        self.assertEqual(Bridge.requests[-1][3], {'from_snapshot': SNAPSHOT['id'], 'idle_action': 'hibernate'})
+        self.assertEqual(sbx.snapshot(include_tmp=True), SNAPSHOT['id'])
+        self.assertEqual(Bridge.requests[-1][:4:3], ('POST', {'include_tmp': True}))
+        self.assertEqual(Bridge.requests[-1][1], url + '/snapshot')
+        fork = sbx.fork(name='f', disk='8M')
+        self.assertEqual(fork.sandbox_id, sid)
+        self.assertEqual(Bridge.requests[-1][1:4:2], (url + '/fork', {'name': 'f', 'limits': {'disk_max': 8 << 20}}))
+        self.assertEqual(sbx.hibernate(), SNAPSHOT['id'])
+        self.assertEqual(Bridge.requests[-1][1:4:2], (url + '/hibernate', {}))
+        self.assertEqual(Sandbox.wake(sid, transport=self.t).sandbox_id, sid)
+        self.assertEqual(Bridge.requests[-1][:2], ('POST', url + '/wake'))
+        (info,) = Sandbox.list_snapshots(transport=self.t)
+        self.assertEqual((info.snapshot_id, info.source, info.content_size), (SNAPSHOT['id'], sid, 9))
+        Sandbox.remove_snapshot(SNAPSHOT['id'], transport=self.t)
+        self.assertEqual(Bridge.requests[-1][:2], ('DELETE', f'/api/v1/snapshots/{SNAPSHOT["id"]}'))
+        with self.assertRaises(sandboxd.NoSuchSnapshot):
+            Sandbox.remove_snapshot('gone', transport=self.t)
+        with self.assertRaises(sandboxd.NotSupported):
+            sbx.fork(options={'EgressAllow': ['x']})
 
     def test_streamed_exec_keeps_the_bytes(self):
         sbx = Sandbox(SANDBOX['id'], transport=self.t, envs={'A': '1'})

@@ -40,6 +40,7 @@ T = None          # the blocking transport, to the system's socket
 HTTP = None       # (url, token) of the bridge
 _bridge = None
 MiB = 1 << 20
+SNAPDIR = '/run/sandboxd-test-state/snapshots-python'
 
 
 def free_port():
@@ -80,6 +81,7 @@ def start_bridge():
 def setUpModule():
     global S, _owned, T
     S, _owned = harness.module_setup()
+    S.configure_daemon(f'[Snapshots]\nDirectory={SNAPDIR}\n')
     T = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
     start_bridge()
 
@@ -89,6 +91,8 @@ def tearDownModule():
     if _bridge is not None:
         os.killpg(_bridge.pid, signal.SIGTERM)
         _bridge.wait(timeout=30)
+    S.configure_daemon(None)
+    S.run(['rm', '-rf', '--', SNAPDIR])
     harness.module_teardown(_owned)
 
 
@@ -301,6 +305,59 @@ class SyncAPI(Base):
             Sandbox.list(transport=self.unreachable())
 
 
+class Snapshots(Base):
+
+    def test_snapshot_fork_hibernate_wake(self):
+        name = f'snap-{type(self).__name__.lower()}'
+        sbx = self.create('shell', name=name)
+        sbx.files.write('a.txt', 'one')
+        snap = sbx.snapshot()
+        self.assertIn(snap, [x.snapshot_id for x in Sandbox.list_snapshots(transport=self.t)])
+        restored = self.create('shell', from_snapshot=snap, idle_action='pause', idle_timeout=600)
+        self.assertEqual(restored.files.read('a.txt'), 'one')
+        fork = sbx.fork(name=name + '-fork')
+        self.addCleanup(fork.kill)
+        self.assertEqual((fork.get_info().name, fork.files.read('a.txt')), (name + '-fork', 'one'))
+        fork.files.write('a.txt', 'fork')
+        self.assertEqual((sbx.files.read('a.txt'), fork.files.read('a.txt')), ('one', 'fork'))
+        hibernated = sbx.hibernate()
+        self.assertFalse(sbx.is_running())
+        info = {x.snapshot_id: x for x in Sandbox.list_snapshots(transport=self.t)}[hibernated]
+        self.assertEqual((info.source, info.name, info.hibernated), (sbx.sandbox_id, name, True))
+        woken = Sandbox.wake(name, transport=self.t)
+        self.assertEqual((woken.sandbox_id, woken.files.read('a.txt')), (sbx.sandbox_id, 'one'))
+        self.assertNotIn(hibernated, [x.snapshot_id for x in Sandbox.list_snapshots(transport=self.t)])
+        Sandbox.remove_snapshot(snap, transport=self.t)
+        with self.assertRaises(sandboxd.NoSuchSnapshot):
+            Sandbox.remove_snapshot(snap, transport=self.t)
+        with self.assertRaises(sandboxd.NoSuchSnapshot):
+            Sandbox.create('shell', from_snapshot=snap, transport=self.t)
+
+    def test_async_snapshots(self):
+        async def main():
+            t = self.atransport()
+            try:
+                async with await AsyncSandbox.create('shell', transport=t) as sbx:
+                    await sbx.files.write('b.txt', 'two')
+                    snap = await sbx.snapshot(include_tmp=True)
+                    listed = {x.snapshot_id: x for x in await AsyncSandbox.list_snapshots(transport=t)}
+                    async with await sbx.fork() as fork:
+                        forked = await fork.files.read('b.txt')
+                    hibernated = await sbx.hibernate()
+                    woken = await AsyncSandbox.wake(sbx.sandbox_id, transport=t)
+                    back = await woken.files.read('b.txt')
+                    await AsyncSandbox.remove_snapshot(snap, transport=t)
+                    left = [x.snapshot_id for x in await AsyncSandbox.list_snapshots(transport=t)]
+            finally:
+                await t.aclose()
+            return snap, listed, forked, hibernated, woken.sandbox_id == sbx.sandbox_id, back, left
+        snap, listed, forked, hibernated, same, back, left = asyncio.run(main())
+        self.assertTrue(listed[snap].includes_tmp)
+        self.assertEqual((forked, same, back), ('two', True, 'two'))
+        self.assertNotIn(snap, left)
+        self.assertNotIn(hibernated, left)
+
+
 class ReadmeExample(Base):
 
     def test_first_example_for_agents(self):
@@ -464,6 +521,10 @@ class HttpSyncAPI(OverHttp, SyncAPI):
 
 
 class HttpAsyncAPI(OverHttp, AsyncAPI):
+    pass
+
+
+class HttpSnapshots(OverHttp, Snapshots):
     pass
 
 
