@@ -65,6 +65,18 @@ void output_buffer_done(OutputBuffer *b) {
         b->total = 0;
 }
 
+int output_buffer_from(const OutputBuffer *b, uint64_t offset, const char **ret_data, size_t *ret_size) {
+        /* A background process's buffer keeps the newest bytes, any other the first. */
+        uint64_t start = b->keep_tail ? b->total - b->size : 0, skip;
+
+        if (offset > b->total)
+                return -EINVAL;
+        skip = offset > start ? MIN(offset - start, (uint64_t) b->size) : 0;
+        *ret_data = (b->data ?: "") + skip;
+        *ret_size = b->size - (size_t) skip;
+        return 0;
+}
+
 void exec_result_from_exit(ExecResult *r, const struct agent_exit *x, bool timed_out, bool oom_killed) {
         r->exit_code = x->signal > 0 ? -1 : x->code;
         r->signal = x->signal > 0 ? x->signal : 0;
@@ -638,6 +650,19 @@ pid_t exec_get_pid(const Exec *e) {
 
 char * const *exec_get_argv(const Exec *e) {
         return e->config.argv;
+}
+
+int exec_read_output(const Exec *e, uint64_t out_offset, uint64_t err_offset, ExecOutput *ret, SandboxError *error) {
+        const ExecResult *r = exec_get_result(e);
+
+        if (output_buffer_from(&r->out, out_offset, &ret->out, &ret->out_size) < 0 ||
+            output_buffer_from(&r->err, err_offset, &ret->err, &ret->err_size) < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Offset beyond the process's output (%" PRIu64 " and %" PRIu64 " bytes).",
+                                         r->out.total, r->err.total);
+        ret->out_total = r->out.total;
+        ret->err_total = r->err.total;
+        return 0;
 }
 
 const ExecResult *exec_get_result(const Exec *e) {

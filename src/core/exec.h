@@ -45,6 +45,10 @@ void exec_result_from_exit(ExecResult *r, const struct agent_exit *x, bool timed
 /* Appends to a capped buffer; returns true if something was dropped. */
 bool output_buffer_append(OutputBuffer *b, const void *data, size_t n);
 void output_buffer_done(OutputBuffer *b);
+/* What is kept of the output at or after offset, a position in all that was produced (0 to
+ * total): the bytes between offset and it that were dropped are total - offset - *ret_size.
+ * -EINVAL if offset is beyond total. */
+int output_buffer_from(const OutputBuffer *b, uint64_t offset, const char **ret_data, size_t *ret_size);
 
 uint64_t exec_get_id(const Exec *e);
 
@@ -66,3 +70,10 @@ int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *er
 pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */
 char * const *exec_get_argv(const Exec *e);
 const ExecResult *exec_get_result(const Exec *e); /* output so far; exit fields once ended */
+/* ReadOutput: what is kept of each stream from an offset on (output_buffer_from()). */
+typedef struct ExecOutput {
+        const char *out, *err;
+        size_t out_size, err_size;
+        uint64_t out_total, err_total;  /* the offsets to read on from */
+} ExecOutput;
+int exec_read_output(const Exec *e, uint64_t out_offset, uint64_t err_offset, ExecOutput *ret, SandboxError *error);

@@ -521,14 +521,92 @@ static json_object *transform_output(HttpRequest *req, json_object *parameters, 
         return TAKE_PTR(o);
 }
 
-static int route_execution_get(HttpRequest *req) {
-        static const Simple s = { transform_output };
+/* The parameters naming the session's execution {eid}; 0, a reply sent, if there is none. */
+static int params_with_process(HttpRequest *req, json_object **ret) {
         _cleanup_json_ json_object *p = params_with_id(req);
         uint64_t eid;
 
         if (parse_uint64(http_request_param(req, 1), &eid) < 0 || eid > INT32_MAX)
                 return http_request_reply_error(req, 404, "NoSuchProcess", "No execution %s.", http_request_param(req, 1));
         if (!p || json_add(p, "process", json_object_new_int64((int64_t) eid)) < 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(p);
+        return 1;
+}
+
+static int route_execution_get(HttpRequest *req) {
+        static const Simple s = { transform_output };
+        json_object *p;
+        int r = params_with_process(req, &p);
+
+        return r <= 0 ? r : call_simple(req, IFACE "ReadOutput", p, &s);
+}
+
+/* GET .../executions/{eid}/logs?cursor=C: what it wrote after C, an opaque "OUT.ERR" of
+ * two byte offsets (absent: from the start), and the cursor to read on with. */
+static int parse_cursor(const char *c, uint64_t *ret_out, uint64_t *ret_err) {
+        _cleanup_free_ char *out = NULL;
+        const char *dot;
+
+        if (!c) {
+                *ret_out = *ret_err = 0;
+                return 0;
+        }
+        dot = strchr(c, '.');
+        if (!dot)
+                return -EINVAL;
+        out = strndup(c, dot - c);
+        if (!out)
+                return -ENOMEM;
+        if (parse_uint64(out, ret_out) < 0 || parse_uint64(dot + 1, ret_err) < 0 ||
+            *ret_out > INT64_MAX || *ret_err > INT64_MAX)
+                return -EINVAL;
+        return 0;
+}
+
+static json_object *transform_logs(HttpRequest *req, json_object *parameters, unsigned *status) {
+        _cleanup_json_ json_object *o = transform_output(req, parameters, status);
+        uint64_t from[2], total[2];
+        char cursor[48];
+
+        if (!o || parse_cursor(http_request_query(req, "cursor"), &from[0], &from[1]) < 0)
+                return NULL;
+        for (unsigned i = 0; i < 2; i++) {
+                const char *name = i == 0 ? "stdout" : "stderr";
+                _cleanup_free_ uint8_t *d = NULL;
+                char key[32];
+                size_t n;
+
+                total[i] = (uint64_t) json_object_get_int64(get(parameters, i == 0 ? "stdoutTotal" : "stderrTotal"));
+                if (json_object_get_base64(get(parameters, name), &d, &n) < 0)
+                        return NULL;
+                /* What the daemon's bound dropped between the cursor and this output. */
+                snprintf(key, sizeof(key), "%s_dropped", name);
+                if (json_add(o, key, json_object_new_int64((int64_t) (total[i] - from[i] - n))) < 0)
+                        return NULL;
+        }
+        snprintf(cursor, sizeof(cursor), "%" PRIu64 ".%" PRIu64, total[0], total[1]);
+        if (json_add(o, "cursor", json_object_new_string(cursor)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int route_execution_logs(HttpRequest *req) {
+        static const Simple s = { transform_logs };
+        _cleanup_json_ json_object *p = NULL;
+        uint64_t out, err;
+        int r;
+
+        r = parse_cursor(http_request_query(req, "cursor"), &out, &err);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return reply_bad(req, "'%s' must be a cursor this route returned.", "cursor");
+        r = params_with_process(req, &p);
+        if (r <= 0)
+                return r;
+        if (json_add(p, "stdoutOffset", json_object_new_int64((int64_t) out)) < 0 ||
+            json_add(p, "stderrOffset", json_object_new_int64((int64_t) err)) < 0)
                 return -ENOMEM;
         return call_simple(req, IFACE "ReadOutput", TAKE_PTR(p), &s);
 }
@@ -1122,6 +1200,7 @@ const HttpRoute http_routes[] = {
         { "GET",    S "/status",                      0, route_status },
         { "GET",    S "/result",                      0, route_result },
         { "GET",    S "/executions/{}",               0, route_execution_get },
+        { "GET",    S "/executions/{}/logs",          0, route_execution_logs },
         { "GET",    S "/logs",                        0, route_logs },
         { "GET",    S "/files",                       0, route_file_get },
         { "PUT",    S "/files",                       HTTP_ROUTE_UPLOAD, route_file_put, upload_data },

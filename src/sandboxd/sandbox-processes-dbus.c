@@ -49,23 +49,36 @@ static int reply_processes(sd_bus_message *call, Sandbox *s) {
         return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
 }
 
-/* ReadOutput: what it wrote so far (the newest OutputMax bytes of each stream). */
-static int reply_output(sd_bus_message *call, Exec *e) {
+/* ReadOutput: what it wrote so far (the newest OutputMax bytes of each stream);
+ * ReadOutputFrom: from two offsets on, and where to read on from. */
+static int reply_output(sd_bus_message *call, Exec *e, SandboxError *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        const ExecResult *res = exec_get_result(e);
+        bool from = streq(sd_bus_message_get_member(call), "ReadOutputFrom");
+        uint64_t out_offset = 0, err_offset = 0;
+        ExecOutput o;
         int r;
 
+        if (from) {
+                r = sd_bus_message_read(call, "tt", &out_offset, &err_offset);
+                if (r < 0)
+                        return r;
+        }
+        r = exec_read_output(e, out_offset, err_offset, &o, error);
+        if (r < 0)
+                return r;
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
-                r = sd_bus_message_append_array(reply, 'y', res->out.data ?: "", res->out.size);
+                r = sd_bus_message_append_array(reply, 'y', o.out, o.out_size);
         if (r >= 0)
-                r = sd_bus_message_append_array(reply, 'y', res->err.data ?: "", res->err.size);
+                r = sd_bus_message_append_array(reply, 'y', o.err, o.err_size);
         if (r >= 0)
                 r = sd_bus_message_append(reply, "b", exec_is_running(e));
-        return r < 0 ? r : bus_flow_send_reply(call, reply, res->out.size + res->err.size);
+        if (r >= 0 && from)
+                r = sd_bus_message_append(reply, "tt", o.out_total, o.err_total);
+        return r < 0 ? r : bus_flow_send_reply(call, reply, o.out_size + o.err_size);
 }
 
-/* Signal, ResizeTerminal, Wait, ReadOutput, ListProcesses: read the call after the
+/* Signal, ResizeTerminal, Wait, ReadOutput(From), ListProcesses: read the call after the
  * authorization. */
 static int process_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
                               SandboxRequest *req, SandboxError *error) {
@@ -108,7 +121,7 @@ static int process_authorized(sd_bus_message *call, const SandboxCaller *caller,
                         sd_bus_message_unref(call);
                 return r;
         }
-        return reply_output(call, e);
+        return reply_output(call, e, error);
 }
 
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -415,7 +415,6 @@ static int process_authorized(VarlinkCall *call, const SandboxCaller *caller, Sa
                               SandboxVarlinkRequest *req, SandboxError *error) {
         const char *method = varlink_call_get_method(call) + strlen(SANDBOX_VARLINK_INTERFACE ".");
         const SandboxArgs *a = &req->args;
-        const ExecResult *res;
         _cleanup_json_ json_object *p = NULL;
         Exec *e;
         int r;
@@ -434,16 +433,24 @@ static int process_authorized(VarlinkCall *call, const SandboxCaller *caller, Sa
                         varlink_call_unref(call);
                 return r;
         } else {
-                /* ReadOutput: what it wrote so far. */
-                res = exec_get_result(e);
+                /* ReadOutput: what it wrote so far, from the offsets on. */
+                ExecOutput o;
+
+                r = exec_read_output(e, a->stdout_offset, a->stderr_offset, &o, error);
+                if (r < 0)
+                        return r;
                 p = json_object_new_object();
                 if (!p)
                         return -ENOMEM;
-                r = json_add(p, "stdout", json_object_new_base64(res->out.data ?: "", res->out.size));
+                r = json_add(p, "stdout", json_object_new_base64(o.out, o.out_size));
                 if (r >= 0)
-                        r = json_add(p, "stderr", json_object_new_base64(res->err.data ?: "", res->err.size));
+                        r = json_add(p, "stderr", json_object_new_base64(o.err, o.err_size));
                 if (r >= 0)
                         r = json_add(p, "running", json_object_new_boolean(exec_is_running(e)));
+                if (r >= 0)
+                        r = json_add(p, "stdoutTotal", json_object_new_uint64(o.out_total));
+                if (r >= 0)
+                        r = json_add(p, "stderrTotal", json_object_new_uint64(o.err_total));
                 if (r < 0)
                         return r;
                 (void) varlink_reply_or_fail(call, p);
@@ -458,6 +465,14 @@ static int process_authorized(VarlinkCall *call, const SandboxCaller *caller, Sa
 static const VarlinkParam process_params[] = {
         ARG_ID,
         { "process", VARLINK_PARAM_UINT64, ARG(process), true },
+        {}
+};
+
+static const VarlinkParam read_output_params[] = {
+        ARG_ID,
+        { "process",      VARLINK_PARAM_UINT64, ARG(process),       true  },
+        { "stdoutOffset", VARLINK_PARAM_UINT64, ARG(stdout_offset), false },
+        { "stderrOffset", VARLINK_PARAM_UINT64, ARG(stderr_offset), false },
         {}
 };
 
@@ -493,7 +508,8 @@ static int method_process(VarlinkCall *call, json_object *parameters, VarlinkCal
         const char *method = varlink_call_get_method(call) + strlen(SANDBOX_VARLINK_INTERFACE ".");
         const VarlinkParam *table = streq(method, "Signal") ? signal_params :
                                     streq(method, "ResizeTerminal") ? resize_params :
-                                    streq(method, "Wait") ? wait_params : process_params;
+                                    streq(method, "Wait") ? wait_params :
+                                    streq(method, "ReadOutput") ? read_output_params : process_params;
 
         return sandbox_varlink_method(userdata, call, parameters, table, SANDBOX_OP_EXEC, NULL, process_authorized);
 }

@@ -76,6 +76,8 @@ typedef struct SandboxArgs {
         uint64_t columns;
         uint64_t offset;
         uint64_t length;
+        uint64_t stdout_offset;       /* ReadOutput */
+        uint64_t stderr_offset;
         uint64_t depth;
         uint32_t lines;
         bool follow;

@@ -9,6 +9,7 @@ that do not see each other, tokens (absent, wrong, expired), Prometheus text che
 promtool, and bad input (huge and endless bodies, malformed and deep JSON, slowloris, many
 connections, traversal, odd ids) after which both daemons serve on with the same pids."""
 
+import base64
 import hashlib
 import http.client
 import json
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -350,6 +352,65 @@ class Execute(unittest.TestCase):
         self.assertEqual((status, res['running'], res['stdout']), (200, False, 'bg\n'))
         self.assertEqual(request('GET', f'{self.s.url}/executions/99999')[0], 404)
 
+    def logs(self, eid, cursor=None):
+        q = f'?cursor={urllib.parse.quote(cursor)}' if cursor is not None else ''
+        return request('GET', f'{self.s.url}/executions/{eid}/logs{q}')
+
+    def test_background_logs_by_cursor(self):
+        """Polled with the cursor each reply gives, a background execution's output comes
+        while it runs, every byte once, until running is false."""
+        script = ('for i in 1 2 3 4 5 6 7 8 9 10; do echo "line $i"; echo "err $i" >&2; sleep 0.1; done; '
+                  'printf "\\377end\\n"')
+        status, _, res = self.s.execute({'argv': ['sh', '-c', script], 'background': True})
+        self.assertEqual(status, 202, res)
+        eid = res['execution_id']
+        out, err, cursor, polls, running_with_output = b'', b'', None, 0, 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            status, _, res = self.logs(eid, cursor)
+            self.assertEqual(status, 200, res)
+            polls += 1
+            for name in ('stdout', 'stderr'):
+                self.assertEqual(res[f'{name}_dropped'], 0, res)
+            got_out = base64.b64decode(res['stdout_base64']) if 'stdout_base64' in res else res['stdout'].encode()
+            got_err = res['stderr'].encode()
+            if res['running'] and (got_out or got_err):
+                running_with_output += 1
+            out, err, cursor = out + got_out, err + got_err, res['cursor']
+            if not res['running']:
+                break
+            time.sleep(0.15)
+        self.assertFalse(res['running'], res)
+        self.assertEqual(out, b''.join(b'line %d\n' % i for i in range(1, 11)) + b'\xffend\n')
+        self.assertEqual(err, b''.join(b'err %d\n' % i for i in range(1, 11)))
+        # Read while it ran, in several parts: the cursor moved on with the output.
+        self.assertGreater(running_with_output, 2, polls)
+        # At the end, nothing new; from the start again, all of it.
+        status, _, res = self.logs(eid, cursor)
+        self.assertEqual((status, res['stdout'], res['stderr'], res['cursor'], res['running']),
+                         (200, '', '', cursor, False))
+        status, _, res = self.logs(eid)
+        self.assertEqual((base64.b64decode(res['stdout_base64']), res['stderr'].encode()), (out, err))
+        # A cursor this route did not give: 400; a missing execution: 404.
+        for bad in ('x', '5', '1.x', '1.2.3', '-1.0', ' 1.0', '99999.0', '0.99999'):
+            status, _, res = self.logs(eid, bad)
+            self.assertEqual((status, res['error']['code']), (400, 'InvalidOption'), bad)
+        status, _, res = self.logs(99999)
+        self.assertEqual((status, res['error']['code']), (404, 'NoSuchProcess'))
+
+    def test_background_logs_dropped(self):
+        """What the daemon's bound dropped is counted, not silently skipped."""
+        n = 3 * 1024 * 1024
+        status, _, res = self.s.execute({'argv': ['sh', '-c', f'head -c {n} /dev/zero | tr "\\0" x'],
+                                         'background': True})
+        eid = res['execution_id']
+        self.assertEqual(request('GET', f'{self.s.url}/result?execution={eid}&wait=60')[0], 200)
+        status, _, res = self.logs(eid, '1.0')
+        kept = len(res['stdout'])
+        self.assertEqual(res['stdout'], 'x' * kept)
+        self.assertGreater(res['stdout_dropped'], 0)
+        self.assertEqual((res['stdout_dropped'], res['cursor']), (n - 1 - kept, f'{n}.0'))
+
 
 class Files(unittest.TestCase):
     def test_small_ops(self):
@@ -443,6 +504,7 @@ class Tenants(unittest.TestCase):
                                        ('POST', a.url + '/execute', {'argv': ['true']}),
                                        ('GET', a.url + '/files?path=x', None),
                                        ('GET', a.url + '/status', None),
+                                       ('GET', a.url + '/executions/1/logs?cursor=0.0', None),
                                        ('GET', f'/api/v1/containers/{a.id}/logs', None),
                                        ('POST', a.url + '/pause', None)):
                 status, _, res = request(method, path, body, token='bob')

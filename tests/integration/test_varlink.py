@@ -187,14 +187,15 @@ class ForeignClient(Base):
         # Every D-Bus method of the Manager and of a Sandbox (as introspection has them) but
         # Upload (no descriptors on varlink: WriteFile in parts) and ListSandboxesFiltered
         # (varlink's ListSandboxes takes the filter as an optional parameter; D-Bus has no
-        # optional arguments), and no other.
+        # optional arguments) and ReadOutputFrom (varlink's ReadOutput with its offsets), and
+        # no other.
         sid = self.create_vl()
         dbus_methods = set()
         for path, iface in ((M, MGR), (sandbox_path(sid), SBX)):
             cp = self.ok(S.run(['busctl', '--system', '--no-pager', 'introspect', harness.BUS_NAME, path, iface]))
             dbus_methods |= set(re.findall(r'^\.(\w+)\s+method\b', cp.stdout, re.M))
         self.assertIn('GetStatistics', dbus_methods)
-        self.assertEqual(methods, dbus_methods - {'Upload', 'ListSandboxesFiltered'})
+        self.assertEqual(methods, dbus_methods - {'Upload', 'ListSandboxesFiltered', 'ReadOutputFrom'})
 
 
 # ---- the socket -----------------------------------------------------------------------
@@ -687,6 +688,16 @@ class Parity(Base):
         self.assertEqual(d[0]['reply'][0], [[p['process'], p['pid'], p['argv'], p['state'], p['exitStatus']] for p in vp])
         ro = vl('ReadOutput', {'id': sid, 'process': proc})[0][0]
         self.assertEqual(d[1]['reply'], [{'base64': ro['stdout']}, {'base64': ro['stderr']}, ro['running']])
+        # ReadOutputFrom is varlink's ReadOutput with offsets: what follows them, and the totals.
+        d = bus([call(path, SBX, 'ReadOutputFrom', 'ttt', proc, 3, 0, bytes=True),
+                 call(path, SBX, 'ReadOutputFrom', 'ttt', proc, 99, 0)])
+        ro = vl('ReadOutput', {'id': sid, 'process': proc, 'stdoutOffset': 3, 'stderrOffset': 0})[0][0]
+        self.assertEqual(unb64(ro['stdout']), b'rted\n')
+        self.assertEqual((ro['stdoutTotal'], ro['stderrTotal']), (8, 0))
+        self.assertEqual(d[0]['reply'], [{'base64': ro['stdout']}, {'base64': ro['stderr']}, ro['running'],
+                                         ro['stdoutTotal'], ro['stderrTotal']])
+        vr = vl('ReadOutput', {'id': sid, 'process': proc, 'stdoutOffset': 99})
+        self.assertEqual(self.assert_same_error('an offset beyond the total', d[1], vr), f'{IFACE}.InvalidOption')
         vl('Signal', {'id': sid, 'process': proc, 'signal': 15})
 
         # ListExecutions: the same records.

@@ -58,6 +58,36 @@ static void test_output_buffer(void **state) {
         assert_int_equal(b.total, 8);
         output_buffer_done(&b);
 
+        /* Read from an offset: a background process's buffer keeps the newest bytes. */
+        OutputBuffer t = { .max = 4, .keep_tail = true };
+        const char *d;
+        size_t n;
+
+        assert_false(output_buffer_append(&t, "abc", 3));
+        assert_int_equal(output_buffer_from(&t, 1, &d, &n), 0);
+        assert_int_equal(n, 2);
+        assert_memory_equal(d, "bc", 2);
+        assert_int_equal(output_buffer_from(&t, 3, &d, &n), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(output_buffer_from(&t, 4, &d, &n), -EINVAL);
+        (void) output_buffer_append(&t, "defgh", 5);   /* keeps efgh of abcdefgh */
+        assert_int_equal(output_buffer_from(&t, 1, &d, &n), 0);
+        assert_int_equal(n, 4);   /* b, c, d dropped: 8 - 1 - 4 */
+        assert_memory_equal(d, "efgh", 4);
+        assert_int_equal(output_buffer_from(&t, 6, &d, &n), 0);
+        assert_memory_equal(d, "gh", 2);
+        assert_int_equal(n, 2);
+        output_buffer_done(&t);
+        /* One that keeps the first bytes: what came after them is dropped. */
+        OutputBuffer h = { .max = 2 };
+        assert_true(output_buffer_append(&h, "xyz", 3));
+        assert_int_equal(output_buffer_from(&h, 1, &d, &n), 0);
+        assert_memory_equal(d, "y", 1);
+        assert_int_equal(n, 1);
+        assert_int_equal(output_buffer_from(&h, 3, &d, &n), 0);
+        assert_int_equal(n, 0);
+        output_buffer_done(&h);
+
         OutputBuffer z = { .max = 0 };
         assert_true(output_buffer_append(&z, "x", 1));
         assert_int_equal(z.size, 0);
