@@ -1089,7 +1089,12 @@ class BadInput(Base):
             self.assertLess(sent, 100 * MiB, 'sandboxd read all of a 100 MB message')
             self.assert_closed(c, '100 MB message')
         grew = secutil.daemon_rss_kib(self.identity[0]) - rss
-        self.assertLess(grew, 100 * 1024, f'sandboxd grew by {grew} KiB')
+        # It stopped reading at the 32 MiB message cap; what it holds for that, with the
+        # buffer's growth by doubling, stays under 100 MiB. Under AddressSanitizer (tools/test
+        # sets ASAN_OPTIONS for that pass) freed buffers wait in its quarantine and the
+        # allocator keeps its own caches, so the bound is looser there.
+        bound = 160 if os.environ.get('ASAN_OPTIONS') else 100
+        self.assertLess(grew, bound * 1024, f'sandboxd grew by {grew} KiB')
         self.assertEqual(self.exec(self.sid, 'test', '-e', '/work/big').returncode, 1)
 
     def test_named_errors(self):
