@@ -162,6 +162,22 @@ void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev) {
         recorder_append(r, line, size);
 }
 
+void recorder_snapshot_event(Recorder *r, const SnapshotRecordEvent *ev) {
+        _cleanup_free_ char *line = NULL;
+        size_t size;
+        int k;
+
+        if (!r)
+                return;
+        k = spool_format_snapshot(r->next_seq, ev, &line, &size);
+        if (k < 0) {
+                log_error_errno(k, "Failed to record snapshot %s: %m", ev->snapshot_id);
+                return;
+        }
+        r->next_seq++;
+        recorder_append(r, line, size);
+}
+
 /* ---- lifecycle ------------------------------------------------------------------- */
 
 static int mkdir_p(const char *path, mode_t mode) {
@@ -286,11 +302,16 @@ static void on_template_record(const TemplateRecordEvent *ev, void *userdata) {
         recorder_template_event(userdata, ev);
 }
 
+static void on_snapshot_record(const SnapshotRecordEvent *ev, void *userdata) {
+        recorder_snapshot_event(userdata, ev);
+}
+
 int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret) {
         static const ManagerHooks hooks = {
                 .sandbox_record = on_sandbox_record,
                 .exec_record = on_exec_record,
                 .template_record = on_template_record,
+                .snapshot_record = on_snapshot_record,
         };
 
         return manager_subscribe(m, &hooks, r, ret);
