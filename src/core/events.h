@@ -54,3 +54,43 @@ typedef struct TemplateRecordEvent {
         const char *description;
         uint64_t loaded_at;       /* µs CLOCK_REALTIME */
 } TemplateRecordEvent;
+
+/* What happened to a snapshot (snapshot.h): taken (Snapshot, and the snapshot half of Fork
+ * and Hibernate), restored into a sandbox (CreateSandbox FromSnapshot, Fork's new sandbox,
+ * Wake), removed (RemoveSnapshot, retention, and Fork's and Wake's once restored). */
+typedef enum SnapshotEventKind {
+        SNAPSHOT_EVENT_TAKEN,
+        SNAPSHOT_EVENT_RESTORED,
+        SNAPSHOT_EVENT_REMOVED,
+        _SNAPSHOT_EVENT_KIND_MAX,
+} SnapshotEventKind;
+
+/* The operation it was part of. */
+typedef enum SnapshotEventCause {
+        SNAPSHOT_CAUSE_SNAPSHOT,        /* Snapshot */
+        SNAPSHOT_CAUSE_FORK,
+        SNAPSHOT_CAUSE_HIBERNATE,       /* Hibernate, also IdleAction=hibernate */
+        SNAPSHOT_CAUSE_CREATE,          /* CreateSandbox with FromSnapshot */
+        SNAPSHOT_CAUSE_WAKE,
+        SNAPSHOT_CAUSE_REMOVE,          /* RemoveSnapshot */
+        SNAPSHOT_CAUSE_RETENTION,       /* [Snapshots] Retention= */
+        _SNAPSHOT_CAUSE_MAX,
+} SnapshotEventCause;
+
+const char *snapshot_event_kind_to_string(SnapshotEventKind k);
+const char *snapshot_event_cause_to_string(SnapshotEventCause c);
+/* Whether cause can be the cause of an event of kind k (the pairs the core reports). */
+bool snapshot_event_cause_fits(SnapshotEventKind k, SnapshotEventCause c);
+
+typedef struct SnapshotRecordEvent {
+        SnapshotEventKind kind;
+        SnapshotEventCause cause;
+        const char *snapshot_id;  /* with kind and sandbox_id: the record's idempotent key */
+        const char *source;       /* the sandbox it was taken of */
+        const char *sandbox_id;   /* restored: the sandbox it was restored into; else NULL */
+        uid_t owner;              /* the snapshot's owner */
+        const char *tenant;       /* "" for none */
+        uint64_t size;            /* bytes of the compressed stream */
+        uint64_t content_size;    /* the files' bytes */
+        uint64_t time;            /* µs CLOCK_REALTIME */
+} SnapshotRecordEvent;

@@ -257,6 +257,10 @@ void manager_record_exec(Manager *m, const ExecRecordEvent *ev) {
         MANAGER_NOTIFY(m, exec_record, ev);
 }
 
+void manager_record_snapshot(Manager *m, const SnapshotRecordEvent *ev) {
+        MANAGER_NOTIFY(m, snapshot_record, ev);
+}
+
 static void report_template(const char *path, const char *error, void *userdata) {
         log_warning("Ignoring template %s: %s", path, error);
 }

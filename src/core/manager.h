@@ -45,6 +45,8 @@ typedef struct ManagerHooks {
         void (*exec_record)(const ExecRecordEvent *ev, void *userdata);
         /* A template was loaded: at start, or created through the API. */
         void (*template_record)(const TemplateRecordEvent *ev, void *userdata);
+        /* A snapshot was taken, restored into a sandbox, or removed. */
+        void (*snapshot_record)(const SnapshotRecordEvent *ev, void *userdata);
 } ManagerHooks;
 
 typedef struct ManagerSubscription ManagerSubscription;

@@ -171,6 +171,7 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s);
 bool manager_records_execs(Manager *m);
 void manager_record_exec(Manager *m, const ExecRecordEvent *ev);
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
+void manager_record_snapshot(Manager *m, const SnapshotRecordEvent *ev);
 void manager_link_sandbox(Manager *m, Sandbox *s);
 /* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
 Sandbox *manager_find_sandbox(Manager *m, const char *id);

@@ -19,6 +19,46 @@ void snapshot_meta_done(SnapshotMeta *m) {
         m->template_name = mfree(m->template_name);
 }
 
+static const char * const snapshot_event_kind_table[_SNAPSHOT_EVENT_KIND_MAX] = {
+        [SNAPSHOT_EVENT_TAKEN]    = "taken",
+        [SNAPSHOT_EVENT_RESTORED] = "restored",
+        [SNAPSHOT_EVENT_REMOVED]  = "removed",
+};
+
+const char *snapshot_event_kind_to_string(SnapshotEventKind k) {
+        return k >= 0 && k < _SNAPSHOT_EVENT_KIND_MAX ? snapshot_event_kind_table[k] : NULL;
+}
+
+static const char * const snapshot_event_cause_table[_SNAPSHOT_CAUSE_MAX] = {
+        [SNAPSHOT_CAUSE_SNAPSHOT]  = "snapshot",
+        [SNAPSHOT_CAUSE_FORK]      = "fork",
+        [SNAPSHOT_CAUSE_HIBERNATE] = "hibernate",
+        [SNAPSHOT_CAUSE_CREATE]    = "create",
+        [SNAPSHOT_CAUSE_WAKE]      = "wake",
+        [SNAPSHOT_CAUSE_REMOVE]    = "remove",
+        [SNAPSHOT_CAUSE_RETENTION] = "retention",
+};
+
+const char *snapshot_event_cause_to_string(SnapshotEventCause c) {
+        return c >= 0 && c < _SNAPSHOT_CAUSE_MAX ? snapshot_event_cause_table[c] : NULL;
+}
+
+bool snapshot_event_cause_fits(SnapshotEventKind k, SnapshotEventCause c) {
+#define BIT(x) (1U << (x))
+        static const unsigned fits[_SNAPSHOT_EVENT_KIND_MAX] = {
+                [SNAPSHOT_EVENT_TAKEN] = BIT(SNAPSHOT_CAUSE_SNAPSHOT) | BIT(SNAPSHOT_CAUSE_FORK) |
+                        BIT(SNAPSHOT_CAUSE_HIBERNATE),
+                [SNAPSHOT_EVENT_RESTORED] = BIT(SNAPSHOT_CAUSE_CREATE) | BIT(SNAPSHOT_CAUSE_FORK) |
+                        BIT(SNAPSHOT_CAUSE_WAKE),
+                /* Fork and Wake remove the snapshot they restored from. */
+                [SNAPSHOT_EVENT_REMOVED] = BIT(SNAPSHOT_CAUSE_REMOVE) | BIT(SNAPSHOT_CAUSE_RETENTION) |
+                        BIT(SNAPSHOT_CAUSE_FORK) | BIT(SNAPSHOT_CAUSE_WAKE),
+        };
+#undef BIT
+        return k >= 0 && k < _SNAPSHOT_EVENT_KIND_MAX && c >= 0 && c < _SNAPSHOT_CAUSE_MAX &&
+                (fits[k] & (1U << c));
+}
+
 bool snapshot_id_is_valid(const char *id) {
         return sandbox_id_is_valid(id);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "events.h"
 #include "options.h"
 #include "sandbox.h"
 

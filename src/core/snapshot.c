@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -122,6 +123,25 @@ static int snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_
         return 0;
 }
 
+/* The record of what happened to snapshot meta: one place per kind (taken:
+ * snapshot_job_maybe_finish(); restored: on_extracted(); removed: snapshot_remove()). */
+static void snapshot_record(Manager *m, const SnapshotMeta *meta, SnapshotEventKind kind, SnapshotEventCause cause,
+                            const char *into) {
+        assert(snapshot_event_cause_fits(kind, cause));
+        manager_record_snapshot(m, &(SnapshotRecordEvent) {
+                .kind = kind,
+                .cause = cause,
+                .snapshot_id = meta->id,
+                .source = meta->source,
+                .sandbox_id = into,
+                .owner = meta->owner,
+                .tenant = meta->config.tenant,
+                .size = meta->size,
+                .content_size = meta->content_size,
+                .time = now_usec(CLOCK_REALTIME),
+        });
+}
+
 static int snapshot_unlink(Manager *m, const char *id) {
         _cleanup_free_ char *meta = NULL, *data = NULL;
         int r;
@@ -135,10 +155,24 @@ static int snapshot_unlink(Manager *m, const char *id) {
         return r;
 }
 
+/* Removes snapshot id, and records it (if its metadata could be read: what cannot be is no
+ * snapshot to anyone). */
+static int snapshot_remove(Manager *m, const char *id, SnapshotEventCause cause) {
+        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
+        bool known;
+        int r;
+
+        known = snapshot_meta_load(m, id, &meta) >= 0;
+        r = snapshot_unlink(m, id);
+        if (r >= 0 && known)
+                snapshot_record(m, &meta, SNAPSHOT_EVENT_REMOVED, cause, NULL);
+        return r;
+}
+
 int manager_remove_snapshot(Manager *m, const char *id, SandboxError *error) {
         int r;
 
-        r = snapshot_unlink(m, id);
+        r = snapshot_remove(m, id, SNAPSHOT_CAUSE_REMOVE);
         if (r == -ENOENT)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
         if (r < 0)
@@ -265,6 +299,7 @@ typedef struct SnapshotJob {
         bool repausing;            /* ... which is under way */
         bool streaming;            /* in on_stream(): finishing waits until it returns */
         SandboxError error;        /* the first thing that went wrong */
+        SnapshotEventCause cause;  /* Snapshot, Fork or Hibernate */
         FileOp *op;
         snapshot_callback_t cb;
         void *userdata;
@@ -338,6 +373,7 @@ static void snapshot_job_maybe_finish(SnapshotJob *j) {
         } else {
                 log_info("Snapshot %s of sandbox %s taken: %" PRIu64 " bytes of files in %" PRIu64 " bytes.",
                          j->meta.id, j->meta.source, j->meta.content_size, j->meta.size);
+                snapshot_record(j->manager, &j->meta, SNAPSHOT_EVENT_TAKEN, j->cause, NULL);
                 j->cb(&j->meta, NULL, j->userdata);
         }
         snapshot_job_free(j);
@@ -478,8 +514,9 @@ static void on_resumed_for_snapshot(Sandbox *s, const SandboxError *error, void 
         snapshot_job_maybe_finish(j);
 }
 
-static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, bool hibernate, snapshot_callback_t cb,
-                                 void *userdata, SandboxError *error) {
+static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotEventCause cause,
+                                 snapshot_callback_t cb, void *userdata, SandboxError *error) {
+        bool hibernate = cause == SNAPSHOT_CAUSE_HIBERNATE;
         Manager *m = s->manager;
         SnapshotJob *j;
         uint64_t used, count, room;
@@ -512,6 +549,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, bool hibe
                 .file_fd = -EBADF,
                 .pipe_fd = -EBADF,
                 .room = room,
+                .cause = cause,
                 .cb = cb,
                 .userdata = userdata,
                 .repause = s->state == SANDBOX_PAUSED && !hibernate,
@@ -559,7 +597,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, bool hibe
 
 int sandbox_snapshot(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
                      SandboxError *error) {
-        return sandbox_snapshot_full(s, o, false, cb, userdata, error);
+        return sandbox_snapshot_full(s, o, SNAPSHOT_CAUSE_SNAPSHOT, cb, userdata, error);
 }
 
 /* ---- Hibernate ---- */
@@ -619,7 +657,7 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
         h->manager = s->manager;
         h->cb = cb;
         h->userdata = userdata;
-        r = sandbox_snapshot_full(s, o, true, on_hibernate_snapshot, h, error);
+        r = sandbox_snapshot_full(s, o, SNAPSHOT_CAUSE_HIBERNATE, on_hibernate_snapshot, h, error);
         if (r < 0)
                 free(h);
         return r;
@@ -631,8 +669,10 @@ typedef struct RestoreJob {
         Manager *manager;
         Sandbox *sandbox;          /* once started */
         char snapshot[SNAPSHOT_ID_LEN + 1];
+        SnapshotMeta meta;         /* for the record; without its template_name */
         bool tmp;
         bool consume;              /* the snapshot goes once restored (Fork, Wake) */
+        SnapshotEventCause cause;  /* CreateSandbox, Fork or Wake */
         sandbox_callback_t cb;
         void *userdata;
 } RestoreJob;
@@ -664,8 +704,9 @@ static void on_extracted(const struct agent_file_result *result, const void *dat
         }
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s restored from snapshot %s (%" PRIu64 " bytes of files).", s->id,
                     rj->snapshot, result->bytes);
+        snapshot_record(rj->manager, &rj->meta, SNAPSHOT_EVENT_RESTORED, rj->cause, s->id);
         if (rj->consume)
-                (void) manager_remove_snapshot(rj->manager, rj->snapshot, NULL);
+                (void) snapshot_remove(rj->manager, rj->snapshot, rj->cause);
         rj->cb(s, NULL, rj->userdata);
         free(rj);
 }
@@ -707,8 +748,8 @@ static void on_restore_started(Sandbox *s, const SandboxError *error, void *user
 
 /* Starts a sandbox of t for owner from snapshot meta. */
 static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config, uid_t owner,
-                            const SnapshotMeta *meta, bool consume, sandbox_callback_t cb, void *userdata,
-                            SandboxError *error) {
+                            const SnapshotMeta *meta, bool consume, SnapshotEventCause cause, sandbox_callback_t cb,
+                            void *userdata, SandboxError *error) {
         RestoreJob *rj;
         int r;
 
@@ -729,7 +770,9 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
         rj = calloc(1, sizeof(RestoreJob));
         if (!rj)
                 return -ENOMEM;
-        *rj = (RestoreJob) { .manager = m, .tmp = meta->tmp, .consume = consume, .cb = cb, .userdata = userdata };
+        *rj = (RestoreJob) { .manager = m, .meta = *meta, .tmp = meta->tmp, .consume = consume, .cause = cause,
+                             .cb = cb, .userdata = userdata };
+        rj->meta.template_name = NULL;
         strcpy(rj->snapshot, meta->id);
         r = manager_start_sandbox(m, t, config, owner, false, on_restore_started, rj, error);
         if (r < 0)
@@ -745,7 +788,7 @@ int manager_create_from_snapshot(Manager *m, const SandboxCaller *caller, const 
         r = lookup_snapshot(m, caller, config->from_snapshot, snapshot_usable, &meta, error);
         if (r < 0)
                 return r;
-        return create_from_meta(m, t, config, caller->uid, &meta, false, cb, userdata, error);
+        return create_from_meta(m, t, config, caller->uid, &meta, false, SNAPSHOT_CAUSE_CREATE, cb, userdata, error);
 }
 
 typedef struct ForkJob {
@@ -773,9 +816,10 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
                 r = sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                       meta->template_name);
         else
-                r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, fj->cb, fj->userdata, &e);
+                r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, SNAPSHOT_CAUSE_FORK, fj->cb,
+                                     fj->userdata, &e);
         if (r < 0) {
-                (void) manager_remove_snapshot(fj->manager, meta->id, NULL);
+                (void) snapshot_remove(fj->manager, meta->id, SNAPSHOT_CAUSE_FORK);
                 if (!sandbox_error_is_set(&e))
                         sandbox_error_set_errno(&e, -r, "Failed to fork: %m");
                 fj->cb(NULL, &e, fj->userdata);
@@ -813,7 +857,7 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
                                          c->name);
         }
-        r = sandbox_snapshot_full(source, NULL, false, on_fork_snapshot, fj, error);
+        r = sandbox_snapshot_full(source, NULL, SNAPSHOT_CAUSE_FORK, on_fork_snapshot, fj, error);
         if (r < 0)
                 free(fj);
         return r;
@@ -841,7 +885,7 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
                                          meta.template_name);
         config = meta.config;
         strcpy(config.wake_id, meta.source);
-        return create_from_meta(m, t, &config, meta.owner, &meta, true, cb, userdata, error);
+        return create_from_meta(m, t, &config, meta.owner, &meta, true, SNAPSHOT_CAUSE_WAKE, cb, userdata, error);
 }
 
 /* ---- the directory, and retention ---- */
@@ -857,7 +901,8 @@ static void snapshots_expire(Manager *m) {
                 if (a[i].created + retention * 1000000ULL <= now) {
                         log_info("Snapshot %s of sandbox %s is older than Retention=%" PRIu64 "s, removing it.",
                                  a[i].id, a[i].source, retention);
-                        (void) snapshot_unlink(m, a[i].id);
+                        if (snapshot_unlink(m, a[i].id) >= 0)
+                                snapshot_record(m, &a[i], SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_RETENTION, NULL);
                 }
         snapshot_meta_array_free(a, n);
 }

@@ -69,7 +69,7 @@ static void params_own(Params *p, void *data) {
 
 struct RecorderDB {
         MYSQL *mysql;
-        MYSQL_STMT *insert_sandbox, *insert_template;
+        MYSQL_STMT *insert_sandbox, *insert_template, *insert_snapshot;
         MYSQL_STMT *insert_exec[EXEC_ROWS_LOG2_MAX + 1];  /* [i]: 2^i rows, prepared when first needed */
         Params *params;
         char error[512];
@@ -149,9 +149,35 @@ static const char *const migration_2[] = {
         NULL
 };
 
+/* Snapshot events (issue 19): one row per snapshot taken, per sandbox restored from
+ * it, and when it is removed. The key is what happened: a snapshot is taken and removed
+ * once, and restored into a sandbox once (restored_into is '' for the other two). */
+static const char *const migration_3[] = {
+        "CREATE TABLE IF NOT EXISTS snapshot_events ("
+        " snapshot_id VARCHAR(64) NOT NULL,"
+        " event VARCHAR(16) NOT NULL COMMENT 'taken, restored, removed',"
+        " restored_into VARCHAR(64) NOT NULL DEFAULT '' COMMENT 'the sandbox restored; empty unless restored',"
+        " cause VARCHAR(16) NOT NULL COMMENT 'snapshot, fork, hibernate, create, wake, remove, retention',"
+        " source_sandbox_id VARCHAR(64) NOT NULL,"
+        " owner_uid INT UNSIGNED NOT NULL,"
+        " tenant VARCHAR(64) NULL,"
+        " bytes BIGINT UNSIGNED NOT NULL COMMENT 'the compressed stream',"
+        " content_bytes BIGINT UNSIGNED NOT NULL COMMENT 'the files, sparse ones in full',"
+        " event_usec BIGINT UNSIGNED NOT NULL,"
+        " spool_seq BIGINT UNSIGNED NOT NULL,"
+        " PRIMARY KEY (snapshot_id, event, restored_into),"
+        " KEY source (source_sandbox_id),"
+        " KEY owner (owner_uid),"
+        " KEY tenant (tenant),"
+        " KEY time (event_usec)"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        NULL
+};
+
 static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
         migration_1,
         migration_2,
+        migration_3,
 };
 
 static const char sql_insert_sandbox[] =
@@ -182,9 +208,14 @@ static const char sql_insert_template[] =
         " ON DUPLICATE KEY UPDATE payload = VALUES(payload), description = VALUES(description),"
         " loaded_usec = GREATEST(loaded_usec, VALUES(loaded_usec))";
 
+static const char sql_insert_snapshot[] =
+        "INSERT IGNORE INTO snapshot_events (snapshot_id, event, restored_into, cause, source_sandbox_id, owner_uid,"
+        " tenant, bytes, content_bytes, event_usec, spool_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
 static const char *const sql_prune[] = {
         "DELETE FROM executions WHERE ended_usec < ? LIMIT 5000",
         "DELETE FROM sandboxes WHERE destroyed_usec IS NOT NULL AND destroyed_usec < ? LIMIT 5000",
+        "DELETE FROM snapshot_events WHERE event_usec < ? LIMIT 5000",
 };
 
 /* Whether an error is about this record (it will fail the same way every time) rather
@@ -233,6 +264,8 @@ RecorderDB *recorder_db_free(RecorderDB *db) {
                 free(params_reset(db->params));
         if (db->insert_template)
                 mysql_stmt_close(db->insert_template);
+        if (db->insert_snapshot)
+                mysql_stmt_close(db->insert_snapshot);
         if (db->mysql)
                 mysql_close(db->mysql);
         free(db);
@@ -466,6 +499,8 @@ int recorder_db_migrate(RecorderDB *db) {
                         r = exec_statement(db, 0, &unused);
                 if (r >= 0)
                         r = prepare(db, sql_insert_template, &db->insert_template);
+                if (r >= 0)
+                        r = prepare(db, sql_insert_snapshot, &db->insert_snapshot);
                 if (r < 0)
                         return r;
         }
@@ -641,6 +676,37 @@ static int apply_template(RecorderDB *db, json_object *o, Params *p) {
         return execute(db, db->insert_template, p, "INSERT INTO templates");
 }
 
+static int apply_snapshot(RecorderDB *db, json_object *o, Params *p) {
+        const char *into;
+        size_t into_size = 0;
+        int r;
+
+        if (!spool_get_string(o, "snapshot", NULL) || !spool_get_string(o, "event", NULL) ||
+            !spool_get_string(o, "cause", NULL) || !spool_get_string(o, "source", NULL))
+                return -EBADMSG;
+        into = spool_get_string(o, "sandbox", &into_size);
+        r = param_text_field(p, o, "snapshot");
+        if (r >= 0)
+                r = param_text_field(p, o, "event");
+        if (r >= 0)
+                r = param_text(p, into ?: "", into_size);
+        if (r >= 0)
+                r = param_text_field(p, o, "cause");
+        if (r >= 0)
+                r = param_text_field(p, o, "source");
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "owner"));
+        r = param_text_field(p, o, "tenant");
+        if (r < 0)
+                return r;
+        param_u64(p, spool_get_u64(o, "size"));
+        param_u64(p, spool_get_u64(o, "content_size"));
+        param_u64(p, spool_get_u64(o, "time"));
+        param_u64(p, spool_get_u64(o, "seq"));
+        return execute(db, db->insert_snapshot, p, "INSERT INTO snapshot_events");
+}
+
 static bool is_exec(json_object *record) {
         return streq_ptr(spool_get_string(record, "type", NULL), "exec");
 }
@@ -656,6 +722,8 @@ static int apply_one(RecorderDB *db, json_object *record, recorder_db_bad_t bad,
                 r = apply_sandbox(db, record, p);
         else if (streq_ptr(type, "template"))
                 r = apply_template(db, record, p);
+        else if (streq_ptr(type, "snapshot"))
+                r = apply_snapshot(db, record, p);
         else
                 r = 0;  /* a record type of a newer sandboxd: nothing to do here */
         params_reset(p);

@@ -16,7 +16,7 @@
 
 typedef struct RecorderDB RecorderDB;
 
-#define RECORDER_SCHEMA_VERSION 2
+#define RECORDER_SCHEMA_VERSION 3
 
 int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_error);
 RecorderDB *recorder_db_free(RecorderDB *db);
@@ -37,7 +37,7 @@ void recorder_db_rollback(RecorderDB *db);
 typedef void (*recorder_db_bad_t)(json_object *record, const char *why, void *userdata);
 int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_db_bad_t bad, void *userdata);
 
-/* Deletes executions that ended and sandboxes destroyed before before_usec, in small
+/* Deletes executions that ended, sandboxes destroyed and snapshot events before before_usec, in small
  * transactions; returns -ECANCELED between two of them once *stop is set. Templates are
  * not pruned: one row per name, the catalogue rather than history (and a template
  * loaded long ago may well be in use still). */

@@ -166,6 +166,28 @@ int spool_format_template(uint64_t seq, const TemplateRecordEvent *ev, char **re
         return record_finish(o, ret, ret_size);
 }
 
+int spool_format_snapshot(uint64_t seq, const SnapshotRecordEvent *ev, char **ret, size_t *ret_size) {
+        _cleanup_json_ json_object *o = NULL;
+        const char *kind = snapshot_event_kind_to_string(ev->kind), *cause = snapshot_event_cause_to_string(ev->cause);
+        int r;
+
+        if (!kind || !cause || !ev->snapshot_id)
+                return -EINVAL;
+        r = record_new(seq, "snapshot", ev->time, &o);
+        if (r >= 0) r = add_str(o, "snapshot", ev->snapshot_id);
+        if (r >= 0) r = add_str(o, "event", kind);
+        if (r >= 0) r = add_str(o, "cause", cause);
+        if (r >= 0) r = add_str(o, "source", ev->source);
+        if (r >= 0) r = add_str_nonempty(o, "sandbox", ev->sandbox_id);
+        if (r >= 0) r = add_u64(o, "owner", ev->owner);
+        if (r >= 0) r = add_str_nonempty(o, "tenant", ev->tenant);
+        if (r >= 0) r = add_u64(o, "size", ev->size);
+        if (r >= 0) r = add_u64(o, "content_size", ev->content_size);
+        if (r < 0)
+                return r;
+        return record_finish(o, ret, ret_size);
+}
+
 int spool_line_seq(const char *line, size_t size, uint64_t *ret) {
         static const char prefix[] = "{\"seq\":";
         uint64_t v = 0;

@@ -4,7 +4,7 @@
 /* The spool's format and bookkeeping, without threads or I/O policy (recorder.c has those).
  *
  * The spool is one append-only file, records.jsonl: one JSON object per line, written by
- * json-c, each starting with {"seq":N,"type":"exec"|"sandbox"|"template","time":µs,…}.
+ * json-c, each starting with {"seq":N,"type":"exec"|"sandbox"|"template"|"snapshot","time":µs,…}.
  * seq increases by one per record and never repeats (not even after compaction empties
  * the file: the next one continues from the cursor). Bytes that need not be text (the
  * stdout/stderr excerpts) are hex strings; argv and paths are JSON strings (json-c passes
@@ -30,6 +30,7 @@
 int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_t *ret_size);
 int spool_format_sandbox(uint64_t seq, const SandboxRecordEvent *ev, char **ret, size_t *ret_size);
 int spool_format_template(uint64_t seq, const TemplateRecordEvent *ev, char **ret, size_t *ret_size);
+int spool_format_snapshot(uint64_t seq, const SnapshotRecordEvent *ev, char **ret, size_t *ret_size);
 
 /* The seq of a line, read from its fixed prefix without parsing the rest; -EBADMSG if the
  * line is not a record. */

@@ -130,36 +130,44 @@ void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev) {
         recorder_append(r, line, size);
 }
 
-void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev) {
-        _cleanup_free_ char *line = NULL;
-        size_t size;
-        int k;
-
-        if (!r)
-                return;
-        k = spool_format_sandbox(r->next_seq, ev, &line, &size);
+/* Appends what spool_format_*() made of a record (k its result) in *line and *size
+ * (pointers: they are read once the call that fills them has returned), WHAT ID naming it
+ * in the log if it could not. */
+static void recorder_add(Recorder *r, int k, char *const *line, const size_t *size, const char *what,
+                         const char *id) {
         if (k < 0) {
-                log_error_errno(k, "Failed to record sandbox %s: %m", ev->sandbox_id);
+                log_error_errno(k, "Failed to record %s %s: %m", what, id);
                 return;
         }
         r->next_seq++;
-        recorder_append(r, line, size);
+        recorder_append(r, *line, *size);
+}
+
+void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+
+        if (r)
+                recorder_add(r, spool_format_sandbox(r->next_seq, ev, &line, &size), &line, &size, "sandbox",
+                             ev->sandbox_id);
 }
 
 void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev) {
         _cleanup_free_ char *line = NULL;
-        size_t size;
-        int k;
+        size_t size = 0;
 
-        if (!r)
-                return;
-        k = spool_format_template(r->next_seq, ev, &line, &size);
-        if (k < 0) {
-                log_error_errno(k, "Failed to record template %s: %m", ev->name);
-                return;
-        }
-        r->next_seq++;
-        recorder_append(r, line, size);
+        if (r)
+                recorder_add(r, spool_format_template(r->next_seq, ev, &line, &size), &line, &size, "template",
+                             ev->name);
+}
+
+void recorder_snapshot_event(Recorder *r, const SnapshotRecordEvent *ev) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+
+        if (r)
+                recorder_add(r, spool_format_snapshot(r->next_seq, ev, &line, &size), &line, &size, "snapshot",
+                             ev->snapshot_id);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------- */
@@ -286,11 +294,16 @@ static void on_template_record(const TemplateRecordEvent *ev, void *userdata) {
         recorder_template_event(userdata, ev);
 }
 
+static void on_snapshot_record(const SnapshotRecordEvent *ev, void *userdata) {
+        recorder_snapshot_event(userdata, ev);
+}
+
 int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret) {
         static const ManagerHooks hooks = {
                 .sandbox_record = on_sandbox_record,
                 .exec_record = on_exec_record,
                 .template_record = on_template_record,
+                .snapshot_record = on_snapshot_record,
         };
 
         return manager_subscribe(m, &hooks, r, ret);

@@ -51,7 +51,7 @@ int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **r
 Recorder *recorder_free(Recorder *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Recorder *, recorder_free);
 
-/* Subscribes r to m's records (sandboxes, executions): one of the manager's subscribers,
+/* Subscribes r to m's records (sandboxes, executions, templates, snapshots): one of the manager's subscribers,
  * beside the front ends. */
 int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret);
 
@@ -59,8 +59,9 @@ int recorder_subscribe(Recorder *r, Manager *m, ManagerSubscription **ret);
 void recorder_sandbox_event(Recorder *r, const SandboxRecordEvent *ev);
 void recorder_exec_event(Recorder *r, const ExecRecordEvent *ev);
 void recorder_template_event(Recorder *r, const TemplateRecordEvent *ev);
+void recorder_snapshot_event(Recorder *r, const SnapshotRecordEvent *ev);
 
-/* How many records (of sandboxes, executions, templates) wait in the spool to be written
+/* How many records (of sandboxes, executions, templates, snapshots) wait in the spool to be written
  * to MariaDB; 0 without MariaDB (nothing is to be written) or without a recorder. */
 uint64_t recorder_spool_backlog(Recorder *r);
 

@@ -51,6 +51,10 @@ EXEC_COLUMNS = ('exec_id', 'owner_uid', 'caller_uid', 'HEX(argv)', 'cwd', 'start
                 'cgroup_memory_peak', 'stdout_bytes', 'stderr_bytes', 'HEX(stdout_excerpt)', 'HEX(stderr_excerpt)')
 
 
+SNAPSHOT_COLUMNS = ('snapshot_id', 'event', 'cause', 'source_sandbox_id', 'restored_into', 'owner_uid', 'tenant',
+                    'bytes', 'content_bytes', 'event_usec')
+
+
 class WithMariaDB(Base):
     """sandboxd configured for a real mariadbd; the password through LoadCredential=."""
 
@@ -132,7 +136,7 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['2']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['3']])
 
     def test_hibernate_and_wake(self):
         """A woken sandbox has the id it had: its row runs again, and its executions are
@@ -159,6 +163,90 @@ class WithMariaDB(Base):
         while row() != [['destroyed', '0']]:
             self.assertLess(time.monotonic(), deadline + 30, f'the end never reached MariaDB: {row()}')
             time.sleep(0.1)
+
+    def snapshot_events(self, where, n, timeout=30):
+        """The snapshot_events rows WHERE (as dicts, in the order sandboxd recorded them),
+        once at least N are there."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.db.sql(f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshot_events WHERE {where} "
+                               "ORDER BY spool_seq")
+            if len(rows) >= n:
+                return [dict(zip(SNAPSHOT_COLUMNS, r)) for r in rows]
+            if time.monotonic() > deadline:
+                self.fail(f'{n} snapshot event(s) where {where} not in MariaDB after {timeout}s: {rows}\n'
+                          + S.journal(since=self.configured_at))
+            time.sleep(0.1)
+
+    def test_snapshot_events(self):
+        """Schema version 3: every snapshot taken, restored and removed, in the order it
+        happened, through Snapshot, CreateSandbox FromSnapshot, Fork, Hibernate, Wake and
+        RemoveSnapshot."""
+        sid = self.create('--name', 'rec-snap')
+        self.ok(self.exec(sid, 'sh', '-c', 'head -c 100000 /dev/urandom > /work/f'))
+        snap = self.ok(self.ctl('snapshot', sid)).stdout.strip()
+        dst = self.create('--from-snapshot', snap)
+        fork = self.ok(self.ctl('fork', sid)).stdout.strip()
+        self.addCleanup(self.destroy_quietly, S, fork)
+        hib = self.ok(self.ctl('hibernate', sid)).stdout.strip()
+        self.assertEqual(self.ok(self.ctl('wake', 'rec-snap')).stdout.strip(), sid)
+        self.ok(self.ctl('snapshot-remove', snap))
+
+        rows = self.snapshot_events(f"source_sandbox_id = '{sid}'", n=9)
+        forked = rows[2]['snapshot_id']   # Fork's snapshot: no call names it
+        self.assertNotIn(forked, (snap, hib))
+        self.assertEqual([(r['snapshot_id'], r['event'], r['cause'], r['restored_into']) for r in rows], [
+            (snap, 'taken', 'snapshot', ''),
+            (snap, 'restored', 'create', dst),
+            (forked, 'taken', 'fork', ''),
+            (forked, 'restored', 'fork', fork),
+            (forked, 'removed', 'fork', ''),      # Fork's snapshot goes once restored
+            (hib, 'taken', 'hibernate', ''),
+            (hib, 'restored', 'wake', sid),       # the same id again
+            (hib, 'removed', 'wake', ''),
+            (snap, 'removed', 'remove', ''),
+        ])
+        for r in rows:
+            self.assertEqual((r['owner_uid'], r['tenant']), ('0', None), r)
+            self.assertGreater(int(r['bytes']), 0, r)
+            self.assertGreaterEqual(int(r['content_bytes']), 100000, r)
+            self.assertLessEqual(abs(int(r['event_usec']) / 1e6 - time.time()), 120, r)
+        times = [int(r['event_usec']) for r in rows]
+        self.assertEqual(times, sorted(times))
+        # One stream per snapshot: the same bytes in each of its events.
+        for i in (snap, forked, hib):
+            self.assertEqual(len({r['bytes'] for r in rows if r['snapshot_id'] == i}), 1, rows)
+
+    def test_snapshot_events_outage(self):
+        """Snapshot events while mariadbd is down reach it once it is back, from the spool;
+        replayed again (the cursor put back), they are not doubled."""
+        sid = self.create()
+        self.db.kill()
+        try:
+            snap = self.ok(self.ctl('snapshot', sid)).stdout.strip()
+            self.ok(self.ctl('snapshot-remove', snap))
+        finally:
+            S.start_mariadb()
+        rows = self.snapshot_events(f"snapshot_id = '{snap}'", n=2, timeout=90)
+        self.assertEqual([(r['event'], r['cause'], r['source_sandbox_id']) for r in rows],
+                         [('taken', 'snapshot', sid), ('removed', 'remove', sid)])
+
+        # Replay the whole spool: idempotent keys, no second row.
+        spool_dir = S.path(f'{S.state_dir}/spool')
+        S.systemctl('stop', 'sandboxd.service', check=True, timeout=90)
+        with open(os.path.join(spool_dir, SPOOL_FILE), 'rb') as f:
+            last = json.loads(f.read().rstrip(b'\n').rsplit(b'\n', 1)[-1])['seq']
+        with open(os.path.join(spool_dir, 'cursor'), 'w') as f:
+            f.write('0\n')
+        S.start_daemon()
+        deadline = time.monotonic() + 90
+        while True:
+            with open(os.path.join(spool_dir, 'cursor')) as f:
+                if int(f.read().split()[0] or 0) >= last:
+                    break
+            self.assertLess(time.monotonic(), deadline, 'the spool was not replayed')
+            time.sleep(0.1)
+        self.assertEqual(self.db.sql(f"SELECT COUNT(*) FROM snapshot_events WHERE snapshot_id = '{snap}'"), [['2']])
 
     def test_name_and_tenant(self):
         """Schema version 2: a sandbox's name and tenant, and its executions' tenant."""

@@ -139,6 +139,54 @@ static void test_sandbox_and_template(void **state) {
         json_object_put(o);
 }
 
+/* A snapshot event as the snapshot_events table reads it (recorder-mariadb.c). */
+static void test_snapshot(void **state) {
+        _cleanup_free_ char *l1 = NULL, *l2 = NULL;
+        json_object *o = NULL;
+        size_t size;
+
+        assert_int_equal(spool_format_snapshot(7, &(SnapshotRecordEvent) {
+                .kind = SNAPSHOT_EVENT_RESTORED, .cause = SNAPSHOT_CAUSE_WAKE, .snapshot_id = "0123456789abcdef",
+                .source = "fedcba9876543210", .sandbox_id = "fedcba9876543210", .owner = 1000, .tenant = "acme",
+                .size = 4096, .content_size = UINT64_C(1) << 40, .time = 42,
+        }, &l1, &size), 0);
+        assert_int_equal(l1[size - 1], '\n');
+        assert_int_equal(spool_line_parse(l1, size - 1, &o), 0);
+        assert_true(spool_get_u64(o, "seq") == 7);
+        assert_string_equal(spool_get_string(o, "type", NULL), "snapshot");
+        assert_true(spool_get_u64(o, "time") == 42);
+        assert_string_equal(spool_get_string(o, "snapshot", NULL), "0123456789abcdef");
+        assert_string_equal(spool_get_string(o, "event", NULL), "restored");
+        assert_string_equal(spool_get_string(o, "cause", NULL), "wake");
+        assert_string_equal(spool_get_string(o, "source", NULL), "fedcba9876543210");
+        assert_string_equal(spool_get_string(o, "sandbox", NULL), "fedcba9876543210");
+        assert_true(spool_get_u64(o, "owner") == 1000);
+        assert_string_equal(spool_get_string(o, "tenant", NULL), "acme");
+        assert_true(spool_get_u64(o, "size") == 4096);
+        assert_true(spool_get_u64(o, "content_size") == UINT64_C(1) << 40);
+        json_object_put(o);
+
+        /* Taken and removed restore nothing; no tenant is no key. */
+        assert_int_equal(spool_format_snapshot(8, &(SnapshotRecordEvent) {
+                .kind = SNAPSHOT_EVENT_REMOVED, .cause = SNAPSHOT_CAUSE_RETENTION, .snapshot_id = "0123456789abcdef",
+                .source = "fedcba9876543210", .tenant = "", .size = 1,
+        }, &l2, &size), 0);
+        assert_int_equal(spool_line_parse(l2, size - 1, &o), 0);
+        assert_string_equal(spool_get_string(o, "event", NULL), "removed");
+        assert_string_equal(spool_get_string(o, "cause", NULL), "retention");
+        assert_null(spool_get_string(o, "sandbox", NULL));
+        assert_null(spool_get_string(o, "tenant", NULL));
+        json_object_put(o);
+
+        /* What has no name is not written. */
+        assert_int_equal(spool_format_snapshot(9, &(SnapshotRecordEvent) {
+                .kind = _SNAPSHOT_EVENT_KIND_MAX, .snapshot_id = "0123456789abcdef",
+        }, &l2, &size), -EINVAL);
+        assert_int_equal(spool_format_snapshot(9, &(SnapshotRecordEvent) {
+                .kind = SNAPSHOT_EVENT_TAKEN, .cause = _SNAPSHOT_CAUSE_MAX, .snapshot_id = "0123456789abcdef",
+        }, &l2, &size), -EINVAL);
+}
+
 static void test_line_seq(void **state) {
         uint64_t seq = 0;
         json_object *o = NULL;
@@ -518,6 +566,7 @@ int main(void) {
                 cmocka_unit_test(test_exec_round_trip),
                 cmocka_unit_test(test_excerpt_capped),
                 cmocka_unit_test(test_sandbox_and_template),
+                cmocka_unit_test(test_snapshot),
                 cmocka_unit_test(test_line_seq),
                 cmocka_unit_test(test_scan),
                 cmocka_unit_test(test_empty_spool),

@@ -153,6 +153,45 @@ static void test_ids_and_actions(void **state) {
         assert_null(idle_action_to_string(_IDLE_ACTION_MAX));
 }
 
+/* What the records (recorder-spool.c, the snapshot_events table) name events and causes. */
+static void test_event_names(void **state) {
+        static const char *const kinds[] = { "taken", "restored", "removed" };
+        static const char *const causes[] = { "snapshot", "fork", "hibernate", "create", "wake", "remove",
+                                              "retention" };
+
+        assert_int_equal(ELEMENTSOF(kinds), _SNAPSHOT_EVENT_KIND_MAX);
+        assert_int_equal(ELEMENTSOF(causes), _SNAPSHOT_CAUSE_MAX);
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                assert_string_equal(snapshot_event_kind_to_string((SnapshotEventKind) i), kinds[i]);
+        for (size_t i = 0; i < ELEMENTSOF(causes); i++)
+                assert_string_equal(snapshot_event_cause_to_string((SnapshotEventCause) i), causes[i]);
+        assert_null(snapshot_event_kind_to_string(_SNAPSHOT_EVENT_KIND_MAX));
+        assert_null(snapshot_event_kind_to_string((SnapshotEventKind) -1));
+        assert_null(snapshot_event_cause_to_string(_SNAPSHOT_CAUSE_MAX));
+
+        /* Taken by the three operations that take one. */
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_TAKEN, SNAPSHOT_CAUSE_SNAPSHOT));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_TAKEN, SNAPSHOT_CAUSE_FORK));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_TAKEN, SNAPSHOT_CAUSE_HIBERNATE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_TAKEN, SNAPSHOT_CAUSE_WAKE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_TAKEN, SNAPSHOT_CAUSE_RETENTION));
+        /* Restored by the three that restore. */
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_RESTORED, SNAPSHOT_CAUSE_CREATE));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_RESTORED, SNAPSHOT_CAUSE_FORK));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_RESTORED, SNAPSHOT_CAUSE_WAKE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_RESTORED, SNAPSHOT_CAUSE_HIBERNATE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_RESTORED, SNAPSHOT_CAUSE_REMOVE));
+        /* Removed by RemoveSnapshot, retention, and Fork and Wake once restored. */
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_REMOVE));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_RETENTION));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_FORK));
+        assert_true(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_WAKE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_CREATE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, SNAPSHOT_CAUSE_SNAPSHOT));
+        assert_false(snapshot_event_cause_fits(_SNAPSHOT_EVENT_KIND_MAX, SNAPSHOT_CAUSE_REMOVE));
+        assert_false(snapshot_event_cause_fits(SNAPSHOT_EVENT_REMOVED, _SNAPSHOT_CAUSE_MAX));
+}
+
 static void test_options(void **state) {
         SandboxError e = SANDBOX_ERROR_NULL;
         SandboxConfig c = {};
@@ -189,6 +228,7 @@ int main(void) {
                 cmocka_unit_test(test_quota),
                 cmocka_unit_test(test_ids_and_actions),
                 cmocka_unit_test(test_options),
+                cmocka_unit_test(test_event_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
