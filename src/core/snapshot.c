@@ -321,12 +321,23 @@ static SnapshotJob *snapshot_job_free(SnapshotJob *j) {
 
 static int snapshot_commit(SnapshotJob *j) {
         _cleanup_free_ char *data = NULL, *meta = NULL, *tmp = NULL, *text = NULL;
+        uint64_t used, count, room;
         struct stat st;
         int r;
 
         if (fsync(j->file_fd) < 0 || fstat(j->file_fd, &st) < 0)
                 return -errno;
         j->meta.size = (uint64_t) st.st_size;
+        /* The quota once more, against what is stored now: snapshots of the same owner taken
+         * at the same time each had the room of the start, and committed since. Commits are
+         * one at a time (the loop), so what is stored never exceeds the quota. */
+        r = snapshots_usage(j->manager, j->meta.owner, &used, &count);
+        if (r < 0)
+                return r;
+        r = snapshot_quota_room(used, count, j->manager->settings.snapshots.max_bytes_per_owner,
+                                j->manager->settings.snapshots.max_per_owner, &room);
+        if (r < 0 || j->meta.size > room)
+                return -EDQUOT;
         r = snapshot_meta_to_json(&j->meta, &text);
         if (r < 0)
                 return r;
@@ -364,7 +375,12 @@ static void snapshot_job_maybe_finish(SnapshotJob *j) {
 
         if (!sandbox_error_is_set(&j->error)) {
                 r = snapshot_commit(j);
-                if (r < 0)
+                if (r == -EDQUOT)
+                        sandbox_error_set(&j->error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                          "Snapshot of sandbox %s does not fit the snapshot quota of owner %u "
+                                          "(sandboxd.conf(5)) next to the snapshots stored meanwhile.",
+                                          j->meta.source, j->meta.owner);
+                else if (r < 0)
                         sandbox_error_set_errno(&j->error, -r, "Failed to store snapshot %s: %m", j->meta.id);
         }
         if (sandbox_error_is_set(&j->error)) {

@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -290,6 +291,36 @@ class SnapshotTest(harness.SandboxTestCase):
         _, error, params = vl('Snapshot', {'id': sid})
         self.assertEqual(short(error), 'QuotaExceeded', params)
         self.assertIn('quota', params['message'])
+
+    def test_quota_count_concurrent(self):
+        """Two snapshots taken at once with room for one: each passes the check at its start,
+        the quota is checked again as each is stored, and only one is."""
+        a, b = self.sandbox(), self.sandbox()
+        for sid in (a, b):   # a few MiB that do not compress: both are still streaming together
+            self.sh(sid, 'head -c 6M /dev/urandom > /work/noise')
+        have = len([s for s in vl_ok(self, 'ListSnapshots')['snapshots'] if s['owner'] == 0])
+        for _ in range(5 - have):
+            self.snapshot(a)
+        results = {}
+
+        def take(sid):
+            results[sid] = vl('Snapshot', {'id': sid})
+
+        threads = [threading.Thread(target=take, args=(sid,)) for sid in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(180)
+        taken = [r[0][0]['snapshot']['id'] for r in results.values() if r[1] is None]
+        for snap in taken:
+            self.addCleanup(vl, 'RemoveSnapshot', {'snapshot': snap})
+        errors = [short(r[1]) for r in results.values() if r[1] is not None]
+        # Either both passed the start check and the second to be stored was refused, or the
+        # second started after the first was stored and was refused at once: one, never two.
+        self.assertEqual((len(taken), errors), (1, ['QuotaExceeded']), results)
+        mine = [s for s in vl_ok(self, 'ListSnapshots')['snapshots'] if s['owner'] == 0]
+        self.assertEqual(len(mine), 6)
+        self.assertFalse([f for f in self.snapdir_files() if f.endswith('.partial')], self.snapdir_files())
 
     def test_other_owner_and_tenant(self):
         sid = self.sandbox()
