@@ -241,6 +241,31 @@ int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *re
         return cgroup_counter_read(cgroup_path, f, unified, legacy, ret);
 }
 
+int cgroup_reset_memory_peak(const char *cgroup_path, CgroupFile *f) {
+        _cleanup_free_ char *path = NULL;
+        bool unified = cgroup_is_unified();
+        int fd;
+
+        if (!cgroup_path || cgroup_path[0] != '/')
+                return -EINVAL;
+        if (asprintf(&path, "/sys/fs/cgroup%s%s/%s", unified ? "" : "/memory", cgroup_path,
+                     unified ? "memory.peak" : "memory.max_usage_in_bytes") < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* v2 (Linux 6.12): any text resets the mark as this descriptor reads it; v1: 0. */
+        if (write(fd, unified ? "reset\n" : "0\n", unified ? 6 : 2) < 0) {
+                int r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        cgroup_file_close(f);
+        f->fd = fd;
+        f->kind = 0;
+        return 0;
+}
+
 int cgroup_read_memory_current(const char *cgroup_path, uint64_t *ret) {
         static const CgroupAttribute unified[] = { { "", "memory.current" }, {} };
         static const CgroupAttribute legacy[] = { { "/memory", "memory.usage_in_bytes" }, {} };

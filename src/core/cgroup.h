@@ -29,6 +29,10 @@ int cgroup_read_cpu_nsec(const char *cgroup_path, CgroupFile *f, uint64_t *ret);
 /* The cgroup's memory high-water mark in bytes (v2 memory.peak, v1
  * memory.max_usage_in_bytes). */
 int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *ret);
+/* Starts the high-water mark afresh for what is read through f from now on (v2: Linux
+ * 6.12 and later, per descriptor; v1: for everyone). -EINVAL, -EACCES or -EPERM where the
+ * kernel cannot (f is then unchanged). */
+int cgroup_reset_memory_peak(const char *cgroup_path, CgroupFile *f);
 /* The memory the cgroup uses now, page cache and tmpfs included, in bytes (v2
  * memory.current, v1 memory.usage_in_bytes). */
 int cgroup_read_memory_current(const char *cgroup_path, uint64_t *ret);

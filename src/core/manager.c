@@ -442,7 +442,12 @@ bool manager_has_pooled(Manager *m) {
         return m->pooled;
 }
 
-static void manager_pool_chain_remove(Manager *m, Sandbox *s) {
+void manager_pool_chain_add(Manager *m, Sandbox *s) {
+        s->pool_next = m->pooled;
+        m->pooled = s;
+}
+
+void manager_pool_chain_remove(Manager *m, Sandbox *s) {
         for (Sandbox **p = &m->pooled; *p; p = &(*p)->pool_next)
                 if (*p == s) {
                         *p = s->pool_next;
@@ -540,7 +545,9 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
-        if (s->pooled)
+        /* A released one is its owner's still, as far as the record goes: its row ends
+         * when the sandbox does. */
+        if (s->pooled && !s->released)
                 return;
         MANAGER_NOTIFY(m, sandbox_record, &(SandboxRecordEvent) {
                 .sandbox_id = s->id,
@@ -562,10 +569,8 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
         *id_head = s;
         s->uid_next = *uid_head;
         *uid_head = s;
-        if (s->pooled) {
-                s->pool_next = m->pooled;
-                m->pooled = s;
-        }
+        if (s->pooled)
+                manager_pool_chain_add(m, s);
         m->n_sandboxes++;
         if (!s->pooled)
                 MANAGER_NOTIFY(m, sandbox_added, s);
@@ -612,9 +617,84 @@ static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxCo
             c->egress_allow_set || c->egress_deny_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
+                if (!s->released && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
                         return s;
         return NULL;
+}
+
+static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
+        return a->limits.memory_max == b->limits.memory_max &&
+               a->limits.cpu_quota_per_sec_usec == b->limits.cpu_quota_per_sec_usec &&
+               a->limits.tasks_max == b->limits.tasks_max && a->disk_max == b->disk_max &&
+               streq(a->egress_allow, b->egress_allow) && streq(a->egress_deny, b->egress_deny);
+}
+
+Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig c = *config;
+
+        if (!t->recycle)
+                return NULL;
+        /* Compared as the sandbox would be made: the template's values filled in. */
+        if (sandbox_config_finalize(&c, &t->limits, &m->bounds, &error) < 0 ||
+            sandbox_config_egress_defaults(&c, t->egress_allow, t->egress_deny, &error) < 0)
+                return NULL;
+        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                /* Never another owner's or another tenant's: only who released it may have it. */
+                if (s->released && !s->recycling && s->state == SANDBOX_RUNNING && s->owner == owner &&
+                    streq(s->config.tenant, c.tenant) && streq(s->template_name, t->name) && limits_equal(&s->config, &c))
+                        return s;
+        return NULL;
+}
+
+unsigned manager_count_released(Manager *m, const Sandbox *like) {
+        unsigned n = 0;
+
+        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                if (s->released && s->owner == like->owner && streq(s->config.tenant, like->config.tenant) &&
+                    streq(s->template_name, like->template_name))
+                        n++;
+        return n;
+}
+
+void manager_sandbox_released(Manager *m, Sandbox *s) {
+        /* Gone for everyone, as a destroyed one: nothing of it is to be touched meanwhile. */
+        MANAGER_NOTIFY(m, sandbox_removed, s);
+        s->pooled = true;
+        s->released = true;
+        manager_pool_chain_add(m, s);
+}
+
+int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error) {
+        bool recycled = s->released;
+        int r;
+
+        r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
+        if (r < 0)
+                return r;
+        manager_pool_chain_remove(m, s);
+        s->pooled = false;
+        s->released = false;
+        s->from_pool = true;
+        if (recycled)
+                s->recycles++;
+        s->owner = owner;
+        s->config.ephemeral = config->ephemeral;
+        s->config.idle_action = config->idle_action;
+        memcpy(s->config.name, config->name, sizeof(s->config.name));
+        memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
+        sandbox_save(s);
+        MANAGER_NOTIFY(m, sandbox_added, s);
+        if (recycled)
+                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) recycled for owner %u.", s->id, s->template_name,
+                            owner);
+        else {
+                manager_record_sandbox(m, s, NULL);
+                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.", s->id,
+                            s->template_name, owner);
+                manager_schedule_pool_refill(m, 0);
+        }
+        return 0;
 }
 
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
@@ -687,25 +767,13 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
         if (!isempty(config->from_snapshot))
                 return manager_create_from_snapshot(m, caller, t, config, cb, userdata, error);
 
-        s = manager_pool_take(m, t, config);
+        /* Recycled first (the caller's own, reset), then from the warm pool: an acquire,
+         * not a boot. */
+        s = manager_recycled_take(m, owner, t, config) ?: manager_pool_take(m, t, config);
         if (s) {
-                /* From the warm pool: an acquire, not a boot. */
-                r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
+                r = manager_hand_out(m, s, owner, config, error);
                 if (r < 0)
                         return r;
-                manager_pool_chain_remove(m, s);
-                s->pooled = false;
-                s->from_pool = true;
-                s->owner = owner;
-                s->config.ephemeral = config->ephemeral;
-                memcpy(s->config.name, config->name, sizeof(s->config.name));
-                memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
-                sandbox_save(s);
-                MANAGER_NOTIFY(m, sandbox_added, s);
-                manager_record_sandbox(m, s, NULL);
-                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.",
-                            s->id, t->name, owner);
-                manager_schedule_pool_refill(m, 0);
                 cb(s, NULL, userdata);
                 return 0;
         }
@@ -726,7 +794,7 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                 unsigned have = 0;
 
                 for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                        if (streq(s->template_name, t->name))
+                        if (!s->released && streq(s->template_name, t->name))
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
                         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;

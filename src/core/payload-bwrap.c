@@ -15,6 +15,7 @@
 #include "etc-tree.h"
 #include "fd-util.h"
 #include "log.h"
+#include "mount-renew.h"
 #include "options.h"
 #include "payload-bwrap.h"
 #include "sandbox-internal.h"
@@ -333,12 +334,25 @@ typedef struct BwrapState {
         sd_event_source *info_source;  /* bwrap's --info-fd, until it names its child */
         bool unit_running;
         bool attach_pending;           /* AttachProcessesToUnit in flight */
+        int renew_pidfd;               /* the child renewing the mounts (mount-renew.h) */
+        sd_event_source *renew_source;
 } BwrapState;
 
 static void bwrap_init(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
         b->process = PAYLOAD_PROCESS_NULL;
+        b->renew_pidfd = -EBADF;
+}
+
+/* Kills and reaps a renewing child still running; nothing of it is left. */
+static void bwrap_renew_cancel(BwrapState *b) {
+        b->renew_source = sd_event_source_disable_unref(b->renew_source);
+        if (b->renew_pidfd >= 0) {
+                (void) syscall(SYS_pidfd_send_signal, b->renew_pidfd, SIGKILL, NULL, 0);
+                (void) mount_renew_wait(b->renew_pidfd);
+        }
+        b->renew_pidfd = safe_close(b->renew_pidfd);
 }
 
 static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
@@ -463,9 +477,95 @@ static void bwrap_unit_started(Sandbox *s) {
         bwrap_attach_child(s);
 }
 
+static int on_renewed(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Sandbox *s = userdata;
+        BwrapState *b = s->payload_state;
+        int r;
+
+        r = mount_renew_wait(b->renew_pidfd);
+        b->renew_source = sd_event_source_disable_unref(b->renew_source);
+        b->renew_pidfd = safe_close(b->renew_pidfd);
+        if (r != 0) {
+                log_sandbox(s, LOG_ERR, r < 0 ? r : -r, "Failed to renew the mounts of sandbox %s: %m", s->id);
+                sandbox_payload_renewed(s, "its /work, /tmp and /dev/shm could not be renewed.");
+                return 0;
+        }
+        sandbox_payload_renewed(s, NULL);
+        return 0;
+}
+
+/* The agent has ended everything else: in the unit, only bwrap's monitor and the agent
+ * (the sandbox's PID 1) may be left. Else a process outlived the reset, out of the
+ * agent's reach (an outside one moved in, or one of another PID namespace). */
+static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
+        BwrapState *b = s->payload_state;
+        _cleanup_free_ pid_t *pids = NULL;
+        uint64_t tasks;
+        pid_t agent = 0;
+        size_t n;
+        int r;
+
+        r = cgroup_read_pids(s->cgroup, 8, &pids, &n);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to list the processes of %s: %m", s->unit);
+        for (size_t i = 0; i < n; i++) {
+                if (pids[i] == b->process.pid)
+                        continue;
+                /* An adopted sandbox's agent is known only as the one process left. */
+                if (agent == 0 && (b->process.child_pid <= 0 || pids[i] == b->process.child_pid)) {
+                        agent = pids[i];
+                        continue;
+                }
+                log_sandbox(s, LOG_WARNING, 0, "Process %d of sandbox %s outlived its reset.", (int) pids[i], s->id);
+                return -EBUSY;
+        }
+        if (agent == 0)
+                return -ESRCH;
+        /* One we cannot see (of a PID namespace not below ours, moved in) still counts. */
+        r = cgroup_read_tasks_current(s->cgroup, &tasks);
+        if (r >= 0 && tasks > n) {
+                log_sandbox(s, LOG_WARNING, 0, "Sandbox %s has %" PRIu64 " tasks after its reset, %zu expected.", s->id,
+                            tasks, n);
+                return -EBUSY;
+        }
+        *ret = agent;
+        return 0;
+}
+
+static int bwrap_renew(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+        const Template *t;
+        pid_t agent = 0;
+        int r;
+
+        t = template_set_find(manager_get_templates(s->manager), s->template_name);
+        if (!t)
+                return -ENOENT;
+        r = bwrap_find_agent(s, &agent);
+        if (r < 0)
+                return r;
+
+        MountRenew mounts[] = {
+                { SANDBOX_WORKDIR, s->config.disk_max },
+                { "/tmp", s->config.disk_max },
+                { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT },
+        };
+        bwrap_renew_cancel(b);
+        r = mount_renew_spawn(agent, s->host_uid, s->host_uid, mounts, ELEMENTSOF(mounts), &b->renew_pidfd);
+        if (r < 0)
+                return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m", s->id);
+        r = sd_event_add_io(s->manager->event, &b->renew_source, b->renew_pidfd, EPOLLIN, on_renewed, s);
+        if (r < 0) {
+                bwrap_renew_cancel(b);
+                return r;
+        }
+        return 0;
+}
+
 static void bwrap_abort(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
+        bwrap_renew_cancel(b);
         /* The source first: its fd is one that abort closes. */
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_abort(&b->process);
@@ -500,6 +600,7 @@ static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
 static void bwrap_detach(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
+        bwrap_renew_cancel(b);
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_done(&b->process);
 }
@@ -519,6 +620,7 @@ const PayloadOps payload_bwrap_ops = {
         .stop = bwrap_stop,
         .save = bwrap_save,
         .adopt = bwrap_adopt,
+        .renew = bwrap_renew,
         .detach = bwrap_detach,
         .free = bwrap_free,
 };

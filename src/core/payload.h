@@ -69,6 +69,11 @@ typedef struct PayloadOps {
         /* Takes up a running sandbox from what save wrote. Takes pidfd (of
          * st->payload_pid; -EBADF if none). */
         int (*adopt)(Sandbox *s, const SandboxPersist *st, int pidfd);
+        /* Recycling (recycle.c), optional (none: the backend's sandboxes are not recycled):
+         * the agent has reset the sandbox. Checks that nothing but the backend's own
+         * processes is left in the unit, and gives the sandbox fresh writable mounts; then
+         * sandbox_payload_renewed(), at once or later. -errno if it could not begin. */
+        int (*renew)(Sandbox *s);
         /* sandboxd exits and s runs on: closes our ends, touches no process. */
         void (*detach)(Sandbox *s);
         /* Frees what s->payload_state holds, killing what still runs (as abort). */
@@ -100,6 +105,9 @@ void sandbox_payload_failed(Sandbox *s, const char *reason);
 void sandbox_payload_exited(Sandbox *s);
 /* What stop began is done: the unit is stopped now. */
 void sandbox_payload_stopped(Sandbox *s);
+/* What renew began is done: failure NULL, or why the sandbox cannot be used again (it is
+ * then destroyed). */
+void sandbox_payload_renewed(Sandbox *s, const char *failure);
 /* Stopping or gone: what a backend's request in flight does then is clean up. */
 bool sandbox_payload_going(Sandbox *s);
 

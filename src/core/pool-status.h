@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 typedef struct Manager Manager;
+typedef struct SandboxError SandboxError;
 
 typedef struct PoolStatus {
         const char *template_name;      /* the Manager's: valid until templates are loaded again */
@@ -16,8 +17,14 @@ typedef struct PoolStatus {
         unsigned starting;              /* being started to refill it */
         unsigned in_use;                /* the template's sandboxes that callers hold, handed out
                                          * by the pool or started for them */
+        bool recycle;                   /* "pool": {"recycle": true} (recycle.c) */
+        unsigned recycled;              /* released ones, reset or being reset, kept for their
+                                         * owners (counted as in_use is) */
 } PoolStatus;
 
-/* One entry per template with a pool, in the templates' order. in_use counts only owner's
+/* One entry per template with a pool (a warm or a recycling one), in the templates' order. in_use counts only owner's
  * sandboxes unless all_owners. *ret is NULL when no template has a pool. */
 int manager_pool_status(Manager *m, bool all_owners, uid_t owner, PoolStatus **ret, size_t *ret_n);
+/* GetPool: the template's (with or without a pool: then all 0); NoSuchTemplate. */
+int manager_pool_status_of(Manager *m, const char *template_name, bool all_owners, uid_t owner, PoolStatus *ret,
+                           SandboxError *error);

@@ -95,6 +95,15 @@ struct Sandbox {
         bool fd_stored;       /* its control socket is in systemd's fd store */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
+        /* Recycling (recycle.c): its user is done with it. It is reset (recycling), then
+         * kept in the pooled chain for the same owner, tenant, template and limits only;
+         * pooled is set too, so that no one sees it meanwhile. */
+        bool released;
+        bool recycling;
+        uint64_t reset_id;        /* the agent's "reset" in flight */
+        unsigned recycles;        /* times it was reset and handed out again */
+        sandbox_callback_t recycle_cb; /* the release's caller: once it is reset, or gone */
+        void *recycle_userdata;
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;          /* running */
@@ -183,8 +192,25 @@ bool manager_host_uid_in_use(Manager *m, uid_t uid);
 /* The live sandbox named name of owner for tenant ("": none). */
 Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name);
 /* Starts a new sandbox of t for owner (config finalized here); cb once it runs. */
+void manager_pool_chain_add(Manager *m, Sandbox *s);
+void manager_pool_chain_remove(Manager *m, Sandbox *s);
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                           sandbox_callback_t cb, void *userdata, SandboxError *error);
+
+/* recycle.c */
+/* The agent answered "reset". */
+void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
+/* sandboxd exits, or the sandbox ends, during a release: its caller is told. */
+void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
+/* A kept sandbox of t for the caller's owner, tenant and the limits config asks for, or
+ * NULL. */
+Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config);
+/* How many kept (released) sandboxes there are of like's owner, tenant and template. */
+unsigned manager_count_released(Manager *m, const Sandbox *like);
+/* s's user released it: gone for the front ends, pooled (for its owner only) from now. */
+void manager_sandbox_released(Manager *m, Sandbox *s);
+/* Hands a kept (pooled or released) sandbox to owner with config, as a create's answer. */
+int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

@@ -63,7 +63,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             (!isempty(st->config.egress_deny) &&
              json_add(o, "EgressDeny", json_object_new_string(st->config.egress_deny)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
-            json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0)
+            json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0 ||
+            json_add(o, "released", json_object_new_boolean(st->released)) < 0)
                 goto finish;
         if (st->payload_data) {
                 json_object_object_foreach(st->payload_data, key, val)
@@ -186,6 +187,8 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 st.pooled = json_object_get_boolean(v);
         if (json_object_object_get_ex(o, "from_pool", &v))
                 st.from_pool = json_object_get_boolean(v);
+        if (json_object_object_get_ex(o, "released", &v))
+                st.released = json_object_get_boolean(v);
         /* The egress rules as the config keeps them (a line each, checked when given). */
         if (get_text(o, "EgressAllow", st.config.egress_allow) < 0 ||
             get_text(o, "EgressDeny", st.config.egress_deny) < 0)

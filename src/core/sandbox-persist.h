@@ -27,6 +27,7 @@ typedef struct SandboxPersist {
         char **environment;         /* the template's, as it was at creation */
         bool pooled;
         bool from_pool;
+        bool released;   /* reset or kept for reuse (recycle.c): stopped when adopted */
         SandboxConfig config;
         json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
                                      * at the top level of the file beside the others */

@@ -82,6 +82,10 @@ const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
 const char *sandbox_get_name(const Sandbox *s) { return s->config.name; }
 const char *sandbox_get_tenant(const Sandbox *s) { return s->config.tenant; }
 bool sandbox_get_from_pool(const Sandbox *s) { return s->from_pool; }
+unsigned sandbox_get_recycles(const Sandbox *s) { return s->recycles; }
+const char *sandbox_get_source(const Sandbox *s) {
+        return s->recycles > 0 ? "recycled" : s->from_pool ? "pool" : "new";
+}
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
@@ -108,6 +112,7 @@ void sandbox_save(Sandbox *s) {
                 .environment = s->environment,
                 .pooled = s->pooled,
                 .from_pool = s->from_pool,
+                .released = s->released,
                 .config = s->config,
         };
         int r;
@@ -359,6 +364,7 @@ static void sandbox_finalize(Sandbox *s) {
                         cb(s, &error, s->create_userdata);
                 sandbox_waiters_call(s, &s->start_waiters, &error);
         }
+        recycle_abandon_caller(s, NULL);
         sandbox_waiters_call(s, &s->waiters, NULL);
 
         /* It ran (or was adopted running), or it never came up. */
@@ -602,6 +608,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         pid_t pid;
                         if (agent_parse_started(msg, &id, &pid) >= 0)
                                 exec_on_agent_started(s, id, pid);
+                } else if (streq(type, "reset-result")) {
+                        uint64_t id;
+                        int error;
+                        if (agent_parse_reset_result(msg, &id, &error) >= 0)
+                                recycle_on_agent_reset(s, id, error);
                 } else if (streq(type, "file-result")) {
                         struct agent_file_result fr = {};
                         if (agent_parse_file_result(msg, &fr) >= 0)
@@ -965,6 +976,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
         s->pooled = st->pooled;
         s->from_pool = st->from_pool;
+        s->released = st->released;
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
          * those before it. Microseconds since the epoch are past any count so far. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);
@@ -1002,6 +1014,9 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         if (s->config.ephemeral && !s->pooled)
                 /* Its one exec went with the sandboxd that ran it: nobody will use it again. */
                 sandbox_stop(s, "its one command was interrupted by a restart of sandboxd.");
+        else if (s->released)
+                /* Whether its reset was done is not known: not kept across a restart. */
+                sandbox_stop(s, "it was released for reuse before sandboxd restarted.");
         *ret = s;
         return 0;
 fail:
@@ -1022,6 +1037,7 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error) {
         if ((cb = TAKE_PTR(s->create_cb)))
                 cb(s, error, s->create_userdata);
         sandbox_waiters_call(s, &s->start_waiters, error);
+        recycle_abandon_caller(s, error);
         sandbox_waiters_call(s, &s->waiters, error);
 }
 

@@ -74,3 +74,14 @@ const char *sandbox_get_pause_method(const Sandbox *s);
 /* Stops the unit; cb runs when it is gone (then s is freed). Several destroys of one
  * sandbox all get their callback. */
 int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata);
+/* Its user is done with it (recycle.c). If its template recycles it (and it runs, and no
+ * more of its kind are kept than the template allows), it is reset and kept for the same
+ * owner, tenant and limits; otherwise, or if the reset fails, destroyed. cb once it is
+ * kept (state running) or gone (state dead). */
+int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata);
+/* How many times it was reset and handed out again. */
+unsigned sandbox_get_recycles(const Sandbox *s);
+/* Where its current user got it from: "recycled" (reset after an earlier use of the same
+ * owner's), "pool" (the warm pool) or "new" (started for the caller). AcquireSandbox's
+ * answer. */
+const char *sandbox_get_source(const Sandbox *s);

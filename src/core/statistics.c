@@ -57,6 +57,8 @@ void statistics_counters(const SandboxStatistics *s, StatisticsCounter ret[stati
                 { "ExecFailures",       "execFailures",       s->exec_failures       },
                 { "ExecTimeouts",       "execTimeouts",       s->exec_timeouts       },
                 { "OOMKills",           "oomKills",           s->oom_kills           },
+                { "SandboxesRecycled",  "sandboxesRecycled",  s->sandboxes_recycled  },
+                { "RecycleFailures",    "recycleFailures",    s->recycle_failures    },
         };
 
         memcpy(ret, c, sizeof(c));

@@ -43,6 +43,8 @@ typedef struct SandboxStatistics {
         uint64_t exec_failures;       /* could not be run, or lost with their sandbox */
         uint64_t exec_timeouts;       /* killed at their Timeout */
         uint64_t oom_kills;           /* ended by the OOM killer */
+        uint64_t sandboxes_recycled;  /* released, reset and kept (recycle.c) */
+        uint64_t recycle_failures;    /* released, and destroyed because their reset failed */
         Histogram exec_latency;       /* wall time of each exec that ran, seconds */
 } SandboxStatistics;
 
@@ -76,7 +78,7 @@ typedef struct StatisticsCounter {
         const char *dbus, *varlink;
         uint64_t value;
 } StatisticsCounter;
-#define STATISTICS_N_COUNTERS 8U
+#define STATISTICS_N_COUNTERS 10U
 void statistics_counters(const SandboxStatistics *s, StatisticsCounter ret[static STATISTICS_N_COUNTERS]);
 
 int statistics_report(Manager *m, uint64_t spool_backlog, StatisticsReport *ret);

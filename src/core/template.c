@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -185,6 +186,67 @@ static int parse_etc(json_object *o, Template *t, char **ret_error) {
         return 0;
 }
 
+static int pool_uint(json_object *o, const char *key, uint64_t max, uint64_t *ret, char **ret_error) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(o, key, &v))
+                return 0;
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            (uint64_t) json_object_get_int64(v) > max)
+                return fail(ret_error, "\"pool\": \"%s\" must be an integer from 0 to %" PRIu64, key, max);
+        *ret = (uint64_t) json_object_get_int64(v);
+        return 1;
+}
+
+/* "pool": N (sandboxes kept started), or {"size": N, "recycle": B, "recycle_max": M,
+ * "recycle_idle_sec": S}. */
+static int parse_pool(json_object *o, Template *t, char **ret_error) {
+        uint64_t size = 0, max = TEMPLATE_RECYCLE_MAX_DEFAULT, idle = TEMPLATE_RECYCLE_IDLE_SEC_DEFAULT;
+        json_object *v, *x;
+        int r;
+
+        t->recycle_max = (unsigned) max;
+        t->recycle_idle_sec = idle;
+        if (!json_object_object_get_ex(o, "pool", &v))
+                return 0;
+        if (json_object_is_type(v, json_type_int)) {
+                if (json_object_get_int64(v) < 0 || json_object_get_int64(v) > TEMPLATE_POOL_MAX)
+                        return fail(ret_error, "\"pool\" must be an integer from 0 to %u", TEMPLATE_POOL_MAX);
+                t->pool = (unsigned) json_object_get_int64(v);
+                return 0;
+        }
+        if (!json_object_is_type(v, json_type_object))
+                return fail(ret_error, "%s", "\"pool\" must be an integer or an object");
+        json_object_object_foreach(v, key, val) {
+                static const char * const known[] = { "size", "recycle", "recycle_max", "recycle_idle_sec" };
+                bool found = false;
+
+                (void) val;
+                for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                        found = found || streq(key, known[i]);
+                if (!found)
+                        return fail(ret_error, "\"pool\": unknown member \"%.64s\"", key);
+        }
+        if ((r = pool_uint(v, "size", TEMPLATE_POOL_MAX, &size, ret_error)) < 0 ||
+            (r = pool_uint(v, "recycle_max", TEMPLATE_RECYCLE_MAX, &max, ret_error)) < 0 ||
+            (r = pool_uint(v, "recycle_idle_sec", TEMPLATE_RECYCLE_IDLE_SEC_MAX, &idle, ret_error)) < 0)
+                return r;
+        if (json_object_object_get_ex(v, "recycle", &x)) {
+                if (!json_object_is_type(x, json_type_boolean))
+                        return fail(ret_error, "%s", "\"pool\": \"recycle\" must be true or false");
+                t->recycle = json_object_get_boolean(x);
+        }
+        if (t->recycle && t->payload != PAYLOAD_BWRAP)
+                /* Its reset replaces mounts inside the sandbox, which only bwrap's allow. */
+                return fail(ret_error, "%s", "\"pool\": \"recycle\" is for bwrap templates");
+        if (t->recycle && (max == 0 || idle == 0))
+                return fail(ret_error, "%s", "\"pool\": \"recycle_max\" and \"recycle_idle_sec\" must be at least 1");
+        t->pool = (unsigned) size;
+        t->recycle_max = (unsigned) max;
+        t->recycle_idle_sec = idle;
+        return 0;
+}
+
 int template_parse(const char *name, const char *json, Template **ret, char **ret_error) {
         _cleanup_(template_freep) Template *t = NULL;
         json_object *o = NULL, *v;
@@ -281,14 +343,9 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         if (r < 0)
                 goto finish;
 
-        if (json_object_object_get_ex(o, "pool", &v)) {
-                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-                    json_object_get_int64(v) > TEMPLATE_POOL_MAX) {
-                        r = fail(ret_error, "\"pool\" must be an integer from 0 to %u", TEMPLATE_POOL_MAX);
-                        goto finish;
-                }
-                t->pool = (unsigned) json_object_get_int64(v);
-        }
+        r = parse_pool(o, t, ret_error);
+        if (r < 0)
+                goto finish;
 
         if (json_object_object_get_ex(o, "limits", &v)) {
                 if (!json_object_is_type(v, json_type_object)) {

@@ -12,6 +12,10 @@
 
 #define TEMPLATE_NAME_MAX 64
 #define TEMPLATE_POOL_MAX 64U
+#define TEMPLATE_RECYCLE_MAX_DEFAULT 16U
+#define TEMPLATE_RECYCLE_MAX 1024U
+#define TEMPLATE_RECYCLE_IDLE_SEC_DEFAULT 300U
+#define TEMPLATE_RECYCLE_IDLE_SEC_MAX 86400U
 #define TEMPLATE_FILE_MAX (64U * 1024U)  /* bytes of a template's JSON */
 
 typedef struct Template {
@@ -24,6 +28,12 @@ typedef struct Template {
         char **runtimes;     /* informative: python3, sh, … */
         SandboxLimits limits; /* 0 = built-in default */
         unsigned pool;        /* sandboxes kept started, for CreateSandbox to hand out */
+        /* "pool": {"recycle": true}: a sandbox its user is done with (an ephemeral one's
+         * exec ended, or ReleaseSandbox) is reset and kept for the same owner, tenant and
+         * limits (recycle.c), at most recycle_max per owner and tenant, for recycle_idle_sec. */
+        bool recycle;
+        unsigned recycle_max;
+        uint64_t recycle_idle_sec;
         /* bwrap: the sandbox's own /etc (etc-tree.h) */
         char **etc_files;     /* path relative to /etc, contents, path, contents, … */
         char *timezone;       /* /etc/localtime's zone; NULL: UTC */

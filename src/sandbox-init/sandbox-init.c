@@ -55,6 +55,10 @@ struct agent {
         size_t n_children;
         struct file_child *files;
         size_t n_files;
+        /* A "reset" in progress: its id, and until when its processes may take to go. */
+        bool resetting;
+        uint64_t reset_id;
+        uint64_t reset_deadline;
 };
 
 static _noreturn_ void die(const char *what, int error) {
@@ -327,6 +331,48 @@ static void handle_kill(struct agent *a, json_object *msg) {
                 }
 }
 
+/* The reset is over: what we knew of execs and file ops went with their processes. */
+static void reset_finish(struct agent *a, int error) {
+        for (size_t i = 0; i < a->n_children; i++)
+                safe_close(a->children[i].tty_fd);
+        a->n_children = 0;
+        a->n_files = 0;
+        a->resetting = false;
+        if (error == 0) {
+                int r = agent_reset_ipc();
+                if (r < 0)
+                        error = -r;
+        }
+        send_or_die(agent_msg_reset_result(a->reset_id, error));
+}
+
+static void reset_progress(struct agent *a) {
+        int r = agent_reset_reap();
+
+        if (r != 0)
+                reset_finish(a, r > 0 ? 0 : -r);
+        else if (now_usec(CLOCK_MONOTONIC) >= a->reset_deadline)
+                /* Still there: in uninterruptible sleep, say. sandboxd destroys the sandbox. */
+                reset_finish(a, ETIMEDOUT);
+}
+
+static void handle_reset(struct agent *a, json_object *msg) {
+        int64_t id;
+        int r;
+
+        if (agent_get_int64(msg, "id", &id) < 0 || id < 0 || a->resetting)
+                return;
+        a->resetting = true;
+        a->reset_id = (uint64_t) id;
+        a->reset_deadline = now_usec(CLOCK_MONOTONIC) + AGENT_RESET_TIMEOUT_USEC;
+        r = agent_reset_begin();
+        if (r < 0) {
+                reset_finish(a, -r);
+                return;
+        }
+        reset_progress(a);
+}
+
 static void handle_message(struct agent *a) {
         _cleanup_json_ json_object *msg = NULL;
         int fds[AGENT_EXEC_NFDS + 1];
@@ -352,6 +398,8 @@ static void handle_message(struct agent *a) {
                         handle_resize(a, msg);
                 else if (streq(type, "file"))
                         handle_file(a, msg, fds, n_fds);
+                else if (streq(type, "reset"))
+                        handle_reset(a, msg);
         }
 
         for (size_t i = 0; i < n_fds; i++)
@@ -431,8 +479,13 @@ static int handle_signals(struct agent *a, int sfd) {
                          * PID 1 we do not take orders from it. */
                         return (int) si.ssi_signo;
         }
-        if (reap)
-                reap_children(a);
+        if (reap) {
+                /* During a reset, what ends was killed by it: no "exit" is owed. */
+                if (a->resetting)
+                        reset_progress(a);
+                else
+                        reap_children(a);
+        }
         return 0;
 }
 
@@ -607,11 +660,21 @@ int main(int argc, char *argv[]) {
                         { .fd = AGENT_CONTROL_FD, .events = POLLIN },
                 };
 
-                if (poll(p, ELEMENTSOF(p), -1) < 0) {
+                int timeout = -1;
+
+                /* While a reset waits for its processes: woken to give up at its deadline. */
+                if (a.resetting) {
+                        uint64_t now = now_usec(CLOCK_MONOTONIC);
+                        timeout = a.reset_deadline > now ? (int) ((a.reset_deadline - now + 999) / 1000) : 0;
+                }
+                r = poll(p, ELEMENTSOF(p), timeout);
+                if (r < 0) {
                         if (errno == EINTR)
                                 continue;
                         die("poll", errno);
                 }
+                if (r == 0 && a.resetting)
+                        reset_progress(&a);
 
                 if (p[0].revents) {
                         r = handle_signals(&a, sfd);

@@ -41,3 +41,11 @@ int agent_enter_user_namespace(uid_t uid, gid_t gid);
 /* Loads the BPF program in path (as libseccomp exports it, as bwrap's --seccomp takes
  * it) as a seccomp filter of this process and all it starts. 0 or -errno. */
 int agent_load_seccomp(const char *path);
+
+/* reset.c: "reset" (agent-protocol.h), in three steps for the agent's loop. begin: kills
+ * every other process of the sandbox (we must be its PID 1: else -EPERM) and leaves the
+ * work directory. reap: reaps what has ended; 1 once nothing is left, 0 while something
+ * is (killed again), -errno. ipc: removes the System V IPC objects. */
+int agent_reset_begin(void);
+int agent_reset_reap(void);
+int agent_reset_ipc(void);

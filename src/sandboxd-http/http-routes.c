@@ -1115,6 +1115,8 @@ static void metrics_daemon(FILE *f, json_object *st) {
         metric_counter(f, st, "execFailures", "sandboxd_exec_failures_total", "Execs that could not be run.");
         metric_counter(f, st, "execTimeouts", "sandboxd_exec_timeouts_total", "Execs killed at their timeout.");
         metric_counter(f, st, "oomKills", "sandboxd_oom_kills_total", "Execs hit by the OOM killer.");
+        metric_counter(f, st, "sandboxesRecycled", "sandboxd_sandboxes_recycled_total", "Sandboxes reset and kept for reuse.");
+        metric_counter(f, st, "recycleFailures", "sandboxd_recycle_failures_total", "Sandboxes whose reset failed.");
         metric_header(f, "sandboxd_exec_duration_seconds", "histogram", "Wall time of execs.");
         for (size_t i = 0; bounds && counts && i < json_object_array_length(bounds); i++)
                 fprintf(f, "sandboxd_exec_duration_seconds_bucket{le=\"%g\"} %" PRIi64 "\n",

@@ -15,7 +15,11 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
                 bus_reply_error(call, error);
                 return;
         }
-        r = sd_bus_reply_method_return(call, "so", sandbox_get_id(s), BUS_SANDBOX_PATH(s));
+        if (sd_bus_message_is_method_call(call, NULL, "AcquireSandbox"))
+                r = sd_bus_reply_method_return(call, "sos", sandbox_get_id(s), BUS_SANDBOX_PATH(s),
+                                               sandbox_get_source(s));
+        else
+                r = sd_bus_reply_method_return(call, "so", sandbox_get_id(s), BUS_SANDBOX_PATH(s));
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to reply to CreateSandbox: %m");
 }
@@ -88,8 +92,10 @@ static int get_sandbox_authorized(sd_bus_message *call, const SandboxCaller *cal
         return sd_bus_reply_method_return(call, "o", BUS_SANDBOX_PATH(s));
 }
 
-/* By id or by name: which one the caller means is known only once the caller is. */
+/* GetSandbox and ReleaseSandbox, by id or by name: which one the caller means is known
+ * only once the caller is. */
 static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        bool release = sd_bus_message_is_method_call(m, NULL, "ReleaseSandbox");
         BusFrontend *f = userdata;
         const char *id;
         int r;
@@ -97,7 +103,8 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         r = sd_bus_message_read(m, "s", &id);
         if (r < 0)
                 return r;
-        return sandbox_authorize_call_by_name(m, f->manager, id, SANDBOX_OP_INSPECT, get_sandbox_authorized);
+        return sandbox_authorize_call_by_name(m, f->manager, id, release ? SANDBOX_OP_DESTROY : SANDBOX_OP_INSPECT,
+                                              release ? sandbox_release_authorized : get_sandbox_authorized);
 }
 
 /* ListSandboxes and ListSandboxesFiltered, while they are authorized. */
@@ -261,6 +268,18 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", template, "a{sv}", options),
                                 SD_BUS_RESULT("s", id, "o", path),
                                 method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("AcquireSandbox",
+                                SD_BUS_ARGS("s", template, "a{sv}", options),
+                                SD_BUS_RESULT("s", id, "o", path, "s", source),
+                                method_create_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ReleaseSandbox",
+                                SD_BUS_ARGS("s", id),
+                                SD_BUS_RESULT("b", recycled),
+                                method_get_sandbox, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetPool",
+                                SD_BUS_ARGS("s", template),
+                                SD_BUS_RESULT("a{sv}", pool),
+                                method_get_pool, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetSandbox",
                                 SD_BUS_ARGS("s", id),
                                 SD_BUS_RESULT("o", path),

@@ -74,7 +74,9 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
                 return;
         }
         p = json_object_new_object();
-        if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0)
+        if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0 ||
+            (streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".AcquireSandbox") &&
+             json_add(p, "source", json_object_new_string(sandbox_get_source(s))) < 0))
                 (void) varlink_reply_error(call, NULL, -ENOMEM);
         else
                 (void) varlink_call_reply(call, p);
@@ -520,6 +522,7 @@ static int method_act_for_tenant(VarlinkCall *call, json_object *parameters, Var
 int manager_varlink_bind(VarlinkFrontend *f) {
         static const VarlinkMethodEntry methods[] = {
                 { "CreateSandbox",  method_create_sandbox  },
+                { "AcquireSandbox", method_create_sandbox  },
                 { "GetSandbox",     method_get_sandbox     },
                 { "ListSandboxes",  method_list_sandboxes  },
                 { "ListTemplates",  method_list_templates  },

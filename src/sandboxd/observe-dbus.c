@@ -247,6 +247,64 @@ static int list_pools_authorized(sd_bus_message *call, const SandboxCaller *call
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* GetPool: one template's, as a{sv} (with what ListPools' struct has no room for). */
+typedef struct PoolRequest {
+        BusFrontend *frontend;
+        char *template;
+} PoolRequest;
+
+static void pool_request_free(void *userdata) {
+        PoolRequest *p = userdata;
+
+        free(p->template);
+        free(p);
+}
+
+static int get_pool_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                               SandboxError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        PoolRequest *req = userdata;
+        PoolStatus p = {};
+        int r;
+
+        r = manager_pool_status_of(req->frontend->manager, req->template, caller->granted, caller->uid, &p, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "a{sv}", 7,
+                                          "Template", "s", p.template_name,
+                                          "Size", "u", p.size,
+                                          "Ready", "u", p.ready,
+                                          "Starting", "u", p.starting,
+                                          "InUse", "u", p.in_use,
+                                          "Recycle", "b", p.recycle,
+                                          "Recycled", "u", p.recycled);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+int method_get_pool(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        PoolRequest *p;
+        const char *template;
+        int r;
+
+        r = sd_bus_message_read(m, "s", &template);
+        if (r < 0)
+                return r;
+        p = calloc(1, sizeof(PoolRequest));
+        if (!p)
+                return -ENOMEM;
+        *p = (PoolRequest) { .frontend = userdata, .template = strdup(template) };
+        if (!p->template) {
+                free(p);
+                return -ENOMEM;
+        }
+        return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, get_pool_authorized, p,
+                                  pool_request_free);
+}
+
 int method_list_pools(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_pools_authorized,
                                   userdata, NULL);

@@ -235,23 +235,93 @@ static int method_get_metrics(VarlinkCall *call, json_object *parameters, Varlin
 
 /* ---- ListPools, GetStatistics ---- */
 
+static json_object *pool_to_json(const PoolStatus *p) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o ||
+            json_add(o, "template", json_object_new_string(p->template_name)) < 0 ||
+            json_add(o, "size", json_object_new_uint64(p->size)) < 0 ||
+            json_add(o, "ready", json_object_new_uint64(p->ready)) < 0 ||
+            json_add(o, "starting", json_object_new_uint64(p->starting)) < 0 ||
+            json_add(o, "inUse", json_object_new_uint64(p->in_use)) < 0 ||
+            json_add(o, "recycle", json_object_new_boolean(p->recycle)) < 0 ||
+            json_add(o, "recycled", json_object_new_uint64(p->recycled)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 static json_object *pools_to_json(const PoolStatus *pools, size_t n) {
         _cleanup_json_ json_object *a = json_object_new_array();
 
         for (size_t i = 0; a && i < n; i++) {
-                _cleanup_json_ json_object *o = json_object_new_object();
+                json_object *o = pool_to_json(&pools[i]);
 
-                if (!o ||
-                    json_add(o, "template", json_object_new_string(pools[i].template_name)) < 0 ||
-                    json_add(o, "size", json_object_new_uint64(pools[i].size)) < 0 ||
-                    json_add(o, "ready", json_object_new_uint64(pools[i].ready)) < 0 ||
-                    json_add(o, "starting", json_object_new_uint64(pools[i].starting)) < 0 ||
-                    json_add(o, "inUse", json_object_new_uint64(pools[i].in_use)) < 0 ||
-                    json_object_array_add(a, o) < 0)
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
                         return NULL;
-                TAKE_PTR(o);
+                }
         }
         return TAKE_PTR(a);
+}
+
+/* GetPool */
+typedef struct PoolArgs {
+        VarlinkFrontend *frontend;
+        char *template;
+} PoolArgs;
+
+static void pool_args_free(void *userdata) {
+        PoolArgs *a = userdata;
+
+        free(a->template);
+        free(a);
+}
+
+static int get_pool_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata,
+                               SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        PoolArgs *a = userdata;
+        PoolStatus st;
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = manager_pool_status_of(a->frontend->manager, a->template, caller->granted, caller->uid, &st, error);
+        if (r < 0)
+                return r;
+        r = json_add(p, "pool", pool_to_json(&st));
+        if (r < 0)
+                return r;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static const VarlinkParam pool_params[] = {
+        { "template", VARLINK_PARAM_STRING, offsetof(PoolArgs, template), true },
+        {}
+};
+
+static int method_get_pool(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        VarlinkFrontend *f = userdata;
+        PoolArgs *a;
+        int r;
+
+        a = calloc(1, sizeof(PoolArgs));
+        if (!a) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        a->frontend = f;
+        r = varlink_params_read_or_reply(call, parameters, pool_params, a);
+        if (r < 0) {
+                pool_args_free(a);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL, get_pool_authorized,
+                                   a, pool_args_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
 }
 
 /* Without "manage" (asked without interaction, like ListSandboxes), inUse counts the
@@ -374,6 +444,7 @@ int observe_varlink_bind(VarlinkFrontend *f) {
                 { "GetLogs",       method_get_logs     },
                 { "GetMetrics",    method_get_metrics  },
                 { "ListPools",     method_manager_call },
+                { "GetPool",       method_get_pool     },
                 { "GetStatistics", method_manager_call },
         };
 

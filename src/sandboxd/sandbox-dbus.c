@@ -245,6 +245,31 @@ static void on_sandbox_done(Sandbox *s, const SandboxError *error, void *userdat
                 (void) sd_bus_reply_method_return(call, NULL);
 }
 
+/* Release and the manager's ReleaseSandbox: whether it was kept for reuse (it runs) or
+ * destroyed. */
+static void on_released(Sandbox *s, const SandboxError *error, void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
+
+        if (error)
+                bus_reply_error(call, error);
+        else
+                (void) sd_bus_reply_method_return(call, "b", sandbox_get_state(s) == SANDBOX_RUNNING);
+}
+
+int sandbox_release_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
+                               SandboxError *error) {
+        int r;
+
+        r = sandbox_release(s, on_released, sd_bus_message_ref(call));
+        if (r < 0)
+                sd_bus_message_unref(call);
+        return r;
+}
+
+static int method_release(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, sandbox_release_authorized, NULL);
+}
+
 /* Destroy, Pause, Resume: answered by on_sandbox_done() once done. */
 static int lifecycle_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
                                 SandboxRequest *req, SandboxError *error) {
@@ -313,6 +338,10 @@ static const sd_bus_vtable sandbox_vtable[] = {
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),
                                 method_exec, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Destroy", NULL, NULL, method_destroy, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Release",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("b", recycled),
+                                method_release, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Pause", NULL, NULL, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD("Resume", NULL, NULL, method_pause, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Snapshot",

@@ -58,6 +58,9 @@ struct SandboxRequest {
  * moved into the request; fn fills in its caller. */
 int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
                            ExecConfig *exec);
+/* Release (ReleaseSandbox): sandbox_release(), answered "b recycled". */
+int sandbox_release_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
+                               SandboxError *error);
 /* The same for the sandbox the caller names by id or by name (manager_lookup_sandbox()). */
 int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
                                    sandbox_authorized_t fn);
@@ -90,4 +93,5 @@ int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *erro
 int method_sandbox_get_logs(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_get_metrics(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_list_pools(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_get_pool(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_get_statistics(sd_bus_message *m, void *userdata, sd_bus_error *error);

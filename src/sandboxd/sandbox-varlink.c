@@ -281,13 +281,31 @@ static void on_sandbox_done(Sandbox *s, const SandboxError *error, void *userdat
                 (void) varlink_call_reply(call, NULL);
 }
 
+/* ReleaseSandbox's answer: whether it was kept for reuse (it runs) or destroyed. */
+static void on_released(Sandbox *s, const SandboxError *error, void *userdata) {
+        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
+        _cleanup_json_ json_object *p = NULL;
+
+        if (error) {
+                (void) varlink_reply_sandbox_error(call, error);
+                return;
+        }
+        p = json_object_new_object();
+        if (!p || json_add(p, "recycled", json_object_new_boolean(sandbox_get_state(s) == SANDBOX_RUNNING)) < 0)
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+        else
+                (void) varlink_call_reply(call, p);
+}
+
 static int lifecycle_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
                                 SandboxVarlinkRequest *req, SandboxError *error) {
         const char *method = varlink_call_get_method(call);
         int r;
 
         varlink_call_ref(call);
-        if (streq(method, SANDBOX_VARLINK_INTERFACE ".Destroy"))
+        if (streq(method, SANDBOX_VARLINK_INTERFACE ".ReleaseSandbox"))
+                r = sandbox_release(s, on_released, call);
+        else if (streq(method, SANDBOX_VARLINK_INTERFACE ".Destroy"))
                 r = sandbox_destroy(s, on_sandbox_done, call);
         else if (streq(method, SANDBOX_VARLINK_INTERFACE ".Pause"))
                 r = sandbox_pause(s, on_sandbox_done, call, error);
@@ -518,6 +536,7 @@ int sandbox_varlink_bind(VarlinkFrontend *f) {
         static const VarlinkMethodEntry methods[] = {
                 { "Exec",           method_exec           },
                 { "Destroy",        method_destroy        },
+                { "ReleaseSandbox", method_destroy        },
                 { "Pause",          method_pause_resume   },
                 { "Resume",         method_pause_resume   },
                 { "SetTimeout",     method_set_timeout    },

@@ -429,6 +429,39 @@ int agent_parse_started(json_object *obj, uint64_t *ret_id, pid_t *ret_pid) {
         return 0;
 }
 
+json_object *agent_msg_reset(uint64_t id) {
+        _cleanup_json_ json_object *obj = agent_msg_new("reset");
+
+        if (!obj || json_add_u64(obj, "id", id) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_reset_result(uint64_t id, int error) {
+        _cleanup_json_ json_object *obj = agent_msg_new("reset-result");
+
+        if (!obj || error < 0 ||
+            json_add_u64(obj, "id", id) < 0 ||
+            json_add(obj, "errno", json_object_new_int64(error)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_reset_result(json_object *obj, uint64_t *ret_id, int *ret_error) {
+        uint64_t id, error;
+        int r;
+
+        if ((r = get_u64(obj, "id", &id)) < 0 ||
+            (r = get_u64(obj, "errno", &error)) < 0)
+                return r;
+        if (error > 4095)
+                return -EBADMSG;
+
+        *ret_id = id;
+        *ret_error = (int) error;
+        return 0;
+}
+
 static int add_winsize(json_object *obj, const struct agent_winsize *ws) {
         if (!ws)
                 return -EINVAL;

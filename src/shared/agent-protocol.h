@@ -91,6 +91,19 @@
  *     ops run at once; one more is answered EBUSY at once. An op's process has
  *     oom_score_adj 1000: memory pressure in the sandbox ends it (EIO), not the agent.
  *
+ * Recycling (version 3): between one user of a sandbox and the next.
+ *   {"type":"reset","id":N}   every process of the sandbox but the agent is killed
+ *       (SIGKILL to all, again until none is left: daemonized ones, those that ignore
+ *       SIGTERM, stopped ones) and reaped; running execs and file ops end without their
+ *       "exit"/"file-result"; the agent's own cwd becomes "/" (so that nothing holds the
+ *       old /work); SysV shared memory, semaphores and message queues of the sandbox's
+ *       IPC namespace are removed. The agent waits at most AGENT_RESET_TIMEOUT_USEC for
+ *       the last process to be reaped (one in uninterruptible sleep is not), then answers
+ *   agent -> daemon {"type":"reset-result","id":N,"errno":E}
+ *       E 0: nothing of the sandbox's own runs any more; ETIMEDOUT: a process did not
+ *       go in time (sandboxd then destroys the sandbox). /work, /tmp and /dev/shm are
+ *       replaced by sandboxd afterwards, from outside (payload-bwrap.c).
+ *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
  * executed) or 125 (setup failed), as env(1) does.
@@ -108,10 +121,11 @@
 #include "sandbox-api.h"
 
 #define AGENT_CONTROL_FD 3
-#define AGENT_PROTOCOL_VERSION 2
+#define AGENT_PROTOCOL_VERSION 3
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
 #define AGENT_EGRESS_PORT 3128
+#define AGENT_RESET_TIMEOUT_USEC (2U * 1000000U)
 
 /* Sends obj (and, if n_fds > 0, the descriptors) as one datagram. Returns 0 or -errno;
  * -EMSGSIZE if the serialisation exceeds AGENT_MESSAGE_MAX. Never blocks longer than the
@@ -155,6 +169,12 @@ int agent_parse_exit(json_object *obj, struct agent_exit *ret);
 json_object *agent_msg_started(uint64_t id, pid_t pid);
 /* 0 and both outputs set, or -EBADMSG (outputs untouched). */
 int agent_parse_started(json_object *obj, uint64_t *ret_id, pid_t *ret_pid);
+
+/* Version 3: recycling. "reset" and its answer; errno 0 or positive. */
+json_object *agent_msg_reset(uint64_t id);
+json_object *agent_msg_reset_result(uint64_t id, int error);
+/* 0 and both outputs set, or -EBADMSG. */
+int agent_parse_reset_result(json_object *obj, uint64_t *ret_id, int *ret_error);
 
 /* A terminal size, as struct winsize carries it (0 means "unknown", as there). */
 struct agent_winsize {

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * The recycling pool (a template's "pool": {"recycle": true}). A sandbox its user is done
+ * with (an ephemeral one whose exec ended, or one released with ReleaseSandbox) is not
+ * destroyed but reset and kept, for its owner and tenant only, until a create of the same
+ * template and limits takes it (manager_recycled_take()). It stays the one transient unit
+ * it was, with its limits; only what its user left is gone:
+ *
+ *   1. its execs and file operations end (their callers are answered), and it leaves the
+ *      front ends' view as a destroyed one would;
+ *   2. the agent kills every other process of the sandbox and waits for them, and removes
+ *      the System V IPC objects ("reset", agent-protocol.h);
+ *   3. the backend checks that nothing else is left in the unit and replaces /work, /tmp
+ *      and /dev/shm with fresh, empty tmpfs mounts (PayloadOps.renew);
+ *   4. the memory high-water mark starts afresh (where the kernel can), so that the next
+ *      execs' records are theirs alone; CPU is counted per exec already.
+ *
+ * If any step fails or takes too long, the sandbox is destroyed, never kept. A kept one
+ * is destroyed after its template's recycle_idle_sec, when its template changes, and
+ * when sandboxd stops (a restarted sandboxd stops one it finds released).
+ */
+
+#include "agent-protocol.h"
+#include "json-util.h"
+#include "log.h"
+#include "sandbox-internal.h"
+#include "template.h"
+#include "time-util.h"
+
+/* The agent's own deadline, and time to answer on top. */
+#define RECYCLE_RESET_TIMEOUT_USEC (AGENT_RESET_TIMEOUT_USEC + 3ULL * 1000000ULL)
+
+static void recycle_answer(Sandbox *s, const SandboxError *error) {
+        sandbox_callback_t cb = TAKE_PTR(s->recycle_cb);
+
+        if (cb)
+                cb(s, error, s->recycle_userdata);
+}
+
+void recycle_abandon_caller(Sandbox *s, const SandboxError *error) {
+        recycle_answer(s, error);
+}
+
+/* The sandbox cannot be used again: it goes, and the release's caller is answered once it
+ * has gone, as for a destroy. */
+static void recycle_fail(Sandbox *s, const char *reason) {
+        sandbox_callback_t cb = TAKE_PTR(s->recycle_cb);
+
+        log_sandbox(s, LOG_WARNING, 0, "Sandbox %s is not recycled: %s", s->id, reason);
+        s->recycling = false;
+        s->manager->statistics.recycle_failures++;
+        sandbox_payload_failed(s, reason);
+        if (cb && sandbox_destroy(s, cb, s->recycle_userdata) < 0)
+                cb(s, NULL, s->recycle_userdata);
+}
+
+static int on_reset_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
+        recycle_fail(userdata, "its reset did not finish in time.");
+        return 0;
+}
+
+static int on_kept_expired(sd_event_source *source, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s was kept for reuse and not taken again; destroying it.", s->id);
+        sandbox_payload_failed(s, "released, and not taken again in time.");
+        return 0;
+}
+
+static int recycle_arm_timer(Sandbox *s, uint64_t usec, sd_event_time_handler_t handler) {
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->deadline_realtime = 0;
+        return sd_event_add_time_relative(s->manager->event, &s->timer_source, CLOCK_MONOTONIC, usec, 0, handler, s);
+}
+
+static const char refusal_no_recycle[] = "its template does not recycle";
+
+/* Why s cannot be recycled, or NULL. */
+static const char *recycle_refusal(Sandbox *s) {
+        const Template *t = template_set_find(manager_get_templates(s->manager), s->template_name);
+
+        if (!t || !t->recycle)
+                return refusal_no_recycle;
+        if (!s->payload_ops->renew)
+                return "its payload cannot be reset";
+        if (s->state != SANDBOX_RUNNING || s->pause_pending || s->released || !s->cgroup)
+                return "it is not running";
+        if (manager_count_released(s->manager, s) >= t->recycle_max)
+                return "as many of its kind are kept already";
+        return NULL;
+}
+
+int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        _cleanup_json_ json_object *msg = NULL;
+        const char *refusal;
+        int r;
+
+        refusal = recycle_refusal(s);
+        if (refusal) {
+                if (refusal != refusal_no_recycle)
+                        log_sandbox(s, LOG_INFO, 0, "Sandbox %s released; not kept (%s).", s->id, refusal);
+                return sandbox_destroy(s, cb, userdata);
+        }
+
+        msg = agent_msg_reset(s->next_exec_id);
+        if (!msg)
+                return -ENOMEM;
+        r = agent_send(s->control_fd, msg, NULL, 0);
+        if (r < 0) {
+                log_sandbox(s, LOG_WARNING, r, "Failed to ask the agent of sandbox %s to reset: %m", s->id);
+                return sandbox_destroy(s, cb, userdata);
+        }
+        s->reset_id = s->next_exec_id++;
+
+        /* What its user still had running ends now, answered as a destroy would. */
+        while (s->execs)
+                exec_abort(s->execs, "The sandbox was released while the command ran.");
+        while (s->file_ops)
+                file_op_abort(s->file_ops, "The sandbox was released during the file operation.");
+        while (s->finished)
+                exec_free(s->finished);
+
+        s->idle_source = sd_event_source_disable_unref(s->idle_source);
+        s->recycling = true;
+        s->recycle_cb = cb;
+        s->recycle_userdata = userdata;
+        manager_sandbox_released(s->manager, s);
+        sandbox_save(s);
+        r = recycle_arm_timer(s, RECYCLE_RESET_TIMEOUT_USEC, on_reset_timeout);
+        if (r < 0)
+                recycle_fail(s, "its reset could not be timed.");
+        return 0;
+}
+
+void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error) {
+        int r;
+
+        if (!s->recycling || id != s->reset_id)
+                return;
+        if (error != 0) {
+                log_sandbox(s, LOG_WARNING, -error, "The agent of sandbox %s could not reset it: %m", s->id);
+                recycle_fail(s, error == ETIMEDOUT ? "a process of it did not end in time." :
+                                                     "its agent could not reset it.");
+                return;
+        }
+        r = s->payload_ops->renew(s);
+        if (r < 0)
+                recycle_fail(s, r == -EBUSY ? "a process in its unit outlived the reset." :
+                                              "its mounts could not be renewed.");
+}
+
+void sandbox_payload_renewed(Sandbox *s, const char *failure) {
+        const Template *t;
+        int r;
+
+        if (!s->recycling)
+                return;
+        if (failure) {
+                recycle_fail(s, failure);
+                return;
+        }
+        t = template_set_find(manager_get_templates(s->manager), s->template_name);
+        if (!t) {
+                recycle_fail(s, "its template is gone.");
+                return;
+        }
+
+        /* Where the kernel cannot start the mark afresh (cgroup v2 before Linux 6.12), the
+         * next execs' peaks are the unit's since it started. */
+        r = cgroup_reset_memory_peak(s->cgroup, &s->cgroup_memory_peak_file);
+        if (r < 0)
+                log_sandbox(s, LOG_DEBUG, r, "Cannot reset the memory peak of %s: %m", s->unit);
+
+        r = recycle_arm_timer(s, t->recycle_idle_sec * 1000000ULL, on_kept_expired);
+        if (r < 0) {
+                recycle_fail(s, "its keeping could not be timed.");
+                return;
+        }
+        s->recycling = false;
+        s->used = false;
+        s->manager->statistics.sandboxes_recycled++;
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s reset; kept for owner %u.", s->id, s->owner);
+        recycle_answer(s, NULL);
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * "reset" (agent-protocol.h): between one user of a recycled sandbox and the next, nothing
+ * of the first may be left that the agent can end. Every other process of the sandbox's
+ * PID namespace is killed (as its PID 1, kill(-1) reaches them all, whatever they did to
+ * their signal dispositions, sessions or parents) and reaped; the System V IPC objects of
+ * its IPC namespace are removed. /work, /tmp and /dev/shm are sandboxd's to replace, from
+ * outside: we hold none of them (cwd "/").
+ */
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox-init.h"
+#include "time-util.h"
+
+/* IPC_STAT variants that need no read permission (Linux 4.17); the plain ones otherwise.
+ * A segment the sandbox made unreadable (mode 0) is still its own to remove. */
+#ifndef SHM_STAT_ANY
+#define SHM_STAT_ANY 15
+#endif
+#ifndef SEM_STAT_ANY
+#define SEM_STAT_ANY 20
+#endif
+#ifndef MSG_STAT_ANY
+#define MSG_STAT_ANY 13
+#endif
+
+static int ipc_remove_shm(void) {
+        struct shm_info info;
+        int max, n = 0;
+
+        max = shmctl(0, SHM_INFO, (struct shmid_ds *) &info);
+        if (max < 0)
+                return -errno;
+        for (int i = 0; i <= max; i++) {
+                struct shmid_ds ds;
+                int id = shmctl(i, SHM_STAT_ANY, &ds);
+
+                if (id < 0 && errno == EINVAL)
+                        id = shmctl(i, SHM_STAT, &ds);
+                if (id < 0)
+                        continue; /* an unused slot */
+                if (shmctl(id, IPC_RMID, NULL) < 0)
+                        return -errno;
+                n++;
+        }
+        return n;
+}
+
+static int ipc_remove_sem(void) {
+        struct seminfo info;
+        int max, n = 0;
+
+        max = semctl(0, 0, SEM_INFO, &info);
+        if (max < 0)
+                return -errno;
+        for (int i = 0; i <= max; i++) {
+                struct semid_ds ds;
+                int id = semctl(i, 0, SEM_STAT_ANY, &ds);
+
+                if (id < 0 && errno == EINVAL)
+                        id = semctl(i, 0, SEM_STAT, &ds);
+                if (id < 0)
+                        continue;
+                if (semctl(id, 0, IPC_RMID) < 0)
+                        return -errno;
+                n++;
+        }
+        return n;
+}
+
+static int ipc_remove_msg(void) {
+        struct msginfo info;
+        int max, n = 0;
+
+        max = msgctl(0, MSG_INFO, (struct msqid_ds *) &info);
+        if (max < 0)
+                return -errno;
+        for (int i = 0; i <= max; i++) {
+                struct msqid_ds ds;
+                int id = msgctl(i, MSG_STAT_ANY, &ds);
+
+                if (id < 0 && errno == EINVAL)
+                        id = msgctl(i, MSG_STAT, &ds);
+                if (id < 0)
+                        continue;
+                if (msgctl(id, IPC_RMID, NULL) < 0)
+                        return -errno;
+                n++;
+        }
+        return n;
+}
+
+int agent_reset_begin(void) {
+        /* kill(-1) from anything but the namespace's PID 1 would reach beyond the sandbox:
+         * not in a container started without its own PID namespace, say. */
+        if (getpid() != 1)
+                return -EPERM;
+        if (kill(-1, SIGKILL) < 0 && errno != ESRCH)
+                return -errno;
+        /* The old /work goes when sandboxd unmounts it: nothing of ours keeps it. */
+        if (chdir("/") < 0)
+                return -errno;
+        return 0;
+}
+
+int agent_reset_reap(void) {
+        for (;;) {
+                pid_t pid = waitpid(-1, NULL, WNOHANG);
+
+                if (pid < 0)
+                        return errno == ECHILD ? 1 : -errno;
+                if (pid == 0)
+                        break;
+        }
+        /* One forked between our kill and its parent's death got none: again. */
+        if (kill(-1, SIGKILL) < 0 && errno != ESRCH)
+                return -errno;
+        return 0;
+}
+
+int agent_reset_ipc(void) {
+        int r;
+
+        if ((r = ipc_remove_shm()) < 0 || (r = ipc_remove_sem()) < 0 || (r = ipc_remove_msg()) < 0)
+                return r;
+        return 0;
+}

@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The recycling pool (a template's "pool": {"recycle": true}): a sandbox its user is done
+with is reset and kept for the same owner, tenant and limits - never anyone else's - and
+the next user of it finds nothing of the last one's: no process (daemonized, ignoring
+SIGTERM, holding an abstract socket or a huge mapping), no file in /work, /tmp or
+/dev/shm, no System V IPC object, no profile, no cwd. A reset that cannot finish destroys
+the sandbox."""
+
+import base64
+import json
+import os
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, '..', 'security'))
+import harness  # noqa: E402
+import polkitutil  # noqa: E402
+import secutil  # noqa: E402
+from secutil import NOBODY, vcall  # noqa: E402
+
+S = None
+POLKIT = None
+TEMPLATE = 'recycle-shell-test'
+MiB = 1024 * 1024
+
+# What a hostile user leaves behind. Every process is a daemon of its own session that
+# ignores SIGTERM; it reports its pid so that the test knows it ran.
+HOSTILE = r'''
+set -e
+cd /work
+echo leftover > /work/leftover
+mkdir -p /work/.config && echo 'export LEAKED=from-the-last-user' > /work/.profile
+cp /work/.profile /work/.bashrc
+echo leftover > /tmp/leftover
+echo leftover > /dev/shm/posix-shm-leftover
+ipcmk -M 1048576 >/dev/null
+ipcmk -Q >/dev/null
+ipcmk -S 1 >/dev/null
+setsid sh -c 'trap "" TERM HUP INT; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &
+setsid python3 -c '
+import os, signal, socket, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0sandboxd-test-leftover")
+s.listen()
+m = bytearray(160 << 20)
+for i in range(0, len(m), 4096):
+    m[i] = 1
+while True:
+    time.sleep(1)
+' </dev/null >/dev/null 2>&1 &
+# Wait until the mapping is touched and the socket listens.
+for i in $(seq 100); do
+    grep -q '@sandboxd-test-leftover' /proc/net/unix && break
+    sleep 0.1
+done
+sleep 1
+cd /tmp
+ls /proc | grep -c '^[0-9]'
+'''
+
+# What the next user looks at: every process, the writable places, IPC, sockets, the
+# environment a login shell gets, the cwd.
+INSPECT = r'''
+echo "procs=$(ls /proc | grep '^[0-9]' | tr '\n' ' ')"
+echo "work=$(ls -A /work | tr '\n' ' ')"
+echo "tmp=$(ls -A /tmp | tr '\n' ' ')"
+echo "shm=$(ls -A /dev/shm | tr '\n' ' ')"
+echo "sysv=$(tail -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -c '[0-9]')"
+echo "unix=$(grep -c '@sandboxd-test-leftover' /proc/net/unix)"
+echo "leaked=$(HOME=/work sh -lc 'echo "${LEAKED:-}"')"
+echo "pwd=$(pwd)"
+'''
+
+
+def setUpModule():
+    global S, POLKIT
+    POLKIT = polkitutil.setup_module()
+    S = secutil.S
+    with open(os.path.join(S.paths.templates, 'shell.json')) as f:
+        t = json.load(f)
+    t.update(description='test: shell, recycled', pool={'recycle': True, 'recycle_max': 2, 'recycle_idle_sec': 120})
+    vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': json.dumps(t)})
+
+
+def tearDownModule():
+    try:
+        if S is not None:
+            # Its kept sandboxes go with it.
+            vl_ok('RemoveTemplate', {'name': TEMPLATE})
+            assert wait_for(lambda: not template_units()), template_units()
+    finally:
+        polkitutil.teardown_module(POLKIT)
+
+
+def vl(method, params=None):
+    replies, error, eparams = S.varlink_call(method, params)
+    return (replies[-1] if replies else None), error, eparams
+
+
+def vl_ok(method, params=None):
+    reply, error, eparams = vl(method, params)
+    assert error is None, (method, error, eparams)
+    return reply
+
+
+def short(error):
+    return error.rsplit('.', 1)[-1] if error else error
+
+
+def wait_for(pred, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def template_units():
+    cp = S.systemctl('list-units', '--all', '--plain', '--no-legend', 'sandbox-*.scope')
+    return [line.split()[0] for line in cp.stdout.splitlines() if line.rstrip().endswith(f'({TEMPLATE})')]
+
+
+def run(sid, argv):
+    """Exec over varlink, with stdout and stderr decoded."""
+    reply = vl_ok('Exec', {'id': sid, 'argv': argv})
+    for k in ('stdout', 'stderr'):
+        reply[k] = base64.b64decode(reply.get(k) or '').decode(errors='replace')
+    return reply
+
+
+def sh(sid, script, check=True):
+    reply = run(sid, ['sh', '-c', script])
+    if check:
+        assert reply['exitStatus'] == 0, reply
+    return reply
+
+
+def inspect(sid):
+    out = sh(sid, INSPECT)['stdout']
+    return dict(line.split('=', 1) for line in out.splitlines())
+
+
+def pool():
+    return vl_ok('GetPool', {'template': TEMPLATE})['pool']
+
+
+class Recycle(unittest.TestCase):
+    def acquire(self, options=None, **kw):
+        reply = vl_ok('AcquireSandbox', {'template': TEMPLATE, 'options': options or {}})
+        self.addCleanup(self.destroy_quietly, reply['id'])
+        return reply['id'], reply['source']
+
+    @staticmethod
+    def destroy_quietly(sid):
+        vl('Destroy', {'id': sid})
+
+    def test_reset_after_a_hostile_user(self):
+        sid, source = self.acquire()
+        self.assertEqual(source, 'new')
+        unit = f'sandbox-{sid}.scope'
+        limits_before = S.show(unit, 'MemoryMax', 'TasksMax', 'CPUQuotaPerSecUSec')
+        out = sh(sid, HOSTILE)['stdout']
+        self.assertGreaterEqual(int(out.split()[-1]), 4, 'the leftovers should be running')
+        metrics = vl_ok('GetMetrics', {'id': sid})['metrics']
+        self.assertGreater(metrics['memoryCurrent'], 150 * MiB, metrics)
+        before = inspect(sid)
+        self.assertIn('leftover', before['work'])
+        self.assertEqual(before['unix'], '1')
+        self.assertNotEqual(before['sysv'], '0')
+
+        reply = vl_ok('ReleaseSandbox', {'id': sid})
+        self.assertEqual(reply, {'recycled': True})
+        # Gone for everyone meanwhile, as a destroyed one is.
+        _, error, _ = vl('GetSandbox', {'id': sid})
+        self.assertEqual(short(error), 'NoSuchSandbox')
+        self.assertEqual(pool()['recycled'], 1)
+        # Only the agent and bwrap's monitor are left in the unit.
+        pids = S.unit_pids(unit)
+        self.assertEqual(len(pids), 2, pids)
+
+        again, source = self.acquire()
+        self.assertEqual((again, source), (sid, 'recycled'), 'the same owner gets its own sandbox back')
+        after = inspect(sid)
+        # PID 1 (the agent), the inspecting shell and what it runs: nothing older.
+        procs = [int(p) for p in after['procs'].split()]
+        self.assertEqual(min(procs), 1)
+        self.assertLessEqual(len(procs), 6, after)
+        for p in procs:
+            self.assertFalse(2 <= p < min(q for q in procs if q > 1), after)
+        self.assertEqual(after['work'], '', after)
+        self.assertEqual(after['tmp'], '', after)
+        self.assertEqual(after['shm'], '', after)
+        self.assertEqual(after['sysv'], '0', after)
+        self.assertEqual(after['unix'], '0', after)
+        self.assertEqual(after['leaked'], '', after)
+        self.assertEqual(after['pwd'], '/work', after)
+        metrics = vl_ok('GetMetrics', {'id': sid})['metrics']
+        self.assertLess(metrics['memoryCurrent'], 64 * MiB, 'the mapping and the old tmpfs must be freed')
+        # The same unit, with the same limits; the work directory writable again.
+        self.assertEqual(S.show(unit, 'MemoryMax', 'TasksMax', 'CPUQuotaPerSecUSec'), limits_before)
+        sh(sid, 'echo new > /work/f && test "$(stat -c %a /work)" = 700 && test -w /tmp && test -w /dev/shm')
+        self.assertEqual(vl_ok('GetSandbox', {'id': sid})['sandbox']['state'], 'running')
+
+    def test_ephemeral_is_recycled_for_its_owner_only(self):
+        # An ephemeral sandbox of the template: its exec's answer comes once it is reset.
+        sid = vl_ok('CreateSandbox', {'template': TEMPLATE, 'options': {'Ephemeral': True}})['id']
+        self.addCleanup(self.destroy_quietly, sid)
+        reply = run(sid, ['sh', '-c', 'echo x > /work/mine; echo ran'])
+        self.assertEqual(reply['stdout'], 'ran\n')
+        self.assertGreaterEqual(pool()['recycled'], 1)
+
+        # Another tenant of the same uid: never this one.
+        res = secutil.varlink([vcall('ActForTenant', tenant='recycle-a'),
+                               vcall('AcquireSandbox', template=TEMPLATE, options={'Ephemeral': True})])
+        other = res[1]['replies'][0]
+        self.assertNotEqual(other['id'], sid)
+        self.assertEqual(other['source'], 'new')
+        self.addCleanup(self.destroy_quietly, other['id'])
+        # Other limits: never this one either.
+        limited, source = self.acquire({'MemoryMax': 200 * MiB})
+        self.assertNotEqual(limited, sid)
+        self.assertEqual(source, 'new')
+        # Another uid (nobody, allowed to create): a sandbox of its own.
+        POLKIT.set_rules(polkitutil.grant_to_nobody('create', 'exec'))
+        self.addCleanup(POLKIT.set_rules, None)
+        res = secutil.varlink([vcall('AcquireSandbox', template=TEMPLATE),
+                               vcall('GetPool', template=TEMPLATE)], uid=NOBODY)
+        theirs = res[0]['replies'][0]
+        self.assertNotEqual(theirs['id'], sid)
+        self.assertEqual(theirs['source'], 'new')
+        self.assertEqual(res[1]['replies'][0]['pool']['recycled'], 0, 'nobody sees only its own kept ones')
+        vl_ok('Destroy', {'id': theirs['id']})
+
+        # The owner, with the template's limits, gets it back - with nothing of the last run.
+        again = vl_ok('AcquireSandbox', {'template': TEMPLATE, 'options': {'Ephemeral': True}})
+        self.assertEqual((again['id'], again['source']), (sid, 'recycled'))
+        reply = run(sid, ['sh', '-c', 'ls -A /work; echo end'])
+        self.assertEqual(reply['stdout'], 'end\n')
+
+    def test_failed_reset_destroys(self):
+        sid, _ = self.acquire()
+        unit = f'sandbox-{sid}.scope'
+        # A process the agent cannot reach (it is not in the sandbox's PID namespace) put
+        # into the sandbox's unit from outside: the reset cannot end it.
+        cg = S.show(unit, 'ControlGroup')['ControlGroup']
+        targets = ' '.join(f'/sys/fs/cgroup/{h}{cg}/cgroup.procs'.replace('//', '/')
+                           for h in ('', 'systemd', 'unified', 'pids'))
+        S.run(['sh', '-c', 'sleep 600 </dev/null >/dev/null 2>&1 & p=$!; '
+               f'for f in {targets}; do [ -e "$f" ] && echo $p > "$f"; done; true'], check=True)
+        self.assertGreater(len(S.unit_pids(unit)), 2)
+        reply = vl_ok('ReleaseSandbox', {'id': sid})
+        self.assertEqual(reply, {'recycled': False})
+        self.assertTrue(wait_for(lambda: not S.unit_pids(unit)), 'the sandbox (and the process) must be gone')
+        _, error, _ = vl('GetSandbox', {'id': sid})
+        self.assertEqual(short(error), 'NoSuchSandbox')
+        stats = vl_ok('GetStatistics')['statistics']
+        self.assertGreaterEqual(stats['recycleFailures'], 1)
+
+    def test_dbus_release_and_pool(self):
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'AcquireSandbox', 'sa{sv}', TEMPLATE, '0')
+        self.assertIsNone(error, cp.stderr)
+        sid, path, source = data
+        self.addCleanup(self.destroy_quietly, sid)
+        self.assertIn(source, ('new', 'recycled'))
+        cp, data, error = S.bus_call(harness.BUS_NAME, path, harness.SANDBOX_IFACE, 'Release')
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(data, [True])
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'GetPool', 's', TEMPLATE)
+        self.assertIsNone(error, cp.stderr)
+        p = {k: v['data'] for k, v in data[0].items()}
+        self.assertTrue(p['Recycle'])
+        self.assertGreaterEqual(p['Recycled'], 1)
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ReleaseSandbox', 's', sid)
+        self.assertEqual(short(error), 'NoSuchSandbox', 'a released sandbox is gone for its user')
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'GetPool', 's', 'no-such-template')
+        self.assertEqual(short(error), 'NoSuchTemplate')
+
+
+if __name__ == '__main__':
+    unittest.main()
