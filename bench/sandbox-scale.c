@@ -18,6 +18,8 @@
  *   fill         CreateSandbox (persistent) N times, K in flight; the ids, one a line, go to
  *                --ids FILE (the idle sandboxes of the scale runs)
  *   drain        Destroy each id of --ids FILE, K in flight
+ *   exec         one persistent sandbox of --template, then Exec /bin/true in it N times, K in
+ *                flight (the floor of a recycled ephemeral cycle: bench/bench_recycle.py)
  *
  * Prints one JSON line: count, seconds, per_sec and, for ephemeral and fill, the latency
  * (µs) of CreateSandbox (call to reply) and of the whole cycle: median, p90; for fill also
@@ -99,6 +101,7 @@ typedef struct Run {
         unsigned n_create;
         FILE *ids;
         char **drain_ids;
+        char *exec_path;   /* exec: the one sandbox's object */
 } Run;
 
 static Run run;
@@ -134,10 +137,24 @@ static int on_exec(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         return 0;
 }
 
+static void exec_start(Slot *s, const char *path) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(run.bus, &call, BUS_NAME, path, SANDBOX_IFACE, "Exec");
+        if (r >= 0)
+                r = sd_bus_message_append_strv(call, (char *[]) { (char *) "/bin/true", NULL });
+        if (r >= 0)
+                r = sd_bus_message_append(call, "a{sv}", 0);
+        if (r >= 0)
+                r = sd_bus_call_async(run.bus, NULL, call, on_exec, s, CALL_TIMEOUT_USEC);
+        if (r < 0)
+                fail("Exec", r);
+}
+
 static int on_create(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
         Slot *s = userdata;
         const char *id, *path;
-        int r;
 
         if (sd_bus_message_is_method_error(m, NULL))
                 bus_failed("CreateSandbox", m);
@@ -153,17 +170,7 @@ static int on_create(sd_bus_message *m, void *userdata, sd_bus_error *ret_error)
         s->path = strdup(path);
         if (!s->path)
                 fail("Out of memory", ENOMEM);
-
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = NULL;
-        r = sd_bus_message_new_method_call(run.bus, &call, BUS_NAME, path, SANDBOX_IFACE, "Exec");
-        if (r >= 0)
-                r = sd_bus_message_append_strv(call, (char *[]) { (char *) "/bin/true", NULL });
-        if (r >= 0)
-                r = sd_bus_message_append(call, "a{sv}", 0);
-        if (r >= 0)
-                r = sd_bus_call_async(run.bus, NULL, call, on_exec, s, CALL_TIMEOUT_USEC);
-        if (r < 0)
-                fail("Exec", r);
+        exec_start(s, path);
         return 0;
 }
 
@@ -191,6 +198,10 @@ static void slot_start(Slot *s) {
                 return;
         }
         run.started++;
+        if (run.exec_path) {
+                exec_start(s, run.exec_path);
+                return;
+        }
         r = sd_bus_message_new_method_call(run.bus, &call, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox");
         if (r >= 0)
                 r = run.ids ? sd_bus_message_append(call, "sa{sv}", arg_template, 0)
@@ -313,7 +324,7 @@ static void run_processes(char **sr_argv) {
 /* ---- main -------------------------------------------------------------------------- */
 
 static void usage(void) {
-        printf("sandbox-scale --mode ephemeral|bwrap|systemd-run|fill|drain [--inflight K] [--count N]\n"
+        printf("sandbox-scale --mode ephemeral|bwrap|systemd-run|fill|drain|exec [--inflight K] [--count N]\n"
                "              [--template NAME] [--uid UID] [--ids FILE] [-- BWRAP-ARGV…]\n");
 }
 
@@ -361,6 +372,30 @@ static void parse_argv(int argc, char *argv[]) {
         }
 }
 
+/* exec: the one sandbox, made before the clock starts and gone after it stops. */
+static void exec_sandbox_create(void) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const char *id, *path;
+        int r;
+
+        r = sd_bus_call_method(run.bus, BUS_NAME, MANAGER_PATH, MANAGER_IFACE, "CreateSandbox", &error, &reply,
+                               "sa{sv}", arg_template, 0);
+        if (r < 0 || sd_bus_message_read(reply, "so", &id, &path) < 0) {
+                fprintf(stderr, "sandbox-scale: CreateSandbox: %s\n", error.message ?: strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+        run.exec_path = strdup(path);
+        if (!run.exec_path)
+                fail("Out of memory", ENOMEM);
+}
+
+static void exec_sandbox_destroy(void) {
+        (void) sd_bus_call_method(run.bus, BUS_NAME, run.exec_path, SANDBOX_IFACE, "Destroy", NULL, NULL, NULL);
+        free(run.exec_path);
+        run.exec_path = NULL;
+}
+
 int main(int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         char **sr_argv = NULL;
@@ -372,7 +407,8 @@ int main(int argc, char *argv[]) {
         if (devnull < 0)
                 fail("/dev/null", errno);
 
-        bool on_bus = streq(arg_mode, "ephemeral") || streq(arg_mode, "fill") || streq(arg_mode, "drain");
+        bool on_bus = streq(arg_mode, "ephemeral") || streq(arg_mode, "fill") || streq(arg_mode, "drain") ||
+                      streq(arg_mode, "exec");
         if (!on_bus && !arg_bwrap) {
                 fprintf(stderr, "sandbox-scale: --mode %s needs the bwrap argv after --\n", arg_mode);
                 return 2;
@@ -390,7 +426,7 @@ int main(int argc, char *argv[]) {
                         run.drain_ids = read_ids(arg_ids, &arg_count);
         } else if (streq(arg_mode, "systemd-run")) {
                 sr_argv = systemd_run_argv(true, arg_uid, arg_bwrap);
-        } else if (!streq(arg_mode, "bwrap") && !streq(arg_mode, "ephemeral")) {
+        } else if (!streq(arg_mode, "bwrap") && !streq(arg_mode, "ephemeral") && !streq(arg_mode, "exec")) {
                 usage();
                 return 2;
         }
@@ -403,7 +439,11 @@ int main(int argc, char *argv[]) {
                 if (r < 0)
                         fail("Failed to connect to the system bus", r);
                 run.bus = bus;
+                if (streq(arg_mode, "exec"))
+                        exec_sandbox_create();
                 run_bus();
+                if (run.exec_path)
+                        exec_sandbox_destroy();
         } else
                 run_processes(sr_argv);
         secs = (now_us() - t0) / 1e6;

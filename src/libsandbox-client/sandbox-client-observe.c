@@ -248,7 +248,53 @@ static int pool_info_read(sd_bus_message *m, void *item) {
         return p->template ? 1 : -ENOMEM;
 }
 
+/* What ListPools' struct has no room for: GetPool's a{sv}. */
+static int pool_info_recycle(SandboxClient *c, SandboxPoolInfo *p, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = client_new_call(c, NULL, "GetPool", &m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", p->template);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r > 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                const char *key;
+                int b;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r >= 0 && streq(key, "Recycle") && (r = sd_bus_message_read(reply, "v", "b", &b)) >= 0)
+                        p->recycle = b;
+                else if (r >= 0 && streq(key, "Recycled"))
+                        r = sd_bus_message_read(reply, "v", "u", &p->recycled);
+                else if (r >= 0)
+                        r = sd_bus_message_skip(reply, "v");
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+                if (r >= 0)
+                        r = 1;
+        }
+        return r < 0 ? client_error_from_bus(error, NULL, r) : 0;
+}
+
 int sandbox_client_pools(SandboxClient *c, SandboxPoolInfo **ret, size_t *ret_n, SandboxClientError *error) {
-        return client_call_list(c, NULL, "ListPools", "(suuuu)", sizeof(SandboxPoolInfo), pool_info_read,
-                                pool_info_done, (void **) ret, ret_n, error);
+        SandboxPoolInfo *l = NULL;
+        size_t n = 0;
+        int r;
+
+        r = client_call_list(c, NULL, "ListPools", "(suuuu)", sizeof(SandboxPoolInfo), pool_info_read,
+                             pool_info_done, (void **) &l, &n, error);
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = pool_info_recycle(c, &l[i], error);
+        if (r < 0) {
+                sandbox_pool_info_array_free(l, n);
+                return r;
+        }
+        *ret = l;
+        *ret_n = n;
+        return 0;
 }

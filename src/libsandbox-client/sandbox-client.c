@@ -489,6 +489,24 @@ int sandbox_handle_destroy(SandboxHandle *h, SandboxDestroyMode mode, SandboxCli
         return r;
 }
 
+int sandbox_handle_release(SandboxHandle *h, bool *ret_recycled, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int recycled = 0, r;
+
+        r = client_new_call(h->client, h, "Release", &m);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        r = client_call(h->client, m, DESTROY_CALL_TIMEOUT_USEC, /* interruptible= */ false, error, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "b", &recycled);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        if (ret_recycled)
+                *ret_recycled = recycled;
+        return 0;
+}
+
 int sandbox_handle_pause(SandboxHandle *h, SandboxClientError *error) {
         return client_call_method(h->client, h, "Pause", error, NULL);
 }

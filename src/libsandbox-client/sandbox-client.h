@@ -117,6 +117,9 @@ typedef enum SandboxDestroyMode {
 
 int sandbox_handle_destroy(SandboxHandle *h, SandboxDestroyMode mode, SandboxClientError *error);
 int sandbox_handle_pause(SandboxHandle *h, SandboxClientError *error);
+/* Release: the caller is done with it. *ret_recycled: reset and kept for the same owner
+ * (a template whose pool recycles), or destroyed. Either way it is gone for the caller. */
+int sandbox_handle_release(SandboxHandle *h, bool *ret_recycled, SandboxClientError *error);
 int sandbox_handle_resume(SandboxHandle *h, SandboxClientError *error);
 int sandbox_handle_set_timeout(SandboxHandle *h, uint64_t lifetime_sec, uint64_t idle_sec,
                                SandboxClientError *error);
@@ -459,6 +462,8 @@ typedef struct SandboxPoolInfo {
         uint32_t ready;                 /* started, waiting to be handed out */
         uint32_t starting;              /* being started to refill the pool */
         uint32_t in_use;                /* running or paused, held by callers */
+        bool recycle;                   /* "pool": {"recycle": true} (GetPool) */
+        uint32_t recycled;              /* released ones kept for their owners (as in_use) */
 } SandboxPoolInfo;
 
 void sandbox_pool_info_array_free(SandboxPoolInfo *a, size_t n);

@@ -122,6 +122,10 @@ static int pools_print_json(const SandboxPoolInfo *l, size_t n) {
                         r = json_add(o, "starting", json_object_new_int64(l[i].starting));
                 if (r >= 0)
                         r = json_add(o, "in_use", json_object_new_int64(l[i].in_use));
+                if (r >= 0)
+                        r = json_add(o, "recycle", json_object_new_boolean(l[i].recycle));
+                if (r >= 0)
+                        r = json_add(o, "recycled", json_object_new_int64(l[i].recycled));
         }
         if (r < 0)
                 return log_oom();
@@ -147,10 +151,15 @@ int pools_show(SandboxClient *c, bool json) {
                 for (size_t i = 0; i < n; i++)
                         w = MAX(w, (int) strlen(l[i].template));
                 if (n > 0) {
-                        printf("%-*s %5s %5s %8s %6s\n", w, "TEMPLATE", "SIZE", "READY", "STARTING", "IN USE");
-                        for (size_t i = 0; i < n; i++)
-                                printf("%-*s %5" PRIu32 " %5" PRIu32 " %8" PRIu32 " %6" PRIu32 "\n", w, l[i].template,
-                                       l[i].size, l[i].ready, l[i].starting, l[i].in_use);
+                        printf("%-*s %5s %5s %8s %6s %8s\n", w, "TEMPLATE", "SIZE", "READY", "STARTING", "IN USE",
+                               "RECYCLED");
+                        for (size_t i = 0; i < n; i++) {
+                                char rc[16] = "-";
+                                if (l[i].recycle)
+                                        snprintf(rc, sizeof(rc), "%" PRIu32, l[i].recycled);
+                                printf("%-*s %5" PRIu32 " %5" PRIu32 " %8" PRIu32 " %6" PRIu32 " %8s\n", w,
+                                       l[i].template, l[i].size, l[i].ready, l[i].starting, l[i].in_use, rc);
+                        }
                         putchar('\n');
                 }
                 printf("%zu %s with a pool.\n", n, n == 1 ? "template" : "templates");

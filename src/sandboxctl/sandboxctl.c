@@ -166,6 +166,8 @@ static int help(void) {
                "  exec ID [--] CMD...         Run a command in a sandbox\n"
                "  run [--] CMD...             Run a command in a new ephemeral sandbox\n"
                "  destroy ID...               Destroy one or more sandboxes\n"
+               "  release ID...               Done with them: reset and kept for reuse (a template whose\n"
+               "                              pool recycles), or destroyed\n"
                "  pause ID...                 Freeze all processes of sandboxes\n"
                "  resume ID...                Let paused sandboxes run again\n"
                "  set-timeout ID SECONDS      Destroy a sandbox SECONDS from now (0: never)\n"
@@ -710,6 +712,33 @@ static int verb_destroy(int argc, char *argv[], SandboxClient *c) {
                         ret = r;
         }
 
+        return ret;
+}
+
+/* release ID…: Release, which answers once the sandbox is reset and kept, or gone. */
+static int verb_release(int argc, char *argv[], SandboxClient *c) {
+        int ret = 0, r;
+
+        for (int i = 1; i < argc; i++) {
+                _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+                _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+                bool recycled = false;
+
+                r = sandbox_client_get(c, argv[i], &h, &error);
+                if (r >= 0)
+                        r = sandbox_handle_release(h, &recycled, &error);
+                if (r < 0) {
+                        r = log_error_errno(r, "Failed to release sandbox %s: %s", argv[i],
+                                            sandbox_client_error_message(&error, r));
+                        if (ret == 0)
+                                ret = r;
+                        continue;
+                }
+                if (arg_json)
+                        printf("{\"id\": \"%s\", \"recycled\": %s}\n", argv[i], recycled ? "true" : "false");
+                else
+                        printf("%s %s\n", argv[i], recycled ? "recycled" : "destroyed");
+        }
         return ret;
 }
 
@@ -1359,6 +1388,7 @@ static const Verb verbs[] = {
         { "exec",      3, ARGS_ANY, OPTS_EXEC,              true,  true,  verb_exec      },
         { "run",       2, ARGS_ANY, OPTS_SANDBOX|OPTS_EXEC, true,  true,  verb_run       },
         { "destroy",   2, ARGS_ANY, 0,                      false, true,  verb_destroy   },
+        { "release",   2, ARGS_ANY, 0,                      false, true,  verb_release   },
         { "pause",     2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
@@ -1408,7 +1438,7 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         n = (unsigned) argc;
 
         if (n < verb->min_args) {
-                if (STR_IN_SET(verb->name, "status", "destroy", "exec", "pause", "resume", "set-timeout",
+                if (STR_IN_SET(verb->name, "status", "destroy", "release", "exec", "pause", "resume", "set-timeout",
                                "start", "ps", "kill", "cat", "ls", "stat", "logs", "snapshot", "hibernate",
                                "fork", "wake") && n == 1)
                         return log_error("Missing sandbox ID. See '%s --help'.", program_invocation_short_name);

@@ -349,8 +349,9 @@ class Pools(Base):
         self.assertEqual(refilled[harness.POOLED_TEMPLATE]['in_use'], before['in_use'] + 1)
 
         cp = self.ok(self.ctl('pool'))
-        self.assertRegex(cp.stdout, re.compile(r'^TEMPLATE +SIZE +READY +STARTING +IN USE$', re.M))
-        self.assertRegex(cp.stdout, re.compile(rf'^{harness.POOLED_TEMPLATE} +1 +1 +0 +\d+$', re.M))
+        self.assertRegex(cp.stdout, re.compile(r'^TEMPLATE +SIZE +READY +STARTING +IN USE +RECYCLED$', re.M))
+        # A warm pool that does not recycle: "-".
+        self.assertRegex(cp.stdout, re.compile(rf'^{harness.POOLED_TEMPLATE} +1 +1 +0 +\d+ +-$', re.M))
 
         # Someone without "manage" counts only their own sandboxes in use: none.
         theirs = self.pools(uid=NOBODY)[harness.POOLED_TEMPLATE]

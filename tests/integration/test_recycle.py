@@ -261,6 +261,29 @@ class Recycle(unittest.TestCase):
         stats = vl_ok('GetStatistics')['statistics']
         self.assertGreaterEqual(stats['recycleFailures'], 1)
 
+    def test_sandboxctl_release_and_pool(self):
+        cp = S.sandboxctl('create', '--template', TEMPLATE)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        sid = cp.stdout.strip()
+        self.addCleanup(self.destroy_quietly, sid)
+        cp = S.sandboxctl('release', sid)
+        self.assertEqual((cp.returncode, cp.stdout), (0, f'{sid} recycled\n'), cp.stderr)
+        cp = S.sandboxctl('pool', '--json')
+        mine = [p for p in json.loads(cp.stdout) if p['template'] == TEMPLATE]
+        self.assertEqual(len(mine), 1, cp.stdout)
+        self.assertTrue(mine[0]['recycle'])
+        self.assertGreaterEqual(mine[0]['recycled'], 1)
+        cp = S.sandboxctl('pool')
+        self.assertIn('RECYCLED', cp.stdout)
+        cp = S.sandboxctl('release', sid)
+        self.assertNotEqual(cp.returncode, 0, 'released: no longer the caller\'s')
+        # A template that does not recycle: release destroys.
+        cp = S.sandboxctl('create', '--template', 'shell')
+        other = cp.stdout.strip()
+        cp = S.sandboxctl('release', other)
+        self.assertEqual((cp.returncode, cp.stdout), (0, f'{other} destroyed\n'), cp.stderr)
+        self.assertTrue(wait_for(lambda: not S.unit_pids(f'sandbox-{other}.scope')))
+
     def test_dbus_release_and_pool(self):
         cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
                                      'AcquireSandbox', 'sa{sv}', TEMPLATE, '0')
