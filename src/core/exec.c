@@ -305,12 +305,17 @@ static void exec_deliver(Exec *e) {
                 exec_deliver_now(e);
                 return;
         }
-        /* An ephemeral sandbox answers once it is gone (or, of a recycling template, reset:
-         * recycle.c), so that nothing of it is left when the caller sees the result. Its
-         * record goes first, while the sandbox is. */
+        /* An ephemeral sandbox answers once it is gone, so that nothing of it is left when
+         * the caller sees the result; one a recycling template keeps is gone for the caller
+         * at once, and reset meanwhile (recycle.c). Its record goes first, while the
+         * sandbox is. */
         exec_record(e, s);
         exec_unlink(e);
-        if (sandbox_release(s, on_ephemeral_destroyed, e) < 0)
+        if (sandbox_can_recycle(s) && sandbox_release(s, NULL, NULL) >= 0) {
+                exec_deliver_now(e);
+                return;
+        }
+        if (sandbox_destroy(s, on_ephemeral_destroyed, e) < 0)
                 exec_deliver_now(e);
 }
 

@@ -551,7 +551,8 @@ static int bwrap_renew(Sandbox *s) {
                 { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT },
         };
         bwrap_renew_cancel(b);
-        r = mount_renew_spawn(agent, s->host_uid, s->host_uid, mounts, ELEMENTSOF(mounts), &b->renew_pidfd);
+        r = mount_renew_spawn(s->manager->settings.agent_path, agent, s->host_uid, s->host_uid, mounts,
+                              ELEMENTSOF(mounts), &b->renew_pidfd);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m", s->id);
         r = sd_event_add_io(s->manager->event, &b->renew_source, b->renew_pidfd, EPOLLIN, on_renewed, s);

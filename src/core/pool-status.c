@@ -10,8 +10,10 @@ static void pool_status_fill(Manager *m, const Template *t, bool all_owners, uid
                 if (!streq(s->template_name, t->name))
                         continue;
                 if (s->released) {
-                        if (all_owners || s->owner == owner)
+                        if (all_owners || s->owner == owner) {
                                 p->recycled++;
+                                p->resetting += s->recycling;
+                        }
                 } else if (s->pooled && s->state == SANDBOX_RUNNING)
                         p->ready++;
                 else if (s->pooled && s->state == SANDBOX_STARTING)

@@ -20,6 +20,7 @@ typedef struct PoolStatus {
         bool recycle;                   /* "pool": {"recycle": true} (recycle.c) */
         unsigned recycled;              /* released ones, reset or being reset, kept for their
                                          * owners (counted as in_use is) */
+        unsigned resetting;             /* of those, the ones being reset now */
 } PoolStatus;
 
 /* One entry per template with a pool (a warm or a recycling one), in the templates' order. in_use counts only owner's

@@ -91,6 +91,10 @@ static const char *recycle_refusal(Sandbox *s) {
         return NULL;
 }
 
+bool sandbox_can_recycle(Sandbox *s) {
+        return !recycle_refusal(s);
+}
+
 int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         _cleanup_json_ json_object *msg = NULL;
         const char *refusal;

@@ -198,6 +198,8 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
                           sandbox_callback_t cb, void *userdata, SandboxError *error);
 
 /* recycle.c */
+/* Whether sandbox_release() would keep s (reset) rather than destroy it. */
+bool sandbox_can_recycle(Sandbox *s);
 /* The agent answered "reset". */
 void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
 /* sandboxd exits, or the sandbox ends, during a release: its caller is told. */

@@ -553,6 +553,7 @@ int main(int argc, char *argv[]) {
                 { "seccomp",        required_argument, NULL, 's' },
                 { "hold",           no_argument,       NULL, 'H' },
                 { "egress",         no_argument,       NULL, 'e' },
+                { "renew-mounts",   required_argument, NULL, 'R' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
@@ -582,8 +583,10 @@ int main(int argc, char *argv[]) {
                         break;
                 case 'H':
                         hold();
+                case 'R':
+                        exit(agent_renew_mounts(optarg, argv + optind));
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-mounts PID:UID:GID PATH=SIZE...",
                             EINVAL);
                 }
         if (optind != argc)

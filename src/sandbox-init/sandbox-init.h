@@ -49,3 +49,7 @@ int agent_load_seccomp(const char *path);
 int agent_reset_begin(void);
 int agent_reset_reap(void);
 int agent_reset_ipc(void);
+
+/* renew.c: --renew-mounts PID:UID:GID PATH=SIZE… (run by sandboxd, outside the sandbox).
+ * 0, or the positive errno of the step that failed (reported on stderr). */
+int agent_renew_mounts(const char *target, char **mounts);

@@ -272,14 +272,15 @@ static int get_pool_authorized(sd_bus_message *call, const SandboxCaller *caller
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
-                r = sd_bus_message_append(reply, "a{sv}", 7,
+                r = sd_bus_message_append(reply, "a{sv}", 8,
                                           "Template", "s", p.template_name,
                                           "Size", "u", p.size,
                                           "Ready", "u", p.ready,
                                           "Starting", "u", p.starting,
                                           "InUse", "u", p.in_use,
                                           "Recycle", "b", p.recycle,
-                                          "Recycled", "u", p.recycled);
+                                          "Recycled", "u", p.recycled,
+                                          "Resetting", "u", p.resetting);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);

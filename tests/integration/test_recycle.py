@@ -210,9 +210,14 @@ class Recycle(unittest.TestCase):
         # An ephemeral sandbox of the template: its exec's answer comes once it is reset.
         sid = vl_ok('CreateSandbox', {'template': TEMPLATE, 'options': {'Ephemeral': True}})['id']
         self.addCleanup(self.destroy_quietly, sid)
-        reply = run(sid, ['sh', '-c', 'echo x > /work/mine; echo ran'])
+        reply = run(sid, ['sh', '-c', 'echo x > /work/mine; sleep 300 & echo ran'])
         self.assertEqual(reply['stdout'], 'ran\n')
+        # The answer comes at once; the reset goes on meanwhile, and the sandbox is gone
+        # for its user from then on.
         self.assertGreaterEqual(pool()['recycled'], 1)
+        _, error, _ = vl('GetSandbox', {'id': sid})
+        self.assertEqual(short(error), 'NoSuchSandbox')
+        self.assertTrue(wait_for(lambda: pool()['resetting'] == 0), pool())
 
         # Another tenant of the same uid: never this one.
         res = secutil.varlink([vcall('ActForTenant', tenant='recycle-a'),

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * sandbox-init --renew-mounts PID:UID:GID PATH=SIZE…: run by sandboxd (as root, outside
+ * any sandbox) when it recycles a sandbox (src/core/recycle.c): fresh, empty tmpfs mounts
+ * in place of the sandbox's writable ones. We drop to the sandbox's host uid first: as the
+ * owner of the sandbox's user namespace we have every capability in it - enough to enter
+ * its mount namespace (through the user namespace that owns it: the agent's own may be a
+ * nested one without rights over its mounts), unmount and mount there - and none outside
+ * it, so nothing of sandboxd's unit (which grants no CAP_SYS_ADMIN) is needed. Each new
+ * tmpfs gets the old one's mode and owner, nosuid,nodev, as bwrap made it; the old one is
+ * detached, and its memory freed as soon as nothing holds it (the agent left it: "reset").
+ * Exits 0, or with the errno of the step that failed.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sandbox-init.h"
+
+static int renew_one(const char *path, uint64_t size) {
+        char opts[128];
+        struct stat st;
+
+        /* The owner and mode as this user namespace sees them: what bwrap made. */
+        if (lstat(path, &st) < 0)
+                return errno;
+        if (!S_ISDIR(st.st_mode))
+                return ENOTDIR;
+        snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=%o,uid=%u,gid=%u", size, (unsigned) (st.st_mode & 07777),
+                 (unsigned) st.st_uid, (unsigned) st.st_gid);
+        if (umount2(path, MNT_DETACH) < 0)
+                return errno;
+        if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                return errno;
+        return 0;
+}
+
+static int fail(const char *what, int error) {
+        fprintf(stderr, "sandbox-init --renew-mounts: %s: %s\n", what, strerror(error));
+        return error;
+}
+
+int agent_renew_mounts(const char *target, char **mounts) {
+        unsigned pid, uid, gid;
+        char path[64], end;
+        int mnt_fd, root_fd, userns_fd, r;
+
+        if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || !mounts[0])
+                return fail("usage: --renew-mounts PID:UID:GID PATH=SIZE...", EINVAL);
+        if (syscall(SYS_setgroups, 0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                return fail("dropping privileges", errno);
+
+        snprintf(path, sizeof(path), "/proc/%u/ns/mnt", pid);
+        mnt_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (mnt_fd < 0)
+                return fail(path, errno);
+        snprintf(path, sizeof(path), "/proc/%u/root", pid);
+        root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0)
+                return fail(path, errno);
+        userns_fd = ioctl(mnt_fd, NS_GET_USERNS);
+        if (userns_fd < 0)
+                return fail("NS_GET_USERNS", errno);
+        if (setns(userns_fd, CLONE_NEWUSER) < 0)
+                return fail("entering the user namespace", errno);
+        if (setns(mnt_fd, CLONE_NEWNS) < 0)
+                return fail("entering the mount namespace", errno);
+        /* setns() put us at the namespace's root; the sandbox's is where bwrap pivoted. */
+        if (fchdir(root_fd) < 0 || chroot(".") < 0 || chdir("/") < 0)
+                return fail("chroot", errno);
+
+        for (char **m = mounts; *m; m++) {
+                char *eq = strrchr(*m, '='), *e;
+                unsigned long long size;
+
+                if (!eq || eq == *m || (*m)[0] != '/')
+                        return fail(*m, EINVAL);
+                *eq = '\0';
+                errno = 0;
+                size = strtoull(eq + 1, &e, 10);
+                if (errno != 0 || *e || size == 0)
+                        return fail(*m, EINVAL);
+                r = renew_one(*m, size);
+                if (r != 0)
+                        return fail(*m, r);
+        }
+        return 0;
+}
