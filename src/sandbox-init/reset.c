@@ -101,10 +101,20 @@ static int ipc_remove_msg(void) {
 }
 
 int agent_reset_begin(void) {
+        siginfo_t si;
+
         /* kill(-1) from anything but the namespace's PID 1 would reach beyond the sandbox:
          * not in a container started without its own PID namespace, say. */
         if (getpid() != 1)
                 return -EPERM;
+        /* Every process of the namespace is a descendant of its PID 1, and orphans become
+         * our children: none at all (ECHILD), and there is nothing to kill. kill(-1) walks
+         * every process of the host, so it is worth not calling for nothing. */
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) {
+                if (chdir("/") < 0)
+                        return -errno;
+                return 0;
+        }
         if (kill(-1, SIGKILL) < 0 && errno != ESRCH)
                 return -errno;
         /* The old /work goes when sandboxd unmounts it: nothing of ours keeps it. */
