@@ -261,6 +261,10 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         """Destroys the sandbox and returns once it is gone; False if it was gone already."""
         return await self._run(_ops.destroy(self.sandbox_id))
 
+    async def release(self) -> bool:
+        """As :meth:`Sandbox.release`: reset and kept (True) or destroyed (False)."""
+        return await self._run(_ops.release(self.sandbox_id))
+
     async def __aenter__(self) -> 'AsyncSandbox':
         return self
 

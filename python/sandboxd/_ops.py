@@ -253,7 +253,8 @@ def list_templates() -> Op[list[TemplateInfo]]:
 def list_pools() -> Op[list[PoolInfo]]:
     reply: Reply = yield Call('ListPools', {})
     return [PoolInfo(p['template'], p.get('size', 0), p.get('ready', 0), p.get('starting', 0),
-                     p.get('inUse', 0)) for p in reply.parameters.get('pools', [])]
+                     p.get('inUse', 0), p.get('recycle', False), p.get('recycled', 0), p.get('resetting', 0))
+            for p in reply.parameters.get('pools', [])]
 
 
 def set_timeout(sandbox_id: str, timeout: float, idle_timeout: float | None) -> Op[None]:
@@ -412,6 +413,22 @@ def remove(sandbox_id: str, path: str) -> Op[None]:
 def rename(sandbox_id: str, old: str, new: str) -> Op[str]:
     yield Call('Move', {'id': sandbox_id, 'path': old, 'to': new})
     return new
+
+
+def release(sandbox_id: str) -> Op[bool]:
+    """ReleaseSandbox: reset and kept for the caller (a template whose pool recycles):
+    True; destroyed, or gone already: False. Where the transport has no ReleaseSandbox
+    (sandboxd-http), it is destroyed."""
+    try:
+        reply: Reply = yield Call('ReleaseSandbox', {'id': sandbox_id})
+    except SandboxError as e:
+        if e.name.endswith('.NoSuchSandbox'):
+            return False
+        if not e.name.endswith('.NotSupported'):
+            raise
+        yield from destroy(sandbox_id)
+        return False
+    return bool(reply.parameters.get('recycled', False))
 
 
 def destroy(sandbox_id: str) -> Op[bool]:

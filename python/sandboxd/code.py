@@ -174,16 +174,21 @@ class SandboxPool:
     until sandboxd has started them. Pass ``template=`` to use a template that has a pool
     already instead (its limits then apply). :meth:`acquire` creates a sandbox of that
     template, which sandboxd hands out from the pool at once; :meth:`release` destroys it
-    and sandboxd starts a fresh one, so no state passes from one user to the next.
+    and sandboxd starts a fresh one, so no state passes from one user to the next. With
+    ``recycle=True`` the template's pool recycles (sandboxd(8), "Recycling pool"):
+    :meth:`release` has sandboxd reset the sandbox - every process killed, /work, /tmp
+    and /dev/shm empty, System V IPC gone - and keep it for this uid, and the next
+    :meth:`acquire` takes it back: the seed's "cleanup between runs", without a new boot.
     :meth:`status` is sandboxd's count (``ListPools``). :meth:`close` destroys what is
     still acquired and removes the template this object made.
     """
 
-    def __init__(self, pool_size: int = 3, *, template: str | None = None,
+    def __init__(self, pool_size: int = 3, *, template: str | None = None, recycle: bool = False,
                  transport: Transport | None = None, template_dirs: Sequence[str] | None = None) -> None:
         if pool_size < 1:
             raise ValueError('pool_size is at least 1')
         self.pool_size = pool_size
+        self.recycle = recycle
         self.template = template
         self.transport = transport or default_transport()
         env_dirs = os.environ.get('SANDBOXD_TEMPLATE_DIRS')
@@ -215,7 +220,10 @@ class SandboxPool:
             text = self._base_template(base)
             limits = dict(text.get('limits') or {})
             limits['MemoryMax'] = self.config.max_memory_mb * 1024 * 1024
-            text.update(limits=limits, pool=self.pool_size,
+            pool: Any = self.pool_size
+            if self.recycle:
+                pool = {'size': self.pool_size, 'recycle': True, 'recycle_max': self.pool_size}
+            text.update(limits=limits, pool=pool,
                         description=f'{base} with a warm pool of {self.pool_size} (sandboxd Python client)')
             body = json.dumps(text, sort_keys=True)
             name = f'{base}-pool-{hashlib.sha256(body.encode()).hexdigest()[:12]}'
@@ -249,19 +257,24 @@ class SandboxPool:
         return sbx
 
     def release(self, sandbox: CodeSandbox) -> None:
-        """Gives SANDBOX back: it is destroyed, and sandboxd refills the pool."""
+        """Gives SANDBOX back: reset and kept (``recycle=True``), or destroyed, and
+        sandboxd refills the pool."""
         self._acquired.pop(sandbox.sandbox_id, None)
-        sandbox.sandbox.kill()
+        if self.recycle:
+            sandbox.sandbox.release()
+        else:
+            sandbox.sandbox.kill()
 
     def status(self) -> dict[str, int]:
         """``total``, ``available``, ``in_use`` (the seed's keys), and sandboxd's
         ``ready`` and ``starting``."""
         pool = self._pool()
         size, ready, starting = (pool.size, pool.ready, pool.starting) if pool else (0, 0, 0)
+        recycled = pool.recycled if pool else 0
         in_use = pool.in_use if pool else len(self._acquired)
         total = self.pool_size
         return {'total': total, 'available': max(0, total - in_use), 'in_use': in_use,
-                'ready': ready, 'starting': starting, 'pool_size': size}
+                'ready': ready, 'starting': starting, 'pool_size': size, 'recycled': recycled}
 
     def close(self) -> None:
         for sbx in list(self._acquired.values()):

@@ -169,6 +169,11 @@ class PoolInfo:
     starting: int
     #: the template's sandboxes callers hold (the caller's own, unless it may manage all)
     in_use: int
+    #: the pool recycles: released sandboxes are reset and kept for their owner
+    recycle: bool = False
+    #: released sandboxes kept now (counted as ``in_use`` is), and of those being reset
+    recycled: int = 0
+    resetting: int = 0
 
 
 @dataclass(frozen=True)

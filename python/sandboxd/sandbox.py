@@ -286,6 +286,13 @@ class Sandbox(SandboxBase[Transport]):
         """Destroys the sandbox and returns once it is gone; False if it was gone already."""
         return self._run(_ops.destroy(self.sandbox_id))
 
+    def release(self) -> bool:
+        """Done with the sandbox: of a template whose pool recycles it is reset (every
+        process killed, /work, /tmp and /dev/shm empty) and kept for you - the next
+        create of the template takes it - and this returns True; otherwise it is
+        destroyed (False). Either way it is no longer yours."""
+        return self._run(_ops.release(self.sandbox_id))
+
     def __enter__(self) -> 'Sandbox':
         return self
 

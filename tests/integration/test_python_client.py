@@ -457,6 +457,31 @@ class Seeds(Base):
         for sid in ids + strict_ids:
             self.assertTrue(gone(sid), 'cleanup() destroys every sandbox the provider created')
 
+    def test_seed_001_pool_recycles(self):
+        # "release" with cleanup between runs: sandboxd resets the sandbox and keeps it for
+        # us, and the next acquire takes it back with nothing of the last run.
+        dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
+        pool = SandboxPool(pool_size=1, recycle=True, transport=self.t, template_dirs=dirs)
+        pool.initialize(SandboxConfig(language='python', timeout_seconds=5, max_memory_mb=128))
+        try:
+            a = pool.acquire()
+            a.sandbox.files.write('left-behind.txt', 'secret')
+            a.sandbox.commands.run('sleep 600', background=True)
+            first = a.sandbox_id
+            pool.release(a)
+            self.assertEqual(pool.status()['recycled'], 1)
+            self.assertEqual({p.template: p for p in Sandbox.pools(transport=self.t)}[pool.template].recycle, True)
+            b = pool.acquire()
+            self.assertEqual(b.sandbox_id, first, 'the same sandbox, reset')
+            self.assertFalse(b.sandbox.files.exists('left-behind.txt'))
+            r = b.execute('import os\nprint(sorted(p for p in os.listdir("/proc") if p.isdigit()))')
+            self.assertEqual(r.exit_code, 0, r.stderr)
+            self.assertNotIn("'2'", r.stdout)
+            self.assertTrue(b.sandbox.release(), 'Sandbox.release(): reset and kept')
+            self.assertFalse(b.sandbox.release(), 'released already: no longer ours')
+        finally:
+            pool.close()
+
     def test_seed_001_pool_on_sandboxd_pool(self):
         dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
         pool = SandboxPool(pool_size=2, transport=self.t, template_dirs=dirs)
@@ -471,7 +496,7 @@ class Seeds(Base):
             pools = {p.template: p for p in Sandbox.pools(transport=self.t)}
             self.assertEqual((pools[template].size, pools[template].ready), (2, 2))
             self.assertEqual(pool.status(), {'total': 2, 'available': 2, 'in_use': 0, 'ready': 2, 'starting': 0,
-                                             'pool_size': 2})
+                                             'pool_size': 2, 'recycled': 0})
             start = time.monotonic()
             a = pool.acquire()
             took = time.monotonic() - start
