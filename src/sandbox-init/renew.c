@@ -10,9 +10,13 @@
  * it, so nothing of sandboxd's unit (which grants no CAP_SYS_ADMIN) is needed. Each new
  * tmpfs gets the old one's mode and owner, nosuid,nodev, as bwrap made it; the old one is
  * detached, and its memory freed as soon as nothing holds it (the agent left it: "reset").
+ * Then the POSIX message queues of the sandbox's IPC namespace go too: they live in no
+ * file system the sandbox has mounted, so we mount that namespace's mqueue file system in
+ * a private copy of the mount namespace (the sandbox's is not touched) and unlink them.
  * Exits 0, or with the errno of the step that failed.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -47,6 +51,31 @@ static int renew_one(const char *path, uint64_t size) {
         return 0;
 }
 
+/* In the sandbox's IPC namespace (joined already) and a mount namespace of our own. */
+static int remove_message_queues(void) {
+        static const char dir[] = "/tmp"; /* the fresh one, seen only by us from here on */
+        struct dirent *de;
+        DIR *d;
+
+        if (unshare(CLONE_NEWNS) < 0)
+                return errno;
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return errno;
+        if (mount("mqueue", dir, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return errno;
+        d = opendir(dir);
+        if (!d)
+                return errno;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' && unlinkat(dirfd(d), de->d_name, 0) < 0) {
+                        int r = errno;
+                        closedir(d);
+                        return r;
+                }
+        closedir(d);
+        return 0;
+}
+
 static int fail(const char *what, int error) {
         fprintf(stderr, "sandbox-init --renew-mounts: %s: %s\n", what, strerror(error));
         return error;
@@ -55,7 +84,7 @@ static int fail(const char *what, int error) {
 int agent_renew_mounts(const char *target, char **mounts) {
         unsigned pid, uid, gid;
         char path[64], end;
-        int mnt_fd, root_fd, userns_fd, r;
+        int mnt_fd, root_fd, ipc_fd, userns_fd, r;
 
         if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || !mounts[0])
                 return fail("usage: --renew-mounts PID:UID:GID PATH=SIZE...", EINVAL);
@@ -69,6 +98,10 @@ int agent_renew_mounts(const char *target, char **mounts) {
         snprintf(path, sizeof(path), "/proc/%u/root", pid);
         root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root_fd < 0)
+                return fail(path, errno);
+        snprintf(path, sizeof(path), "/proc/%u/ns/ipc", pid);
+        ipc_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (ipc_fd < 0)
                 return fail(path, errno);
         userns_fd = ioctl(mnt_fd, NS_GET_USERNS);
         if (userns_fd < 0)
@@ -96,5 +129,11 @@ int agent_renew_mounts(const char *target, char **mounts) {
                 if (r != 0)
                         return fail(*m, r);
         }
+
+        if (setns(ipc_fd, CLONE_NEWIPC) < 0)
+                return fail("entering the IPC namespace", errno);
+        r = remove_message_queues();
+        if (r != 0)
+                return fail("removing POSIX message queues", r);
         return 0;
 }

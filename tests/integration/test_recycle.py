@@ -39,6 +39,12 @@ echo leftover > /dev/shm/posix-shm-leftover
 ipcmk -M 1048576 >/dev/null
 ipcmk -Q >/dev/null
 ipcmk -S 1 >/dev/null
+python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.mq_open(b"/sandboxd-test-leftover", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0, ctypes.get_errno()
+'
+
 setsid sh -c 'trap "" TERM HUP INT; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &
 setsid python3 -c '
 import os, signal, socket, time
@@ -71,6 +77,11 @@ echo "tmp=$(ls -A /tmp | tr '\n' ' ')"
 echo "shm=$(ls -A /dev/shm | tr '\n' ' ')"
 echo "sysv=$(tail -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -c '[0-9]')"
 echo "unix=$(grep -c '@sandboxd-test-leftover' /proc/net/unix)"
+echo "mq=$(python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print(1 if libc.mq_open(b"/sandboxd-test-leftover", os.O_RDWR) >= 0 else 0)
+')"
 echo "leaked=$(HOME=/work sh -lc 'echo "${LEAKED:-}"')"
 echo "pwd=$(pwd)"
 '''
@@ -171,6 +182,7 @@ class Recycle(unittest.TestCase):
         before = inspect(sid)
         self.assertIn('leftover', before['work'])
         self.assertEqual(before['unix'], '1')
+        self.assertEqual(before['mq'], '1')
         self.assertNotEqual(before['sysv'], '0')
 
         reply = vl_ok('ReleaseSandbox', {'id': sid})
@@ -197,6 +209,7 @@ class Recycle(unittest.TestCase):
         self.assertEqual(after['shm'], '', after)
         self.assertEqual(after['sysv'], '0', after)
         self.assertEqual(after['unix'], '0', after)
+        self.assertEqual(after['mq'], '0', after)
         self.assertEqual(after['leaked'], '', after)
         self.assertEqual(after['pwd'], '/work', after)
         metrics = vl_ok('GetMetrics', {'id': sid})['metrics']
