@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-event.h>
+
 #define MOUNT_RENEW_MAX 4
 
 typedef struct MountRenew {
@@ -17,12 +19,18 @@ typedef struct MountRenew {
         uint64_t size;       /* bytes; the new tmpfs's size= */
 } MountRenew;
 
+typedef struct MountRenewal MountRenewal;
+typedef void (*mount_renewal_done_t)(int error, void *userdata);
+
 /* Starts agent_path --renew-mounts for the sandbox whose PID 1 is agent_pid (host pid
- * namespace), whose processes run as host uid:gid. posix_spawn(): sandboxd's memory is
- * not copied, and the loop waits only for the exec. *ret_pidfd becomes readable when it
- * ends; then mount_renew_wait(). 0 or -errno. */
-int mount_renew_spawn(const char *agent_path, pid_t agent_pid, uid_t uid, gid_t gid, const MountRenew *mounts,
-                      size_t n_mounts, int *ret_pidfd);
-/* Reaps it: 0 if it did all, else the (positive) errno of the step that failed, or -errno
- * if it could not be reaped. Closes nothing. */
-int mount_renew_wait(int pidfd);
+ * namespace), whose processes run as host uid:gid, with posix_spawn() (sandboxd's memory
+ * is not copied; the loop waits for the exec only). done(0) once the new mounts are in
+ * place - the helper says so before it exits, since freeing the old file systems takes
+ * RCU grace periods - or done(errno of the failed step). The helper's end is reaped by the
+ * event loop whenever it comes. 0 or -errno (done is then not called). */
+int mount_renewal_start(sd_event *event, const char *agent_path, pid_t agent_pid, uid_t uid, gid_t gid,
+                        const MountRenew *mounts, size_t n_mounts, mount_renewal_done_t done, void *userdata,
+                        MountRenewal **ret);
+/* Done with it (also from within done): done is not called any more; a helper still at
+ * work is killed; either way it is reaped in the background. NULL-safe; returns NULL. */
+MountRenewal *mount_renewal_free(MountRenewal *r);

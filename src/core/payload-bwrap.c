@@ -334,25 +334,13 @@ typedef struct BwrapState {
         sd_event_source *info_source;  /* bwrap's --info-fd, until it names its child */
         bool unit_running;
         bool attach_pending;           /* AttachProcessesToUnit in flight */
-        int renew_pidfd;               /* the child renewing the mounts (mount-renew.h) */
-        sd_event_source *renew_source;
+        MountRenewal *renewal;         /* renewing the mounts (mount-renew.h) */
 } BwrapState;
 
 static void bwrap_init(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
         b->process = PAYLOAD_PROCESS_NULL;
-        b->renew_pidfd = -EBADF;
-}
-
-/* Kills and reaps a renewing child still running; nothing of it is left. */
-static void bwrap_renew_cancel(BwrapState *b) {
-        b->renew_source = sd_event_source_disable_unref(b->renew_source);
-        if (b->renew_pidfd >= 0) {
-                (void) syscall(SYS_pidfd_send_signal, b->renew_pidfd, SIGKILL, NULL, 0);
-                (void) mount_renew_wait(b->renew_pidfd);
-        }
-        b->renew_pidfd = safe_close(b->renew_pidfd);
 }
 
 static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
@@ -477,21 +465,17 @@ static void bwrap_unit_started(Sandbox *s) {
         bwrap_attach_child(s);
 }
 
-static int on_renewed(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+static void on_renewed(int error, void *userdata) {
         Sandbox *s = userdata;
         BwrapState *b = s->payload_state;
-        int r;
 
-        r = mount_renew_wait(b->renew_pidfd);
-        b->renew_source = sd_event_source_disable_unref(b->renew_source);
-        b->renew_pidfd = safe_close(b->renew_pidfd);
-        if (r != 0) {
-                log_sandbox(s, LOG_ERR, r < 0 ? r : -r, "Failed to renew the mounts of sandbox %s: %m", s->id);
+        b->renewal = mount_renewal_free(b->renewal);
+        if (error != 0) {
+                log_sandbox(s, LOG_ERR, -error, "Failed to renew the mounts of sandbox %s: %m", s->id);
                 sandbox_payload_renewed(s, "its /work, /tmp and /dev/shm could not be renewed.");
-                return 0;
+                return;
         }
         sandbox_payload_renewed(s, NULL);
-        return 0;
 }
 
 /* The agent has ended everything else: in the unit, only bwrap's monitor and the agent
@@ -550,23 +534,18 @@ static int bwrap_renew(Sandbox *s) {
                 { "/tmp", s->config.disk_max },
                 { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT },
         };
-        bwrap_renew_cancel(b);
-        r = mount_renew_spawn(s->manager->settings.agent_path, agent, s->host_uid, s->host_uid, mounts,
-                              ELEMENTSOF(mounts), &b->renew_pidfd);
+        b->renewal = mount_renewal_free(b->renewal);
+        r = mount_renewal_start(s->manager->event, s->manager->settings.agent_path, agent, s->host_uid, s->host_uid,
+                                mounts, ELEMENTSOF(mounts), on_renewed, s, &b->renewal);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m", s->id);
-        r = sd_event_add_io(s->manager->event, &b->renew_source, b->renew_pidfd, EPOLLIN, on_renewed, s);
-        if (r < 0) {
-                bwrap_renew_cancel(b);
-                return r;
-        }
         return 0;
 }
 
 static void bwrap_abort(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
-        bwrap_renew_cancel(b);
+        b->renewal = mount_renewal_free(b->renewal);
         /* The source first: its fd is one that abort closes. */
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_abort(&b->process);
@@ -601,7 +580,7 @@ static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
 static void bwrap_detach(Sandbox *s) {
         BwrapState *b = s->payload_state;
 
-        bwrap_renew_cancel(b);
+        b->renewal = mount_renewal_free(b->renewal);
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_done(&b->process);
 }

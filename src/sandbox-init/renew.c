@@ -13,7 +13,9 @@
  * Then the POSIX message queues of the sandbox's IPC namespace go too: they live in no
  * file system the sandbox has mounted, so we mount that namespace's mqueue file system in
  * a private copy of the mount namespace (the sandbox's is not touched) and unlink them.
- * Exits 0, or with the errno of the step that failed.
+ * Says "ok" on stdout once all is done (the old file systems, held until we exit, are
+ * then freed by our exit: that takes RCU grace periods, which sandboxd need not wait
+ * for). Exits 0, or with the errno of the step that failed.
  */
 
 #include <dirent.h>
@@ -44,6 +46,10 @@ static int renew_one(const char *path, uint64_t size) {
                 return ENOTDIR;
         snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=%o,uid=%u,gid=%u", size, (unsigned) (st.st_mode & 07777),
                  (unsigned) st.st_uid, (unsigned) st.st_gid);
+        /* Held until we exit: the old file system is then freed after we said we are done
+         * (a tmpfs's teardown waits for RCU grace periods, milliseconds each). */
+        if (open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) < 0)
+                return errno;
         if (umount2(path, MNT_DETACH) < 0)
                 return errno;
         if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
@@ -135,5 +141,10 @@ int agent_renew_mounts(const char *target, char **mounts) {
         r = remove_message_queues();
         if (r != 0)
                 return fail("removing POSIX message queues", r);
+
+        /* Done, as far as the sandbox goes: sandboxd may hand it out now, while our exit
+         * frees the old file systems we still hold. */
+        if (write(STDOUT_FILENO, "ok\n", 3) != 3)
+                return fail("reporting", errno == 0 ? EIO : errno);
         return 0;
 }
