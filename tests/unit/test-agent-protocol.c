@@ -105,6 +105,28 @@ static void assert_same_file(int a, int b) {
         assert_int_equal(sa.st_ino, sb.st_ino);
 }
 
+static void test_reset_messages(void **state) {
+        _cleanup_json_ json_object *m = agent_msg_reset(7), *ok = agent_msg_reset_result(7, 0),
+                                   *bad = agent_msg_reset_result(8, ETIMEDOUT), *junk = NULL;
+        uint64_t id;
+        int error;
+
+        assert_non_null(m);
+        assert_string_equal(json_object_to_json_string_ext(m, JSON_C_TO_STRING_PLAIN), "{\"type\":\"reset\",\"id\":7}");
+        assert_int_equal(agent_parse_reset_result(ok, &id, &error), 0);
+        assert_int_equal(id, 7);
+        assert_int_equal(error, 0);
+        assert_int_equal(agent_parse_reset_result(bad, &id, &error), 0);
+        assert_int_equal(id, 8);
+        assert_int_equal(error, ETIMEDOUT);
+        assert_null(agent_msg_reset_result(1, -EIO));
+        junk = json_tokener_parse("{\"type\":\"reset-result\",\"id\":1,\"errno\":99999}");
+        assert_int_equal(agent_parse_reset_result(junk, &id, &error), -EBADMSG);
+        json_object_put(junk);
+        junk = json_tokener_parse("{\"type\":\"reset-result\",\"errno\":0}");
+        assert_true(agent_parse_reset_result(junk, &id, &error) < 0);
+}
+
 static void test_exec_roundtrip(void **state) {
         struct pair *p = *state;
         _cleanup_json_ json_object *msg = NULL, *got = NULL;
@@ -952,6 +974,7 @@ static void test_parse_file_result_refuses(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_reset_messages),
                 T(test_exec_roundtrip),
                 T(test_exec_defaults),
                 T(test_kill_ready_roundtrip),

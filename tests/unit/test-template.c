@@ -43,6 +43,30 @@ static void test_parse_docker_and_pool(void **state) {
         assert_null(t->ro_binds);
 }
 
+static void test_parse_recycling_pool(void **state) {
+        _cleanup_(template_freep) Template *a = NULL, *b = NULL, *c = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        /* The number form: no recycling, the defaults for when it is turned on. */
+        assert_int_equal(template_parse("a", "{\"ro_binds\":[\"/usr\"],\"pool\":2}", &a, &error), 0);
+        assert_int_equal(a->pool, 2);
+        assert_false(a->recycle);
+        assert_int_equal(a->recycle_max, TEMPLATE_RECYCLE_MAX_DEFAULT);
+        assert_int_equal(a->recycle_idle_sec, TEMPLATE_RECYCLE_IDLE_SEC_DEFAULT);
+
+        assert_int_equal(template_parse("b", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycle\":true}}", &b, &error), 0);
+        assert_int_equal(b->pool, 0);
+        assert_true(b->recycle);
+        assert_int_equal(b->recycle_max, TEMPLATE_RECYCLE_MAX_DEFAULT);
+
+        assert_int_equal(template_parse("c", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"size\":3,\"recycle\":true,"
+                                        "\"recycle_max\":5,\"recycle_idle_sec\":60}}", &c, &error), 0);
+        assert_int_equal(c->pool, 3);
+        assert_true(c->recycle);
+        assert_int_equal(c->recycle_max, 5);
+        assert_int_equal(c->recycle_idle_sec, 60);
+}
+
 static void expect_bad(const char *name, const char *json, const char *needle) {
         _cleanup_(template_freep) Template *t = NULL;
         _cleanup_free_ char *error = NULL;
@@ -67,6 +91,15 @@ static void test_parse_bad(void **state) {
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":[]}", "limits");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":65}", "pool");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":-1}", "pool");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":\"3\"}", "pool");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycle\":1}}", "recycle");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycel\":true}}", "recycel");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"size\":65}}", "size");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycle\":true,\"recycle_max\":0}}", "recycle_max");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycle\":true,\"recycle_max\":1025}}", "recycle_max");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":{\"recycle\":true,\"recycle_idle_sec\":0}}",
+                   "recycle_idle_sec");
+        expect_bad("x", "{\"payload\":\"docker\",\"image\":\"busybox\",\"pool\":{\"recycle\":true}}", "bwrap");
         expect_bad("x", "{\"payload\":\"docker\"}", "image");
         expect_bad("x", "{\"payload\":\"docker\",\"image\":\"a b\"}", "image");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"image\":\"busybox\"}", "docker");
@@ -220,6 +253,7 @@ int main(void) {
                 cmocka_unit_test(test_parse_etc),
                 cmocka_unit_test(test_parse_etc_bad),
                 cmocka_unit_test(test_parse_docker_and_pool),
+                cmocka_unit_test(test_parse_recycling_pool),
                 cmocka_unit_test(test_dirs_override),
                 cmocka_unit_test(test_shipped_templates),
         };
