@@ -686,7 +686,7 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
         sandbox_save(s);
         MANAGER_NOTIFY(m, sandbox_added, s);
         if (recycled)
-                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) recycled for owner %u.", s->id, s->template_name,
+                log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s (template %s) recycled for owner %u.", s->id, s->template_name,
                             owner);
         else {
                 manager_record_sandbox(m, s, NULL);

@@ -184,6 +184,6 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
         s->recycling = false;
         s->used = false;
         s->manager->statistics.sandboxes_recycled++;
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s reset; kept for owner %u.", s->id, s->owner);
+        log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s reset; kept for owner %u.", s->id, s->owner);
         recycle_answer(s, NULL);
 }
