@@ -101,6 +101,7 @@ struct Sandbox {
         bool released;
         bool recycling;
         uint64_t reset_id;        /* the agent's "reset" in flight */
+        uint64_t reset_started, reset_agent_done; /* µs CLOCK_MONOTONIC, for the log */
         unsigned recycles;        /* times it was reset and handed out again */
         sandbox_callback_t recycle_cb; /* the release's caller: once it is reset, or gone */
         void *recycle_userdata;
