@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /*
- * sandbox-init --renew-mounts PID:UID:GID PATH=SIZE…: run by sandboxd (as root, outside
+ * sandbox-init --renew-mounts PID:UID:GID PATH=SIZE:MODE…: run by sandboxd (as root, outside
  * any sandbox) when it recycles a sandbox (src/core/recycle.c): fresh, empty tmpfs mounts
  * in place of the sandbox's writable ones. We drop to the sandbox's host uid first: as the
  * owner of the sandbox's user namespace we have every capability in it - enough to enter
  * its mount namespace (through the user namespace that owns it: the agent's own may be a
  * nested one without rights over its mounts), unmount and mount there - and none outside
  * it, so nothing of sandboxd's unit (which grants no CAP_SYS_ADMIN) is needed. Each new
- * tmpfs gets the old one's mode and owner, nosuid,nodev, as bwrap made it; the old one is
+ * tmpfs gets the old one's owner and the mode sandboxd gives (MODE, octal: what bwrap made
+ * it with, not what the last user may have chmod()ed it to), nosuid,nodev; the old one is
  * detached, and its memory freed as soon as nothing holds it (the agent left it: "reset").
  * Exits 0, or with the errno of the step that failed.
  */
@@ -29,17 +30,18 @@
 
 #include "sandbox-init.h"
 
-static int renew_one(const char *path, uint64_t size) {
+static int renew_one(const char *path, uint64_t size, unsigned mode) {
         char opts[128];
         struct stat st;
 
-        /* The owner and mode as this user namespace sees them: what bwrap made. */
+        /* The owner as this user namespace sees it: what bwrap made (the sandbox can
+         * chown to no other). The mode is sandboxd's: the sandbox can chmod. */
         if (lstat(path, &st) < 0)
                 return errno;
         if (!S_ISDIR(st.st_mode))
                 return ENOTDIR;
-        snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=%o,uid=%u,gid=%u", size, (unsigned) (st.st_mode & 07777),
-                 (unsigned) st.st_uid, (unsigned) st.st_gid);
+        snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=%o,uid=%u,gid=%u", size, mode, (unsigned) st.st_uid,
+                 (unsigned) st.st_gid);
         if (umount2(path, MNT_DETACH) < 0)
                 return errno;
         if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
@@ -58,7 +60,7 @@ int agent_renew_mounts(const char *target, char **mounts) {
         int mnt_fd, root_fd, userns_fd, r;
 
         if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || !mounts[0])
-                return fail("usage: --renew-mounts PID:UID:GID PATH=SIZE...", EINVAL);
+                return fail("usage: --renew-mounts PID:UID:GID PATH=SIZE:MODE...", EINVAL);
         if (syscall(SYS_setgroups, 0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return fail("dropping privileges", errno);
 
@@ -83,16 +85,19 @@ int agent_renew_mounts(const char *target, char **mounts) {
 
         for (char **m = mounts; *m; m++) {
                 char *eq = strrchr(*m, '='), *e;
-                unsigned long long size;
+                unsigned long long size, mode;
 
                 if (!eq || eq == *m || (*m)[0] != '/')
                         return fail(*m, EINVAL);
                 *eq = '\0';
                 errno = 0;
                 size = strtoull(eq + 1, &e, 10);
-                if (errno != 0 || *e || size == 0)
+                if (errno != 0 || *e != ':' || size == 0)
                         return fail(*m, EINVAL);
-                r = renew_one(*m, size);
+                mode = strtoull(e + 1, &e, 8);
+                if (errno != 0 || *e || e[-1] == ':' || mode > 07777)
+                        return fail(*m, EINVAL);
+                r = renew_one(*m, size, (unsigned) mode);
                 if (r != 0)
                         return fail(*m, r);
         }

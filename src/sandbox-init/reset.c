@@ -10,12 +10,17 @@
  */
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
+#include <sys/resource.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,5 +148,79 @@ int agent_reset_ipc(void) {
 
         if ((r = ipc_remove_shm()) < 0 || (r = ipc_remove_sem()) < 0 || (r = ipc_remove_msg()) < 0)
                 return r;
+        return 0;
+}
+
+#define IOPRIO_WHO_PROCESS 1
+
+static struct {
+        struct rlimit rlimits[RLIM_NLIMITS];
+        int nice;
+        int policy; /* with SCHED_RESET_ON_FORK, as sched_getscheduler() says */
+        struct sched_param param;
+        cpu_set_t affinity;
+        int ioprio;
+} saved;
+
+static int get_nice(int *ret) {
+        int n;
+
+        errno = 0;
+        n = getpriority(PRIO_PROCESS, 0);
+        if (n == -1 && errno != 0)
+                return -errno;
+        *ret = n;
+        return 0;
+}
+
+int agent_traits_save(void) {
+        for (int i = 0; i < RLIM_NLIMITS; i++)
+                if (getrlimit(i, &saved.rlimits[i]) < 0)
+                        return -errno;
+        if (get_nice(&saved.nice) < 0 || (saved.policy = sched_getscheduler(0)) < 0 ||
+            sched_getparam(0, &saved.param) < 0 || sched_getaffinity(0, sizeof(saved.affinity), &saved.affinity) < 0 ||
+            (saved.ioprio = (int) syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0)) < 0)
+                return -errno;
+        return 0;
+}
+
+static int changed(const char *what) {
+        fprintf(stderr, "sandbox-init: reset: the %s of PID 1 was changed, and cannot be put back.\n", what);
+        return -EPERM;
+}
+
+int agent_traits_restore(void) {
+        cpu_set_t affinity;
+        int prio = 0, policy, r;
+
+        for (int i = 0; i < RLIM_NLIMITS; i++) {
+                struct rlimit rl;
+
+                if (getrlimit(i, &rl) < 0)
+                        return -errno;
+                if (rl.rlim_max != saved.rlimits[i].rlim_max)
+                        return changed("hard resource limits");
+                if (rl.rlim_cur != saved.rlimits[i].rlim_cur && setrlimit(i, &saved.rlimits[i]) < 0)
+                        return changed("resource limits");
+        }
+        r = get_nice(&prio);
+        if (r < 0)
+                return r;
+        if (prio != saved.nice && setpriority(PRIO_PROCESS, 0, saved.nice) < 0)
+                return changed("nice value");
+        policy = sched_getscheduler(0);
+        if (policy < 0)
+                return -errno;
+        if (policy != saved.policy && sched_setscheduler(0, saved.policy, &saved.param) < 0)
+                return changed("scheduling policy");
+        if (sched_getaffinity(0, sizeof(affinity), &affinity) < 0)
+                return -errno;
+        if (!CPU_EQUAL(&affinity, &saved.affinity) && sched_setaffinity(0, sizeof(saved.affinity), &saved.affinity) < 0)
+                return changed("CPU affinity");
+        r = (int) syscall(SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0);
+        if (r < 0)
+                return -errno;
+        if (r != saved.ioprio && syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, saved.ioprio) < 0)
+                return changed("I/O priority");
         return 0;
 }
