@@ -11,9 +11,12 @@
  * tmpfs gets the old one's owner and the mode sandboxd gives (MODE, octal: what bwrap made
  * it with, not what the last user may have chmod()ed it to), nosuid,nodev; the old one is
  * detached, and its memory freed as soon as nothing holds it (the agent left it: "reset").
- * Exits 0, or with the errno of the step that failed.
+ * Then the POSIX message queues of the sandbox's IPC namespace are removed (its System V
+ * IPC objects are the agent's to remove; these only a mount shows). Exits 0, or with the
+ * errno of the step that failed.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -49,6 +52,34 @@ static int renew_one(const char *path, uint64_t size, unsigned mode) {
         return 0;
 }
 
+/* POSIX message queues live in the IPC namespace, in no file system the sandbox has: an
+ * mqueue file system of that namespace, mounted in a private copy of the mount namespace
+ * (over where, a mount just renewed), shows them, and each is removed. 0 or an errno. */
+static int clear_mqueues(int ipc_fd, const char *where) {
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        if (setns(ipc_fd, CLONE_NEWIPC) < 0 || unshare(CLONE_NEWNS) < 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return errno;
+        if (mount("mqueue", where, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return errno == ENODEV ? 0 : errno; /* a kernel without them */
+        d = opendir(where);
+        if (!d)
+                return errno;
+        while ((errno = 0, de = readdir(d)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+                    unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT) {
+                        r = errno;
+                        break;
+                }
+        if (!de && errno != 0)
+                r = errno;
+        closedir(d);
+        return r;
+}
+
 static int fail(const char *what, int error) {
         fprintf(stderr, "sandbox-init --renew-mounts: %s: %s\n", what, strerror(error));
         return error;
@@ -57,7 +88,7 @@ static int fail(const char *what, int error) {
 int agent_renew_mounts(const char *target, char **mounts) {
         unsigned pid, uid, gid;
         char path[64], end;
-        int mnt_fd, root_fd, userns_fd, r;
+        int mnt_fd, root_fd, userns_fd, ipc_fd, r;
 
         if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || !mounts[0])
                 return fail("usage: --renew-mounts PID:UID:GID PATH=SIZE:MODE...", EINVAL);
@@ -71,6 +102,10 @@ int agent_renew_mounts(const char *target, char **mounts) {
         snprintf(path, sizeof(path), "/proc/%u/root", pid);
         root_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (root_fd < 0)
+                return fail(path, errno);
+        snprintf(path, sizeof(path), "/proc/%u/ns/ipc", pid);
+        ipc_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (ipc_fd < 0)
                 return fail(path, errno);
         userns_fd = ioctl(mnt_fd, NS_GET_USERNS);
         if (userns_fd < 0)
@@ -101,5 +136,9 @@ int agent_renew_mounts(const char *target, char **mounts) {
                 if (r != 0)
                         return fail(*m, r);
         }
+        /* Last: it leaves the sandbox's mount namespace for a copy of our own. */
+        r = clear_mqueues(ipc_fd, mounts[0]);
+        if (r != 0)
+                return fail("removing the POSIX message queues", r);
         return 0;
 }

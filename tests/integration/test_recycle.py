@@ -3,7 +3,7 @@
 with is reset and kept for the same owner, tenant and limits - never anyone else's - and
 the next user of it finds nothing of the last one's: no process (daemonized, ignoring
 SIGTERM, holding an abstract socket or a huge mapping), no file in /work, /tmp or
-/dev/shm, no System V IPC object, no profile, no cwd, no change to what PID 1 passes on
+/dev/shm, no System V IPC object or POSIX message queue, no profile, no cwd, no change to what PID 1 passes on
 to every exec (limits, nice value, affinity, I/O priority), no chmod of the mounts. A
 reset that cannot finish, or cannot put PID 1 back, destroys the sandbox."""
 
@@ -40,6 +40,7 @@ echo leftover > /dev/shm/posix-shm-leftover
 ipcmk -M 1048576 >/dev/null
 ipcmk -Q >/dev/null
 ipcmk -S 1 >/dev/null
+python3 -c 'import ctypes, os; rt = ctypes.CDLL("librt.so.1", use_errno=True); assert rt.mq_open(b"/leftover", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0'
 setsid sh -c 'trap "" TERM HUP INT; while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &
 setsid python3 -c '
 import os, signal, socket, time
@@ -72,6 +73,7 @@ echo "tmp=$(ls -A /tmp | tr '\n' ' ')"
 echo "shm=$(ls -A /dev/shm | tr '\n' ' ')"
 echo "sysv=$(tail -n +2 /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -c '[0-9]')"
 echo "unix=$(grep -c '@sandboxd-test-leftover' /proc/net/unix)"
+echo "mqueue=$(python3 -c 'import ctypes, os; rt = ctypes.CDLL("librt.so.1", use_errno=True); print(rt.mq_open(b"/leftover", os.O_RDWR) >= 0)')"
 echo "leaked=$(HOME=/work sh -lc 'echo "${LEAKED:-}"')"
 echo "pwd=$(pwd)"
 '''
@@ -223,6 +225,7 @@ class Recycle(unittest.TestCase):
         self.assertIn('leftover', before['work'])
         self.assertEqual(before['unix'], '1')
         self.assertNotEqual(before['sysv'], '0')
+        self.assertEqual(before['mqueue'], 'True')
 
         reply = vl_ok('ReleaseSandbox', {'id': sid})
         self.assertEqual(reply, {'recycled': True})
@@ -248,6 +251,7 @@ class Recycle(unittest.TestCase):
         self.assertEqual(after['shm'], '', after)
         self.assertEqual(after['sysv'], '0', after)
         self.assertEqual(after['unix'], '0', after)
+        self.assertEqual(after['mqueue'], 'False', after)
         self.assertEqual(after['leaked'], '', after)
         self.assertEqual(after['pwd'], '/work', after)
         metrics = vl_ok('GetMetrics', {'id': sid})['metrics']
