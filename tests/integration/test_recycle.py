@@ -276,11 +276,15 @@ class Recycle(unittest.TestCase):
 
         # Another tenant of the same uid: never this one.
         res = secutil.varlink([vcall('ActForTenant', tenant='recycle-a'),
-                               vcall('AcquireSandbox', template=TEMPLATE, options={'Ephemeral': True})])
+                               vcall('AcquireSandbox', template=TEMPLATE, options={'Ephemeral': True}),
+                               vcall('GetPool', template=TEMPLATE)])
         other = res[1]['replies'][0]
         self.assertNotEqual(other['id'], sid)
         self.assertEqual(other['source'], 'new')
         self.addCleanup(self.destroy_quietly, other['id'])
+        # Nor does it see the other tenant's kept ones, as it sees none of its sandboxes.
+        theirs = res[2]['replies'][0]['pool']
+        self.assertEqual((theirs['recycled'], theirs['inUse']), (0, 1), theirs)
         # Other limits: never this one either.
         limited, source = self.acquire({'MemoryMax': 200 * MiB})
         self.assertNotEqual(limited, sid)
