@@ -25,6 +25,7 @@ from secutil import NOBODY, vcall  # noqa: E402
 S = None
 POLKIT = None
 TEMPLATE = 'recycle-shell-test'
+TEMPLATE_JSON = None
 MiB = 1024 * 1024
 
 # What a hostile user leaves behind. Every process is a daemon of its own session that
@@ -118,13 +119,14 @@ print('ok')
 
 
 def setUpModule():
-    global S, POLKIT
+    global S, POLKIT, TEMPLATE_JSON
     POLKIT = polkitutil.setup_module()
     S = secutil.S
     with open(os.path.join(S.paths.templates, 'shell.json')) as f:
         t = json.load(f)
     t.update(description='test: shell, recycled', pool={'recycle': True, 'recycle_max': 2, 'recycle_idle_sec': 120})
-    vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': json.dumps(t)})
+    TEMPLATE_JSON = json.dumps(t)
+    vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
 
 
 def tearDownModule():
@@ -344,6 +346,20 @@ class Recycle(unittest.TestCase):
         other, _ = self.acquire()
         self.assertNotEqual(other, sid)
         self.assertEqual(traits(other), fresh)
+
+    def test_replaced_template_is_not_recycled(self):
+        # One in use while its template is replaced was made from what it was: released, it
+        # goes, and the next user gets the template as it is now.
+        sid, _ = self.acquire()
+        t = json.loads(TEMPLATE_JSON)
+        t['environment'] = t.get('environment', []) + ['MARK=replaced']
+        self.addCleanup(vl_ok, 'CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
+        vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': json.dumps(t)})
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
+        other, source = self.acquire()
+        self.assertNotEqual(other, sid)
+        self.assertEqual(source, 'new')
+        self.assertEqual(sh(other, 'echo $MARK')['stdout'], 'replaced\n')
 
     def test_sandboxctl_release_and_pool(self):
         cp = S.sandboxctl('create', '--template', TEMPLATE)
