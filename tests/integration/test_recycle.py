@@ -3,8 +3,9 @@
 with is reset and kept for the same owner, tenant and limits - never anyone else's - and
 the next user of it finds nothing of the last one's: no process (daemonized, ignoring
 SIGTERM, holding an abstract socket or a huge mapping), no file in /work, /tmp or
-/dev/shm, no System V IPC object or POSIX message queue, no profile, no cwd, no change to what PID 1 passes on
-to every exec (limits, nice value, affinity, I/O priority), no chmod of the mounts. A
+/dev/shm, no System V IPC object or POSIX message queue, no profile, no cwd, no change
+to what PID 1 passes on to every exec (limits, nice value, affinity, I/O priority), no
+chmod of the mounts, no sysctl of its namespaces. A
 reset that cannot finish, or cannot put PID 1 back, destroys the sandbox."""
 
 import base64
@@ -82,18 +83,22 @@ echo "pwd=$(pwd)"
 # What every exec inherits from PID 1 (the agent), and the modes of the writable mounts.
 TRAITS = r"""
 import json, os, resource
+SYSCTLS = ('kernel/shmmni', 'kernel/shmmax', 'kernel/msgmnb', 'kernel/sem', 'kernel/pid_max',
+           'fs/mqueue/queues_max')
 print(json.dumps({
     'rlimits': [resource.getrlimit(i) for i in range(16)],  # RLIMIT_CPU .. RLIMIT_RTTIME
     'nice': os.getpriority(os.PRIO_PROCESS, 0),
     'policy': os.sched_getscheduler(0),
     'affinity': sorted(os.sched_getaffinity(0)),
     'modes': {p: oct(os.stat(p).st_mode & 0o7777) for p in ('/work', '/tmp', '/dev/shm')},
+    'sysctls': {p: open('/proc/sys/' + p).read() for p in SYSCTLS},
 }))
 """
 
 # A previous user changes what PID 1 passes on to every later exec - from outside it, as
 # its own uid may (prlimit(2), sched_setaffinity(2), ioprio_set(2): no privilege needed,
-# dumpable or not) - in ways the agent can put back, and chmods the writable mounts.
+# dumpable or not) - in ways the agent can put back, chmods the writable mounts and sets
+# the sysctls of the sandbox's namespaces.
 TAMPER_RESTORABLE = r"""
 import ctypes, os, resource
 hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -106,6 +111,14 @@ assert libc.syscall(251, 1, 1, 3 << 13) == 0, ctypes.get_errno()  # ioprio_set(P
 os.chmod('/work', 0o777)
 os.chmod('/tmp', 0o1777)
 os.chmod('/dev/shm', 0o700)
+# The sysctls of the sandbox's IPC and PID namespaces its uid may write (Linux 6.x).
+for name, value in (('kernel/shmmni', '1'), ('kernel/shmmax', '1'), ('kernel/msgmnb', '1'),
+                    ('kernel/sem', '1 1 1 1'), ('kernel/pid_max', '1000'), ('fs/mqueue/queues_max', '1')):
+    try:
+        with open('/proc/sys/' + name, 'w') as f:
+            f.write(value)
+    except PermissionError:
+        pass  # an older kernel: root's only
 print('ok')
 """
 
