@@ -187,15 +187,15 @@ class ForeignClient(Base):
         # Every D-Bus method of the Manager and of a Sandbox (as introspection has them) but
         # Upload (no descriptors on varlink: WriteFile in parts) and ListSandboxesFiltered
         # (varlink's ListSandboxes takes the filter as an optional parameter; D-Bus has no
-        # optional arguments) and ReadOutputFrom (varlink's ReadOutput with its offsets), and
-        # no other.
+        # optional arguments) and ReadOutputFrom (varlink's ReadOutput with its offsets) and
+        # a Sandbox's Release (the Manager's ReleaseSandbox by id, as on D-Bus), and no other.
         sid = self.create_vl()
         dbus_methods = set()
         for path, iface in ((M, MGR), (sandbox_path(sid), SBX)):
             cp = self.ok(S.run(['busctl', '--system', '--no-pager', 'introspect', harness.BUS_NAME, path, iface]))
             dbus_methods |= set(re.findall(r'^\.(\w+)\s+method\b', cp.stdout, re.M))
         self.assertIn('GetStatistics', dbus_methods)
-        self.assertEqual(methods, dbus_methods - {'Upload', 'ListSandboxesFiltered', 'ReadOutputFrom'})
+        self.assertEqual(methods, dbus_methods - {'Upload', 'ListSandboxesFiltered', 'ReadOutputFrom', 'Release'})
 
 
 # ---- the socket -----------------------------------------------------------------------
