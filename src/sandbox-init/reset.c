@@ -262,7 +262,10 @@ static int sysctls_restore(void) {
         return r > 0 ? -EPERM : 0;
 }
 
-int agent_traits_save(void) {
+/* Why they could not be read as we started (then no reset can succeed), or 0. */
+static int saved_error;
+
+static int traits_read(void) {
         for (size_t i = 0; i < ELEMENTSOF(sysctl_paths); i++)
                 sysctls[i].size = read_sysctl(sysctl_paths[i], sysctls[i].value, sizeof(sysctls[i].value));
         for (int i = 0; i < RLIM_NLIMITS; i++)
@@ -275,10 +278,20 @@ int agent_traits_save(void) {
         return 0;
 }
 
+int agent_traits_save(void) {
+        saved_error = traits_read();
+        return saved_error;
+}
 
 int agent_traits_restore(void) {
         cpu_set_t affinity;
         int prio = 0, policy, r;
+
+        if (saved_error < 0) {
+                fprintf(stderr, "sandbox-init: reset: what PID 1 started with is not known: %s\n",
+                        strerror(-saved_error));
+                return saved_error;
+        }
 
         for (int i = 0; i < RLIM_NLIMITS; i++) {
                 struct rlimit rl;

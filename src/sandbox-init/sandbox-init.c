@@ -659,10 +659,12 @@ int main(int argc, char *argv[]) {
         } else
                 send_or_die(agent_msg_ready());
 
-        /* As the next user of a recycled sandbox must find us again. */
+        /* As the next user of a recycled sandbox must find us again. Not fatal: without
+         * it, a reset fails (the sandbox is destroyed rather than reused). */
         r = agent_traits_save();
         if (r < 0)
-                die("Failed to read our limits", -r);
+                fprintf(stderr, "sandbox-init: cannot read our limits, this sandbox cannot be recycled: %s\n",
+                        strerror(-r));
 
         for (;;) {
                 struct pollfd p[] = {

@@ -53,9 +53,10 @@ int agent_reset_ipc(void);
  * prlimit(2), setpriority(2), sched_setaffinity(2), sched_setscheduler(2) and
  * ioprio_set(2) need no privilege against a process of one's own uid, dumpable or not).
  * Also the sysctls of the sandbox's IPC and PID namespaces, which its uid may write on
- * Linux 6.x (shmmni, msgmnb, pid_max, ...). save: kept as we start. restore: put back what
- * we may; -EPERM if the rest differs (a lowered hard limit, a higher nice value) or if
- * another sysctl is writable: then the sandbox is not reused. */
+ * Linux 6.x (shmmni, msgmnb, pid_max, ...). save: kept as we start (-errno: then restore
+ * fails). restore: put back what we may; -EPERM if the rest differs (a lowered hard
+ * limit, a higher nice value) or if another sysctl is writable: then the sandbox is not
+ * reused. */
 int agent_traits_save(void);
 int agent_traits_restore(void);
 
