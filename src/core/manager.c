@@ -320,12 +320,17 @@ const char *manager_writable_template_dir(Manager *m) {
 }
 
 /* The warm pool's sandboxes of a template that changed or went were made from what it was:
- * they go, and the pool is filled from what it is now. */
+ * they go, and the pool is filled from what it is now. Those in use stay theirs, but are
+ * not recycled (recycle.c): the next user of the template must get what it is now. */
 static void manager_drop_pooled(Manager *m, const char *template_name) {
         for (Sandbox *s = m->sandboxes, *next; s; s = next) {
                 next = s->next;
-                if (s->pooled && streq(s->template_name, template_name))
+                if (!streq(s->template_name, template_name))
+                        continue;
+                if (s->pooled)
                         (void) sandbox_destroy(s, NULL, NULL);
+                else
+                        s->template_changed = true;
         }
 }
 

@@ -164,8 +164,9 @@ int mount_renewal_start(sd_event *event, const char *agent_path, pid_t agent_pid
         argv[n++] = target;
         for (size_t i = 0; i < n_mounts; i++) {
                 if (!mounts[i].path || mounts[i].path[0] != '/' ||
-                    (size_t) snprintf(specs[i], sizeof(specs[i]), "%s=%" PRIu64, mounts[i].path, mounts[i].size) >=
-                            sizeof(specs[i]))
+                    (mounts[i].mode & ~07777) != 0 ||
+                    (size_t) snprintf(specs[i], sizeof(specs[i]), "%s=%" PRIu64 ":%o", mounts[i].path, mounts[i].size,
+                                      (unsigned) mounts[i].mode) >= sizeof(specs[i]))
                         return -EINVAL;
                 argv[n++] = specs[i];
         }

@@ -17,6 +17,8 @@
 typedef struct MountRenew {
         const char *path;    /* absolute, inside the sandbox; a tmpfs now */
         uint64_t size;       /* bytes; the new tmpfs's size= */
+        mode_t mode;         /* the new tmpfs's mode= (what the payload made it with, not
+                              * what the last user chmod()ed the old one to) */
 } MountRenew;
 
 typedef struct MountRenewal MountRenewal;

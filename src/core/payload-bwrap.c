@@ -33,6 +33,12 @@
 /* Where the agent appears inside the sandbox. */
 #define SANDBOX_AGENT_INSIDE "/run/sandbox-init"
 
+/* The modes of the writable tmpfs mounts, as made and as renewed (bwrap_renew()); /tmp's
+ * is bwrap's default for --tmpfs. */
+#define WORKDIR_MODE 0700
+#define TMP_MODE 0755
+#define SHM_MODE 01777
+
 int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         _cleanup_strv_free_ char **a = NULL;
         char disk[32], shm[32];
@@ -89,10 +95,10 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         /* /dev read-only: bwrap cannot size the tmpfs of --dev, so the only place to write
          * there is /dev/shm, bounded like /tmp. */
         ARG("--dev"); ARG("/dev");
-        ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm");
+        ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm"); /* SHM_MODE */
         ARG("--remount-ro"); ARG("/dev");
         /* The work directory lives as long as the sandbox, and nowhere on the host. */
-        ARG("--size"); ARG(disk); ARG("--perms"); ARG("0700"); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
+        ARG("--size"); ARG(disk); ARG("--perms"); ARG(STRINGIFY(WORKDIR_MODE)); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
         ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
         ARG("--ro-bind"); ARG(p->agent_path); ARG(SANDBOX_AGENT_INSIDE);
         ARG("--remount-ro"); ARG("/");
@@ -530,9 +536,9 @@ static int bwrap_renew(Sandbox *s) {
                 return r;
 
         MountRenew mounts[] = {
-                { SANDBOX_WORKDIR, s->config.disk_max },
-                { "/tmp", s->config.disk_max },
-                { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT },
+                { SANDBOX_WORKDIR, s->config.disk_max, WORKDIR_MODE },
+                { "/tmp", s->config.disk_max, TMP_MODE },
+                { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT, SHM_MODE },
         };
         b->renewal = mount_renewal_free(b->renewal);
         r = mount_renewal_start(s->manager->event, s->manager->settings.agent_path, agent, s->host_uid, s->host_uid,

@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include "access.h"
 #include "pool-status.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 
-static void pool_status_fill(Manager *m, const Template *t, bool all_owners, uid_t owner, PoolStatus *p) {
+static void pool_status_fill(Manager *m, const Template *t, const SandboxCaller *caller, PoolStatus *p) {
         *p = (PoolStatus) { .template_name = t->name, .size = t->pool, .recycle = t->recycle };
         for (Sandbox *s = m->sandboxes; s; s = s->next) {
+                /* Another tenant's are not there for a caller acting for one, as in
+                 * ListSandboxes. */
+                bool visible = !caller || sandbox_access_visible(caller, s->owner, s->config.tenant);
+
                 if (!streq(s->template_name, t->name))
                         continue;
                 if (s->released) {
-                        if (all_owners || s->owner == owner) {
+                        if (visible) {
                                 p->recycled++;
                                 p->resetting += s->recycling;
                         }
@@ -18,8 +23,7 @@ static void pool_status_fill(Manager *m, const Template *t, bool all_owners, uid
                         p->ready++;
                 else if (s->pooled && s->state == SANDBOX_STARTING)
                         p->starting++;
-                else if (!s->pooled && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) &&
-                         (all_owners || s->owner == owner))
+                else if (!s->pooled && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && visible)
                         p->in_use++;
         }
 }
@@ -28,7 +32,7 @@ static bool template_has_pool(const Template *t) {
         return t->pool > 0 || t->recycle;
 }
 
-int manager_pool_status(Manager *m, bool all_owners, uid_t owner, PoolStatus **ret, size_t *ret_n) {
+int manager_pool_status(Manager *m, const SandboxCaller *caller, PoolStatus **ret, size_t *ret_n) {
         _cleanup_free_ PoolStatus *l = NULL;
         size_t n = 0;
 
@@ -44,18 +48,18 @@ int manager_pool_status(Manager *m, bool all_owners, uid_t owner, PoolStatus **r
         n = 0;
         for (size_t i = 0; i < m->templates.n; i++)
                 if (template_has_pool(m->templates.templates[i]))
-                        pool_status_fill(m, m->templates.templates[i], all_owners, owner, &l[n++]);
+                        pool_status_fill(m, m->templates.templates[i], caller, &l[n++]);
         *ret = TAKE_PTR(l);
         *ret_n = n;
         return 0;
 }
 
-int manager_pool_status_of(Manager *m, const char *template_name, bool all_owners, uid_t owner, PoolStatus *ret,
+int manager_pool_status_of(Manager *m, const char *template_name, const SandboxCaller *caller, PoolStatus *ret,
                            SandboxError *error) {
         const Template *t = template_name_is_valid(template_name) ? template_set_find(&m->templates, template_name) : NULL;
 
         if (!t)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%.64s'.", template_name);
-        pool_status_fill(m, t, all_owners, owner, ret);
+        pool_status_fill(m, t, caller, ret);
         return 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 typedef struct Manager Manager;
+typedef struct SandboxCaller SandboxCaller;
 typedef struct SandboxError SandboxError;
 
 typedef struct PoolStatus {
@@ -23,9 +24,10 @@ typedef struct PoolStatus {
         unsigned resetting;             /* of those, the ones being reset now */
 } PoolStatus;
 
-/* One entry per template with a pool (a warm or a recycling one), in the templates' order. in_use counts only owner's
- * sandboxes unless all_owners. *ret is NULL when no template has a pool. */
-int manager_pool_status(Manager *m, bool all_owners, uid_t owner, PoolStatus **ret, size_t *ret_n);
+/* One entry per template with a pool (a warm or a recycling one), in the templates' order. in_use, recycled and
+ * resetting count only the sandboxes caller may see (sandbox_access_visible(): its own, of its tenant), all if caller
+ * is NULL. *ret is NULL when no template has a pool. */
+int manager_pool_status(Manager *m, const SandboxCaller *caller, PoolStatus **ret, size_t *ret_n);
 /* GetPool: the template's (with or without a pool: then all 0); NoSuchTemplate. */
-int manager_pool_status_of(Manager *m, const char *template_name, bool all_owners, uid_t owner, PoolStatus *ret,
+int manager_pool_status_of(Manager *m, const char *template_name, const SandboxCaller *caller, PoolStatus *ret,
                            SandboxError *error);

@@ -83,6 +83,8 @@ static const char *recycle_refusal(Sandbox *s) {
 
         if (!t || !t->recycle)
                 return refusal_no_recycle;
+        if (s->template_changed)
+                return "its template was replaced since it started";
         if (!s->payload_ops->renew)
                 return "its payload cannot be reset";
         if (s->state != SANDBOX_RUNNING || s->pause_pending || s->released || !s->cgroup)

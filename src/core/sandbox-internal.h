@@ -100,6 +100,7 @@ struct Sandbox {
          * pooled is set too, so that no one sees it meanwhile. */
         bool released;
         bool recycling;
+        bool template_changed;    /* its template was replaced since it started: not recycled */
         uint64_t reset_id;        /* the agent's "reset" in flight */
         uint64_t reset_started, reset_agent_done; /* µs CLOCK_MONOTONIC, for the log */
         unsigned recycles;        /* times it was reset and handed out again */

@@ -95,7 +95,7 @@ int statistics_report(Manager *m, uint64_t spool_backlog, StatisticsReport *ret)
                 if (k < 0)
                         return k;
         }
-        k = manager_pool_status(m, true, 0, &r.pools, &r.n_pools);
+        k = manager_pool_status(m, NULL, &r.pools, &r.n_pools);
         if (k < 0)
                 return k;
         *ret = r;

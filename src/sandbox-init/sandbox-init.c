@@ -340,6 +340,8 @@ static void reset_finish(struct agent *a, int error) {
         a->resetting = false;
         if (error == 0) {
                 int r = agent_reset_ipc();
+                if (r >= 0)
+                        r = agent_traits_restore();
                 if (r < 0)
                         error = -r;
         }
@@ -586,7 +588,7 @@ int main(int argc, char *argv[]) {
                 case 'R':
                         exit(agent_renew_mounts(optarg, argv + optind));
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-mounts PID:UID:GID PATH=SIZE...",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-mounts PID:UID:GID PATH=SIZE:MODE...",
                             EINVAL);
                 }
         if (optind != argc)
@@ -656,6 +658,13 @@ int main(int argc, char *argv[]) {
                 close(lfd);
         } else
                 send_or_die(agent_msg_ready());
+
+        /* As the next user of a recycled sandbox must find us again. Not fatal: without
+         * it, a reset fails (the sandbox is destroyed rather than reused). */
+        r = agent_traits_save();
+        if (r < 0)
+                fprintf(stderr, "sandbox-init: cannot read our limits, this sandbox cannot be recycled: %s\n",
+                        strerror(-r));
 
         for (;;) {
                 struct pollfd p[] = {

@@ -49,7 +49,17 @@ int agent_load_seccomp(const char *path);
 int agent_reset_begin(void);
 int agent_reset_reap(void);
 int agent_reset_ipc(void);
+/* What every exec inherits from us and sandboxed code can change from outside (our uid:
+ * prlimit(2), setpriority(2), sched_setaffinity(2), sched_setscheduler(2) and
+ * ioprio_set(2) need no privilege against a process of one's own uid, dumpable or not).
+ * Also the sysctls of the sandbox's IPC and PID namespaces, which its uid may write on
+ * Linux 6.x (shmmni, msgmnb, pid_max, ...). save: kept as we start (-errno: then restore
+ * fails). restore: put back what we may; -EPERM if the rest differs (a lowered hard
+ * limit, a higher nice value) or if another sysctl is writable: then the sandbox is not
+ * reused. */
+int agent_traits_save(void);
+int agent_traits_restore(void);
 
-/* renew.c: --renew-mounts PID:UID:GID PATH=SIZE… (run by sandboxd, outside the sandbox).
+/* renew.c: --renew-mounts PID:UID:GID PATH=SIZE:MODE… (run by sandboxd, outside the sandbox).
  * 0, or the positive errno of the step that failed (reported on stderr). */
 int agent_renew_mounts(const char *target, char **mounts);

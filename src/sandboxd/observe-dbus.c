@@ -236,7 +236,7 @@ static int list_pools_authorized(sd_bus_message *call, const SandboxCaller *call
 
         BusFrontend *f = userdata;
 
-        r = manager_pool_status(f->manager, caller->granted, caller->uid, &pools, &n);
+        r = manager_pool_status(f->manager, caller, &pools, &n);
         if (r < 0)
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);
@@ -267,7 +267,7 @@ static int get_pool_authorized(sd_bus_message *call, const SandboxCaller *caller
         PoolStatus p = {};
         int r;
 
-        r = manager_pool_status_of(req->frontend->manager, req->template, caller->granted, caller->uid, &p, error);
+        r = manager_pool_status_of(req->frontend->manager, req->template, caller, &p, error);
         if (r < 0)
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);

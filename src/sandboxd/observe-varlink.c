@@ -287,7 +287,7 @@ static int get_pool_authorized(VarlinkCall *call, const SandboxCaller *caller, v
 
         if (!p)
                 return -ENOMEM;
-        r = manager_pool_status_of(a->frontend->manager, a->template, caller->granted, caller->uid, &st, error);
+        r = manager_pool_status_of(a->frontend->manager, a->template, caller, &st, error);
         if (r < 0)
                 return r;
         r = json_add(p, "pool", pool_to_json(&st));
@@ -337,7 +337,7 @@ static int list_pools_authorized(VarlinkCall *call, const SandboxCaller *caller,
 
         if (!p)
                 return -ENOMEM;
-        r = manager_pool_status(f->manager, caller->granted, caller->uid, &pools, &n);
+        r = manager_pool_status(f->manager, caller, &pools, &n);
         if (r >= 0)
                 r = json_add(p, "pools", pools_to_json(pools, n));
         if (r < 0)

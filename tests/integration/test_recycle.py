@@ -3,8 +3,10 @@
 with is reset and kept for the same owner, tenant and limits - never anyone else's - and
 the next user of it finds nothing of the last one's: no process (daemonized, ignoring
 SIGTERM, holding an abstract socket or a huge mapping), no file in /work, /tmp or
-/dev/shm, no System V IPC object, no profile, no cwd. A reset that cannot finish destroys
-the sandbox."""
+/dev/shm, no System V IPC object or POSIX message queue, no profile, no cwd, no change
+to what PID 1 passes on to every exec (limits, nice value, affinity, I/O priority), no
+chmod of the mounts, no sysctl of its namespaces. A
+reset that cannot finish, or cannot put PID 1 back, destroys the sandbox."""
 
 import base64
 import json
@@ -24,6 +26,7 @@ from secutil import NOBODY, vcall  # noqa: E402
 S = None
 POLKIT = None
 TEMPLATE = 'recycle-shell-test'
+TEMPLATE_JSON = None
 MiB = 1024 * 1024
 
 # What a hostile user leaves behind. Every process is a daemon of its own session that
@@ -86,15 +89,66 @@ echo "leaked=$(HOME=/work sh -lc 'echo "${LEAKED:-}"')"
 echo "pwd=$(pwd)"
 '''
 
+# What every exec inherits from PID 1 (the agent), and the modes of the writable mounts.
+TRAITS = r"""
+import json, os, resource
+SYSCTLS = ('kernel/shmmni', 'kernel/shmmax', 'kernel/msgmnb', 'kernel/sem', 'kernel/pid_max',
+           'fs/mqueue/queues_max')
+print(json.dumps({
+    'rlimits': [resource.getrlimit(i) for i in range(16)],  # RLIMIT_CPU .. RLIMIT_RTTIME
+    'nice': os.getpriority(os.PRIO_PROCESS, 0),
+    'policy': os.sched_getscheduler(0),
+    'affinity': sorted(os.sched_getaffinity(0)),
+    'modes': {p: oct(os.stat(p).st_mode & 0o7777) for p in ('/work', '/tmp', '/dev/shm')},
+    'sysctls': {p: open('/proc/sys/' + p).read() for p in SYSCTLS},
+}))
+"""
+
+# A previous user changes what PID 1 passes on to every later exec - from outside it, as
+# its own uid may (prlimit(2), sched_setaffinity(2), ioprio_set(2): no privilege needed,
+# dumpable or not) - in ways the agent can put back, chmods the writable mounts and sets
+# the sysctls of the sandbox's namespaces.
+TAMPER_RESTORABLE = r"""
+import ctypes, os, resource
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.prlimit(1, resource.RLIMIT_NOFILE, (64, hard))
+resource.prlimit(1, resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+if len(os.sched_getaffinity(0)) > 1:
+    os.sched_setaffinity(1, {min(os.sched_getaffinity(0))})
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.syscall(251, 1, 1, 3 << 13) == 0, ctypes.get_errno()  # ioprio_set(PROCESS, 1, IDLE), x86_64
+os.chmod('/work', 0o777)
+os.chmod('/tmp', 0o1777)
+os.chmod('/dev/shm', 0o700)
+# The sysctls of the sandbox's IPC and PID namespaces its uid may write (Linux 6.x).
+for name, value in (('kernel/shmmni', '1'), ('kernel/shmmax', '1'), ('kernel/msgmnb', '1'),
+                    ('kernel/sem', '1 1 1 1'), ('kernel/pid_max', '1000'), ('fs/mqueue/queues_max', '1')):
+    try:
+        with open('/proc/sys/' + name, 'w') as f:
+            f.write(value)
+    except PermissionError:
+        pass  # an older kernel: root's only
+print('ok')
+"""
+
+# ... and in ways it cannot: a lowered hard limit, a higher nice value.
+TAMPER_FOR_GOOD = r"""
+import os, resource
+resource.prlimit(1, resource.RLIMIT_NOFILE, (64, 64))
+os.setpriority(os.PRIO_PROCESS, 1, 15)
+print('ok')
+"""
+
 
 def setUpModule():
-    global S, POLKIT
+    global S, POLKIT, TEMPLATE_JSON
     POLKIT = polkitutil.setup_module()
     S = secutil.S
     with open(os.path.join(S.paths.templates, 'shell.json')) as f:
         t = json.load(f)
     t.update(description='test: shell, recycled', pool={'recycle': True, 'recycle_max': 2, 'recycle_idle_sec': 120})
-    vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': json.dumps(t)})
+    TEMPLATE_JSON = json.dumps(t)
+    vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
 
 
 def tearDownModule():
@@ -160,7 +214,19 @@ def pool():
     return vl_ok('GetPool', {'template': TEMPLATE})['pool']
 
 
+def traits(sid):
+    return json.loads(run_py(sid, TRAITS))
+
+
+def run_py(sid, script):
+    reply = run(sid, ['python3', '-c', script])
+    assert reply['exitStatus'] == 0, reply
+    return reply['stdout']
+
+
 class Recycle(unittest.TestCase):
+    maxDiff = None
+
     def acquire(self, options=None, **kw):
         reply = vl_ok('AcquireSandbox', {'template': TEMPLATE, 'options': options or {}})
         self.addCleanup(self.destroy_quietly, reply['id'])
@@ -251,11 +317,15 @@ class Recycle(unittest.TestCase):
 
         # Another tenant of the same uid: never this one.
         res = secutil.varlink([vcall('ActForTenant', tenant='recycle-a'),
-                               vcall('AcquireSandbox', template=TEMPLATE, options={'Ephemeral': True})])
+                               vcall('AcquireSandbox', template=TEMPLATE, options={'Ephemeral': True}),
+                               vcall('GetPool', template=TEMPLATE)])
         other = res[1]['replies'][0]
         self.assertNotEqual(other['id'], sid)
         self.assertEqual(other['source'], 'new')
         self.addCleanup(self.destroy_quietly, other['id'])
+        # Nor does it see the other tenant's kept ones, as it sees none of its sandboxes.
+        theirs = res[2]['replies'][0]['pool']
+        self.assertEqual((theirs['recycled'], theirs['inUse']), (0, 1), theirs)
         # Other limits: never this one either.
         limited, source = self.acquire({'MemoryMax': 200 * MiB})
         self.assertNotEqual(limited, sid)
@@ -295,6 +365,40 @@ class Recycle(unittest.TestCase):
         self.assertEqual(short(error), 'NoSuchSandbox')
         stats = vl_ok('GetStatistics')['statistics']
         self.assertGreaterEqual(stats['recycleFailures'], 1)
+
+    def test_pid1_put_back_for_the_next_user(self):
+        sid, _ = self.acquire()
+        fresh = traits(sid)
+        self.assertEqual(run_py(sid, TAMPER_RESTORABLE), 'ok\n')
+        self.assertNotEqual(traits(sid), fresh, 'the tampering should show in a later exec')
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': True})
+        again, source = self.acquire()
+        self.assertEqual((again, source), (sid, 'recycled'))
+        self.assertEqual(traits(sid), fresh, 'the next user inherits nothing of the last one\'s')
+
+    def test_pid1_changed_for_good_destroys(self):
+        sid, _ = self.acquire()
+        fresh = traits(sid)
+        self.assertEqual(run_py(sid, TAMPER_FOR_GOOD), 'ok\n')
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
+        self.assertTrue(wait_for(lambda: not S.unit_pids(f'sandbox-{sid}.scope')), 'the sandbox must be gone')
+        other, _ = self.acquire()
+        self.assertNotEqual(other, sid)
+        self.assertEqual(traits(other), fresh)
+
+    def test_replaced_template_is_not_recycled(self):
+        # One in use while its template is replaced was made from what it was: released, it
+        # goes, and the next user gets the template as it is now.
+        sid, _ = self.acquire()
+        t = json.loads(TEMPLATE_JSON)
+        t['environment'] = t.get('environment', []) + ['MARK=replaced']
+        self.addCleanup(vl_ok, 'CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
+        vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': json.dumps(t)})
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
+        other, source = self.acquire()
+        self.assertNotEqual(other, sid)
+        self.assertEqual(source, 'new')
+        self.assertEqual(sh(other, 'echo $MARK')['stdout'], 'replaced\n')
 
     def test_sandboxctl_release_and_pool(self):
         cp = S.sandboxctl('create', '--template', TEMPLATE)
