@@ -652,6 +652,20 @@ Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const
         return NULL;
 }
 
+bool manager_evict_kept(Manager *m) {
+        Sandbox *oldest = NULL;
+
+        /* The chain is newest first: the last kept one is the one kept longest. */
+        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+                if (s->released && !s->recycling && s->state == SANDBOX_RUNNING)
+                        oldest = s;
+        if (!oldest)
+                return false;
+        log_sandbox(oldest, LOG_INFO, 0, "Sandbox %s, kept for reuse, makes room for a new one.", oldest->id);
+        sandbox_payload_failed(oldest, "kept for reuse, and destroyed to make room at the maximum of sandboxes.");
+        return true;
+}
+
 unsigned manager_count_released(Manager *m, const Sandbox *like) {
         unsigned n = 0;
 
@@ -783,7 +797,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                 return 0;
         }
 
-        if (m->n_sandboxes >= m->settings.max_sandboxes)
+        if (m->n_sandboxes >= m->settings.max_sandboxes && !manager_evict_kept(m))
                 return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
                                          "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
         return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);

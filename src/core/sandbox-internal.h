@@ -211,6 +211,9 @@ void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
 Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config);
 /* How many kept (released) sandboxes there are of like's owner, tenant and template. */
 unsigned manager_count_released(Manager *m, const Sandbox *like);
+/* At the maximum of sandboxes: destroys the sandbox kept for reuse longest (released,
+ * reset), so that a new one may start meanwhile. false if none is kept. */
+bool manager_evict_kept(Manager *m);
 /* s's user released it: gone for the front ends, pooled (for its owner only) from now. */
 void manager_sandbox_released(Manager *m, Sandbox *s);
 /* Hands a kept (pooled or released) sandbox to owner with config, as a create's answer. */

@@ -1039,21 +1039,25 @@ class System:
             time.sleep(0.1)
         log('sandboxd is running and answers on the bus')
 
-    def configure_daemon(self, config=None, credentials=None):
-        """Restart sandboxd with --config=<CONFIG, the text of a sandboxd.conf> and
-        LoadCredential= of CREDENTIALS ({name: text}); None: as install() left it. The files
-        go to the system's /run (the unit has PrivateTmp=: not /tmp or /var/tmp)."""
+    def configure_daemon(self, config=None, credentials=None, args=()):
+        """Restart sandboxd with --config=<CONFIG, the text of a sandboxd.conf>, LoadCredential=
+        of CREDENTIALS ({name: text}) and the command line's extra ARGS; all None/empty: as
+        install() left it. The files go to the system's /run (the unit has PrivateTmp=: not
+        /tmp or /var/tmp)."""
         confdir = f'/run/{self.name}-config'
         dropin = self.path('/run/systemd/system/sandboxd.service.d/60-test-config.conf')
-        if config is None:
+        if config is None and not credentials and not args:
             if os.path.exists(dropin):
                 os.unlink(dropin)
         else:
             os.makedirs(self.path(confdir), mode=0o700, exist_ok=True)
-            with open(self.path(f'{confdir}/sandboxd.conf'), 'w') as f:
-                f.write(config)
+            extra = list(args)
+            if config is not None:
+                with open(self.path(f'{confdir}/sandboxd.conf'), 'w') as f:
+                    f.write(config)
+                extra.append(f'--config={confdir}/sandboxd.conf')
             lines = ['[Service]', 'ExecStart=', 'ExecStart=' + ' '.join(
-                _systemd_quote(a) for a in self.exec_start + [f'--config={confdir}/sandboxd.conf'])]
+                _systemd_quote(a) for a in self.exec_start + extra)]
             for name, text in (credentials or {}).items():
                 with open(self.path(f'{confdir}/{name}'), 'w') as f:
                     os.fchmod(f.fileno(), 0o600)

@@ -438,6 +438,28 @@ class Recycle(unittest.TestCase):
         self.assertIn(f'Sandbox {released}', S.journal(units=('sandboxd.service',), since=since))
         self.assertEqual(pool()['recycled'], 0)
 
+    def test_kept_make_room_at_the_maximum(self):
+        # With as many sandboxes as allowed, some of them only kept for reuse, a create
+        # (of anyone) destroys the one kept longest rather than fail.
+        existing = len(S.sandbox_scopes(include_pool=True))
+        S.configure_daemon(args=[f'--max-sandboxes={existing + 2}'])
+        self.addCleanup(S.configure_daemon, None)
+        a, _ = self.acquire()
+        b, _ = self.acquire()
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': a}), {'recycled': True})
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': b}), {'recycled': True})
+        self.assertEqual(pool()['recycled'], 2)
+        # Full: a create of another template takes the room of the oldest kept one (a).
+        reply = vl_ok('CreateSandbox', {'template': 'shell'})
+        self.addCleanup(self.destroy_quietly, reply['id'])
+        self.assertTrue(wait_for(lambda: not S.unit_pids(f'sandbox-{a}.scope')), 'the oldest kept one must go')
+        self.assertEqual(pool()['recycled'], 1)
+        again, source = self.acquire()
+        self.assertEqual((again, source), (b, 'recycled'))
+        # Nothing kept any more: the maximum holds.
+        _, error, _ = vl('CreateSandbox', {'template': 'shell'})
+        self.assertEqual(short(error), 'TooManySandboxes')
+
     def test_dbus_release_and_pool(self):
         cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
                                      'AcquireSandbox', 'sa{sv}', TEMPLATE, '0')
