@@ -470,6 +470,26 @@ Sandbox *manager_find_sandbox(Manager *m, const char *id) {
         return NULL;
 }
 
+/* A recycled sandbox's id is its current user's, its unit still named after its first
+ * (recycle.c): found by the unit's name. A walk, for the rare unit not found by id. */
+Sandbox *manager_find_by_unit(Manager *m, const char *unit) {
+        for (Sandbox *s = m->sandboxes; s; s = s->next)
+                if (streq_ptr(s->unit, unit))
+                        return s;
+        return NULL;
+}
+
+void manager_rename_sandbox(Manager *m, Sandbox *s, const char *id) {
+        for (Sandbox **p = &m->by_id[id_bucket(s->id)]; *p; p = &(*p)->id_next)
+                if (*p == s) {
+                        *p = s->id_next;
+                        break;
+                }
+        strcpy(s->id, id);
+        s->id_next = m->by_id[id_bucket(s->id)];
+        m->by_id[id_bucket(s->id)] = s;
+}
+
 Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         Sandbox *s = manager_find_sandbox(m, id);
         return s && !s->pooled ? s : NULL;
@@ -550,9 +570,9 @@ void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
-        /* A released one is its owner's still, as far as the record goes: its row ends
-         * when the sandbox does. */
-        if (s->pooled && !s->released)
+        /* A pooled one is nobody's yet; a released one's row ended when it was released
+         * (its next user gets a row of its own, under a new id). */
+        if ((s->pooled && !s->released) || s->record_closed)
                 return;
         MANAGER_NOTIFY(m, sandbox_record, &(SandboxRecordEvent) {
                 .sandbox_id = s->id,
@@ -688,6 +708,11 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
         bool recycled = s->released;
         int r;
 
+        if (recycled) {
+                r = sandbox_take_new_id(s);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, r, "Failed to give a recycled sandbox a new id: %m");
+        }
         r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
         if (r < 0)
                 return r;
@@ -702,13 +727,14 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
         s->config.idle_action = config->idle_action;
         memcpy(s->config.name, config->name, sizeof(s->config.name));
         memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
+        s->record_closed = false;
         sandbox_save(s);
         MANAGER_NOTIFY(m, sandbox_added, s);
+        manager_record_sandbox(m, s, NULL);
         if (recycled)
-                log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s (template %s) recycled for owner %u.", s->id, s->template_name,
-                            owner);
+                log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s (template %s, %s) recycled for owner %u.", s->id,
+                            s->template_name, s->unit, owner);
         else {
-                manager_record_sandbox(m, s, NULL);
                 log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.", s->id,
                             s->template_name, owner);
                 manager_schedule_pool_refill(m, 0);
@@ -910,7 +936,7 @@ static int manager_stop_orphans(Manager *m) {
                 if (sscanf(name, "sandbox-%16[0-9a-f].%7s", id, suffix) != 2 || strlen(id) != SANDBOX_ID_LEN ||
                     (!streq(suffix, "scope") && !streq(suffix, "slice")))
                         continue;
-                if (manager_find_sandbox(m, id))
+                if (manager_find_sandbox(m, id) || manager_find_by_unit(m, name))
                         continue;
                 log_warning("Stopping %s: no sandbox of ours goes with it (left by a sandboxd that crashed while starting it?).", name);
                 (void) unit_stop(m->systemd, name, on_orphan_stopped, NULL);

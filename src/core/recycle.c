@@ -134,6 +134,9 @@ int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         s->recycle_cb = cb;
         s->recycle_userdata = userdata;
         manager_sandbox_released(s->manager, s);
+        /* Its user's record of it ends here; a next user's starts under a new id. */
+        manager_record_sandbox(s->manager, s, "released");
+        s->record_closed = true;
         sandbox_save(s);
         r = recycle_arm_timer(s, RECYCLE_RESET_TIMEOUT_USEC, on_reset_timeout);
         if (r < 0)

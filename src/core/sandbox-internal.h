@@ -104,6 +104,7 @@ struct Sandbox {
         uint64_t reset_id;        /* the agent's "reset" in flight */
         uint64_t reset_started, reset_agent_done; /* µs CLOCK_MONOTONIC, for the log */
         unsigned recycles;        /* times it was reset and handed out again */
+        bool record_closed;       /* its record ended at its release: none at its end */
         sandbox_callback_t recycle_cb; /* the release's caller: once it is reset, or gone */
         void *recycle_userdata;
         char *failure;        /* why it is going away, if not asked to */
@@ -184,6 +185,14 @@ void manager_record_exec(Manager *m, const ExecRecordEvent *ev);
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason);
 void manager_record_snapshot(Manager *m, const SnapshotRecordEvent *ev);
 void manager_link_sandbox(Manager *m, Sandbox *s);
+/* The sandbox whose unit that is (manager.c's orphan sweep). */
+Sandbox *manager_find_by_unit(Manager *m, const char *unit);
+/* s is known by id from now on (a valid one no other sandbox has). */
+void manager_rename_sandbox(Manager *m, Sandbox *s, const char *id);
+/* A recycled sandbox handed out again gets an id of its own for its new user (recycle.c):
+ * what held the last user's id (a client, a request waiting for polkit) finds nothing.
+ * Its unit keeps its name. */
+int sandbox_take_new_id(Sandbox *s);
 /* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
 Sandbox *manager_find_sandbox(Manager *m, const char *id);
 bool manager_has_pooled(Manager *m);

@@ -180,6 +180,31 @@ static int sandbox_generate_id(Manager *m, char ret[static SANDBOX_ID_LEN + 1]) 
         return -EEXIST;
 }
 
+int sandbox_take_new_id(Sandbox *s) {
+        Manager *m = s->manager;
+        char id[SANDBOX_ID_LEN + 1];
+        bool stored = s->fd_stored, egress = sandbox_config_has_egress(&s->config);
+        int r;
+
+        r = sandbox_generate_id(m, id);
+        if (r < 0)
+                return r;
+        /* What is filed under the old id goes, and comes back under the new one. */
+        if (stored)
+                sandbox_store_fd(s, false);
+        if (egress)
+                egress_client_remove(m->egress, s->id);
+        if (s->saved)
+                (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
+        manager_rename_sandbox(m, s, id);
+        if (stored)
+                sandbox_store_fd(s, true);
+        if (egress && s->egress_fd >= 0)
+                egress_client_add(m->egress, s);
+        s->created_at = now_usec(CLOCK_REALTIME);
+        return 0;
+}
+
 /* Calls and frees every waiter of *list. */
 static void sandbox_waiters_call(Sandbox *s, DestroyWaiter **list, const SandboxError *error) {
         while (*list) {

@@ -210,6 +210,10 @@ def inspect(sid):
     return dict(line.split('=', 1) for line in out.splitlines())
 
 
+def unit_of(sid):
+    return vl_ok('GetSandbox', {'id': sid})['sandbox']['unit']
+
+
 def pool():
     return vl_ok('GetPool', {'template': TEMPLATE})['pool']
 
@@ -227,6 +231,11 @@ def run_py(sid, script):
 class Recycle(unittest.TestCase):
     maxDiff = None
 
+    def setUp(self):
+        # Each test starts with none kept: the template written again drops them.
+        vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
+        self.assertTrue(wait_for(lambda: pool()['recycled'] == 0), pool())
+
     def acquire(self, options=None, **kw):
         reply = vl_ok('AcquireSandbox', {'template': TEMPLATE, 'options': options or {}})
         self.addCleanup(self.destroy_quietly, reply['id'])
@@ -239,12 +248,12 @@ class Recycle(unittest.TestCase):
     def test_reset_after_a_hostile_user(self):
         sid, source = self.acquire()
         self.assertEqual(source, 'new')
-        unit = f'sandbox-{sid}.scope'
+        unit = unit_of(sid)
         limits_before = S.show(unit, 'MemoryMax', 'TasksMax', 'CPUQuotaPerSecUSec')
         out = sh(sid, HOSTILE)['stdout']
         self.assertGreaterEqual(int(out.split()[-1]), 4, 'the leftovers should be running')
         metrics = vl_ok('GetMetrics', {'id': sid})['metrics']
-        self.assertGreater(metrics['memoryCurrent'], 150 * MiB, metrics)
+        self.assertGreater(metrics['memoryCurrent'], 100 * MiB, metrics)
         before = inspect(sid)
         self.assertIn('leftover', before['work'])
         self.assertEqual(before['unix'], '1')
@@ -261,8 +270,15 @@ class Recycle(unittest.TestCase):
         pids = S.unit_pids(unit)
         self.assertEqual(len(pids), 2, pids)
 
+        # The same owner gets its own sandbox back - the same unit, under an id of its own,
+        # so that what held the last user's id finds nothing.
         again, source = self.acquire()
-        self.assertEqual((again, source), (sid, 'recycled'), 'the same owner gets its own sandbox back')
+        self.assertEqual(source, 'recycled')
+        self.assertNotEqual(again, sid)
+        self.assertEqual(unit_of(again), unit)
+        _, error, _ = vl('Exec', {'id': sid, 'argv': ['true']})
+        self.assertEqual(short(error), 'NoSuchSandbox', 'the last user\'s id reaches nothing')
+        first, sid = sid, again
         after = inspect(sid)
         # PID 1 (the agent), the inspecting shell and what it runs: nothing older.
         procs = [int(p) for p in after['procs'].split()]
@@ -285,13 +301,16 @@ class Recycle(unittest.TestCase):
         sh(sid, 'echo new > /work/f && test "$(stat -c %a /work)" = 700 && test -w /tmp && test -w /dev/shm')
         self.assertEqual(vl_ok('GetSandbox', {'id': sid})['sandbox']['state'], 'running')
 
-        # Each use's executions are recorded as its own, under the one sandbox.
-        cp = S.sandboxctl('history', sid, '--json')
-        self.assertEqual(cp.returncode, 0, cp.stderr)
-        execs = sorted(json.loads(cp.stdout), key=lambda e: e['started_usec'])
-        self.assertGreaterEqual(len(execs), 4, execs)
-        hostile, last = execs[0], execs[-1]
-        self.assertGreaterEqual(hostile['memory_peak_bytes'], 150 * MiB, hostile)
+        # Each use's executions are recorded as its own, under its own id.
+        def history(i):
+            cp = S.sandboxctl('history', i, '--json')
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            return sorted(json.loads(cp.stdout), key=lambda e: e['started_usec'])
+        mine, theirs = history(sid), history(first)
+        self.assertEqual(len(theirs), 2, theirs)
+        self.assertEqual(len(mine), 2, mine)
+        hostile, last = theirs[0], mine[-1]
+        self.assertGreaterEqual(hostile['memory_peak_bytes'], 100 * MiB, hostile)
         # The unit's memory peak starts afresh with the reset only where sandboxd may write
         # the unit's cgroup files (the shipped unit's ProtectControlGroups=yes forbids it)
         # and the kernel can (cgroup v1; v2 from Linux 6.12). Either the next use's peak is
@@ -306,6 +325,7 @@ class Recycle(unittest.TestCase):
         # An ephemeral sandbox of the template: its exec's answer comes once it is reset.
         sid = vl_ok('CreateSandbox', {'template': TEMPLATE, 'options': {'Ephemeral': True}})['id']
         self.addCleanup(self.destroy_quietly, sid)
+        unit = unit_of(sid)
         reply = run(sid, ['sh', '-c', 'echo x > /work/mine; sleep 300 & echo ran'])
         self.assertEqual(reply['stdout'], 'ran\n')
         # The answer comes at once; the reset goes on meanwhile, and the sandbox is gone
@@ -343,13 +363,14 @@ class Recycle(unittest.TestCase):
 
         # The owner, with the template's limits, gets it back - with nothing of the last run.
         again = vl_ok('AcquireSandbox', {'template': TEMPLATE, 'options': {'Ephemeral': True}})
-        self.assertEqual((again['id'], again['source']), (sid, 'recycled'))
-        reply = run(sid, ['sh', '-c', 'ls -A /work; echo end'])
+        self.assertEqual(again['source'], 'recycled')
+        self.assertEqual(unit_of(again['id']), unit)
+        reply = run(again['id'], ['sh', '-c', 'ls -A /work; echo end'])
         self.assertEqual(reply['stdout'], 'end\n')
 
     def test_failed_reset_destroys(self):
         sid, _ = self.acquire()
-        unit = f'sandbox-{sid}.scope'
+        unit = unit_of(sid)
         # A process the agent cannot reach (it is not in the sandbox's PID namespace) put
         # into the sandbox's unit from outside: the reset cannot end it.
         cg = S.show(unit, 'ControlGroup')['ControlGroup']
@@ -368,13 +389,14 @@ class Recycle(unittest.TestCase):
 
     def test_pid1_put_back_for_the_next_user(self):
         sid, _ = self.acquire()
+        unit = unit_of(sid)
         fresh = traits(sid)
         self.assertEqual(run_py(sid, TAMPER_RESTORABLE), 'ok\n')
         self.assertNotEqual(traits(sid), fresh, 'the tampering should show in a later exec')
         self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': True})
         again, source = self.acquire()
-        self.assertEqual((again, source), (sid, 'recycled'))
-        self.assertEqual(traits(sid), fresh, 'the next user inherits nothing of the last one\'s')
+        self.assertEqual((unit_of(again), source), (unit, 'recycled'))
+        self.assertEqual(traits(again), fresh, 'the next user inherits nothing of the last one\'s')
 
     def test_pid1_changed_for_good_destroys(self):
         sid, _ = self.acquire()
@@ -446,16 +468,17 @@ class Recycle(unittest.TestCase):
         self.addCleanup(S.configure_daemon, None)
         a, _ = self.acquire()
         b, _ = self.acquire()
+        unit_a, unit_b = unit_of(a), unit_of(b)
         self.assertEqual(vl_ok('ReleaseSandbox', {'id': a}), {'recycled': True})
         self.assertEqual(vl_ok('ReleaseSandbox', {'id': b}), {'recycled': True})
         self.assertEqual(pool()['recycled'], 2)
         # Full: a create of another template takes the room of the oldest kept one (a).
         reply = vl_ok('CreateSandbox', {'template': 'shell'})
         self.addCleanup(self.destroy_quietly, reply['id'])
-        self.assertTrue(wait_for(lambda: not S.unit_pids(f'sandbox-{a}.scope')), 'the oldest kept one must go')
+        self.assertTrue(wait_for(lambda: not S.unit_pids(unit_a)), 'the oldest kept one must go')
         self.assertEqual(pool()['recycled'], 1)
         again, source = self.acquire()
-        self.assertEqual((again, source), (b, 'recycled'))
+        self.assertEqual((unit_of(again), source), (unit_b, 'recycled'))
         # Nothing kept any more: the maximum holds.
         _, error, _ = vl('CreateSandbox', {'template': 'shell'})
         self.assertEqual(short(error), 'TooManySandboxes')
