@@ -468,8 +468,9 @@ static void on_archived(const struct agent_file_result *result, const void *data
                 j->meta.content_size = result->bytes;
         if (sandbox_error_is_set(&j->error))
                 snapshot_job_fail(j);
-        /* Paused before: frozen again, and answered once it is. */
-        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING &&
+        /* Paused before: frozen again, and answered once it is. Not one released meanwhile
+         * (recycle.c): it is being reset, or kept for a next user, who gets it running. */
+        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING && !j->sandbox->released &&
             sandbox_pause(j->sandbox, on_repaused, j, NULL) >= 0)
                 j->repausing = true;
         j->sandbox = NULL; /* may be gone by the time the stream ends */
