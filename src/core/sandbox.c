@@ -635,15 +635,24 @@ int sandbox_payload_connected(Sandbox *s, int fd) {
         return 0;
 }
 
+/* The cgroup systemd gives the sandbox's unit (its ControlGroup), relative to systemd's
+ * root: its slice's path (the dash hierarchy) and its name, which systemd's escaping of
+ * cgroup names leaves as it is. */
+static void sandbox_set_unit_cgroup(Sandbox *s) {
+        bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
+
+        free(s->cgroup);
+        if (asprintf(&s->cgroup, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0)
+                s->cgroup = NULL;
+}
+
 static void on_control_group(const char *cgroup, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         if (error) {
                 /* OOM detection falls back to the path systemd uses on a plain host. */
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
-                bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
-                if (asprintf(&s->cgroup, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0)
-                        s->cgroup = NULL;
+                sandbox_set_unit_cgroup(s);
                 if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                         s->payload_ops->unit_started(s);
                 return;
@@ -684,17 +693,19 @@ static void on_unit_started(const char *result, const sd_bus_error *error, void 
                 return;
         }
 
+        if (!s->payload_ops->unit_started_needs_cgroup) {
+                /* A scope of ours: its cgroup is known without asking systemd (one bus call
+                 * fewer per sandbox, for systemd, the bus daemon and us). */
+                sandbox_set_unit_cgroup(s);
+                s->payload_ops->unit_started(s);
+                return;
+        }
+
         r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
         if (r < 0) {
                 log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
-                if (s->payload_ops->unit_started_needs_cgroup) {
-                        sandbox_stop(s, "the cgroup of its unit could not be learned.");
-                        return;
-                }
+                sandbox_stop(s, "the cgroup of its unit could not be learned.");
         }
-
-        if (!s->payload_ops->unit_started_needs_cgroup)
-                s->payload_ops->unit_started(s);
 }
 
 static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
