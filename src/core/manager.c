@@ -643,8 +643,8 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
                                           strerror(-r));
         }
 
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s, %s%u) starting.", s->id, t->name,
-                    pooled ? "for the pool, " : "owner ", pooled ? t->pool : owner);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s (template %s, %s%u) starting.", s->id,
+                    t->name, pooled ? "for the pool, " : "owner ", pooled ? t->pool : owner);
         return 0;
 }
 

@@ -162,6 +162,11 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error);
 void sandbox_detach(Sandbox *s);
 /* Writes the record a restarted sandboxd adopts the sandbox from. */
 void sandbox_save(Sandbox *s);
+/* The level of a sandbox's routine lifecycle messages ("starting", "running as",
+ * "Destroying"): LOG_DEBUG for an ephemeral one (its record says as much, and at hundreds a
+ * second the journal would hold little else), LOG_INFO for the rest. Failures and
+ * "Sandbox … removed." (the end of its logs for a follower) keep their levels. */
+int sandbox_lifecycle_log_level(const Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 /* cb once s runs (now, if it does already) or failed to start. */
 int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata);

@@ -85,6 +85,10 @@ bool sandbox_get_from_pool(const Sandbox *s) { return s->from_pool; }
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
+int sandbox_lifecycle_log_level(const Sandbox *s) {
+        return s->config.ephemeral && !s->pooled ? LOG_DEBUG : LOG_INFO;
+}
+
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
         if (s->state == state)
                 return;
@@ -548,7 +552,7 @@ static void sandbox_became_ready(Sandbox *s) {
         s->saved = true;
         s->manager->statistics.sandboxes_created++;
         manager_record_sandbox(s->manager, s, NULL);
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;
                 s->create_cb = NULL;
@@ -798,7 +802,7 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 if (r < 0)
                         return r;
         }
-        log_sandbox(s, LOG_INFO, 0, "Destroying sandbox %s.", s->id);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Destroying sandbox %s.", s->id);
         sandbox_stop(s, NULL);
         return 0;
 }
