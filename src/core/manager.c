@@ -188,6 +188,7 @@ Manager *manager_free(Manager *m) {
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         free(m->sandboxes_dir);
+        free(m->systemd_cgroup_root);
         free(m->etc_root);
         sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);

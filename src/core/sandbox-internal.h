@@ -133,6 +133,10 @@ struct Manager {
         char **proc_mask_dirs;
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
+        /* systemd's own cgroup ("" on a host, "/name" for a systemd without a cgroup
+         * namespace of its own): what its ControlGroup paths start with. Learnt from the
+         * first sandbox's ControlGroup; NULL until then. */
+        char *systemd_cgroup_root;
         char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
         sd_event_source *pool_timer;
         sd_event_source *snapshot_retention; /* snapshot.c */

@@ -639,15 +639,40 @@ int sandbox_payload_connected(Sandbox *s, int fd) {
         return 0;
 }
 
-/* The cgroup systemd gives the sandbox's unit (its ControlGroup), relative to systemd's
- * root: its slice's path (the dash hierarchy) and its name, which systemd's escaping of
- * cgroup names leaves as it is. */
-static void sandbox_set_unit_cgroup(Sandbox *s) {
+/* The cgroup systemd gives the sandbox's unit (its ControlGroup) below systemd's own root:
+ * its slice's path (the dash hierarchy) and its name, which systemd's escaping of cgroup
+ * names leaves as it is. */
+static int sandbox_unit_cgroup_suffix(Sandbox *s, char **ret) {
         bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
 
+        return asprintf(ret, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0 ?
+                -ENOMEM : 0;
+}
+
+/* s->cgroup without asking systemd, once its root is known; false if it is not. */
+static bool sandbox_set_unit_cgroup(Sandbox *s, const char *root) {
+        _cleanup_free_ char *suffix = NULL;
+
+        if (!root || sandbox_unit_cgroup_suffix(s, &suffix) < 0)
+                return false;
         free(s->cgroup);
-        if (asprintf(&s->cgroup, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0)
+        if (asprintf(&s->cgroup, "%s%s", root, suffix) < 0) {
                 s->cgroup = NULL;
+                return false;
+        }
+        return true;
+}
+
+/* Remembers systemd's root from a ControlGroup it gave: the path without our suffix. */
+static void sandbox_learn_cgroup_root(Sandbox *s, const char *cgroup) {
+        _cleanup_free_ char *suffix = NULL;
+        size_t n = strlen(cgroup), k;
+
+        if (s->manager->systemd_cgroup_root || sandbox_unit_cgroup_suffix(s, &suffix) < 0)
+                return;
+        k = strlen(suffix);
+        if (n >= k && streq(cgroup + n - k, suffix))
+                s->manager->systemd_cgroup_root = strndup(cgroup, n - k);
 }
 
 static void on_control_group(const char *cgroup, const sd_bus_error *error, void *userdata) {
@@ -656,13 +681,14 @@ static void on_control_group(const char *cgroup, const sd_bus_error *error, void
         if (error) {
                 /* OOM detection falls back to the path systemd uses on a plain host. */
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
-                sandbox_set_unit_cgroup(s);
+                (void) sandbox_set_unit_cgroup(s, s->manager->systemd_cgroup_root ?: "");
                 if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                         s->payload_ops->unit_started(s);
                 return;
         }
         free(s->cgroup);
         s->cgroup = strdup(cgroup);
+        sandbox_learn_cgroup_root(s, cgroup);
         if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                 s->payload_ops->unit_started(s);
 }
@@ -697,19 +723,22 @@ static void on_unit_started(const char *result, const sd_bus_error *error, void 
                 return;
         }
 
-        if (!s->payload_ops->unit_started_needs_cgroup) {
-                /* A scope of ours: its cgroup is known without asking systemd (one bus call
-                 * fewer per sandbox, for systemd, the bus daemon and us). */
-                sandbox_set_unit_cgroup(s);
-                s->payload_ops->unit_started(s);
-                return;
+        /* A scope of ours once systemd's root is known: its cgroup is too, without asking
+         * systemd (one bus call fewer per sandbox, for systemd, the bus daemon and us). */
+        if (s->payload_ops->unit_started_needs_cgroup ||
+            !sandbox_set_unit_cgroup(s, s->manager->systemd_cgroup_root)) {
+                r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
+                if (r < 0) {
+                        log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
+                        if (s->payload_ops->unit_started_needs_cgroup) {
+                                sandbox_stop(s, "the cgroup of its unit could not be learned.");
+                                return;
+                        }
+                }
         }
 
-        r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
-        if (r < 0) {
-                log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
-                sandbox_stop(s, "the cgroup of its unit could not be learned.");
-        }
+        if (!s->payload_ops->unit_started_needs_cgroup)
+                s->payload_ops->unit_started(s);
 }
 
 static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
