@@ -13,6 +13,12 @@
 #include "macro.h"
 #include "spawn-util.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void) (addr), (void) (size))
+#endif
+
 /* Enough for a child that sets up descriptors and execs (even with the sanitizers' larger
  * frames); it is the caller's stack that pays, for the moment of the spawn. */
 #define SPAWN_STACK_SIZE (64 * 1024)
@@ -89,6 +95,10 @@ int spawn_vfork(SpawnFlags flags, int (*fn)(void *userdata), void *userdata, pid
         pid = clone(spawn_child, stack + sizeof(stack), cflags, &c, &pidfd);
         e = errno;
         (void) pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        /* The child's instrumented frames left their redzones in the (shared) shadow of
+         * the stack it ran on, and never returned to lift them: our own frames will use
+         * that memory next. */
+        ASAN_UNPOISON_MEMORY_REGION(stack, sizeof(stack));
         if (pid < 0)
                 return -e;
 
