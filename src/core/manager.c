@@ -188,6 +188,7 @@ Manager *manager_free(Manager *m) {
         strv_free(m->proc_masks);
         strv_free(m->proc_mask_dirs);
         free(m->sandboxes_dir);
+        free(m->systemd_cgroup_root);
         free(m->etc_root);
         sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);
@@ -768,8 +769,8 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
                                           strerror(-r));
         }
 
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s, %s%u) starting.", s->id, t->name,
-                    pooled ? "for the pool, " : "owner ", pooled ? t->pool : owner);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s (template %s, %s%u) starting.", s->id,
+                    t->name, pooled ? "for the pool, " : "owner ", pooled ? t->pool : owner);
         return 0;
 }
 

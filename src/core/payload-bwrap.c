@@ -3,13 +3,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <grp.h>
-#include <linux/sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 
 #include "agent-protocol.h"
 #include "etc-tree.h"
@@ -155,60 +150,57 @@ int bwrap_find_proc_masks(char ***ret_files, char ***ret_dirs) {
         return 0;
 }
 
-/* Raw system calls: in a clone() child of a threaded process glibc's setxid machinery
- * (which signals every thread it believes exists) must not run. Credentials are per
- * thread in the kernel, and the child has one. */
-int drop_to_uid(uid_t uid, gid_t gid) {
-        if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
-            syscall(SYS_setresuid, uid, uid, uid) < 0)
-                return -errno;
-        return 0;
-}
-
 static int move_fd_high(int fd) {
         /* Out of the way of the numbers the child dup2()s onto. */
         int n = fcntl(fd, F_DUPFD_CLOEXEC, 10);
         return n < 0 ? -errno : n;
 }
 
-_noreturn_ static void payload_child(const PayloadParams *p, char **argv, int control_fd, int block_fd,
-                                     int info_fd, int seccomp_fd, int machine_id_fd, int null_fd,
-                                     int stderr_fd) {
-        sigset_t none;
+/* What the payload's child (payload_child) gets: all ours, read in place. */
+typedef struct PayloadChildArgs {
+        const PayloadParams *params;
+        char **argv;
+        int control_fd, block_fd, info_fd, seccomp_fd, machine_id_fd, null_fd, stderr_fd;
+} PayloadChildArgs;
 
-        /* Only async-signal-safe calls from here on: this is a raw clone() child. */
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+/* Runs in a spawn_vfork() child, on our memory: async-signal-safe calls only, and nothing
+ * of ours written. A failure is returned, and spawn_vfork() hands it on. */
+static int payload_child(void *userdata) {
+        const PayloadChildArgs *a = userdata;
+        int control_fd, block_fd, info_fd, seccomp_fd = a->seccomp_fd, machine_id_fd = a->machine_id_fd;
 
         /* Nothing of the daemon's standard streams goes in. */
-        if (dup2(null_fd, STDIN_FILENO) < 0 || dup2(null_fd, STDOUT_FILENO) < 0 ||
-            dup2(stderr_fd, STDERR_FILENO) < 0)
-                _exit(EXIT_FAILURE);
+        if (dup2(a->null_fd, STDIN_FILENO) < 0 || dup2(a->null_fd, STDOUT_FILENO) < 0 ||
+            dup2(a->stderr_fd, STDERR_FILENO) < 0)
+                return -errno;
 
-        control_fd = move_fd_high(control_fd);
-        block_fd = move_fd_high(block_fd);
-        info_fd = move_fd_high(info_fd);
-        if (seccomp_fd >= 0)
-                seccomp_fd = move_fd_high(seccomp_fd);
-        if (machine_id_fd >= 0)
-                machine_id_fd = move_fd_high(machine_id_fd);
-        if (control_fd < 0 || block_fd < 0 || info_fd < 0 ||
-            dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
+        if ((control_fd = move_fd_high(a->control_fd)) < 0)
+                return control_fd;
+        if ((block_fd = move_fd_high(a->block_fd)) < 0)
+                return block_fd;
+        if ((info_fd = move_fd_high(a->info_fd)) < 0)
+                return info_fd;
+        if (seccomp_fd >= 0 && (seccomp_fd = move_fd_high(seccomp_fd)) < 0)
+                return seccomp_fd;
+        if (machine_id_fd >= 0 && (machine_id_fd = move_fd_high(machine_id_fd)) < 0)
+                return machine_id_fd;
+        if (dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
             dup2(block_fd, PAYLOAD_BLOCK_FD) < 0 ||
             dup2(info_fd, PAYLOAD_INFO_FD) < 0 ||
             (seccomp_fd >= 0 && dup2(seccomp_fd, PAYLOAD_SECCOMP_FD) < 0) ||
             (machine_id_fd >= 0 && dup2(machine_id_fd, PAYLOAD_MACHINE_ID_FD) < 0))
-                _exit(EXIT_FAILURE);
+                return -errno;
         /* Nothing else of the daemon's goes in either. (bwrap closes the seccomp and
          * machine-id fds once it has read them.) */
         if (close_range(PAYLOAD_MACHINE_ID_FD + 1, ~0U, 0) < 0)
-                _exit(EXIT_FAILURE);
+                return -errno;
 
-        if (drop_to_uid(p->host_uid, p->host_gid) < 0)
-                _exit(EXIT_FAILURE);
+        int r = drop_to_uid(a->params->host_uid, a->params->host_gid);
+        if (r < 0)
+                return r;
 
-        execve(argv[0], argv, p->environment ?: (char *[]) { NULL });
-        _exit(127);
+        execve(a->argv[0], a->argv, a->params->environment ?: (char *[]) { NULL });
+        return -errno;
 }
 
 int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
@@ -231,9 +223,9 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
                 return -errno;
         /* bwrap's and the agent's own complaints go to the journal under the sandbox's
          * name, straight to journald, so they outlive a restart of sandboxd. Connected
-         * here: the clone child may call async-signal-safe functions only (we have
-         * threads). Never waiting for journald: when it takes no connection now, they are
-         * dropped (/dev/null) rather than the loop stalled. */
+         * here: the child may call async-signal-safe functions only. Never waiting for
+         * journald: when it takes no connection now, they are dropped (/dev/null) rather
+         * than the loop stalled. */
         log_fd = log_open_journal_stream(JOURNAL_STREAM_SOCKET, log_identifier, LOG_WARNING);
         if (log_fd < 0)
                 log_warning_errno(log_fd, "journald takes no stream for %s now, bwrap's messages are dropped: %m",
@@ -256,16 +248,25 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
                         return machine_id_fd;
         }
 
-        /* CLONE_PARENT: the payload is a child of our own parent (the service manager), not
-         * of sandboxd, so that sandboxes outlive a restart of the daemon and bwrap's
+        /* SPAWN_PARENT: the payload is a child of our own parent (the service manager),
+         * not of sandboxd, so that sandboxes outlive a restart of the daemon and bwrap's
          * --die-with-parent ties the sandbox to its monitor, not to us. The pidfd lets us
-         * watch it all the same. */
-        pid = (pid_t) syscall(SYS_clone, CLONE_PARENT | CLONE_PIDFD, NULL, &pidfd, NULL, 0);
-        if (pid < 0)
-                return -errno;
-        if (pid == 0)
-                payload_child(p, argv, control_fd, block[0], info[1], seccomp_fd, machine_id_fd, null_fd,
-                              log_fd >= 0 ? log_fd : null_fd);
+         * watch it all the same. Nothing of our memory is copied for it (spawn_vfork()). */
+        r = spawn_vfork(SPAWN_PARENT, payload_child,
+                        &(PayloadChildArgs) {
+                                .params = p,
+                                .argv = argv,
+                                .control_fd = control_fd,
+                                .block_fd = block[0],
+                                .info_fd = info[1],
+                                .seccomp_fd = seccomp_fd,
+                                .machine_id_fd = machine_id_fd,
+                                .null_fd = null_fd,
+                                .stderr_fd = log_fd >= 0 ? log_fd : null_fd,
+                        },
+                        &pid, &pidfd);
+        if (r < 0)
+                return r;
 
         *ret = PAYLOAD_PROCESS_NULL;
         ret->pid = pid;

@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <fcntl.h>
-#include <grp.h>
-#include <linux/sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 
@@ -72,32 +70,42 @@ void payload_process_done(PayloadProcess *p) {
         p->pid = 0;
 }
 
+typedef struct HolderArgs {
+        const char *agent_path;
+        uid_t uid;
+        int null_fd;
+} HolderArgs;
+
+/* A spawn_vfork() child: async-signal-safe calls only. */
+static int holder_child(void *userdata) {
+        const HolderArgs *a = userdata;
+        int r;
+
+        if (dup2(a->null_fd, 0) < 0 || dup2(a->null_fd, 1) < 0 || dup2(a->null_fd, 2) < 0)
+                return -errno;
+        if (close_range(3, ~0U, 0) < 0)
+                return -errno;
+        r = drop_to_uid(a->uid, a->uid);
+        if (r < 0)
+                return r;
+        execve(a->agent_path, (char *[]) { (char *) a->agent_path, (char *) "--hold", NULL }, (char *[]) { NULL });
+        return -errno;
+}
+
 int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProcess *ret) {
-        int pidfd = -EBADF, null_fd;
+        _cleanup_close_ int null_fd = -EBADF;
+        int pidfd = -EBADF, r;
         pid_t pid;
 
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
-        /* As a payload: a child of the service manager (CLONE_PARENT), so it outlives us. */
-        pid = (pid_t) syscall(SYS_clone, CLONE_PARENT | CLONE_PIDFD, NULL, &pidfd, NULL, 0);
-        if (pid < 0) {
-                safe_close(null_fd);
-                return -errno;
-        }
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                if (dup2(null_fd, 0) < 0 || dup2(null_fd, 1) < 0 || dup2(null_fd, 2) < 0)
-                        _exit(EXIT_FAILURE);
-                (void) close_range(3, ~0U, 0);
-                if (drop_to_uid(holder_uid, holder_uid) < 0)
-                        _exit(EXIT_FAILURE);
-                execve(agent_path, (char *[]) { (char *) agent_path, (char *) "--hold", NULL }, (char *[]) { NULL });
-                _exit(127);
-        }
-        safe_close(null_fd);
+        /* As a payload: a child of the service manager (SPAWN_PARENT), so it outlives us. */
+        r = spawn_vfork(SPAWN_PARENT, holder_child,
+                        &(HolderArgs) { .agent_path = agent_path, .uid = holder_uid, .null_fd = null_fd },
+                        &pid, &pidfd);
+        if (r < 0)
+                return r;
         *ret = PAYLOAD_PROCESS_NULL;
         ret->pid = pid;
         ret->pidfd = pidfd;

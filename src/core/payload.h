@@ -20,6 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "macro.h"
+#include "spawn-util.h" /* drop_to_uid(), for backends' children */
 
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
@@ -111,7 +112,7 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure);
 /* Stopping or gone: what a backend's request in flight does then is clean up. */
 bool sandbox_payload_going(Sandbox *s);
 
-/* Helpers for backends: a process of ours in the unit, started by clone(CLONE_PARENT)
+/* Helpers for backends: a process of ours in the unit, started by spawn_vfork(SPAWN_PARENT)
  * so that it is a child of the service manager and outlives sandboxd. */
 typedef struct PayloadProcess {
         pid_t pid;        /* bwrap's monitor; goes into the scope */
@@ -127,8 +128,6 @@ typedef struct PayloadProcess {
 #define PAYLOAD_PROCESS_NULL                                                    \
         ((PayloadProcess) { .pidfd = -EBADF, .release_fd = -EBADF, .info_fd = -EBADF })
 
-/* For clone() children: setgroups/setresgid/setresuid as raw system calls. */
-int drop_to_uid(uid_t uid, gid_t gid);
 
 /* A process that only keeps a unit alive (sandbox-init --hold), as the unprivileged
  * holder_uid; stdio /dev/null, nothing of the daemon's. */

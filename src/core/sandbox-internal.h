@@ -145,6 +145,10 @@ struct Manager {
         char **proc_mask_dirs;
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
+        /* systemd's own cgroup ("" on a host, "/name" for a systemd without a cgroup
+         * namespace of its own): what its ControlGroup paths start with. Learnt from the
+         * first sandbox's ControlGroup; NULL until then. */
+        char *systemd_cgroup_root;
         char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
         sd_event_source *pool_timer;
         sd_event_source *snapshot_retention; /* snapshot.c */
@@ -174,6 +178,11 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error);
 void sandbox_detach(Sandbox *s);
 /* Writes the record a restarted sandboxd adopts the sandbox from. */
 void sandbox_save(Sandbox *s);
+/* The level of a sandbox's routine lifecycle messages ("starting", "running as",
+ * "Destroying"): LOG_DEBUG for an ephemeral one (its record says as much, and at hundreds a
+ * second the journal would hold little else), LOG_INFO for the rest. Failures and
+ * "Sandbox … removed." (the end of its logs for a follower) keep their levels. */
+int sandbox_lifecycle_log_level(const Sandbox *s);
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 /* cb once s runs (now, if it does already) or failed to start. */
 int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata);

@@ -89,6 +89,10 @@ const char *sandbox_get_source(const Sandbox *s) {
 uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
+int sandbox_lifecycle_log_level(const Sandbox *s) {
+        return s->config.ephemeral && !s->pooled ? LOG_DEBUG : LOG_INFO;
+}
+
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
         if (s->state == state)
                 return;
@@ -579,7 +583,7 @@ static void sandbox_became_ready(Sandbox *s) {
         s->saved = true;
         s->manager->statistics.sandboxes_created++;
         manager_record_sandbox(s->manager, s, NULL);
-        log_sandbox(s, LOG_INFO, 0, "Sandbox %s running as %s.", s->id, s->unit);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;
                 s->create_cb = NULL;
@@ -671,21 +675,56 @@ int sandbox_payload_connected(Sandbox *s, int fd) {
         return 0;
 }
 
+/* The cgroup systemd gives the sandbox's unit (its ControlGroup) below systemd's own root:
+ * its slice's path (the dash hierarchy) and its name, which systemd's escaping of cgroup
+ * names leaves as it is. */
+static int sandbox_unit_cgroup_suffix(Sandbox *s, char **ret) {
+        bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
+
+        return asprintf(ret, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0 ?
+                -ENOMEM : 0;
+}
+
+/* s->cgroup without asking systemd, once its root is known; false if it is not. */
+static bool sandbox_set_unit_cgroup(Sandbox *s, const char *root) {
+        _cleanup_free_ char *suffix = NULL;
+
+        if (!root || sandbox_unit_cgroup_suffix(s, &suffix) < 0)
+                return false;
+        free(s->cgroup);
+        if (asprintf(&s->cgroup, "%s%s", root, suffix) < 0) {
+                s->cgroup = NULL;
+                return false;
+        }
+        return true;
+}
+
+/* Remembers systemd's root from a ControlGroup it gave: the path without our suffix. */
+static void sandbox_learn_cgroup_root(Sandbox *s, const char *cgroup) {
+        _cleanup_free_ char *suffix = NULL;
+        size_t n = strlen(cgroup), k;
+
+        if (s->manager->systemd_cgroup_root || sandbox_unit_cgroup_suffix(s, &suffix) < 0)
+                return;
+        k = strlen(suffix);
+        if (n >= k && streq(cgroup + n - k, suffix))
+                s->manager->systemd_cgroup_root = strndup(cgroup, n - k);
+}
+
 static void on_control_group(const char *cgroup, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
         if (error) {
                 /* OOM detection falls back to the path systemd uses on a plain host. */
                 log_sandbox(s, LOG_WARNING, 0, "Failed to read ControlGroup of %s: %s", s->unit, error->message);
-                bool sub = s->subslice[0] && !strstr(s->unit, ".slice"); /* a scope: in its sub-slice */
-                if (asprintf(&s->cgroup, "/sandbox.slice/%s%s%s", sub ? s->subslice : "", sub ? "/" : "", s->unit) < 0)
-                        s->cgroup = NULL;
+                (void) sandbox_set_unit_cgroup(s, s->manager->systemd_cgroup_root ?: "");
                 if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                         s->payload_ops->unit_started(s);
                 return;
         }
         free(s->cgroup);
         s->cgroup = strdup(cgroup);
+        sandbox_learn_cgroup_root(s, cgroup);
         if (s->payload_ops->unit_started_needs_cgroup && s->state == SANDBOX_STARTING)
                 s->payload_ops->unit_started(s);
 }
@@ -720,12 +759,17 @@ static void on_unit_started(const char *result, const sd_bus_error *error, void 
                 return;
         }
 
-        r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
-        if (r < 0) {
-                log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
-                if (s->payload_ops->unit_started_needs_cgroup) {
-                        sandbox_stop(s, "the cgroup of its unit could not be learned.");
-                        return;
+        /* A scope of ours once systemd's root is known: its cgroup is too, without asking
+         * systemd (one bus call fewer per sandbox, for systemd, the bus daemon and us). */
+        if (s->payload_ops->unit_started_needs_cgroup ||
+            !sandbox_set_unit_cgroup(s, s->manager->systemd_cgroup_root)) {
+                r = unit_get_control_group(s->manager->systemd, s->unit, on_control_group, s);
+                if (r < 0) {
+                        log_sandbox(s, LOG_WARNING, r, "Failed to ask for ControlGroup of %s: %m", s->unit);
+                        if (s->payload_ops->unit_started_needs_cgroup) {
+                                sandbox_stop(s, "the cgroup of its unit could not be learned.");
+                                return;
+                        }
                 }
         }
 
@@ -823,7 +867,7 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 if (r < 0)
                         return r;
         }
-        log_sandbox(s, LOG_INFO, 0, "Destroying sandbox %s.", s->id);
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Destroying sandbox %s.", s->id);
         sandbox_stop(s, NULL);
         return 0;
 }

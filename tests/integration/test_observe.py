@@ -163,6 +163,26 @@ class Logs(Base):
                                                + re.escape(running) + '$', re.M))
         self.assertEqual(len(cp.stdout.splitlines()), len(entries))
 
+    def test_ephemeral_sandbox_logs_its_end_only(self):
+        """An ephemeral sandbox's routine lines (starting, running as, Destroying) are at
+        debug level, its record has them; its last line and systemd's are there."""
+        time.sleep(2.5)  # out of the window below: what earlier tests' sandboxes logged
+        since = time.time()
+        self.ok(self.ctl('run', '--', 'true'))
+
+        def ours():
+            text = S.journal(since=since)
+            for sid in re.findall(r'Sandbox ([0-9a-f]{16}) removed\.', text):
+                if f'Started sandbox-{sid}.scope' in text:
+                    return sid, text
+            return None
+        found = wait_for(ours, timeout=30, interval=0.2)
+        self.assertIsNotNone(found, S.journal(since=since)[-3000:])
+        sid, text = found
+        for routine in (f'Sandbox {sid} (template shell', f'Sandbox {sid} running as',
+                        f'Destroying sandbox {sid}.'):
+            self.assertNotIn(routine, text)
+
     def test_lines_bound_the_output(self):
         sid = self.create()
         self.ok(self.ctl('pause', sid))
