@@ -77,8 +77,10 @@ static int on_helper_exit(sd_event_source *source, int fd, uint32_t revents, voi
         status = helper_status(r->pidfd);
         r->exit_source = sd_event_source_disable_unref(r->exit_source);
         r->pidfd = safe_close(r->pidfd);
+        /* It exits 0 only after it said "ok", which we may not have read yet: its exit
+         * and its pipe can be seen in either order. */
         if (!r->finished)
-                finish(r, status != 0 ? status : EPROTO); /* ended without saying "ok" */
+                finish(r, status);
         return 0;
 }
 

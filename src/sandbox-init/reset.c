@@ -232,6 +232,12 @@ static int check_writable_sysctl(const char *path, const struct stat *st, int ty
         return 1;
 }
 
+/* Whether another sysctl is writable here: 1, 0, or -1 until first looked at. Which files
+ * our uid may write does not change while the sandbox lives (the namespaces' owners, the
+ * files' modes and our credentials are fixed), so the walk of /proc/sys (some 800 files,
+ * milliseconds) is made at the first reset only, not at every one, nor at every start. */
+static int unknown_writable = -1;
+
 static int sysctls_restore(void) {
         int r;
 
@@ -256,10 +262,13 @@ static int sysctls_restore(void) {
                 if (n != sysctls[i].size || memcmp(now, sysctls[i].value, (size_t) n) != 0)
                         return changed(sysctl_paths[i]);
         }
-        r = nftw("/proc/sys", check_writable_sysctl, 16, FTW_PHYS);
-        if (r < 0)
-                return -errno;
-        return r > 0 ? -EPERM : 0;
+        if (unknown_writable < 0) {
+                r = nftw("/proc/sys", check_writable_sysctl, 16, FTW_PHYS);
+                if (r < 0)
+                        return -errno;
+                unknown_writable = r > 0;
+        }
+        return unknown_writable ? -EPERM : 0;
 }
 
 /* Why they could not be read as we started (then no reset can succeed), or 0. */
