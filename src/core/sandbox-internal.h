@@ -131,6 +131,7 @@ struct Manager {
         char *docker_seccomp_profile;
         char **proc_masks;
         char **proc_mask_dirs;
+        char *empty_dir;        /* <state>/empty: bound over the masked /proc directories */
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
         char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
