@@ -343,9 +343,25 @@ def cgroup_memory(system, sub=''):
     return None
 
 
+def slab_bytes(cache):
+    """Bytes of the kernel's slab cache CACHE (/proc/slabinfo: active objects × size), 0 if
+    it is not there. kmalloc-1k is where the kernel keeps each memory cgroup's state of
+    every shrinker (one per superblock): see docs/ARCHITECTURE.md, "Many sandboxes"."""
+    try:
+        with open('/proc/slabinfo') as f:
+            for line in f:
+                v = line.split()
+                if v and v[0] == cache:
+                    return int(v[1]) * int(v[3])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def memory_sample(system, probe):
     m = meminfo()
     s = {'MemAvailable': m['MemAvailable'], 'SUnreclaim': m.get('SUnreclaim', 0),
+         'kmalloc_1k': slab_bytes('kmalloc-1k'),
          'system_cgroup': cgroup_memory(system), 'sandbox_slice': cgroup_memory(system, 'sandbox.slice')}
     for name, pid in probe.pids.items():
         s[f'rss_{name}'] = rss_kib(pid) * 1024
@@ -396,7 +412,7 @@ def fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, 
             c = curve[-1]['memory']
             print(f'  {ids_in} idle: {r["per_sec"]:.1f}/s, MemAvailable {m["MemAvailable"] >> 20} MiB, per sandbox: '
                   f'host {c["MemAvailable"] / 1024:.2f} MiB, cgroup {c.get("system_cgroup", 0) / 1024:.2f} MiB, '
-                  f'slab {c["SUnreclaim"] / 1024:.2f} MiB; sandboxd RSS {c["rss_after_kib"]["sandboxd"] / 1024:.1f} MiB',
+                  f'slab {c["SUnreclaim"] / 1024:.2f} MiB (kmalloc-1k {c["kmalloc_1k"] / 1024:.2f}); sandboxd RSS {c["rss_after_kib"]["sandboxd"] / 1024:.1f} MiB',
                   file=sys.stderr)
             if m['MemAvailable'] < args.mem_floor * 2**20:
                 break
@@ -481,7 +497,7 @@ def report(out, args):
                       f'{"MET" if mem["MemAvailable"] / mib <= 1.5 else "MISSED"}); system under test\'s cgroup '
                       f'{mem.get("system_cgroup", float("nan")) / mib:.2f} MiB, of it sandbox.slice '
                       f'{mem.get("sandbox_slice", float("nan")) / mib:.2f} MiB; kernel unreclaimable slab '
-                      f'{mem["SUnreclaim"] / mib:.2f} MiB; RSS growth: sandboxd {mem["rss_sandboxd"]:.1f} KiB, '
+                      f'{mem["SUnreclaim"] / mib:.2f} MiB (of it kmalloc-1k {mem["kmalloc_1k"] / mib:.2f}); RSS growth: sandboxd {mem["rss_sandboxd"]:.1f} KiB, '
                       f'systemd {mem["rss_systemd"]:.1f} KiB, bus {mem["rss_bus"]:.1f} KiB, '
                       f'journald {mem["rss_journald"]:.1f} KiB')
                 rss = mem['rss_after_kib']
@@ -501,12 +517,14 @@ def report(out, args):
                       f'{row["ephemeral"]["per_sec"] / row["bwrap"]["per_sec"]:.2f}')
     if out.get('curve'):
         print('\n  filling, chunk by chunk: idle sandboxes, creates per s, create median ms, systemd CPU ms per '
-              'create; memory per idle sandbox so far (MiB): host, system cgroup, unreclaimable slab; sandboxd RSS MiB')
+              'create; memory per idle sandbox so far (MiB): host, system cgroup, unreclaimable slab (of it '
+              'kmalloc-1k); sandboxd RSS MiB')
         for c in out['curve']:
             m = c['memory']
             print(f'  {c["idle"]:>6} {c["per_sec"]:7.1f} {c["create_median_us"] / 1000:8.1f} {c["systemd_cpu_ms"]:7.1f}'
                   f'   {m["MemAvailable"] / 1024:6.2f} {m.get("system_cgroup", float("nan")) / 1024:6.2f} '
-                  f'{m["SUnreclaim"] / 1024:6.2f}   {m["rss_after_kib"]["sandboxd"] / 1024:6.1f}')
+                  f'{m["SUnreclaim"] / 1024:6.2f} ({m["kmalloc_1k"] / 1024:5.2f})   '
+                  f'{m["rss_after_kib"]["sandboxd"] / 1024:6.1f}')
     if out.get('stopped'):
         print(f'  {out["stopped"]}')
     if 'drain' in out:
