@@ -287,6 +287,10 @@ int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src) {
         return 0;
 }
 
+bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b) {
+        return streq(a->egress_allow ?: "", b->egress_allow ?: "") && streq(a->egress_deny ?: "", b->egress_deny ?: "");
+}
+
 void sandbox_config_done(SandboxConfig *c) {
         c->egress_allow = mfree(c->egress_allow);
         c->egress_deny = mfree(c->egress_deny);

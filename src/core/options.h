@@ -244,6 +244,8 @@ int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret);
 int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src);
 /* Frees what c owns (the egress texts); c stays valid, with no egress rules. */
 void sandbox_config_done(SandboxConfig *c);
+/* Whether a and b have the same egress rules (NULL and "" alike: none). */
+bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b);
 /* Whether the sandbox has egress through the proxy (a non-empty EgressAllow). */
 bool sandbox_config_has_egress(const SandboxConfig *c);
 /* Takes the template's lists for those the caller did not give. InvalidOption if the

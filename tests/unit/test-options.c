@@ -399,6 +399,12 @@ static void test_egress(void **state) {
         assert_string_equal(copy.egress_allow, "pypi.org\n*.pythonhosted.org\n10.0.0.0/8:8443\n");
         assert_string_equal(copy.egress_deny, "evil.pythonhosted.org\n");
         assert_true(copy.egress_allow_set);
+        assert_false(sandbox_config_egress_equal(&copy, &c));
+        assert_true(sandbox_config_egress_equal(&c, &(SandboxConfig) { .egress_allow = (char *) "" }));
+        SandboxConfig again;
+        assert_int_equal(sandbox_config_copy(&again, &copy), 0);
+        assert_true(sandbox_config_egress_equal(&copy, &again));
+        sandbox_config_done(&again);
         sandbox_config_done(&copy);
 
         c = (SandboxConfig) {};
