@@ -8,6 +8,7 @@ How to run (as root, after building; the default build dir is build/):
     python3 bench/bench_scale.py                       # K = 1, 4, 16; 0, 1000, 3000 idle
     python3 bench/bench_scale.py -n 200 --idle 0,1000  # fewer
     python3 bench/bench_scale.py --idle 0,1000 --inflight 4 --perf DIR   # and where the CPU goes
+    python3 bench/bench_scale.py --idle 0,10000 --inflight '' --memory   # 10,000 at once: memory
     SANDBOXD_BUILD_DIR=build-release python3 bench/bench_scale.py
 
 It boots a system with tests/integration/harness.py and runs the C client
@@ -27,7 +28,23 @@ Then it creates idle (persistent) sandboxes up to each --idle count (timing the 
 the first and the last 100) and runs ephemeral (and systemd-run, to tell systemd's share)
 at --idle-k in flight again. Ratios: ephemeral / bwrap (target ≥ 0.8), ephemeral /
 systemd-run (≥ 1.5), ephemeral at the largest idle count / at 0 (≥ 0.8). At the end the
-idle sandboxes are destroyed (timed) and the system torn down. With --perf DIR, each
+idle sandboxes are destroyed (timed) and the system torn down. The bare bwrap floor is
+run again at each idle count too: what the kernel's own per-sandbox work does to it
+(pivot_root walks every task of the machine; bwrap's --disable-userns looks up
+/proc/sys/user/max_user_namespaces, whose dentries of all the live user namespaces share
+one hash chain) is not sandboxd's, and the ratio ephemeral ÷ bwrap at the same idle count
+says what is. With --memory, memory is sampled before the first fill and after each
+(see memory_sample()): per idle sandbox, the host's MemAvailable drop (the whole machine:
+other load moves it, so it is printed beside the rest), the growth of the memory cgroup of
+the system under test (every process in it and the kernel memory charged to them: the
+sandboxes, systemd, the bus, journald, sandboxd), of sandbox.slice's alone, and of the
+kernel's unreclaimable slab (namespaces, mounts, superblocks: not all of it is charged to
+a cgroup); and the RSS of sandboxd, systemd, the bus daemon and journald. Idle counts above
+sandboxd's default maximum (4,096) raise it for this system only: a drop-in with
+--max-sandboxes= and FileDescriptorStoreMax= (each persistent sandbox's control socket is
+kept in systemd's fd store). Each idle sandbox is two processes (bwrap's monitor and
+sandbox-init) of the machine's pid_max: the bench says what is short instead of starting.
+With --perf DIR, each
 ephemeral run with idle sandboxes is recorded (perf record -g of systemd, the bus daemon
 and sandboxd, and what they fork) into DIR/perf-<idle>.data and the top symbols printed;
 `perf report -i DIR/perf-1000.data --comms systemd` shows one of them.
@@ -159,6 +176,12 @@ def main():
     ap.add_argument('--fill-k', type=int, default=4, help='creates in flight while filling (default 4)')
     ap.add_argument('--template', default='shell')
     ap.add_argument('--json', help='also write the results and machine to this file')
+    ap.add_argument('--memory', action='store_true',
+                    help='sample host, cgroup and process memory before the first fill and after each chunk')
+    ap.add_argument('--chunk', type=int, default=500,
+                    help='with --memory, fill in chunks of this many, sampling memory after each (default 500)')
+    ap.add_argument('--mem-floor', type=int, default=4096, metavar='MIB',
+                    help='with --memory, stop filling when the host\'s MemAvailable falls below this (default 4096)')
     ap.add_argument('--perf', metavar='DIR',
                     help='perf record (-g) systemd, the bus daemon and sandboxd during each ephemeral run with '
                          'idle sandboxes, into DIR/perf-<idle>.data, and print the top symbols')
@@ -167,9 +190,12 @@ def main():
     idles = sorted(int(i) for i in args.idle.split(',') if i)
 
     import harness
+    check_room(max(idles, default=0), guarded=args.memory)
     system = harness.acquire(docker=False)
-    out = {'runs': [], 'idle': []}
+    out = {'runs': [], 'idle': [], 'curve': []}
     try:
+        if max(idles, default=0) > SANDBOX_MAX_DEFAULT - 96:
+            raise_max_sandboxes(system, max(idles) + 256)
         bw = bench.bwrap_floor_argv(system, args.template)
         client = os.path.join(system.paths.build, 'bench', 'sandbox-scale')
         if not os.access(client, os.X_OK):
@@ -197,28 +223,36 @@ def main():
         ids_file = os.path.join(system.workdir, 'idle-ids')
         ids_in = 0
         all_ids = []
+        mem0 = memory_sample(system, probe) if args.memory else None
         for idle in idles:
             fill = None
             if idle > ids_in:
-                part = f'{ids_file}.{idle}'
-                fill = client_run(system, client, probe,
-                                  ['--mode', 'fill', '--inflight', str(args.fill_k), '--count', str(idle - ids_in),
-                                   '--ids', part] + base, timeout=600 + idle)
-                with open(part) as f:
-                    all_ids += f.read().split()
-                ids_in = idle
-                print(f'filled to {idle} idle sandboxes in {fill["seconds"]:.1f} s', file=sys.stderr)
+                fill, ids_in = fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, mem0,
+                                       out['curve'])
+                print(f'filled to {ids_in} idle sandboxes in {fill["seconds"]:.1f} s', file=sys.stderr)
             probe.refresh()
+            mem = None
+            if mem0 and ids_in > 0:
+                time.sleep(5)  # the last creates' deferred work (journald, systemd's GC) done
+                mem = memory_delta(mem0, memory_sample(system, probe), ids_in)
+            if ids_in < idle:
+                out['stopped'] = (f'stopped filling at {ids_in} of {idle} idle sandboxes: MemAvailable below '
+                                  f'--mem-floor ({args.mem_floor} MiB)')
+                print(out['stopped'], file=sys.stderr)
+                idle = ids_in
             rec = perf_start(args.perf, idle, probe) if args.perf else None
             eph = measure('ephemeral', args.idle_k, args.count)
             if rec:
                 perf_stop(rec)
-            row = {'idle': idle, 'fill': fill,
+            row = {'idle': idle, 'fill': fill, 'memory': mem,
                    'ephemeral': eph,
+                   'bwrap': measure('bwrap', args.idle_k, args.count),
                    'systemd-run': measure('systemd-run', args.idle_k, args.count),
                    'sandboxd_rss_kib': rss_kib(probe.pids['sandboxd'])}
             out['idle'].append(row)
             print(f'{idle} idle: ephemeral {row["ephemeral"]["per_sec"]:.1f}/s', file=sys.stderr)
+            if 'stopped' in out:
+                break
         if all_ids:
             with open(ids_file, 'w') as f:
                 f.write('\n'.join(all_ids) + '\n')
@@ -234,6 +268,155 @@ def main():
             json.dump(out, f, indent=1)
     report(out, args)
     return 1 if problems else 0
+
+
+SANDBOX_MAX_DEFAULT = 4096  # sandboxd's --max-sandboxes default (src/core/manager.h)
+TASKS_PER_IDLE_SANDBOX = 2  # bwrap's monitor and sandbox-init
+
+
+def meminfo():
+    with open('/proc/meminfo') as f:
+        return {line.split(':')[0]: int(line.split()[1]) * 1024 for line in f}
+
+
+def check_room(idle, guarded=False):
+    """Refuse to start what the machine cannot hold: pids (the kernel's pid_max, shared
+    with everything else running) and, unless --memory watches it chunk by chunk, memory
+    (2 MiB per sandbox, a margin over the issue's 1.5, and 1 GiB)."""
+    if idle <= 0:
+        return
+    with open('/proc/sys/kernel/pid_max') as f:
+        pid_max = int(f.read())
+    with open('/proc/loadavg') as f:
+        tasks = int(f.read().split()[3].split('/')[1])
+    need = idle * TASKS_PER_IDLE_SANDBOX + 2000
+    if tasks + need > pid_max:
+        raise SystemExit(f'bench_scale: {idle} idle sandboxes need about {need} more tasks; the machine runs '
+                         f'{tasks} of kernel.pid_max={pid_max}. Raise it (sysctl kernel.pid_max=...) or ask for fewer.')
+    avail = meminfo()['MemAvailable']
+    if not guarded and avail < idle * 2 * 2**20 + 2**30:
+        raise SystemExit(f'bench_scale: {idle} idle sandboxes may need {idle * 2} MiB; '
+                         f'MemAvailable is {avail // 2**20} MiB.')
+
+
+def raise_max_sandboxes(system, n):
+    """sandboxd of this system only: --max-sandboxes=N and room for N control sockets in
+    its fd store, through a drop-in after the harness's (restarts it)."""
+    import harness
+    dropin = system.path('/run/systemd/system/sandboxd.service.d/70-bench-scale.conf')
+    lines = ['[Service]', 'ExecStart=',
+             'ExecStart=' + ' '.join(harness._systemd_quote(a) for a in system.exec_start + [f'--max-sandboxes={n}']),
+             f'FileDescriptorStoreMax={n + 64}']
+    with open(dropin, 'w') as f:
+        f.write(harness.MARKER + '\n' + '\n'.join(lines) + '\n')
+    system.installed.append(dropin)
+    system.systemctl('daemon-reload', check=True)
+    cp = system.systemctl('stop', 'sandboxd.service', timeout=90)
+    if cp.returncode != 0:
+        raise RuntimeError(f'systemctl stop sandboxd failed: {cp.stderr}')
+    system.start_daemon()
+    print(f'sandboxd restarted with --max-sandboxes={n}, FileDescriptorStoreMax={n + 64}', file=sys.stderr)
+
+
+def cgroup_memory(system, sub=''):
+    """Bytes charged to the memory cgroup of the system under test (namespace mode), or to
+    SUB below it: cgroup v1's memory.usage_in_bytes minus its page cache (files read: not
+    the sandboxes' own), or v2's memory.current minus file. None where there is none."""
+    import harness
+    top = harness._cgroup_root_of(system.pid) if system.mode == 'namespace' else None
+    if not top:
+        return None
+    for d, usage, stat, cache in ((os.path.join(harness.CGROUP_FS, 'memory', top, sub), 'memory.usage_in_bytes',
+                                   'memory.stat', 'total_cache'),
+                                  (os.path.join(harness.CGROUP_FS, 'unified', top, sub), 'memory.current',
+                                   'memory.stat', 'file')):
+        try:
+            with open(os.path.join(d, usage)) as f:
+                used = int(f.read())
+            with open(os.path.join(d, stat)) as f:
+                st = dict(line.split() for line in f)
+        except OSError:
+            continue
+        # tmpfs pages (the sandboxes' /work, /tmp, /dev) count as cache but are theirs.
+        shmem = int(st.get('total_shmem', st.get('shmem', 0)))
+        return used - int(st.get(cache, 0)) + shmem
+    return None
+
+
+def slab_bytes(cache):
+    """Bytes of the kernel's slab cache CACHE (/proc/slabinfo: active objects × size), 0 if
+    it is not there. kmalloc-1k is where the kernel keeps each memory cgroup's state of
+    every shrinker (one per superblock): see docs/ARCHITECTURE.md, "Many sandboxes"."""
+    try:
+        with open('/proc/slabinfo') as f:
+            for line in f:
+                v = line.split()
+                if v and v[0] == cache:
+                    return int(v[1]) * int(v[3])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def memory_sample(system, probe):
+    m = meminfo()
+    s = {'MemAvailable': m['MemAvailable'], 'SUnreclaim': m.get('SUnreclaim', 0),
+         'kmalloc_1k': slab_bytes('kmalloc-1k'),
+         'system_cgroup': cgroup_memory(system), 'sandbox_slice': cgroup_memory(system, 'sandbox.slice')}
+    for name, pid in probe.pids.items():
+        s[f'rss_{name}'] = rss_kib(pid) * 1024
+    return s
+
+
+def memory_delta(before, after, n):
+    """KiB per sandbox of each figure, and the absolute RSS after."""
+    d = {}
+    for k in before:
+        if before[k] is None or after[k] is None:
+            continue
+        d[k] = ((before[k] - after[k]) if k == 'MemAvailable' else (after[k] - before[k])) / n / 1024
+    d['rss_after_kib'] = {k[4:]: after[k] / 1024 for k in after if k.startswith('rss_')}
+    return d
+
+
+def fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, mem0, curve):
+    """Persistent sandboxes from ids_in up to idle, K in flight: at once, or with --memory
+    in chunks with the memory sampled after each (the curve: per sandbox, does it grow
+    with the sandboxes there?), stopping early below --mem-floor. Returns the fill's
+    figures (the first 100 creates' median from the first chunk, the last 100's from the
+    last) and how many there are now."""
+    chunk = args.chunk if mem0 else idle - ids_in
+    total = None
+    while ids_in < idle:
+        n = min(chunk, idle - ids_in)
+        part = f'{ids_file}.{ids_in + n}'
+        r = client_run(system, client, probe,
+                       ['--mode', 'fill', '--inflight', str(args.fill_k), '--count', str(n), '--ids', part] + base,
+                       timeout=600 + n)
+        with open(part) as f:
+            all_ids += f.read().split()
+        ids_in += n
+        if total is None:
+            total = dict(r)
+        else:
+            secs = total['seconds'] + r['seconds']
+            total['cpu_ms'] = {k: (total['cpu_ms'][k] * total['count'] + r['cpu_ms'][k] * n) / (total['count'] + n)
+                               for k in total['cpu_ms']}
+            total.update(count=total['count'] + n, seconds=secs, per_sec=(total['count'] + n) / secs,
+                         create_last100_median_us=r.get('create_last100_median_us'))
+        if mem0:
+            m = memory_sample(system, probe)
+            curve.append({'idle': ids_in, 'create_median_us': r.get('create_median_us'),
+                          'per_sec': r['per_sec'], 'systemd_cpu_ms': r['cpu_ms']['systemd'],
+                          'memory': memory_delta(mem0, m, ids_in)})
+            c = curve[-1]['memory']
+            print(f'  {ids_in} idle: {r["per_sec"]:.1f}/s, MemAvailable {m["MemAvailable"] >> 20} MiB, per sandbox: '
+                  f'host {c["MemAvailable"] / 1024:.2f} MiB, cgroup {c.get("system_cgroup", 0) / 1024:.2f} MiB, '
+                  f'slab {c["SUnreclaim"] / 1024:.2f} MiB (kmalloc-1k {c["kmalloc_1k"] / 1024:.2f}); sandboxd RSS {c["rss_after_kib"]["sandboxd"] / 1024:.1f} MiB',
+                  file=sys.stderr)
+            if m['MemAvailable'] < args.mem_floor * 2**20:
+                break
+    return total, ids_in
 
 
 def perf_start(outdir, idle, probe):
@@ -293,6 +476,7 @@ def report(out, args):
         print(f'\nwith idle sandboxes present, K={args.idle_k}:\n')
         print(HEADER)
         for row in out['idle']:
+            print(fmt_row(f'{row["idle"]:>5} idle: bwrap', row['bwrap']))
             print(fmt_row(f'{row["idle"]:>5} idle: ephemeral', row['ephemeral']))
             print(fmt_row(f'{row["idle"]:>5} idle: systemd-run', row['systemd-run']))
         for row in out['idle']:
@@ -305,12 +489,44 @@ def report(out, args):
                 print(f'  fill to {row["idle"]}: {f["count"]} creates in {f["seconds"]:.1f} s '
                       f'({f["per_sec"]:.1f}/s; systemd {f["cpu_ms"]["systemd"]:.1f} ms CPU each){extra}')
             print(f'  sandboxd RSS with {row["idle"]} idle: {row["sandboxd_rss_kib"] / 1024:.1f} MiB')
+            mem = row.get('memory')
+            if mem:
+                mib = 1024
+                print(f'  memory per idle sandbox at {row["idle"]}: host (MemAvailable drop) '
+                      f'{mem["MemAvailable"] / mib:.2f} MiB (target ≤ 1.5 '
+                      f'{"MET" if mem["MemAvailable"] / mib <= 1.5 else "MISSED"}); system under test\'s cgroup '
+                      f'{mem.get("system_cgroup", float("nan")) / mib:.2f} MiB, of it sandbox.slice '
+                      f'{mem.get("sandbox_slice", float("nan")) / mib:.2f} MiB; kernel unreclaimable slab '
+                      f'{mem["SUnreclaim"] / mib:.2f} MiB (of it kmalloc-1k {mem["kmalloc_1k"] / mib:.2f}); RSS growth: sandboxd {mem["rss_sandboxd"]:.1f} KiB, '
+                      f'systemd {mem["rss_systemd"]:.1f} KiB, bus {mem["rss_bus"]:.1f} KiB, '
+                      f'journald {mem["rss_journald"]:.1f} KiB')
+                rss = mem['rss_after_kib']
+                print(f'  RSS at {row["idle"]}: sandboxd {rss["sandboxd"] / mib:.1f} MiB (target < 50 '
+                      f'{"MET" if rss["sandboxd"] / mib < 50 else "MISSED"}), systemd {rss["systemd"] / mib:.1f} MiB, '
+                      f'bus {rss["bus"] / mib:.1f} MiB, journald {rss["journald"] / mib:.1f} MiB')
         first, last = out['idle'][0], out['idle'][-1]
         if first is not last:
             r = last['ephemeral']['per_sec'] / first['ephemeral']['per_sec']
             rsr = last['systemd-run']['per_sec'] / first['systemd-run']['per_sec']
+            rbw = last['bwrap']['per_sec'] / first['bwrap']['per_sec']
             print(f'\n  ephemeral with {last["idle"]} idle / with {first["idle"]}: {r:.2f} '
-                  f'(target ≥ 0.8 {"MET" if r >= 0.8 else "MISSED"}); systemd-run in sandbox.slice: {rsr:.2f}')
+                  f'(target ≥ 0.8 {"MET" if r >= 0.8 else "MISSED"}); systemd-run in sandbox.slice: {rsr:.2f}; '
+                  f'the bare bwrap floor: {rbw:.2f}')
+            for row in out['idle']:
+                print(f'  ephemeral / bwrap with {row["idle"]} idle: '
+                      f'{row["ephemeral"]["per_sec"] / row["bwrap"]["per_sec"]:.2f}')
+    if out.get('curve'):
+        print('\n  filling, chunk by chunk: idle sandboxes, creates per s, create median ms, systemd CPU ms per '
+              'create; memory per idle sandbox so far (MiB): host, system cgroup, unreclaimable slab (of it '
+              'kmalloc-1k); sandboxd RSS MiB')
+        for c in out['curve']:
+            m = c['memory']
+            print(f'  {c["idle"]:>6} {c["per_sec"]:7.1f} {c["create_median_us"] / 1000:8.1f} {c["systemd_cpu_ms"]:7.1f}'
+                  f'   {m["MemAvailable"] / 1024:6.2f} {m.get("system_cgroup", float("nan")) / 1024:6.2f} '
+                  f'{m["SUnreclaim"] / 1024:6.2f} ({m["kmalloc_1k"] / 1024:5.2f})   '
+                  f'{m["rss_after_kib"]["sandboxd"] / 1024:6.1f}')
+    if out.get('stopped'):
+        print(f'  {out["stopped"]}')
     if 'drain' in out:
         d = out['drain']
         print(f'  destroying the {d["count"]} idle sandboxes: {d["seconds"]:.1f} s ({d["per_sec"]:.1f}/s); '

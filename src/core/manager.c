@@ -71,6 +71,29 @@ static int mkdir_mode(const char *path, mode_t mode) {
         return 0;
 }
 
+/* An empty directory nobody can write to, bound read-only over the /proc directories a
+ * sandbox must not see (bwrap_build_argv()). One that is not empty (only root could have
+ * put anything there) is refused. */
+static int manager_make_empty_dir(Manager *m) {
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        if (asprintf(&m->empty_dir, "%s/empty", m->settings.state_dir) < 0)
+                return -ENOMEM;
+        r = mkdir_mode(m->empty_dir, 0555);
+        if (r < 0)
+                return r;
+        d = opendir(m->empty_dir);
+        if (!d)
+                return -errno;
+        while (r >= 0 && (de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+                        r = log_error_errno(ENOTEMPTY, "%s is not empty; remove what is in it.", m->empty_dir);
+        closedir(d);
+        return r;
+}
+
 int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager **ret) {
         Manager *m;
         int r;
@@ -131,6 +154,8 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         if (r >= 0)
                 r = mkdir_mode(m->etc_root, 0755);
         if (r >= 0)
+                r = manager_make_empty_dir(m);
+        if (r >= 0)
                 r = mkdir_mode(m->sandboxes_dir, 0700);
         if (r >= 0)
                 r = mkdir_mode(sockets_dir, 0700);
@@ -190,6 +215,7 @@ Manager *manager_free(Manager *m) {
         free(m->sandboxes_dir);
         free(m->systemd_cgroup_root);
         free(m->etc_root);
+        free(m->empty_dir);
         sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);
@@ -652,14 +678,14 @@ static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
         return a->limits.memory_max == b->limits.memory_max &&
                a->limits.cpu_quota_per_sec_usec == b->limits.cpu_quota_per_sec_usec &&
                a->limits.tasks_max == b->limits.tasks_max && a->disk_max == b->disk_max &&
-               streq(a->egress_allow, b->egress_allow) && streq(a->egress_deny, b->egress_deny);
+               sandbox_config_egress_equal(a, b);
 }
 
 Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-        SandboxConfig c = *config;
+        _cleanup_(sandbox_config_done) SandboxConfig c = {};
 
-        if (!t->recycle)
+        if (!t->recycle || sandbox_config_copy(&c, config) < 0)
                 return NULL;
         /* Compared as the sandbox would be made: the template's values filled in. */
         if (sandbox_config_finalize(&c, &t->limits, &m->bounds, &error) < 0 ||
@@ -844,7 +870,7 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
                         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-                        SandboxConfig c = {};
+                        _cleanup_(sandbox_config_done) SandboxConfig c = {};
 
                         if (manager_start_sandbox(m, t, &c, 0, true, NULL, NULL, &error) < 0) {
                                 log_warning("Failed to start a pooled sandbox of template %s: %s", t->name,

@@ -234,9 +234,22 @@ int sandbox_tenant_check(const char *s, SandboxError *error) {
         return set_label(buf, "Tenant", s, sandbox_tenant_is_valid, error);
 }
 
+/* *dest = a copy of s, or NULL for NULL or ""; the old one freed. */
+static int free_and_strdup_or_null(char **dest, const char *s) {
+        char *copy = NULL;
+
+        if (!isempty(s)) {
+                copy = strdup(s);
+                if (!copy)
+                        return -ENOMEM;
+        }
+        free(*dest);
+        *dest = copy;
+        return 0;
+}
+
 /* Every rule checked (egress_rule_parse()) and stored in its canonical form, a line each. */
-static int set_egress(char dest[static SANDBOX_EGRESS_TEXT_MAX], const char *name, char * const *l, bool deny,
-                      SandboxError *error) {
+static int set_egress(char **dest, const char *name, char * const *l, bool deny, SandboxError *error) {
         char text[SANDBOX_EGRESS_TEXT_MAX] = "", rule[EGRESS_RULE_MAX + 8];
         size_t n = 0, len = 0;
 
@@ -260,12 +273,31 @@ static int set_egress(char dest[static SANDBOX_EGRESS_TEXT_MAX], const char *nam
                 text[len++] = '\n';
                 text[len] = 0;
         }
-        memcpy(dest, text, sizeof(text));
+        return free_and_strdup_or_null(dest, len > 0 ? text : NULL);
+}
+
+int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src) {
+        *dest = *src;
+        dest->egress_allow = dest->egress_deny = NULL;
+        if (free_and_strdup_or_null(&dest->egress_allow, src->egress_allow) < 0 ||
+            free_and_strdup_or_null(&dest->egress_deny, src->egress_deny) < 0) {
+                sandbox_config_done(dest);
+                return -ENOMEM;
+        }
         return 0;
 }
 
+bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b) {
+        return streq(a->egress_allow ?: "", b->egress_allow ?: "") && streq(a->egress_deny ?: "", b->egress_deny ?: "");
+}
+
+void sandbox_config_done(SandboxConfig *c) {
+        c->egress_allow = mfree(c->egress_allow);
+        c->egress_deny = mfree(c->egress_deny);
+}
+
 int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret) {
-        const char *text = deny ? c->egress_deny : c->egress_allow;
+        const char *text = (deny ? c->egress_deny : c->egress_allow) ?: "";
         _cleanup_strv_free_ char **l = NULL;
 
         l = calloc(1, sizeof(char *));
@@ -284,16 +316,16 @@ int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret) {
 }
 
 bool sandbox_config_has_egress(const SandboxConfig *c) {
-        return c->egress_allow[0] != 0;
+        return !isempty(c->egress_allow);
 }
 
 int sandbox_config_egress_defaults(SandboxConfig *c, char * const *allow, char * const *deny, SandboxError *error) {
         int r = 0;
 
         if (!c->egress_allow_set)
-                r = set_egress(c->egress_allow, "EgressAllow", allow, false, error);
+                r = set_egress(&c->egress_allow, "EgressAllow", allow, false, error);
         if (r >= 0 && !c->egress_deny_set)
-                r = set_egress(c->egress_deny, "EgressDeny", deny, true, error);
+                r = set_egress(&c->egress_deny, "EgressDeny", deny, true, error);
         return r;
 }
 
@@ -331,10 +363,10 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         else if (streq(name, "ReuseExisting"))
                 c->reuse_existing = v->b;
         else if (streq(name, "EgressAllow")) {
-                r = set_egress(c->egress_allow, name, v->strv, false, error);
+                r = set_egress(&c->egress_allow, name, v->strv, false, error);
                 c->egress_allow_set = true;
         } else if (streq(name, "EgressDeny")) {
-                r = set_egress(c->egress_deny, name, v->strv, true, error);
+                r = set_egress(&c->egress_deny, name, v->strv, true, error);
                 c->egress_deny_set = true;
         } else if (streq(name, "IdleAction")) {
                 IdleAction a = idle_action_from_string(v->s);

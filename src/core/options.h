@@ -32,7 +32,7 @@
 #define SANDBOX_DISK_MAX (1024ULL * 1024 * 1024 * 1024)
 
 /* EgressAllow=, EgressDeny= (egress-policy.h): each list in its canonical form, one rule a
- * line, in a buffer of this size. */
+ * line, at most this size with its NUL. */
 #define SANDBOX_EGRESS_TEXT_MAX 8192U
 
 #define EXEC_ARGS_MAX (128U * 1024) /* argv + environment, bytes: one agent datagram */
@@ -67,13 +67,17 @@ typedef struct SandboxConfig {
         uint64_t timeout_sec;  /* lifetime, 0 = none */
         uint64_t idle_timeout_sec; /* destroyed after this long without a running exec, 0 = none */
         bool ephemeral;
-        /* Kept in the struct, so that a config stays a value to copy: "" = none. */
+        /* Kept in the struct: "" = none. */
         char name[SANDBOX_NAME_MAX + 1];    /* unique among the live sandboxes of one owner and tenant */
         char tenant[SANDBOX_NAME_MAX + 1];  /* whom the sandbox is for (access.h) */
         bool reuse_existing;  /* CreateSandbox only: the live sandbox of that name is the answer */
-        /* Egress by name (sandboxd-egress(8)): "" = none; an empty allow list = no network. */
-        char egress_allow[SANDBOX_EGRESS_TEXT_MAX];
-        char egress_deny[SANDBOX_EGRESS_TEXT_MAX];
+        /* Egress by name (sandboxd-egress(8)): NULL or "" = none; an empty allow list = no
+         * network. Owned, on the heap and only as long as the rules: a sandbox keeps its
+         * config, and thousands of sandboxes with two fixed 8 KiB buffers each were most of
+         * sandboxd's memory. So a config is no plain value to copy: sandbox_config_copy(),
+         * sandbox_config_done(). */
+        char *egress_allow;
+        char *egress_deny;
         bool egress_allow_set, egress_deny_set;  /* given: the template's list does not apply */
         IdleAction idle_action;  /* what IdleTimeout does */
         /* CreateSandbox only: the snapshot (snapshot.h) whose files the new sandbox starts
@@ -236,6 +240,12 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
 
 /* EgressAllow or EgressDeny (deny) as a list of rules (canonical text, as stored). */
 int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret);
+/* A deep copy into dest (which holds nothing owned yet); -ENOMEM leaves dest empty. */
+int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src);
+/* Frees what c owns (the egress texts); c stays valid, with no egress rules. */
+void sandbox_config_done(SandboxConfig *c);
+/* Whether a and b have the same egress rules (NULL and "" alike: none). */
+bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b);
 /* Whether the sandbox has egress through the proxy (a non-empty EgressAllow). */
 bool sandbox_config_has_egress(const SandboxConfig *c);
 /* Takes the template's lists for those the caller did not give. InvalidOption if the

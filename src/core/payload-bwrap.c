@@ -83,9 +83,18 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         for (char * const *m = p->proc_masks; m && *m; m++) {
                 ARG("--ro-bind"); ARG("/dev/null"); ARG(*m);
         }
+        /* The same empty directory bound read-only over each: a tmpfs each would be a
+         * superblock each, and every superblock is a memory-cgroup-aware shrinker for which
+         * the kernel keeps state in every memory cgroup, each sandbox's scope included: the
+         * kernel memory of one more sandbox grows with the superblocks of all the others
+         * (issue 17; docs/ARCHITECTURE.md, "Many sandboxes"). */
         for (char * const *m = p->proc_mask_dirs; m && *m; m++) {
-                ARG("--tmpfs"); ARG(*m);
-                ARG("--remount-ro"); ARG(*m);
+                if (p->empty_dir) {
+                        ARG("--ro-bind"); ARG(p->empty_dir); ARG(*m);
+                } else {
+                        ARG("--tmpfs"); ARG(*m);
+                        ARG("--remount-ro"); ARG(*m);
+                }
         }
         /* /dev read-only: bwrap cannot size the tmpfs of --dev, so the only place to write
          * there is /dev/shm, bounded like /tmp. */
@@ -440,6 +449,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .disk_max = s->config.disk_max,
                 .proc_masks = m->proc_masks,
                 .proc_mask_dirs = m->proc_mask_dirs,
+                .empty_dir = m->empty_dir,
                 .seccomp_fd = m->seccomp_fd,
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,

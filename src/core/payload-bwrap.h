@@ -22,6 +22,8 @@ typedef struct PayloadParams {
         uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
         char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
         char * const *proc_mask_dirs;
+        const char *empty_dir;     /* an empty host directory bound over each mask dir; NULL: a
+                                    * read-only tmpfs each (a superblock each: see bwrap_build_argv) */
         uid_t host_uid;            /* the unprivileged host uid the sandbox runs as */
         gid_t host_gid;
         char * const *environment; /* the agent's environment */

@@ -143,6 +143,7 @@ struct Manager {
         char *docker_seccomp_profile;
         char **proc_masks;
         char **proc_mask_dirs;
+        char *empty_dir;        /* <state>/empty: bound over the masked /proc directories */
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
         /* systemd's own cgroup ("" on a host, "/name" for a systemd without a cgroup

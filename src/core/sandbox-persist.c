@@ -23,6 +23,7 @@ void sandbox_persist_done(SandboxPersist *st) {
         st->environment = strv_free(st->environment);
         json_object_put(st->payload_data);
         st->payload_data = NULL;
+        sandbox_config_done(&st->config);
 }
 
 static int add_u64(json_object *o, const char *key, uint64_t v) {
@@ -115,15 +116,20 @@ static int get_label(json_object *o, const char *key, bool (*valid)(const char *
         return 0;
 }
 
-static int get_text(json_object *o, const char *key, char dest[static SANDBOX_EGRESS_TEXT_MAX]) {
+static int get_text(json_object *o, const char *key, char **dest) {
         json_object *v;
+        char *copy;
 
         if (!json_object_object_get_ex(o, key, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string) ||
             (size_t) json_object_get_string_len(v) >= SANDBOX_EGRESS_TEXT_MAX)
                 return -EBADMSG;
-        strcpy(dest, json_object_get_string(v));
+        copy = strdup(json_object_get_string(v));
+        if (!copy)
+                return -ENOMEM;
+        free(*dest);
+        *dest = copy;
         return 0;
 }
 
@@ -190,8 +196,8 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
         if (json_object_object_get_ex(o, "released", &v))
                 st.released = json_object_get_boolean(v);
         /* The egress rules as the config keeps them (a line each, checked when given). */
-        if (get_text(o, "EgressAllow", st.config.egress_allow) < 0 ||
-            get_text(o, "EgressDeny", st.config.egress_deny) < 0)
+        if (get_text(o, "EgressAllow", &st.config.egress_allow) < 0 ||
+            get_text(o, "EgressDeny", &st.config.egress_deny) < 0)
                 goto finish;
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))

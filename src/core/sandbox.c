@@ -117,7 +117,7 @@ void sandbox_save(Sandbox *s) {
                 .pooled = s->pooled,
                 .from_pool = s->from_pool,
                 .released = s->released,
-                .config = s->config,
+                .config = s->config,  /* borrowed, as the rest: st is not "done" */
         };
         int r;
 
@@ -269,6 +269,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         cgroup_file_close(&s->cgroup_memory_peak_file);
         free(s->failure);
         strv_free(s->environment);
+        sandbox_config_done(&s->config);
         return mfree(s);
 }
 
@@ -303,7 +304,9 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         if (!s)
                 return -ENOMEM;
         s->owner = owner;
-        s->config = *config;
+        r = sandbox_config_copy(&s->config, config);
+        if (r < 0)
+                goto fail;
         s->config.reuse_existing = false; /* a question of the call, not the sandbox's */
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
@@ -1035,7 +1038,10 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->owner = st->owner;
         s->host_uid = st->host_uid;
         s->created_at = st->created_at;
-        s->config = st->config;
+        if (sandbox_config_copy(&s->config, &st->config) < 0) {
+                sandbox_free_internal(s);
+                return -ENOMEM;
+        }
         s->state = st->pause_method ? SANDBOX_PAUSED : SANDBOX_RUNNING;
         s->pause_method = st->pause_method && streq(st->pause_method, "freeze") ? "freeze" :
                           st->pause_method ? "sigstop" : NULL;

@@ -579,6 +579,8 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 },
         };
         j->meta.config.reuse_existing = false;
+        /* A snapshot keeps no egress rules (snapshot-meta.c), and the copy is not the owner. */
+        j->meta.config.egress_allow = j->meta.config.egress_deny = NULL;
         j->meta.config.from_snapshot[0] = 0;
         strcpy(j->meta.source, s->id);
         j->meta.template_name = strdup(s->template_name);
@@ -817,6 +819,11 @@ typedef struct ForkJob {
         void *userdata;
 } ForkJob;
 
+static void fork_job_free(ForkJob *fj) {
+        sandbox_config_done(&fj->config);
+        free(fj);
+}
+
 static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
         _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
         ForkJob *fj = userdata;
@@ -825,7 +832,7 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
 
         if (error) {
                 fj->cb(NULL, error, fj->userdata);
-                free(fj);
+                fork_job_free(fj);
                 return;
         }
         t = template_set_find(&fj->manager->templates, meta->template_name);
@@ -841,7 +848,7 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
                         sandbox_error_set_errno(&e, -r, "Failed to fork: %m");
                 fj->cb(NULL, &e, fj->userdata);
         }
-        free(fj);
+        fork_job_free(fj);
 }
 
 int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
@@ -853,7 +860,11 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
         fj = calloc(1, sizeof(ForkJob));
         if (!fj)
                 return -ENOMEM;
-        *fj = (ForkJob) { .manager = m, .uid = caller->uid, .config = *config, .cb = cb, .userdata = userdata };
+        *fj = (ForkJob) { .manager = m, .uid = caller->uid, .cb = cb, .userdata = userdata };
+        if (sandbox_config_copy(&fj->config, config) < 0) {
+                free(fj);
+                return -ENOMEM;
+        }
         /* What the call leaves unset is the source's; the fork is for the source's tenant,
          * and has a name only if it is given one. */
         SandboxConfig *c = &fj->config;
@@ -870,20 +881,20 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
         c->from_snapshot[0] = 0;
         c->wake_id[0] = 0;
         if (!isempty(c->name) && manager_find_named(m, caller->uid, c->tenant, c->name)) {
-                free(fj);
+                fork_job_free(fj);
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
                                          c->name);
         }
         r = sandbox_snapshot_full(source, NULL, SNAPSHOT_CAUSE_FORK, on_fork_snapshot, fj, error);
         if (r < 0)
-                free(fj);
+                fork_job_free(fj);
         return r;
 }
 
 int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
                          void *userdata, SandboxError *error) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
-        SandboxConfig config;
+        _cleanup_(sandbox_config_done) SandboxConfig config = {};
         const Template *t;
         int r;
 
@@ -900,7 +911,8 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
         if (!t)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                          meta.template_name);
-        config = meta.config;
+        if (sandbox_config_copy(&config, &meta.config) < 0)
+                return -ENOMEM;
         strcpy(config.wake_id, meta.source);
         return create_from_meta(m, t, &config, meta.owner, &meta, true, SNAPSHOT_CAUSE_WAKE, cb, userdata, error);
 }

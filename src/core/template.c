@@ -116,6 +116,7 @@ static int parse_egress(json_object *o, Template *t, char **ret_error) {
         if (!c)
                 return -ENOMEM;
         r = sandbox_config_egress_defaults(c, t->egress_allow, t->egress_deny, &error);
+        sandbox_config_done(c);
         free(c);
         if (r < 0)
                 return r == -ENOMEM ? r : fail(ret_error, "%s", error.message ?: "bad egress rule");

@@ -33,6 +33,7 @@ typedef struct CreateRequest {
 static void create_request_free(void *userdata) {
         CreateRequest *c = userdata;
         free(c->template);
+        sandbox_config_done(&c->config);
         free(c);
 }
 

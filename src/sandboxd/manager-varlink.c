@@ -62,6 +62,7 @@ static void create_args_free(void *userdata) {
         CreateArgs *c = userdata;
 
         free(c->template);
+        sandbox_config_done(&c->config);
         free(c);
 }
 

@@ -26,6 +26,7 @@ static void sandbox_request_free(void *userdata) {
         free(a->to);
         free(a->data.data);
         exec_config_done(&a->exec);
+        sandbox_config_done(&a->config);
         free(req);
 }
 

@@ -56,7 +56,7 @@ static void on_sandbox_created(Sandbox *s, const SandboxError *error, void *user
 
 static int fork_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
                            SandboxError *error) {
-        SandboxConfig config = {};
+        _cleanup_(sandbox_config_done) SandboxConfig config = {};
         int r;
 
         r = bus_read_options(call, OPTION_SET_SANDBOX, &config, error);

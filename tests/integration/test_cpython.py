@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Issue 11's proof that real programs run unchanged in a sandbox: CPython's own
-regression suite (Debian's libpython3.11-testsuite), the same modules run on the host as an
-unprivileged user (uid 65534, through setpriv) and in a `python` sandbox. A module that
-passes on the host must pass in the sandbox, unless it is listed in BY_DESIGN with what
-the sandbox forbids on purpose. Prints both wall times and their ratio.
+regression suite (Debian's libpython3.11-testsuite) in a `python` sandbox, with the host
+(an unprivileged user, uid 65534, through setpriv) as the reference. A module that passes
+on the host must pass in the sandbox, unless it is listed in BY_DESIGN with what the
+sandbox forbids on purpose. The host runs only the modules that did not pass in the
+sandbox (running all of them there as well doubled the test's time, about 150 s of each
+CI run, for modules that passed anyway): each must fail on the host too, or be by design.
 
 Run through run.py, or directly: python3 -m unittest -v test_cpython
 """
@@ -119,7 +121,7 @@ class CPythonSuite(harness.SystemTestCase):
                 self.fail(msg)
             self.skipTest(msg)
 
-    def run_host(self):
+    def run_host(self, modules):
         # In the booted system's own /var/tmp, reached from here through S.path().
         outside = tempfile.mkdtemp(prefix='sandboxd-cpython-', dir=S.path('/var/tmp'))
         self.addCleanup(shutil.rmtree, outside, ignore_errors=True)
@@ -130,7 +132,7 @@ class CPythonSuite(harness.SystemTestCase):
                'LANG=C.UTF-8', 'TERM=dumb']
         start = time.monotonic()
         cp = S.run(['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups'] + env + REGRTEST
-                   + MODULES, timeout=900)
+                   + modules, timeout=900)
         return time.monotonic() - start, cp.stdout + cp.stderr
 
     def run_sandbox(self):
@@ -147,25 +149,30 @@ class CPythonSuite(harness.SystemTestCase):
         return time.monotonic() - start, cp.stdout + cp.stderr
 
     def test_same_modules_pass_inside_as_outside(self):
-        host_time, host_out = self.run_host()
         sandbox_time, sandbox_out = self.run_sandbox()
-        host, inside = results(host_out), results(sandbox_out)
-        passed_host = sorted(m for m, r in host.items() if r == 'passed')
-        passed_inside = sorted(m for m, r in inside.items() if r == 'passed')
-        print(f'\nCPython regression suite, {len(MODULES)} modules, -j2: host (uid 65534) '
-              f'{len(passed_host)} passed in {host_time:.1f} s; sandbox {len(passed_inside)} passed in '
-              f'{sandbox_time:.1f} s; wall-time ratio {sandbox_time / host_time:.2f}', file=sys.stderr, flush=True)
-
-        # Every module ran on both sides, and the host is a fair reference.
-        self.assertEqual(set(host), set(MODULES), f'host run incomplete:\n{host_out[-3000:]}')
+        inside = results(sandbox_out)
         self.assertEqual(set(inside), set(MODULES), f'sandbox run incomplete:\n{sandbox_out[-3000:]}')
-        self.assertGreaterEqual(len(passed_host), len(MODULES) * 0.9, f'the host itself fails: {host}')
+        passed_inside = sorted(m for m, r in inside.items() if r == 'passed')
+        # The reference for what did not pass inside: the same modules on the host.
+        again = sorted(set(MODULES) - set(passed_inside))
+        host_time, host_out = self.run_host(again) if again else (0.0, '')
+        host = results(host_out)
+        passed_host = sorted(m for m, r in host.items() if r == 'passed')
+        print(f'\nCPython regression suite, {len(MODULES)} modules, -j2: sandbox {len(passed_inside)} passed in '
+              f'{sandbox_time:.1f} s; the {len(again)} others on the host (uid 65534): {len(passed_host)} passed '
+              f'in {host_time:.1f} s', file=sys.stderr, flush=True)
+        self.assertEqual(set(host), set(again), f'host run incomplete:\n{host_out[-3000:]}')
+        # Nearly all pass: the machine is a fair place to run the suite at all.
+        self.assertGreaterEqual(len(passed_inside) + len(set(BY_DESIGN) & set(MODULES)), len(MODULES) * 0.9,
+                                f'most modules fail: {inside}')
 
-        lost = [m for m in passed_host if inside[m] != 'passed' and m not in BY_DESIGN]
+        lost = [m for m in passed_host if m not in BY_DESIGN]
         self.assertEqual(lost, [], 'passed on the host, not in the sandbox:\n' +
                          '\n\n'.join(module_output(sandbox_out, m) for m in lost))
         # A module failing by design fails only in the tests that need what is forbidden.
         for m, (pattern, _reason) in BY_DESIGN.items():
+            if m not in MODULES:
+                continue
             self.assertNotEqual(inside.get(m), 'passed', f'{m} passes in the sandbox now: drop it from BY_DESIGN')
             failed = re.findall(r'^(?:ERROR|FAIL): (\w+) ', module_output(sandbox_out, m), re.M)
             self.assertTrue(failed, f'{m}: no failing test named:\n{module_output(sandbox_out, m)}')

@@ -387,13 +387,33 @@ static void test_egress(void **state) {
         /* The template's lists apply only where the caller gave none. */
         assert_int_equal(sandbox_config_egress_defaults(&c, (char *[]) { (char *) "other.org", NULL }, NULL, &e), 0);
         assert_string_equal(c.egress_allow, "pypi.org\n*.pythonhosted.org\n10.0.0.0/8:8443\n");
+
+        /* A copy is deep: the sandbox keeps its own after the call's config is gone. */
+        SandboxConfig copy;
+        assert_int_equal(sandbox_config_copy(&copy, &c), 0);
+        assert_ptr_not_equal(copy.egress_allow, c.egress_allow);
+        assert_ptr_not_equal(copy.egress_deny, c.egress_deny);
+        sandbox_config_done(&c);
+        assert_null(c.egress_allow);
+        assert_false(sandbox_config_has_egress(&c));
+        assert_string_equal(copy.egress_allow, "pypi.org\n*.pythonhosted.org\n10.0.0.0/8:8443\n");
+        assert_string_equal(copy.egress_deny, "evil.pythonhosted.org\n");
+        assert_true(copy.egress_allow_set);
+        assert_false(sandbox_config_egress_equal(&copy, &c));
+        assert_true(sandbox_config_egress_equal(&c, &(SandboxConfig) { .egress_allow = (char *) "" }));
+        SandboxConfig again;
+        assert_int_equal(sandbox_config_copy(&again, &copy), 0);
+        assert_true(sandbox_config_egress_equal(&copy, &again));
+        sandbox_config_done(&again);
+        sandbox_config_done(&copy);
+
         c = (SandboxConfig) {};
         assert_int_equal(sandbox_config_egress_defaults(&c, (char *[]) { (char *) "other.org", NULL }, NULL, &e), 0);
         assert_string_equal(c.egress_allow, "other.org\n");
         assert_false(c.egress_allow_set);
 
         /* Empty: no network. */
-        c = (SandboxConfig) {};
+        sandbox_config_done(&c);
         assert_int_equal(sandbox_config_set(&c, "EgressAllow", &(OptionValue) { .type = OPTION_STRV,
                                                                               .strv = (char *[]) { NULL } }, &e), 0);
         assert_false(sandbox_config_has_egress(&c));
@@ -412,6 +432,7 @@ static void test_egress(void **state) {
         }
         assert_invalid(sandbox_config_set(&c, "EgressAllow", &(OptionValue) { .type = OPTION_STRV, .strv = many }, &e),
                        &e);
+        sandbox_config_done(&c);
 }
 
 static void test_option_types(void **state) {

@@ -65,6 +65,14 @@ static void test_argv(void **state) {
         assert_true(find_seq(argv, "--ro-bind", "/dev/null", "/proc/kallsyms") > find_seq(argv, "--proc", "/proc", NULL));
         assert_true(find_seq(argv, "--tmpfs", "/proc/acpi", NULL) > 0);
         assert_true(find_seq(argv, "--remount-ro", "/proc/acpi", NULL) > 0);
+        /* With an empty directory: bound over each masked one, no tmpfs (no superblock). */
+        _cleanup_strv_free_ char **argv2 = NULL;
+        p.empty_dir = "/run/sandboxd/empty";
+        assert_int_equal(bwrap_build_argv(&p, &argv2), 0);
+        assert_true(find_seq(argv2, "--ro-bind", "/run/sandboxd/empty", "/proc/acpi") >
+                    find_seq(argv2, "--proc", "/proc", NULL));
+        assert_int_equal(find_seq(argv2, "--tmpfs", "/proc/acpi", NULL), -1);
+        p.empty_dir = NULL;
         i = find_seq(argv, "--tmpfs", "/work", NULL);
         assert_true(i > 4);
         assert_string_equal(argv[i - 1], "0700");
