@@ -65,6 +65,8 @@ typedef struct LogWorker {
         char **matches;
         unsigned lines;
         bool follow;
+        uint64_t since;             /* µs CLOCK_REALTIME: older entries are not this sandbox's
+                                     * (a recycled one's unit served earlier users) */
         bool saw_removed;           /* sandboxd's last line about the sandbox came */
         char *removed;              /* that line: SANDBOX_REMOVED_FORMAT */
         uint8_t *message;           /* SANDBOX_LOG_MESSAGE_MAX */
@@ -282,7 +284,10 @@ static int worker_run(LogWorker *w) {
                 goto finish;
         r = sd_journal_previous_skip(j, w->lines);
         while (r > 0) {
-                r = worker_send_entry(w, j);
+                uint64_t t = 0;
+
+                if (w->since == 0 || (sd_journal_get_realtime_usec(j, &t) >= 0 && t >= w->since))
+                        r = worker_send_entry(w, j);
                 if (r >= 0)
                         r = sd_journal_next(j);
         }
@@ -451,6 +456,9 @@ int sandbox_logs_open(Sandbox *s, uid_t caller, unsigned lines, bool follow, log
         w->fd = -EBADF;
         w->lines = lines > 0 ? lines : SANDBOX_LOGS_LINES_MAX;
         w->follow = follow;
+        /* The unit-level lines (its payload's stream, PID 1's) of a recycled sandbox's
+         * earlier users are not this user's. */
+        w->since = s->recycles > 0 ? s->created_at : 0;
         w->message = malloc(SANDBOX_LOG_MESSAGE_MAX);
         if (!w->message)
                 return -ENOMEM;

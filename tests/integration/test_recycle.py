@@ -279,6 +279,10 @@ class Recycle(unittest.TestCase):
         _, error, _ = vl('Exec', {'id': sid, 'argv': ['true']})
         self.assertEqual(short(error), 'NoSuchSandbox', 'the last user\'s id reaches nothing')
         first, sid = sid, again
+        # Its journal (GetLogs) is this user's: none of the unit's lines from before, such
+        # as systemd's "Started Sandbox <first id>" when the unit came up for the last user.
+        before_logs = [e.get('message') or '' for e in vl_ok('GetLogs', {'id': sid, 'lines': 1000})['entries']]
+        self.assertFalse([m for m in before_logs if first in m], before_logs)
         after = inspect(sid)
         # PID 1 (the agent), the inspecting shell and what it runs: nothing older.
         procs = [int(p) for p in after['procs'].split()]
