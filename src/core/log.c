@@ -1,13 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #include <systemd/sd-journal.h>
 
@@ -68,43 +65,29 @@ int log_internal(int level, int error, const char *sandbox_id, const char *fmt, 
         return -error;
 }
 
-int log_open_journal_stream(const char *socket_path, const char *identifier, int priority) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *header = NULL;
-        int n, flags;
+size_t log_payload_output(const char *identifier, const char *sandbox_id, const char *buf, size_t n,
+                          unsigned *budget) {
+        size_t logged = 0;
 
-        if (strlen(socket_path) >= sizeof(sa.sun_path))
-                return -EINVAL;
-        strcpy(sa.sun_path, socket_path);
+        if (use_journal < 0)
+                use_journal = stderr_is_journal();
+        while (n > 0 && *budget > 0) {
+                const char *nl = memchr(buf, '\n', n);
+                size_t len = nl ? (size_t) (nl - buf) : n;
+                int shown = (int) MIN(len, (size_t) LOG_PAYLOAD_LINE_MAX);
 
-        /* Non-blocking for connect() and the header only: connecting to a unix stream socket
-         * either completes at once or, while the listener has a full backlog of connections
-         * it has not accepted, blocks (here: EAGAIN). */
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        if (shutdown(fd, SHUT_RD) < 0)
-                return -errno;
-        (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int) { 8 * 1024 * 1024 }, sizeof(int));
-
-        /* journald's stream header, as sd_journal_stream_fd() writes it: identifier, unit id,
-         * priority, level prefix, forward to syslog, to kmsg, to the console. It fits the
-         * empty send buffer of a new socket. */
-        n = asprintf(&header, "%s\n\n%i\n0\n0\n0\n0\n", identifier, priority);
-        if (n < 0)
-                return -ENOMEM;
-        ssize_t k = write(fd, header, (size_t) n);
-        if (k < 0)
-                return -errno;
-        if (k != n)
-                return -EIO;
-
-        /* Whoever gets it writes to it like to any stderr, and may wait. */
-        flags = fcntl(fd, F_GETFL);
-        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
-                return -errno;
-        return TAKE_FD(fd);
+                if (len > 0) {
+                        if (use_journal)
+                                sd_journal_send("MESSAGE=%.*s", shown, buf, "PRIORITY=%i", LOG_WARNING,
+                                                "SANDBOX_ID=%s", sandbox_id, "SYSLOG_IDENTIFIER=%s", identifier, NULL);
+                        else
+                                fprintf(stderr, "<%i>%s: %.*s\n", LOG_WARNING, identifier, shown, buf);
+                        (*budget)--;
+                        logged++;
+                }
+                len += nl ? 1 : 0;
+                buf += len;
+                n -= len;
+        }
+        return logged;
 }

@@ -23,15 +23,13 @@ int log_internal(int level, int error, const char *sandbox_id, const char *fmt, 
 #define log_info(...) log_internal(LOG_INFO, 0, NULL, __VA_ARGS__)
 #define log_debug(...) log_internal(LOG_DEBUG, 0, NULL, __VA_ARGS__)
 
-#define JOURNAL_STREAM_SOCKET "/run/systemd/journal/stdout"
-
-/* A stream to journald (at socket_path, normally JOURNAL_STREAM_SOCKET) whose lines are
- * logged under identifier at priority: what sd_journal_stream_fd() gives, but connected
- * without ever blocking. journald accepts connections on its event loop; while it does not
- * (busy, hung, restarting) they queue in the socket's backlog (systemd-journald.socket has
- * no Backlog=: the kernel's somaxconn, 4096), and once that is full the blocking connect()
- * of sd_journal_stream_fd() waits until journald is back. Here that is -EAGAIN. Returns
- * the fd (blocking again, close-on-exec) or a negative errno. */
-int log_open_journal_stream(const char *socket_path, const char *identifier, int priority);
+/* What a payload's own processes (bwrap, the agent) wrote to their stderr, read by us
+ * from a pipe (payload.c): each line of buf[0..n) logged at LOG_WARNING under
+ * SYSLOG_IDENTIFIER=identifier (the sandbox's unit) and SANDBOX_ID=sandbox_id, as long
+ * as *budget lasts (one off per line); a line is cut at LOG_PAYLOAD_LINE_MAX, a chunk's
+ * last line need not end in a newline. Returns the number of lines logged. */
+#define LOG_PAYLOAD_LINE_MAX 2000
+size_t log_payload_output(const char *identifier, const char *sandbox_id, const char *buf, size_t n,
+                          unsigned *budget);
 
 #define log_sandbox(s, level, error, ...) log_internal(level, error, sandbox_get_id(s), __VA_ARGS__)

@@ -9,6 +9,7 @@
 #include "agent-protocol.h"
 #include "etc-tree.h"
 #include "fd-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "mount-renew.h"
 #include "options.h"
@@ -49,10 +50,14 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         } while (0)
 
         ARG(p->bwrap_path);
-        /* Every namespace, and no way to make more user namespaces inside. */
+        /* Every namespace. No more user namespaces inside: the seccomp policy refuses
+         * every way to one (unshare, clone, clone3, setns; foreign ABIs killed), and is
+         * never left out. Not bwrap's --disable-userns besides: it nests a second user
+         * namespace in every sandbox and looks up /proc/sys/user/max_user_namespaces, one
+         * hash chain holding every user namespace's entry, so each sandbox made cost more
+         * with every sandbox present (docs/ARCHITECTURE.md, "Many sandboxes"). */
         ARG("--unshare-all");
         ARG("--unshare-user");
-        ARG("--disable-userns");
         ARG("--uid"); ARG(STRINGIFY(SANDBOX_UID));
         ARG("--gid"); ARG(STRINGIFY(SANDBOX_GID));
         ARG("--hostname"); ARG(SANDBOX_HOSTNAME);
@@ -212,10 +217,11 @@ static int payload_child(void *userdata) {
         return -errno;
 }
 
-int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret) {
+int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *ret) {
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF, log_fd = -EBADF, machine_id_fd = -EBADF;
-        _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int null_fd = -EBADF, seccomp_fd = -EBADF, machine_id_fd = -EBADF;
+        _cleanup_close_pair_ int block[2] = { -EBADF, -EBADF }, info[2] = { -EBADF, -EBADF },
+                                 log[2] = { -EBADF, -EBADF };
         int pidfd = -EBADF;
         pid_t pid;
         int r;
@@ -230,15 +236,15 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null_fd < 0)
                 return -errno;
-        /* bwrap's and the agent's own complaints go to the journal under the sandbox's
-         * name, straight to journald, so they outlive a restart of sandboxd. Connected
-         * here: the child may call async-signal-safe functions only. Never waiting for
-         * journald: when it takes no connection now, they are dropped (/dev/null) rather
-         * than the loop stalled. */
-        log_fd = log_open_journal_stream(JOURNAL_STREAM_SOCKET, log_identifier, LOG_WARNING);
-        if (log_fd < 0)
-                log_warning_errno(log_fd, "journald takes no stream for %s now, bwrap's messages are dropped: %m",
-                                  log_identifier);
+        /* bwrap's and the agent's own complaints come to us through a pipe, and we log
+         * them under the sandbox's unit and id. Not a journald stream each: journald
+         * keeps every stream in PID 1's fd store, where systemd compares each new one
+         * with all it holds (a cost per sandbox made that grew with the sandboxes
+         * present), and it takes no more than 4,096 streams. Non-blocking for them: a
+         * full pipe drops their message rather than stopping the sandbox. */
+        r = payload_log_pipe(log);
+        if (r < 0)
+                return r;
         if (p->seccomp_fd >= 0) {
                 /* A description of its own: bwrap reads to the end, and dups share offsets. */
                 char path[STRLEN("/proc/self/fd/") + 12];
@@ -271,7 +277,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
                                 .seccomp_fd = seccomp_fd,
                                 .machine_id_fd = machine_id_fd,
                                 .null_fd = null_fd,
-                                .stderr_fd = log_fd >= 0 ? log_fd : null_fd,
+                                .stderr_fd = log[1],
                         },
                         &pid, &pidfd);
         if (r < 0)
@@ -282,6 +288,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_i
         ret->pidfd = pidfd;
         ret->release_fd = TAKE_FD(block[1]);
         ret->info_fd = TAKE_FD(info[0]);
+        ret->log_fd = TAKE_FD(log[0]);
         return 0;
 }
 
@@ -455,10 +462,13 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .host_gid = s->host_uid,
                 .egress = sandbox_config_has_egress(&s->config),
         };
-        r = payload_spawn_held(&params, pair[1], s->unit, &b->process);
+        r = payload_spawn_held(&params, pair[1], &b->process);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);
+        r = payload_process_forward_log(&b->process, TAKE_FD(b->process.log_fd), m->event, s);
+        if (r < 0)
+                return r;
 
         r = sandbox_payload_connected(s, TAKE_FD(pair[0]));
         if (r < 0)
@@ -585,12 +595,33 @@ static int bwrap_save(Sandbox *s, SandboxPersist *st) {
         return 0;
 }
 
+/* The pipe of its stderr went with the sandboxd that made it: the agent gets a new one
+ * (bwrap's monitor keeps the old, which it writes to only when it fails, as it ends). */
+static void bwrap_reconnect_log(Sandbox *s) {
+        BwrapState *b = s->payload_state;
+        _cleanup_close_pair_ int log[2] = { -EBADF, -EBADF };
+        _cleanup_json_ json_object *msg = NULL;
+        int r;
+
+        r = payload_log_pipe(log);
+        if (r >= 0) {
+                msg = agent_msg_stderr();
+                r = msg ? agent_send(s->control_fd, msg, &log[1], 1) : -ENOMEM;
+        }
+        if (r >= 0)
+                r = payload_process_forward_log(&b->process, TAKE_FD(log[0]), s->manager->event, s);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to give the agent of sandbox %s a new stderr, its messages are lost: %m",
+                            s->id);
+}
+
 static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
         BwrapState *b = s->payload_state;
 
         b->process.pid = st->payload_pid;
         b->process.pidfd = pidfd;
         b->unit_running = true;
+        bwrap_reconnect_log(s);
         return b->process.pidfd >= 0 ? payload_process_watch(&b->process, s->manager->event, s) : 0;
 }
 

@@ -34,8 +34,9 @@ typedef struct PayloadParams {
 } PayloadParams;
 
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin
- * and stdout are /dev/null; its stderr is a journald stream named log_identifier. */
-int payload_spawn_held(const PayloadParams *p, int control_fd, const char *log_identifier, PayloadProcess *ret);
+ * and stdout are /dev/null; its stderr is a pipe whose read end is ret->log_fd (for
+ * payload_process_forward_log()). */
+int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *ret);
 /* Reads what is there of bwrap's info: 1 once child_pid is known, 0 if more is to come. */
 int payload_read_info(PayloadProcess *p);
 /* Parses bwrap's --info-fd JSON for the child's pid (pure, for tests). */

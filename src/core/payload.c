@@ -2,9 +2,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
+#include "log.h"
 #include "payload.h"
+#include "sandbox.h"
 
 static const PayloadOps * const payload_ops_table[_PAYLOAD_KIND_MAX] = {
         [PAYLOAD_BWRAP] = &payload_bwrap_ops,
@@ -61,13 +65,57 @@ void payload_process_abort(PayloadProcess *p) {
 }
 
 void payload_process_done(PayloadProcess *p) {
-        /* The watch first: its fd is one of those closed here. */
+        /* The watches first: their fds are among those closed here. */
         p->exit_source = sd_event_source_disable_unref(p->exit_source);
+        p->log_source = sd_event_source_disable_unref(p->log_source);
+        p->log_fd = safe_close(p->log_fd);
         p->release_fd = safe_close(p->release_fd);
         p->info_fd = safe_close(p->info_fd);
         p->child_pid = 0;
         p->pidfd = safe_close(p->pidfd);
         p->pid = 0;
+}
+
+int payload_log_pipe(int ret[2]) {
+        return pipe2(ret, O_CLOEXEC | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        PayloadProcess *p = userdata;
+        Sandbox *s = p->log_sandbox;
+        char buf[4096];
+        ssize_t n;
+
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n > 0) {
+                /* The sandbox's id now: a recycled one's is its current user's. */
+                if (p->log_budget > 0 &&
+                    log_payload_output(sandbox_get_unit(s), sandbox_get_id(s), buf, (size_t) n, &p->log_budget) > 0 &&
+                    p->log_budget == 0)
+                        log_sandbox(s, LOG_WARNING, 0, "Further messages of the payload of sandbox %s are not logged.",
+                                    sandbox_get_id(s));
+                return 0;
+        }
+        /* EOF (every writer gone) or a failed read: nothing more will come. */
+        p->log_source = sd_event_source_disable_unref(p->log_source);
+        p->log_fd = safe_close(p->log_fd);
+        return 0;
+}
+
+int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s) {
+        int r;
+
+        p->log_source = sd_event_source_disable_unref(p->log_source);
+        safe_close(p->log_fd);
+        p->log_fd = fd;
+        p->log_sandbox = s;
+        p->log_budget = PAYLOAD_LOG_LINES_MAX;
+        r = sd_event_add_io(event, &p->log_source, fd, EPOLLIN, on_payload_log, p);
+        if (r < 0)
+                p->log_fd = safe_close(p->log_fd);
+        return r;
 }
 
 typedef struct HolderArgs {

@@ -123,10 +123,19 @@ typedef struct PayloadProcess {
         char info[512];
         size_t info_size;
         sd_event_source *exit_source; /* payload_process_watch() */
+        int log_fd;       /* its processes' stderr, read end (payload_process_forward_log) */
+        sd_event_source *log_source;
+        Sandbox *log_sandbox;         /* whose unit and id its lines are logged under */
+        unsigned log_budget;          /* lines still to be logged */
 } PayloadProcess;
 
 #define PAYLOAD_PROCESS_NULL                                                    \
-        ((PayloadProcess) { .pidfd = -EBADF, .release_fd = -EBADF, .info_fd = -EBADF })
+        ((PayloadProcess) { .pidfd = -EBADF, .release_fd = -EBADF, .info_fd = -EBADF, .log_fd = -EBADF })
+
+/* Lines of a payload's own stderr logged in its life; past it, the rest is read and
+ * dropped (its agent and bwrap write a few at most; the budget caps what one sandbox
+ * can put into sandboxd's share of the journal). */
+#define PAYLOAD_LOG_LINES_MAX 256
 
 
 /* A process that only keeps a unit alive (sandbox-init --hold), as the unprivileged
@@ -141,3 +150,10 @@ void payload_process_kill(PayloadProcess *p);
 void payload_process_abort(PayloadProcess *p);
 /* Closes our ends of p (its watch first), leaving the process be. */
 void payload_process_done(PayloadProcess *p);
+/* Takes fd, the read end of the pipe that is the payload's stderr (its processes hold
+ * the write end, non-blocking: nothing of theirs waits for us), and logs what comes
+ * through it under s's unit and id (log_payload_output()) until all writers are gone. */
+int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s);
+/* A pipe for a payload's stderr: ret[0] ours (for payload_process_forward_log()),
+ * ret[1] its; both close-on-exec and non-blocking. */
+int payload_log_pipe(int ret[2]);

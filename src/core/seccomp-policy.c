@@ -106,8 +106,9 @@ static const struct {
 } families[_SECCOMP_FAMILY_MAX] = {
         /* The kernel's answer when user namespaces nest too deep, and one of the errnos
          * Chromium accepts from clone(CLONE_NEWUSER) (it aborts on others). Not EPERM or
-         * ENOSPC, which the sandbox gives by itself (no capability, bwrap's
-         * --disable-userns): a test in the sandbox must see that the filter refused. */
+         * ENOSPC, which the kernel gives by itself (no capability, a ucount limit): a test
+         * in the sandbox must see that the filter refused. This rule is what keeps a bwrap
+         * sandbox from making user namespaces (bwrap's --disable-userns is not used). */
         [SECCOMP_FAMILY_NAMESPACE]   = { "namespace",   EUSERS },
         /* What Yama's ptrace_scope answers; gdb and strace explain it. */
         [SECCOMP_FAMILY_TRACING]     = { "tracing",     EPERM },

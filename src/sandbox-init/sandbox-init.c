@@ -402,6 +402,9 @@ static void handle_message(struct agent *a) {
                         handle_file(a, msg, fds, n_fds);
                 else if (streq(type, "reset"))
                         handle_reset(a, msg);
+                else if (streq(type, "stderr") && n_fds == 1)
+                        /* A new sandboxd's pipe: where our complaints go from now on. */
+                        (void) dup2(fds[0], STDERR_FILENO);
         }
 
         for (size_t i = 0; i < n_fds; i++)

@@ -437,6 +437,10 @@ json_object *agent_msg_reset(uint64_t id) {
         return TAKE_PTR(obj);
 }
 
+json_object *agent_msg_stderr(void) {
+        return agent_msg_new("stderr");
+}
+
 json_object *agent_msg_reset_result(uint64_t id, int error) {
         _cleanup_json_ json_object *obj = agent_msg_new("reset-result");
 

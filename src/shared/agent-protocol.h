@@ -104,6 +104,11 @@
  *       go in time (sandboxd then destroys the sandbox). /work, /tmp and /dev/shm are
  *       replaced by sandboxd afterwards, from outside (payload-bwrap.c).
  *
+ * Its stderr (version 3): the agent's stderr is a pipe to the sandboxd that started it,
+ * which logs each line. A sandboxd that adopts it after a restart sends
+ *   {"type":"stderr"}   + fds [err]: the agent's stderr from now on (no reply; an
+ *       agent that does not know it ignores it, as any type it does not know).
+ *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
  * executed) or 125 (setup failed), as env(1) does.
@@ -175,6 +180,8 @@ json_object *agent_msg_reset(uint64_t id);
 json_object *agent_msg_reset_result(uint64_t id, int error);
 /* 0 and both outputs set, or -EBADMSG. */
 int agent_parse_reset_result(json_object *obj, uint64_t *ret_id, int *ret_error);
+/* "stderr", which carries the agent's new stderr. */
+json_object *agent_msg_stderr(void);
 
 /* A terminal size, as struct winsize carries it (0 means "unknown", as there). */
 struct agent_winsize {

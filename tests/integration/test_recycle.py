@@ -402,12 +402,21 @@ class Recycle(unittest.TestCase):
         self.assertEqual((unit_of(again), source), (unit, 'recycled'))
         self.assertEqual(traits(again), fresh, 'the next user inherits nothing of the last one\'s')
 
+    def assert_agent_said(self, sid, text):
+        """The agent's stderr reaches the journal through sandboxd, under the sandbox's
+        unit and id (payload-bwrap.c: a pipe, not a journald stream)."""
+        def said():
+            return S.run(['journalctl', '--no-pager', '-o', 'cat', f'SANDBOX_ID={sid}',
+                          f'SYSLOG_IDENTIFIER=sandbox-{sid}.scope', '_UID=0']).stdout
+        self.assertTrue(wait_for(lambda: text in said()), f'the agent\'s {text!r} is not in the journal: {said()!r}')
+
     def test_pid1_changed_for_good_destroys(self):
         sid, _ = self.acquire()
         fresh = traits(sid)
         self.assertEqual(run_py(sid, TAMPER_FOR_GOOD), 'ok\n')
         self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
         self.assertTrue(wait_for(lambda: not S.unit_pids(f'sandbox-{sid}.scope')), 'the sandbox must be gone')
+        self.assert_agent_said(sid, 'sandbox-init: reset: ')
         other, _ = self.acquire()
         self.assertNotEqual(other, sid)
         self.assertEqual(traits(other), fresh)
@@ -463,6 +472,11 @@ class Recycle(unittest.TestCase):
                         'the released sandbox outlived the restart')
         self.assertIn(f'Sandbox {released}', S.journal(units=('sandboxd.service',), since=since))
         self.assertEqual(pool()['recycled'], 0)
+        # The adopted one's agent got a new stderr from the new sandboxd: what it says at
+        # a reset it cannot do still reaches the journal.
+        self.assertEqual(run_py(kept, TAMPER_FOR_GOOD), 'ok\n')
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': kept}), {'recycled': False})
+        self.assert_agent_said(kept, 'sandbox-init: reset: ')
 
     def test_kept_make_room_at_the_maximum(self):
         # With as many sandboxes as allowed, some of them only kept for reuse, a create

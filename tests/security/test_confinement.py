@@ -299,6 +299,21 @@ sleep 0.3
         host_uid = real.pop()
         self.assertGreaterEqual(host_uid, 0x70000000, f'sandbox runs as host uid {host_uid}')
         self.assertEqual(uids, {(host_uid,) * 4}, f'mixed uids in {unit}: {uids}')
+        # One user namespace for all of the sandbox but bwrap's monitor (in the host's),
+        # mapping uid 1000 to that host uid alone: none nested (no bwrap
+        # --disable-userns; the seccomp policy refuses new ones: test_exposure and
+        # test_seccomp).
+        userns = {}
+        for p in pids:
+            try:
+                userns[p] = os.readlink(f'/proc/{p}/ns/user')
+            except FileNotFoundError:
+                pass
+        inner = set(userns.values()) - {os.readlink('/proc/self/ns/user')}
+        self.assertEqual(len(inner), 1, f'{unit} has several user namespaces: {userns}')
+        agent = next(p for p, ns in userns.items() if ns in inner)
+        with open(f'/proc/{agent}/uid_map') as f:
+            self.assertEqual(f.read().split(), ['1000', str(host_uid), '1'])
         mine = secutil.processes_of_uid(host_uid)
         self.assertGreaterEqual(len(mine), 5, f'expected the agent and 4 escapes, saw {mine}')
 

@@ -320,10 +320,17 @@ print(json.dumps({"comm": comm, "status": {k: st.get(k) for k in
         self.assertEqual(st['NoNewPrivs'], '1')
         self.assertEqual(st['Seccomp'], '2')
         self.assertEqual(got['hostname'], 'sandbox')
-        # uid 1000 is the only uid mapped (to the sandbox's own host uid, through bwrap's
-        # outer user namespace: see test_confinement.Daemonize for the host side).
+        # uid 1000 is the only uid mapped (to the sandbox's own host uid: see
+        # test_confinement.Daemonize for the host side).
         inside, _outside, count = got['uid_map']
         self.assertEqual((inside, count), ('1000', '1'), got['uid_map'])
+
+    def test_no_user_namespace_can_be_made(self):
+        # The one thing that refuses it is the seccomp policy (test_seccomp probes each
+        # system call); here a real program meets it: util-linux's unshare(1).
+        cp = self.exec(self.sid, 'unshare', '--user', '--map-root-user', 'id', '-u')
+        self.assertNotEqual(cp.returncode, 0, cp.stdout)
+        self.assertIn('Too many users', cp.stderr)
 
     # ---- network ---------------------------------------------------------------------
 

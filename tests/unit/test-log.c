@@ -2,84 +2,88 @@
 
 #include <fcntl.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "log.h"
 
-/* A journald that accepts nothing: a listening stream socket with room for one
- * connection not yet accepted. */
-static int listen_at(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int fd;
+/* What log_payload_output() writes while our stderr is not the journal (no
+ * $JOURNAL_STREAM here): one "<4>identifier: line" per line, read back from a pipe. */
+static size_t capture(const char *buf, size_t n, unsigned *budget, char *out, size_t size) {
+        int p[2], saved;
+        size_t logged;
+        ssize_t k;
 
-        assert_true(strlen(path) < sizeof(sa.sun_path));
-        strcpy(sa.sun_path, path);
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_true(fd >= 0);
-        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
-        assert_int_equal(listen(fd, 0), 0);
-        return fd;
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        fflush(stderr);
+        saved = dup(STDERR_FILENO);
+        assert_true(saved >= 0);
+        assert_true(dup2(p[1], STDERR_FILENO) >= 0);
+        logged = log_payload_output("sandbox-abc.scope", "abc", buf, n, budget);
+        fflush(stderr);
+        assert_true(dup2(saved, STDERR_FILENO) >= 0);
+        close(saved);
+        close(p[1]);
+        k = read(p[0], out, size - 1);
+        assert_true(k >= 0);
+        out[k] = '\0';
+        close(p[0]);
+        return logged;
 }
 
-static void test_journal_stream_never_blocks(void **state) {
-        char dir[] = "/tmp/test-log-XXXXXX", path[64], header[64] = {};
-        const char *expected = "sandbox-abc.scope\n\n4\n0\n0\n0\n0\n";
-        int listener, first, second, third, conn, flags;
+static void test_payload_output_lines(void **state) {
+        const char chunk[] = "bwrap: Can't mount proc\n\nsandbox-init: reset: EPERM\nno newline at the end";
+        unsigned budget = 10;
+        char out[4096];
 
-        assert_non_null(mkdtemp(dir));
-        snprintf(path, sizeof(path), "%s/stdout", dir);
-        listener = listen_at(path);
+        unsetenv("JOURNAL_STREAM");
+        /* Empty lines are not logged; the last line of a chunk need not end. */
+        assert_int_equal(capture(chunk, strlen(chunk), &budget, out, sizeof(out)), 3);
+        assert_int_equal(budget, 7);
+        assert_string_equal(out, "<4>sandbox-abc.scope: bwrap: Can't mount proc\n"
+                                 "<4>sandbox-abc.scope: sandbox-init: reset: EPERM\n"
+                                 "<4>sandbox-abc.scope: no newline at the end\n");
+}
 
-        /* A blocking connect() would hang here, not fail: the alarm ends the test. */
-        alarm(20);
-        first = log_open_journal_stream(path, "sandbox-abc.scope", LOG_WARNING);
-        assert_true(first >= 0);
-        second = log_open_journal_stream(path, "sandbox-def.scope", LOG_WARNING);
-        assert_int_equal(second, -EAGAIN);
-        alarm(0);
+static void test_payload_output_budget(void **state) {
+        const char chunk[] = "one\ntwo\nthree\n";
+        unsigned budget = 2;
+        char out[4096];
 
-        /* The payload gets an ordinary stderr: blocking, not inherited across exec. */
-        flags = fcntl(first, F_GETFL);
-        assert_true(flags >= 0);
-        assert_false(flags & O_NONBLOCK);
-        assert_true(fcntl(first, F_GETFD) & FD_CLOEXEC);
+        /* Logged while the budget lasts, and not a line more. */
+        assert_int_equal(capture(chunk, strlen(chunk), &budget, out, sizeof(out)), 2);
+        assert_int_equal(budget, 0);
+        assert_string_equal(out, "<4>sandbox-abc.scope: one\n<4>sandbox-abc.scope: two\n");
+        assert_int_equal(capture(chunk, strlen(chunk), &budget, out, sizeof(out)), 0);
+        assert_string_equal(out, "");
+}
 
-        /* journald reads the header sd_journal_stream_fd() would have written, then lines. */
-        conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-        assert_true(conn >= 0);
-        assert_int_equal(write(first, "hello\n", 6), 6);
-        close(first);
-        size_t n = 0;
-        for (ssize_t k; (k = read(conn, header + n, sizeof(header) - 1 - n)) > 0;)
-                n += (size_t) k;
-        assert_string_equal(header, "sandbox-abc.scope\n\n4\n0\n0\n0\n0\nhello\n");
-        assert_int_equal(strncmp(header, expected, strlen(expected)), 0);
-        close(conn);
+static void test_payload_output_long_line(void **state) {
+        size_t n = LOG_PAYLOAD_LINE_MAX + 500;
+        char *line = malloc(n), *out = malloc(n + 256);
+        unsigned budget = 5;
 
-        /* Room again once journald accepted. */
-        third = log_open_journal_stream(path, "sandbox-ghi.scope", LOG_WARNING);
-        assert_true(third >= 0);
-        close(third);
-
-        close(listener);
-        unlink(path);
-        assert_int_equal(log_open_journal_stream(path, "x", LOG_WARNING), -ENOENT);
-        rmdir(dir);
+        assert_non_null(line);
+        assert_non_null(out);
+        memset(line, 'x', n);
+        /* Cut, not split into more lines: one line, LOG_PAYLOAD_LINE_MAX of it shown. */
+        assert_int_equal(capture(line, n, &budget, out, n + 256), 1);
+        assert_int_equal(strlen(out), strlen("<4>sandbox-abc.scope: ") + LOG_PAYLOAD_LINE_MAX + 1);
+        free(line);
+        free(out);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_journal_stream_never_blocks),
+                cmocka_unit_test(test_payload_output_lines),
+                cmocka_unit_test(test_payload_output_budget),
+                cmocka_unit_test(test_payload_output_long_line),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

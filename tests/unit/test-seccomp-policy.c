@@ -1241,7 +1241,6 @@ static int run_bwrap(const char *bwrap, int seccomp_fd, char *const extra[], cha
         argv[k++] = (char *) bwrap;
         argv[k++] = (char *) "--unshare-all";
         argv[k++] = (char *) "--unshare-user";
-        argv[k++] = (char *) "--disable-userns";
         argv[k++] = (char *) "--uid"; argv[k++] = (char *) "1000";
         argv[k++] = (char *) "--gid"; argv[k++] = (char *) "1000";
         argv[k++] = (char *) "--cap-drop"; argv[k++] = (char *) "ALL";
