@@ -224,6 +224,8 @@ def main():
         ids_in = 0
         all_ids = []
         mem0 = memory_sample(system, probe) if args.memory else None
+        if args.memory:
+            out['memcg_kib'] = memcg_kernel_cost(system)
         for idle in idles:
             fill = None
             if idle > ids_in:
@@ -356,6 +358,37 @@ def slab_bytes(cache):
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def memcg_kernel_cost(system, n=50):
+    """KiB of kmalloc-1k that one new, empty memory cgroup costs on this machine now: the
+    floor under every sandbox's memory (each scope is one). Most of it is the kernel's
+    state for every shrinker id (one per superblock) the machine has had at once since it
+    booted (docs/ARCHITECTURE.md, "Many sandboxes"), so it is a property of the machine's
+    history, measured here beside the rest. None where there is no v1 memory hierarchy of
+    the system under test to make them in."""
+    import harness
+    top = harness._cgroup_root_of(system.pid) if system.mode == 'namespace' else None
+    base = os.path.join(harness.CGROUP_FS, 'memory', top or '', f'bench-memcg-probe-{os.getpid()}')
+    if not top or not os.path.isdir(os.path.dirname(base)):
+        return None
+    made = []
+    try:
+        os.mkdir(base)
+        made.append(base)
+        before = slab_bytes('kmalloc-1k')
+        for i in range(n):
+            os.mkdir(os.path.join(base, str(i)))
+            made.append(os.path.join(base, str(i)))
+        return (slab_bytes('kmalloc-1k') - before) / n / 1024
+    except OSError:
+        return None
+    finally:
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
 
 def memory_sample(system, probe):
@@ -500,6 +533,10 @@ def report(out, args):
                       f'{mem["SUnreclaim"] / mib:.2f} MiB (of it kmalloc-1k {mem["kmalloc_1k"] / mib:.2f}); RSS growth: sandboxd {mem["rss_sandboxd"]:.1f} KiB, '
                       f'systemd {mem["rss_systemd"]:.1f} KiB, bus {mem["rss_bus"]:.1f} KiB, '
                       f'journald {mem["rss_journald"]:.1f} KiB')
+                if out.get('memcg_kib') is not None:
+                    print(f'  of that, the kernel\'s state for one new memory cgroup (each sandbox\'s scope is '
+                          f'one), measured alone: {out["memcg_kib"] / mib:.2f} MiB of kmalloc-1k - sized by '
+                          f'the most superblocks this machine has had at once since it booted')
                 rss = mem['rss_after_kib']
                 print(f'  RSS at {row["idle"]}: sandboxd {rss["sandboxd"] / mib:.1f} MiB (target < 50 '
                       f'{"MET" if rss["sandboxd"] / mib < 50 else "MISSED"}), systemd {rss["systemd"] / mib:.1f} MiB, '
