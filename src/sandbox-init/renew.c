@@ -123,12 +123,12 @@ static int clear_mqueues(int ipc_fd, const char *where) {
                 close(fs_fd);
                 if (mnt_fd < 0)
                         return r;
-                /* An O_PATH descriptor: its root, opened to be read. */
+                /* An O_PATH descriptor: its root, opened to be read. mnt_fd stays open
+                 * until we exit: the last close of a detached mount unmounts it, which
+                 * waits for an RCU grace period, as the old tmpfs's would. */
                 fs_fd = openat(mnt_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                r = errno;
-                close(mnt_fd);
                 if (fs_fd < 0)
-                        return r;
+                        return errno;
                 return unlink_all(fs_fd);
         }
         if (errno != ENOSYS)
