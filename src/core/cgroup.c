@@ -242,18 +242,25 @@ int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *re
 }
 
 int cgroup_reset_memory_peak(const char *cgroup_path, CgroupFile *f) {
+        /* cgroupfs read-only for us (the shipped unit's ProtectControlGroups=yes) stays so
+         * while we run: not tried again at every reset. */
+        static bool read_only = false;
         _cleanup_free_ char *path = NULL;
         bool unified = cgroup_is_unified();
         int fd;
 
         if (!cgroup_path || cgroup_path[0] != '/')
                 return -EINVAL;
+        if (read_only)
+                return -EROFS;
         if (asprintf(&path, "/sys/fs/cgroup%s%s/%s", unified ? "" : "/memory", cgroup_path,
                      unified ? "memory.peak" : "memory.max_usage_in_bytes") < 0)
                 return -ENOMEM;
         fd = open(path, O_RDWR | O_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+                read_only = errno == EROFS;
                 return -errno;
+        }
         /* v2 (Linux 6.12): any text resets the mark as this descriptor reads it; v1: 0. */
         if (write(fd, unified ? "reset\n" : "0\n", unified ? 6 : 2) < 0) {
                 int r = -errno;
