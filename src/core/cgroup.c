@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
@@ -53,6 +54,15 @@ static bool cgroup_is_unified(void) {
         return cached;
 }
 
+/* Whether the cgroup directory has sub-cgroups: cgroupfs (kernfs) keeps a directory's
+ * link count at 2 + its subdirectories, so that one fstat() spares reading the directory
+ * (some 30 entries) for none, on every exec and reset. When it cannot tell: yes. */
+static bool cgroup_has_children(int dir_fd) {
+        struct stat st;
+
+        return fstat(dir_fd, &st) < 0 || st.st_nlink != 2;
+}
+
 /* v1 counts an OOM kill only in the memory cgroup that hit its limit, which may be one
  * below the unit's (a container with a limit of its own): add up the whole subtree. */
 static uint64_t oom_kills_v1_subtree(int dir_fd) {
@@ -72,6 +82,8 @@ static uint64_t oom_kills_v1_subtree(int dir_fd) {
                 }
         }
 
+        if (!cgroup_has_children(dir_fd))
+                return total;
         int dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
         DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
         struct dirent *de;
@@ -307,7 +319,7 @@ static int read_pids_subtree(int dir_fd, unsigned depth, size_t max, pid_t *pids
                                 pids[(*n)++] = (pid_t) pid;
                 fclose(f);
         }
-        if (*n >= max || depth >= CGROUP_PIDS_DEPTH_MAX)
+        if (*n >= max || depth >= CGROUP_PIDS_DEPTH_MAX || !cgroup_has_children(dir_fd))
                 return 0;
 
         dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
