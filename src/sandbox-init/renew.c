@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -238,6 +239,8 @@ _noreturn_ static void renew_child(uint64_t id, char **args, int signal_fd) {
         int r;
 
         close(signal_fd);
+        /* Told apart from the server and the agents in ps and perf. */
+        (void) prctl(PR_SET_NAME, "sandbox-renew");
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         r = renew_mounts(args[0], args + 1);
