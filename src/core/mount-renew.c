@@ -30,11 +30,13 @@ struct RenewServer {
         sd_event_source *io_source, *exit_source;
         MountRenewal *renewals;        /* asked for, not answered */
         uint64_t next_id;
+        uint64_t n_heard;              /* messages it sent us */
 };
 
 struct MountRenewal {
         RenewServer *server;           /* NULL once answered or abandoned */
         uint64_t id;
+        uint64_t heard_before;         /* the server's n_heard when asked */
         mount_renewal_done_t done;
         void *userdata;
         MountRenewal *prev, *next;
@@ -100,6 +102,7 @@ static int server_read(RenewServer *server) {
                 if (n == 0)
                         return -EPIPE;
                 buf[n] = '\0';
+                server->n_heard++;
                 server_message(server, buf);
                 /* A done may have stopped the server (sandboxd stopping). */
                 if (server->fd < 0)
@@ -258,10 +261,21 @@ MountRenewal *mount_renewal_free(MountRenewal *r) {
         if (!r)
                 return NULL;
         if (r->server) {
+                RenewServer *server = r->server;
+
                 /* Still at work: its child is killed. */
                 n = snprintf(msg, sizeof(msg), "cancel %" PRIu64, r->id);
-                (void) send(r->server->fd, msg, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
-                LIST_REMOVE(r->server->renewals, r);
+                (void) send(server->fd, msg, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
+                LIST_REMOVE(server->renewals, r);
+                /* Given up on (its reset's deadline passed) while the server said nothing
+                 * at all: it is stuck, not only this child. It goes, with what it still
+                 * had, and a new one is started for the next renewal. */
+                if (server->n_heard == r->heard_before && server->pidfd >= 0) {
+                        log_warning("The mount renewal server (pid %d) does not answer; killing it.", (int) server->pid);
+                        /* Its end is seen by the loop (on_server_exit), not in here: the
+                         * renewals it fails are other sandboxes'. */
+                        (void) syscall(SYS_pidfd_send_signal, server->pidfd, SIGKILL, NULL, 0);
+                }
         }
         return mfree(r);
 }
@@ -304,23 +318,18 @@ int mount_renewal_start(RenewServer *server, pid_t agent_pid, uid_t uid, gid_t g
         if (!r)
                 return -ENOMEM;
 
-        /* Twice at most: a server that died since we last heard of it is started again. */
-        for (int attempt = 0;; attempt++) {
-                if (server->fd < 0) {
-                        k = server_start(server);
-                        if (k < 0)
-                                return log_error_errno(k, "Failed to start the mount renewal server: %m");
-                }
-                /* Never blocks: a server that takes no requests is one we cannot use. */
-                if (send(server->fd, msg, (size_t) len, MSG_NOSIGNAL | MSG_DONTWAIT) == len)
-                        break;
-                k = errno == 0 ? -EIO : -errno;
-                if (attempt > 0 || (k != -EPIPE && k != -ECONNRESET))
-                        return k;
-                server_stop(server, EPIPE);
+        if (server->fd < 0) {
+                k = server_start(server);
+                if (k < 0)
+                        return log_error_errno(k, "Failed to start the mount renewal server: %m");
         }
+        /* Never blocks: a server that takes no requests is one we cannot use. (One that
+         * died and was not reaped yet fails this renewal; the next starts a new one.) */
+        if (send(server->fd, msg, (size_t) len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
+                return errno == 0 ? -EIO : -errno;
 
-        *r = (MountRenewal) { .server = server, .id = server->next_id++, .done = done, .userdata = userdata };
+        *r = (MountRenewal) { .server = server, .id = server->next_id++, .heard_before = server->n_heard, .done = done,
+                              .userdata = userdata };
         LIST_PREPEND(server->renewals, r);
         *ret = TAKE_PTR(r);
         return 0;

@@ -567,8 +567,20 @@ class Recycle(unittest.TestCase):
         self.assertEqual(vl_ok('GetStatistics')['statistics']['recycleFailures'], failures + 1)
         self.assertIn('mount renewal server', S.journal(units=('sandboxd.service',)))
         # The next reset starts another one.
+        sid = self.release_recycled()
+        third = renew_server()
+        self.assertNotIn(third, (None, second))
+
+        # It hangs (stopped): the reset waiting for it ends at its deadline, that sandbox
+        # is destroyed, and sandboxd kills the server, which answered nothing since.
+        os.kill(third, signal.SIGSTOP)
+        unit = unit_of(sid)
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
+        self.assertTrue(wait_for(lambda: not S.unit_pids(unit)), 'the half reset sandbox must be gone')
+        self.assertTrue(wait_for(lambda: renew_server() != third), 'the stuck server was not killed')
+        self.assertIn('does not answer', S.journal(units=('sandboxd.service',)))
         self.release_recycled()
-        self.assertNotIn(renew_server(), (None, second))
+        self.assertNotIn(renew_server(), (None, third))
 
 
 if __name__ == '__main__':
