@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
@@ -53,6 +54,15 @@ static bool cgroup_is_unified(void) {
         return cached;
 }
 
+/* Whether the cgroup directory has sub-cgroups: cgroupfs (kernfs) keeps a directory's
+ * link count at 2 + its subdirectories, so that one fstat() spares reading the directory
+ * (some 30 entries) for none, on every exec and reset. When it cannot tell: yes. */
+static bool cgroup_has_children(int dir_fd) {
+        struct stat st;
+
+        return fstat(dir_fd, &st) < 0 || st.st_nlink != 2;
+}
+
 /* v1 counts an OOM kill only in the memory cgroup that hit its limit, which may be one
  * below the unit's (a container with a limit of its own): add up the whole subtree. */
 static uint64_t oom_kills_v1_subtree(int dir_fd) {
@@ -72,6 +82,8 @@ static uint64_t oom_kills_v1_subtree(int dir_fd) {
                 }
         }
 
+        if (!cgroup_has_children(dir_fd))
+                return total;
         int dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
         DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
         struct dirent *de;
@@ -242,18 +254,25 @@ int cgroup_read_memory_peak(const char *cgroup_path, CgroupFile *f, uint64_t *re
 }
 
 int cgroup_reset_memory_peak(const char *cgroup_path, CgroupFile *f) {
+        /* cgroupfs read-only for us (the shipped unit's ProtectControlGroups=yes) stays so
+         * while we run: not tried again at every reset. */
+        static bool read_only = false;
         _cleanup_free_ char *path = NULL;
         bool unified = cgroup_is_unified();
         int fd;
 
         if (!cgroup_path || cgroup_path[0] != '/')
                 return -EINVAL;
+        if (read_only)
+                return -EROFS;
         if (asprintf(&path, "/sys/fs/cgroup%s%s/%s", unified ? "" : "/memory", cgroup_path,
                      unified ? "memory.peak" : "memory.max_usage_in_bytes") < 0)
                 return -ENOMEM;
         fd = open(path, O_RDWR | O_CLOEXEC);
-        if (fd < 0)
+        if (fd < 0) {
+                read_only = errno == EROFS;
                 return -errno;
+        }
         /* v2 (Linux 6.12): any text resets the mark as this descriptor reads it; v1: 0. */
         if (write(fd, unified ? "reset\n" : "0\n", unified ? 6 : 2) < 0) {
                 int r = -errno;
@@ -300,7 +319,7 @@ static int read_pids_subtree(int dir_fd, unsigned depth, size_t max, pid_t *pids
                                 pids[(*n)++] = (pid_t) pid;
                 fclose(f);
         }
-        if (*n >= max || depth >= CGROUP_PIDS_DEPTH_MAX)
+        if (*n >= max || depth >= CGROUP_PIDS_DEPTH_MAX || !cgroup_has_children(dir_fd))
                 return 0;
 
         dup_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);

@@ -134,6 +134,9 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = egress_client_new(m, SANDBOX_EGRESS_SOCKET, &m->egress);
         if (r < 0)
                 goto fail;
+        r = renew_server_new(event, m->settings.agent_path, &m->renew_server);
+        if (r < 0)
+                goto fail;
 
         if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
                 r = -ENOMEM;
@@ -205,6 +208,7 @@ Manager *manager_free(Manager *m) {
         systemd_client_free(m->systemd);
         m->systemd = NULL;
         m->egress = egress_client_free(m->egress);
+        m->renew_server = renew_server_free(m->renew_server);
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
         free(m->docker_seccomp_profile);
@@ -740,7 +744,8 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
                 if (r < 0)
                         return sandbox_error_set_errno(error, r, "Failed to give a recycled sandbox a new id: %m");
         }
-        r = sandbox_set_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
+        /* Saved and announced below, with the rest. */
+        r = sandbox_apply_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
         if (r < 0)
                 return r;
         manager_pool_chain_remove(m, s);

@@ -10,26 +10,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "fd-util.h"
+#include "list.h"
+#include "log.h"
 #include "macro.h"
 #include "mount-renew.h"
 
-struct MountRenewal {
+struct RenewServer {
         sd_event *event;
-        int pidfd;                     /* the helper, until reaped */
-        int done_fd;                   /* its stdout: "ok" once the mounts are new */
-        sd_event_source *done_source, *exit_source;
-        bool finished;                 /* done was called */
-        mount_renewal_done_t done;
-        void *userdata;
+        char *agent_path;
+        int fd;                        /* our end of its stdin; -EBADF while none runs */
+        int pidfd;
+        pid_t pid;
+        sd_event_source *io_source, *exit_source;
+        MountRenewal *renewals;        /* asked for, not answered */
+        uint64_t next_id;
+        uint64_t n_heard;              /* messages it sent us */
 };
 
-/* The helper's exit status: 0, the errno of the step that failed, EINTR if killed. */
-static int helper_status(int pidfd) {
+struct MountRenewal {
+        RenewServer *server;           /* NULL once answered or abandoned */
+        uint64_t id;
+        uint64_t heard_before;         /* the server's n_heard when asked */
+        mount_renewal_done_t done;
+        void *userdata;
+        MountRenewal *prev, *next;
+};
+
+/* Our child's exit status: 0, the errno of what failed, EINTR if killed. */
+static int child_status(int pidfd) {
         siginfo_t si = {};
 
         if (waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED) < 0)
@@ -39,85 +53,117 @@ static int helper_status(int pidfd) {
         return si.si_status;
 }
 
-static int on_reaped_later(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        (void) helper_status(fd);
-        /* Floating, owning fd: this frees it and closes fd. */
-        (void) sd_event_source_set_enabled(source, SD_EVENT_OFF);
-        sd_event_source_unref(source);
-        return 0;
-}
-
-/* Takes pidfd: reaped whenever the helper ends, by a source the event loop owns. */
-static void reap_later(sd_event *event, int pidfd) {
-        sd_event_source *source = NULL;
-
-        if (sd_event_add_io(event, &source, pidfd, EPOLLIN, on_reaped_later, NULL) < 0) {
-                /* Cannot watch it (out of memory): wait now rather than leave a zombie. */
-                (void) helper_status(pidfd);
-                safe_close(pidfd);
-                return;
-        }
-        (void) sd_event_source_set_io_fd_own(source, true);
-        (void) sd_event_source_set_floating(source, true);
-        sd_event_source_unref(source);
-}
-
-static void finish(MountRenewal *r, int error) {
-        r->finished = true;
-        r->done_source = sd_event_source_disable_unref(r->done_source);
-        r->done_fd = safe_close(r->done_fd);
-        /* Last: done may free r. */
-        r->done(error, r->userdata);
-}
-
-static int on_helper_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        MountRenewal *r = userdata;
-        int status;
-
-        status = helper_status(r->pidfd);
-        r->exit_source = sd_event_source_disable_unref(r->exit_source);
-        r->pidfd = safe_close(r->pidfd);
-        /* It exits 0 only after it said "ok", which we may not have read yet: its exit
-         * and its pipe can be seen in either order. */
-        if (!r->finished)
-                finish(r, status);
-        return 0;
-}
-
-static int on_done(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        MountRenewal *r = userdata;
-        char buf[8];
-        ssize_t n;
-
-        n = read(fd, buf, sizeof(buf));
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return 0;
-        if (n >= 2 && memcmp(buf, "ok", 2) == 0) {
-                finish(r, 0);
-                return 0;
-        }
-        /* EOF (or anything else): it failed; its exit status says how (on_helper_exit). */
-        r->done_source = sd_event_source_disable_unref(r->done_source);
-        return 0;
-}
-
-MountRenewal *mount_renewal_free(MountRenewal *r) {
-        if (!r)
-                return NULL;
-        r->done_source = sd_event_source_disable_unref(r->done_source);
-        r->exit_source = sd_event_source_disable_unref(r->exit_source);
-        if (r->pidfd >= 0) {
-                if (!r->finished)
-                        (void) syscall(SYS_pidfd_send_signal, r->pidfd, SIGKILL, NULL, 0);
-                reap_later(r->event, TAKE_FD(r->pidfd));
-        }
-        safe_close(r->done_fd);
-        sd_event_unref(r->event);
-        free(r);
+static MountRenewal *renewal_find(RenewServer *server, uint64_t id) {
+        for (MountRenewal *r = server->renewals; r; r = r->next)
+                if (r->id == id)
+                        return r;
         return NULL;
 }
 
-static int spawn_helper(const char *agent_path, char **argv, int stdout_fd, pid_t *ret) {
+/* Out of the server's list, then done (which may free r). */
+static void renewal_finish(MountRenewal *r, int error) {
+        LIST_REMOVE(r->server->renewals, r);
+        r->server = NULL;
+        r->done(error, r->userdata);
+}
+
+static void server_message(RenewServer *server, const char *msg) {
+        MountRenewal *r;
+        uint64_t id;
+        int status;
+        char end;
+
+        if (sscanf(msg, "ok %" SCNu64 "%c", &id, &end) == 1) {
+                r = renewal_find(server, id);
+                if (r)
+                        renewal_finish(r, 0);
+        } else if (sscanf(msg, "exit %" SCNu64 " %d%c", &id, &status, &end) == 2) {
+                /* After its "ok" (the child sends it before it exits, on this socket), there
+                 * is nobody left to tell. Else it failed: status 0 would be a child that ended
+                 * without saying so. */
+                r = renewal_find(server, id);
+                if (r)
+                        renewal_finish(r, status > 0 ? status : EPROTO);
+        } else
+                log_warning("The mount renewal server said something unexpected; ignored.");
+}
+
+/* What the server said, up to now. 0, or -errno if it is gone (EOF) or cannot be read. */
+static int server_read(RenewServer *server) {
+        char buf[128];
+        ssize_t n;
+
+        for (;;) {
+                n = recv(server->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+                if (n == 0)
+                        return -EPIPE;
+                buf[n] = '\0';
+                server->n_heard++;
+                server_message(server, buf);
+                /* A done may have stopped the server (sandboxd stopping). */
+                if (server->fd < 0)
+                        return 0;
+        }
+}
+
+/* The server is gone, or to be: what it still said is heard, the rest fails. Started again
+ * at the next renewal. */
+static void server_stop(RenewServer *server, int error) {
+        MountRenewal *pending;
+
+        if (server->fd >= 0)
+                (void) server_read(server);
+        server->io_source = sd_event_source_disable_unref(server->io_source);
+        server->exit_source = sd_event_source_disable_unref(server->exit_source);
+        server->fd = safe_close(server->fd);
+        if (server->pidfd >= 0) {
+                (void) syscall(SYS_pidfd_send_signal, server->pidfd, SIGKILL, NULL, 0);
+                (void) child_status(server->pidfd); /* killed: not long */
+                server->pidfd = safe_close(server->pidfd);
+        }
+        server->pid = 0;
+
+        /* A done may ask for a renewal (and start a new server): not one of these. */
+        pending = TAKE_PTR(server->renewals);
+        while (pending) {
+                MountRenewal *r = pending;
+
+                LIST_REMOVE(pending, r);
+                r->server = NULL;
+                if (error != 0)
+                        r->done(error, r->userdata);
+        }
+}
+
+static int on_server_io(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        RenewServer *server = userdata;
+        int r;
+
+        r = server_read(server);
+        if (r < 0) {
+                log_warning_errno(r, "The mount renewal server went away: %m");
+                server_stop(server, EPIPE);
+        }
+        return 0;
+}
+
+static int on_server_exit(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        RenewServer *server = userdata;
+        int status = child_status(server->pidfd);
+
+        server->pidfd = safe_close(server->pidfd);
+        log_warning("The mount renewal server (pid %d) exited (status %d); started again when needed.",
+                    (int) server->pid, status);
+        server_stop(server, EPIPE);
+        return 0;
+}
+
+static int spawn_server(const char *agent_path, int stdin_fd, pid_t *ret) {
+        char *argv[] = { (char *) agent_path, (char *) "--renew-server", NULL };
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, all;
@@ -133,10 +179,10 @@ static int spawn_helper(const char *agent_path, char **argv, int stdout_fd, pid_
                 posix_spawn_file_actions_destroy(&fa);
                 return -r;
         }
-        /* Nothing of ours goes in but its stdout (our pipe) and stderr (the journal: what
+        /* Nothing of ours goes in but its stdin (our socket) and stderr (the journal: what
          * failed); no signal blocked or caught, as for any new program. */
-        if ((r = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0)) == 0 &&
-            (r = posix_spawn_file_actions_adddup2(&fa, stdout_fd, STDOUT_FILENO)) == 0 &&
+        if ((r = posix_spawn_file_actions_adddup2(&fa, stdin_fd, STDIN_FILENO)) == 0 &&
+            (r = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0)) == 0 &&
             (r = posix_spawn_file_actions_addclosefrom_np(&fa, 3)) == 0 &&
             (r = posix_spawnattr_setsigmask(&attr, &none)) == 0 &&
             (r = posix_spawnattr_setsigdefault(&attr, &all)) == 0 &&
@@ -147,62 +193,144 @@ static int spawn_helper(const char *agent_path, char **argv, int stdout_fd, pid_
         return -r;
 }
 
-int mount_renewal_start(sd_event *event, const char *agent_path, pid_t agent_pid, uid_t uid, gid_t gid,
-                        const MountRenew *mounts, size_t n_mounts, mount_renewal_done_t done, void *userdata,
-                        MountRenewal **ret) {
-        _cleanup_close_pair_ int pipe_fds[2] = { -EBADF, -EBADF };
-        char target[64], specs[MOUNT_RENEW_MAX][128];
-        char *argv[3 + MOUNT_RENEW_MAX + 1];
-        MountRenewal *r;
-        size_t n = 0;
+static int server_start(RenewServer *server) {
+        _cleanup_close_pair_ int fds[2] = { -EBADF, -EBADF };
         pid_t pid;
-        int k;
+        int r;
 
-        if (!agent_path || agent_pid <= 0 || n_mounts == 0 || n_mounts > MOUNT_RENEW_MAX || !done)
-                return -EINVAL;
-        snprintf(target, sizeof(target), "%d:%u:%u", (int) agent_pid, (unsigned) uid, (unsigned) gid);
-        argv[n++] = (char *) agent_path;
-        argv[n++] = (char *) "--renew-mounts";
-        argv[n++] = target;
-        for (size_t i = 0; i < n_mounts; i++) {
-                if (!mounts[i].path || mounts[i].path[0] != '/' ||
-                    (mounts[i].mode & ~07777) != 0 ||
-                    (size_t) snprintf(specs[i], sizeof(specs[i]), "%s=%" PRIu64 ":%o", mounts[i].path, mounts[i].size,
-                                      (unsigned) mounts[i].mode) >= sizeof(specs[i]))
-                        return -EINVAL;
-                argv[n++] = specs[i];
-        }
-        argv[n] = NULL;
-
-        if (pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) < 0)
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
                 return -errno;
-        k = spawn_helper(agent_path, argv, pipe_fds[1], &pid);
-        if (k < 0)
-                return k;
-        pipe_fds[1] = safe_close(pipe_fds[1]);
-
-        r = calloc(1, sizeof(MountRenewal));
-        if (!r) {
+        if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0)
+                return -errno;
+        r = spawn_server(server->agent_path, fds[1], &pid);
+        if (r < 0)
+                return r;
+        server->pid = pid;
+        server->fd = TAKE_FD(fds[0]);
+        /* Our child, not yet reaped: its pid cannot name another process meanwhile. */
+        server->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        if (server->pidfd < 0) {
+                r = -errno;
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
+                server_stop(server, 0);
+                return r;
+        }
+        if ((r = sd_event_add_io(server->event, &server->io_source, server->fd, EPOLLIN, on_server_io, server)) < 0 ||
+            (r = sd_event_add_io(server->event, &server->exit_source, server->pidfd, EPOLLIN, on_server_exit, server)) < 0) {
+                server_stop(server, 0);
+                return r;
+        }
+        log_debug("Started the mount renewal server (pid %d).", (int) pid);
+        return 0;
+}
+
+int renew_server_new(sd_event *event, const char *agent_path, RenewServer **ret) {
+        RenewServer *server;
+
+        server = calloc(1, sizeof(RenewServer));
+        if (!server)
+                return -ENOMEM;
+        *server = (RenewServer) { .event = sd_event_ref(event), .agent_path = strdup(agent_path), .fd = -EBADF,
+                                  .pidfd = -EBADF, .next_id = 1 };
+        if (!server->agent_path) {
+                renew_server_free(server);
                 return -ENOMEM;
         }
-        *r = (MountRenewal) { .event = sd_event_ref(event), .pidfd = -EBADF, .done_fd = TAKE_FD(pipe_fds[0]),
-                              .done = done, .userdata = userdata };
-        /* Our child, not yet reaped: its pid cannot name another process meanwhile. */
-        r->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        if (r->pidfd < 0) {
-                k = -errno;
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
-                mount_renewal_free(r);
-                return k;
+        *ret = server;
+        return 0;
+}
+
+RenewServer *renew_server_free(RenewServer *server) {
+        if (!server)
+                return NULL;
+        server_stop(server, 0);
+        free(server->agent_path);
+        sd_event_unref(server->event);
+        return mfree(server);
+}
+
+pid_t renew_server_pid(RenewServer *server) {
+        return server && server->fd >= 0 ? server->pid : 0;
+}
+
+MountRenewal *mount_renewal_free(MountRenewal *r) {
+        char msg[64];
+        int n;
+
+        if (!r)
+                return NULL;
+        if (r->server) {
+                RenewServer *server = r->server;
+
+                /* Still at work: its child is killed. */
+                n = snprintf(msg, sizeof(msg), "cancel %" PRIu64, r->id);
+                (void) send(server->fd, msg, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
+                LIST_REMOVE(server->renewals, r);
+                /* Given up on (its reset's deadline passed) while the server said nothing
+                 * at all: it is stuck, not only this child. It goes, with what it still
+                 * had, and a new one is started for the next renewal. */
+                if (server->n_heard == r->heard_before && server->pidfd >= 0) {
+                        log_warning("The mount renewal server (pid %d) does not answer; killing it.", (int) server->pid);
+                        /* Its end is seen by the loop (on_server_exit), not in here: the
+                         * renewals it fails are other sandboxes'. */
+                        (void) syscall(SYS_pidfd_send_signal, server->pidfd, SIGKILL, NULL, 0);
+                }
         }
-        if ((k = sd_event_add_io(event, &r->done_source, r->done_fd, EPOLLIN, on_done, r)) < 0 ||
-            (k = sd_event_add_io(event, &r->exit_source, r->pidfd, EPOLLIN, on_helper_exit, r)) < 0) {
-                mount_renewal_free(r); /* kills it: not started, as far as the caller knows */
-                return k;
+        return mfree(r);
+}
+
+/* The request: "renew ID PID:UID:GID PATH=SIZE:MODE...". */
+static int format_request(char *buf, size_t size, uint64_t id, pid_t agent_pid, uid_t uid, gid_t gid,
+                          const MountRenew *mounts, size_t n_mounts) {
+        size_t len;
+        int n;
+
+        n = snprintf(buf, size, "renew %" PRIu64 " %d:%u:%u", id, (int) agent_pid, (unsigned) uid, (unsigned) gid);
+        if (n < 0 || (size_t) n >= size)
+                return -EINVAL;
+        len = (size_t) n;
+        for (size_t i = 0; i < n_mounts; i++) {
+                if (!mounts[i].path || mounts[i].path[0] != '/' || strpbrk(mounts[i].path, " \n") ||
+                    (mounts[i].mode & ~07777) != 0)
+                        return -EINVAL;
+                n = snprintf(buf + len, size - len, " %s=%" PRIu64 ":%o", mounts[i].path, mounts[i].size,
+                             (unsigned) mounts[i].mode);
+                if (n < 0 || (size_t) n >= size - len)
+                        return -EINVAL;
+                len += (size_t) n;
         }
-        *ret = r;
+        return (int) len;
+}
+
+int mount_renewal_start(RenewServer *server, pid_t agent_pid, uid_t uid, gid_t gid, const MountRenew *mounts,
+                        size_t n_mounts, mount_renewal_done_t done, void *userdata, MountRenewal **ret) {
+        _cleanup_free_ MountRenewal *r = NULL;
+        char msg[512];
+        int len, k;
+
+        if (!server || agent_pid <= 0 || n_mounts == 0 || n_mounts > MOUNT_RENEW_MAX || !done)
+                return -EINVAL;
+        len = format_request(msg, sizeof(msg), server->next_id, agent_pid, uid, gid, mounts, n_mounts);
+        if (len < 0)
+                return len;
+        r = calloc(1, sizeof(MountRenewal));
+        if (!r)
+                return -ENOMEM;
+
+        if (server->fd < 0) {
+                k = server_start(server);
+                if (k < 0)
+                        return log_error_errno(k, "Failed to start the mount renewal server: %m");
+        }
+        /* Never blocks: a server that takes no requests is one we cannot use. (One that
+         * died and was not reaped yet fails this renewal; the next starts a new one.) */
+        if (send(server->fd, msg, (size_t) len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
+                return errno == 0 ? -EIO : -errno;
+
+        *r = (MountRenewal) { .server = server, .id = server->next_id++, .heard_before = server->n_heard, .done = done,
+                              .userdata = userdata };
+        LIST_PREPEND(server->renewals, r);
+        *ret = TAKE_PTR(r);
         return 0;
 }

@@ -562,8 +562,8 @@ static int bwrap_renew(Sandbox *s) {
                 { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT, SHM_MODE },
         };
         b->renewal = mount_renewal_free(b->renewal);
-        r = mount_renewal_start(s->manager->event, s->manager->settings.agent_path, agent, s->host_uid, s->host_uid,
-                                mounts, ELEMENTSOF(mounts), on_renewed, s, &b->renewal);
+        r = mount_renewal_start(s->manager->renew_server, agent, s->host_uid, s->host_uid, mounts,
+                                ELEMENTSOF(mounts), on_renewed, s, &b->renewal);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m", s->id);
         return 0;

@@ -8,6 +8,7 @@
 #include "egress.h"
 #include "file-op.h"
 #include "manager.h"
+#include "mount-renew.h"
 #include "payload.h"
 #include "sandbox-logs.h"
 #include "scope.h"
@@ -139,6 +140,7 @@ struct Manager {
         int seccomp_fd;
         DockerClient *docker;
         EgressClient *egress;
+        RenewServer *renew_server; /* started at the first recycling reset */
         char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
         char *docker_seccomp_profile;
         char **proc_masks;
@@ -203,6 +205,9 @@ void manager_rename_sandbox(Manager *m, Sandbox *s, const char *id);
  * what held the last user's id (a client, a request waiting for polkit) finds nothing.
  * Its unit keeps its name. */
 int sandbox_take_new_id(Sandbox *s);
+/* sandbox_set_timeout() without saving the state file or telling the front ends: for a
+ * caller that does both itself (a hand-out). */
+int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error);
 /* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
 Sandbox *manager_find_sandbox(Manager *m, const char *id);
 bool manager_has_pooled(Manager *m);

@@ -995,7 +995,7 @@ int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxErr
         return 0;
 }
 
-int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error) {
+int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error) {
         int r;
 
         if (lifetime_sec > SANDBOX_LIFETIME_MAX_SEC || idle_sec > SANDBOX_LIFETIME_MAX_SEC)
@@ -1013,6 +1013,15 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, Sa
         /* The idle clock starts again from now. */
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
         sandbox_update_idle_timer(s);
+        return 0;
+}
+
+int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error) {
+        int r;
+
+        r = sandbox_apply_timeout(s, lifetime_sec, idle_sec, error);
+        if (r < 0)
+                return r;
         sandbox_save(s);
         manager_sandbox_state_changed(s->manager, s);
         return 0;

@@ -197,22 +197,18 @@ static const char * const sysctl_paths[] = {
 static struct {
         char value[SYSCTL_VALUE_MAX];
         ssize_t size; /* -errno: not there, or not readable */
+        int fd;       /* kept open for reading (O_CLOEXEC: no exec gets it), or -1 */
 } sysctls[ELEMENTSOF(sysctl_paths)];
 
-static ssize_t read_sysctl(const char *path, char *buf, size_t size) {
+/* Read from the start at every reset: no path walk in /proc, no open and close each time
+ * (the files are the sandbox's own to open anyway). */
+static ssize_t read_sysctl(int fd, char *buf, size_t size) {
         ssize_t n;
-        int fd;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, size);
+        n = pread(fd, buf, size, 0);
         if (n < 0)
-                n = -errno;
-        else if ((size_t) n == size)
-                n = -EFBIG;
-        close(fd);
-        return n;
+                return -errno;
+        return (size_t) n == size ? -EFBIG : n;
 }
 
 static bool sysctl_known(const char *path) {
@@ -248,7 +244,7 @@ static int sysctls_restore(void) {
 
                 if (sysctls[i].size < 0)
                         continue;
-                n = read_sysctl(sysctl_paths[i], now, sizeof(now));
+                n = read_sysctl(sysctls[i].fd, now, sizeof(now));
                 if (n == sysctls[i].size && memcmp(now, sysctls[i].value, (size_t) n) == 0)
                         continue;
                 fd = open(sysctl_paths[i], O_WRONLY | O_CLOEXEC);
@@ -258,7 +254,7 @@ static int sysctls_restore(void) {
                         return changed(sysctl_paths[i]);
                 }
                 close(fd);
-                n = read_sysctl(sysctl_paths[i], now, sizeof(now));
+                n = read_sysctl(sysctls[i].fd, now, sizeof(now));
                 if (n != sysctls[i].size || memcmp(now, sysctls[i].value, (size_t) n) != 0)
                         return changed(sysctl_paths[i]);
         }
@@ -275,8 +271,15 @@ static int sysctls_restore(void) {
 static int saved_error;
 
 static int traits_read(void) {
-        for (size_t i = 0; i < ELEMENTSOF(sysctl_paths); i++)
-                sysctls[i].size = read_sysctl(sysctl_paths[i], sysctls[i].value, sizeof(sysctls[i].value));
+        for (size_t i = 0; i < ELEMENTSOF(sysctl_paths); i++) {
+                sysctls[i].fd = open(sysctl_paths[i], O_RDONLY | O_CLOEXEC);
+                sysctls[i].size = sysctls[i].fd < 0 ? -errno :
+                        read_sysctl(sysctls[i].fd, sysctls[i].value, sizeof(sysctls[i].value));
+                if (sysctls[i].size < 0 && sysctls[i].fd >= 0) {
+                        close(sysctls[i].fd);
+                        sysctls[i].fd = -1;
+                }
+        }
         for (int i = 0; i < RLIM_NLIMITS; i++)
                 if (getrlimit(i, &saved.rlimits[i]) < 0)
                         return -errno;

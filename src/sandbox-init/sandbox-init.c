@@ -558,7 +558,7 @@ int main(int argc, char *argv[]) {
                 { "seccomp",        required_argument, NULL, 's' },
                 { "hold",           no_argument,       NULL, 'H' },
                 { "egress",         no_argument,       NULL, 'e' },
-                { "renew-mounts",   required_argument, NULL, 'R' },
+                { "renew-server",   no_argument,       NULL, 'R' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
@@ -589,9 +589,9 @@ int main(int argc, char *argv[]) {
                 case 'H':
                         hold();
                 case 'R':
-                        exit(agent_renew_mounts(optarg, argv + optind));
+                        exit(agent_renew_server());
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-mounts PID:UID:GID PATH=SIZE:MODE...",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-server",
                             EINVAL);
                 }
         if (optind != argc)

@@ -60,6 +60,7 @@ int agent_reset_ipc(void);
 int agent_traits_save(void);
 int agent_traits_restore(void);
 
-/* renew.c: --renew-mounts PID:UID:GID PATH=SIZE:MODE… (run by sandboxd, outside the sandbox).
- * 0, or the positive errno of the step that failed (reported on stderr). */
-int agent_renew_mounts(const char *target, char **mounts);
+/* renew.c: --renew-server (run by sandboxd, outside any sandbox; its requests come on
+ * stdin, a SOCK_SEQPACKET socket). Returns when sandboxd closed it: 0, or the positive
+ * errno of what failed (reported on stderr). */
+int agent_renew_server(void);

@@ -11,7 +11,9 @@ reset that cannot finish, or cannot put PID 1 back, destroys the sandbox."""
 import base64
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import unittest
 
@@ -220,6 +222,18 @@ def pool():
 
 def traits(sid):
     return json.loads(run_py(sid, TRAITS))
+
+
+def renew_server():
+    """Host pid of sandboxd's mount renewal server (sandbox-init --renew-server), or None."""
+    for pid in S.unit_pids('sandboxd.service') or ():
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                if b'--renew-server' in f.read().split(b'\0'):
+                    return pid
+        except OSError:
+            pass
+    return None
 
 
 def run_py(sid, script):
@@ -523,6 +537,64 @@ class Recycle(unittest.TestCase):
         cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
                                      'GetPool', 's', 'no-such-template')
         self.assertEqual(short(error), 'NoSuchTemplate')
+
+    def release_recycled(self):
+        """A sandbox of ours released, and taken again: recycled (its reset worked)."""
+        sid, _ = self.acquire()
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': True})
+        sid, source = self.acquire()
+        self.assertEqual(source, 'recycled')
+        return sid
+
+    def test_renew_server_death(self):
+        # Started at the first reset, one for every sandbox; restarted after it died.
+        sid = self.release_recycled()
+        first = renew_server()
+        self.assertIsNotNone(first, 'no renewal server after a reset')
+        os.kill(first, signal.SIGKILL)
+        self.assertTrue(wait_for(lambda: renew_server() != first))
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': True})
+        second = renew_server()
+        self.assertNotIn(second, (None, first))
+
+        # It dies while a reset waits for it (stopped, so that the request waits in its
+        # socket): that sandbox is destroyed, never handed out half reset.
+        failures = vl_ok('GetStatistics')['statistics']['recycleFailures']
+        sid, source = self.acquire()
+        self.assertEqual(source, 'recycled')
+        unit = unit_of(sid)
+        os.kill(second, signal.SIGSTOP)
+        result = {}
+        t = threading.Thread(target=lambda: result.update(reply=vl('ReleaseSandbox', {'id': sid})))
+        t.start()
+        try:
+            self.assertTrue(wait_for(lambda: pool()['resetting'] == 1, timeout=5), pool())
+            time.sleep(1)  # the agent's part is done in milliseconds: the request is sent
+            killed = time.monotonic()
+            os.kill(second, signal.SIGKILL)
+        finally:
+            t.join(30)
+        # At once, not at the reset's deadline (5 s after the release).
+        self.assertLess(time.monotonic() - killed, 2.5)
+        self.assertEqual(result['reply'], ({'recycled': False}, None, None))
+        self.assertTrue(wait_for(lambda: not S.unit_pids(unit)), 'the half reset sandbox must be gone')
+        self.assertEqual(vl_ok('GetStatistics')['statistics']['recycleFailures'], failures + 1)
+        self.assertIn('mount renewal server', S.journal(units=('sandboxd.service',)))
+        # The next reset starts another one.
+        sid = self.release_recycled()
+        third = renew_server()
+        self.assertNotIn(third, (None, second))
+
+        # It hangs (stopped): the reset waiting for it ends at its deadline, that sandbox
+        # is destroyed, and sandboxd kills the server, which answered nothing since.
+        os.kill(third, signal.SIGSTOP)
+        unit = unit_of(sid)
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': sid}), {'recycled': False})
+        self.assertTrue(wait_for(lambda: not S.unit_pids(unit)), 'the half reset sandbox must be gone')
+        self.assertTrue(wait_for(lambda: renew_server() != third), 'the stuck server was not killed')
+        self.assertIn('does not answer', S.journal(units=('sandboxd.service',)))
+        self.release_recycled()
+        self.assertNotIn(renew_server(), (None, third))
 
 
 if __name__ == '__main__':
