@@ -253,7 +253,8 @@ def list_templates() -> Op[list[TemplateInfo]]:
 def list_pools() -> Op[list[PoolInfo]]:
     reply: Reply = yield Call('ListPools', {})
     return [PoolInfo(p['template'], p.get('size', 0), p.get('ready', 0), p.get('starting', 0),
-                     p.get('inUse', 0), p.get('recycle', False), p.get('recycled', 0), p.get('resetting', 0))
+                     p.get('inUse', 0), p.get('recycle', False), p.get('recycled', 0), p.get('resetting', 0),
+                     p.get('waiting', 0))
             for p in reply.parameters.get('pools', [])]
 
 

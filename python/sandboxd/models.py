@@ -174,6 +174,8 @@ class PoolInfo:
     #: released sandboxes kept now (counted as ``in_use`` is), and of those being reset
     recycled: int = 0
     resetting: int = 0
+    #: creates waiting for one being reset
+    waiting: int = 0
 
 
 @dataclass(frozen=True)

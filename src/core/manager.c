@@ -192,6 +192,7 @@ Manager *manager_free(Manager *m) {
         }
         manager_logs_done(m);
         manager_snapshots_done(m);
+        manager_recycle_waiters_abandon(m, &gone);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
@@ -685,7 +686,8 @@ static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
                sandbox_config_egress_equal(a, b);
 }
 
-Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config) {
+Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
+                               bool resetting) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         _cleanup_(sandbox_config_done) SandboxConfig c = {};
 
@@ -697,7 +699,8 @@ Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const
                 return NULL;
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
                 /* Never another owner's or another tenant's: only who released it may have it. */
-                if (s->released && !s->recycling && s->state == SANDBOX_RUNNING && s->owner == owner &&
+                if (s->released && s->owner == owner &&
+                    (resetting ? s->recycling && !s->recycle_waiter : !s->recycling && s->state == SANDBOX_RUNNING) &&
                     streq(s->config.tenant, c.tenant) && streq(s->template_name, t->name) && limits_equal(&s->config, &c))
                         return s;
         return NULL;
@@ -844,15 +847,32 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
         if (!isempty(config->from_snapshot))
                 return manager_create_from_snapshot(m, caller, t, config, cb, userdata, error);
 
+        return manager_acquire_or_start(m, owner, t, config, true, cb, userdata, error);
+}
+
+int manager_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxConfig *config,
+                             bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        Sandbox *s;
+        int r;
+
         /* Recycled first (the caller's own, reset), then from the warm pool: an acquire,
          * not a boot. */
-        s = manager_recycled_take(m, owner, t, config) ?: manager_pool_take(m, t, config);
+        s = manager_recycled_find(m, owner, t, config, false) ?: manager_pool_take(m, t, config);
         if (s) {
                 r = manager_hand_out(m, s, owner, config, error);
                 if (r < 0)
                         return r;
                 cb(s, NULL, userdata);
                 return 0;
+        }
+        /* One of the caller's own being reset is ready in a millisecond or so; a new one
+         * takes tens of milliseconds and a unit of its own. */
+        s = may_wait ? manager_recycled_find(m, owner, t, config, true) : NULL;
+        if (s) {
+                r = recycle_wait(s, owner, config, cb, userdata);
+                if (r >= 0)
+                        return 0;
+                log_sandbox(s, LOG_DEBUG, r, "Cannot wait for sandbox %s to be reset, starting another: %m", s->id);
         }
 
         if (m->n_sandboxes >= m->settings.max_sandboxes && !manager_evict_kept(m))

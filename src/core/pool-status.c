@@ -18,6 +18,7 @@ static void pool_status_fill(Manager *m, const Template *t, const SandboxCaller 
                         if (visible) {
                                 p->recycled++;
                                 p->resetting += s->recycling;
+                                p->waiting += !!s->recycle_waiter;
                         }
                 } else if (s->pooled && s->state == SANDBOX_RUNNING)
                         p->ready++;

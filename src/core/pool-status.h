@@ -22,6 +22,7 @@ typedef struct PoolStatus {
         unsigned recycled;              /* released ones, reset or being reset, kept for their
                                          * owners (counted as in_use is) */
         unsigned resetting;             /* of those, the ones being reset now */
+        unsigned waiting;               /* creates waiting for one of those (recycle_wait()) */
 } PoolStatus;
 
 /* One entry per template with a pool (a warm or a recycling one), in the templates' order. in_use, recycled and

@@ -4,7 +4,7 @@
  * The recycling pool (a template's "pool": {"recycle": true}). A sandbox its user is done
  * with (an ephemeral one whose exec ended, or one released with ReleaseSandbox) is not
  * destroyed but reset and kept, for its owner and tenant only, until a create of the same
- * template and limits takes it (manager_recycled_take()). It stays the one transient unit
+ * template and limits takes it (manager_recycled_find()). It stays the one transient unit
  * it was, with its limits; only what its user left is gone:
  *
  *   1. its execs and file operations end (their callers are answered), and it leaves the
@@ -16,6 +16,10 @@
  *   4. the memory high-water mark starts afresh (where the kernel can), so that the next
  *      execs' records are theirs alone; CPU is counted per exec already.
  *
+ * A create that finds none kept but one being reset for the same owner, tenant, template
+ * and limits waits for it (recycle_wait(); RECYCLE_WAIT_USEC at most): a reset takes about
+ * a millisecond, a new sandbox tens of them and a unit of its own.
+ *
  * If any step fails or takes too long, the sandbox is destroyed, never kept. A kept one
  * is destroyed after its template's recycle_idle_sec, when its template changes, and
  * when sandboxd stops (a restarted sandboxd stops one it finds released).
@@ -24,6 +28,7 @@
 #include <inttypes.h>
 #include "agent-protocol.h"
 #include "json-util.h"
+#include "list.h"
 #include "log.h"
 #include "sandbox-internal.h"
 #include "template.h"
@@ -31,6 +36,139 @@
 
 /* The agent's own deadline, and time to answer on top. */
 #define RECYCLE_RESET_TIMEOUT_USEC (AGENT_RESET_TIMEOUT_USEC + 3ULL * 1000000ULL)
+
+/* How long a create waits for a sandbox being reset before it starts a new one: many
+ * resets' time, a little more than a new sandbox's. */
+#define RECYCLE_WAIT_USEC (100ULL * 1000ULL)
+
+struct RecycleWaiter {
+        Manager *manager;
+        Sandbox *sandbox;              /* waited for; NULL once it goes on without */
+        uid_t owner;
+        char *template_name;
+        SandboxConfig config;
+        sandbox_callback_t cb;
+        void *userdata;
+        sd_event_source *source;       /* the wait's deadline, then the going on */
+        bool going_on;                 /* in the manager's waiters_going_on */
+        RecycleWaiter *prev, *next;
+};
+
+static RecycleWaiter *recycle_waiter_free(RecycleWaiter *w) {
+        if (!w)
+                return NULL;
+        if (w->sandbox)
+                w->sandbox->recycle_waiter = NULL;
+        if (w->going_on)
+                LIST_REMOVE(w->manager->waiters_going_on, w);
+        sd_event_source_disable_unref(w->source);
+        free(w->template_name);
+        sandbox_config_done(&w->config);
+        return mfree(w);
+}
+
+/* Off the loop: the create goes on as if it had never waited (it does not wait again). */
+static int on_waiter_go_on(sd_event_source *source, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        RecycleWaiter *w = userdata;
+        sandbox_callback_t cb = w->cb;
+        void *cb_userdata = w->userdata;
+        const Template *t;
+        int r;
+
+        t = template_set_find(manager_get_templates(w->manager), w->template_name);
+        if (w->manager->draining)
+                r = sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "sandboxd is stopping.");
+        else if (!t)
+                r = sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%.64s'.", w->template_name);
+        else
+                r = manager_acquire_or_start(w->manager, w->owner, t, &w->config, false, cb, cb_userdata, &error);
+        recycle_waiter_free(w);
+        if (r < 0)
+                cb(NULL, &error, cb_userdata);
+        return 0;
+}
+
+static void recycle_waiter_go_on(RecycleWaiter *w) {
+        w->sandbox->recycle_waiter = NULL;
+        w->sandbox = NULL;
+        LIST_PREPEND(w->manager->waiters_going_on, w);
+        w->going_on = true;
+        w->source = sd_event_source_disable_unref(w->source);
+        if (sd_event_add_defer(w->manager->event, &w->source, on_waiter_go_on, w) < 0)
+                (void) on_waiter_go_on(NULL, w); /* no memory for a defer: now, then */
+}
+
+static int on_wait_expired(sd_event_source *source, uint64_t usec, void *userdata) {
+        RecycleWaiter *w = userdata;
+
+        log_sandbox(w->sandbox, LOG_DEBUG, 0, "Sandbox %s is not reset yet; a create waiting for it starts another.",
+                    w->sandbox->id);
+        recycle_waiter_go_on(w);
+        return 0;
+}
+
+int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_callback_t cb, void *userdata) {
+        RecycleWaiter *w;
+        int r;
+
+        if (!s->recycling || s->recycle_waiter)
+                return -EBUSY;
+        w = calloc(1, sizeof(RecycleWaiter));
+        if (!w)
+                return -ENOMEM;
+        *w = (RecycleWaiter) { .manager = s->manager, .owner = owner, .template_name = strdup(s->template_name),
+                               .cb = cb, .userdata = userdata };
+        r = w->template_name ? sandbox_config_copy(&w->config, config) : -ENOMEM;
+        if (r >= 0)
+                r = sd_event_add_time_relative(s->manager->event, &w->source, CLOCK_MONOTONIC, RECYCLE_WAIT_USEC, 0,
+                                               on_wait_expired, w);
+        if (r < 0) {
+                recycle_waiter_free(w);
+                return r;
+        }
+        w->sandbox = s;
+        s->recycle_waiter = w;
+        return 0;
+}
+
+void recycle_waiter_release(Sandbox *s) {
+        if (s->recycle_waiter)
+                recycle_waiter_go_on(s->recycle_waiter);
+}
+
+static void recycle_waiter_abandon(RecycleWaiter *w, const SandboxError *error) {
+        sandbox_callback_t cb = w->cb;
+        void *userdata = w->userdata;
+
+        recycle_waiter_free(w);
+        cb(NULL, error, userdata);
+}
+
+void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error) {
+        while (m->waiters_going_on)
+                recycle_waiter_abandon(m->waiters_going_on, error);
+}
+
+/* s is reset and kept: a create waiting for it gets it now. */
+static void recycle_waiter_take(Sandbox *s) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        RecycleWaiter *w = s->recycle_waiter;
+        sandbox_callback_t cb;
+        void *userdata;
+
+        if (!w)
+                return;
+        cb = w->cb;
+        userdata = w->userdata;
+        if (manager_hand_out(s->manager, s, w->owner, &w->config, &error) < 0) {
+                /* It stays kept; the create goes on without it. */
+                recycle_waiter_go_on(w);
+                return;
+        }
+        recycle_waiter_free(w);
+        cb(s, NULL, userdata);
+}
 
 static void recycle_answer(Sandbox *s, const SandboxError *error) {
         sandbox_callback_t cb = TAKE_PTR(s->recycle_cb);
@@ -40,7 +178,12 @@ static void recycle_answer(Sandbox *s, const SandboxError *error) {
 }
 
 void recycle_abandon_caller(Sandbox *s, const SandboxError *error) {
+        RecycleWaiter *w = s->recycle_waiter;
+
         recycle_answer(s, error);
+        /* sandboxd stops: a create waiting for it is told so, not left to go on. */
+        if (w)
+                recycle_waiter_abandon(w, error);
 }
 
 /* The sandbox cannot be used again: it goes, and the release's caller is answered once it
@@ -49,6 +192,7 @@ static void recycle_fail(Sandbox *s, const char *reason) {
         sandbox_callback_t cb = TAKE_PTR(s->recycle_cb);
 
         log_sandbox(s, LOG_WARNING, 0, "Sandbox %s is not recycled: %s", s->id, reason);
+        recycle_waiter_release(s);
         s->recycling = false;
         s->manager->statistics.recycle_failures++;
         sandbox_payload_failed(s, reason);
@@ -195,4 +339,5 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
         log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s reset in %" PRIu64 " us (its agent's part %" PRIu64 " us); kept for owner %u.",
                     s->id, now_usec(CLOCK_MONOTONIC) - s->reset_started, s->reset_agent_done - s->reset_started, s->owner);
         recycle_answer(s, NULL);
+        recycle_waiter_take(s);
 }

@@ -20,6 +20,7 @@
 
 typedef struct DestroyWaiter DestroyWaiter;
 typedef struct FileOp FileOp;
+typedef struct RecycleWaiter RecycleWaiter;
 struct DestroyWaiter {
         sandbox_callback_t cb;
         void *userdata;
@@ -108,6 +109,7 @@ struct Sandbox {
         bool record_closed;       /* its record ended at its release: none at its end */
         sandbox_callback_t recycle_cb; /* the release's caller: once it is reset, or gone */
         void *recycle_userdata;
+        RecycleWaiter *recycle_waiter; /* a create of its owner's waiting for its reset */
         char *failure;        /* why it is going away, if not asked to */
 
         Exec *execs;          /* running */
@@ -141,6 +143,7 @@ struct Manager {
         DockerClient *docker;
         EgressClient *egress;
         RenewServer *renew_server; /* started at the first recycling reset */
+        RecycleWaiter *waiters_going_on; /* creates that waited for a reset, about to go on */
         char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
         char *docker_seccomp_profile;
         char **proc_masks;
@@ -231,8 +234,22 @@ void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
 /* sandboxd exits, or the sandbox ends, during a release: its caller is told. */
 void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
 /* A kept sandbox of t for the caller's owner, tenant and the limits config asks for, or
- * NULL. */
-Sandbox *manager_recycled_take(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config);
+ * NULL. With resetting, one being reset for them that no create waits for yet. */
+Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
+                               bool resetting);
+/* The create (owner, config, cb) waits for s's reset and gets s once it is done; if that
+ * fails, s goes away or takes longer than RECYCLE_WAIT_USEC, the create goes on as if it
+ * had not waited (manager_acquire_or_start()), without waiting again. */
+int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_callback_t cb, void *userdata);
+/* s goes away: a create waiting for it goes on without it. */
+void recycle_waiter_release(Sandbox *s);
+/* sandboxd stops: the creates that were about to go on are answered error. */
+void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error);
+/* What a create does once it is allowed and its template known: the caller's own kept
+ * sandbox, else one of the warm pool, else (may_wait) one of the caller's being reset
+ * (recycle_wait()), else a new one. cb once it runs; an error now is returned. */
+int manager_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxConfig *config,
+                             bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error);
 /* How many kept (released) sandboxes there are of like's owner, tenant and template. */
 unsigned manager_count_released(Manager *m, const Sandbox *like);
 /* At the maximum of sandboxes: destroys the sandbox kept for reuse longest (released,

@@ -249,6 +249,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 exec_free(s->finished);
         sandbox_waiters_free(&s->start_waiters);
         sandbox_waiters_free(&s->waiters);
+        recycle_waiter_release(s);
         if (s->manager->systemd)
                 systemd_client_cancel(s->manager->systemd, s);
         sd_event_source_disable_unref(s->control_source);

@@ -272,7 +272,7 @@ static int get_pool_authorized(sd_bus_message *call, const SandboxCaller *caller
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);
         if (r >= 0)
-                r = sd_bus_message_append(reply, "a{sv}", 8,
+                r = sd_bus_message_append(reply, "a{sv}", 9,
                                           "Template", "s", p.template_name,
                                           "Size", "u", p.size,
                                           "Ready", "u", p.ready,
@@ -280,7 +280,8 @@ static int get_pool_authorized(sd_bus_message *call, const SandboxCaller *caller
                                           "InUse", "u", p.in_use,
                                           "Recycle", "b", p.recycle,
                                           "Recycled", "u", p.recycled,
-                                          "Resetting", "u", p.resetting);
+                                          "Resetting", "u", p.resetting,
+                                          "Waiting", "u", p.waiting);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);

@@ -246,7 +246,8 @@ static json_object *pool_to_json(const PoolStatus *p) {
             json_add(o, "inUse", json_object_new_uint64(p->in_use)) < 0 ||
             json_add(o, "recycle", json_object_new_boolean(p->recycle)) < 0 ||
             json_add(o, "recycled", json_object_new_uint64(p->recycled)) < 0 ||
-            json_add(o, "resetting", json_object_new_uint64(p->resetting)) < 0)
+            json_add(o, "resetting", json_object_new_uint64(p->resetting)) < 0 ||
+            json_add(o, "waiting", json_object_new_uint64(p->waiting)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -178,12 +178,12 @@ def short(error):
     return error.rsplit('.', 1)[-1] if error else error
 
 
-def wait_for(pred, timeout=30):
+def wait_for(pred, timeout=30, interval=0.1):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if pred():
             return True
-        time.sleep(0.1)
+        time.sleep(interval)
     return False
 
 
@@ -545,6 +545,59 @@ class Recycle(unittest.TestCase):
         sid, source = self.acquire()
         self.assertEqual(source, 'recycled')
         return sid
+
+    def test_create_waits_for_a_reset(self):
+        # A create that finds none of the caller's kept but one being reset waits for that
+        # one (a reset takes a millisecond or two, a new sandbox tens of them and a unit).
+        # The renewal server stopped holds the reset in its last step.
+        sid = self.release_recycled()
+        unit = unit_of(sid)
+        server = renew_server()
+        os.kill(server, signal.SIGSTOP)
+        released, acquired = {}, {}
+        threads = [threading.Thread(target=lambda: released.update(reply=vl('ReleaseSandbox', {'id': sid})))]
+        threads[0].start()
+        try:
+            self.assertTrue(wait_for(lambda: pool()['resetting'] == 1, timeout=5), pool())
+            threads.append(threading.Thread(target=lambda: acquired.update(reply=vl(
+                'AcquireSandbox', {'template': TEMPLATE, 'options': {}}))))
+            threads[1].start()
+            # It waits 100 ms at most: looked for without a pause (a GetPool is about 1 ms).
+            self.assertTrue(wait_for(lambda: pool()['waiting'] == 1, timeout=5, interval=0), pool())
+        finally:
+            os.kill(server, signal.SIGCONT)
+            for t in threads:
+                t.join(30)
+        self.assertEqual(released['reply'], ({'recycled': True}, None, None))
+        reply, error, _ = acquired['reply']
+        self.assertIsNone(error, acquired)
+        self.addCleanup(self.destroy_quietly, reply['id'])
+        self.assertEqual((reply['source'], unit_of(reply['id'])), ('recycled', unit),
+                         'the waiting create got the sandbox whose reset it waited for')
+        self.assertEqual((pool()['waiting'], pool()['resetting']), (0, 0))
+
+    def test_create_waits_a_little_only(self):
+        # The reset takes longer than a create waits (100 ms): the create goes on with a new
+        # sandbox, and the reset, once done, keeps its sandbox for the next one.
+        sid = self.release_recycled()
+        unit = unit_of(sid)
+        server = renew_server()
+        os.kill(server, signal.SIGSTOP)
+        released = {}
+        t = threading.Thread(target=lambda: released.update(reply=vl('ReleaseSandbox', {'id': sid})))
+        t.start()
+        try:
+            self.assertTrue(wait_for(lambda: pool()['resetting'] == 1, timeout=5), pool())
+            other, source = self.acquire()
+            self.assertEqual(source, 'new')
+            self.assertNotEqual(unit_of(other), unit)
+            self.assertEqual(pool()['waiting'], 0)
+        finally:
+            os.kill(server, signal.SIGCONT)
+            t.join(30)
+        self.assertEqual(released['reply'], ({'recycled': True}, None, None))
+        again, source = self.acquire()
+        self.assertEqual((source, unit_of(again)), ('recycled', unit))
 
     def test_renew_server_death(self):
         # Started at the first reset, one for every sandbox; restarted after it died.

@@ -60,13 +60,14 @@ def dbus_statistics(uid=None):
 
 def varlink_statistics(uid=None):
     """varlink's, its pools as D-Bus's (a(suuuu), as ListPools: no room for a recycling
-    pool's recycle, recycled and resetting, which GetPool has on both)."""
+    pool's recycle, recycled, resetting and waiting, which GetPool has on both)."""
     res = secutil.varlink([vcall('GetStatistics')], uid=uid)[0]
     if 'error' in res:
         return res
     reply = res['replies'][0]
     for p in reply['statistics']['pools']:
         assert p.pop('recycle') is False and p.pop('recycled') == 0 and p.pop('resetting') == 0, p
+        assert p.pop('waiting') == 0, p
     return reply
 
 
@@ -148,7 +149,7 @@ class Statistics(harness.SandboxTestCase):
     def test_pools_are_list_pools(self):
         st = self.settled()
         pools = secutil.varlink([vcall('ListPools')])[0]['replies'][0]['pools']
-        self.assertEqual(st['pools'], [{k: v for k, v in p.items() if k not in ('recycle', 'recycled', 'resetting')}
+        self.assertEqual(st['pools'], [{k: v for k, v in p.items() if k not in ('recycle', 'recycled', 'resetting', 'waiting')}
                                        for p in pools])
         self.assertIn(harness.POOLED_TEMPLATE, [p['template'] for p in pools])
         counts = {(c['state'], c['template']): c['count'] for c in st['sandboxes']}
