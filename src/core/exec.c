@@ -311,8 +311,13 @@ static void exec_deliver(Exec *e) {
          * sandbox is. */
         exec_record(e, s);
         exec_unlink(e);
-        if (sandbox_can_recycle(s) && sandbox_release(s, NULL, NULL) >= 0) {
+        if (sandbox_can_recycle(s)) {
+                /* Answered before the release's own work (its record, signal, state file,
+                 * the agent's reset): the release follows in this same dispatch, so no
+                 * call can reach the sandbox in between. */
                 exec_deliver_now(e);
+                if (sandbox_release(s, NULL, NULL) < 0)
+                        (void) sandbox_destroy(s, NULL, NULL);
                 return;
         }
         if (sandbox_destroy(s, on_ephemeral_destroyed, e) < 0)

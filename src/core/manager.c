@@ -697,13 +697,27 @@ Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const
         if (sandbox_config_finalize(&c, &t->limits, &m->bounds, &error) < 0 ||
             sandbox_config_egress_defaults(&c, t->egress_allow, t->egress_deny, &error) < 0)
                 return NULL;
-        for (Sandbox *s = m->pooled; s; s = s->pool_next)
+        Sandbox *found = NULL;
+        unsigned n = 0;
+        for (Sandbox *s = m->pooled; s; s = s->pool_next) {
                 /* Never another owner's or another tenant's: only who released it may have it. */
-                if (s->released && s->owner == owner &&
-                    (resetting ? s->recycling && !s->recycle_waiter : !s->recycling && s->state == SANDBOX_RUNNING) &&
-                    streq(s->config.tenant, c.tenant) && streq(s->template_name, t->name) && limits_equal(&s->config, &c))
-                        return s;
-        return NULL;
+                if (!s->released || s->owner != owner || !streq(s->config.tenant, c.tenant) ||
+                    !streq(s->template_name, t->name) || !limits_equal(&s->config, &c))
+                        continue;
+                if (!resetting) {
+                        if (!s->recycling && s->state == SANDBOX_RUNNING)
+                                return s;
+                        continue;
+                }
+                n++;
+                if (!found && s->recycling && !s->recycle_waiter)
+                        found = s;
+        }
+        /* One that works a sandbox at a time (one released, being reset) gets a second one
+         * rather than wait: its creates then alternate between the two, each reset done
+         * while it uses the other. With more of them in play, a new unit's cost (tens of
+         * milliseconds, of systemd's and the kernel's CPU) is not worth a reset's wait. */
+        return n >= 2 ? found : NULL;
 }
 
 bool manager_evict_kept(Manager *m) {

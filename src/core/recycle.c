@@ -16,9 +16,9 @@
  *   4. the memory high-water mark starts afresh (where the kernel can), so that the next
  *      execs' records are theirs alone; CPU is counted per exec already.
  *
- * A create that finds none kept but one being reset for the same owner, tenant, template
- * and limits waits for it (recycle_wait(); RECYCLE_WAIT_USEC at most): a reset takes about
- * a millisecond, a new sandbox tens of them and a unit of its own.
+ * A create that finds none kept but two or more being reset for the same owner, tenant,
+ * template and limits waits for one (recycle_wait(); RECYCLE_WAIT_USEC at most): a reset
+ * takes about a millisecond, a new sandbox tens of them and a unit of its own.
  *
  * If any step fails or takes too long, the sandbox is destroyed, never kept. A kept one
  * is destroyed after its template's recycle_idle_sec, when its template changes, and

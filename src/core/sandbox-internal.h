@@ -234,7 +234,8 @@ void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
 /* sandboxd exits, or the sandbox ends, during a release: its caller is told. */
 void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
 /* A kept sandbox of t for the caller's owner, tenant and the limits config asks for, or
- * NULL. With resetting, one being reset for them that no create waits for yet. */
+ * NULL. With resetting, one being reset for them that no create waits for yet, if two or
+ * more of theirs are (released, reset or not). */
 Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
                                bool resetting);
 /* The create (owner, config, cb) waits for s's reset and gets s once it is done; if that

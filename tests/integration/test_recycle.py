@@ -546,58 +546,93 @@ class Recycle(unittest.TestCase):
         self.assertEqual(source, 'recycled')
         return sid
 
-    def test_create_waits_for_a_reset(self):
-        # A create that finds none of the caller's kept but one being reset waits for that
-        # one (a reset takes a millisecond or two, a new sandbox tens of them and a unit).
-        # The renewal server stopped holds the reset in its last step.
-        sid = self.release_recycled()
-        unit = unit_of(sid)
+    def release_stalled(self, *sids):
+        """SIDS released while the renewal server is stopped: their resets wait in its last
+        step. Returns (the server's pid, the threads the releases are answered in, their
+        replies): SIGCONT the server, then join."""
         server = renew_server()
         os.kill(server, signal.SIGSTOP)
-        released, acquired = {}, {}
-        threads = [threading.Thread(target=lambda: released.update(reply=vl('ReleaseSandbox', {'id': sid})))]
-        threads[0].start()
+        replies = {}
+        threads = [threading.Thread(target=lambda sid=sid: replies.update({sid: vl('ReleaseSandbox', {'id': sid})}))
+                   for sid in sids]
+        for t in threads:
+            t.start()
+        self.assertTrue(wait_for(lambda: pool()['resetting'] == len(sids), timeout=5), pool())
+        return server, threads, replies
+
+    def resume(self, server, threads, replies):
+        os.kill(server, signal.SIGCONT)
+        for t in threads:
+            t.join(30)
+        for sid, reply in replies.items():
+            self.assertEqual(reply, ({'recycled': True}, None, None), sid)
+
+    def test_create_waits_for_a_reset(self):
+        # A create that finds none of the caller's kept, but two or more of them being
+        # reset, waits for one (a reset takes a millisecond or two, a new sandbox tens of
+        # them and a unit of its own).
+        first = self.release_recycled()
+        second, _ = self.acquire()
+        units = {unit_of(first), unit_of(second)}
+        self.assertEqual(len(units), 2)
+        server, threads, replies = self.release_stalled(first, second)
+        acquired = {}
         try:
-            self.assertTrue(wait_for(lambda: pool()['resetting'] == 1, timeout=5), pool())
             threads.append(threading.Thread(target=lambda: acquired.update(reply=vl(
                 'AcquireSandbox', {'template': TEMPLATE, 'options': {}}))))
-            threads[1].start()
+            threads[-1].start()
             # It waits 100 ms at most: looked for without a pause (a GetPool is about 1 ms).
             self.assertTrue(wait_for(lambda: pool()['waiting'] == 1, timeout=5, interval=0), pool())
         finally:
-            os.kill(server, signal.SIGCONT)
-            for t in threads:
-                t.join(30)
-        self.assertEqual(released['reply'], ({'recycled': True}, None, None))
+            self.resume(server, threads, replies)
         reply, error, _ = acquired['reply']
         self.assertIsNone(error, acquired)
         self.addCleanup(self.destroy_quietly, reply['id'])
-        self.assertEqual((reply['source'], unit_of(reply['id'])), ('recycled', unit),
-                         'the waiting create got the sandbox whose reset it waited for')
-        self.assertEqual((pool()['waiting'], pool()['resetting']), (0, 0))
+        self.assertEqual(reply['source'], 'recycled')
+        self.assertIn(unit_of(reply['id']), units, 'the waiting create got one whose reset it waited for')
+        self.assertEqual((pool()['waiting'], pool()['resetting'], pool()['recycled']), (0, 0, 1))
 
     def test_create_waits_a_little_only(self):
-        # The reset takes longer than a create waits (100 ms): the create goes on with a new
-        # sandbox, and the reset, once done, keeps its sandbox for the next one.
+        # The resets take longer than a create waits (100 ms): it goes on with a new
+        # sandbox, and the resets, once done, keep theirs for the next ones.
+        first = self.release_recycled()
+        second, _ = self.acquire()
+        units = {unit_of(first), unit_of(second)}
+        server, threads, replies = self.release_stalled(first, second)
+        try:
+            started = time.monotonic()
+            other, source = self.acquire()
+            self.assertGreaterEqual(time.monotonic() - started, 0.1)
+            self.assertEqual(source, 'new')
+            self.assertNotIn(unit_of(other), units)
+        finally:
+            self.resume(server, threads, replies)
+        self.assertEqual(pool()['recycled'], 2)
+        again, source = self.acquire()
+        self.assertEqual(source, 'recycled')
+        self.assertIn(unit_of(again), units)
+
+    def test_lone_user_gets_a_second(self):
+        # One working a sandbox at a time (its only one being reset) does not wait: it gets
+        # a second, and its creates then alternate between the two.
         sid = self.release_recycled()
         unit = unit_of(sid)
-        server = renew_server()
-        os.kill(server, signal.SIGSTOP)
-        released = {}
-        t = threading.Thread(target=lambda: released.update(reply=vl('ReleaseSandbox', {'id': sid})))
-        t.start()
+        server, threads, replies = self.release_stalled(sid)
         try:
-            self.assertTrue(wait_for(lambda: pool()['resetting'] == 1, timeout=5), pool())
             other, source = self.acquire()
-            self.assertEqual(source, 'new')
-            self.assertNotEqual(unit_of(other), unit)
-            self.assertEqual(pool()['waiting'], 0)
+            self.assertEqual((source, pool()['waiting']), ('new', 0))
+            other_unit = unit_of(other)
+            self.assertNotEqual(other_unit, unit)
         finally:
-            os.kill(server, signal.SIGCONT)
-            t.join(30)
-        self.assertEqual(released['reply'], ({'recycled': True}, None, None))
-        again, source = self.acquire()
-        self.assertEqual((source, unit_of(again)), ('recycled', unit))
+            self.resume(server, threads, replies)
+        self.assertEqual(vl_ok('ReleaseSandbox', {'id': other}), {'recycled': True})
+        units = set()
+        for _ in range(4):
+            again, source = self.acquire()
+            self.assertEqual(source, 'recycled')
+            units.add(unit_of(again))
+            self.assertEqual(vl_ok('ReleaseSandbox', {'id': again}), {'recycled': True})
+        self.assertLessEqual(units, {unit, other_unit})
 
     def test_renew_server_death(self):
         # Started at the first reset, one for every sandbox; restarted after it died.
