@@ -710,7 +710,7 @@ Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const
                         continue;
                 }
                 n++;
-                if (!found && s->recycling && !s->recycle_waiter)
+                if (!found && s->recycling && !s->recycle_waiter && s->state == SANDBOX_RUNNING)
                         found = s;
         }
         /* One that works a sandbox at a time (one released, being reset) gets a second one
@@ -881,7 +881,9 @@ int manager_acquire_or_start(Manager *m, uid_t owner, const Template *t, Sandbox
         }
         /* One of the caller's own being reset is ready in a millisecond or so; a new one
          * takes tens of milliseconds and a unit of its own. */
-        s = may_wait ? manager_recycled_find(m, owner, t, config, true) : NULL;
+        /* Not a named one: its name is checked as it is asked for, and another create of
+         * that name could come meanwhile. */
+        s = may_wait && isempty(config->name) ? manager_recycled_find(m, owner, t, config, true) : NULL;
         if (s) {
                 r = recycle_wait(s, owner, config, cb, userdata);
                 if (r >= 0)

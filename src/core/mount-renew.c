@@ -110,10 +110,38 @@ static int server_read(RenewServer *server) {
         }
 }
 
+static int on_reaped_later(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        (void) child_status(fd);
+        /* Floating, owning fd: this frees it and closes fd. */
+        (void) sd_event_source_set_enabled(source, SD_EVENT_OFF);
+        sd_event_source_unref(source);
+        return 0;
+}
+
+/* Takes pidfd of a child that was sent SIGKILL: reaped now if it is gone, else whenever it
+ * ends (one in uninterruptible sleep takes its time), by a source the loop owns. */
+static void reap_killed(sd_event *event, int pidfd) {
+        sd_event_source *source = NULL;
+        siginfo_t si = {};
+
+        if (waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
+                safe_close(pidfd);
+                return;
+        }
+        if (sd_event_add_io(event, &source, pidfd, EPOLLIN, on_reaped_later, NULL) < 0) {
+                safe_close(pidfd); /* no memory: a zombie until we exit, not a stalled loop */
+                return;
+        }
+        (void) sd_event_source_set_io_fd_own(source, true);
+        (void) sd_event_source_set_floating(source, true);
+        sd_event_source_unref(source);
+}
+
 /* The server is gone, or to be: what it still said is heard, the rest fails. Started again
  * at the next renewal. */
 static void server_stop(RenewServer *server, int error) {
-        MountRenewal *pending;
+        uint64_t cutoff = server->next_id;
+        MountRenewal *r;
 
         if (server->fd >= 0)
                 (void) server_read(server);
@@ -122,17 +150,19 @@ static void server_stop(RenewServer *server, int error) {
         server->fd = safe_close(server->fd);
         if (server->pidfd >= 0) {
                 (void) syscall(SYS_pidfd_send_signal, server->pidfd, SIGKILL, NULL, 0);
-                (void) child_status(server->pidfd); /* killed: not long */
-                server->pidfd = safe_close(server->pidfd);
+                reap_killed(server->event, TAKE_FD(server->pidfd));
         }
         server->pid = 0;
 
-        /* A done may ask for a renewal (and start a new server): not one of these. */
-        pending = TAKE_PTR(server->renewals);
-        while (pending) {
-                MountRenewal *r = pending;
-
-                LIST_REMOVE(pending, r);
+        /* One at a time, each out of the list before its done: a done may free another of
+         * them (mount_renewal_free() takes it out of this list) or ask for a renewal (and
+         * start a new server: not one of these, by its id). */
+        for (;;) {
+                for (r = server->renewals; r && r->id >= cutoff; r = r->next)
+                        ;
+                if (!r)
+                        break;
+                LIST_REMOVE(server->renewals, r);
                 r->server = NULL;
                 if (error != 0)
                         r->done(error, r->userdata);
@@ -318,15 +348,22 @@ int mount_renewal_start(RenewServer *server, pid_t agent_pid, uid_t uid, gid_t g
         if (!r)
                 return -ENOMEM;
 
-        if (server->fd < 0) {
-                k = server_start(server);
-                if (k < 0)
-                        return log_error_errno(k, "Failed to start the mount renewal server: %m");
+        /* Never blocks: a server that takes no request (stuck, or dead and not reaped yet)
+         * is killed, and one new one asked once. */
+        for (int attempt = 0;; attempt++) {
+                if (server->fd < 0) {
+                        k = server_start(server);
+                        if (k < 0)
+                                return log_error_errno(k, "Failed to start the mount renewal server: %m");
+                }
+                if (send(server->fd, msg, (size_t) len, MSG_NOSIGNAL | MSG_DONTWAIT) == len)
+                        break;
+                k = errno == 0 ? -EIO : -errno;
+                log_warning_errno(k, "The mount renewal server takes no request, killing it: %m");
+                server_stop(server, EPIPE);
+                if (attempt > 0)
+                        return k;
         }
-        /* Never blocks: a server that takes no requests is one we cannot use. (One that
-         * died and was not reaped yet fails this renewal; the next starts a new one.) */
-        if (send(server->fd, msg, (size_t) len, MSG_NOSIGNAL | MSG_DONTWAIT) != len)
-                return errno == 0 ? -EIO : -errno;
 
         *r = (MountRenewal) { .server = server, .id = server->next_id++, .heard_before = server->n_heard, .done = done,
                               .userdata = userdata };

@@ -555,6 +555,7 @@ static int bwrap_renew(Sandbox *s) {
         r = bwrap_find_agent(s, &agent);
         if (r < 0)
                 return r;
+        payload_process_next_user(&b->process);
 
         MountRenew mounts[] = {
                 { SANDBOX_WORKDIR, s->config.disk_max, WORKDIR_MODE },

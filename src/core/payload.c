@@ -80,13 +80,14 @@ int payload_log_pipe(int ret[2]) {
         return pipe2(ret, O_CLOEXEC | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        PayloadProcess *p = userdata;
+/* One read of p's stderr pipe, logged: > 0 while there may be more, 0 once there is none
+ * for now, < 0 once it is closed (every writer gone; EOF or a failed read). */
+static int payload_log_read(PayloadProcess *p) {
         Sandbox *s = p->log_sandbox;
         char buf[4096];
         ssize_t n;
 
-        n = read(fd, buf, sizeof(buf));
+        n = read(p->log_fd, buf, sizeof(buf));
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
         if (n > 0) {
@@ -96,12 +97,25 @@ static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, voi
                     p->log_budget == 0)
                         log_sandbox(s, LOG_WARNING, 0, "Further messages of the payload of sandbox %s are not logged.",
                                     sandbox_get_id(s));
-                return 0;
+                return 1;
         }
         /* EOF (every writer gone) or a failed read: nothing more will come. */
         p->log_source = sd_event_source_disable_unref(p->log_source);
         p->log_fd = safe_close(p->log_fd);
+        return -EPIPE;
+}
+
+static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        (void) payload_log_read(userdata);
         return 0;
+}
+
+void payload_process_next_user(PayloadProcess *p) {
+        /* What is in the pipe is the last user's (its reset's complaints): logged under
+         * its id, before the sandbox gets another. */
+        while (p->log_fd >= 0 && payload_log_read(p) > 0)
+                ;
+        p->log_budget = PAYLOAD_LOG_LINES_MAX;
 }
 
 int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s) {

@@ -154,6 +154,9 @@ void payload_process_done(PayloadProcess *p);
  * the write end, non-blocking: nothing of theirs waits for us), and logs what comes
  * through it under s's unit and id (log_payload_output()) until all writers are gone. */
 int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s);
+/* A recycled sandbox is about to get its next user: what its processes wrote so far is
+ * logged now (under the last user's id), and the next user gets a budget of its own. */
+void payload_process_next_user(PayloadProcess *p);
 /* A pipe for a payload's stderr: ret[0] ours (for payload_process_forward_log()),
  * ret[1] its; both close-on-exec and non-blocking. */
 int payload_log_pipe(int ret[2]);

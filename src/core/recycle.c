@@ -54,6 +54,8 @@ struct RecycleWaiter {
         RecycleWaiter *prev, *next;
 };
 
+static void recycle_waiter_abandon(RecycleWaiter *w, const SandboxError *error);
+
 static RecycleWaiter *recycle_waiter_free(RecycleWaiter *w) {
         if (!w)
                 return NULL;
@@ -95,8 +97,13 @@ static void recycle_waiter_go_on(RecycleWaiter *w) {
         LIST_PREPEND(w->manager->waiters_going_on, w);
         w->going_on = true;
         w->source = sd_event_source_disable_unref(w->source);
-        if (sd_event_add_defer(w->manager->event, &w->source, on_waiter_go_on, w) < 0)
-                (void) on_waiter_go_on(NULL, w); /* no memory for a defer: now, then */
+        if (sd_event_add_defer(w->manager->event, &w->source, on_waiter_go_on, w) < 0) {
+                /* Not from here (inside a reset's failure or a sandbox's free): answered. */
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                sandbox_error_set_errno(&error, -ENOMEM, "Failed to go on with the create: %m");
+                recycle_waiter_abandon(w, &error);
+        }
 }
 
 static int on_wait_expired(sd_event_source *source, uint64_t usec, void *userdata) {
@@ -112,7 +119,7 @@ int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_c
         RecycleWaiter *w;
         int r;
 
-        if (!s->recycling || s->recycle_waiter)
+        if (!s->recycling || s->recycle_waiter || s->state != SANDBOX_RUNNING)
                 return -EBUSY;
         w = calloc(1, sizeof(RecycleWaiter));
         if (!w)
@@ -181,9 +188,14 @@ void recycle_abandon_caller(Sandbox *s, const SandboxError *error) {
         RecycleWaiter *w = s->recycle_waiter;
 
         recycle_answer(s, error);
-        /* sandboxd stops: a create waiting for it is told so, not left to go on. */
-        if (w)
+        if (!w)
+                return;
+        if (error)
+                /* sandboxd stops: a create waiting for it is told so, not left to go on. */
                 recycle_waiter_abandon(w, error);
+        else
+                /* It ended: the create goes on without it. */
+                recycle_waiter_go_on(w);
 }
 
 /* The sandbox cannot be used again: it goes, and the release's caller is answered once it
@@ -310,7 +322,7 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
         const Template *t;
         int r;
 
-        if (!s->recycling)
+        if (!s->recycling || s->state != SANDBOX_RUNNING)
                 return;
         if (failure) {
                 recycle_fail(s, failure);

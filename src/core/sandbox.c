@@ -466,6 +466,11 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
         if (s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD)
                 return;
         sandbox_set_state(s, SANDBOX_STOPPING);
+        /* Stopped while being reset (its template replaced, its unit stopped, its payload
+         * dead): no longer kept, whatever the renewal still under way says, and a create
+         * waiting for it goes on without it. */
+        s->recycling = false;
+        recycle_waiter_release(s);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
 

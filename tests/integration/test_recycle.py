@@ -612,6 +612,45 @@ class Recycle(unittest.TestCase):
         self.assertEqual(source, 'recycled')
         self.assertIn(unit_of(again), units)
 
+    def test_waited_for_sandbox_destroyed(self):
+        # The sandboxes being reset go (their template is replaced) while a create waits for
+        # one: the create goes on with a new one, and sandboxd lives on.
+        first = self.release_recycled()
+        second, _ = self.acquire()
+        units = {unit_of(first), unit_of(second)}
+        server = renew_server()
+        os.kill(server, signal.SIGSTOP)
+        replies, acquired = {}, {}
+        threads = [threading.Thread(target=lambda sid=sid: replies.update({sid: vl('ReleaseSandbox', {'id': sid})}))
+                   for sid in (first, second)]
+        threads.append(threading.Thread(target=lambda: acquired.update(reply=vl(
+            'AcquireSandbox', {'template': TEMPLATE, 'options': {}}))))
+        try:
+            for t in threads[:2]:
+                t.start()
+            self.assertTrue(wait_for(lambda: pool()['resetting'] == 2, timeout=5), pool())
+            threads[2].start()
+            self.assertTrue(wait_for(lambda: pool()['waiting'] == 1, timeout=5, interval=0), pool())
+            vl_ok('CreateTemplate', {'name': TEMPLATE, 'json': TEMPLATE_JSON})
+            threads[2].join(30)
+        finally:
+            try:
+                os.kill(server, signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # killed by sandboxd: it answered nothing since the renewals it dropped
+            for t in threads:
+                t.join(30)
+        reply, error, _ = acquired['reply']
+        self.assertIsNone(error, acquired)
+        self.addCleanup(self.destroy_quietly, reply['id'])
+        self.assertEqual(reply['source'], 'new')
+        self.assertNotIn(unit_of(reply['id']), units)
+        for sid in (first, second):
+            self.assertEqual(replies[sid], ({'recycled': False}, None, None), sid)
+        for unit in units:
+            self.assertTrue(wait_for(lambda unit=unit: not S.unit_pids(unit)), f'{unit} must be gone')
+        self.assertEqual((pool()['waiting'], pool()['resetting'], pool()['recycled']), (0, 0, 0))
+
     def test_lone_user_gets_a_second(self):
         # One working a sandbox at a time (its only one being reset) does not wait: it gets
         # a second, and its creates then alternate between the two.
