@@ -69,9 +69,10 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         /* Held after its setup until the daemon has put it into its scope. */
         ARG("--block-fd"); ARG(STRINGIFY(PAYLOAD_BLOCK_FD));
         ARG("--info-fd"); ARG(STRINGIFY(PAYLOAD_INFO_FD));
-        if (p->seccomp_fd >= 0) {
-                ARG("--seccomp"); ARG(STRINGIFY(PAYLOAD_SECCOMP_FD));
-        }
+        /* Never without the policy: it is what refuses user namespaces (above). */
+        if (p->seccomp_fd < 0)
+                return -EINVAL;
+        ARG("--seccomp"); ARG(STRINGIFY(PAYLOAD_SECCOMP_FD));
 
         /* Its own /etc, before the template's binds into it (the tree has their mount
          * points), with its own machine id over the tree's empty one. */

@@ -156,10 +156,16 @@ static int renew_mounts(const char *target, char **mounts) {
         char path[64], end;
         int mnt_fd, root_fd, userns_fd, ipc_fd, r;
 
-        if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || !mounts[0])
+        /* Never root's ids: as root, the namespaces below would be any process's. */
+        if (sscanf(target, "%u:%u:%u%c", &pid, &uid, &gid, &end) != 3 || pid == 0 || uid == 0 || gid == 0 ||
+            !mounts[0])
                 return fail("usage: renew ID PID:UID:GID PATH=SIZE:MODE...", EINVAL);
         if (syscall(SYS_setgroups, 0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return fail("dropping privileges", errno);
+        /* Not ours to be traced or read by the sandbox's uid, whatever fs.suid_dumpable is:
+         * we hold its old mounts and our socket to sandboxd. */
+        if (prctl(PR_SET_DUMPABLE, 0) < 0)
+                return fail("PR_SET_DUMPABLE", errno);
 
         snprintf(path, sizeof(path), "/proc/%u/ns/mnt", pid);
         mnt_fd = open(path, O_RDONLY | O_CLOEXEC);
