@@ -207,7 +207,7 @@ class Paths:
                 return f.read()
         # Not configured yet (running by hand): ExecStart is overridden by the drop-in.
         with open(self.service_in) as f:
-            return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+            return f.read().replace('@sbindir@', os.path.dirname(self.sandboxd))
 
     def http_service_text(self):
         """sandboxd-http.service as built (its ExecStart is overridden by the drop-in)."""
