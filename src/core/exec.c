@@ -82,8 +82,9 @@ void exec_result_from_exit(ExecResult *r, const struct agent_exit *x, bool timed
         r->signal = x->signal > 0 ? x->signal : 0;
         r->exit_status = x->signal > 0 ? 128 + x->signal : x->code;
         r->timed_out = timed_out;
-        /* Only a kill can be the OOM killer's; a process that exited by itself was not. */
-        r->oom_killed = oom_killed && x->signal == SIGKILL;
+        /* The cgroup's own count across the exec decides, whatever the top process says: a
+         * shell or a pipeline whose child the OOM killer took may well exit 137 or 0. */
+        r->oom_killed = oom_killed;
         r->duration_usec = x->duration_usec;
         r->cpu_usec = x->utime_usec + x->stime_usec;
         r->max_rss_bytes = x->maxrss_kb * 1024ULL;

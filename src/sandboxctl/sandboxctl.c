@@ -322,8 +322,14 @@ static int destroy_sandbox(SandboxHandle *h, SandboxDestroyMode mode) {
 static int exec_result_exit_status(const SandboxExecResult *res) {
         if (res->timed_out)
                 return EXIT_TIMED_OUT;
-        if (res->oom_killed)
+        if (res->oom_killed) {
+                /* Said even when the command itself exited 0 (a pipeline whose first member
+                 * was killed), as systemd-run says a unit's "Finished with result: oom-kill". */
+                (void) log_error("The command finished with result: oom-kill (a process of the sandbox was killed "
+                          "for exceeding its memory limit; the command's own status was %" PRIi32 ").",
+                          res->exit_status);
                 return EXIT_OOM_KILLED;
+        }
         if (res->exit_status < 0 || res->exit_status > 255)
                 return log_error_errno(EBADMSG, "Command ended with invalid exit status %" PRIi32 ".",
                                        res->exit_status);

@@ -124,6 +124,45 @@ class Limits(Base):
         cp = self.ok(self.exec(sid, 'echo', 'alive'))
         self.assertEqual(cp.stdout, 'alive\n')
 
+    # Issue 27: the OOM killer took a child, not the top process. The shell exits 137 by
+    # itself (no signal), a pipeline 0: only the cgroup's own oom_kill count tells.
+    SHELL_OOM = ('sh', '-c', 'python3 -c "b = bytearray(400 << 20)"; exit $?')
+    PIPELINE_OOM = ('sh', '-c', 'dd if=/dev/zero of=/dev/stdout bs=400M count=1 2>/dev/null | tail -c 1 | wc -c')
+
+    def oom_case(self):
+        """Which cgroup file counts OOM kills on this host (printed for the report)."""
+        v2 = os.path.exists(os.path.join(harness.CGROUP_FS, 'cgroup.controllers'))
+        return 'cgroup v2 memory.events' if v2 else 'cgroup v1 memory.oom_control (hybrid host)'
+
+    def test_oom_of_a_child_is_reported_by_sandboxctl(self):
+        sid = self.create('--template', 'python', '--memory', '128M')
+        print(f'\n# OOM kills read from: {self.oom_case()}', file=sys.stderr)
+        for cmd, status in ((self.SHELL_OOM, 137), (self.PIPELINE_OOM, 0)):
+            _cp, res = self.exec_json(sid, *cmd)
+            self.assertIs(res['oom_killed'], True, (cmd, res))
+            self.assertEqual(res['exit_status'], status, (cmd, res))
+            # Plain exec: the command's output streamed, the OOM kill said on stderr, 137.
+            cp = self.exec(sid, *cmd)
+            self.assertEqual(cp.returncode, 137, (cmd, cp.stdout, cp.stderr))
+            self.assertIn('oom-kill', cp.stderr, cmd)
+            self.assertIn(f"the command's own status was {status}", cp.stderr, cmd)
+        cp = self.ctl('run', '--template', 'python', '--memory', '128M', '--', *self.SHELL_OOM)
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        self.assertIn('oom-kill', cp.stderr)
+        # A command that ends normally afterwards is no OOM kill: the count is per exec.
+        _cp, res = self.exec_json(sid, 'true')
+        self.assertIs(res['oom_killed'], False, res)
+
+    def test_oom_of_a_child_is_reported_over_varlink(self):
+        sid = self.create('--template', 'python', '--memory', '128M')
+        for cmd, status in ((self.SHELL_OOM, 137), (self.PIPELINE_OOM, 0)):
+            for more in (False, True):
+                replies, error, params = S.varlink_call('Exec', {'id': sid, 'argv': list(cmd)}, more=more)
+                self.assertIsNone(error, params)
+                info = replies[-1]['info']
+                self.assertIs(info['oomKilled'], True, (cmd, more, replies[-1]))
+                self.assertEqual(replies[-1]['exitStatus'], status, (cmd, more, replies[-1]))
+
     def test_sigkill_is_not_reported_as_oom(self):
         sid = self.create()
         _cp, res = self.exec_json(sid, 'sh', '-c', 'kill -9 $$')

@@ -224,6 +224,20 @@ class SyncAPI(Base):
         self.assertIn('OOM', r.error)
         self.assertTrue(sbx.is_running(), 'the sandbox outlives its command')
 
+    def test_oom_of_a_shell_child_or_a_pipeline(self):
+        # Issue 27: a shell string (the shell exits 137 by itself) and a pipeline (exit 0):
+        # the cgroup's OOM count says what the top process cannot.
+        sbx = self.create(memory='128M')
+        r = sbx.commands.run('python3 -c "b = bytearray(400 << 20)"; exit $?')
+        self.assertTrue(r.oom_killed, r)
+        self.assertEqual(r.exit_code, 137, r)
+        self.assertIn('OOM', r.error)
+        r = sbx.commands.run('dd if=/dev/zero bs=400M count=1 2>/dev/null | tail -c 1 | wc -c')
+        self.assertTrue(r.oom_killed, r)
+        self.assertEqual((r.exit_code, r.stdout.strip()), (0, '0'), r)
+        r = sbx.commands.run('echo fine')
+        self.assertFalse(r.oom_killed, r)
+
     def test_background_commands(self):
         sbx = self.create('shell')
         h = sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done; echo err >&2', background=True)

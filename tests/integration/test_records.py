@@ -289,6 +289,18 @@ class WithMariaDB(Base):
         # cgroup_cpu_nsec: read by the core (cgroup_read_cpu_nsec()); 0 when it cannot.
         self.assertGreaterEqual(int(r['cgroup_cpu_nsec']), 0, r)
 
+    def test_oom_kill_of_a_child(self):
+        # Issue 27: a shell's child (the shell exits 137 itself) and a pipeline's first
+        # member (exit 0): the record says oom_killed from the cgroup's count.
+        sid = self.create('--template', 'python', '--memory', '128M')
+        cp = self.exec(sid, 'sh', '-c', 'python3 -c "b = bytearray(400 << 20)"; exit $?')
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        cp = self.exec(sid, 'sh', '-c', 'dd if=/dev/zero bs=400M count=1 2>/dev/null | tail -c 1 | wc -c')
+        self.assertEqual(cp.returncode, 137, cp.stderr)
+        rows = self.rows(sid, n=2)
+        self.assertEqual([(r['oom_killed'], r['exit_status'], r['term_signal']) for r in rows],
+                         [('1', '137', '0'), ('1', '0', '0')], rows)
+
     def test_signal(self):
         sid = self.create()
         cp = self.exec(sid, 'sh', '-c', 'kill -TERM $$')

@@ -32,11 +32,16 @@ static void test_exit_mapping(void **state) {
         assert_int_equal(r.signal, SIGKILL);
         assert_true(r.oom_killed);
 
-        /* An OOM kill elsewhere in the sandbox does not make a normal exit an OOM. */
+        /* The cgroup counted an OOM kill during the exec: whatever the top process says,
+         * a shell's child or a pipeline's member was killed (sh exits 137, a pipeline 0). */
         exec_result_from_exit(&r, &(struct agent_exit) { .code = 0 }, false, true);
-        assert_false(r.oom_killed);
-        /* Nor does a SIGSEGV. */
-        exec_result_from_exit(&r, &(struct agent_exit) { .code = -1, .signal = SIGSEGV }, false, true);
+        assert_true(r.oom_killed);
+        assert_int_equal(r.exit_status, 0);
+        exec_result_from_exit(&r, &(struct agent_exit) { .code = 137 }, false, true);
+        assert_true(r.oom_killed);
+        assert_int_equal(r.exit_status, 137);
+        /* And none counted: a SIGKILL or a SIGSEGV is no OOM kill. */
+        exec_result_from_exit(&r, &(struct agent_exit) { .code = -1, .signal = SIGSEGV }, false, false);
         assert_false(r.oom_killed);
         assert_int_equal(r.exit_status, 128 + SIGSEGV);
 
