@@ -8,6 +8,7 @@
 # Standard output is standard error here (sandbox-run's sh wrapper did 3>&1 1>&2), so
 # whatever the handler prints is a log line and never mixes with its result.
 
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -80,7 +81,10 @@ def load_handler(path, name):
         trace = [f'  File "{e.filename}" Line {e.lineno}\n    {(e.text or "").strip()}\n']
         fail('syntax', error_object(e, 'Runtime.UserCodeSyntaxError',
                                     f"Syntax error in module '{module_name}': {e}", trace))
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    # The loader named explicitly: spec_from_file_location() guesses one from the suffix
+    # and gives None for a handler file that does not end in .py (h.txt, a bare name).
+    spec = importlib.util.spec_from_file_location(module_name, path,
+                                                  loader=importlib.machinery.SourceFileLoader(module_name, path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:

@@ -52,6 +52,11 @@ def handler(event, context):
 def nothing(event, context):
     pass
 ''',
+    # Issue 27: another extension, run with --template python (the bootstrap crashed).
+    'h.txt': '''
+def handler(event, context):
+    return {"got": event, "name": context.function_name}
+''',
     'raises.py': '''
 def handler(event, context):
     inner(event)
@@ -176,6 +181,11 @@ class SandboxRun(harness.SystemTestCase):
         cp = self.run_handler(path('echo.py'), '--handler', 'nothing')
         self.assert_exit(cp, 0)
         self.assertEqual(cp.stdout, 'null\n')
+
+    def test_handler_file_of_another_extension(self):
+        cp = self.run_handler(path('h.txt'), '--template', 'python', '--event', '{"a": 1}')
+        self.assert_exit(cp, 0)
+        self.assertEqual(json.loads(cp.stdout), {'got': {'a': 1}, 'name': 'h'})
 
     def test_event_from_file_and_stdin(self):
         with open(path('event.json'), 'w') as f:
