@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import json
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence, TypeVar
@@ -226,7 +227,10 @@ class SandboxPool:
             text.update(limits=limits, pool=pool,
                         description=f'{base} with a warm pool of {self.pool_size} (sandboxd Python client)')
             body = json.dumps(text, sort_keys=True)
-            name = f'{base}-pool-{hashlib.sha256(body.encode()).hexdigest()[:12]}'
+            # A template of this pool's own: two pools of one config sharing one would
+            # count each other's sandboxes as theirs, and the first close() would remove
+            # the other's template. The hash says what it is, the token whose it is.
+            name = f'{base}-pool-{hashlib.sha256(body.encode()).hexdigest()[:12]}-{secrets.token_hex(4)}'
             self._run(_ops.call('CreateTemplate', name=name, json=body))
             self.template, self._made_template = name, name
         deadline = time.monotonic() + wait

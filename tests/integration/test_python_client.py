@@ -497,6 +497,38 @@ class Seeds(Base):
         finally:
             pool.close()
 
+    def test_two_pools_of_one_config_are_apart(self):
+        # Issue 27: two pools with the same config shared one template: while one held its
+        # sandboxes the other's acquire() was None, and closing one broke the other.
+        dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
+        config = SandboxConfig(language='python', timeout_seconds=5, max_memory_mb=128)
+        one = SandboxPool(pool_size=1, transport=self.t, template_dirs=dirs)
+        two = SandboxPool(pool_size=1, transport=self.t, template_dirs=dirs)
+        one.initialize(config)
+        try:
+            two.initialize(config)
+            try:
+                self.assertNotEqual(one.template, two.template)
+                a = one.acquire()
+                self.assertIsNotNone(a)
+                b = two.acquire()
+                self.assertIsNotNone(b, "the other pool's sandbox in use made this one's acquire() None")
+                one.release(a)
+                one.close()
+                self.assertEqual(b.execute('print(6 * 7)').stdout, '42\n')
+                two.release(b)
+                c = two.acquire()
+                self.assertIsNotNone(c, "closing the other pool broke this one")
+                self.assertEqual(c.execute('print(1)').exit_code, 0)
+                two.release(c)
+            finally:
+                two.close()
+        finally:
+            one.close()
+        names = [t.name for t in Sandbox.templates(transport=self.t)]
+        self.assertNotIn(one.template, names)
+        self.assertNotIn(two.template, names)
+
     def test_seed_001_pool_on_sandboxd_pool(self):
         dirs = [os.environ.get('SANDBOXD_TEMPLATES_DIR', os.path.join(SOURCE, 'templates'))]
         pool = SandboxPool(pool_size=2, transport=self.t, template_dirs=dirs)
