@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import posixpath
+import re
 import time
 import urllib.parse
 from typing import Any, AsyncGenerator, Callable, Iterator
@@ -299,31 +300,39 @@ class HttpTransport(Transport):
         return self._events(self._request('POST', self._session(p, '/execute'), body, accept='text/event-stream'))
 
     def _events(self, r: _Response) -> Iterator[Reply]:
-        """Exec's server-sent events: stdout and stderr (each the chunk's bytes, its lines
-        as data: lines), then result (JSON) or error."""
+        """Exec's server-sent events (sandboxd-http(8), EVENTS): stdout and stderr (each a
+        chunk, {"data", "encoding"}: utf-8 text or base64), then result (JSON) or error.
+        Lines end at CR, LF or CRLF, as the WHATWG event-stream parser reads them."""
         try:
-            event, data = 'message', []
+            event, data, rest = 'message', [], b''
             while True:
-                line = r.resp.readline()
-                if not line:
+                chunk = r.resp.read1(65536) if hasattr(r.resp, 'read1') else r.resp.readline()
+                if not chunk:
                     raise SandboxConnectionError('sandboxd-http ended the stream before the result')
-                line = line[:-1] if line.endswith(b'\n') else line   # only \n: a \r is the output's
-                if line.startswith(b'event:'):
-                    event = line[6:].strip().decode()
-                elif line.startswith(b'data:'):
-                    data.append(line[6:] if line.startswith(b'data: ') else line[5:])
-                elif not line and data:
-                    payload = b'\n'.join(data)
-                    event, data, name = 'message', [], event
-                    if name in ('stdout', 'stderr'):
-                        yield Reply({name: _b64(payload)}, True)
-                    elif name == 'result':
-                        o = json.loads(payload)
-                        yield Reply({'exitStatus': o.get('exit_code'), 'info': o.get('info') or {}}, False)
-                        return
-                    elif name == 'error':
-                        e = json.loads(payload)
-                        raise http_error(500, json.dumps({'error': e}).encode())
+                rest += chunk
+                while True:
+                    m = re.search(b'\r\n|\r|\n', rest)
+                    if not m or (m.group() == b'\r' and m.end() == len(rest)):
+                        break       # a CR at the end may be the first half of a CRLF
+                    line, rest = rest[:m.start()], rest[m.end():]
+                    if line.startswith(b'event:'):
+                        event = line[6:].strip().decode()
+                    elif line.startswith(b'data:'):
+                        data.append(line[6:] if line.startswith(b'data: ') else line[5:])
+                    elif not line and data:
+                        payload = b'\n'.join(data)
+                        event, data, name = 'message', [], event
+                        if name in ('stdout', 'stderr'):
+                            o = json.loads(payload)
+                            out = base64.b64decode(o['data']) if o.get('encoding') == 'base64' else o['data'].encode()
+                            yield Reply({name: _b64(out)}, True)
+                        elif name == 'result':
+                            o = json.loads(payload)
+                            yield Reply({'exitStatus': o.get('exit_code'), 'info': o.get('info') or {}}, False)
+                            return
+                        elif name == 'error':
+                            e = json.loads(payload)
+                            raise http_error(500, json.dumps({'error': e}).encode())
         finally:
             r.conn.close()
 

@@ -5,6 +5,7 @@ bridge does, bodies, status codes, error objects and server-sent events included
 records the requests, so that each translation of a method to its route is checked."""
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -27,8 +28,14 @@ SNAPSHOT = {'id': '00112233445566778899aabbccddeeff', 'source': SANDBOX['id'], '
 
 
 def sse(event, data):
-    lines = data.split(b'\n')
-    return b'event: ' + event.encode() + b'\n' + b''.join(b'data: ' + line + b'\n' for line in lines) + b'\n'
+    """As sandboxd-http writes them: output as {"data", "encoding"}, one data: line of JSON."""
+    if event in ('stdout', 'stderr'):
+        try:
+            o = {'data': data.decode(), 'encoding': 'utf-8'}
+        except UnicodeDecodeError:
+            o = {'data': base64.b64encode(data).decode(), 'encoding': 'base64'}
+        data = json.dumps(o).encode()
+    return b'event: ' + event.encode() + b'\ndata: ' + data + b'\n\n'
 
 
 class Bridge(BaseHTTPRequestHandler):

@@ -395,31 +395,42 @@ static json_object *transform_started(HttpRequest *req, json_object *parameters,
         return TAKE_PTR(o);
 }
 
-/* Server-sent events: one per chunk of output, its lines each a "data:" line, so that the
- * client's reassembled data is the chunk exactly. */
-static int sse_event(HttpRequest *req, const char *event, const char *data, size_t size) {
-        int r = http_request_stream_printf(req, "event: %s\n", event);
-
-        for (size_t i = 0; r >= 0;) {
-                const char *nl = memchr(data + i, '\n', size - i);
-                size_t n = nl ? (size_t) (nl - (data + i)) : size - i;
-
-                r = http_request_stream_write(req, "data: ", 6);
-                if (r >= 0)
-                        r = http_request_stream_write(req, data + i, n);
-                if (r >= 0)
-                        r = http_request_stream_write(req, "\n", 1);
-                if (!nl)
-                        break;
-                i += n + 1;
-        }
-        return r < 0 ? r : http_request_stream_write(req, "\n", 1);
-}
-
+/* Server-sent events: each one "event:" line and one "data:" line of JSON. JSON text as
+ * json-c writes it holds no CR or LF (they are escaped in strings), so nothing the sandboxed
+ * code writes can end a field or an event early, nor add one (sandboxd-http(8), EVENTS). */
 static int sse_json(HttpRequest *req, const char *event, json_object *o) {
         const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 
-        return s ? sse_event(req, event, s, strlen(s)) : -ENOMEM;
+        if (!s)
+                return -ENOMEM;
+        if (strpbrk(s, "\r\n"))      /* never: a JSON writer that changed would be caught here */
+                return -EBADMSG;
+        return http_request_stream_printf(req, "event: %s\ndata: %s\n\n", event, s);
+}
+
+/* A chunk of output as {"data": TEXT, "encoding": "utf-8"}, or "base64" when it is not
+ * UTF-8 (a chunk may also end inside a character). */
+static int sse_output(HttpRequest *req, const char *event, const uint8_t *data, size_t size) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        bool utf8 = utf8_is_valid_n(data, size);
+
+        if (!o ||
+            json_add(o, "data", utf8 ? json_object_new_string_len((const char *) (data ?: (const uint8_t *) ""), (int) size)
+                                     : json_object_new_base64(data, size)) < 0 ||
+            json_add(o, "encoding", json_object_new_string(utf8 ? "utf-8" : "base64")) < 0)
+                return -ENOMEM;
+        return sse_json(req, event, o);
+}
+
+/* An error reply of sandboxd's in a stream that has started: {"code", "message"}. */
+static int sse_error(HttpRequest *req, const char *error, json_object *parameters) {
+        _cleanup_json_ json_object *e = json_object_new_object();
+
+        if (!e ||
+            json_add(e, "code", json_object_new_string(startswith_str(error, IFACE) ? error + strlen(IFACE) : error)) < 0 ||
+            json_add(e, "message", json_object_get(get(parameters, "message"))) < 0)
+                return -ENOMEM;
+        return sse_json(req, "error", e);
 }
 
 static int on_exec_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -428,10 +439,7 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
         int r = 0;
 
         if (error) {
-                _cleanup_json_ json_object *e = json_object_new_object();
-                (void) json_add(e, "code", json_object_new_string(error));
-                (void) json_add(e, "message", json_object_get(get(parameters, "message")));
-                (void) sse_json(req, "error", e);
+                (void) sse_error(req, error, parameters);
                 http_request_stream_end(req, false);
                 return 0;
         }
@@ -445,7 +453,7 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
                         continue;
                 r = json_object_get_base64(b, &d, &n);
                 if (r >= 0)
-                        r = sse_event(req, name, (const char *) d, n);
+                        r = sse_output(req, name, d, n);
                 if (r < 0)
                         break;
         }
@@ -464,6 +472,42 @@ static int on_exec_stream(HttpRequest *req, json_object *parameters, const char 
                 http_request_stream_end(req, !o);
         }
         return 0;
+}
+
+/* A streamed call (Exec, GetLogs with follow) starts only once the session is known to
+ * be the tenant's: a missing or foreign one is answered 404 with the error body, before any
+ * 200 and event: an SSE client's error handling sees the status. The call's parameters
+ * wait as the request's data; the reply callback is userdata. */
+static void json_put_data(void *p) {
+        json_object_put(p);
+}
+
+static int on_stream_checked(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                             void *userdata) {
+        _cleanup_json_ json_object *p = json_object_get(http_request_get_data(req));
+        int r;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        http_request_set_data(req, NULL, NULL);
+        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return http_request_reply_errno(req, r);
+        r = http_backend_call(req, json_object_get_string(get(p, "method")), json_object_get(get(p, "parameters")),
+                              VARLINK_CALL_MORE, userdata, NULL);
+        if (r < 0)
+                http_request_stream_end(req, true);
+        return 0;
+}
+
+static int stream_call(HttpRequest *req, const char *method, json_object *parameters, http_backend_reply_t callback) {
+        _cleanup_json_ json_object *p = parameters, *d = json_object_new_object();
+
+        if (!p || !d || json_add(d, "method", json_object_new_string(method)) < 0 ||
+            json_add(d, "parameters", TAKE_PTR(p)) < 0)
+                return -ENOMEM;
+        http_request_set_data(req, TAKE_PTR(d), json_put_data);
+        return http_backend_call(req, IFACE "GetSandbox", params_with_id(req), 0, on_stream_checked, callback);
 }
 
 static bool wants_events(HttpRequest *req) {
@@ -493,10 +537,7 @@ static int route_execute(HttpRequest *req) {
                 return call_simple(req, IFACE "Start", TAKE_PTR(p), &started);
         if (!wants_events(req))
                 return call_simple(req, IFACE "Exec", TAKE_PTR(p), &exec);
-        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
-        if (r < 0)
-                return r;
-        return http_backend_call(req, IFACE "Exec", TAKE_PTR(p), VARLINK_CALL_MORE, on_exec_stream, NULL);
+        return stream_call(req, IFACE "Exec", TAKE_PTR(p), on_exec_stream);
 }
 
 /* ---- background executions ---- */
@@ -623,10 +664,6 @@ static int on_result_output(HttpRequest *req, json_object *parameters, const cha
             add_output(o, "stderr", get(parameters, "stderr")) < 0)
                 return http_request_reply_errno(req, -ENOMEM);
         return http_request_reply_json(req, 200, TAKE_PTR(o));
-}
-
-static void json_put_data(void *p) {
-        json_object_put(p);
 }
 
 static int on_result_wait(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -964,7 +1001,7 @@ static int on_log_stream(HttpRequest *req, json_object *parameters, const char *
         int r = 0;
 
         if (error) {
-                (void) sse_event(req, "error", error, strlen(error));
+                (void) sse_error(req, error, parameters);
                 http_request_stream_end(req, false);
                 return 0;
         }
@@ -983,7 +1020,6 @@ static int route_logs(HttpRequest *req) {
         const char *lines = http_request_query(req, "lines"), *follow = http_request_query(req, "follow");
         _cleanup_json_ json_object *p = params_with_id(req);
         uint64_t n = 100;
-        int r;
 
         if (lines && (parse_uint64(lines, &n) < 0 || n > SANDBOX_LOGS_LINES_MAX))
                 return reply_bad(req, "'%s' must be 0 to 10000.", "lines");
@@ -993,10 +1029,7 @@ static int route_logs(HttpRequest *req) {
                 return call_simple(req, IFACE "GetLogs", TAKE_PTR(p), &s);
         if (json_add(p, "follow", json_object_new_boolean(true)) < 0)
                 return -ENOMEM;
-        r = http_request_stream(req, 200, "text/event-stream", MHD_SIZE_UNKNOWN, NULL);
-        if (r < 0)
-                return r;
-        return http_backend_call(req, IFACE "GetLogs", TAKE_PTR(p), VARLINK_CALL_MORE, on_log_stream, NULL);
+        return stream_call(req, IFACE "GetLogs", TAKE_PTR(p), on_log_stream);
 }
 
 /* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */

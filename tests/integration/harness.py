@@ -1374,6 +1374,44 @@ def ci():
     return os.environ.get('CI', '').lower() in ('1', 'true', 'yes')
 
 
+def npm_ci(build, sources, name, files=()):
+    """npm ci of SOURCES' package-lock.json into BUILD/tests/NAME, once per lockfile, with
+    FILES of SOURCES beside it (Node resolves a script's imports from where it is); every
+    directory world-readable (tests run node as other users too). The directory."""
+    import hashlib
+    dest = os.path.join(build, 'tests', name)
+    node, npm = shutil.which('node'), shutil.which('npm')
+    if not node or not npm:
+        msg = 'node and npm are missing (tools/test installs them)'
+        if ci():
+            raise AssertionError(msg + '; CI=true makes this a failure')
+        raise unittest.SkipTest(msg)
+    with open(os.path.join(sources, 'package-lock.json'), 'rb') as f:
+        stamp = hashlib.sha256(f.read()).hexdigest()
+    stamp_file = os.path.join(dest, '.installed')
+    try:
+        with open(stamp_file) as f:
+            done = f.read() == stamp
+    except OSError:
+        done = False
+    if not done:
+        os.makedirs(dest, exist_ok=True)
+        for n in ('package.json', 'package-lock.json'):
+            shutil.copy(os.path.join(sources, n), dest)
+        cp = subprocess.run([npm, 'ci', '--prefix', dest, '--ignore-scripts', '--no-audit', '--no-fund'],
+                            capture_output=True, text=True, timeout=600)
+        if cp.returncode != 0:
+            raise AssertionError(f'npm ci of {sources} failed:\n{cp.stdout}{cp.stderr}')
+        with open(stamp_file, 'w') as f:
+            f.write(stamp)
+    for n in files:
+        shutil.copy(os.path.join(sources, n), dest)
+    for root, dirs, _ in os.walk(dest):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    return dest
+
+
 def module_setup():
     """setUpModule of every test module: (the system, whether this module booted it).
     The system run.py booted is shared; a module run alone boots its own. Skips the

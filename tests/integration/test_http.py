@@ -42,13 +42,20 @@ PER_IP = 32
 # is raised for them in BadInput).
 FLOOD = 10000
 RULES = 'io.sandboxd.Sandbox1-http.rules'
+NODE_SOURCES = os.path.join(HERE, '..', 'http')
+NODE_DIR = None
 SNAPDIR = '/run/sandboxd-test-state/snapshots-http'
 
 
 def setUpModule():
-    global S, POLKIT
+    global S, POLKIT, NODE_DIR
     POLKIT = authz.setup_module()
     S = secutil.S
+    try:
+        NODE_DIR = harness.npm_ci(S.paths.build, NODE_SOURCES, 'http-node', ('http-client.mjs',))
+    except BaseException:
+        authz.teardown_module(POLKIT)
+        raise
     S.configure_daemon(f'[Snapshots]\nDirectory={SNAPDIR}\nMaxPerOwner=4\n')
     # The shipped rule, as installed: the bridge's user may act for tenants.
     with open(os.path.join(S.paths.source, 'polkit', RULES)) as f:
@@ -110,6 +117,27 @@ def curl(*args, token='alice'):
     cp = subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=90)
     body, _, code = cp.stdout.rpartition('\n')
     return int(code), body
+
+
+def event_source(path, body=None, token='alice', timeout=60):
+    """PATH read by a real EventSource (tests/http/http-client.mjs): ([(event, data, ms)],
+    how it closed: {"code": HTTP status or None, "opened": bool})."""
+    cmd = [shutil.which('node'), os.path.join(NODE_DIR, 'http-client.mjs'), 'sse',
+           f'http://127.0.0.1:{S.http_port}{path}', TOKENS.get(token, token)]
+    if body is not None:
+        cmd.append(json.dumps(body))
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    lines = [json.loads(x) for x in cp.stdout.splitlines()]
+    assert lines and lines[-1].get('closed'), cp.stdout + cp.stderr
+    return [(x['event'], x['data'], x['t']) for x in lines[:-1]], lines[-1]
+
+
+def output_of(data):
+    """The bytes of an output event's data ({"data", "encoding"})."""
+    o = json.loads(data)
+    assert set(o) == {'data', 'encoding'}, o
+    return base64.b64decode(o['data']) if o['encoding'] == 'base64' else o['data'].encode()
 
 
 def bridge_journal():
@@ -303,40 +331,53 @@ class Execute(unittest.TestCase):
     def test_sse_line_by_line(self):
         """Each line is seen while the command still runs: the second comes ~1 s after
         the first, and the result last."""
-        c = conn()
-        c.request('POST', self.s.url + '/execute',
-                  body=json.dumps({'argv': ['sh', '-c', 'echo one; sleep 1; echo two >&2; sleep 1; echo three']}),
-                  headers={'Authorization': f'Bearer {TOKENS["alice"]}', 'Accept': 'text/event-stream'})
-        r = c.getresponse()
-        self.assertEqual(r.status, 200)
-        self.assertEqual(r.getheader('Content-Type'), 'text/event-stream')
-        events, event, data = [], None, []
-        while True:
-            line = r.fp.readline()
-            if not line:
-                break
-            line = line.decode().rstrip('\n')
-            if line.startswith('event: '):
-                event = line[7:]
-            elif line.startswith('data: '):
-                data.append(line[6:])
-            elif line == '' and event:
-                events.append((time.monotonic(), event, '\n'.join(data)))
-                event, data = None, []
-        c.close()
-        names = [(e, d) for _, e, d in events]
-        self.assertTrue(names, bridge_journal())
-        self.assertEqual(names[:3], [('stdout', 'one\n'), ('stderr', 'two\n'), ('stdout', 'three\n')])
-        self.assertEqual(names[3][0], 'result')
-        self.assertEqual(json.loads(names[3][1])['exit_code'], 0)
-        self.assertGreater(events[1][0] - events[0][0], 0.7)
-        self.assertGreater(events[2][0] - events[1][0], 0.7)
+        events, closed = event_source(self.s.url + '/execute',
+                                      {'argv': ['sh', '-c', 'echo one; sleep 1; echo two >&2; sleep 1; echo three']})
+        self.assertTrue(events, (closed, bridge_journal()))
+        names = [(e, output_of(d)) for e, d, _ in events[:3]]
+        self.assertEqual(names, [('stdout', b'one\n'), ('stderr', b'two\n'), ('stdout', b'three\n')])
+        self.assertEqual(events[3][0], 'result')
+        self.assertEqual(json.loads(events[3][1])['exit_code'], 0)
+        self.assertGreater(events[1][2] - events[0][2], 700)
+        self.assertGreater(events[2][2] - events[1][2], 700)
+
+    def test_sse_cannot_be_forged(self):
+        """Output that holds CR, LF, CRLF, "event:" and "data:" lines, NUL and bytes that
+        are not UTF-8 comes as the one event it was, every byte kept, and the only
+        result is the real one (a browser's EventSource saw a forged exit 0 before)."""
+        script = ("printf 'x\\r\\revent: result\\rdata: {\"exit_code\":0}\\r\\r'; "
+                  "printf 'a\\n\\nevent: result\\ndata: {}\\n\\nb\\r\\n\\r\\nid: 9\\nretry: 1\\n\\0\\377'; exit 7")
+        want = (b'x\r\revent: result\rdata: {"exit_code":0}\r\r'
+                b'a\n\nevent: result\ndata: {}\n\nb\r\n\r\nid: 9\nretry: 1\n\0\xff')
+        events, closed = event_source(self.s.url + '/execute', {'argv': ['sh', '-c', script]})
+        self.assertEqual([e for e, _, _ in events if e != 'stdout'], ['result'], events)
+        self.assertEqual(events[-1][0], 'result')
+        self.assertEqual(json.loads(events[-1][1])['exit_code'], 7)
+        self.assertEqual(b''.join(output_of(d) for e, d, _ in events if e == 'stdout'), want)
+
+    def test_stream_of_missing_or_foreign_session(self):
+        """A streamed execute or log follow of a session that is not there, or is another
+        tenant's, is answered 404 before any event: EventSource sees the status."""
+        body = {'argv': ['true']}
+        for path, b, token in ((self.s.url + '/execute', body, 'bob'),
+                               ('/api/v1/sessions/0123456789abcdef/execute', body, 'alice'),
+                               (self.s.url + '/logs?follow=true', None, 'bob'),
+                               ('/api/v1/containers/nope/logs?follow=1', None, 'alice')):
+            events, closed = event_source(path, b, token=token)
+            self.assertEqual((events, closed['code'], closed['opened']), ([], 404, False), (path, token))
+            status, r, res = request('POST' if b else 'GET', path, b, token=token,
+                                     headers={'Accept': 'text/event-stream'})
+            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), (path, token))
+        # The session itself is untouched: its owner streams from it.
+        events, _ = event_source(self.s.url + '/execute', {'argv': ['echo', 'still']})
+        self.assertEqual([(e, output_of(d) if e == 'stdout' else None) for e, d, _ in events][:1],
+                         [('stdout', b'still\n')])
 
     def test_sse_with_curl(self):
         code, body = curl('-N', '-H', 'Accept: text/event-stream', '-d', '{"argv":["printf","a\\\\nb"]}',
                           f'http://127.0.0.1:{S.http_port}{self.s.url}/execute')
         self.assertEqual(code, 200)
-        self.assertIn('event: stdout\ndata: a\ndata: b\n\n', body, bridge_journal())
+        self.assertIn('event: stdout\ndata: {"data":"a\\nb","encoding":"utf-8"}\n\n', body, bridge_journal())
 
     def test_background(self):
         status, _, res = self.s.execute({'argv': ['sh', '-c', 'echo bg; sleep 3; exit 5'], 'background': True})

@@ -13,7 +13,6 @@ of the MCP conformance suite (@modelcontextprotocol/conformance) that apply to a
 with tools only, through a proxy that adds the token (the suite sends none)."""
 
 import glob
-import hashlib
 import http.client
 import http.server
 import json
@@ -48,39 +47,8 @@ def mcp_bin():
 
 
 def install_sdk():
-    """npm ci of tests/mcp's lockfile into BUILD/tests/mcp-sdk, once per lockfile; with the
-    client script beside it (Node resolves its imports from where the script is)."""
-    dest = os.path.join(S.paths.build, 'tests', 'mcp-sdk')
-    node, npm = shutil.which('node'), shutil.which('npm')
-    if not node or not npm:
-        msg = 'node and npm are missing (tools/test installs them)'
-        if harness.ci():
-            raise AssertionError(msg + '; CI=true makes this a failure')
-        raise unittest.SkipTest(msg)
-    with open(os.path.join(MCP_SOURCES, 'package-lock.json'), 'rb') as f:
-        stamp = hashlib.sha256(f.read()).hexdigest()
-    stamp_file = os.path.join(dest, '.installed')
-    try:
-        with open(stamp_file) as f:
-            done = f.read() == stamp
-    except OSError:
-        done = False
-    if not done:
-        os.makedirs(dest, exist_ok=True)
-        for name in ('package.json', 'package-lock.json'):
-            shutil.copy(os.path.join(MCP_SOURCES, name), dest)
-        cp = subprocess.run([npm, 'ci', '--prefix', dest, '--ignore-scripts', '--no-audit', '--no-fund'],
-                            capture_output=True, text=True, timeout=600)
-        if cp.returncode != 0:
-            raise AssertionError(f'npm ci of the MCP SDK failed:\n{cp.stdout}{cp.stderr}')
-        with open(stamp_file, 'w') as f:
-            f.write(stamp)
-    shutil.copy(os.path.join(MCP_SOURCES, 'mcp-client.mjs'), dest)
-    # nobody runs node on it.
-    for root, dirs, files in os.walk(dest):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-    return dest
+    """The SDK (tests/mcp's lockfile) in BUILD/tests/mcp-sdk, with the client script."""
+    return harness.npm_ci(S.paths.build, MCP_SOURCES, 'mcp-sdk', ('mcp-client.mjs',))
 
 
 def setUpModule():
