@@ -5,6 +5,7 @@
  * every MHD_run()), requests dispatched through the route table (http-routes.c). */
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "http.h"
 #include "json-util.h"
 #include "log.h"
+#include "parse-util.h"
 #include "strv.h"
 
 #define HTTP_PATH_SEGMENTS_MAX 16
@@ -57,6 +59,8 @@ struct HttpRequest {
         json_object *json;
 
         bool started, suspended, gone, replied;
+        bool close;                      /* the reply closes the connection */
+        bool body_done;                  /* its body (if any) was read to the end */
         uint64_t discarded;
         struct MHD_Response *response;
         unsigned status;
@@ -201,6 +205,8 @@ static int request_set_response(HttpRequest *req, unsigned status, struct MHD_Re
         req->status = status;
         req->response = response;
         (void) MHD_add_response_header(response, "Cache-Control", "no-store");
+        if (req->close)
+                (void) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
         if (status == MHD_HTTP_UNAUTHORIZED)
                 (void) MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                                "Bearer realm=\"sandboxd\"");
@@ -368,17 +374,24 @@ void http_request_stream_end(HttpRequest *req, bool failed) {
 
 /* ---- connections ---- */
 
-/* A connection's deadline for its request's headers (slowloris: libmicrohttpd's own timeout
- * is an idle one, which a byte now and then defeats). Armed when the connection opens and
- * after each request, disarmed when a request's headers are complete. */
+/* A connection's deadlines (sandboxd-http(8), LIMITS). libmicrohttpd's own timeout is an
+ * idle one, which a byte now and then defeats, so:
+ *  - headers: complete within connection_timeout_sec of the connection's start or of its
+ *    previous request (slowloris); armed then, disarmed when a request's headers are in;
+ *  - a body: complete within body_timeout_sec of its headers; an upload's instead at
+ *    body_min_rate bytes per second over each window of body_timeout_sec, not counting
+ *    the time the bridge itself holds it (suspended, waiting on sandboxd). Bodies of
+ *    requests already answered (no token, too large, a route that takes none) get one
+ *    window, whatever the route. */
 typedef struct HttpConnection {
         HttpDaemon *daemon;
         struct MHD_Connection *connection;
         sd_event_source *deadline;
+        HttpRequest *req;                /* whose body is awaited; NULL: headers are */
+        uint64_t window_bytes;           /* body bytes in the current window */
 } HttpConnection;
 
-static int on_header_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
-        HttpConnection *c = userdata;
+static void connection_cut(HttpConnection *c) {
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(c->connection,
                                                                        MHD_CONNECTION_INFO_CONNECTION_FD);
 
@@ -386,17 +399,60 @@ static int on_header_deadline(sd_event_source *s, uint64_t usec, void *userdata)
         if (info)
                 (void) shutdown(info->connect_fd, SHUT_RDWR);
         daemon_kick(c->daemon);
+}
+
+static void connection_arm_usec(HttpConnection *c, uint64_t usec) {
+        if (!c->deadline)
+                return;
+        if (usec == 0) {
+                (void) sd_event_source_set_enabled(c->deadline, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time_relative(c->deadline, usec);
+        (void) sd_event_source_set_enabled(c->deadline, SD_EVENT_ONESHOT);
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        HttpConnection *c = userdata;
+        const HttpConfig *config = c->daemon->server->config;
+        HttpRequest *req = c->req;
+        uint64_t window = config->body_timeout_sec;
+
+        if (!req) {
+                log_debug("A client's headers took longer than %" PRIu64 " s: connection closed.",
+                          config->connection_timeout_sec);
+                connection_cut(c);
+                return 0;
+        }
+        if (req->suspended && !req->response) {
+                /* The bridge holds the body (sandboxd is slow): not the client's time. */
+                c->window_bytes = 0;
+                connection_arm_usec(c, window * USEC_PER_SEC);
+                return 0;
+        }
+        if (!req->route || !(req->route->flags & HTTP_ROUTE_UPLOAD) || req->response ||
+            c->window_bytes < config->body_min_rate * window) {
+                log_debug("A request's body came too slowly (%" PRIu64 " bytes in %" PRIu64 " s): connection closed.",
+                          c->window_bytes, window);
+                connection_cut(c);
+                return 0;
+        }
+        c->window_bytes = 0;
+        connection_arm_usec(c, window * USEC_PER_SEC);
         return 0;
 }
 
+/* The header deadline, armed (on) or off. */
 static void connection_arm(HttpConnection *c, bool on) {
-        uint64_t usec = c->daemon->server->config->connection_timeout_sec * 1000000;
+        c->req = NULL;
+        connection_arm_usec(c, on ? c->daemon->server->config->connection_timeout_sec * USEC_PER_SEC : 0);
+}
 
-        if (!c->deadline || usec == 0)
-                return;
-        if (on)
-                (void) sd_event_source_set_time_relative(c->deadline, usec);
-        (void) sd_event_source_set_enabled(c->deadline, on ? SD_EVENT_ONESHOT : SD_EVENT_OFF);
+/* The body deadline of req, whose headers are in. */
+static void connection_await_body(HttpConnection *c, HttpRequest *req) {
+        c->req = req;
+        c->window_bytes = 0;
+        connection_arm_usec(c, c->daemon->server->config->body_timeout_sec * USEC_PER_SEC);
 }
 
 static HttpConnection *connection_of(struct MHD_Connection *connection) {
@@ -505,6 +561,14 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         bool path_known;
 
         req->server->stats.requests++;
+        if (http_request_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+            http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+                /* RFC 9112 §6.1: a proxy before us may have framed it the other way
+                 * (request smuggling). Refused, and the connection closed. */
+                req->close = true;
+                return http_request_reply_error(req, 400, "InvalidRequest",
+                                                "Content-Length and Transfer-Encoding together are refused.");
+        }
         req->route = route_find(method, url, req->params, &path_known);
         if (!req->route) {
                 if (path_known)
@@ -566,12 +630,22 @@ static enum MHD_Result queue_reply(HttpRequest *req) {
         return ok;
 }
 
+/* Whether a body follows the request's headers. */
+static bool request_has_body(HttpRequest *req) {
+        const char *cl = http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        return http_request_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) || (cl && !streq(cl, "0"));
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
         HttpDaemon *d = cls;
         HttpRequest *req = *con_cls;
+        HttpConnection *c = connection_of(connection);
         bool body_call = *upload_data_size > 0;
+        size_t given = *upload_data_size;
+        enum MHD_Result ok = MHD_YES;
         int r = 0;
 
         if (!req) {
@@ -580,37 +654,48 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                         return MHD_NO;
                 *req = (HttpRequest) { .n_ref = 1, .server = d->server, .daemon = d, .connection = connection };
                 *con_cls = req;
-                if (connection_of(connection))
-                        connection_arm(connection_of(connection), false);
                 r = request_begin(req, method, url);
+                if (c) {
+                        if (request_has_body(req) && !req->close)
+                                connection_await_body(c, req);
+                        else
+                                connection_arm(c, false);
+                }
         } else if (req->response && *upload_data_size > 0) {
                 /* Answered while the body still comes: libmicrohttpd 0.9.75 drops a reply
                  * queued now (it closes the connection without it), so the rest is read and
                  * dropped, up to HTTP_DISCARD_MAX, and the reply goes once the body ended. */
                 req->discarded += *upload_data_size;
                 *upload_data_size = 0;
-                return req->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
-        } else if (req->response)
+                ok = req->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
+                goto counted;
+        } else if (!body_call && !req->body_done) {
+                req->body_done = true;
+                if (c && c->req == req)
+                        connection_arm(c, false);
+        }
+        if (req->started || req->response || r < 0)
                 ;
         else if (*upload_data_size > 0)
                 r = request_take_body(req, upload_data, upload_data_size);
-        else if (!req->started)
+        else if (req->body_done)
                 r = request_start(req);
 
         if (r < 0 && !req->replied)
                 (void) http_request_reply_errno(req, r);
         if (req->response && !body_call)
                 return queue_reply(req);
-        if (req->response) {
+        if (req->response && body_call) {
                 /* Queued once the body ended (see above). */
                 req->discarded += *upload_data_size;
                 *upload_data_size = 0;
-                return MHD_YES;
-        }
-        /* Not the first call, nothing to answer yet, all data taken: waiting on sandboxd. */
-        if (req->started && *upload_data_size == 0)
+        } else if (req->started && *upload_data_size == 0)
+                /* Nothing to answer yet, all data taken: waiting on sandboxd. */
                 http_request_suspend(req);
-        return MHD_YES;
+counted:
+        if (c && c->req == req)
+                c->window_bytes += given - *upload_data_size;
+        return ok;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -639,11 +724,10 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 if (!c)
                         return;
                 *c = (HttpConnection) { .daemon = d, .connection = connection };
-                if (d->server->config->connection_timeout_sec > 0 &&
-                    sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC,
-                                               d->server->config->connection_timeout_sec * 1000000, 1,
-                                               on_header_deadline, c) < 0)
+                if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, 0, 1,
+                                               on_deadline, c) < 0)
                         c->deadline = NULL;
+                connection_arm(c, true);
                 *socket_context = c;
                 return;
         }

@@ -33,6 +33,8 @@
 #define HTTP_CONNECTIONS_MAX_DEFAULT 1024U
 #define HTTP_CONNECTIONS_PER_IP_DEFAULT 64U
 #define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
+#define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
+#define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
 #define HTTP_JSON_DEPTH_MAX 32
 /* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data). */
 #define HTTP_FILE_CHUNK (4U * 1024U * 1024U)
@@ -48,6 +50,10 @@ typedef struct HttpConfig {
         unsigned connections_max;
         unsigned connections_per_ip;
         uint64_t connection_timeout_sec;
+        /* A body must be complete within body_timeout_sec of its headers; an upload's
+         * instead must bring body_min_rate bytes per second over each such window. */
+        uint64_t body_timeout_sec;
+        uint64_t body_min_rate;
 } HttpConfig;
 
 void http_config_done(HttpConfig *c);

@@ -53,6 +53,8 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "ConnectionsPerIP",  parse_unsigned_item,  offsetof(HttpConfig, connections_per_ip), "a number" },
         { "HTTP", "ConnectionTimeoutSec", config_parse_seconds, offsetof(HttpConfig, connection_timeout_sec),
           "seconds" },
+        { "HTTP", "BodyTimeoutSec",    config_parse_seconds, offsetof(HttpConfig, body_timeout_sec),  "seconds" },
+        { "HTTP", "BodyMinRate",       parse_size_item,      offsetof(HttpConfig, body_min_rate),     "a size" },
 };
 
 void http_config_done(HttpConfig *c) {
@@ -199,6 +201,8 @@ int main(int argc, char **argv) {
                 .connections_max = HTTP_CONNECTIONS_MAX_DEFAULT,
                 .connections_per_ip = HTTP_CONNECTIONS_PER_IP_DEFAULT,
                 .connection_timeout_sec = HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT,
+                .body_timeout_sec = HTTP_BODY_TIMEOUT_SEC_DEFAULT,
+                .body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT,
         };
         _cleanup_strv_free_ char **listen = NULL;
         const char *config_path = HTTP_DEFAULT_CONFIG, *varlink = NULL, *tokens_dir = NULL;

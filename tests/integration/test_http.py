@@ -37,6 +37,8 @@ TOKENS = {}
 MiB = 1024 * 1024
 BODY_MAX = MiB
 CONNECTION_TIMEOUT = 3
+BODY_TIMEOUT = 2
+BODY_MIN_RATE = 64 * 1024
 PER_IP = 32
 # test_many_connections: one address's connections at once (this process's RLIMIT_NOFILE
 # is raised for them in BadInput).
@@ -62,7 +64,7 @@ def setUpModule():
         POLKIT.set_rules(f.read(), name=RULES)
     with open(S.path(harness.HTTP_CONFIG), 'w') as f:
         f.write(f'[HTTP]\nBodyMax={BODY_MAX}\nConnectionTimeoutSec={CONNECTION_TIMEOUT}\n'
-                f'ConnectionsPerIP={PER_IP}\n')
+                f'ConnectionsPerIP={PER_IP}\nBodyTimeoutSec={BODY_TIMEOUT}\nBodyMinRate={BODY_MIN_RATE}\n')
     shutil.rmtree(S.path(harness.HTTP_TOKENS_DIR), ignore_errors=True)
     for name, tenant, extra in (('alice', 'alice', []), ('bob', 'bob', []),
                                 ('old', 'alice', ['--expires-at=1000'])):
@@ -818,6 +820,67 @@ class BadInput(unittest.TestCase):
         s.close()
         self.assertTrue(closed)
         self.assertLess(time.monotonic() - t0, 20)
+
+    def test_content_length_and_chunked(self):
+        """Both Content-Length and Transfer-Encoding: refused and the connection closed
+        (RFC 9112 §6.1), so that a request hidden in the body is never read."""
+        auth = f'Authorization: Bearer {TOKENS["alice"]}\r\n'.encode()
+        smuggled = b'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'
+        for order in ((b'Content-Length: 5\r\n', b'Transfer-Encoding: chunked\r\n'),
+                      (b'Transfer-Encoding: chunked\r\n', b'Content-Length: 40\r\n')):
+            s = socket.create_connection(('127.0.0.1', S.http_port), timeout=10)
+            try:
+                s.sendall(b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth + b''.join(order) + b'\r\n' +
+                          b'2\r\n{}\r\n0\r\n\r\n' + smuggled)
+                got = b''
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            finally:
+                s.close()
+            head, _, body = got.partition(b'\r\n\r\n')
+            self.assertTrue(head.startswith(b'HTTP/1.1 400'), got)
+            self.assertIn(b'connection: close', head.lower())
+            self.assertEqual(json.loads(body)['error']['code'], 'InvalidRequest')
+            # One answer only: the request in the body was not served, and nothing created.
+            self.assertEqual(got.count(b'HTTP/1.1 '), 1, got)
+
+    def slow_body(self, head, pause=0.25, limit=20):
+        """Sends HEAD (a request's headers) and then a body byte every PAUSE s: the seconds
+        until the bridge closed the connection (or LIMIT)."""
+        s = socket.create_connection(('127.0.0.1', S.http_port), timeout=30)
+        t0 = time.monotonic()
+        try:
+            s.sendall(head)
+            while time.monotonic() - t0 < limit:
+                s.sendall(b' ')
+                if select.select([s], [], [], pause)[0]:
+                    while s.recv(65536):
+                        pass
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            s.close()
+        return time.monotonic() - t0
+
+    def test_slow_body(self):
+        """A body that trickles in is cut off (a byte every 0.25 s): with no token at a
+        public route that takes none, on a JSON route, and an upload below the minimum
+        rate; a connection is not held for ever by anyone."""
+        auth = f'Authorization: Bearer {TOKENS["alice"]}\r\n'.encode()
+        with Session() as sess:
+            # (A body without a token to a route that takes one is answered 401 at once and
+            # the connection closed: not a case.)
+            for head in (b'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n',
+                         b'POST /api/v1/sessions HTTP/1.1\r\nHost: x\r\n' + auth + b'Content-Length: 100000\r\n\r\n',
+                         b'PUT ' + sess.url.encode() + b'/files?path=slow HTTP/1.1\r\nHost: x\r\n' + auth +
+                         b'Content-Length: 100000000\r\n\r\n'):
+                took = self.slow_body(head)
+                self.assertLess(took, 3 * BODY_TIMEOUT + 1, head)
+                self.assertGreater(took, BODY_TIMEOUT - 0.5, head)
 
     def test_many_connections(self):
         """FLOOD connections at once from one address: beyond the per-IP cap they are
