@@ -337,12 +337,23 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         if (r < 0)
                 return r;
 
-        /* Absolute bounds here; the machine's bounds in finalize. */
+        /* Absolute bounds here; the machine's bounds in finalize. A value below the
+         * minimum is refused at once, quoting the maximum finalize would (this machine's),
+         * so that the range a caller is told is the one that holds. */
         if (streq(name, "MemoryMax")) {
-                r = check_range(name, u, SANDBOX_MEMORY_MIN, UINT64_MAX - 1, error);
+                SystemBounds b = { .memory_total = UINT64_MAX - 1 };
+                if (u < SANDBOX_MEMORY_MIN)
+                        (void) system_bounds_read(&b);
+                r = check_range(name, u, SANDBOX_MEMORY_MIN, u < SANDBOX_MEMORY_MIN ? b.memory_total : UINT64_MAX - 1,
+                                error);
                 c->limits.memory_max = u;
         } else if (streq(name, "CPUQuotaPerSecUSec")) {
-                r = check_range(name, u, SANDBOX_CPU_QUOTA_MIN_USEC, UINT64_MAX - 1, error);
+                SystemBounds b = { .n_cpus = 0 };
+                if (u < SANDBOX_CPU_QUOTA_MIN_USEC)
+                        (void) system_bounds_read(&b);
+                r = check_range(name, u, SANDBOX_CPU_QUOTA_MIN_USEC,
+                                u < SANDBOX_CPU_QUOTA_MIN_USEC && b.n_cpus > 0 ? b.n_cpus * 1000000ULL : UINT64_MAX - 1,
+                                error);
                 c->limits.cpu_quota_per_sec_usec = u;
         } else if (streq(name, "TasksMax")) {
                 r = check_range(name, u, SANDBOX_TASKS_MIN, SANDBOX_TASKS_MAX, error);
@@ -493,7 +504,9 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
         if (streq(name, "Stdin")) {
                 if (v->bytes.size > EXEC_STDIN_MAX)
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
-                                                 "Stdin is larger than %llu bytes.", EXEC_STDIN_MAX);
+                                                 "Stdin is larger than %llu MiB (%llu bytes): pass more as a file "
+                                                 "(Upload) and redirect the command's input from it.",
+                                                 EXEC_STDIN_MAX >> 20, EXEC_STDIN_MAX);
                 void *d = malloc(v->bytes.size ?: 1);
                 if (!d)
                         return -ENOMEM;

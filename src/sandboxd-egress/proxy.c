@@ -64,7 +64,8 @@ struct Conn {
 void egress_log_verdict(const Box *b, const char *host, uint16_t port, const char *verdict, const char *reason) {
         bool allow = streq(verdict, "allow");
 
-        sd_journal_send("MESSAGE=%s: %s %s:%u%s%s", b->id, allow ? "allowed" : "denied", host, (unsigned) port,
+        sd_journal_send("MESSAGE=%s: %s %s:%u%s%s", b->id,
+                        allow ? "allowed" : streq(verdict, "fail") ? "failed" : "denied", host, (unsigned) port,
                         reason ? ": " : "", strempty(reason),
                         "PRIORITY=%i", allow ? LOG_INFO : LOG_NOTICE,
                         "SANDBOX_ID=%s", b->id,
@@ -123,6 +124,19 @@ static void conn_deny(Conn *c, const char *status, const char *reason) {
                          c->host[0] ? c->host : "-", (unsigned) c->port, reason);
                 conn_reply(c, status, text);
         }
+        conn_free(c);
+}
+
+/* The policy let the connection through, the network did not (DNS, connect): said as
+ * such, so that a client does not take a lookup failure for a refusal. */
+static void conn_fail(Conn *c, const char *reason) {
+        char text[512];
+
+        egress_log_verdict(c->box, c->host[0] ? c->host : "-", c->port, "fail", reason);
+        snprintf(text, sizeof(text),
+                 "sandboxd-egress: %s:%u: %s (a network failure; the sandbox's egress rules allow this host).\n",
+                 c->host[0] ? c->host : "-", (unsigned) c->port, reason);
+        conn_reply(c, "502 Bad Gateway", text);
         conn_free(c);
 }
 
@@ -274,7 +288,7 @@ static int on_server(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 if (error) {
                         char reason[128];
                         snprintf(reason, sizeof(reason), "cannot connect: %s", strerror(error));
-                        conn_deny(c, "502 Bad Gateway", reason);
+                        conn_fail(c, reason);
                         return 0;
                 }
                 conn_connected(c);
@@ -297,13 +311,13 @@ static void conn_connect(Conn *c, const struct sockaddr_storage *ss) {
 
         c->server_fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (c->server_fd < 0) {
-                conn_deny(c, "502 Bad Gateway", "cannot make a socket");
+                conn_fail(c, "cannot make a socket");
                 return;
         }
         if (connect(c->server_fd, (struct sockaddr *) &sa, len) < 0 && errno != EINPROGRESS) {
                 char reason[128];
                 snprintf(reason, sizeof(reason), "cannot connect: %s", strerror(errno));
-                conn_deny(c, "502 Bad Gateway", reason);
+                conn_fail(c, reason);
                 return;
         }
         r = sd_event_add_io(sd_event_source_get_event(c->client_source), &c->server_source, c->server_fd,
@@ -337,8 +351,8 @@ static void on_resolved(const struct sockaddr_storage *addrs, size_t n, const ch
         c->lookup = NULL; /* freed by the resolver once we return */
         if (error || n == 0) {
                 char reason[128];
-                snprintf(reason, sizeof(reason), "cannot resolve: %s", error ?: "no address");
-                conn_deny(c, "502 Bad Gateway", reason);
+                snprintf(reason, sizeof(reason), "DNS lookup failed: %s", error ?: "no address");
+                conn_fail(c, reason);
                 return;
         }
         /* The first address the policy allows; each is checked, so that a name cannot point

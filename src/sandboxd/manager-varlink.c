@@ -552,6 +552,13 @@ int varlink_frontend_setup(VarlinkFrontend *f) {
                 return r;
         limits.message_size_max = SANDBOX_VARLINK_MESSAGE_SIZE_MAX;
         limits.output_buffer_max = SANDBOX_VARLINK_OUTPUT_BUFFER_MAX;
+        /* The call that does not fit is mostly an Exec's Stdin or a WriteFile's data: say
+         * which bounds apply, as InvalidOption does for those a little smaller. */
+        limits.oversized_error = SANDBOX_VARLINK_INTERFACE ".InvalidOption";
+        limits.oversized_message =
+                "The call is larger than a varlink message may be (32 MiB, as JSON with its bytes in base64): "
+                "an Exec's Stdin takes at most 16 MiB; pass more as a file (Upload) and redirect "
+                "the command's input from it.";
         r = varlink_server_set_limits(f->server, &limits);
         if (r < 0)
                 return r;

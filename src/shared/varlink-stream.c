@@ -88,13 +88,29 @@ static int input_scan(VarlinkStream *s) {
                 size_t end = (size_t) (nul - s->input.data);
 
                 if (end - s->input_scanned > s->message_size_max)
-                        return -EMSGSIZE;
+                        goto oversized;
                 s->input_scanned = end + 1;
                 s->input_messages++;
         }
-        if (s->input.end - s->input_scanned > s->message_size_max)
-                return -EMSGSIZE;
+        if (s->input.end - s->input_scanned > s->message_size_max) {
+                nul = NULL;
+                goto oversized;
+        }
         return 0;
+
+oversized:
+        s->oversized = true;
+        s->discarding = !nul;
+        s->input.end = s->input_scanned;
+        return -EMSGSIZE;
+}
+
+/* After an oversized message: what comes is dropped, its end noted. */
+static ssize_t input_discard(VarlinkStream *s, size_t n) {
+        if (s->discarding && memchr(s->input.data + s->input.end - n, 0, n))
+                s->discarding = false;
+        s->input.end -= n;
+        return (ssize_t) n;
 }
 
 ssize_t varlink_stream_read(VarlinkStream *s) {
@@ -110,6 +126,8 @@ ssize_t varlink_stream_read(VarlinkStream *s) {
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
         s->input.end += (size_t) n;
+        if (s->oversized)
+                return input_discard(s, (size_t) n);
 
         r = input_scan(s);
         if (r < 0)

@@ -41,6 +41,10 @@ typedef struct VarlinkStream {
         VarlinkBuffer input;
         size_t input_scanned;    /* just after the last NUL found in input, or input.start */
         unsigned input_messages; /* complete messages in [input.start, input_scanned) */
+        /* A message beyond message_size_max came after those: it and all after it are
+         * dropped as they are read; discarding until its NUL has been read. */
+        bool oversized;
+        bool discarding;
 
         VarlinkBuffer output;
 } VarlinkStream;
@@ -52,7 +56,10 @@ void varlink_stream_done(VarlinkStream *s);
 
 /* One recv(): the number of bytes read (> 0), 0 at EOF, -EAGAIN if nothing is there,
  * -EMSGSIZE if the input now holds a message (complete or not) larger than allowed, or
- * another -errno from recv(). */
+ * another -errno from recv(). After -EMSGSIZE, the complete messages before the large one
+ * stay; it is dropped, and further reads drop what they read (the rest of it while
+ * discarding, then whatever follows), so that the owner can read the sender's message to
+ * its end and answer it with an error it will see, in bounded memory. */
 ssize_t varlink_stream_read(VarlinkStream *s);
 
 /* Takes the next complete message out of the input: 1 and *ret (any JSON value, NULL for

@@ -98,6 +98,7 @@ struct VarlinkConnection {
         uint64_t idle_since;            /* last call ended, or last bytes read */
         uint64_t message_since;         /* the incomplete message at the end of input began */
         int close_error;                /* a close asked for from an API call */
+        bool oversized_answered;        /* the error for a too large call is queued */
         bool read_eof;
         bool closed;
 
@@ -200,6 +201,9 @@ static void connection_close(VarlinkConnection *c) {
 static bool connection_wants_input(VarlinkConnection *c) {
         if (c->closed || c->close_error != 0 || c->read_eof)
                 return false;
+        if (c->stream.oversized)
+                /* The rest of a too large call, read to be dropped. */
+                return c->stream.discarding;
         if (!c->current)
                 return true;
         /* Read ahead, within bounds, while a call is in progress. */
@@ -246,17 +250,23 @@ static int connection_read(VarlinkConnection *c) {
         n = varlink_stream_read(&c->stream);
         if (n == -EAGAIN)
                 return 0;
-        /* Too large a message: the calls before it are answered, then the connection is
+        /* Too large a message: the calls before it are answered, then (if the server
+         * has an error for it) it is read to its end and answered, and the connection
          * closed, as at EOF. */
-        if (n == 0 || n == -EMSGSIZE) {
+        if (n == 0 || (n == -EMSGSIZE && !(c->limits.oversized_error && c->stream.discarding)) ||
+            (n > 0 && c->stream.oversized && !c->stream.discarding)) {
                 c->read_eof = true;
                 return 0;
         }
-        if (n < 0)
+        if (n < 0 && n != -EMSGSIZE)
                 return (int) n;
 
         c->idle_since = connection_now(c);
-        if (!varlink_stream_has_partial_input(&c->stream))
+        if (c->stream.discarding) {
+                /* The rest of a too large call: within the time a message has. */
+                if (c->message_since == 0)
+                        c->message_since = c->idle_since;
+        } else if (!varlink_stream_has_partial_input(&c->stream))
                 c->message_since = 0;
         else if (c->message_since == 0 || c->stream.input_messages != before)
                 c->message_since = c->idle_since;
@@ -298,9 +308,33 @@ static int connection_dispatch_all(VarlinkConnection *c) {
         return 0;
 }
 
+/* The answer to a call too large to read: after those before it. */
+static int connection_answer_oversized(VarlinkConnection *c) {
+        _cleanup_json_ json_object *m = NULL, *p = NULL;
+        int r;
+
+        if (!c->stream.oversized || !c->limits.oversized_error || c->oversized_answered || c->current ||
+            c->stream.input_messages > 0)
+                return 0;
+        c->oversized_answered = true;
+        m = json_object_new_object();
+        p = json_object_new_object();
+        if (!m || !p)
+                return -ENOMEM;
+        r = json_add(p, "message", json_object_new_string(strempty(c->limits.oversized_message)));
+        if (r >= 0)
+                r = json_add(m, "error", json_object_new_string(c->limits.oversized_error));
+        if (r >= 0)
+                r = json_add(m, "parameters", TAKE_PTR(p));
+        if (r >= 0)
+                r = varlink_stream_enqueue(&c->stream, m);
+        return r;
+}
+
 /* After the peer closed its end: done once every call is answered and written. */
 static bool connection_finished(VarlinkConnection *c) {
         return c->read_eof && !c->current && c->stream.input_messages == 0 &&
+                (!c->stream.oversized || !c->limits.oversized_error || c->oversized_answered) &&
                 varlink_stream_pending_output(&c->stream) == 0;
 }
 
@@ -309,6 +343,8 @@ static void connection_process(VarlinkConnection *c) {
         int r;
 
         r = connection_dispatch_all(c);
+        if (r >= 0 && !c->closed)
+                r = connection_answer_oversized(c);
         if (r >= 0 && !c->closed)
                 r = connection_flush(c);
         if (c->closed)

@@ -111,6 +111,12 @@ typedef struct VarlinkLimits {
         /* A message begun must be complete within this long, or the connection is closed
          * (a slow or stuck sender holds no buffer forever); 0: no limit. */
         uint64_t message_timeout_usec;
+        /* A call larger than message_size_max is read to its end (and dropped) and
+         * answered with this error, {"message": oversized_message}, before the connection
+         * is closed: the sender sees why, not a broken pipe. NULL: closed without a word.
+         * Static strings (the limits are copied by value). */
+        const char *oversized_error;
+        const char *oversized_message;
 } VarlinkLimits;
 
 #define VARLINK_LIMITS_DEFAULT                                                  \

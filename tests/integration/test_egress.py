@@ -440,6 +440,25 @@ class Egress(harness.SandboxTestCase):
         cp = self.exec(other, 'curl', '-sS', '--max-time', '5', '-x', 'http://127.0.0.1:3128', 'https://allowed.test/')
         self.assertNotEqual(cp.returncode, 0)
 
+    def test_dns_failure_is_not_a_refusal(self):
+        # Issue 27: a name the policy allows that does not resolve got 502 "cannot resolve
+        # … (the sandbox's EgressAllow=/EgressDeny=)", which clients report as a refusal.
+        since = time.time()
+        sid = self.egress_sandbox('--allow-host=nx.invalid', '--deny-host=other.test')
+        raw = ('import socket; s = socket.create_connection(("127.0.0.1", 3128), timeout=60); '
+               's.sendall(b"CONNECT {0}:443 HTTP/1.1\\r\\nHost: {0}:443\\r\\n\\r\\n"); '
+               'print(s.recv(4096).decode())')
+        cp = self.ok(self.exec(sid, 'python3', '-c', raw.format('nx.invalid'), timeout=90))
+        self.assertTrue(cp.stdout.startswith('HTTP/1.1 502'), cp.stdout)
+        self.assertIn('DNS lookup failed', cp.stdout)
+        self.assertIn('a network failure', cp.stdout)
+        self.assertNotIn('EgressAllow', cp.stdout)
+        self.assert_journal(sid, since, 'nx.invalid', 'fail', '^DNS lookup failed')
+        # A refusal keeps its own answer, naming the option.
+        cp = self.ok(self.exec(sid, 'python3', '-c', raw.format('other.test')))
+        self.assertTrue(cp.stdout.startswith('HTTP/1.1 403'), cp.stdout)
+        self.assertIn('EgressAllow=/EgressDeny=', cp.stdout)
+
     def test_private_address_needs_a_range(self):
         """A name that resolves to a private address is refused unless a range names it."""
         since = time.time()

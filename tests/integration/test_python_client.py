@@ -319,6 +319,20 @@ class SyncAPI(Base):
             Sandbox.list(transport=self.unreachable())
 
 
+class OverVarlink(Base):
+    """What only the varlink socket answers (the bridge has its own request bounds)."""
+
+    def test_stdin_beyond_a_message_names_the_bound(self):
+        # Issue 27: stdin under the message bound got InvalidOption, over it "Broken pipe".
+        sbx = self.create('shell')
+        for size in (17 << 20, 33 << 20):
+            with self.assertRaises(sandboxd.InvalidOption, msg=f'stdin of {size >> 20} MiB') as cm:
+                sbx.commands.run('wc -c', stdin=b'x' * size)
+            self.assertIn('16 MiB', str(cm.exception), size)
+        # The connection it came on is closed; the next call works.
+        self.assertEqual(sbx.commands.run('echo ok').stdout, 'ok\n')
+
+
 class Snapshots(Base):
 
     def test_snapshot_fork_hibernate_wake(self):

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "options.h"
@@ -63,6 +65,41 @@ static void test_limits_out_of_range(void **state) {
         c = (SandboxConfig) {};
         assert_int_equal(set_u64(&c, "CPUQuotaPerSecUSec", 3000000, &e), 0);
         assert_invalid(sandbox_config_finalize(&c, NULL, &bounds, &e), &e);
+}
+
+/* Issue 27: MemoryMax=1 quoted a maximum (2^64 - 2) that 1 TiB then contradicted: the
+ * range said for a value too small is the one finalize holds a value too large to. */
+static void test_limits_messages_agree(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxConfig c = {};
+        SystemBounds real;
+        char *low, *high;
+
+        assert_int_equal(system_bounds_read(&real), 0);
+        assert_int_equal(set_u64(&c, "MemoryMax", 1, &e), -EINVAL);
+        low = strdup(sandbox_error_message(&e));
+        sandbox_error_done(&e);
+        assert_int_equal(set_u64(&c, "MemoryMax", real.memory_total + 1, &e), 0);
+        assert_int_equal(sandbox_config_finalize(&c, NULL, &real, &e), -EINVAL);
+        high = strdup(sandbox_error_message(&e));
+        sandbox_error_done(&e);
+        /* "MemoryMax=V is out of range, must be between MIN and MAX.": the same after V. */
+        assert_string_equal(strstr(low, " is out of range"), strstr(high, " is out of range"));
+        assert_non_null(strstr(low, "must be between 16777216 and "));
+        free(low);
+        free(high);
+
+        c = (SandboxConfig) {};
+        assert_int_equal(set_u64(&c, "CPUQuotaPerSecUSec", 1, &e), -EINVAL);
+        low = strdup(sandbox_error_message(&e));
+        sandbox_error_done(&e);
+        assert_int_equal(set_u64(&c, "CPUQuotaPerSecUSec", real.n_cpus * 1000000ULL + 1, &e), 0);
+        assert_int_equal(sandbox_config_finalize(&c, NULL, &real, &e), -EINVAL);
+        high = strdup(sandbox_error_message(&e));
+        sandbox_error_done(&e);
+        assert_string_equal(strstr(low, " is out of range"), strstr(high, " is out of range"));
+        free(low);
+        free(high);
 }
 
 static void test_wrong_type_and_unknown(void **state) {
@@ -497,6 +534,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_limits_in_range),
                 cmocka_unit_test(test_limits_out_of_range),
+                cmocka_unit_test(test_limits_messages_agree),
                 cmocka_unit_test(test_wrong_type_and_unknown),
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_exec_options),

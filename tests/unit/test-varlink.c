@@ -498,6 +498,43 @@ static void test_framing_oversized(void **state) {
         RUN_UNTIL(varlink_server_n_connections(server) == 0);
 }
 
+/* With an error for it, a call over the bound is read to its end and answered (the sender
+ * sees why, not a broken pipe), after the calls before it; then the connection closes. */
+static void test_framing_oversized_answered(void **state) {
+        VarlinkLimits l = VARLINK_LIMITS_DEFAULT;
+        _cleanup_free_ char *big = string_of(4096);
+        json_object *m;
+
+        l.message_size_max = 1024;
+        l.oversized_error = "io.sandboxd.Test.TooLarge";
+        l.oversized_message = "at most 1 KiB";
+        reconnect(&l);
+        raw_send_msg(ECHO(1));
+        /* In parts, as a sender writes it: the rest after the bound is passed is read too. */
+        raw_send(big, 2048);
+        raw_send(big, 2048);
+        raw_send("", 1);
+        assert_reply_int(raw_recv(), "x", 1, false);
+        assert_error(raw_recv(), "io.sandboxd.Test.TooLarge", "message", "at most 1 KiB");
+        raw_expect_eof();
+        RUN_UNTIL(varlink_server_n_connections(server) == 0);
+
+        /* A complete one over the bound in a single read. */
+        reconnect(&l);
+        big[2000] = 0;
+        raw_send(big, 2001);
+        assert_error(raw_recv(), "io.sandboxd.Test.TooLarge", "message", "at most 1 KiB");
+        raw_expect_eof();
+
+        /* A sender that never ends it is cut off by the message timeout. */
+        l.message_timeout_usec = 200 * 1000;
+        reconnect(&l);
+        raw_send(big, 1500);
+        m = raw_recv();
+        assert_error(m, "io.sandboxd.Test.TooLarge", "message", "at most 1 KiB");
+        RUN_UNTIL(varlink_server_n_connections(server) == 0);
+}
+
 static void test_framing_malformed_json(void **state) {
         raw_send_msg("{\"method\": nope");
         raw_expect_eof();
@@ -1049,6 +1086,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_framing_split, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_two_in_one_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_oversized, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_framing_oversized_answered, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_malformed_json, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_invalid_fields, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unknown, setup, teardown),
