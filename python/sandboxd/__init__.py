@@ -31,7 +31,7 @@ from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox
 from .code import CodeSandbox, ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider
 from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationRequired, InvalidOption,
                      NoReply, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot, NoSuchTemplate, NotRunning,
-                     NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
+                     NotRegularFile, NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
 from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo, TemplateInfo
@@ -52,6 +52,6 @@ __all__ = [
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
     'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',
     'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded', 'SnapshotTooLarge',
-    'AccessDenied', 'InteractiveAuthorizationRequired',
+    'NotRegularFile', 'AccessDenied', 'InteractiveAuthorizationRequired',
     'NotSupported', 'NoReply',
 ]

@@ -115,7 +115,8 @@ class AsyncFiles(FilesBase['AsyncSandbox']):
         return await self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
 
     async def get_info(self, path: str) -> EntryInfo:
-        """What PATH is (Stat; a symlink itself, not followed)."""
+        """What PATH is (Stat): a symlink is followed, as by ``stat -L``; :meth:`list` shows
+        the link itself."""
         return await self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
 
     async def remove(self, path: str) -> None:

@@ -22,7 +22,8 @@ __all__ = [
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy',
     'TooManySandboxes', 'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning',
     'FileTooLarge', 'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded',
-    'SnapshotTooLarge', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported', 'NoReply', 'ProtocolError',
+    'SnapshotTooLarge', 'NotRegularFile', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported',
+    'NoReply', 'ProtocolError',
     'error_from_reply',
 ]
 
@@ -158,6 +159,13 @@ class SnapshotTooLarge(SandboxError):
     name = f'{INTERFACE}.SnapshotTooLarge'
 
 
+class NotRegularFile(SandboxError):
+    """Files read or written must be regular files: the path is a FIFO, a device, a socket
+    or a directory (the message says which)."""
+
+    name = f'{INTERFACE}.NotRegularFile'
+
+
 class AccessDenied(SandboxError):
     """polkit said no."""
 
@@ -215,8 +223,8 @@ _BY_NAME: dict[str, type[SandboxError]] = {
     cls.name: cls for cls in (
         NoSuchTemplate, NoSuchSandbox, InvalidOption, NotRunning, Busy, TooManySandboxes,
         SandboxFailed, SystemdFailed, NoSuchProcess, StillRunning, FileTooLarge, SandboxExists,
-        TemplateReadOnly, NoSuchSnapshot, QuotaExceeded, SnapshotTooLarge, AccessDenied,
-        InteractiveAuthorizationRequired, NotSupported, NoReply,
+        TemplateReadOnly, NoSuchSnapshot, QuotaExceeded, SnapshotTooLarge, NotRegularFile,
+        AccessDenied, InteractiveAuthorizationRequired, NotSupported, NoReply,
         SandboxSystemError)
 }
 

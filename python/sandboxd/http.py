@@ -389,13 +389,19 @@ class HttpTransport(Transport):
         return self._one({'entries': entries})
 
     def _stat(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        # The bridge has no Stat route: the entry from its parent's listing, a symlink
+        # followed (as sandboxd's Stat does) the way the kernel would, 40 links at most.
         path = p['path'].rstrip('/') or '/'
-        parent, name = posixpath.split(path)
-        entries = self._request('GET', self._session(p, '/files/list'),
-                                query={'path': parent or '.', 'depth': 1}).json()
-        for e in entries:
-            if e.get('path') == name:
+        for _ in range(40):
+            parent, name = posixpath.split(path)
+            entries = self._request('GET', self._session(p, '/files/list'),
+                                    query={'path': parent or '.', 'depth': 1}).json()
+            e = next((e for e in entries if e.get('path') == name), None)
+            if e is None:
+                break
+            if e.get('type') != 'link':
                 return self._one({'entry': dict(e, path=p['path'])})
+            path = posixpath.normpath(posixpath.join(parent or '.', e.get('target') or ''))
         raise error_from_reply(f'{INTERFACE}.SystemError', {'errno': _errno.ENOENT, 'errnoName': 'ENOENT',
                                                             'message': f'{p["path"]}: No such file or directory'})
 

@@ -125,7 +125,8 @@ class Files(FilesBase['Sandbox']):
         return self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
 
     def get_info(self, path: str) -> EntryInfo:
-        """What PATH is (Stat; a symlink itself, not followed)."""
+        """What PATH is (Stat): a symlink is followed, as by ``stat -L``; :meth:`list` shows
+        the link itself."""
         return self._sbx._run(_ops.stat(self._sbx.sandbox_id, path))
 
     def remove(self, path: str) -> None:

@@ -318,6 +318,12 @@ static void file_op_finish(FileOp *op, const struct agent_file_result *result, c
                                   "sandbox's DiskMax); give a larger Max to download it.", op->path, op->max);
                 result = NULL;
                 error = &failed;
+        } else if (result && result->error == EINVAL && result->not_regular != 0) {
+                sandbox_error_set(&failed, SANDBOX_ERR_NOT_REGULAR_FILE,
+                                  "%s: not a regular file: %s",
+                                  op->path, agent_file_type_describe(result->not_regular));
+                result = NULL;
+                error = &failed;
         } else if (result && result->error != 0) {
                 /* What the agent met in the sandbox: the errno, with the path. */
                 sandbox_error_set_errno(&failed, result->error, "%s: %m", op->path);

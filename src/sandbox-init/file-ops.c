@@ -2,10 +2,10 @@
 
 /*
  * The file operations of protocol version 2. Each runs in a child of the agent, inside
- * the sandbox and as its uid, and resolves its path as the sandbox's own code would: the
- * directories on the way may be symlinks (they lead only to what the sandbox can reach
- * anyway), the last component is never followed where that could mislead the caller
- * (read, write, stat, remove), and a recursive walk never follows a link.
+ * the sandbox and as its uid, and resolves its path as the sandbox's own code would:
+ * symlinks lead only to what the sandbox can reach anyway (its root is the sandbox's).
+ * read, write and stat follow a final symlink, as cat, tee and stat -L do; remove and
+ * move act on the link itself, as rm and mv do; a recursive walk never follows a link.
  */
 
 #include <dirent.h>
@@ -182,6 +182,12 @@ static int entry_fill(int dirfd, const char *name, const char *path, const struc
         return 0;
 }
 
+/* A read or write refused for what the path is: EINVAL, and the type, for the message. */
+static int not_regular(struct agent_file_result *res, mode_t mode) {
+        res->not_regular = mode & S_IFMT;
+        return -EINVAL;
+}
+
 static int op_read(const struct agent_file *f, int out, struct agent_file_result *res) {
         _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
         _cleanup_free_ char *name = NULL;
@@ -197,13 +203,13 @@ static int op_read(const struct agent_file *f, int out, struct agent_file_result
 
         /* O_NONBLOCK: a FIFO opens at once, to be refused below, instead of waiting for a
          * writer that never comes. */
-        fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return not_regular(res, st.st_mode);
         /* st_size, not what is actually stored: a sparse terabyte is refused at once. */
         if (f->max != AGENT_FILE_UNLIMITED && (uint64_t) st.st_size > f->max)
                 return -EFBIG;
@@ -241,14 +247,18 @@ static int op_write(const struct agent_file *f, int in, struct agent_file_result
         /* Not O_TRUNC: what is there is checked first, and only a regular file is
          * truncated. O_NONBLOCK: an existing FIFO must not wait for a reader. */
         fd = openat(dirfd, name,
-                    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (f->append ? O_APPEND : 0),
+                    O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (f->append ? O_APPEND : 0),
                     f->mode == AGENT_FILE_MODE_DEFAULT ? 0644 : f->mode);
-        if (fd < 0)
-                return errno == ENXIO ? -EINVAL : -errno; /* ENXIO: a FIFO without reader, a socket */
+        if (fd < 0) {
+                /* ENXIO: a FIFO without reader, a socket. */
+                if (errno == ENXIO && fstatat(dirfd, name, &st, 0) >= 0)
+                        return not_regular(res, st.st_mode);
+                return -errno;
+        }
         if (fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return not_regular(res, st.st_mode);
         if (!f->append && ftruncate(fd, 0) < 0)
                 return -errno;
 
@@ -404,7 +414,9 @@ static int op_stat(const struct agent_file *f, struct agent_file_result *res) {
         r = open_parent(f->path, false, &dirfd, &name);
         if (r < 0)
                 return r;
-        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        /* As stat -L: a symlink is followed (a dangling one is ENOENT); ListFiles shows the
+         * link itself. */
+        if (fstatat(dirfd, name, &st, 0) < 0)
                 return -errno;
         r = entry_fill(dirfd, name, f->path, &st, &res->stat);
         if (r < 0)

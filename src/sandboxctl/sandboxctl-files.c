@@ -21,6 +21,7 @@
 
 #include <systemd/sd-bus-protocol.h>
 
+#include "agent-protocol.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-files.h"
@@ -196,21 +197,14 @@ static char *entry_quote(const char *text, const void *raw, size_t raw_size) {
         return raw_size > 0 ? quote_name(raw, raw_size) : quote_name(text, strlen(text));
 }
 
-/* Why a file cannot be read, from its type; 0 when it is a regular file. */
+/* Why a file cannot be read, from its type (Stat follows a final symlink); 0 when it is a
+ * regular file. */
 static int entry_read_error(const FileEntry *e) {
         if (streq(e->type, "file"))
                 return 0;
         if (streq(e->type, "dir"))
                 return -EISDIR;
-        if (streq(e->type, "link"))
-                return -ELOOP;  /* reads never follow a final symlink */
         return -EBADFD;         /* a FIFO, socket or device */
-}
-
-static const char *entry_error_reason(const FileEntry *e, int r) {
-        if (r == -EBADFD)
-                return "Not a regular file";
-        return strerror(-r);
 }
 
 /* Upload (into_fd false) or Download (true) of path in sandbox h, from or into fd. */
@@ -321,8 +315,9 @@ static int copy_from_sandbox(SandboxClient *c, const char *id, const char *path,
                 return log_error_errno(r, "Failed to copy %s:%s: %m (cp copies single files; "
                                        "use '%s exec %s -- tar -c ...' for a tree)", id, path,
                                        program_invocation_short_name, id);
-        if (r < 0)
-                return log_error_errno(r, "Failed to copy %s:%s: %s", id, path, entry_error_reason(&e, r));
+        if (r < 0)  /* the words of sandboxd's NotRegularFile */
+                return log_error_errno(r, "Failed to copy %s:%s: not a regular file: %s", id, path,
+                                       agent_file_type_describe(agent_file_type_from_string(e.type)));
 
         if (!to_stdout) {
                 if (dest[strlen(dest) - 1] == '/' || (stat(dest, &st) >= 0 && S_ISDIR(st.st_mode))) {
@@ -406,17 +401,6 @@ int files_cat(SandboxClient *c, const char *id, char **paths, uint64_t max) {
                 if (r == -EPIPE)
                         return -EPIPE;  /* the reader went away, as with cat(1): nothing to say */
 
-                /* "Invalid argument" says little: the file's type says why. */
-                if (sandbox_client_error_has_name(&error, SD_BUS_ERROR_INVALID_ARGS)) {
-                        _cleanup_(sandbox_file_entry_done) FileEntry e = {};
-                        int k;
-
-                        if (sandbox_handle_stat(h, *p, &e, NULL) >= 0 && (k = entry_read_error(&e)) < 0) {
-                                r = log_error_errno(k, "Failed to read %s:%s: %s", id, *p, entry_error_reason(&e, k));
-                                ret = ret ?: r;
-                                continue;
-                        }
-                }
                 r = log_error_errno(r, "Failed to read %s:%s: %s", id, *p, file_error_reason(&error, *p, r));
                 ret = ret ?: r;
         }

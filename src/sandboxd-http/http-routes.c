@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "agent-protocol.h"
 #include "http-mcp.h"
 #include "http.h"
 #include "json-util.h"
@@ -787,8 +788,11 @@ static int on_download_stat(HttpRequest *req, json_object *parameters, const cha
 
         if (error)
                 return http_request_reply_varlink_error(req, error, parameters);
+        /* The name and words of sandboxd's own NotRegularFile (sandboxd-api(7)). */
         if (!type || !streq(json_object_get_string(type), "file"))
-                return http_request_reply_error(req, 400, "NotAFile", "%s is not a regular file.", t->path);
+                return http_request_reply_error(req, 400, "NotRegularFile", "%s: not a regular file: %s.", t->path,
+                                                agent_file_type_describe(agent_file_type_from_string(
+                                                        json_object_get_string(type))));
         t->size = (uint64_t) json_object_get_int64(get(entry, "size"));
         return http_request_stream(req, 200, "application/octet-stream", t->size, pull_chunk);
 }

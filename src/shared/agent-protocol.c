@@ -717,15 +717,23 @@ int agent_parse_file(json_object *obj, struct agent_file *ret) {
 static const struct {
         mode_t type;
         const char *name;
+        const char *description;   /* for messages */
 } file_type_table[] = {
-        { S_IFREG, "file" },
-        { S_IFDIR, "dir" },
-        { S_IFLNK, "link" },
-        { S_IFIFO, "fifo" },
-        { S_IFSOCK, "socket" },
-        { S_IFCHR, "char" },
-        { S_IFBLK, "block" },
+        { S_IFREG, "file", "regular file" },
+        { S_IFDIR, "dir", "directory" },
+        { S_IFLNK, "link", "symbolic link" },
+        { S_IFIFO, "fifo", "FIFO" },
+        { S_IFSOCK, "socket", "socket" },
+        { S_IFCHR, "char", "character device" },
+        { S_IFBLK, "block", "block device" },
 };
+
+const char *agent_file_type_describe(mode_t type) {
+        for (size_t i = 0; i < ELEMENTSOF(file_type_table); i++)
+                if (file_type_table[i].type == (type & S_IFMT))
+                        return file_type_table[i].description;
+        return "file of an unknown type";
+}
 
 const char *agent_file_type_to_string(mode_t type) {
         for (size_t i = 0; i < ELEMENTSOF(file_type_table); i++)
@@ -763,7 +771,9 @@ json_object *agent_msg_file_result(const struct agent_file_result *r) {
             json_add_u64(obj, "id", r->id) < 0 ||
             json_add(obj, "errno", json_object_new_int64(r->error)) < 0 ||
             (r->has_bytes && json_add_u64(obj, "bytes", r->bytes) < 0) ||
-            (r->has_stat && json_add(obj, "stat", json_new_entry(&r->stat)) < 0))
+            (r->has_stat && json_add(obj, "stat", json_new_entry(&r->stat)) < 0) ||
+            (r->not_regular != 0 &&
+             json_add(obj, "not_regular", json_object_new_string(strempty(agent_file_type_to_string(r->not_regular)))) < 0))
                 return NULL;
 
         if (r->has_entries) {
@@ -869,6 +879,16 @@ int agent_parse_file_result(json_object *obj, struct agent_file_result *ret) {
                 if (r < 0)
                         return r;
                 res.has_bytes = true;
+        }
+
+        if (json_object_object_get_ex(obj, "not_regular", NULL)) {
+                const char *t;
+
+                r = agent_get_string(obj, "not_regular", &t);
+                if (r < 0)
+                        return r;
+                /* A type this side has no name for is still not a regular file. */
+                res.not_regular = agent_file_type_from_string(t) ?: S_IFMT;
         }
 
         if (json_object_object_get_ex(obj, "stat", &v)) {

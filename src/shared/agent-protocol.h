@@ -60,14 +60,15 @@
  *                 the files' sizes (as their headers say, or as their data turns out)
  *                 exceed "max". "bytes" as for archive. What was unpacked before an
  *                 error stays: the caller discards the sandbox.
- *   Reads refuse anything but regular files (FIFOs, devices, sockets: EINVAL), opened
- *   with O_NONBLOCK|O_NOFOLLOW on the last component; "max" (bytes) bounds a read so a
- *   sparse terabyte file cannot stream forever (EFBIG beyond it).
+ *   Reads refuse anything but regular files (FIFOs, devices, sockets, directories:
+ *   EINVAL, with "not_regular" the type met), opened with O_NONBLOCK; "max" (bytes)
+ *   bounds a read so a sparse terabyte file cannot stream forever (EFBIG beyond it).
  *   agent -> daemon {"type":"file-result","id":N,"errno":E,"bytes":B,
  *                    "entries":[{"path":..,"type":"file|dir|link|fifo|socket|char|block",
  *                                "size":..,"mode":..,"mtime_usec":..,"target":".."}..],
- *                    "stat":{same fields}}
- *   errno 0 on success; entries/stat only for list/stat; bytes for read/write.
+ *                    "stat":{same fields},"not_regular":"fifo|dir|..."}
+ *   errno 0 on success; entries/stat only for list/stat; bytes for read/write;
+ *   not_regular only with errno EINVAL (an older agent leaves it out).
  *
  * What the agent does where the above leaves a choice (version 2):
  *   - A request with an id that cannot be carried out as sent (malformed, wrong number of
@@ -78,6 +79,9 @@
  *     when the reader of fds[1] is gone; the agent then closes its master too, and the
  *     session gets SIGHUP, as from a closed terminal window.
  *   - file: relative paths start at /work; directories on the way may be symlinks;
+ *     read, write and stat follow a symlink as the last component too (as cat, tee and
+ *     stat -L would: it resolves inside the sandbox's root, to what its code can reach);
+ *     remove, move and the entries of list never do;
  *     "list" follows P itself (/bin -> usr/bin) but nothing below it, reports entries in
  *     pre-order, sorted by name, with "path" relative to P; "stat" reports "path" as
  *     given. "mode" is exact (no umask); "parents" makes directories 0755; an existing
@@ -290,12 +294,15 @@ struct agent_file_result {
         bool has_entries;        /* list, on success (n_entries may be 0) */
         struct agent_file_entry *entries;
         size_t n_entries;
+        mode_t not_regular;      /* read, write refused with EINVAL: the S_IF* type met, or 0 */
 };
 
 /* "file" / "dir" / "link" / "fifo" / "socket" / "char" / "block" <-> S_IF*; NULL / 0 if
  * unknown. */
 const char *agent_file_type_to_string(mode_t type);
 mode_t agent_file_type_from_string(const char *s);
+/* For messages: "FIFO", "character device", "directory", ...; never NULL. */
+const char *agent_file_type_describe(mode_t type);
 
 /* NULL on OOM, or if r holds what the wire cannot carry (an errno outside 0..4095, a
  * value beyond int64, an entry with an unknown type or without path). The agent checks

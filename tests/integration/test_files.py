@@ -32,9 +32,10 @@ READ_MAX = 16 * MiB          # ReadFile's bound (sandboxd-api(7))
 # /etc/debian_version.
 HOST_FILES = ('/etc/shadow', '/etc/passwd', '/etc/hostname', '/etc/debian_version', '/root/.bashrc')
 HOST_ONLY = '/etc/debian_version'
-# Every error a refused escape may answer with: the path is not in the sandbox, it is a
-# symlink, it is read-only or not ours, or not a regular file.
-REFUSALS = ('org.freedesktop.DBus.Error.FileNotFound', 'System.Error.ENOENT', 'System.Error.ELOOP',
+NOT_REGULAR = 'io.sandboxd.Sandbox1.NotRegularFile'
+# Every error a refused escape may answer with: the path is not in the sandbox, it is
+# read-only or not ours, or not a regular file.
+REFUSALS = ('org.freedesktop.DBus.Error.FileNotFound', 'System.Error.ENOENT', NOT_REGULAR,
             'System.Error.EROFS', 'org.freedesktop.DBus.Error.AccessDenied', 'System.Error.EACCES',
             'System.Error.EPERM', 'org.freedesktop.DBus.Error.InvalidArgs', 'System.Error.ENOTDIR',
             'System.Error.EISDIR', 'System.Error.EXDEV', 'org.freedesktop.DBus.Error.FileExists')
@@ -283,7 +284,9 @@ emit(out)''')
         self.assert_refused(res['file'], 'ListFiles of a file',
                             ('System.Error.ENOTDIR', 'org.freedesktop.DBus.Error.InvalidArgs'))
         self.assertEqual(res['stat_dir']['ok'][1], 'dir', res['stat_dir'])
-        self.assertEqual(res['stat_link']['ok'][1], 'link', 'Stat followed a final symlink')
+        # Stat follows a final symlink, as stat -L does; ListFiles shows the link.
+        self.assertEqual(res['stat_link']['ok'][1:3], ['file', 5], res['stat_link'])
+        self.assertEqual(res['stat_link']['ok'][0], 'd1/l', 'Stat reports the path as given')
 
         res = self.calls(sid, '''
 out = {}
@@ -314,7 +317,7 @@ emit(out)''')
 class Escapes(Base):
     """Each escape planted by the sandboxed code fails, and the host's files are unchanged."""
 
-    def test_symlink_to_host_files_is_not_followed(self):
+    def test_symlinks_lead_only_to_sandbox_files(self):
         sid = self.create()
         self.sh(sid, f'ln -s /etc/shadow /work/shadow && ln -s {HOST_ONLY} /work/passwd && '
                      f'ln -s {self.hostfile} /work/hostfile && ln -s /etc /work/etcdir && '
@@ -328,21 +331,20 @@ out = {{}}
 for p in {paths!r}:
     out[p] = {{"read": read(p), "download": download(p), "stat": call(s, "Stat", p)}}
 emit(out)''')
+        # Links, last or on the way, resolve in the sandbox's own root (as its code's would):
+        # to its own /etc, which has no shadow and no debian_version, or to a directory it
+        # does not have.
         for p, r in res.items():
-            for how in ('read', 'download'):
-                self.assertIn('error', r[how], f'{how} of {p} succeeded: {r[how]}')
-                if 'ok' in r[how] and how == 'read':
-                    self.assert_not_host_content(hex_bytes(r[how]), f'ReadFile {p}')
+            if p == 'inlink':
+                continue
+            for how in ('read', 'download', 'stat'):
+                self.assert_refused(r[how], f'{how} {p}', NOT_FOUND)
             self.assertEqual(r['download']['pipe']['bytes'], 0, f'Download {p} wrote to the caller: {r}')
-        # The last component is a link: ELOOP; a link on the way leads into the sandbox's
-        # own /etc or to a directory it does not have.
-        for p in ('/work/shadow', 'shadow', 'passwd', 'hostfile', '/work/hostfile', 'inlink'):
-            self.assertEqual(res[p]['read']['error'], 'System.Error.ELOOP', res[p])
-            self.assertEqual(res[p]['download']['error'], 'System.Error.ELOOP', res[p])
-            self.assertEqual(res[p]['stat']['ok'][1], 'link', res[p])
-        for p in ('etcdir/shadow', host_only, 'hostdir/known.txt', '/work/hostdir/known.txt'):
-            self.assert_refused(res[p]['read'], f'ReadFile {p}', NOT_FOUND)
-            self.assert_refused(res[p]['download'], f'Download {p}', NOT_FOUND)
+        # A link to a file of the sandbox's is followed, as cat and stat -L would.
+        self.assertEqual(hex_bytes(res['inlink']['read']), b'inside\n')
+        self.assertEqual(res['inlink']['download'].get('ok'), 7, res['inlink'])
+        self.assertEqual(bytes.fromhex(res['inlink']['download']['pipe']['head']), b'inside\n')
+        self.assertEqual(res['inlink']['stat']['ok'][1:3], ['file', 7], res['inlink'])
         self.assert_host_unchanged()
 
     def test_write_through_symlinks(self):
@@ -353,7 +355,7 @@ emit(out)''')
                      f'ln -s /etc/passwd /work/passwd && echo target > /work/target && '
                      f'ln -s /work/target /work/inlink')
         cases = [f'/work/etcdir/{tag}', f'etcdir/{tag}', f'hostdir/{tag}', 'hostdir/known.txt',
-                 '/work/hostdir/known.txt', 'hostfile', 'passwd', 'inlink', f'etcdir/{tag}/sub/x']
+                 '/work/hostdir/known.txt', 'hostfile', 'passwd', f'etcdir/{tag}/sub/x']
         res = self.calls(sid, f'''
 out = {{}}
 for p in {cases!r}:
@@ -365,21 +367,28 @@ for p in {cases!r}:
         "upload_parents": upload_bytes(p, b"ESCAPED\\n", CreateParents=True),
         "mkdir": call(s, "MakeDirectory", p, True),
     }}
+out["inlink"] = call(s, "WriteFile", "inlink", dbus.ByteArray(b"THROUGH\\n"), opts())
+out["inlink_append"] = upload_bytes("inlink", b"MORE\\n", Append=True)
 out["via_tmp"] = call(s, "WriteFile", "tmpdir/{tag}", dbus.ByteArray(b"INSIDE\\n"), opts())
 out["via_tmp_upload"] = upload_bytes("/work/tmpdir/{tag}.up", b"INSIDE-UP\\n")
 emit(out)''')
         for p in cases:
             for how, r in res[p].items():
                 self.assert_refused(r, f'{how} {p}')
-        for p in ('hostfile', 'passwd', 'inlink'):
-            self.assertEqual(res[p]['write']['error'], 'System.Error.ELOOP', res[p])
-            self.assertEqual(res[p]['upload']['error'], 'System.Error.ELOOP', res[p])
+        # A link to a host path is a link to a path the sandbox does not have; one to its own
+        # /etc/passwd, to a file it may not write.
+        self.assert_refused(res['hostfile']['write'], 'WriteFile hostfile', NOT_FOUND)
+        # A link to the sandbox's own file is written through, as tee(1) would; the link stays.
+        self.assertEqual(res['inlink'].get('ok'), 8, res['inlink'])
+        self.assertEqual(res['inlink_append'].get('ok'), 5, res['inlink_append'])
+        _st, out, _err = self.sh(sid, 'readlink /work/inlink')
+        self.assertEqual(out, b'/work/target\n')
         # A symlinked directory that leads somewhere the sandbox may write: the file lands in
         # the sandbox's own /tmp.
         self.assertEqual(res['via_tmp'].get('ok'), 7, res['via_tmp'])
         self.assertEqual(res['via_tmp_upload'].get('ok'), 10, res['via_tmp_upload'])
         _st, out, _err = self.sh(sid, f'cat /tmp/{tag} /tmp/{tag}.up /work/target')
-        self.assertEqual(out, b'INSIDE\nINSIDE-UP\ntarget\n')
+        self.assertEqual(out, b'INSIDE\nINSIDE-UP\nTHROUGH\nMORE\n')
         self.assert_host_unchanged(also_absent=[f'/etc/{tag}', f'/tmp/{tag}',
                                                 f'/tmp/{tag}.up', os.path.join(self.hostdir, tag)])
 
@@ -484,8 +493,10 @@ emit(out)''')
     def test_symlink_swapped_in_a_loop(self):
         """A background process swaps /work/race between a regular file and symlinks (to
         /etc/passwd, to a host file, to a decoy inside) as fast as it can; 200 ReadFiles and
-        200 Downloads see the regular file's content or an error, never a link's target."""
+        200 Downloads see the regular file's content, a sandbox file a link leads to (the
+        decoy, the sandbox's own passwd) or an error, never a host file's content."""
         sid = self.create()
+        _st, own_passwd, _err = self.sh(sid, 'cat /etc/passwd')
         loop = ('echo DECOY > /work/decoy; '
                 'while :; do '
                 'echo REGULAR > /work/race.f; mv -f /work/race.f /work/race; '
@@ -514,16 +525,19 @@ emit({{"pid": pid, "reads": reads, "downloads": downloads, "running": running}})
             kinds = {}
             for r in res[how]:
                 if 'error' in r:
-                    kinds[r['error']] = kinds.get(r['error'], 0) + 1
-                    self.assertIn(r['error'], ('System.Error.ELOOP',) + NOT_FOUND, r)
+                    kinds['link'] = kinds.get('link', 0) + 1   # the host file's path: not in the sandbox
+                    self.assertIn(r['error'], NOT_FOUND, r)
                     continue
                 data = bytes.fromhex(r['data'])
+                if data in (b'DECOY\n', own_passwd[:len(data)]) and data:
+                    kinds['link'] = kinds.get('link', 0) + 1
+                    continue
                 self.assertIn(data, (b'', b'REGULAR\n'), f'{how}: a race returned other content: {data!r}')
                 self.assert_not_host_content(data, how)
                 kinds['regular'] = kinds.get('regular', 0) + 1
             # The loop really raced: both a regular file and a link were met.
             self.assertIn('regular', kinds, f'{how}: {kinds}')
-            self.assertIn('System.Error.ELOOP', kinds, f'{how} never met the symlink: {kinds}')
+            self.assertIn('link', kinds, f'{how} never met the symlink: {kinds}')
         self.assert_host_unchanged()
 
 
@@ -599,10 +613,10 @@ out["upload"] = upload_bytes("fifo", b"x", timeout=10)
 out["link"] = read("fifolink", timeout=10)
 out["after"] = read("regular")
 emit(out)''', timeout=120)
-        for what in ('read', 'download', 'download_max', 'write', 'append', 'upload'):
-            self.assert_refused(res[what], f'{what} of a FIFO', ('org.freedesktop.DBus.Error.InvalidArgs',))
+        for what in ('read', 'download', 'download_max', 'write', 'append', 'upload', 'link'):
+            self.assert_refused(res[what], f'{what} of a FIFO', (NOT_REGULAR,))
+            self.assertIn(': not a regular file: FIFO', res[what]['message'], res[what])
             self.assertLess(res[what]['seconds'], 5, f'{what} of a FIFO took {res[what]["seconds"]:.1f}s')
-        self.assertEqual(res['link']['error'], 'System.Error.ELOOP')
         self.assertEqual(hex_bytes(res['after']), b'ok\n', 'the sandbox serves files after the FIFO')
         self.assert_host_unchanged()
 
@@ -625,9 +639,10 @@ emit(out)''', timeout=120)
             self.assertLess(r['seconds'], 5, f'{what} took {r["seconds"]:.1f}s')
             if 'pipe' in r:
                 self.assertEqual(r['pipe']['bytes'], 0, f'{what} wrote {r["pipe"]["bytes"]} bytes')
-        for p in ('/dev/zero', '/dev/urandom', '/dev/null'):
-            self.assertEqual(res[f'read {p}']['error'], 'org.freedesktop.DBus.Error.InvalidArgs', res)
-        self.assertEqual(res['link']['error'], 'System.Error.ELOOP')
+        for p in ('/dev/zero', '/dev/urandom', '/dev/null', 'link'):
+            r = res[f'read {p}'] if p != 'link' else res['link']
+            self.assertEqual(r['error'], NOT_REGULAR, res)
+            self.assertIn(': not a regular file: character device', r['message'], r)
 
     def test_sparse_terabyte_is_bounded(self):
         sid = self.create()
@@ -719,10 +734,12 @@ emit(out)''', timeout=120)
         self.assertEqual(bytes.fromhex(lnk[6]['bytes']), b'')
         self.assertEqual(bytes.fromhex(lnk[7]['bytes']), b'to\x80x')
         self.assertEqual(bytes.fromhex(entries['ok'][6]['bytes']), b'', 'a UTF-8 name has no bytes')
-        self.assertIn('ok', res['stat'], f'Stat of a link with a non-UTF-8 target: {res["stat"]}')
-        st = res['stat']['ok']
-        self.assertEqual((st[1], st[5], bytes.fromhex(st[7]['bytes'])), ('link', 'to\\x80x', b'to\x80x'))
         self.assertIn('ok', res['after'])
+        # Stat follows the link: to nothing (its target was never made), then to a file.
+        self.assert_refused(res['stat'], 'Stat of a dangling link', NOT_FOUND)
+        self.sh(sid, "cd /work/d && echo 12 > \"$(printf 'to\\200x')\"")
+        res = self.calls(sid, 'emit(call(s, "Stat", "d/lnk", timeout=20))')
+        self.assertEqual(res['ok'][:3], ['d/lnk', 'file', 3], res)
 
 
 

@@ -297,6 +297,51 @@ class SyncAPI(Base):
         self.assertEqual((cm.exception.name, cm.exception.errno_name),
                          ('io.sandboxd.Sandbox.SystemError', 'ENOENT'))
 
+    def test_symlinks_are_followed_inside_the_sandbox(self):
+        """Issue 27: read, write and get_info follow a final symlink, as cat, tee and stat -L
+        would, resolving in the sandbox's own root; list and remove act on the link."""
+        sbx = self.create('shell')
+        f = sbx.files
+        sbx.commands.run('echo hello > a.txt; ln -s a.txt rel; ln -s /work/a.txt abs; '
+                         'ln -s /usr/bin/python3 py; ln -s /etc/debian_version hostonly; '
+                         'ln -s ../../../../../etc/shadow up; ln -s nowhere dangling')
+        self.assertEqual(f.read('rel'), 'hello\n')
+        self.assertEqual(f.read('/work/abs'), 'hello\n')
+        python = f.read('/usr/bin/python3', format='bytes')
+        self.assertTrue(python.startswith(b'\x7fELF'), python[:16])
+        self.assertEqual(f.read('py', format='bytes'), python)
+        self.assertEqual(hashlib.sha256(python).hexdigest(),
+                         sbx.commands.run('sha256sum /usr/bin/python3').stdout.split()[0])
+        # A link to a host file resolves in the sandbox's root, where there is none.
+        self.assertNotEqual(sbx.commands.run('test -e /etc/debian_version; echo $?').stdout, '0\n')
+        for path in ('hostonly', 'up', 'dangling'):
+            with self.assertRaises(FileNotFoundError, msg=path):
+                f.read(path)
+        self.assertEqual((f.get_info('rel').type, f.get_info('rel').size), ('file', 6))
+        self.assertEqual(f.get_info('py').type, 'file')
+        self.assertFalse(f.exists('dangling'))
+        self.assertEqual({e.name: e.type for e in f.list('.')}['rel'], 'link')
+        # write goes through the link (the link stays); a dangling one makes its target.
+        f.write('rel', 'changed\n')
+        self.assertEqual(sbx.commands.run('readlink rel; cat a.txt').stdout, 'a.txt\nchanged\n')
+        f.write('dangling', 'made\n')
+        self.assertEqual(sbx.commands.run('cat nowhere').stdout, 'made\n')
+        f.remove('rel')
+        self.assertEqual(sbx.commands.run('ls').stdout.split(), ['a.txt', 'abs', 'dangling', 'hostonly',
+                                                                 'nowhere', 'py', 'up'])
+
+    def test_special_files_are_named(self):
+        """Issue 27: a FIFO or a device is refused at once, as NotRegularFile naming it."""
+        sbx = self.create('shell')
+        sbx.commands.run('mkfifo /work/fifo; ln -s /dev/zero zero')
+        for path, kind in (('fifo', 'FIFO'), ('/dev/zero', 'character device'), ('zero', 'character device')):
+            with self.assertRaises(sandboxd.NotRegularFile, msg=path) as cm:
+                sbx.files.read(path)
+            self.assertIn(f'not a regular file: {kind}', cm.exception.message)
+        with self.assertRaises(sandboxd.NotRegularFile) as cm:
+            sbx.files.write('fifo', 'x')
+        self.assertIn('not a regular file: FIFO', cm.exception.message)
+
     def test_errors_are_mapped(self):
         with self.assertRaises(sandboxd.NoSuchTemplate) as cm:
             Sandbox.create('no-such-template', transport=self.t)

@@ -895,6 +895,8 @@ static void test_file_result_roundtrip(void **state) {
                 { .id = 4, .error = 0, .has_entries = true, .entries = entries, .n_entries = 3 },
                 { .id = 5, .error = 0, .has_entries = true, .entries = NULL, .n_entries = 0 },
                 { .id = 6, .error = EPIPE, .has_bytes = true, .bytes = 3 },
+                { .id = 7, .error = EINVAL, .has_bytes = true, .bytes = 0, .not_regular = S_IFIFO },
+                { .id = 8, .error = EINVAL, .not_regular = S_IFCHR },
         };
 
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
@@ -911,6 +913,7 @@ static void test_file_result_roundtrip(void **state) {
                 assert_int_equal(r.has_stat, c->has_stat);
                 assert_int_equal(r.has_entries, c->has_entries);
                 assert_int_equal(r.n_entries, c->n_entries);
+                assert_int_equal(r.not_regular, c->not_regular);
                 for (size_t i = 0; i < r.n_entries + (r.has_stat ? 1 : 0); i++) {
                         const struct agent_file_entry *want = i < r.n_entries ? c->entries + i : &c->stat;
                         const struct agent_file_entry *e = i < r.n_entries ? r.entries + i : &r.stat;
@@ -939,6 +942,12 @@ static void test_file_result_roundtrip(void **state) {
         assert_null(agent_msg_file_result(&(struct agent_file_result) {
                 .id = 1, .has_bytes = true, .bytes = UINT64_MAX }));
         agent_file_result_done(NULL);
+
+        /* The words of the messages that name what a path is. */
+        assert_string_equal(agent_file_type_describe(S_IFIFO), "FIFO");
+        assert_string_equal(agent_file_type_describe(S_IFCHR | 0666), "character device");
+        assert_string_equal(agent_file_type_describe(agent_file_type_from_string("dir")), "directory");
+        assert_string_equal(agent_file_type_describe(0), "file of an unknown type");
 }
 
 static void test_parse_file_result_refuses(void **state) {
@@ -955,6 +964,7 @@ static void test_parse_file_result_refuses(void **state) {
                 "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":65536,\"mtime_usec\":1}}",
                 "{\"id\":1,\"errno\":0,\"stat\":{\"path\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":1,\"mtime_usec\":1,\"target\":7}}",
                 "{\"id\":1,\"errno\":0,\"entries\":{}}",
+                "{\"id\":1,\"errno\":22,\"not_regular\":1}",
                 /* a bad entry after good ones: what was parsed is freed (ASan would tell) */
                 "{\"id\":1,\"errno\":0,\"entries\":[{\"path\":\"a\",\"type\":\"link\",\"size\":1,\"mode\":1,\"mtime_usec\":1,\"target\":\"t\"},{\"path\":\"b\"}]}",
         };

@@ -1362,6 +1362,7 @@ static void test_file_read(void **state) {
 
 static void test_file_read_refused(void **state) {
         struct agent *a = *state;
+        struct agent_file_result res = {};
         struct agent_file f;
         char *d;
         size_t n;
@@ -1376,25 +1377,37 @@ static void test_file_read_refused(void **state) {
         assert_return_code(mkdir(tp(&t, "dir"), 0755), errno);
         assert_return_code(symlink(tp(&t, "dir"), tp(&t, "dirlink")), errno);
 
-        /* Missing; a symlink as the last component (not followed); a directory reached
-         * through a symlink on the way is fine. */
+        /* Missing; a symlink as the last component is followed, as cat(1) would, and so is
+         * a directory reached through a symlink on the way; a dangling one is missing. */
         assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "missing")), &d, &n, NULL), ENOENT);
         free(d);
-        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "link")), &d, &n, NULL), ELOOP);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "link")), &d, &n, NULL), 0);
+        assert_int_equal(n, 10);
+        assert_memory_equal(d, "0123456789", 10);
+        free(d);
+        assert_return_code(symlink(tp(&t, "nothing"), tp(&t, "dangling")), errno);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dangling")), &d, &n, NULL), ENOENT);
         free(d);
         make_file(tp(&t, "dir/g"), "g");
         assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dirlink/g")), &d, &n, NULL), 0);
         assert_int_equal(n, 1);
         free(d);
 
-        /* A FIFO nobody writes to: refused at once, not waited on. Nor a directory. */
+        /* A FIFO nobody writes to: refused at once, not waited on, its type said. Nor a
+         * directory, nor a device. */
         start = now_msec();
-        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "fifo")), &d, &n, NULL), EINVAL);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "fifo")), &d, &n, &res), EINVAL);
+        assert_int_equal(res.not_regular, S_IFIFO);
         free(d);
         assert_true(now_msec() - start < 2000);
-        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dir")), &d, &n, NULL), EINVAL);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "dir")), &d, &n, &res), EINVAL);
+        assert_int_equal(res.not_regular, S_IFDIR);
         free(d);
-        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, "/dev/null"), &d, &n, NULL), EINVAL);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, "/dev/null"), &d, &n, &res), EINVAL);
+        assert_int_equal(res.not_regular, S_IFCHR);
+        free(d);
+        assert_int_equal(file_read(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, "missing")), &d, &n, &res), ENOENT);
+        assert_int_equal(res.not_regular, 0);
         free(d);
 
         /* Larger than "max": nothing is sent. */
@@ -1484,17 +1497,22 @@ static void test_file_write(void **state) {
         assert_true(S_ISDIR(st.st_mode));
         assert_int_equal(st.st_mode & 07777, 0755);
 
-        /* Not through a symlink as the last component: the target stays as it was. */
+        /* Through a symlink as the last component, as tee(1) would: the target is written,
+         * the link stays a link. */
         make_file(tp(&t, "target"), "keep");
         assert_return_code(symlink(tp(&t, "target"), tp(&t, "link")), errno);
-        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "link")), "bad", 3, NULL), ELOOP);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "link")), "new", 3, NULL), 0);
         c3 = slurp(tp(&t, "target"));
-        assert_string_equal(c3, "keep");
+        assert_string_equal(c3, "new");
+        assert_return_code(lstat(tp(&t, "link"), &st), errno);
+        assert_true(S_ISLNK(st.st_mode));
 
         /* Not onto what is not a regular file; a FIFO, with or without a reader, does not
          * block the write. */
         assert_return_code(mkfifo(tp(&t, "fifo"), 0644), errno);
-        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "fifo")), "x", 1, NULL), EINVAL);
+        assert_int_equal(file_write(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, "fifo")), "x", 1, &res), EINVAL);
+        assert_int_equal(res.not_regular, S_IFIFO);  /* ENXIO from open(), no reader: the type is still said */
+        agent_file_result_done(&res);
         {
                 int rfd = open(tp(&t, "fifo"), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
                 char c;
@@ -1620,10 +1638,12 @@ static void test_file_stat(void **state) {
         assert_null(res.stat.target);
         agent_file_result_done(&res);
 
-        /* The link itself, not what it points to. */
+        /* What the link points to, as stat -L; the path as given. */
         assert_int_equal(file_stat(a, tp(&t, "link"), &res), 0);
-        assert_int_equal(res.stat.type, S_IFLNK);
-        assert_string_equal(res.stat.target, "f");
+        assert_int_equal(res.stat.type, S_IFREG);
+        assert_int_equal(res.stat.size, 3);
+        assert_string_equal(res.stat.path, tp(&t, "link"));
+        assert_null(res.stat.target);
         agent_file_result_done(&res);
 
         assert_int_equal(file_stat(a, t.dir, &res), 0);
