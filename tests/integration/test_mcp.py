@@ -222,6 +222,9 @@ class Tools(Base):
             call('file_read', sandbox_id='$sid', path='pkg/hello.py'),
             call('run_command', sandbox_id='$sid', command='python3 pkg/hello.py; pwd; echo "$GREETING"',
                  env=['GREETING=hi']),
+            call('run_command', sandbox_id='$sid', command='mkfifo fifo; ln -s pkg/hello.py link'),
+            call('file_read', sandbox_id='$sid', path='fifo'),
+            call('file_read', sandbox_id='$sid', path='link'),
             call('file_write', sandbox_id='$sid', path='bin.dat', content='AAEC/w==', encoding='base64'),
             call('file_read', sandbox_id='$sid', path='bin.dat'),
             call('file_list', sandbox_id='$sid', path='.', depth=2),
@@ -239,7 +242,7 @@ class Tools(Base):
         ])
         # What each call took, client to client (for the report; asserted on elsewhere).
         print('\n# ' + ', '.join(f'{s["name"]} {s["ms"]} ms' for s in out['steps'][1:]), file=sys.stderr)
-        (_, created, written, appended, read, ran, bin_written, bin_read, listed, shadow, deleted, gone, paused,
+        (_, created, written, appended, read, ran, _made, fifo, link, bin_written, bin_read, listed, shadow, deleted, gone, paused,
          resumed, listed_sandboxes, info, timed_out, templates, destroyed, after) = out['steps']
         sandbox = self.assert_ok(created)['sandbox']
         sid = sandbox['id']
@@ -253,6 +256,9 @@ class Tools(Base):
                                                 'truncated': False})
         r = self.assert_ok(ran)
         self.assertEqual((r['exit_code'], r['stdout']), (0, 'hello from a file\nagain\n/work\nhi\n'))
+        # Issue 27: what is not a regular file is named; a final symlink is followed.
+        self.assert_tool_error(fifo, r'^NotRegularFile: fifo: not a regular file: FIFO')
+        self.assertEqual(self.assert_ok(link)['content'], 'print("hello from a file")\nprint("again")\n')
         self.assert_ok(bin_written)
         self.assertEqual(self.assert_ok(bin_read)['encoding'], 'base64')
         self.assertEqual(self.assert_ok(bin_read)['content'], 'AAEC/w==')
