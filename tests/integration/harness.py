@@ -17,6 +17,20 @@ Otherwise systemd is booted as PID 1 of a new PID + mount namespace, as
     namespace systemd on the machine never manage the same cgroup paths.
 The bus policy is bind-mounted over /etc/dbus-1/system.d inside the namespace only.
 
+A test system is hermetic against a sandboxd installed on this machine (tools/quickstart,
+the packages) and its running services:
+  - it sees none of that install's files: the directories where units, bus policy and
+    activation files, polkit actions and rules, tmpfiles.d and sysusers.d entries live are
+    replaced, in its mount namespace, by copies without sandboxd's entries, and sandboxd's
+    own directories (/etc/sandboxd, /var/lib/sandboxd, /usr/lib/sandboxd, …) by empty ones:
+    it sees only the build tree's units and files, which install() puts in its /run;
+  - it has a network namespace of its own (loopback only), and the test process joins it
+    once the system is up (join_network()), so that whatever the tests and the system bind
+    (the bridge's ports, servers of the tests) never meets the host's ports, e.g. an
+    installed bridge on 127.0.0.1:8347. What needs the host's network (npm ci of a test's
+    SDK) runs through host_network(). The persistent system of tools/quickstart is the
+    install itself: it keeps the host's files and network.
+
 Library use (tests/integration/test_core.py, bench/bench.py):
     system = harness.acquire()        # boot + install + start sandboxd (or reuse)
     system.run([...]) / system.sandboxctl(...) / system.busctl(...)
@@ -95,10 +109,23 @@ SUBSLICE_RE = re.compile(r'sandbox-[0-9a-f]{2}\.slice')
 # $4: the harness's work directory, $2: name of the cgroup to move into, $3: empty, or the options of the host's cgroup2
 # mount, to boot in unified mode: cgroup2 alone on /sys/fs/cgroup, in this namespace only
 # (the same options, as a cgroup2 mount sets its hierarchy-wide flags such as nsdelegate);
-# $5: empty, or another root directory to boot the systemd of (pivot_root).
+# $5: empty, or another root directory to boot the systemd of (pivot_root);
+# $6: empty, or a file of lines "SOURCE TARGET" (bind SOURCE over TARGET) and "- TARGET" (an
+# empty tmpfs over TARGET): what hides a system-wide install of sandboxd (hermetic_view()).
 BOOT_SCRIPT = r'''
 set -e
 R=${5:-}
+if [ -n "${6:-}" ]; then
+        while read -r src dst; do
+                if [ "$src" = - ]; then
+                        mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$dst"
+                else
+                        mount --bind "$src" "$dst"
+                fi
+        done <"$6"
+fi
+# A network namespace of its own starts with loopback down (a no-op in the host's).
+ip link set lo up 2>/dev/null || true
 if [ -n "$R" ]; then
         # Another root (tools/test-packages: a fresh Debian with only the package installed):
         # the host's /sys and /dev bound in, as they are for the host's root below. It is
@@ -391,7 +418,7 @@ def _tmpfiles_seed(dest):
         if not os.path.isdir(d):
             continue
         for name in sorted(os.listdir(d)):
-            if not name.endswith('.conf'):
+            if not name.endswith('.conf') or _installed_entry(name):
                 continue
             try:
                 with open(os.path.join(d, name)) as f:
@@ -413,12 +440,94 @@ def _tmpfiles_seed(dest):
                     f.write('# filtered by tests/integration/harness.py\n' + '\n'.join(keep) + '\n')
 
 
+# Where a system-wide install of sandboxd puts files that a booted systemd, its bus or
+# polkit read: their sandboxd entries are hidden from test systems (hermetic_view()).
+SHARED_DIRS = ('/etc/systemd/system', '/lib/systemd/system', '/usr/lib/systemd/system',
+               '/usr/local/lib/systemd/system', '/etc/dbus-1/system.d', '/usr/share/dbus-1/system.d',
+               '/usr/share/dbus-1/system-services', '/usr/local/share/dbus-1/system.d',
+               '/usr/local/share/dbus-1/system-services', '/etc/polkit-1/rules.d',
+               '/usr/share/polkit-1/actions', '/usr/share/polkit-1/rules.d', '/usr/local/share/polkit-1/actions',
+               '/usr/local/share/polkit-1/rules.d', '/usr/lib/tmpfiles.d', '/etc/tmpfiles.d',
+               '/usr/local/lib/tmpfiles.d', '/usr/lib/sysusers.d', '/etc/sysusers.d', '/usr/local/lib/sysusers.d')
+# … and sandboxd's own directories, replaced by empty ones.
+OWN_DIRS = ('/etc/sandboxd', '/var/lib/sandboxd', '/usr/lib/sandboxd', '/usr/libexec/sandboxd',
+            '/usr/local/lib/sandboxd', '/usr/local/libexec/sandboxd')
+
+
+def _installed_entry(name):
+    """Whether a directory entry is one a sandboxd install makes (units, their enablement
+    links and drop-in directories, io.sandboxd.* policies, sandboxd*.conf)."""
+    return name.startswith(('sandbox', 'io.sandboxd.'))
+
+
+def hermetic_view(workdir):
+    """Lines for BOOT_SCRIPT's $6 that hide a system-wide sandboxd install from a test
+    system; [] when nothing of one is on this machine."""
+    lines, seen = [], set()
+    for d in SHARED_DIRS:
+        real = os.path.realpath(d)
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        hits = [os.path.join(dirpath, n) for dirpath, dirs, files in os.walk(real)
+                for n in dirs + files if _installed_entry(n)]
+        if not hits:
+            continue
+        copy = os.path.join(workdir, 'hermetic', real.strip('/').replace('/', '_'))
+        shutil.copytree(real, copy, symlinks=True,
+                        ignore=lambda _dir, names: [n for n in names if _installed_entry(n)])
+        lines.append(f'{copy} {real}')
+        log(f'hiding from the test system what a sandboxd install put in {real}: '
+            + ', '.join(os.path.relpath(h, real) for h in hits[:6]) + (' …' if len(hits) > 6 else ''))
+    for d in OWN_DIRS:
+        if os.path.isdir(d) and os.path.realpath(d) not in seen:
+            seen.add(os.path.realpath(d))
+            lines.append(f'- {os.path.realpath(d)}')
+            log(f'hiding {d} from the test system (an empty directory in its place)')
+    return lines
+
+
+_host_netns = None   # an fd of the network namespace this process had before join_network()
+
+
+def join_network(system):
+    """Moves this (single-threaded so far) process into SYSTEM's network namespace, so that
+    the tests reach what binds in it on its loopback. setns() applies to the calling thread,
+    and threads and children made afterwards inherit it."""
+    global _host_netns
+    if _host_netns is not None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    host = os.open('/proc/self/ns/net', os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(f'/proc/{system.pid}/ns/net', os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if libc.setns(fd, 0x40000000) != 0:   # CLONE_NEWNET
+            err = ctypes.get_errno()
+            os.close(host)
+            raise HarnessError(f'cannot join the test system\'s network namespace: {os.strerror(err)}')
+    finally:
+        os.close(fd)
+    _host_netns = host
+    log(f'this process now uses the network namespace of systemd {system.pid} (loopback only)')
+
+
+def host_network(argv):
+    """ARGV run in the host's network namespace (e.g. npm ci, which needs the registry),
+    when this process has joined a test system's."""
+    if _host_netns is None:
+        return list(argv)
+    return ['nsenter', f'--net=/proc/{os.getpid()}/fd/{_host_netns}', '--'] + list(argv)
+
+
 class System:
     """One systemd (the host's or a namespace's) with sandboxd installed into it."""
 
     def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None,
-                 rootdir=None):
+                 rootdir=None, private_network=None):
         self.paths = paths or Paths()
+        # A network namespace of its own (a namespace system only): by default, every system
+        # but the persistent one of tools/quickstart, which serves this machine.
+        self.private_network = (not persistent) if private_network is None else private_network
         # rootdir: boot the systemd of that root instead (the namespace's root; boot() only:
         # nothing of the build directory is installed there).
         self.rootdir = rootdir
@@ -812,12 +921,21 @@ class System:
             f.write('[Journal]\nStorage=volatile\n')
         _tmpfiles_seed(os.path.join(seed, 'tmpfiles.d'))
 
+        view = ''
+        if not self.persistent and not self.rootdir:
+            lines = hermetic_view(self.workdir)
+            if lines:
+                view = os.path.join(self.workdir, 'hermetic.list')
+                with open(view, 'w') as f:
+                    f.write('\n'.join(lines) + '\n')
         logpath = os.path.join(self.workdir, 'boot.log')
         argv = ['unshare', '--pid', '--fork', '--mount', '--propagation', 'private']
+        if self.private_network:
+            argv.append('--net')
         if not self.persistent:
             argv.append('--kill-child')
         argv += ['sh', '-c', BOOT_SCRIPT, 'sh', seed, self.name, self._cgroup2_options(), self.workdir,
-                 self.rootdir or '']
+                 self.rootdir or '', view]
         with open(logpath, 'wb') as logf:
             self.unshare = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
@@ -1002,8 +1120,9 @@ class System:
                 raise Unavailable('no dbus system.d directory to put the policy in (package dbus)')
             mine = os.path.join(self.workdir, 'dbus-system.d')
             os.makedirs(mine)
-            for n in os.listdir(target):
-                src = os.path.join(target, n)
+            # As the system sees it: without a system-wide install's policy (hermetic_view()).
+            for n in os.listdir(self.path(target)):
+                src = os.path.join(self.path(target), n)
                 if os.path.isfile(src):
                     shutil.copy(src, mine)
             shutil.copy(self.paths.policy, mine)
@@ -1316,6 +1435,8 @@ def acquire(start_daemon=True, docker=True):
     atexit.register(release)
     try:
         system.boot()
+        if system.mode == 'namespace' and system.private_network:
+            join_network(system)
         if start_daemon:
             try:
                 if not docker:
@@ -1344,10 +1465,13 @@ def boot_extra(cgroup=None):
     missing = Paths().missing()
     if missing:
         raise Unavailable('missing: ' + ', '.join(missing))
-    system = System(cgroup=cgroup)
+    # In the network namespace of acquire()'s system, which this process has joined.
+    system = System(cgroup=cgroup, private_network=_host_netns is None)
     atexit.register(system.teardown)
     try:
         system.boot()
+        if system.private_network:
+            join_network(system)
         system.install()
         system.start_daemon()
     except BaseException:
@@ -1398,7 +1522,8 @@ def npm_ci(build, sources, name, files=()):
         os.makedirs(dest, exist_ok=True)
         for n in ('package.json', 'package-lock.json'):
             shutil.copy(os.path.join(sources, n), dest)
-        cp = subprocess.run([npm, 'ci', '--prefix', dest, '--ignore-scripts', '--no-audit', '--no-fund'],
+        # The registry is reached from the host's network, not a test system's (host_network()).
+        cp = subprocess.run(host_network([npm, 'ci', '--prefix', dest, '--ignore-scripts', '--no-audit', '--no-fund']),
                             capture_output=True, text=True, timeout=600)
         if cp.returncode != 0:
             raise AssertionError(f'npm ci of {sources} failed:\n{cp.stdout}{cp.stderr}')
