@@ -287,6 +287,36 @@ int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src) {
         return 0;
 }
 
+int sandbox_config_inherit(SandboxConfig *c, const SandboxConfig *source) {
+        if (!c->limits.memory_max)
+                c->limits.memory_max = source->limits.memory_max;
+        if (!c->limits.cpu_quota_per_sec_usec)
+                c->limits.cpu_quota_per_sec_usec = source->limits.cpu_quota_per_sec_usec;
+        if (!c->limits.tasks_max)
+                c->limits.tasks_max = source->limits.tasks_max;
+        if (!c->disk_max)
+                c->disk_max = source->disk_max;
+        if (!c->timeout_set)
+                c->timeout_sec = source->timeout_sec;
+        if (!c->idle_timeout_set)
+                c->idle_timeout_sec = source->idle_timeout_sec;
+        if (!c->idle_action_set)
+                c->idle_action = source->idle_action;
+        /* The source's rules as it has them (its template's included), as the fork's own:
+         * a template changed since does not apply instead. */
+        if (!c->egress_allow_set) {
+                if (free_and_strdup_or_null(&c->egress_allow, source->egress_allow) < 0)
+                        return -ENOMEM;
+                c->egress_allow_set = true;
+        }
+        if (!c->egress_deny_set) {
+                if (free_and_strdup_or_null(&c->egress_deny, source->egress_deny) < 0)
+                        return -ENOMEM;
+                c->egress_deny_set = true;
+        }
+        return 0;
+}
+
 bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b) {
         return streq(a->egress_allow ?: "", b->egress_allow ?: "") && streq(a->egress_deny ?: "", b->egress_deny ?: "");
 }
@@ -361,12 +391,14 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         } else if (streq(name, "IdleTimeout")) {
                 r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
                 c->idle_timeout_sec = u;
+                c->idle_timeout_set = true;
         } else if (streq(name, "DiskMax")) {
                 r = check_range(name, u, SANDBOX_DISK_MIN, SANDBOX_DISK_MAX, error);
                 c->disk_max = u;
         } else if (streq(name, "Timeout")) {
                 r = check_range(name, u, 0, SANDBOX_LIFETIME_MAX_SEC, error);
                 c->timeout_sec = u;
+                c->timeout_set = true;
         } else if (streq(name, "Name"))
                 r = set_label(c->name, name, v->s, sandbox_name_is_valid, error);
         else if (streq(name, "Tenant"))
@@ -385,6 +417,7 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "IdleAction must be destroy, pause or hibernate, got '%.16s'.", v->s);
                 c->idle_action = a;
+                c->idle_action_set = true;
         } else if (streq(name, "FromSnapshot")) {
                 if (!sandbox_id_is_valid(v->s))
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,

@@ -80,6 +80,8 @@ typedef struct SandboxConfig {
         char *egress_deny;
         bool egress_allow_set, egress_deny_set;  /* given: the template's list does not apply */
         IdleAction idle_action;  /* what IdleTimeout does */
+        /* Given by the caller (Fork: what is not given is the source's; 0 is a value). */
+        bool timeout_set, idle_timeout_set, idle_action_set;
         /* CreateSandbox only: the snapshot (snapshot.h) whose files the new sandbox starts
          * with; "": none. */
         char from_snapshot[SNAPSHOT_ID_STRING_MAX + 1];
@@ -232,6 +234,9 @@ bool sandbox_name_is_valid(const char *s);
 int sandbox_tenant_check(const char *s, SandboxError *error);
 
 /* The setters of each set, for callers that know theirs. */
+/* Fork: what c leaves unset is source's (limits, DiskMax, Timeout, IdleTimeout, IdleAction,
+ * EgressAllow, EgressDeny); Name, Tenant and the rest are the caller's business. */
+int sandbox_config_inherit(SandboxConfig *c, const SandboxConfig *source);
 int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v, SandboxError *error);
 /* Fill what was not asked for from defaults (template first), then check the limits
  * against the machine. */

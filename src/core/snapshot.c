@@ -868,14 +868,10 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
         /* What the call leaves unset is the source's; the fork is for the source's tenant,
          * and has a name only if it is given one. */
         SandboxConfig *c = &fj->config;
-        if (!c->limits.memory_max)
-                c->limits.memory_max = sc->limits.memory_max;
-        if (!c->limits.cpu_quota_per_sec_usec)
-                c->limits.cpu_quota_per_sec_usec = sc->limits.cpu_quota_per_sec_usec;
-        if (!c->limits.tasks_max)
-                c->limits.tasks_max = sc->limits.tasks_max;
-        if (!c->disk_max)
-                c->disk_max = sc->disk_max;
+        if (sandbox_config_inherit(c, sc) < 0) {
+                fork_job_free(fj);
+                return -ENOMEM;
+        }
         strcpy(c->tenant, sc->tenant);
         c->reuse_existing = false;
         c->from_snapshot[0] = 0;

@@ -203,6 +203,37 @@ class SnapshotTest(harness.SandboxTestCase):
         # The fork's snapshot is gone once it is restored: nothing left to the quota.
         self.assertEqual([s for s in vl_ok(self, 'ListSnapshots')['snapshots'] if s['source'] == src], [])
 
+    def test_fork_inherits_what_is_not_given(self):
+        # Issue 27: a fork of a sandbox with Timeout 900 and IdleTimeout 600 lived forever.
+        # Every CreateSandbox option not given is the source's (sandboxd-api(7), Fork).
+        src = self.sandbox(MemoryMax=96 << 20, CPUQuotaPerSecUSec=300000, TasksMax=40, DiskMax=8 << 20,
+                           Timeout=900, IdleTimeout=600, IdleAction='pause',
+                           EgressAllow=['example.org', '*.example.net'], EgressDeny=['bad.example.org'])
+        fork = vl_ok(self, 'Fork', {'id': src})['id']
+        self.addCleanup(self.destroy_quietly, S, fork)
+        want = vl_ok(self, 'GetSandbox', {'id': src})['sandbox']
+        got = vl_ok(self, 'GetSandbox', {'id': fork})['sandbox']
+        for key in ('memoryMax', 'cpuQuotaPerSecUSec', 'tasksMax', 'diskMax', 'timeout', 'idleTimeout',
+                    'egressAllow', 'egressDeny', 'template', 'tenant'):
+            self.assertEqual(got[key], want[key], key)
+        self.assertEqual((got['timeout'], got['idleTimeout']), (900, 600))
+        self.assertGreater(got['deadline'], 0, 'the fork has a lifetime')
+        self.assertEqual(got['egressAllow'], ['example.org', '*.example.net'])
+        self.assertEqual(S.show(f'sandbox-{fork}.scope', 'MemoryMax')['MemoryMax'], str(96 << 20))
+
+        # What is given wins, 0 included (no timeout); IdleAction, seen in what the idle
+        # timeout does: the source's "pause" pauses the fork instead of destroying it.
+        fork2 = vl_ok(self, 'Fork', {'id': src, 'options': {'Timeout': 0, 'IdleTimeout': 1,
+                                                            'EgressAllow': []}})['id']
+        self.addCleanup(self.destroy_quietly, S, fork2)
+        got = vl_ok(self, 'GetSandbox', {'id': fork2})['sandbox']
+        self.assertEqual((got['timeout'], got['idleTimeout'], got['egressAllow']), (0, 1, []))
+        self.assertEqual(got['egressDeny'], ['bad.example.org'])
+        deadline = time.monotonic() + 20
+        while vl_ok(self, 'GetSandbox', {'id': fork2})['sandbox']['state'] != 'paused':
+            self.assertLess(time.monotonic(), deadline, 'the fork was not paused by its idle timeout')
+            time.sleep(0.2)
+
     def test_hibernate_restart_wake(self):
         sid = vl_ok(self, 'CreateSandbox', {'template': 'shell', 'options': {'Name': 'sleeper'}})['id']
         self.addCleanup(self.destroy_quietly, S, sid)

@@ -102,6 +102,39 @@ static void test_limits_messages_agree(void **state) {
         free(high);
 }
 
+/* Fork: what the call leaves unset is the source's, what it gives (0 included) is its own. */
+static void test_config_inherit(void **state) {
+        SandboxError e = SANDBOX_ERROR_NULL;
+        SandboxConfig src = {}, c = {};
+
+        assert_int_equal(set_u64(&src, "MemoryMax", 96ULL << 20, &e), 0);
+        assert_int_equal(set_u64(&src, "Timeout", 900, &e), 0);
+        assert_int_equal(set_u64(&src, "IdleTimeout", 600, &e), 0);
+        assert_int_equal(sandbox_config_set(&src, "IdleAction", &(OptionValue) { .type = OPTION_STRING, .s = "pause" },
+                                            &e), 0);
+        assert_int_equal(sandbox_config_set(&src, "EgressAllow", &(OptionValue) { .type = OPTION_STRV,
+                                            .strv = (char *[]) { (char *) "example.org", NULL } }, &e), 0);
+
+        assert_int_equal(sandbox_config_inherit(&c, &src), 0);
+        assert_int_equal(c.limits.memory_max, 96ULL << 20);
+        assert_int_equal(c.timeout_sec, 900);
+        assert_int_equal(c.idle_timeout_sec, 600);
+        assert_int_equal(c.idle_action, IDLE_ACTION_PAUSE);
+        assert_string_equal(c.egress_allow, src.egress_allow);
+        assert_non_null(strstr(c.egress_allow, "example.org"));
+        assert_true(c.egress_allow_set && c.egress_deny_set);
+        assert_null(c.egress_deny);
+        sandbox_config_done(&c);
+
+        c = (SandboxConfig) {};
+        assert_int_equal(set_u64(&c, "Timeout", 0, &e), 0);
+        assert_int_equal(sandbox_config_inherit(&c, &src), 0);
+        assert_int_equal(c.timeout_sec, 0);
+        assert_int_equal(c.idle_timeout_sec, 600);
+        sandbox_config_done(&c);
+        sandbox_config_done(&src);
+}
+
 static void test_wrong_type_and_unknown(void **state) {
         SandboxError e = SANDBOX_ERROR_NULL;
         SandboxConfig c = {};
@@ -535,6 +568,7 @@ int main(void) {
                 cmocka_unit_test(test_limits_in_range),
                 cmocka_unit_test(test_limits_out_of_range),
                 cmocka_unit_test(test_limits_messages_agree),
+                cmocka_unit_test(test_config_inherit),
                 cmocka_unit_test(test_wrong_type_and_unknown),
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_exec_options),
