@@ -713,7 +713,8 @@ typedef struct FileTransfer {
         uint8_t *buf;
         size_t n;
         bool in_flight, ended;
-        int error_status;
+        char *error;                    /* a failed upload's error, answered once its file is removed */
+        json_object *error_parameters;
 } FileTransfer;
 
 static void file_transfer_free(void *p) {
@@ -723,6 +724,8 @@ static void file_transfer_free(void *p) {
                 return;
         free(t->path);
         free(t->buf);
+        free(t->error);
+        json_object_put(t->error_parameters);
         free(t);
 }
 
@@ -824,6 +827,40 @@ static int route_file_get(HttpRequest *req) {
 
 static int upload_flush(HttpRequest *req, FileTransfer *t);
 
+static int on_upload_removed(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                             void *userdata) {
+        FileTransfer *t = http_request_get_data(req);
+
+        if (error)
+                log_warning("Cannot remove %s after its upload failed: %s", t->path, error);
+        return http_request_reply_varlink_error(req, t->error, t->error_parameters);
+}
+
+/* A part of an upload was refused: the error is answered (as soon as the rest of the body
+ * is read: sandboxd-http(8), LIMITS), and a file the upload made or replaced and left
+ * partial is removed first: the upload wrote parts of it already, or sandboxd ran out of
+ * room (413, 507) in the first part, which may have replaced it. A first part refused for
+ * another reason (a directory, no permission) left any file there untouched. */
+static int upload_failed(HttpRequest *req, FileTransfer *t, const char *error, json_object *parameters) {
+        unsigned status = http_status_from_varlink_error(error, parameters);
+        json_object *p;
+
+        if (t->offset == 0 && status != 413 && status != 507)
+                return http_request_reply_varlink_error(req, error, parameters);
+        t->error = strdup(error);
+        if (!t->error)
+                return http_request_reply_errno(req, -ENOMEM);
+        t->error_parameters = json_object_get(parameters);
+        p = params_with_path(req, t->path);
+        if (!p)
+                return http_request_reply_errno(req, -ENOMEM);
+        /* Nothing more is written meanwhile (upload_data() waits). */
+        t->in_flight = true;
+        if (http_backend_call(req, IFACE "Remove", p, 0, on_upload_removed, NULL) < 0)
+                return http_request_reply_varlink_error(req, error, parameters);
+        return 0;
+}
+
 static int on_write_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                           void *userdata) {
         FileTransfer *t = http_request_get_data(req);
@@ -831,7 +868,7 @@ static int on_write_chunk(HttpRequest *req, json_object *parameters, const char 
 
         t->in_flight = false;
         if (error)
-                return http_request_reply_varlink_error(req, error, parameters);
+                return upload_failed(req, t, error, parameters);
         t->offset += t->n;
         t->n = 0;
         if (!t->ended) {

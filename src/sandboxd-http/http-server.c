@@ -380,9 +380,8 @@ void http_request_stream_end(HttpRequest *req, bool failed) {
  *    previous request (slowloris); armed then, disarmed when a request's headers are in;
  *  - a body: complete within body_timeout_sec of its headers; an upload's instead at
  *    body_min_rate bytes per second over each window of body_timeout_sec, not counting
- *    the time the bridge itself holds it (suspended, waiting on sandboxd). Bodies of
- *    requests already answered (no token, too large, a route that takes none) get one
- *    window, whatever the route. */
+ *    the time the bridge itself holds it (suspended, waiting on sandboxd), also while the
+ *    rest of a failed upload is read to be dropped. */
 typedef struct HttpConnection {
         HttpDaemon *daemon;
         struct MHD_Connection *connection;
@@ -430,7 +429,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
                 connection_arm_usec(c, window * USEC_PER_SEC);
                 return 0;
         }
-        if (!req->route || !(req->route->flags & HTTP_ROUTE_UPLOAD) || req->response ||
+        if (!req->route || !(req->route->flags & HTTP_ROUTE_UPLOAD) ||
             c->window_bytes < config->body_min_rate * window) {
                 log_debug("A request's body came too slowly (%" PRIu64 " bytes in %" PRIu64 " s): connection closed.",
                           c->window_bytes, window);
@@ -630,6 +629,15 @@ static enum MHD_Result queue_reply(HttpRequest *req) {
         return ok;
 }
 
+/* How much of a body answered before its end is read and dropped so that the answer can
+ * go: the rest of a failed upload (its client sends it all before it reads), at most
+ * HTTP_DISCARD_MAX of others'. */
+static uint64_t request_discard_max(HttpRequest *req) {
+        if (req->route && (req->route->flags & HTTP_ROUTE_UPLOAD))
+                return MAX(req->server->config->upload_max, HTTP_DISCARD_MAX);
+        return HTTP_DISCARD_MAX;
+}
+
 /* Whether a body follows the request's headers. */
 static bool request_has_body(HttpRequest *req) {
         const char *cl = http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -667,7 +675,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                  * dropped, up to HTTP_DISCARD_MAX, and the reply goes once the body ended. */
                 req->discarded += *upload_data_size;
                 *upload_data_size = 0;
-                ok = req->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
+                ok = req->discarded > request_discard_max(req) ? MHD_NO : MHD_YES;
                 goto counted;
         } else if (!body_call && !req->body_done) {
                 req->body_done = true;

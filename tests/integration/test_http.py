@@ -474,6 +474,30 @@ class Files(unittest.TestCase):
             self.assertEqual(request('GET', s.url + '/files')[0], 400)
             self.assertEqual(request('GET', s.url + '/files/list?depth=99')[0], 400)
 
+    def test_upload_past_disk_max(self):
+        """An upload that outgrows the session's disk_max is answered (413 or 507, with
+        sandboxd's reason) after its body, not dropped, and leaves no partial file; a
+        file that was there and an upload refused for another reason are untouched."""
+        with Session(limits={'disk_max': 8 * MiB}) as s:
+            self.assertEqual(request('PUT', s.url + '/files?path=keep', body=b'kept')[0], 201)
+            for body in (b'x' * (48 * MiB), b'y' * (9 * MiB)):
+                status, r, res = request('PUT', s.url + '/files?path=big.bin', body=body)
+                self.assertIn(status, (413, 507), res)
+                self.assertIn(res['error']['code'], ('QuotaExceeded', 'SystemError', 'FileTooLarge'), res)
+                self.assertTrue(res['error']['message'], res)
+                self.assertEqual(request('GET', s.url + '/files?path=big.bin')[0], 404)
+                names = [e['path'] for e in request('GET', s.url + '/files/list')[2]]
+                self.assertNotIn('big.bin', names)
+                self.assertIn('keep', names)
+            # A path that is a directory: refused, and the directory stays.
+            self.assertEqual(request('POST', s.url + '/files/mkdir', {'path': 'dir'})[0], 204)
+            status, _, res = request('PUT', s.url + '/files?path=dir', body=b'z' * (5 * MiB))
+            self.assertGreaterEqual(status, 400, res)
+            self.assertIn('dir', [e['path'] for e in request('GET', s.url + '/files/list')[2]])
+            # And the session takes files again.
+            self.assertEqual(request('PUT', s.url + '/files?path=small', body=b'ok')[0], 201)
+            self.assertEqual(request('GET', s.url + '/files?path=keep')[2], b'kept')
+
     def test_traversal_stays_inside(self):
         marker = f'/var/tmp/http-traversal-{os.getpid()}'
         with open(S.path(marker), 'w') as f:
