@@ -34,7 +34,8 @@ from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationR
                      NotRegularFile, NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo, TemplateInfo
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
+                     SnapshotInfo, TemplateInfo)
 from .sandbox import CommandHandle, Commands, Files, Sandbox
 from .http import AsyncHttpTransport, HttpTransport
 from .transport import AsyncTransport, AsyncVarlinkTransport, Transport, VarlinkTransport
@@ -45,6 +46,7 @@ __all__ = [
     'Sandbox', 'AsyncSandbox', 'Commands', 'AsyncCommands', 'Files', 'AsyncFiles',
     'CommandHandle', 'AsyncCommandHandle',
     'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo',
+    'QuotaInfo', 'QuotaEntry',
     'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
     'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',
     'AsyncHttpTransport',

@@ -19,7 +19,7 @@ from typing import List, Literal, TypeVar, overload
 from . import _ops
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
 from .transport import AsyncTransport, default_async_transport
 
@@ -182,6 +182,11 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
     async def templates(*, transport: AsyncTransport | None = None) -> List[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return await _ops.run_async(transport or default_async_transport(), _ops.list_templates())
+
+    @staticmethod
+    async def quota(*, transport: AsyncTransport | None = None) -> QuotaInfo:
+        """Your quota on the node and what you use of it (GetQuota)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.get_quota())
 
     @staticmethod
     async def pools(*, transport: AsyncTransport | None = None) -> List[PoolInfo]:

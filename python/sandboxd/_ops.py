@@ -17,7 +17,8 @@ from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTupl
 
 from ._varlink import Reply
 from .errors import SandboxError, SandboxSystemError
-from .models import CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo, TemplateInfo
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
+                     SnapshotInfo, TemplateInfo)
 from .transport import WRITE_CHUNK, AsyncTransport, Transport
 
 
@@ -248,6 +249,13 @@ def list_templates() -> Op[list[TemplateInfo]]:
     reply: Reply = yield Call('ListTemplates', {})
     return [TemplateInfo(t['name'], t.get('payload', ''), t.get('description', ''))
             for t in reply.parameters.get('templates', [])]
+
+
+def get_quota() -> Op[QuotaInfo]:
+    reply: Reply = yield Call('GetQuota', {})
+    return QuotaInfo(reply.parameters.get('scope', ''),
+                     tuple(QuotaEntry(q['what'], q.get('limit', 0), q.get('use', 0))
+                           for q in reply.parameters.get('quota', [])))
 
 
 def list_pools() -> Op[list[PoolInfo]]:

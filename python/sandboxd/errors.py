@@ -148,7 +148,21 @@ class NoSuchSnapshot(SandboxError):
 
 
 class QuotaExceeded(SandboxError):
-    """The owner's snapshot quota (bytes or count) would be exceeded."""
+    """A quota would be exceeded (sandboxd.conf(5)): the owner's or tenant's sandboxes, their
+    memory, tasks, disk or CPU, creates per second, or snapshots. ``what``, ``limit`` and
+    ``use`` say which, where sandboxd says so."""
+
+    @property
+    def what(self) -> str | None:
+        return self.parameters.get('what')
+
+    @property
+    def limit(self) -> int | None:
+        return self.parameters.get('limit')
+
+    @property
+    def use(self) -> int | None:
+        return self.parameters.get('use')
 
     name = f'{INTERFACE}.QuotaExceeded'
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Tuple
 
 __all__ = ['SandboxInfo', 'CommandResult', 'EntryInfo', 'ProcessInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo']
 
@@ -144,6 +144,33 @@ class ProcessInfo:
     def from_reply(cls, p: dict[str, Any]) -> 'ProcessInfo':
         return cls(pid=p['process'], os_pid=p.get('pid', 0), cmd=list(p.get('argv', [])),
                    state=p.get('state', ''), exit_status=p.get('exitStatus', 0))
+
+
+@dataclass(frozen=True)
+class QuotaEntry:
+    """One item of a quota (sandboxd.conf(5), [OwnerQuota] and [TenantQuota])."""
+
+    #: Sandboxes, MemoryMax, TasksMax, DiskMax, CPUQuotaPerSecUSec, Snapshots,
+    #: SnapshotBytes or CreatesPerSecond
+    what: str
+    #: 0: no limit
+    limit: int
+    use: int
+
+
+@dataclass(frozen=True)
+class QuotaInfo:
+    """Your quota on the node (GetQuota): whose it is and each item's limit and use."""
+
+    #: "owner 1000" or "tenant acme"
+    scope: str
+    entries: Tuple[QuotaEntry, ...]
+
+    def __getitem__(self, what: str) -> QuotaEntry:
+        for e in self.entries:
+            if e.what == what:
+                return e
+        raise KeyError(what)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import List, Literal, TypeVar, overload
 from . import _ops
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
 from .errors import SandboxError
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, SandboxInfo, SnapshotInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
 from .transport import Transport, default_transport
 
@@ -207,6 +207,12 @@ class Sandbox(SandboxBase[Transport]):
     def templates(*, transport: Transport | None = None) -> List[TemplateInfo]:
         """The templates sandboxes can be created from."""
         return _ops.run_sync(transport or default_transport(), _ops.list_templates())
+
+    @staticmethod
+    def quota(*, transport: Transport | None = None) -> QuotaInfo:
+        """Your quota on the node and what you use of it (GetQuota); beyond it, creates raise
+        :class:`~sandboxd.QuotaExceeded`."""
+        return _ops.run_sync(transport or default_transport(), _ops.get_quota())
 
     @staticmethod
     def pools(*, transport: Transport | None = None) -> List[PoolInfo]:

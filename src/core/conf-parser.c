@@ -222,6 +222,10 @@ int config_parse_size(const char *rvalue, void *data) {
         return parse_u64_with(rvalue, data, parse_size);
 }
 
+int config_parse_cpu_quota(const char *rvalue, void *data) {
+        return parse_u64_with(rvalue, data, parse_cpu_quota);
+}
+
 int config_parse_uint64(const char *rvalue, void *data) {
         return parse_u64_with(rvalue, data, parse_uint64);
 }

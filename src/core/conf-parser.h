@@ -44,4 +44,5 @@ int config_parse_port(const char *rvalue, void *data);          /* unsigned, 1 â
 int config_parse_seconds(const char *rvalue, void *data);       /* uint64_t, "30d", "12h", "0" */
 int config_parse_bool(const char *rvalue, void *data);
 int config_parse_size(const char *rvalue, void *data);          /* uint64_t bytes, "10G"; "" = 0 */
+int config_parse_cpu_quota(const char *rvalue, void *data);    /* uint64_t Âµs per second, "200%"; "" = 0 */
 int config_parse_uint64(const char *rvalue, void *data);        /* uint64_t; "" = 0 */          /* bool: yes/no, true/false, on/off, 1/0 */

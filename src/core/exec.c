@@ -456,6 +456,8 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         int r;
 
         r = exec_config_finalize(c, error);
+        if (r >= 0)
+                r = limit_settings_check_exec(&m->settings.tenancy.limits, c, error);
         if (r < 0)
                 return r;
         r = strv_env_merge(s->environment, c->environment, &env);

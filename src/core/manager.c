@@ -12,6 +12,7 @@
 #include "access.h"
 #include "config.h"
 #include "etc-tree.h"
+#include "manager-quota.h"
 #include "fd-util.h"
 #include "list.h"
 #include "log.h"
@@ -36,6 +37,7 @@ int manager_settings_init(ManagerSettings *s) {
         *s = (ManagerSettings) {
                 .max_sandboxes = SANDBOX_MAX_DEFAULT,
                 .uid_base = SANDBOX_UID_BASE_DEFAULT,
+                .tenancy.node.apply = true,
                 .snapshots = {
                         .max_bytes_per_owner = SNAPSHOT_MAX_BYTES_PER_OWNER_DEFAULT,
                         .max_per_owner = SNAPSHOT_MAX_PER_OWNER_DEFAULT,
@@ -137,6 +139,9 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = renew_server_new(event, m->settings.agent_path, &m->renew_server);
         if (r < 0)
                 goto fail;
+        r = manager_quota_setup(m);
+        if (r < 0)
+                goto fail;
 
         if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
                 r = -ENOMEM;
@@ -192,6 +197,8 @@ Manager *manager_free(Manager *m) {
         }
         manager_logs_done(m);
         manager_snapshots_done(m);
+        if (m->systemd)
+                manager_quota_done(m);
         manager_recycle_waiters_abandon(m, &gone);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
@@ -694,7 +701,7 @@ Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const
         if (!t->recycle || sandbox_config_copy(&c, config) < 0)
                 return NULL;
         /* Compared as the sandbox would be made: the template's values filled in. */
-        if (sandbox_config_finalize(&c, &t->limits, &m->bounds, &error) < 0 ||
+        if (manager_config_resolve(m, t, &c, &error) < 0 ||
             sandbox_config_egress_defaults(&c, t->egress_allow, t->egress_deny, &error) < 0)
                 return NULL;
         Sandbox *found = NULL;
@@ -796,7 +803,7 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
         Sandbox *s;
         int r;
 
-        r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        r = manager_config_resolve(m, t, config, error);
         if (r >= 0)
                 r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
         if (r < 0)
@@ -856,6 +863,11 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                         return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);
                 return 0;
         }
+
+        /* The admin's maxima and the quota of its tenant (or owner), before anything starts. */
+        r = manager_quota_check(m, t, owner, config, error);
+        if (r < 0)
+                return r;
 
         /* With files of a snapshot: a sandbox of its own, started for it. */
         if (!isempty(config->from_snapshot))

@@ -12,6 +12,7 @@
 #include <systemd/sd-event.h>
 
 #include "events.h"
+#include "quota.h"
 #include "sandbox.h"
 #include "snapshot-meta.h"
 #include "template.h"
@@ -25,6 +26,7 @@ typedef struct ManagerSettings {
         unsigned max_sandboxes;
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
         SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
+        TenancySettings tenancy; /* sandboxd.conf [Node], [Limits], [OwnerQuota], [TenantQuota] */
 } ManagerSettings;
 
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U
@@ -93,6 +95,12 @@ int manager_remove_template(Manager *m, const char *name, SandboxError *error);
 int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
                            SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error);
+
+/* GetQuota: the quota of the caller (of the tenant it acts for, else of its uid) and what
+ * it uses (quota.h). Root's own sandboxes (for no tenant) have no quota: limits 0. */
+int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret);
+/* The node's ceilings, as sandbox.slice has them (resolved at start). */
+const NodeCeiling *manager_get_node_ceiling(Manager *m);
 
 /* The sandbox of that id (none of the warm pool's), whoever asks. */
 Sandbox *manager_get_sandbox(Manager *m, const char *id);

@@ -63,6 +63,22 @@ int sandbox_error_set_errno(SandboxError *e, int errno_value, const char *fmt, .
         return r;
 }
 
+int sandbox_error_set_quota(SandboxError *e, const char *what, uint64_t limit, uint64_t use, const char *fmt, ...) {
+        bool was_set = sandbox_error_is_set(e);
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = error_setv(e, SANDBOX_ERR_QUOTA_EXCEEDED, sandbox_error_code_to_errno(SANDBOX_ERR_QUOTA_EXCEEDED), fmt, ap);
+        va_end(ap);
+        if (e && !was_set) {
+                e->quota_what = what;
+                e->quota_limit = limit;
+                e->quota_use = use;
+        }
+        return r;
+}
+
 void sandbox_error_done(SandboxError *e) {
         if (!e)
                 return;

@@ -8,6 +8,7 @@
  * each front end maps the code (D-Bus name, varlink error, HTTP status). */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "macro.h"
 #include "sandbox-api.h"
@@ -28,6 +29,10 @@ typedef struct SandboxError {
         SandboxErrorCode code;
         int errno_value;   /* positive: the code's, or SANDBOX_ERR_ERRNO's own */
         char *message;     /* NULL only when out of memory */
+        /* QuotaExceeded only: what is over quota (quota.h: "Sandboxes", "MemoryMax", …,
+         * "CreatesPerSecond"; a static string), the limit and the use; NULL otherwise. */
+        const char *quota_what;
+        uint64_t quota_limit, quota_use;
 } SandboxError;
 
 #define SANDBOX_ERROR_NULL ((SandboxError) {})
@@ -42,6 +47,9 @@ static inline bool sandbox_error_is_set(const SandboxError *e) {
 int sandbox_error_set(SandboxError *e, SandboxErrorCode code, const char *fmt, ...) _printf_(3, 4);
 /* The same for SANDBOX_ERR_ERRNO; %m in fmt is strerror(errno_value). */
 int sandbox_error_set_errno(SandboxError *e, int errno_value, const char *fmt, ...) _printf_(3, 4);
+/* QuotaExceeded with what, limit and use (what: a static string). */
+int sandbox_error_set_quota(SandboxError *e, const char *what, uint64_t limit, uint64_t use, const char *fmt, ...)
+        _printf_(5, 6);
 void sandbox_error_done(SandboxError *e);
 
 /* "NoSuchSandbox" (the name a front end puts after its prefix); NULL for NONE and ERRNO. */

@@ -49,4 +49,8 @@ int unit_stop(SystemdClient *c, const char *unit, systemd_job_callback_t cb, voi
 /* Forget any callbacks for this userdata (its owner is going away). */
 void systemd_client_cancel(SystemdClient *c, void *userdata);
 /* Reads the unit's ControlGroup property; cb gets it as result (or error). */
+/* SetUnitProperties(unit, runtime): MemoryMax=, TasksMax=, CPUWeight= (and the accounting
+ * they need); cb once systemd has them. */
+int unit_set_limits(SystemdClient *c, const char *unit, uint64_t memory_max, uint64_t tasks_max,
+                    uint64_t cpu_weight, systemd_job_callback_t cb, void *userdata);
 int unit_get_control_group(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);

@@ -14,6 +14,7 @@
 #include "fd-util.h"
 #include "log.h"
 #include "sandbox-internal.h"
+#include "manager-quota.h"
 #include "snapshot.h"
 #include "strv.h"
 #include "time-util.h"
@@ -105,7 +106,7 @@ static int snapshots_load_all(Manager *m, SnapshotMeta **ret, size_t *ret_n) {
 }
 
 /* How many snapshots owner has and how many bytes they take. */
-static int snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
+int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
         SnapshotMeta *a;
         size_t n;
         int r;
@@ -292,7 +293,8 @@ typedef struct SnapshotJob {
         int pipe_fd;               /* the read end */
         sd_event_source *io;
         char *partial;
-        uint64_t room;             /* what the quota leaves */
+        uint64_t room;
+        bool room_is_max; /* room is sandboxd.conf [Limits] SnapshotMax=, not the quota's */             /* what the quota leaves */
         bool stream_done;
         bool op_done;
         bool repause;              /* it was paused: frozen again after */
@@ -331,7 +333,7 @@ static int snapshot_commit(SnapshotJob *j) {
         /* The quota once more, against what is stored now: snapshots of the same owner taken
          * at the same time each had the room of the start, and committed since. Commits are
          * one at a time (the loop), so what is stored never exceeds the quota. */
-        r = snapshots_usage(j->manager, j->meta.owner, &used, &count);
+        r = manager_snapshots_usage(j->manager, j->meta.owner, &used, &count);
         if (r < 0)
                 return r;
         r = snapshot_quota_room(used, count, j->manager->settings.snapshots.max_bytes_per_owner,
@@ -430,6 +432,13 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
                         break;
                 }
                 j->meta.size += (uint64_t) n;
+                if (j->meta.size > j->room && j->room_is_max) {
+                        sandbox_error_set(&j->error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
+                                          "Snapshot of sandbox %s exceeds the maximum of %" PRIu64 " bytes of one "
+                                          "snapshot (sandboxd.conf [Limits] SnapshotMax=).", j->meta.source, j->room);
+                        snapshot_job_fail(j);
+                        break;
+                }
                 if (j->meta.size > j->room) {
                         sandbox_error_set(&j->error, SANDBOX_ERR_QUOTA_EXCEEDED,
                                           "Snapshot of sandbox %s exceeds the snapshot quota of owner %u "
@@ -545,7 +554,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         if (s->pause_pending)
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
 
-        r = snapshots_usage(m, s->owner, &used, &count);
+        r = manager_snapshots_usage(m, s->owner, &used, &count);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to read the snapshots in %s: %m", snapshots_dir(m));
         r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
@@ -565,7 +574,8 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 .sandbox = s,
                 .file_fd = -EBADF,
                 .pipe_fd = -EBADF,
-                .room = room,
+                .room = MIN(room, m->settings.tenancy.limits.snapshot_max ?: UINT64_MAX),
+                .room_is_max = m->settings.tenancy.limits.snapshot_max && m->settings.tenancy.limits.snapshot_max < room,
                 .cause = cause,
                 .cb = cb,
                 .userdata = userdata,
@@ -772,7 +782,7 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
         RestoreJob *rj;
         int r;
 
-        r = sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+        r = manager_config_resolve(m, t, config, error);
         if (r < 0)
                 return r;
         /* Before anything starts: what cannot fit is refused here. */

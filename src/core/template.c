@@ -358,6 +358,28 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
                         r = json_u64(v, "CPUQuotaPerSecUSec", &t->limits.cpu_quota_per_sec_usec, ret_error);
                 if (r >= 0)
                         r = json_u64(v, "TasksMax", &t->limits.tasks_max, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "DiskMax", &t->maxima.disk_default, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "Timeout", &t->maxima.timeout_default, ret_error);
+                if (r < 0)
+                        goto finish;
+        }
+        /* The largest a caller may ask of this template (as sandboxd.conf [Limits]). */
+        if (json_object_object_get_ex(o, "maxima", &v)) {
+                if (!json_object_is_type(v, json_type_object)) {
+                        r = fail(ret_error, "%s", "\"maxima\" must be an object");
+                        goto finish;
+                }
+                r = json_u64(v, "MemoryMax", &t->maxima.max.memory_max, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "CPUQuotaPerSecUSec", &t->maxima.max.cpu_quota_per_sec_usec, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "TasksMax", &t->maxima.max.tasks_max, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "DiskMax", &t->maxima.disk_max, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "Timeout", &t->maxima.timeout_max, ret_error);
                 if (r < 0)
                         goto finish;
         }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "options.h"
+#include "quota.h"
 #include "payload.h"
 
 #define TEMPLATE_NAME_MAX 64
@@ -27,6 +28,9 @@ typedef struct Template {
         char **environment;  /* NAME=VALUE */
         char **runtimes;     /* informative: python3, sh, … */
         SandboxLimits limits; /* 0 = built-in default */
+        /* "maxima" (and "limits"' DiskMax, Timeout as the defaults): merged with sandboxd.conf
+         * [Limits], the stricter wins (quota.h). */
+        LimitSettings maxima;
         unsigned pool;        /* sandboxes kept started, for CreateSandbox to hand out */
         /* "pool": {"recycle": true}: a sandbox its user is done with (an ephemeral one's
          * exec ended, or ReleaseSandbox) is reset and kept for the same owner, tenant and

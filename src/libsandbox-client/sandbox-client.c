@@ -903,6 +903,55 @@ int sandbox_client_remove_template(SandboxClient *c, const char *name, SandboxCl
         return client_call_method(c, NULL, "RemoveTemplate", error, "s", name);
 }
 
+static int quota_entry_read(sd_bus_message *m, void *item) {
+        SandboxQuotaEntry *q = item;
+        const char *what;
+        int r;
+
+        r = sd_bus_message_read(m, "(stt)", &what, &q->limit, &q->use);
+        if (r <= 0)
+                return r;
+        q->what = strdup(what);
+        return q->what ? 1 : -ENOMEM;
+}
+
+static void quota_entry_done(void *item) {
+        SandboxQuotaEntry *q = item;
+        free(q->what);
+}
+
+void sandbox_quota_done(SandboxQuota *q) {
+        free(q->scope);
+        client_array_free(q->entries, q->n_entries, sizeof(SandboxQuotaEntry), quota_entry_done);
+        *q = (SandboxQuota) {};
+}
+
+int sandbox_client_quota(SandboxClient *c, SandboxQuota *ret, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        SandboxQuota q = {};
+        const char *scope;
+        int r;
+
+        r = client_new_call(c, NULL, "GetQuota", &m);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(reply, "s", &scope);
+        if (r >= 0)
+                r = (q.scope = strdup(scope)) ? 0 : -ENOMEM;
+        if (r >= 0)
+                r = client_read_array(reply, "(stt)", sizeof(SandboxQuotaEntry), quota_entry_read, quota_entry_done,
+                                      (void **) &q.entries, &q.n_entries);
+        if (r < 0) {
+                sandbox_quota_done(&q);
+                return client_error_from_bus(error, NULL, r);
+        }
+        *ret = q;
+        return 0;
+}
+
 int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error) {
         return client_call_method(c, NULL, "ActForTenant", error, "s", strempty(tenant));
 }

@@ -202,6 +202,24 @@ int sandbox_client_templates(SandboxClient *c, SandboxTemplate **ret, size_t *re
 int sandbox_client_create_template(SandboxClient *c, const char *name, const char *json, SandboxClientError *error);
 int sandbox_client_remove_template(SandboxClient *c, const char *name, SandboxClientError *error);
 
+/* ---- quota ---- */
+
+typedef struct SandboxQuotaEntry {
+        char *what;       /* Sandboxes, MemoryMax, … (sandboxd-api(7), GetQuota) */
+        uint64_t limit;   /* 0: none */
+        uint64_t use;
+} SandboxQuotaEntry;
+
+typedef struct SandboxQuota {
+        char *scope;      /* "owner 1000", "tenant acme" */
+        SandboxQuotaEntry *entries;
+        size_t n_entries;
+} SandboxQuota;
+
+void sandbox_quota_done(SandboxQuota *q);
+/* GetQuota: the caller's quota and use. */
+int sandbox_client_quota(SandboxClient *c, SandboxQuota *ret, SandboxClientError *error);
+
 /* ---- snapshots ---- */
 
 /* Snapshot / Hibernate (the sandbox then destroyed): the new snapshot's id. */

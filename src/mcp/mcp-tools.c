@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base64-util.h"
+#include "code-runner.h"
 #include "json-util.h"
 #include "mcp-internal.h"
 #include "parse-util.h"
@@ -323,6 +324,33 @@ static int exec_call(McpRequest *r, json_object *argv, mcp_step_t step) {
         return mcp_request_call(r, "Exec", TAKE_PTR(p), step);
 }
 
+/* run_code's Exec: the language's bootstrap as argv, the code on stdin ahead of the
+ * caller's (code-runner.h): nothing of it in an argv. */
+static int exec_code_call(McpRequest *r, const char *language, mcp_step_t step) {
+        _cleanup_json_ json_object *p = params_sandbox(r), *a = json_object_new_array(), *o = exec_options(r);
+        const char * const *boot = code_runner_argv(language);
+        const char *code = mcp_arg_string(r, "code") ?: "", *in = mcp_arg_string(r, "stdin");
+        _cleanup_free_ char *buf = NULL;
+        size_t n;
+        int k;
+
+        if (!boot)
+                return -EINVAL;
+        if (!p || !a || !o)
+                return -ENOMEM;
+        for (size_t i = 0; boot[i]; i++)
+                if (json_object_array_add(a, json_object_new_string(boot[i])) < 0)
+                        return -ENOMEM;
+        k = code_runner_stdin(code, strlen(code), in, in ? strlen(in) : 0, &buf, &n);
+        if (k < 0)
+                return k;
+        if (json_add(o, "Stdin", json_object_new_base64(buf, n)) < 0 ||
+            json_add(p, "argv", TAKE_PTR(a)) < 0 ||
+            json_add(p, "options", TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Exec", TAKE_PTR(p), step);
+}
+
 static json_object *argv_new(const char *a, const char *b, const char *c) {
         _cleanup_json_ json_object *l = json_object_new_array();
 
@@ -376,11 +404,11 @@ static int finish_exec(McpRequest *r, json_object *parameters) {
 /* run_code: an ephemeral sandbox of the language's template, destroyed by sandboxd after
  * its one Exec. */
 static const struct {
-        const char *language, *template, *argv0, *flag;
+        const char *language, *template;
 } runtimes[] = {
-        { "python", "python", "python3", "-c" },
-        { "node",   "node",   "node",    "-e" },
-        { "bash",   "shell",  "bash",    "-c" },
+        { "python", "python" },
+        { "node",   "node"   },
+        { "bash",   "shell"  },
 };
 
 static int run_code_destroyed(McpRequest *r, json_object *parameters, const char *error) {
@@ -416,11 +444,7 @@ static int run_code_created(McpRequest *r, json_object *parameters, const char *
         r->sandbox_id = strdup(json_object_get_string(v));
         if (!r->sandbox_id)
                 return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
-                if (streq(language, runtimes[i].language))
-                        return exec_call(r, argv_new(runtimes[i].argv0, runtimes[i].flag, mcp_arg_string(r, "code")),
-                                         run_code_ran);
-        return -EINVAL;
+        return exec_code_call(r, language, run_code_ran);
 }
 
 /* CreateSandbox's options from sandbox_create's and run_code's arguments. */
@@ -577,6 +601,17 @@ static int templates_listed(McpRequest *r, json_object *parameters, const char *
 
 static int templates_list(McpRequest *r) {
         return mcp_request_call(r, "ListTemplates", json_object_new_object(), templates_listed);
+}
+
+/* GetQuota: {"scope": …, "quota": [{what, limit, use}]}. */
+static int quota_got(McpRequest *r, json_object *parameters, const char *error) {
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        return mcp_request_finish_structured(r, json_object_get(parameters), NULL, false);
+}
+
+static int quota_info(McpRequest *r) {
+        return mcp_request_call(r, "GetQuota", json_object_new_object(), quota_got);
 }
 
 /* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */
@@ -1046,6 +1081,20 @@ const McpTool mcp_tools[] = {
                               "\"templates\""),
                 .read_only = true, .idempotent = true,
                 .run = templates_list,
+        },
+        {
+                "quota_info", "Show your quota",
+                "Shows your quota on this node: how many sandboxes, how much memory, tasks, disk and CPU they "
+                "may hold together, snapshots, creates per second; each with its limit (0: none) and what is "
+                "in use.",
+                no_args,
+                OBJECT_SCHEMA("\"scope\":{\"type\":\"string\"},\"quota\":{\"type\":\"array\",\"items\":"
+                              "{\"type\":\"object\",\"properties\":{\"what\":{\"type\":\"string\"},"
+                              "\"limit\":{\"type\":\"integer\"},\"use\":{\"type\":\"integer\"}},"
+                              "\"required\":[\"what\",\"limit\",\"use\"]}}",
+                              "\"scope\",\"quota\""),
+                .read_only = true, .idempotent = true,
+                .run = quota_info,
         },
         {}
 };

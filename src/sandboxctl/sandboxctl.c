@@ -195,6 +195,7 @@ static int help(void) {
                "\n"
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
+               "  quota                       Show your quota on this node and what you use of it\n"
                "  pool                        Show the warm pool of each template that has one\n"
                "  template-create NAME FILE|- Create or replace a template from its JSON\n"
                "  template-remove NAME...     Remove templates (a shipped one stays)\n"
@@ -1213,6 +1214,62 @@ static int verb_templates(int argc, char *argv[], SandboxClient *c) {
         return r;
 }
 
+static bool quota_item_is_bytes(const char *what) {
+        return streq(what, "MemoryMax") || streq(what, "DiskMax") || streq(what, "SnapshotBytes");
+}
+
+static int verb_quota(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_quota_done) SandboxQuota q = {};
+        int r;
+
+        r = sandbox_client_quota(c, &q, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to get the quota: %s", sandbox_client_error_message(&error, r));
+
+        if (arg_json) {
+                _cleanup_json_ json_object *o = json_object_new_object(), *a = json_object_new_array();
+
+                if (!o || !a)
+                        return log_oom();
+                for (size_t i = 0; i < q.n_entries; i++) {
+                        json_object *e = json_object_new_object();
+
+                        if (!e || json_object_array_add(a, e) < 0) {
+                                json_object_put(e);
+                                return log_oom();
+                        }
+                        if (json_add_string(e, "what", q.entries[i].what) < 0 ||
+                            json_add(e, "limit", json_object_new_uint64(q.entries[i].limit)) < 0 ||
+                            json_add(e, "use", json_object_new_uint64(q.entries[i].use)) < 0)
+                                return log_oom();
+                }
+                if (json_add_string(o, "scope", q.scope) < 0 || json_add(o, "quota", TAKE_PTR(a)) < 0)
+                        return log_oom();
+                return print_json(o);
+        }
+
+        printf("Quota of %s:\n", q.scope);
+        printf("%-20s %12s %12s\n", "WHAT", "USE", "LIMIT");
+        for (size_t i = 0; i < q.n_entries; i++) {
+                char use[32], limit[32];
+                bool bytes = quota_item_is_bytes(q.entries[i].what);
+
+                if (bytes)
+                        format_bytes(use, sizeof(use), q.entries[i].use);
+                else
+                        snprintf(use, sizeof(use), "%" PRIu64, q.entries[i].use);
+                if (q.entries[i].limit == 0)
+                        snprintf(limit, sizeof(limit), "-");
+                else if (bytes)
+                        format_bytes(limit, sizeof(limit), q.entries[i].limit);
+                else
+                        snprintf(limit, sizeof(limit), "%" PRIu64, q.entries[i].limit);
+                printf("%-20s %12s %12s\n", q.entries[i].what, use, limit);
+        }
+        return 0;
+}
+
 static int verb_logs(int argc, char *argv[], SandboxClient *c) {
         bool follow = arg_set & OPT_FOLLOW;
         uint64_t lines = (arg_set & OPT_LINES) ? arg_lines : follow ? 10 : 0;
@@ -1399,6 +1456,7 @@ static const Verb verbs[] = {
         { "resume",    2, ARGS_ANY, 0,                      false, true,  verb_pause     },
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
+        { "quota",     1, 1,        0,                      false, true,  verb_quota },
         { "logs",      2, 2,        OPT_LINES|OPT_FOLLOW,   false, true,  verb_logs      },
         { "pool",      1, 1,        0,                      false, true,  verb_pool      },
         { "template-create", 3, 3,  0,                      false, true,  verb_template_create },

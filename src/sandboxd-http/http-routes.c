@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 #include "agent-protocol.h"
+#include "base64-util.h"
+#include "code-runner.h"
 #include "http-mcp.h"
 #include "http.h"
 #include "json-util.h"
@@ -119,6 +121,7 @@ static const Simple simple_sandbox = { transform_sandbox };
 static const Simple simple_sandboxes = { transform_sandboxes };
 static const Simple simple_templates = { transform_templates };
 static const Simple simple_entries = { transform_entries };
+static const Simple simple_whole = {};  /* the reply's parameters as they are */
 
 /* ---- sessions ---- */
 
@@ -276,22 +279,12 @@ static int route_session_timeout(HttpRequest *req) {
 
 /* ---- execute ---- */
 
-static const struct {
-        const char *language;
-        const char *argv[2];
-} languages[] = {
-        { "python",     { "python3", "-c" } },
-        { "python3",    { "python3", "-c" } },
-        { "bash",       { "bash", "-c" } },
-        { "sh",         { "sh", "-c" } },
-        { "shell",      { "sh", "-c" } },
-        { "javascript", { "node", "-e" } },
-        { "node",       { "node", "-e" } },
-};
-
+/* argv as given, or the bootstrap of code's language (code-runner.h): the code itself goes
+ * on stdin (exec_code_stdin()), never in an argv. */
 static int exec_argv(HttpRequest *req, json_object *body, json_object **ret) {
         json_object *argv = get(body, "argv"), *code = get(body, "code"), *language = get(body, "language");
         _cleanup_json_ json_object *a = NULL;
+        const char * const *boot;
 
         if (argv && !code && !language) {
                 if (!json_object_is_type(argv, json_type_array) || json_object_array_length(argv) == 0)
@@ -305,18 +298,34 @@ static int exec_argv(HttpRequest *req, json_object *body, json_object **ret) {
         if (argv || !code || !json_object_is_type(code, json_type_string) ||
             (language && !json_object_is_type(language, json_type_string)))
                 return reply_bad(req, "Give '%s' (an array of strings), or 'code' and 'language'.", "argv");
-        for (size_t i = 0; i < ELEMENTSOF(languages); i++)
-                if (streq(languages[i].language, language ? json_object_get_string(language) : "python")) {
-                        a = json_object_new_array();
-                        if (!a ||
-                            json_object_array_add(a, json_object_new_string(languages[i].argv[0])) < 0 ||
-                            json_object_array_add(a, json_object_new_string(languages[i].argv[1])) < 0 ||
-                            json_object_array_add(a, json_object_get(code)) < 0)
-                                return -ENOMEM;
-                        *ret = TAKE_PTR(a);
-                        return 1;
-                }
-        return reply_bad(req, "Unknown language '%s'.", json_object_get_string(language));
+        boot = code_runner_argv(language ? json_object_get_string(language) : "python");
+        if (!boot)
+                return reply_bad(req, "Unknown language '%s'.", json_object_get_string(language));
+        a = json_object_new_array();
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; boot[i]; i++)
+                if (json_object_array_add(a, json_object_new_string(boot[i])) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(a);
+        return 1;
+}
+
+/* With code: Stdin is "LENGTH\n", the code, then the caller's stdin (if any). */
+static int exec_code_stdin(json_object *body, json_object *options) {
+        json_object *code = get(body, "code"), *in = get(body, "stdin");
+        _cleanup_free_ char *buf = NULL;
+        size_t n;
+        int r;
+
+        if (!code)
+                return 0;
+        r = code_runner_stdin(json_object_get_string(code), (size_t) json_object_get_string_len(code),
+                              in ? json_object_get_string(in) : NULL, in ? (size_t) json_object_get_string_len(in) : 0,
+                              &buf, &n);
+        if (r < 0)
+                return r;
+        return json_add(options, "Stdin", json_object_new_base64(buf, n));
 }
 
 static int exec_options(HttpRequest *req, json_object *body, json_object *options) {
@@ -529,6 +538,9 @@ static int route_execute(HttpRequest *req) {
                 return r;
         r = exec_options(req, body, options);
         if (r <= 0)
+                return r;
+        r = exec_code_stdin(body, options);
+        if (r < 0)
                 return r;
         if (background && !json_object_is_type(background, json_type_boolean))
                 return reply_bad(req, "'%s' must be a boolean.", "background");
@@ -1003,6 +1015,11 @@ static int route_file_move(HttpRequest *req) {
 
 /* ---- templates, containers ---- */
 
+/* GetQuota: the tenant's quota (the token's) and its use. */
+static int route_quota(HttpRequest *req) {
+        return call_simple(req, IFACE "GetQuota", json_object_new_object(), &simple_whole);
+}
+
 static int route_templates_list(HttpRequest *req) {
         return call_simple(req, IFACE "ListTemplates", json_object_new_object(), &simple_templates);
 }
@@ -1285,6 +1302,7 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/files/mkdir",                 HTTP_ROUTE_JSON_BODY, route_file_mkdir },
         { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
         { "GET",    "/api/v1/templates",              0, route_templates_list },
+        { "GET",    "/api/v1/quota",                  0, route_quota },
         { "POST",   "/api/v1/templates",              HTTP_ROUTE_JSON_BODY, route_template_create },
         { "DELETE", "/api/v1/templates/{}",           0, route_template_delete },
         { "GET",    "/api/v1/snapshots",              0, route_snapshots_list },

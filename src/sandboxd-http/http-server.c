@@ -236,7 +236,10 @@ int http_request_reply_json(HttpRequest *req, unsigned status, json_object *body
         return http_request_reply_text(req, status, "application/json", text);
 }
 
-static int reply_errorv(HttpRequest *req, unsigned status, const char *code, const char *fmt, va_list ap) {
+/* details: sandboxd's error parameters besides the message (QuotaExceeded's what, limit and
+ * use; SystemError's errno), copied into the error object; NULL: none. */
+static int reply_errorv(HttpRequest *req, unsigned status, const char *code, json_object *details, const char *fmt,
+                        va_list ap) {
         _cleanup_json_ json_object *o = json_object_new_object(), *e = json_object_new_object();
         _cleanup_free_ char *message = NULL;
 
@@ -244,8 +247,15 @@ static int reply_errorv(HttpRequest *req, unsigned status, const char *code, con
                 return -ENOMEM;
         if (!o || !e ||
             json_add(e, "code", json_object_new_string(code)) < 0 ||
-            json_add(e, "message", json_object_new_string(message)) < 0 ||
-            json_add(o, "error", TAKE_PTR(e)) < 0)
+            json_add(e, "message", json_object_new_string(message)) < 0)
+                return -ENOMEM;
+        if (details && json_object_is_type(details, json_type_object)) {
+                json_object_object_foreach(details, k, v)
+                        if (!streq(k, "message") && !streq(k, "code") &&
+                            json_add(e, k, json_object_get(v)) < 0)
+                                return -ENOMEM;
+        }
+        if (json_add(o, "error", TAKE_PTR(e)) < 0)
                 return -ENOMEM;
         return http_request_reply_json(req, status, TAKE_PTR(o));
 }
@@ -255,7 +265,18 @@ int http_request_reply_error(HttpRequest *req, unsigned status, const char *code
         int r;
 
         va_start(ap, fmt);
-        r = reply_errorv(req, status, code, fmt, ap);
+        r = reply_errorv(req, status, code, NULL, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+static int reply_error_details(HttpRequest *req, unsigned status, const char *code, json_object *details,
+                               const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = reply_errorv(req, status, code, details, fmt, ap);
         va_end(ap);
         return r;
 }
@@ -273,8 +294,8 @@ int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_o
                  json_object_object_get_ex(parameters, "parameter", &m))
                 return http_request_reply_error(req, 400, error, "Invalid parameter: %s.", json_object_get_string(m));
         code = startswith_str(error, "io.sandboxd.Sandbox.") ? error + strlen("io.sandboxd.Sandbox.") : error;
-        return http_request_reply_error(req, http_status_from_varlink_error(error, parameters), code, "%s",
-                                        message ?: error);
+        return reply_error_details(req, http_status_from_varlink_error(error, parameters), code, parameters, "%s",
+                                   message ?: error);
 }
 
 int http_request_reply_errno(HttpRequest *req, int error) {

@@ -49,6 +49,10 @@ unsigned http_status_from_varlink_error(const char *error, json_object *paramete
         if (!startswith_str(error, "io.sandboxd.Sandbox."))
                 return 502;
         dot = strrchr(error, '.') + 1;
+        /* A rate is a matter of waiting (429); any other quota of freeing something (403). */
+        if (streq(dot, "QuotaExceeded") && parameters && json_object_object_get_ex(parameters, "what", &e) &&
+            streq_ptr(json_object_get_string(e), "CreatesPerSecond"))
+                return 429;
         if (streq(dot, "SystemError") && parameters && json_object_object_get_ex(parameters, "errno", &e))
                 return status_from_errno(json_object_get_int(e));
         for (size_t i = 0; i < ELEMENTSOF(error_status); i++)

@@ -92,6 +92,42 @@ static int method_create_sandbox(sd_bus_message *m, void *userdata, sd_bus_error
         return bus_authorize_then(m, create_access, 0, create_authorized, TAKE_PTR(c), create_request_free);
 }
 
+static int quota_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                        const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_INSPECT;
+        *ret_owner = caller->uid;
+        return 0;
+}
+
+static int get_quota_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata,
+                                SandboxError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        BusFrontend *f = userdata;
+        QuotaReport q;
+        int r;
+
+        r = manager_get_quota(f->manager, caller, &q);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r >= 0)
+                r = sd_bus_message_append(reply, "s", q.scope);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(stt)");
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(q.entries); i++)
+                r = sd_bus_message_append(reply, "(stt)", quota_item_to_string(q.entries[i].item),
+                                          q.entries[i].limit, q.entries[i].use);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_quota(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return bus_authorize_then(m, quota_access, 0, get_quota_authorized, userdata, NULL);
+}
+
 static int get_sandbox_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
                                   SandboxRequest *req, SandboxError *error) {
         return sd_bus_reply_method_return(call, "o", BUS_SANDBOX_PATH(s));
@@ -309,6 +345,10 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_ARGS("s", name),
                                 SD_BUS_NO_RESULT,
                                 method_template, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetQuota",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("s", scope, "a(stt)", quota),
+                                method_get_quota, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ActForTenant",
                                 SD_BUS_ARGS("s", tenant),
                                 SD_BUS_NO_RESULT,

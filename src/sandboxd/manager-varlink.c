@@ -248,6 +248,58 @@ static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, Var
         return 0;
 }
 
+/* GetQuota: one's own (or the tenant's one acts for); nothing to ask polkit. */
+static int quota_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+                        const char **ret_tenant, SandboxError *error) {
+        *ret_op = SANDBOX_OP_INSPECT;
+        *ret_owner = caller->uid;
+        return 0;
+}
+
+static int get_quota_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
+        VarlinkFrontend *f = userdata;
+        QuotaReport q;
+        int r;
+
+        if (!p || !l)
+                return -ENOMEM;
+        r = manager_get_quota(f->manager, caller, &q);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(q.entries); i++) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+
+                if (!o ||
+                    json_add(o, "what", json_object_new_string(quota_item_to_string(q.entries[i].item))) < 0 ||
+                    json_add(o, "limit", json_object_new_int64((int64_t) MIN(q.entries[i].limit, (uint64_t) INT64_MAX))) < 0 ||
+                    json_add(o, "use", json_object_new_int64((int64_t) MIN(q.entries[i].use, (uint64_t) INT64_MAX))) < 0 ||
+                    json_object_array_add(l, o) < 0)
+                        return -ENOMEM;
+                TAKE_PTR(o);
+        }
+        r = json_add(p, "scope", json_object_new_string(q.scope));
+        if (r >= 0)
+                r = json_add(p, "quota", TAKE_PTR(l));
+        if (r < 0)
+                return r;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static int method_get_quota(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        VarlinkFrontend *f = userdata;
+        int r;
+
+        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
+        if (r < 0)
+                return varlink_params_failed(call, r);
+        r = varlink_authorize_then(f->bus, call, quota_access, 0, get_quota_authorized, f, NULL);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
 static int method_list_templates(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
                                  void *userdata) {
         _cleanup_json_ json_object *p = NULL, *l = NULL;
@@ -531,6 +583,7 @@ int manager_varlink_bind(VarlinkFrontend *f) {
                 { "GetSandbox",     method_get_sandbox     },
                 { "ListSandboxes",  method_list_sandboxes  },
                 { "ListTemplates",  method_list_templates  },
+                { "GetQuota",       method_get_quota       },
                 { "ListExecutions", method_list_executions },
                 { "CreateTemplate", method_template        },
                 { "RemoveTemplate", method_template        },

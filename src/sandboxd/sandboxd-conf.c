@@ -22,6 +22,7 @@
 typedef struct SettingsFile {
         RecorderSettings s;
         SnapshotSettings snap;
+        TenancySettings ten;
         char *password_file;
 } SettingsFile;
 
@@ -39,6 +40,39 @@ static const ConfigTableItem recorder_table[] = {
         { "Snapshots", "MaxBytesPerOwner", config_parse_size,    offsetof(SettingsFile, snap.max_bytes_per_owner), "bytes with an optional K, M, G or T" },
         { "Snapshots", "MaxPerOwner",      config_parse_uint64,  offsetof(SettingsFile, snap.max_per_owner),       "a number" },
         { "Snapshots", "Retention",        config_parse_seconds, offsetof(SettingsFile, snap.retention_sec),       "seconds with an optional unit (s, min, h, d)" },
+        { "Node", "Ceilings",        config_parse_bool,   offsetof(SettingsFile, ten.node.apply),          "yes or no" },
+        { "Node", "MemoryMax",       config_parse_size,   offsetof(SettingsFile, ten.node.memory_max),     "bytes with an optional K, M, G or T" },
+        { "Node", "MemoryReserve",   config_parse_size,   offsetof(SettingsFile, ten.node.memory_reserve), "bytes with an optional K, M, G or T" },
+        { "Node", "TasksMax",        config_parse_uint64, offsetof(SettingsFile, ten.node.tasks_max),      "a number" },
+        { "Node", "TasksReserve",    config_parse_uint64, offsetof(SettingsFile, ten.node.tasks_reserve),  "a number" },
+        { "Node", "CPUWeight",       config_parse_uint64, offsetof(SettingsFile, ten.node.cpu_weight),     "a number, 1…99" },
+        { "Limits", "MemoryMax",        config_parse_size,      offsetof(SettingsFile, ten.limits.max.memory_max),             "bytes with an optional K, M, G or T" },
+        { "Limits", "CPUQuotaMax",      config_parse_cpu_quota, offsetof(SettingsFile, ten.limits.max.cpu_quota_per_sec_usec), "a percentage of one CPU" },
+        { "Limits", "TasksMax",         config_parse_uint64,    offsetof(SettingsFile, ten.limits.max.tasks_max),              "a number" },
+        { "Limits", "DiskMax",          config_parse_size,      offsetof(SettingsFile, ten.limits.disk_max),                   "bytes with an optional K, M, G or T" },
+        { "Limits", "TimeoutMax",       config_parse_seconds,   offsetof(SettingsFile, ten.limits.timeout_max),                "seconds with an optional unit (s, min, h, d)" },
+        { "Limits", "OutputMax",        config_parse_size,      offsetof(SettingsFile, ten.limits.output_max),                 "bytes with an optional K, M, G or T" },
+        { "Limits", "StdinMax",         config_parse_size,      offsetof(SettingsFile, ten.limits.stdin_max),                  "bytes with an optional K, M, G or T" },
+        { "Limits", "SnapshotMax",      config_parse_size,      offsetof(SettingsFile, ten.limits.snapshot_max),               "bytes with an optional K, M, G or T" },
+        { "Limits", "DefaultMemoryMax", config_parse_size,      offsetof(SettingsFile, ten.limits.def.memory_max),             "bytes with an optional K, M, G or T" },
+        { "Limits", "DefaultCPUQuota",  config_parse_cpu_quota, offsetof(SettingsFile, ten.limits.def.cpu_quota_per_sec_usec), "a percentage of one CPU" },
+        { "Limits", "DefaultTasksMax",  config_parse_uint64,    offsetof(SettingsFile, ten.limits.def.tasks_max),              "a number" },
+        { "Limits", "DefaultDiskMax",   config_parse_size,      offsetof(SettingsFile, ten.limits.disk_default),               "bytes with an optional K, M, G or T" },
+        { "Limits", "DefaultTimeout",   config_parse_seconds,   offsetof(SettingsFile, ten.limits.timeout_default),            "seconds with an optional unit (s, min, h, d)" },
+        { "OwnerQuota", "Sandboxes",        config_parse_uint64,    offsetof(SettingsFile, ten.quota.owner.sandboxes),       "a number" },
+        { "OwnerQuota", "MemoryMax",        config_parse_size,      offsetof(SettingsFile, ten.quota.owner.memory),          "bytes with an optional K, M, G or T" },
+        { "OwnerQuota", "TasksMax",         config_parse_uint64,    offsetof(SettingsFile, ten.quota.owner.tasks),           "a number" },
+        { "OwnerQuota", "DiskMax",          config_parse_size,      offsetof(SettingsFile, ten.quota.owner.disk),            "bytes with an optional K, M, G or T" },
+        { "OwnerQuota", "CPUQuota",         config_parse_cpu_quota, offsetof(SettingsFile, ten.quota.owner.cpu),             "a percentage of one CPU" },
+        { "OwnerQuota", "CreatesPerSecond", config_parse_uint64,    offsetof(SettingsFile, ten.quota.owner.creates_per_sec), "a number" },
+        { "OwnerQuota", "CreatesBurst",     config_parse_uint64,    offsetof(SettingsFile, ten.quota.owner.creates_burst),   "a number" },
+        { "TenantQuota", "Sandboxes",        config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.sandboxes),       "a number" },
+        { "TenantQuota", "MemoryMax",        config_parse_size,      offsetof(SettingsFile, ten.quota.tenant.memory),          "bytes with an optional K, M, G or T" },
+        { "TenantQuota", "TasksMax",         config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.tasks),           "a number" },
+        { "TenantQuota", "DiskMax",          config_parse_size,      offsetof(SettingsFile, ten.quota.tenant.disk),            "bytes with an optional K, M, G or T" },
+        { "TenantQuota", "CPUQuota",         config_parse_cpu_quota, offsetof(SettingsFile, ten.quota.tenant.cpu),             "a percentage of one CPU" },
+        { "TenantQuota", "CreatesPerSecond", config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_per_sec), "a number" },
+        { "TenantQuota", "CreatesBurst",     config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_burst),   "a number" },
 };
 
 static int read_password(const char *path, char **ret) {
@@ -62,9 +96,9 @@ static int read_password(const char *path, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, const char *path) {
+int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, const char *path) {
         _cleanup_free_ char *dropins = NULL, *cred = NULL;
-        SettingsFile f = { .s = *s, .snap = *snap };
+        SettingsFile f = { .s = *s, .snap = *snap, .ten = ten ? *ten : (TenancySettings) {} };
         const char *main_path = path ?: SANDBOX_CONF_FILE;
         const char *creds;
         int r;
@@ -74,6 +108,8 @@ int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, const char *
         r = config_parse_with_dropins(main_path, dropins, recorder_table, ELEMENTSOF(recorder_table), &f);
         *s = f.s;
         *snap = f.snap;
+        if (ten)
+                *ten = f.ten;
         if (r < 0) {
                 free(f.password_file);
                 return r;

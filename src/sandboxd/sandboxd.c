@@ -188,7 +188,7 @@ static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m
         r = recorder_settings_init(&rs);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = sandboxd_conf_load(&rs, &m->snapshots, config_path);
+        r = sandboxd_conf_load(&rs, &m->snapshots, &m->tenancy, config_path);
         if (r < 0)
                 return r;  /* a broken configuration is the administrator's to fix: refuse */
         if (!rs.enabled) {

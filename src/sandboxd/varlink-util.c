@@ -57,6 +57,13 @@ int varlink_reply_sandbox_error(VarlinkCall *call, const SandboxError *e) {
         if (!p)
                 return -ENOMEM;
         r = json_add(p, "message", json_object_new_message(sandbox_error_message(e)));
+        if (r >= 0 && e->quota_what) {
+                r = json_add(p, "what", json_object_new_string(e->quota_what));
+                if (r >= 0)
+                        r = json_add(p, "limit", json_object_new_int64((int64_t) MIN(e->quota_limit, (uint64_t) INT64_MAX)));
+                if (r >= 0)
+                        r = json_add(p, "use", json_object_new_int64((int64_t) MIN(e->quota_use, (uint64_t) INT64_MAX)));
+        }
         if (r < 0)
                 return r;
         return varlink_call_error(call, error, p);

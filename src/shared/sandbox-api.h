@@ -54,7 +54,7 @@
         X(SANDBOX_EXISTS,     "SandboxExists",    SANDBOX_ERROR_SANDBOX_EXISTS,     EEXIST, 409)                \
         X(TEMPLATE_READ_ONLY, "TemplateReadOnly", SANDBOX_ERROR_TEMPLATE_READ_ONLY, EROFS, 409)                 \
         X(NO_SUCH_SNAPSHOT,   "NoSuchSnapshot",   SANDBOX_ERROR_NO_SUCH_SNAPSHOT,   ENODATA, 404)               \
-        X(QUOTA_EXCEEDED,     "QuotaExceeded",    SANDBOX_ERROR_QUOTA_EXCEEDED,     EDQUOT, 507)                \
+        X(QUOTA_EXCEEDED,     "QuotaExceeded",    SANDBOX_ERROR_QUOTA_EXCEEDED,     EDQUOT, 403)                \
         X(SNAPSHOT_TOO_LARGE, "SnapshotTooLarge", SANDBOX_ERROR_SNAPSHOT_TOO_LARGE, EFBIG, 413)                 \
         X(NOT_REGULAR_FILE,   "NotRegularFile",   SANDBOX_ERROR_NOT_REGULAR_FILE,   EINVAL, 400)                \
         X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES, 403)       \

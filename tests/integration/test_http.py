@@ -648,7 +648,7 @@ class Snapshots(unittest.TestCase):
                         if status != 201:
                             break
                         taken.append(res['id'])
-                    self.assertEqual((status, res['error']['code']), (507, 'QuotaExceeded'), res)
+                    self.assertEqual((status, res['error']['code']), (403, 'QuotaExceeded'), res)
                 finally:
                     for sid in taken[1:]:
                         request('DELETE', f'/api/v1/snapshots/{sid}')

@@ -104,13 +104,29 @@ static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFl
                 return varlink_call_reply(call, p);
         }
         if (streq(method, "Exec")) {
-                json_object *argv;
+                _cleanup_free_ uint8_t *in = NULL;
+                const char *word;
+                json_object *argv, *o, *stdin_b64;
+                size_t n = 0;
+
                 assert_true(json_object_object_get_ex(parameters, "argv", &argv));
-                if (streq(json_object_get_string(json_object_array_get_idx(argv, 2)), "hang")) {
+                /* The command's word: sh -c's, or run_code's code after its length on stdin. */
+                word = json_object_get_string(json_object_array_get_idx(argv, 2));
+                if (json_object_object_get_ex(parameters, "options", &o) &&
+                    json_object_object_get_ex(o, "Stdin", &stdin_b64) &&
+                    json_object_get_base64(stdin_b64, &in, &n) >= 0) {
+                        char *text = strndup((const char *) in, n), *nl = text ? strchr(text, '\n') : NULL;
+
+                        assert_non_null(nl);
+                        word = nl + 1;
+                        free(in);
+                        in = (uint8_t *) text;
+                }
+                if (streq_ptr(word, "hang")) {
                         held = varlink_call_ref(call);
                         return 0;
                 }
-                if (streq(json_object_get_string(json_object_array_get_idx(argv, 2)), "refused"))
+                if (streq_ptr(word, "refused"))
                         return error_json(call, IFACE "InvalidOption", "{\"message\":\"Timeout out of range\"}");
                 /* stdout "hi\n", stderr "\xff" (not UTF-8), 100000 bytes written, timed out. */
                 return reply_json(call, "{\"exitStatus\":137,\"stdout\":\"aGkK\",\"stderr\":\"/w==\",\"info\":{"
@@ -391,7 +407,7 @@ static void test_tools_list_schemas(void **state) {
                 "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_destroy", "sandbox_pause",
                 "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "sandbox_hibernate", "sandbox_wake",
                 "snapshot_list", "snapshot_remove", "run_command", "file_read", "file_write", "file_list",
-                "file_delete", "templates_list",
+                "file_delete", "templates_list", "quota_info",
         };
         _cleanup_json_ json_object *list = mcp_tools_list();
         json_object *tools;
@@ -481,7 +497,11 @@ static void test_run_code(void **state) {
         assert_null(get(p, "options.Tenant"));
         p = last_call("Exec");
         assert_string_equal(get_string(p, "id"), SID);
-        assert_string_equal(json_object_to_json_string(get(p, "argv")), "[ \"node\", \"-e\", \"console.log(1)\" ]");
+        /* The code goes on stdin after its length, never in the argv (code-runner.h). */
+        assert_string_equal(get_string(p, "argv.0"), "node");
+        assert_string_equal(get_string(p, "argv.1"), "-e");
+        assert_null(strstr(json_object_to_json_string(get(p, "argv")), "console.log(1)"));
+        assert_string_equal(get_string(p, "options.Stdin"), "MTQKY29uc29sZS5sb2coMSk="); /* "14\nconsole.log(1)" */
         assert_int_equal(json_object_get_int(get(p, "options.Timeout")), 9);
         assert_int_equal(json_object_get_int(get(p, "options.OutputMax")), MCP_OUTPUT_MAX);
 

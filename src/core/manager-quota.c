@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The manager's side of quota.h: sandbox.slice's ceilings applied at start, the admin's
+ * maxima and defaults applied to every sandbox, and each owner's and tenant's quota counted
+ * over the live sandboxes at each create (docs/QUOTAS.md says why no slice per tenant). */
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "manager-quota.h"
+#include "sandbox-internal.h"
+#include "snapshot.h"
+#include "strv.h"
+#include "time-util.h"
+
+#define SANDBOX_SLICE "sandbox.slice"
+/* Buckets kept before the full (idle) ones are dropped. */
+#define QUOTA_BUCKETS_KEEP 256U
+
+typedef struct QuotaBucket {
+        bool tenant;
+        uid_t uid;
+        char name[SANDBOX_NAME_MAX + 1];
+        TokenBucket bucket;
+} QuotaBucket;
+
+static void on_slice_limits_set(const char *result, const sd_bus_error *error, void *userdata) {
+        Manager *m = userdata;
+
+        if (error)
+                log_error("Failed to set the ceilings of %s (MemoryMax=%" PRIu64 ", TasksMax=%" PRIu64
+                          ", CPUWeight=%" PRIu64 "): %s", SANDBOX_SLICE, m->settings.tenancy.node.memory_max,
+                          m->settings.tenancy.node.tasks_max, m->settings.tenancy.node.cpu_weight, error->message);
+        else
+                log_info("%s: MemoryMax=%" PRIu64 ", TasksMax=%" PRIu64 ", CPUWeight=%" PRIu64 ".", SANDBOX_SLICE,
+                         m->settings.tenancy.node.memory_max, m->settings.tenancy.node.tasks_max, m->settings.tenancy.node.cpu_weight);
+}
+
+int manager_quota_setup(Manager *m) {
+        char why[256];
+        int r;
+
+        r = host_resources_read(&m->host);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the host's memory and PIDs: %m");
+        r = node_ceiling_resolve(&m->settings.tenancy.node, &m->host, why, sizeof(why));
+        if (r < 0)
+                return log_error_errno(r, "sandboxd.conf [Node]: %s; the host cannot honour it, refusing to start.",
+                                       why);
+        if (!m->settings.tenancy.node.apply)
+                return 0;
+        /* Asynchronous: nothing waits for it; a failure is logged (the unit file's own limits,
+         * if any, hold meanwhile). */
+        r = unit_set_limits(m->systemd, SANDBOX_SLICE, m->settings.tenancy.node.memory_max, m->settings.tenancy.node.tasks_max,
+                            m->settings.tenancy.node.cpu_weight, on_slice_limits_set, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to ask systemd to set the ceilings of %s: %m", SANDBOX_SLICE);
+        return 0;
+}
+
+void manager_quota_done(Manager *m) {
+        systemd_client_cancel(m->systemd, m);
+        m->buckets = mfree(m->buckets);
+        m->n_buckets = 0;
+}
+
+const NodeCeiling *manager_get_node_ceiling(Manager *m) {
+        return &m->settings.tenancy.node;
+}
+
+int manager_config_resolve(Manager *m, const Template *t, SandboxConfig *config, SandboxError *error) {
+        LimitSettings l;
+        char where[TEMPLATE_NAME_MAX + 64];
+        int r;
+
+        limit_settings_merge(&l, &m->settings.tenancy.limits, &t->maxima);
+        snprintf(where, sizeof(where), "sandboxd.conf [Limits] and template %s", t->name);
+        r = limit_settings_check_sandbox(&l, config, where, error);
+        if (r < 0)
+                return r;
+        return sandbox_config_finalize(config, &t->limits, &m->bounds, error);
+}
+
+/* Whose quota a sandbox of owner for tenant counts against: the tenant's, else its owner's
+ * (root's own have none). */
+static const QuotaLimits *quota_limits_for(Manager *m, uid_t owner, const char *tenant) {
+        static const QuotaLimits none = {};
+
+        if (!isempty(tenant))
+                return &m->settings.tenancy.quota.tenant;
+        return owner == 0 ? &none : &m->settings.tenancy.quota.owner;
+}
+
+static void quota_whom(uid_t owner, const char *tenant, char *buf, size_t size) {
+        if (!isempty(tenant))
+                snprintf(buf, size, "tenant %s", tenant);
+        else
+                snprintf(buf, size, "owner %u", owner);
+}
+
+static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUse *ret) {
+        *ret = (QuotaUse) {};
+        /* A walk over the live sandboxes: a few µs with thousands, and never out of step. The
+         * warm pool's are nobody's; a kept one (recycling) holds no quota until handed out. */
+        for (Sandbox *s = m->sandboxes; s; s = s->next) {
+                if (s->pooled)
+                        continue;
+                if (!isempty(tenant) ? !streq(s->config.tenant, tenant) : (s->owner != owner || !isempty(s->config.tenant)))
+                        continue;
+                quota_use_add(ret, &s->config);
+        }
+}
+
+static QuotaBucket *quota_bucket(Manager *m, uid_t owner, const char *tenant, bool create) {
+        bool by_tenant = !isempty(tenant);
+        QuotaBucket *b;
+
+        for (size_t i = 0; i < m->n_buckets; i++) {
+                b = &m->buckets[i];
+                if (b->tenant == by_tenant && (by_tenant ? streq(b->name, tenant) : b->uid == owner))
+                        return b;
+        }
+        if (!create)
+                return NULL;
+        if (m->n_buckets >= QUOTA_BUCKETS_KEEP) {
+                /* Forget those that are full again: they would start full anyway. */
+                const QuotaLimits *l;
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
+                size_t k = 0;
+
+                for (size_t i = 0; i < m->n_buckets; i++) {
+                        b = &m->buckets[i];
+                        l = b->tenant ? &m->settings.tenancy.quota.tenant : &m->settings.tenancy.quota.owner;
+                        if (token_bucket_in_use(&b->bucket, l->creates_per_sec, l->creates_burst, now) > 0)
+                                m->buckets[k++] = *b;
+                }
+                m->n_buckets = k;
+        }
+        b = realloc(m->buckets, (m->n_buckets + 1) * sizeof(QuotaBucket));
+        if (!b)
+                return NULL;
+        m->buckets = b;
+        b = &m->buckets[m->n_buckets++];
+        *b = (QuotaBucket) { .tenant = by_tenant, .uid = owner };
+        if (by_tenant)
+                snprintf(b->name, sizeof(b->name), "%s", tenant);
+        return b;
+}
+
+int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
+                        SandboxError *error) {
+        _cleanup_(sandbox_config_done) SandboxConfig c = {};
+        const QuotaLimits *l = quota_limits_for(m, owner, config->tenant);
+        char whom[SANDBOX_NAME_MAX + 16];
+        QuotaBucket *b;
+        QuotaUse use;
+        int r;
+
+        /* Checked as the sandbox would be made: defaults filled in, maxima applied. */
+        r = sandbox_config_copy(&c, config);
+        if (r < 0)
+                return sandbox_error_set_errno(error, r, "Out of memory.");
+        r = manager_config_resolve(m, t, &c, error);
+        if (r < 0)
+                return r;
+
+        quota_whom(owner, config->tenant, whom, sizeof(whom));
+        quota_use_count(m, owner, config->tenant, &use);
+        r = quota_check(l, &use, &c, whom, error);
+        if (r < 0)
+                return r;
+
+        /* Last: a create refused for another reason takes no token. */
+        if (l->creates_per_sec == 0)
+                return 0;
+        b = quota_bucket(m, owner, config->tenant, true);
+        if (!b)
+                return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        if (!token_bucket_take(&b->bucket, l->creates_per_sec, l->creates_burst, now_usec(CLOCK_MONOTONIC)))
+                return sandbox_error_set_quota(error, quota_item_to_string(QUOTA_CREATES_PER_SEC), l->creates_per_sec,
+                                               l->creates_burst ?: l->creates_per_sec,
+                                               "Quota exceeded: %s may create %" PRIu64 " sandboxes a second "
+                                               "(CreatesPerSecond=, a burst of %" PRIu64 "); try again later.",
+                                               whom, l->creates_per_sec, l->creates_burst ?: l->creates_per_sec);
+        return 0;
+}
+
+int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret) {
+        const char *tenant = isempty(caller->tenant) ? NULL : caller->tenant;
+        const QuotaLimits *l = quota_limits_for(m, caller->uid, tenant);
+        uint64_t snapshots = 0, snapshot_bytes = 0;
+        QuotaBucket *b;
+        QuotaUse use;
+        int r;
+
+        quota_use_count(m, caller->uid, tenant, &use);
+        *ret = (QuotaReport) {};
+        quota_whom(caller->uid, tenant, ret->scope, sizeof(ret->scope));
+        /* Snapshots are counted per owner (sandboxd.conf [Snapshots]). */
+        r = manager_snapshots_usage(m, caller->uid, &snapshot_bytes, &snapshots);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        b = quota_bucket(m, caller->uid, tenant, false);
+
+        ret->entries[QUOTA_SANDBOXES] = (QuotaEntry) { QUOTA_SANDBOXES, l->sandboxes, use.sandboxes };
+        ret->entries[QUOTA_MEMORY] = (QuotaEntry) { QUOTA_MEMORY, l->memory, use.memory };
+        ret->entries[QUOTA_TASKS] = (QuotaEntry) { QUOTA_TASKS, l->tasks, use.tasks };
+        ret->entries[QUOTA_DISK] = (QuotaEntry) { QUOTA_DISK, l->disk, use.disk };
+        ret->entries[QUOTA_CPU] = (QuotaEntry) { QUOTA_CPU, l->cpu, use.cpu };
+        ret->entries[QUOTA_SNAPSHOTS] = (QuotaEntry) { QUOTA_SNAPSHOTS, m->settings.snapshots.max_per_owner,
+                                                       snapshots };
+        ret->entries[QUOTA_SNAPSHOT_BYTES] = (QuotaEntry) { QUOTA_SNAPSHOT_BYTES,
+                                                            m->settings.snapshots.max_bytes_per_owner, snapshot_bytes };
+        ret->entries[QUOTA_CREATES_PER_SEC] = (QuotaEntry) {
+                QUOTA_CREATES_PER_SEC, l->creates_per_sec,
+                b ? token_bucket_in_use(&b->bucket, l->creates_per_sec, l->creates_burst,
+                                        now_usec(CLOCK_MONOTONIC)) : 0 };
+        return 0;
+}

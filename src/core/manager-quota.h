@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The core's own calls of manager-quota.c (the front ends' are in manager.h). */
+
+#include "manager.h"
+
+/* At start: reads the host, resolves sandboxd.conf [Node] against it (refusing, -ERANGE, a
+ * ceiling the host cannot honour) and asks systemd to set them on sandbox.slice. */
+int manager_quota_setup(Manager *m);
+void manager_quota_done(Manager *m);
+/* The admin's defaults and maxima (sandboxd.conf [Limits], the template's "maxima"), then
+ * the template's defaults and the machine's bounds (sandbox_config_finalize()). */
+int manager_config_resolve(Manager *m, const Template *t, SandboxConfig *config, SandboxError *error);
+/* Whether one more sandbox of config for owner fits: its maxima, then the quota of its
+ * tenant (or owner), then the creates-per-second bucket. QuotaExceeded or InvalidOption. */
+int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
+                        SandboxError *error);
