@@ -52,6 +52,8 @@ int manager_quota_setup(Manager *m) {
                                        why);
         if (!m->settings.tenancy.node.apply)
                 return 0;
+        /* One sandbox can have no more than all of them together. */
+        m->bounds.memory_total = MIN(m->bounds.memory_total, m->settings.tenancy.node.memory_max);
         /* Asynchronous: nothing waits for it; a failure is logged (the unit file's own limits,
          * if any, hold meanwhile). */
         r = unit_set_limits(m->systemd, SANDBOX_SLICE, m->settings.tenancy.node.memory_max, m->settings.tenancy.node.tasks_max,
