@@ -32,6 +32,12 @@ static bool stderr_is_journal(void) {
         return fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
+bool log_uses_journal(void) {
+        if (use_journal < 0)
+                use_journal = stderr_is_journal();
+        return use_journal;
+}
+
 int log_internal(int level, int error, const char *sandbox_id, const char *fmt, ...) {
         char buf[2048];
         va_list ap;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
+
 /* Logging for the daemon's event-driven paths, where no caller is left to return an
  * error to. Goes to the journal with structured fields (SANDBOX_ID=) when stderr is
  * connected to it, to stderr otherwise. */
@@ -14,6 +16,9 @@ int log_get_max_level(void);
 /* Returns -abs(error) (or 0 if error is 0), so callers can log and return in one step;
  * %m in fmt is replaced by strerror(error). sandbox_id may be NULL. */
 int log_internal(int level, int error, const char *sandbox_id, const char *fmt, ...) _printf_(4, 5);
+/* Whether messages go to the journal (stderr is the stream systemd connected us to) rather
+ * than to stderr: a program writing structured entries of its own asks. */
+bool log_uses_journal(void);
 
 #define log_full_errno(level, error, ...) log_internal(level, error, NULL, __VA_ARGS__)
 #define log_error_errno(error, ...) log_internal(LOG_ERR, error, NULL, __VA_ARGS__)

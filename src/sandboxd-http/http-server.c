@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <systemd/sd-journal.h>
+#include <time.h>
 
 #include "http.h"
 #include "json-util.h"
@@ -53,7 +55,11 @@ struct HttpRequest {
         struct MHD_Connection *connection;
         const HttpRoute *route;
         char *params[HTTP_PARAMS_MAX];
-        const HttpToken *token;
+        /* The token's (copied: tokens are reloaded while requests run). */
+        bool authenticated;
+        char *tenant;
+        char method[16];                 /* for the access log */
+        uint64_t begun;                  /* µs CLOCK_MONOTONIC */
 
         HttpBuffer body;
         json_object *json;
@@ -110,6 +116,14 @@ static int buffer_append(HttpBuffer *b, const void *data, size_t size) {
 
 /* ---- requests ---- */
 
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+
 HttpRequest *http_request_ref(HttpRequest *req) {
         if (req)
                 req->n_ref++;
@@ -121,6 +135,7 @@ HttpRequest *http_request_unref(HttpRequest *req) {
                 return NULL;
         for (unsigned i = 0; i < HTTP_PARAMS_MAX; i++)
                 free(req->params[i]);
+        free(req->tenant);
         if (req->free_data)
                 req->free_data(req->data);
         buffer_done(&req->body);
@@ -152,7 +167,7 @@ json_object *http_request_body(HttpRequest *req) {
 }
 
 const char *http_request_tenant(HttpRequest *req) {
-        return req->token ? req->token->tenant : NULL;
+        return req->tenant;
 }
 
 bool http_request_is_gone(HttpRequest *req) {
@@ -597,11 +612,18 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
                 return http_request_reply_error(req, 404, "NotFound", "No route %s %s.", method, url);
         }
         if (!(req->route->flags & HTTP_ROUTE_PUBLIC)) {
-                req->token = request_authenticate(req);
-                if (!req->token) {
+                const HttpToken *t = request_authenticate(req);
+
+                if (!t) {
                         req->server->stats.unauthorized++;
                         return http_request_reply_error(req, 401, "Unauthorized",
                                                         "A valid bearer token is needed.");
+                }
+                req->authenticated = true;
+                if (t->tenant) {
+                        req->tenant = strdup(t->tenant);
+                        if (!req->tenant)
+                                return -ENOMEM;
                 }
         }
         if (content_length_exceeds(req, req->route->flags & HTTP_ROUTE_UPLOAD ? c->upload_max : c->body_max))
@@ -681,7 +703,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                 req = calloc(1, sizeof(HttpRequest));
                 if (!req)
                         return MHD_NO;
-                *req = (HttpRequest) { .n_ref = 1, .server = d->server, .daemon = d, .connection = connection };
+                *req = (HttpRequest) { .n_ref = 1, .server = d->server, .daemon = d, .connection = connection,
+                                       .begun = now_usec() };
+                snprintf(req->method, sizeof(req->method), "%s", method);
                 *con_cls = req;
                 r = request_begin(req, method, url);
                 if (c) {
@@ -727,12 +751,39 @@ counted:
         return ok;
 }
 
+/* The access log: one entry per request, its route's pattern (never the path, the query,
+ * a header or the body), status (0: none was sent), tenant and duration (sandboxd-http(8),
+ * ACCESS LOG). */
+#define HTTP_ACCESS_MESSAGE_ID "671182baab724d8cbd304b7fffae00f9"
+
+static void access_log(HttpRequest *req, enum MHD_RequestTerminationCode code) {
+        const char *route = req->route ? req->route->pattern : "-", *tenant = req->tenant ?: "-";
+        uint64_t usec = now_usec() - req->begun;
+        bool complete = code == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+
+        if (!req->server->config->access_log)
+                return;
+        if (log_uses_journal())
+                (void) sd_journal_send("MESSAGE=%s %s %u %s %" PRIu64 ".%03" PRIu64 " ms%s", req->method, route,
+                                       req->status, tenant, usec / 1000, usec % 1000,
+                                       complete ? "" : " (not completed)",
+                                       "MESSAGE_ID=" HTTP_ACCESS_MESSAGE_ID, "PRIORITY=%i", LOG_INFO,
+                                       "SYSLOG_IDENTIFIER=sandboxd-http", "HTTP_METHOD=%s", req->method,
+                                       "HTTP_ROUTE=%s", route, "HTTP_STATUS=%u", req->status,
+                                       "HTTP_TENANT=%s", tenant, "HTTP_DURATION_USEC=%" PRIu64, usec,
+                                       "HTTP_COMPLETED=%i", complete, NULL);
+        else
+                fprintf(stderr, "<%i>%s %s %u %s %" PRIu64 ".%03" PRIu64 " ms%s\n", LOG_INFO, req->method, route,
+                        req->status, tenant, usec / 1000, usec % 1000, complete ? "" : " (not completed)");
+}
+
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
         HttpRequest *req = *con_cls;
 
         if (!req)
                 return;
+        access_log(req, code);
         *con_cls = NULL;
         if (connection_of(connection))
                 connection_arm(connection_of(connection), true);

@@ -54,6 +54,7 @@ typedef struct HttpConfig {
          * instead must bring body_min_rate bytes per second over each such window. */
         uint64_t body_timeout_sec;
         uint64_t body_min_rate;
+        bool access_log;                /* one journal entry per request */
 } HttpConfig;
 
 void http_config_done(HttpConfig *c);

@@ -8,6 +8,7 @@
 
 #include <getopt.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
@@ -55,6 +56,7 @@ static const ConfigTableItem config_table[] = {
           "seconds" },
         { "HTTP", "BodyTimeoutSec",    config_parse_seconds, offsetof(HttpConfig, body_timeout_sec),  "seconds" },
         { "HTTP", "BodyMinRate",       parse_size_item,      offsetof(HttpConfig, body_min_rate),     "a size" },
+        { "HTTP", "AccessLog",         config_parse_bool,    offsetof(HttpConfig, access_log),        "a boolean" },
 };
 
 void http_config_done(HttpConfig *c) {
@@ -133,27 +135,75 @@ static int listen_all(HttpServer *s, const HttpConfig *config) {
         return 0;
 }
 
+/* Every token: the tokens directory's, and with $CREDENTIALS_DIRECTORY the credentials'. */
+static int tokens_load_all(const HttpConfig *config, HttpTokens *ret, size_t *ret_n_credentials) {
+        _cleanup_(http_tokens_done) HttpTokens t = {};
+        const char *credentials = getenv("CREDENTIALS_DIRECTORY");
+        size_t n;
+        int r;
+
+        r = http_tokens_load(&t, config->tokens_dir, false);
+        if (r < 0)
+                return log_error_errno(r, "Cannot read %s: %m", config->tokens_dir);
+        n = t.n_tokens;
+        if (credentials) {
+                r = http_tokens_load(&t, credentials, true);
+                if (r < 0)
+                        return log_error_errno(r, "Cannot read credentials in %s: %m", credentials);
+        }
+        *ret_n_credentials = t.n_tokens - n;
+        *ret = t;
+        t = (HttpTokens) {};
+        return 0;
+}
+
+typedef struct Reloader {
+        const HttpConfig *config;
+        HttpTokens *tokens;             /* the server's: replaced in place */
+} Reloader;
+
+/* The tokens read again (a token file changed, or SIGHUP): requests in progress keep
+ * their tenant, connections stay; a failure keeps the tokens in use. */
+static void tokens_reload(Reloader *rl, const char *why) {
+        _cleanup_(http_tokens_done) HttpTokens t = {};
+        size_t n;
+
+        if (tokens_load_all(rl->config, &t, &n) < 0) {
+                log_warning("Tokens not reloaded (%s): the %zu in use are kept.", why, rl->tokens->n_tokens);
+                return;
+        }
+        HttpTokens old = *rl->tokens;
+
+        *rl->tokens = t;
+        t = old;        /* freed on return */
+        log_info("Tokens reloaded (%s): %zu token(s), %zu from credentials.", why, rl->tokens->n_tokens, n);
+}
+
+static int on_tokens_changed(sd_event_source *s, const struct inotify_event *event, void *userdata) {
+        tokens_reload(userdata, "a token file changed");
+        return 0;
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        tokens_reload(userdata, "SIGHUP");
+        return 0;
+}
+
 static int run(const HttpConfig *config) {
         _cleanup_(http_server_freep) HttpServer *s = NULL;
         _cleanup_(http_backend_freep) HttpBackend *b = NULL;
         _cleanup_(http_tokens_done) HttpTokens tokens = {};
-        const char *credentials;
+        Reloader reloader = { config, &tokens };
         sd_event *e = NULL;
+        size_t n;
         int r;
 
-        r = http_tokens_load(&tokens, config->tokens_dir, false);
+        r = tokens_load_all(config, &tokens, &n);
         if (r < 0)
-                return log_error_errno(r, "Cannot read %s: %m", config->tokens_dir);
-        log_info("%zu token(s) from %s.", tokens.n_tokens, config->tokens_dir);
-        credentials = getenv("CREDENTIALS_DIRECTORY");
-        if (credentials) {
-                size_t n = tokens.n_tokens;
-
-                r = http_tokens_load(&tokens, credentials, true);
-                if (r < 0)
-                        return log_error_errno(r, "Cannot read credentials in %s: %m", credentials);
-                log_info("%zu token(s) from credentials.", tokens.n_tokens - n);
-        }
+                return r;
+        log_info("%zu token(s) from %s.", tokens.n_tokens - n, config->tokens_dir);
+        if (getenv("CREDENTIALS_DIRECTORY"))
+                log_info("%zu token(s) from credentials.", n);
 
         r = sd_event_default(&e);
         if (r < 0)
@@ -163,10 +213,19 @@ static int run(const HttpConfig *config) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         (void) sigprocmask(SIG_BLOCK, &mask, NULL);
         (void) sd_event_add_signal(e, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(e, NULL, SIGINT, NULL, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGHUP, on_sighup, &reloader);
         (void) signal(SIGPIPE, SIG_IGN);
+        /* Token files added, changed or removed are seen at once (SIGHUP does the same, for
+         * credentials and a directory made later). */
+        r = sd_event_add_inotify(e, NULL, config->tokens_dir,
+                                 IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_ATTRIB |
+                                 IN_ONLYDIR, on_tokens_changed, &reloader);
+        if (r < 0)
+                log_info("Not watching %s (%s): reload tokens with SIGHUP.", config->tokens_dir, strerror(-r));
 
         r = http_backend_new(&b, e, config->varlink_address);
         if (r >= 0)
@@ -203,6 +262,7 @@ int main(int argc, char **argv) {
                 .connection_timeout_sec = HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT,
                 .body_timeout_sec = HTTP_BODY_TIMEOUT_SEC_DEFAULT,
                 .body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT,
+                .access_log = true,
         };
         _cleanup_strv_free_ char **listen = NULL;
         const char *config_path = HTTP_DEFAULT_CONFIG, *varlink = NULL, *tokens_dir = NULL;

@@ -245,6 +245,88 @@ class Auth(unittest.TestCase):
             shutil.rmtree(S.path(creds), ignore_errors=True)
         self.assertEqual(request('GET', '/api/v1/sessions', token=secrets['carol'])[0], 401)
 
+    def test_tokens_reload(self):
+        """Tokens added or removed are seen at once (inotify) and on systemctl reload
+        (SIGHUP), without a restart: a keep-alive connection stays open throughout."""
+        pid = main_pid('sandboxd-http.service')
+        c = conn()
+        h = {'Authorization': f'Bearer {TOKENS["alice"]}'}
+
+        def on_c():
+            c.request('GET', '/api/v1/sessions', headers=h)
+            r = c.getresponse()
+            r.read()
+            return r.status, c.sock.getsockname()
+
+        first = on_c()
+        self.assertEqual(first[0], 200)
+        cp = S.run([S.paths.sandboxd_http, 'token', 'add', 'frank', f'--tokens-dir={harness.HTTP_TOKENS_DIR}'],
+                   check=True)
+        frank = cp.stdout.strip()
+
+        def until(status, token, seconds=5):
+            deadline = time.monotonic() + seconds
+            while True:
+                got = request('GET', '/api/v1/sessions', token=token)[0]
+                if got == status or time.monotonic() > deadline:
+                    return got
+                time.sleep(0.1)
+
+        try:
+            self.assertEqual(until(200, frank), 200, bridge_journal())
+            self.assertEqual(on_c(), first)
+            os.unlink(S.path(harness.HTTP_TOKENS_DIR + '/frank.conf'))
+            self.assertEqual(until(401, frank), 401, bridge_journal())
+            self.assertEqual(on_c(), first)
+            # SIGHUP (ExecReload=) reads them again too, and the service stays.
+            self.assertEqual(S.systemctl('reload', 'sandboxd-http.service').returncode, 0)
+            deadline = time.monotonic() + 5
+            while 'Tokens reloaded (SIGHUP)' not in bridge_journal() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertIn('Tokens reloaded (SIGHUP)', bridge_journal())
+            self.assertEqual(on_c(), first)
+            self.assertEqual(main_pid('sandboxd-http.service'), pid)
+        finally:
+            c.close()
+            if os.path.exists(S.path(harness.HTTP_TOKENS_DIR + '/frank.conf')):
+                os.unlink(S.path(harness.HTTP_TOKENS_DIR + '/frank.conf'))
+
+    def test_access_log(self):
+        """One journal entry per request: method, route pattern, status, tenant and
+        duration as fields; never a body, a token, a query or the path's ids."""
+        t0 = time.time()
+        marker = 'bodymarker' + str(os.getpid())
+        with Session() as s:
+            request('GET', s.url + '/files?path=' + marker)
+            request('POST', s.url + '/execute', {'argv': ['echo', marker]})
+            request('GET', '/api/v1/nothing-' + marker)
+            request('GET', '/api/v1/sessions', token='wrong' + marker)
+        request('GET', '/healthz', token=None)
+        entries = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            cp = S.run(['journalctl', '--no-pager', '-o', 'json', f'--since=@{int(t0) - 1}',
+                        'MESSAGE_ID=671182baab724d8cbd304b7fffae00f9'], timeout=30)
+            entries = [json.loads(x) for x in cp.stdout.splitlines() if x.strip()]
+            if any(e.get('HTTP_ROUTE') == '/healthz' for e in entries):
+                break
+            time.sleep(0.2)
+        got = {(e['HTTP_METHOD'], e['HTTP_ROUTE'], e['HTTP_STATUS'], e['HTTP_TENANT']) for e in entries}
+        for want in (('POST', '/api/v1/sessions', '201', 'alice'),
+                     ('GET', '/api/v1/sessions/{}/files', '404', 'alice'),
+                     ('POST', '/api/v1/sessions/{}/execute', '200', 'alice'),
+                     ('DELETE', '/api/v1/sessions/{}', '204', 'alice'),
+                     ('GET', '-', '404', '-'),
+                     ('GET', '/api/v1/sessions', '401', '-'),
+                     ('GET', '/healthz', '200', '-')):
+            self.assertIn(want, got, entries)
+        for e in entries:
+            self.assertEqual(e['SYSLOG_IDENTIFIER'], 'sandboxd-http')
+            self.assertGreater(int(e['HTTP_DURATION_USEC']), 0)
+            text = json.dumps(e)
+            for secret in [marker, s.id] + list(TOKENS.values()):
+                self.assertNotIn(secret, text)
+
     def test_unknown_route_and_method(self):
         self.assertEqual(request('GET', '/api/v1/nothing')[0], 404)
         self.assertEqual(request('PATCH', '/api/v1/sessions')[0], 405)
