@@ -54,6 +54,7 @@ struct Egress {
         Box *boxes;
         unsigned n_conns;
         bool accept_paused;     /* some sandbox stopped accepting at EGRESS_CONNS_MAX */
+        int route_fd;           /* rtnetlink, to ask whether an address is the host's (route.h) */
 };
 
 /* resolver.c: c-ares on the loop. The callback gets the addresses (may be empty) or an

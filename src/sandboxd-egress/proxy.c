@@ -28,6 +28,7 @@
 
 #include "egress.h"
 #include "list.h"
+#include "route.h"
 
 typedef enum ConnState {
         CONN_HEAD,
@@ -344,6 +345,20 @@ static void address_to_sockaddr(const EgressAddress *a, struct sockaddr_storage 
         }
 }
 
+/* The policy's answer, then the kernel's: an address routed to this host itself (any of
+ * its own, public ones included) is never connected to. */
+static const char *check_address(Conn *c, const EgressAddress *a, bool literal) {
+        const char *why = egress_check_address(&c->box->policy, a, c->port, literal);
+        int r;
+
+        if (why)
+                return why;
+        r = route_is_local(c->box->egress->route_fd, a);
+        if (r < 0)
+                return "the route to the address could not be checked";
+        return r > 0 ? "resolves to an address of this host" : NULL;
+}
+
 static void on_resolved(const struct sockaddr_storage *addrs, size_t n, const char *error, void *userdata) {
         Conn *c = userdata;
         const char *first_reason = NULL;
@@ -362,7 +377,7 @@ static void on_resolved(const struct sockaddr_storage *addrs, size_t n, const ch
                 const char *why;
 
                 egress_address_from_sockaddr((const struct sockaddr *) (addrs + i), &a);
-                why = egress_check_address(&c->box->policy, &a, c->port, false);
+                why = check_address(c, &a, false);
                 if (!why) {
                         struct sockaddr_storage ss;
 
@@ -416,7 +431,7 @@ static void conn_handle_head(Conn *c) {
         if (is_address) {
                 struct sockaddr_storage ss;
 
-                why = egress_check_address(&c->box->policy, &c->address, c->port, true);
+                why = check_address(c, &c->address, true);
                 if (why) {
                         conn_deny(c, "403 Forbidden", why);
                         return;

@@ -100,6 +100,10 @@ int resolver_new(sd_event *e, Resolver **ret) {
                 .timeout = 2000,
                 .tries = 2,
                 .lookups = (char *) "fb",
+                /* The name as checked, and no other: without it, a name that does not
+                 * resolve would be tried again with the host's search domains appended
+                 * (x.example.com.corp.internal), a name the policy never saw. */
+                .flags = ARES_FLAG_NOSEARCH,
         };
         Resolver *r;
         int k;
@@ -113,7 +117,8 @@ int resolver_new(sd_event *e, Resolver **ret) {
         r->event = sd_event_ref(e);
         o.sock_state_cb_data = r;
         k = ares_init_options(&r->channel, &o,
-                              ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS);
+                              ARES_OPT_SOCK_STATE_CB | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS |
+                              ARES_OPT_FLAGS);
         if (k != ARES_SUCCESS) {
                 r->channel = NULL;
                 resolver_free(r);

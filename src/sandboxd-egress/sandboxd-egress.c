@@ -32,6 +32,7 @@
 
 #include "agent-protocol.h"
 #include "egress.h"
+#include "route.h"
 #include "json-util.h"
 #include "list.h"
 #include "strv.h"
@@ -306,7 +307,7 @@ int main(int argc, char *argv[]) {
         };
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         const char *control_path = NULL;
-        Egress e = { .control_listen_fd = -EBADF };
+        Egress e = { .control_listen_fd = -EBADF, .route_fd = -EBADF };
         int c, r, n;
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
@@ -352,6 +353,12 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "sandboxd-egress: resolver: %s\n", strerror(-r));
                 return EXIT_FAILURE;
         }
+        /* Without it no address could be checked: refuse to start rather than relay blind. */
+        e.route_fd = route_socket_open();
+        if (e.route_fd < 0) {
+                fprintf(stderr, "sandboxd-egress: rtnetlink: %s\n", strerror(-e.route_fd));
+                return EXIT_FAILURE;
+        }
         r = sd_event_add_io(event, &e.control_listen_source, e.control_listen_fd, EPOLLIN, on_control_connect, &e);
         if (r < 0) {
                 fprintf(stderr, "sandboxd-egress: control socket: %s\n", strerror(-r));
@@ -369,6 +376,7 @@ int main(int argc, char *argv[]) {
         sd_event_source_disable_unref(e.control_listen_source);
         safe_close(e.control_listen_fd);
         resolver_free(e.resolver);
+        safe_close(e.route_fd);
         ares_library_cleanup();
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -168,8 +168,10 @@ static const AddressClass address_classes[] = {
         { AF_INET6, { 0 },                 128, "unspecified" },
         { AF_INET6, { [15] = 1 },          128, "loopback" },
         { AF_INET6, { 0x00, 0x64, 0xff, 0x9b }, 96, "NAT64" },
+        { AF_INET6, { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 }, 48, "NAT64" },  /* local-use, RFC 8215 */
         { AF_INET6, { 0x01, 0x00 },         64, "discard" },
         { AF_INET6, { 0x20, 0x01, 0x0d, 0xb8 }, 32, "documentation" },
+        { AF_INET6, { 0x20, 0x01, 0x00, 0x00 }, 32, "Teredo" },           /* RFC 4380: an IPv4 inside */
         { AF_INET6, { 0x20, 0x02 },         16, "6to4" },
         { AF_INET6, { 0xfc },                7, "unique-local" },
         { AF_INET6, { 0xfe, 0x80 },         10, "link-local" },
@@ -447,11 +449,25 @@ static bool range_matches(const EgressRule *r, const EgressAddress *a) {
                prefix_match(a->bytes, r->address.bytes, r->prefix);
 }
 
+/* A deny rule covers its name and every name under it ("secret.example.com" denies
+ * "a.secret.example.com" too, even where "*.example.com" is allowed). */
+static bool deny_matches(const EgressRule *r, const char *host) {
+        size_t n, m;
+
+        if (name_matches(r, host))
+                return true;
+        if (r->kind != EGRESS_RULE_NAME)
+                return false;
+        n = strlen(host);
+        m = strlen(r->name);
+        return n > m + 1 && host[n - m - 1] == '.' && streq(host + n - m, r->name);
+}
+
 const char *egress_check_name(const EgressPolicy *p, const char *host, uint16_t port) {
         bool listed = false;
 
         for (size_t i = 0; i < p->n_deny; i++)
-                if (name_matches(p->deny + i, host) && port_matches(p->deny + i, port))
+                if (deny_matches(p->deny + i, host) && port_matches(p->deny + i, port))
                         return "denied by EgressDeny=";
         for (size_t i = 0; i < p->n_allow; i++)
                 if (name_matches(p->allow + i, host)) {

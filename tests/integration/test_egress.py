@@ -35,6 +35,7 @@ NAMES = ['allowed.test', 'denied.test', 'other.test', 'www.wild.test', 'wild.tes
 HOSTS = (f'{SERVER_ADDR} {" ".join(NAMES)}\n'
          f'{SERVER_ADDR} xn--bcher-kva.allowed.test\n'
          '127.0.0.1 loop.test\n'
+         f'{HOST_ADDR} self.test\n'
          '169.254.169.254 meta.test\n')
 BODY = 'egress-test-ok'
 # The sandbox's network interfaces (it has no /sys), one a line.
@@ -466,6 +467,18 @@ class Egress(harness.SandboxTestCase):
         cp = self.curl(sid, 'https://allowed.test/')
         self.assertNotEqual(cp.returncode, 0)
         self.assert_journal(sid, since, 'allowed.test', 'deny', 'private address')
+
+    def test_host_own_address_refused(self):
+        """A name resolving to an address of the proxy's host (the host side of the test's
+        veth) is refused by the kernel's answer (RTN_LOCAL), although a range of
+        EgressAllow= covers it; the server next to it, in the same range, is reached."""
+        since = time.time()
+        sid = self.egress_sandbox('--allow-host=self.test', '--allow-host=allowed.test', f'--allow-host={NET}.0/24')
+        cp = self.curl(sid, 'https://self.test/')
+        self.assertNotEqual(cp.returncode, 0, cp.stdout)
+        self.assert_journal(sid, since, 'self.test', 'deny', 'address of this host')
+        cp = self.ok(self.curl(sid, 'https://allowed.test/'))
+        self.assertEqual(cp.stdout.strip(), BODY)
 
     def test_no_option_no_network(self):
         sid = self.create()

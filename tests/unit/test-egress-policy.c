@@ -104,6 +104,20 @@ static void test_match(void **state) {
         assert_string_equal(egress_check_name(&p, "denied.example", 443), "denied by EgressDeny=");
         assert_string_equal(egress_check_name(&p, "x.bad.pypi.org", 443), "denied by EgressDeny=");
         assert_string_equal(egress_check_name(&p, "other.org", 443), "host not in EgressAllow=");
+        /* A denied name covers every name under it, even under an allowed wildcard. */
+        {
+                char *wa[] = { (char *) "*.example.org", NULL };
+                char *wd[] = { (char *) "internal.example.org", NULL };
+                EgressPolicy w;
+
+                assert_int_equal(egress_policy_parse(wa, wd, &w, &bad), 0);
+                assert_null(egress_check_name(&w, "www.example.org", 443));
+                assert_string_equal(egress_check_name(&w, "internal.example.org", 443), "denied by EgressDeny=");
+                assert_string_equal(egress_check_name(&w, "db.internal.example.org", 443), "denied by EgressDeny=");
+                assert_string_equal(egress_check_name(&w, "a.b.internal.example.org", 443), "denied by EgressDeny=");
+                assert_null(egress_check_name(&w, "notinternal.example.org", 443));
+                egress_policy_done(&w);
+        }
 
         EgressAddress a;
         assert_int_equal(egress_address_parse("10.5.1.1", &a), 0);
@@ -159,6 +173,11 @@ static void test_classes(void **state) {
                 { "::ffff:127.0.0.1", "loopback" },
                 { "::ffff:8.8.8.8", NULL },
                 { "64:ff9b::7f00:1", "NAT64" },
+                { "64:ff9b:1::a00:1", "NAT64" },        /* local-use NAT64 */
+                { "64:ff9b:2::1", NULL },
+                { "2001:0:4136:e378::1", "Teredo" },
+                { "2001:1::1", NULL },
+                { "2001:db8::1", "documentation" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+#include "route.h"
+
+int route_socket_open(void) {
+        int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+        return fd < 0 ? -errno : fd;
+}
+
+int route_is_local(int fd, const EgressAddress *a) {
+        static unsigned seq;
+        struct {
+                struct nlmsghdr nh;
+                struct rtmsg rt;
+                char attrs[RTA_SPACE(16)];
+        } req = {};
+        union {
+                struct nlmsghdr nh;
+                char buf[8192];
+        } reply;
+        size_t len = a->family == AF_INET ? 4 : 16;
+        struct rtattr *rta;
+        ssize_t n;
+
+        req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)) + RTA_SPACE(len);
+        req.nh.nlmsg_type = RTM_GETROUTE;
+        req.nh.nlmsg_flags = NLM_F_REQUEST;
+        req.nh.nlmsg_seq = ++seq;
+        req.rt.rtm_family = (unsigned char) a->family;
+        req.rt.rtm_dst_len = (unsigned char) (len * 8);
+        rta = (struct rtattr *) ((char *) &req + NLMSG_ALIGN(req.nh.nlmsg_len) - RTA_SPACE(len));
+        rta->rta_type = RTA_DST;
+        rta->rta_len = (unsigned short) RTA_LENGTH(len);
+        memcpy(RTA_DATA(rta), a->bytes, len);
+
+        if (send(fd, &req, req.nh.nlmsg_len, 0) < 0)
+                return -errno;
+        for (;;) {
+                n = recv(fd, &reply, sizeof(reply), 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                for (struct nlmsghdr *h = &reply.nh; NLMSG_OK(h, (size_t) n); h = NLMSG_NEXT(h, n)) {
+                        if (h->nlmsg_seq != seq)
+                                continue;  /* an answer to an earlier question that timed out */
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                                /* No route at all: nothing here either. */
+                                if (e->error == -ENETUNREACH || e->error == -EHOSTUNREACH)
+                                        return 0;
+                                return e->error < 0 ? e->error : -EIO;
+                        }
+                        if (h->nlmsg_type == RTM_NEWROUTE) {
+                                const struct rtmsg *rt = NLMSG_DATA(h);
+                                return rt->rtm_type == RTN_LOCAL || rt->rtm_type == RTN_BROADCAST;
+                        }
+                }
+        }
+}
