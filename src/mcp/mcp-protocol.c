@@ -382,13 +382,16 @@ int mcp_session_handle(McpSession *s, const char *text, size_t size, mcp_send_t 
                 return -ENOMEM;
         memcpy(copy, text, size);
         copy[size] = 0;
-        if (strlen(copy) != size)
-                return reply_error(NULL, JSONRPC_PARSE_ERROR, "Parse error: a NUL byte in the message", send,
-                                   userdata);
         r = json_parse_strict(copy, size, MCP_JSON_DEPTH_MAX, &m);
         if (r == -ENOMEM)
                 return r;
-        if (r < 0)
-                return reply_error(NULL, JSONRPC_PARSE_ERROR, "Parse error", send, userdata);
+        if (r < 0) {
+                /* An id json-c would clamp (beyond 64 bits) is refused here, not altered: the
+                 * client could not match the reply to its request. */
+                _cleanup_free_ char *message = NULL;
+                if (asprintf(&message, "Parse error: %s", json_strict_strerror(r)) < 0)
+                        return -ENOMEM;
+                return reply_error(NULL, JSONRPC_PARSE_ERROR, message, send, userdata);
+        }
         return handle_message(s, m, send, userdata, ret_request);
 }

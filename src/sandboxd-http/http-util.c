@@ -61,68 +61,48 @@ unsigned http_status_from_varlink_error(const char *error, json_object *paramete
         return 500;
 }
 
-static void json_tokener_freep(json_tokener **t) {
-        if (*t)
-                json_tokener_free(*t);
-}
-
 static bool only_whitespace(const char *s, size_t n) {
         for (size_t i = 0; i < n; i++)
-                if (!strchr(" \t\r\n", s[i]))
+                if (!strchr(" \t\r\n", s[i]) || !s[i])
                         return false;
         return true;
 }
 
-/* json-c keeps the last of duplicate keys without a word. Fed a byte at a time, the tokener
- * is seen right after each key, before the key's value is added: a key the object being
- * built has already is a duplicate. (The tokener's state is public in json_tokener.h,
- * though marked as internal; json-c 0.16.) */
-static bool tokener_at_duplicate_key(json_tokener *tok) {
-        struct json_tokener_srec *r = &tok->stack[tok->depth];
-
-        if (!r->obj_field_name || !r->current || !json_object_is_type(r->current, json_type_object))
-                return false;
-        if (r->state != json_tokener_state_object_field_end &&
-            !(r->state == json_tokener_state_eatws && r->saved_state == json_tokener_state_object_field_end))
-                return false;
-        return json_object_object_get_ex(r->current, r->obj_field_name, NULL);
-}
-
 json_object *http_json_parse(const char *text, size_t size, const char **ret_error) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_json_ json_object *o = NULL;
+        _cleanup_free_ char *copy = NULL;
+        int r;
 
         if (only_whitespace(text, size))
                 return json_object_new_object();
-        if (size > INT32_MAX || memchr(text, 0, size)) {
-                *ret_error = "The body is not JSON.";
-                return NULL;
-        }
-        tok = json_tokener_new_ex(HTTP_JSON_DEPTH_MAX);
-        if (!tok) {
+        /* json_parse_strict() wants a NUL after the text; the body need not have one. */
+        copy = malloc(size + 1);
+        if (!copy) {
                 *ret_error = "Out of memory.";
                 return NULL;
         }
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        size_t end = 0;
-
-        for (size_t i = 0; i < size && !o; i++) {
-                end = i + 1;
-                o = json_tokener_parse_ex(tok, text + i, 1);
-                if (!o && json_tokener_get_error(tok) != json_tokener_continue)
-                        break;
-                if (!o && tokener_at_duplicate_key(tok)) {
-                        *ret_error = "The body's JSON has a duplicate key.";
-                        return NULL;
-                }
+        memcpy(copy, text, size);
+        copy[size] = 0;
+        r = json_parse_strict(copy, size, HTTP_JSON_DEPTH_MAX, &o);
+        if (r == -ENOMEM) {
+                *ret_error = "Out of memory.";
+                return NULL;
         }
-        if (json_tokener_get_error(tok) == json_tokener_error_depth) {
+        if (r == -ENOTUNIQ) {
+                *ret_error = "The body's JSON has a duplicate key.";
+                return NULL;
+        }
+        if (r == -ELOOP) {
                 *ret_error = "The body's JSON is nested too deeply.";
                 return NULL;
         }
-        /* Parsed a byte at a time: the end is where the loop stopped. */
-        if (!o || json_tokener_get_error(tok) != json_tokener_success || !only_whitespace(text + end, size - end)) {
-                *ret_error = "The body is not JSON.";
+        if (r == -ERANGE) {
+                *ret_error = "The body's JSON has a number out of range (integers must fit 64 bits, "
+                             "numbers must be finite).";
+                return NULL;
+        }
+        if (r < 0) {
+                *ret_error = "The body is not JSON (RFC 8259: no control characters in strings, no NaN).";
                 return NULL;
         }
         if (!json_object_is_type(o, json_type_object)) {

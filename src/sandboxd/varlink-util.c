@@ -84,18 +84,6 @@ static const VarlinkParam *param_lookup(const VarlinkParam table[], const char *
         return NULL;
 }
 
-static int json_string_clean(json_object *j, const char **ret) {
-        const char *s;
-
-        if (!json_object_is_type(j, json_type_string))
-                return -EINVAL;
-        s = json_object_get_string(j);
-        if (strlen(s) != (size_t) json_object_get_string_len(j))
-                return -EINVAL; /* "\u0000": C strings cannot hold it, D-Bus strings cannot either */
-        *ret = s;
-        return 0;
-}
-
 static int json_read_uint64(json_object *j, uint64_t max, uint64_t *ret) {
         if (!json_object_is_type(j, json_type_int))
                 return -EINVAL;
@@ -118,7 +106,7 @@ static int param_read(const VarlinkParam *p, json_object *j, void *target) {
         case VARLINK_PARAM_STRING: {
                 const char *s;
                 char *copy;
-                r = json_string_clean(j, &s);
+                r = json_string_get_clean(j, &s) < 0 ? -EINVAL : 0;
                 if (r < 0)
                         return r;
                 copy = strdup(s);
@@ -161,7 +149,7 @@ static int param_read(const VarlinkParam *p, json_object *j, void *target) {
                         return -ENOMEM;
                 for (size_t i = 0; i < n; i++) {
                         const char *s;
-                        r = json_string_clean(json_object_array_get_idx(j, i), &s);
+                        r = json_string_get_clean(json_object_array_get_idx(j, i), &s) < 0 ? -EINVAL : 0;
                         if (r < 0)
                                 return r;
                         l[i] = strdup(s);
@@ -182,7 +170,7 @@ static int param_read(const VarlinkParam *p, json_object *j, void *target) {
                 const char *s;
                 size_t n;
                 void *d;
-                r = json_string_clean(j, &s);
+                r = json_string_get_clean(j, &s) < 0 ? -EINVAL : 0;
                 if (r < 0)
                         return r;
                 r = base64_decode(s, &d, &n);

@@ -212,12 +212,7 @@ int agent_get_string(json_object *obj, const char *key, const char **ret) {
         json_object *v;
         const char *s;
 
-        if (!json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
-                return -EBADMSG;
-
-        /* "\u0000" is valid JSON, but a C string would silently end there. */
-        s = json_object_get_string(v);
-        if (strlen(s) != (size_t) json_object_get_string_len(v))
+        if (!json_object_object_get_ex(obj, key, &v) || json_string_get_clean(v, &s) < 0)
                 return -EBADMSG;
 
         *ret = s;
@@ -257,10 +252,7 @@ int agent_get_strv(json_object *obj, const char *key, char ***ret) {
                 json_object *e = json_object_array_get_idx(v, i);
                 const char *s;
 
-                if (!json_object_is_type(e, json_type_string))
-                        return -EBADMSG;
-                s = json_object_get_string(e);
-                if (strlen(s) != (size_t) json_object_get_string_len(e))
+                if (json_string_get_clean(e, &s) < 0)
                         return -EBADMSG;
                 l[i] = strdup(s);
                 if (!l[i])

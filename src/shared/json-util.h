@@ -15,8 +15,18 @@ int json_add(json_object *o, const char *key, json_object *v);
 
 /* Parses [p, p + size), whose byte p[size] must be a NUL: handing json-c that NUL too tells
  * it the input is over, so that a value at the very end (a number) is complete and
- * anything after the value is an error. Strict JSON, UTF-8 validated where json-c can,
- * nested at most depth deep. -EBADMSG if it is not one JSON value, -EMSGSIZE if too long. */
+ * anything after the value is an error. The one JSON reader of every face: RFC 8259 to the
+ * letter (no raw control characters in strings, no NaN/Infinity, no "1."), UTF-8 validated,
+ * no duplicate keys, no NUL in a key, no number json-c would alter (an integer beyond 64
+ * bits, a double beyond its range), nested at most depth deep. -EBADMSG if it is not one
+ * JSON value, -ERANGE for such a number, -ENOTUNIQ for a duplicate key, -ELOOP if nested
+ * too deeply, -EMSGSIZE if too long; json_strict_strerror() says which in words. A NUL in a
+ * string value is kept (a byte string may hold one): read strings that cross into C with
+ * json_string_get_clean(). */
 int json_parse_strict(const char *p, size_t size, int depth, json_object **ret);
+const char *json_strict_strerror(int r);
+/* j's string; -EINVAL if j is not a string, -EBADMSG if it holds a NUL ("\u0000"), where a
+ * C string would silently end. */
+int json_string_get_clean(json_object *j, const char **ret);
 /* A JSON array of the strings of l (NULL: an empty array); NULL on OOM. */
 json_object *strv_to_json(char * const *l);

@@ -305,6 +305,11 @@ static void test_jsonrpc_errors(void **state) {
         } cases[] = {
                 { "not json", -32700, "null" },
                 { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} trailing", -32700, "null" },
+                /* What json-c alone lets through: refused, the id not altered. */
+                { "{\"jsonrpc\":\"2.0\",\"id\":18446744073709551616,\"method\":\"ping\"}", -32700, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}", -32700, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":NaN}}", -32700, "null" },
+                { "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\tng\"}", -32700, "null" },
                 { "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]", -32600, "null" },
                 { "42", -32600, "null" },
                 { "{\"id\":3,\"method\":\"ping\"}", -32600, "3" },
