@@ -37,7 +37,7 @@ class CommandsBase(Generic[S]):
         argv = _ops.command_argv(cmd)
         options = _ops.exec_options({**self._sbx.envs, **(envs or {})}, cwd, timeout, stdin)
         if background and timeout is None:
-            options.pop('Timeout', None)
+            options.pop('TimeoutUSec', None)
         return argv, options
 
 

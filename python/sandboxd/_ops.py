@@ -199,12 +199,14 @@ def command_argv(cmd: str | list[str] | tuple[str, ...]) -> list[str]:
 
 
 def exec_timeout(timeout: float | None) -> int | None:
-    """Seconds as Exec takes them: None the default (300 s), 0 the most (3600 s)."""
+    """Seconds as Exec's TimeoutUSec: None the default (300 s), 0 the most (3600 s).
+    Neither rounded (0.5 s stays half a second) nor clamped: sandboxd refuses what is out
+    of its range, naming the bound."""
     if timeout is None:
         return None
     if timeout <= 0:
-        return EXEC_TIMEOUT_MAX
-    return max(1, min(EXEC_TIMEOUT_MAX, int(math.ceil(timeout))))
+        return EXEC_TIMEOUT_MAX * 1_000_000
+    return int(round(timeout * 1_000_000))
 
 
 def exec_options(env: dict[str, str] | None = None, cwd: str | None = None,
@@ -216,7 +218,7 @@ def exec_options(env: dict[str, str] | None = None, cwd: str | None = None,
         o['WorkingDirectory'] = cwd
     t = exec_timeout(timeout)
     if t is not None:
-        o['Timeout'] = t
+        o['TimeoutUSec'] = t
     if stdin is not None:
         o['Stdin'] = b64(stdin)
     return o
@@ -311,7 +313,8 @@ def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
         if emit:
             yield emit
     return CommandResult.from_reply(p.get('exitStatus', -1), p.get('info') or {}, bytes(out.data),
-                                    bytes(err.data), options.get('Timeout'))
+                                    bytes(err.data),
+                                    options['TimeoutUSec'] / 1e6 if 'TimeoutUSec' in options else None)
 
 
 def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op[int]:
@@ -323,7 +326,8 @@ def wait(sandbox_id: str, process: int, timeout: float | None,
          on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
     """Waits for a background process, then reads what it wrote (ReadOutput: the newest
     OutputMax bytes of each stream), passed to the callbacks at once."""
-    t = 0 if not timeout else max(1, min(EXEC_TIMEOUT_MAX, int(math.ceil(timeout))))
+    # Wait takes whole seconds (a wait, not the process's timeout); sandboxd checks the bound.
+    t = 0 if not timeout else max(1, int(math.ceil(timeout)))
     reply: Reply = yield Call('Wait', {'id': sandbox_id, 'process': process, 'timeoutSec': t})
     status, info = reply.parameters['exitStatus'], reply.parameters.get('info') or {}
     reply = yield Call('ReadOutput', {'id': sandbox_id, 'process': process})

@@ -276,8 +276,8 @@ class HttpTransport(Transport):
                 body['env'] = dict(e.split('=', 1) for e in value)
             elif option == 'WorkingDirectory':
                 body['cwd'] = value
-            elif option == 'Timeout':
-                body['timeout'] = value
+            elif option == 'TimeoutUSec':
+                body['timeout'] = value / 1e6     # seconds, 0.5 too
             elif option == 'Stdin':
                 try:
                     body['stdin'] = base64.b64decode(value).decode()

@@ -84,11 +84,11 @@ class CommandResult:
 
     @classmethod
     def from_reply(cls, exit_status: int, info: dict[str, Any], stdout: bytes, stderr: bytes,
-                   timeout: int | None = None) -> 'CommandResult':
+                   timeout: float | None = None) -> 'CommandResult':
         sig = info.get('signal', 0)
         error = None
         if info.get('timedOut'):
-            error = f'timed out after {timeout} s' if timeout else 'timed out'
+            error = f'timed out after {timeout:g} s' if timeout else 'timed out'
         elif info.get('oomKilled'):
             error = 'killed for using more memory than the sandbox has (OOM)'
         elif sig:

@@ -115,9 +115,12 @@ class Arguments(unittest.TestCase):
 
     def test_exec_options(self):
         self.assertEqual(_ops.exec_options({'A': '1'}, '/tmp', 2.2, 'in'),
-                         {'Environment': ['A=1'], 'WorkingDirectory': '/tmp', 'Timeout': 3, 'Stdin': b64(b'in')})
-        self.assertEqual(_ops.exec_options(timeout=0), {'Timeout': 3600})
-        self.assertEqual(_ops.exec_options(timeout=99999), {'Timeout': 3600})
+                         {'Environment': ['A=1'], 'WorkingDirectory': '/tmp', 'TimeoutUSec': 2200000,
+                          'Stdin': b64(b'in')})
+        self.assertEqual(_ops.exec_options(timeout=0), {'TimeoutUSec': 3600000000})
+        # Neither clamped nor rounded to the second: sandboxd refuses 99999 s, naming its bound.
+        self.assertEqual(_ops.exec_options(timeout=99999), {'TimeoutUSec': 99999000000})
+        self.assertEqual(_ops.exec_options(timeout=0.5), {'TimeoutUSec': 500000})
         self.assertEqual(_ops.command_argv('echo hi'), ['sh', '-c', 'echo hi'])
         self.assertEqual(_ops.command_argv(['ls', '-l']), ['ls', '-l'])
         with self.assertRaises(ValueError):
@@ -188,7 +191,7 @@ class Operations(unittest.TestCase):
         method, params, more = t.calls[0]
         self.assertTrue(more)
         self.assertEqual(params['argv'], ['sh', '-c', 'echo'])
-        self.assertEqual(params['options'], {'Environment': ['A=1', 'B=2'], 'Timeout': 5})
+        self.assertEqual(params['options'], {'Environment': ['A=1', 'B=2'], 'TimeoutUSec': 5000000})
 
     def test_streamed_exec_async_with_coroutine_callback(self):
         t = AsyncScripted(EXEC_SCRIPT)

@@ -500,7 +500,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         /* A background process has no timeout unless one was asked for. */
         if (r >= 0 && (!e->config.background || e->config.timeout_set))
                 r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
-                                               e->config.timeout_sec * 1000000ULL, EXEC_TIMER_ACCURACY_USEC,
+                                               e->config.timeout_usec, EXEC_TIMER_ACCURACY_USEC,
                                                on_exec_timeout, e);
         if (r < 0)
                 goto fail;

@@ -84,6 +84,7 @@ static const OptionSpec snapshot_options[] = {
 
 static const OptionSpec exec_options[] = {
         { "Timeout",          OPTION_UINT64 },
+        { "TimeoutUSec",      OPTION_UINT64 },
         { "OutputMax",        OPTION_UINT64 },
         { "WorkingDirectory", OPTION_STRING },
         { "Environment",      OPTION_STRV   },
@@ -463,7 +464,7 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
 
 void exec_config_init(ExecConfig *c) {
         *c = (ExecConfig) {
-                .timeout_sec = EXEC_TIMEOUT_DEFAULT_SEC,
+                .timeout_usec = EXEC_TIMEOUT_DEFAULT_SEC * 1000000ULL,
                 .output_max = EXEC_OUTPUT_DEFAULT,
                 .stdin_fd = -EBADF,
                 .stdout_fd = -EBADF,
@@ -502,10 +503,22 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
         if (r < 0)
                 return r;
 
+        /* Refused out of range, never clamped: the caller learns the bound. */
         if (streq(name, "Timeout")) {
-                c->timeout_sec = v->u64;
+                r = check_range(name, v->u64, 1, EXEC_TIMEOUT_MAX_SEC, error);
+                if (r < 0)
+                        return r;
+                c->timeout_usec = v->u64 * 1000000ULL;
                 c->timeout_set = true;
-                return check_range(name, c->timeout_sec, 1, EXEC_TIMEOUT_MAX_SEC, error);
+                return 0;
+        }
+        if (streq(name, "TimeoutUSec")) {
+                r = check_range(name, v->u64, EXEC_TIMEOUT_MIN_USEC, EXEC_TIMEOUT_MAX_USEC, error);
+                if (r < 0)
+                        return r;
+                c->timeout_usec = v->u64;
+                c->timeout_set = true;
+                return 0;
         }
         if (streq(name, "OutputMax")) {
                 c->output_max = v->u64;

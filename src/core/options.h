@@ -98,7 +98,7 @@ typedef struct ExecConfig {
         char **argv;
         char **environment;
         char *working_directory;
-        uint64_t timeout_sec;
+        uint64_t timeout_usec;    /* Timeout= (seconds) or TimeoutUSec= */
         uint64_t output_max;
         void *stdin_data;
         size_t stdin_size;

@@ -22,6 +22,7 @@ typedef enum McpArgType {
         MCP_ARG_INTEGER,
         MCP_ARG_BOOLEAN,
         MCP_ARG_STRINGS,
+        MCP_ARG_SECONDS,              /* a number of seconds (0.5 too); its range is sandboxd's */
 } McpArgType;
 
 /* One argument of a tool: its inputSchema property and how it is checked, from one table. */

@@ -15,6 +15,7 @@
 #include "json-util.h"
 #include "mcp-internal.h"
 #include "parse-util.h"
+#include "sandbox-api.h"
 
 #define MiB (1024 * 1024)
 #define MCP_FILE_WRITE_MAX (8 * MiB)       /* base64 of it fits a varlink message */
@@ -79,7 +80,7 @@ static const char *const idle_actions[] = { "destroy", "pause", "hibernate", NUL
         { "path", MCP_ARG_STRING, req, what " (inside the sandbox; relative paths are from /work)", \
           .max = 4096 }
 #define ARG_TIMEOUT                                                                             \
-        { "timeout", MCP_ARG_INTEGER, false, "Seconds before it is killed (default 300)", .min = 1, .max = 3600 }
+        { "timeout", MCP_ARG_SECONDS, false, "Seconds before it is killed (default 300; 0.5 is half a second)" }
 #define ARG_IDLE_ACTION                                                                         \
         { "idle_action", MCP_ARG_STRING, false, "What idle_timeout does: destroy (default), pause, or hibernate " \
           "(files kept on disk; sandbox_wake brings it back)", .choices = idle_actions }
@@ -97,6 +98,7 @@ static json_object *arg_schema(const McpArg *a) {
                 [MCP_ARG_INTEGER] = "integer",
                 [MCP_ARG_BOOLEAN] = "boolean",
                 [MCP_ARG_STRINGS] = "array",
+                [MCP_ARG_SECONDS] = "number",
         };
         _cleanup_json_ json_object *o = json_object_new_object();
 
@@ -117,6 +119,11 @@ static json_object *arg_schema(const McpArg *a) {
         if (a->type == MCP_ARG_INTEGER &&
             (json_add(o, "minimum", json_object_new_int64(a->min)) < 0 ||
              json_add(o, "maximum", json_object_new_int64(a->max)) < 0))
+                return NULL;
+        /* The bound is the core's (sandbox-api.h), which sandboxd checks. */
+        if (a->type == MCP_ARG_SECONDS &&
+            (json_add(o, "exclusiveMinimum", json_object_new_int(0)) < 0 ||
+             json_add(o, "maximum", json_object_new_uint64(EXEC_TIMEOUT_MAX_SEC)) < 0))
                 return NULL;
         if (a->type == MCP_ARG_STRING && a->max > 0 && json_add(o, "maxLength", json_object_new_int64(a->max)) < 0)
                 return NULL;
@@ -174,6 +181,11 @@ static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
         case MCP_ARG_STRING:
                 if (!json_object_is_type(v, json_type_string))
                         return asprintf(ret_message, "%s must be a string", a->name) < 0 ? -ENOMEM : -EINVAL;
+                /* Handed on as a C string, which would end at the NUL without a word. */
+                if (strlen(json_object_get_string(v)) != (size_t) json_object_get_string_len(v))
+                        return asprintf(ret_message, "%s must not hold a NUL byte (\\u0000)%s", a->name,
+                                        streq(a->name, "content") ? "; write bytes with encoding base64" : "") < 0
+                                       ? -ENOMEM : -EINVAL;
                 if (a->max > 0 && json_object_get_string_len(v) > a->max)
                         return asprintf(ret_message, "%s is longer than %" PRIi64 " bytes", a->name, a->max) < 0
                                        ? -ENOMEM : -EINVAL;
@@ -187,12 +199,26 @@ static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
                 return 0;
         case MCP_ARG_INTEGER: {
                 int64_t i;
-                if (!json_object_is_type(v, json_type_int))
+                /* JSON Schema's integer is a number without a fraction: 2.0 is one. */
+                if (json_object_is_type(v, json_type_double)) {
+                        double d = json_object_get_double(v);
+                        if (!(d >= -0x1p63 && d < 0x1p63) || d != (double) (int64_t) d)
+                                return asprintf(ret_message, "%s must be an integer", a->name) < 0 ? -ENOMEM
+                                                                                                   : -EINVAL;
+                } else if (!json_object_is_type(v, json_type_int))
                         return asprintf(ret_message, "%s must be an integer", a->name) < 0 ? -ENOMEM : -EINVAL;
                 i = json_object_get_int64(v);
                 if (i < a->min || i > a->max)
                         return asprintf(ret_message, "%s must be from %" PRIi64 " to %" PRIi64, a->name, a->min,
                                         a->max) < 0 ? -ENOMEM : -EINVAL;
+                return 0;
+        }
+        case MCP_ARG_SECONDS: {
+                const char *option;
+                uint64_t value;
+                if (json_timeout_option(v, &option, &value) < 0)
+                        return asprintf(ret_message, "%s must be a number of seconds", a->name) < 0 ? -ENOMEM
+                                                                                                  : -EINVAL;
                 return 0;
         }
         case MCP_ARG_BOOLEAN:
@@ -203,10 +229,16 @@ static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
                 if (!json_object_is_type(v, json_type_array))
                         return asprintf(ret_message, "%s must be an array of strings", a->name) < 0 ? -ENOMEM
                                                                                                      : -EINVAL;
-                for (size_t i = 0; i < json_object_array_length(v); i++)
-                        if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_string))
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        const char *s;
+                        int r = json_string_get_clean(json_object_array_get_idx(v, i), &s);
+                        if (r == -EBADMSG)
+                                return asprintf(ret_message, "%s[%zu] must not hold a NUL byte (\\u0000)", a->name,
+                                                i) < 0 ? -ENOMEM : -EINVAL;
+                        if (r < 0)
                                 return asprintf(ret_message, "%s must be an array of strings", a->name) < 0
                                                ? -ENOMEM : -EINVAL;
+                }
                 return 0;
         }
         return -EINVAL;
@@ -222,8 +254,10 @@ int mcp_tool_check_args(const McpTool *t, json_object *args, char **ret_message)
                                 break;
                 if (!a->name)
                         return asprintf(ret_message, "unknown argument %.64s", key) < 0 ? -ENOMEM : -EINVAL;
+                /* Not as if absent: null is no integer, string or boolean for JSON Schema. */
                 if (json_object_is_type(v, json_type_null))
-                        continue;   /* as if absent */
+                        return asprintf(ret_message, "%s must not be null (leave it out for the default)",
+                                        a->name) < 0 ? -ENOMEM : -EINVAL;
                 r = arg_check(a, v, ret_message);
                 if (r < 0)
                         return r;
@@ -303,8 +337,14 @@ static json_object *exec_options(McpRequest *r) {
 
         if (!o || json_add(o, "OutputMax", json_object_new_int(MCP_OUTPUT_MAX)) < 0)
                 return NULL;
-        if (mcp_arg_has(r, "timeout") && json_add(o, "Timeout", json_object_new_int64(mcp_arg_int(r, "timeout", 0))) < 0)
-                return NULL;
+        if (mcp_arg_has(r, "timeout")) {
+                const char *option;
+                uint64_t value;
+                /* Checked by mcp_tool_check_args(). */
+                if (json_timeout_option(mcp_arg(r, "timeout"), &option, &value) < 0 ||
+                    json_add(o, option, json_object_new_uint64(value)) < 0)
+                        return NULL;
+        }
         if ((s = mcp_arg_string(r, "working_directory")) && json_add(o, "WorkingDirectory", json_object_new_string(s)) < 0)
                 return NULL;
         if (env && json_add(o, "Environment", json_object_get(env)) < 0)

@@ -424,6 +424,7 @@ typedef struct HttpConnection {
         sd_event_source *deadline;
         HttpRequest *req;                /* whose body is awaited; NULL: headers are */
         uint64_t window_bytes;           /* body bytes in the current window */
+        bool nul_unescaped;              /* the request's path or query had a %00 */
 } HttpConnection;
 
 static void connection_cut(HttpConnection *c) {
@@ -497,6 +498,44 @@ static HttpConnection *connection_of(struct MHD_Connection *connection) {
 }
 
 /* ---- dispatch ---- */
+
+/* libmicrohttpd's own unescaping, noting a %00: the path it hands on_access() is a C string
+ * and would silently end there ("secret.txt%00.png" would be "secret.txt"). */
+static size_t on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+        HttpConnection *c = connection_of(connection);
+        size_t n = MHD_http_unescape(s);
+
+        if (c && memchr(s, 0, n))
+                c->nul_unescaped = true;
+        return n;
+}
+
+static enum MHD_Result find_nul_argument(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                         const char *value, size_t value_size) {
+        const char **ret = cls;
+
+        if (strlen(key) == key_size && (!value || strlen(value) == value_size))
+                return MHD_YES;
+        *ret = key;
+        return MHD_NO;
+}
+
+/* A NUL byte in the request's path or query: refused, naming where, rather than cut. */
+static int request_check_nul(HttpRequest *req) {
+        HttpConnection *c = connection_of(req->connection);
+        const char *key = NULL;
+
+        if (!c || !c->nul_unescaped)
+                return 0;
+        c->nul_unescaped = false;
+        (void) MHD_get_connection_values_n(req->connection, MHD_GET_ARGUMENT_KIND, find_nul_argument, &key);
+        if (key)
+                return http_request_reply_error(req, 400, "InvalidParameter",
+                                                "Invalid parameter: %.64s (the query argument holds a NUL byte, %%00).",
+                                                key);
+        return http_request_reply_error(req, 400, "InvalidParameter",
+                                        "Invalid parameter: the path (it holds a NUL byte, %%00).");
+}
 
 /* Splits url into segments in place ("/a/b" → "a", "b"); -E2BIG beyond max. */
 static int split_path(char *url, char **segments, unsigned max, unsigned *ret_n) {
@@ -604,6 +643,8 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
                 return http_request_reply_error(req, 400, "InvalidRequest",
                                                 "Content-Length and Transfer-Encoding together are refused.");
         }
+        if (request_check_nul(req) != 0 || req->replied)
+                return 0;
         req->route = route_find(method, url, req->params, &path_known);
         if (!req->route) {
                 if (path_known)
@@ -656,6 +697,15 @@ static int request_start(HttpRequest *req) {
                 buffer_done(&req->body);
                 if (!req->json)
                         return http_request_reply_error(req, 400, "InvalidBody", "%s", error);
+                /* Only stdin's bytes may hold a NUL: every other string is a C string further on. */
+                _cleanup_free_ char *field = NULL;
+                int r = json_find_nul(req->json, (const char *const[]) { "stdin", NULL }, &field);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        return http_request_reply_error(req, 400, "InvalidParameter",
+                                                        "Invalid parameter: %.128s (it holds a NUL byte, \\u0000).",
+                                                        field);
         }
         return req->route->handler(req);
 }
@@ -899,6 +949,7 @@ int http_server_listen_fd(HttpServer *s, int fd) {
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, d,
                                   MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, d,
+                                  MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, d,
                                   MHD_OPTION_END);
         if (!d->mhd) {
                 safe_close(fd);

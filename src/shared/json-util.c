@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,84 @@ int json_string_get_clean(json_object *j, const char **ret) {
         if (strlen(s) != (size_t) json_object_get_string_len(j))
                 return -EBADMSG;
         *ret = s;
+        return 0;
+}
+
+static int find_nul(json_object *o, const char *path, char **ret_path) {
+        int r;
+
+        if (json_object_is_type(o, json_type_string)) {
+                if (strlen(json_object_get_string(o)) == (size_t) json_object_get_string_len(o))
+                        return 0;
+                *ret_path = strdup(path);
+                return *ret_path ? 1 : -ENOMEM;
+        }
+        if (json_object_is_type(o, json_type_array)) {
+                for (size_t i = 0; i < json_object_array_length(o); i++) {
+                        _cleanup_free_ char *p = NULL;
+                        if (asprintf(&p, "%s[%zu]", path, i) < 0)
+                                return -ENOMEM;
+                        r = find_nul(json_object_array_get_idx(o, i), p, ret_path);
+                        if (r != 0)
+                                return r;
+                }
+                return 0;
+        }
+        if (json_object_is_type(o, json_type_object)) {
+                json_object_object_foreach(o, key, v) {
+                        _cleanup_free_ char *p = NULL;
+                        if (asprintf(&p, "%s%s%s", path, *path ? "." : "", key) < 0)
+                                return -ENOMEM;
+                        r = find_nul(v, p, ret_path);
+                        if (r != 0)
+                                return r;
+                }
+        }
+        return 0;
+}
+
+int json_find_nul(json_object *o, const char *const *skip, char **ret_path) {
+        int r;
+
+        if (!json_object_is_type(o, json_type_object))
+                return find_nul(o, "", ret_path);
+        json_object_object_foreach(o, key, v) {
+                bool skipped = false;
+                for (const char *const *k = skip; k && *k; k++)
+                        skipped = skipped || streq(*k, key);
+                if (skipped)
+                        continue;
+                r = find_nul(v, key, ret_path);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+int json_timeout_option(json_object *v, const char **ret_name, uint64_t *ret_value) {
+        double d;
+
+        if (json_object_is_type(v, json_type_int)) {
+                if (json_object_get_int64(v) < 0)
+                        return -EINVAL;
+                *ret_name = "Timeout";
+                *ret_value = json_object_get_uint64(v);
+                return 0;
+        }
+        if (!json_object_is_type(v, json_type_double))
+                return -EINVAL;
+        d = json_object_get_double(v);
+        if (!isfinite(d) || d < 0)
+                return -EINVAL;
+        if (d < 0x1p64 && d == (double) (uint64_t) d) {
+                /* 2.0 is an integer (JSON Schema says so too). */
+                *ret_name = "Timeout";
+                *ret_value = (uint64_t) d;
+                return 0;
+        }
+        *ret_name = "TimeoutUSec";
+        /* Beyond uint64's microseconds: the most, which the core refuses naming its bound. */
+        *ret_value = d * 1e6 >= 0x1p64 ? UINT64_MAX : (uint64_t) (d * 1e6 + 0.5);
         return 0;
 }
 

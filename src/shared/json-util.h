@@ -28,5 +28,14 @@ const char *json_strict_strerror(int r);
 /* j's string; -EINVAL if j is not a string, -EBADMSG if it holds a NUL ("\u0000"), where a
  * C string would silently end. */
 int json_string_get_clean(json_object *j, const char **ret);
+/* The first string value in o holding a NUL, by its path ("env.FOO", "argv[2]"), o's members
+ * named in skip (byte strings) left out: 1 and *ret_path, or 0 if there is none. For a face
+ * that hands strings on as C strings, to refuse a NUL naming the field rather than cut there. */
+int json_find_nul(json_object *o, const char *const *skip, char **ret_path);
+/* An exec's timeout given in seconds as a JSON number, as the core's option: an integer
+ * (2.0 too) as Timeout=, a fraction (0.5) as TimeoutUSec=, neither clamped nor rounded
+ * beyond the microsecond: the core checks the range and names its bound. -EINVAL if v is
+ * not a finite number >= 0 (null included). */
+int json_timeout_option(json_object *v, const char **ret_name, uint64_t *ret_value);
 /* A JSON array of the strings of l (NULL: an empty array); NULL on OOM. */
 json_object *strv_to_json(char * const *l);

@@ -66,6 +66,9 @@
 /* Bounds a caller may need to know before it asks. */
 #define EXEC_TIMEOUT_DEFAULT_SEC 300ULL
 #define EXEC_TIMEOUT_MAX_SEC 3600ULL
+/* TimeoutUSec=: an exec's timeout to the microsecond, from 1 ms (the timer's accuracy). */
+#define EXEC_TIMEOUT_MIN_USEC 1000ULL
+#define EXEC_TIMEOUT_MAX_USEC (EXEC_TIMEOUT_MAX_SEC * 1000000ULL)
 #define EXEC_OUTPUT_DEFAULT (1024ULL * 1024)
 /* stdout and stderr both at their maximum must fit in one reply under the system bus's
  * 32 MiB message limit. */

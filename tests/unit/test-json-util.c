@@ -112,6 +112,26 @@ static void test_string_get_clean(void **state) {
         assert_string_equal(s, "ab");
 }
 
+static void test_find_nul(void **state) {
+        static const char *const skip[] = { "stdin", NULL };
+        _cleanup_json_ json_object *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+        _cleanup_free_ char *pa = NULL, *pb = NULL, *pd = NULL;
+        char *pc = NULL;
+
+        assert_int_equal(parse("{\"argv\": [\"sh\", \"a\\u0000b\"]}", &a), 0);
+        assert_int_equal(json_find_nul(a, skip, &pa), 1);
+        assert_string_equal(pa, "argv[1]");
+        assert_int_equal(parse("{\"x\": 1, \"env\": {\"A\": \"1\", \"B\": \"\\u0000\"}}", &b), 0);
+        assert_int_equal(json_find_nul(b, skip, &pb), 1);
+        assert_string_equal(pb, "env.B");
+        assert_int_equal(parse("{\"stdin\": \"\\u0000\", \"code\": \"print(1)\"}", &c), 0);
+        assert_int_equal(json_find_nul(c, skip, &pc), 0);   /* stdin's bytes may hold one */
+        assert_null(pc);
+        assert_int_equal(parse("{\"stdin\": \"\\u0000\", \"code\": \"print(1)\\u0000print(2)\"}", &d), 0);
+        assert_int_equal(json_find_nul(d, skip, &pd), 1);
+        assert_string_equal(pd, "code");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accepted),
@@ -120,6 +140,7 @@ int main(void) {
                 cmocka_unit_test(test_duplicates),
                 cmocka_unit_test(test_depth),
                 cmocka_unit_test(test_string_get_clean),
+                cmocka_unit_test(test_find_nul),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

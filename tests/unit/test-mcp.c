@@ -462,11 +462,18 @@ static void test_arguments_checked(void **state) {
         } cases[] = {
                 { "run_code", "{\"language\":\"cobol\",\"code\":\"x\"}", "language must be one of the schema's enum" },
                 { "run_code", "{\"language\":\"python\"}", "code is required" },
-                { "run_code", "{\"language\":\"python\",\"code\":null}", "code is required" },
+                { "run_code", "{\"language\":\"python\",\"code\":null}",
+                  "code must not be null (leave it out for the default)" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":null}",
+                  "timeout must not be null (leave it out for the default)" },
                 { "run_code", "{\"language\":\"python\",\"code\":7}", "code must be a string" },
-                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":0}", "timeout must be from 1 to 3600" },
-                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":\"5\"}", "timeout must be an integer" },
-                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":2.5}", "timeout must be an integer" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"print(1)\\u0000print(2)\"}",
+                  "code must not hold a NUL byte (\\u0000)" },
+                { "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"x\",\"env\":[\"A=1\\u0000B\"]}",
+                  "env[0] must not hold a NUL byte (\\u0000)" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":\"5\"}", "timeout must be a number of seconds" },
+                { "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":-1}", "timeout must be a number of seconds" },
+                { "sandbox_create", "{\"memory_mb\":256.5}", "memory_mb must be an integer" },
                 { "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"x\",\"env\":[1]}",
                   "env must be an array of strings" },
                 { "file_delete", "{\"sandbox_id\":\"" SID "\",\"path\":\"x\",\"recursive\":\"yes\"}",
@@ -534,6 +541,15 @@ static void test_run_code(void **state) {
         assert_string_equal(tool_text(res), "Timeout out of range");
         assert_string_equal(get_string(calls, "2.method"), IFACE "Destroy");
         assert_string_equal(get_string(calls, "2.parameters.id"), SID);
+
+        /* Timeouts: 2.0 is an integer; half a second stays half a second (sandboxd checks the range). */
+        (void) tool(s, "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":2.0}");
+        assert_int_equal(json_object_get_int(get(last_call("Exec"), "options.Timeout")), 2);
+        (void) tool(s, "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":0.5}");
+        assert_null(get(last_call("Exec"), "options.Timeout"));
+        assert_int_equal(json_object_get_int(get(last_call("Exec"), "options.TimeoutUSec")), 500000);
+        (void) tool(s, "run_code", "{\"language\":\"python\",\"code\":\"1\",\"timeout\":4000}");
+        assert_int_equal(json_object_get_int(get(last_call("Exec"), "options.Timeout")), 4000);
 }
 
 static const char hang[] = "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"tools/call\",\"params\":{\"name\":"

@@ -176,11 +176,22 @@ static void test_exec_options(void **state) {
         char *env_noeq[] = { (char *) "A", NULL };
 
         exec_config_init(&c);
-        assert_int_equal(c.timeout_sec, EXEC_TIMEOUT_DEFAULT_SEC);
+        assert_int_equal(c.timeout_usec, EXEC_TIMEOUT_DEFAULT_SEC * 1000000ULL);
 
         assert_invalid(exec_config_set(&c, "Timeout", &(OptionValue) { .type = OPTION_UINT64, .u64 = 0 }, &e), &e);
         assert_invalid(exec_config_set(&c, "Timeout", &(OptionValue) { .type = OPTION_UINT64, .u64 = 3601 }, &e), &e);
         assert_int_equal(exec_config_set(&c, "Timeout", &(OptionValue) { .type = OPTION_UINT64, .u64 = 3600 }, &e), 0);
+        assert_int_equal(c.timeout_usec, 3600000000ULL);
+        /* To the microsecond; refused beyond the bounds, with the bound in the message, never clamped. */
+        assert_int_equal(exec_config_set(&c, "TimeoutUSec", &(OptionValue) { .type = OPTION_UINT64, .u64 = 500000 }, &e), 0);
+        assert_int_equal(c.timeout_usec, 500000);
+        assert_int_equal(exec_config_set(&c, "TimeoutUSec", &(OptionValue) { .type = OPTION_UINT64, .u64 = 4000000000ULL }, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "between 1000 and 3600000000"));
+        assert_int_equal(c.timeout_usec, 500000);
+        sandbox_error_done(&e);
+        assert_invalid(exec_config_set(&c, "Timeout", &(OptionValue) { .type = OPTION_UINT64, .u64 = 4000 }, &e), &e);
+        assert_int_equal(c.timeout_usec, 500000);
+        assert_invalid(exec_config_set(&c, "TimeoutUSec", &(OptionValue) { .type = OPTION_UINT64, .u64 = 999 }, &e), &e);
         assert_invalid(exec_config_set(&c, "OutputMax", &(OptionValue) { .type = OPTION_UINT64, .u64 = EXEC_OUTPUT_MAX + 1 }, &e), &e);
         assert_invalid(exec_config_set(&c, "WorkingDirectory", &(OptionValue) { .type = OPTION_STRING, .s = "relative" }, &e), &e);
         assert_invalid(exec_config_set(&c, "WorkingDirectory", &(OptionValue) { .type = OPTION_STRING, .s = "/a\nb" }, &e), &e);
@@ -309,7 +320,7 @@ static void test_options_from_json(void **state) {
         assert_string_equal(x.environment[1], "B=2");
         assert_int_equal(x.stdin_size, 5);
         assert_memory_equal(x.stdin_data, "hello", 5);
-        assert_int_equal(x.timeout_sec, 5);
+        assert_int_equal(x.timeout_usec, 5000000);
         assert_true(x.stdout_fd >= 0 && x.stdout_fd != pipefd[1]);
         json_object_put(o);
 
