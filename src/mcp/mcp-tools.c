@@ -39,13 +39,17 @@
 #define RUN_RESULT_SCHEMA                                                                       \
         "{\"type\":\"object\",\"properties\":{"                                                 \
         "\"exit_code\":{\"type\":\"integer\",\"description\":\"the exit code, or 128 + the signal that killed it\"}," \
-        "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                    \
+        "\"stdout\":{\"type\":\"string\",\"description\":\"the text, or base64 of the bytes (stdout_encoding)\"}," \
+        "\"stderr\":{\"type\":\"string\",\"description\":\"the text, or base64 of the bytes (stderr_encoding)\"}," \
+        "\"stdout_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"                   \
+        "\"stderr_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"                   \
         "\"timed_out\":{\"type\":\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"},"           \
         "\"signal\":{\"type\":\"integer\",\"description\":\"0 when it exited\"},"               \
         "\"truncated\":{\"type\":\"boolean\",\"description\":\"stdout or stderr was cut at 65536 bytes\"}," \
         "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"      \
         "\"duration_ms\":{\"type\":\"integer\"}},"                                              \
-        "\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"timed_out\",\"oom_killed\",\"truncated\"]}"
+        "\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_encoding\",\"stderr_encoding\",\"timed_out\"," \
+        "\"oom_killed\",\"truncated\"]}"
 
 #define OBJECT_SCHEMA(props, required) \
         "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" required "]}"
@@ -291,28 +295,31 @@ static json_object *params_sandbox_path(McpRequest *r, const char *fallback) {
         return TAKE_PTR(p);
 }
 
-/* Bytes as a JSON string, with ill-formed UTF-8 replaced (a model reads text). */
-static json_object *json_object_new_bytes_text(const void *data, size_t size) {
-        _cleanup_free_ char *clean = NULL;
-        size_t n;
-
-        if (utf8_sanitize(data, size, &clean, &n) < 0)
-                return NULL;
-        return json_object_new_string_len(clean, (int) n);
+/* Bytes as file_read gives them: the text when they are UTF-8 without a NUL, else base64 of
+ * them; *ret_text says which. Every byte is kept either way. */
+static json_object *json_object_new_bytes(const void *data, size_t n, bool *ret_text) {
+        *ret_text = utf8_is_valid_n(data, n) && !memchr(data, 0, n);
+        return *ret_text ? json_object_new_string_len(data, (int) n) : json_object_new_base64(data, n);
 }
 
-/* A base64 field of a reply as text; absent: "". */
-static json_object *json_object_new_from_base64(json_object *parameters, const char *field, size_t *ret_size) {
+/* Exec's stdout or stderr (base64 in the reply) as FIELD and FIELD_encoding. */
+static int add_output(json_object *o, json_object *parameters, const char *field, size_t *ret_size) {
         _cleanup_free_ void *data = NULL;
+        _cleanup_free_ char *encoding = NULL;
         json_object *v;
         size_t n = 0;
+        bool text;
 
         if (json_object_object_get_ex(parameters, field, &v) && json_object_is_type(v, json_type_string) &&
             base64_decode(json_object_get_string(v), &data, &n) < 0)
-                return NULL;
-        if (ret_size)
-                *ret_size = n;
-        return json_object_new_bytes_text(data ?: "", n);
+                return -ENOMEM;
+        *ret_size = n;
+        if (asprintf(&encoding, "%s_encoding", field) < 0)
+                return -ENOMEM;
+        if (json_add(o, field, json_object_new_bytes(data ?: "", n, &text)) < 0 ||
+            json_add(o, encoding, json_object_new_string(text ? "utf-8" : "base64")) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 static int64_t json_int_field(json_object *o, const char *field) {
@@ -421,8 +428,8 @@ static int finish_exec(McpRequest *r, json_object *parameters) {
         timed_out = json_bool_field(info, "timedOut");
         oom = json_bool_field(info, "oomKilled");
         if (json_add(o, "exit_code", json_object_new_int64(json_int_field(parameters, "exitStatus"))) < 0 ||
-            json_add(o, "stdout", json_object_new_from_base64(parameters, "stdout", &out_kept)) < 0 ||
-            json_add(o, "stderr", json_object_new_from_base64(parameters, "stderr", &err_kept)) < 0 ||
+            add_output(o, parameters, "stdout", &out_kept) < 0 ||
+            add_output(o, parameters, "stderr", &err_kept) < 0 ||
             json_add(o, "timed_out", json_object_new_boolean(timed_out)) < 0 ||
             json_add(o, "oom_killed", json_object_new_boolean(oom)) < 0 ||
             json_add(o, "signal", json_object_new_int64(json_int_field(info, "signal"))) < 0 ||
@@ -733,9 +740,8 @@ static int file_read_done(McpRequest *r, json_object *parameters, const char *er
         /* One byte more than shown was asked for: whether it came says if there is more. */
         truncated = n > MCP_FILE_READ_MAX;
         n = MIN(n, (size_t) MCP_FILE_READ_MAX);
-        text = utf8_is_valid_n(data, n) && !memchr(data, 0, n);
         if (json_add(o, "path", json_object_new_string(mcp_arg_string(r, "path"))) < 0 ||
-            json_add(o, "content", text ? json_object_new_string_len(data, (int) n) : json_object_new_base64(data, n)) < 0 ||
+            json_add(o, "content", json_object_new_bytes(data, n, &text)) < 0 ||
             json_add(o, "encoding", json_object_new_string(text ? "utf-8" : "base64")) < 0 ||
             json_add(o, "bytes", json_object_new_int64((int64_t) n)) < 0 ||
             json_add(o, "truncated", json_object_new_boolean(truncated)) < 0)

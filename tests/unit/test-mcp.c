@@ -517,11 +517,14 @@ static void test_run_code(void **state) {
         assert_int_equal(json_object_get_int(get(p, "options.Timeout")), 9);
         assert_int_equal(json_object_get_int(get(p, "options.OutputMax")), MCP_OUTPUT_MAX);
 
-        /* The fake's result: timed out (a tool error), truncated, stderr not UTF-8. */
+        /* The fake's result: timed out (a tool error), truncated, stderr not UTF-8: base64 of its
+         * one byte, flagged, rather than U+FFFD. */
         assert_true(tool_is_error(res));
         assert_int_equal(json_object_get_int(get(res, "structuredContent.exit_code")), 137);
         assert_string_equal(get_string(res, "structuredContent.stdout"), "hi\n");
-        assert_string_equal(get_string(res, "structuredContent.stderr"), "\xef\xbf\xbd");
+        assert_string_equal(get_string(res, "structuredContent.stdout_encoding"), "utf-8");
+        assert_string_equal(get_string(res, "structuredContent.stderr"), "/w==");
+        assert_string_equal(get_string(res, "structuredContent.stderr_encoding"), "base64");
         assert_true(json_object_get_boolean(get(res, "structuredContent.timed_out")));
         assert_true(json_object_get_boolean(get(res, "structuredContent.truncated")));
         assert_int_equal(json_object_get_int(get(res, "structuredContent.stdout_bytes")), 100000);
