@@ -537,6 +537,77 @@ class Execute(unittest.TestCase):
         self.assertEqual((res['stdout_dropped'], res['cursor']), (n - 1 - kept, f'{n}.0'))
 
 
+class StrictInput(unittest.TestCase):
+    """A NUL byte, loose JSON or a timeout out of range: refused naming the field or the
+    bound, never cut, clamped or rounded (sandboxd-http(8))."""
+
+    def assert_invalid(self, res, status, code, *words):
+        self.assertEqual((status, res['error']['code']), (400, code), res)
+        for w in words:
+            self.assertIn(w, res['error']['message'])
+
+    def test_nul_in_path_and_query(self):
+        with Session() as s:
+            self.assertEqual(request('PUT', s.url + '/files?path=secret.txt', body=b'secret')[0], 201)
+            status, _, res = request('GET', s.url + '/files?path=secret.txt%00.png')
+            self.assert_invalid(res, status, 'InvalidParameter', 'path', '%00')
+            status, _, res = request('PUT', s.url + '/files?path=a%00b', body=b'x')
+            self.assert_invalid(res, status, 'InvalidParameter', 'path')
+            self.assertEqual(request('GET', s.url + '/files?path=a')[0], 404)     # nothing was made
+            status, _, res = request('GET', s.url + '%00junk')
+            self.assert_invalid(res, status, 'InvalidParameter', 'the path')
+            code, body = curl(f'http://127.0.0.1:{S.http_port}{s.url}/files?path=secret.txt%00.png')
+            self.assertEqual(code, 400, body)
+            # The next request on the same connection is not taken for one with a NUL.
+            c = conn()
+            h = {'Authorization': f'Bearer {TOKENS["alice"]}'}
+            for path, want in (('/files?path=secret.txt%00', 400), ('/files?path=secret.txt', 200)):
+                c.request('GET', s.url + path, headers=h)
+                r = c.getresponse()
+                r.read()
+                self.assertEqual(r.status, want, path)
+            c.close()
+
+    def test_nul_in_json_bodies(self):
+        with Session() as s:
+            for body, field in (({'code': 'print(1)\u0000print(2)', 'language': 'python'}, 'code'),
+                                ({'argv': ['echo', 'a\u0000b']}, 'argv[1]'),
+                                ({'argv': ['env'], 'env': {'X': 'a\u0000b'}}, 'env.X'),
+                                ({'argv': ['true'], 'cwd': '/tmp\u0000/x'}, 'cwd')):
+                status, _, res = s.execute(body)
+                self.assert_invalid(res, status, 'InvalidParameter', field)
+            status, _, res = request('POST', s.url + '/files/mkdir', {'path': 'd\u0000x'})
+            self.assert_invalid(res, status, 'InvalidParameter', 'path')
+            # stdin is bytes: its NUL goes through.
+            status, _, res = s.execute({'argv': ['wc', '-c'], 'stdin': 'a\u0000b'})
+            self.assertEqual((status, res['stdout'].strip()), (200, '3'), res)
+
+    def test_loose_json(self):
+        with Session() as s:
+            for body in (b'{"argv": ["echo", "a\tb"]}', b'{"argv": ["true"], "timeout": NaN}',
+                         b'{"argv": ["true"], "timeout": Infinity}', b'{"argv": ["true"], "timeout": 1.}',
+                         b'{"argv": ["true"], "timeout": 18446744073709551616}',
+                         b'{"argv": ["true"], "timeout": 1e400}'):
+                status, _, res = request('POST', s.url + '/execute', body=body)
+                self.assert_invalid(res, status, 'InvalidBody')
+
+    def test_timeouts(self):
+        with Session() as s:
+            status, _, res = s.execute({'argv': ['true'], 'timeout': 4000})
+            self.assert_invalid(res, status, 'InvalidOption', '3600')
+            status, _, res = s.execute({'argv': ['true'], 'timeout': 3600.5})
+            self.assert_invalid(res, status, 'InvalidOption', '3600000000')
+            for bad in (None, -1, '5'):
+                status, _, res = s.execute({'argv': ['true'], 'timeout': bad})
+                self.assert_invalid(res, status, 'InvalidOption', 'timeout')
+            status, _, res = s.execute({'argv': ['sh', '-c', 'echo ok'], 'timeout': 2.0})
+            self.assertEqual((status, res['stdout']), (200, 'ok\n'), res)
+            status, _, res = s.execute({'argv': ['sleep', '5'], 'timeout': 0.5})
+            self.assertEqual(status, 200, res)
+            self.assertTrue(res['info']['timedOut'], res)
+            self.assertLess(res['info']['durationUSec'], 900000, res)
+
+
 class Files(unittest.TestCase):
     def test_small_ops(self):
         with Session() as s:

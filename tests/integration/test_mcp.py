@@ -12,6 +12,7 @@ for what the transport says: 202, 400, 401, 403, 405, SSE framing; and the serve
 of the MCP conformance suite (@modelcontextprotocol/conformance) that apply to a server
 with tools only, through a proxy that adds the token (the suite sends none)."""
 
+import base64
 import glob
 import http.client
 import http.server
@@ -423,6 +424,59 @@ class Protocol(Base):
         self.assertTrue(re.search(r'2025-11-25', page))
 
 
+def tools_call(id, name, **arguments):
+    return json.dumps({'jsonrpc': '2.0', 'id': id, 'method': 'tools/call',
+                       'params': {'name': name, 'arguments': arguments}})
+
+
+class Strict(Base):
+    """What sandboxd-mcp(1) refuses rather than alters: loose JSON, ids beyond 64 bits,
+    NUL bytes, null, timeouts out of sandboxd's range; and output kept byte for byte."""
+
+    def test_loose_json_and_ids_beyond_64_bits(self):
+        replies = raw([initialize('2025-11-25'),
+                       '{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}',
+                       '{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}',
+                       '{"jsonrpc":"2.0","id":2,"id":3,"method":"ping"}',
+                       '{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":NaN}}',
+                       '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":-Infinity}}',
+                       '{"jsonrpc":"2.0","id":6,"method":"pi\x01ng"}',
+                       '{"jsonrpc":"2.0","id":7,"method":"ping"}'])
+        self.assertEqual(len(replies), 8, replies)
+        for r in replies[1:2] + replies[3:7]:
+            self.assertEqual((r['id'], r['error']['code']), (None, -32700), r)
+        self.assertRegex(replies[1]['error']['message'], 'out of range')
+        self.assertRegex(replies[3]['error']['message'], 'duplicate key')
+        # The largest id that fits comes back as it was sent.
+        self.assertEqual(replies[2], {'jsonrpc': '2.0', 'id': 18446744073709551615, 'result': {}})
+        self.assertEqual(replies[7], {'jsonrpc': '2.0', 'id': 7, 'result': {}})
+
+    def test_arguments_nul_null_and_timeouts(self):
+        replies = raw([initialize('2025-11-25'),
+                       tools_call(2, 'run_code', language='python', code='print(1)\u0000print(2)'),
+                       tools_call(3, 'run_code', language='python', code='print(1)', timeout=None),
+                       tools_call(4, 'run_code', language='python', code='print(1)', timeout=4000),
+                       tools_call(5, 'run_code', language='bash', code='echo ok', timeout=2.0),
+                       tools_call(6, 'run_code', language='bash', code='sleep 5', timeout=0.5),
+                       tools_call(7, 'run_code', language='bash', code="printf 'a\\0\\377b'")],
+                      timeout=300)
+        # Calls run concurrently: replies come as they finish.
+        replies.sort(key=lambda r: r['id'])
+        self.assertEqual([r['id'] for r in replies], [1, 2, 3, 4, 5, 6, 7], replies)
+        self.assert_tool_error(replies[1], r'code must not hold a NUL byte')
+        self.assert_tool_error(replies[2], r'timeout must not be null')
+        self.assert_tool_error(replies[3], r'Timeout=4000 is out of range, must be between 1 and 3600')
+        self.assertEqual(self.assert_ok(replies[4])['stdout'], 'ok\n')
+        self.assert_tool_error(replies[5], r'Timed out')
+        r = replies[5]['result']['structuredContent']
+        self.assertTrue(r['timed_out'])
+        self.assertLess(r['duration_ms'], 900, r)
+        r = self.assert_ok(replies[6])
+        self.assertEqual((r['stdout_encoding'], base64.b64decode(r['stdout'])), ('base64', b'a\0\xffb'), r)
+        self.assertEqual((r['stderr_encoding'], r['stderr']), ('utf-8', ''))
+        self.assertEqual(self.nobody_sandboxes(), [])
+
+
 class Http(Base):
     """/mcp on sandboxd-http as the harness installs it (socket-activated, its own dynamic
     user, allowed to act for tenants by the shipped polkit rule), with a token for the
@@ -541,6 +595,9 @@ class Http(Base):
         # JSON-RPC's own errors, in a 200.
         status, _, body = self.post('{"jsonrpc":')
         self.assertEqual((status, json.loads(body)['error']['code']), (200, -32700))
+        # The same strict reader as over stdio: a key twice is not JSON.
+        status, _, body = self.post('{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}')
+        self.assertEqual((status, json.loads(body)['error']['code']), (200, -32700), body)
         # No stream to GET, no session to DELETE.
         self.assertEqual(self.request('GET', '/mcp', headers={'Accept': 'text/event-stream'})[0], 405)
         self.assertEqual(self.request('DELETE', '/mcp')[0], 405)
