@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "cgroup.h"
+#include "exec-forward.h"
 #include "fd-util.h"
 #include "list.h"
 #include "log.h"
@@ -15,6 +16,9 @@
 #include "strv.h"
 #include "time-util.h"
 
+/* After the process ended, how long what it wrote may take to reach the caller's own
+ * descriptors (whose reader takes nothing) before the result goes without the rest. */
+#define EXEC_FORWARD_WAIT_USEC (30ULL * 1000000ULL)
 /* After a timeout's SIGKILL, how long the agent has to report the exit. */
 #define EXEC_KILL_GRACE_USEC (5ULL * 1000000ULL)
 #define EXEC_READ_CHUNK (64U * 1024U)
@@ -134,6 +138,9 @@ Exec *exec_free(Exec *e) {
         sd_event_source_disable_unref(e->out_source);
         sd_event_source_disable_unref(e->err_source);
         sd_event_source_disable_unref(e->timeout_source);
+        sd_event_source_disable_unref(e->forward_timer);
+        exec_forward_free(e->forward[0]);
+        exec_forward_free(e->forward[1]);
         safe_close(e->out_fd);
         safe_close(e->err_fd);
         exec_config_done(&e->config);
@@ -325,7 +332,59 @@ static void exec_deliver(Exec *e) {
                 exec_deliver_now(e);
 }
 
+static void exec_complete_now(Exec *e, const struct agent_exit *x);
+
+static void exec_forwards_done(Exec *e) {
+        struct agent_exit x = e->pending_exit;
+
+        e->forward_waiting = false;
+        e->forward_timer = sd_event_source_disable_unref(e->forward_timer);
+        exec_complete_now(e, &x);
+}
+
+static void on_forward_done(ExecForward *f, void *userdata) {
+        Exec *e = userdata;
+
+        for (size_t i = 0; i < ELEMENTSOF(e->forward); i++)
+                if (e->forward[i] && !exec_forward_finish(e->forward[i]))
+                        return;
+        exec_forwards_done(e);
+}
+
+static int on_forward_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
+        Exec *e = userdata;
+
+        log_sandbox(e->sandbox, LOG_WARNING, 0,
+                    "The caller's reader of exec %" PRIu64 " took nothing for %llu s; its last output is dropped.",
+                    e->id, EXEC_FORWARD_WAIT_USEC / 1000000ULL);
+        for (size_t i = 0; i < ELEMENTSOF(e->forward); i++)
+                if (e->forward[i])
+                        exec_forward_abandon(e->forward[i]);
+        exec_forwards_done(e);
+        return 0;
+}
+
+/* The process ended: its result once what it wrote to the caller's own descriptors is
+ * out, counted. */
 static void exec_complete(Exec *e, const struct agent_exit *x) {
+        bool out = true;
+
+        if (e->forward_waiting)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(e->forward); i++)
+                if (e->forward[i] && !exec_forward_finish(e->forward[i]))
+                        out = false;
+        if (out || sd_event_add_time_relative(e->sandbox->manager->event, &e->forward_timer, CLOCK_MONOTONIC,
+                                              EXEC_FORWARD_WAIT_USEC, 0, on_forward_timeout, e) < 0) {
+                exec_complete_now(e, x);
+                return;
+        }
+        e->pending_exit = *x;
+        e->forward_waiting = true;
+        e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+}
+
+static void exec_complete_now(Exec *e, const struct agent_exit *x) {
         /* The agent reports after waitpid(): all the process wrote is in the pipes now. */
         if (e->out_fd >= 0)
                 (void) exec_drain(e, e->out_fd, &e->result.out);
@@ -334,6 +393,12 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
         e->out_source = sd_event_source_disable_unref(e->out_source);
         e->err_source = sd_event_source_disable_unref(e->err_source);
         e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+        /* What the process's children write after it is not waited for: an exec's
+         * forwards end with it (their next write fails), a background process's stay
+         * until it is forgotten. */
+        if (!e->config.background)
+                for (size_t i = 0; i < ELEMENTSOF(e->forward); i++)
+                        e->forward[i] = exec_forward_free(e->forward[i]);
 
         exec_result_from_exit(&e->result, x, e->timed_out, exec_read_oom_kills(e) > e->oom_kills_before);
         e->exited = true;
@@ -464,18 +529,14 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         if (r < 0)
                 return r;
 
-        /* The caller's descriptors go straight to the process; pipes only where we
-         * capture. */
+        /* The caller's input goes straight to the process; its output descriptors through
+         * a forward that counts (exec-forward.h); pipes of ours where we capture. */
         in = c->stdin_fd >= 0 ? TAKE_FD(c->stdin_fd) : make_stdin(c);
         if (in < 0)
                 return in;
-        if (c->stdout_fd >= 0)
-                out[1] = TAKE_FD(c->stdout_fd);
-        else if (pipe2(out, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0)
+        if (c->stdout_fd < 0 && (pipe2(out, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0))
                 return -errno;
-        if (c->stderr_fd >= 0)
-                err[1] = TAKE_FD(c->stderr_fd);
-        else if (pipe2(err, O_CLOEXEC) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0)
+        if (c->stderr_fd < 0 && (pipe2(err, O_CLOEXEC) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0))
                 return -errno;
 
         e = calloc(1, sizeof(Exec));
@@ -493,7 +554,19 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         LIST_PREPEND(s->execs, e);
 
         r = 0;
-        if (e->out_fd >= 0)
+        /* On a terminal the agent relays the pseudo-terminal to the caller's descriptors,
+         * on after the process's end: given as they are (not counted). */
+        if (e->config.tty && e->config.stdout_fd >= 0)
+                out[1] = TAKE_FD(e->config.stdout_fd);
+        if (e->config.tty && e->config.stderr_fd >= 0)
+                err[1] = TAKE_FD(e->config.stderr_fd);
+        if (e->config.stdout_fd >= 0)
+                r = exec_forward_new(m->event, TAKE_FD(e->config.stdout_fd), &e->result.out.total, on_forward_done, e,
+                                     &e->forward[0], &out[1]);
+        if (r >= 0 && e->config.stderr_fd >= 0)
+                r = exec_forward_new(m->event, TAKE_FD(e->config.stderr_fd), &e->result.err.total, on_forward_done, e,
+                                     &e->forward[1], &err[1]);
+        if (r >= 0 && e->out_fd >= 0)
                 r = sd_event_add_io(m->event, &e->out_source, e->out_fd, EPOLLIN, on_output, e);
         if (r >= 0 && e->err_fd >= 0)
                 r = sd_event_add_io(m->event, &e->err_source, e->err_fd, EPOLLIN, on_output, e);

@@ -36,6 +36,12 @@ struct Exec {
         sd_event_source *out_source;
         sd_event_source *err_source;
         sd_event_source *timeout_source;
+        /* The caller's own stdout and stderr, forwarded and counted (exec-forward.h); at
+         * the end the result waits (at most EXEC_FORWARD_WAIT_USEC) until they are out. */
+        struct ExecForward *forward[2];
+        sd_event_source *forward_timer;
+        struct agent_exit pending_exit;
+        bool forward_waiting;
         uint64_t oom_kills_before;
         uint64_t timeout_left_usec;   /* while the sandbox is paused */
         bool timed_out;

@@ -301,6 +301,50 @@ class WithMariaDB(Base):
         self.assertEqual([(r['oom_killed'], r['exit_status'], r['term_signal']) for r in rows],
                          [('1', '137', '0'), ('1', '0', '0')], rows)
 
+    def test_streamed_output_is_counted(self):
+        # Issue 27: every streamed exec recorded stdoutBytes 0. sandboxctl exec hands the
+        # command its own descriptors (through sandboxd's counting forward now), varlink
+        # "more" and the Python client's commands.run and SandboxProvider.execute stream.
+        sys.path.insert(0, os.path.join(S.paths.source, 'python'))
+        import sandboxd
+        from sandboxd.code import SandboxProvider
+        import asyncio
+
+        sid = self.create('--template', 'python')
+        script = 'head -c 100000 /dev/zero; echo err >&2'
+        cp = self.exec(sid, 'sh', '-c', script)                     # stdout, stderr: pipes of the test
+        self.assertEqual((cp.returncode, len(cp.stdout), cp.stderr), (0, 100000, 'err\n'))
+        # /dev/null: read and dropped, counted all the same.
+        cp = self.ok(S.run(['sh', '-c', f'exec "$0" exec {sid} -- sh -c "{script}" >/dev/null', S.paths.sandboxctl]))
+        self.assertEqual(cp.stderr, 'err\n')
+        replies, error, _ = S.varlink_call('Exec', {'id': sid, 'argv': ['sh', '-c', script]}, more=True)
+        self.assertIsNone(error)
+        t = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+        try:
+            r = sandboxd.Sandbox.connect(sid, transport=t).commands.run(script)
+            self.assertEqual(len(r.stdout), 100000)
+
+            async def provider():
+                p = SandboxProvider(transport=sandboxd.AsyncVarlinkTransport(S.path(harness.VARLINK_SOCKET)))
+                try:
+                    box = await p.create_sandbox('python')
+                    res = await p.execute('import sys; sys.stdout.write("x" * 12345); print("e", file=sys.stderr)')
+                    self.assertEqual(len(res.stdout), 12345)
+                    return box
+                finally:
+                    await p.cleanup()
+            other = asyncio.run(provider())
+        finally:
+            t.close()
+        rows = self.rows(sid, n=4)
+        self.assertEqual([(r['stdout_bytes'], r['stderr_bytes']) for r in rows], [('100000', '4')] * 4, rows)
+        # A reader that goes away still stops a writer, as with the caller's pipe itself.
+        cp = S.run(['sh', '-c', f'"$0" exec {sid} -- yes | head -1', S.paths.sandboxctl], timeout=30)
+        self.assertEqual(cp.stdout, 'y\n', cp.stderr)
+        other_id = getattr(other, 'sandbox_id', None) or getattr(other, 'id')
+        (row,) = self.rows(other_id)
+        self.assertEqual((row['stdout_bytes'], row['stderr_bytes']), ('12345', '2'), row)
+
     def test_signal(self):
         sid = self.create()
         cp = self.exec(sid, 'sh', '-c', 'kill -TERM $$')
