@@ -218,6 +218,15 @@ class SyncAPI(Base):
         self.assertEqual((r.exit_code, r.signal, r.stdout), (137, 9, 'before\n'))
         self.assertIn('timed out', r.error)
         self.assertLess(took, 10)
+        # Half a second stays half a second (not rounded up to 1 s); beyond sandboxd's bound
+        # is refused, naming it (not clamped to 3600 s).
+        r = sbx.commands.run('sleep 30', timeout=0.5)
+        self.assertTrue(r.timed_out, r)
+        self.assertLess(r.duration, 0.9, r)
+        self.assertIn('after 0.5 s', r.error)
+        with self.assertRaises(sandboxd.InvalidOption) as cm:
+            sbx.commands.run('true', timeout=4000)
+        self.assertIn('3600', cm.exception.message)
         r = sbx.commands.run(['python3', '-c', 'b = bytearray(512 << 20); print("survived")'])
         self.assertTrue(r.oom_killed, r)
         self.assertEqual((r.exit_code, r.stdout), (137, ''))
