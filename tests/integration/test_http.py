@@ -46,6 +46,9 @@ FLOOD = 10000
 RULES = 'io.sandboxd.Sandbox1-http.rules'
 NODE_SOURCES = os.path.join(HERE, '..', 'http')
 NODE_DIR = None
+OPENAPI = os.path.join(HERE, '..', '..', 'src', 'sandboxd-http', 'openapi.json')
+VALIDATOR = None      # http-client.mjs validate, for the module
+DOC = None
 SNAPDIR = '/run/sandboxd-test-state/snapshots-http'
 
 
@@ -55,6 +58,7 @@ def setUpModule():
     S = secutil.S
     try:
         NODE_DIR = harness.npm_ci(S.paths.build, NODE_SOURCES, 'http-node', ('http-client.mjs',))
+        start_validator()
     except BaseException:
         authz.teardown_module(POLKIT)
         raise
@@ -75,6 +79,9 @@ def setUpModule():
 
 
 def tearDownModule():
+    if VALIDATOR:
+        VALIDATOR.stdin.close()
+        VALIDATOR.wait(timeout=30)
     try:
         S.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
         os.unlink(S.path(harness.HTTP_CONFIG))
@@ -87,6 +94,73 @@ def tearDownModule():
             raise AssertionError('sanitizer reports from sandboxd-http:' + journal)
     finally:
         authz.teardown_module(POLKIT)
+
+
+def start_validator():
+    """Every answer the tests get is checked against openapi.json (the source's, which the
+    bridge serves) by ajv, a JSON Schema 2020-12 validator, in one node process."""
+    global VALIDATOR, DOC
+    with open(OPENAPI) as f:
+        DOC = json.load(f)
+    VALIDATOR = subprocess.Popen([shutil.which('node'), os.path.join(NODE_DIR, 'http-client.mjs'), 'validate', OPENAPI],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _pointer(*parts):
+    return ''.join('/' + str(p).replace('~', '~0').replace('/', '~1') for p in parts)
+
+
+def validate(pointer, value):
+    """VALUE against the schema at POINTER of openapi.json: the errors, or None."""
+    VALIDATOR.stdin.write(json.dumps({'pointer': pointer, 'body': value}) + '\n')
+    VALIDATOR.stdin.flush()
+    got = json.loads(VALIDATOR.stdout.readline())
+    return None if got['ok'] else got['errors']
+
+
+def document_path(path):
+    """The document's path that PATH (no query) is an instance of, or None: the one with
+    the most literal segments matching."""
+    segs = path.strip('/').split('/')
+    best, score = None, -1
+    for p in DOC['paths']:
+        ps = p.strip('/').split('/')
+        if len(ps) != len(segs):
+            continue
+        if all(a == b or (a.startswith('{') and b) for a, b in zip(ps, segs)):
+            n = sum(a == b for a, b in zip(ps, segs))
+            if n > score:
+                best, score = p, n
+    return best
+
+
+def check_answer(method, url, status, ctype, body):
+    """An answer of the bridge is one the document describes: its status among the
+    operation's responses, its content type among that response's, a JSON body valid
+    against that schema; an unknown route's 404 and 405 are Error objects."""
+    path = urllib.parse.urlsplit(url).path
+    p = document_path(path)
+    media = (ctype or '').split(';')[0].strip()
+    if p is None or method.lower() not in DOC['paths'][p]:
+        assert status in (400, 404, 405, 413), (method, url, status)
+        errors = validate('/components/schemas/Error', body)
+        assert errors is None, (method, url, status, body, errors)
+        return
+    op = DOC['paths'][p][method.lower()]
+    key = str(status) if str(status) in op['responses'] else 'default'
+    assert key in op['responses'], f'{method} {p} answered {status}, which the document does not list: {body!r:.300}'
+    resp, pointer = op['responses'][key], _pointer('paths', p, method.lower(), 'responses', key)
+    if '$ref' in resp:
+        name = resp['$ref'].split('/')[-1]
+        resp, pointer = DOC['components']['responses'][name], _pointer('components', 'responses', name)
+    content = resp.get('content')
+    if not content:
+        assert not body, (method, url, status, body)
+        return
+    assert media in content, f'{method} {p} {status}: {media} is not among {list(content)}'
+    if media == 'application/json':
+        errors = validate(pointer + _pointer('content', media, 'schema'), body)
+        assert errors is None, f'{method} {p} {status}: {json.dumps(body)[:600]}\n{errors}'
 
 
 def conn(timeout=60):
@@ -107,7 +181,9 @@ def request(method, path, body=None, token='alice', headers=None, timeout=60):
         r = c.getresponse()
         data = r.read()
         ctype = r.getheader('Content-Type') or ''
-        return r.status, r, json.loads(data) if ctype.startswith('application/json') and data else data
+        parsed = json.loads(data) if ctype.startswith('application/json') and data else data
+        check_answer(method, path, r.status, ctype, parsed)
+        return r.status, r, parsed
     finally:
         c.close()
 
@@ -132,7 +208,14 @@ def event_source(path, body=None, token='alice', timeout=60):
     assert cp.returncode == 0, cp.stdout + cp.stderr
     lines = [json.loads(x) for x in cp.stdout.splitlines()]
     assert lines and lines[-1].get('closed'), cp.stdout + cp.stderr
-    return [(x['event'], x['data'], x['t']) for x in lines[:-1]], lines[-1]
+    events = [(x['event'], x['data'], x['t']) for x in lines[:-1]]
+    # Each event is one the document names, its data valid against its schema.
+    names = DOC['components']['x-events']
+    for event, data, _ in events:
+        assert event in names, (event, list(names))
+        errors = validate(_pointer('components', 'schemas', names[event]), json.loads(data))
+        assert errors is None, (event, data, errors)
+    return events, lines[-1]
 
 
 def output_of(data):
@@ -866,6 +949,14 @@ class OpenAPI(unittest.TestCase):
         for key in ('info', 'paths', 'components'):
             self.assertIn(key, doc)
         self.assertIn('bearer', json.dumps(doc['components']['securitySchemes']).lower())
+        # The document the tests hold every answer to is the one served.
+        self.assertEqual(doc, DOC)
+        # And the check is a real one: what the document does not allow is refused.
+        for pointer, bad in (('/components/schemas/ExecResult', {'exit_code': 0}),
+                             ('/components/schemas/Session', {'id': 'x'}),
+                             ('/components/schemas/EventOutput', {'data': 'x', 'encoding': 'latin1'}),
+                             ('/components/schemas/Started', {'execution_id': '1'})):
+            self.assertIsNotNone(validate(pointer, bad), pointer)
         before = {x['id'] for x in request('GET', '/api/v1/sessions')[2]}
         snapshots = {x['id'] for x in request('GET', '/api/v1/snapshots')[2]}
         with Session() as s:
