@@ -41,6 +41,9 @@ struct HttpServer {
         HttpDaemon **daemons;
         size_t n_daemons;
         HttpStats stats;
+        /* What is open or in progress, by key: "c:ADDRESS" connections from an address,
+         * "t:NAME" requests of a token, "f:ADDRESS" requests forwarded for a client. */
+        json_object *counts;
 };
 
 typedef struct HttpBuffer {
@@ -59,6 +62,7 @@ struct HttpRequest {
         bool authenticated;
         char *tenant;
         char method[16];                 /* for the access log */
+        char *counted[2];                /* the keys it counts under (server->counts) */
         uint64_t begun;                  /* µs CLOCK_MONOTONIC */
 
         HttpBuffer body;
@@ -114,6 +118,49 @@ static int buffer_append(HttpBuffer *b, const void *data, size_t size) {
         return 0;
 }
 
+/* ---- counts (sandboxd-http(8), LIMITS) ---- */
+
+static char *strjoin(const char *a, const char *b) {
+        char *s;
+
+        return asprintf(&s, "%s%s", a, b) < 0 ? NULL : s;
+}
+
+/* Adds delta to key's count: the new count. */
+static int64_t server_count(HttpServer *s, const char *key, int delta) {
+        json_object *v = NULL;
+        int64_t n;
+
+        if (!s->counts)
+                s->counts = json_object_new_object();
+        if (!s->counts)
+                return -ENOMEM;
+        (void) json_object_object_get_ex(s->counts, key, &v);
+        n = (v ? json_object_get_int64(v) : 0) + delta;
+        if (n <= 0)
+                json_object_object_del(s->counts, key);
+        else if (v)
+                (void) json_object_set_int64(v, n);
+        else if (json_object_object_add(s->counts, key, json_object_new_int64(n)) < 0)
+                return -ENOMEM;
+        return MAX(n, 0);
+}
+
+static bool address_is_trusted(HttpServer *s, const char *address) {
+        return strv_contains(s->config->trusted_proxies, address);
+}
+
+/* A peer's address as text ("unix" for AF_UNIX), normalized as TrustedProxy= is. */
+static const char *address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]) {
+        if (!sa)
+                return "unix";
+        if (sa->sa_family == AF_INET)
+                return inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, INET6_ADDRSTRLEN);
+        if (sa->sa_family == AF_INET6)
+                return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, INET6_ADDRSTRLEN);
+        return "unix";
+}
+
 /* ---- requests ---- */
 
 static uint64_t now_usec(void) {
@@ -136,6 +183,8 @@ HttpRequest *http_request_unref(HttpRequest *req) {
         for (unsigned i = 0; i < HTTP_PARAMS_MAX; i++)
                 free(req->params[i]);
         free(req->tenant);
+        for (unsigned i = 0; i < ELEMENTSOF(req->counted); i++)
+                free(req->counted[i]);
         if (req->free_data)
                 req->free_data(req->data);
         buffer_done(&req->body);
@@ -425,6 +474,8 @@ typedef struct HttpConnection {
         HttpRequest *req;                /* whose body is awaited; NULL: headers are */
         uint64_t window_bytes;           /* body bytes in the current window */
         bool nul_unescaped;              /* the request's path or query had a %00 */
+        char address[INET6_ADDRSTRLEN];  /* the peer's ("unix": an AF_UNIX socket's) */
+        bool counted;                    /* under "c:ADDRESS" */
 } HttpConnection;
 
 static void connection_cut(HttpConnection *c) {
@@ -628,11 +679,71 @@ static bool content_length_exceeds(HttpRequest *req, uint64_t max) {
         return errno != 0 || *end != 0 || v > max;
 }
 
+/* Counts req under prefix + name (slot: which of its keys), refusing it beyond max: 0, or
+ * the reply's result (429, sandboxd-http(8), LIMITS). */
+static int request_count(HttpRequest *req, unsigned slot, const char *prefix, const char *name, unsigned max) {
+        _cleanup_free_ char *key = strjoin(prefix, name);
+        int64_t n;
+
+        if (!key)
+                return -ENOMEM;
+        if (max == 0)
+                return 0;
+        n = server_count(req->server, key, +1);
+        if (n < 0)
+                return (int) n;
+        req->counted[slot] = TAKE_PTR(key);
+        if (n <= max)
+                return 0;
+        return http_request_reply_error(req, 429, "TooManyRequests",
+                                        "Too many requests in progress for this %s (at most %u).",
+                                        streq(prefix, "t:") ? "token" : "client address", max);
+}
+
+/* The client a trusted proxy forwards for: the last address of X-Forwarded-For that is
+ * not itself a trusted proxy (headers combined in order). */
+typedef struct ForwardedFor {
+        HttpServer *server;
+        char client[INET6_ADDRSTRLEN + 8];
+} ForwardedFor;
+
+static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        ForwardedFor *f = cls;
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+
+        if (strcasecmp(key, "X-Forwarded-For") != 0 || !value)
+                return MHD_YES;
+        copy = strdup(value);
+        if (!copy)
+                return MHD_NO;
+        for (char *a = strtok_r(copy, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+                a += strspn(a, " \t");
+                a[strcspn(a, " \t")] = 0;
+                if (*a && !address_is_trusted(f->server, a))
+                        snprintf(f->client, sizeof(f->client), "%s", a);
+        }
+        return MHD_YES;
+}
+
+static int request_count_forwarded(HttpRequest *req) {
+        HttpConnection *c = connection_of(req->connection);
+        ForwardedFor f = { .server = req->server };
+
+        if (!c || !address_is_trusted(req->server, c->address))
+                return 0;
+        (void) MHD_get_connection_values(req->connection, MHD_HEADER_KIND, on_header, &f);
+        if (!f.client[0])
+                return 0;       /* the proxy's own request */
+        return request_count(req, 1, "f:", f.client, req->server->config->connections_per_ip);
+}
+
 /* The first call for a request: its route, its token, its limits. Replies at once when
  * one of them says no. */
 static int request_begin(HttpRequest *req, const char *method, const char *url) {
         const HttpConfig *c = req->server->config;
         bool path_known;
+        int r;
 
         req->server->stats.requests++;
         if (http_request_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
@@ -645,6 +756,9 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         }
         if (request_check_nul(req) != 0 || req->replied)
                 return 0;
+        r = request_count_forwarded(req);
+        if (r != 0)
+                return r;
         req->route = route_find(method, url, req->params, &path_known);
         if (!req->route) {
                 if (path_known)
@@ -666,6 +780,9 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
                         if (!req->tenant)
                                 return -ENOMEM;
                 }
+                r = request_count(req, 0, "t:", t->name, c->requests_per_token);
+                if (r != 0)
+                        return r;
         }
         if (content_length_exceeds(req, req->route->flags & HTTP_ROUTE_UPLOAD ? c->upload_max : c->body_max))
                 return http_request_reply_error(req, 413, "PayloadTooLarge", "The body is larger than allowed.");
@@ -834,6 +951,9 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         if (!req)
                 return;
         access_log(req, code);
+        for (unsigned i = 0; i < ELEMENTSOF(req->counted); i++)
+                if (req->counted[i])
+                        (void) server_count(req->server, req->counted[i], -1);
         *con_cls = NULL;
         if (connection_of(connection))
                 connection_arm(connection_of(connection), true);
@@ -847,6 +967,8 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                           enum MHD_ConnectionNotificationCode code) {
         HttpDaemon *d = cls;
         HttpConnection *c = *socket_context;
+        const union MHD_ConnectionInfo *info;
+        char buf[INET6_ADDRSTRLEN];
 
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 d->server->stats.connections++;
@@ -854,6 +976,13 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 if (!c)
                         return;
                 *c = (HttpConnection) { .daemon = d, .connection = connection };
+                info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+                snprintf(c->address, sizeof(c->address), "%s",
+                         d->unix_socket ? "unix" : address_to_string(info ? info->client_addr : NULL, buf));
+                if (!d->unix_socket && !address_is_trusted(d->server, c->address)) {
+                        _cleanup_free_ char *key = strjoin("c:", c->address);
+                        c->counted = key && server_count(d->server, key, +1) >= 0;
+                }
                 if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, 0, 1,
                                                on_deadline, c) < 0)
                         c->deadline = NULL;
@@ -864,10 +993,38 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
         if (d->server->stats.connections > 0)
                 d->server->stats.connections--;
         if (c) {
+                if (c->counted) {
+                        _cleanup_free_ char *key = strjoin("c:", c->address);
+                        if (key)
+                                (void) server_count(d->server, key, -1);
+                }
                 sd_event_source_disable_unref(c->deadline);
                 free(c);
                 *socket_context = NULL;
         }
+}
+
+/* ConnectionsPerIP=: more connections from one address are refused as they come (a trusted
+ * proxy's are not counted: its clients' requests are, by X-Forwarded-For). */
+static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+        HttpDaemon *d = cls;
+        const HttpConfig *c = d->server->config;
+        char buf[INET6_ADDRSTRLEN], key[INET6_ADDRSTRLEN + 3];
+        const char *a;
+        json_object *v = NULL;
+
+        if (d->unix_socket || c->connections_per_ip == 0 || !addr || addrlen < sizeof(sa_family_t))
+                return MHD_YES;
+        a = address_to_string(addr, buf);
+        if (!a || address_is_trusted(d->server, a))
+                return MHD_YES;
+        snprintf(key, sizeof(key), "c:%s", a);
+        if (d->server->counts && json_object_object_get_ex(d->server->counts, key, &v) &&
+            json_object_get_int64(v) >= c->connections_per_ip) {
+                log_debug("Refused a connection from %s: %u open already.", a, c->connections_per_ip);
+                return MHD_NO;
+        }
+        return MHD_YES;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -939,11 +1096,10 @@ int http_server_listen_fd(HttpServer *s, int fd) {
         }
         d->server = s;
         d->unix_socket = fd_is_unix(fd);
-        d->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        d->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, on_accept_policy, d,
                                   on_access, d,
                                   MHD_OPTION_LISTEN_SOCKET, fd,
                                   MHD_OPTION_CONNECTION_LIMIT, c->connections_max,
-                                  MHD_OPTION_PER_IP_CONNECTION_LIMIT, d->unix_socket ? 0U : c->connections_per_ip,
                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) c->connection_timeout_sec,
                                   MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (128 * 1024),
                                   MHD_OPTION_NOTIFY_COMPLETED, on_completed, d,
@@ -1054,6 +1210,7 @@ HttpServer *http_server_free(HttpServer *s) {
         for (size_t i = 0; i < s->n_daemons; i++)
                 daemon_free(s->daemons[i]);
         free(s->daemons);
+        json_object_put(s->counts);
         sd_event_unref(s->event);
         return mfree(s);
 }

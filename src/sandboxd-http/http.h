@@ -32,6 +32,7 @@
 #define HTTP_UPLOAD_MAX_DEFAULT (UINT64_C(1) << 40)        /* PUT .../files: 1 TiB */
 #define HTTP_CONNECTIONS_MAX_DEFAULT 1024U
 #define HTTP_CONNECTIONS_PER_IP_DEFAULT 64U
+#define HTTP_REQUESTS_PER_TOKEN_DEFAULT 256U
 #define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
@@ -49,6 +50,12 @@ typedef struct HttpConfig {
         uint64_t upload_max;
         unsigned connections_max;
         unsigned connections_per_ip;
+        /* Requests in progress at once per token, and (via a trusted proxy) per forwarded
+         * client address (connections_per_ip). */
+        unsigned requests_per_token;
+        /* Peers whose X-Forwarded-For names the client: IP addresses, or "unix" for the
+         * AF_UNIX sockets. */
+        char **trusted_proxies;
         uint64_t connection_timeout_sec;
         /* A body must be complete within body_timeout_sec of its headers; an upload's
          * instead must bring body_min_rate bytes per second over each such window. */

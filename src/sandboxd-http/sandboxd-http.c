@@ -6,6 +6,7 @@
  *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--tokens-dir=DIR]
  */
 
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -44,6 +45,24 @@ static int parse_listen_item(const char *rvalue, void *data) {
         return strv_extend(l, rvalue);
 }
 
+/* An IP address (normalized, as inet_ntop() writes it) or "unix"; empty: none. */
+static int parse_proxy_item(const char *rvalue, void *data) {
+        char ***l = data, buf[INET6_ADDRSTRLEN];
+        unsigned char a[sizeof(struct in6_addr)];
+
+        if (!*rvalue) {
+                *l = strv_free(*l);
+                return 0;
+        }
+        if (streq(rvalue, "unix"))
+                return strv_extend(l, rvalue);
+        if (inet_pton(AF_INET, rvalue, a) == 1)
+                return strv_extend(l, inet_ntop(AF_INET, a, buf, sizeof(buf)));
+        if (inet_pton(AF_INET6, rvalue, a) == 1)
+                return strv_extend(l, inet_ntop(AF_INET6, a, buf, sizeof(buf)));
+        return -EINVAL;
+}
+
 static const ConfigTableItem config_table[] = {
         { "HTTP", "Listen",            parse_listen_item,    offsetof(HttpConfig, listen),            "an address" },
         { "HTTP", "Varlink",           config_parse_path,    offsetof(HttpConfig, varlink_address),   "a socket path" },
@@ -52,6 +71,8 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "UploadMax",         parse_size_item,      offsetof(HttpConfig, upload_max),        "a size" },
         { "HTTP", "ConnectionsMax",    parse_unsigned_item,  offsetof(HttpConfig, connections_max),   "a number" },
         { "HTTP", "ConnectionsPerIP",  parse_unsigned_item,  offsetof(HttpConfig, connections_per_ip), "a number" },
+        { "HTTP", "RequestsPerToken",  parse_unsigned_item,  offsetof(HttpConfig, requests_per_token), "a number" },
+        { "HTTP", "TrustedProxy",      parse_proxy_item,     offsetof(HttpConfig, trusted_proxies),   "an IP address or unix" },
         { "HTTP", "ConnectionTimeoutSec", config_parse_seconds, offsetof(HttpConfig, connection_timeout_sec),
           "seconds" },
         { "HTTP", "BodyTimeoutSec",    config_parse_seconds, offsetof(HttpConfig, body_timeout_sec),  "seconds" },
@@ -61,6 +82,7 @@ static const ConfigTableItem config_table[] = {
 
 void http_config_done(HttpConfig *c) {
         c->listen = strv_free(c->listen);
+        c->trusted_proxies = strv_free(c->trusted_proxies);
         c->varlink_address = mfree(c->varlink_address);
         c->tokens_dir = mfree(c->tokens_dir);
 }
@@ -259,6 +281,7 @@ int main(int argc, char **argv) {
                 .upload_max = HTTP_UPLOAD_MAX_DEFAULT,
                 .connections_max = HTTP_CONNECTIONS_MAX_DEFAULT,
                 .connections_per_ip = HTTP_CONNECTIONS_PER_IP_DEFAULT,
+                .requests_per_token = HTTP_REQUESTS_PER_TOKEN_DEFAULT,
                 .connection_timeout_sec = HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT,
                 .body_timeout_sec = HTTP_BODY_TIMEOUT_SEC_DEFAULT,
                 .body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT,

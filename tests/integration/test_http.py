@@ -40,6 +40,8 @@ CONNECTION_TIMEOUT = 3
 BODY_TIMEOUT = 2
 BODY_MIN_RATE = 64 * 1024
 PER_IP = 32
+PER_TOKEN = 16
+PROXY = '127.0.0.2'     # a trusted proxy (TrustedProxy=): the tests connect from it too
 # test_many_connections: one address's connections at once (this process's RLIMIT_NOFILE
 # is raised for them in BadInput).
 FLOOD = 10000
@@ -68,7 +70,8 @@ def setUpModule():
         POLKIT.set_rules(f.read(), name=RULES)
     with open(S.path(harness.HTTP_CONFIG), 'w') as f:
         f.write(f'[HTTP]\nBodyMax={BODY_MAX}\nConnectionTimeoutSec={CONNECTION_TIMEOUT}\n'
-                f'ConnectionsPerIP={PER_IP}\nBodyTimeoutSec={BODY_TIMEOUT}\nBodyMinRate={BODY_MIN_RATE}\n')
+                f'ConnectionsPerIP={PER_IP}\nBodyTimeoutSec={BODY_TIMEOUT}\nBodyMinRate={BODY_MIN_RATE}\n'
+                f'RequestsPerToken={PER_TOKEN}\nTrustedProxy={PROXY}\n')
     shutil.rmtree(S.path(harness.HTTP_TOKENS_DIR), ignore_errors=True)
     for name, tenant, extra in (('alice', 'alice', []), ('bob', 'bob', []),
                                 ('old', 'alice', ['--expires-at=1000'])):
@@ -1000,6 +1003,81 @@ class OpenAPI(unittest.TestCase):
 def _matches(doc_path, pattern):
     a, b = doc_path.strip('/').split('/'), pattern.strip('/').split('/')
     return len(a) == len(b) and all(x == y or (x.startswith('{') and y == '{}') for x, y in zip(a, b))
+
+
+class Limits(unittest.TestCase):
+    """ConnectionsPerIP= for direct clients, RequestsPerToken=, and a trusted proxy's
+    clients counted by X-Forwarded-For (not the proxy's own address)."""
+
+    def send(self, path, source='127.0.0.1', token=None, xff=None, body_pending=False):
+        s = socket.create_connection(('127.0.0.1', S.http_port), timeout=10, source_address=(source, 0))
+        h = f'GET {path} HTTP/1.1\r\nHost: x\r\n'
+        if token:
+            h += f'Authorization: Bearer {TOKENS[token]}\r\n'
+        if xff:
+            h += f'X-Forwarded-For: {xff}\r\n'
+        if body_pending:
+            h += 'Content-Length: 10\r\n'     # in progress until its body comes (or its deadline)
+        s.sendall(h.encode() + b'\r\n')
+        return s
+
+    def status(self, path, **kw):
+        s = self.send(path, **kw)
+        try:
+            got = s.recv(65536)
+        finally:
+            s.close()
+        return int(got.split(b' ')[1]) if got.startswith(b'HTTP/1.1 ') else None
+
+    def hold(self, n, path, **kw):
+        socks = [self.send(path, body_pending=True, **kw) for _ in range(n)]
+        time.sleep(0.3)
+        return socks
+
+    def release(self, socks):
+        for s in socks:
+            s.close()
+        time.sleep(0.3)
+
+    def test_per_token(self):
+        held = self.hold(PER_TOKEN, '/api/v1/sessions', token='alice')
+        try:
+            self.assertEqual(self.status('/api/v1/sessions', token='alice'), 429)
+            self.assertEqual(self.status('/api/v1/sessions', token='bob'), 200)
+            status, _, res = request('GET', '/api/v1/sessions')
+            self.assertEqual((status, res['error']['code']), (429, 'TooManyRequests'))
+        finally:
+            self.release(held)
+        self.assertEqual(self.status('/api/v1/sessions', token='alice'), 200)
+
+    def test_trusted_proxy(self):
+        """Behind a trusted proxy each forwarded client has its own ConnectionsPerIP, and
+        the proxy itself may hold more connections than that; from anyone else,
+        X-Forwarded-For is ignored."""
+        one, two = '198.51.100.7', '198.51.100.9'
+        held = self.hold(PER_IP, '/healthz', source=PROXY, xff=one)
+        held += self.hold(8, '/healthz', source=PROXY, xff=f'{two}, {PROXY}')
+        try:
+            # 40 connections from the proxy: more than one address may have.
+            self.assertEqual(self.status('/healthz', source=PROXY, xff=one), 429)
+            self.assertEqual(self.status('/healthz', source=PROXY, xff=f'203.0.113.1, {one}'), 429)
+            self.assertEqual(self.status('/healthz', source=PROXY, xff='198.51.100.8'), 200)
+            self.assertEqual(self.status('/healthz', source=PROXY, xff=two), 200)
+            # Not from the proxy: the header is the client's word, and not taken.
+            self.assertEqual(self.status('/healthz', xff=one), 200)
+        finally:
+            self.release(held)
+        self.assertEqual(self.status('/healthz', source=PROXY, xff=one), 200)
+
+    def test_direct_clients_per_address(self):
+        held = self.hold(PER_IP, '/healthz', xff='198.51.100.50')
+        try:
+            # One more from this address is refused, whatever it says it forwards for.
+            self.assertIsNone(self.status('/healthz', xff='198.51.100.51'))
+            self.assertEqual(self.status('/healthz', source=PROXY), 200)
+        finally:
+            self.release(held)
+        self.assertEqual(self.status('/healthz'), 200)
 
 
 class BadInput(unittest.TestCase):
