@@ -6,8 +6,11 @@
 #include <signal.h>
 #include <sys/mman.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "cgroup.h"
 #include "exec-forward.h"
+#include "exec-persist.h"
 #include "fd-util.h"
 #include "list.h"
 #include "log.h"
@@ -123,9 +126,30 @@ static void exec_unlink_finished(Exec *e) {
         e->sandbox = NULL;
 }
 
+/* A background process's pipes wait in systemd's fd store while sandboxd is not there
+ * (a restart, a crash): the next one reads its output on (exec-persist.h). */
+static void exec_store_fds(Exec *e, bool store) {
+        const int fds[2] = { e->out_fd, e->err_fd };
+        static const char * const names[2] = { "out", "err" };
+        char msg[128];
+
+        if (!getenv("NOTIFY_SOCKET"))
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                if (fds[i] < 0)
+                        continue;
+                snprintf(msg, sizeof(msg), "%s\nFDNAME=%s-%s-%" PRIu64, store ? "FDSTORE=1" : "FDSTOREREMOVE=1",
+                         names[i], e->sandbox->id, e->id);
+                if (store ? sd_pid_notify_with_fds(0, false, msg, &fds[i], 1) > 0 : sd_notify(false, msg) >= 0)
+                        e->fds_stored = store;
+        }
+}
+
 Exec *exec_free(Exec *e) {
         if (!e)
                 return NULL;
+        if (e->fds_stored && e->sandbox && !e->sandbox->detaching)
+                exec_store_fds(e, false);
         if (e->sandbox && e->exited && e->config.background)
                 exec_unlink_finished(e);
         else if (e->sandbox)
@@ -422,6 +446,9 @@ static void exec_complete_now(Exec *e, const struct agent_exit *x) {
                         oldest = oldest->next;
                 exec_free(oldest);
         }
+        if (e->fds_stored)
+                exec_store_fds(e, false);
+        sandbox_save_processes(s, false);
         log_sandbox(s, LOG_DEBUG, 0, "Background process %" PRIu64 " ended with %i.", e->id, e->result.exit_status);
         exec_notify_waiters(e, NULL);
 }
@@ -555,10 +582,11 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
 
         r = 0;
         /* On a terminal the agent relays the pseudo-terminal to the caller's descriptors,
-         * on after the process's end: given as they are (not counted). */
-        if (e->config.tty && e->config.stdout_fd >= 0)
+         * on after the process's end; a background process outlives sandboxd's restarts:
+         * both are given the caller's descriptors as they are (not counted). */
+        if ((e->config.tty || e->config.background) && e->config.stdout_fd >= 0)
                 out[1] = TAKE_FD(e->config.stdout_fd);
-        if (e->config.tty && e->config.stderr_fd >= 0)
+        if ((e->config.tty || e->config.background) && e->config.stderr_fd >= 0)
                 err[1] = TAKE_FD(e->config.stderr_fd);
         if (e->config.stdout_fd >= 0)
                 r = exec_forward_new(m->event, TAKE_FD(e->config.stdout_fd), &e->result.out.total, on_forward_done, e,
@@ -611,12 +639,78 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
 
         s->used = true;
         sandbox_update_idle_timer(s);
+        if (e->config.background) {
+                exec_store_fds(e, true);
+                sandbox_save_processes(s, false);
+        }
         log_sandbox(s, LOG_DEBUG, 0, "Exec %" PRIu64 " started: %s", e->id, e->config.argv[0]);
         return 0;
 fail:
         m->statistics.exec_failures++;
         exec_free(e);
         return r;
+}
+
+Exec *exec_new_adopted(Sandbox *s, uint64_t id, char **argv, bool tty, uint64_t output_max) {
+        Exec *e = calloc(1, sizeof(Exec));
+
+        if (!e)
+                return NULL;
+        exec_config_init(&e->config);
+        e->config.argv = argv;
+        e->config.background = true;
+        e->config.tty = tty;
+        e->config.output_max = output_max;
+        e->id = id;
+        e->out_fd = e->err_fd = -EBADF;
+        e->result.out.max = e->result.err.max = output_max;
+        e->result.out.keep_tail = e->result.err.keep_tail = true;
+        e->sandbox = s;
+        return e;
+}
+
+int exec_adopt_running(Exec *e, pid_t pid, uint64_t started_at, int out_fd, int err_fd, uint64_t timeout_left_usec) {
+        Sandbox *s = e->sandbox;
+        sd_event *event = s->manager->event;
+        int r = 0;
+
+        e->pid = pid;
+        e->started_at = started_at;
+        e->out_fd = out_fd;
+        e->err_fd = err_fd;
+        e->fds_stored = out_fd >= 0 || err_fd >= 0;
+        LIST_PREPEND(s->execs, e);
+        e->oom_kills_before = exec_read_oom_kills(e);
+        if (e->out_fd >= 0)
+                r = sd_event_add_io(event, &e->out_source, e->out_fd, EPOLLIN, on_output, e);
+        if (r >= 0 && e->err_fd >= 0)
+                r = sd_event_add_io(event, &e->err_source, e->err_fd, EPOLLIN, on_output, e);
+        if (r >= 0 && timeout_left_usec > 0)
+                r = sd_event_add_time_relative(event, &e->timeout_source, CLOCK_MONOTONIC, timeout_left_usec,
+                                               EXEC_TIMER_ACCURACY_USEC, on_exec_timeout, e);
+        return r;
+}
+
+void exec_adopt_finished(Exec *e, Exec **tail) {
+        Sandbox *s = e->sandbox;
+
+        e->exited = true;
+        if (*tail)
+                (*tail)->next = e, e->prev = *tail;
+        else
+                s->finished = e;
+        *tail = e;
+        s->n_finished++;
+}
+
+uint64_t exec_timeout_left_usec(const Exec *e) {
+        uint64_t t, now;
+
+        if (!e->timeout_source || sd_event_source_get_enabled(e->timeout_source, NULL) <= 0 ||
+            sd_event_source_get_time(e->timeout_source, &t) < 0 ||
+            sd_event_now(sd_event_source_get_event(e->timeout_source), CLOCK_MONOTONIC, &now) < 0)
+                return e->timeout_left_usec;
+        return t > now ? t - now : 1;
 }
 
 int sandbox_start_process(Sandbox *s, ExecConfig *c, uint64_t *ret_id, SandboxError *error) {
@@ -743,10 +837,18 @@ int exec_read_output(const Exec *e, uint64_t out_offset, uint64_t err_offset, Ex
         const ExecResult *r = exec_get_result(e);
 
         if (output_buffer_from(&r->out, out_offset, &ret->out, &ret->out_size) < 0 ||
-            output_buffer_from(&r->err, err_offset, &ret->err, &ret->err_size) < 0)
+            output_buffer_from(&r->err, err_offset, &ret->err, &ret->err_size) < 0) {
+                if (e->output_lost)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Offset beyond the process's output (%" PRIu64 " and %" PRIu64
+                                                 " bytes): sandboxd stopped without saving what it had read of "
+                                                 "process %" PRIu64 " (a crash) and counts its output from 0 since "
+                                                 "its restart; read from offset 0.",
+                                                 r->out.total, r->err.total, e->id);
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                          "Offset beyond the process's output (%" PRIu64 " and %" PRIu64 " bytes).",
                                          r->out.total, r->err.total);
+        }
         ret->out_total = r->out.total;
         ret->err_total = r->err.total;
         return 0;

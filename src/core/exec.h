@@ -65,6 +65,13 @@ int exec_signal(Exec *e, int sig, SandboxError *error);
  * timeout_sec (0: no timeout; at most EXEC_TIMEOUT_MAX_SEC). */
 int exec_wait(Exec *e, uint64_t timeout_sec, exec_callback_t cb, void *userdata, SandboxError *error);
 bool exec_is_running(const Exec *e);
+/* Adoption after a restart of sandboxd (exec-persist.h): a background process of s with
+ * its id (argv taken), then either running (its pipes from the fd store, -EBADF if not
+ * kept) or among the finished (appended after *tail, its result filled in by the caller). */
+Exec *exec_new_adopted(Sandbox *s, uint64_t id, char **argv, bool tty, uint64_t output_max);
+int exec_adopt_running(Exec *e, pid_t pid, uint64_t started_at, int out_fd, int err_fd, uint64_t timeout_left_usec);
+void exec_adopt_finished(Exec *e, Exec **tail);
+uint64_t exec_timeout_left_usec(const Exec *e);   /* 0: none */
 /* rows and cols: 1 to 65535. */
 int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *error);
 pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */

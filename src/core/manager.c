@@ -12,6 +12,7 @@
 #include "access.h"
 #include "config.h"
 #include "etc-tree.h"
+#include "exec-persist.h"
 #include "manager-quota.h"
 #include "fd-util.h"
 #include "list.h"
@@ -208,8 +209,11 @@ Manager *manager_free(Manager *m) {
                 manager_unlink_sandbox(m, s);
                 /* Running sandboxes carry on under systemd, for the next sandboxd to adopt;
                  * one still starting has no state to be adopted by and goes. */
-                if (detach)
+                if (detach) {
+                        /* Its background processes, their output included, for the next. */
+                        sandbox_save_processes(s, true);
                         sandbox_detach(s);
+                }
                 else
                         sandbox_free_internal(s);
         }
@@ -1034,6 +1038,16 @@ static int take_stored_fd(char **names, int n_fds, const char *name) {
         return -EBADF;
 }
 
+typedef struct StoredFds {
+        char **names;
+        int n;
+} StoredFds;
+
+static int take_stored_fd_of(void *userdata, const char *name) {
+        StoredFds *f = userdata;
+        return take_stored_fd(f->names, f->n, name);
+}
+
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -1097,6 +1111,11 @@ int manager_adopt_sandboxes(Manager *m) {
                                 s->egress_fd = take_stored_fd(names, n_fds, egr);
                                 if (s->egress_fd >= 0 && sandbox_config_has_egress(&s->config))
                                         egress_client_add(m->egress, s);
+                                r = sandbox_adopt_processes(s, take_stored_fd_of,
+                                                            &(StoredFds) { .names = names, .n = n_fds });
+                                if (r < 0)
+                                        log_sandbox(s, LOG_WARNING, r,
+                                                    "Failed to take up the background processes of %s: %m", s->id);
                                 adopted++;
                                 sandbox_persist_done(&st);
                                 continue;
@@ -1108,6 +1127,7 @@ int manager_adopt_sandboxes(Manager *m) {
                 log_warning("Not adopting sandbox %s: %s; stopping it.", st.id, strempty(why));
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
                 (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
+                sandbox_remove_processes(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
                 snprintf(fdname, sizeof(fdname), "egr-%s", st.id);   /* if it had one */
                 manager_forget_fd(fdname);
@@ -1119,7 +1139,8 @@ int manager_adopt_sandboxes(Manager *m) {
         /* Stored descriptors of ours nothing claimed. Others (the varlink socket unit's)
          * are the daemon's. */
         for (int i = 0; i < n_fds; i++)
-                if (names && names[i] && (startswith_str(names[i], "ctl-") || startswith_str(names[i], "egr-"))) {
+                if (names && names[i] && (startswith_str(names[i], "ctl-") || startswith_str(names[i], "egr-") ||
+                                          startswith_str(names[i], "out-") || startswith_str(names[i], "err-"))) {
                         safe_close(SD_LISTEN_FDS_START + i);
                         manager_forget_fd(names[i]);
                 }

@@ -42,6 +42,8 @@ struct Exec {
         sd_event_source *forward_timer;
         struct agent_exit pending_exit;
         bool forward_waiting;
+        bool fds_stored;      /* a background process's pipes are in systemd's fd store */
+        bool output_lost;     /* adopted after a crash: what sandboxd had read of it is gone */
         uint64_t oom_kills_before;
         uint64_t timeout_left_usec;   /* while the sandbox is paused */
         bool timed_out;
@@ -101,6 +103,7 @@ struct Sandbox {
         bool used;            /* an ephemeral sandbox ran its exec */
         bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
         bool fd_stored;       /* its control socket is in systemd's fd store */
+        bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
         /* Recycling (recycle.c): its user is done with it. It is reset (recycling), then

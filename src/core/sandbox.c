@@ -13,6 +13,7 @@
 
 #include "agent-protocol.h"
 #include "etc-tree.h"
+#include "exec-persist.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -198,8 +199,10 @@ int sandbox_take_new_id(Sandbox *s) {
                 sandbox_store_fd(s, false);
         if (egress)
                 egress_client_remove(m->egress, s->id);
-        if (s->saved)
+        if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
+                sandbox_remove_processes(m->sandboxes_dir, s->id);
+        }
         manager_rename_sandbox(m, s, id);
         if (stored)
                 sandbox_store_fd(s, true);
@@ -407,6 +410,7 @@ static void sandbox_finalize(Sandbox *s) {
                 m->statistics.create_failures++;
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
+                sandbox_remove_processes(m->sandboxes_dir, s->id);
                 if (s->fd_stored)
                         sandbox_store_fd(s, false);
                 manager_record_sandbox(m, s, s->failure ?: "destroyed");
@@ -1132,7 +1136,9 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error) {
 }
 
 void sandbox_detach(Sandbox *s) {
-        /* The payload lives on in its unit; only our ends of it go. */
+        /* The payload lives on in its unit; only our ends of it go (its stored descriptors
+         * stay for the next sandboxd). */
+        s->detaching = true;
         s->payload_ops->detach(s);
         sandbox_free_internal(s);
 }

@@ -234,9 +234,10 @@ static int on_terminate(sd_event_source *source, const struct signalfd_siginfo *
 }
 
 /* The varlink socket passed by sandboxd-varlink.socket, if sandboxd was started through it
- * (or beside it), by its name: -EBADF if none. Descriptors named "ctl-…" and "egr-…" are
- * the manager's (sandboxes' control sockets and egress listeners kept in the fd store,
- * manager_adopt_sandboxes()); any other is no one's and closed. */
+ * (or beside it), by its name: -EBADF if none. Descriptors named "ctl-…", "egr-…", "out-…"
+ * and "err-…" are the manager's (sandboxes' control sockets, egress listeners and
+ * background processes' pipes kept in the fd store, manager_adopt_sandboxes()); any other
+ * is no one's and closed. */
 static int take_varlink_fd(void) {
         _cleanup_strv_free_ char **names = NULL;
         int n, fd = -EBADF;
@@ -253,7 +254,8 @@ static int take_varlink_fd(void) {
                         fd = SD_LISTEN_FDS_START + i;
                         /* Passed descriptors are inherited by whatever we start: not this one. */
                         (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
-                } else if (!startswith_str(name, "ctl-") && !startswith_str(name, "egr-")) {
+                } else if (!startswith_str(name, "ctl-") && !startswith_str(name, "egr-") &&
+                           !startswith_str(name, "out-") && !startswith_str(name, "err-")) {
                         log_warning("Closing a passed descriptor nobody takes (named '%s').", name);
                         safe_close(SD_LISTEN_FDS_START + i);
                 }

@@ -9,6 +9,7 @@ a new bus connection: a started process outlives the connection that started it.
 through run.py, or directly: python3 -m unittest -v test_processes
 """
 
+import base64
 import os
 import re
 import sys
@@ -311,6 +312,72 @@ os.close(in_w)
 res["output"] = reader.result(timeout=10)
 emit(res)
 '''
+
+
+class Restart(Base):
+    """Issue 27: background processes vanished from the API after a restart of sandboxd
+    (ps listed none, Signal answered NoSuchProcess) while they ran on."""
+
+    def vl(self, method, **params):
+        replies, error, eparams = S.varlink_call(method, params)
+        self.assertIsNone(error, (method, eparams))
+        return replies[-1]
+
+    def output(self, sid, proc, offset=0):
+        r = self.vl('ReadOutput', id=sid, process=proc, stdoutOffset=offset)
+        return base64.b64decode(r['stdout']).decode(), r
+
+    def wait_output(self, sid, proc, want, offset=0):
+        deadline = time.monotonic() + 20
+        while self.output(sid, proc, offset)[0] != want:
+            self.assertLess(time.monotonic(), deadline, f'process {proc} never wrote {want!r}')
+            time.sleep(0.1)
+
+    def test_background_processes_survive_a_restart(self):
+        sid = self.create()
+        term = self.vl('Start', id=sid, argv=['sh', '-c', 'echo before; trap "echo got-term; exit 7" TERM; '
+                                                       'while :; do sleep 0.1; done'])['process']
+        sleeper = self.vl('Start', id=sid, argv=['sleep', '1000'])['process']
+        early = self.vl('Start', id=sid, argv=['sh', '-c', 'echo early; exit 3'])['process']
+        self.assertEqual(self.vl('Wait', id=sid, process=early, timeoutSec=10)['exitStatus'], 3)
+        self.wait_output(sid, term, 'before\n')
+        pids = {p['process']: p['pid'] for p in self.vl('ListProcesses', id=sid)['processes']}
+
+        self.ok(S.systemctl('restart', 'sandboxd.service', timeout=90))
+        procs = {p['process']: p for p in self.vl('ListProcesses', id=sid)['processes']}
+        self.assertEqual({k: (v['state'], v['pid']) for k, v in procs.items()},
+                         {term: ('running', pids[term]), sleeper: ('running', pids[sleeper]),
+                          early: ('exited', pids[early])}, procs)
+        self.assertEqual(procs[early]['exitStatus'], 3)
+        # The output read before the restart, kept; what comes after, read on.
+        out, r = self.output(sid, term)
+        self.assertEqual((out, r['stdoutTotal'], r['running']), ('before\n', 7, True))
+        self.assertEqual(self.output(sid, early)[0], 'early\n')
+        self.vl('Signal', id=sid, process=term, signal=15)
+        self.assertEqual(self.vl('Wait', id=sid, process=term, timeoutSec=20)['exitStatus'], 7)
+        self.assertEqual(self.output(sid, term)[0], 'before\ngot-term\n')
+        self.vl('Signal', id=sid, process=sleeper, signal=9)
+        self.assertEqual(self.vl('Wait', id=sid, process=sleeper, timeoutSec=20)['exitStatus'], 137)
+
+        # A crash: the processes, their pipes and results are taken up again, but what
+        # sandboxd had read is gone, and ReadOutput says so.
+        S.daemon_restart_on_failure(True)
+        self.addCleanup(S.daemon_restart_on_failure, False)
+        proc = self.vl('Start', id=sid, argv=['sh', '-c', 'echo a; while [ ! -e /tmp/go ]; do sleep 0.1; done; '
+                                                       'echo b; exec sleep 1000'])['process']
+        self.wait_output(sid, proc, 'a\n')
+        S.kill9_daemon()
+        self.assertEqual(self.vl('Exec', id=sid, argv=['touch', '/tmp/go'])['exitStatus'], 0)
+        states = {p['process']: p['state'] for p in self.vl('ListProcesses', id=sid)['processes']}
+        self.assertEqual(states[proc], 'running', states)
+        self.wait_output(sid, proc, 'b\n')
+        replies, error, params = S.varlink_call('ReadOutput', {'id': sid, 'process': proc, 'stdoutOffset': 4})
+        self.assertEqual(error, 'io.sandboxd.Sandbox.InvalidOption', replies)
+        self.assertIn('restart', params['message'])
+        self.vl('Signal', id=sid, process=proc, signal=9)
+        self.assertEqual(self.vl('Wait', id=sid, process=proc, timeoutSec=20)['exitStatus'], 137)
+        self.assertEqual(self.vl('Wait', id=sid, process=term, timeoutSec=5)['exitStatus'], 7,
+                         'a result from before the crash')
 
 
 class Terminal(Base):
