@@ -204,14 +204,8 @@ static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
         case MCP_ARG_INTEGER: {
                 int64_t i;
                 /* JSON Schema's integer is a number without a fraction: 2.0 is one. */
-                if (json_object_is_type(v, json_type_double)) {
-                        double d = json_object_get_double(v);
-                        if (!(d >= -0x1p63 && d < 0x1p63) || d != (double) (int64_t) d)
-                                return asprintf(ret_message, "%s must be an integer", a->name) < 0 ? -ENOMEM
-                                                                                                   : -EINVAL;
-                } else if (!json_object_is_type(v, json_type_int))
+                if (!json_is_integer(v, &i))
                         return asprintf(ret_message, "%s must be an integer", a->name) < 0 ? -ENOMEM : -EINVAL;
-                i = json_object_get_int64(v);
                 if (i < a->min || i > a->max)
                         return asprintf(ret_message, "%s must be from %" PRIi64 " to %" PRIi64, a->name, a->min,
                                         a->max) < 0 ? -ENOMEM : -EINVAL;

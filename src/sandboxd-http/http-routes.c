@@ -156,11 +156,15 @@ static int map_options(json_object *src, const OptionMap *map, size_t n, json_ob
                 for (i = 0; i < n; i++)
                         if (streq(map[i].key, key))
                                 break;
-                if (i >= n || !json_object_is_type(v, map[i].type)) {
+                /* 2.0 is an integer (JSON Schema's, and the OpenAPI document's): json-c read a double. */
+                int64_t integer;
+                bool from_double = i < n && map[i].type == json_type_int && json_object_is_type(v, json_type_double) &&
+                                   json_is_integer(v, &integer);
+                if (i >= n || (!from_double && !json_object_is_type(v, map[i].type))) {
                         *ret_bad = key;
                         return -EINVAL;
                 }
-                if (json_add(options, map[i].option, json_object_get(v)) < 0)
+                if (json_add(options, map[i].option, from_double ? json_object_new_int64(integer) : json_object_get(v)) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -188,6 +192,9 @@ static int session_body(HttpRequest *req, json_object *p, json_object *options, 
         int r;
 
         json_object_object_foreach(http_request_body(req), key, v) {
+                /* null is no value of any field's type (json-c has it as NULL). */
+                if (!v)
+                        return reply_bad(req, "'%s' must not be null (leave it out for the default).", key);
                 if (streq(key, "template") && !fork) {
                         if (!json_object_is_type(v, json_type_string))
                                 return reply_bad(req, "'%s' must be a string.", key);

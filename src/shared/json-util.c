@@ -364,6 +364,24 @@ int json_find_nul(json_object *o, const char *const *skip, char **ret_path) {
         return 0;
 }
 
+bool json_is_integer(json_object *v, int64_t *ret) {
+        double d;
+
+        if (json_object_is_type(v, json_type_int)) {
+                if (ret)
+                        *ret = json_object_get_int64(v);
+                return true;
+        }
+        if (!json_object_is_type(v, json_type_double))
+                return false;
+        d = json_object_get_double(v);
+        if (!(d >= -0x1p63 && d < 0x1p63) || d != (double) (int64_t) d)
+                return false;
+        if (ret)
+                *ret = (int64_t) d;
+        return true;
+}
+
 int json_timeout_option(json_object *v, const char **ret_name, uint64_t *ret_value) {
         double d;
 

@@ -32,6 +32,9 @@ int json_string_get_clean(json_object *j, const char **ret);
  * named in skip (byte strings) left out: 1 and *ret_path, or 0 if there is none. For a face
  * that hands strings on as C strings, to refuse a NUL naming the field rather than cut there. */
 int json_find_nul(json_object *o, const char *const *skip, char **ret_path);
+/* Whether v is an integer as JSON Schema has it: a number without a fraction, 2.0 too (json-c
+ * reads that as a double), within int64; its value in *ret. null is none. */
+bool json_is_integer(json_object *v, int64_t *ret);
 /* An exec's timeout given in seconds as a JSON number, as the core's option: an integer
  * (2.0 too) as Timeout=, a fraction (0.5) as TimeoutUSec=, neither clamped nor rounded
  * beyond the microsecond: the core checks the range and names its bound. -EINVAL if v is

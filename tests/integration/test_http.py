@@ -654,6 +654,17 @@ class StrictInput(unittest.TestCase):
                 self.assertEqual(r.status, want, path)
             c.close()
 
+    def test_integers_and_null_in_session_options(self):
+        status, _, res = request('POST', '/api/v1/sessions',
+                                 {'template': 'shell', 'timeout': 600.0, 'limits': {'memory_max': 268435456.0}})
+        self.assertEqual(status, 201, res)
+        request('DELETE', f'/api/v1/sessions/{res["id"]}')
+        self.assertEqual((res['timeout'], res['memoryMax']), (600, 256 * MiB), res)
+        for body in ({'template': 'shell', 'timeout': None}, {'template': 'shell', 'timeout': 600.5},
+                     {'template': 'shell', 'limits': {'memory_max': None}}):
+            status, _, res = request('POST', '/api/v1/sessions', body)
+            self.assert_invalid(res, status, 'InvalidOption', 'timeout' if 'timeout' in body else 'memory_max')
+
     def test_nul_in_json_bodies(self):
         with Session() as s:
             for body, field in (({'code': 'print(1)\u0000print(2)', 'language': 'python'}, 'code'),

@@ -132,6 +132,53 @@ static void test_find_nul(void **state) {
         assert_string_equal(pd, "code");
 }
 
+static void test_is_integer(void **state) {
+        _cleanup_json_ json_object *two = NULL, *half = NULL, *big = NULL, *null = json_object_new_null();
+        int64_t i = 0;
+
+        assert_int_equal(parse("2.0", &two), 0);
+        assert_true(json_is_integer(two, &i));
+        assert_int_equal(i, 2);
+        assert_int_equal(parse("0.5", &half), 0);
+        assert_false(json_is_integer(half, &i));
+        assert_int_equal(parse("1e19", &big), 0);          /* a double beyond int64 */
+        assert_false(json_is_integer(big, &i));
+        assert_false(json_is_integer(null, &i));
+}
+
+static void test_timeout_option(void **state) {
+        static const struct {
+                const char *text, *option;
+                uint64_t value;
+        } cases[] = {
+                { "5", "Timeout", 5 },
+                { "2.0", "Timeout", 2 },
+                { "0.5", "TimeoutUSec", 500000 },
+                { "4000", "Timeout", 4000 },            /* the core refuses it, naming 3600 */
+                { "0.0000004", "TimeoutUSec", 0 },      /* the core refuses it, naming 1000 */
+                { "1e300", "TimeoutUSec", UINT64_MAX },
+        };
+
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+                _cleanup_json_ json_object *o = NULL;
+                const char *option = NULL;
+                uint64_t value = 1;
+
+                assert_int_equal(parse(cases[k].text, &o), 0);
+                assert_int_equal(json_timeout_option(o, &option, &value), 0);
+                assert_string_equal(option, cases[k].option);
+                assert_true(value == cases[k].value);
+        }
+        for (const char *const *bad = (const char *const[]) { "-1", "-0.5", "null", "\"5\"", "true", NULL }; *bad; bad++) {
+                _cleanup_json_ json_object *o = NULL;
+                const char *option = NULL;
+                uint64_t value = 0;
+
+                assert_int_equal(parse(*bad, &o), 0);
+                assert_int_equal(json_timeout_option(o, &option, &value), -EINVAL);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accepted),
@@ -141,6 +188,8 @@ int main(void) {
                 cmocka_unit_test(test_depth),
                 cmocka_unit_test(test_string_get_clean),
                 cmocka_unit_test(test_find_nul),
+                cmocka_unit_test(test_is_integer),
+                cmocka_unit_test(test_timeout_option),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
