@@ -426,8 +426,8 @@ static void exec_complete_now(Exec *e, const struct agent_exit *x) {
 
         exec_result_from_exit(&e->result, x, e->timed_out, exec_read_oom_kills(e) > e->oom_kills_before);
         e->exited = true;
-        statistics_exec_done(&e->sandbox->manager->statistics, e->result.duration_usec, e->result.timed_out,
-                             e->result.oom_killed);
+        statistics_exec_done_for(e->sandbox->manager, sandbox_get_tenant(e->sandbox), e->result.duration_usec,
+                                 e->result.timed_out, e->result.oom_killed);
         exec_record_take(e);
         if (!e->config.background) {
                 exec_deliver(e);
@@ -485,7 +485,7 @@ void exec_abort(Exec *e, const char *reason) {
                 return;
         }
 
-        e->sandbox->manager->statistics.exec_failures++;
+        STATISTICS_COUNT(e->sandbox->manager, sandbox_get_tenant(e->sandbox), exec_failures);
         sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "%s", reason);
         exec_callback_t cb = e->cb;
         void *userdata = e->userdata;
@@ -626,7 +626,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "The exec request is too large.");
         }
         if (r < 0) {
-                m->statistics.exec_failures++;
+                STATISTICS_COUNT(m, sandbox_get_tenant(s), exec_failures);
                 exec_free(e);
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED,
                                          "Failed to hand the command to sandbox %s: %s", s->id, strerror(-r));
@@ -646,7 +646,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         log_sandbox(s, LOG_DEBUG, 0, "Exec %" PRIu64 " started: %s", e->id, e->config.argv[0]);
         return 0;
 fail:
-        m->statistics.exec_failures++;
+        STATISTICS_COUNT(m, sandbox_get_tenant(s), exec_failures);
         exec_free(e);
         return r;
 }

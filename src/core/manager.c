@@ -198,6 +198,7 @@ Manager *manager_free(Manager *m) {
         }
         manager_logs_done(m);
         manager_snapshots_done(m);
+        statistics_tenants_free(m);
         if (m->systemd)
                 manager_quota_done(m);
         manager_recycle_waiters_abandon(m, &gone);
@@ -821,7 +822,7 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
 
         r = sandbox_start(s, cb, userdata);
         if (r < 0) {
-                m->statistics.create_failures++;
+                STATISTICS_COUNT(m, sandbox_get_tenant(s), create_failures);
                 manager_unlink_sandbox(m, s);
                 sandbox_free_internal(s);
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",

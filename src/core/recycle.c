@@ -206,7 +206,7 @@ static void recycle_fail(Sandbox *s, const char *reason) {
         log_sandbox(s, LOG_WARNING, 0, "Sandbox %s is not recycled: %s", s->id, reason);
         recycle_waiter_release(s);
         s->recycling = false;
-        s->manager->statistics.recycle_failures++;
+        STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), recycle_failures);
         sandbox_payload_failed(s, reason);
         if (cb && sandbox_destroy(s, cb, s->recycle_userdata) < 0)
                 cb(s, NULL, s->recycle_userdata);
@@ -347,7 +347,7 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
         }
         s->recycling = false;
         s->used = false;
-        s->manager->statistics.sandboxes_recycled++;
+        STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_recycled);
         log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s reset in %" PRIu64 " us (its agent's part %" PRIu64 " us); kept for owner %u.",
                     s->id, now_usec(CLOCK_MONOTONIC) - s->reset_started, s->reset_agent_done - s->reset_started, s->owner);
         recycle_answer(s, NULL);

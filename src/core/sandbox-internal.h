@@ -178,6 +178,8 @@ struct Manager {
         Sandbox *pooled;        /* the pooled ones (few), chained through pool_next */
         LogReader *log_readers;     /* sandbox-logs.c */
         SandboxStatistics statistics; /* statistics.h: counted where each event happens */
+        TenantStatistics *tenant_statistics; /* … and per tenant */
+        size_t n_tenant_statistics;
         HostResources host;           /* quota.h: memory and PIDs, for the node's ceilings */
         /* The creates-per-second buckets of the owners and tenants that created lately
          * (quota.h), dropped once full again. */

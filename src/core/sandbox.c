@@ -405,9 +405,9 @@ static void sandbox_finalize(Sandbox *s) {
 
         /* It ran (or was adopted running), or it never came up. */
         if (s->saved)
-                m->statistics.sandboxes_destroyed++;
+                STATISTICS_COUNT(m, sandbox_get_tenant(s), sandboxes_destroyed);
         else
-                m->statistics.create_failures++;
+                STATISTICS_COUNT(m, sandbox_get_tenant(s), create_failures);
         if (s->saved) {
                 (void) sandbox_persist_remove(m->sandboxes_dir, s->id);
                 sandbox_remove_processes(m->sandboxes_dir, s->id);
@@ -594,7 +594,7 @@ static void sandbox_became_ready(Sandbox *s) {
                 sandbox_store_fd(s, true);
         sandbox_save(s);
         s->saved = true;
-        s->manager->statistics.sandboxes_created++;
+        STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_created);
         manager_record_sandbox(s->manager, s, NULL);
         log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s running as %s.", s->id, s->unit);
         if (s->create_cb) {

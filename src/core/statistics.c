@@ -47,6 +47,51 @@ void statistics_exec_done(SandboxStatistics *s, uint64_t duration_usec, bool tim
         histogram_observe(&s->exec_latency, (double) duration_usec / 1e6);
 }
 
+void statistics_exec_done_for(Manager *m, const char *tenant, uint64_t duration_usec, bool timed_out,
+                              bool oom_killed) {
+        SandboxStatistics *t = statistics_of_tenant(m, tenant);
+
+        statistics_exec_done(&m->statistics, duration_usec, timed_out, oom_killed);
+        if (t)
+                statistics_exec_done(t, duration_usec, timed_out, oom_killed);
+}
+
+static TenantStatistics *tenant_find(Manager *m, const char *tenant) {
+        for (size_t i = 0; i < m->n_tenant_statistics; i++)
+                if (streq(m->tenant_statistics[i].tenant, tenant))
+                        return &m->tenant_statistics[i];
+        return NULL;
+}
+
+SandboxStatistics *statistics_of_tenant(Manager *m, const char *tenant) {
+        TenantStatistics *t, *a;
+        char *copy;
+
+        if (!tenant || !*tenant)
+                return NULL;
+        t = tenant_find(m, tenant);
+        if (t)
+                return &t->statistics;
+        copy = strdup(tenant);
+        a = copy ? reallocarray(m->tenant_statistics, m->n_tenant_statistics + 1, sizeof(TenantStatistics)) : NULL;
+        if (!a) {
+                free(copy);
+                return NULL;
+        }
+        m->tenant_statistics = a;
+        t = &a[m->n_tenant_statistics++];
+        t->tenant = copy;
+        statistics_init(&t->statistics, m->statistics.started_at);
+        return &t->statistics;
+}
+
+void statistics_tenants_free(Manager *m) {
+        for (size_t i = 0; i < m->n_tenant_statistics; i++)
+                free(m->tenant_statistics[i].tenant);
+        m->tenant_statistics = mfree(m->tenant_statistics);
+        m->n_tenant_statistics = 0;
+}
+
 void statistics_counters(const SandboxStatistics *s, StatisticsCounter ret[static STATISTICS_N_COUNTERS]) {
         const StatisticsCounter c[STATISTICS_N_COUNTERS] = {
                 { "StartedAt",          "startedAt",          s->started_at          },
@@ -64,41 +109,63 @@ void statistics_counters(const SandboxStatistics *s, StatisticsCounter ret[stati
         memcpy(ret, c, sizeof(c));
 }
 
-static int count_sandbox(StatisticsReport *r, const char *state, const char *template_name) {
+static int count_sandbox(StatisticsReport *r, const char *state, const char *template_name, uint64_t n) {
         SandboxCount *a;
 
         for (size_t i = 0; i < r->n_sandboxes; i++)
                 if (r->sandboxes[i].state == state && streq(r->sandboxes[i].template_name, template_name)) {
-                        r->sandboxes[i].count++;
+                        r->sandboxes[i].count += n;
                         return 0;
                 }
         a = reallocarray(r->sandboxes, r->n_sandboxes + 1, sizeof(SandboxCount));
         if (!a)
                 return -ENOMEM;
         r->sandboxes = a;
-        r->sandboxes[r->n_sandboxes++] = (SandboxCount) { state, template_name, 1 };
+        r->sandboxes[r->n_sandboxes++] = (SandboxCount) { state, template_name, n };
         return 0;
 }
 
-int statistics_report(Manager *m, uint64_t spool_backlog, StatisticsReport *ret) {
+int statistics_report(Manager *m, const char *tenant, uint64_t spool_backlog, StatisticsReport *ret) {
         _cleanup_(statistics_report_done) StatisticsReport r = {
                 .counters = &m->statistics,
                 .spool_backlog = spool_backlog,
         };
         int k;
 
+        if (tenant && *tenant) {
+                TenantStatistics *t = tenant_find(m, tenant);
+
+                statistics_init(&r.none, m->statistics.started_at);
+                r.tenant = tenant;
+                r.counters = t ? &t->statistics : &r.none;
+                r.spool_backlog = 0;
+        }
+        /* Every live state of every template, at 0 until counted. */
+        for (size_t i = 0; i < m->templates.n; i++)
+                for (SandboxState st = SANDBOX_STARTING; st < SANDBOX_DEAD; st++) {
+                        k = count_sandbox(&r, sandbox_state_to_string(st), m->templates.templates[i]->name, 0);
+                        if (k < 0)
+                                return k;
+                }
         for (Sandbox *s = m->sandboxes; s; s = s->next) {
                 /* A dead one is on its way out: the next look will not find it. */
                 if (s->state == SANDBOX_DEAD)
                         continue;
-                k = count_sandbox(&r, sandbox_state_to_string(s->state), s->template_name);
+                if (r.tenant && !streq(sandbox_get_tenant(s), r.tenant))
+                        continue;
+                k = count_sandbox(&r, sandbox_state_to_string(s->state), s->template_name, 1);
                 if (k < 0)
                         return k;
         }
-        k = manager_pool_status(m, NULL, &r.pools, &r.n_pools);
-        if (k < 0)
-                return k;
+        if (!r.tenant) {
+                k = manager_pool_status(m, NULL, &r.pools, &r.n_pools);
+                if (k < 0)
+                        return k;
+        }
         *ret = r;
+        /* The report is moved: its counters may point into it. */
+        if (r.counters == &r.none)
+                ret->counters = &ret->none;
         r = (StatisticsReport) {};
         return 0;
 }

@@ -49,9 +49,31 @@ typedef struct SandboxStatistics {
 } SandboxStatistics;
 
 void statistics_init(SandboxStatistics *s, uint64_t now);
+
+/* The same counters per tenant, for a caller acting for one (GetStatistics): kept from
+ * each tenant's first event on, one entry per tenant. */
+typedef struct TenantStatistics {
+        char *tenant;
+        SandboxStatistics statistics;
+} TenantStatistics;
+
+/* tenant's counters, made at its first event; NULL for none ("" or NULL) or no memory. */
+SandboxStatistics *statistics_of_tenant(Manager *m, const char *tenant);
+void statistics_tenants_free(Manager *m);
+/* Counts an event of a sandbox of tenant: daemon-wide and the tenant's. */
+#define STATISTICS_COUNT(m, tenant, field)                                              \
+        do {                                                                            \
+                SandboxStatistics *_t = statistics_of_tenant((m), (tenant));            \
+                (m)->statistics.field++;                                                \
+                if (_t)                                                                 \
+                        _t->field++;                                                    \
+        } while (0)
 /* An exec ran to a result after duration_usec; whether it timed out, or the OOM killer
  * ended it. */
 void statistics_exec_done(SandboxStatistics *s, uint64_t duration_usec, bool timed_out, bool oom_killed);
+/* The same, daemon-wide and for tenant. */
+void statistics_exec_done_for(Manager *m, const char *tenant, uint64_t duration_usec, bool timed_out,
+                              bool oom_killed);
 
 /* How many sandboxes are in state of template now. */
 typedef struct SandboxCount {
@@ -60,9 +82,12 @@ typedef struct SandboxCount {
         uint64_t count;
 } SandboxCount;
 
-/* GetStatistics, for a front end: the counters, the live sandboxes by state and template
- * (pool sandboxes included; in order of first appearance), the pools (all owners'), and
- * how many records wait in the spool for MariaDB (spool_backlog, the recorder's). */
+/* GetStatistics, for a front end: the counters, the sandboxes by state and template (pool
+ * sandboxes included; every template's every live state, 0 when none is in it, so that a
+ * gauge drops to 0 rather than vanishing; then those of templates since removed), the pools
+ * (all owners'), and how many records wait in the spool for MariaDB (spool_backlog, the
+ * recorder's). For a caller acting for a tenant (tenant not NULL): that tenant's counters
+ * and sandboxes only, and no pools nor spool (the daemon's, not the tenant's). */
 typedef struct StatisticsReport {
         const SandboxStatistics *counters;
         SandboxCount *sandboxes;
@@ -70,6 +95,8 @@ typedef struct StatisticsReport {
         PoolStatus *pools;
         size_t n_pools;
         uint64_t spool_backlog;
+        const char *tenant;           /* the scope: NULL daemon-wide */
+        SandboxStatistics none;       /* the counters of a tenant with no event yet */
 } StatisticsReport;
 
 /* The counters by name, as D-Bus (dbus) and varlink (varlink) name them, in the order
@@ -81,5 +108,5 @@ typedef struct StatisticsCounter {
 #define STATISTICS_N_COUNTERS 10U
 void statistics_counters(const SandboxStatistics *s, StatisticsCounter ret[static STATISTICS_N_COUNTERS]);
 
-int statistics_report(Manager *m, uint64_t spool_backlog, StatisticsReport *ret);
+int statistics_report(Manager *m, const char *tenant, uint64_t spool_backlog, StatisticsReport *ret);
 void statistics_report_done(StatisticsReport *r);

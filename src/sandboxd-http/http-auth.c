@@ -47,12 +47,14 @@ typedef struct TokenFile {
         char *tenant;
         char *sha256;
         char *expires_at;
+        bool operator;
 } TokenFile;
 
 static const ConfigTableItem token_table[] = {
         { "Token", "Tenant",    config_parse_string, offsetof(TokenFile, tenant),     "a tenant name" },
         { "Token", "SHA256",    config_parse_string, offsetof(TokenFile, sha256),     "64 hex digits" },
         { "Token", "ExpiresAt", config_parse_string, offsetof(TokenFile, expires_at), "seconds since the epoch" },
+        { "Token", "Operator",  config_parse_bool,   offsetof(TokenFile, operator),   "a boolean" },
 };
 
 static int token_load(HttpToken *t, const char *path, char *name) {
@@ -75,6 +77,7 @@ static int token_load(HttpToken *t, const char *path, char *name) {
         if (r >= 0) {
                 t->tenant = TAKE_PTR(f.tenant);
                 t->name = name;
+                t->operator = f.operator;
         } else
                 free(name);
         free(f.tenant);
@@ -176,7 +179,7 @@ const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint6
         return found;
 }
 
-int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at) {
+int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *random_hex = NULL, *digest = NULL;
@@ -210,6 +213,8 @@ int http_token_add(const char *dir, const char *name, const char *tenant, uint64
                 name, tenant ?: name, digest);
         if (expires_at > 0)
                 fprintf(f, "ExpiresAt=%llu\n", (unsigned long long) expires_at);
+        if (operator)
+                fprintf(f, "Operator=yes\n");
         if (fclose(f) != 0) {
                 (void) unlink(path);
                 return log_error_errno(-EIO, "Cannot write %s.", path);

@@ -167,7 +167,7 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                       http_backend_reply_t callback, void *userdata) {
         HttpBackend *b = http_server_backend(http_request_server(req));
         _cleanup_json_ json_object *p = parameters;
-        const char *tenant = http_request_tenant(req);
+        const char *tenant = http_request_backend_tenant(req);
         BackendCall *call;
         int r;
 

@@ -1196,7 +1196,10 @@ static void label_value(FILE *f, const char *s) {
                         fputc(*s, f);
 }
 
-static void metrics_daemon(FILE *f, json_object *st) {
+/* sandboxd's statistics: for a tenant's token its own (GetStatistics acting for it: its
+ * sandboxes and counters), for an operator's token (daemon_wide) the daemon's, with the
+ * warm pools and the record spool. */
+static void metrics_daemon(FILE *f, json_object *st, bool daemon_wide) {
         json_object *sandboxes = get(st, "sandboxes"), *pools = get(st, "pools"), *h = get(st, "execLatency");
         json_object *bounds = get(h, "bounds"), *counts = get(h, "counts");
 
@@ -1228,6 +1231,8 @@ static void metrics_daemon(FILE *f, json_object *st) {
                    "sandboxd_exec_duration_seconds_count %" PRIi64 "\n",
                 json_object_get_int64(get(h, "count")), json_object_get_double(get(h, "sum")),
                 json_object_get_int64(get(h, "count")));
+        if (!daemon_wide)
+                return;
         metric_header(f, "sandboxd_pool_sandboxes", "gauge", "Warm pool sandboxes by template and state.");
         for (size_t i = 0; pools && i < json_object_array_length(pools); i++) {
                 json_object *p = json_object_array_get_idx(pools, i);
@@ -1265,14 +1270,18 @@ static int on_metrics(HttpRequest *req, json_object *parameters, const char *err
         f = open_memstream(&text, &size);
         if (!f)
                 return http_request_reply_errno(req, -ENOMEM);
-        metrics_daemon(f, get(parameters, "statistics"));
-        metrics_bridge(f, http_server_stats(http_request_server(req)));
+        metrics_daemon(f, get(parameters, "statistics"), http_request_is_operator(req));
+        /* The bridge's own counters are everyone's traffic: an operator's. */
+        if (http_request_is_operator(req))
+                metrics_bridge(f, http_server_stats(http_request_server(req)));
         if (fclose(f) != 0)
                 return http_request_reply_errno(req, -ENOMEM);
         return http_request_reply_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
 static int route_metrics(HttpRequest *req) {
+        if (http_request_is_operator(req))
+                http_request_set_daemon_wide(req);
         return http_backend_call(req, IFACE "GetStatistics", json_object_new_object(), 0, on_metrics, NULL);
 }
 

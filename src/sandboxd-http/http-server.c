@@ -59,7 +59,7 @@ struct HttpRequest {
         const HttpRoute *route;
         char *params[HTTP_PARAMS_MAX];
         /* The token's (copied: tokens are reloaded while requests run). */
-        bool authenticated;
+        bool authenticated, operator, daemon_wide;
         char *tenant;
         char method[16];                 /* for the access log */
         char *counted[2];                /* the keys it counts under (server->counts) */
@@ -217,6 +217,18 @@ json_object *http_request_body(HttpRequest *req) {
 
 const char *http_request_tenant(HttpRequest *req) {
         return req->tenant;
+}
+
+bool http_request_is_operator(HttpRequest *req) {
+        return req->operator;
+}
+
+void http_request_set_daemon_wide(HttpRequest *req) {
+        req->daemon_wide = true;
+}
+
+const char *http_request_backend_tenant(HttpRequest *req) {
+        return req->daemon_wide ? NULL : req->tenant;
 }
 
 bool http_request_is_gone(HttpRequest *req) {
@@ -775,6 +787,7 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
                                                         "A valid bearer token is needed.");
                 }
                 req->authenticated = true;
+                req->operator = t->operator;
                 if (t->tenant) {
                         req->tenant = strdup(t->tenant);
                         if (!req->tenant)

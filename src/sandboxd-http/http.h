@@ -74,6 +74,7 @@ typedef struct HttpToken {
         char *tenant;
         uint8_t sha256[32];
         uint64_t expires_at;            /* seconds since the epoch; 0: never */
+        bool operator;                  /* GET /metrics shows the whole daemon */
 } HttpToken;
 
 typedef struct HttpTokens {
@@ -92,7 +93,7 @@ int http_tokens_load(HttpTokens *t, const char *dir, bool credentials);
 const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint64_t now);
 int http_sha256(const void *data, size_t size, uint8_t ret[32]);
 /* sandboxd-http token add NAME [--tenant T]: writes DIR/NAME.conf, prints the token. */
-int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at);
+int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator);
 
 /* ---- the server (http-server.c) ---- */
 
@@ -160,6 +161,12 @@ const char *http_request_header(HttpRequest *req, const char *name);
 json_object *http_request_body(HttpRequest *req);
 /* The token's tenant. */
 const char *http_request_tenant(HttpRequest *req);
+/* Whether the token is an operator's (Operator=yes). */
+bool http_request_is_operator(HttpRequest *req);
+/* The request's calls to sandboxd act for no tenant (an operator's daemon-wide view). */
+void http_request_set_daemon_wide(HttpRequest *req);
+/* The tenant its calls to sandboxd act for: the token's, or NULL. */
+const char *http_request_backend_tenant(HttpRequest *req);
 /* The client went away: replies are dropped, work for it should stop. */
 bool http_request_is_gone(HttpRequest *req);
 /* Per-route state, freed with the request. */

@@ -3,7 +3,7 @@
 /* sandboxd-http: the REST/SSE bridge to sandboxd (sandboxd-http(8)).
  *
  *   sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] [--tokens-dir=DIR]
- *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--tokens-dir=DIR]
+ *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator] [--tokens-dir=DIR]
  */
 
 #include <arpa/inet.h>
@@ -106,11 +106,13 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
         static const struct option options[] = {
                 { "tenant",     required_argument, NULL, 't' },
                 { "expires-at", required_argument, NULL, 'e' },
+                { "operator",   no_argument,       NULL, 'o' },
                 { "tokens-dir", required_argument, NULL, 'd' },
                 {}
         };
         const char *tenant = NULL;
         uint64_t expires_at = 0;
+        bool operator = false;
         int c;
 
         optind = 0;
@@ -126,14 +128,17 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
                 case 'd':
                         tokens_dir = optarg;
                         break;
+                case 'o':
+                        operator = true;
+                        break;
                 default:
                         return -EINVAL;
                 }
         if (argc - optind != 2 || !streq(argv[optind], "add")) {
-                fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS]\n");
+                fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator]\n");
                 return -EINVAL;
         }
-        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at);
+        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at, operator);
 }
 
 static int listen_all(HttpServer *s, const HttpConfig *config) {
@@ -312,7 +317,7 @@ int main(int argc, char **argv) {
                 case 'h':
                         printf("sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] "
                                "[--tokens-dir=DIR]\n"
-                               "sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS]\n");
+                               "sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator]\n");
                         return 0;
                 default:
                         return 2;

@@ -385,7 +385,7 @@ static int get_statistics_authorized(sd_bus_message *call, const SandboxCaller *
         BusFrontend *f = userdata;
         int r;
 
-        r = statistics_report(f->manager, recorder_spool_backlog(f->recorder), &st);
+        r = statistics_report(f->manager, caller->tenant, recorder_spool_backlog(f->recorder), &st);
         if (r < 0)
                 return r;
         r = sd_bus_message_new_method_return(call, &reply);

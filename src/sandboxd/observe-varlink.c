@@ -415,7 +415,7 @@ static int get_statistics_authorized(VarlinkCall *call, const SandboxCaller *cal
 
         if (!p)
                 return -ENOMEM;
-        r = statistics_report(f->manager, recorder_spool_backlog(f->recorder), &st);
+        r = statistics_report(f->manager, caller->tenant, recorder_spool_backlog(f->recorder), &st);
         if (r >= 0)
                 r = json_add(p, "statistics", statistics_to_json(&st));
         if (r < 0)

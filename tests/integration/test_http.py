@@ -74,7 +74,7 @@ def setUpModule():
                 f'RequestsPerToken={PER_TOKEN}\nTrustedProxy={PROXY}\n')
     shutil.rmtree(S.path(harness.HTTP_TOKENS_DIR), ignore_errors=True)
     for name, tenant, extra in (('alice', 'alice', []), ('bob', 'bob', []),
-                                ('old', 'alice', ['--expires-at=1000'])):
+                                ('old', 'alice', ['--expires-at=1000']), ('ops', 'ops', ['--operator'])):
         cp = S.run([S.paths.sandboxd_http, 'token', 'add', name, f'--tenant={tenant}',
                     f'--tokens-dir={harness.HTTP_TOKENS_DIR}'] + extra, check=True)
         TOKENS[name] = cp.stdout.strip()
@@ -929,11 +929,14 @@ class Snapshots(unittest.TestCase):
 
 
 class Metrics(unittest.TestCase):
-    def scrape(self):
-        status, r, text = request('GET', '/metrics')
+    def scrape(self, token='alice'):
+        status, r, text = request('GET', '/metrics', token=token)
         self.assertEqual(status, 200)
         self.assertTrue(r.getheader('Content-Type').startswith('text/plain; version=0.0.4'))
-        return text.decode()
+        text = text.decode()
+        cp = subprocess.run(['promtool', 'check', 'metrics'], input=text, capture_output=True, text=True)
+        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
+        return text
 
     def value(self, text, name):
         for line in text.splitlines():
@@ -947,13 +950,39 @@ class Metrics(unittest.TestCase):
             for _ in range(3):
                 s.execute({'argv': ['true']})
         after = self.scrape()
-        cp = subprocess.run(['promtool', 'check', 'metrics'], input=after, capture_output=True, text=True)
-        self.assertEqual(cp.returncode, 0, cp.stdout + cp.stderr)
         for name, delta in (('sandboxd_execs_total', 3), ('sandboxd_exec_duration_seconds_count', 3),
                             ('sandboxd_sandboxes_created_total', 1)):
             self.assertGreaterEqual(self.value(after, name) - self.value(before, name), delta, name)
-        self.assertIn('sandboxd_http_requests_total', after)
+        self.assertIn('sandboxd_http_requests_total', self.scrape('ops'))
         self.assertEqual(request('GET', '/metrics', token=None)[0], 401)
+
+    def test_scoped_to_the_tenant(self):
+        """A tenant's token sees its own sandboxes and counters, never another's nor the
+        bridge's traffic; an operator's token (Operator=yes) sees the daemon's. A gauge
+        whose sandboxes left drops to 0 rather than vanishing."""
+        paused = 'sandboxd_sandboxes{state="paused",template="shell"}'
+        alice0, bob0, ops0 = self.scrape(), self.scrape('bob'), self.scrape('ops')
+        with Session() as s:
+            for _ in range(3):
+                s.execute({'argv': ['true']})
+            self.assertEqual(request('POST', s.url + '/pause')[0], 204)
+            alice, bob, ops = self.scrape(), self.scrape('bob'), self.scrape('ops')
+            self.assertEqual(self.value(alice, paused), 1)
+            self.assertEqual(self.value(bob, paused), 0)
+            self.assertGreaterEqual(self.value(ops, paused), 1)
+            self.assertEqual(self.value(alice, 'sandboxd_execs_total') - self.value(alice0, 'sandboxd_execs_total'), 3)
+            self.assertEqual(self.value(bob, 'sandboxd_execs_total'), self.value(bob0, 'sandboxd_execs_total'))
+            self.assertEqual(self.value(bob, 'sandboxd_sandboxes_created_total'),
+                             self.value(bob0, 'sandboxd_sandboxes_created_total'))
+            self.assertGreaterEqual(self.value(ops, 'sandboxd_execs_total') - self.value(ops0, 'sandboxd_execs_total'), 3)
+            for text in (alice, bob):
+                self.assertNotIn('sandboxd_http_', text)
+                self.assertNotIn('sandboxd_spool_backlog', text)
+                self.assertNotIn('sandboxd_pool_sandboxes{', text)
+            self.assertIn('sandboxd_spool_backlog', ops)
+            self.assertEqual(request('POST', s.url + '/resume')[0], 204)
+            self.assertEqual(self.value(self.scrape(), paused), 0)
+        self.assertEqual(self.value(self.scrape(), 'sandboxd_sandboxes{state="running",template="shell"}'), 0)
 
 
 class OpenAPI(unittest.TestCase):
