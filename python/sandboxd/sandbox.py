@@ -66,8 +66,9 @@ class Commands(CommandsBase['Sandbox']):
         and returns its :class:`CommandResult` once it ended. A non-zero exit is not an
         exception: see ``exit_code``, ``timed_out``, ``oom_killed`` and ``error``.
 
-        ``timeout``: seconds (default 300, at most 3600; 0: the most); the command is
-        killed then (``timed_out``, exit code 137). ``on_stdout``/``on_stderr``: called
+        ``timeout``: seconds, fractions too (default 300; 0: the most, 3600); the command is
+        killed then (``timed_out``, exit code 137). Beyond sandboxd's range: InvalidOption
+        naming the bound, never clamped. ``on_stdout``/``on_stderr``: called
         with each piece of output (str) as the command writes it. ``envs``: variables over
         the sandbox's (and over those given to ``Sandbox.create``); ``cwd``: working
         directory (default /work); ``stdin``: its standard input.
