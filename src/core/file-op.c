@@ -22,6 +22,7 @@ struct FileOp {
         json_object *request; /* while it waits for a slot: the message to the agent, */
         int passed_fd;        /* and the descriptor it carries (or -EBADF) */
         char *path;           /* for the messages of errors */
+        uint64_t offset;      /* ReadFile: where it starts */
         uint64_t max;         /* Download: the size refused (Max, or the default) */
         file_callback_t cb;
         void *userdata;
@@ -122,8 +123,9 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
                 buffer = memfd_create("sandbox-read", MFD_CLOEXEC);
                 if (buffer < 0)
                         return -errno;
-                if (req.length == AGENT_FILE_UNLIMITED || req.length > FILE_READ_MAX)
-                        req.length = FILE_READ_MAX;
+                /* One byte more than the bound: what is left past it is refused, not cut. */
+                if (req.length == AGENT_FILE_UNLIMITED)
+                        req.length = FILE_PART_MAX + 1;
                 passed = fcntl(buffer, F_DUPFD_CLOEXEC, 3);
                 if (passed < 0)
                         return -errno;
@@ -154,6 +156,7 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
                 .buffer_fd = TAKE_FD(buffer),
                 .passed_fd = TAKE_FD(passed),
                 .path = strdup(f->path),
+                .offset = f->offset,
                 .max = req.max,
                 .cb = cb,
                 .userdata = userdata,
@@ -187,6 +190,11 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
 int sandbox_read_file(Sandbox *s, const char *path, uint64_t offset, uint64_t length, FILE_OP_ARGS) {
         struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_READ, path);
 
+        if (length > FILE_PART_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_FILE_TOO_LARGE,
+                                         "ReadFile returns at most %llu bytes (%" PRIu64 " asked): read larger "
+                                         "files with Download, which streams, or in parts (offset, length).",
+                                         FILE_PART_MAX, length);
         f.offset = offset;
         f.length = length == 0 ? AGENT_FILE_UNLIMITED : length;
         return sandbox_file_op(s, &f, -EBADF, cb, userdata, ret_op, error);
@@ -206,6 +214,11 @@ int sandbox_write_file(Sandbox *s, const char *path, const void *data, size_t si
         struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_WRITE, path);
         int fd;
 
+        if (size > FILE_PART_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_FILE_TOO_LARGE,
+                                         "WriteFile takes at most %llu bytes (%zu given): write larger files "
+                                         "with Upload, which streams from a descriptor, or in parts with Append.",
+                                         FILE_PART_MAX, size);
         file_options_apply(&f, o);
         fd = memfd_new_with_data("sandbox-write", data, size);
         if (fd < 0)
@@ -309,8 +322,9 @@ void file_op_cancel(FileOp *op) {
 
 static void file_op_finish(FileOp *op, const struct agent_file_result *result, const SandboxError *error) {
         _cleanup_(sandbox_error_done) SandboxError failed = SANDBOX_ERROR_NULL;
-        _cleanup_free_ void *data = NULL;
+        void *data = NULL;
         size_t size = 0;
+        struct stat st;
 
         if (result && result->error == EFBIG && op->max != AGENT_FILE_UNLIMITED) {
                 sandbox_error_set(&failed, SANDBOX_ERR_FILE_TOO_LARGE,
@@ -331,15 +345,30 @@ static void file_op_finish(FileOp *op, const struct agent_file_result *result, c
                 error = &failed;
         }
 
-        if (result && result->error == 0 && op->buffer_fd >= 0) {
-                struct stat st;
-                if (fstat(op->buffer_fd, &st) >= 0 && st.st_size > 0 && (uint64_t) st.st_size <= FILE_READ_MAX) {
-                        data = malloc(st.st_size);
-                        if (data && pread(op->buffer_fd, data, st.st_size, 0) == st.st_size)
+        if (result && result->error == 0 && op->buffer_fd >= 0 && fstat(op->buffer_fd, &st) >= 0 && st.st_size > 0) {
+                if ((uint64_t) st.st_size > FILE_PART_MAX) {
+                        sandbox_error_set(&failed, SANDBOX_ERR_FILE_TOO_LARGE,
+                                          "%s: more than %llu bytes from offset %" PRIu64 ", the most ReadFile "
+                                          "returns: read larger files with Download, which streams, or in "
+                                          "parts (offset, length).", op->path, FILE_PART_MAX, op->offset);
+                        result = NULL;
+                        error = &failed;
+                } else {
+                        /* The memfd's own pages, not a copy of them. */
+                        data = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, op->buffer_fd, 0);
+                        if (data == MAP_FAILED) {
+                                sandbox_error_set_errno(&failed, errno, "%s: Failed to map what was read: %m",
+                                                        op->path);
+                                data = NULL;
+                                result = NULL;
+                                error = &failed;
+                        } else
                                 size = st.st_size;
                 }
         }
         op->cb(result, data, size, error, op->userdata);
+        if (data)
+                (void) munmap(data, size);
         file_op_free(op);
 }
 

@@ -31,8 +31,11 @@ typedef struct FileOp FileOp;
  * range, Busy) come back as -errno with error set, and cb is not called. *ret_op
  * (optional) is the operation, valid until cb is called. */
 #define FILE_OP_ARGS file_callback_t cb, void *userdata, FileOp **ret_op, SandboxError *error
-/* At most length bytes (0: as much as FILE_READ_MAX) from offset. */
+/* length bytes from offset (fewer at the file's end); 0: to the end. Refused (FileTooLarge,
+ * naming the streamed calls) past FILE_PART_MAX: length larger, or (length 0) more left in
+ * the file. The data handed to cb is valid until it returns. */
 int sandbox_read_file(Sandbox *s, const char *path, uint64_t offset, uint64_t length, FILE_OP_ARGS);
+/* size at most FILE_PART_MAX, else FileTooLarge. */
 int sandbox_write_file(Sandbox *s, const char *path, const void *data, size_t size, const FileOptions *o,
                        FILE_OP_ARGS);
 /* fd (borrowed: a regular file, pipe or socket) is what the agent reads the file from

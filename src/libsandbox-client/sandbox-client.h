@@ -401,7 +401,7 @@ typedef struct SandboxWriteOptions {
 
 #define SANDBOX_WRITE_OPTIONS_INIT ((SandboxWriteOptions) { .mode = -1 })
 
-/* length 0: to the end (at most FILE_READ_MAX). */
+/* length 0: to the end; more than FILE_PART_MAX (either way) is refused (FileTooLarge). */
 int sandbox_handle_read_file(SandboxHandle *h, const char *path, uint64_t offset, uint64_t length,
                              void **ret_data, size_t *ret_size, SandboxClientError *error);
 int sandbox_handle_write_file(SandboxHandle *h, const char *path, const void *data, size_t size,

@@ -30,6 +30,7 @@
 #include "parse-util.h"
 #include "run-args.h"
 #include "run-outcome.h"
+#include "sandbox-api.h"
 #include "run-report.h"
 #include "strv.h"
 #include "time-util.h"
@@ -38,8 +39,8 @@
 #define IFACE "io.sandboxd.Sandbox."
 #define ADDRESS_DEFAULT "unix:" SANDBOX_RUNTIME_DIR "/io.sandboxd.Sandbox"
 #define ADDRESS_ENV "SANDBOXD_VARLINK_ADDRESS"
-/* The handler file is one WriteFile; the event one Exec's Stdin. */
-#define HANDLER_FILE_MAX (8U * 1024U * 1024U)
+/* The handler file is one WriteFile (so at most what that takes); the event one Exec's Stdin. */
+#define HANDLER_FILE_MAX ((unsigned) FILE_PART_MAX)
 #define EVENT_MAX RUN_RESPONSE_MAX
 /* The sandbox's own lifetime beyond the handler's timeout: a sandbox-run killed before its
  * Exec leaves nothing behind for longer than that. */

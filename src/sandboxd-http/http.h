@@ -20,6 +20,7 @@
 
 #include "base64-util.h"
 #include "macro.h"
+#include "sandbox-api.h"
 #include "varlink.h"
 
 #define HTTP_DEFAULT_LISTEN_TCP "127.0.0.1:8347"
@@ -37,8 +38,9 @@
 #define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
 #define HTTP_JSON_DEPTH_MAX 32
-/* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data). */
-#define HTTP_FILE_CHUNK (4U * 1024U * 1024U)
+/* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data): the most
+ * those calls take. */
+#define HTTP_FILE_CHUNK ((size_t) FILE_PART_MAX)
 /* Output of an exec waiting for a slow SSE client; beyond it the stream is ended. */
 #define HTTP_STREAM_BUFFER_MAX (16U * 1024U * 1024U)
 

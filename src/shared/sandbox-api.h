@@ -74,7 +74,11 @@
  * 32 MiB message limit. */
 #define EXEC_OUTPUT_MAX (8ULL * 1024 * 1024)
 #define EXEC_STDIN_MAX (16ULL * 1024 * 1024)
-#define FILE_READ_MAX (16ULL * 1024 * 1024)    /* ReadFile returns at most this much */
+/* ReadFile returns and WriteFile takes at most this much: the whole-buffer calls, whose data
+ * sandboxd holds (and encodes) while it answers. Larger files stream: Download and Upload
+ * (on varlink: Download, and WriteFile in parts with Append), whose data never waits in
+ * sandboxd more than a pipe's worth at a time (sandboxd-api(7)). The HTTP bridge's part. */
+#define FILE_PART_MAX (4ULL * 1024 * 1024)
 #define LIST_FILES_DEPTH_MAX 16U
 #define LIST_EXECUTIONS_LIMIT_MAX 10000U
 /* GetLogs: at most this many of the latest entries (lines 0: all of them, up to this);

@@ -55,6 +55,13 @@ void varlink_stream_done(VarlinkStream *s) {
         s->input_messages = 0;
 }
 
+/* b is empty: gives its memory back if a large message made it large. */
+static void buffer_emptied(VarlinkBuffer *b) {
+        b->start = b->end = 0;
+        if (b->allocated > VARLINK_STREAM_KEEP_MAX)
+                buffer_done(b);
+}
+
 /* Room for n more bytes at the end of b: the consumed bytes make room first (when they
  * are in the way, or half the buffer). Returns how far the pending bytes moved. */
 static ssize_t buffer_reserve(VarlinkBuffer *b, size_t n) {
@@ -148,10 +155,12 @@ int varlink_stream_next(VarlinkStream *s, json_object **ret) {
         /* input_scan() counted this NUL: it is there. */
         s->input.start = (size_t) (nul - s->input.data) + 1;
         s->input_messages--;
-        if (s->input_messages == 0 && s->input.start == s->input.end)
-                s->input.start = s->input.end = s->input_scanned = 0;
-
         r = json_parse_strict(start, (size_t) (nul - start), VARLINK_STREAM_DEPTH_MAX, &m);
+        /* After the parse: start points into the buffer. */
+        if (s->input_messages == 0 && s->input.start == s->input.end) {
+                buffer_emptied(&s->input);
+                s->input_scanned = 0;
+        }
         if (r < 0)
                 return r;
         *ret = m;
@@ -190,7 +199,7 @@ ssize_t varlink_stream_write(VarlinkStream *s) {
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
         s->output.start += (size_t) n;
         if (s->output.start == s->output.end)
-                s->output.start = s->output.end = 0;
+                buffer_emptied(&s->output);
         return n;
 }
 

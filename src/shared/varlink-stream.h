@@ -22,6 +22,9 @@
 #include <json-c/json.h>
 
 #define VARLINK_STREAM_READ_SIZE (64U * 1024U)
+/* A buffer that a large message made larger than this is freed once it is empty: an idle
+ * connection does not keep the memory of its largest message. */
+#define VARLINK_STREAM_KEEP_MAX (1024U * 1024U)
 /* Nesting depth json-c accepts in a message: deep enough for any real interface, shallow
  * enough that json-c's recursive serialiser and destructor stay cheap. */
 #define VARLINK_STREAM_DEPTH_MAX 64

@@ -440,11 +440,15 @@ class Streaming(Base):
         _r, error, _p = vl('Download', {'id': self.sid, 'path': 'blob', 'options': {'Max': 1000}}, more=True)
         self.assertEqual(error, f'{IFACE}.FileTooLarge')
 
-    def test_large_files_in_parts_and_whole(self):
-        """WriteFile with Append and ReadFile with offset and length move a file in parts;
-        16 MiB, ReadFile's bound, fits one reply (base64 included)."""
+    def test_large_files_in_parts_and_streamed(self):
+        """WriteFile with Append and ReadFile with offset and length move a file in parts of
+        at most 4 MiB (FILE_PART_MAX); past that the whole-buffer calls refuse, naming the
+        streamed way (issue 27: sandboxd held whole files), and Download streams it."""
         data = os.urandom(16 * MiB)
         part = 4 * MiB
+        _r, error, params = vl('WriteFile', {'id': self.sid, 'path': 'big', 'data': b64(data[:part + 1])})
+        self.assertEqual(error, f'{IFACE}.FileTooLarge', params)
+        self.assertIn('Append', params['message'])
         for i in range(0, len(data), part):
             _r, error, params = vl('WriteFile', {'id': self.sid, 'path': 'big', 'data': b64(data[i:i + part]),
                                                  'options': {'Append': i > 0, 'Mode': 0o600}})
@@ -453,9 +457,19 @@ class Streaming(Base):
         self.assertEqual((replies[0]['entry']['size'], replies[0]['entry']['mode']), (len(data), 0o600))
         replies, error, params = vl('ReadFile', {'id': self.sid, 'path': 'big', 'offset': 5, 'length': 1000})
         self.assertEqual(unb64(replies[0]['data']), data[5:1005])
-        replies, error, params = vl('ReadFile', {'id': self.sid, 'path': 'big'})
+        replies, error, params = vl('ReadFile', {'id': self.sid, 'path': 'big', 'offset': part, 'length': part})
+        self.assertEqual(unb64(replies[0]['data']), data[part:2 * part])
+        # The rest of the file is more than a part: refused, not cut.
+        for p in ({}, {'offset': len(data) - part - 1}, {'length': part + 1}):
+            _r, error, params = vl('ReadFile', dict({'id': self.sid, 'path': 'big'}, **p))
+            self.assertEqual(error, f'{IFACE}.FileTooLarge', (p, params))
+            self.assertIn('Download', params['message'])
+        replies, error, params = vl('ReadFile', {'id': self.sid, 'path': 'big', 'offset': len(data) - part})
+        self.assertEqual(unb64(replies[0]['data']), data[-part:])
+        replies, error, params = vl('Download', {'id': self.sid, 'path': 'big'}, more=True)
         self.assertIsNone(error, params)
-        self.assertEqual(unb64(replies[0]['data']), data)
+        self.assertEqual(b''.join(unb64(r.get('data', '')) for r in replies), data)
+        self.assertEqual(replies[-1]['bytes'], len(data))
         # Exec's largest reply: OutputMax 8 MiB of each stream, without "more".
         replies, error, params = vl('Exec', {'id': self.sid, 'argv': ['sh', '-c', 'cat big big; cat big big >&2'],
                                              'options': {'OutputMax': 8 * MiB}})

@@ -6,7 +6,7 @@ large replies too, and its memory stays bounded (sandboxd(8), Bounds; bus-flow.h
 
 The slow peer is a raw D-Bus connection (rawbus.py) with a small receive buffer: it
 sends its calls and never reads again, as a stuck or hostile client would: 32 ReadFile
-of 16 MiB (the issue's report), or tens of thousands of small calls."""
+of 4 MiB (ReadFile's most; the issue's report had 16 MiB), or tens of thousands of small calls."""
 
 import os
 import sys
@@ -19,8 +19,8 @@ import rawbus  # noqa: E402
 import secutil  # noqa: E402
 from secutil import E, M, MGR, SBX, Base, MiB, bus, call, sandbox_path  # noqa: E402
 
-FILE_SIZE = 16 * MiB       # FILE_READ_MAX: the largest reply ReadFile gives
-CALLS = 32                 # as the issue's report: 32 reads of 16 MiB, none read
+FILE_SIZE = 4 * MiB        # FILE_PART_MAX: the largest reply ReadFile gives
+CALLS = 32                 # as the issue's report: 32 reads of the largest, none read
 SMALL_CALLS = 40000        # introspections of a sandbox: some 300 MiB of replies
 WATCH_SEC = 10             # how long the other client is watched
 LATENCY_MAX_SEC = 2.0      # the other client's calls, each
@@ -42,7 +42,7 @@ def read_file_call(serial, sid, path):
     body = rawbus.Writer()
     body.string(path.encode())
     body.u64(0)
-    body.u64(0)                                # 0: all of it, up to FILE_READ_MAX
+    body.u64(0)                                # 0: all of it (at most FILE_PART_MAX)
     return rawbus.message(serial, BUS, sandbox_path(sid).encode(), SBX.encode(), b'ReadFile', b'stt', bytes(body.b))
 
 

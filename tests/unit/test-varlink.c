@@ -25,6 +25,7 @@
 #include "strv.h"
 #include "time-util.h"
 #include "varlink-idl.h"
+#include "varlink-stream.h"
 #include "varlink.h"
 
 #define TEST_INTERFACE "io.sandboxd.Test"
@@ -467,6 +468,57 @@ static void test_framing_split(void **state) {
         raw_expect_nothing();          /* complete but for its NUL */
         raw_send("", 1);
         assert_reply_int(raw_recv(), "x", 7, false);
+}
+
+/* A buffer that one large message grew is given back once it is empty, either way: an
+ * idle connection keeps none of its largest message's memory (issue 27). */
+static void test_stream_large_buffers_released(void **state) {
+        const size_t size = 3 * VARLINK_STREAM_KEEP_MAX;
+        _cleanup_free_ char *big = malloc(size + 1);
+        VarlinkStream a, b;
+        json_object *m = NULL;
+        int sv[2], r;
+        ssize_t n;
+
+        assert_non_null(big);
+        assert_return_code(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), errno);
+        assert_return_code(varlink_stream_init(&a, sv[0], 8 * VARLINK_STREAM_KEEP_MAX), errno);
+        assert_return_code(varlink_stream_init(&b, sv[1], 8 * VARLINK_STREAM_KEEP_MAX), errno);
+
+        /* {"s":"xxx…"}, about 3 MiB, from a to b. */
+        memset(big, 'x', size);
+        big[size] = 0;
+        m = json_object_new_object();
+        assert_int_equal(json_object_object_add(m, "s", json_object_new_string(big)), 0);
+        assert_int_equal(varlink_stream_enqueue(&a, m), 0);
+        json_object_put(m);
+        assert_true(a.output.allocated > VARLINK_STREAM_KEEP_MAX);
+
+        m = NULL;
+        while (!m) {
+                while (varlink_stream_write(&a) > 0)
+                        ;
+                n = varlink_stream_read(&b);
+                assert_true(n > 0 || n == -EAGAIN);
+                r = varlink_stream_next(&b, &m);
+                assert_true(r >= 0);
+        }
+        assert_int_equal(strlen(json_object_get_string(json_object_object_get(m, "s"))), size);
+        json_object_put(m);
+        assert_int_equal(a.output.allocated, 0);
+        assert_int_equal(b.input.allocated, 0);
+        assert_null(b.input.data);
+
+        /* Small ones keep their buffer: no allocation per message. */
+        m = json_object_new_object();
+        assert_int_equal(json_object_object_add(m, "s", json_object_new_string("small")), 0);
+        assert_int_equal(varlink_stream_enqueue(&a, m), 0);
+        json_object_put(m);
+        assert_int_equal(varlink_stream_flush(&a), 0);
+        assert_true(a.output.allocated > 0);
+
+        varlink_stream_done(&a);
+        varlink_stream_done(&b);
 }
 
 static void test_framing_two_in_one_read(void **state) {
@@ -1084,6 +1136,7 @@ static void test_listen_abstract(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_framing_split, setup, teardown),
+                cmocka_unit_test(test_stream_large_buffers_released),
                 cmocka_unit_test_setup_teardown(test_framing_two_in_one_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_oversized, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_oversized_answered, setup, teardown),
