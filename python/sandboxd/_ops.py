@@ -39,7 +39,7 @@ R = TypeVar('R')
 #: an operation: yields requests, is sent their answers, returns R
 Op = Generator[Request, Any, R]
 
-FILE_CHUNK = 16 * 1024 * 1024      # ReadFile's most per call
+FILE_PART_MAX = 4 * 1024 * 1024    # ReadFile's and WriteFile's most per call (sandboxd-api(7))
 
 EXEC_TIMEOUT_MAX = 3600
 
@@ -356,15 +356,22 @@ def kill_process(sandbox_id: str, process: int, signal: int) -> Op[bool]:
 
 
 def read_file(sandbox_id: str, path: str) -> Op[bytes]:
-    """The whole file, in parts of ReadFile's most."""
+    """The whole file: one ReadFile while it is at most ReadFile's most (FILE_PART_MAX);
+    a larger one (FileTooLarge) streams with Download, whose parts sandboxd never holds
+    more than a few of."""
+    try:
+        reply: Reply = yield Call('ReadFile', {'id': sandbox_id, 'path': path})
+        return unb64(reply.parameters.get('data'))
+    except SandboxError as e:
+        if not e.name.endswith('.FileTooLarge'):
+            raise
     data = bytearray()
+    reply = yield Call('Download', {'id': sandbox_id, 'path': path}, more=True)
     while True:
-        reply: Reply = yield Call('ReadFile', {'id': sandbox_id, 'path': path, 'offset': len(data),
-                                               'length': FILE_CHUNK})
-        chunk = unb64(reply.parameters.get('data'))
-        data += chunk
-        if len(chunk) < FILE_CHUNK:
+        data += unb64(reply.parameters.get('data'))
+        if not reply.continues:
             return bytes(data)
+        reply = yield NEXT
 
 
 def write_file(sandbox_id: str, path: str, data: bytes, mode: int | None,

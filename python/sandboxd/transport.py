@@ -54,7 +54,10 @@ def _full(method: str) -> str:
     return method if '.' in method else f'{INTERFACE}.{method}'
 
 
-WRITE_CHUNK = 8 * 1024 * 1024
+#: bytes per WriteFile: at most sandboxd's 4 MiB (FILE_PART_MAX); smaller, so that many
+#: writers at once hold little of sandboxd's memory (each part waits there, decoded, until
+#: the sandbox took it)
+WRITE_CHUNK = 1024 * 1024
 
 
 class Transport(abc.ABC):

@@ -228,9 +228,11 @@ class Operations(unittest.TestCase):
         self.assertIn('OOM', r.error)
 
     def test_files(self):
-        big = bytes(range(256)) * (_ops.FILE_CHUNK // 256)
+        big = bytes(range(256)) * (_ops.FILE_PART_MAX // 256)
         t = ScriptedTransport([
-            ('ReadFile', [{'data': b64(big)}]), ('ReadFile', [{'data': b64(b'tail')}]),
+            ('ReadFile', [{'data': b64(b'small')}]),
+            ('ReadFile', errors.error_from_reply('io.sandboxd.Sandbox.FileTooLarge', {'message': 'big: more'})),
+            ('Download', [{'data': b64(big)}, {'data': b64(b'tail')}, {'bytes': len(big) + 4}]),
             ('MakeDirectory', enoent('a/b')), ('MakeDirectory', [{}]),
             ('MakeDirectory', errors.error_from_reply('io.sandboxd.Sandbox.SystemError',
                                                       {'errno': 17, 'errnoName': 'EEXIST', 'message': 'a'})),
@@ -240,10 +242,14 @@ class Operations(unittest.TestCase):
             ('ReadFile', enoent('gone')),
         ])
         f = sandboxd.Sandbox('abc', transport=t).files
+        # One ReadFile while it fits; past FILE_PART_MAX, Download streams it.
+        self.assertEqual(f.read('small', format='bytes'), b'small')
         self.assertEqual(f.read('big', format='bytes'), big + b'tail')
-        self.assertEqual(t.calls[1][1]['offset'], len(big))
+        self.assertEqual([(c[0], c[2]) for c in t.calls], [('ReadFile', False), ('ReadFile', False),
+                                                          ('Download', True)])
+        self.assertNotIn('length', t.calls[1][1])
         self.assertTrue(f.make_dir('a/b'))
-        self.assertEqual(t.calls[3][1]['parents'], True)
+        self.assertEqual(t.calls[4][1]['parents'], True)
         self.assertFalse(f.make_dir('a'))
         self.assertFalse(f.exists('nope'))
         (e,) = f.list('dir')

@@ -756,39 +756,69 @@ static int file_read(McpRequest *r) {
         return mcp_request_call(r, "ReadFile", TAKE_PTR(p), file_read_done);
 }
 
+/* A file_write's content goes in parts of at most FILE_PART_MAX, the most WriteFile takes,
+ * the later ones appended: r->scratch holds the bytes ("data"), how far they went
+ * ("offset") and what sandboxd counted ("bytes"). */
+static int file_write_part(McpRequest *r);
+
 static int file_written(McpRequest *r, json_object *parameters, const char *error) {
-        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_json_ json_object *o = NULL;
+        json_object *offset = json_object_object_get(r->scratch, "offset");
+        json_object *bytes = json_object_object_get(r->scratch, "bytes");
+        int64_t size = json_object_get_string_len(json_object_object_get(r->scratch, "data"));
 
         if (error)
                 return mcp_request_finish_varlink_error(r, parameters, error);
+        if (json_object_set_int64(bytes, json_object_get_int64(bytes) + json_int_field(parameters, "bytes")) == 0)
+                return -ENOMEM;
+        if (json_object_get_int64(offset) < size)
+                return file_write_part(r);
+        o = json_object_new_object();
         if (!o ||
             json_add(o, "path", json_object_new_string(mcp_arg_string(r, "path"))) < 0 ||
-            json_add(o, "bytes", json_object_new_int64(json_int_field(parameters, "bytes"))) < 0)
+            json_add(o, "bytes", json_object_new_int64(json_object_get_int64(bytes))) < 0)
                 return -ENOMEM;
         return mcp_request_finish_structured(r, o, NULL, false);
 }
 
-static int file_write(McpRequest *r) {
-        _cleanup_json_ json_object *p = params_sandbox_path(r, NULL), *o = json_object_new_object(), *data = NULL;
-        const char *content = mcp_arg_string(r, "content");
+static int file_write_part(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_sandbox_path(r, NULL), *o = json_object_new_object();
+        json_object *data = json_object_object_get(r->scratch, "data");
+        json_object *offset = json_object_object_get(r->scratch, "offset");
+        int64_t at = json_object_get_int64(offset), size = json_object_get_string_len(data);
+        size_t n = MIN((size_t) (size - at), (size_t) FILE_PART_MAX);
 
-        if (!p || !o)
-                return -ENOMEM;
-        if (streq_ptr(mcp_arg_string(r, "encoding"), "base64")) {
-                _cleanup_free_ void *bytes = NULL;
-                size_t n;
-                if (base64_decode(content, &bytes, &n) < 0)
-                        return mcp_request_finish_errorf(r, "Invalid arguments for file_write: content is not base64");
-                data = json_object_new_base64(bytes, n);   /* as sandboxd wants it: no line breaks */
-        } else
-                data = json_object_new_base64(content, strlen(content));
-        if (json_add(o, "CreateParents", json_object_new_boolean(true)) < 0 ||
-            json_add(o, "Append", json_object_new_boolean(mcp_arg_bool(r, "append", false))) < 0 ||
+        if (!p || !o ||
+            json_add(o, "CreateParents", json_object_new_boolean(true)) < 0 ||
+            json_add(o, "Append", json_object_new_boolean(at > 0 || mcp_arg_bool(r, "append", false))) < 0 ||
             (mcp_arg_has(r, "mode") && json_add(o, "Mode", json_object_new_int64(mcp_arg_int(r, "mode", 0))) < 0) ||
-            json_add(p, "data", TAKE_PTR(data)) < 0 ||
-            json_add(p, "options", TAKE_PTR(o)) < 0)
+            json_add(p, "data", json_object_new_base64(json_object_get_string(data) + at, n)) < 0 ||
+            json_add(p, "options", TAKE_PTR(o)) < 0 ||
+            json_object_set_int64(offset, at + (int64_t) n) == 0)
                 return -ENOMEM;
         return mcp_request_call(r, "WriteFile", TAKE_PTR(p), file_written);
+}
+
+static int file_write(McpRequest *r) {
+        _cleanup_json_ json_object *scratch = json_object_new_object();
+        const char *content = mcp_arg_string(r, "content");
+        _cleanup_free_ void *bytes = NULL;
+        size_t n = strlen(content);
+
+        if (!scratch)
+                return -ENOMEM;
+        if (streq_ptr(mcp_arg_string(r, "encoding"), "base64")) {
+                if (base64_decode(content, &bytes, &n) < 0)
+                        return mcp_request_finish_errorf(r, "Invalid arguments for file_write: content is not base64");
+                content = bytes;
+        }
+        if (json_add(scratch, "data", json_object_new_string_len(content, (int) n)) < 0 ||
+            json_add(scratch, "offset", json_object_new_int64(0)) < 0 ||
+            json_add(scratch, "bytes", json_object_new_int64(0)) < 0)
+                return -ENOMEM;
+        json_object_put(r->scratch);
+        r->scratch = TAKE_PTR(scratch);
+        return file_write_part(r);
 }
 
 static int files_listed(McpRequest *r, json_object *parameters, const char *error) {

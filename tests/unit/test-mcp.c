@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "base64-util.h"
+#include "sandbox-api.h"
 #include "json-util.h"
 #include "mcp.h"
 #include "varlink.h"
@@ -142,8 +143,15 @@ static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFl
                         return reply_json(call, "{\"data\":\"AAEC\"}");
                 return reply_json(call, "{\"data\":\"aGVsbG8=\"}");
         }
-        if (streq(method, "WriteFile"))
-                return reply_json(call, "{\"bytes\":5}");
+        if (streq(method, "WriteFile")) {
+                _cleanup_free_ void *data = NULL;
+                char text[64];
+                size_t n;
+
+                assert_int_equal(base64_decode(param(parameters, "data"), &data, &n), 0);
+                snprintf(text, sizeof(text), "{\"bytes\":%zu}", n);
+                return reply_json(call, text);
+        }
         if (streq(method, "ListTemplates"))
                 return error_json(call, "org.varlink.service.InvalidParameter", "{\"parameter\":\"x\"}");
         if (streq(method, "Snapshot") || streq(method, "Hibernate"))
@@ -611,6 +619,31 @@ static void test_files(void **state) {
         assert_int_equal(json_object_get_int(get(p, "options.Mode")), 0600);
         assert_string_equal(json_object_to_json_string(get(res, "structuredContent")),
                             "{ \"path\": \"a\\/b.txt\", \"bytes\": 5 }");
+
+        /* Past the most WriteFile takes: in parts, the later ones appended (issue 27). */
+        {
+                size_t big = FILE_PART_MAX + FILE_PART_MAX / 2 + 3, first = json_object_array_length(calls);
+                _cleanup_free_ char *args = malloc(big + 128), *content = malloc(big + 1);
+                json_object *c;
+
+                assert_non_null(args);
+                assert_non_null(content);
+                memset(content, 'z', big);
+                content[big] = 0;
+                snprintf(args, big + 128, "{\"sandbox_id\":\"" SID "\",\"path\":\"big\",\"content\":\"%s\"}", content);
+                res = tool(s, "file_write", args);
+                assert_false(tool_is_error(res));
+                assert_int_equal(json_object_get_int64(get(res, "structuredContent.bytes")), (int64_t) big);
+                assert_int_equal(json_object_array_length(calls) - first, 2);
+                for (size_t i = 0; i < 2; i++) {
+                        c = get(json_object_array_get_idx(calls, first + i), "parameters");
+                        free(data);
+                        data = NULL;
+                        assert_int_equal(base64_decode(get_string(c, "data"), &data, &n), 0);
+                        assert_int_equal(n, i == 0 ? FILE_PART_MAX : big - FILE_PART_MAX);
+                        assert_int_equal(json_object_get_boolean(get(c, "options.Append")), i == 1);
+                }
+        }
 
         res = tool(s, "file_write", "{\"sandbox_id\":\"" SID "\",\"path\":\"x\",\"content\":\"!!\",\"encoding\":\"base64\"}");
         assert_true(tool_is_error(res));
