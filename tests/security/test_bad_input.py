@@ -148,6 +148,10 @@ class BadInput(Base):
             ('Timeout 3601', self.exec_call(['true'], Timeout=v('t', 3601)), E + 'InvalidOption'),
             ('Timeout 2^64-1', self.exec_call(['true'], Timeout=v('t', U64_MAX)), E + 'InvalidOption'),
             ('Timeout as i', self.exec_call(['true'], Timeout=v('i', 5)), E + 'InvalidOption'),
+            ('TimeoutUSec 999', self.exec_call(['true'], TimeoutUSec=v('t', 999)), E + 'InvalidOption'),
+            ('TimeoutUSec 3600 s + 1 µs', self.exec_call(['true'], TimeoutUSec=v('t', 3600 * 10 ** 6 + 1)),
+             E + 'InvalidOption'),
+            ('TimeoutUSec 2^64-1', self.exec_call(['true'], TimeoutUSec=v('t', U64_MAX)), E + 'InvalidOption'),
             ('OutputMax 2^40', self.exec_call(['true'], OutputMax=v('t', 2 ** 40)), E + 'InvalidOption'),
             ('OutputMax 2^64-1', self.exec_call(['true'], OutputMax=v('t', U64_MAX)), E + 'InvalidOption'),
             ('OutputMax 16 MiB + 1', self.exec_call(['true'], OutputMax=v('t', 16 * MiB + 1)), E + 'InvalidOption'),
@@ -324,6 +328,14 @@ class BadInput(Base):
         self.assertEqual(res['reply'][1], {'len': len(data) * 2}, res)
         cp = self.ok(self.exec(self.sid, 'sh', '-c', 'od -An -v -tx1 | tr -d " \\n"', input=data))
         self.assertEqual(cp.stdout, data.hex())
+
+    def test_timeout_usec_keeps_a_fraction_of_a_second(self):
+        res = bus([self.exec_call(['sleep', '5'], TimeoutUSec=v('t', 300000))])[0]
+        self.assertIn('reply', res, res)
+        self.assertEqual(res['reply'][0], 137, res)
+        info = res['reply'][3]
+        self.assertTrue(info['TimedOut'], res)
+        self.assertLess(info['DurationUSec'], 900000, res)
 
     def test_unprivileged_caller_gets_the_same_named_errors(self):
         # Parsed before polkit is asked: a caller without any grant cannot do more harm.
