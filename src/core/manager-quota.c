@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "list.h"
 #include "log.h"
 #include "manager-quota.h"
 #include "sandbox-internal.h"
@@ -20,12 +21,23 @@
 /* Buckets kept before the full (idle) ones are dropped. */
 #define QUOTA_BUCKETS_KEEP 256U
 
+/* One owner's or tenant's: its creates-per-second bucket, its starts in flight. */
 typedef struct QuotaBucket {
         bool tenant;
         uid_t uid;
         char name[SANDBOX_NAME_MAX + 1];
         TokenBucket bucket;
+        unsigned starting;
 } QuotaBucket;
+
+typedef struct StartWaiter {
+        char *template_name;
+        SandboxConfig config;  /* resolved */
+        uid_t owner;
+        sandbox_callback_t cb;
+        void *userdata;
+        struct StartWaiter *next, *prev;
+} StartWaiter;
 
 static void on_slice_limits_set(const char *result, const sd_bus_error *error, void *userdata) {
         Manager *m = userdata;
@@ -64,6 +76,7 @@ int manager_quota_setup(Manager *m) {
 }
 
 void manager_quota_done(Manager *m) {
+        m->start_pump = sd_event_source_disable_unref(m->start_pump);
         systemd_client_cancel(m->systemd, m);
         m->buckets = mfree(m->buckets);
         m->n_buckets = 0;
@@ -114,6 +127,10 @@ static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUs
                         continue;
                 quota_use_add(ret, &s->config);
         }
+        /* Those waiting for their turn to start count already. */
+        for (StartWaiter *w = m->start_waiters; w; w = w->next)
+                if (!isempty(tenant) ? streq(w->config.tenant, tenant) : (w->owner == owner && isempty(w->config.tenant)))
+                        quota_use_add(ret, &w->config);
 }
 
 static QuotaBucket *quota_bucket(Manager *m, uid_t owner, const char *tenant, bool create) {
@@ -136,7 +153,8 @@ static QuotaBucket *quota_bucket(Manager *m, uid_t owner, const char *tenant, bo
                 for (size_t i = 0; i < m->n_buckets; i++) {
                         b = &m->buckets[i];
                         l = b->tenant ? &m->settings.tenancy.quota.tenant : &m->settings.tenancy.quota.owner;
-                        if (token_bucket_in_use(&b->bucket, l->creates_per_sec, l->creates_burst, now) > 0)
+                        if (b->starting > 0 ||
+                            token_bucket_in_use(&b->bucket, l->creates_per_sec, l->creates_burst, now) > 0)
                                 m->buckets[k++] = *b;
                 }
                 m->n_buckets = k;
@@ -188,6 +206,116 @@ int manager_quota_check(Manager *m, const Template *t, uid_t owner, const Sandbo
                                                "(CreatesPerSecond=, a burst of %" PRIu64 "); try again later.",
                                                whom, l->creates_per_sec, l->creates_burst ?: l->creates_per_sec);
         return 0;
+}
+
+/* ---- starts in flight, per owner or tenant ---- */
+
+static bool start_slot_free(Manager *m, uid_t owner, const char *tenant) {
+        QuotaBucket *b = quota_bucket(m, owner, tenant, false);
+        return !b || b->starting < m->settings.tenancy.node.starts_in_flight;
+}
+
+void manager_start_counted(Manager *m, Sandbox *s) {
+        QuotaBucket *b = quota_bucket(m, s->owner, s->config.tenant, true);
+
+        /* Out of memory for the bucket: the start goes uncounted, not refused. */
+        if (!b)
+                return;
+        b->starting++;
+        s->start_counted = true;
+}
+
+static void start_waiter_free(StartWaiter *w) {
+        free(w->template_name);
+        sandbox_config_done(&w->config);
+        free(w);
+}
+
+static int on_start_pump(sd_event_source *source, void *userdata) {
+        Manager *m = userdata;
+
+        /* In the order they came, each whose owner (tenant) has a slot free again; a
+         * callback may create or destroy, so the walk starts over after each. */
+        for (bool again = true; again;) {
+                again = false;
+                for (StartWaiter *w = m->start_waiters; w; w = w->next) {
+                        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                        const Template *t;
+                        int r;
+
+                        if (!start_slot_free(m, w->owner, w->config.tenant))
+                                continue;
+                        LIST_REMOVE_WITH_TAIL(m->start_waiters, m->start_waiters_tail, w);
+                        t = template_set_find(&m->templates, w->template_name);
+                        if (!t)
+                                r = sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_TEMPLATE,
+                                                      "Template '%s' was removed while the create waited.",
+                                                      w->template_name);
+                        else
+                                r = manager_start_sandbox_now(m, t, &w->config, w->owner, false, w->cb, w->userdata,
+                                                              &error);
+                        if (r < 0)
+                                w->cb(NULL, &error, w->userdata);
+                        start_waiter_free(w);
+                        again = true;
+                        break;
+                }
+        }
+        return 0;
+}
+
+void manager_start_done(Manager *m, Sandbox *s) {
+        QuotaBucket *b = quota_bucket(m, s->owner, s->config.tenant, false);
+
+        s->start_counted = false;
+        if (b && b->starting > 0)
+                b->starting--;
+        if (!m->start_waiters || !m->event)
+                return;
+        /* Not from within the state change: the next start goes from the loop. */
+        if (m->start_pump)
+                (void) sd_event_source_set_enabled(m->start_pump, SD_EVENT_ONESHOT);
+        else
+                (void) sd_event_add_defer(m->event, &m->start_pump, on_start_pump, m);
+}
+
+int manager_start_admitted(Manager *m, const Template *t, SandboxConfig *config, uid_t owner,
+                           sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        bool own_waiting = false;
+        StartWaiter *w;
+        int r;
+
+        /* Behind its own owner's (tenant's) waiting creates, never behind another's. */
+        for (w = m->start_waiters; w && !own_waiting; w = w->next)
+                own_waiting = w->owner == owner && streq(w->config.tenant, config->tenant);
+        if (!own_waiting && start_slot_free(m, owner, config->tenant))
+                return manager_start_sandbox_now(m, t, config, owner, false, cb, userdata, error);
+
+        w = calloc(1, sizeof(StartWaiter));
+        if (!w)
+                return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        w->template_name = strdup(t->name);
+        r = w->template_name ? sandbox_config_copy(&w->config, config) : -ENOMEM;
+        if (r < 0) {
+                free(w->template_name);
+                free(w);
+                return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        }
+        w->owner = owner;
+        w->cb = cb;
+        w->userdata = userdata;
+        LIST_APPEND(m->start_waiters, m->start_waiters_tail, w);
+        return 0;
+}
+
+void manager_start_waiters_abandon(Manager *m, const SandboxError *error) {
+        while (m->start_waiters) {
+                StartWaiter *w = m->start_waiters;
+
+                LIST_REMOVE_WITH_TAIL(m->start_waiters, m->start_waiters_tail, w);
+                w->cb(NULL, error, w->userdata);
+                start_waiter_free(w);
+        }
 }
 
 int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret) {

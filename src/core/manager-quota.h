@@ -12,6 +12,18 @@ void manager_quota_done(Manager *m);
 /* The admin's defaults and maxima (sandboxd.conf [Limits], the template's "maxima"), then
  * the template's defaults and the machine's bounds (sandbox_config_finalize()). */
 int manager_config_resolve(Manager *m, const Template *t, SandboxConfig *config, SandboxError *error);
+/* Starts a sandbox for owner (config resolved already) now, or, when owner's (its
+ * tenant's) StartsInFlight= are all taken, once one of them is done: cb then, as
+ * manager_start_sandbox() has it. */
+int manager_start_admitted(Manager *m, const Template *t, SandboxConfig *config, uid_t owner,
+                           sandbox_callback_t cb, void *userdata, SandboxError *error);
+/* s (not pooled) is starting: one of its owner's (tenant's) slots is taken. */
+void manager_start_counted(Manager *m, Sandbox *s);
+/* A sandbox's state changed, or it goes: its start, if counted, is done. */
+void manager_start_done(Manager *m, Sandbox *s);
+/* sandboxd stops: the waiting creates are answered with error. */
+void manager_start_waiters_abandon(Manager *m, const SandboxError *error);
+
 /* Whether one more sandbox of config for owner fits: its maxima, then the quota of its
  * tenant (or owner), then the creates-per-second bucket. QuotaExceeded or InvalidOption. */
 int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,

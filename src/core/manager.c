@@ -202,6 +202,7 @@ Manager *manager_free(Manager *m) {
         if (m->systemd)
                 manager_quota_done(m);
         manager_recycle_waiters_abandon(m, &gone);
+        manager_start_waiters_abandon(m, &gone);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;
                 bool detach = s->saved && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
@@ -609,6 +610,8 @@ size_t manager_n_sandboxes(Manager *m) {
 }
 
 void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
+        if (s->start_counted && s->state != SANDBOX_STARTING)
+                manager_start_done(m, s);
         if (!s->pooled)
                 MANAGER_NOTIFY(m, sandbox_state_changed, s);
 }
@@ -646,6 +649,8 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
 }
 
 void manager_unlink_sandbox(Manager *m, Sandbox *s) {
+        if (s->start_counted)
+                manager_start_done(m, s);
         LIST_REMOVE_WITH_TAIL(m->sandboxes, m->sandboxes_tail, s);
         for (Sandbox **p = &m->by_id[id_bucket(s->id)]; *p; p = &(*p)->id_next)
                 if (*p == s) {
@@ -805,7 +810,6 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
 
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                                  sandbox_callback_t cb, void *userdata, SandboxError *error) {
-        Sandbox *s;
         int r;
 
         r = manager_config_resolve(m, t, config, error);
@@ -813,12 +817,26 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
                 r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
         if (r < 0)
                 return r;
+        /* A caller's create takes its turn among its owner's (tenant's); the pool's do not
+         * wait. */
+        if (pooled)
+                return manager_start_sandbox_now(m, t, config, owner, true, cb, userdata, error);
+        return manager_start_admitted(m, t, config, owner, cb, userdata, error);
+}
+
+int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
+                              sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        Sandbox *s;
+        int r;
+
         r = sandbox_new(m, t, config, owner, &s);
         if (r < 0)
                 return sandbox_error_set_errno(error, r, "Failed to allocate sandbox: %m");
         s->pooled = pooled;
 
         manager_link_sandbox(m, s);
+        if (!pooled)
+                manager_start_counted(m, s);
 
         r = sandbox_start(s, cb, userdata);
         if (r < 0) {

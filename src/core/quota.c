@@ -78,6 +78,8 @@ int node_ceiling_resolve(NodeCeiling *c, const HostResources *host, char *ret_wh
                 return -ERANGE;
         }
 
+        if (c->starts_in_flight == 0)
+                c->starts_in_flight = NODE_STARTS_IN_FLIGHT_DEFAULT;
         if (c->cpu_weight == 0)
                 c->cpu_weight = NODE_CPU_WEIGHT_DEFAULT;
         else if (c->cpu_weight >= NODE_CPU_WEIGHT_SYSTEM) {

@@ -21,6 +21,7 @@ typedef struct NodeCeiling {
         uint64_t tasks_max;
         uint64_t tasks_reserve;   /* PIDs kept for the rest of the host */
         uint64_t cpu_weight;      /* below system.slice's (100 unless changed) */
+        uint64_t starts_in_flight; /* per owner or tenant: the rest wait their turn; 0: default */
         bool apply;               /* Ceilings=no: leave sandbox.slice as its unit file says */
 } NodeCeiling;
 
@@ -35,6 +36,10 @@ typedef struct HostResources {
 #define NODE_TASKS_RESERVE_MIN 1024ULL
 #define NODE_CPU_WEIGHT_DEFAULT 50ULL
 #define NODE_CPU_WEIGHT_SYSTEM 100ULL
+/* Starts (StartTransientUnit and the payload's boot) one owner or tenant has in flight;
+ * its next creates wait in sandboxd, so that systemd's one job queue holds at most this
+ * many of each and one tenant's flood does not stall another's create. */
+#define NODE_STARTS_IN_FLIGHT_DEFAULT 16ULL
 
 int host_resources_read(HostResources *ret);
 /* Fills what c leaves 0 from the host: memory minus the reserve (by default an eighth of

@@ -105,6 +105,7 @@ struct Sandbox {
         bool fd_stored;       /* its control socket is in systemd's fd store */
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
+        bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
         /* Recycling (recycle.c): its user is done with it. It is reset (recycling), then
          * kept in the pooled chain for the same owner, tenant, template and limits only;
@@ -185,6 +186,10 @@ struct Manager {
          * (quota.h), dropped once full again. */
         struct QuotaBucket *buckets;
         size_t n_buckets;
+        /* Creates waiting for one of their owner's (tenant's) StartsInFlight= slots, in
+         * the order they came (manager-quota.c). */
+        struct StartWaiter *start_waiters, *start_waiters_tail;
+        sd_event_source *start_pump;
 
 };
 
@@ -241,6 +246,9 @@ void manager_pool_chain_add(Manager *m, Sandbox *s);
 void manager_pool_chain_remove(Manager *m, Sandbox *s);
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                           sandbox_callback_t cb, void *userdata, SandboxError *error);
+/* The same with config resolved already, at once (manager-quota.c's queue calls it). */
+int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
+                              sandbox_callback_t cb, void *userdata, SandboxError *error);
 
 /* recycle.c */
 /* Whether sandbox_release() would keep s (reset) rather than destroy it. */

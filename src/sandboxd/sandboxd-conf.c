@@ -46,6 +46,7 @@ static const ConfigTableItem recorder_table[] = {
         { "Node", "TasksMax",        config_parse_uint64, offsetof(SettingsFile, ten.node.tasks_max),      "a number" },
         { "Node", "TasksReserve",    config_parse_uint64, offsetof(SettingsFile, ten.node.tasks_reserve),  "a number" },
         { "Node", "CPUWeight",       config_parse_uint64, offsetof(SettingsFile, ten.node.cpu_weight),     "a number, 1…99" },
+        { "Node", "StartsInFlight",  config_parse_uint64, offsetof(SettingsFile, ten.node.starts_in_flight), "a number" },
         { "Limits", "MemoryMax",        config_parse_size,      offsetof(SettingsFile, ten.limits.max.memory_max),             "bytes with an optional K, M, G or T" },
         { "Limits", "CPUQuotaMax",      config_parse_cpu_quota, offsetof(SettingsFile, ten.limits.max.cpu_quota_per_sec_usec), "a percentage of one CPU" },
         { "Limits", "TasksMax",         config_parse_uint64,    offsetof(SettingsFile, ten.limits.max.tasks_max),              "a number" },
