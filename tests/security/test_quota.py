@@ -42,6 +42,7 @@ CONFIG = """
 MemoryMax=700M
 TasksMax=3000
 CPUWeight=30
+StartsInFlight=2
 [Limits]
 MemoryMax=1G
 TasksMax=512
@@ -266,6 +267,38 @@ class Quota(secutil.Base):
         self.assertEqual(json.loads(cp.stdout)['scope'], 'owner 0')
         vq = secutil.varlink([vcall('GetQuota')], uid=NOBODY)[0]['replies'][0]
         self.assertEqual(vq['scope'], f'owner {NOBODY}')
+
+    def test_a_flood_does_not_stall_another(self):
+        # root keeps 60 creates in flight; 2 at a time reach systemd (StartsInFlight=2), the
+        # rest wait in sandboxd. nobody's create, made during the flood, does not wait
+        # behind them: it is answered while most of root's are not.
+        t = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+        pending, made, lock = [60], [], threading.Lock()
+
+        def one():
+            sbx = sandboxd.Sandbox.create('shell', transport=t)
+            with lock:
+                pending[0] -= 1
+                made.append(sbx)
+        threads = [threading.Thread(target=one) for _ in range(60)]
+        for th in threads:
+            th.start()
+        try:
+            time.sleep(0.3)
+            starting = [s for s in secutil.varlink([vcall('ListSandboxes')])[0]['replies'][0]['sandboxes']
+                        if s['state'] == 'starting' and s['owner'] == 0]
+            self.assertLessEqual(len(starting), 2, [s['id'] for s in starting])
+            res = create(uid=NOBODY)
+            with lock:
+                left = pending[0]
+            self.assertIn('reply', res, res)
+            self.addCleanup(S.sandboxctl, 'destroy', res['reply'][0], timeout=120)
+            self.assertGreaterEqual(left, 10, f'nobody\'s create was answered after root\'s flood ({left} left)')
+        finally:
+            for th in threads:
+                th.join()
+            for sbx in made:
+                sbx.kill()
 
     def test_code_never_in_a_command_line(self):
         marker = f'QUOTA-MARKER-{os.getpid()}-{time.monotonic_ns()}'
