@@ -440,7 +440,9 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
                         break;
                 }
                 if (j->meta.size > j->room) {
-                        sandbox_error_set(&j->error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                        sandbox_error_set_quota(&j->error, quota_item_to_string(QUOTA_SNAPSHOT_BYTES),
+                                                j->manager->settings.snapshots.max_bytes_per_owner,
+                                                j->manager->settings.snapshots.max_bytes_per_owner - j->room,
                                           "Snapshot of sandbox %s exceeds the snapshot quota of owner %u "
                                           "(MaxBytesPerOwner=, sandboxd.conf(5)): %" PRIu64 " bytes left.",
                                           j->meta.source, j->meta.owner, j->room);
@@ -559,12 +561,18 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 return sandbox_error_set_errno(error, -r, "Failed to read the snapshots in %s: %m", snapshots_dir(m));
         r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
                                 m->settings.snapshots.max_per_owner, &room);
-        if (r < 0)
-                return sandbox_error_set(error, SANDBOX_ERR_QUOTA_EXCEEDED,
+        if (r < 0) {
+                bool by_count = m->settings.snapshots.max_per_owner > 0 && count >= m->settings.snapshots.max_per_owner;
+
+                return sandbox_error_set_quota(error, quota_item_to_string(by_count ? QUOTA_SNAPSHOTS : QUOTA_SNAPSHOT_BYTES),
+                                         by_count ? m->settings.snapshots.max_per_owner
+                                                  : m->settings.snapshots.max_bytes_per_owner,
+                                         by_count ? count : used,
                                          "Owner %u has %" PRIu64 " snapshot(s) of %" PRIu64 " bytes; the quota "
                                          "(sandboxd.conf(5)) is %" PRIu64 " snapshot(s), %" PRIu64 " bytes.",
                                          s->owner, count, used, m->settings.snapshots.max_per_owner,
                                          m->settings.snapshots.max_bytes_per_owner);
+        }
 
         j = calloc(1, sizeof(SnapshotJob));
         if (!j)
@@ -864,6 +872,7 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
 int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
                          sandbox_callback_t cb, void *userdata, SandboxError *error) {
         const SandboxConfig *sc = &source->config;
+        const Template *t;
         ForkJob *fj;
         int r;
 
@@ -890,6 +899,14 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
                 fork_job_free(fj);
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
                                          c->name);
+        }
+        /* A new sandbox of the caller's (for the source's tenant): its maxima and quota,
+         * before the snapshot is taken. */
+        t = template_set_find(&m->templates, source->template_name);
+        r = t ? manager_quota_check(m, t, caller->uid, c, error) : 0;
+        if (r < 0) {
+                fork_job_free(fj);
+                return r;
         }
         r = sandbox_snapshot_full(source, NULL, SNAPSHOT_CAUSE_FORK, on_fork_snapshot, fj, error);
         if (r < 0)
@@ -920,6 +937,10 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
         if (sandbox_config_copy(&config, &meta.config) < 0)
                 return -ENOMEM;
         strcpy(config.wake_id, meta.source);
+        /* Back for its owner (and tenant): within their quota, as a create. */
+        r = manager_quota_check(m, t, meta.owner, &config, error);
+        if (r < 0)
+                return r;
         return create_from_meta(m, t, &config, meta.owner, &meta, true, SNAPSHOT_CAUSE_WAKE, cb, userdata, error);
 }
 

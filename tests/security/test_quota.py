@@ -162,6 +162,9 @@ class Quota(secutil.Base):
         self.assertEqual(vres['error'], VE + 'QuotaExceeded', vres)
         self.assertEqual((vres['parameters']['what'], vres['parameters']['limit'], vres['parameters']['use']),
                          ('TasksMax', 300, 300), vres)
+        # A fork is a new sandbox of the caller's: the same quota.
+        fres = bus([call(sandbox_path(sid), SBX, 'Fork', 'a{sv}', {})], uid=NOBODY)[0]
+        self.assertEqual(fres.get('error'), E + 'QuotaExceeded', fres)
         # The host keeps working: systemctl, sandboxd, a fork outside the slice.
         self.ok(S.systemctl('list-units', '--no-pager'))
         self.ok(S.run(['sh', '-c', 'for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait']))
