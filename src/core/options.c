@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <assert.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -477,7 +478,21 @@ void exec_config_move(ExecConfig *dst, ExecConfig *src) {
         exec_config_init(src);
 }
 
+void exec_config_refuse(ExecConfig *c, int r, SandboxError *error) {
+        assert(c);
+        assert(r < 0);
+        if (c->refused < 0)
+                return; /* the first refusal stands */
+        c->refused = r;
+        if (error) {
+                c->refused_error = *error;
+                *error = SANDBOX_ERROR_NULL;
+        }
+}
+
 void exec_config_done(ExecConfig *c) {
+        c->refused = 0;
+        sandbox_error_done(&c->refused_error);
         c->argv = strv_free(c->argv);
         c->environment = strv_free(c->environment);
         c->working_directory = mfree(c->working_directory);

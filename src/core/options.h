@@ -112,7 +112,16 @@ typedef struct ExecConfig {
         bool background;  /* Start(), not Exec(): no timeout unless asked, no reply */
         uid_t caller;     /* who asked, for the record */
         bool timeout_set;
+        /* The face could not decode the call's arguments or options (exec_config_refuse()):
+         * sandbox_exec() answers with this, once the call is authorized. 0: none. */
+        int refused;
+        SandboxError refused_error;
 } ExecConfig;
+
+/* An Exec whose arguments or options could not be decoded (r, error: taken) still goes
+ * through the caller's authorization to sandbox_exec(), which refuses it with that error
+ * there, where refusing the first Exec of an ephemeral sandbox lets the sandbox go. */
+void exec_config_refuse(ExecConfig *c, int r, SandboxError *error);
 
 /* The machine the limits are checked against. */
 typedef struct SystemBounds {

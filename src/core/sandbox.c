@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <assert.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <inttypes.h>
@@ -849,7 +850,15 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         return 0;
 }
 
-int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
+static int sandbox_exec_checked(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata,
+                                SandboxError *error) {
+        if (c->refused < 0) {
+                if (sandbox_error_is_set(&c->refused_error) && error && !sandbox_error_is_set(error)) {
+                        *error = c->refused_error;
+                        c->refused_error = SANDBOX_ERROR_NULL;
+                }
+                return c->refused;
+        }
         if (s->state == SANDBOX_PAUSED)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING,
                                           "Sandbox %s is paused; resume it first.", s->id);
@@ -860,6 +869,33 @@ int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, 
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY,
                                          "Sandbox %s is ephemeral and already ran its command.", s->id);
         return exec_start(s, c, cb, userdata, error);
+}
+
+/* An ephemeral sandbox runs one Exec. When that one is refused before it ran, nothing else
+ * would ever run in it: it goes now (kept for reuse if its template recycles it) instead
+ * of at its lifetime's end, so that no client has to destroy it. */
+static void sandbox_ephemeral_refused(Sandbox *s) {
+        if (!s->config.ephemeral || s->used || s->pooled)
+                return;
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return;
+        s->used = true;
+        log_sandbox(s, sandbox_lifecycle_log_level(s), 0,
+                    "Sandbox %s is ephemeral and its Exec was refused: it goes.", s->id);
+        if (sandbox_can_recycle(s) && sandbox_release(s, NULL, NULL) >= 0)
+                return;
+        (void) sandbox_destroy(s, NULL, NULL);
+}
+
+int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
+        int r;
+
+        assert(s);
+        assert(c);
+        r = sandbox_exec_checked(s, c, cb, userdata, error);
+        if (r < 0 && !c->background)
+                sandbox_ephemeral_refused(s);
+        return r;
 }
 
 int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata) {

@@ -244,9 +244,10 @@ int sandbox_client_run(SandboxClient *c, const char *template, const SandboxCrea
         run->step = SANDBOX_RUN_EXEC;
         r = sandbox_handle_exec(h, argv, eo, &run->result, error);
         if (r < 0) {
-                /* The daemon destroys an ephemeral sandbox after its exec returned; when the
-                 * exec never did, nothing else will before its lifetime ends. */
-                run->cleanup = sandbox_handle_destroy(h, SANDBOX_DESTROY_CLEANUP, &run->cleanup_error);
+                /* sandboxd lets an ephemeral sandbox go after its exec, or when it refused
+                 * it; one interrupted here runs on unless it is destroyed. */
+                if (r == -EINTR)
+                        run->cleanup = sandbox_handle_destroy(h, SANDBOX_DESTROY_CLEANUP, &run->cleanup_error);
                 return r;
         }
 

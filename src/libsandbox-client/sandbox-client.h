@@ -321,9 +321,10 @@ typedef struct SandboxProcess {
 void sandbox_process_array_free(SandboxProcess *a, size_t n);
 int sandbox_handle_processes(SandboxHandle *h, SandboxProcess **ret, size_t *ret_n, SandboxClientError *error);
 
-/* run: an ephemeral sandbox (create, exec, gone), as one call. When the exec does not
- * return (an error, NoReply, a signal during sandbox_client_interrupt_begin/end) the
- * sandbox is destroyed here, with SANDBOX_DESTROY_CLEANUP. The lifetime of the sandbox is
+/* run: an ephemeral sandbox (create, exec, gone), as one call. sandboxd lets it go after
+ * its exec, or when it refused the exec; when a signal interrupts the exec (during
+ * sandbox_client_interrupt_begin/end) it is destroyed here, with SANDBOX_DESTROY_CLEANUP,
+ * so that the command stops with it. The lifetime of the sandbox is
  * the exec's timeout plus a backstop, should the caller die first. run is filled as it
  * goes, also on failure (to tell what failed). */
 typedef enum SandboxRunStep {

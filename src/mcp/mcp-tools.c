@@ -442,8 +442,8 @@ static int finish_exec(McpRequest *r, json_object *parameters) {
         return mcp_request_finish_structured(r, o, note, timed_out || oom);
 }
 
-/* run_code: an ephemeral sandbox of the language's template, destroyed by sandboxd after
- * its one Exec. */
+/* run_code: an ephemeral sandbox of the language's template, which sandboxd lets go after
+ * its one Exec, or when it refused it. */
 static const struct {
         const char *language, *template;
 } runtimes[] = {
@@ -452,26 +452,10 @@ static const struct {
         { "bash",   "shell"  },
 };
 
-static int run_code_destroyed(McpRequest *r, json_object *parameters, const char *error) {
-        /* The Exec failed before running; its error is the result (kept in scratch). */
-        return mcp_request_finish(r, NULL, json_object_get_string(r->scratch), true);
-}
-
 static int run_code_ran(McpRequest *r, json_object *parameters, const char *error) {
-        _cleanup_json_ json_object *p = NULL;
-        json_object *v;
-
-        if (!error)
-                return finish_exec(r, parameters);
-        /* Refused before it ran: the sandbox is not gone by itself. */
-        r->scratch = json_object_new_string_len("", 0);
-        if (parameters && json_object_object_get_ex(parameters, "message", &v))
-                r->scratch = (json_object_put(r->scratch), json_object_new_string(json_object_get_string(v)));
-        if (!r->scratch)
-                return -ENOMEM;
-        if (!(p = params_sandbox(r)))
-                return -ENOMEM;
-        return mcp_request_call(r, "Destroy", TAKE_PTR(p), run_code_destroyed);
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        return finish_exec(r, parameters);
 }
 
 static int run_code_created(McpRequest *r, json_object *parameters, const char *error) {

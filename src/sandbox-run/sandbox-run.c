@@ -468,6 +468,9 @@ static int on_exec_reply(VarlinkClient *c, json_object *p, const char *error, Va
                              message ? json_object_get_string(message) : "") < 0)
                         r->exec_error = NULL;
                 r->exec_done = true;
+                /* sandboxd answered: the ephemeral sandbox's one Exec was refused, and
+                 * sandboxd lets it go itself. Only a lost connection leaves it to us. */
+                r->sandbox_gone = !streq(error, VARLINK_ERROR_DISCONNECTED);
                 return sd_event_exit(r->loop, 0);
         }
         if (take_bytes(p, "stdout", &data, &size) > 0)

@@ -216,7 +216,7 @@ int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd
         if (r >= 0)
                 r = bus_read_options(m, OPTION_SET_EXEC, &c, &e);
         if (r < 0)
-                return bus_error_return(error, &e, r);
+                exec_config_refuse(&c, r, &e); /* the core answers it, once authorized */
         return sandbox_authorize_call(m, s, SANDBOX_OP_EXEC, fn, &c);
 }
 

@@ -253,9 +253,11 @@ static int exec_prepare(Sandbox *s, SandboxArgs *a, SandboxError *error) {
         int r;
 
         r = exec_config_set_argv(&a->exec, TAKE_PTR(a->argv), error);
+        if (r >= 0)
+                r = options_from_json(a->options, OPTION_SET_EXEC, &a->exec, NULL, 0, error);
         if (r < 0)
-                return r;
-        return options_from_json(a->options, OPTION_SET_EXEC, &a->exec, NULL, 0, error);
+                exec_config_refuse(&a->exec, r, error); /* the core answers it, once authorized */
+        return 0;
 }
 
 static const VarlinkParam exec_params[] = {

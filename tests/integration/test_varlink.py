@@ -639,6 +639,24 @@ class Parity(Base):
         d = bus([call(sandbox_path(eph), SBX, 'Start', 'asa{sv}', ['true'], {})])[0]
         self.assertEqual(dbus_error_as_varlink(d.get('error'))[0], error, d)
 
+    def test_refused_first_exec_ends_an_ephemeral_sandbox(self):
+        """An ephemeral sandbox runs one Exec: refused (here an option out of bounds), the
+        sandbox goes at once on both faces, so that no client has to destroy it; a
+        persistent one stays."""
+        def gone(sid):
+            return vl('GetSandbox', {'id': sid})[1] == f'{IFACE}.NoSuchSandbox'
+        eph = self.create_vl(Ephemeral=True, Timeout=600)
+        error = vl('Exec', {'id': eph, 'argv': ['true'], 'options': {'Timeout': 3601}})[1]
+        self.assertEqual(error, f'{IFACE}.InvalidOption')
+        self.wait_until(lambda: gone(eph), 30, 'the ephemeral sandbox refused over varlink')
+        eph = self.create_vl(Ephemeral=True, Timeout=600)
+        d = bus([call(sandbox_path(eph), SBX, 'Exec', 'asa{sv}', ['true'], {'Timeout': v('t', 3601)})])[0]
+        self.assertEqual(dbus_error_as_varlink(d.get('error'))[0], f'{IFACE}.InvalidOption', d)
+        self.wait_until(lambda: gone(eph), 30, 'the ephemeral sandbox refused over D-Bus')
+        error = vl('Exec', {'id': self.sid, 'argv': ['true'], 'options': {'Timeout': 3601}})[1]
+        self.assertEqual(error, f'{IFACE}.InvalidOption')
+        self.assertEqual(vl('GetSandbox', {'id': self.sid})[0][0]['sandbox']['state'], 'running')
+
     def test_results(self):
         sid, path = self.sid, self.path
         cmd = ['sh', '-c', 'echo out; echo err >&2; printf "%s" "$FOO" > /work/foo; exit 3']

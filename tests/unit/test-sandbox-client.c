@@ -492,14 +492,15 @@ static void test_errors_reach_the_caller(void **state) {
         sandbox_client_error_done(&e);
 }
 
-static void test_run_destroys_without_auto_start_after_no_reply(void **state) {
+static void test_run_leaves_a_refused_exec_to_the_daemon(void **state) {
         SandboxClientError e = SANDBOX_CLIENT_ERROR_NULL;
         SandboxExecOptions eo = SANDBOX_EXEC_OPTIONS_INIT;
         SandboxCreateOptions co = { .set = SANDBOX_CREATE_TASKS_MAX, .tasks_max = 16 };
         char *argv[] = { (char *) "true", NULL };
         SandboxRun run;
 
-        /* sandboxd went away mid-command: the cleanup must not start a new one. */
+        /* sandboxd went away mid-command: the next one stops the ephemeral sandbox, and
+         * nothing here starts a new sandboxd to destroy it. */
         fake.exec_error = SD_BUS_ERROR_NO_REPLY;
         fake.destroy_error = SD_BUS_ERROR_SERVICE_UNKNOWN;
         eo.timeout_sec = 10;
@@ -513,11 +514,17 @@ static void test_run_destroys_without_auto_start_after_no_reply(void **state) {
         assert_string_equal(run.id, TEST_ID);
         assert_true(sandbox_client_error_has_name(&e, SD_BUS_ERROR_NO_REPLY));
 
-        assert_int_equal(fake.n_destroy, 1);
-        assert_int_equal(fake.destroy_auto_start, 0);
-        /* The service being gone is what cleanup expects: no error. */
+        assert_int_equal(fake.n_destroy, 0);
         assert_int_equal(run.cleanup, 0);
         assert_false(sandbox_client_error_is_set(&run.cleanup_error));
+        sandbox_run_done(&run);
+        sandbox_client_error_done(&e);
+
+        /* Refused (an option out of bounds): sandboxd lets the sandbox go itself. */
+        fake.exec_error = SANDBOX_ERROR_INVALID_OPTION;
+        assert_int_equal(sandbox_client_run(client, NULL, &co, argv, &eo, &run, &e), -EINVAL);
+        assert_int_equal(run.step, SANDBOX_RUN_EXEC);
+        assert_int_equal(fake.n_destroy, 0);
         sandbox_run_done(&run);
         sandbox_client_error_done(&e);
 }
@@ -637,7 +644,7 @@ int main(void) {
         const struct CMUnitTest calls[] = {
                 cmocka_unit_test_setup_teardown(test_create_exec_destroy, setup_fake, teardown_fake),
                 cmocka_unit_test_setup_teardown(test_errors_reach_the_caller, setup_fake, teardown_fake),
-                cmocka_unit_test_setup_teardown(test_run_destroys_without_auto_start_after_no_reply,
+                cmocka_unit_test_setup_teardown(test_run_leaves_a_refused_exec_to_the_daemon,
                                                 setup_fake, teardown_fake),
                 cmocka_unit_test_setup_teardown(test_run_success_leaves_destroy_to_the_daemon,
                                                 setup_fake, teardown_fake),
