@@ -105,13 +105,14 @@ def language_of(template: str | None) -> str:
 
 @dataclass
 class SandboxConfig:
-    """How code is run: its language, a time limit per run, the sandbox's memory, and
-    the modules Python code may import (None: any; see the module's documentation).
+    """How code is run: its language, a time limit per run, the sandbox's memory
+    (``max_memory_mb``; None: the template's, as sandboxd has it), and the modules Python
+    code may import (None: any; see the module's documentation).
     ``template``: the sandbox template (default: the language's: python, node, shell)."""
 
     language: str = 'python'
     timeout_seconds: int = 30
-    max_memory_mb: int = 256
+    max_memory_mb: int | None = None
     allowed_imports: list[str] | None = None
     template: str | None = None
 
@@ -220,7 +221,8 @@ class SandboxPool:
             base = self.config.template_name()
             text = self._base_template(base)
             limits = dict(text.get('limits') or {})
-            limits['MemoryMax'] = self.config.max_memory_mb * 1024 * 1024
+            if self.config.max_memory_mb is not None:
+                limits['MemoryMax'] = self.config.max_memory_mb * 1024 * 1024
             pool: Any = self.pool_size
             if self.recycle:
                 pool = {'size': self.pool_size, 'recycle': True, 'recycle_max': self.pool_size}

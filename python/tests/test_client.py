@@ -333,6 +333,30 @@ class Operations(unittest.TestCase):
         self.assertEqual(cm.exception.name, 'io.sandboxd.Sandbox.NoSuchTemplate')
 
 
+class PoolTemplate(unittest.TestCase):
+
+    def template_of(self, config, tmp):
+        with open(os.path.join(tmp, 'python.json'), 'w') as f:
+            json.dump({'payload': 'bwrap', 'limits': {'TasksMax': 64}}, f)
+        t = ScriptedTransport([('CreateTemplate', [{}]),
+                               ('ListPools', [{'pools': [{'template': 'x', 'size': 2, 'ready': 2,
+                                                          'starting': 0, 'inUse': 0}]}])])
+        pool = code.SandboxPool(2, transport=t, template_dirs=[tmp])
+        try:
+            pool.initialize(config, wait=0.01)
+        except sandboxd.SandboxError:
+            pass   # the scripted ListPools names another template: not ready, as expected here
+        return json.loads(t.calls[0][1]['json'])
+
+    def test_memory_is_the_templates_unless_asked(self):
+        """The client holds no default of its own: without max_memory_mb the template's
+        limits (and so sandboxd's defaults) stand."""
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(self.template_of(code.SandboxConfig(), tmp)['limits'], {'TasksMax': 64})
+            self.assertEqual(self.template_of(code.SandboxConfig(max_memory_mb=128), tmp)['limits'],
+                             {'TasksMax': 64, 'MemoryMax': 128 << 20})
+
+
 class Peer:
     """A varlink peer on a unix socket: answers each call from HANDLER(msg) -> list of
     messages (None: close the connection without answering). Counts connections."""

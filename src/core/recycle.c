@@ -25,6 +25,7 @@
  * when sandboxd stops (a restarted sandboxd stops one it finds released).
  */
 
+#include <assert.h>
 #include <inttypes.h>
 #include "agent-protocol.h"
 #include "json-util.h"
@@ -55,6 +56,21 @@ struct RecycleWaiter {
 };
 
 static void recycle_waiter_abandon(RecycleWaiter *w, const SandboxError *error);
+
+/* A waiting create's answer when it gets no sandbox: always an error, the one given, or
+ * one made from r (a fault: ENOMEM), so that no face is ever answered neither a sandbox
+ * nor an error. */
+static void recycle_create_failed(sandbox_callback_t cb, void *userdata, int r, const SandboxError *error) {
+        _cleanup_(sandbox_error_done) SandboxError fallback = SANDBOX_ERROR_NULL;
+
+        assert(cb);
+        if (!sandbox_error_is_set(error)) {
+                (void) sandbox_error_set_errno(&fallback, r < 0 ? -r : EIO,
+                                               "Failed to go on with the create: %m");
+                error = &fallback;
+        }
+        cb(NULL, error, userdata);
+}
 
 static RecycleWaiter *recycle_waiter_free(RecycleWaiter *w) {
         if (!w)
@@ -87,7 +103,7 @@ static int on_waiter_go_on(sd_event_source *source, void *userdata) {
                 r = manager_acquire_or_start(w->manager, w->owner, t, &w->config, false, cb, cb_userdata, &error);
         recycle_waiter_free(w);
         if (r < 0)
-                cb(NULL, &error, cb_userdata);
+                recycle_create_failed(cb, cb_userdata, r, &error);
         return 0;
 }
 
@@ -149,7 +165,7 @@ static void recycle_waiter_abandon(RecycleWaiter *w, const SandboxError *error) 
         void *userdata = w->userdata;
 
         recycle_waiter_free(w);
-        cb(NULL, error, userdata);
+        recycle_create_failed(cb, userdata, -ESRCH, error);
 }
 
 void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error) {
@@ -174,6 +190,7 @@ static void recycle_waiter_take(Sandbox *s) {
                 return;
         }
         recycle_waiter_free(w);
+        assert(s->state == SANDBOX_RUNNING);
         cb(s, NULL, userdata);
 }
 

@@ -29,8 +29,9 @@ typedef enum SandboxState {
 const char *sandbox_state_to_string(SandboxState s);
 SandboxState sandbox_state_from_string(const char *s);
 
-/* Reply hook of CreateSandbox and Destroy: error is NULL on success. s is valid during
- * the call only. */
+/* Reply hook of CreateSandbox and Destroy: error is NULL on success, and then s is the
+ * sandbox (for a create, running); on failure error is set and s may be NULL. s is valid
+ * during the call only. */
 typedef void (*sandbox_callback_t)(Sandbox *s, const SandboxError *error, void *userdata);
 
 bool sandbox_id_is_valid(const char *id);

@@ -1012,7 +1012,7 @@ int sandbox_client_executions(SandboxClient *c, const SandboxExecutionFilter *f,
                 r = sd_bus_message_append(m, "{sv}", "Owner", "u", f->owner);
         if (r >= 0 && f && f->since_usec > 0)
                 r = sd_bus_message_append(m, "{sv}", "Since", "t", f->since_usec);
-        if (r >= 0 && f && f->limit > 0)
+        if (r >= 0 && f && f->limit_set)
                 r = sd_bus_message_append(m, "{sv}", "Limit", "u", f->limit);
         if (r >= 0 && f && f->tenant)
                 r = sd_bus_message_append(m, "{sv}", "Tenant", "s", f->tenant);

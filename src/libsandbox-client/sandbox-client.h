@@ -353,7 +353,8 @@ typedef struct SandboxExecutionFilter {
         bool owner_set;
         uint32_t owner;
         uint64_t since_usec;            /* 0: no bound */
-        uint32_t limit;                 /* 0: the daemon's default */
+        uint32_t limit;                 /* with limit_set; else the daemon's default */
+        bool limit_set;
         const char *tenant;             /* NULL: any */
 } SandboxExecutionFilter;
 

@@ -714,7 +714,7 @@ static int route_result(HttpRequest *req) {
         if (!execution || parse_uint64(execution, &eid) < 0 || eid > INT32_MAX)
                 return reply_bad(req, "The query needs '%s', an execution id.", "execution");
         /* Its bound is sandboxd's (Wait refuses beyond it, saying so). */
-        if (wait && parse_uint64(wait, &sec) < 0)
+        if (wait && (parse_uint64(wait, &sec) < 0 || sec > INT64_MAX))
                 return reply_bad(req, "'%s' must be a whole number of seconds.", "wait");
         /* Wait's 0 is "no limit": not waiting is its shortest, 1 s. */
         e = json_object_new_int64((int64_t) eid);
@@ -990,8 +990,8 @@ static int route_file_list(HttpRequest *req) {
         uint64_t d = 1;
         json_object *p;
 
-        if (depth && (parse_uint64(depth, &d) < 0 || d < 1 || d > LIST_FILES_DEPTH_MAX))
-                return reply_bad(req, "'%s' must be 1 to 16.", "depth");
+        if (depth && (parse_uint64(depth, &d) < 0 || d > INT64_MAX))
+                return reply_bad(req, "'%s' must be a number.", "depth");
         p = params_with_path(req, path);
         if (p && json_add(p, "depth", json_object_new_int64((int64_t) d)) < 0)
                 return -ENOMEM;
@@ -1087,11 +1087,12 @@ static int route_logs(HttpRequest *req) {
         static const Simple s = { transform_log };
         const char *lines = http_request_query(req, "lines"), *follow = http_request_query(req, "follow");
         _cleanup_json_ json_object *p = params_with_id(req);
-        uint64_t n = 100;
+        uint64_t n = 0;
 
-        if (lines && (parse_uint64(lines, &n) < 0 || n > SANDBOX_LOGS_LINES_MAX))
-                return reply_bad(req, "'%s' must be 0 to 10000.", "lines");
-        if (!p || json_add(p, "lines", json_object_new_int64((int64_t) n)) < 0)
+        /* Without it, sandboxd's default (all, up to its bound); its bound is sandboxd's. */
+        if (lines && (parse_uint64(lines, &n) < 0 || n > INT64_MAX))
+                return reply_bad(req, "'%s' must be a number.", "lines");
+        if (!p || (lines && json_add(p, "lines", json_object_new_int64((int64_t) n)) < 0))
                 return -ENOMEM;
         if (!follow || !(streq(follow, "true") || streq(follow, "1")))
                 return call_simple(req, IFACE "GetLogs", TAKE_PTR(p), &s);

@@ -15,10 +15,6 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
                 bus_reply_error(call, error);
                 return;
         }
-        if (!s) {
-                (void) sd_bus_reply_method_errno(call, ESRCH, NULL);
-                return;
-        }
         if (sd_bus_message_is_method_call(call, NULL, "AcquireSandbox"))
                 r = sd_bus_reply_method_return(call, "sos", sandbox_get_id(s), BUS_SANDBOX_PATH(s),
                                                sandbox_get_source(s));

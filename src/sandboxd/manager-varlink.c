@@ -74,10 +74,6 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
                 (void) varlink_reply_sandbox_error(call, error);
                 return;
         }
-        if (!s) {
-                (void) varlink_reply_error(call, NULL, -ESRCH);
-                return;
-        }
         p = json_object_new_object();
         if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0 ||
             (streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".AcquireSandbox") &&

@@ -443,6 +443,10 @@ class Sessions(unittest.TestCase):
             self.assertEqual((status, err['error']['code']), (409, 'SandboxExists'))
             logs = request('GET', f'/api/v1/containers/{s.id}/logs?lines=50')[2]
             self.assertTrue(any(s.id in (e.get('message') or '') for e in logs), logs)
+            # Without lines, sandboxd's default: all of them; its bound is sandboxd's.
+            self.assertGreaterEqual(len(request('GET', f'/api/v1/containers/{s.id}/logs')[2]), len(logs))
+            status, _, err = request('GET', f'/api/v1/containers/{s.id}/logs?lines=10001')
+            self.assertEqual((status, err['error']['message']), (400, 'lines must be at most 10000 (0: all).'))
             self.assertEqual(request('DELETE', s.url)[0], 204)
             status, _, err = request('GET', s.url)
             self.assertEqual((status, err['error']['code']), (404, 'NoSuchSandbox'))
@@ -557,6 +561,8 @@ class Execute(unittest.TestCase):
         self.assertIn(eid, [p['process'] for p in procs])
         status, _, res = request('GET', f'{self.s.url}/result?execution={eid}')
         self.assertEqual((status, res['error']['code']), (409, 'StillRunning'))
+        status, _, res = request('GET', f'{self.s.url}/result?execution={eid}&wait=3601')
+        self.assertEqual((status, res['error']['message']), (400, 'Wait takes at most 3600 s.'))
         status, _, res = request('GET', f'{self.s.url}/result?execution={eid}&wait=10')
         self.assertEqual((status, res['exit_code'], res['stdout']), (200, 5, 'bg\n'))
         status, _, res = request('GET', f'{self.s.url}/executions/{eid}')
@@ -722,7 +728,9 @@ class Files(unittest.TestCase):
             self.assertEqual(request('GET', s.url + '/files?path=x/y/b.txt')[0], 404)
             self.assertEqual(request('GET', s.url + '/files?path=x')[0], 404)
             self.assertEqual(request('GET', s.url + '/files')[0], 400)
-            self.assertEqual(request('GET', s.url + '/files/list?depth=99')[0], 400)
+            # Bounds are sandboxd's: the bridge reads numbers and passes them on.
+            status, _, err = request('GET', s.url + '/files/list?depth=99')
+            self.assertEqual((status, err['error']['message']), (400, 'depth must be between 1 and 16.'))
 
     def test_upload_past_disk_max(self):
         """An upload that outgrows the session's disk_max is answered (413 or 507, with
