@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <assert.h>
+#include <errno.h>
 #include <stddef.h>
+#include <string.h>
 #include <stdio.h>
 
 #include "access.h"
@@ -34,6 +37,75 @@ const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner
                 return SANDBOX_ACTION_MANAGE;
         }
         return SANDBOX_ACTION_MANAGE;
+}
+
+static const struct {
+        const char *method;
+        SandboxOperation op;
+} method_operations[] = {
+        /* A new sandbox: of one's own, or (Wake) from one's own hibernated one. */
+        { "CreateSandbox",         SANDBOX_OP_CREATE     },
+        { "AcquireSandbox",        SANDBOX_OP_CREATE     },
+        { "Wake",                  SANDBOX_OP_CREATE     },
+        /* Running things in a sandbox, its files, its processes, its pause and timeouts. */
+        { "Exec",                  SANDBOX_OP_EXEC       },
+        { "Start",                 SANDBOX_OP_EXEC       },
+        { "Pause",                 SANDBOX_OP_EXEC       },
+        { "Resume",                SANDBOX_OP_EXEC       },
+        { "SetTimeout",            SANDBOX_OP_EXEC       },
+        { "ListProcesses",         SANDBOX_OP_EXEC       },
+        { "Signal",                SANDBOX_OP_EXEC       },
+        { "Wait",                  SANDBOX_OP_EXEC       },
+        { "ReadOutput",            SANDBOX_OP_EXEC       },
+        { "ReadOutputFrom",        SANDBOX_OP_EXEC       },
+        { "ResizeTerminal",        SANDBOX_OP_EXEC       },
+        { "ReadFile",              SANDBOX_OP_EXEC       },
+        { "WriteFile",             SANDBOX_OP_EXEC       },
+        { "Upload",                SANDBOX_OP_EXEC       },
+        { "Download",              SANDBOX_OP_EXEC       },
+        { "ListFiles",             SANDBOX_OP_EXEC       },
+        { "Stat",                  SANDBOX_OP_EXEC       },
+        { "MakeDirectory",         SANDBOX_OP_EXEC       },
+        { "Remove",                SANDBOX_OP_EXEC       },
+        { "Move",                  SANDBOX_OP_EXEC       },
+        { "Snapshot",              SANDBOX_OP_EXEC       },
+        { "Fork",                  SANDBOX_OP_EXEC       },
+        /* Ending a sandbox, or a snapshot. */
+        { "Destroy",               SANDBOX_OP_DESTROY    },
+        { "Release",               SANDBOX_OP_DESTROY    },
+        { "ReleaseSandbox",        SANDBOX_OP_DESTROY    },
+        { "Hibernate",             SANDBOX_OP_DESTROY    },
+        { "RemoveSnapshot",        SANDBOX_OP_DESTROY    },
+        /* Looking at one sandbox. */
+        { "GetSandbox",            SANDBOX_OP_INSPECT    },
+        { "GetLogs",               SANDBOX_OP_INSPECT    },
+        { "GetMetrics",            SANDBOX_OP_INSPECT    },
+        /* Lists: one's own, everyone's with "manage" (asked optionally). */
+        { "ListSandboxes",         SANDBOX_OP_LIST_ALL   },
+        { "ListSandboxesFiltered", SANDBOX_OP_LIST_ALL   },
+        { "ListExecutions",        SANDBOX_OP_LIST_ALL   },
+        { "ListSnapshots",         SANDBOX_OP_LIST_ALL   },
+        { "ListPools",             SANDBOX_OP_LIST_ALL   },
+        { "GetPool",               SANDBOX_OP_LIST_ALL   },
+        { "CreateTemplate",        SANDBOX_OP_TEMPLATES  },
+        { "RemoveTemplate",        SANDBOX_OP_TEMPLATES  },
+        { "GetStatistics",         SANDBOX_OP_STATISTICS },
+};
+
+int sandbox_method_operation(const char *method, SandboxOperation *ret) {
+        const char *dot;
+
+        assert(method);
+        assert(ret);
+        dot = strrchr(method, '.');
+        if (dot)
+                method = dot + 1;
+        for (size_t i = 0; i < ELEMENTSOF(method_operations); i++)
+                if (streq(method_operations[i].method, method)) {
+                        *ret = method_operations[i].op;
+                        return 0;
+                }
+        return -ENOENT;
 }
 
 const char *sandbox_access_alternative(SandboxOperation op) {

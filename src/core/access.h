@@ -46,6 +46,12 @@ typedef enum SandboxAuthorizeFlags {
  * _TEMPLATES and _STATISTICS. */
 const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner, const char *tenant);
 
+/* Which operation each method of the API needs (and so its polkit action), by the
+ * method's name, the same on D-Bus and varlink ("Exec"; a varlink method may be given
+ * with its interface): the one table every face asks, in its authorize-then. -ENOENT for a
+ * method that is not in it: nothing is authorized that the core does not know. */
+int sandbox_method_operation(const char *method, SandboxOperation *ret);
+
 /* An action that allows op as well as sandbox_access_action()'s does, asked for when that
  * one is refused; NULL: none. The statistics are for administrators (manage) and for the
  * HTTP bridge, which holds delegate. */

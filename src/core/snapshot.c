@@ -217,7 +217,7 @@ int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char 
 }
 
 int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
-                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+                         uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
         SandboxCaller any = *caller;
         int r;
 
@@ -227,7 +227,6 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
                    manager_lookup_snapshot(m, &any, id, meta, error);
         if (r < 0)
                 return r;
-        *ret_op = wake ? SANDBOX_OP_CREATE : SANDBOX_OP_DESTROY;
         *ret_owner = meta->owner;
         *ret_tenant = meta->config.tenant;
         return 0;

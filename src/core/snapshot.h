@@ -62,7 +62,7 @@ int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const cha
  * owns it (polkit decides about another owner's, as for Destroy). *meta is replaced
  * (it must be initialized); its strings back *ret_tenant. */
 int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id, bool wake, SnapshotMeta *meta,
-                         SandboxOperation *ret_op, uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
+                         uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
 
 /* CreateSandbox with FromSnapshot (config->from_snapshot): the snapshot must be caller's
  * to see; refused (SnapshotTooLarge) before anything starts if its files exceed the new

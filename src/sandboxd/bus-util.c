@@ -268,7 +268,13 @@ static void auth_request_decide(AuthRequest *a, uid_t uid) {
                 auth_request_run(a, true);
                 return;
         }
-        r = a->access(&a->caller, a->userdata, &op, &owner, &tenant, &error);
+        r = sandbox_method_operation(sd_bus_message_get_member(a->call), &op);
+        if (r < 0) {
+                log_error_errno(r, "No operation for method %s: refused.", sd_bus_message_get_member(a->call));
+                auth_request_finish(a, -EPERM, NULL);
+                return;
+        }
+        r = a->access(&a->caller, a->userdata, &owner, &tenant, &error);
         if (r < 0) {
                 auth_request_finish(a, r, &error);
                 return;

@@ -33,11 +33,12 @@ int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, con
  * target (options.h): the front end translates, the core decides. */
 int bus_read_options(sd_bus_message *m, OptionSet set, void *target, SandboxError *error);
 
-/* Says, once the caller is known, what it asks for: op on a sandbox of *ret_owner for
- * *ret_tenant (NULL or "": none; the core decides the polkit action, access.h); or returns
- * < 0 (error, or the errno) to refuse the call. */
-typedef int (*bus_access_t)(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op,
-                            uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
+/* Says, once the caller is known, whose it asks for: a sandbox of *ret_owner for
+ * *ret_tenant (NULL or "": none); or returns < 0 (error, or the errno) to refuse the call.
+ * The operation is the method's, from the core's table (sandbox_method_operation()), and
+ * the core decides the polkit action (access.h). */
+typedef int (*bus_access_t)(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                            SandboxError *error);
 /* Returns < 0 to have that error (error, or the errno) sent as the reply; otherwise it
  * replied or will. caller->granted says whether the action was granted. */
 typedef int (*bus_authorized_t)(sd_bus_message *call, const SandboxCaller *caller, void *userdata,

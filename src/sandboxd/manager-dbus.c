@@ -37,7 +37,7 @@ static void create_request_free(void *userdata) {
         free(c);
 }
 
-static int create_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int create_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                          const char **ret_tenant, SandboxError *error) {
         CreateRequest *c = userdata;
         int r;
@@ -46,7 +46,6 @@ static int create_access(const SandboxCaller *caller, void *userdata, SandboxOpe
         r = sandbox_access_create(caller, &c->config, error);
         if (r < 0)
                 return r;
-        *ret_op = SANDBOX_OP_CREATE;
         *ret_tenant = c->config.tenant;
         return 0;
 }
@@ -140,7 +139,7 @@ static int method_get_sandbox(sd_bus_message *m, void *userdata, sd_bus_error *e
         r = sd_bus_message_read(m, "s", &id);
         if (r < 0)
                 return r;
-        return sandbox_authorize_call_by_name(m, f->manager, id, release ? SANDBOX_OP_DESTROY : SANDBOX_OP_INSPECT,
+        return sandbox_authorize_call_by_name(m, f->manager, id,
                                               release ? sandbox_release_authorized : get_sandbox_authorized);
 }
 
@@ -239,9 +238,8 @@ static void template_request_free(void *userdata) {
         free(t);
 }
 
-static int template_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int template_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                            const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_TEMPLATES;
         return 0;
 }
 

@@ -83,7 +83,7 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
                 (void) varlink_call_reply(call, p);
 }
 
-static int create_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int create_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                          const char **ret_tenant, SandboxError *error) {
         CreateArgs *c = userdata;
         int r;
@@ -92,7 +92,6 @@ static int create_access(const SandboxCaller *caller, void *userdata, SandboxOpe
         r = sandbox_access_create(caller, &c->config, error);
         if (r < 0)
                 return r;
-        *ret_op = SANDBOX_OP_CREATE;
         *ret_tenant = c->config.tenant;
         return 0;
 }
@@ -159,15 +158,14 @@ static const VarlinkParam get_sandbox_params[] = {
 };
 
 static int method_get_sandbox(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, get_sandbox_params, SANDBOX_OP_INSPECT, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, get_sandbox_params, NULL,
                                       get_sandbox_authorized);
 }
 
 /* ---- the lists ---- */
 
-int varlink_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+int varlink_list_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                        const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_LIST_ALL;
         return 0;
 }
 
@@ -482,9 +480,8 @@ static void template_args_free(void *userdata) {
         free(t);
 }
 
-static int template_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int template_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                            const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_TEMPLATES;
         return 0;
 }
 

@@ -180,7 +180,7 @@ static int get_logs_authorized(sd_bus_message *call, const SandboxCaller *caller
 }
 
 int method_sandbox_get_logs(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_INSPECT, get_logs_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, get_logs_authorized, NULL);
 }
 
 static int get_metrics_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
@@ -210,7 +210,7 @@ static int get_metrics_authorized(sd_bus_message *call, const SandboxCaller *cal
 }
 
 int method_sandbox_get_metrics(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_INSPECT, get_metrics_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, get_metrics_authorized, NULL);
 }
 
 static int append_pools(sd_bus_message *reply, const PoolStatus *pools, size_t n) {
@@ -372,9 +372,8 @@ static int append_statistics(sd_bus_message *reply, const StatisticsReport *st) 
         return r;
 }
 
-static int statistics_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int statistics_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                              const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_STATISTICS;
         return 0;
 }
 

@@ -191,7 +191,7 @@ static int method_get_logs(VarlinkCall *call, json_object *parameters, VarlinkCa
                 (void) varlink_call_error(call, VARLINK_ERROR_EXPECTED_MORE, NULL);
                 return 0;
         }
-        return sandbox_varlink_method(userdata, call, parameters, get_logs_params, SANDBOX_OP_INSPECT, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, get_logs_params, NULL,
                                       get_logs_authorized);
 }
 
@@ -229,7 +229,7 @@ static const VarlinkParam get_metrics_params[] = {
 };
 
 static int method_get_metrics(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, get_metrics_params, SANDBOX_OP_INSPECT, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, get_metrics_params, NULL,
                                       get_metrics_authorized);
 }
 
@@ -400,9 +400,8 @@ static json_object *statistics_to_json(const StatisticsReport *st) {
         return TAKE_PTR(o);
 }
 
-static int statistics_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int statistics_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                              const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_STATISTICS;
         return 0;
 }
 

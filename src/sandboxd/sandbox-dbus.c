@@ -135,8 +135,8 @@ static void sandbox_request_free(void *userdata) {
 /* The request's operation on its sandbox, looked up now that the caller is known. */
 /* The request's operation on its sandbox, looked up now that the caller is known (and by
  * its id from here on). */
-static int sandbox_request_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op,
-                                  uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+static int sandbox_request_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
+                                  const char **ret_tenant, SandboxError *error) {
         SandboxRequest *req = userdata;
         Sandbox *s;
         int r;
@@ -151,7 +151,6 @@ static int sandbox_request_access(const SandboxCaller *caller, void *userdata, S
                 free(req->id);
                 req->id = id;
         }
-        *ret_op = req->op;
         *ret_owner = sandbox_get_owner(s);
         *ret_tenant = sandbox_get_tenant(s);
         return 0;
@@ -166,13 +165,12 @@ static int sandbox_request_run(sd_bus_message *call, const SandboxCaller *caller
         return r < 0 ? r : req->fn(call, caller, s, req, error);
 }
 
-int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+int bus_list_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                     const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_LIST_ALL;
         return 0;
 }
 
-static int sandbox_request_start(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+static int sandbox_request_start(sd_bus_message *m, Manager *manager, const char *id_or_name,
                                  sandbox_authorized_t fn, ExecConfig *exec) {
         SandboxRequest *req;
 
@@ -185,7 +183,6 @@ static int sandbox_request_start(sd_bus_message *m, Manager *manager, const char
                 free(req);
                 return -ENOMEM;
         }
-        req->op = op;
         req->fn = fn;
         exec_config_init(&req->exec);
         if (exec)
@@ -193,14 +190,13 @@ static int sandbox_request_start(sd_bus_message *m, Manager *manager, const char
         return bus_authorize_then(m, sandbox_request_access, 0, sandbox_request_run, req, sandbox_request_free);
 }
 
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
-                           ExecConfig *exec) {
-        return sandbox_request_start(m, sandbox_get_manager(s), sandbox_get_id(s), op, fn, exec);
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, ExecConfig *exec) {
+        return sandbox_request_start(m, sandbox_get_manager(s), sandbox_get_id(s), fn, exec);
 }
 
-int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name,
                                    sandbox_authorized_t fn) {
-        return sandbox_request_start(m, manager, id_or_name, op, fn, NULL);
+        return sandbox_request_start(m, manager, id_or_name, fn, NULL);
 }
 
 int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd_bus_error *error) {
@@ -217,7 +213,7 @@ int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd
                 r = bus_read_options(m, OPTION_SET_EXEC, &c, &e);
         if (r < 0)
                 exec_config_refuse(&c, r, &e); /* the core answers it, once authorized */
-        return sandbox_authorize_call(m, s, SANDBOX_OP_EXEC, fn, &c);
+        return sandbox_authorize_call(m, s, fn, &c);
 }
 
 static int exec_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
@@ -267,7 +263,7 @@ int sandbox_release_authorized(sd_bus_message *call, const SandboxCaller *caller
 }
 
 static int method_release(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, sandbox_release_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, sandbox_release_authorized, NULL);
 }
 
 /* Destroy, Pause, Resume: answered by on_sandbox_done() once done. */
@@ -287,11 +283,11 @@ static int lifecycle_authorized(sd_bus_message *call, const SandboxCaller *calle
 }
 
 static int method_destroy(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_DESTROY, lifecycle_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, lifecycle_authorized, NULL);
 }
 
 static int method_pause(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, lifecycle_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, lifecycle_authorized, NULL);
 }
 
 static int set_timeout_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
@@ -309,7 +305,7 @@ static int set_timeout_authorized(sd_bus_message *call, const SandboxCaller *cal
 }
 
 static int method_set_timeout(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, set_timeout_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, set_timeout_authorized, NULL);
 }
 
 static const sd_bus_vtable sandbox_vtable[] = {

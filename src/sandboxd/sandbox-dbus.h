@@ -49,24 +49,22 @@ typedef int (*sandbox_authorized_t)(sd_bus_message *call, const SandboxCaller *c
 struct SandboxRequest {
         Manager *manager;
         char *id;         /* its id, or a name until the caller is known */
-        SandboxOperation op;
         sandbox_authorized_t fn;
         ExecConfig exec; /* Exec and Start only */
 };
 
-/* Has the core authorize op by the caller on s; fn runs once it is. exec (if given) is
- * moved into the request; fn fills in its caller. */
-int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, SandboxOperation op, sandbox_authorized_t fn,
-                           ExecConfig *exec);
+/* Has the core authorize m's method by the caller on s; fn runs once it is. exec (if
+ * given) is moved into the request; fn fills in its caller. */
+int sandbox_authorize_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, ExecConfig *exec);
 /* Release (ReleaseSandbox): sandbox_release(), answered "b recycled". */
 int sandbox_release_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
                                SandboxError *error);
 /* The same for the sandbox the caller names by id or by name (manager_lookup_sandbox()). */
-int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name, SandboxOperation op,
+int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const char *id_or_name,
                                    sandbox_authorized_t fn);
 /* ListSandboxes' and ListExecutions' bus_access_t, with SANDBOX_AUTHORIZE_OPTIONAL: without
  * "manage" (asked without interaction) a caller sees its own only; root sees all. */
-int bus_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+int bus_list_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                     const char **ret_tenant, SandboxError *error);
 /* The exec_callback_t of Exec and Wait: their reply, from the result (Exec's with the
  * output) or the error. userdata: the call, referenced. */

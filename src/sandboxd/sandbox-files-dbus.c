@@ -236,7 +236,6 @@ static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
         if (!later)
                 return -ENOMEM;
         later->manager = req->manager;
-        later->op = req->op;
         later->id = strdup(sandbox_get_id(s));
         if (!later->id) {
                 free(later);
@@ -246,5 +245,5 @@ static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
 }
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, file_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, file_authorized, NULL);
 }

@@ -303,7 +303,7 @@ static int method_file(VarlinkCall *call, json_object *parameters, VarlinkCallFl
 
         for (size_t i = 0; i < ELEMENTSOF(table); i++)
                 if (streq(method, table[i].name))
-                        return sandbox_varlink_method(userdata, call, parameters, table[i].params, SANDBOX_OP_EXEC,
+                        return sandbox_varlink_method(userdata, call, parameters, table[i].params,
                                                       table[i].prepare, file_authorized);
         return -EINVAL;
 }
@@ -315,7 +315,7 @@ static int method_download(VarlinkCall *call, json_object *parameters, VarlinkCa
                 (void) varlink_call_error(call, VARLINK_ERROR_EXPECTED_MORE, NULL);
                 return 0;
         }
-        return sandbox_varlink_method(userdata, call, parameters, download_params, SANDBOX_OP_EXEC,
+        return sandbox_varlink_method(userdata, call, parameters, download_params,
                                       file_options_prepare, download_authorized);
 }
 

@@ -125,5 +125,5 @@ static int process_authorized(sd_bus_message *call, const SandboxCaller *caller,
 }
 
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, process_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, process_authorized, NULL);
 }

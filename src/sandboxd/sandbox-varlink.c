@@ -30,8 +30,8 @@ static void sandbox_request_free(void *userdata) {
         free(req);
 }
 
-static int sandbox_request_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op,
-                                  uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+static int sandbox_request_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
+                                  const char **ret_tenant, SandboxError *error) {
         SandboxVarlinkRequest *req = userdata;
         Sandbox *s;
         int r;
@@ -47,7 +47,6 @@ static int sandbox_request_access(const SandboxCaller *caller, void *userdata, S
                 free(req->args.id);
                 req->args.id = id;
         }
-        *ret_op = req->op;
         *ret_owner = sandbox_get_owner(s);
         *ret_tenant = sandbox_get_tenant(s);
         return 0;
@@ -63,7 +62,7 @@ static int sandbox_request_run(VarlinkCall *call, const SandboxCaller *caller, v
 }
 
 int sandbox_varlink_method(VarlinkFrontend *f, VarlinkCall *call, json_object *parameters,
-                           const VarlinkParam table[], SandboxOperation op, sandbox_varlink_prepare_t prepare,
+                           const VarlinkParam table[], sandbox_varlink_prepare_t prepare,
                            sandbox_varlink_authorized_t fn) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         SandboxVarlinkRequest *req;
@@ -76,7 +75,7 @@ int sandbox_varlink_method(VarlinkFrontend *f, VarlinkCall *call, json_object *p
                 (void) varlink_reply_error(call, NULL, -ENOMEM);
                 return 0;
         }
-        *req = (SandboxVarlinkRequest) { .frontend = f, .op = op, .fn = fn };
+        *req = (SandboxVarlinkRequest) { .frontend = f, .fn = fn };
         exec_config_init(&req->args.exec);
         file_options_init(&req->args.file);
 
@@ -268,7 +267,7 @@ static const VarlinkParam exec_params[] = {
 };
 
 static int method_exec(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, exec_params, SANDBOX_OP_EXEC, exec_prepare,
+        return sandbox_varlink_method(userdata, call, parameters, exec_params, exec_prepare,
                                       exec_authorized);
 }
 
@@ -325,12 +324,12 @@ static const VarlinkParam id_params[] = {
 };
 
 static int method_destroy(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, id_params, SANDBOX_OP_DESTROY, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, id_params, NULL,
                                       lifecycle_authorized);
 }
 
 static int method_pause_resume(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, id_params, SANDBOX_OP_EXEC, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, id_params, NULL,
                                       lifecycle_authorized);
 }
 
@@ -353,7 +352,7 @@ static const VarlinkParam set_timeout_params[] = {
 };
 
 static int method_set_timeout(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, set_timeout_params, SANDBOX_OP_EXEC, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, set_timeout_params, NULL,
                                       set_timeout_authorized);
 }
 
@@ -379,7 +378,7 @@ static int start_authorized(VarlinkCall *call, const SandboxCaller *caller, Sand
 }
 
 static int method_start(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, exec_params, SANDBOX_OP_EXEC, exec_prepare,
+        return sandbox_varlink_method(userdata, call, parameters, exec_params, exec_prepare,
                                       start_authorized);
 }
 
@@ -521,7 +520,7 @@ static const VarlinkParam wait_params[] = {
 
 static int method_list_processes(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
                                  void *userdata) {
-        return sandbox_varlink_method(userdata, call, parameters, id_params, SANDBOX_OP_EXEC, NULL,
+        return sandbox_varlink_method(userdata, call, parameters, id_params, NULL,
                                       list_processes_authorized);
 }
 
@@ -532,7 +531,7 @@ static int method_process(VarlinkCall *call, json_object *parameters, VarlinkCal
                                     streq(method, "Wait") ? wait_params :
                                     streq(method, "ReadOutput") ? read_output_params : process_params;
 
-        return sandbox_varlink_method(userdata, call, parameters, table, SANDBOX_OP_EXEC, NULL, process_authorized);
+        return sandbox_varlink_method(userdata, call, parameters, table, NULL, process_authorized);
 }
 
 int sandbox_varlink_bind(VarlinkFrontend *f) {

@@ -54,7 +54,7 @@ int snapshot_varlink_bind(VarlinkFrontend *f);
 
 /* ListSandboxes', ListExecutions' and ListPools' access: without "manage" (asked without
  * interaction) a caller sees its own only; root sees all. */
-int varlink_list_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+int varlink_list_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                         const char **ret_tenant, SandboxError *error);
 
 /* ---- a call on one sandbox ---- */
@@ -102,15 +102,14 @@ typedef int (*sandbox_varlink_authorized_t)(VarlinkCall *call, const SandboxCall
 
 struct SandboxVarlinkRequest {
         VarlinkFrontend *frontend;
-        SandboxOperation op;
         sandbox_varlink_authorized_t fn;
         SandboxArgs args;
 };
 
 /* A method on one sandbox: reads parameters by table (an "id" among them), looks the
  * sandbox up (NoSuchSandbox), has prepare (optional) decode the rest, has the core
- * authorize op by the caller on it, and runs fn once it is. Every error is replied.
+ * authorize the method by the caller on it, and runs fn once it is. Every error is replied.
  * Returns as a method does. */
 int sandbox_varlink_method(VarlinkFrontend *f, VarlinkCall *call, json_object *parameters,
-                           const VarlinkParam table[], SandboxOperation op, sandbox_varlink_prepare_t prepare,
+                           const VarlinkParam table[], sandbox_varlink_prepare_t prepare,
                            sandbox_varlink_authorized_t fn);

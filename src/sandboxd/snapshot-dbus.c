@@ -37,11 +37,7 @@ static int snapshot_authorized(sd_bus_message *call, const SandboxCaller *caller
 }
 
 int method_sandbox_snapshot(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        bool hibernate = streq(sd_bus_message_get_member(m), "Hibernate");
-
-        /* Hibernate ends the sandbox: Destroy's right; a snapshot reads what Exec could. */
-        return sandbox_authorize_call(m, userdata, hibernate ? SANDBOX_OP_DESTROY : SANDBOX_OP_EXEC,
-                                      snapshot_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, snapshot_authorized, NULL);
 }
 
 /* Fork's and Wake's answer: the new sandbox, as CreateSandbox's. */
@@ -71,7 +67,7 @@ static int fork_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
 
 int method_sandbox_fork(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         /* The fork runs what the source holds: whoever may exec in it may. */
-        return sandbox_authorize_call(m, userdata, SANDBOX_OP_EXEC, fork_authorized, NULL);
+        return sandbox_authorize_call(m, userdata, fork_authorized, NULL);
 }
 
 /* ---- on the manager ---- */
@@ -91,11 +87,11 @@ static void snapshot_request_free(void *userdata) {
         free(c);
 }
 
-static int snapshot_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int snapshot_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                            const char **ret_tenant, SandboxError *error) {
         SnapshotRequest *c = userdata;
 
-        return snapshot_call_access(c->manager, caller, c->id, c->wake, &c->meta, ret_op, ret_owner, ret_tenant, error);
+        return snapshot_call_access(c->manager, caller, c->id, c->wake, &c->meta, ret_owner, ret_tenant, error);
 }
 
 static int wake_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {

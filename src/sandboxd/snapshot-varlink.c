@@ -70,11 +70,7 @@ static const VarlinkParam snapshot_params[] = {
 };
 
 static int method_snapshot(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        /* Hibernate ends the sandbox: Destroy's right; a snapshot reads what Exec could. */
-        bool hibernate = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".Hibernate");
-
-        return sandbox_varlink_method(userdata, call, parameters, snapshot_params,
-                                      hibernate ? SANDBOX_OP_DESTROY : SANDBOX_OP_EXEC, snapshot_prepare,
+        return sandbox_varlink_method(userdata, call, parameters, snapshot_params, snapshot_prepare,
                                       snapshot_authorized);
 }
 
@@ -111,7 +107,7 @@ static int fork_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandb
 
 static int method_fork(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         /* The fork runs what the source holds: whoever may exec in it may. */
-        return sandbox_varlink_method(userdata, call, parameters, snapshot_params, SANDBOX_OP_EXEC, fork_prepare,
+        return sandbox_varlink_method(userdata, call, parameters, snapshot_params, fork_prepare,
                                       fork_authorized);
 }
 
@@ -132,11 +128,11 @@ static void snapshot_call_free(void *userdata) {
         free(c);
 }
 
-static int snapshot_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
+static int snapshot_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                            const char **ret_tenant, SandboxError *error) {
         SnapshotCall *c = userdata;
 
-        return snapshot_call_access(c->frontend->manager, caller, c->id, c->wake, &c->meta, ret_op, ret_owner,
+        return snapshot_call_access(c->frontend->manager, caller, c->id, c->wake, &c->meta, ret_owner,
                                     ret_tenant, error);
 }
 

@@ -397,7 +397,13 @@ int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t acce
                 auth_request_run(a, true);
                 return 0;
         }
-        r = access(&a->caller, a->userdata, &op, &owner, &tenant, &error);
+        r = sandbox_method_operation(varlink_call_get_method(call), &op);
+        if (r < 0) {
+                log_error_errno(r, "No operation for method %s: refused.", varlink_call_get_method(call));
+                auth_request_finish(a, -EPERM, NULL);
+                return 0;
+        }
+        r = access(&a->caller, a->userdata, &owner, &tenant, &error);
         if (r < 0) {
                 auth_request_finish(a, r, &error);
                 return 0;

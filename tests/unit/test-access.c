@@ -103,6 +103,56 @@ static void test_actions_and_visibility(void **state) {
         assert_true(sandbox_access_visible(&(SandboxCaller) { .uid = 1001, .granted = true }, 1000, ""));
 }
 
+/* Every method of the interface (and the D-Bus-only ones) has its operation in the
+ * core's table, but those that need no authorization; a name not in the table has none. */
+static void test_method_operations(void **state) {
+        static const char *const unauthorized[] = { "ListTemplates", "ActForTenant", NULL };
+        static const char *const dbus_only[] = { "Upload", "ReadOutputFrom", "ListSandboxesFiltered", "Release", NULL };
+        char path[4096], line[512];
+        SandboxOperation op;
+        unsigned n = 0;
+        FILE *f;
+
+        assert_non_null(getenv("SANDBOXD_SOURCE_DIR"));
+        snprintf(path, sizeof(path), "%s/src/sandboxd/io.sandboxd.Sandbox.varlink", getenv("SANDBOXD_SOURCE_DIR"));
+        f = fopen(path, "re");
+        assert_non_null(f);
+        while (fgets(line, sizeof(line), f)) {
+                char name[128];
+                bool skip = false;
+
+                if (sscanf(line, " method %127[A-Za-z](", name) != 1)
+                        continue;
+                for (size_t i = 0; unauthorized[i]; i++)
+                        skip = skip || streq(name, unauthorized[i]);
+                if (skip)
+                        continue;
+                if (sandbox_method_operation(name, &op) < 0)
+                        fail_msg("method %s has no operation in the core's table", name);
+                n++;
+        }
+        fclose(f);
+        assert_true(n >= 30); /* the interface was read */
+        for (size_t i = 0; dbus_only[i]; i++)
+                assert_int_equal(sandbox_method_operation(dbus_only[i], &op), 0);
+
+        /* The rights the methods need: the ones a hostile review would check first. */
+        assert_int_equal(sandbox_method_operation("io.sandboxd.Sandbox.Hibernate", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_DESTROY);
+        assert_int_equal(sandbox_method_operation("Snapshot", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_EXEC);
+        assert_int_equal(sandbox_method_operation("Wake", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_CREATE);
+        assert_int_equal(sandbox_method_operation("ReleaseSandbox", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_DESTROY);
+        assert_int_equal(sandbox_method_operation("GetSandbox", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_INSPECT);
+        assert_int_equal(sandbox_method_operation("ListExecutions", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_LIST_ALL);
+        assert_int_equal(sandbox_method_operation("Frobnicate", &op), -ENOENT);
+        assert_int_equal(sandbox_method_operation("ListTemplates", &op), -ENOENT);
+}
+
 static void test_tenants(void **state) {
         SandboxCaller plain = { .uid = 1000 }, a = { .uid = 1000, .tenant = "a" }, root_a = { .uid = 0, .tenant = "a" },
                 manager_a = { .uid = 1001, .tenant = "a", .granted = true };
@@ -246,6 +296,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_actions_and_visibility),
                 cmocka_unit_test(test_tenants),
+                cmocka_unit_test(test_method_operations),
                 cmocka_unit_test(test_caller_from_socket),
                 cmocka_unit_test_setup_teardown(test_authorize, setup, teardown),
         };
