@@ -80,6 +80,7 @@ static const struct {
         { "GetSandbox",            SANDBOX_OP_INSPECT    },
         { "GetLogs",               SANDBOX_OP_INSPECT    },
         { "GetMetrics",            SANDBOX_OP_INSPECT    },
+        { "GetQuota",              SANDBOX_OP_INSPECT    }, /* one's own: nothing to ask */
         /* Lists: one's own, everyone's with "manage" (asked optionally). */
         { "ListSandboxes",         SANDBOX_OP_LIST_ALL   },
         { "ListSandboxesFiltered", SANDBOX_OP_LIST_ALL   },

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -108,6 +109,8 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         m->event = sd_event_ref(event);
         statistics_init(&m->statistics, now_usec(CLOCK_REALTIME));
         m->bus = sd_bus_ref(bus);
+        for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
+                m->payload_ops[k] = payload_ops_get(k);
         m->settings = *settings;
         *settings = (ManagerSettings) {};
 
@@ -180,6 +183,11 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
 fail:
         manager_free(m);
         return r;
+}
+
+const PayloadOps *manager_payload_ops(Manager *m, PayloadKind k) {
+        assert(m);
+        return k >= 0 && k < _PAYLOAD_KIND_MAX ? m->payload_ops[k] : NULL;
 }
 
 Manager *manager_free(Manager *m) {
@@ -1166,8 +1174,8 @@ int manager_adopt_sandboxes(Manager *m) {
 
         (void) manager_stop_orphans(m);
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
-                if (payload_ops_get(k)->remove_orphans)
-                        payload_ops_get(k)->remove_orphans(m);
+                if (m->payload_ops[k]->remove_orphans)
+                        m->payload_ops[k]->remove_orphans(m);
         manager_schedule_pool_refill(m, 0);
         if (adopted > 0)
                 log_info("Adopted %u running sandbox(es).", adopted);

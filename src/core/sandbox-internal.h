@@ -151,6 +151,9 @@ struct Manager {
         unsigned notifying;     /* hooks are being called: unsubscribing only marks */
         int seccomp_fd;
         DockerClient *docker;
+        /* The payload backends by kind: payload_ops_get()'s, set by manager_new(); the unit
+         * tests put a fake in their place (tests/unit/fake-payload.h). */
+        const PayloadOps *payload_ops[_PAYLOAD_KIND_MAX];
         EgressClient *egress;
         RenewServer *renew_server; /* started at the first recycling reset */
         RecycleWaiter *waiters_going_on; /* creates that waited for a reset, about to go on */
@@ -193,6 +196,8 @@ struct Manager {
 
 };
 
+/* m's backend for k, or NULL for no such kind. */
+const PayloadOps *manager_payload_ops(Manager *m, PayloadKind k);
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
 /* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */

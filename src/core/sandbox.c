@@ -299,7 +299,7 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
 }
 
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret) {
-        const PayloadOps *ops = payload_ops_get(t->payload);
+        const PayloadOps *ops = manager_payload_ops(m, t->payload);
         Sandbox *s;
         int r;
 
@@ -1083,7 +1083,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         if (!sandbox_id_is_valid(st->id) || manager_find_sandbox(m, st->id))
                 return -EINVAL;
         /* A record without "payload" is from before Docker payloads: bwrap's. */
-        ops = payload_ops_get(payload_kind_from_string(st->payload ?: "bwrap"));
+        ops = manager_payload_ops(m, payload_kind_from_string(st->payload ?: "bwrap"));
         if (!ops)
                 return -EINVAL;
         s = sandbox_alloc(m, ops);

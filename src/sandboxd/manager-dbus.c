@@ -87,9 +87,8 @@ static int method_create_sandbox(sd_bus_message *m, void *userdata, sd_bus_error
         return bus_authorize_then(m, create_access, 0, create_authorized, TAKE_PTR(c), create_request_free);
 }
 
-static int quota_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                        const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_INSPECT;
+static int quota_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                        SandboxError *error) {
         *ret_owner = caller->uid;
         return 0;
 }

@@ -243,9 +243,8 @@ static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, Var
 }
 
 /* GetQuota: one's own (or the tenant's one acts for); nothing to ask polkit. */
-static int quota_access(const SandboxCaller *caller, void *userdata, SandboxOperation *ret_op, uid_t *ret_owner,
-                        const char **ret_tenant, SandboxError *error) {
-        *ret_op = SANDBOX_OP_INSPECT;
+static int quota_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                        SandboxError *error) {
         *ret_owner = caller->uid;
         return 0;
 }

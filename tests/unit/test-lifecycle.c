@@ -1,0 +1,865 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The sandbox's life, through the core's own code, without a system (fake-payload.h): a
+ * create that starts its unit and waits for the agent, execs and their results, pause and
+ * resume, destroy, the ephemeral mode, the recycling pool's reset, snapshots, and adoption
+ * by a restarted sandboxd; and what goes wrong on the way: a payload that cannot start, a
+ * unit systemd fails, an agent that dies in the middle of an exec, a stop during a reset or
+ * during a snapshot, a restart during a pause. */
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include "fake-payload.h"
+#include "sandbox-persist.h"
+#include "snapshot.h"
+#include "strv.h"
+
+#define SHELL_TEMPLATE                                                                          \
+        "{ \"description\": \"a shell\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"    \
+        "  \"environment\": [\"PATH=/usr/bin\"] }"
+#define RECYCLE_TEMPLATE                                                                        \
+        "{ \"description\": \"recycled\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"   \
+        "  \"pool\": { \"size\": 0, \"recycle\": true, \"recycle_max\": 2, \"recycle_idle_sec\": 600 } }"
+
+static const char *const templates[] = { "shell", SHELL_TEMPLATE, "recycled", RECYCLE_TEMPLATE, NULL };
+
+static const SandboxCaller root = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .granted = true };
+
+/* ---- what the core's callbacks said ---- */
+
+typedef struct Answer {
+        unsigned n;
+        Sandbox *sandbox;
+        char id[SANDBOX_ID_LEN + 1];
+        SandboxState state;
+        SandboxErrorCode code;
+        char message[256];
+} Answer;
+
+static void on_sandbox(Sandbox *s, const SandboxError *error, void *userdata) {
+        Answer *a = userdata;
+
+        a->n++;
+        a->sandbox = error ? NULL : s;
+        a->code = error ? error->code : SANDBOX_ERR_NONE;
+        snprintf(a->message, sizeof(a->message), "%s", error ? sandbox_error_message(error) : "");
+        if (s) {
+                snprintf(a->id, sizeof(a->id), "%s", s->id);
+                a->state = s->state;
+        }
+}
+
+typedef struct ExecAnswer {
+        unsigned n;
+        int exit_status;
+        char out[64];
+        SandboxErrorCode code;
+        char message[256];
+        bool sandbox_gone;      /* the sandbox was dead when the answer came */
+} ExecAnswer;
+
+static void on_exec(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata) {
+        ExecAnswer *a = userdata;
+
+        a->n++;
+        a->code = error ? error->code : SANDBOX_ERR_NONE;
+        snprintf(a->message, sizeof(a->message), "%s", error ? sandbox_error_message(error) : "");
+        if (result) {
+                a->exit_status = result->exit_status;
+                snprintf(a->out, sizeof(a->out), "%.*s", (int) result->out.size, strempty(result->out.data));
+        }
+}
+
+static Sandbox *create(const char *template, bool ephemeral) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = { .ephemeral = ephemeral };
+        Answer a = {};
+
+        assert_int_equal(manager_create_sandbox(manager, &root, template, &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_non_null(a.sandbox);
+        assert_int_equal(a.state, SANDBOX_RUNNING);
+        /* Its cgroup, once systemd said where it is (the first) or computed (the rest). */
+        RUN_UNTIL(a.sandbox->cgroup);
+        sandbox_config_done(&config);
+        return a.sandbox;
+}
+
+static int exec_argv(Sandbox *s, const char *arg, ExecAnswer *a, SandboxError *error) {
+        ExecConfig c;
+        char **argv = STRV("sh", "-c", (char *) arg);
+        int r;
+
+        exec_config_init(&c);
+        assert_non_null(argv);
+        assert_int_equal(exec_config_set_argv(&c, argv, error), 0);
+        r = sandbox_exec(s, &c, on_exec, a, error);
+        exec_config_done(&c);
+        return r;
+}
+
+static bool state_file_exists(const char *id) {
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
+        return access(path, F_OK) == 0;
+}
+
+static void destroy(Sandbox *s) {
+        Answer a = {};
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &a), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_int_equal(a.state, SANDBOX_DEAD);
+        assert_null(manager_find_sandbox(manager, id));
+        assert_false(state_file_exists(id));
+}
+
+/* Paused, and answered so. */
+static void pause_now(Sandbox *s) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer p = {};
+
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(p.code, SANDBOX_ERR_NONE);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+}
+
+static int setup(void **state) {
+        fake_core_new(templates);
+        return 0;
+}
+
+static int teardown(void **state) {
+        fake_core_free();
+        return 0;
+}
+
+/* ---- the life of a sandbox ---- */
+
+static void test_create_exec_destroy(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s;
+
+        s = create("shell", false);
+        assert_int_equal(systemd_fake.n_start, 1);
+        assert_int_equal(backend.n_unit_started, 1);
+        assert_true(state_file_exists(s->id));
+        assert_string_equal(s->cgroup + strlen(s->cgroup) - strlen(s->unit), s->unit);
+        assert_ptr_equal(manager_get_sandbox(manager, s->id), s);
+
+        assert_int_equal(exec_argv(s, "echo hello; exit 3", &e, &error), 0);
+        agent_run_exec(agent_of(s), 3);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.code, SANDBOX_ERR_NONE);
+        assert_int_equal(e.exit_status, 3);
+        assert_string_equal(e.out, "hello\n");
+
+        /* A persistent sandbox takes many. */
+        e = (ExecAnswer) {};
+        assert_int_equal(exec_argv(s, "true", &e, &error), 0);
+        agent_run_exec(agent_of(s), 0);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.exit_status, 0);
+
+        destroy(s);
+        assert_int_equal(systemd_fake.n_stop, 1);
+        assert_int_equal(backend.n_stop, 1);
+        assert_int_equal(backend.n_free, 1);
+}
+
+static void test_ephemeral_answers_once_gone(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("shell", true);
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(exec_argv(s, "true", &e, &error), 0);
+        agent_run_exec(agent_of(s), 0);
+        RUN_UNTIL(e.n > 0);
+        /* Answered only once the sandbox is gone: nothing of it is left. */
+        assert_int_equal(e.code, SANDBOX_ERR_NONE);
+        assert_null(manager_find_sandbox(manager, id));
+        assert_int_equal(systemd_fake.n_stop, 1);
+}
+
+static void test_ephemeral_refused_exec_lets_it_go(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL, invalid = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("shell", true), *p;
+        char id[SANDBOX_ID_LEN + 1];
+        ExecConfig c;
+
+        /* Refused by the face (an option it could not decode): the core answers it. */
+        snprintf(id, sizeof(id), "%s", s->id);
+        exec_config_init(&c);
+        assert_int_equal(exec_config_set_argv(&c, STRV("true"), &error), 0);
+        sandbox_error_set(&invalid, SANDBOX_ERR_INVALID_OPTION, "Timeout must be at most 3600.");
+        exec_config_refuse(&c, -EINVAL, &invalid);
+        assert_int_equal(sandbox_exec(s, &c, on_exec, &e, &error), -EINVAL);
+        exec_config_done(&c);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        assert_string_equal(sandbox_error_message(&error), "Timeout must be at most 3600.");
+        assert_int_equal(e.n, 0);
+        /* ... and the sandbox goes, nobody having to destroy it. */
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+        assert_false(state_file_exists(id));
+
+        /* A persistent one stays. */
+        sandbox_error_done(&error);
+        p = create("shell", false);
+        exec_config_init(&c);
+        assert_int_equal(exec_config_set_argv(&c, STRV("true"), &error), 0);
+        exec_config_refuse(&c, -EINVAL, NULL);
+        assert_int_equal(sandbox_exec(p, &c, on_exec, &e, &error), -EINVAL);
+        exec_config_done(&c);
+        run_briefly();
+        assert_int_equal(p->state, SANDBOX_RUNNING);
+        /* An ephemeral one that ran its command takes no second. */
+        destroy(p);
+}
+
+static void test_ephemeral_second_exec_is_busy(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {}, second = {};
+        Sandbox *s = create("shell", true);
+        int out;
+        uint64_t id;
+
+        assert_int_equal(exec_argv(s, "sleep 1", &e, &error), 0);
+        id = agent_take_exec(agent_of(s), &out);
+        assert_int_equal(exec_argv(s, "true", &second, &error), -EBUSY);
+        assert_int_equal(error.code, SANDBOX_ERR_BUSY);
+        /* The refusal of a second exec does not end the first. */
+        run_briefly();
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        safe_close(out);
+        agent_exit(agent_of(s), id, 0);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.code, SANDBOX_ERR_NONE);
+}
+
+/* ---- failures on the way up ---- */
+
+static void test_payload_cannot_start(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+
+        backend.start_error = -EIO;
+        assert_true(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error) < 0);
+        run_briefly();
+        assert_int_equal(a.n, 0);
+        assert_int_equal(systemd_fake.n_start, 0);
+        assert_int_equal(backend.n_abort, 1);
+        assert_null(manager_next_sandbox(manager, NULL));
+}
+
+static void test_unit_fails_to_start(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+
+        systemd_fake.start_result = "failed";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_non_null(strstr(a.message, "systemd could not start"));
+        RUN_UNTIL(!manager_next_sandbox(manager, NULL));
+        assert_int_equal(backend.n_unit_started, 0);
+        assert_true(backend.n_abort >= 1);
+        assert_int_equal(manager->statistics.create_failures, 1);
+}
+
+static void test_agent_never_ready(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+
+        backend.auto_ready = false;
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);   /* the payload's start timeout */
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_non_null(strstr(a.message, "did not report ready"));
+        RUN_UNTIL(!manager_next_sandbox(manager, NULL));
+}
+
+static void test_agent_dies_while_starting(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+
+        backend.auto_ready = false;
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(backend.n_unit_started > 0);
+        agent_die(&agents[0]);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_non_null(strstr(a.message, "its agent exited"));
+        RUN_UNTIL(!manager_next_sandbox(manager, NULL));
+}
+
+static void test_destroy_while_the_unit_starts(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {}, d = {};
+        Sandbox *s;
+
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        s = manager_next_sandbox(manager, NULL);
+        assert_non_null(s);
+        assert_int_equal(s->state, SANDBOX_STARTING);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        assert_int_equal(s->state, SANDBOX_STOPPING);
+        run_briefly();
+        /* Nothing to stop before systemd answers; then its unit is stopped. */
+        assert_int_equal(systemd_fake.n_stop, 0);
+        fake_systemd_release();
+        RUN_UNTIL(d.n > 0 && a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_int_equal(d.code, SANDBOX_ERR_NONE);
+        assert_int_equal(systemd_fake.n_stop, 1);
+        assert_null(manager_next_sandbox(manager, NULL));
+}
+
+/* ---- while it runs ---- */
+
+static void test_agent_dies_mid_exec(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+        int out;
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(exec_argv(s, "sleep 100", &e, &error), 0);
+        (void) agent_take_exec(agent_of(s), &out);
+        agent_die(agent_of(s));
+        safe_close(out);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_non_null(strstr(e.message, "agent exited"));
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+        assert_int_equal(systemd_fake.n_stop, 1);
+}
+
+static void test_malformed_agent_message(void **state) {
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+        static const char junk[] = "not json";
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(send(agent_of(s)->fd, junk, sizeof(junk) - 1, 0), (ssize_t) sizeof(junk) - 1);
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+}
+
+static void test_pause_resume(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer p = {}, r = {};
+        Sandbox *s = create("shell", false);
+
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        /* One at a time. */
+        assert_true(sandbox_pause(s, on_sandbox, &p, &error) < 0);
+        sandbox_error_done(&error);
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(p.code, SANDBOX_ERR_NONE);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        assert_string_equal(sandbox_get_pause_method(s), "freeze");
+        assert_int_equal(systemd_fake.n_freeze, 1);
+
+        assert_int_equal(exec_argv(s, "true", &e, &error), -ESRCH);
+        assert_int_equal(error.code, SANDBOX_ERR_NOT_RUNNING);
+        sandbox_error_done(&error);
+        assert_true(sandbox_pause(s, on_sandbox, &p, &error) < 0);
+        sandbox_error_done(&error);
+
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(r.n > 0);
+        assert_int_equal(r.code, SANDBOX_ERR_NONE);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(systemd_fake.n_thaw, 1);
+        assert_true(sandbox_resume(s, on_sandbox, &r, &error) < 0);
+        sandbox_error_done(&error);
+        destroy(s);
+}
+
+static void test_pause_without_freezer_uses_sigstop(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer p = {}, r = {};
+        Sandbox *s = create("shell", false);
+
+        systemd_fake.freeze_error = SD_BUS_ERROR_NOT_SUPPORTED;
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(p.code, SANDBOX_ERR_NONE);
+        assert_string_equal(sandbox_get_pause_method(s), "sigstop");
+        assert_int_equal(systemd_fake.n_kill, 1);
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(r.n > 0);
+        assert_int_equal(systemd_fake.n_kill, 2);   /* SIGCONT */
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+
+        /* Another refusal of systemd's is the caller's answer, and the sandbox runs on. */
+        systemd_fake.freeze_error = SD_BUS_ERROR_ACCESS_DENIED;
+        p = (Answer) {};
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(p.code, SANDBOX_ERR_SYSTEMD_FAILED);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        destroy(s);
+}
+
+static void test_destroy_answers_callers_in_flight(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer p = {}, d1 = {}, d2 = {};
+        Sandbox *s = create("shell", false);
+        int out;
+
+        assert_int_equal(exec_argv(s, "sleep 100", &e, &error), 0);
+        (void) agent_take_exec(agent_of(s), &out);
+        systemd_fake.hold = "FreezeUnit";
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        /* Two destroys: both answered. */
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d1), 0);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d2), 0);
+        RUN_UNTIL(d1.n > 0 && d2.n > 0);
+        assert_int_equal(e.n, 1);
+        assert_int_equal(e.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_int_equal(p.n, 1);
+        assert_int_equal(p.code, SANDBOX_ERR_NOT_RUNNING);
+        safe_close(out);
+        fake_systemd_release();
+        run_briefly();
+        assert_int_equal(p.n, 1);
+}
+
+static void test_lifetime_and_idle_timeouts(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_set_timeout(s, 0, 0, &error), 0);
+        assert_int_equal(sandbox_get_deadline(s), 0);
+        assert_true(sandbox_set_timeout(s, 31ULL * 86400, 0, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        sandbox_error_done(&error);
+        assert_int_equal(sandbox_set_timeout(s, 3600, 1, &error), 0);
+        assert_true(sandbox_get_deadline(s) > 0);
+        /* Idle for a second: destroyed. */
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+}
+
+static void test_background_process(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *kill = NULL;
+        ExecAnswer w = {};
+        ExecConfig c;
+        Exec *e;
+        Sandbox *s = create("shell", false);
+        uint64_t id, agent_id;
+        ExecOutput o;
+        int out;
+
+        exec_config_init(&c);
+        assert_int_equal(exec_config_set_argv(&c, STRV("sleep", "100"), &error), 0);
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
+        exec_config_done(&c);
+        agent_id = agent_take_exec(agent_of(s), &out);
+        assert_int_equal(write(out, "partial\n", 8), 8);
+        RUN_UNTIL((e = sandbox_find_process(s, id)) && exec_get_pid(e) == 42 && exec_get_result(e)->out.total == 8);
+        assert_true(exec_is_running(e));
+        assert_int_equal(exec_read_output(e, 0, 0, &o, &error), 0);
+        assert_int_equal(o.out_size, 8);
+        assert_true(sandbox_next_process(s, NULL) == e);
+        assert_int_equal(sandbox_get_process(s, 9999, &e, &error), -ECHILD);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_PROCESS);
+        sandbox_error_done(&error);
+        assert_int_equal(sandbox_get_process(s, id, &e, &error), 0);
+
+        assert_int_equal(exec_wait(e, 0, on_exec, &w, &error), 0);
+        assert_int_equal(exec_signal(e, SIGTERM, &error), 0);
+        kill = agent_expect(agent_of(s), "kill", NULL, 0, NULL);
+        assert_int_equal(msg_id(kill), agent_id);
+        safe_close(out);
+        agent_say(agent_of(s), agent_msg_exit(&(struct agent_exit) { .id = agent_id, .code = -1, .signal = SIGTERM }));
+        RUN_UNTIL(w.n > 0);
+        assert_int_equal(w.exit_status, 128 + SIGTERM);
+        assert_false(exec_is_running(e));
+        /* Kept for its result. */
+        assert_ptr_equal(sandbox_find_process(s, id), e);
+        destroy(s);
+}
+
+static void test_destroy_waits_for_the_payload(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer d = {};
+        Sandbox *s = create("shell", false);
+
+        backend.hold_stop = true;
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        RUN_UNTIL(backend.stop_held);
+        assert_int_equal(s->state, SANDBOX_STOPPING);
+        /* Going: nothing new starts in it, and it is not answered before its unit stops. */
+        assert_int_equal(exec_argv(s, "true", &e, &error), -ESRCH);
+        assert_int_equal(error.code, SANDBOX_ERR_NOT_RUNNING);
+        run_briefly();
+        assert_int_equal(d.n, 0);
+        assert_int_equal(systemd_fake.n_stop, 0);
+        fake_payload_stopped();
+        RUN_UNTIL(d.n > 0);
+        assert_int_equal(systemd_fake.n_stop, 1);
+        assert_null(manager_next_sandbox(manager, NULL));
+}
+
+/* ---- the recycling pool ---- */
+
+static void agent_reset(FakeAgent *a, int error) {
+        _cleanup_json_ json_object *reset = agent_expect(a, "reset", NULL, 0, NULL);
+
+        agent_say(a, agent_msg_reset_result(msg_id(reset), error));
+}
+
+static void test_recycled_for_the_same_owner(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer rel = {};
+        Sandbox *s = create("recycled", false), *again;
+        char first[SANDBOX_ID_LEN + 1];
+        FakeAgent *a = agent_of(s);
+
+        snprintf(first, sizeof(first), "%s", s->id);
+        assert_true(sandbox_can_recycle(s));
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        /* Gone for its user at once; reset meanwhile. */
+        assert_null(manager_get_sandbox(manager, first));
+        agent_reset(a, 0);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(rel.code, SANDBOX_ERR_NONE);
+        assert_int_equal(rel.state, SANDBOX_RUNNING);
+        assert_int_equal(backend.n_renew, 1);
+        assert_int_equal(manager_count_released(manager, s), 1);
+
+        /* The next create of that owner gets it, under a new id, as the same unit. */
+        again = create("recycled", false);
+        assert_ptr_equal(again, s);
+        assert_string_not_equal(again->id, first);
+        assert_string_equal(sandbox_get_source(again), "recycled");
+        assert_int_equal(sandbox_get_recycles(again), 1);
+        assert_int_equal(systemd_fake.n_start, 1);
+
+        assert_int_equal(exec_argv(again, "true", &e, &error), 0);
+        agent_run_exec(a, 0);
+        RUN_UNTIL(e.n > 0);
+        destroy(again);
+}
+
+static void test_ephemeral_recycled_after_its_exec(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("recycled", true);
+        FakeAgent *a = agent_of(s);
+
+        assert_int_equal(exec_argv(s, "true", &e, &error), 0);
+        agent_run_exec(a, 0);
+        RUN_UNTIL(e.n > 0);
+        /* Answered before the reset. */
+        assert_true(s->released);
+        agent_reset(a, 0);
+        RUN_UNTIL(!s->recycling);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(manager_count_released(manager, s), 1);
+}
+
+static void test_reset_that_fails_destroys(void **state) {
+        Answer rel = {};
+        Sandbox *s = create("recycled", false);
+        FakeAgent *a = agent_of(s);
+
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        agent_reset(a, ETIMEDOUT);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+        RUN_UNTIL(!manager_next_sandbox(manager, NULL));
+
+        /* The payload's renewal failing does the same. */
+        rel = (Answer) {};
+        s = create("recycled", false);
+        backend.renew_failure = "a process was left in the unit";
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        agent_reset(agent_of(s), 0);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+}
+
+static void test_renewal_answers_late(void **state) {
+        Answer rel = {};
+        Sandbox *s = create("recycled", false);
+
+        backend.hold_renew = true;
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        agent_reset(agent_of(s), 0);
+        RUN_UNTIL(backend.renew_held);
+        run_briefly();
+        assert_int_equal(rel.n, 0);
+        assert_true(s->recycling);
+        fake_payload_renewed(NULL);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_RUNNING);
+        assert_false(s->recycling);
+}
+
+static void test_stop_during_reset(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer rel = {}, d = {}, waited = {}, rel2 = {};
+        Sandbox *s = create("recycled", false), *t = create("recycled", false);
+        FakeAgent *a = agent_of(s);
+
+        /* Two of the owner's being reset: a create waits for one. */
+        backend.hold_renew = true;
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        assert_int_equal(sandbox_release(t, on_sandbox, &rel2), 0);
+        agent_reset(a, 0);
+        RUN_UNTIL(backend.renew_held);
+        assert_int_equal(manager_create_sandbox(manager, &root, "recycled", &config, on_sandbox, &waited, &error), 0);
+        /* Stopped while being reset: not kept, and not handed to the waiting create. */
+        assert_ptr_equal(backend.renew_held, s);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        RUN_UNTIL(d.n > 0 && rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+        /* The create goes on without it: a sandbox of its own, never a NULL one. */
+        RUN_UNTIL(waited.n > 0);
+        assert_int_equal(waited.code, SANDBOX_ERR_NONE);
+        assert_non_null(waited.sandbox);
+        assert_int_equal(waited.state, SANDBOX_RUNNING);
+        assert_string_not_equal(waited.id, d.id);
+        sandbox_config_done(&config);
+
+        /* The other one's reset ends as usual: kept. */
+        agent_reset(agent_of(t), 0);
+        RUN_UNTIL(backend.renew_held == t);
+        fake_payload_renewed(NULL);
+        RUN_UNTIL(rel2.n > 0);
+        assert_int_equal(rel2.state, SANDBOX_RUNNING);
+}
+
+/* ---- snapshots ---- */
+
+static void on_snapshot(const SnapshotMeta *meta, const SandboxError *error, void *userdata) {
+        Answer *a = userdata;
+
+        a->n++;
+        a->code = error ? error->code : SANDBOX_ERR_NONE;
+        snprintf(a->message, sizeof(a->message), "%s", error ? sandbox_error_message(error) : "");
+        if (meta)
+                snprintf(a->id, sizeof(a->id), "%s", meta->id);
+}
+
+/* The agent's archive: some bytes into the descriptor, then its result. */
+static void agent_archive(FakeAgent *a, const char *data, int error) {
+        _cleanup_json_ json_object *msg = NULL;
+        struct agent_file f;
+        int fd;
+        size_t n;
+
+        msg = agent_expect(a, "file", &fd, 1, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(agent_parse_file(msg, &f), 0);
+        assert_int_equal(f.op, AGENT_FILE_ARCHIVE);
+        if (data)
+                assert_int_equal(write(fd, data, strlen(data)), (ssize_t) strlen(data));
+        safe_close(fd);
+        agent_say(a, agent_msg_file_result(&(struct agent_file_result) {
+                .id = f.id, .error = error, .has_bytes = true, .bytes = data ? strlen(data) : 0 }));
+}
+
+static void test_snapshot(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SnapshotMeta *list = NULL;
+        size_t n = 0;
+        Answer snap = {};
+        Sandbox *s = create("shell", false);
+        char path[256];
+
+        assert_int_equal(sandbox_snapshot(s, &(SnapshotOptions) {}, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "an archive", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_NONE);
+        snprintf(path, sizeof(path), "%s/snapshots/%s.tar.zst", state_dir, snap.id);
+        assert_int_equal(access(path, F_OK), 0);
+        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(list[0].id, snap.id);
+        assert_int_equal(list[0].size, strlen("an archive"));
+        snapshot_meta_array_free(list, n);
+
+        /* The agent failing is the caller's answer; nothing is left of it. */
+        snap = (Answer) {};
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), NULL, EIO);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(n, 1);
+        snapshot_meta_array_free(list, n);
+
+        assert_int_equal(manager_remove_snapshot(manager, snap.id[0] ? snap.id : "0000000000000000", &error) < 0, true);
+        sandbox_error_done(&error);
+        destroy(s);
+}
+
+static void test_stop_during_snapshot(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *msg = NULL;
+        SnapshotMeta *list = NULL;
+        size_t n = 0, n_fds;
+        Answer snap = {}, d = {};
+        Sandbox *s = create("shell", false);
+        int fd;
+
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        msg = agent_expect(agent_of(s), "file", &fd, 1, &n_fds);
+        assert_non_null(msg);
+        assert_int_equal(n_fds, 1);
+        assert_int_equal(write(fd, "half", 4), 4);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        RUN_UNTIL(d.n > 0 && snap.n > 0);
+        safe_close(fd);
+        assert_int_equal(snap.code, SANDBOX_ERR_SANDBOX_FAILED);
+        run_briefly();
+        /* No snapshot, and no partial file left. */
+        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(n, 0);
+        free(list);
+}
+
+static void test_snapshot_while_paused_pauses_again(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer snap = {};
+        Sandbox *s = create("shell", false);
+
+        pause_now(s);
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "x", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_NONE);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        assert_int_equal(systemd_fake.n_thaw, 1);
+        assert_int_equal(systemd_fake.n_freeze, 2);
+        destroy(s);
+}
+
+/* ---- a restarted sandboxd ---- */
+
+/* The manager goes as sandboxd does when it stops (sandboxes detached, their state kept),
+ * and a new one over the same state directory adopts s from its state file and its
+ * control socket (what systemd's fd store would give back). */
+static Sandbox *restart_and_adopt(Sandbox *s) {
+        _cleanup_close_ int kept = fcntl(s->control_fd, F_DUPFD_CLOEXEC, 3);
+        char id[SANDBOX_ID_LEN + 1], path[256];
+        SandboxPersist st = {};
+        Sandbox *adopted = NULL;
+
+        assert_true(kept >= 0);
+        snprintf(id, sizeof(id), "%s", s->id);
+        manager = manager_free(manager);
+        assert_int_equal(backend.n_detach, 1);
+        assert_true(state_file_exists(id));
+
+        fake_manager_new();
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
+        assert_int_equal(sandbox_persist_load(path, &st), 0);
+        assert_int_equal(sandbox_adopt(manager, &st, TAKE_FD(kept), -EBADF, &adopted), 0);
+        sandbox_persist_done(&st);
+        assert_int_equal(backend.n_adopt, 1);
+        assert_ptr_equal(manager_get_sandbox(manager, id), adopted);
+        return adopted;
+}
+
+static void test_restart_adopts_a_running_sandbox(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("shell", false);
+
+        s = restart_and_adopt(s);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(exec_argv(s, "true", &e, &error), 0);
+        agent_run_exec(agent_of(s), 7);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.exit_status, 7);
+        destroy(s);
+}
+
+static void test_restart_during_pause(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer r = {};
+        Sandbox *s = create("shell", false);
+
+        pause_now(s);
+        s = restart_and_adopt(s);
+        /* Still paused, and how: resumed the same way. */
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        assert_string_equal(sandbox_get_pause_method(s), "freeze");
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(r.n > 0);
+        assert_int_equal(r.code, SANDBOX_ERR_NONE);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(systemd_fake.n_thaw, 1);
+        destroy(s);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_create_exec_destroy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ephemeral_answers_once_gone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ephemeral_refused_exec_lets_it_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ephemeral_second_exec_is_busy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_payload_cannot_start, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unit_fails_to_start, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_agent_never_ready, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_agent_dies_while_starting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_destroy_while_the_unit_starts, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_agent_dies_mid_exec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed_agent_message, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pause_resume, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pause_without_freezer_uses_sigstop, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_destroy_answers_callers_in_flight, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lifetime_and_idle_timeouts, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_background_process, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_destroy_waits_for_the_payload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_recycled_for_the_same_owner, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_renewal_answers_late, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reset_that_fails_destroys, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_during_reset, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_during_snapshot, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
