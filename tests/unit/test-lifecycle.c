@@ -106,6 +106,14 @@ static int exec_argv(Sandbox *s, const char *arg, ExecAnswer *a, SandboxError *e
         return r;
 }
 
+/* An exec's configuration: argv, as the faces decode it. */
+static void exec_config_argv(ExecConfig *c, const char *arg) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+        exec_config_init(c);
+        assert_int_equal(exec_config_set_argv(c, STRV("sh", "-c", (char *) arg), &error), 0);
+}
+
 static bool state_file_exists(const char *id) {
         char path[256];
 
@@ -533,6 +541,195 @@ static void test_destroy_waits_for_the_payload(void **state) {
         assert_null(manager_next_sandbox(manager, NULL));
 }
 
+
+static unsigned n_exec_records;
+
+static void on_exec_record(const ExecRecordEvent *ev, void *userdata) {
+        assert_string_equal(ev->argv[0], "sh");
+        n_exec_records++;
+}
+
+static void test_exec_timeout_kills_and_records(void **state) {
+        static const ManagerHooks hooks = { .exec_record = on_exec_record };
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *kill = NULL;
+        ManagerSubscription *sub = NULL;
+        ExecAnswer e = {};
+        ExecConfig c;
+        Sandbox *s = create("shell", false);
+        uint64_t id;
+        int out;
+
+        n_exec_records = 0;
+        assert_int_equal(manager_subscribe(manager, &hooks, NULL, &sub), 0);
+        exec_config_argv(&c, "sleep 100");
+        c.timeout_usec = 50 * 1000;
+        c.timeout_set = true;
+        c.stdin_data = strdup("input");
+        c.stdin_size = 5;
+        assert_int_equal(sandbox_exec(s, &c, on_exec, &e, &error), 0);
+        exec_config_done(&c);
+        id = agent_take_exec(agent_of(s), &out);
+        /* At its timeout the agent is told to kill it, and its end says so. */
+        kill = agent_expect(agent_of(s), "kill", NULL, 0, NULL);
+        assert_int_equal(msg_id(kill), id);
+        safe_close(out);
+        agent_say(agent_of(s), agent_msg_exit(&(struct agent_exit) { .id = id, .code = -1, .signal = SIGKILL }));
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.exit_status, 128 + SIGKILL);
+        RUN_UNTIL(n_exec_records == 1);
+        sub = manager_unsubscribe(sub);
+        destroy(s);
+}
+
+static void test_exec_timeout_stands_still_while_paused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *kill = NULL;
+        ExecAnswer e = {};
+        Answer r = {};
+        ExecConfig c;
+        Sandbox *s = create("shell", false);
+        uint64_t id;
+        int out;
+
+        exec_config_argv(&c, "sleep 100");
+        c.timeout_usec = 100 * 1000;
+        c.timeout_set = true;
+        assert_int_equal(sandbox_exec(s, &c, on_exec, &e, &error), 0);
+        exec_config_done(&c);
+        id = agent_take_exec(agent_of(s), &out);
+        pause_now(s);
+        /* Paused longer than its timeout: not killed meanwhile. */
+        usleep(150 * 1000);
+        run_briefly();
+        assert_int_equal(e.n, 0);
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(r.n > 0);
+        kill = agent_expect(agent_of(s), "kill", NULL, 0, NULL);
+        assert_int_equal(msg_id(kill), id);
+        safe_close(out);
+        agent_exit(agent_of(s), id, 0);
+        RUN_UNTIL(e.n > 0);
+        destroy(s);
+}
+
+static void test_exec_output_to_the_callers_descriptors(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        ExecConfig c;
+        Sandbox *s = create("shell", false);
+        int mine[2], out;
+        char buf[16] = {};
+        uint64_t id;
+
+        assert_int_equal(pipe2(mine, O_CLOEXEC), 0);
+        exec_config_argv(&c, "echo hi");
+        c.stdout_fd = mine[1];
+        assert_int_equal(sandbox_exec(s, &c, on_exec, &e, &error), 0);
+        exec_config_done(&c);
+        id = agent_take_exec(agent_of(s), &out);
+        assert_int_equal(write(out, "through\n", 8), 8);
+        safe_close(out);
+        agent_exit(agent_of(s), id, 0);
+        RUN_UNTIL(e.n > 0);
+        /* Not captured: it went to the caller's own pipe. */
+        assert_string_equal(e.out, "");
+        assert_int_equal(read(mine[0], buf, sizeof(buf) - 1), 8);
+        assert_string_equal(buf, "through\n");
+        safe_close(mine[0]);
+        destroy(s);
+}
+
+static void test_terminal(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *msg = NULL, *resize = NULL;
+        struct agent_winsize ws = {};
+        ExecConfig c;
+        Exec *e;
+        Sandbox *s = create("shell", false);
+        int in[2], out[2], fds[AGENT_EXEC_NFDS];
+        uint64_t id, agent_id;
+        size_t n;
+
+        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+        exec_config_argv(&c, "sh");
+        c.tty = true;
+        c.tty_rows = 30;
+        c.tty_cols = 100;
+        /* A terminal needs the caller's descriptors. */
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), -EINVAL);
+        sandbox_error_done(&error);
+        c.stdin_fd = in[0];
+        c.stdout_fd = out[1];
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
+        exec_config_done(&c);
+        msg = agent_expect(agent_of(s), "exec", fds, AGENT_EXEC_NFDS, &n);
+        assert_int_equal(agent_parse_exec_tty(msg, &ws), 1);
+        assert_int_equal(ws.rows, 30);
+        agent_id = msg_id(msg);
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+        agent_say(agent_of(s), agent_msg_started(agent_id, 7));
+        RUN_UNTIL((e = sandbox_find_process(s, id)) && exec_get_pid(e) == 7);
+        assert_int_equal(exec_resize_terminal(e, 0, 10, &error), -EINVAL);
+        sandbox_error_done(&error);
+        assert_int_equal(exec_resize_terminal(e, 40, 120, &error), 0);
+        resize = agent_expect(agent_of(s), "resize", NULL, 0, NULL);
+        assert_int_equal(agent_parse_resize(resize, &id, &ws), 0);
+        assert_int_equal(ws.cols, 120);
+        assert_string_equal(exec_get_argv(e)[0], "sh");
+        safe_close(in[1]);
+        safe_close(out[0]);
+        destroy(s);
+}
+
+static void test_wait_times_out(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer w = {};
+        ExecConfig c;
+        Exec *e;
+        Sandbox *s = create("shell", false);
+        uint64_t id;
+        int out;
+
+        exec_config_argv(&c, "sleep 100");
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
+        exec_config_done(&c);
+        (void) agent_take_exec(agent_of(s), &out);
+        e = sandbox_find_process(s, id);
+        assert_non_null(e);
+        assert_int_equal(exec_wait(e, 3601, on_exec, &w, &error), -EINVAL);
+        sandbox_error_done(&error);
+        assert_int_equal(exec_signal(e, 999, &error), -EINVAL);
+        sandbox_error_done(&error);
+        assert_int_equal(exec_wait(e, 1, on_exec, &w, &error), 0);
+        RUN_UNTIL(w.n > 0);
+        assert_int_equal(w.code, SANDBOX_ERR_STILL_RUNNING);
+        /* Its sandbox going ends the process, and those waiting learn so. */
+        w = (ExecAnswer) {};
+        assert_int_equal(exec_wait(e, 0, on_exec, &w, &error), 0);
+        safe_close(out);
+        destroy(s);
+        assert_int_equal(w.n, 1);
+        assert_int_equal(w.code, SANDBOX_ERR_SANDBOX_FAILED);
+}
+
+static void test_exec_after_the_agent_is_gone(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        agent_die(agent_of(s));
+        /* Before the loop notices: the command cannot be handed over. */
+        assert_true(exec_argv(s, "true", &e, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_SANDBOX_FAILED);
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+        assert_int_equal(e.n, 0);
+}
+
 /* ---- the recycling pool ---- */
 
 static void agent_reset(FakeAgent *a, int error) {
@@ -771,6 +968,108 @@ static void test_snapshot_while_paused_pauses_again(void **state) {
         destroy(s);
 }
 
+
+/* The agent's side of a restore: the stream read in full, its result. */
+static void agent_extract(FakeAgent *a, int error) {
+        _cleanup_json_ json_object *msg = NULL;
+        struct agent_file f;
+        char buf[256];
+        int fd;
+        size_t n;
+
+        msg = agent_expect(a, "file", &fd, 1, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(agent_parse_file(msg, &f), 0);
+        assert_int_equal(f.op, AGENT_FILE_EXTRACT);
+        while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        safe_close(fd);
+        agent_say(a, agent_msg_file_result(&(struct agent_file_result) {
+                .id = f.id, .error = error, .has_bytes = true, .bytes = 3 }));
+}
+
+static void test_hibernate_and_wake(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SnapshotMeta *list = NULL, meta = {};
+        size_t n = 0;
+        Answer h = {}, w = {};
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_hibernate(s, NULL, on_snapshot, &h, &error), 0);
+        agent_archive(agent_of(s), "files", 0);
+        RUN_UNTIL(h.n > 0);
+        assert_int_equal(h.code, SANDBOX_ERR_NONE);
+        assert_null(manager_find_sandbox(manager, id));
+        assert_int_equal(manager_lookup_hibernated(manager, &root, id, &meta, &error), 0);
+        assert_true(meta.hibernated);
+        snapshot_meta_done(&meta);
+
+        /* Back under the same id, with its files; the snapshot used up. */
+        assert_int_equal(manager_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
+        RUN_UNTIL(n_agents == 2);
+        agent_extract(&agents[1], 0);
+        RUN_UNTIL(w.n > 0);
+        assert_int_equal(w.code, SANDBOX_ERR_NONE);
+        assert_string_equal(w.id, id);
+        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(n, 0);
+        free(list);
+        destroy(w.sandbox);
+}
+
+static void test_fork_and_restore_failure(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer f = {}, g = {};
+        Sandbox *s = create("shell", false);
+
+        assert_int_equal(manager_fork_sandbox(manager, &root, s, &config, on_sandbox, &f, &error), 0);
+        agent_archive(agent_of(s), "files", 0);
+        RUN_UNTIL(n_agents == 2);
+        agent_extract(&agents[1], 0);
+        RUN_UNTIL(f.n > 0);
+        assert_int_equal(f.code, SANDBOX_ERR_NONE);
+        assert_string_not_equal(f.id, s->id);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+
+        /* The new one's agent cannot unpack: the fork fails and leaves nothing. */
+        assert_int_equal(manager_fork_sandbox(manager, &root, s, &config, on_sandbox, &g, &error), 0);
+        agent_archive(agent_of(s), "files", 0);
+        RUN_UNTIL(n_agents == 3);
+        agent_extract(&agents[2], EIO);
+        RUN_UNTIL(g.n > 0);
+        assert_int_equal(g.code, SANDBOX_ERR_SANDBOX_FAILED);
+        RUN_UNTIL(!agents[2].sandbox);
+        destroy(f.sandbox);
+        destroy(s);
+}
+
+static void test_snapshot_quota(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer snap = {};
+        Sandbox *s = create("shell", false);
+
+        manager->settings.snapshots.max_per_owner = 1;
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "x", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        sandbox_error_done(&error);
+        assert_int_equal(manager_remove_snapshot(manager, snap.id, &error), 0);
+
+        /* Bytes too: the stream is cut where the quota ends. */
+        manager->settings.snapshots.max_bytes_per_owner = 4;
+        snap = (Answer) {};
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "more than four bytes", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        destroy(s);
+}
+
 /* ---- a restarted sandboxd ---- */
 
 /* The manager goes as sandboxd does when it stops (sandboxes detached, their state kept),
@@ -849,6 +1148,12 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_lifetime_and_idle_timeouts, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_background_process, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_destroy_waits_for_the_payload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_timeout_kills_and_records, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_timeout_stands_still_while_paused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_output_to_the_callers_descriptors, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_terminal, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_wait_times_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exec_after_the_agent_is_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_recycled_for_the_same_owner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_renewal_answers_late, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
@@ -857,6 +1162,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hibernate_and_wake, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fork_and_restore_failure, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_quota, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
         };
