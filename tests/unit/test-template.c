@@ -19,7 +19,9 @@ static void test_parse_good(void **state) {
         assert_int_equal(template_parse("python",
                 "{\"description\":\"Py\",\"payload\":\"bwrap\",\"ro_binds\":[\"/usr\"],"
                 "\"environment\":[\"PATH=/usr/bin\"],\"runtimes\":[\"python3\"],"
-                "\"limits\":{\"MemoryMax\":1048576000,\"TasksMax\":64}}", &t, &error), 0);
+                "\"limits\":{\"MemoryMax\":1048576000,\"TasksMax\":64,\"DiskMax\":2097152,\"Timeout\":600},"
+                "\"maxima\":{\"MemoryMax\":2097152000,\"CPUQuotaPerSecUSec\":500000,\"TasksMax\":128,"
+                "\"DiskMax\":4194304,\"Timeout\":3600}}", &t, &error), 0);
         assert_string_equal(t->name, "python");
         assert_string_equal(t->description, "Py");
         assert_int_equal(t->payload, PAYLOAD_BWRAP);
@@ -29,6 +31,14 @@ static void test_parse_good(void **state) {
         assert_int_equal(t->limits.tasks_max, 64);
         assert_int_equal(t->limits.cpu_quota_per_sec_usec, 0);
         assert_int_equal(t->pool, 0);
+        /* The template's maxima, and the defaults "limits" gives for DiskMax and Timeout. */
+        assert_int_equal(t->maxima.max.memory_max, 2097152000ULL);
+        assert_int_equal(t->maxima.max.cpu_quota_per_sec_usec, 500000);
+        assert_int_equal(t->maxima.max.tasks_max, 128);
+        assert_int_equal(t->maxima.disk_max, 4194304);
+        assert_int_equal(t->maxima.timeout_max, 3600);
+        assert_int_equal(t->maxima.disk_default, 2097152);
+        assert_int_equal(t->maxima.timeout_default, 600);
 }
 
 static void test_parse_docker_and_pool(void **state) {
@@ -89,6 +99,8 @@ static void test_parse_bad(void **state) {
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"environment\":[\"NOEQUALS\"]}", "NAME=VALUE");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":{\"MemoryMax\":-1}}", "MemoryMax");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"limits\":[]}", "limits");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"maxima\":7}", "maxima");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"maxima\":{\"TasksMax\":-1}}", "TasksMax");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":65}", "pool");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":-1}", "pool");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"pool\":\"3\"}", "pool");
