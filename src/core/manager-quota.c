@@ -99,6 +99,20 @@ int manager_config_resolve(Manager *m, const Template *t, SandboxConfig *config,
         return sandbox_config_finalize(config, &t->limits, &m->bounds, error);
 }
 
+uint64_t manager_timeout_default(Manager *m, const char *template_name) {
+        const Template *t = template_set_find(&m->templates, template_name);
+        SandboxConfig c = {};
+        LimitSettings l;
+
+        if (t)
+                limit_settings_merge(&l, &m->settings.tenancy.limits, &t->maxima);
+        else
+                l = m->settings.tenancy.limits;
+        /* Only the lifetime is looked at; nothing of c is owned. */
+        (void) limit_settings_check_sandbox(&l, &c, "", NULL);
+        return c.timeout_sec;
+}
+
 /* Whose quota a sandbox of owner for tenant counts against: the tenant's, else its owner's
  * (root's own have none). */
 static const QuotaLimits *quota_limits_for(Manager *m, uid_t owner, const char *tenant) {

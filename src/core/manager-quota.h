@@ -24,6 +24,10 @@ void manager_start_done(Manager *m, Sandbox *s);
 /* sandboxd stops: the waiting creates are answered with error. */
 void manager_start_waiters_abandon(Manager *m, const SandboxError *error);
 
+/* The lifetime a sandbox of that template gets when its caller asks for none ([Limits]
+ * DefaultTimeout=, else TimeoutMax=, the template's first): seconds, 0 for none. */
+uint64_t manager_timeout_default(Manager *m, const char *template_name);
+
 /* Whether one more sandbox of config for owner fits: its maxima, then the quota of its
  * tenant (or owner), then the creates-per-second bucket. QuotaExceeded or InvalidOption. */
 int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,

@@ -786,8 +786,10 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
                 if (r < 0)
                         return sandbox_error_set_errno(error, r, "Failed to give a recycled sandbox a new id: %m");
         }
-        /* Saved and announced below, with the rest. */
-        r = sandbox_apply_timeout(s, config->timeout_sec, config->idle_timeout_sec, error);
+        /* Saved and announced below, with the rest. No Timeout asked: the admin's default
+         * (or maximum), as a new one would have. */
+        r = sandbox_apply_timeout(s, config->timeout_sec ?: manager_timeout_default(m, s->template_name),
+                                  config->idle_timeout_sec, error);
         if (r < 0)
                 return r;
         manager_pool_chain_remove(m, s);
