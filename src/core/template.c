@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "etc-tree.h"
+#include "json-util.h"
 #include "strv.h"
 #include "template.h"
 
@@ -256,8 +257,13 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         if (!template_name_is_valid(name))
                 return fail(ret_error, "invalid template name '%s'", name);
 
-        o = json_tokener_parse(json);
-        if (!o || !json_object_is_type(o, json_type_object)) {
+        /* The faces' strict reader: a template given to CreateTemplate is read as its file is. */
+        r = json_parse_strict(json, strlen(json), JSON_TOKENER_DEFAULT_DEPTH, &o);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return fail(ret_error, "not a JSON object (%s)", json_strict_strerror(r));
+        if (!json_object_is_type(o, json_type_object)) {
                 json_object_put(o);
                 return fail(ret_error, "%s", "not a JSON object");
         }

@@ -225,8 +225,6 @@ static int load_handler(Run *r) {
 static int load_event(Run *r) {
         _cleanup_free_ char *text = NULL;
         size_t size = 0;
-        json_tokener *tok;
-        enum json_tokener_error e;
         uint64_t sec;
         int k;
 
@@ -248,15 +246,14 @@ static int load_event(Run *r) {
                                     EVENT_MAX >> 20);
         }
 
-        tok = json_tokener_new();
-        if (!tok)
-                return -ENOMEM;
-        r->event = json_tokener_parse_ex(tok, text, (int) size + 1);
-        e = json_tokener_get_error(tok);
-        json_tokener_free(tok);
-        if (e != json_tokener_success || strlen(text) != size)
+        /* Strictly, as every face reads JSON: NaN, a key twice or an integer beyond 64 bits
+         * would reach the handler other than it was written. */
+        k = json_parse_strict(text, size, JSON_TOKENER_DEFAULT_DEPTH, &r->event);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0)
                 return fail(r, RUN_EXIT_ERROR, "Runtime.InvalidArgument", "The event is not JSON: %s",
-                            e != json_tokener_success ? json_tokener_error_desc(e) : "a NUL byte inside");
+                            json_strict_strerror(k));
         k = run_event_take_timeout(r->event, &sec);
         if (k < 0)
                 return fail(r, RUN_EXIT_ERROR, "Runtime.InvalidArgument",

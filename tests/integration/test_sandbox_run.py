@@ -282,8 +282,10 @@ class SandboxRun(harness.SystemTestCase):
         self.assert_exit(cp, 2)
         self.assertEqual(json.loads(cp.stdout)['exitCode'], 2)
         # Bad arguments are general errors (1), found before any sandbox is made.
+        # JSON is read strictly, as on every face: NaN, a key twice, a number beyond 64 bits.
         for args in (('--timeout', '0'), ('--event', '{not json'), ('--event', '{"__timeout": 7200}'),
-                     ('--context', '[1]')):
+                     ('--context', '[1]'), ('--event', '{"x": NaN}'), ('--event', '{"a": 1, "a": 2}'),
+                     ('--event', '{"n": 18446744073709551616}')):
             with self.subTest(args=args):
                 self.assert_exit(self.run_handler(path('echo.py'), *args), 1)
 

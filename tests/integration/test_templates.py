@@ -125,6 +125,8 @@ class Templates(Base):
         cases = [
             ('no-binds', {'payload': 'bwrap'}, '"ro_binds" must name at least one host directory'),
             ('not-json', 'this is not JSON', 'not a JSON object'),
+            # Read by the faces' strict reader: a key twice is not silently the last.
+            ('twice', '{"payload": "bwrap", "payload": "docker"}', 'not a JSON object (a duplicate key)'),
             ('bad-limit', dict(shipped('shell'), limits={'MemoryMax': -1}), '"MemoryMax" must be a positive integer'),
             ('etc-escape', dict(shipped('shell'), etc={'../passwd': 'x'}), 'not a relative path inside /etc'),
             ('big', dict(shipped('shell'), description='x' * 70000), '65536 bytes or more'),
