@@ -1070,9 +1070,15 @@ class Limits(unittest.TestCase):
         return s
 
     def status(self, path, **kw):
-        s = self.send(path, **kw)
+        """The status answered, or None when the connection was refused (closed or reset)."""
+        try:
+            s = self.send(path, **kw)
+        except (ConnectionResetError, BrokenPipeError):
+            return None
         try:
             got = s.recv(65536)
+        except ConnectionResetError:
+            got = b''
         finally:
             s.close()
         return int(got.split(b' ')[1]) if got.startswith(b'HTTP/1.1 ') else None
