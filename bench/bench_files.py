@@ -18,12 +18,17 @@ whose difference is what the run made sandboxd hold at its worst.
               of --write-part-mib, the client's default 1 MiB)
   sandboxctl  sandboxctl cp over D-Bus (Upload and Download: the client's descriptor goes
               to the sandbox's agent; the data never passes through sandboxd)
+  http        sandboxd-http (started by its socket unit, a token of tenant "bench"):
+              GET and PUT /api/v1/sessions/ID/files, which the bridge moves in ReadFile
+              and WriteFile parts of 4 MiB; sessions of its own (CLIENTS / 2)
 Target: the growth is bounded by a small multiple of the part size (FILE_PART_MAX, 4 MiB),
 not by the files' size or count: the issue saw 75 MB for one 100 MB read.
 """
 
 import argparse
+import http.client
 import json
+import threading
 import os
 import subprocess
 import sys
@@ -33,6 +38,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402  (also puts tests/integration on sys.path)
+
+sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'security'))
 
 MiB = 1 << 20
 
@@ -62,13 +69,103 @@ def sandboxctl_run(system, load, what, pid, source):
     return seconds, before, fileload.status_kib(pid, 'VmHWM'), problems
 
 
+class HttpFaces:
+    """The bridge, its sessions and their files; run() as fileload.Load.run."""
+
+    def __init__(self, system, load):
+        import harness
+        import polkitutil
+        self.system, self.load = system, load
+        self.polkit = polkitutil.Polkit(system)
+        self.polkit.install()
+        with open(os.path.join(system.paths.source, 'polkit', 'io.sandboxd.Sandbox1-http.rules')) as f:
+            self.polkit.set_rules(f.read(), name='io.sandboxd.Sandbox1-http.rules')
+        token = system.run([system.paths.sandboxd_http, 'token', 'add', 'bench', '--tenant=bench',
+                            f'--tokens-dir={harness.HTTP_TOKENS_DIR}'], check=True).stdout.strip()
+        system.systemctl('start', 'sandboxd-http.socket', check=True)
+        self.auth = {'Authorization': f'Bearer {token}'}
+        limit = max(512, 5 * (load.size // MiB)) * MiB
+        self.sessions = [self.request('POST', '/api/v1/sessions', json.dumps(
+            {'template': 'shell', 'limits': {'memory_max': limit, 'disk_max': limit}}))['id']
+            for _ in range(len(load.sandboxes))]
+        for i in range(load.clients):
+            self.request('POST', f'/api/v1/sessions/{self.session(i)}/execute', json.dumps(
+                {'argv': ['sh', '-c', f'head -c {load.size} /dev/urandom > /work/r{i}']}))
+
+    def session(self, i):
+        return self.sessions[i % len(self.sessions)]
+
+    def request(self, method, path, body=None):
+        c = http.client.HTTPConnection('127.0.0.1', self.system.http_port, timeout=600)
+        c.request(method, path, body=body, headers=self.auth)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        if r.status >= 300:
+            raise RuntimeError(f'{method} {path}: {r.status} {data[:300]!r}')
+        return json.loads(data) if data else None
+
+    def close(self):
+        try:
+            for sid in self.sessions:
+                self.request('DELETE', f'/api/v1/sessions/{sid}')
+        finally:
+            self.system.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
+            self.polkit.uninstall()
+
+    def run(self, what, pid, source):
+        fileload = sys.modules['fileload']
+        problems = []
+
+        def client(i):
+            c = http.client.HTTPConnection('127.0.0.1', self.system.http_port, timeout=600)
+            try:
+                name = f'r{i}' if what == 'read' else f'h{i}'
+                path = f'/api/v1/sessions/{self.session(i)}/files?path=/work/{name}'
+                if what == 'read':
+                    c.request('GET', path, headers=self.auth)
+                    r = c.getresponse()
+                    n = 0
+                    while chunk := r.read(MiB):
+                        n += len(chunk)
+                    if r.status != 200 or n != self.load.size:
+                        problems.append(f'GET {i}: {r.status}, {n} bytes')
+                else:
+                    with open(source, 'rb') as f:
+                        c.request('PUT', path, body=f, headers=dict(self.auth, **{
+                            'Content-Length': str(self.load.size), 'Content-Type': 'application/octet-stream'}))
+                    r = c.getresponse()
+                    body = r.read()
+                    if r.status != 201:
+                        problems.append(f'PUT {i}: {r.status} {body[:200]!r}')
+            except Exception as e:  # noqa: BLE001
+                problems.append(f'http client {i}: {e!r}')
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(self.load.clients)]
+        fileload.reset_peak(pid)
+        before = fileload.status_kib(pid, 'VmRSS')
+        t0 = time.monotonic()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(900)
+        seconds = time.monotonic() - t0
+        peak = fileload.status_kib(pid, 'VmHWM')
+        if what == 'write':
+            for sid in self.sessions:
+                self.request('POST', f'/api/v1/sessions/{sid}/execute', json.dumps({'argv': ['sh', '-c', 'rm -f /work/h*']}))
+        return seconds, before, peak, problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--clients', type=int, default=10, help='transfers at once (default 10)')
     ap.add_argument('--mib', type=int, default=100, help='MiB per file (default 100)')
     ap.add_argument('--write-part-mib', type=int, default=None,
                     help="the Python client's WriteFile part (default: the client's own, 1 MiB)")
-    ap.add_argument('--faces', default='python,sandboxctl', help='comma-separated: python, sandboxctl')
+    ap.add_argument('--faces', default='python,sandboxctl,http', help='comma-separated: python, sandboxctl, http')
     ap.add_argument('--json', help='also write the results and machine to this file')
     args = ap.parse_args()
 
@@ -90,19 +187,24 @@ def main():
                 t.write_chunk = args.write_part_mib * MiB
             return t
 
+        httpf = None
         load = fileload.Load(sandboxd, transport, 'shell', args.clients, size,
                              sandboxes=max(1, args.clients // 2), memory=max(512, 5 * args.mib) * MiB)
         try:
             load.prepare_reads()
+            faces = args.faces.split(',')
+            httpf = HttpFaces(system, load) if 'http' in faces else None
             with tempfile.NamedTemporaryFile(dir=system.workdir, prefix='bench-files-') as src:
                 src.write(load.data)
                 src.flush()
-                for face in args.faces.split(','):
+                for face in faces:
                     for what in ('read', 'write'):
                         if face == 'python':
                             seconds, before, peak, bad = load.run(what, pid)
                         elif face == 'sandboxctl':
                             seconds, before, peak, bad = sandboxctl_run(system, load, what, pid, src.name)
+                        elif face == 'http':
+                            seconds, before, peak, bad = httpf.run(what, pid, src.name)
                         else:
                             raise SystemExit(f'unknown face {face}')
                         problems += bad
@@ -115,7 +217,11 @@ def main():
                                         'growth_mib': round((peak - before) / 1024, 1)})
                         print(f'{face} {what}: {results[-1]}', file=sys.stderr)
         finally:
-            load.close()
+            try:
+                if httpf:
+                    httpf.close()
+            finally:
+                load.close()
     finally:
         problems += harness.release()
 

@@ -38,9 +38,12 @@
 #define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
 #define HTTP_JSON_DEPTH_MAX 32
-/* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data): the most
- * those calls take. */
-#define HTTP_FILE_CHUNK ((size_t) FILE_PART_MAX)
+/* A file moves in parts of this many bytes (ReadFile's length, WriteFile's data; at most
+ * FILE_PART_MAX, the most those calls take). sandboxd holds a part of each transfer while
+ * it answers, a few times over (base64, JSON): ten transfers of 4 MiB parts grew it by
+ * some 75 MiB, of 1 MiB parts by a quarter of that (docs/FILES.md). */
+#define HTTP_FILE_CHUNK ((size_t) 1024 * 1024)
+_Static_assert(HTTP_FILE_CHUNK <= FILE_PART_MAX, "a part the whole-buffer calls take");
 /* Output of an exec waiting for a slow SSE client; beyond it the stream is ended. */
 #define HTTP_STREAM_BUFFER_MAX (16U * 1024U * 1024U)
 
