@@ -161,7 +161,7 @@ class Tools(Base):
             for hint in ('readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'):
                 self.assertIsInstance(t['annotations'][hint], bool, f'{name} {hint}')
             if name not in ('run_code', 'sandbox_create', 'sandbox_list', 'templates_list', 'snapshot_list',
-                            'snapshot_remove'):
+                            'snapshot_remove', 'quota_info'):
                 self.assertIn('sandbox_id', schema['required'], name)
         self.assertEqual(tools['run_code']['inputSchema']['properties']['language']['enum'], ['python', 'node', 'bash'])
         self.assertTrue(tools['sandbox_destroy']['annotations']['destructiveHint'])
