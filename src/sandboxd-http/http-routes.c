@@ -138,6 +138,8 @@ static const OptionMap session_options[] = {
         { "reuse",        "ReuseExisting",      json_type_boolean },
         { "from_snapshot", "FromSnapshot",      json_type_string },
         { "idle_action",  "IdleAction",         json_type_string },
+        { "egress_allow", "EgressAllow",        json_type_array },
+        { "egress_deny",  "EgressDeny",         json_type_array },
 };
 
 static const OptionMap session_limits[] = {

@@ -451,6 +451,19 @@ class Sessions(unittest.TestCase):
             status, _, err = request('GET', s.url)
             self.assertEqual((status, err['error']['code']), (404, 'NoSuchSandbox'))
 
+    def test_egress_rules(self):
+        # Issue 32: egress rules at create, as CreateSandbox's EgressAllow= and EgressDeny=.
+        with Session(egress_allow=['example.org', '*.example.net:8443'], egress_deny=['bad.example.org']) as s:
+            got = request('GET', s.url)[2]
+            self.assertEqual((got['egressAllow'], got['egressDeny']),
+                             (['example.org', '*.example.net:8443'], ['bad.example.org']))
+            status, _, f = request('POST', s.url + '/fork', {'egress_allow': []})
+            self.assertEqual(status, 201, f)
+            try:
+                self.assertEqual((f['egressAllow'], f['egressDeny']), ([], ['bad.example.org']))
+            finally:
+                request('DELETE', f'/api/v1/sessions/{f["id"]}')
+
     def test_ephemeral(self):
         status, _, s = request('POST', '/api/v1/sessions', {'template': 'shell', 'mode': 'ephemeral'})
         self.assertEqual(status, 201)
@@ -467,6 +480,10 @@ class Sessions(unittest.TestCase):
                                    ({'limits': {'memory_max': 1}}, 400, 'InvalidOption')):
             got = request('POST', '/api/v1/sessions', body)
             self.assertEqual((got[0], got[2]['error']['code']), (status, code), body)
+        # Egress rules: each the core's to check (a bad rule, a non-string, a non-array).
+        for body in ({'egress_allow': ['bad host!']}, {'egress_allow': [7]}, {'egress_deny': 'example.org'}):
+            got = request('POST', '/api/v1/sessions', {'template': 'shell', **body})
+            self.assertEqual((got[0], got[2]['error']['code']), (400, 'InvalidOption'), body)
         # A session-level environment: CreateSandbox has none, so refused and said why.
         got = request('POST', '/api/v1/sessions', {'template': 'shell', 'env': {'X': '1'}})
         self.assertEqual((got[0], got[2]['error']['code']), (400, 'InvalidOption'))
