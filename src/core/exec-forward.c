@@ -14,9 +14,6 @@
 #include "macro.h"
 
 #define FORWARD_CHUNK (64U * 1024U)
-/* Our pipe: larger than the default 64 KiB, so that a fast writer wakes sandboxd a quarter
- * as often and each splice moves more (best effort: the kernel may refuse). */
-#define FORWARD_PIPE_SIZE (256U * 1024U)
 /* As much as the core reads of captured output per turn of the loop. */
 #define FORWARD_MAX_PER_CALL (1024U * 1024U)
 
@@ -83,7 +80,7 @@ static ssize_t forward_step(ExecForward *f) {
 
         switch (f->kind) {
         case FORWARD_PIPE:
-                n = splice(f->src, NULL, f->dst, NULL, FORWARD_PIPE_SIZE, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+                n = splice(f->src, NULL, f->dst, NULL, FORWARD_CHUNK, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                 if (n > 0) {
                         *f->counter += (uint64_t) n;
                         return n;
@@ -244,7 +241,6 @@ int exec_forward_new(sd_event *event, int dst, uint64_t *counter, exec_forward_d
                 free(f);
                 return -errno;
         }
-        (void) fcntl(p[0], F_SETPIPE_SZ, FORWARD_PIPE_SIZE);
         if (f->kind == FORWARD_SOCKET && !(f->buf = malloc(FORWARD_CHUNK))) {
                 free(f);
                 return -ENOMEM;
