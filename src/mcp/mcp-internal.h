@@ -15,6 +15,8 @@ struct McpServer {
         unsigned n_ref;
         sd_event *event;
         char *varlink_address;
+        uint64_t default_lifetime_sec; /* sandbox_create's lifetime when not given; 0: none */
+        unsigned n_cleanups;          /* cancelled run_codes whose sandboxes are being destroyed */
 };
 
 typedef enum McpArgType {
@@ -45,6 +47,8 @@ typedef struct McpTool {
         const char *output_schema;    /* JSON text, or NULL for a tool without structured output */
         bool read_only, destructive, idempotent, open_world;
         bool on_sandbox;              /* takes a "sandbox_id" */
+        bool one_off;                 /* creates the sandbox it runs in (sandbox_id), which is
+                                       * destroyed when the call is cancelled */
         mcp_tool_run_t run;
 } McpTool;
 
@@ -75,6 +79,10 @@ struct McpRequest {
         mcp_send_t send;
         void *userdata;
         bool *finished;               /* set when freed, while mcp_request_start() runs */
+        bool cancelled;               /* a one_off's, waiting for its sandbox to destroy it */
+        json_object *progress_token;  /* the client's, NULL: it wants no progress */
+        sd_event_source *progress_timer;
+        uint64_t progress;            /* notifications/progress sent */
         McpRequest *prev, *next;
 };
 
@@ -102,3 +110,6 @@ json_object *mcp_jsonrpc_result_new(json_object *id, json_object *result);
 int mcp_request_start(McpServer *m, const char *tenant, json_object *id, const McpTool *tool, json_object *args,
                       mcp_send_t send, void *userdata, McpRequest **ret);
 void mcp_session_forget_request(McpSession *s, McpRequest *r);
+/* notifications/progress for token every MCP_PROGRESS_INTERVAL_USEC while r is pending,
+ * through r's send(). */
+int mcp_request_start_progress(McpRequest *r, json_object *token);

@@ -28,6 +28,7 @@ struct McpSession {
         char *tenant;
         const char *protocol_version;   /* one of protocol_versions, NULL before initialize */
         McpRequest *pending;
+        bool notify;                    /* send() takes notifications while requests are pending */
 };
 
 bool mcp_protocol_version_supported(const char *version) {
@@ -54,6 +55,7 @@ int mcp_server_new(McpServer **ret, sd_event *event, const char *varlink_address
         if (!m)
                 return -ENOMEM;
         m->n_ref = 1;
+        m->default_lifetime_sec = MCP_DEFAULT_LIFETIME_SEC;
         m->varlink_address = strdup(varlink_address ?: MCP_VARLINK_ADDRESS_DEFAULT);
         if (!m->varlink_address) {
                 free(m);
@@ -71,6 +73,14 @@ int mcp_server_new(McpServer **ret, sd_event *event, const char *varlink_address
         }
         *ret = m;
         return 0;
+}
+
+void mcp_server_set_default_lifetime(McpServer *m, uint64_t sec) {
+        m->default_lifetime_sec = sec;
+}
+
+bool mcp_server_is_busy(McpServer *m) {
+        return m->n_cleanups > 0;
 }
 
 McpServer *mcp_server_ref(McpServer *m) {
@@ -127,6 +137,10 @@ int mcp_session_set_protocol_version(McpSession *s, const char *version) {
 
 const char *mcp_session_get_protocol_version(McpSession *s) {
         return s->protocol_version;
+}
+
+void mcp_session_set_notify(McpSession *s, bool b) {
+        s->notify = b;
 }
 
 unsigned mcp_session_n_pending(McpSession *s) {
@@ -186,6 +200,11 @@ static int reply_result(json_object *id, json_object *result, mcp_send_t send, v
         _cleanup_json_ json_object *res = result;
 
         return send_message(mcp_jsonrpc_result_new(id, res), send, userdata);
+}
+
+static bool jsonrpc_id_is_valid(json_object *id) {
+        /* MCP: a string or an integer, never null. */
+        return json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int);
 }
 
 /* ---- methods ---- */
@@ -283,8 +302,15 @@ static int method_tools_call(McpSession *s, json_object *id, json_object *params
         if (k < 0)
                 return k;
         if (k == MCP_HANDLE_PENDING) {
+                json_object *meta, *token;
                 r->session = s;
                 LIST_PREPEND(s->pending, r);
+                /* A progressToken is a string or an integer (as an id is). */
+                if (s->notify && json_object_object_get_ex(params, "_meta", &meta) &&
+                    json_object_is_type(meta, json_type_object) &&
+                    json_object_object_get_ex(meta, "progressToken", &token) && jsonrpc_id_is_valid(token))
+                        /* Without it (no memory) the call still runs; only unannounced. */
+                        (void) mcp_request_start_progress(r, token);
                 if (ret_request)
                         *ret_request = r;
         }
@@ -302,11 +328,6 @@ static void notification_cancelled(McpSession *s, json_object *params) {
                         mcp_request_cancel(r);
                         return;
                 }
-}
-
-static bool jsonrpc_id_is_valid(json_object *id) {
-        /* MCP: a string or an integer, never null. */
-        return json_object_is_type(id, json_type_string) || json_object_is_type(id, json_type_int);
 }
 
 static int handle_message(McpSession *s, json_object *m, mcp_send_t send, void *userdata, McpRequest **ret_request) {

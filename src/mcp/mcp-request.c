@@ -5,6 +5,7 @@
  * and its result as MCP wants it. */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,10 @@ static McpRequest *request_free(McpRequest *r) {
          * sees r->varlink no longer its client and leaves r alone. */
         c = TAKE_PTR(r->varlink);
         varlink_client_unref(c);
+        sd_event_source_disable_unref(r->progress_timer);
+        if (r->cancelled)
+                r->server->n_cleanups--;
+        json_object_put(r->progress_token);
         json_object_put(r->id);
         json_object_put(r->args);
         json_object_put(r->scratch);
@@ -34,7 +39,72 @@ static McpRequest *request_free(McpRequest *r) {
         return mfree(r);
 }
 
+/* ActForTenant's reply: a refusal shows in Destroy's (NoSuchSandbox), which no one reads. */
+static int on_acting(VarlinkClient *c, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
+        return 0;
+}
+
+static int on_destroyed(VarlinkClient *c, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                        void *userdata) {
+        McpServer *m = userdata;
+
+        if (flags & VARLINK_REPLY_CONTINUES)
+                return 0;
+        m->n_cleanups--;
+        mcp_server_unref(m);
+        varlink_client_unref(c);   /* the dispatch holds its own reference */
+        return 0;
+}
+
+/* Destroy of r's sandbox on a connection of its own (r's may be busy with the command,
+ * whose reply would come first), acting for r's tenant; it closes once sandboxd answered. */
+static int request_destroy_sandbox(McpRequest *r) {
+        _cleanup_(varlink_client_unrefp) VarlinkClient *c = NULL;
+        _cleanup_json_ json_object *p = json_object_new_object();
+        int k;
+
+        if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0)
+                return -ENOMEM;
+        k = varlink_client_connect_address(&c, r->server->varlink_address);
+        if (k < 0)
+                return k;
+        k = varlink_client_attach_event(c, r->server->event, 0);
+        if (k < 0)
+                return k;
+        if (r->tenant) {
+                _cleanup_json_ json_object *t = json_object_new_object();
+                if (!t || json_add(t, "tenant", json_object_new_string(r->tenant)) < 0)
+                        return -ENOMEM;
+                k = varlink_client_call_async(c, VARLINK_IFACE ".ActForTenant", t, 0, on_acting, NULL);
+                if (k < 0)
+                        return k;
+        }
+        k = varlink_client_call_async(c, VARLINK_IFACE ".Destroy", p, 0, on_destroyed, mcp_server_ref(r->server));
+        if (k < 0) {
+                mcp_server_unref(r->server);
+                return k;
+        }
+        r->server->n_cleanups++;
+        TAKE_PTR(c);   /* on_destroyed's now */
+        return 0;
+}
+
 void mcp_request_cancel(McpRequest *r) {
+        if (!r)
+                return;
+        if (r->tool->one_off && !r->sandbox_id && r->step) {
+                /* Its sandbox is being made: destroyed once sandboxd says which it is
+                 * (on_varlink_reply()). Nothing is sent, and the session forgets it now. */
+                r->cancelled = true;
+                r->server->n_cleanups++;
+                mcp_session_forget_request(r->session, r);
+                r->session = NULL;
+                r->progress_timer = sd_event_source_disable_unref(r->progress_timer);
+                return;
+        }
+        if (r->tool->one_off && r->sandbox_id)
+                (void) request_destroy_sandbox(r);
         request_free(r);
 }
 
@@ -136,6 +206,15 @@ static int on_varlink_reply(VarlinkClient *c, json_object *parameters, const cha
 
         if (r->varlink != c || (flags & VARLINK_REPLY_CONTINUES))
                 return 0;
+        if (r->cancelled) {
+                json_object *id;
+                /* CreateSandbox's reply (ActForTenant's has no id: nothing made yet). */
+                if (!error && json_object_object_get_ex(parameters, "id", &id) &&
+                    json_object_is_type(id, json_type_string) && (r->sandbox_id = strdup(json_object_get_string(id))))
+                        (void) request_destroy_sandbox(r);
+                request_free(r);
+                return 0;
+        }
         step = TAKE_PTR(r->step);
         k = step(r, parameters, error);
         if (k < 0)
@@ -153,6 +232,43 @@ int mcp_request_call(McpRequest *r, const char *method, json_object *parameters,
                 return -ENOMEM;
         r->step = step;
         return varlink_client_call_async(r->varlink, full, p, 0, on_varlink_reply, r);
+}
+
+/* ---- progress ---- */
+
+static int on_progress_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        McpRequest *r = userdata;
+        _cleanup_json_ json_object *m = json_object_new_object(), *p = json_object_new_object();
+        _cleanup_free_ char *text = NULL;
+
+        r->progress++;
+        if (asprintf(&text, "%s: running for %" PRIu64 " s", r->tool->name,
+                     r->progress * MCP_PROGRESS_INTERVAL_USEC / 1000000U) < 0)
+                return -ENOMEM;
+        /* progress grows with each, as the spec wants; there is no total to say. */
+        if (!m || !p ||
+            json_add(p, "progressToken", json_object_get(r->progress_token)) < 0 ||
+            json_add(p, "progress", json_object_new_uint64(r->progress)) < 0 ||
+            json_add(p, "message", json_object_new_string(text)) < 0 ||
+            json_add(m, "jsonrpc", json_object_new_string("2.0")) < 0 ||
+            json_add(m, "method", json_object_new_string("notifications/progress")) < 0 ||
+            json_add(m, "params", TAKE_PTR(p)) < 0)
+                return -ENOMEM;
+        r->send(m, r->userdata);
+        if (sd_event_source_set_time_relative(s, MCP_PROGRESS_INTERVAL_USEC) < 0)
+                return 0;   /* no more of them; the call runs on */
+        return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+int mcp_request_start_progress(McpRequest *r, json_object *token) {
+        int k;
+
+        k = sd_event_add_time_relative(r->server->event, &r->progress_timer, CLOCK_MONOTONIC,
+                                       MCP_PROGRESS_INTERVAL_USEC, 0, on_progress_timer, r);
+        if (k < 0)
+                return k;
+        r->progress_token = json_object_get(token);
+        return 0;
 }
 
 /* ---- arguments ---- */

@@ -88,6 +88,18 @@ static const char *const idle_actions[] = { "destroy", "pause", "hibernate", NUL
 #define ARG_IDLE_ACTION                                                                         \
         { "idle_action", MCP_ARG_STRING, false, "What idle_timeout does: destroy (default), pause, or hibernate " \
           "(files kept on disk; sandbox_wake brings it back)", .choices = idle_actions }
+#define ARG_LIMITS                                                                              \
+        { "cpu_percent", MCP_ARG_INTEGER, false, "CPU time limit in percent of one CPU (default: the template's)", \
+          .min = 1, .max = 100000 },                                                            \
+        { "tasks_max", MCP_ARG_INTEGER, false, "Processes and threads at most (default: the template's)", \
+          .min = 1, .max = 1000000 },                                                           \
+        { "disk_mb", MCP_ARG_INTEGER, false, "Disk space of /work and /tmp in MiB (default: sandboxd's)", \
+          .min = 1, .max = 1048576 }
+#define ARG_EGRESS                                                                              \
+        { "egress_allow", MCP_ARG_STRINGS, false, "Hosts the sandbox may reach (example.org, *.example.org, " \
+          "host:port, an address or CIDR), through sandboxd's egress proxy; replaces the template's; [] for no " \
+          "network" },                                                                          \
+        { "egress_deny", MCP_ARG_STRINGS, false, "Hosts refused even when egress_allow matches them" }
 #define ARG_INCLUDE_TMP                                                                         \
         { "include_tmp", MCP_ARG_BOOLEAN, false, "Keep /tmp as well as /work (default false)" }
 #define ARG_MEMORY_MB                                                                           \
@@ -473,7 +485,7 @@ static int run_code_created(McpRequest *r, json_object *parameters, const char *
 }
 
 /* CreateSandbox's options from sandbox_create's and run_code's arguments. */
-static json_object *create_options(McpRequest *r, bool ephemeral) {
+static json_object *create_options(McpRequest *r, bool ephemeral, bool default_lifetime) {
         _cleanup_json_ json_object *o = json_object_new_object();
         const char *name = mcp_arg_string(r, "name");
 
@@ -484,8 +496,25 @@ static json_object *create_options(McpRequest *r, bool ephemeral) {
         if (mcp_arg_has(r, "memory_mb") &&
             json_add(o, "MemoryMax", json_object_new_int64(mcp_arg_int(r, "memory_mb", 0) * MiB)) < 0)
                 return NULL;
-        if (mcp_arg_has(r, "lifetime") && json_add(o, "Timeout", json_object_new_int64(mcp_arg_int(r, "lifetime", 0))) < 0)
+        if (mcp_arg_has(r, "cpu_percent") &&
+            json_add(o, "CPUQuotaPerSecUSec", json_object_new_int64(mcp_arg_int(r, "cpu_percent", 0) * 10000)) < 0)
                 return NULL;
+        if (mcp_arg_has(r, "tasks_max") && json_add(o, "TasksMax", json_object_new_int64(mcp_arg_int(r, "tasks_max", 0))) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "disk_mb") &&
+            json_add(o, "DiskMax", json_object_new_int64(mcp_arg_int(r, "disk_mb", 0) * MiB)) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "egress_allow") && json_add(o, "EgressAllow", json_object_get(mcp_arg(r, "egress_allow"))) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "egress_deny") && json_add(o, "EgressDeny", json_object_get(mcp_arg(r, "egress_deny"))) < 0)
+                return NULL;
+        /* A sandbox made over MCP without a lifetime gets the server's default: an agent
+         * that forgets sandbox_destroy does not leak it (sandboxd-mcp(1)). */
+        if (mcp_arg_has(r, "lifetime") || (default_lifetime && r->server->default_lifetime_sec > 0)) {
+                int64_t sec = mcp_arg_int(r, "lifetime", (int64_t) r->server->default_lifetime_sec);
+                if (json_add(o, "Timeout", json_object_new_int64(sec)) < 0)
+                        return NULL;
+        }
         if (mcp_arg_has(r, "idle_timeout") &&
             json_add(o, "IdleTimeout", json_object_new_int64(mcp_arg_int(r, "idle_timeout", 0))) < 0)
                 return NULL;
@@ -503,7 +532,8 @@ static int create_call(McpRequest *r, const char *template, bool ephemeral, mcp_
 
         if (!p ||
             json_add(p, "template", json_object_new_string(template)) < 0 ||
-            json_add(p, "options", create_options(r, ephemeral)) < 0)
+            /* run_code's sandbox ends with its one command: no default lifetime. */
+            json_add(p, "options", create_options(r, ephemeral, !ephemeral)) < 0)
                 return -ENOMEM;
         return mcp_request_call(r, "CreateSandbox", TAKE_PTR(p), step);
 }
@@ -669,7 +699,7 @@ static int sandbox_hibernate(McpRequest *r) {
 static int sandbox_fork(McpRequest *r) {
         _cleanup_json_ json_object *p = params_sandbox(r);
 
-        if (!p || json_add(p, "options", create_options(r, false)) < 0)
+        if (!p || json_add(p, "options", create_options(r, false, false)) < 0)
                 return -ENOMEM;
         return mcp_request_call(r, "Fork", TAKE_PTR(p), sandbox_created);
 }
@@ -876,13 +906,15 @@ static const McpArg sandbox_create_args[] = {
         { "template", MCP_ARG_STRING, false, "The template (see templates_list; default python)", .max = 64 },
         { "name", MCP_ARG_STRING, false, "A name to find it by instead of its id (A-Z a-z 0-9 . _ -)", .max = 64 },
         ARG_MEMORY_MB,
-        { "lifetime", MCP_ARG_INTEGER, false, "Seconds after which it is destroyed (default: the template's; 0: none)",
-          .min = 0, .max = 30 * 24 * 3600 },
+        ARG_LIMITS,
+        { "lifetime", MCP_ARG_INTEGER, false, "Seconds after which it is destroyed (default: the server's, one hour "
+          "unless configured; 0: none)", .min = 0, .max = 30 * 24 * 3600 },
         { "idle_timeout", MCP_ARG_INTEGER, false, "Seconds without a running command after which it is destroyed "
           "(0: never)", .min = 0, .max = 30 * 24 * 3600 },
         ARG_IDLE_ACTION,
         { "from_snapshot", MCP_ARG_STRING, false, "A snapshot id (sandbox_snapshot, snapshot_list): start with its "
           "files", .max = 64 },
+        ARG_EGRESS,
         ARG_END
 };
 
@@ -969,6 +1001,7 @@ const McpTool mcp_tools[] = {
                 "persists between calls: use sandbox_create and run_command for that.",
                 run_code_args,
                 RUN_RESULT_SCHEMA,
+                .one_off = true,
                 .run = run_code,
         },
         {

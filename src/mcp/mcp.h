@@ -51,6 +51,10 @@
 #define MCP_PROTOCOL_VERSION_DEFAULT_HTTP "2025-03-26"
 
 #define MCP_VARLINK_ADDRESS_DEFAULT "unix:/run/sandboxd/io.sandboxd.Sandbox"
+/* The lifetime of a sandbox that sandbox_create makes without one: an agent that forgets
+ * sandbox_destroy leaks it for an hour, not for ever. */
+#define MCP_DEFAULT_LIFETIME_SEC 3600U
+#define MCP_PROGRESS_INTERVAL_USEC (1000U * 1000U)
 
 /* JSON-RPC 2.0's error codes. */
 #define JSONRPC_PARSE_ERROR      (-32700)
@@ -81,6 +85,12 @@ typedef enum McpHandleResult {
 /* The tools, bound to sandboxd at address (NULL: MCP_VARLINK_ADDRESS_DEFAULT) and to event
  * (NULL: the thread's default loop), where their varlink calls run. */
 int mcp_server_new(McpServer **ret, sd_event *event, const char *varlink_address);
+/* sandbox_create's lifetime when the call gives none (seconds; 0: the template's, which may
+ * be none). MCP_DEFAULT_LIFETIME_SEC unless set. */
+void mcp_server_set_default_lifetime(McpServer *m, uint64_t sec);
+/* Whether the sandboxes of cancelled run_codes are still being destroyed: a transport
+ * that ends with its client waits for that. */
+bool mcp_server_is_busy(McpServer *m);
 McpServer *mcp_server_ref(McpServer *m);
 McpServer *mcp_server_unref(McpServer *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(McpServer *, mcp_server_unref);
@@ -106,9 +116,17 @@ const char *mcp_session_get_protocol_version(McpSession *s);
 int mcp_session_handle(McpSession *s, const char *text, size_t size, mcp_send_t send, void *userdata,
                        McpRequest **ret_request);
 /* The reply of a pending request will not be sent; its varlink connection is closed (a
- * command it ran runs on to its end or its timeout, as when any varlink caller leaves). */
+ * command it ran runs on to its end or its timeout, as when any varlink caller leaves),
+ * and the one-off sandbox of a run_code is destroyed, with its command (at once, or as
+ * soon as sandboxd has created it). */
 void mcp_request_cancel(McpRequest *r);
-/* Requests of this session still pending. */
+/* Whether send() may be called while a request is pending with notifications for it
+ * (stdio: yes; HTTP with one JSON response per POST: no, the default). With it, a tools/call
+ * whose params._meta has a progressToken gets notifications/progress every
+ * MCP_PROGRESS_INTERVAL_USEC until its answer, so that a client may extend its timeout. */
+void mcp_session_set_notify(McpSession *s, bool b);
+/* Requests of this session still pending (not counting cancelled ones: see
+ * mcp_server_is_busy()). */
 unsigned mcp_session_n_pending(McpSession *s);
 
 /* ---- for tests ---- */

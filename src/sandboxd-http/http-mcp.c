@@ -165,6 +165,8 @@ int http_mcp_post(HttpRequest *req) {
                                    http_server_config(http_request_server(req))->varlink_address);
                 if (r < 0)
                         return r;
+                mcp_server_set_default_lifetime(mcp_server,
+                                                http_server_config(http_request_server(req))->mcp_default_lifetime_sec);
         }
         r = mcp_session_new(mcp_server, http_request_tenant(req), &s);
         if (r < 0)

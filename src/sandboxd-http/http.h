@@ -67,6 +67,7 @@ typedef struct HttpConfig {
         uint64_t body_timeout_sec;
         uint64_t body_min_rate;
         bool access_log;                /* one journal entry per request */
+        uint64_t mcp_default_lifetime_sec; /* /mcp's sandbox_create without a lifetime */
 } HttpConfig;
 
 void http_config_done(HttpConfig *c);

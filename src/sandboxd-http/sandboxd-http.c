@@ -16,6 +16,7 @@
 #include "conf-parser.h"
 #include "http.h"
 #include "log.h"
+#include "mcp.h"
 #include "parse-util.h"
 #include "strv.h"
 
@@ -78,6 +79,8 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "BodyTimeoutSec",    config_parse_seconds, offsetof(HttpConfig, body_timeout_sec),  "seconds" },
         { "HTTP", "BodyMinRate",       parse_size_item,      offsetof(HttpConfig, body_min_rate),     "a size" },
         { "HTTP", "AccessLog",         config_parse_bool,    offsetof(HttpConfig, access_log),        "a boolean" },
+        { "HTTP", "MCPDefaultLifetimeSec", config_parse_seconds, offsetof(HttpConfig, mcp_default_lifetime_sec),
+          "seconds" },
 };
 
 void http_config_done(HttpConfig *c) {
@@ -291,6 +294,7 @@ int main(int argc, char **argv) {
                 .body_timeout_sec = HTTP_BODY_TIMEOUT_SEC_DEFAULT,
                 .body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT,
                 .access_log = true,
+                .mcp_default_lifetime_sec = MCP_DEFAULT_LIFETIME_SEC,
         };
         _cleanup_strv_free_ char **listen = NULL;
         const char *config_path = HTTP_DEFAULT_CONFIG, *varlink = NULL, *tokens_dir = NULL;

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "mcp.h"
+#include "parse-util.h"
 
 /* A line may carry a file_write of 8 MiB, as base64 in JSON. */
 #define LINE_MAX_BYTES (16U * 1024U * 1024U)
@@ -26,6 +27,7 @@
 
 typedef struct Stdio {
         sd_event *event;
+        McpServer *server;
         McpSession *session;
         sd_event_source *in_source, *out_source, *post_source;
         char *in;                      /* what was read and is not a whole line yet */
@@ -71,7 +73,8 @@ static int stdio_flush(Stdio *io) {
 
 /* The end: stdin closed and every reply written, or stdout gone. */
 static void stdio_maybe_exit(Stdio *io) {
-        if (io->in_eof && io->out_size == 0 && mcp_session_n_pending(io->session) == 0)
+        if (io->in_eof && io->out_size == 0 && mcp_session_n_pending(io->session) == 0 &&
+            !mcp_server_is_busy(io->server))
                 (void) sd_event_exit(io->event, 0);
 }
 
@@ -228,22 +231,26 @@ static void help(void) {
                "     --version          Show the version\n"
                "     --address ADDRESS  sandboxd's varlink socket (default %s)\n"
                "     --tenant TENANT    Act for this tenant (needs io.sandboxd.Sandbox1.delegate)\n"
+               "     --default-lifetime SEC\n"
+               "                        sandbox_create's lifetime when none is given (default 1h; 0: none)\n"
                "  -v --verbose          Log each message on stderr\n\n"
                "See sandboxd-mcp(1).\n", MCP_VARLINK_ADDRESS_DEFAULT);
 }
 
 int main(int argc, char *argv[]) {
-        enum { ARG_VERSION = 0x100, ARG_ADDRESS, ARG_TENANT };
+        enum { ARG_VERSION = 0x100, ARG_ADDRESS, ARG_TENANT, ARG_DEFAULT_LIFETIME };
         static const struct option options[] = {
                 { "help",    no_argument,       NULL, 'h'         },
                 { "version", no_argument,       NULL, ARG_VERSION },
                 { "address", required_argument, NULL, ARG_ADDRESS },
                 { "tenant",  required_argument, NULL, ARG_TENANT  },
+                { "default-lifetime", required_argument, NULL, ARG_DEFAULT_LIFETIME },
                 { "verbose", no_argument,       NULL, 'v'         },
                 {}
         };
         _cleanup_(mcp_server_unrefp) McpServer *server = NULL;
         const char *address = getenv("SANDBOXD_VARLINK_ADDRESS"), *tenant = NULL;
+        uint64_t default_lifetime = MCP_DEFAULT_LIFETIME_SEC;
         Stdio io = {};
         sigset_t mask;
         int c, r;
@@ -261,6 +268,12 @@ int main(int argc, char *argv[]) {
                         break;
                 case ARG_TENANT:
                         tenant = optarg;
+                        break;
+                case ARG_DEFAULT_LIFETIME:
+                        if (parse_seconds(optarg, &default_lifetime) < 0) {
+                                log_msg("Invalid --default-lifetime: %s (seconds, or with s, min, h, d)", optarg);
+                                return 2;
+                        }
                         break;
                 case 'v':
                         io.verbose = true;
@@ -286,8 +299,15 @@ int main(int argc, char *argv[]) {
             sd_event_add_signal(io.event, NULL, SIGINT, NULL, NULL) < 0)
                 return log_msg("Failed to handle SIGTERM and SIGINT"), 1;
         r = mcp_server_new(&server, io.event, address);
+        if (r >= 0) {
+                mcp_server_set_default_lifetime(server, default_lifetime);
+                io.server = server;
+        }
         if (r >= 0)
                 r = mcp_session_new(server, tenant, &io.session);
+        if (r >= 0)
+                /* stdout takes notifications at any time: progress while a call runs. */
+                mcp_session_set_notify(io.session, true);
         if (r < 0)
                 return log_errno(r, "Failed to set up"), 1;
 

@@ -329,6 +329,70 @@ class Tools(Base):
             self.assert_ok(res)
         self.assertEqual(self.nobody_sandboxes(), [])
 
+    def test_create_options_and_default_lifetime(self):
+        # Issue 32: limits, egress rules and a lifetime at sandbox_create; without one, the
+        # server's default (one hour, or --default-lifetime), so a forgotten sandbox ends.
+        out = sdk([
+            call('sandbox_create', save_as='a', save_from='sandbox.id', template='shell'),
+            call('sandbox_create', save_as='b', save_from='sandbox.id', template='shell', lifetime=0, cpu_percent=50,
+                 tasks_max=64, disk_mb=32, egress_allow=['example.org', '*.example.net'], egress_deny=['bad.example.org']),
+            call('sandbox_create', template='shell', egress_allow=['not a host!']),
+            call('sandbox_destroy', sandbox_id='$a'),
+        ])
+        a, b = (self.assert_ok(r)['sandbox'] for r in out['steps'][:2])
+        self.assertEqual(a['timeout'], 3600)
+        self.assertGreater(a['deadline'], 0)
+        self.assertEqual((b['timeout'], b['deadline']), (0, 0))
+        self.assert_tool_error(out['steps'][2], r'^InvalidOption: ')
+        self.assert_ok(out['steps'][3])
+        # What sandboxd made of b's options (sandbox_info does not show them; varlink does).
+        replies, error, params = S.varlink_call('GetSandbox', {'id': b['id']})
+        self.assertIsNone(error, params)
+        got = replies[0]['sandbox']
+        self.assertEqual((got['cpuQuotaPerSecUSec'], got['tasksMax'], got['diskMax']), (500000, 64, 32 << 20))
+        self.assertEqual((got['egressAllow'], got['egressDeny']), (['example.org', '*.example.net'], ['bad.example.org']))
+        out = sdk([call('sandbox_create', save_as='c', save_from='sandbox.id', template='shell'),
+                   call('run_command', sandbox_id='$c', command='true'),
+                   call('sandbox_create', save_as='d', save_from='sandbox.id', template='shell', lifetime=50)],
+                  args=('--default-lifetime', '90'))
+        c, _, d = (self.assert_ok(r)['sandbox'] if i != 1 else r for i, r in enumerate(out['steps']))
+        self.assertEqual((c['timeout'], d['timeout']), (90, 50))
+        # (tearDown destroys b, c and d.)
+
+    def test_progress_extends_the_timeout(self):
+        # Issue 32: a call longer than the client's timeout survives when the client asked
+        # for progress (resetTimeoutOnProgress); without it, the SDK gives up at 2 s.
+        out = sdk([
+            call('sandbox_create', save_as='sid', save_from='sandbox.id', template='shell'),
+            dict(call('run_command', sandbox_id='$sid', command='sleep 4; echo done'), timeout=2000, progress=True),
+            dict(call('run_command', sandbox_id='$sid', command='sleep 4; echo done'), timeout=2000),
+            call('sandbox_destroy', sandbox_id='$sid'),
+        ])
+        _, long, short, _ = out['steps']
+        self.assertEqual(self.assert_ok(long)['stdout'], 'done\n')
+        self.assertGreaterEqual(long['progress'], 3, long)
+        self.assertGreater(long['ms'], 4000)
+        self.assertEqual(short['error'], -32001, short)   # the SDK's RequestTimeout
+        self.assertEqual(short['progress'], 0)
+
+    def test_cancel_destroys_run_codes_sandbox(self):
+        # Issue 32: notifications/cancelled (the SDK's abort) of a run_code kills its command
+        # by destroying its one-off sandbox: gone within a second of the cancellation.
+        # Acting for a tenant too: the Destroy's connection acts for it as well.
+        for args in ((), ('--tenant', 'cancel-test')):
+            out = sdk([
+                dict(call('run_code', language='bash', code='echo started; sleep 60'), cancelAfter=2500),
+                {'op': 'sleep', 'ms': 1000},
+                call('sandbox_list'),
+            ], args=args)
+            cancelled, _, listed = out['steps']
+            self.assertIn('cancelled by the test', cancelled['message'], cancelled)
+            self.assertEqual(self.assert_ok(listed)['sandboxes'], [], args)
+            self.assertEqual(self.nobody_sandboxes(), [], args)
+            # No sleep of it left on the host either.
+            ps = S.run(['ps', '-eo', 'args'])
+            self.assertNotIn('sleep 60', ps.stdout, args)
+
     def test_tool_errors_and_protocol_errors(self):
         out = sdk([
             {'op': 'list'},
@@ -552,6 +616,7 @@ class Http(Base):
         self.assertEqual(self.assert_ok(ran)['stdout'], '42\n')
         sandbox = self.assert_ok(created)['sandbox']
         self.assertEqual(sandbox['tenant'], 'acme')
+        self.assertEqual(sandbox['timeout'], 3600, "the bridge's default lifetime (MCPDefaultLifetimeSec=)")
         self.assert_ok(written)
         self.assertEqual(self.assert_ok(cat)['stdout'], 'over http\n')
         self.assertEqual([s['id'] for s in self.assert_ok(listed)['sandboxes']], [sandbox['id']])

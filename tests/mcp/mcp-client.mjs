@@ -10,7 +10,11 @@
 //          with $MCP_TOKEN as the bearer token)
 //   steps: [{"op": "list"},
 //           {"op": "call", "name": TOOL, "arguments": {...}, "save": VAR, "path": "a.b"},
-//           {"op": "parallel", "calls": [call, ...]}]
+//           {"op": "parallel", "calls": [call, ...]}, {"op": "sleep", "ms": N}]
+//   A call may have "timeout" (ms, the SDK's request timeout; default 300000), "progress"
+//   (true: an onprogress handler, so a progressToken, and resetTimeoutOnProgress: its result
+//   then has "progress", the notifications counted) and "cancelAfter" (ms: aborted then, which
+//   sends notifications/cancelled).
 //   A string argument "$VAR" is replaced by what an earlier call saved (its structuredContent
 //   at path). Calls that fail at the protocol level are {"error": code, "message": ...}.
 
@@ -35,14 +39,26 @@ function substitute(value) {
 
 async function call(client, step) {
     const started = Date.now();
+    const options = { timeout: step.timeout ?? 300000 };
+    let progress = 0;
+    if (step.progress) {
+        options.onprogress = () => { progress++; };
+        options.resetTimeoutOnProgress = true;
+    }
+    if (step.cancelAfter !== undefined) {
+        const abort = new AbortController();
+        setTimeout(() => abort.abort('cancelled by the test'), step.cancelAfter);
+        options.signal = abort.signal;
+    }
     try {
         const result = await client.callTool({ name: step.name, arguments: substitute(step.arguments ?? {}) },
-                                             undefined, { timeout: 300000 });
+                                             undefined, options);
         if (step.save && result.structuredContent)
             vars[step.save] = step.path.split('.').reduce((o, k) => o?.[k], result.structuredContent);
-        return { name: step.name, result, ms: Date.now() - started };
+        return { name: step.name, result, progress, ms: Date.now() - started };
     } catch (e) {
-        return { name: step.name, error: e.code ?? null, message: String(e.message ?? e), ms: Date.now() - started };
+        return { name: step.name, error: e.code ?? null, message: String(e.message ?? e), progress,
+                 ms: Date.now() - started };
     }
 }
 
@@ -73,6 +89,8 @@ for (const step of steps) {
         out.steps.push({ tools: (await client.listTools()).tools });
     else if (step.op === 'call')
         out.steps.push(await call(client, step));
+    else if (step.op === 'sleep')
+        out.steps.push(await new Promise((resolve) => setTimeout(() => resolve({ slept: step.ms }), step.ms)));
     else if (step.op === 'parallel')
         out.steps.push({ parallel: await Promise.all(step.calls.map((c) => call(client, c))) });
     else
