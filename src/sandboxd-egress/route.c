@@ -15,8 +15,11 @@ int route_socket_open(void) {
         return fd < 0 ? -errno : fd;
 }
 
-int route_is_local(int fd, const EgressAddress *a) {
+int route_is_local(int fd, const EgressAddress *address) {
+        static const uint8_t v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
         static unsigned seq;
+        EgressAddress unmapped;
+        const EgressAddress *a = address;
         struct {
                 struct nlmsghdr nh;
                 struct rtmsg rt;
@@ -26,10 +29,18 @@ int route_is_local(int fd, const EgressAddress *a) {
                 struct nlmsghdr nh;
                 char buf[8192];
         } reply;
-        size_t len = a->family == AF_INET ? 4 : 16;
+        size_t len;
         struct rtattr *rta;
         ssize_t n;
 
+        /* An AF_INET6 socket connects to ::ffff:a.b.c.d over IPv4: the IPv4 route is the
+         * one that counts (the IPv6 table has none for it, or a default one). */
+        if (a->family == AF_INET6 && memcmp(a->bytes, v4_mapped, sizeof(v4_mapped)) == 0) {
+                unmapped = (EgressAddress) { .family = AF_INET };
+                memcpy(unmapped.bytes, a->bytes + 12, 4);
+                a = &unmapped;
+        }
+        len = a->family == AF_INET ? 4 : 16;
         req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)) + RTA_SPACE(len);
         req.nh.nlmsg_type = RTM_GETROUTE;
         req.nh.nlmsg_flags = NLM_F_REQUEST;

@@ -2,7 +2,8 @@
 
 /* sandboxd-egress asks the kernel whether an address is the host's own (route.h): in a
  * network namespace of the test's own, with a public (non-special) address on its
- * loopback, that address is refused like 127.0.0.1 and ::1, and its neighbour is not. */
+ * loopback, that address is refused like 127.0.0.1 and ::1 (also IPv4-mapped), and its
+ * neighbour is not. */
 
 #include <errno.h>
 #include <sched.h>
@@ -66,6 +67,10 @@ static void test_own_address_is_local(void **state) {
         assert_int_equal(is_local(fd, "::1"), 1);
         assert_int_equal(is_local(fd, NEIGHBOUR), 0);   /* no route at all */
         assert_int_equal(is_local(fd, "2606:4700::1111"), 0);
+        /* An AF_INET6 socket connects to an IPv4-mapped address over IPv4: asked as such. */
+        assert_int_equal(is_local(fd, "::ffff:" OWN), 1);
+        assert_int_equal(is_local(fd, "::ffff:127.0.0.1"), 1);
+        assert_int_equal(is_local(fd, "::ffff:" NEIGHBOUR), 0);
         /* Asked many times on one socket: each answer is its own. */
         for (int i = 0; i < 100; i++) {
                 assert_int_equal(is_local(fd, OWN), 1);
