@@ -17,7 +17,7 @@ import signal as _signal
 from typing import List, Literal, TypeVar, overload
 
 from . import _ops
-from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
 from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
@@ -151,27 +151,30 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
     @classmethod
     async def create(cls, template: str | None = None, *, timeout: int | None = None,
                memory: int | str | None = None, cpu: float | None = None,
-               env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
+               envs: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
                tasks: int | None = None, options: dict[str, object] | None = None,
                from_snapshot: str | None = None, idle_action: str | None = None,
-               transport: AsyncTransport | None = None) -> 'AsyncSandbox':
+               allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
+               transport: AsyncTransport | None = None, env: dict[str, str] | None = None) -> 'AsyncSandbox':
         """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
         and returns an :class:`AsyncSandbox` once it runs."""
         transport = transport or default_async_transport()
+        envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
-                                from_snapshot=from_snapshot, idle_action=idle_action)
+                                from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
+                                deny_hosts=deny_hosts)
         sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
-        return cls(sandbox_id, transport=transport, envs=env)
+        return cls(sandbox_id, transport=transport, envs=envs)
 
     @classmethod
-    async def connect(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
-                transport: AsyncTransport | None = None) -> 'AsyncSandbox':
-        """The running sandbox SANDBOX_ID (an id, or the name of one of yours);
-        :class:`~sandboxd.NoSuchSandbox` if there is none."""
+    async def connect(cls, sandbox_id: str, *, envs: dict[str, str] | None = None,
+                transport: AsyncTransport | None = None, env: dict[str, str] | None = None) -> 'AsyncSandbox':
+        """The sandbox SANDBOX_ID (an id, or the name of one of yours), resumed if it was
+        paused; :class:`~sandboxd.NoSuchSandbox` if there is none."""
         transport = transport or default_async_transport()
-        info = await _ops.run_async(transport, _ops.get_info(sandbox_id))
-        return cls(info.sandbox_id, transport=transport, envs=env)
+        envs = _ops.env_alias(envs, env)
+        return cls(await _ops.run_async(transport, _ops.connect(sandbox_id)), transport=transport, envs=envs)
 
     @staticmethod
     async def list(*, transport: AsyncTransport | None = None) -> list[SandboxInfo]:
@@ -205,9 +208,10 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
                 return False
             raise
 
-    async def pause(self) -> None:
-        """Freezes every process of the sandbox (commands are refused until resume)."""
+    async def pause(self) -> str:
+        """Freezes every process of the sandbox; returns its id (for :meth:`connect`)."""
         await self._run(_ops.call('Pause', id=self.sandbox_id))
+        return self.sandbox_id
 
     async def resume(self) -> None:
         await self._run(_ops.call('Resume', id=self.sandbox_id))
@@ -263,9 +267,16 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         :class:`~sandboxd.NoSuchSnapshot` if there is none of yours."""
         await _ops.run_async(transport or default_async_transport(), _ops.remove_snapshot(snapshot_id))
 
-    async def kill(self) -> bool:
-        """Destroys the sandbox and returns once it is gone; False if it was gone already."""
+    async def _kill(self) -> bool:
+        """Destroys the sandbox and returns once it is gone; False if it was gone already.
+        ``AsyncSandbox.kill(sandbox_id, transport=None)`` destroys one by its id or name."""
         return await self._run(_ops.destroy(self.sandbox_id))
+
+    @classmethod
+    async def _kill_by_id(cls, sandbox_id: str, *, transport: AsyncTransport | None = None) -> bool:
+        return await _ops.run_async(transport or default_async_transport(), _ops.destroy(sandbox_id))
+
+    kill = instance_or_class(_kill, _kill_by_id)
 
     async def release(self) -> bool:
         """As :meth:`Sandbox.release`: reset and kept (True) or destroyed (False)."""

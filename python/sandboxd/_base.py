@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Generic, TypeVar
 
 from . import _ops
@@ -11,6 +12,20 @@ from . import _ops
 CommandLine = str | list[str] | tuple[str, ...]
 S = TypeVar('S', bound='SandboxBase[Any]')
 T = TypeVar('T')
+
+
+class instance_or_class:
+    """A method that is one thing on an instance and another on the class: ``sbx.kill()``
+    and ``Sandbox.kill(sandbox_id)``. ON_CLASS is a classmethod."""
+
+    def __init__(self, on_instance: Callable[..., Any], on_class: Any) -> None:
+        self.on_instance, self.on_class = on_instance, on_class
+        self.__doc__ = on_instance.__doc__
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., Any]:
+        if obj is None:
+            return self.on_class.__get__(None, objtype)  # type: ignore[no-any-return]
+        return functools.partial(self.on_instance, obj)
 
 
 class HandleBase(Generic[S]):

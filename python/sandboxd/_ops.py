@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import math
 import re
+import warnings
 from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTuple, TypeVar, Union
 
 from ._varlink import Reply
@@ -159,9 +160,16 @@ def create_options(timeout: int | None = None, memory: int | str | None = None,
                    idle_timeout: int | None = None, disk: int | str | None = None,
                    tasks: int | None = None, ephemeral: bool = False,
                    options: dict[str, Any] | None = None, from_snapshot: str | None = None,
-                   idle_action: str | None = None) -> dict[str, Any]:
-    """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half)."""
+                   idle_action: str | None = None, allow_hosts: list[str] | None = None,
+                   deny_hosts: list[str] | None = None) -> dict[str, Any]:
+    """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half;
+    allow_hosts, deny_hosts: EgressAllow=, EgressDeny=)."""
     o: dict[str, Any] = {}
+    for key, hosts in (('EgressAllow', allow_hosts), ('EgressDeny', deny_hosts)):
+        if hosts is not None:
+            if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
+                raise ValueError(f'{key}: a list of rules (strings), e.g. ["api.example.com"]')
+            o[key] = list(hosts)
     if from_snapshot is not None:
         o['FromSnapshot'] = from_snapshot
     if idle_action is not None:
@@ -240,6 +248,23 @@ def create(template: str | None, options: dict[str, Any]) -> Op[str]:
 def get_info(sandbox_id: str) -> Op[SandboxInfo]:
     reply: Reply = yield Call('GetSandbox', {'id': sandbox_id})
     return SandboxInfo.from_reply(reply.parameters['sandbox'])
+
+
+def connect(sandbox_id: str) -> Op[str]:
+    """The sandbox's id, resumed first if it was paused."""
+    info = yield from get_info(sandbox_id)
+    if info.state == 'paused':
+        yield Call('Resume', {'id': info.sandbox_id})
+    return info.sandbox_id
+
+
+def env_alias(envs: dict[str, str] | None, env: dict[str, str] | None) -> dict[str, str] | None:
+    """create()'s envs=, or its old name env= (deprecated: commands.run() says envs=)."""
+    if env is not None:
+        if envs is not None:
+            raise TypeError('give envs= (env= is its deprecated name), not both')
+        warnings.warn('Sandbox.create(env=) is deprecated: use envs=', DeprecationWarning, stacklevel=3)
+    return envs if envs is not None else env
 
 
 def list_sandboxes() -> Op[list[SandboxInfo]]:

@@ -54,7 +54,8 @@ _SESSION_OPTIONS = {'Timeout': ('timeout', False), 'IdleTimeout': ('idle_timeout
                     'Name': ('name', False), 'ReuseExisting': ('reuse', False),
                     'FromSnapshot': ('from_snapshot', False), 'IdleAction': ('idle_action', False),
                     'MemoryMax': ('memory_max', True), 'CPUQuotaPerSecUSec': ('cpu_quota_per_sec_usec', True),
-                    'TasksMax': ('tasks_max', True), 'DiskMax': ('disk_max', True)}
+                    'TasksMax': ('tasks_max', True), 'DiskMax': ('disk_max', True),
+                    'EgressAllow': ('egress_allow', False), 'EgressDeny': ('egress_deny', False)}
 
 
 def _b64(data: bytes) -> str:

@@ -17,7 +17,7 @@ import signal as _signal
 from typing import List, Literal, TypeVar, overload
 
 from . import _ops
-from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase
+from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
 from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
@@ -162,17 +162,19 @@ class Sandbox(SandboxBase[Transport]):
     @classmethod
     def create(cls, template: str | None = None, *, timeout: int | None = None,
                memory: int | str | None = None, cpu: float | None = None,
-               env: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
+               envs: dict[str, str] | None = None, name: str | None = None, reuse: bool = False,
                idle_timeout: int | None = None, disk: int | str | None = None,
                tasks: int | None = None, options: dict[str, object] | None = None,
                from_snapshot: str | None = None, idle_action: str | None = None,
-               transport: Transport | None = None) -> 'Sandbox':
+               allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
+               transport: Transport | None = None, env: dict[str, str] | None = None) -> 'Sandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
 
         ``timeout``: its lifetime in seconds (default none: until killed); ``memory``:
         bytes, or a string such as ``"256M"``; ``cpu``: CPUs (``0.5``: half of one);
-        ``env``: variables for every command run through this object; ``name``: a name
+        ``envs``: variables for every command run through this object (``env=``, its
+        old name, still works and warns: DeprecationWarning); ``name``: a name
         (unique among your live sandboxes; ``reuse=True`` returns the running one of
         that name instead of failing); ``idle_timeout``: seconds without a running
         command after which it is destroyed; ``disk``: size of /work and of /tmp;
@@ -182,22 +184,28 @@ class Sandbox(SandboxBase[Transport]):
         (:meth:`snapshot`, :meth:`list_snapshots`): it starts with the snapshot's files
         (:class:`~sandboxd.SnapshotTooLarge` if they exceed ``disk``);
         ``idle_action``: what ``idle_timeout`` does: ``"destroy"`` (the default),
-        ``"pause"`` or ``"hibernate"`` (:meth:`wake` brings it back).
+        ``"pause"`` or ``"hibernate"`` (:meth:`wake` brings it back). ``allow_hosts``:
+        the hosts it may reach through sandboxd's egress proxy (``"api.example.com"``,
+        ``"*.example.org"``, ``"host:8443"``, an address or CIDR; sandboxd's EgressAllow=,
+        replacing the template's; ``[]``: no network); ``deny_hosts``: refused even so
+        (EgressDeny=).
         """
         transport = transport or default_transport()
+        envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
-                                from_snapshot=from_snapshot, idle_action=idle_action)
+                                from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
+                                deny_hosts=deny_hosts)
         sandbox_id = _ops.run_sync(transport, _ops.create(template, o))
-        return cls(sandbox_id, transport=transport, envs=env)
+        return cls(sandbox_id, transport=transport, envs=envs)
 
     @classmethod
-    def connect(cls, sandbox_id: str, *, env: dict[str, str] | None = None,
-                transport: Transport | None = None) -> 'Sandbox':
-        """The running sandbox SANDBOX_ID (an id, or the name of one of yours);
-        :class:`~sandboxd.NoSuchSandbox` if there is none."""
+    def connect(cls, sandbox_id: str, *, envs: dict[str, str] | None = None,
+                transport: Transport | None = None, env: dict[str, str] | None = None) -> 'Sandbox':
+        """The sandbox SANDBOX_ID (an id, or the name of one of yours), resumed if it was
+        paused (:meth:`pause`); :class:`~sandboxd.NoSuchSandbox` if there is none."""
         transport = transport or default_transport()
-        info = _ops.run_sync(transport, _ops.get_info(sandbox_id))
-        return cls(info.sandbox_id, transport=transport, envs=env)
+        envs = _ops.env_alias(envs, env)
+        return cls(_ops.run_sync(transport, _ops.connect(sandbox_id)), transport=transport, envs=envs)
 
     @staticmethod
     def list(*, transport: Transport | None = None) -> list[SandboxInfo]:
@@ -232,9 +240,11 @@ class Sandbox(SandboxBase[Transport]):
                 return False
             raise
 
-    def pause(self) -> None:
-        """Freezes every process of the sandbox (commands are refused until resume)."""
+    def pause(self) -> str:
+        """Freezes every process of the sandbox (commands are refused until resume, or
+        :meth:`connect` with the id this returns)."""
         self._run(_ops.call('Pause', id=self.sandbox_id))
+        return self.sandbox_id
 
     def resume(self) -> None:
         self._run(_ops.call('Resume', id=self.sandbox_id))
@@ -290,9 +300,16 @@ class Sandbox(SandboxBase[Transport]):
         :class:`~sandboxd.NoSuchSnapshot` if there is none of yours."""
         _ops.run_sync(transport or default_transport(), _ops.remove_snapshot(snapshot_id))
 
-    def kill(self) -> bool:
-        """Destroys the sandbox and returns once it is gone; False if it was gone already."""
+    def _kill(self) -> bool:
+        """Destroys the sandbox and returns once it is gone; False if it was gone already.
+        ``Sandbox.kill(sandbox_id, transport=None)`` destroys one by its id or name."""
         return self._run(_ops.destroy(self.sandbox_id))
+
+    @classmethod
+    def _kill_by_id(cls, sandbox_id: str, *, transport: Transport | None = None) -> bool:
+        return _ops.run_sync(transport or default_transport(), _ops.destroy(sandbox_id))
+
+    kill = instance_or_class(_kill, _kill_by_id)
 
     def release(self) -> bool:
         """Done with the sandbox: of a template whose pool recycles it is reset (every

@@ -320,6 +320,52 @@ class Operations(unittest.TestCase):
                                                    'RemoveSnapshot'])
         self.assertEqual(t.calls[0][1]['options'], {'IdleAction': 'pause'})
 
+    def test_create_envs_egress_pause_connect_kill(self):
+        # Issue 32: create(envs=, allow_hosts=) (env= still works, and warns), pause()
+        # returns the id, connect() resumes a paused sandbox, Sandbox.kill(id) on the class.
+        no = errors.error_from_reply('io.sandboxd.Sandbox.NoSuchSandbox', {'message': 'no'})
+        t = ScriptedTransport([
+            ('CreateSandbox', [{'id': 'abc'}]), ('CreateSandbox', [{'id': 'old'}]), ('Pause', [{}]),
+            ('GetSandbox', [{'sandbox': {'id': 'abc', 'state': 'paused'}}]), ('Resume', [{}]),
+            ('GetSandbox', [{'sandbox': {'id': 'abc', 'state': 'running'}}]),
+            ('Destroy', [{}]), ('Destroy', no)])
+        sbx = sandboxd.Sandbox.create('python', timeout=60, envs={'A': '1'}, allow_hosts=['api.example.com'],
+                                      deny_hosts=['*.bad.example'], transport=t)
+        self.assertEqual(t.calls[0][1], {'template': 'python', 'options': {
+            'EgressAllow': ['api.example.com'], 'EgressDeny': ['*.bad.example'], 'Timeout': 60}})
+        self.assertEqual(sbx.envs, {'A': '1'})
+        with self.assertWarns(DeprecationWarning):
+            old = sandboxd.Sandbox.create(env={'B': '2'}, transport=t)
+        self.assertEqual(old.envs, {'B': '2'})
+        with self.assertRaises(TypeError):
+            sandboxd.Sandbox.create(env={'B': '2'}, envs={'B': '2'}, transport=t)
+        with self.assertRaises(ValueError):
+            sandboxd.Sandbox.create(allow_hosts='api.example.com', transport=t)
+        self.assertEqual(sbx.pause(), 'abc')
+        again = sandboxd.Sandbox.connect('abc', envs={'C': '3'}, transport=t)
+        self.assertEqual((again.sandbox_id, again.envs), ('abc', {'C': '3'}))
+        self.assertEqual([c[0] for c in t.calls[3:]], ['GetSandbox', 'Resume'])
+        self.assertEqual(sandboxd.Sandbox.connect('abc', transport=t).sandbox_id, 'abc')   # running: no Resume
+        self.assertTrue(sandboxd.Sandbox.kill('abc', transport=t))
+        self.assertEqual(t.calls[-1][:2], ('Destroy', {'id': 'abc'}))
+        self.assertFalse(sandboxd.Sandbox.kill('abc', transport=t))
+        self.assertEqual(t.script, [])
+
+    def test_async_pause_connect_kill(self):
+        t = AsyncScripted([('CreateSandbox', [{'id': 'abc'}]), ('Pause', [{}]),
+                           ('GetSandbox', [{'sandbox': {'id': 'abc', 'state': 'paused'}}]), ('Resume', [{}]),
+                           ('Destroy', [{}]), ('Destroy', [{}])])
+
+        async def main():
+            sbx = await sandboxd.AsyncSandbox.create(allow_hosts=[], envs={'A': '1'}, transport=t)
+            paused = await sbx.pause()
+            again = await sandboxd.AsyncSandbox.connect(paused, transport=t)
+            return paused, again.sandbox_id, await sandboxd.AsyncSandbox.kill('abc', transport=t), await again.kill()
+        self.assertEqual(asyncio.run(main()), ('abc', 'abc', True, True))
+        self.assertEqual(t.calls[0][1]['options'], {'EgressAllow': []})
+        self.assertEqual([c[0] for c in t.calls], ['CreateSandbox', 'Pause', 'GetSandbox', 'Resume', 'Destroy',
+                                                   'Destroy'])
+
     def test_kill_gone_sandbox_is_false(self):
         t = ScriptedTransport([('Destroy', errors.error_from_reply('io.sandboxd.Sandbox.NoSuchSandbox',
                                                                    {'message': 'no'}))])

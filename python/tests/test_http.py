@@ -192,7 +192,11 @@ class HttpTransports(unittest.TestCase):
         with self.assertRaises(sandboxd.NoSuchSnapshot):
             Sandbox.remove_snapshot('gone', transport=self.t)
         with self.assertRaises(sandboxd.NotSupported):
-            sbx.fork(options={'EgressAllow': ['x']})
+            sbx.fork(options={'Tenant': 'x'})
+        # Egress rules: the bridge's egress_allow and egress_deny (issue 32).
+        sbx.fork(options={'EgressAllow': ['x.example'], 'EgressDeny': []})
+        fork = [r for r in Bridge.requests if r[1].endswith('/fork')][-1]
+        self.assertEqual(fork[3], {'egress_allow': ['x.example'], 'egress_deny': []})
 
     def test_streamed_exec_keeps_the_bytes(self):
         sbx = Sandbox(SANDBOX['id'], transport=self.t, envs={'A': '1'})

@@ -154,7 +154,7 @@ class SyncAPI(Base):
 
     def test_lifecycle(self):
         name = f'py-client-{os.getpid()}'
-        with Sandbox.create('python', timeout=600, memory='256M', cpu=0.5, env={'GREETING': 'hello'},
+        with Sandbox.create('python', timeout=600, memory='256M', cpu=0.5, envs={'GREETING': 'hello'},
                             name=name, transport=self.t) as sbx:
             info = sbx.get_info()
             self.assertEqual((info.sandbox_id, info.template, info.state, info.name),
@@ -191,6 +191,26 @@ class SyncAPI(Base):
             self.assertEqual(sbx.get_info().idle_timeout, 90, 'set_timeout keeps the idle timeout')
         self.assertTrue(gone(sbx.sandbox_id), 'the context manager kills the sandbox')
         self.assertFalse(sbx.kill(), 'a second kill finds it gone')
+
+    def test_egress_pause_connect_kill_by_id(self):
+        # Issue 32: allow_hosts at create, pause() returning the id, connect() resuming
+        # a paused sandbox, Sandbox.kill(id) without an object.
+        sbx = Sandbox.create('python', envs={'A': 'one'}, allow_hosts=['example.org'], deny_hosts=['bad.example.org'],
+                             transport=self.t)
+        self.addCleanup(sbx.kill)
+        self.assertEqual(sbx.commands.run('echo $A').stdout, 'one\n')
+        replies, error, params = S.varlink_call('GetSandbox', {'id': sbx.sandbox_id})
+        self.assertIsNone(error, params)
+        self.assertEqual((replies[0]['sandbox']['egressAllow'], replies[0]['sandbox']['egressDeny']),
+                         (['example.org'], ['bad.example.org']))
+        self.assertEqual(sbx.pause(), sbx.sandbox_id)
+        self.assertEqual(sbx.get_info().state, 'paused')
+        again = Sandbox.connect(sbx.sandbox_id, transport=self.t)
+        self.assertEqual(again.get_info().state, 'running')
+        self.assertEqual(again.commands.run('echo back').stdout, 'back\n')
+        self.assertTrue(Sandbox.kill(sbx.sandbox_id, transport=self.t))
+        self.assertTrue(gone(sbx.sandbox_id))
+        self.assertFalse(Sandbox.kill(sbx.sandbox_id, transport=self.t))
 
     def test_streaming_callbacks_see_output_while_it_runs(self):
         sbx = self.create()
