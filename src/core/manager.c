@@ -65,6 +65,7 @@ void manager_settings_done(ManagerSettings *s) {
         s->bwrap_path = mfree(s->bwrap_path);
         s->docker_socket = mfree(s->docker_socket);
         snapshot_settings_done(&s->snapshots);
+        workspace_settings_done(&s->workspaces);
 }
 
 static int mkdir_mode(const char *path, mode_t mode) {
@@ -146,6 +147,18 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = manager_quota_setup(m);
         if (r < 0)
                 goto fail;
+        /* Made by sandboxd-workspaces.service before we start: without it, every sandbox's
+         * files are in memory (Storage=tmpfs), and Storage=disk says why not. */
+        r = workspace_pool_open(m->settings.workspaces.directory ?: SANDBOX_WORKSPACE_DIR, BTRFS_PATH, &m->workspaces,
+                                &m->workspaces_missing);
+        if (r < 0)
+                goto fail;
+        m->bounds.workspaces = m->workspaces;
+        if (m->workspaces)
+                log_debug("Workspaces on disk in %s.", workspace_pool_dir(m->workspaces));
+        else
+                log_warning("No workspaces on disk in %s (%s); sandboxes keep their files in memory.",
+                            m->settings.workspaces.directory ?: SANDBOX_WORKSPACE_DIR, m->workspaces_missing);
 
         if (asprintf(&m->sandboxes_dir, "%s/sandboxes", m->settings.state_dir) < 0) {
                 r = -ENOMEM;
@@ -231,6 +244,7 @@ Manager *manager_free(Manager *m) {
         m->systemd = NULL;
         m->egress = egress_client_free(m->egress);
         m->renew_server = renew_server_free(m->renew_server);
+        m->workspaces = workspace_pool_free(m->workspaces);
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
         free(m->docker_seccomp_profile);
@@ -696,6 +710,7 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
 /* A running pooled sandbox of t, if the request takes the template's defaults. */
 static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
         if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max ||
+            c->limits.storage != STORAGE_DEFAULT ||
             c->egress_allow_set || c->egress_deny_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
@@ -708,6 +723,7 @@ static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
         return a->limits.memory_max == b->limits.memory_max &&
                a->limits.cpu_quota_per_sec_usec == b->limits.cpu_quota_per_sec_usec &&
                a->limits.tasks_max == b->limits.tasks_max && a->disk_max == b->disk_max &&
+               a->limits.storage == b->limits.storage &&
                sandbox_config_egress_equal(a, b);
 }
 
@@ -1077,6 +1093,10 @@ static int take_stored_fd_of(void *userdata, const char *name) {
         return take_stored_fd(f->names, f->n, name);
 }
 
+static bool workspace_is_live(const char *id, void *userdata) {
+        return manager_find_sandbox(userdata, id);
+}
+
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -1175,6 +1195,8 @@ int manager_adopt_sandboxes(Manager *m) {
                 }
 
         (void) manager_stop_orphans(m);
+        if (m->workspaces)
+                workspace_remove_orphans(m->workspaces, workspace_is_live, m);
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
                 if (m->payload_ops[k]->remove_orphans)
                         m->payload_ops[k]->remove_orphans(m);

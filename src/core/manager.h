@@ -16,6 +16,7 @@
 #include "sandbox.h"
 #include "snapshot-meta.h"
 #include "template.h"
+#include "workspace.h"
 
 typedef struct ManagerSettings {
         char **template_dirs;
@@ -27,6 +28,7 @@ typedef struct ManagerSettings {
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
         SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
         TenancySettings tenancy; /* sandboxd.conf [Node], [Limits], [OwnerQuota], [TenantQuota] */
+        WorkspaceSettings workspaces; /* sandboxd.conf [Workspaces], --workspace-dir= */
 } ManagerSettings;
 
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U

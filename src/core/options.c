@@ -75,6 +75,7 @@ static const OptionSpec sandbox_options[] = {
         { "EgressDeny",         OPTION_STRV   },
         { "IdleAction",         OPTION_STRING },
         { "FromSnapshot",       OPTION_STRING },
+        { "Storage",            OPTION_STRING },
         {}
 };
 
@@ -420,6 +421,12 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                                                  "IdleAction must be destroy, pause or hibernate, got '%.16s'.", v->s);
                 c->idle_action = a;
                 c->idle_action_set = true;
+        } else if (streq(name, "Storage")) {
+                SandboxStorage st = sandbox_storage_from_string(v->s);
+                if (st < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Storage must be disk or tmpfs, got '%.16s'.", v->s);
+                c->limits.storage = st;
         } else if (streq(name, "FromSnapshot")) {
                 if (!sandbox_id_is_valid(v->s))
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
@@ -450,8 +457,26 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
                 l->tasks_max = template_defaults && template_defaults->tasks_max ?
                         template_defaults->tasks_max : SANDBOX_TASKS_DEFAULT;
 
+        if (l->storage == STORAGE_DEFAULT && template_defaults && template_defaults->storage != STORAGE_DEFAULT &&
+            (template_defaults->storage != STORAGE_DISK || bounds->workspaces))
+                l->storage = template_defaults->storage;
+        if (l->storage == STORAGE_DEFAULT)
+                /* On disk what is kept; in memory what lives for one command (bench/, "storage"). */
+                l->storage = c->ephemeral || !bounds->workspaces ? STORAGE_TMPFS : STORAGE_DISK;
+        if (l->storage == STORAGE_DISK && !bounds->workspaces)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
+                                         "Storage=disk is not available: sandboxd has no workspace pool "
+                                         "(sandboxd-workspaces.service sets it up; see its log).");
+        if (l->storage == STORAGE_TMPFS && c->disk_max > l->memory_max)
+                /* Each tmpfs's pages are the sandbox's memory: a disk bigger than the memory
+                 * would end in an OOM kill, not in "No space left on device". */
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "DiskMax (%" PRIu64 " bytes) is above MemoryMax (%" PRIu64 " bytes) with "
+                                         "Storage=tmpfs, whose files are kept in the sandbox's memory; give "
+                                         "Storage=disk, a smaller DiskMax or a larger MemoryMax.",
+                                         c->disk_max, l->memory_max);
         if (c->disk_max == 0)
-                c->disk_max = SANDBOX_DISK_DEFAULT;
+                c->disk_max = l->storage == STORAGE_TMPFS ? MIN(SANDBOX_DISK_DEFAULT, l->memory_max) : SANDBOX_DISK_DEFAULT;
 
         r = check_range("MemoryMax", l->memory_max, SANDBOX_MEMORY_MIN, bounds->memory_total, error);
         if (r < 0)
@@ -740,6 +765,24 @@ int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionVa
         else /* Name */
                 return set_label(q->name, name, v->s, sandbox_name_is_valid, error);
         return 0;
+}
+
+static const char * const storage_table[_STORAGE_MAX] = {
+        [STORAGE_DEFAULT] = "default",
+        [STORAGE_DISK] = "disk",
+        [STORAGE_TMPFS] = "tmpfs",
+};
+
+const char *sandbox_storage_to_string(SandboxStorage s) {
+        return s >= 0 && s < _STORAGE_MAX ? storage_table[s] : NULL;
+}
+
+SandboxStorage sandbox_storage_from_string(const char *s) {
+        /* "default" is no value to ask for. */
+        for (size_t i = STORAGE_DISK; s && i < ELEMENTSOF(storage_table); i++)
+                if (streq(storage_table[i], s))
+                        return (SandboxStorage) i;
+        return _STORAGE_INVALID;
 }
 
 static const char * const idle_action_table[_IDLE_ACTION_MAX] = {

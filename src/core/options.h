@@ -26,7 +26,9 @@
 #define SANDBOX_TASKS_MAX 65536ULL
 #define SANDBOX_TASKS_DEFAULT 256ULL
 #define SANDBOX_LIFETIME_MAX_SEC (30ULL * 24 * 3600)
-/* /work and /tmp are each a tmpfs of this size; their pages count against MemoryMax. */
+/* DiskMax: on disk (Storage=disk), the bytes of /work and /tmp together, a quota of the file
+ * system; in memory (Storage=tmpfs), the size of each of the two tmpfs, whose pages count
+ * against MemoryMax (docs/WORKSPACES.md). */
 #define SANDBOX_DISK_MIN (1ULL * 1024 * 1024)
 #define SANDBOX_DISK_DEFAULT (1024ULL * 1024 * 1024)
 #define SANDBOX_DISK_MAX (1024ULL * 1024 * 1024 * 1024)
@@ -40,10 +42,23 @@
 #define EXEC_ENVC_MAX 4096U
 #define SANDBOX_WORKDIR "/work"
 
+/* Where /work and /tmp live: a workspace on disk (workspace.h) or two tmpfs in memory. */
+typedef enum SandboxStorage {
+        STORAGE_DEFAULT,  /* not asked for: the template's, else disk unless ephemeral */
+        STORAGE_DISK,
+        STORAGE_TMPFS,
+        _STORAGE_MAX,
+        _STORAGE_INVALID = -EINVAL,
+} SandboxStorage;
+
+const char *sandbox_storage_to_string(SandboxStorage s);
+SandboxStorage sandbox_storage_from_string(const char *s);
+
 typedef struct SandboxLimits {
         uint64_t memory_max;
         uint64_t cpu_quota_per_sec_usec;
         uint64_t tasks_max;
+        SandboxStorage storage;
 } SandboxLimits;
 
 /* What a sandbox's idle timeout does (IdleAction): destroy it, pause it (freeze, kept in
@@ -127,6 +142,7 @@ void exec_config_refuse(ExecConfig *c, int r, SandboxError *error);
 typedef struct SystemBounds {
         uint64_t memory_total;
         unsigned n_cpus;
+        bool workspaces;  /* a workspace pool: Storage=disk can be had */
 } SystemBounds;
 
 /* WriteFile's, Upload's and Download's options. */

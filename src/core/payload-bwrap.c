@@ -18,6 +18,7 @@
 #include "sandbox-persist.h"
 #include "strv.h"
 #include "template.h"
+#include "workspace.h"
 
 #include <json-c/json.h>
 #include <syslog.h>
@@ -107,9 +108,20 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--dev"); ARG("/dev");
         ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm"); /* SHM_MODE */
         ARG("--remount-ro"); ARG("/dev");
-        /* The work directory lives as long as the sandbox, and nowhere on the host. */
-        ARG("--size"); ARG(disk); ARG("--perms"); ARG(STRINGIFY(WORKDIR_MODE)); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
-        ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
+        if (p->workspace_dir) {
+                /* On disk, within its quota: the workspace's own directories (its root
+                 * stays out of reach, as root's). */
+                _cleanup_free_ char *work = NULL, *tmp = NULL;
+                if (asprintf(&work, "%s/work", p->workspace_dir) < 0 || asprintf(&tmp, "%s/tmp", p->workspace_dir) < 0)
+                        return -ENOMEM;
+                ARG("--bind"); ARG(work); ARG(SANDBOX_WORKDIR);
+                ARG("--bind"); ARG(tmp); ARG("/tmp");
+        } else {
+                /* In memory: the work directory lives as long as the sandbox, and nowhere on
+                 * the host. */
+                ARG("--size"); ARG(disk); ARG("--perms"); ARG(STRINGIFY(WORKDIR_MODE)); ARG("--tmpfs"); ARG(SANDBOX_WORKDIR);
+                ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
+        }
         ARG("--ro-bind"); ARG(p->agent_path); ARG(SANDBOX_AGENT_INSIDE);
         ARG("--remount-ro"); ARG("/");
         ARG("--chdir"); ARG(SANDBOX_WORKDIR);
@@ -448,8 +460,17 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         if (r < 0)
                 return r;
 
+        _cleanup_free_ char *workspace = NULL;
+        if (s->workspace) {
+                workspace = workspace_path(m->workspaces, s->id, "");
+                if (!workspace)
+                        return -ENOMEM;
+                workspace[strlen(workspace) - 1] = 0; /* no trailing slash */
+        }
+
         PayloadParams params = {
                 .template = t,
+                .workspace_dir = workspace,
                 .etc_dir = t->etc_dir,
                 .machine_id = machine_id,
                 .bwrap_path = m->settings.bwrap_path,

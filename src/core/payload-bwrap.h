@@ -20,6 +20,8 @@ typedef struct PayloadParams {
         const char *bwrap_path;
         const char *agent_path;    /* host path of sandbox-init */
         uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
+        const char *workspace_dir; /* NULL: /work and /tmp are tmpfs; else its work/ and tmp/
+                                    * are bound there (workspace.h) */
         char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
         char * const *proc_mask_dirs;
         const char *empty_dir;     /* an empty host directory bound over each mask dir; NULL: a

@@ -260,6 +260,8 @@ static const char *recycle_refusal(Sandbox *s) {
                 return "its template was replaced since it started";
         if (!s->payload_ops->renew)
                 return "its payload cannot be reset";
+        if (s->workspace)
+                return "its files are on disk (Storage=disk), which a reset does not renew";
         if (s->state != SANDBOX_RUNNING || s->pause_pending || s->released || !s->cgroup)
                 return "it is not running";
         if (manager_count_released(s->manager, s) >= t->recycle_max)

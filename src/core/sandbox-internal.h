@@ -104,6 +104,7 @@ struct Sandbox {
         bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
         bool fd_stored;       /* its control socket is in systemd's fd store */
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
+        bool workspace;       /* its /work and /tmp are its workspace on disk, removed with it */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
@@ -156,6 +157,8 @@ struct Manager {
         const PayloadOps *payload_ops[_PAYLOAD_KIND_MAX];
         EgressClient *egress;
         RenewServer *renew_server; /* started at the first recycling reset */
+        WorkspacePool *workspaces; /* NULL: no pool, Storage=tmpfs only (workspaces_missing says why) */
+        const char *workspaces_missing;
         RecycleWaiter *waiters_going_on; /* creates that waited for a reset, about to go on */
         char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
         char *docker_seccomp_profile;

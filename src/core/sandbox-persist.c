@@ -53,6 +53,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             add_u64(o, "CPUQuotaPerSecUSec", st->config.limits.cpu_quota_per_sec_usec) < 0 ||
             add_u64(o, "TasksMax", st->config.limits.tasks_max) < 0 ||
             add_u64(o, "DiskMax", st->config.disk_max) < 0 ||
+            (st->config.limits.storage != STORAGE_DEFAULT &&
+             json_add(o, "Storage", json_object_new_string(sandbox_storage_to_string(st->config.limits.storage))) < 0) ||
             add_u64(o, "Timeout", st->config.timeout_sec) < 0 ||
             add_u64(o, "IdleTimeout", st->config.idle_timeout_sec) < 0 ||
             json_add(o, "IdleAction", json_object_new_string(idle_action_to_string(st->config.idle_action))) < 0 ||
@@ -188,6 +190,13 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 if (!json_object_is_type(v, json_type_string) || a < 0)
                         goto finish;
                 st.config.idle_action = a;
+        }
+        /* Absent in what an older sandboxd saved: tmpfs, as it had. */
+        if (json_object_object_get_ex(o, "Storage", &v)) {
+                SandboxStorage t = sandbox_storage_from_string(json_object_get_string(v));
+                if (!json_object_is_type(v, json_type_string) || t < 0)
+                        goto finish;
+                st.config.limits.storage = t;
         }
         if (json_object_object_get_ex(o, "pooled", &v))
                 st.pooled = json_object_get_boolean(v);

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
+#include "workspace.h"
 #include "snapshot.h"
 #include "sandbox-persist.h"
 #include "strv.h"
@@ -265,6 +266,13 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         if (s->payload_state) {
                 s->payload_ops->free(s);
                 free(s->payload_state);
+        }
+        /* After its processes: nothing writes there any more. */
+        if (s->workspace && s->manager->workspaces) {
+                int r = workspace_remove(s->manager->workspaces, s->id);
+                if (r < 0)
+                        log_sandbox(s, LOG_WARNING, r, "Failed to remove the workspace of sandbox %s, "
+                                    "it is removed at the next start: %m", s->id);
         }
         free(s->template_name);
         free(s->unit);
@@ -833,6 +841,14 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (!t)
                 return -ENOENT;
 
+        if (s->config.limits.storage == STORAGE_DISK) {
+                if (!s->manager->workspaces)
+                        return -EOPNOTSUPP;
+                r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max);
+                if (r < 0)
+                        return log_sandbox(s, LOG_ERR, r, "Failed to create the workspace of sandbox %s: %m", s->id);
+                s->workspace = true;
+        }
         r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec);
         if (r >= 0)
                 r = s->payload_ops->start(s, t);
@@ -1097,6 +1113,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
                 sandbox_free_internal(s);
                 return -ENOMEM;
         }
+        s->workspace = st->config.limits.storage == STORAGE_DISK;
         s->state = st->pause_method ? SANDBOX_PAUSED : SANDBOX_RUNNING;
         s->pause_method = st->pause_method && streq(st->pause_method, "freeze") ? "freeze" :
                           st->pause_method ? "sigstop" : NULL;
@@ -1151,6 +1168,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         return 0;
 fail:
         s->payload_ops->detach(s); /* not ours to kill on this path */
+        s->workspace = false; /* the start's collection of orphans decides */
         sandbox_free_internal(s);
         return r;
 }
@@ -1176,5 +1194,6 @@ void sandbox_detach(Sandbox *s) {
          * stay for the next sandboxd). */
         s->detaching = true;
         s->payload_ops->detach(s);
+        s->workspace = false; /* its files too */
         sandbox_free_internal(s);
 }

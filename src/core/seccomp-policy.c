@@ -56,6 +56,10 @@
  *                                 TIOCSTI                         (CVE-2017-5226)
  *   ioctl                         cmd & 0xffffffff ==     EIO     the same by console paste
  *                                 TIOCLINUX                       (CVE-2023-28100)
+ *   ioctl                         cmd & 0xffffffff ==     EDQUOT  a btrfs subvolume or snapshot:
+ *                                 BTRFS_IOC_SUBVOL_CREATE         its own qgroup, outside the
+ *                                 (_V2), BTRFS_IOC_SNAP_-         workspace's quota
+ *                                 CREATE (_V2)
  *   socket, socketpair            family 0, 3, 4-7, 8-9,  EAFNO-  uncommon protocol families;
  *                                 11, 12-15, >= 17        SUPPORT AF_VSOCK reaches the hypervisor
  *                                 (rule per range)
@@ -70,6 +74,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
 #include <stdint.h>
@@ -127,6 +132,9 @@ static const struct {
         [SECCOMP_FAMILY_TERMINAL]    = { "terminal",    EIO },
         /* What a kernel without the protocol family says. */
         [SECCOMP_FAMILY_SOCKET]      = { "socket",      EAFNOSUPPORT },
+        /* "Disk quota exceeded": a subvolume would be a qgroup of its own, outside the
+         * workspace's limit (docs/WORKSPACES.md). */
+        [SECCOMP_FAMILY_QUOTA]       = { "quota",       EDQUOT },
 };
 
 #define NAMES(...) ((const char *const[]) { __VA_ARGS__, NULL })
@@ -144,6 +152,12 @@ static const struct {
 #define IOCTL_RULE(cmd, reason)                                                 \
         { SECCOMP_FAMILY_TERMINAL, NAMES("ioctl"), 1,                           \
           { CMP(1, SCMP_CMP_MASKED_EQ, UINT32_MAX, (cmd)) }, reason }
+
+#define QUOTA_IOCTL_RULE(cmd)                                                   \
+        { SECCOMP_FAMILY_QUOTA, NAMES("ioctl"), 1,                              \
+          { CMP(1, SCMP_CMP_MASKED_EQ, UINT32_MAX, (cmd)) },                    \
+          "a btrfs subvolume or snapshot is a qgroup of its own: written to, it would be outside "  \
+          "the workspace's quota" }
 
 #define SOCKET_RULE(op, a, b, reason)                                           \
         { SECCOMP_FAMILY_SOCKET, NAMES("socket", "socketpair"), 1,              \
@@ -246,6 +260,10 @@ static const SeccompRule rules[] = {
 
         IOCTL_RULE(TIOCSTI, "pushing input into a terminal another process reads (CVE-2017-5226)"),
         IOCTL_RULE(TIOCLINUX, "console selection pastes like TIOCSTI (CVE-2023-28100)"),
+        QUOTA_IOCTL_RULE(BTRFS_IOC_SUBVOL_CREATE),
+        QUOTA_IOCTL_RULE(BTRFS_IOC_SUBVOL_CREATE_V2),
+        QUOTA_IOCTL_RULE(BTRFS_IOC_SNAP_CREATE),
+        QUOTA_IOCTL_RULE(BTRFS_IOC_SNAP_CREATE_V2),
 
         /* Allowed: AF_UNIX (1), AF_INET (2), AF_INET6 (10) and AF_NETLINK (16) with
          * NETLINK_ROUTE, which getifaddrs(3) needs (Node's os.networkInterfaces()); the

@@ -22,6 +22,7 @@ typedef enum SeccompFamily {
         SECCOMP_FAMILY_PERSONALITY,     /* EINVAL: personality flags beyond ADDR_NO_RANDOMIZE */
         SECCOMP_FAMILY_TERMINAL,        /* EIO: TIOCSTI, TIOCLINUX */
         SECCOMP_FAMILY_SOCKET,          /* EAFNOSUPPORT: families other than unix, inet, inet6, rtnetlink */
+        SECCOMP_FAMILY_QUOTA,           /* EDQUOT: btrfs subvolumes and snapshots (outside the workspace's quota) */
         _SECCOMP_FAMILY_MAX,
 } SeccompFamily;
 

@@ -354,6 +354,18 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         if (r < 0)
                 goto finish;
 
+        /* "storage": "disk" or "tmpfs" (docs/WORKSPACES.md); a recycling pool's sandboxes
+         * are reset between users by fresh tmpfs mounts, so tmpfs unless it says disk. */
+        if (json_object_object_get_ex(o, "storage", &v)) {
+                t->limits.storage = json_object_is_type(v, json_type_string) ?
+                        sandbox_storage_from_string(json_object_get_string(v)) : _STORAGE_INVALID;
+                if (t->limits.storage < 0) {
+                        r = fail(ret_error, "%s", "\"storage\" must be \"disk\" or \"tmpfs\"");
+                        goto finish;
+                }
+        } else if (t->recycle)
+                t->limits.storage = STORAGE_TMPFS;
+
         if (json_object_object_get_ex(o, "limits", &v)) {
                 if (!json_object_is_type(v, json_type_object)) {
                         r = fail(ret_error, "%s", "\"limits\" must be an object");

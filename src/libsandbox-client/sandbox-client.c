@@ -364,6 +364,7 @@ static const struct {
         { SANDBOX_CREATE_EGRESS_DENY,  "EgressDeny",         'S', offsetof(SandboxCreateOptions, egress_deny)            },
         { SANDBOX_CREATE_FROM_SNAPSHOT, "FromSnapshot",      's', offsetof(SandboxCreateOptions, from_snapshot)          },
         { SANDBOX_CREATE_IDLE_ACTION,  "IdleAction",         's', offsetof(SandboxCreateOptions, idle_action)            },
+        { SANDBOX_CREATE_STORAGE,      "Storage",            's', offsetof(SandboxCreateOptions, storage)                },
 };
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {

@@ -72,6 +72,7 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_EGRESS_DENY      = 1 << 11,
         SANDBOX_CREATE_FROM_SNAPSHOT    = 1 << 12,
         SANDBOX_CREATE_IDLE_ACTION      = 1 << 13,
+        SANDBOX_CREATE_STORAGE          = 1 << 14,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -80,7 +81,7 @@ typedef struct SandboxCreateOptions {
         uint64_t memory_max;            /* bytes */
         uint64_t cpu_quota_per_sec_usec;
         uint64_t tasks_max;
-        uint64_t disk_max;              /* bytes, each of /work and /tmp */
+        uint64_t disk_max;              /* bytes: on disk /work and /tmp together, tmpfs each */
         uint64_t timeout_sec;           /* lifetime; 0: none */
         uint64_t idle_timeout_sec;      /* 0: never */
         bool ephemeral;
@@ -91,6 +92,7 @@ typedef struct SandboxCreateOptions {
         char **egress_deny;             /* EgressDeny */
         const char *from_snapshot;      /* a snapshot id: start with its files */
         const char *idle_action;        /* "destroy", "pause", "hibernate" */
+        const char *storage;            /* "disk", "tmpfs" */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */

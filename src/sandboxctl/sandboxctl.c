@@ -77,10 +77,12 @@ typedef enum OptionFlag {
         OPT_TMP         = 1 << 25,
         OPT_FROM_SNAPSHOT = 1 << 26,
         OPT_IDLE_ACTION = 1 << 27,
-        _OPT_MAX        = 1 << 28,
+        OPT_STORAGE     = 1 << 28,
+        _OPT_MAX        = 1 << 29,
 } OptionFlag;
 
-#define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST)
+#define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST | \
+                      OPT_STORAGE)
 #define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE | OPT_FROM_SNAPSHOT | OPT_IDLE_ACTION)
 #define OPTS_FORK (OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_IDLE_ACTION)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
@@ -92,7 +94,7 @@ static const char *const option_names[] = {
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
         "--since", "--limit", "--lines", "--follow", "--name", "--reuse", "--allow-host", "--deny-host",
-        "--tmp", "--from-snapshot", "--idle-action",
+        "--tmp", "--from-snapshot", "--idle-action", "--storage",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -101,6 +103,7 @@ static bool arg_json = false;
 static const char *arg_template = NULL;
 static const char *arg_from_snapshot = NULL;
 static const char *arg_idle_action = NULL;
+static const char *arg_storage = NULL;
 static uint64_t arg_memory_max = 0;
 static uint64_t arg_cpu_quota = 0;
 static uint64_t arg_tasks_max = 0;
@@ -218,7 +221,11 @@ static int help(void) {
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
-               "     --disk=SIZE              Size of /work and of /tmp each (default: 1G)\n"
+               "     --disk=SIZE              On disk: the bytes of /work and /tmp together;\n"
+               "                              in memory: the size of each (default: 1G)\n"
+               "     --storage=disk|tmpfs     create, run: /work and /tmp on disk, within\n"
+               "                              --disk (default for create), or in memory\n"
+               "                              (default for run)\n"
                "     --timeout=SECONDS        create: lifetime of the sandbox (0: none)\n"
                "                              exec, run: limit on the command (default: %2$" PRIu64 ")\n"
                "     --idle-timeout=SECONDS   create, set-timeout: destroy the sandbox after\n"
@@ -270,6 +277,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_DENY_HOST,  SANDBOX_CREATE_EGRESS_DENY },
                 { OPT_FROM_SNAPSHOT, SANDBOX_CREATE_FROM_SNAPSHOT },
                 { OPT_IDLE_ACTION, SANDBOX_CREATE_IDLE_ACTION },
+                { OPT_STORAGE, SANDBOX_CREATE_STORAGE },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -284,6 +292,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .egress_deny = arg_deny_host,
                 .from_snapshot = arg_from_snapshot,
                 .idle_action = arg_idle_action,
+                .storage = arg_storage,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -1640,6 +1649,7 @@ static const Option options[] = {
         { "tmp",          no_argument,       0,   OPT_TMP,        KIND_TRUE                                                   },
         { "from-snapshot", required_argument, 0,  OPT_FROM_SNAPSHOT, KIND_STRING, &arg_from_snapshot                           },
         { "idle-action",  required_argument, 0,   OPT_IDLE_ACTION, KIND_STRING, &arg_idle_action                              },
+        { "storage",      required_argument, 0,   OPT_STORAGE,    KIND_STRING,  &arg_storage                                  },
 };
 
 #define OPTION_VAL_BASE 0x100

@@ -23,6 +23,7 @@ typedef struct SettingsFile {
         RecorderSettings s;
         SnapshotSettings snap;
         TenancySettings ten;
+        WorkspaceSettings ws;
         char *password_file;
 } SettingsFile;
 
@@ -74,6 +75,8 @@ static const ConfigTableItem recorder_table[] = {
         { "TenantQuota", "CPUQuota",         config_parse_cpu_quota, offsetof(SettingsFile, ten.quota.tenant.cpu),             "a percentage of one CPU" },
         { "TenantQuota", "CreatesPerSecond", config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_per_sec), "a number" },
         { "TenantQuota", "CreatesBurst",     config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_burst),   "a number" },
+        { "Workspaces", "Directory",       config_parse_path,    offsetof(SettingsFile, ws.directory),             "an absolute path" },
+        { "Workspaces", "PoolSize",        config_parse_size,    offsetof(SettingsFile, ws.pool_size),             "bytes with an optional K, M, G or T" },
 };
 
 static int read_password(const char *path, char **ret) {
@@ -97,9 +100,11 @@ static int read_password(const char *path, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
-int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, const char *path) {
+int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, WorkspaceSettings *ws,
+                       const char *path) {
         _cleanup_free_ char *dropins = NULL, *cred = NULL;
-        SettingsFile f = { .s = *s, .snap = *snap, .ten = ten ? *ten : (TenancySettings) {} };
+        SettingsFile f = { .s = *s, .snap = *snap, .ten = ten ? *ten : (TenancySettings) {},
+                           .ws = ws ? *ws : (WorkspaceSettings) {} };
         const char *main_path = path ?: SANDBOX_CONF_FILE;
         const char *creds;
         int r;
@@ -111,6 +116,10 @@ int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySetti
         *snap = f.snap;
         if (ten)
                 *ten = f.ten;
+        if (ws)
+                *ws = f.ws;
+        else
+                workspace_settings_done(&f.ws);
         if (r < 0) {
                 free(f.password_file);
                 return r;

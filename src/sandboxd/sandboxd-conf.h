@@ -4,9 +4,12 @@
 #include "quota.h"
 #include "recorder.h"
 #include "snapshot-meta.h"
+#include "workspace.h"
 
 /* Reads /etc/sandboxd/sandboxd.conf and sandboxd.conf.d/\*.conf (or path and path.d/\*.conf)
- * into the recorder's settings, then the MariaDB password: $CREDENTIALS_DIRECTORY/
+ * into the recorder's and snapshots' settings, then the MariaDB password: $CREDENTIALS_DIRECTORY/
  * mariadb-password if it exists, else PasswordFile=. Errors are logged with file:line. */
-/* ten (may be NULL): [Node], [Limits], [OwnerQuota], [TenantQuota] (quota.h). */
-int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, const char *path);
+/* ten (may be NULL): [Node], [Limits], [OwnerQuota], [TenantQuota] (quota.h); ws (may be
+ * NULL): [Workspaces] (workspace.h). */
+int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, WorkspaceSettings *ws,
+                       const char *path);

@@ -49,12 +49,14 @@ static void help(void) {
                "     --max-sandboxes=N      Refuse to create more than N sandboxes (default %u)\n"
                "     --config=PATH          Read PATH and PATH.d/*.conf instead of\n"
                "                            %s and its .d (sandboxd.conf(5))\n"
+               "     --workspace-dir=DIR    The pool of workspaces on disk (default %s)\n"
+               "     --setup-workspaces     Make the pool (a btrfs with quotas) and exit\n"
                "     --debug                Log debug messages\n"
                "     --dump-seccomp         Print the sandboxes' seccomp policy as a Docker\n"
                "                            seccomp profile (JSON) and exit\n"
                "\nSee the sandboxd(8) man page for details.\n",
                program_invocation_short_name, SANDBOX_RUNTIME_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH, DOCKER_SOCKET_DEFAULT,
-               SANDBOX_MAX_DEFAULT, SANDBOX_CONF_FILE);
+               SANDBOX_MAX_DEFAULT, SANDBOX_CONF_FILE, SANDBOX_WORKSPACE_DIR);
 }
 
 static int set_path(char **dest, const char *arg, const char *what) {
@@ -68,7 +70,7 @@ static int set_path(char **dest, const char *arg, const char *what) {
         return 0;
 }
 
-static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_path) {
+static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_path, bool *setup_workspaces) {
         enum {
                 ARG_VERSION = 0x100,
                 ARG_TEMPLATE_DIR,
@@ -80,6 +82,8 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                 ARG_DEBUG,
                 ARG_DUMP_SECCOMP,
                 ARG_CONFIG,
+                ARG_WORKSPACE_DIR,
+                ARG_SETUP_WORKSPACES,
         };
         static const struct option options[] = {
                 { "help",          no_argument,       NULL, 'h'               },
@@ -93,6 +97,8 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                 { "debug",         no_argument,       NULL, ARG_DEBUG         },
                 { "dump-seccomp",  no_argument,       NULL, ARG_DUMP_SECCOMP  },
                 { "config",        required_argument, NULL, ARG_CONFIG        },
+                { "workspace-dir", required_argument, NULL, ARG_WORKSPACE_DIR },
+                { "setup-workspaces", no_argument,    NULL, ARG_SETUP_WORKSPACES },
                 {}
         };
         bool template_dirs_given = false;
@@ -162,6 +168,14 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                         if (r < 0)
                                 return r;
                         break;
+                case ARG_WORKSPACE_DIR:
+                        r = set_path(&s->workspaces.directory, optarg, "--workspace-dir=");
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_SETUP_WORKSPACES:
+                        *setup_workspaces = true;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -179,6 +193,24 @@ static int check_executable(const char *path, const char *what) {
         return 0;
 }
 
+/* sandboxd.conf; --workspace-dir= wins over its Directory=. */
+static int load_conf(RecorderSettings *rs, ManagerSettings *m, const char *config_path) {
+        _cleanup_free_ char *dir = NULL;
+        int r;
+
+        if (m->workspaces.directory) {
+                dir = strdup(m->workspaces.directory);
+                if (!dir)
+                        return log_error_errno(ENOMEM, "Out of memory.");
+        }
+        r = sandboxd_conf_load(rs, &m->snapshots, &m->tenancy, &m->workspaces, config_path);
+        if (dir) {
+                free(m->workspaces.directory);
+                m->workspaces.directory = TAKE_PTR(dir);
+        }
+        return r;
+}
+
 /* The record: without it sandboxd still runs (recording never stops an execution), and
  * says so loudly; ListExecutions then answers NotSupported. */
 static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m) {
@@ -188,7 +220,7 @@ static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m
         r = recorder_settings_init(&rs);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = sandboxd_conf_load(&rs, &m->snapshots, &m->tenancy, config_path);
+        r = load_conf(&rs, m, config_path);
         if (r < 0)
                 return r;  /* a broken configuration is the administrator's to fix: refuse */
         if (!rs.enabled) {
@@ -287,6 +319,22 @@ static int setup_varlink(Daemon *d, int fd) {
         return 0;
 }
 
+/* sandboxd-workspaces.service: the pool, before sandboxd starts (it needs a mount in the
+ * host's namespace, for Docker's daemon to bind from too; sandboxd's own is private). */
+static int run_setup_workspaces(ManagerSettings *m, const char *config_path) {
+        _cleanup_(recorder_settings_done) RecorderSettings rs = {};
+        int r;
+
+        r = recorder_settings_init(&rs);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory.");
+        r = load_conf(&rs, m, config_path);
+        if (r < 0)
+                return r;
+        return workspace_pool_setup(m->workspaces.directory ?: SANDBOX_WORKSPACE_DIR, m->workspaces.pool_size,
+                                    MKFS_BTRFS_PATH);
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_settings_done) ManagerSettings settings = {};
         _cleanup_free_ char *config_path = NULL;
@@ -298,9 +346,12 @@ static int run(int argc, char *argv[]) {
         r = manager_settings_init(&settings);
         if (r < 0)
                 return log_error_errno(r, "Out of memory.");
-        r = parse_argv(argc, argv, &settings, &config_path);
+        bool setup_workspaces = false;
+        r = parse_argv(argc, argv, &settings, &config_path, &setup_workspaces);
         if (r <= 0)
                 return r;
+        if (setup_workspaces)
+                return run_setup_workspaces(&settings, config_path);
         r = check_executable(settings.bwrap_path, "bubblewrap");
         if (r < 0)
                 return r;

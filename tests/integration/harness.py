@@ -236,6 +236,15 @@ class Paths:
         with open(self.service_in) as f:
             return f.read().replace('@sbindir@', os.path.dirname(self.sandboxd))
 
+    def unit_text(self, name):
+        """A unit as built (its ExecStart is overridden by a drop-in)."""
+        built = os.path.join(self.units, name)
+        if os.path.exists(built):
+            with open(built) as f:
+                return f.read()
+        with open(os.path.join(self.source, 'units', name + '.in')) as f:
+            return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+
     def http_service_text(self):
         """sandboxd-http.service as built (its ExecStart is overridden by the drop-in)."""
         built = os.path.join(self.units, 'sandboxd-http.service')
@@ -541,6 +550,10 @@ class System:
         self.name = os.path.basename(self.workdir)
         # Inside the system under test: the unit's own RuntimeDirectory (ProtectSystem=strict).
         self.state_dir = '/run/sandboxd-test-state'
+        # The workspace pool (sandboxd-workspaces.service): on the host's disk, outlives a
+        # reboot of the system under test (as /var/lib does), removed at teardown. Not
+        # under /var/tmp, which the units' PrivateTmp= hides.
+        self.workspace_dir = f'/var/lib/{self.name}-workspaces'
         self.pid = None            # host pid of the namespace's systemd
         self.unshare = None        # our Popen of unshare
         self.root = ''             # prefix to reach the system's files from here
@@ -1016,7 +1029,7 @@ class System:
         unitdir = self.path('/run/systemd/system')
         dropdir = os.path.join(unitdir, 'sandboxd.service.d')
         exec_start = [p.sandboxd, f'--template-dir={p.templates}', f'--agent={p.sandbox_init}',
-                      f'--state-dir={self.state_dir}']
+                      f'--state-dir={self.state_dir}', f'--workspace-dir={self.workspace_dir}']
         if os.environ.get('SANDBOXD_BWRAP'):
             exec_start.append(f'--bwrap={p.bwrap}')
         self._write_extra_templates()
@@ -1031,7 +1044,11 @@ class System:
         dropin = ['[Service]', 'ExecStart=',
                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in exec_start),
                   'StateDirectory=', 'RuntimeDirectory=sandboxd-test-state', 'Restart=no',
-                  'ReadWritePaths=' + _systemd_quote(self.extra_templates)]
+                  'ReadWritePaths=' + _systemd_quote(self.extra_templates),
+                  'ReadWritePaths=' + _systemd_quote(self.workspace_dir)]
+        ws_dropin = ['[Service]', 'ExecStart=', 'ExecStart=' + ' '.join(_systemd_quote(a) for a in [
+                         p.sandboxd, '--setup-workspaces', f'--workspace-dir={self.workspace_dir}']),
+                     'StateDirectory=']
         for var in SANITIZER_VARS:
             if os.environ.get(var):
                 dropin.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
@@ -1041,6 +1058,8 @@ class System:
             # sandboxd.service wants it: started with it, its socket passed in.
             os.path.join(unitdir, VARLINK_UNIT): open(p.varlink_socket_unit).read(),
             os.path.join(dropdir, '50-test.conf'): '\n'.join(dropin) + '\n',
+            os.path.join(unitdir, 'sandboxd-workspaces.service'): p.unit_text('sandboxd-workspaces.service'),
+            os.path.join(unitdir, 'sandboxd-workspaces.service.d', '50-test.conf'): '\n'.join(ws_dropin) + '\n',
         }
         files.update(self._http_units(unitdir))
         if self.mode == 'host':
@@ -1230,6 +1249,7 @@ class System:
         else:
             self.systemctl('reset-failed', 'sandboxd.service', timeout=30)
             problems += self._uninstall()
+        problems += self._remove_workspaces()
         if os.environ.get('SANDBOXD_TEST_KEEP') == '1':
             log(f'keeping {self.workdir}')
         else:
@@ -1261,6 +1281,20 @@ class System:
             for unit in leftovers:
                 self.systemctl('stop', unit, timeout=60)
         return problems
+
+    def _remove_workspaces(self):
+        """The pool's mount (host mode: in the host's namespace), image and directory."""
+        d = self.workspace_dir
+        with open('/proc/self/mountinfo') as f:
+            mounted = any(line.split()[4] == d for line in f)
+        if mounted and subprocess.run(['umount', d]).returncode != 0:
+            return [f'cannot unmount the workspace pool {d}']
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            os.unlink(d + '.img')
+        except FileNotFoundError:
+            pass
+        return []
 
     def kill(self):
         """kill -KILL the namespace's systemd (ends everything in it) and clean up."""

@@ -16,7 +16,7 @@
 #include "sandbox-errors.h"
 #include "strv.h"
 
-static const SystemBounds bounds = { .memory_total = 8ULL << 30, .n_cpus = 2 };
+static const SystemBounds bounds = { .memory_total = 8ULL << 30, .n_cpus = 2, .workspaces = true };
 
 static int set_u64(SandboxConfig *c, const char *name, uint64_t v, SandboxError *e) {
         OptionValue o = { .type = OPTION_UINT64, .u64 = v };
@@ -161,6 +161,50 @@ static void test_defaults(void **state) {
         assert_int_equal(c.limits.tasks_max, SANDBOX_TASKS_DEFAULT);    /* built in */
         assert_int_equal(c.limits.cpu_quota_per_sec_usec, SANDBOX_CPU_QUOTA_DEFAULT_USEC);
         assert_int_equal(c.disk_max, SANDBOX_DISK_DEFAULT);
+
+        assert_int_equal(c.limits.storage, STORAGE_DISK);               /* persistent: on disk */
+
+        /* Ephemeral: in memory, and its default DiskMax no more than its memory. */
+        c = (SandboxConfig) { .ephemeral = true };
+        assert_int_equal(sandbox_config_finalize(&c, &t, &bounds, &e), 0);
+        assert_int_equal(c.limits.storage, STORAGE_TMPFS);
+        assert_int_equal(c.disk_max, 128ULL << 20);
+
+        /* A template's storage wins over the default, the caller's over the template's. */
+        SandboxLimits tt = { .storage = STORAGE_TMPFS };
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_finalize(&c, &tt, &bounds, &e), 0);
+        assert_int_equal(c.limits.storage, STORAGE_TMPFS);
+        c = (SandboxConfig) { .limits.storage = STORAGE_DISK };
+        assert_int_equal(sandbox_config_finalize(&c, &tt, &bounds, &e), 0);
+        assert_int_equal(c.limits.storage, STORAGE_DISK);
+
+        /* A tmpfs above the memory is refused, not left to the OOM killer. */
+        c = (SandboxConfig) { .limits.storage = STORAGE_TMPFS, .disk_max = 1ULL << 30 };
+        assert_int_equal(sandbox_config_finalize(&c, &t, &bounds, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "above MemoryMax"));
+        assert_invalid(-EINVAL, &e);
+        c = (SandboxConfig) { .limits.storage = STORAGE_DISK, .disk_max = 1ULL << 30 };
+        assert_int_equal(sandbox_config_finalize(&c, &t, &bounds, &e), 0);
+
+        /* No pool: tmpfs by default, and disk asked for is refused with the reason. */
+        SystemBounds nopool = bounds;
+        nopool.workspaces = false;
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_finalize(&c, &t, &nopool, &e), 0);
+        assert_int_equal(c.limits.storage, STORAGE_TMPFS);
+        c = (SandboxConfig) { .limits.storage = STORAGE_DISK };
+        assert_true(sandbox_config_finalize(&c, &t, &nopool, &e) < 0);
+        assert_int_equal(e.code, SANDBOX_ERR_NOT_SUPPORTED);
+        sandbox_error_done(&e);
+
+        /* The option's values. */
+        OptionValue v = { .type = OPTION_STRING, .s = "tmpfs" };
+        c = (SandboxConfig) {};
+        assert_int_equal(sandbox_config_set(&c, "Storage", &v, &e), 0);
+        assert_int_equal(c.limits.storage, STORAGE_TMPFS);
+        v.s = "default";
+        assert_invalid(sandbox_config_set(&c, "Storage", &v, &e), &e);
 
         /* A default beyond a small machine is clamped, not an error. */
         c = (SandboxConfig) {};

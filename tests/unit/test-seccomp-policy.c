@@ -37,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <linux/btrfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +58,7 @@
 #define PERSONALITY EINVAL
 #define TERMINAL    EIO
 #define SOCKET      EAFNOSUPPORT
+#define QUOTA       EDQUOT
 
 /* A path that does not exist: probes that would act on the host if the filter let them
  * through are given arguments that make the kernel refuse them anyway. */
@@ -321,6 +323,23 @@ static long probe_tiocsti(void)       { return tty_ioctl(TIOCSTI, ' '); }
 static long probe_tiocsti_high(void)  { return tty_ioctl(0xffffffff00000000UL | TIOCSTI, ' '); }
 static long probe_tioclinux(void)     { return tty_ioctl(TIOCLINUX, 6 /* TIOCL_GETSHIFTSTATE */); }
 
+/* quota: on a directory that is no btrfs, the kernel says ENOTTY (the baseline). */
+static long btrfs_ioctl(unsigned long cmd) {
+        char args[4096] = {};
+        int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return PROBE_SETUP_FAILED;
+        long r = syscall(SYS_ioctl, fd, cmd, args);
+        int e = errno;
+        close(fd);
+        errno = e;
+        return r;
+}
+static long probe_btrfs_subvol_create(void)    { return btrfs_ioctl(BTRFS_IOC_SUBVOL_CREATE); }
+static long probe_btrfs_subvol_create_v2(void) { return btrfs_ioctl(BTRFS_IOC_SUBVOL_CREATE_V2); }
+static long probe_btrfs_snap_create(void)      { return btrfs_ioctl(BTRFS_IOC_SNAP_CREATE); }
+static long probe_btrfs_snap_create_v2(void)   { return btrfs_ioctl(0xffffffff00000000UL | BTRFS_IOC_SNAP_CREATE_V2); }
+
 /* socket */
 static long probe_socket_packet(void)    { return do_socket(AF_PACKET, SOCK_DGRAM, 0); }
 static long probe_socket_inet_high(void) { return do_socket(0xffffffff00000000UL | AF_INET, SOCK_DGRAM, 0); }
@@ -434,6 +453,10 @@ static const Probe blocked_probes[] = {
         P("ioctl(TIOCSTI)", "ioctl", probe_tiocsti, TERMINAL),
         P("ioctl(TIOCSTI | 0xffffffff00000000)", "ioctl", probe_tiocsti_high, TERMINAL),
         P("ioctl(TIOCLINUX)", "ioctl", probe_tioclinux, TERMINAL),
+        P("ioctl(BTRFS_IOC_SUBVOL_CREATE)", "ioctl", probe_btrfs_subvol_create, QUOTA),
+        P("ioctl(BTRFS_IOC_SUBVOL_CREATE_V2)", "ioctl", probe_btrfs_subvol_create_v2, QUOTA),
+        P("ioctl(BTRFS_IOC_SNAP_CREATE)", "ioctl", probe_btrfs_snap_create, QUOTA),
+        P("ioctl(BTRFS_IOC_SNAP_CREATE_V2 | 0xffffffff00000000)", "ioctl", probe_btrfs_snap_create_v2, QUOTA),
 
         P("socket(AF_PACKET)", "socket", probe_socket_packet, SOCKET),
         P("socket(AF_INET | 0xffffffff00000000)", "socket", probe_socket_inet_high, SOCKET),
@@ -658,6 +681,7 @@ static void test_family_errnos(void **state) {
                 [SECCOMP_FAMILY_PERSONALITY] = PERSONALITY,
                 [SECCOMP_FAMILY_TERMINAL] = TERMINAL,
                 [SECCOMP_FAMILY_SOCKET] = SOCKET,
+                [SECCOMP_FAMILY_QUOTA] = QUOTA,
         };
 
         for (int f = 0; f < _SECCOMP_FAMILY_MAX; f++) {

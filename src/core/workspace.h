@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * Workspaces on disk (docs/WORKSPACES.md): a sandbox's /work and /tmp are the directories
+ * work/ and tmp/ of one btrfs subvolume of the pool, DIR/ID, whose qgroup limits the
+ * bytes it references (data and metadata: so its inodes too) to its DiskMax. The pool is
+ * a btrfs file system with quotas, mounted on DIR before sandboxd starts
+ * (sandboxd --setup-workspaces, run by sandboxd-workspaces.service): the host's own btrfs
+ * if DIR is on one, else a sparse loop-backed image DIR.img.
+ *
+ * Creating a workspace is two ioctls (a subvolume, its limit), O(1) like a mkdir. Removing
+ * one is a rename out of the way and then `btrfs subvolume delete` in a child process: the
+ * kernel drops the tree in the background, never following a link the sandbox made.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+typedef struct WorkspacePool WorkspacePool;
+
+/* sandboxd.conf [Workspaces] */
+typedef struct WorkspaceSettings {
+        char *directory;     /* NULL: SANDBOX_STATE_DIR/workspaces */
+        uint64_t pool_size;  /* of the loop-backed image; 0: the size of the file system under it */
+} WorkspaceSettings;
+
+void workspace_settings_done(WorkspaceSettings *s);
+
+/* The pool at dir, if it is a btrfs with quotas enabled: *ret set; else *ret NULL and
+ * *ret_reason (static) why not. -errno only when out of memory. */
+int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool **ret, const char **ret_reason);
+WorkspacePool *workspace_pool_free(WorkspacePool *p);
+const char *workspace_pool_dir(const WorkspacePool *p);
+
+/* A new, empty workspace id for the host uid uid (its work/ and tmp/ are uid's), of at
+ * most max_bytes. */
+int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes);
+/* "DIR/ID/work" and "DIR/ID/tmp" (owned). */
+char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
+bool workspace_exists(const WorkspacePool *p, const char *id);
+
+/* Takes id's workspace out of the pool at once and removes it in the background. 0 if
+ * there was none. */
+int workspace_remove(WorkspacePool *p, const char *id);
+
+/* Bytes id's files take (its qgroup's referenced bytes) and its limit. */
+int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *ret_used, uint64_t *ret_max);
+
+/* Every workspace for which is_live(id) says no, and what removals a crash interrupted,
+ * removed (at start, after adoption). */
+void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, void *userdata), void *userdata);
+
+/* sandboxd --setup-workspaces: makes dir the pool (see above) unless it is one already.
+ * image_size: of a new image, and what an existing one is grown to; 0: the size of the
+ * file system it lives on. Blocking; not for the daemon's event loop. */
+int workspace_pool_setup(const char *dir, uint64_t image_size, const char *mkfs_path);

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Issue 30's workspaces on disk, on a real systemd, bwrap and btrfs pool
+(sandboxd-workspaces.service, a loop-backed image here): a sandbox's files live on disk
+within its DiskMax, not in its memory; what is written past DiskMax fails with "Disk quota
+exceeded", never with an OOM kill; inodes are bounded by the same quota; a tmpfs above the
+memory is refused; destroy removes the workspace without following what the sandbox
+planted; the workspace is reachable from no other sandbox. docs/WORKSPACES.md.
+
+Run through run.py, or directly: python3 -m unittest -v test_workspaces
+"""
+
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+S = None
+_owned = False
+MiB = 1024 * 1024
+
+
+def setUpModule():
+    global S, _owned
+    S, _owned = harness.module_setup()
+
+
+def tearDownModule():
+    harness.module_teardown(_owned)
+
+
+# Writes files until the file system says no: prints the count and the errno's name.
+MANY_FILES = r'''
+import errno, os
+os.makedirs("/work/many", exist_ok=True)
+n = 0
+try:
+    while n < 2000000:
+        with open("/work/many/f%d" % n, "w"):
+            pass
+        n += 1
+    print(n, "none")
+except OSError as e:
+    print(n, errno.errorcode[e.errno])
+'''
+
+# BTRFS_IOC_SUBVOL_CREATE on /work: a subvolume would be a qgroup outside the quota.
+SUBVOL = r'''
+import array, errno, fcntl, os
+BTRFS_IOC_SUBVOL_CREATE = 0x5000940e
+fd = os.open("/work", os.O_RDONLY | os.O_DIRECTORY)
+args = bytearray(4096)
+args[8:12] = b"escp"
+try:
+    fcntl.ioctl(fd, BTRFS_IOC_SUBVOL_CREATE, args)
+    print("created")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+'''
+
+
+class WorkspaceTest(harness.SandboxTestCase):
+
+    def pool(self):
+        return S.workspace_dir
+
+    def in_pool(self, sid):
+        return S.run(['test', '-e', f'{self.pool()}/{sid}']).returncode == 0
+
+    def sh(self, sid, script, timeout=None):
+        return self.exec_json(sid, 'sh', '-c', script, timeout=timeout)[1]
+
+    def status(self, sid):
+        return json.loads(self.ok(self.ctl('status', '--json', sid)).stdout)
+
+    def test_pool_is_set_up(self):
+        cp = S.run(['findmnt', '-n', '-o', 'FSTYPE', '--target', self.pool()])
+        self.assertEqual(cp.stdout.strip(), 'btrfs', f'no btrfs pool on {self.pool()}: {cp.stdout} {cp.stderr}')
+
+    def test_big_file_in_small_memory(self):
+        """2 GiB written by a sandbox with 256 MiB of memory, within DiskMax; past it,
+        EDQUOT and no OOM kill."""
+        sid = self.create('--memory=256M', '--disk=2200M')
+        t0 = time.monotonic()
+        res = self.sh(sid, 'dd if=/dev/zero of=/work/big bs=1M count=2048 status=none && '
+                      'stat -c %s /work/big', timeout=600)
+        took = time.monotonic() - t0
+        self.assertEqual(res['exit_code'], 0, f'writing 2 GiB failed: {res}')
+        self.assertFalse(res['oom_killed'])
+        self.assertEqual(res['stdout'].strip(), str(2048 * MiB))
+        print(f'\n  2 GiB written in a 256 MiB sandbox in {took:.1f} s', file=sys.stderr)
+        # Past DiskMax: the file system says no, the writer lives to say so.
+        res = self.sh(sid, 'dd if=/dev/zero of=/work/more bs=1M count=512 status=none; echo rc=$?', timeout=300)
+        self.assertFalse(res['oom_killed'], res)
+        self.assertIn('rc=1', res['stdout'])
+        self.assertIn('Disk quota exceeded', res['stderr'])
+        # /tmp shares the quota.
+        res = self.sh(sid, 'dd if=/dev/zero of=/tmp/more bs=1M count=512 status=none; echo rc=$?', timeout=300)
+        self.assertIn('Disk quota exceeded', res['stderr'])
+        # And the sandbox goes on: its memory was never the files'.
+        self.assert_exec_works(sid, 'after its disk filled up')
+
+    def test_many_files_against_quota(self):
+        """Inodes cost the workspace's bytes (btrfs counts the metadata in the qgroup): a
+        flood of empty files stops at EDQUOT, not in an OOM kill."""
+        sid = self.create('--memory=128M', '--disk=16M')
+        _, res = self.exec_json(sid, 'python3', '-c', MANY_FILES, timeout=600)
+        self.assertEqual(res['exit_code'], 0, res)
+        self.assertFalse(res['oom_killed'])
+        n, err = res['stdout'].split()
+        self.assertEqual(err, 'EDQUOT', res)
+        self.assertGreater(int(n), 1000)
+        print(f'\n  {n} empty files in a 16 MiB workspace, then EDQUOT', file=sys.stderr)
+
+    def test_no_subvolumes_inside(self):
+        sid = self.create()
+        _, res = self.exec_json(sid, 'python3', '-c', SUBVOL)
+        self.assertEqual(res['stdout'].strip(), 'EDQUOT', res)
+
+    def test_tmpfs_above_memory_refused(self):
+        cp = self.ctl('create', '--storage=tmpfs', '--memory=64M', '--disk=128M')
+        self.assertNotEqual(cp.returncode, 0, cp.stdout)
+        self.assertIn('above MemoryMax', cp.stderr)
+        # On disk the same is sound.
+        sid = self.create('--storage=disk', '--memory=64M', '--disk=128M')
+        self.assert_exec_works(sid)
+
+    def test_tmpfs_storage(self):
+        sid = self.create('--storage=tmpfs', '--memory=256M', '--disk=32M')
+        res = self.sh(sid, 'stat -f -c %T /work /tmp')
+        self.assertEqual(res['stdout'].split(), ['tmpfs', 'tmpfs'])
+        self.assertFalse(self.in_pool(sid))
+        disk = self.create()
+        res = self.sh(disk, 'stat -f -c %T /work /tmp')
+        self.assertEqual(res['stdout'].split(), ['btrfs', 'btrfs'])
+        self.assertTrue(self.in_pool(disk))
+
+    def test_destroy_planted_links(self):
+        """Links the sandbox planted towards host files: destroy removes the workspace and
+        none of them is followed; a hard link to a file outside cannot be made at all."""
+        victim = f'{S.workspace_dir}-victim'
+        S.run(['sh', '-c', f'echo precious > {victim}'], check=True)
+        self.addCleanup(S.run, ['rm', '-f', victim])
+        sid = self.create()
+        res = self.sh(sid, f'ln -s {victim} /work/sym && ln -s /etc/passwd /work/sym2 && '
+                      f'mkdir -p /work/d && ln -s / /work/d/root && '
+                      f'ln /usr/bin/env /work/hard; echo rc=$?')
+        self.assertIn('rc=1', res['stdout'])
+        self.assertIn('cross-device', res['stderr'])
+        self.assertTrue(self.in_pool(sid))
+        t0 = time.monotonic()
+        self.ok(self.ctl('destroy', sid))
+        took = time.monotonic() - t0
+        self.assertFalse(self.in_pool(sid), 'the workspace is still in the pool after destroy')
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            left = S.run(['sh', '-c', f'ls -A {self.pool()} | grep -v "^\\.removing" | grep -c {sid}'])
+            if left.stdout.strip() == '0':
+                break
+            time.sleep(0.2)
+        self.assertEqual(S.run(['cat', victim]).stdout, 'precious\n')
+        self.assertEqual(S.run(['test', '-d', '/usr/bin']).returncode, 0)
+        print(f'\n  destroy with a workspace: {took * 1000:.0f} ms', file=sys.stderr)
+
+    def test_workspace_unreachable_from_another(self):
+        a = self.create()
+        b = self.create()
+        self.sh(a, 'echo secret > /work/s')
+        res = self.sh(b, f'ls {self.pool()} 2>&1; cat {self.pool()}/{a}/work/s 2>&1; echo rc=$?')
+        self.assertNotIn('secret', res['stdout'])
+
+
+if __name__ == '__main__':
+    unittest.main()
