@@ -1097,6 +1097,59 @@ static bool workspace_is_live(const char *id, void *userdata) {
         return manager_find_sandbox(userdata, id);
 }
 
+int manager_load_stopped(Manager *m, const char *id) {
+        _cleanup_(sandbox_persist_done) SandboxPersist st = {};
+        _cleanup_free_ char *path = NULL;
+        Sandbox *s;
+        int r;
+
+        if (!m->workspaces || !sandbox_id_is_valid(id) || manager_find_sandbox(m, id) ||
+            !workspace_exists(m->workspaces, id))
+                return 0;
+        if (asprintf(&path, "%s/%s.json", workspace_pool_dir(m->workspaces), id) < 0)
+                return -ENOMEM;
+        r = sandbox_persist_load(path, &st);
+        if (r == -ENOENT)
+                return 0;  /* no record: an orphan */
+        if (r < 0)
+                return log_warning_errno(r, "Failed to read %s, removing its workspace: %m", path);
+        if (st.config.ephemeral || st.pooled || st.released || !streq(st.id, id))
+                return 0;  /* nobody's to come back to */
+        r = sandbox_new_stopped(m, &st, &s);
+        if (r < 0)
+                return log_warning_errno(r, "Failed to list sandbox %s (stopped), removing its workspace: %m", id);
+        manager_link_sandbox(m, s);
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s has files and no processes (stopped); Wake starts it again.", id);
+        return 1;
+}
+
+Sandbox *manager_find_stopped(Manager *m, const SandboxCaller *caller, const char *id_or_name) {
+        _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
+        Sandbox *s;
+
+        if (manager_lookup_sandbox(m, caller, id_or_name, &s, &e) < 0 || s->state != SANDBOX_STOPPED ||
+            !sandbox_access_visible(caller, s->owner, s->config.tenant))
+                return NULL;
+        return s;
+}
+
+/* Workspaces whose sandboxes do not run (a reboot ended them, or sandboxd's end ended a
+ * stopped one's listing): listed as stopped sandboxes, for Wake or Destroy. */
+static unsigned manager_load_all_stopped(Manager *m) {
+        struct dirent *de;
+        unsigned n = 0;
+        DIR *d;
+
+        d = opendir(workspace_pool_dir(m->workspaces));
+        if (!d)
+                return 0;
+        while ((de = readdir(d)))
+                if (de->d_type == DT_DIR && manager_load_stopped(m, de->d_name) > 0)
+                        n++;
+        closedir(d);
+        return n;
+}
+
 int manager_adopt_sandboxes(Manager *m) {
         _cleanup_strv_free_ char **names = NULL;
         unsigned adopted = 0;
@@ -1195,8 +1248,12 @@ int manager_adopt_sandboxes(Manager *m) {
                 }
 
         (void) manager_stop_orphans(m);
-        if (m->workspaces)
+        if (m->workspaces) {
+                unsigned stopped = manager_load_all_stopped(m);
+                if (stopped > 0)
+                        log_info("%u sandbox(es) with files and no processes (stopped).", stopped);
                 workspace_remove_orphans(m->workspaces, workspace_is_live, m);
+        }
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
                 if (m->payload_ops[k]->remove_orphans)
                         m->payload_ops[k]->remove_orphans(m);

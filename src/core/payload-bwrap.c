@@ -18,7 +18,6 @@
 #include "sandbox-persist.h"
 #include "strv.h"
 #include "template.h"
-#include "workspace.h"
 
 #include <json-c/json.h>
 #include <syslog.h>
@@ -461,12 +460,9 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 return r;
 
         _cleanup_free_ char *workspace = NULL;
-        if (s->workspace) {
-                workspace = workspace_path(m->workspaces, s->id, "");
-                if (!workspace)
-                        return -ENOMEM;
-                workspace[strlen(workspace) - 1] = 0; /* no trailing slash */
-        }
+        r = sandbox_workspace_path(s, &workspace);
+        if (r < 0)
+                return r;
 
         PayloadParams params = {
                 .template = t,

@@ -19,13 +19,20 @@
 
 int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
         json_object *body = NULL, *host = NULL, *labels = NULL, *tmpfs = NULL;
-        _cleanup_free_ char *bind_agent = NULL, *bind_dir = NULL, *seccomp = NULL;
+        _cleanup_free_ char *bind_agent = NULL, *bind_dir = NULL, *seccomp = NULL, *bind_work = NULL,
+                *bind_tmp = NULL;
         char work[128], tmp[128], user[32], inside[32];
         int r = -ENOMEM;
 
         if (asprintf(&bind_agent, "%s:" DOCKER_AGENT_INSIDE ":ro", p->agent_path) < 0 ||
             asprintf(&bind_dir, "%s:" DOCKER_SOCKET_DIR_INSIDE ":ro", p->socket_dir) < 0 ||
             asprintf(&seccomp, "seccomp=%s", p->seccomp_profile) < 0)
+                return -ENOMEM;
+        /* On disk: the workspace's directories, which dockerd sees as the pool is mounted in
+         * the host's namespace (sandboxd-workspaces.service). */
+        if (p->workspace_dir &&
+            (asprintf(&bind_work, "%s/work:" SANDBOX_WORKDIR ":rw,nosuid,nodev", p->workspace_dir) < 0 ||
+             asprintf(&bind_tmp, "%s/tmp:/tmp:rw,nosuid,nodev", p->workspace_dir) < 0))
                 return -ENOMEM;
         /* The container runs as the sandbox's own host uid, as a bwrap sandbox does: an
          * escape lands in a uid that is no account's and no other sandbox's. Its agent maps
@@ -63,15 +70,16 @@ int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
         if (json_add(body, "Labels", json_object_get(labels)) < 0)
                 goto finish;
 
-        if (json_add(tmpfs, SANDBOX_WORKDIR, json_object_new_string(work)) < 0 ||
-            json_add(tmpfs, "/tmp", json_object_new_string(tmp)) < 0)
+        if (!p->workspace_dir &&
+            (json_add(tmpfs, SANDBOX_WORKDIR, json_object_new_string(work)) < 0 ||
+             json_add(tmpfs, "/tmp", json_object_new_string(tmp)) < 0))
                 goto finish;
         /* Isolation as in a bwrap sandbox, the limits as a second line behind the unit's. */
         if (json_add(host, "NetworkMode", json_object_new_string("none")) < 0 ||
             json_add(host, "CapDrop", strv_to_json((char *[]) { (char *) "ALL", NULL })) < 0 ||
             json_add(host, "SecurityOpt", strv_to_json((char *[]) { (char *) "no-new-privileges", seccomp, NULL })) < 0 ||
             json_add(host, "ReadonlyRootfs", json_object_new_boolean(true)) < 0 ||
-            json_add(host, "Binds", strv_to_json((char *[]) { bind_agent, bind_dir, NULL })) < 0 ||
+            json_add(host, "Binds", strv_to_json((char *[]) { bind_agent, bind_dir, bind_work, bind_tmp, NULL })) < 0 ||
             json_add(host, "Tmpfs", json_object_get(tmpfs)) < 0 ||
             json_add(host, "CgroupParent", json_object_new_string(p->cgroup_parent)) < 0 ||
             json_add(host, "Memory", json_object_new_int64((int64_t) p->limits->memory_max)) < 0 ||
@@ -198,8 +206,14 @@ static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
         char path[128];
         int r;
 
+        _cleanup_free_ char *workspace = NULL;
+        if (sandbox_workspace_path(s, &workspace) < 0) {
+                sandbox_payload_failed(s, "its container could not be asked for.");
+                return;
+        }
         env = strv_copy(s->environment);
         DockerCreateParams p = {
+                .workspace_dir = workspace,
                 .sandbox_id = s->id,
                 .image = d->image,
                 .agent_path = s->manager->settings.agent_path,

@@ -28,6 +28,7 @@ typedef struct DockerCreateParams {
         char * const *environment;
         const SandboxLimits *limits;
         uint64_t disk_max;
+        const char *workspace_dir; /* NULL: /work and /tmp are tmpfs; else its work/ and tmp/ (workspace.h) */
         bool egress;                 /* the agent binds the egress proxy's listener */
 } DockerCreateParams;
 

@@ -105,6 +105,7 @@ struct Sandbox {
         bool fd_stored;       /* its control socket is in systemd's fd store */
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
         bool workspace;       /* its /work and /tmp are its workspace on disk, removed with it */
+        bool woken;           /* started again from stopped, in the workspace it had */
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
@@ -205,6 +206,18 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
 /* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
 int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);
+/* A sandbox in state stopped: its workspace (on disk) from its record, no processes. */
+int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret);
+/* Where its /work and /tmp are on disk (workspace.h: DIR/ID), for its payload; NULL with
+ * Storage=tmpfs. */
+int sandbox_workspace_path(Sandbox *s, char **ret);
+/* The stopped sandbox of workspace id, from its record, listed: 1, or 0 if there is none
+ * to list (no workspace or record, or one nobody comes back to: ephemeral, pooled). */
+int manager_load_stopped(Manager *m, const char *id);
+/* The stopped sandbox id_or_name names that caller sees, or NULL. */
+Sandbox *manager_find_stopped(Manager *m, const SandboxCaller *caller, const char *id_or_name);
+/* Starts a stopped sandbox again in its workspace (Wake); as sandbox_start(). */
+int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata);
 /* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a
  * Destroy, an exec, a Wait, a file operation) is answered with error now, so that nothing
  * is left holding what its caller passed in. */

@@ -35,6 +35,7 @@ static const char * const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_PAUSED] = "paused",
         [SANDBOX_STOPPING] = "stopping",
         [SANDBOX_DEAD] = "dead",
+        [SANDBOX_STOPPED] = "stopped",
 };
 
 const char *sandbox_state_to_string(SandboxState s) {
@@ -128,6 +129,9 @@ void sandbox_save(Sandbox *s) {
         r = s->payload_ops->save(s, &st);
         if (r >= 0)
                 r = sandbox_persist_save(s->manager->sandboxes_dir, &st);
+        /* Beside its workspace, on disk: what a reboot leaves of it (a stopped sandbox). */
+        if (r >= 0 && s->workspace && !s->pooled && !s->config.ephemeral)
+                r = sandbox_persist_save(workspace_pool_dir(s->manager->workspaces), &st);
         json_object_put(st.payload_data);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to save state of sandbox %s: %m", s->id);
@@ -427,7 +431,13 @@ static void sandbox_finalize(Sandbox *s) {
         log_sandbox(s, LOG_INFO, 0, SANDBOX_REMOVED_FORMAT, s->id);
         sandbox_logs_sandbox_gone(s);
         manager_unlink_sandbox(m, s);
+        bool relist = s->woken && !s->workspace;
+        char id[SANDBOX_ID_LEN + 1];
+        strcpy(id, s->id);
         sandbox_free_internal(s);
+        if (relist)
+                /* Woken, it did not come up: its files are still there, stopped. */
+                (void) manager_load_stopped(m, id);
 }
 
 static int on_finalize(sd_event_source *source, void *userdata) {
@@ -601,6 +611,10 @@ static void sandbox_became_ready(Sandbox *s) {
          * one it holds (kcmp), a cost that grows with the sandboxes kept there. */
         if (!s->config.ephemeral || s->pooled)
                 sandbox_store_fd(s, true);
+        if (s->woken)
+                /* Up again: its files go with it from now on. Before, a failed start left
+                 * them (and their record) be, for the next sandboxd to list as stopped. */
+                s->workspace = true;
         sandbox_save(s);
         s->saved = true;
         STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_created);
@@ -841,7 +855,7 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (!t)
                 return -ENOENT;
 
-        if (s->config.limits.storage == STORAGE_DISK) {
+        if (s->config.limits.storage == STORAGE_DISK && !s->woken) {
                 if (!s->manager->workspaces)
                         return -EOPNOTSUPP;
                 r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max);
@@ -933,7 +947,93 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                         return r;
         }
         log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Destroying sandbox %s.", s->id);
+        if (s->state == SANDBOX_STOPPED) {
+                /* Nothing runs: its files go as it is freed. */
+                s->workspace = true;
+                sandbox_finalize_later(s);
+                return 0;
+        }
         sandbox_stop(s, NULL);
+        return 0;
+}
+
+/* A sandbox of m from its record: its id, owner, host uid, creation time and config. */
+static int sandbox_alloc_from_record(Manager *m, const SandboxPersist *st, Sandbox **ret) {
+        const PayloadOps *ops;
+        Sandbox *s;
+
+        if (!sandbox_id_is_valid(st->id) || manager_find_sandbox(m, st->id))
+                return -EINVAL;
+        /* A record without "payload" is from before Docker payloads: bwrap's. */
+        ops = manager_payload_ops(m, payload_kind_from_string(st->payload ?: "bwrap"));
+        if (!ops)
+                return -EINVAL;
+        s = sandbox_alloc(m, ops);
+        if (!s)
+                return -ENOMEM;
+        strcpy(s->id, st->id);
+        s->owner = st->owner;
+        s->host_uid = st->host_uid;
+        s->created_at = st->created_at;
+        if (sandbox_config_copy(&s->config, &st->config) < 0) {
+                sandbox_free_internal(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+int sandbox_workspace_path(Sandbox *s, char **ret) {
+        if (s->config.limits.storage != STORAGE_DISK || !s->manager->workspaces) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = workspace_path(s->manager->workspaces, s->id, NULL);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret) {
+        Sandbox *s;
+        int r;
+
+        if (manager_host_uid_in_use(m, st->host_uid))
+                return -EEXIST;
+        r = sandbox_alloc_from_record(m, st, &s);  /* its host uid kept: its files' owner */
+        if (r < 0)
+                return r;
+        s->state = SANDBOX_STOPPED;
+        s->saved = true;  /* it ran: its end is recorded */
+        s->template_name = strdup(st->template_name);
+        s->unit = sandbox_unit_name(s->id, "scope");
+        sandbox_subslice_name(s->id, s->subslice);
+        s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
+        if (!s->template_name || !s->unit || !s->environment ||
+            asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
+                sandbox_free_internal(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        int r;
+
+        if (s->state != SANDBOX_STOPPED)
+                return -EBUSY;
+        s->woken = true;
+        s->saved = false;
+        s->state = SANDBOX_STARTING;
+        /* Exec ids key the records (sandbox, exec): not those before it stopped. */
+        s->next_exec_id = now_usec(CLOCK_REALTIME);
+        r = sandbox_start(s, cb, userdata);
+        if (r < 0) {
+                s->state = SANDBOX_STOPPED;
+                s->saved = true;
+                s->woken = false;
+                return r;
+        }
+        manager_sandbox_state_changed(s->manager, s);
         return 0;
 }
 
@@ -1092,27 +1192,12 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, Sa
 int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret) {
         _cleanup_close_ int cfd = control_fd, pfd = pidfd;
         uint64_t now = now_usec(CLOCK_REALTIME);
-        const PayloadOps *ops;
         Sandbox *s;
         int r;
 
-        if (!sandbox_id_is_valid(st->id) || manager_find_sandbox(m, st->id))
-                return -EINVAL;
-        /* A record without "payload" is from before Docker payloads: bwrap's. */
-        ops = manager_payload_ops(m, payload_kind_from_string(st->payload ?: "bwrap"));
-        if (!ops)
-                return -EINVAL;
-        s = sandbox_alloc(m, ops);
-        if (!s)
-                return -ENOMEM;
-        strcpy(s->id, st->id);
-        s->owner = st->owner;
-        s->host_uid = st->host_uid;
-        s->created_at = st->created_at;
-        if (sandbox_config_copy(&s->config, &st->config) < 0) {
-                sandbox_free_internal(s);
-                return -ENOMEM;
-        }
+        r = sandbox_alloc_from_record(m, st, &s);
+        if (r < 0)
+                return r;
         s->workspace = st->config.limits.storage == STORAGE_DISK;
         s->state = st->pause_method ? SANDBOX_PAUSED : SANDBOX_RUNNING;
         s->pause_method = st->pause_method && streq(st->pause_method, "freeze") ? "freeze" :

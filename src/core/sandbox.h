@@ -22,6 +22,10 @@ typedef enum SandboxState {
         SANDBOX_PAUSED,
         SANDBOX_STOPPING,
         SANDBOX_DEAD,
+        /* Files and no processes: a sandbox on disk whose processes ended with sandboxd's
+         * host (a reboot) or were stopped (Hibernate). Wake starts it again, same id,
+         * name and files; Destroy removes its files. */
+        SANDBOX_STOPPED,
         _SANDBOX_STATE_MAX,
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;

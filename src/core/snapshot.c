@@ -223,6 +223,16 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
 
         any.granted = true;
         snapshot_meta_done(meta);
+        if (wake) {
+                /* A stopped sandbox (files on disk, no processes) before a hibernated one. */
+                Sandbox *s = manager_find_stopped(m, caller, id);
+                if (s) {
+                        *ret_op = SANDBOX_OP_CREATE;
+                        *ret_owner = s->owner;
+                        *ret_tenant = s->config.tenant;
+                        return 0;
+                }
+        }
         r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) :
                    manager_lookup_snapshot(m, &any, id, meta, error);
         if (r < 0)
@@ -918,8 +928,19 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
         _cleanup_(sandbox_config_done) SandboxConfig config = {};
         const Template *t;
+        Sandbox *s;
         int r;
 
+        s = manager_find_stopped(m, caller, id_or_name);
+        if (s) {
+                if (!template_set_find(&m->templates, s->template_name))
+                        return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
+                                                 s->template_name);
+                r = sandbox_wake_stopped(s, cb, userdata);
+                if (r < 0)
+                        return sandbox_error_set_errno(error, r, "Failed to start sandbox %s again: %m", s->id);
+                return 0;
+        }
         r = manager_lookup_hibernated(m, caller, id_or_name, &meta, error);
         if (r < 0)
                 return r;

@@ -110,7 +110,7 @@ const char *workspace_pool_dir(const WorkspacePool *p) {
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub) {
         char *path;
 
-        if (asprintf(&path, "%s/%s/%s", p->dir, id, sub) < 0)
+        if ((sub ? asprintf(&path, "%s/%s/%s", p->dir, id, sub) : asprintf(&path, "%s/%s", p->dir, id)) < 0)
                 return NULL;
         return path;
 }
@@ -212,6 +212,10 @@ int workspace_remove(WorkspacePool *p, const char *id) {
         char name[sizeof(REMOVING_PREFIX) + 64];
         int r;
 
+        /* Its record (a stopped sandbox's) first: without it, nothing is to come back. */
+        snprintf(name, sizeof(name), "%s.json", id);
+        if (unlinkat(p->dir_fd, name, 0) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove %s/%s: %m", p->dir, name);
         /* Out of the way first: the id may be used again (Wake) before the kernel is done. */
         snprintf(name, sizeof(name), REMOVING_PREFIX "%s-%u-%d", id, p->removals++, (int) getpid());
         if (renameat(p->dir_fd, id, p->dir_fd, name) < 0)
@@ -278,6 +282,19 @@ void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, 
                 return;
         TAKE_FD(fd);
         while ((de = readdir(d))) {
+                size_t len = strlen(de->d_name);
+
+                if (de->d_type == DT_REG && len > 5 && streq(de->d_name + len - 5, ".json")) {
+                        /* A record whose workspace and sandbox are gone. */
+                        char id[64];
+                        if (len - 5 < sizeof(id)) {
+                                memcpy(id, de->d_name, len - 5);
+                                id[len - 5] = 0;
+                                if (!is_live(id, userdata) && faccessat(p->dir_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                                        (void) unlinkat(p->dir_fd, de->d_name, 0);
+                        }
+                        continue;
+                }
                 if (de->d_type != DT_DIR || streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
                 if (startswith_str(de->d_name, REMOVING_PREFIX)) {

@@ -39,7 +39,7 @@ const char *workspace_pool_dir(const WorkspacePool *p);
 /* A new, empty workspace id for the host uid uid (its work/ and tmp/ are uid's), of at
  * most max_bytes. */
 int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes);
-/* "DIR/ID/work" and "DIR/ID/tmp" (owned). */
+/* "DIR/ID/sub", or "DIR/ID" for sub NULL (owned). */
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
 bool workspace_exists(const WorkspacePool *p, const char *id);
 
@@ -50,8 +50,8 @@ int workspace_remove(WorkspacePool *p, const char *id);
 /* Bytes id's files take (its qgroup's referenced bytes) and its limit. */
 int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *ret_used, uint64_t *ret_max);
 
-/* Every workspace for which is_live(id) says no, and what removals a crash interrupted,
- * removed (at start, after adoption). */
+/* Every workspace (and record ID.json) for which is_live(id) says no, and what removals
+ * a crash interrupted, removed (at start, after adoption and the stopped sandboxes). */
 void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, void *userdata), void *userdata);
 
 /* sandboxd --setup-workspaces: makes dir the pool (see above) unless it is one already.

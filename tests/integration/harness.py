@@ -532,7 +532,7 @@ class System:
     """One systemd (the host's or a namespace's) with sandboxd installed into it."""
 
     def __init__(self, paths=None, mode=None, persistent=False, prefix='sandboxd-test-', cgroup=None,
-                 rootdir=None, private_network=None):
+                 rootdir=None, private_network=None, workspace_dir=None):
         self.paths = paths or Paths()
         # A network namespace of its own (a namespace system only): by default, every system
         # but the persistent one of tools/quickstart, which serves this machine.
@@ -553,7 +553,9 @@ class System:
         # The workspace pool (sandboxd-workspaces.service): on the host's disk, outlives a
         # reboot of the system under test (as /var/lib does), removed at teardown. Not
         # under /var/tmp, which the units' PrivateTmp= hides.
-        self.workspace_dir = f'/var/lib/{self.name}-workspaces'
+        self.workspace_dir = workspace_dir or f'/var/lib/{self.name}-workspaces'
+        # One given is the caller's to remove (it outlives this system: a reboot).
+        self.own_workspaces = workspace_dir is None
         self.pid = None            # host pid of the namespace's systemd
         self.unshare = None        # our Popen of unshare
         self.root = ''             # prefix to reach the system's files from here
@@ -1249,7 +1251,8 @@ class System:
         else:
             self.systemctl('reset-failed', 'sandboxd.service', timeout=30)
             problems += self._uninstall()
-        problems += self._remove_workspaces()
+        if self.own_workspaces:
+            problems += self._remove_workspaces()
         if os.environ.get('SANDBOXD_TEST_KEEP') == '1':
             log(f'keeping {self.workdir}')
         else:
@@ -1283,18 +1286,7 @@ class System:
         return problems
 
     def _remove_workspaces(self):
-        """The pool's mount (host mode: in the host's namespace), image and directory."""
-        d = self.workspace_dir
-        with open('/proc/self/mountinfo') as f:
-            mounted = any(line.split()[4] == d for line in f)
-        if mounted and subprocess.run(['umount', d]).returncode != 0:
-            return [f'cannot unmount the workspace pool {d}']
-        shutil.rmtree(d, ignore_errors=True)
-        try:
-            os.unlink(d + '.img')
-        except FileNotFoundError:
-            pass
-        return []
+        return remove_workspace_pool(self.workspace_dir)
 
     def kill(self):
         """kill -KILL the namespace's systemd (ends everything in it) and clean up."""
@@ -1488,7 +1480,22 @@ def acquire(start_daemon=True, docker=True):
     return system
 
 
-def boot_extra(cgroup=None):
+def remove_workspace_pool(d):
+    """A workspace pool's mount (host mode: in the host's namespace), image and directory;
+    returns the problems found."""
+    with open('/proc/self/mountinfo') as f:
+        mounted = any(line.split()[4] == d for line in f)
+    if mounted and subprocess.run(['umount', d]).returncode != 0:
+        return [f'cannot unmount the workspace pool {d}']
+    shutil.rmtree(d, ignore_errors=True)
+    try:
+        os.unlink(d + '.img')
+    except FileNotFoundError:
+        pass
+    return []
+
+
+def boot_extra(cgroup=None, workspace_dir=None):
     """A second system, with sandboxd, for tests that need another setup than acquire()'s
     (cgroup='unified': systemd in cgroup-v2-only mode, where units can be frozen). The caller
     tears it down with System.teardown() (also done at exit)."""
@@ -1500,7 +1507,7 @@ def boot_extra(cgroup=None):
     if missing:
         raise Unavailable('missing: ' + ', '.join(missing))
     # In the network namespace of acquire()'s system, which this process has joined.
-    system = System(cgroup=cgroup, private_network=_host_netns is None)
+    system = System(cgroup=cgroup, private_network=_host_netns is None, workspace_dir=workspace_dir)
     atexit.register(system.teardown)
     try:
         system.boot()

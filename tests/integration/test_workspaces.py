@@ -174,5 +174,70 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertNotIn('secret', res['stdout'])
 
 
+class RebootTest(harness.SystemTestCase):
+    """Files outlive processes: a sandbox on disk, its whole system killed (a power cut), a
+    new system booted on the same pool: the sandbox is listed, stopped (files, no
+    processes); Wake brings it back with the same id, name and files."""
+
+    def call(self, system, method, parameters=None):
+        replies, error, params = system.varlink_call(method, parameters)
+        self.assertIsNone(error, f'{method}({parameters}) failed: {error} {params}')
+        return replies[0]
+
+    def boot(self, wsdir):
+        try:
+            return harness.boot_extra(workspace_dir=wsdir)
+        except harness.Unavailable as e:
+            if harness.ci():
+                raise
+            raise unittest.SkipTest(str(e))
+
+    def test_reboot_keeps_files(self):
+        if S.mode == 'host':
+            self.skipTest('PID 1 is systemd: no second system to boot here')
+        wsdir = f'{S.workspace_dir}-reboot'
+        self.addCleanup(harness.remove_workspace_pool, wsdir)
+
+        first = self.boot(wsdir)
+        try:
+            sid = self.call(first, 'CreateSandbox', {'template': 'shell', 'options': {'Name': 'keeper'}})['id']
+            cp = first.sandboxctl('exec', sid, '--', 'sh', '-c',
+                                  'echo "outlives its processes" > /work/k; mkdir /work/d; echo t > /tmp/t',
+                                  timeout=120)
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            other = self.call(first, 'CreateSandbox', {'template': 'shell', 'options': {'Ephemeral': True}})['id']
+        finally:
+            # The whole system killed, nothing shut down cleanly.
+            self.assertEqual(first.kill(), [])
+            first.teardown()
+
+        second = self.boot(wsdir)
+        try:
+            got = self.call(second, 'GetSandbox', {'id': 'keeper'})['sandbox']
+            self.assertEqual((got['id'], got['name'], got['state']), (sid, 'keeper', 'stopped'))
+            listed = {s['id']: s['state'] for s in self.call(second, 'ListSandboxes')['sandboxes']}
+            self.assertEqual(listed, {sid: 'stopped'})  # the ephemeral one's files were in memory
+            self.assertNotIn(other, listed)
+            cp = second.sandboxctl('exec', sid, '--', 'true', timeout=60)
+            self.assertNotEqual(cp.returncode, 0)
+            self.assertIn('stopped', cp.stderr)
+            # A name stays taken while its sandbox is stopped.
+            _, error, _ = second.varlink_call('CreateSandbox', {'template': 'shell', 'options': {'Name': 'keeper'}})
+            self.assertTrue(error and error.endswith('SandboxExists'), error)
+
+            self.assertEqual(self.call(second, 'Wake', {'id': 'keeper'})['id'], sid)
+            got = self.call(second, 'GetSandbox', {'id': 'keeper'})['sandbox']
+            self.assertEqual((got['id'], got['name'], got['state']), (sid, 'keeper', 'running'))
+            cp = second.sandboxctl('exec', sid, '--', 'sh', '-c', 'cat /work/k /tmp/t; test -d /work/d && id -u',
+                                   timeout=120)
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            self.assertEqual(cp.stdout, 'outlives its processes\nt\n1000\n')
+            self.assertEqual(second.sandboxctl('destroy', sid, timeout=120).returncode, 0)
+            self.assertEqual(second.run(['test', '-e', f'{wsdir}/{sid}']).returncode, 1)
+            self.assertEqual(self.call(second, 'ListSandboxes')['sandboxes'], [])
+        finally:
+            self.assertEqual(second.teardown(), [])
+
+
 if __name__ == '__main__':
     unittest.main()
