@@ -102,6 +102,9 @@ typedef struct SandboxConfig {
         char from_snapshot[SNAPSHOT_ID_STRING_MAX + 1];
         /* Wake only (not an option): the id the sandbox had before it hibernated. */
         char wake_id[SNAPSHOT_ID_STRING_MAX + 1];
+        /* Fork on disk only (not an option): the sandbox whose workspace it starts with, as
+         * a snapshot. */
+        char fork_from[SNAPSHOT_ID_STRING_MAX + 1];
 } SandboxConfig;
 
 /* Snapshot's and Hibernate's options. */

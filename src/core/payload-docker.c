@@ -29,10 +29,10 @@ int docker_build_create_body(const DockerCreateParams *p, json_object **ret) {
             asprintf(&seccomp, "seccomp=%s", p->seccomp_profile) < 0)
                 return -ENOMEM;
         /* On disk: the workspace's directories, which dockerd sees as the pool is mounted in
-         * the host's namespace (sandboxd-workspaces.service). */
+         * the host's namespace (sandboxd-workspaces.service), nosuid and nodev. */
         if (p->workspace_dir &&
-            (asprintf(&bind_work, "%s/work:" SANDBOX_WORKDIR ":rw,nosuid,nodev", p->workspace_dir) < 0 ||
-             asprintf(&bind_tmp, "%s/tmp:/tmp:rw,nosuid,nodev", p->workspace_dir) < 0))
+            (asprintf(&bind_work, "%s/work:" SANDBOX_WORKDIR ":rw", p->workspace_dir) < 0 ||
+             asprintf(&bind_tmp, "%s/tmp:/tmp:rw", p->workspace_dir) < 0))
                 return -ENOMEM;
         /* The container runs as the sandbox's own host uid, as a bwrap sandbox does: an
          * escape lands in a uid that is no account's and no other sandbox's. Its agent maps

@@ -106,6 +106,11 @@ struct Sandbox {
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
         bool workspace;       /* its /work and /tmp are its workspace on disk, removed with it */
         bool woken;           /* started again from stopped, in the workspace it had */
+        /* A fork on disk: its workspace a snapshot of this sandbox's ("": none), made as
+         * it starts (clone_source watches the child making it). */
+        char clone_from[SANDBOX_ID_LEN + 1];
+        uid_t clone_from_uid;
+        sd_event_source *clone_source;
         bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */

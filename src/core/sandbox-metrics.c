@@ -206,6 +206,8 @@ int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error) {
                 .tasks_current = SANDBOX_METRIC_UNKNOWN,
                 .work_bytes_used = SANDBOX_METRIC_UNKNOWN,
                 .tmp_bytes_used = SANDBOX_METRIC_UNKNOWN,
+                .disk_bytes_used = SANDBOX_METRIC_UNKNOWN,
+                .disk_bytes_max = SANDBOX_METRIC_UNKNOWN,
         };
 
         if ((s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED) || !s->cgroup)
@@ -221,7 +223,16 @@ int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error) {
                 m.memory_current = SANDBOX_METRIC_UNKNOWN;
         if (cgroup_read_tasks_current(s->cgroup, &m.tasks_current) < 0)
                 m.tasks_current = SANDBOX_METRIC_UNKNOWN;
-        sandbox_read_disk_usage(s, &m);
+        if (s->config.limits.storage == STORAGE_DISK && s->manager->workspaces) {
+                /* Its qgroup: no need to look through its processes. */
+                if (workspace_usage(s->manager->workspaces, s->id, &m.disk_bytes_used, &m.disk_bytes_max) < 0)
+                        m.disk_bytes_used = m.disk_bytes_max = SANDBOX_METRIC_UNKNOWN;
+        } else {
+                sandbox_read_disk_usage(s, &m);
+                if (m.work_bytes_used != SANDBOX_METRIC_UNKNOWN && m.tmp_bytes_used != SANDBOX_METRIC_UNKNOWN)
+                        m.disk_bytes_used = m.work_bytes_used + m.tmp_bytes_used;
+                m.disk_bytes_max = 2 * s->config.disk_max;
+        }
 
         *ret = m;
         return 0;
@@ -235,6 +246,8 @@ void sandbox_metrics_fields(const SandboxMetrics *m, SandboxMetricField ret[stat
                 { "TasksCurrent",  "tasksCurrent",  m->tasks_current   },
                 { "WorkBytesUsed", "workBytesUsed", m->work_bytes_used },
                 { "TmpBytesUsed",  "tmpBytesUsed",  m->tmp_bytes_used  },
+                { "DiskBytesUsed", "diskBytesUsed", m->disk_bytes_used },
+                { "DiskBytesMax",  "diskBytesMax",  m->disk_bytes_max  },
         };
 
         memcpy(ret, f, sizeof(f));

@@ -20,6 +20,10 @@ typedef struct SandboxMetrics {
         uint64_t tasks_current;         /* processes and threads */
         uint64_t work_bytes_used;       /* of the /work tmpfs */
         uint64_t tmp_bytes_used;        /* of the /tmp tmpfs */
+        /* What its files take of its disk, /work and /tmp together, and the limit: on disk
+         * its workspace's qgroup (data and metadata), in memory the two tmpfs. */
+        uint64_t disk_bytes_used;
+        uint64_t disk_bytes_max;
 } SandboxMetrics;
 
 /* The one id of key ("Uid", "Gid") in /proc/<pid>/status text, if its real, effective,
@@ -40,5 +44,5 @@ typedef struct SandboxMetricField {
         const char *dbus, *varlink;
         uint64_t value;
 } SandboxMetricField;
-#define SANDBOX_N_METRICS 6U
+#define SANDBOX_N_METRICS 8U
 void sandbox_metrics_fields(const SandboxMetrics *m, SandboxMetricField ret[static SANDBOX_N_METRICS]);

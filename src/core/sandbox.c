@@ -86,6 +86,12 @@ const SandboxConfig *sandbox_get_config(const Sandbox *s) { return &s->config; }
 const char *sandbox_get_name(const Sandbox *s) { return s->config.name; }
 const char *sandbox_get_tenant(const Sandbox *s) { return s->config.tenant; }
 bool sandbox_get_from_pool(const Sandbox *s) { return s->from_pool; }
+const char *sandbox_get_storage(const Sandbox *s) {
+        return sandbox_storage_to_string(s->config.limits.storage == STORAGE_DISK ? STORAGE_DISK : STORAGE_TMPFS);
+}
+const char *sandbox_get_fork_method(const Sandbox *s) {
+        return s->config.limits.storage == STORAGE_DISK && s->manager->workspaces ? "snapshot" : "copy";
+}
 unsigned sandbox_get_recycles(const Sandbox *s) { return s->recycles; }
 const char *sandbox_get_source(const Sandbox *s) {
         return s->recycles > 0 ? "recycled" : s->from_pool ? "pool" : "new";
@@ -265,6 +271,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         sd_event_source_disable_unref(s->timer_source);
         sd_event_source_disable_unref(s->idle_source);
         sd_event_source_disable_unref(s->finalize_source);
+        sd_event_source_disable_unref(s->clone_source);
         safe_close(s->control_fd);
         safe_close(s->egress_fd);
         if (s->payload_state) {
@@ -325,6 +332,16 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         if (r < 0)
                 goto fail;
         s->config.reuse_existing = false; /* a question of the call, not the sandbox's */
+        if (!isempty(config->fork_from)) {
+                Sandbox *source = manager_find_sandbox(m, config->fork_from);
+                if (!source) {
+                        r = -ESRCH;
+                        goto fail;
+                }
+                strcpy(s->clone_from, source->id);
+                s->clone_from_uid = source->host_uid;
+                s->config.fork_from[0] = 0;
+        }
         s->state = SANDBOX_STARTING;
         s->created_at = now_usec(CLOCK_REALTIME);
 
@@ -848,25 +865,60 @@ int sandbox_payload_start_slice(Sandbox *s) {
         });
 }
 
-int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+static int sandbox_start_payload(Sandbox *s) {
         const Template *t = template_set_find(&s->manager->templates, s->template_name);
-        int r;
 
         if (!t)
+                return -ENOENT;
+        return s->payload_ops->start(s, t);
+}
+
+static void on_workspace_cloned(int error, void *userdata) {
+        Sandbox *s = userdata;
+        int r;
+
+        s->clone_source = sd_event_source_disable_unref(s->clone_source);
+        if (s->state != SANDBOX_STARTING)
+                return;
+        if (error < 0) {
+                log_sandbox(s, LOG_ERR, error, "Failed to snapshot the workspace of sandbox %s for sandbox %s: %m",
+                            s->clone_from, s->id);
+                sandbox_stop(s, "its files could not be snapshotted from the sandbox it forks.");
+                return;
+        }
+        log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s: workspace of %s snapshotted.", s->id, s->clone_from);
+        r = sandbox_start_payload(s);
+        if (r < 0)
+                sandbox_stop(s, "its payload could not be started.");
+}
+
+int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        bool cloning = false;
+        int r;
+
+        if (!template_set_find(&s->manager->templates, s->template_name))
                 return -ENOENT;
 
         if (s->config.limits.storage == STORAGE_DISK && !s->woken) {
                 if (!s->manager->workspaces)
                         return -EOPNOTSUPP;
-                r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max);
+                if (!isempty(s->clone_from)) {
+                        /* The files of the source, by a snapshot, then the payload. */
+                        r = workspace_clone(s->manager->workspaces, s->clone_from, s->id, s->clone_from_uid,
+                                            s->host_uid, s->config.disk_max, s->manager->event,
+                                            on_workspace_cloned, s, &s->clone_source);
+                        cloning = r >= 0;
+                } else
+                        r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max);
                 if (r < 0)
                         return log_sandbox(s, LOG_ERR, r, "Failed to create the workspace of sandbox %s: %m", s->id);
                 s->workspace = true;
         }
         r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec);
-        if (r >= 0)
-                r = s->payload_ops->start(s, t);
+        if (r >= 0 && !cloning)
+                r = sandbox_start_payload(s);
         if (r < 0) {
+                s->clone_source = sd_event_source_disable_unref(s->clone_source);
                 s->control_source = sd_event_source_disable_unref(s->control_source);
                 s->timer_source = sd_event_source_disable_unref(s->timer_source);
                 s->control_fd = safe_close(s->control_fd);

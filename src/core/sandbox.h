@@ -56,6 +56,11 @@ uint64_t sandbox_get_created_at(const Sandbox *s); /* µs, CLOCK_REALTIME */
 const SandboxConfig *sandbox_get_config(const Sandbox *s);
 const char *sandbox_get_name(const Sandbox *s);   /* "": none */
 const char *sandbox_get_tenant(const Sandbox *s); /* "": none */
+/* Where its files are: "disk" (its workspace, workspace.h) or "tmpfs" (in memory). */
+const char *sandbox_get_storage(const Sandbox *s);
+/* How Fork gives a new sandbox its files: "snapshot" (of its workspace: nothing copied) or
+ * "copy" (an archive written by its agent and unpacked by the fork's). */
+const char *sandbox_get_fork_method(const Sandbox *s);
 /* Whether the warm pool handed it out (a warm start) rather than it being started for
  * its owner's CreateSandbox (a cold one). */
 bool sandbox_get_from_pool(const Sandbox *s);

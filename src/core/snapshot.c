@@ -227,7 +227,6 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
                 /* A stopped sandbox (files on disk, no processes) before a hibernated one. */
                 Sandbox *s = manager_find_stopped(m, caller, id);
                 if (s) {
-                        *ret_op = SANDBOX_OP_CREATE;
                         *ret_owner = s->owner;
                         *ret_tenant = s->config.tenant;
                         return 0;
@@ -878,6 +877,28 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
         fork_job_free(fj);
 }
 
+static int fork_on_disk(Manager *m, const SandboxCaller *caller, Sandbox *source, SandboxConfig *c,
+                        sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        const Template *t = template_set_find(&m->templates, source->template_name);
+        uint64_t used = 0;
+
+        if (!t)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
+                                         source->template_name);
+        if (workspace_usage(m->workspaces, source->id, &used, NULL) >= 0 && used > c->disk_max)
+                return sandbox_error_set(error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
+                                         "The files of sandbox %s take %" PRIu64 " bytes, more than the fork's "
+                                         "DiskMax of %" PRIu64 " bytes; give a larger DiskMax.", source->id, used,
+                                         c->disk_max);
+        if (m->n_sandboxes >= m->settings.max_sandboxes)
+                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
+                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
+        c->limits.storage = STORAGE_DISK;
+        strcpy(c->fork_from, source->id);
+        log_sandbox(source, LOG_INFO, 0, "Forking sandbox %s by a snapshot of its workspace.", source->id);
+        return manager_start_sandbox(m, t, c, caller->uid, false, cb, userdata, error);
+}
+
 int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
                          sandbox_callback_t cb, void *userdata, SandboxError *error) {
         const SandboxConfig *sc = &source->config;
@@ -914,6 +935,14 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
         t = template_set_find(&m->templates, source->template_name);
         r = t ? manager_quota_check(m, t, caller->uid, c, error) : 0;
         if (r < 0) {
+                fork_job_free(fj);
+                return r;
+        }
+        if (source->workspace && m->workspaces && c->limits.storage != STORAGE_TMPFS &&
+            (source->state == SANDBOX_RUNNING || source->state == SANDBOX_PAUSED)) {
+                /* On disk: the fork's workspace is a snapshot of the source's, nothing copied
+                 * (docs/WORKSPACES.md); its files are the source's as they are on disk. */
+                r = fork_on_disk(m, caller, source, c, cb, userdata, error);
                 fork_job_free(fj);
                 return r;
         }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +152,97 @@ static int workspace_fill(int fd, uid_t uid) {
                 if (fchownat(fd, dirs[i].name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
         }
+        return 0;
+}
+
+typedef struct CloneJob {
+        WorkspacePool *pool;
+        char id[64];
+        uint64_t max_bytes;
+        workspace_callback_t cb;
+        void *userdata;
+} CloneJob;
+
+typedef struct CloneArgs {
+        char *argv[12];
+} CloneArgs;
+
+static int clone_child(void *userdata) {
+        CloneArgs *a = userdata;
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+        if (null >= 0) {
+                (void) dup2(null, STDIN_FILENO);
+                (void) dup2(null, STDOUT_FILENO);
+        }
+        execv(a->argv[0], a->argv);
+        return -errno;
+}
+
+static int on_clone_exited(sd_event_source *source, const siginfo_t *si, void *userdata) {
+        CloneJob *j = userdata;
+        int r = si->si_code == CLD_EXITED && si->si_status == 0 ? 0 : -EIO;
+
+        if (r >= 0) {
+                _cleanup_close_ int fd = openat(j->pool->dir_fd, j->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                uint64_t subvol = 0;
+
+                r = fd < 0 ? -errno : btrfs_subvol_id(fd, &subvol);
+                if (r >= 0)
+                        r = btrfs_limit(fd, subvol, j->max_bytes);
+        }
+        j->cb(r, j->userdata);
+        return 0;
+}
+
+int workspace_clone(WorkspacePool *p, const char *from_id, const char *id, uid_t from_uid, uid_t uid,
+                    uint64_t max_bytes, sd_event *event, workspace_callback_t cb, void *userdata,
+                    sd_event_source **ret_source) {
+        _cleanup_free_ char *script = NULL, *from = NULL, *to = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        char from_owner[32], to_owner[32];
+        sd_event_source *source = NULL;
+        CloneJob *j;
+        pid_t pid;
+        int r;
+
+        if (strlen(id) >= sizeof(j->id))
+                return -EINVAL;
+        from = workspace_path(p, from_id, NULL);
+        to = workspace_path(p, id, NULL);
+        if (!from || !to)
+                return -ENOMEM;
+        snprintf(from_owner, sizeof(from_owner), "%u:%u", (unsigned) from_uid, (unsigned) from_uid);
+        snprintf(to_owner, sizeof(to_owner), "%u:%u", (unsigned) uid, (unsigned) uid);
+        /* -h -P: links are changed themselves, never followed; --from: only what the source
+         * sandbox owned (all of it, as nothing else can write there). */
+        if (asprintf(&script, "\"$0\" -q subvolume snapshot -- \"$1\" \"$2\" >/dev/null && "
+                     "chown -h -R -P --from=\"$3\" -- \"$4\" \"$2/work\" \"$2/tmp\"") < 0)
+                return -ENOMEM;
+        CloneArgs a = { .argv = { (char *) "/bin/sh", (char *) "-c", script, p->btrfs_path, from, to, from_owner,
+                                  to_owner, NULL } };
+
+        j = calloc(1, sizeof(CloneJob));
+        if (!j)
+                return -ENOMEM;
+        *j = (CloneJob) { .pool = p, .max_bytes = max_bytes, .cb = cb, .userdata = userdata };
+        strcpy(j->id, id);
+        r = spawn_vfork(0, clone_child, &a, &pid, &pidfd);
+        if (r < 0) {
+                free(j);
+                return r;
+        }
+        r = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED, on_clone_exited, j);
+        if (r < 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                free(j);
+                return r;
+        }
+        TAKE_FD(pidfd);
+        (void) sd_event_source_set_child_pidfd_own(source, true);
+        (void) sd_event_source_set_destroy_callback(source, free);
+        *ret_source = source;
         return 0;
 }
 

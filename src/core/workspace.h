@@ -39,6 +39,16 @@ const char *workspace_pool_dir(const WorkspacePool *p);
 /* A new, empty workspace id for the host uid uid (its work/ and tmp/ are uid's), of at
  * most max_bytes. */
 int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes);
+/* Workspace id as a copy of from_id's, without copying: a snapshot, its files given from
+ * from_uid to uid (ownership only: no data is written), limited to max_bytes. In a child
+ * process (a snapshot waits for the source's dirty data to be written; the chown walks
+ * the tree); cb(0 or -errno) on the event loop when it is done. *ret_source watches the
+ * child: unref it to stop waiting (the child finishes regardless). */
+typedef void (*workspace_callback_t)(int error, void *userdata);
+int workspace_clone(WorkspacePool *p, const char *from_id, const char *id, uid_t from_uid, uid_t uid,
+                    uint64_t max_bytes, sd_event *event, workspace_callback_t cb, void *userdata,
+                    sd_event_source **ret_source);
+
 /* "DIR/ID/sub", or "DIR/ID" for sub NULL (owned). */
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
 bool workspace_exists(const WorkspacePool *p, const char *id);

@@ -189,6 +189,8 @@ static const struct {
         [SANDBOX_METRIC_TASKS_CURRENT]   = { "TasksCurrent",  offsetof(SandboxMetricsInfo, tasks_current)   },
         [SANDBOX_METRIC_WORK_BYTES_USED] = { "WorkBytesUsed", offsetof(SandboxMetricsInfo, work_bytes_used) },
         [SANDBOX_METRIC_TMP_BYTES_USED]  = { "TmpBytesUsed",  offsetof(SandboxMetricsInfo, tmp_bytes_used)  },
+        [SANDBOX_METRIC_DISK_BYTES_USED] = { "DiskBytesUsed", offsetof(SandboxMetricsInfo, disk_bytes_used) },
+        [SANDBOX_METRIC_DISK_BYTES_MAX]  = { "DiskBytesMax",  offsetof(SandboxMetricsInfo, disk_bytes_max)  },
 };
 
 static const char *metric_field(size_t i, const char **sig, size_t *off) {

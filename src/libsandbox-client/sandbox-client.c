@@ -662,6 +662,8 @@ static const struct {
         [SANDBOX_PROPERTY_EPHEMERAL]    = { "Ephemeral",          "b", offsetof(SandboxStatus, ephemeral)              },
         [SANDBOX_PROPERTY_NAME]         = { "Name",               "s", offsetof(SandboxStatus, name)                   },
         [SANDBOX_PROPERTY_TENANT]       = { "Tenant",             "s", offsetof(SandboxStatus, tenant)                 },
+        [SANDBOX_PROPERTY_STORAGE]      = { "Storage",            "s", offsetof(SandboxStatus, storage)                },
+        [SANDBOX_PROPERTY_FORK_METHOD]  = { "ForkMethod",         "s", offsetof(SandboxStatus, fork_method)            },
 };
 
 /* One value of a property or an info entry into p, by its signature. */
@@ -758,6 +760,8 @@ void sandbox_status_done(SandboxStatus *s) {
         free(s->unit);
         free(s->name);
         free(s->tenant);
+        free(s->storage);
+        free(s->fork_method);
         *s = (SandboxStatus) {};
 }
 

@@ -159,6 +159,8 @@ typedef enum SandboxProperty {
         SANDBOX_PROPERTY_EPHEMERAL,
         SANDBOX_PROPERTY_NAME,
         SANDBOX_PROPERTY_TENANT,
+        SANDBOX_PROPERTY_STORAGE,
+        SANDBOX_PROPERTY_FORK_METHOD,
         _SANDBOX_PROPERTY_MAX,
 } SandboxProperty;
 
@@ -179,6 +181,8 @@ typedef struct SandboxStatus {
         bool ephemeral;
         char *name;
         char *tenant;
+        char *storage;                  /* "disk", "tmpfs" */
+        char *fork_method;              /* "snapshot", "copy" */
         unsigned seen;                  /* 1 << SandboxProperty */
 } SandboxStatus;
 
@@ -457,6 +461,8 @@ typedef enum SandboxMetric {
         SANDBOX_METRIC_TASKS_CURRENT,
         SANDBOX_METRIC_WORK_BYTES_USED,
         SANDBOX_METRIC_TMP_BYTES_USED,
+        SANDBOX_METRIC_DISK_BYTES_USED,
+        SANDBOX_METRIC_DISK_BYTES_MAX,
         _SANDBOX_METRIC_MAX,
 } SandboxMetric;
 
@@ -467,6 +473,8 @@ typedef struct SandboxMetricsInfo {
         uint64_t tasks_current;         /* processes and threads */
         uint64_t work_bytes_used;       /* of /work */
         uint64_t tmp_bytes_used;        /* of /tmp */
+        uint64_t disk_bytes_used;       /* of /work and /tmp together */
+        uint64_t disk_bytes_max;
         unsigned seen;                  /* 1 << SandboxMetric */
 } SandboxMetricsInfo;
 

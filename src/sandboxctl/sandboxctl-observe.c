@@ -195,6 +195,9 @@ void metrics_print_text(const SandboxMetricsInfo *m) {
                 printf("       Work: %s used\n", format_bytes(a, sizeof(a), m->work_bytes_used) ?: "n/a");
         if (HAS(TMP_BYTES_USED))
                 printf("        Tmp: %s used\n", format_bytes(a, sizeof(a), m->tmp_bytes_used) ?: "n/a");
+        if (HAS(DISK_BYTES_USED) && HAS(DISK_BYTES_MAX))
+                printf("       Disk: %s used of %s\n", format_bytes(a, sizeof(a), m->disk_bytes_used) ?: "n/a",
+                       format_bytes(b, sizeof(b), m->disk_bytes_max) ?: "n/a");
 #undef HAS
 }
 
@@ -206,6 +209,8 @@ int metrics_add_json(json_object *j, const SandboxMetricsInfo *m) {
                 [SANDBOX_METRIC_TASKS_CURRENT]   = "tasks_current",
                 [SANDBOX_METRIC_WORK_BYTES_USED] = "work_bytes_used",
                 [SANDBOX_METRIC_TMP_BYTES_USED]  = "tmp_bytes_used",
+                [SANDBOX_METRIC_DISK_BYTES_USED] = "disk_bytes_used",
+                [SANDBOX_METRIC_DISK_BYTES_MAX]  = "disk_bytes_max",
         };
         int r = 0;
 

@@ -956,6 +956,8 @@ static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
         [SANDBOX_PROPERTY_EPHEMERAL]    = "ephemeral",
         [SANDBOX_PROPERTY_NAME]         = "name",
         [SANDBOX_PROPERTY_TENANT]       = "tenant",
+        [SANDBOX_PROPERTY_STORAGE]      = "storage",
+        [SANDBOX_PROPERTY_FORK_METHOD]  = "fork_method",
 };
 
 static int status_print_json(const SandboxStatus *s, const SandboxMetricsInfo *m, const char *path) {
@@ -1090,6 +1092,11 @@ static int status_print_text(const SandboxStatus *s) {
                 printf("    DiskMax: %s\n",
                        s->disk_max == UINT64_MAX ? "infinity" :
                        format_bytes(buf, sizeof(buf), s->disk_max) ?: "n/a");
+        if (SEEN(STORAGE))
+                printf("    Storage: %s%s%s%s\n", s->storage,
+                       streq(s->storage, "disk") ? " (a workspace on disk, within DiskMax)" :
+                       streq(s->storage, "tmpfs") ? " (in memory, within MemoryMax)" : "",
+                       SEEN(FORK_METHOD) ? "; fork: " : "", SEEN(FORK_METHOD) ? s->fork_method : "");
         if (SEEN(EPHEMERAL))
                 printf("  Ephemeral: %s\n", s->ephemeral ? "yes" : "no");
 #undef SEEN

@@ -36,6 +36,8 @@ static json_object *sandbox_to_json(Sandbox *s) {
             json_add(o, "cpuQuotaPerSecUSec", json_object_new_uint64(c->limits.cpu_quota_per_sec_usec)) < 0 ||
             json_add(o, "tasksMax", json_object_new_uint64(c->limits.tasks_max)) < 0 ||
             json_add(o, "diskMax", json_object_new_uint64(c->disk_max)) < 0 ||
+            json_add(o, "storage", json_object_new_string(sandbox_get_storage(s))) < 0 ||
+            json_add(o, "forkMethod", json_object_new_string(sandbox_get_fork_method(s))) < 0 ||
             json_add(o, "timeout", json_object_new_uint64(c->timeout_sec)) < 0 ||
             json_add(o, "idleTimeout", json_object_new_uint64(c->idle_timeout_sec)) < 0 ||
             json_add(o, "deadline", json_object_new_uint64(sandbox_get_deadline(s))) < 0 ||

@@ -24,6 +24,10 @@ static int property_get_string(sd_bus *bus, const char *path, const char *interf
                 v = sandbox_get_name(s);
         else if (streq(property, "Tenant"))
                 v = sandbox_get_tenant(s);
+        else if (streq(property, "Storage"))
+                v = sandbox_get_storage(s);
+        else if (streq(property, "ForkMethod"))
+                v = sandbox_get_fork_method(s);
         else
                 v = sandbox_state_to_string(sandbox_get_state(s));
         return sd_bus_message_append(reply, "s", v);
@@ -320,6 +324,8 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("CPUQuotaPerSecUSec", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("TasksMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("DiskMax", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Storage", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ForkMethod", "s", property_get_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("Timeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("IdleTimeout", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Deadline", "t", property_get_u64, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

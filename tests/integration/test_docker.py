@@ -367,6 +367,11 @@ class Lifecycle(Base):
         self.ok(self.exec(sid, 'sh', '-c', 'echo "written by exec 1" > note.txt'))
         cp = self.ok(self.exec(sid, 'cat', '/work/note.txt'))
         self.assertEqual(cp.stdout, 'written by exec 1\n')
+        # On disk: the sandbox's workspace, as a bwrap sandbox's (test_workspaces).
+        cp = self.ok(self.exec(sid, 'sh', '-c', 'grep " /work " /proc/mounts; stat -c %u /work'))
+        self.assertIn('btrfs', cp.stdout, '/work is not the workspace')
+        self.assertTrue(cp.stdout.endswith('\n1000\n'), cp.stdout)
+        sid = self.create('--storage=tmpfs', '--memory=256M', '--disk=64M')
         cp = self.ok(self.exec(sid, 'sh', '-c', 'grep " /work " /proc/mounts'))
         self.assertIn('tmpfs', cp.stdout, '/work is not a tmpfs')
 

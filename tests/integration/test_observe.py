@@ -32,7 +32,8 @@ DENIED = ('org.freedesktop.DBus.Error.AccessDenied',
 BUSY = 'io.sandboxd.Sandbox1.Busy'
 INVALID = 'io.sandboxd.Sandbox1.InvalidOption'
 READERS_PER_UID = 16  # SANDBOX_LOGS_READERS_PER_UID_MAX
-METRIC_KEYS = {'CPUUsageNSec', 'MemoryCurrent', 'MemoryPeak', 'TasksCurrent', 'WorkBytesUsed', 'TmpBytesUsed'}
+METRIC_KEYS = {'CPUUsageNSec', 'MemoryCurrent', 'MemoryPeak', 'TasksCurrent', 'WorkBytesUsed', 'TmpBytesUsed',
+               'DiskBytesUsed', 'DiskBytesMax'}
 
 
 def setUpModule():
@@ -293,7 +294,8 @@ class Metrics(Base):
         self.assertGreaterEqual(m['tasks_current'], 2, m)
 
     def test_work_and_tmp_usage(self):
-        sid = self.create()
+        # In memory: each tmpfs on its own (test_workspaces has a workspace's).
+        sid = self.create('--storage=tmpfs')
         m = self.metrics(sid)
         self.assertLess(m['work_bytes_used'], MiB, m)
         self.assertLess(m['tmp_bytes_used'], MiB, m)
@@ -303,6 +305,7 @@ class Metrics(Base):
         self.assertLess(m['work_bytes_used'], 11 * MiB, m)
         self.assertGreaterEqual(m['tmp_bytes_used'], 3 * MiB, m)
         self.assertLess(m['tmp_bytes_used'], 4 * MiB, m)
+        self.assertEqual(m['disk_bytes_used'], m['work_bytes_used'] + m['tmp_bytes_used'], m)
         # tmpfs pages are memory of the sandbox's own.
         self.assertGreaterEqual(m['memory_current'], 13 * MiB, m)
 
@@ -328,7 +331,7 @@ class Metrics(Base):
         self.assertGreater(after['cpu_usage_nsec'] - before['cpu_usage_nsec'], 20 * 1000 * 1000, (before, after))
 
     def test_status_text_and_the_bus(self):
-        sid = self.create()
+        sid = self.create('--storage=tmpfs')
         self.ok(self.exec(sid, 'sh', '-c', 'head -c 2097152 /dev/zero > /work/f'))
         cp = self.ok(self.ctl('status', sid))
         for label in ('CPU', 'Memory', 'Tasks', 'Work', 'Tmp'):

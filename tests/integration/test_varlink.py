@@ -782,10 +782,13 @@ class Parity(Base):
         d = bus([call(path, SBX, 'GetMetrics')])[0]['reply'][0]
         vm = vl('GetMetrics', {'id': sid})[0][0]['metrics']
         fields = {'CPUUsageNSec': 'cpuUsageNSec', 'MemoryCurrent': 'memoryCurrent', 'MemoryPeak': 'memoryPeak',
-                  'TasksCurrent': 'tasksCurrent', 'WorkBytesUsed': 'workBytesUsed', 'TmpBytesUsed': 'tmpBytesUsed'}
+                  'TasksCurrent': 'tasksCurrent', 'WorkBytesUsed': 'workBytesUsed', 'TmpBytesUsed': 'tmpBytesUsed',
+                  'DiskBytesUsed': 'diskBytesUsed', 'DiskBytesMax': 'diskBytesMax'}
         self.assertEqual({fields[k] for k in d}, set(vm))
-        self.assertEqual(set(vm), set(fields.values()), 'every metric can be had here')
-        for k in ('TasksCurrent', 'WorkBytesUsed', 'TmpBytesUsed'):
+        # On disk (its workspace): its disk as a whole, not each tmpfs.
+        self.assertEqual(set(vm), set(fields.values()) - {'workBytesUsed', 'tmpBytesUsed'},
+                         'every metric of a sandbox on disk can be had here')
+        for k in ('TasksCurrent', 'DiskBytesUsed', 'DiskBytesMax'):
             self.assertEqual(d[k], vm[fields[k]], k)
         self.assertGreaterEqual(vm['cpuUsageNSec'], d['CPUUsageNSec'])
 

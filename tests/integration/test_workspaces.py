@@ -166,6 +166,52 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertEqual(S.run(['test', '-d', '/usr/bin']).returncode, 0)
         print(f'\n  destroy with a workspace: {took * 1000:.0f} ms', file=sys.stderr)
 
+    def test_fork_is_a_snapshot(self):
+        """Fork of a 1 GiB workspace: a btrfs snapshot, in well under a second; the same
+        files, owned by the fork's own user; each side diverges on its own."""
+        src = self.create('--disk=2G')
+        res = self.sh(src, 'head -c 1M /dev/urandom > /work/big && head -c 1023M /dev/zero >> /work/big && '
+                      'echo one > /work/f && ln -s /etc/passwd /work/link && echo t > /tmp/t && sync && '
+                      'sha256sum /work/big', timeout=600)
+        self.assertEqual(res['exit_code'], 0, res)
+        digest = res['stdout'].split()[0]
+        t0 = time.monotonic()
+        cp = self.ok(self.ctl('fork', src))
+        took = time.monotonic() - t0
+        fork = cp.stdout.strip()
+        self.addCleanup(self.destroy_quietly, S, fork)
+        print(f'\n  fork of a 1 GiB workspace: {took * 1000:.0f} ms (create and start included)', file=sys.stderr)
+        self.assertLess(took, 1.5)
+        res = self.sh(fork, 'sha256sum /work/big; cat /work/f /tmp/t; readlink /work/link; '
+                      'stat -c %u /work/big /work /tmp/t', timeout=120)
+        self.assertEqual(res['stdout'].split(), [digest, '/work/big', 'one', 't', '/etc/passwd',
+                                                 '1000', '1000', '1000'])
+        self.sh(src, 'echo src > /work/f')
+        self.sh(fork, 'echo fork > /work/f; rm /work/big')
+        self.assertEqual(self.sh(src, 'cat /work/f; stat -c %s /work/big')['stdout'], f'src\n{1024 * MiB}\n')
+        self.assertEqual(self.sh(fork, 'cat /work/f; ls /work')['stdout'], 'fork\nf\nlink\n')
+        self.assertIn('snapshot', self.ok(self.ctl('status', src)).stdout)
+
+    def test_metrics(self):
+        """Disk used and limit: GetMetrics, sandboxctl status (text and JSON)."""
+        sid = self.create('--disk=256M')
+        before = self.status(sid)
+        self.assertEqual(before['storage'], 'disk')
+        self.assertEqual(before['fork_method'], 'snapshot')
+        self.assertEqual(before['disk_bytes_max'], 256 * MiB)
+        self.assertNotIn('work_bytes_used', before)
+        self.sh(sid, 'head -c 20M /dev/zero > /work/a && head -c 10M /dev/zero > /tmp/b && sync')
+        after = self.status(sid)
+        grown = after['disk_bytes_used'] - before['disk_bytes_used']
+        self.assertGreaterEqual(grown, 30 * MiB, (before, after))
+        self.assertLess(grown, 32 * MiB, (before, after))
+        text = self.ok(self.ctl('status', sid)).stdout
+        self.assertRegex(text, r'Disk: 3\d\.\dM used of 256\.0M')
+        self.assertRegex(text, r'Storage: disk .*; fork: snapshot')
+        tmp = self.create('--storage=tmpfs', '--memory=256M', '--disk=64M')
+        st = self.status(tmp)
+        self.assertEqual((st['storage'], st['fork_method'], st['disk_bytes_max']), ('tmpfs', 'copy', 128 * MiB))
+
     def test_workspace_unreachable_from_another(self):
         a = self.create()
         b = self.create()
