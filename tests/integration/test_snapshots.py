@@ -293,7 +293,7 @@ class SnapshotTest(harness.SandboxTestCase):
                                                 'options': {'FromSnapshot': snap['id'], 'DiskMax': 16 * MiB}})
         self.assertEqual(short(error), 'SnapshotTooLarge', params)
         self.assertIn(snap['id'], params['message'])
-        dst = self.sandbox(FromSnapshot=snap['id'], DiskMax=64 * MiB)
+        dst = self.sandbox(FromSnapshot=snap['id'], DiskMax=64 * MiB, Storage='tmpfs')
         self.assertEqual(self.sh(dst, 'ls /work/many | wc -l; stat -c %s /work/zeros'), '100000\n50331648\n')
         self.assertEqual(before, {s['id'] for s in vl_ok(self, 'ListSnapshots')['snapshots']})
 

@@ -486,7 +486,8 @@ SANDBOX_FIELDS = {'Id': 'id', 'Template': 'template', 'Owner': 'owner', 'State':
                   'CreatedAt': 'createdAt', 'MemoryMax': 'memoryMax', 'CPUQuotaPerSecUSec': 'cpuQuotaPerSecUSec',
                   'TasksMax': 'tasksMax', 'DiskMax': 'diskMax', 'Timeout': 'timeout', 'IdleTimeout': 'idleTimeout',
                   'Deadline': 'deadline', 'Ephemeral': 'ephemeral', 'Name': 'name', 'Tenant': 'tenant',
-                  'FromPool': 'fromPool', 'EgressAllow': 'egressAllow', 'EgressDeny': 'egressDeny'}
+                  'FromPool': 'fromPool', 'EgressAllow': 'egressAllow', 'EgressDeny': 'egressDeny',
+                  'Storage': 'storage', 'ForkMethod': 'forkMethod'}
 INFO_FIELDS = {'TimedOut': 'timedOut', 'OOMKilled': 'oomKilled', 'Signal': 'signal', 'ExitCode': 'exitCode',
                'DurationUSec': 'durationUSec', 'CPUUSec': 'cpuUSec', 'MaxRSSBytes': 'maxRSSBytes',
                'Truncated': 'truncated', 'StdoutBytes': 'stdoutBytes', 'StderrBytes': 'stderrBytes'}

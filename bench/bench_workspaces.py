@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Workspaces on disk against tmpfs, measured in one run in one systemd (docs/WORKSPACES.md).
+
+How to run (as root, after building; the default build dir is build/):
+
+    python3 bench/bench_workspaces.py              # 20 rounds, 1 GiB files
+    python3 bench/bench_workspaces.py -n 50 --size-mib 2048 --json out.json
+
+It boots a system with tests/integration/harness.py (its workspace pool is a loop-backed
+btrfs image, as on a machine whose root is ext4) and measures, through sandboxctl:
+  create+exec   create (--storage=disk | tmpfs), then the first exec of /bin/true; medians
+  run           sandboxctl run (an ephemeral sandbox: create, exec, destroy); medians
+  write, read   dd of SIZE in /work (conv=fsync; read back with O_DIRECT) against the same
+                file system used directly on the host (a subvolume of the pool): the ratio
+                is the cost of being in a sandbox (target >= 0.9)
+  fork          sandboxctl fork of a sandbox holding SIZE in /work: on disk a snapshot of
+                its workspace, in memory (tmpfs) a copy through a compressed archive
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'integration'))
+
+
+def ctl(system, *args, timeout=600):
+    cp = system.sandboxctl(*args, timeout=timeout)
+    if cp.returncode != 0:
+        raise RuntimeError(f'sandboxctl {" ".join(args)} failed: {cp.stderr}')
+    return cp.stdout
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    out = fn()
+    return time.monotonic() - t0, out
+
+
+def dd_rate(text):
+    """MB/s from dd's last line ('..., 1.2 s, 900 MB/s' or GB/s)."""
+    m = re.search(r'([\d.,]+) ([kMG]?B)/s', text.strip().splitlines()[-1])
+    if not m:
+        raise RuntimeError(f'no rate in dd output: {text!r}')
+    v = float(m.group(1).replace(',', '.'))
+    return v * {'kB': 1e-3, 'B': 1e-6, 'MB': 1, 'GB': 1e3}[m.group(2)]
+
+
+def create_exec(system, storage, n):
+    times = []
+    for _ in range(n):
+        def go():
+            sid = ctl(system, 'create', f'--storage={storage}', '--memory=512M', '--disk=256M').strip()
+            ctl(system, 'exec', sid, '--', 'true')
+            return sid
+        t, sid = timed(go)
+        times.append(t)
+        ctl(system, 'destroy', sid)
+    return statistics.median(times) * 1000
+
+
+def run_ephemeral(system, storage, n):
+    times = [timed(lambda: ctl(system, 'run', f'--storage={storage}', '--memory=512M', '--disk=256M',
+                               '--', 'true'))[0] for _ in range(n)]
+    return statistics.median(times) * 1000
+
+
+def seq_io(system, size_mib):
+    sid = ctl(system, 'create', '--storage=disk', '--memory=256M', f'--disk={size_mib * 2}M').strip()
+    try:
+        w = ctl(system, 'exec', sid, '--', 'sh', '-c',
+                f'dd if=/dev/zero of=/work/f bs=1M count={size_mib} conv=fsync 2>&1')
+        r = ctl(system, 'exec', sid, '--', 'sh', '-c', 'dd if=/work/f of=/dev/null bs=1M iflag=direct 2>&1')
+    finally:
+        ctl(system, 'destroy', sid)
+    host = f'{system.workspace_dir}/bench-host'
+    system.run(['btrfs', 'subvolume', 'create', host], check=True)
+    try:
+        hw = system.run(['sh', '-c', f'dd if=/dev/zero of={host}/f bs=1M count={size_mib} conv=fsync 2>&1'],
+                        timeout=600, check=True).stdout
+        hr = system.run(['sh', '-c', f'dd if={host}/f of=/dev/null bs=1M iflag=direct 2>&1'],
+                        timeout=600, check=True).stdout
+    finally:
+        system.run(['btrfs', 'subvolume', 'delete', host])
+    return dd_rate(w), dd_rate(hw), dd_rate(r), dd_rate(hr)
+
+
+def fork(system, storage, size_mib):
+    opts = ['--storage=disk', f'--disk={size_mib * 2}M'] if storage == 'disk' else \
+        ['--storage=tmpfs', f'--memory={size_mib * 2 + 512}M', f'--disk={size_mib + 64}M']
+    sid = ctl(system, 'create', *opts).strip()
+    try:
+        ctl(system, 'exec', sid, '--', 'sh', '-c',
+            f'head -c 1M /dev/urandom > /work/f && head -c {size_mib - 1}M /dev/zero >> /work/f && sync')
+        t, out = timed(lambda: ctl(system, 'fork', sid))
+        ctl(system, 'destroy', out.strip())
+    finally:
+        ctl(system, 'destroy', sid)
+    return t * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('-n', '--count', type=int, default=20, help='rounds of create+exec and run (default 20)')
+    ap.add_argument('--size-mib', type=int, default=1024, help='file size for write, read, fork (default 1024)')
+    ap.add_argument('--json', help='also write the results to this file')
+    args = ap.parse_args()
+
+    import harness
+    system = harness.acquire(docker=False)
+    res = {}
+    try:
+        for storage in ('disk', 'tmpfs'):
+            res[f'create_exec_ms_{storage}'] = create_exec(system, storage, args.count)
+            res[f'run_ms_{storage}'] = run_ephemeral(system, storage, args.count)
+        w, hw, r, hr = seq_io(system, args.size_mib)
+        res.update(write_mbs_work=w, write_mbs_host=hw, write_ratio=w / hw,
+                   read_mbs_work=r, read_mbs_host=hr, read_ratio=r / hr)
+        for storage in ('disk', 'tmpfs'):
+            res[f'fork_ms_{storage}'] = fork(system, storage, args.size_mib)
+    finally:
+        harness.release()
+
+    print(f'create + first exec (median of {args.count}): disk {res["create_exec_ms_disk"]:.1f} ms, '
+          f'tmpfs {res["create_exec_ms_tmpfs"]:.1f} ms')
+    print(f'sandboxctl run (ephemeral, median of {args.count}): disk {res["run_ms_disk"]:.1f} ms, '
+          f'tmpfs {res["run_ms_tmpfs"]:.1f} ms')
+    print(f'sequential write {args.size_mib} MiB (fsync): /work {res["write_mbs_work"]:.0f} MB/s, '
+          f'host {res["write_mbs_host"]:.0f} MB/s, ratio {res["write_ratio"]:.2f}')
+    print(f'sequential read {args.size_mib} MiB (O_DIRECT): /work {res["read_mbs_work"]:.0f} MB/s, '
+          f'host {res["read_mbs_host"]:.0f} MB/s, ratio {res["read_ratio"]:.2f}')
+    print(f'fork of {args.size_mib} MiB: snapshot (disk) {res["fork_ms_disk"]:.0f} ms, '
+          f'copy (tmpfs) {res["fork_ms_tmpfs"]:.0f} ms')
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == '__main__':
+    main()
