@@ -906,9 +906,8 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                                                  "Sandbox '%s' (%s) is of template %s, not %s.", s->config.name,
                                                  s->id, s->template_name, t->name);
                 /* GetOrCreate: the one there, as it is (the call's other options do not
-                 * change it), once it runs; a stopped one is started again (Wake). */
-                r = s->state == SANDBOX_STOPPED ? sandbox_wake_stopped(s, cb, userdata) :
-                                                  sandbox_wait_started(s, cb, userdata);
+                 * change it), once it runs. */
+                r = sandbox_wait_started(s, cb, userdata);
                 if (r < 0)
                         return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);
                 return 0;
