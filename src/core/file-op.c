@@ -119,10 +119,11 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
                                           "Paths must be 1 to 4096 bytes without control characters.");
 
         if (f->op == AGENT_FILE_READ && passed < 0) {
-                /* The agent fills a memfd: no pipe to feed, nothing to stall on. */
-                buffer = memfd_create("sandbox-read", MFD_CLOEXEC);
+                /* The agent fills a memfd: no pipe to feed, nothing to stall on. It cannot
+                 * shrink it under our mapping (file_op_finish()), whatever it does later. */
+                buffer = memfd_new_growing("sandbox-read");
                 if (buffer < 0)
-                        return -errno;
+                        return buffer;
                 /* One byte more than the bound: what is left past it is refused, not cut. */
                 if (req.length == AGENT_FILE_UNLIMITED)
                         req.length = FILE_PART_MAX + 1;

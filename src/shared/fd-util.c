@@ -40,6 +40,16 @@ int memfd_new_with_data(const char *name, const void *data, size_t size) {
         return TAKE_FD(fd);
 }
 
+int memfd_new_growing(const char *name) {
+        _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+        if (fd < 0)
+                return -errno;
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
 int write_file_atomic(const char *path, const char *tmp_path, const void *data, size_t size, mode_t mode,
                       bool sync) {
         _cleanup_close_ int fd = -EBADF;

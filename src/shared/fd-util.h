@@ -9,6 +9,11 @@
  * that reads it at its own pace, with nothing to feed and nothing to wait on. */
 int memfd_new_with_data(const char *name, const void *data, size_t size);
 
+/* An empty memfd (O_CLOEXEC) that may grow but never shrink (F_SEAL_SHRINK, sealed so):
+ * another process may fill it, and what fstat() then says stays there to mmap() (a file
+ * shrunk under a mapping would fault, SIGBUS, on the pages past its new end). */
+int memfd_new_growing(const char *name);
+
 /* Reads a small file whole into buf (at most size - 1 bytes, NUL-terminated), from dir_fd
  * (AT_FDCWD: path as it is). Returns the length, -E2BIG when the file is larger. */
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);
