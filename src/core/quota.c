@@ -167,12 +167,19 @@ int limit_settings_check_exec(const LimitSettings *l, ExecConfig *c, SandboxErro
         return r;
 }
 
+/* Saturating: DiskMax has no upper bound, and sandboxes made before a quota was set
+ * hold what they were given; a sum that wrapped would read as little or no use. */
+static void add_saturating(uint64_t *sum, uint64_t v) {
+        if (__builtin_add_overflow(*sum, v, sum))
+                *sum = UINT64_MAX;
+}
+
 void quota_use_add(QuotaUse *u, const SandboxConfig *c) {
-        u->sandboxes++;
-        u->memory += c->limits.memory_max;
-        u->tasks += c->limits.tasks_max;
-        u->disk += c->disk_max;
-        u->cpu += c->limits.cpu_quota_per_sec_usec;
+        add_saturating(&u->sandboxes, 1);
+        add_saturating(&u->memory, c->limits.memory_max);
+        add_saturating(&u->tasks, c->limits.tasks_max);
+        add_saturating(&u->disk, c->disk_max);
+        add_saturating(&u->cpu, c->limits.cpu_quota_per_sec_usec);
 }
 
 static const char * const quota_item_table[_QUOTA_ITEM_MAX] = {

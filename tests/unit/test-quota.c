@@ -169,6 +169,18 @@ static void test_quota(void **state) {
         assert_string_equal(e.quota_what, "MemoryMax");
         sandbox_error_done(&e);
 
+        /* DiskMax is unbounded: two of 2^63 (made while no disk quota was set) must not
+         * wrap the sum to 0, which a disk quota set later would take for no use at all. */
+        SandboxConfig huge = c;
+        QuotaUse wrap = {};
+        huge.disk_max = UINT64_C(1) << 63;
+        quota_use_add(&wrap, &huge);
+        quota_use_add(&wrap, &huge);
+        assert_true(wrap.disk == UINT64_MAX);
+        assert_int_equal(quota_check(&(QuotaLimits) { .disk = 10 * GiB }, &wrap, &c, "owner 1", &e), -EDQUOT);
+        assert_string_equal(e.quota_what, "DiskMax");
+        sandbox_error_done(&e);
+
         /* No limits: anything goes. */
         assert_int_equal(quota_check(&(QuotaLimits) {}, &over, &c, "owner 1", &e), 0);
         assert_string_equal(quota_item_to_string(QUOTA_CREATES_PER_SEC), "CreatesPerSecond");
