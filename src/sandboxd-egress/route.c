@@ -40,6 +40,9 @@ int route_is_local(int fd, const EgressAddress *address) {
                 memcpy(unmapped.bytes, a->bytes + 12, 4);
                 a = &unmapped;
         }
+        /* connect() takes :: for ::1 (the IPv6 table routes it as any other address). */
+        if (a->family == AF_INET6 && memcmp(a->bytes, (const uint8_t[16]) {}, 16) == 0)
+                return 1;
         len = a->family == AF_INET ? 4 : 16;
         req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(struct rtmsg)) + RTA_SPACE(len);
         req.nh.nlmsg_type = RTM_GETROUTE;

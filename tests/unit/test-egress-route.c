@@ -71,6 +71,11 @@ static void test_own_address_is_local(void **state) {
         assert_int_equal(is_local(fd, "::ffff:" OWN), 1);
         assert_int_equal(is_local(fd, "::ffff:127.0.0.1"), 1);
         assert_int_equal(is_local(fd, "::ffff:" NEIGHBOUR), 0);
+        /* connect() to an unspecified address reaches the loopback (0.0.0.0 is routed as
+         * local; ::, by the IPv6 table, as the default route would). */
+        assert_int_equal(is_local(fd, "0.0.0.0"), 1);
+        assert_int_equal(is_local(fd, "::"), 1);
+        assert_int_equal(is_local(fd, "::ffff:0.0.0.0"), 1);
         /* Asked many times on one socket: each answer is its own. */
         for (int i = 0; i < 100; i++) {
                 assert_int_equal(is_local(fd, OWN), 1);
