@@ -562,6 +562,7 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
         }
         if (streq(name, "OutputMax")) {
                 c->output_max = v->u64;
+                c->output_max_set = true;
                 return check_range(name, c->output_max, 0, EXEC_OUTPUT_MAX, error);
         }
         if (streq(name, "WorkingDirectory")) {

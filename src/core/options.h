@@ -118,6 +118,7 @@ typedef struct ExecConfig {
         char *working_directory;
         uint64_t timeout_usec;    /* Timeout= (seconds) or TimeoutUSec= */
         uint64_t output_max;
+        bool output_max_set;  /* asked for (OutputMax=): refused beyond the admin's maximum */
         void *stdin_data;
         size_t stdin_size;
         /* The caller's own descriptors, given straight to the process (no copy through

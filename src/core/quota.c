@@ -161,6 +161,9 @@ int limit_settings_check_exec(const LimitSettings *l, ExecConfig *c, SandboxErro
         static const char where[] = "sandboxd.conf [Limits]";
         int r;
 
+        /* As for a sandbox's limits: the default is clamped, only what was asked is refused. */
+        if (!c->output_max_set)
+                c->output_max = stricter(c->output_max, l->output_max);
         r = check_max("OutputMax", c->output_max, l->output_max, where, error);
         if (r >= 0)
                 r = check_max("Stdin", c->stdin_size, l->stdin_max, where, error);

@@ -46,6 +46,9 @@ StartsInFlight=2
 [Limits]
 MemoryMax=1G
 TasksMax=512
+TimeoutMax=1h
+OutputMax=512K
+StdinMax=64K
 [OwnerQuota]
 TasksMax=300
 [TenantQuota]
@@ -216,6 +219,61 @@ class Quota(secutil.Base):
         with self.assertRaises(sandboxd.InvalidOption) as cm:
             sandboxd.Sandbox.create('shell', memory='2G', transport=t)
         self.assertIn(msg, str(cm.exception))
+
+    def test_lifetime_output_and_stdin_maxima_on_every_face(self):
+        life = 'Timeout=7200 exceeds the maximum of 3600'
+        out = 'OutputMax=1048576 exceeds the maximum of 524288'
+        stdin = 'Stdin=100000 exceeds the maximum of 65536'
+        big = 'x' * 100000
+        # D-Bus and varlink: a lifetime, an exec's OutputMax and its stdin beyond the maxima.
+        res = create(Timeout=7200)
+        self.assertEqual(res.get('error'), E + 'InvalidOption', res)
+        self.assertIn(life, res['message'])
+        vres = secutil.varlink([vcall('CreateSandbox', template='shell', options={'Timeout': 7200})])[0]
+        self.assertEqual(vres['error'], VE + 'InvalidOption', vres)
+        self.assertIn(life, vres['parameters']['message'])
+        sid = self.create()
+        path = sandbox_path(sid)
+        res = bus([call(path, SBX, 'Exec', 'asa{sv}', ['true'], {'OutputMax': v('t', 1024 * 1024)})])[0]
+        self.assertEqual(res.get('error'), E + 'InvalidOption', res)
+        self.assertIn(out, res['message'])
+        res = bus([call(path, SBX, 'Exec', 'asa{sv}', ['cat'], {'Stdin': v('ay', {'$bytes': [120, 100000]})})])[0]
+        self.assertEqual(res.get('error'), E + 'InvalidOption', res)
+        self.assertIn(stdin, res['message'])
+        vres = secutil.varlink([vcall('Exec', id=sid, argv=['true'], options={'OutputMax': 1024 * 1024})])[0]
+        self.assertEqual(vres['error'], VE + 'InvalidOption', vres)
+        self.assertIn(out, vres['parameters']['message'])
+        # An exec that asks for no OutputMax gets the maximum, not a refusal: 600 KiB
+        # written, 512 KiB kept.
+        vres = secutil.varlink([vcall('Exec', id=sid, argv=['head', '-c', '614400', '/dev/zero'])])
+        self.assertIn('replies', vres[0], vres)
+        self.assertEqual(vres[0]['replies'][0]['stdout'], {'len': 512 * 1024})  # varlinkprobe's summary
+        # HTTP: a session's lifetime, an execute's stdin.
+        status, res = request('POST', '/api/v1/sessions', {'template': 'shell', 'timeout': 7200})
+        self.assertEqual((status, res['error']['code']), (400, 'InvalidOption'), res)
+        self.assertIn(life, res['error']['message'])
+        status, sess = request('POST', '/api/v1/sessions', {'template': 'shell', 'limits': {'memory_max': 64 * MiB}})
+        self.assertEqual(status, 201, sess)
+        self.addCleanup(request, 'DELETE', f'/api/v1/sessions/{sess["id"]}')
+        status, res = request('POST', f'/api/v1/sessions/{sess["id"]}/execute', {'argv': ['cat'], 'stdin': big})
+        self.assertEqual((status, res['error']['code']), (400, 'InvalidOption'), res)
+        self.assertIn(stdin, res['error']['message'])
+        # MCP: sandbox_create's lifetime, run_command's stdin.
+        res = mcp_tool('sandbox_create', template='shell', lifetime=7200)
+        self.assertTrue(res['isError'], res)
+        self.assertIn(life, res['content'][0]['text'])
+        res = mcp_tool('run_command', sandbox_id=sess['id'], command='cat', stdin=big)
+        self.assertTrue(res['isError'], res)
+        self.assertIn(stdin, res['content'][0]['text'])
+        # Python: create's timeout, run's stdin.
+        t = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+        with self.assertRaises(sandboxd.InvalidOption) as cm:
+            sandboxd.Sandbox.create('shell', timeout=7200, transport=t)
+        self.assertIn(life, str(cm.exception))
+        sbx = sandboxd.Sandbox.connect(sid, transport=t)
+        with self.assertRaises(sandboxd.InvalidOption) as cm:
+            sbx.commands.run('cat', stdin=big)
+        self.assertIn(stdin, str(cm.exception))
 
     def test_two_tenants_with_quotas(self):
         self.addCleanup(self.destroy_all, 'alice')

@@ -17,6 +17,7 @@
 #include "quota.h"
 
 #define GiB (1024ULL * 1024 * 1024)
+#define KiB 1024ULL
 #define MiB (1024ULL * 1024)
 
 static void test_node_ceiling(void **state) {
@@ -113,13 +114,26 @@ static void test_limits(void **state) {
         assert_int_equal(limit_settings_check_sandbox(&conf, &c, "x", &e), 0);
         assert_int_equal(c.timeout_sec, 3600);
 
+        /* An exec's output: the default (1 MiB) clamped to a smaller maximum, not refused. */
         exec_config_init(&x);
+        l.output_max = 512 * KiB;
+        assert_int_equal(limit_settings_check_exec(&l, &x, &e), 0);
+        assert_int_equal(x.output_max, 512 * KiB);
+        l.output_max = 1 * MiB;
         x.output_max = 2 * MiB;
+        x.output_max_set = true;
         assert_int_equal(limit_settings_check_exec(&l, &x, &e), -EINVAL);
         assert_non_null(strstr(e.message, "OutputMax=2097152 exceeds the maximum of 1048576"));
         sandbox_error_done(&e);
         x.output_max = 1 * MiB;
         assert_int_equal(limit_settings_check_exec(&l, &x, &e), 0);
+        /* Stdin beyond StdinMax=: refused, naming the maximum. */
+        l.stdin_max = 64 * KiB;
+        x.stdin_size = 100000;
+        assert_int_equal(limit_settings_check_exec(&l, &x, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "Stdin=100000 exceeds the maximum of 65536"));
+        sandbox_error_done(&e);
+        x.stdin_size = 0;
 }
 
 static void test_quota(void **state) {
