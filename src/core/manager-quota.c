@@ -184,8 +184,8 @@ static QuotaBucket *quota_bucket(Manager *m, uid_t owner, const char *tenant, bo
         return b;
 }
 
-int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
-                        SandboxError *error) {
+static int quota_check_full(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config, bool take_token,
+                            SandboxError *error) {
         _cleanup_(sandbox_config_done) SandboxConfig c = {};
         const QuotaLimits *l = quota_limits_for(m, owner, config->tenant);
         char whom[SANDBOX_NAME_MAX + 16];
@@ -208,7 +208,7 @@ int manager_quota_check(Manager *m, const Template *t, uid_t owner, const Sandbo
                 return r;
 
         /* Last: a create refused for another reason takes no token. */
-        if (l->creates_per_sec == 0)
+        if (l->creates_per_sec == 0 || !take_token)
                 return 0;
         b = quota_bucket(m, owner, config->tenant, true);
         if (!b)
@@ -220,6 +220,16 @@ int manager_quota_check(Manager *m, const Template *t, uid_t owner, const Sandbo
                                                "(CreatesPerSecond=, a burst of %" PRIu64 "); try again later.",
                                                whom, l->creates_per_sec, l->creates_burst ?: l->creates_per_sec);
         return 0;
+}
+
+int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
+                        SandboxError *error) {
+        return quota_check_full(m, t, owner, config, true, error);
+}
+
+int manager_quota_recheck(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
+                          SandboxError *error) {
+        return quota_check_full(m, t, owner, config, false, error);
 }
 
 /* ---- starts in flight, per owner or tenant ---- */

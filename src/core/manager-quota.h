@@ -32,3 +32,7 @@ uint64_t manager_timeout_default(Manager *m, const char *template_name);
  * tenant (or owner), then the creates-per-second bucket. QuotaExceeded or InvalidOption. */
 int manager_quota_check(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
                         SandboxError *error);
+/* The same once more, without the bucket (its token was taken): for a create that was
+ * checked and then waited (a fork's snapshot) while others could be counted. */
+int manager_quota_recheck(Manager *m, const Template *t, uid_t owner, const SandboxConfig *config,
+                          SandboxError *error);

@@ -865,9 +865,14 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
         if (!t)
                 r = sandbox_error_set(&e, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                       meta->template_name);
-        else
-                r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, SNAPSHOT_CAUSE_FORK, fj->cb,
-                                     fj->userdata, &e);
+        else {
+                /* Checked when asked; other creates and forks may have started while the
+                 * snapshot was taken. */
+                r = manager_quota_recheck(fj->manager, t, fj->uid, &fj->config, &e);
+                if (r >= 0)
+                        r = create_from_meta(fj->manager, t, &fj->config, fj->uid, meta, true, SNAPSHOT_CAUSE_FORK,
+                                             fj->cb, fj->userdata, &e);
+        }
         if (r < 0) {
                 (void) snapshot_remove(fj->manager, meta->id, SNAPSHOT_CAUSE_FORK);
                 if (!sandbox_error_is_set(&e))

@@ -1046,6 +1046,35 @@ static void test_fork_and_restore_failure(void **state) {
         destroy(s);
 }
 
+/* A fork is counted against its owner's quota when asked and again once its snapshot is
+ * taken (asynchronously): forks asked together cannot all pass the first check. */
+static void test_fork_quota_rechecked(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        const SandboxCaller user = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000, .granted = true };
+        SandboxConfig config = {};
+        Answer f = {}, g = {};
+        Sandbox *a = create("shell", false), *b = create("shell", false);
+
+        manager->settings.tenancy.quota.owner.sandboxes = 1;
+        assert_int_equal(manager_fork_sandbox(manager, &user, a, &config, on_sandbox, &f, &error), 0);
+        assert_int_equal(manager_fork_sandbox(manager, &user, b, &config, on_sandbox, &g, &error), 0);
+        agent_archive(agent_of(a), "files", 0);
+        RUN_UNTIL(n_agents == 3);
+        agent_extract(&agents[2], 0);
+        RUN_UNTIL(f.n > 0);
+        assert_int_equal(f.code, SANDBOX_ERR_NONE);
+
+        /* The second's snapshot comes when the first counts: refused, nothing started. */
+        agent_archive(agent_of(b), "files", 0);
+        RUN_UNTIL(g.n > 0);
+        assert_int_equal(g.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        assert_int_equal(n_agents, 3);
+        manager->settings.tenancy.quota.owner.sandboxes = 0;
+        destroy(f.sandbox);
+        destroy(a);
+        destroy(b);
+}
+
 static void test_snapshot_quota(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         Answer snap = {};
@@ -1164,6 +1193,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hibernate_and_wake, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_and_restore_failure, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fork_quota_rechecked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_quota, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
