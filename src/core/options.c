@@ -144,6 +144,15 @@ OptionType option_set_lookup(OptionSet set, const char *name) {
         return _OPTION_TYPE_INVALID;
 }
 
+const char *option_set_name(OptionSet set, size_t i) {
+        if (set < 0 || set >= _OPTION_SET_MAX)
+                return NULL;
+        for (const OptionSpec *o = option_sets[set]; o->name; o++, i--)
+                if (i == 0)
+                        return o->name;
+        return NULL;
+}
+
 /* 0 if v is what set's option name takes; else InvalidOption, in each set's words. */
 static int option_check(OptionSet set, const char *name, const OptionValue *v, SandboxError *error) {
         OptionType want = option_set_lookup(set, name);

@@ -243,6 +243,8 @@ typedef enum OptionSet {
 
 /* The type option name has in set, or _OPTION_TYPE_INVALID if set has no such option. */
 OptionType option_set_lookup(OptionSet set, const char *name);
+/* The i-th option name of set, in its table's order; NULL past the last. */
+const char *option_set_name(OptionSet set, size_t i);
 /* Sets one option of set in target (the set's struct); InvalidOption (-EINVAL) when the
  * name is unknown, the type wrong or the value out of range. */
 int option_set_apply(OptionSet set, void *target, const char *name, const OptionValue *v, SandboxError *error);

@@ -3,6 +3,7 @@
 /* The routes (sandboxd-http(8), openapi.json): each a line of http_routes[], each a
  * translation of the request to io.sandboxd.Sandbox calls and of their replies back. */
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -125,28 +126,29 @@ static const Simple simple_whole = {};  /* the reply's parameters as they are */
 
 /* ---- sessions ---- */
 
+/* Which of CreateSandbox's options a session body takes, where, and as which JSON type;
+ * their names are the core's table's (sandbox_option_from_snake()). */
 typedef struct OptionMap {
-        const char *key;          /* in the HTTP body */
-        const char *option;       /* CreateSandbox's option */
+        const char *key;          /* in the HTTP body: the option's snake_case name */
         json_type type;
 } OptionMap;
 
 static const OptionMap session_options[] = {
-        { "timeout",      "Timeout",            json_type_int },
-        { "idle_timeout", "IdleTimeout",        json_type_int },
-        { "name",         "Name",               json_type_string },
-        { "reuse",        "ReuseExisting",      json_type_boolean },
-        { "from_snapshot", "FromSnapshot",      json_type_string },
-        { "idle_action",  "IdleAction",         json_type_string },
-        { "egress_allow", "EgressAllow",        json_type_array },
-        { "egress_deny",  "EgressDeny",         json_type_array },
+        { "timeout",       json_type_int },
+        { "idle_timeout",  json_type_int },
+        { "name",          json_type_string },
+        { "reuse",         json_type_boolean },
+        { "from_snapshot", json_type_string },
+        { "idle_action",   json_type_string },
+        { "egress_allow",  json_type_array },
+        { "egress_deny",   json_type_array },
 };
 
 static const OptionMap session_limits[] = {
-        { "memory_max",             "MemoryMax",          json_type_int },
-        { "cpu_quota_per_sec_usec", "CPUQuotaPerSecUSec", json_type_int },
-        { "tasks_max",              "TasksMax",           json_type_int },
-        { "disk_max",               "DiskMax",            json_type_int },
+        { "memory_max",             json_type_int },
+        { "cpu_quota_per_sec_usec", json_type_int },
+        { "tasks_max",              json_type_int },
+        { "disk_max",               json_type_int },
 };
 
 /* Copies the keys of src named in map into options; -EINVAL (and *ret_bad) for a key of
@@ -166,7 +168,9 @@ static int map_options(json_object *src, const OptionMap *map, size_t n, json_ob
                         *ret_bad = key;
                         return -EINVAL;
                 }
-                if (json_add(options, map[i].option, from_double ? json_object_new_int64(integer) : json_object_get(v)) < 0)
+                const char *option = sandbox_option_from_snake(map[i].key);
+                assert(option);
+                if (json_add(options, option, from_double ? json_object_new_int64(integer) : json_object_get(v)) < 0)
                         return -ENOMEM;
         }
         return 0;

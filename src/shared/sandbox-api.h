@@ -5,6 +5,8 @@
  * face, the core's error table and the client library (every front end) include this. */
 
 #include <errno.h>
+#include <stddef.h>
+#include <string.h>
 
 /* D-Bus: bus name, objects, interfaces. */
 #define SANDBOX_BUS_NAME                 "io.sandboxd.Sandbox1"
@@ -89,3 +91,36 @@
 /* A sandbox's Name and Tenant: 1 to this many of A-Z a-z 0-9 . _ - (a Name not of the
  * form of a sandbox id, 16 lowercase hex digits, so that either may stand for a sandbox). */
 #define SANDBOX_NAME_MAX 64U
+
+/* CreateSandbox's options, once for every face: X(name on D-Bus and varlink, the
+ * snake_case name of the faces that spell it so: the HTTP bridge and MCP). The core
+ * decodes and checks each (options.c); a face maps its spelling through this table
+ * (sandbox_option_from_snake()) and holds no option name of its own. test-options fails
+ * when an option of the core is missing here. */
+#define SANDBOX_CREATE_OPTIONS(X)                                       \
+        X("MemoryMax",          "memory_max")                           \
+        X("CPUQuotaPerSecUSec", "cpu_quota_per_sec_usec")               \
+        X("TasksMax",           "tasks_max")                            \
+        X("DiskMax",            "disk_max")                             \
+        X("Timeout",            "timeout")                              \
+        X("IdleTimeout",        "idle_timeout")                         \
+        X("IdleAction",         "idle_action")                          \
+        X("Ephemeral",          "ephemeral")                            \
+        X("Name",               "name")                                 \
+        X("ReuseExisting",      "reuse")                                \
+        X("Tenant",             "tenant")                               \
+        X("EgressAllow",        "egress_allow")                         \
+        X("EgressDeny",         "egress_deny")                          \
+        X("FromSnapshot",       "from_snapshot")
+
+/* The option a face's snake_case name stands for ("memory_max": "MemoryMax"), or NULL. */
+static inline const char *sandbox_option_from_snake(const char *snake) {
+#define SANDBOX_OPTION_SNAKE(name, snake_name) { name, snake_name },
+        static const struct { const char *name, *snake; } options[] = { SANDBOX_CREATE_OPTIONS(SANDBOX_OPTION_SNAKE) };
+#undef SANDBOX_OPTION_SNAKE
+
+        for (size_t i = 0; snake && i < sizeof(options) / sizeof(options[0]); i++)
+                if (strcmp(options[i].snake, snake) == 0)
+                        return options[i].name;
+        return NULL;
+}

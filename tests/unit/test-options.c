@@ -618,8 +618,34 @@ static void test_sandbox_list_query(void **state) {
         json_object_put(o);
 }
 
+/* The faces' names of CreateSandbox's options come from one table (sandbox-api.h): it has
+ * every option the core takes, each once, and no name the core does not know. */
+static void test_option_names_table(void **state) {
+#define NAME(name, snake) name,
+        static const char *const names[] = { SANDBOX_CREATE_OPTIONS(NAME) };
+#undef NAME
+        size_t n = 0;
+
+        for (const char *o; (o = option_set_name(OPTION_SET_SANDBOX, n)); n++) {
+                bool found = false;
+                for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                        found = found || streq(names[i], o);
+                if (!found)
+                        fail_msg("CreateSandbox option %s has no row in SANDBOX_CREATE_OPTIONS (sandbox-api.h)", o);
+        }
+        assert_int_equal(n, ELEMENTSOF(names));
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                assert_true(option_set_lookup(OPTION_SET_SANDBOX, names[i]) >= 0);
+        assert_string_equal(sandbox_option_from_snake("memory_max"), "MemoryMax");
+        assert_string_equal(sandbox_option_from_snake("reuse"), "ReuseExisting");
+        assert_null(sandbox_option_from_snake("memory_mb"));
+        assert_null(sandbox_option_from_snake("MemoryMax"));
+        assert_null(option_set_name(OPTION_SET_SANDBOX, n));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_option_names_table),
                 cmocka_unit_test(test_limits_in_range),
                 cmocka_unit_test(test_limits_out_of_range),
                 cmocka_unit_test(test_limits_messages_agree),
