@@ -103,9 +103,27 @@ int sandbox_lifecycle_log_level(const Sandbox *s) {
         return s->config.ephemeral && !s->pooled ? LOG_DEBUG : LOG_INFO;
 }
 
+/* The life-cycle's transitions: from each state, the states it may go to. A sandbox is
+ * born STARTING (sandbox_new()), RUNNING or PAUSED when adopted (sandbox_adopt()), or
+ * STOPPED (sandbox_new_stopped()); after that, sandbox_set_state() changes its state, but
+ * for a Wake of a stopped sandbox, which is STARTING only once its start began
+ * (sandbox_wake_stopped()). */
+static const unsigned state_transitions[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_STARTING] = 1U << SANDBOX_RUNNING | 1U << SANDBOX_STOPPING,
+        [SANDBOX_RUNNING]  = 1U << SANDBOX_PAUSED | 1U << SANDBOX_STOPPING,
+        [SANDBOX_PAUSED]   = 1U << SANDBOX_RUNNING | 1U << SANDBOX_STOPPING,
+        [SANDBOX_STOPPING] = 1U << SANDBOX_DEAD,
+        [SANDBOX_DEAD]     = 0,
+        /* Files on disk, no processes: woken (starting again) or destroyed. */
+        [SANDBOX_STOPPED]  = 1U << SANDBOX_STARTING | 1U << SANDBOX_DEAD,
+};
+
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
+        assert(s);
+        assert(state >= 0 && state < _SANDBOX_STATE_MAX);
         if (s->state == state)
                 return;
+        assert(state_transitions[s->state] & (1U << state));
         s->state = state;
         manager_sandbox_state_changed(s->manager, s);
 }
@@ -543,12 +561,13 @@ static int on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static int sandbox_arm_timer(Sandbox *s, uint64_t usec) {
+/* The start deadline (lifetime false) or the lifetime, usec from now; 0: none. */
+static int sandbox_arm_timer(Sandbox *s, uint64_t usec, bool lifetime) {
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->deadline_realtime = 0;
         if (usec == 0)
                 return 0;
-        if (s->state != SANDBOX_STARTING)
+        if (lifetime)
                 s->deadline_realtime = now_usec(CLOCK_REALTIME) + usec;
         return sd_event_add_time_relative(s->manager->event, &s->timer_source, CLOCK_MONOTONIC, usec, 0,
                                           on_timer, s);
@@ -612,15 +631,12 @@ static void sandbox_died(Sandbox *s, const char *reason) {
 static void sandbox_became_ready(Sandbox *s) {
         int r;
 
-        s->state = SANDBOX_RUNNING; /* announced below, once the timer is set */
-        r = sandbox_arm_timer(s, s->config.timeout_sec * 1000000ULL);
+        r = sandbox_arm_timer(s, s->config.timeout_sec * 1000000ULL, /* lifetime= */ true);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to arm lifetime timer: %m");
-                s->state = SANDBOX_STARTING;
                 sandbox_stop(s, "its lifetime timer could not be set.");
                 return;
         }
-        s->state = SANDBOX_STARTING;
         sandbox_set_state(s, SANDBOX_RUNNING);
         sandbox_update_idle_timer(s);
         /* Not an ephemeral one's: a restarted sandboxd stops it anyway (its one exec went
@@ -914,7 +930,7 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                         return log_sandbox(s, LOG_ERR, r, "Failed to create the workspace of sandbox %s: %m", s->id);
                 s->workspace = true;
         }
-        r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec);
+        r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec, /* lifetime= */ false);
         if (r >= 0 && !cloning)
                 r = sandbox_start_payload(s);
         if (r < 0) {
@@ -1219,7 +1235,7 @@ int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, 
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
                                           sandbox_state_to_string(s->state));
 
-        r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL);
+        r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL, /* lifetime= */ true);
         if (r < 0)
                 return r;
         s->config.timeout_sec = lifetime_sec;
@@ -1289,7 +1305,8 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         manager_link_sandbox(m, s);
         if (st->deadline_realtime > 0) {
                 /* The lifetime counts on through the restart; one already over ends now. */
-                r = sandbox_arm_timer(s, st->deadline_realtime > now ? st->deadline_realtime - now : 1);
+                r = sandbox_arm_timer(s, st->deadline_realtime > now ? st->deadline_realtime - now : 1,
+                                      /* lifetime= */ true);
                 if (r < 0)
                         log_sandbox(s, LOG_WARNING, r, "Failed to arm lifetime timer: %m");
         }
