@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "access.h"
+#include "log.h"
 #include "strv.h"
 
 const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner, const char *tenant) {
@@ -151,4 +152,26 @@ int sandbox_authorize(sd_bus *bus, const SandboxCaller *caller, SandboxOperation
                              (!optional && caller->interactive ? POLKIT_CHECK_INTERACTIVE : 0),
                              cb, userdata, ret_slot);
         return r < 0 ? r : 0;
+}
+
+int sandbox_authorize_method(sd_bus *bus, const SandboxCaller *caller, const char *method, sandbox_access_t access,
+                             void *access_userdata, SandboxAuthorizeFlags flags, polkit_callback_t cb,
+                             void *userdata, sd_bus_slot **ret_slot, SandboxError *error) {
+        const char *tenant = NULL;
+        SandboxOperation op;
+        uid_t owner = 0;
+        int r;
+
+        assert(caller);
+        assert(method);
+        assert(access);
+        r = sandbox_method_operation(method, &op);
+        if (r < 0) {
+                log_error("No operation for method %s in the core's table: refused.", method);
+                return -EPERM;
+        }
+        r = access(caller, access_userdata, &owner, &tenant, error);
+        if (r < 0)
+                return r;
+        return sandbox_authorize(bus, caller, op, owner, tenant, flags, cb, userdata, ret_slot);
 }

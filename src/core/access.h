@@ -52,6 +52,21 @@ const char *sandbox_access_action(SandboxOperation op, uid_t caller, uid_t owner
  * method that is not in it: nothing is authorized that the core does not know. */
 int sandbox_method_operation(const char *method, SandboxOperation *ret);
 
+/* Says whose the call is about, once the caller is known: a sandbox (or snapshot) of
+ * *ret_owner for *ret_tenant (NULL or "": none); or returns < 0 (error, or the errno) to
+ * refuse the call. Each face's authorize-then takes one. */
+typedef int (*sandbox_access_t)(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
+                                const char **ret_tenant, SandboxError *error);
+
+/* What every face's authorize-then does once its caller is known: the operation of method
+ * (sandbox_method_operation(); a method without one is refused, EPERM), whose the call is
+ * about (access(caller, access_userdata, ...)), and then sandbox_authorize(). Returns as
+ * sandbox_authorize() does (1: granted now; 0: cb follows), or < 0 with error set when
+ * access refused. */
+int sandbox_authorize_method(sd_bus *bus, const SandboxCaller *caller, const char *method, sandbox_access_t access,
+                             void *access_userdata, SandboxAuthorizeFlags flags, polkit_callback_t cb,
+                             void *userdata, sd_bus_slot **ret_slot, SandboxError *error);
+
 /* An action that allows op as well as sandbox_access_action()'s does, asked for when that
  * one is refused; NULL: none. The statistics are for administrators (manage) and for the
  * HTTP bridge, which holds delegate. */

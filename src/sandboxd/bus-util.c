@@ -252,9 +252,6 @@ static void on_authorized(int authorized, const SandboxError *error, void *userd
 
 static void auth_request_decide(AuthRequest *a, uid_t uid) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-        const char *tenant = NULL;
-        SandboxOperation op;
-        uid_t owner = 0;
         int r;
 
         a->caller = (SandboxCaller) {
@@ -268,21 +265,10 @@ static void auth_request_decide(AuthRequest *a, uid_t uid) {
                 auth_request_run(a, true);
                 return;
         }
-        r = sandbox_method_operation(sd_bus_message_get_member(a->call), &op);
-        if (r < 0) {
-                log_error_errno(r, "No operation for method %s: refused.", sd_bus_message_get_member(a->call));
-                auth_request_finish(a, -EPERM, NULL);
-                return;
-        }
-        r = a->access(&a->caller, a->userdata, &owner, &tenant, &error);
-        if (r < 0) {
-                auth_request_finish(a, r, &error);
-                return;
-        }
-        r = sandbox_authorize(sd_bus_message_get_bus(a->call), &a->caller, op, owner, tenant, a->flags,
-                              on_authorized, a, &a->slot);
+        r = sandbox_authorize_method(sd_bus_message_get_bus(a->call), &a->caller, sd_bus_message_get_member(a->call),
+                                     a->access, a->userdata, a->flags, on_authorized, a, &a->slot, &error);
         if (r < 0)
-                auth_request_finish(a, r, NULL);
+                auth_request_finish(a, r, &error);
         else if (r > 0)
                 auth_request_run(a, true);
 }

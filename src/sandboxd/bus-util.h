@@ -33,12 +33,9 @@ int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, con
  * target (options.h): the front end translates, the core decides. */
 int bus_read_options(sd_bus_message *m, OptionSet set, void *target, SandboxError *error);
 
-/* Says, once the caller is known, whose it asks for: a sandbox of *ret_owner for
- * *ret_tenant (NULL or "": none); or returns < 0 (error, or the errno) to refuse the call.
- * The operation is the method's, from the core's table (sandbox_method_operation()), and
- * the core decides the polkit action (access.h). */
-typedef int (*bus_access_t)(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
-                            SandboxError *error);
+/* Whose the call is about (access.h's sandbox_access_t); the operation is the method's,
+ * from the core's table, and the core decides the polkit action. */
+typedef sandbox_access_t bus_access_t;
 /* Returns < 0 to have that error (error, or the errno) sent as the reply; otherwise it
  * replied or will. caller->granted says whether the action was granted. */
 typedef int (*bus_authorized_t)(sd_bus_message *call, const SandboxCaller *caller, void *userdata,

@@ -349,9 +349,6 @@ int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t acce
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         VarlinkAuthRequest *a;
         struct ucred ucred;
-        const char *tenant = NULL;
-        SandboxOperation op;
-        uid_t owner = 0;
         int r;
 
         a = calloc(1, sizeof(VarlinkAuthRequest));
@@ -397,20 +394,10 @@ int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t acce
                 auth_request_run(a, true);
                 return 0;
         }
-        r = sandbox_method_operation(varlink_call_get_method(call), &op);
-        if (r < 0) {
-                log_error_errno(r, "No operation for method %s: refused.", varlink_call_get_method(call));
-                auth_request_finish(a, -EPERM, NULL);
-                return 0;
-        }
-        r = access(&a->caller, a->userdata, &owner, &tenant, &error);
-        if (r < 0) {
-                auth_request_finish(a, r, &error);
-                return 0;
-        }
-        r = sandbox_authorize(bus, &a->caller, op, owner, tenant, flags, on_authorized, a, &a->slot);
+        r = sandbox_authorize_method(bus, &a->caller, varlink_call_get_method(call), access, a->userdata, flags,
+                                     on_authorized, a, &a->slot, &error);
         if (r < 0)
-                auth_request_finish(a, r, NULL);
+                auth_request_finish(a, r, &error);
         else if (r > 0)
                 auth_request_run(a, true);
         else

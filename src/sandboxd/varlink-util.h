@@ -88,12 +88,9 @@ int varlink_bind_methods(VarlinkServer *s, const char *interface, const VarlinkM
 VarlinkCall *varlink_call_release(VarlinkCall *call);
 
 
-/* Says, once the caller is known, whose it asks for: a sandbox of *ret_owner for
- * *ret_tenant; or returns < 0 (error, or the errno) to refuse the call. The operation is
- * the method's, from the core's table (sandbox_method_operation()), and the core decides
- * the polkit action (access.h). */
-typedef int (*varlink_access_t)(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
-                                const char **ret_tenant, SandboxError *error);
+/* Whose the call is about (access.h's sandbox_access_t); the operation is the method's,
+ * from the core's table, and the core decides the polkit action. */
+typedef sandbox_access_t varlink_access_t;
 /* Returns < 0 to have that error (error, or the errno) sent as the reply; otherwise it
  * replied or will (holding a reference to call). caller->granted says whether the action
  * was granted. */

@@ -153,6 +153,40 @@ static void test_method_operations(void **state) {
         assert_int_equal(sandbox_method_operation("ListTemplates", &op), -ENOENT);
 }
 
+static int access_of_root(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                          SandboxError *error) {
+        unsigned *n = userdata;
+
+        (*n)++;
+        *ret_owner = 0;
+        return 0;
+}
+
+static int access_refused(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                          SandboxError *error) {
+        return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No sandbox 'x'.");
+}
+
+/* Every face's authorize-then: the method's operation, whose the call is, then polkit. */
+static void test_authorize_method(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxCaller root = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0 };
+        unsigned n = 0;
+
+        /* Root is not asked: granted at once. */
+        assert_int_equal(sandbox_authorize_method(NULL, &root, "io.sandboxd.Sandbox.Exec", access_of_root, &n, 0,
+                                                  NULL, NULL, NULL, &error), 1);
+        assert_int_equal(n, 1);
+        /* A method the table lacks is refused before anything is looked up. */
+        assert_int_equal(sandbox_authorize_method(NULL, &root, "Frobnicate", access_of_root, &n, 0, NULL, NULL, NULL,
+                                                  &error), -EPERM);
+        assert_int_equal(n, 1);
+        /* What access refuses is the answer. */
+        assert_int_equal(sandbox_authorize_method(NULL, &root, "Destroy", access_refused, NULL, 0, NULL, NULL, NULL,
+                                                  &error), -ENXIO);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+}
+
 static void test_tenants(void **state) {
         SandboxCaller plain = { .uid = 1000 }, a = { .uid = 1000, .tenant = "a" }, root_a = { .uid = 0, .tenant = "a" },
                 manager_a = { .uid = 1001, .tenant = "a", .granted = true };
@@ -297,6 +331,7 @@ int main(void) {
                 cmocka_unit_test(test_actions_and_visibility),
                 cmocka_unit_test(test_tenants),
                 cmocka_unit_test(test_method_operations),
+                cmocka_unit_test(test_authorize_method),
                 cmocka_unit_test(test_caller_from_socket),
                 cmocka_unit_test_setup_teardown(test_authorize, setup, teardown),
         };
