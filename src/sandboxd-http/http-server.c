@@ -150,17 +150,6 @@ static bool address_is_trusted(HttpServer *s, const char *address) {
         return strv_contains(s->config->trusted_proxies, address);
 }
 
-/* A peer's address as text ("unix" for AF_UNIX), normalized as TrustedProxy= is. */
-static const char *address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]) {
-        if (!sa)
-                return "unix";
-        if (sa->sa_family == AF_INET)
-                return inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, INET6_ADDRSTRLEN);
-        if (sa->sa_family == AF_INET6)
-                return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, buf, INET6_ADDRSTRLEN);
-        return "unix";
-}
-
 /* ---- requests ---- */
 
 static uint64_t now_usec(void) {
@@ -991,7 +980,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 *c = (HttpConnection) { .daemon = d, .connection = connection };
                 info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
                 snprintf(c->address, sizeof(c->address), "%s",
-                         d->unix_socket ? "unix" : address_to_string(info ? info->client_addr : NULL, buf));
+                         d->unix_socket ? "unix" : http_address_to_string(info ? info->client_addr : NULL, buf));
                 if (!d->unix_socket && !address_is_trusted(d->server, c->address)) {
                         _cleanup_free_ char *key = strjoin("c:", c->address);
                         c->counted = key && server_count(d->server, key, +1) >= 0;
@@ -1028,7 +1017,7 @@ static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, 
 
         if (d->unix_socket || c->connections_per_ip == 0 || !addr || addrlen < sizeof(sa_family_t))
                 return MHD_YES;
-        a = address_to_string(addr, buf);
+        a = http_address_to_string(addr, buf);
         if (!a || address_is_trusted(d->server, a))
                 return MHD_YES;
         snprintf(key, sizeof(key), "c:%s", a);

@@ -2,6 +2,9 @@
 
 /* Base64, JSON bodies, and the varlink error → HTTP status table (SANDBOX_ERRORS). */
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "http.h"
 #include "json-util.h"
 #include "sandbox-api.h"
@@ -110,4 +113,19 @@ json_object *http_json_parse(const char *text, size_t size, const char **ret_err
                 return NULL;
         }
         return TAKE_PTR(o);
+}
+
+const char *http_address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]) {
+        if (!sa)
+                return "unix";
+        if (sa->sa_family == AF_INET)
+                return inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, buf, INET6_ADDRSTRLEN);
+        if (sa->sa_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *) sa)->sin6_addr;
+
+                if (IN6_IS_ADDR_V4MAPPED(a))
+                        return inet_ntop(AF_INET, a->s6_addr + 12, buf, INET6_ADDRSTRLEN);
+                return inet_ntop(AF_INET6, a, buf, INET6_ADDRSTRLEN);
+        }
+        return "unix";
 }

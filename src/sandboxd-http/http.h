@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <json-c/json.h>
 #include <microhttpd.h>
@@ -230,6 +232,11 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
 void http_backend_cancel(HttpRequest *req);
 
 /* ---- helpers (http-util.c) ---- */
+
+/* A peer's address as text, in buf ("unix" for AF_UNIX or none), normalized as
+ * TrustedProxy= is: an IPv4-mapped IPv6 address (an IPv4 client of a dual-stack
+ * listener) is the IPv4 address it carries. */
+const char *http_address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]);
 
 /* The HTTP status of a varlink error name (SANDBOX_ERRORS' column; 500 for others). */
 unsigned http_status_from_varlink_error(const char *error, json_object *parameters);

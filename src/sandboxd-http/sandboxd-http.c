@@ -46,7 +46,8 @@ static int parse_listen_item(const char *rvalue, void *data) {
         return strv_extend(l, rvalue);
 }
 
-/* An IP address (normalized, as inet_ntop() writes it) or "unix"; empty: none. */
+/* An IP address (normalized, as inet_ntop() writes it, an IPv4-mapped one as IPv4) or
+ * "unix"; empty: none. */
 static int parse_proxy_item(const char *rvalue, void *data) {
         char ***l = data, buf[INET6_ADDRSTRLEN];
         unsigned char a[sizeof(struct in6_addr)];
@@ -60,7 +61,10 @@ static int parse_proxy_item(const char *rvalue, void *data) {
         if (inet_pton(AF_INET, rvalue, a) == 1)
                 return strv_extend(l, inet_ntop(AF_INET, a, buf, sizeof(buf)));
         if (inet_pton(AF_INET6, rvalue, a) == 1)
-                return strv_extend(l, inet_ntop(AF_INET6, a, buf, sizeof(buf)));
+                /* ::ffff:a.b.c.d is a.b.c.d, as a dual-stack listener's peer is keyed. */
+                return strv_extend(l, IN6_IS_ADDR_V4MAPPED((struct in6_addr *) a) ?
+                                      inet_ntop(AF_INET, a + 12, buf, sizeof(buf)) :
+                                      inet_ntop(AF_INET6, a, buf, sizeof(buf)));
         return -EINVAL;
 }
 

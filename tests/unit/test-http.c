@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "http.h"
 #include "json-util.h"
 
@@ -143,12 +146,29 @@ static void test_sha256(void **state) {
         assert_memory_equal(h, abc, 32);
 }
 
+/* A peer's address as TrustedProxy= and ConnectionsPerIP= key it: an IPv4 client of a
+ * dual-stack listener ([::]) is its IPv4 address, as a TrustedProxy= of it is written. */
+static void test_address(void **state) {
+        char buf[INET6_ADDRSTRLEN];
+        struct sockaddr_in v4 = { .sin_family = AF_INET };
+        struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+
+        assert_int_equal(inet_pton(AF_INET, "10.0.0.5", &v4.sin_addr), 1);
+        assert_string_equal(http_address_to_string((struct sockaddr *) &v4, buf), "10.0.0.5");
+        assert_int_equal(inet_pton(AF_INET6, "::ffff:10.0.0.5", &v6.sin6_addr), 1);
+        assert_string_equal(http_address_to_string((struct sockaddr *) &v6, buf), "10.0.0.5");
+        assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr), 1);
+        assert_string_equal(http_address_to_string((struct sockaddr *) &v6, buf), "2001:db8::1");
+        assert_string_equal(http_address_to_string(NULL, buf), "unix");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_tokens),
                 cmocka_unit_test(test_sha256),
+                cmocka_unit_test(test_address),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
