@@ -30,12 +30,17 @@ typedef struct QuotaBucket {
         unsigned starting;
 } QuotaBucket;
 
+/* A create waiting for its turn (template_name set), or another expensive operation
+ * (run set: a snapshot, its fork's or hibernation's), of owner's, for config.tenant. */
 typedef struct StartWaiter {
         char *template_name;
-        SandboxConfig config;  /* resolved */
+        SandboxConfig config;  /* resolved; of another operation, only its tenant */
         uid_t owner;
         sandbox_callback_t cb;
         void *userdata;
+        turn_run_t run;
+        turn_fail_t fail;
+        void *data;
         struct StartWaiter *next, *prev;
 } StartWaiter;
 
@@ -143,7 +148,7 @@ static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUs
         }
         /* Those waiting for their turn to start count already. */
         for (StartWaiter *w = m->start_waiters; w; w = w->next)
-                if (!isempty(tenant) ? streq(w->config.tenant, tenant) : (w->owner == owner && isempty(w->config.tenant)))
+                if (!w->run && !isempty(tenant) ? streq(w->config.tenant, tenant) : (w->owner == owner && isempty(w->config.tenant)))
                         quota_use_add(ret, &w->config);
 }
 
@@ -270,6 +275,17 @@ static int on_start_pump(sd_event_source *source, void *userdata) {
                         if (!start_slot_free(m, w->owner, w->config.tenant))
                                 continue;
                         LIST_REMOVE_WITH_TAIL(m->start_waiters, m->start_waiters_tail, w);
+                        if (w->run) {
+                                r = w->run(m, w->data, &error);
+                                if (r < 0) {
+                                        if (!sandbox_error_is_set(&error))
+                                                sandbox_error_set_errno(&error, -r, "Failed to start: %m");
+                                        w->fail(w->data, &error);
+                                }
+                                start_waiter_free(w);
+                                again = true;
+                                break;
+                        }
                         t = template_set_find(&m->templates, w->template_name);
                         if (!t)
                                 r = sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_TEMPLATE,
@@ -289,9 +305,43 @@ static int on_start_pump(sd_event_source *source, void *userdata) {
 }
 
 void manager_start_done(Manager *m, Sandbox *s) {
-        QuotaBucket *b = quota_bucket(m, s->owner, s->config.tenant, false);
-
         s->start_counted = false;
+        manager_turn_done(m, s->owner, s->config.tenant);
+}
+
+bool manager_turn_free(Manager *m, uid_t owner, const char *tenant) {
+        for (StartWaiter *w = m->start_waiters; w; w = w->next)
+                if (w->owner == owner && streq(w->config.tenant, tenant ?: ""))
+                        return false;
+        return start_slot_free(m, owner, tenant);
+}
+
+void manager_turn_taken(Manager *m, uid_t owner, const char *tenant) {
+        QuotaBucket *b = quota_bucket(m, owner, tenant, true);
+
+        /* Out of memory for the bucket: the operation goes uncounted, not refused. */
+        if (b)
+                b->starting++;
+}
+
+int manager_turn_wait(Manager *m, uid_t owner, const char *tenant, turn_run_t run, turn_fail_t fail, void *data,
+                      SandboxError *error) {
+        StartWaiter *w = calloc(1, sizeof(StartWaiter));
+
+        if (!w)
+                return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        w->owner = owner;
+        snprintf(w->config.tenant, sizeof(w->config.tenant), "%s", tenant ?: "");
+        w->run = run;
+        w->fail = fail;
+        w->data = data;
+        LIST_APPEND(m->start_waiters, m->start_waiters_tail, w);
+        return 0;
+}
+
+void manager_turn_done(Manager *m, uid_t owner, const char *tenant) {
+        QuotaBucket *b = quota_bucket(m, owner, tenant, false);
+
         if (b && b->starting > 0)
                 b->starting--;
         if (!m->start_waiters || !m->event)
@@ -305,14 +355,11 @@ void manager_start_done(Manager *m, Sandbox *s) {
 
 int manager_start_admitted(Manager *m, const Template *t, SandboxConfig *config, uid_t owner,
                            sandbox_callback_t cb, void *userdata, SandboxError *error) {
-        bool own_waiting = false;
         StartWaiter *w;
         int r;
 
-        /* Behind its own owner's (tenant's) waiting creates, never behind another's. */
-        for (w = m->start_waiters; w && !own_waiting; w = w->next)
-                own_waiting = w->owner == owner && streq(w->config.tenant, config->tenant);
-        if (!own_waiting && start_slot_free(m, owner, config->tenant))
+        /* Behind its own owner's (tenant's) waiting operations, never behind another's. */
+        if (manager_turn_free(m, owner, config->tenant))
                 return manager_start_sandbox_now(m, t, config, owner, false, cb, userdata, error);
 
         w = calloc(1, sizeof(StartWaiter));
@@ -337,7 +384,10 @@ void manager_start_waiters_abandon(Manager *m, const SandboxError *error) {
                 StartWaiter *w = m->start_waiters;
 
                 LIST_REMOVE_WITH_TAIL(m->start_waiters, m->start_waiters_tail, w);
-                w->cb(NULL, error, w->userdata);
+                if (w->run)
+                        w->fail(w->data, error);
+                else
+                        w->cb(NULL, error, w->userdata);
                 start_waiter_free(w);
         }
 }

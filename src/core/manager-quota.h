@@ -21,7 +21,20 @@ int manager_start_admitted(Manager *m, const Template *t, SandboxConfig *config,
 void manager_start_counted(Manager *m, Sandbox *s);
 /* A sandbox's state changed, or it goes: its start, if counted, is done. */
 void manager_start_done(Manager *m, Sandbox *s);
-/* sandboxd stops: the waiting creates are answered with error. */
+/* The same turns for the other expensive operations (a snapshot, and so a fork's or a
+ * hibernation's): free when owner (tenant) has none waiting and a slot free; then the
+ * operation starts at once and takes its slot (manager_turn_taken()) until
+ * manager_turn_done(). Else manager_turn_wait(): run(data) once its turn comes (it
+ * frees data unless it fails), or fail(data, error) (which frees it) when run fails or
+ * sandboxd stops. */
+typedef int (*turn_run_t)(Manager *m, void *data, SandboxError *error);
+typedef void (*turn_fail_t)(void *data, const SandboxError *error);
+bool manager_turn_free(Manager *m, uid_t owner, const char *tenant);
+void manager_turn_taken(Manager *m, uid_t owner, const char *tenant);
+void manager_turn_done(Manager *m, uid_t owner, const char *tenant);
+int manager_turn_wait(Manager *m, uid_t owner, const char *tenant, turn_run_t run, turn_fail_t fail, void *data,
+                      SandboxError *error);
+/* sandboxd stops: the waiting creates (and other operations) are answered with error. */
 void manager_start_waiters_abandon(Manager *m, const SandboxError *error);
 
 /* The lifetime a sandbox of that template gets when its caller asks for none ([Limits]

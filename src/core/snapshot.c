@@ -313,6 +313,7 @@ typedef struct SnapshotJob {
         FileOp *op;
         snapshot_callback_t cb;
         void *userdata;
+        bool turn;                 /* holds one of its owner's (tenant's) turns */
 } SnapshotJob;
 
 static SnapshotJob *snapshot_job_free(SnapshotJob *j) {
@@ -324,6 +325,8 @@ static SnapshotJob *snapshot_job_free(SnapshotJob *j) {
         if (j->partial)
                 (void) unlink(j->partial);
         free(j->partial);
+        if (j->turn)
+                manager_turn_done(j->manager, j->meta.owner, j->meta.config.tenant);
         snapshot_meta_done(&j->meta);
         sandbox_error_done(&j->error);
         return mfree(j);
@@ -636,13 +639,77 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 return sandbox_error_is_set(error) ? r :
                         sandbox_error_set_errno(error, -r, "Failed to start the snapshot: %m");
         }
+        manager_turn_taken(m, j->meta.owner, j->meta.config.tenant);
+        j->turn = true;
         log_sandbox(s, LOG_INFO, 0, "Taking snapshot %s of sandbox %s.", j->meta.id, s->id);
         return 0;
 }
 
+/* A snapshot waiting for its owner's (tenant's) turn (manager-quota.h). */
+typedef struct SnapshotTurn {
+        char sandbox[SANDBOX_ID_LEN + 1];
+        SnapshotOptions options;
+        bool has_options;
+        SnapshotEventCause cause;
+        snapshot_callback_t cb;
+        void *userdata;
+} SnapshotTurn;
+
+static int on_snapshot_turn(Manager *m, void *data, SandboxError *error) {
+        SnapshotTurn *t = data;
+        Sandbox *s = manager_find_sandbox(m, t->sandbox);
+        int r;
+
+        /* Everything is checked again now: the sandbox may have gone or changed meanwhile. */
+        if (!s)
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX,
+                                         "Sandbox %s ended while its snapshot waited.", t->sandbox);
+        r = sandbox_snapshot_full(s, t->has_options ? &t->options : NULL, t->cause, t->cb, t->userdata, error);
+        if (r >= 0)
+                free(t);
+        return r;
+}
+
+static void on_snapshot_turn_failed(void *data, const SandboxError *error) {
+        SnapshotTurn *t = data;
+
+        t->cb(NULL, error, t->userdata);
+        free(t);
+}
+
+/* Now, or once its owner (tenant) has a turn free: StartsInFlight= for snapshots as for
+ * creates, one queue for both (docs/QUOTAS.md). */
+static int sandbox_snapshot_queued(Sandbox *s, const SnapshotOptions *o, SnapshotEventCause cause,
+                                   snapshot_callback_t cb, void *userdata, SandboxError *error) {
+        SnapshotTurn *t;
+        int r;
+
+        if (manager_turn_free(s->manager, s->owner, s->config.tenant))
+                return sandbox_snapshot_full(s, o, cause, cb, userdata, error);
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
+                                         sandbox_state_to_string(s->state));
+        t = calloc(1, sizeof(SnapshotTurn));
+        if (!t)
+                return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        snprintf(t->sandbox, sizeof(t->sandbox), "%s", s->id);
+        if (o) {
+                t->options = *o;
+                t->has_options = true;
+        }
+        t->cause = cause;
+        t->cb = cb;
+        t->userdata = userdata;
+        r = manager_turn_wait(s->manager, s->owner, s->config.tenant, on_snapshot_turn, on_snapshot_turn_failed, t,
+                              error);
+        if (r < 0)
+                free(t);
+        return r;
+}
+
 int sandbox_snapshot(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
                      SandboxError *error) {
-        return sandbox_snapshot_full(s, o, SNAPSHOT_CAUSE_SNAPSHOT, cb, userdata, error);
+        return sandbox_snapshot_queued(s, o, SNAPSHOT_CAUSE_SNAPSHOT, cb, userdata, error);
 }
 
 /* ---- Hibernate ---- */
@@ -702,7 +769,7 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
         h->manager = s->manager;
         h->cb = cb;
         h->userdata = userdata;
-        r = sandbox_snapshot_full(s, o, SNAPSHOT_CAUSE_HIBERNATE, on_hibernate_snapshot, h, error);
+        r = sandbox_snapshot_queued(s, o, SNAPSHOT_CAUSE_HIBERNATE, on_hibernate_snapshot, h, error);
         if (r < 0)
                 free(h);
         return r;
@@ -951,7 +1018,7 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
                 fork_job_free(fj);
                 return r;
         }
-        r = sandbox_snapshot_full(source, NULL, SNAPSHOT_CAUSE_FORK, on_fork_snapshot, fj, error);
+        r = sandbox_snapshot_queued(source, NULL, SNAPSHOT_CAUSE_FORK, on_fork_snapshot, fj, error);
         if (r < 0)
                 fork_job_free(fj);
         return r;

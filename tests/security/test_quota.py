@@ -37,7 +37,8 @@ TOKENS = {}
 RULES = 'io.sandboxd.Sandbox1-http.rules'
 E = 'io.sandboxd.Sandbox1.'
 VE = 'io.sandboxd.Sandbox.'
-CONFIG = """
+SNAPDIR = '/run/sandboxd-test-state/snapshots-quota'
+CONFIG = f"""
 [Node]
 MemoryMax=700M
 TasksMax=3000
@@ -56,6 +57,8 @@ Sandboxes=3
 MemoryMax=600M
 CreatesPerSecond=1
 CreatesBurst=5
+[Snapshots]
+Directory={SNAPDIR}
 """
 
 
@@ -360,6 +363,67 @@ class Quota(secutil.Base):
                 th.join()
             for sbx in made:
                 sbx.kill()
+
+    def test_a_flood_of_snapshots_does_not_stall_another(self):
+        # root keeps 24 snapshots in flight, 3 of each of 8 sandboxes with 32 MiB of files;
+        # 2 at a time are taken (StartsInFlight=, one queue with the creates), the rest
+        # wait. nobody's snapshot, asked during the flood, waits behind none of them.
+        t = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+        ids = [self.create('--memory', '64M') for _ in range(8)]
+        for sid in ids:
+            self.ok(self.exec(sid, 'sh', '-c', 'head -c 32M /dev/urandom > /work/blob'))
+        res = create(uid=NOBODY)
+        self.assertIn('reply', res, res)
+        theirs = res['reply'][0]
+        self.addCleanup(S.sandboxctl, 'destroy', theirs, timeout=120)
+        pending, snaps, errors, lock = [24], [], [], threading.Lock()
+
+        def one(sid):
+            try:
+                snap = sandboxd.Sandbox.connect(sid, transport=t).snapshot()
+                with lock:
+                    snaps.append(snap)
+            except sandboxd.SandboxError as e:
+                with lock:
+                    errors.append(e)
+            finally:
+                with lock:
+                    pending[0] -= 1
+        threads = [threading.Thread(target=one, args=(sid,)) for sid in ids * 3]
+        taking, done = [0], threading.Event()
+
+        def watch():
+            # Snapshots being taken: their .partial files in the directory.
+            d = S.path(SNAPDIR)
+            while not done.is_set():
+                try:
+                    taking[0] = max(taking[0], sum(n.endswith('.partial') for n in os.listdir(d)))
+                except OSError:
+                    pass
+                time.sleep(0.005)
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        for th in threads:
+            th.start()
+        try:
+            time.sleep(0.3)
+            res = bus([call(sandbox_path(theirs), SBX, 'Snapshot', 'a{sv}', {})], uid=NOBODY)[0]
+            with lock:
+                left = pending[0]
+            self.assertIn('reply', res, res)
+            snaps.append(res['reply'][0])
+            self.assertGreaterEqual(left, 8, f'nobody\'s snapshot was answered after root\'s flood ({left} left)')
+        finally:
+            for th in threads:
+                th.join()
+            done.set()
+            watcher.join()
+            for snap in snaps:
+                secutil.varlink([vcall('RemoveSnapshot', snapshot=snap)])
+        # root's 24 were taken at most 2 at a time; nobody's may have been a third.
+        self.assertLessEqual(taking[0], 3, 'more snapshots taken at once than StartsInFlight= allows')
+        self.assertGreaterEqual(taking[0], 2)
+        self.assertEqual(errors, [])
 
     def test_code_never_in_a_command_line(self):
         marker = f'QUOTA-MARKER-{os.getpid()}-{time.monotonic_ns()}'
