@@ -403,8 +403,11 @@ int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret)
         quota_use_count(m, caller->uid, tenant, &use);
         *ret = (QuotaReport) {};
         quota_whom(caller->uid, tenant, ret->scope, sizeof(ret->scope));
-        /* Snapshots are counted per owner (sandboxd.conf [Snapshots]). */
-        r = manager_snapshots_usage(m, caller->uid, &snapshot_bytes, &snapshots);
+        /* Snapshots: an owner's by sandboxd.conf [Snapshots], a tenant's by [TenantQuota]. */
+        if (tenant)
+                r = manager_snapshots_usage_tenant(m, tenant, &snapshot_bytes, &snapshots);
+        else
+                r = manager_snapshots_usage(m, caller->uid, &snapshot_bytes, &snapshots);
         if (r < 0 && r != -ENOENT)
                 return r;
         b = quota_bucket(m, caller->uid, tenant, false);
@@ -414,10 +417,12 @@ int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret)
         ret->entries[QUOTA_TASKS] = (QuotaEntry) { QUOTA_TASKS, l->tasks, use.tasks };
         ret->entries[QUOTA_DISK] = (QuotaEntry) { QUOTA_DISK, l->disk, use.disk };
         ret->entries[QUOTA_CPU] = (QuotaEntry) { QUOTA_CPU, l->cpu, use.cpu };
-        ret->entries[QUOTA_SNAPSHOTS] = (QuotaEntry) { QUOTA_SNAPSHOTS, m->settings.snapshots.max_per_owner,
+        ret->entries[QUOTA_SNAPSHOTS] = (QuotaEntry) { QUOTA_SNAPSHOTS,
+                                                       tenant ? l->snapshots : m->settings.snapshots.max_per_owner,
                                                        snapshots };
-        ret->entries[QUOTA_SNAPSHOT_BYTES] = (QuotaEntry) { QUOTA_SNAPSHOT_BYTES,
-                                                            m->settings.snapshots.max_bytes_per_owner, snapshot_bytes };
+        ret->entries[QUOTA_SNAPSHOT_BYTES] = (QuotaEntry) {
+                QUOTA_SNAPSHOT_BYTES, tenant ? l->snapshot_bytes : m->settings.snapshots.max_bytes_per_owner,
+                snapshot_bytes };
         ret->entries[QUOTA_CREATES_PER_SEC] = (QuotaEntry) {
                 QUOTA_CREATES_PER_SEC, l->creates_per_sec,
                 b ? token_bucket_in_use(&b->bucket, l->creates_per_sec, l->creates_burst,

@@ -79,6 +79,8 @@ typedef struct QuotaLimits {
         uint64_t cpu;             /* the sum of CPUQuotaPerSecUSec */
         uint64_t creates_per_sec; /* a token bucket: this many per second … */
         uint64_t creates_burst;   /* … up to this many at once (0: creates_per_sec) */
+        uint64_t snapshots;       /* [TenantQuota] only: snapshots stored (an owner's are */
+        uint64_t snapshot_bytes;  /* sandboxd.conf [Snapshots] MaxPerOwner=, MaxBytesPerOwner=) */
 } QuotaLimits;
 
 typedef struct QuotaSettings {

@@ -105,8 +105,8 @@ static int snapshots_load_all(Manager *m, SnapshotMeta **ret, size_t *ret_n) {
         return 0;
 }
 
-/* How many snapshots owner has and how many bytes they take. */
-int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
+/* How many snapshots owner (tenant, when not empty) has and how many bytes they take. */
+static int snapshots_usage(Manager *m, uid_t owner, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count) {
         SnapshotMeta *a;
         size_t n;
         int r;
@@ -116,12 +116,38 @@ int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64
                 return r;
         *ret_bytes = *ret_count = 0;
         for (size_t i = 0; i < n; i++)
-                if (a[i].owner == owner) {
+                if (!isempty(tenant) ? streq(a[i].config.tenant, tenant) : a[i].owner == owner) {
                         *ret_bytes += a[i].size;
                         (*ret_count)++;
                 }
         snapshot_meta_array_free(a, n);
         return 0;
+}
+
+int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
+        return snapshots_usage(m, owner, NULL, ret_bytes, ret_count);
+}
+
+int manager_snapshots_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count) {
+        return snapshots_usage(m, 0, tenant, ret_bytes, ret_count);
+}
+
+/* What tenant's quota ([TenantQuota] Snapshots=, SnapshotBytes=) leaves for one more
+ * snapshot: *ret_room bytes (UINT64_MAX: unbounded); -EDQUOT, with *ret_count and *ret_used,
+ * when none. */
+static int snapshot_tenant_room(Manager *m, const char *tenant, uint64_t *ret_used, uint64_t *ret_count,
+                                uint64_t *ret_room) {
+        const QuotaLimits *l = &m->settings.tenancy.quota.tenant;
+        int r;
+
+        *ret_used = *ret_count = 0;
+        *ret_room = UINT64_MAX;
+        if (isempty(tenant) || (l->snapshots == 0 && l->snapshot_bytes == 0))
+                return 0;
+        r = manager_snapshots_usage_tenant(m, tenant, ret_used, ret_count);
+        if (r < 0)
+                return r;
+        return snapshot_quota_room(*ret_used, *ret_count, l->snapshot_bytes, l->snapshots, ret_room);
 }
 
 /* The record of what happened to snapshot meta: one place per kind (taken:
@@ -302,7 +328,8 @@ typedef struct SnapshotJob {
         sd_event_source *io;
         char *partial;
         uint64_t room;
-        bool room_is_max; /* room is sandboxd.conf [Limits] SnapshotMax=, not the quota's */             /* what the quota leaves */
+        bool room_is_max; /* room is sandboxd.conf [Limits] SnapshotMax=, not the quota's */
+        bool room_is_tenant;       /* room is the tenant's quota's, not the owner's */             /* what the quota leaves */
         bool stream_done;
         bool op_done;
         bool repause;              /* it was paused: frozen again after */
@@ -351,6 +378,9 @@ static int snapshot_commit(SnapshotJob *j) {
                                 j->manager->settings.snapshots.max_per_owner, &room);
         if (r < 0 || j->meta.size > room)
                 return -EDQUOT;
+        r = snapshot_tenant_room(j->manager, j->meta.config.tenant, &used, &count, &room);
+        if (r < 0 || j->meta.size > room)
+                return r == -EDQUOT || r >= 0 ? -EDQUOT : r;
         r = snapshot_meta_to_json(&j->meta, &text);
         if (r < 0)
                 return r;
@@ -447,6 +477,17 @@ static int on_stream(sd_event_source *source, int fd, uint32_t revents, void *us
                         sandbox_error_set(&j->error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
                                           "Snapshot of sandbox %s exceeds the maximum of %" PRIu64 " bytes of one "
                                           "snapshot (sandboxd.conf [Limits] SnapshotMax=).", j->meta.source, j->room);
+                        snapshot_job_fail(j);
+                        break;
+                }
+                if (j->meta.size > j->room && j->room_is_tenant) {
+                        const QuotaLimits *l = &j->manager->settings.tenancy.quota.tenant;
+
+                        sandbox_error_set_quota(&j->error, quota_item_to_string(QUOTA_SNAPSHOT_BYTES),
+                                                l->snapshot_bytes, l->snapshot_bytes - j->room,
+                                                "Snapshot of sandbox %s exceeds the snapshot quota of tenant %s "
+                                                "([TenantQuota] SnapshotBytes=, sandboxd.conf(5)): %" PRIu64
+                                                " bytes left.", j->meta.source, j->meta.config.tenant, j->room);
                         snapshot_job_fail(j);
                         break;
                 }
@@ -558,7 +599,8 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         bool hibernate = cause == SNAPSHOT_CAUSE_HIBERNATE;
         Manager *m = s->manager;
         SnapshotJob *j;
-        uint64_t used, count, room;
+        uint64_t used, count, room, troom;
+        bool by_tenant;
         int r;
 
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
@@ -584,6 +626,21 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                                          s->owner, count, used, m->settings.snapshots.max_per_owner,
                                          m->settings.snapshots.max_bytes_per_owner);
         }
+        r = snapshot_tenant_room(m, s->config.tenant, &used, &count, &troom);
+        if (r == -EDQUOT) {
+                const QuotaLimits *l = &m->settings.tenancy.quota.tenant;
+                bool by_count = l->snapshots > 0 && count >= l->snapshots;
+
+                return sandbox_error_set_quota(error, quota_item_to_string(by_count ? QUOTA_SNAPSHOTS : QUOTA_SNAPSHOT_BYTES),
+                                               by_count ? l->snapshots : l->snapshot_bytes, by_count ? count : used,
+                                               "Tenant %s has %" PRIu64 " snapshot(s) of %" PRIu64 " bytes; the quota "
+                                               "([TenantQuota], sandboxd.conf(5)) is %" PRIu64 " snapshot(s), %" PRIu64
+                                               " bytes.", s->config.tenant, count, used, l->snapshots, l->snapshot_bytes);
+        }
+        if (r < 0)
+                return sandbox_error_set_errno(error, -r, "Failed to read the snapshots in %s: %m", snapshots_dir(m));
+        by_tenant = troom < room;
+        room = MIN(room, troom);
 
         j = calloc(1, sizeof(SnapshotJob));
         if (!j)
@@ -595,6 +652,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 .pipe_fd = -EBADF,
                 .room = MIN(room, m->settings.tenancy.limits.snapshot_max ?: UINT64_MAX),
                 .room_is_max = m->settings.tenancy.limits.snapshot_max && m->settings.tenancy.limits.snapshot_max < room,
+                .room_is_tenant = by_tenant,
                 .cause = cause,
                 .cb = cb,
                 .userdata = userdata,

@@ -32,6 +32,8 @@ int manager_snapshots_setup(Manager *m);
 void manager_snapshots_done(Manager *m);
 /* How many snapshots owner has and how many bytes they take. */
 int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count);
+/* The same for a tenant's ([TenantQuota] Snapshots=, SnapshotBytes=). */
+int manager_snapshots_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count);
 
 /* meta is valid during the call only; NULL with error set on failure. */
 typedef void (*snapshot_callback_t)(const SnapshotMeta *meta, const SandboxError *error, void *userdata);

@@ -75,6 +75,8 @@ static const ConfigTableItem recorder_table[] = {
         { "TenantQuota", "CPUQuota",         config_parse_cpu_quota, offsetof(SettingsFile, ten.quota.tenant.cpu),             "a percentage of one CPU" },
         { "TenantQuota", "CreatesPerSecond", config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_per_sec), "a number" },
         { "TenantQuota", "CreatesBurst",     config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_burst),   "a number" },
+        { "TenantQuota", "Snapshots",        config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.snapshots),       "a number" },
+        { "TenantQuota", "SnapshotBytes",    config_parse_size,      offsetof(SettingsFile, ten.quota.tenant.snapshot_bytes),  "bytes with an optional K, M, G or T" },
         { "Workspaces", "Directory",       config_parse_path,    offsetof(SettingsFile, ws.directory),             "an absolute path" },
         { "Workspaces", "PoolSize",        config_parse_size,    offsetof(SettingsFile, ws.pool_size),             "bytes with an optional K, M, G or T" },
 };

@@ -57,6 +57,7 @@ Sandboxes=3
 MemoryMax=600M
 CreatesPerSecond=1
 CreatesBurst=5
+Snapshots=1
 [Snapshots]
 Directory={SNAPDIR}
 """
@@ -277,6 +278,31 @@ class Quota(secutil.Base):
         with self.assertRaises(sandboxd.InvalidOption) as cm:
             sbx.commands.run('cat', stdin=big)
         self.assertIn(stdin, str(cm.exception))
+
+    def test_tenant_snapshot_quota(self):
+        # [TenantQuota] Snapshots=1: bob's second snapshot is refused (403, what, limit and
+        # use), and GetQuota counts the tenant's snapshots.
+        status, sess = request('POST', '/api/v1/sessions', {'template': 'shell', 'limits': {'memory_max': 64 * MiB}},
+                               token='bob')
+        self.assertEqual(status, 201, sess)
+        self.addCleanup(request, 'DELETE', f'/api/v1/sessions/{sess["id"]}', token='bob')
+        url = f'/api/v1/sessions/{sess["id"]}/snapshot'
+        status, snap = request('POST', url, {}, token='bob')
+        self.assertEqual(status, 201, snap)
+        self.addCleanup(request, 'DELETE', f'/api/v1/snapshots/{snap["id"]}', token='bob')
+        status, res = request('POST', url, {}, token='bob')
+        self.assertEqual((status, res['error']['code'], res['error']['what']), (403, 'QuotaExceeded', 'Snapshots'), res)
+        self.assertEqual((res['error']['limit'], res['error']['use']), (1, 1), res)
+        self.assertIn('Tenant bob', res['error']['message'])
+        status, q = request('GET', '/api/v1/quota', token='bob')
+        self.assertEqual({e['what']: (e['limit'], e['use']) for e in q['quota']}['Snapshots'], (1, 1), q)
+        # alice is another tenant: her own count.
+        status, other = request('POST', '/api/v1/sessions', {'template': 'shell', 'limits': {'memory_max': 64 * MiB}})
+        self.assertEqual(status, 201, other)
+        self.addCleanup(request, 'DELETE', f'/api/v1/sessions/{other["id"]}')
+        status, snap = request('POST', f'/api/v1/sessions/{other["id"]}/snapshot', {})
+        self.assertEqual(status, 201, snap)
+        self.addCleanup(request, 'DELETE', f'/api/v1/snapshots/{snap["id"]}')
 
     def test_two_tenants_with_quotas(self):
         self.addCleanup(self.destroy_all, 'alice')
