@@ -243,7 +243,7 @@ class Paths:
             with open(built) as f:
                 return f.read()
         with open(os.path.join(self.source, 'units', name + '.in')) as f:
-            return f.read().replace('@bindir@', os.path.dirname(self.sandboxd))
+            return f.read().replace('@sbindir@', os.path.dirname(self.sandboxd))
 
     def http_service_text(self):
         """sandboxd-http.service as built (its ExecStart is overridden by the drop-in)."""
