@@ -191,6 +191,11 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
 int sandbox_read_file(Sandbox *s, const char *path, uint64_t offset, uint64_t length, FILE_OP_ARGS) {
         struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_READ, path);
 
+        /* An offset no file can have is a bad argument, whatever the length asked. */
+        if (offset > (uint64_t) INT64_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "ReadFile offset %" PRIu64 " is out of range (at most %" PRId64 ").",
+                                         offset, INT64_MAX);
         if (length > FILE_PART_MAX)
                 return sandbox_error_set(error, SANDBOX_ERR_FILE_TOO_LARGE,
                                          "ReadFile returns at most %llu bytes (%" PRIu64 " asked): read larger "

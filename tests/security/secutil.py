@@ -172,8 +172,9 @@ class Base(harness.SandboxTestCase):
     """Every sandbox created through these helpers is destroyed afterwards."""
 
     def create_bus(self, template='shell', uid=None, **options):
-        """CreateSandbox over the bus with typed options (all 't' but Ephemeral)."""
-        opts = {k: v('b' if k == 'Ephemeral' else 't', x) for k, x in options.items()}
+        """CreateSandbox over the bus with typed options ('t', 'b' for Ephemeral, 's' for strings)."""
+        opts = {k: v('b' if k == 'Ephemeral' else 's' if isinstance(x, str) else 't', x)
+                for k, x in options.items()}
         res = bus([call(M, MGR, 'CreateSandbox', 'sa{sv}', template, opts)], uid=uid)[0]
         self.assertIn('reply', res, f'CreateSandbox {template} {options} as uid {uid}: {res}')
         sid = res['reply'][0]

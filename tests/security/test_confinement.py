@@ -193,8 +193,10 @@ print(json.dumps(out))
 '''
 
     def test_disk_fill_stops_at_disk_max_and_host_disk_is_untouched(self):
+        # Storage=tmpfs: /work and /tmp are each a tmpfs of DiskMax (the workspace on disk,
+        # where both share one quota, is tests/integration/test_workspaces.py's).
         disk_max = 64 * MiB
-        sid = self.create_bus('python', MemoryMax=512 * MiB, DiskMax=disk_max)
+        sid = self.create_bus('python', MemoryMax=512 * MiB, DiskMax=disk_max, Storage='tmpfs')
         host_paths = ['/', '/var/tmp', '/tmp', '/var', secutil.S.path('/'), secutil.S.path('/var/tmp'),
                       os.path.dirname(secutil.S.paths.sandboxd)]
         before = host_free_bytes(host_paths)
