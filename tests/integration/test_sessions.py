@@ -375,10 +375,13 @@ class Timeouts(Base):
         self.assertLess(gone - ended, 5)
 
     def test_disk_limit(self):
-        sid = self.create('--disk', '8M')
-        cp = self.exec(sid, 'sh', '-c', 'head -c 20M /dev/zero > /work/big')
-        self.assertNotEqual(cp.returncode, 0, '20 MiB written to a /work of 8 MiB')
-        self.assertIn('No space left', cp.stderr)
+        # In memory a full tmpfs says ENOSPC; on disk the workspace's qgroup says EDQUOT.
+        for storage, error in (('tmpfs', 'No space left'), ('disk', 'Disk quota exceeded')):
+            with self.subTest(storage):
+                sid = self.create('--disk', '8M', '--storage', storage)
+                cp = self.exec(sid, 'sh', '-c', 'head -c 20M /dev/zero > /work/big')
+                self.assertNotEqual(cp.returncode, 0, f'20 MiB written to a /work of 8 MiB ({storage})')
+                self.assertIn(error, cp.stderr)
 
 
 class Restart(Base):
