@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <linux/netlink.h>
@@ -11,8 +12,19 @@
 #include "route.h"
 
 int route_socket_open(void) {
+        /* The kernel answers at once; a lost answer must not hold the proxy's loop for every
+         * sandbox: after 200 ms route_is_local() fails and the connection is refused. */
+        static const struct timeval timeout = { .tv_usec = 200 * 1000 };
         int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-        return fd < 0 ? -errno : fd;
+
+        if (fd < 0)
+                return -errno;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        return fd;
 }
 
 int route_is_local(int fd, const EgressAddress *address) {

@@ -702,7 +702,9 @@ static int request_count(HttpRequest *req, unsigned slot, const char *prefix, co
 }
 
 /* The client a trusted proxy forwards for: the last address of X-Forwarded-For that is
- * not itself a trusted proxy (headers combined in order). */
+ * not itself a trusted proxy (headers combined in order), normalized as a peer's address.
+ * An entry that is no address counts as the one client "invalid": a client cannot escape
+ * its limit by writing new words into a header that a proxy passes on. */
 typedef struct ForwardedFor {
         HttpServer *server;
         char client[INET6_ADDRSTRLEN + 8];
@@ -719,10 +721,16 @@ static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char 
         if (!copy)
                 return MHD_NO;
         for (char *a = strtok_r(copy, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+                char normal[INET6_ADDRSTRLEN];
+
                 a += strspn(a, " \t");
                 a[strcspn(a, " \t")] = 0;
-                if (*a && !address_is_trusted(f->server, a))
-                        snprintf(f->client, sizeof(f->client), "%s", a);
+                if (!*a)
+                        continue;
+                if (http_address_normalize(a, normal) < 0)
+                        snprintf(f->client, sizeof(f->client), "invalid");
+                else if (!address_is_trusted(f->server, normal))
+                        snprintf(f->client, sizeof(f->client), "%s", normal);
         }
         return MHD_YES;
 }

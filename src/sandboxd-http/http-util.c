@@ -129,3 +129,16 @@ const char *http_address_to_string(const struct sockaddr *sa, char buf[static IN
         }
         return "unix";
 }
+
+/* TEXT as an address (IPv4 or IPv6, as a proxy writes it in X-Forwarded-For) in the same
+ * form http_address_to_string() gives a peer; -EINVAL when it is not an address. */
+int http_address_normalize(const char *text, char buf[static INET6_ADDRSTRLEN]) {
+        struct sockaddr_in v4 = { .sin_family = AF_INET };
+        struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+
+        if (inet_pton(AF_INET, text, &v4.sin_addr) == 1)
+                return http_address_to_string((struct sockaddr *) &v4, buf) ? 0 : -EINVAL;
+        if (inet_pton(AF_INET6, text, &v6.sin6_addr) == 1)
+                return http_address_to_string((struct sockaddr *) &v6, buf) ? 0 : -EINVAL;
+        return -EINVAL;
+}

@@ -237,6 +237,7 @@ void http_backend_cancel(HttpRequest *req);
  * TrustedProxy= is: an IPv4-mapped IPv6 address (an IPv4 client of a dual-stack
  * listener) is the IPv4 address it carries. */
 const char *http_address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]);
+int http_address_normalize(const char *text, char buf[static INET6_ADDRSTRLEN]);
 
 /* The HTTP status of a varlink error name (SANDBOX_ERRORS' column; 500 for others). */
 unsigned http_status_from_varlink_error(const char *error, json_object *parameters);

@@ -1132,6 +1132,7 @@ class Limits(unittest.TestCase):
             # 40 connections from the proxy: more than one address may have.
             self.assertEqual(self.status('/healthz', source=PROXY, xff=one), 429)
             self.assertEqual(self.status('/healthz', source=PROXY, xff=f'203.0.113.1, {one}'), 429)
+            self.assertEqual(self.status('/healthz', source=PROXY, xff=f'::ffff:{one}'), 429)  # the same client
             self.assertEqual(self.status('/healthz', source=PROXY, xff='198.51.100.8'), 200)
             self.assertEqual(self.status('/healthz', source=PROXY, xff=two), 200)
             # Not from the proxy: the header is the client's word, and not taken.
@@ -1139,6 +1140,13 @@ class Limits(unittest.TestCase):
         finally:
             self.release(held)
         self.assertEqual(self.status('/healthz', source=PROXY, xff=one), 200)
+        # Words that are no address are one client: new words do not buy new connections.
+        held = self.hold(PER_IP, '/healthz', source=PROXY, xff='word-1')
+        try:
+            self.assertEqual(self.status('/healthz', source=PROXY, xff='word-2'), 429)
+            self.assertEqual(self.status('/healthz', source=PROXY, xff=one), 200)
+        finally:
+            self.release(held)
 
     def test_direct_clients_per_address(self):
         held = self.hold(PER_IP, '/healthz', xff='198.51.100.50')

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -160,6 +161,17 @@ static void test_address(void **state) {
         assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr), 1);
         assert_string_equal(http_address_to_string((struct sockaddr *) &v6, buf), "2001:db8::1");
         assert_string_equal(http_address_to_string(NULL, buf), "unix");
+
+        /* X-Forwarded-For entries: normalized like a peer, words refused. */
+        assert_int_equal(http_address_normalize("10.0.0.5", buf), 0);
+        assert_string_equal(buf, "10.0.0.5");
+        assert_int_equal(http_address_normalize("::ffff:10.0.0.5", buf), 0);
+        assert_string_equal(buf, "10.0.0.5");
+        assert_int_equal(http_address_normalize("2001:DB8:0::1", buf), 0);
+        assert_string_equal(buf, "2001:db8::1");
+        assert_int_equal(http_address_normalize("client-7", buf), -EINVAL);
+        assert_int_equal(http_address_normalize("10.0.0.5:443", buf), -EINVAL);
+        assert_int_equal(http_address_normalize("", buf), -EINVAL);
 }
 
 int main(void) {
