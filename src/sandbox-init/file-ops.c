@@ -182,6 +182,17 @@ static int entry_fill(int dirfd, const char *name, const char *path, const struc
         return 0;
 }
 
+/* Is FD the operation's own descriptor, reopened? A link the sandboxed code planted to
+ * /proc/self/fd/N reaches it: an Upload would truncate the caller's source, a Download
+ * read its destination into itself. Refused with ELOOP, as a link that leads nowhere. */
+static int refuse_own_descriptor(int fd, int own) {
+        struct stat a, b;
+
+        if (fstat(fd, &a) < 0 || fstat(own, &b) < 0)
+                return -errno;
+        return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? -ELOOP : 0;
+}
+
 /* A read or write refused for what the path is: EINVAL, and the type, for the message. */
 static int not_regular(struct agent_file_result *res, mode_t mode) {
         res->not_regular = mode & S_IFMT;
@@ -210,6 +221,9 @@ static int op_read(const struct agent_file *f, int out, struct agent_file_result
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return not_regular(res, st.st_mode);
+        r = refuse_own_descriptor(fd, out);
+        if (r < 0)
+                return r;
         /* st_size, not what is actually stored: a sparse terabyte is refused at once. */
         if (f->max != AGENT_FILE_UNLIMITED && (uint64_t) st.st_size > f->max)
                 return -EFBIG;
@@ -259,6 +273,9 @@ static int op_write(const struct agent_file *f, int in, struct agent_file_result
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return not_regular(res, st.st_mode);
+        r = refuse_own_descriptor(fd, in);
+        if (r < 0)
+                return r;
         if (!f->append && ftruncate(fd, 0) < 0)
                 return -errno;
 

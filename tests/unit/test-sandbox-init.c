@@ -1535,6 +1535,54 @@ static void test_file_write(void **state) {
         tmp_done(&t);
 }
 
+/* An op given FD (a regular file, as Upload and Download may pass); returns its errno. */
+static int file_op_fd(struct agent *a, struct agent_file f, int fd) {
+        struct agent_file_result res = {};
+
+        f.id = file_id++;
+        send_file(a, &f, fd);
+        expect_file_result(a, f.id, &res);
+        agent_file_result_done(&res);
+        return res.error;
+}
+
+static void test_file_own_descriptor_refused(void **state) {
+        struct agent *a = *state;
+        int refused = 0;
+        struct tmp t;
+
+        tmp_init(&t);
+        /* Links to every descriptor number the op's child could hold its descriptor at. */
+        for (int n = 0; n < 64; n++) {
+                char target[64], name[16];
+
+                snprintf(target, sizeof(target), "/proc/self/fd/%i", n);
+                snprintf(name, sizeof(name), "w%i", n);
+                assert_return_code(symlink(target, tp(&t, name)), errno);
+        }
+        make_file(tp(&t, "source"), "the caller's file");
+        for (int n = 0; n < 64; n++) {
+                _cleanup_close_ int src = open(tp(&t, "source"), O_RDWR | O_CLOEXEC);
+                _cleanup_free_ char *c = NULL;
+                char name[16];
+                int e;
+
+                assert_return_code(src, errno);
+                snprintf(name, sizeof(name), "w%i", n);
+                /* An Upload from the caller's file into the link: never into that file. */
+                e = file_op_fd(a, AGENT_FILE_INIT(0, AGENT_FILE_WRITE, tp(&t, name)), src);
+                refused += e == ELOOP;
+                c = slurp(tp(&t, "source"));
+                assert_string_equal(c, "the caller's file");
+                /* A Download into the caller's file from the link: not read into itself. */
+                e = file_op_fd(a, AGENT_FILE_INIT(0, AGENT_FILE_READ, tp(&t, name)), src);
+                refused += e == ELOOP;
+        }
+        /* The op's descriptor sits at one of those numbers: both ops were refused there. */
+        assert_int_equal(refused, 2);
+        tmp_done(&t);
+}
+
 static void assert_entry(const struct agent_file_entry *e, const char *path, mode_t type) {
         assert_string_equal(e->path, path);
         assert_int_equal(e->type, type);
@@ -1887,6 +1935,7 @@ int main(int argc, char *argv[]) {
                 T(test_file_read_refused),
                 T(test_file_read_epipe),
                 T(test_file_write),
+                T(test_file_own_descriptor_refused),
                 T(test_file_list),
                 T(test_file_list_too_big),
                 T(test_file_stat),
