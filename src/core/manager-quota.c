@@ -140,7 +140,7 @@ static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUs
         /* A walk over the live sandboxes: a few µs with thousands, and never out of step. The
          * warm pool's are nobody's; a kept one (recycling) holds no quota until handed out. */
         for (Sandbox *s = m->sandboxes; s; s = s->next) {
-                if (s->pooled)
+                if (sandbox_is_pooled(s))
                         continue;
                 if (!isempty(tenant) ? !streq(s->config.tenant, tenant) : (s->owner != owner || !isempty(s->config.tenant)))
                         continue;

@@ -394,7 +394,7 @@ static void manager_drop_pooled(Manager *m, const char *template_name) {
                 next = s->next;
                 if (!streq(s->template_name, template_name))
                         continue;
-                if (s->pooled)
+                if (sandbox_is_pooled(s))
                         (void) sandbox_destroy(s, NULL, NULL);
                 else
                         s->template_changed = true;
@@ -559,13 +559,13 @@ void manager_rename_sandbox(Manager *m, Sandbox *s, const char *id) {
 
 Sandbox *manager_get_sandbox(Manager *m, const char *id) {
         Sandbox *s = manager_find_sandbox(m, id);
-        return s && !s->pooled ? s : NULL;
+        return s && !sandbox_is_pooled(s) ? s : NULL;
 }
 
 /* The live sandbox named name of owner for tenant ("": none). */
 Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name) {
         for (Sandbox *s = m->sandboxes; s; s = s->next)
-                if (!s->pooled && s->owner == owner && s->state != SANDBOX_STOPPING && s->state != SANDBOX_DEAD &&
+                if (!sandbox_is_pooled(s) && s->owner == owner && s->state != SANDBOX_STOPPING && s->state != SANDBOX_DEAD &&
                     streq(s->config.name, name) && streq(s->config.tenant, tenant))
                         return s;
         return NULL;
@@ -588,7 +588,7 @@ int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *
 
 Sandbox *manager_next_sandbox(Manager *m, Sandbox *prev) {
         Sandbox *s = prev ? prev->next : m->sandboxes;
-        while (s && s->pooled)
+        while (s && sandbox_is_pooled(s))
                 s = s->next;
         return s;
 }
@@ -634,14 +634,14 @@ size_t manager_n_sandboxes(Manager *m) {
 void manager_sandbox_state_changed(Manager *m, Sandbox *s) {
         if (s->start_counted && s->state != SANDBOX_STARTING)
                 manager_start_done(m, s);
-        if (!s->pooled)
+        if (!sandbox_is_pooled(s))
                 MANAGER_NOTIFY(m, sandbox_state_changed, s);
 }
 
 void manager_record_sandbox(Manager *m, Sandbox *s, const char *end_reason) {
         /* A pooled one is nobody's yet; a released one's row ended when it was released
          * (its next user gets a row of its own, under a new id). */
-        if ((s->pooled && !s->released) || s->record_closed)
+        if (s->custody == SANDBOX_POOLED || s->record_closed)
                 return;
         MANAGER_NOTIFY(m, sandbox_record, &(SandboxRecordEvent) {
                 .sandbox_id = s->id,
@@ -663,10 +663,10 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
         *id_head = s;
         s->uid_next = *uid_head;
         *uid_head = s;
-        if (s->pooled)
+        if (sandbox_is_pooled(s))
                 manager_pool_chain_add(m, s);
         m->n_sandboxes++;
-        if (!s->pooled)
+        if (!sandbox_is_pooled(s))
                 MANAGER_NOTIFY(m, sandbox_added, s);
 }
 
@@ -685,11 +685,11 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
                         break;
                 }
         s->id_next = s->uid_next = NULL;
-        if (s->pooled)
+        if (sandbox_is_pooled(s))
                 manager_pool_chain_remove(m, s);
         m->n_sandboxes--;
 
-        if (s->pooled) {
+        if (sandbox_is_pooled(s)) {
                 if (m->draining) {
                         if (m->pool_drained_cb && !manager_has_pooled(m)) {
                                 void (*cb)(void *) = m->pool_drained_cb;
@@ -714,7 +714,7 @@ static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxCo
             c->egress_allow_set || c->egress_deny_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (!s->released && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
+                if (s->custody == SANDBOX_POOLED && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
                         return s;
         return NULL;
 }
@@ -742,16 +742,16 @@ Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const
         unsigned n = 0;
         for (Sandbox *s = m->pooled; s; s = s->pool_next) {
                 /* Never another owner's or another tenant's: only who released it may have it. */
-                if (!s->released || s->owner != owner || !streq(s->config.tenant, c.tenant) ||
+                if (!sandbox_is_released(s) || s->owner != owner || !streq(s->config.tenant, c.tenant) ||
                     !streq(s->template_name, t->name) || !limits_equal(&s->config, &c))
                         continue;
                 if (!resetting) {
-                        if (!s->recycling && s->state == SANDBOX_RUNNING)
+                        if (sandbox_is_kept(s))
                                 return s;
                         continue;
                 }
                 n++;
-                if (!found && s->recycling && !s->recycle_waiter && s->state == SANDBOX_RUNNING)
+                if (!found && sandbox_is_resetting(s) && !s->recycle_waiter)
                         found = s;
         }
         /* One that works a sandbox at a time (one released, being reset) gets a second one
@@ -766,7 +766,7 @@ bool manager_evict_kept(Manager *m) {
 
         /* The chain is newest first: the last kept one is the one kept longest. */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (s->released && !s->recycling && s->state == SANDBOX_RUNNING)
+                if (sandbox_is_kept(s))
                         oldest = s;
         if (!oldest)
                 return false;
@@ -779,7 +779,7 @@ unsigned manager_count_released(Manager *m, const Sandbox *like) {
         unsigned n = 0;
 
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (s->released && s->owner == like->owner && streq(s->config.tenant, like->config.tenant) &&
+                if (sandbox_is_released(s) && s->owner == like->owner && streq(s->config.tenant, like->config.tenant) &&
                     streq(s->template_name, like->template_name))
                         n++;
         return n;
@@ -788,13 +788,12 @@ unsigned manager_count_released(Manager *m, const Sandbox *like) {
 void manager_sandbox_released(Manager *m, Sandbox *s) {
         /* Gone for everyone, as a destroyed one: nothing of it is to be touched meanwhile. */
         MANAGER_NOTIFY(m, sandbox_removed, s);
-        s->pooled = true;
-        s->released = true;
+        sandbox_set_custody(s, SANDBOX_RESETTING);
         manager_pool_chain_add(m, s);
 }
 
 int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error) {
-        bool recycled = s->released;
+        bool recycled = sandbox_is_released(s);
         int r;
 
         if (recycled) {
@@ -809,8 +808,7 @@ int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *c
         if (r < 0)
                 return r;
         manager_pool_chain_remove(m, s);
-        s->pooled = false;
-        s->released = false;
+        sandbox_set_custody(s, SANDBOX_OWNED);
         s->from_pool = true;
         if (recycled)
                 s->recycles++;
@@ -858,7 +856,7 @@ int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *conf
         r = sandbox_new(m, t, config, owner, &s);
         if (r < 0)
                 return sandbox_error_set_errno(error, r, "Failed to allocate sandbox: %m");
-        s->pooled = pooled;
+        s->custody = pooled ? SANDBOX_POOLED : SANDBOX_OWNED; /* born so */
 
         manager_link_sandbox(m, s);
         if (!pooled)
@@ -968,7 +966,7 @@ static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata)
                 unsigned have = 0;
 
                 for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                        if (!s->released && streq(s->template_name, t->name))
+                        if (s->custody == SANDBOX_POOLED && streq(s->template_name, t->name))
                                 have++;
                 for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
                         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
@@ -1268,7 +1266,7 @@ int manager_drain_pool(Manager *m, void (*cb)(void *userdata), void *userdata) {
 
         for (Sandbox *s = m->sandboxes, *next; s; s = next) {
                 next = s->next;
-                if (s->pooled) {
+                if (sandbox_is_pooled(s)) {
                         (void) sandbox_destroy(s, NULL, NULL);
                         n++;
                 }

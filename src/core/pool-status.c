@@ -14,17 +14,17 @@ static void pool_status_fill(Manager *m, const Template *t, const SandboxCaller 
 
                 if (!streq(s->template_name, t->name))
                         continue;
-                if (s->released) {
+                if (sandbox_is_released(s)) {
                         if (visible) {
                                 p->recycled++;
-                                p->resetting += s->recycling;
+                                p->resetting += sandbox_is_resetting(s);
                                 p->waiting += !!s->recycle_waiter;
                         }
-                } else if (s->pooled && s->state == SANDBOX_RUNNING)
+                } else if (s->custody == SANDBOX_POOLED && s->state == SANDBOX_RUNNING)
                         p->ready++;
-                else if (s->pooled && s->state == SANDBOX_STARTING)
+                else if (s->custody == SANDBOX_POOLED && s->state == SANDBOX_STARTING)
                         p->starting++;
-                else if (!s->pooled && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && visible)
+                else if (s->custody == SANDBOX_OWNED && (s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED) && visible)
                         p->in_use++;
         }
 }

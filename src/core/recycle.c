@@ -135,7 +135,7 @@ int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_c
         RecycleWaiter *w;
         int r;
 
-        if (!s->recycling || s->recycle_waiter || s->state != SANDBOX_RUNNING)
+        if (!sandbox_is_resetting(s) || s->recycle_waiter)
                 return -EBUSY;
         w = calloc(1, sizeof(RecycleWaiter));
         if (!w)
@@ -222,7 +222,6 @@ static void recycle_fail(Sandbox *s, const char *reason) {
 
         log_sandbox(s, LOG_WARNING, 0, "Sandbox %s is not recycled: %s", s->id, reason);
         recycle_waiter_release(s);
-        s->recycling = false;
         STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), recycle_failures);
         sandbox_payload_failed(s, reason);
         if (cb && sandbox_destroy(s, cb, s->recycle_userdata) < 0)
@@ -262,7 +261,7 @@ static const char *recycle_refusal(Sandbox *s) {
                 return "its payload cannot be reset";
         if (s->workspace)
                 return "its files are on disk (Storage=disk), which a reset does not renew";
-        if (s->state != SANDBOX_RUNNING || s->pause_pending || s->released || !s->cgroup)
+        if (s->state != SANDBOX_RUNNING || s->pause_pending || s->custody != SANDBOX_OWNED || !s->cgroup)
                 return "it is not running";
         if (manager_count_released(s->manager, s) >= t->recycle_max)
                 return "as many of its kind are kept already";
@@ -305,7 +304,6 @@ int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 exec_free(s->finished);
 
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
-        s->recycling = true;
         s->recycle_cb = cb;
         s->recycle_userdata = userdata;
         manager_sandbox_released(s->manager, s);
@@ -322,7 +320,7 @@ int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error) {
         int r;
 
-        if (!s->recycling || id != s->reset_id)
+        if (!sandbox_is_resetting(s) || id != s->reset_id)
                 return;
         s->reset_agent_done = now_usec(CLOCK_MONOTONIC);
         if (error != 0) {
@@ -341,7 +339,7 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
         const Template *t;
         int r;
 
-        if (!s->recycling || s->state != SANDBOX_RUNNING)
+        if (!sandbox_is_resetting(s))
                 return;
         if (failure) {
                 recycle_fail(s, failure);
@@ -364,7 +362,7 @@ void sandbox_payload_renewed(Sandbox *s, const char *failure) {
                 recycle_fail(s, "its keeping could not be timed.");
                 return;
         }
-        s->recycling = false;
+        sandbox_set_custody(s, SANDBOX_KEPT);
         s->used = false;
         STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_recycled);
         log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s reset in %" PRIu64 " us (its agent's part %" PRIu64 " us); kept for owner %u.",

@@ -21,6 +21,27 @@
 typedef struct DestroyWaiter DestroyWaiter;
 typedef struct FileOp FileOp;
 typedef struct RecycleWaiter RecycleWaiter;
+/* Who a sandbox is for, beside its SandboxState (what it does). Only sandbox_set_custody()
+ * changes it, along the transitions in sandbox.c, and each custody allows only some
+ * states (asserted both ways): a kept sandbox is never paused nor starting. */
+typedef enum SandboxCustody {
+        SANDBOX_OWNED,     /* its owner's: listed, on the bus, recorded */
+        SANDBOX_POOLED,    /* started for the warm pool: nobody's yet, invisible */
+        SANDBOX_RESETTING, /* released by its user, being reset (recycle.c): invisible, its record closed */
+        SANDBOX_KEPT,      /* released and reset: kept for the owner that released it only */
+        _SANDBOX_CUSTODY_MAX,
+} SandboxCustody;
+
+/* Its systemd unit, as far as sandboxd's jobs go; only sandbox_set_unit_state() changes it. */
+typedef enum SandboxUnitState {
+        SANDBOX_UNIT_NONE,     /* not asked for */
+        SANDBOX_UNIT_STARTING, /* StartTransientUnit in flight */
+        SANDBOX_UNIT_STARTED,  /* there, or may be (a failed start can leave it): stopping asks systemd */
+        SANDBOX_UNIT_STOPPING, /* StopUnit in flight */
+        SANDBOX_UNIT_STOPPED,  /* the stop job ended */
+        _SANDBOX_UNIT_STATE_MAX,
+} SandboxUnitState;
+
 struct DestroyWaiter {
         sandbox_callback_t cb;
         void *userdata;
@@ -80,6 +101,7 @@ struct Sandbox {
         uid_t owner;
         uid_t host_uid;
         SandboxState state;
+        SandboxCustody custody;
         SandboxConfig config;
         uint64_t created_at;
 
@@ -97,9 +119,7 @@ struct Sandbox {
         sandbox_callback_t pause_cb;
         void *pause_userdata;
 
-        bool start_pending;   /* StartTransientUnit in flight */
-        bool unit_started;
-        bool stop_pending;    /* StopUnit in flight */
+        SandboxUnitState unit_state;
         bool used;            /* an ephemeral sandbox ran its exec */
         bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
         bool fd_stored;       /* its control socket is in systemd's fd store */
@@ -111,14 +131,11 @@ struct Sandbox {
         char clone_from[SANDBOX_ID_LEN + 1];
         uid_t clone_from_uid;
         sd_event_source *clone_source;
-        bool pooled;          /* started for the warm pool: nobody's yet, invisible on the bus */
         bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
-        /* Recycling (recycle.c): its user is done with it. It is reset (recycling), then
-         * kept in the pooled chain for the same owner, tenant, template and limits only;
-         * pooled is set too, so that no one sees it meanwhile. */
-        bool released;
-        bool recycling;
+        /* Recycling (recycle.c): its user is done with it. It is reset (SANDBOX_RESETTING),
+         * then kept (SANDBOX_KEPT) in the pooled chain for the same owner, tenant, template
+         * and limits only; no one else sees it meanwhile. */
         bool template_changed;    /* its template was replaced since it started: not recycled */
         uint64_t reset_id;        /* the agent's "reset" in flight */
         uint64_t reset_started, reset_agent_done; /* µs CLOCK_MONOTONIC, for the log */
@@ -142,8 +159,28 @@ struct Sandbox {
 
         Sandbox *next, *prev;
         Sandbox *id_next, *uid_next;  /* in the manager's by_id and by_uid buckets */
-        Sandbox *pool_next;           /* in the manager's pooled chain, while pooled */
+        Sandbox *pool_next;           /* in the manager's pooled chain, while not SANDBOX_OWNED */
 };
+
+/* Changes who s is for (asserting the transition is one of sandbox.c's). */
+void sandbox_set_custody(Sandbox *s, SandboxCustody custody);
+void sandbox_set_unit_state(Sandbox *s, SandboxUnitState state);
+/* Nobody's to see: in the warm pool, or released (being reset or kept). */
+static inline bool sandbox_is_pooled(const Sandbox *s) {
+        return s->custody != SANDBOX_OWNED;
+}
+/* Released by its user: being reset, or kept for its owner. */
+static inline bool sandbox_is_released(const Sandbox *s) {
+        return s->custody == SANDBOX_RESETTING || s->custody == SANDBOX_KEPT;
+}
+/* Its reset is under way (not once it is stopping: then it is no longer to be kept). */
+static inline bool sandbox_is_resetting(const Sandbox *s) {
+        return s->custody == SANDBOX_RESETTING && s->state == SANDBOX_RUNNING;
+}
+/* Reset and kept, ready for its owner's next create. */
+static inline bool sandbox_is_kept(const Sandbox *s) {
+        return s->custody == SANDBOX_KEPT && s->state == SANDBOX_RUNNING;
+}
 
 #define MANAGER_BUCKETS 4096U
 

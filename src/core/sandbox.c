@@ -100,7 +100,7 @@ uint64_t sandbox_get_deadline(const Sandbox *s) { return s->deadline_realtime; }
 const char *sandbox_get_pause_method(const Sandbox *s) { return s->pause_method; }
 
 int sandbox_lifecycle_log_level(const Sandbox *s) {
-        return s->config.ephemeral && !s->pooled ? LOG_DEBUG : LOG_INFO;
+        return s->config.ephemeral && !sandbox_is_pooled(s) ? LOG_DEBUG : LOG_INFO;
 }
 
 /* The life-cycle's transitions: from each state, the states it may go to. A sandbox is
@@ -118,14 +118,62 @@ static const unsigned state_transitions[_SANDBOX_STATE_MAX] = {
         [SANDBOX_STOPPED]  = 1U << SANDBOX_STARTING | 1U << SANDBOX_DEAD,
 };
 
+/* Who a sandbox is for: born OWNED or POOLED (or, adopted, what its record says). A
+ * pooled one is handed out; an owned one released is reset, then kept, then handed out
+ * again to the same owner. Going away changes none of it: its state says so. */
+static const unsigned custody_transitions[_SANDBOX_CUSTODY_MAX] = {
+        [SANDBOX_OWNED]     = 1U << SANDBOX_RESETTING,
+        [SANDBOX_POOLED]    = 1U << SANDBOX_OWNED,
+        [SANDBOX_RESETTING] = 1U << SANDBOX_KEPT,
+        [SANDBOX_KEPT]      = 1U << SANDBOX_OWNED,
+};
+
+#define ANY_STATE ((1U << _SANDBOX_STATE_MAX) - 1)
+#define GOING (1U << SANDBOX_STOPPING | 1U << SANDBOX_DEAD)
+
+/* The states each custody allows: nobody pauses or wakes what nobody sees, and only a
+ * running sandbox is released (recycle_refusal()). */
+static const unsigned custody_states[_SANDBOX_CUSTODY_MAX] = {
+        [SANDBOX_OWNED]     = ANY_STATE,
+        [SANDBOX_POOLED]    = 1U << SANDBOX_STARTING | 1U << SANDBOX_RUNNING | GOING,
+        [SANDBOX_RESETTING] = 1U << SANDBOX_RUNNING | GOING,
+        [SANDBOX_KEPT]      = 1U << SANDBOX_RUNNING | GOING,
+};
+
+/* Its systemd unit: asked for, there, stopped. A stop may come before any start (a
+ * sandbox whose payload failed before its unit was asked for). */
+static const unsigned unit_transitions[_SANDBOX_UNIT_STATE_MAX] = {
+        [SANDBOX_UNIT_NONE]     = 1U << SANDBOX_UNIT_STARTING | 1U << SANDBOX_UNIT_STOPPING,
+        [SANDBOX_UNIT_STARTING] = 1U << SANDBOX_UNIT_STARTED,
+        [SANDBOX_UNIT_STARTED]  = 1U << SANDBOX_UNIT_STOPPING,
+        [SANDBOX_UNIT_STOPPING] = 1U << SANDBOX_UNIT_STOPPED,
+        [SANDBOX_UNIT_STOPPED]  = 0,
+};
+
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
         assert(s);
         assert(state >= 0 && state < _SANDBOX_STATE_MAX);
         if (s->state == state)
                 return;
         assert(state_transitions[s->state] & (1U << state));
+        assert(custody_states[s->custody] & (1U << state));
         s->state = state;
         manager_sandbox_state_changed(s->manager, s);
+}
+
+void sandbox_set_custody(Sandbox *s, SandboxCustody custody) {
+        assert(s);
+        assert(custody >= 0 && custody < _SANDBOX_CUSTODY_MAX);
+        assert(custody_transitions[s->custody] & (1U << custody));
+        assert(custody_states[custody] & (1U << s->state));
+        s->custody = custody;
+}
+
+void sandbox_set_unit_state(Sandbox *s, SandboxUnitState state) {
+        assert(s);
+        assert(state >= 0 && state < _SANDBOX_UNIT_STATE_MAX);
+        assert(unit_transitions[s->unit_state] & (1U << state));
+        s->unit_state = state;
 }
 
 /* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
@@ -142,9 +190,9 @@ void sandbox_save(Sandbox *s) {
                 .payload = (char *) s->payload_ops->name,
                 .unit = s->unit,
                 .environment = s->environment,
-                .pooled = s->pooled,
+                .pooled = sandbox_is_pooled(s),
                 .from_pool = s->from_pool,
-                .released = s->released,
+                .released = sandbox_is_released(s),
                 .config = s->config,  /* borrowed, as the rest: st is not "done" */
         };
         int r;
@@ -154,7 +202,7 @@ void sandbox_save(Sandbox *s) {
         if (r >= 0)
                 r = sandbox_persist_save(s->manager->sandboxes_dir, &st);
         /* Beside its workspace, on disk: what a reboot leaves of it (a stopped sandbox). */
-        if (r >= 0 && s->workspace && !s->pooled && !s->config.ephemeral)
+        if (r >= 0 && s->workspace && !sandbox_is_pooled(s) && !s->config.ephemeral)
                 r = sandbox_persist_save(workspace_pool_dir(s->manager->workspaces), &st);
         json_object_put(st.payload_data);
         if (r < 0)
@@ -495,7 +543,7 @@ static void sandbox_finalize_later(Sandbox *s) {
 static void on_unit_stopped(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
 
-        s->stop_pending = false;
+        sandbox_set_unit_state(s, SANDBOX_UNIT_STOPPED);
         if (error)
                 /* The scope may linger; its processes were killed by systemd's job or will be
                  * by its own collection. Nothing of ours is left to wait for. */
@@ -515,7 +563,7 @@ void sandbox_payload_stopped(Sandbox *s) {
                 sandbox_finalize_later(s);
                 return;
         }
-        s->stop_pending = true;
+        sandbox_set_unit_state(s, SANDBOX_UNIT_STOPPING);
 }
 
 static void sandbox_stop(Sandbox *s, const char *reason) {
@@ -525,17 +573,16 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
                 return;
         sandbox_set_state(s, SANDBOX_STOPPING);
         /* Stopped while being reset (its template replaced, its unit stopped, its payload
-         * dead): no longer kept, whatever the renewal still under way says, and a create
-         * waiting for it goes on without it. */
-        s->recycling = false;
+         * dead): no longer kept (sandbox_is_resetting() is false from here on), whatever the
+         * renewal still under way says, and a create waiting for it goes on without it. */
         recycle_waiter_release(s);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
 
-        if (!s->unit_started)
+        if (s->unit_state == SANDBOX_UNIT_NONE || s->unit_state == SANDBOX_UNIT_STARTING)
                 /* Still held (or never started): no process of the sandbox's ran. */
                 s->payload_ops->abort(s);
-        if (s->start_pending)
+        if (s->unit_state == SANDBOX_UNIT_STARTING)
                 return; /* on_unit_started continues from here */
         s->payload_ops->stop(s);
 }
@@ -642,7 +689,7 @@ static void sandbox_became_ready(Sandbox *s) {
         /* Not an ephemeral one's: a restarted sandboxd stops it anyway (its one exec went
          * with the old one), and systemd compares each descriptor it is given with every
          * one it holds (kcmp), a cost that grows with the sandboxes kept there. */
-        if (!s->config.ephemeral || s->pooled)
+        if (!s->config.ephemeral || sandbox_is_pooled(s))
                 sandbox_store_fd(s, true);
         if (s->woken)
                 /* Up again: its files go with it from now on. Before, a failed start left
@@ -803,10 +850,9 @@ static void on_unit_started(const char *result, const sd_bus_error *error, void 
         _cleanup_free_ char *reason = NULL;
         int r;
 
-        s->start_pending = false;
         /* Even a failed job may have left the unit behind: from here on, stopping means
          * asking systemd. */
-        s->unit_started = true;
+        sandbox_set_unit_state(s, SANDBOX_UNIT_STARTED);
 
         if (error || !streq(result, "done")) {
                 if (asprintf(&reason, "systemd could not start %s: %s", s->unit,
@@ -852,7 +898,7 @@ static int sandbox_start_unit(Sandbox *s, const ScopeParams *sp) {
         r = scope_start_transient(s->manager->systemd, sp, on_unit_started, s);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to ask systemd for %s: %m", s->unit);
-        s->start_pending = true;
+        sandbox_set_unit_state(s, SANDBOX_UNIT_STARTING);
         return 0;
 }
 
@@ -973,7 +1019,7 @@ static int sandbox_exec_checked(Sandbox *s, ExecConfig *c, exec_callback_t cb, v
  * would ever run in it: it goes now (kept for reuse if its template recycles it) instead
  * of at its lifetime's end, so that no client has to destroy it. */
 static void sandbox_ephemeral_refused(Sandbox *s) {
-        if (!s->config.ephemeral || s->used || s->pooled)
+        if (!s->config.ephemeral || s->used || sandbox_is_pooled(s))
                 return;
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return;
@@ -1270,13 +1316,13 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->state = st->pause_method ? SANDBOX_PAUSED : SANDBOX_RUNNING;
         s->pause_method = st->pause_method && streq(st->pause_method, "freeze") ? "freeze" :
                           st->pause_method ? "sigstop" : NULL;
-        s->unit_started = true;
+        s->unit_state = SANDBOX_UNIT_STARTED;
         s->saved = true;
         s->fd_stored = true; /* its control socket came from there */
         s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
-        s->pooled = st->pooled;
+        /* Whether a released one's reset was done is not known: kept or not, it is stopped below. */
+        s->custody = st->released ? SANDBOX_KEPT : st->pooled ? SANDBOX_POOLED : SANDBOX_OWNED;
         s->from_pool = st->from_pool;
-        s->released = st->released;
         /* Exec ids key the records (sandbox, exec): ones after a restart must not reuse
          * those before it. Microseconds since the epoch are past any count so far. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);
@@ -1312,10 +1358,10 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         }
         sandbox_update_idle_timer(s);
         log_sandbox(s, LOG_INFO, 0, "Adopted sandbox %s (%s, %s).", s->id, s->unit, sandbox_state_to_string(s->state));
-        if (s->config.ephemeral && !s->pooled)
+        if (s->config.ephemeral && !sandbox_is_pooled(s))
                 /* Its one exec went with the sandboxd that ran it: nobody will use it again. */
                 sandbox_stop(s, "its one command was interrupted by a restart of sandboxd.");
-        else if (s->released)
+        else if (sandbox_is_released(s))
                 /* Whether its reset was done is not known: not kept across a restart. */
                 sandbox_stop(s, "it was released for reuse before sandboxd restarted.");
         *ret = s;

@@ -533,7 +533,7 @@ static void on_archived(const struct agent_file_result *result, const void *data
                 snapshot_job_fail(j);
         /* Paused before: frozen again, and answered once it is. Not one released meanwhile
          * (recycle.c): it is being reset, or kept for a next user, who gets it running. */
-        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING && !j->sandbox->released &&
+        if (j->repause && sandbox_get_state(j->sandbox) == SANDBOX_RUNNING && !sandbox_is_released(j->sandbox) &&
             sandbox_pause(j->sandbox, on_repaused, j, NULL) >= 0)
                 j->repausing = true;
         j->sandbox = NULL; /* may be gone by the time the stream ends */

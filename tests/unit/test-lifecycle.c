@@ -5,7 +5,8 @@
  * resume, destroy, the ephemeral mode, the recycling pool's reset, snapshots, and adoption
  * by a restarted sandboxd; and what goes wrong on the way: a payload that cannot start, a
  * unit systemd fails, an agent that dies in the middle of an exec, a stop during a reset or
- * during a snapshot, a restart during a pause. */
+ * during a snapshot, a restart during a pause; and the custody (owned, pooled, resetting,
+ * kept) and unit states through each of their transitions and races. */
 
 #include <setjmp.h>
 #include <signal.h>
@@ -91,6 +92,22 @@ static Sandbox *create(const char *template, bool ephemeral) {
         RUN_UNTIL(a.sandbox->cgroup);
         sandbox_config_done(&config);
         return a.sandbox;
+}
+
+/* A create whose StartTransientUnit systemd holds: the sandbox, starting. */
+static Sandbox *create_held(const char *template, Answer *a) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Sandbox *s;
+
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, template, &config, on_sandbox, a, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        s = manager_next_sandbox(manager, NULL);
+        assert_non_null(s);
+        assert_int_equal(s->state, SANDBOX_STARTING);
+        sandbox_config_done(&config);
+        return s;
 }
 
 static int exec_argv(Sandbox *s, const char *arg, ExecAnswer *a, SandboxError *error) {
@@ -322,17 +339,9 @@ static void test_agent_dies_while_starting(void **state) {
 }
 
 static void test_destroy_while_the_unit_starts(void **state) {
-        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-        SandboxConfig config = {};
         Answer a = {}, d = {};
-        Sandbox *s;
+        Sandbox *s = create_held("shell", &a);
 
-        systemd_fake.hold = "StartTransientUnit";
-        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
-        RUN_UNTIL(systemd_fake.n_held > 0);
-        s = manager_next_sandbox(manager, NULL);
-        assert_non_null(s);
-        assert_int_equal(s->state, SANDBOX_STARTING);
         assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
         assert_int_equal(s->state, SANDBOX_STOPPING);
         run_briefly();
@@ -782,9 +791,9 @@ static void test_ephemeral_recycled_after_its_exec(void **state) {
         agent_run_exec(a, 0);
         RUN_UNTIL(e.n > 0);
         /* Answered before the reset. */
-        assert_true(s->released);
+        assert_int_equal(s->custody, SANDBOX_RESETTING);
         agent_reset(a, 0);
-        RUN_UNTIL(!s->recycling);
+        RUN_UNTIL(s->custody == SANDBOX_KEPT);
         assert_int_equal(s->state, SANDBOX_RUNNING);
         assert_int_equal(manager_count_released(manager, s), 1);
 }
@@ -820,11 +829,12 @@ static void test_renewal_answers_late(void **state) {
         RUN_UNTIL(backend.renew_held);
         run_briefly();
         assert_int_equal(rel.n, 0);
-        assert_true(s->recycling);
+        assert_true(sandbox_is_resetting(s));
         fake_payload_renewed(NULL);
         RUN_UNTIL(rel.n > 0);
         assert_int_equal(rel.state, SANDBOX_RUNNING);
-        assert_false(s->recycling);
+        assert_false(sandbox_is_resetting(s));
+        assert_true(sandbox_is_kept(s));
 }
 
 static void test_stop_during_reset(void **state) {
@@ -860,6 +870,218 @@ static void test_stop_during_reset(void **state) {
         fake_payload_renewed(NULL);
         RUN_UNTIL(rel2.n > 0);
         assert_int_equal(rel2.state, SANDBOX_RUNNING);
+}
+
+/* ---- the explicit states: custody and unit ---- */
+
+static void test_unit_states(void **state) {
+        Answer a = {}, d = {};
+        Sandbox *s = create_held("shell", &a);
+
+        assert_int_equal(s->unit_state, SANDBOX_UNIT_STARTING);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        fake_systemd_release();
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(s->unit_state, SANDBOX_UNIT_STARTED);
+
+        systemd_fake.hold = "StopUnit";
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(s->state, SANDBOX_STOPPING);
+        assert_int_equal(s->unit_state, SANDBOX_UNIT_STOPPING);
+        /* A second destroy while the stop job runs asks systemd nothing more. */
+        assert_int_equal(sandbox_destroy(s, NULL, NULL), 0);
+        run_briefly();
+        assert_int_equal(systemd_fake.n_held, 1);
+        fake_systemd_release();
+        RUN_UNTIL(d.n > 0);
+        assert_int_equal(d.state, SANDBOX_DEAD);
+        assert_int_equal(systemd_fake.n_stop, 1);
+}
+
+static void test_custody_through_recycling(void **state) {
+        Answer rel = {};
+        Sandbox *s = create("recycled", false), *again;
+        char first[SANDBOX_ID_LEN + 1];
+
+        snprintf(first, sizeof(first), "%s", s->id);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        assert_int_equal(s->custody, SANDBOX_RESETTING);
+        assert_true(sandbox_is_resetting(s));
+        assert_false(sandbox_is_kept(s));
+        /* Nobody's to see meanwhile, and no longer recorded. */
+        assert_null(manager_get_sandbox(manager, first));
+        assert_null(manager_next_sandbox(manager, NULL));
+        assert_true(s->record_closed);
+        /* Only its owner's (SANDBOX_OWNED) is released: not kept twice. */
+        assert_false(sandbox_can_recycle(s));
+
+        agent_reset(agent_of(s), 0);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(s->custody, SANDBOX_KEPT);
+        assert_true(sandbox_is_kept(s));
+        assert_false(sandbox_is_resetting(s));
+        assert_null(manager_next_sandbox(manager, NULL));
+
+        again = create("recycled", false);
+        assert_ptr_equal(again, s);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        assert_ptr_equal(manager_next_sandbox(manager, NULL), s);
+        destroy(again);
+}
+
+/* Released while its unit is being made: not running, so not kept; it goes, and both the
+ * create and the release are answered. */
+static void test_release_while_starting(void **state) {
+        Answer a = {}, rel = {};
+        Sandbox *s = create_held("recycled", &a);
+
+        assert_false(sandbox_can_recycle(s));
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        assert_int_equal(s->state, SANDBOX_STOPPING);
+        assert_int_equal(s->unit_state, SANDBOX_UNIT_STARTING);
+        fake_systemd_release();
+        RUN_UNTIL(a.n > 0 && rel.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_null(a.sandbox);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+        assert_null(manager_next_sandbox(manager, NULL));
+        assert_int_equal(manager_count_released(manager, &(Sandbox) { .template_name = (char *) "recycled" }), 0);
+}
+
+/* Released while paused, or while a pause is in flight: not kept either. */
+static void test_release_while_paused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer rel = {}, p = {}, rel2 = {};
+        Sandbox *s = create("recycled", false), *t;
+
+        pause_now(s);
+        assert_false(sandbox_can_recycle(s));
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        RUN_UNTIL(rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+
+        t = create("recycled", false);
+        systemd_fake.hold = "FreezeUnit";
+        assert_int_equal(sandbox_pause(t, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_true(t->pause_pending);
+        assert_false(sandbox_can_recycle(t));
+        assert_int_equal(sandbox_release(t, on_sandbox, &rel2), 0);
+        assert_int_equal(t->custody, SANDBOX_OWNED);
+        fake_systemd_release();
+        RUN_UNTIL(rel2.n > 0 && p.n > 0);
+        assert_int_equal(rel2.state, SANDBOX_DEAD);
+        assert_null(manager_next_sandbox(manager, NULL));
+}
+
+/* The agent's reset answer comes after the sandbox was stopped: nothing is renewed, nothing
+ * kept. */
+static void test_reset_answer_after_stop(void **state) {
+        Answer rel = {}, d = {};
+        Sandbox *s = create("recycled", false);
+        FakeAgent *a = agent_of(s);
+
+        backend.hold_stop = true;
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        assert_int_equal(s->state, SANDBOX_STOPPING);
+        assert_false(sandbox_is_resetting(s));
+        assert_int_equal(s->custody, SANDBOX_RESETTING); /* what it was when it went */
+        agent_reset(a, 0);
+        run_briefly();
+        assert_int_equal(backend.n_renew, 0);
+        fake_payload_stopped();
+        RUN_UNTIL(d.n > 0 && rel.n > 0);
+        assert_int_equal(rel.state, SANDBOX_DEAD);
+}
+
+/* A kept sandbox that is going (its payload failed) is not handed out: the create gets one
+ * of its own, never the dying one nor a NULL one (fa88a01). */
+static void test_kept_going_not_handed_out(void **state) {
+        Answer rel = {};
+        Sandbox *s = create("recycled", false), *t;
+
+        backend.hold_stop = true;
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        agent_reset(agent_of(s), 0);
+        RUN_UNTIL(rel.n > 0);
+        assert_true(sandbox_is_kept(s));
+        sandbox_payload_failed(s, "its payload died.");
+        assert_false(sandbox_is_kept(s));
+        backend.hold_stop = false;
+        t = create("recycled", false);
+        assert_ptr_not_equal(t, s);
+        assert_int_equal(t->custody, SANDBOX_OWNED);
+        destroy(t);
+        fake_payload_stopped();
+        RUN_UNTIL(!manager_find_sandbox(manager, rel.id));
+}
+
+#define POOL_TEMPLATE                                                                           \
+        "{ \"description\": \"pooled\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"     \
+        "  \"pool\": { \"size\": 1 } }"
+
+static int setup_pool(void **state) {
+        static const char *const pool_templates[] = { "pooled", POOL_TEMPLATE, NULL };
+
+        fake_core_new(pool_templates);
+        return 0;
+}
+
+static Sandbox *pooled_running(void) {
+        manager_schedule_pool_refill(manager, 0);
+        RUN_UNTIL(manager_has_pooled(manager) && manager->pooled->state == SANDBOX_RUNNING);
+        return manager->pooled;
+}
+
+static void test_pool_hand_out(void **state) {
+        Sandbox *p = pooled_running(), *s;
+
+        assert_int_equal(p->custody, SANDBOX_POOLED);
+        assert_null(manager_next_sandbox(manager, NULL));
+        assert_null(manager_get_sandbox(manager, p->id));
+
+        s = create("pooled", false);
+        assert_ptr_equal(s, p);
+        assert_int_equal(s->custody, SANDBOX_OWNED);
+        assert_string_equal(sandbox_get_source(s), "pool");
+        assert_ptr_equal(manager_get_sandbox(manager, s->id), s);
+        /* Not of a recycling template: released, it goes. */
+        assert_false(sandbox_can_recycle(s));
+        /* The pool is filled again, with another. */
+        RUN_UNTIL(manager_has_pooled(manager) && manager->pooled->state == SANDBOX_RUNNING);
+        assert_ptr_not_equal(manager->pooled, s);
+        destroy(s);
+}
+
+/* A pooled sandbox still starting is not handed out; one that dies in the pool is not
+ * either, and the create starts its own. */
+static void test_pool_starting_not_handed_out(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+        Sandbox *p;
+
+        systemd_fake.hold = "StartTransientUnit";
+        manager_schedule_pool_refill(manager, 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        p = manager->pooled;
+        assert_non_null(p);
+        assert_int_equal(p->state, SANDBOX_STARTING);
+        assert_int_equal(p->custody, SANDBOX_POOLED);
+        fake_systemd_release();
+        assert_int_equal(manager_create_sandbox(manager, &root, "pooled", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_non_null(a.sandbox);
+        assert_ptr_not_equal(a.sandbox, p);
+        assert_int_equal(a.sandbox->custody, SANDBOX_OWNED);
+        assert_string_equal(sandbox_get_source(a.sandbox), "new");
+        sandbox_config_done(&config);
 }
 
 /* ---- snapshots ---- */
@@ -1188,6 +1410,14 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reset_that_fails_destroys, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_reset, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unit_states, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_custody_through_recycling, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release_while_starting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release_while_paused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reset_answer_after_stop, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kept_going_not_handed_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_hand_out, setup_pool, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_starting_not_handed_out, setup_pool, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),

@@ -63,7 +63,7 @@ static Sandbox *sandbox_bare(Manager *m, const char *id, bool pooled) {
         assert_non_null(s);
         s->manager = m;
         snprintf(s->id, sizeof(s->id), "%s", id);
-        s->pooled = pooled;
+        s->custody = pooled ? SANDBOX_POOLED : SANDBOX_OWNED;
         s->state = SANDBOX_RUNNING;
         return s;
 }
