@@ -313,6 +313,14 @@ static void manager_notify_end(Manager *m) {
                 manager_notify_end(m);                                                  \
         } while (0)
 
+void manager_notify_added(Manager *m, Sandbox *s) {
+        MANAGER_NOTIFY(m, sandbox_added, s);
+}
+
+void manager_notify_removed(Manager *m, Sandbox *s) {
+        MANAGER_NOTIFY(m, sandbox_removed, s);
+}
+
 bool manager_records_execs(Manager *m) {
         for (ManagerSubscription *sub = m->subscriptions; sub; sub = sub->next)
                 if (!sub->dead && sub->hooks.exec_record)
@@ -386,21 +394,6 @@ const char *manager_writable_template_dir(Manager *m) {
         return n > 0 ? m->settings.template_dirs[n - 1] : NULL;
 }
 
-/* The warm pool's sandboxes of a template that changed or went were made from what it was:
- * they go, and the pool is filled from what it is now. Those in use stay theirs, but are
- * not recycled (recycle.c): the next user of the template must get what it is now. */
-static void manager_drop_pooled(Manager *m, const char *template_name) {
-        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
-                next = s->next;
-                if (!streq(s->template_name, template_name))
-                        continue;
-                if (sandbox_is_pooled(s))
-                        (void) sandbox_destroy(s, NULL, NULL);
-                else
-                        s->template_changed = true;
-        }
-}
-
 /* text as dir/name.json, all or nothing, on disk before it counts. */
 static int write_template_file(const char *dir, const char *name, const char *text) {
         _cleanup_free_ char *path = NULL, *tmp = NULL;
@@ -451,8 +444,8 @@ int manager_create_template(Manager *m, const char *name, const char *json, Sand
         r = manager_reload_templates(m);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
-        manager_drop_pooled(m, name);
-        manager_schedule_pool_refill(m, 0);
+        pool_drop_template(m, name);
+        pool_schedule_refill(m, 0);
         /* What was loaded is what the file says: the template just parsed. */
         manager_record_template(m, t, now_usec(CLOCK_REALTIME));
         return 0;
@@ -481,8 +474,8 @@ int manager_remove_template(Manager *m, const char *name, SandboxError *error) {
         r = manager_reload_templates(m);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to load the templates again: %m");
-        manager_drop_pooled(m, name);
-        manager_schedule_pool_refill(m, 0);
+        pool_drop_template(m, name);
+        pool_schedule_refill(m, 0);
         return 0;
 }
 
@@ -508,24 +501,6 @@ bool manager_host_uid_in_use(Manager *m, uid_t uid) {
                 if (s->host_uid == uid)
                         return true;
         return false;
-}
-
-bool manager_has_pooled(Manager *m) {
-        return m->pooled;
-}
-
-void manager_pool_chain_add(Manager *m, Sandbox *s) {
-        s->pool_next = m->pooled;
-        m->pooled = s;
-}
-
-void manager_pool_chain_remove(Manager *m, Sandbox *s) {
-        for (Sandbox **p = &m->pooled; *p; p = &(*p)->pool_next)
-                if (*p == s) {
-                        *p = s->pool_next;
-                        break;
-                }
-        s->pool_next = NULL;
 }
 
 Sandbox *manager_find_sandbox(Manager *m, const char *id) {
@@ -664,7 +639,7 @@ void manager_link_sandbox(Manager *m, Sandbox *s) {
         s->uid_next = *uid_head;
         *uid_head = s;
         if (sandbox_is_pooled(s))
-                manager_pool_chain_add(m, s);
+                pool_chain_add(m, s);
         m->n_sandboxes++;
         if (!sandbox_is_pooled(s))
                 MANAGER_NOTIFY(m, sandbox_added, s);
@@ -685,151 +660,13 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
                         break;
                 }
         s->id_next = s->uid_next = NULL;
-        if (sandbox_is_pooled(s))
-                manager_pool_chain_remove(m, s);
         m->n_sandboxes--;
 
         if (sandbox_is_pooled(s)) {
-                if (m->draining) {
-                        if (m->pool_drained_cb && !manager_has_pooled(m)) {
-                                void (*cb)(void *) = m->pool_drained_cb;
-                                m->pool_drained_cb = NULL;
-                                cb(m->pool_drained_userdata);
-                        }
-                        return;
-                }
-                /* One that never came up (failed, or refused while still starting) is retried
-                 * slowly: Docker may be down, descriptors may have run out. */
-                manager_schedule_pool_refill(m, s->state == SANDBOX_STARTING ||
-                                                (s->state == SANDBOX_DEAD && s->failure) ? 30 * 1000000ULL : 0);
+                pool_unlinked(m, s);
                 return;
         }
         MANAGER_NOTIFY(m, sandbox_removed, s);
-}
-
-/* A running pooled sandbox of t, if the request takes the template's defaults. */
-static Sandbox *manager_pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
-        if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max ||
-            c->limits.storage != STORAGE_DEFAULT ||
-            c->egress_allow_set || c->egress_deny_set)
-                return NULL; /* what a pooled sandbox was started with cannot be changed */
-        for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (s->custody == SANDBOX_POOLED && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
-                        return s;
-        return NULL;
-}
-
-static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
-        return a->limits.memory_max == b->limits.memory_max &&
-               a->limits.cpu_quota_per_sec_usec == b->limits.cpu_quota_per_sec_usec &&
-               a->limits.tasks_max == b->limits.tasks_max && a->disk_max == b->disk_max &&
-               a->limits.storage == b->limits.storage &&
-               sandbox_config_egress_equal(a, b);
-}
-
-Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
-                               bool resetting) {
-        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-        _cleanup_(sandbox_config_done) SandboxConfig c = {};
-
-        if (!t->recycle || sandbox_config_copy(&c, config) < 0)
-                return NULL;
-        /* Compared as the sandbox would be made: the template's values filled in. */
-        if (manager_config_resolve(m, t, &c, &error) < 0 ||
-            sandbox_config_egress_defaults(&c, t->egress_allow, t->egress_deny, &error) < 0)
-                return NULL;
-        Sandbox *found = NULL;
-        unsigned n = 0;
-        for (Sandbox *s = m->pooled; s; s = s->pool_next) {
-                /* Never another owner's or another tenant's: only who released it may have it. */
-                if (!sandbox_is_released(s) || s->owner != owner || !streq(s->config.tenant, c.tenant) ||
-                    !streq(s->template_name, t->name) || !limits_equal(&s->config, &c))
-                        continue;
-                if (!resetting) {
-                        if (sandbox_is_kept(s))
-                                return s;
-                        continue;
-                }
-                n++;
-                if (!found && sandbox_is_resetting(s) && !s->recycle_waiter)
-                        found = s;
-        }
-        /* One that works a sandbox at a time (one released, being reset) gets a second one
-         * rather than wait: its creates then alternate between the two, each reset done
-         * while it uses the other. With more of them in play, a new unit's cost (tens of
-         * milliseconds, of systemd's and the kernel's CPU) is not worth a reset's wait. */
-        return n >= 2 ? found : NULL;
-}
-
-bool manager_evict_kept(Manager *m) {
-        Sandbox *oldest = NULL;
-
-        /* The chain is newest first: the last kept one is the one kept longest. */
-        for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (sandbox_is_kept(s))
-                        oldest = s;
-        if (!oldest)
-                return false;
-        log_sandbox(oldest, LOG_INFO, 0, "Sandbox %s, kept for reuse, makes room for a new one.", oldest->id);
-        sandbox_payload_failed(oldest, "kept for reuse, and destroyed to make room at the maximum of sandboxes.");
-        return true;
-}
-
-unsigned manager_count_released(Manager *m, const Sandbox *like) {
-        unsigned n = 0;
-
-        for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                if (sandbox_is_released(s) && s->owner == like->owner && streq(s->config.tenant, like->config.tenant) &&
-                    streq(s->template_name, like->template_name))
-                        n++;
-        return n;
-}
-
-void manager_sandbox_released(Manager *m, Sandbox *s) {
-        /* Gone for everyone, as a destroyed one: nothing of it is to be touched meanwhile. */
-        MANAGER_NOTIFY(m, sandbox_removed, s);
-        sandbox_set_custody(s, SANDBOX_RESETTING);
-        manager_pool_chain_add(m, s);
-}
-
-int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error) {
-        bool recycled = sandbox_is_released(s);
-        int r;
-
-        if (recycled) {
-                r = sandbox_take_new_id(s);
-                if (r < 0)
-                        return sandbox_error_set_errno(error, r, "Failed to give a recycled sandbox a new id: %m");
-        }
-        /* Saved and announced below, with the rest. No Timeout asked: the admin's default
-         * (or maximum), as a new one would have. */
-        r = sandbox_apply_timeout(s, config->timeout_sec ?: manager_timeout_default(m, s->template_name),
-                                  config->idle_timeout_sec, error);
-        if (r < 0)
-                return r;
-        manager_pool_chain_remove(m, s);
-        sandbox_set_custody(s, SANDBOX_OWNED);
-        s->from_pool = true;
-        if (recycled)
-                s->recycles++;
-        s->owner = owner;
-        s->config.ephemeral = config->ephemeral;
-        s->config.idle_action = config->idle_action;
-        memcpy(s->config.name, config->name, sizeof(s->config.name));
-        memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
-        s->record_closed = false;
-        sandbox_save(s);
-        MANAGER_NOTIFY(m, sandbox_added, s);
-        manager_record_sandbox(m, s, NULL);
-        if (recycled)
-                log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s (template %s, %s) recycled for owner %u.", s->id,
-                            s->template_name, s->unit, owner);
-        else {
-                log_sandbox(s, LOG_INFO, 0, "Sandbox %s (template %s) handed from the pool to owner %u.", s->id,
-                            s->template_name, owner);
-                manager_schedule_pool_refill(m, 0);
-        }
-        return 0;
 }
 
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
@@ -920,84 +757,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
         if (!isempty(config->from_snapshot))
                 return manager_create_from_snapshot(m, caller, t, config, cb, userdata, error);
 
-        return manager_acquire_or_start(m, owner, t, config, true, cb, userdata, error);
-}
-
-int manager_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxConfig *config,
-                             bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error) {
-        Sandbox *s;
-        int r;
-
-        /* Recycled first (the caller's own, reset), then from the warm pool: an acquire,
-         * not a boot. */
-        s = manager_recycled_find(m, owner, t, config, false) ?: manager_pool_take(m, t, config);
-        if (s) {
-                r = manager_hand_out(m, s, owner, config, error);
-                if (r < 0)
-                        return r;
-                cb(s, NULL, userdata);
-                return 0;
-        }
-        /* One of the caller's own being reset is ready in a millisecond or so; a new one
-         * takes tens of milliseconds and a unit of its own. */
-        /* Not a named one: its name is checked as it is asked for, and another create of
-         * that name could come meanwhile. */
-        s = may_wait && isempty(config->name) ? manager_recycled_find(m, owner, t, config, true) : NULL;
-        if (s) {
-                r = recycle_wait(s, owner, config, cb, userdata);
-                if (r >= 0)
-                        return 0;
-                log_sandbox(s, LOG_DEBUG, r, "Cannot wait for sandbox %s to be reset, starting another: %m", s->id);
-        }
-
-        if (m->n_sandboxes >= m->settings.max_sandboxes && !manager_evict_kept(m))
-                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
-                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
-        return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);
-}
-
-static int on_pool_timer(sd_event_source *source, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
-
-        if (m->draining)
-                return 0;
-        for (size_t i = 0; i < m->templates.n; i++) {
-                const Template *t = m->templates.templates[i];
-                unsigned have = 0;
-
-                for (Sandbox *s = m->pooled; s; s = s->pool_next)
-                        if (s->custody == SANDBOX_POOLED && streq(s->template_name, t->name))
-                                have++;
-                for (; have < t->pool && m->n_sandboxes < m->settings.max_sandboxes; have++) {
-                        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-                        _cleanup_(sandbox_config_done) SandboxConfig c = {};
-
-                        if (manager_start_sandbox(m, t, &c, 0, true, NULL, NULL, &error) < 0) {
-                                log_warning("Failed to start a pooled sandbox of template %s: %s", t->name,
-                                            error.message ?: "unknown error");
-                                manager_schedule_pool_refill(m, 30 * 1000000ULL);
-                                return 0;
-                        }
-                }
-        }
-        return 0;
-}
-
-void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec) {
-        uint64_t usec;
-
-        if (!m->event)
-                return;
-        if (m->pool_timer) {
-                /* Sooner wins over later; an earlier request stands. */
-                if (sd_event_source_get_enabled(m->pool_timer, NULL) > 0 && delay_usec > 0)
-                        return;
-                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &usec);
-                (void) sd_event_source_set_time(m->pool_timer, usec + delay_usec);
-                (void) sd_event_source_set_enabled(m->pool_timer, SD_EVENT_ONESHOT);
-                return;
-        }
-        (void) sd_event_add_time_relative(m->event, &m->pool_timer, CLOCK_MONOTONIC, delay_usec, 0, on_pool_timer, m);
+        return pool_acquire_or_start(m, owner, t, config, true, cb, userdata, error);
 }
 
 
@@ -1255,28 +1015,12 @@ int manager_adopt_sandboxes(Manager *m) {
         for (PayloadKind k = 0; k < _PAYLOAD_KIND_MAX; k++)
                 if (m->payload_ops[k]->remove_orphans)
                         m->payload_ops[k]->remove_orphans(m);
-        manager_schedule_pool_refill(m, 0);
+        pool_schedule_refill(m, 0);
         if (adopted > 0)
                 log_info("Adopted %u running sandbox(es).", adopted);
         return (int) adopted;
 }
 
 int manager_drain_pool(Manager *m, void (*cb)(void *userdata), void *userdata) {
-        unsigned n = 0;
-
-        for (Sandbox *s = m->sandboxes, *next; s; s = next) {
-                next = s->next;
-                if (sandbox_is_pooled(s)) {
-                        (void) sandbox_destroy(s, NULL, NULL);
-                        n++;
-                }
-        }
-        m->pool_drained_cb = cb;
-        m->pool_drained_userdata = userdata;
-        m->draining = true;
-        if (n == 0 || !manager_has_pooled(m)) {
-                m->pool_drained_cb = NULL;
-                cb(userdata);
-        }
-        return (int) n;
+        return pool_drain(m, cb, userdata);
 }

@@ -4,7 +4,7 @@
  * The recycling pool (a template's "pool": {"recycle": true}). A sandbox its user is done
  * with (an ephemeral one whose exec ended, or one released with ReleaseSandbox) is not
  * destroyed but reset and kept, for its owner and tenant only, until a create of the same
- * template and limits takes it (manager_recycled_find()). It stays the one transient unit
+ * template and limits takes it (pool_find_kept()). It stays the one transient unit
  * it was, with its limits; only what its user left is gone:
  *
  *   1. its execs and file operations end (their callers are answered), and it leaves the
@@ -100,7 +100,7 @@ static int on_waiter_go_on(sd_event_source *source, void *userdata) {
         else if (!t)
                 r = sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%.64s'.", w->template_name);
         else
-                r = manager_acquire_or_start(w->manager, w->owner, t, &w->config, false, cb, cb_userdata, &error);
+                r = pool_acquire_or_start(w->manager, w->owner, t, &w->config, false, cb, cb_userdata, &error);
         recycle_waiter_free(w);
         if (r < 0)
                 recycle_create_failed(cb, cb_userdata, r, &error);
@@ -184,7 +184,7 @@ static void recycle_waiter_take(Sandbox *s) {
                 return;
         cb = w->cb;
         userdata = w->userdata;
-        if (manager_hand_out(s->manager, s, w->owner, &w->config, &error) < 0) {
+        if (pool_hand_out(s->manager, s, w->owner, &w->config, &error) < 0) {
                 /* It stays kept; the create goes on without it. */
                 recycle_waiter_go_on(w);
                 return;
@@ -263,7 +263,7 @@ static const char *recycle_refusal(Sandbox *s) {
                 return "its files are on disk (Storage=disk), which a reset does not renew";
         if (s->state != SANDBOX_RUNNING || s->pause_pending || s->custody != SANDBOX_OWNED || !s->cgroup)
                 return "it is not running";
-        if (manager_count_released(s->manager, s) >= t->recycle_max)
+        if (pool_count_released(s->manager, s) >= t->recycle_max)
                 return "as many of its kind are kept already";
         return NULL;
 }
@@ -306,7 +306,7 @@ int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         s->idle_source = sd_event_source_disable_unref(s->idle_source);
         s->recycle_cb = cb;
         s->recycle_userdata = userdata;
-        manager_sandbox_released(s->manager, s);
+        pool_add_released(s->manager, s);
         /* Its user's record of it ends here; a next user's starts under a new id. */
         manager_record_sandbox(s->manager, s, "released");
         s->record_closed = true;

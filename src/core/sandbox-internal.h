@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "mount-renew.h"
 #include "payload.h"
+#include "pool.h"
 #include "sandbox-logs.h"
 #include "scope.h"
 #include "statistics.h"
@@ -278,6 +279,9 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata);
 int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata);
 Sandbox *sandbox_free_internal(Sandbox *s);
 void manager_sandbox_state_changed(Manager *m, Sandbox *s);
+/* The front ends' subscribers learn that s is there for them now, or no longer. */
+void manager_notify_added(Manager *m, Sandbox *s);
+void manager_notify_removed(Manager *m, Sandbox *s);
 /* Whether anyone keeps a record of executions (then an exec's accounting is taken). */
 bool manager_records_execs(Manager *m);
 void manager_record_exec(Manager *m, const ExecRecordEvent *ev);
@@ -297,16 +301,11 @@ int sandbox_take_new_id(Sandbox *s);
 int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error);
 /* Any sandbox with that id, pooled ones included (manager_get_sandbox() is the bus's). */
 Sandbox *manager_find_sandbox(Manager *m, const char *id);
-bool manager_has_pooled(Manager *m);
-/* Tops up the warm pools, after delay_usec (pooled starts that fail are retried slowly). */
-void manager_schedule_pool_refill(Manager *m, uint64_t delay_usec);
 void manager_unlink_sandbox(Manager *m, Sandbox *s);
 bool manager_host_uid_in_use(Manager *m, uid_t uid);
 /* The live sandbox named name of owner for tenant ("": none). */
 Sandbox *manager_find_named(Manager *m, uid_t owner, const char *tenant, const char *name);
 /* Starts a new sandbox of t for owner (config finalized here); cb once it runs. */
-void manager_pool_chain_add(Manager *m, Sandbox *s);
-void manager_pool_chain_remove(Manager *m, Sandbox *s);
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                           sandbox_callback_t cb, void *userdata, SandboxError *error);
 /* The same with config resolved already, at once (manager-quota.c's queue calls it). */
@@ -320,33 +319,14 @@ bool sandbox_can_recycle(Sandbox *s);
 void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
 /* sandboxd exits, or the sandbox ends, during a release: its caller is told. */
 void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
-/* A kept sandbox of t for the caller's owner, tenant and the limits config asks for, or
- * NULL. With resetting, one being reset for them that no create waits for yet, if two or
- * more of theirs are (released, reset or not). */
-Sandbox *manager_recycled_find(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
-                               bool resetting);
 /* The create (owner, config, cb) waits for s's reset and gets s once it is done; if that
  * fails, s goes away or takes longer than RECYCLE_WAIT_USEC, the create goes on as if it
- * had not waited (manager_acquire_or_start()), without waiting again. */
+ * had not waited (pool_acquire_or_start()), without waiting again. */
 int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_callback_t cb, void *userdata);
 /* s goes away: a create waiting for it goes on without it. */
 void recycle_waiter_release(Sandbox *s);
 /* sandboxd stops: the creates that were about to go on are answered error. */
 void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error);
-/* What a create does once it is allowed and its template known: the caller's own kept
- * sandbox, else one of the warm pool, else (may_wait) one of the caller's being reset
- * (recycle_wait()), else a new one. cb once it runs; an error now is returned. */
-int manager_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxConfig *config,
-                             bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error);
-/* How many kept (released) sandboxes there are of like's owner, tenant and template. */
-unsigned manager_count_released(Manager *m, const Sandbox *like);
-/* At the maximum of sandboxes: destroys the sandbox kept for reuse longest (released,
- * reset), so that a new one may start meanwhile. false if none is kept. */
-bool manager_evict_kept(Manager *m);
-/* s's user released it: gone for the front ends, pooled (for its owner only) from now. */
-void manager_sandbox_released(Manager *m, Sandbox *s);
-/* Hands a kept (pooled or released) sandbox to owner with config, as a create's answer. */
-int manager_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

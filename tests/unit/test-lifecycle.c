@@ -765,7 +765,7 @@ static void test_recycled_for_the_same_owner(void **state) {
         assert_int_equal(rel.code, SANDBOX_ERR_NONE);
         assert_int_equal(rel.state, SANDBOX_RUNNING);
         assert_int_equal(backend.n_renew, 1);
-        assert_int_equal(manager_count_released(manager, s), 1);
+        assert_int_equal(pool_count_released(manager, s), 1);
 
         /* The next create of that owner gets it, under a new id, as the same unit. */
         again = create("recycled", false);
@@ -795,7 +795,7 @@ static void test_ephemeral_recycled_after_its_exec(void **state) {
         agent_reset(a, 0);
         RUN_UNTIL(s->custody == SANDBOX_KEPT);
         assert_int_equal(s->state, SANDBOX_RUNNING);
-        assert_int_equal(manager_count_released(manager, s), 1);
+        assert_int_equal(pool_count_released(manager, s), 1);
 }
 
 static void test_reset_that_fails_destroys(void **state) {
@@ -949,7 +949,7 @@ static void test_release_while_starting(void **state) {
         assert_null(a.sandbox);
         assert_int_equal(rel.state, SANDBOX_DEAD);
         assert_null(manager_next_sandbox(manager, NULL));
-        assert_int_equal(manager_count_released(manager, &(Sandbox) { .template_name = (char *) "recycled" }), 0);
+        assert_int_equal(pool_count_released(manager, &(Sandbox) { .template_name = (char *) "recycled" }), 0);
 }
 
 /* Released while paused, or while a pause is in flight: not kept either. */
@@ -1034,8 +1034,8 @@ static int setup_pool(void **state) {
 }
 
 static Sandbox *pooled_running(void) {
-        manager_schedule_pool_refill(manager, 0);
-        RUN_UNTIL(manager_has_pooled(manager) && manager->pooled->state == SANDBOX_RUNNING);
+        pool_schedule_refill(manager, 0);
+        RUN_UNTIL(pool_has_sandboxes(manager) && manager->pooled->state == SANDBOX_RUNNING);
         return manager->pooled;
 }
 
@@ -1054,7 +1054,7 @@ static void test_pool_hand_out(void **state) {
         /* Not of a recycling template: released, it goes. */
         assert_false(sandbox_can_recycle(s));
         /* The pool is filled again, with another. */
-        RUN_UNTIL(manager_has_pooled(manager) && manager->pooled->state == SANDBOX_RUNNING);
+        RUN_UNTIL(pool_has_sandboxes(manager) && manager->pooled->state == SANDBOX_RUNNING);
         assert_ptr_not_equal(manager->pooled, s);
         destroy(s);
 }
@@ -1068,7 +1068,7 @@ static void test_pool_starting_not_handed_out(void **state) {
         Sandbox *p;
 
         systemd_fake.hold = "StartTransientUnit";
-        manager_schedule_pool_refill(manager, 0);
+        pool_schedule_refill(manager, 0);
         RUN_UNTIL(systemd_fake.n_held > 0);
         p = manager->pooled;
         assert_non_null(p);
