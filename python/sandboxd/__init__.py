@@ -30,7 +30,7 @@ library only; Python 3.11.
 from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox
 from .code import CodeSandbox, ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider
 from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationRequired, InvalidOption,
-                     NoReply, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot, NoSuchTemplate, NotRunning,
+                     NodeUnavailable, NoReply, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot, NoSuchTemplate, NotRunning,
                      NotRegularFile, NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
@@ -54,6 +54,6 @@ __all__ = [
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
     'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',
     'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded', 'SnapshotTooLarge',
-    'NotRegularFile', 'AccessDenied', 'InteractiveAuthorizationRequired',
+    'NotRegularFile', 'NodeUnavailable', 'AccessDenied', 'InteractiveAuthorizationRequired',
     'NotSupported', 'NoReply',
 ]

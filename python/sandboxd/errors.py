@@ -22,7 +22,7 @@ __all__ = [
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy',
     'TooManySandboxes', 'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning',
     'FileTooLarge', 'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded',
-    'SnapshotTooLarge', 'NotRegularFile', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported',
+    'SnapshotTooLarge', 'NotRegularFile', 'NodeUnavailable', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported',
     'NoReply', 'ProtocolError',
     'error_from_reply',
 ]
@@ -180,6 +180,13 @@ class NotRegularFile(SandboxError):
     name = f'{INTERFACE}.NotRegularFile'
 
 
+class NodeUnavailable(SandboxError):
+    """The fleet node that holds the sandbox is not answering (the HTTP bridge's or the
+    front's 503); the call may succeed once it is back or the sandbox restored elsewhere."""
+
+    name = f'{INTERFACE}.NodeUnavailable'
+
+
 class AccessDenied(SandboxError):
     """polkit said no."""
 
@@ -238,7 +245,7 @@ _BY_NAME: dict[str, type[SandboxError]] = {
         NoSuchTemplate, NoSuchSandbox, InvalidOption, NotRunning, Busy, TooManySandboxes,
         SandboxFailed, SystemdFailed, NoSuchProcess, StillRunning, FileTooLarge, SandboxExists,
         TemplateReadOnly, NoSuchSnapshot, QuotaExceeded, SnapshotTooLarge, NotRegularFile,
-        AccessDenied, InteractiveAuthorizationRequired, NotSupported, NoReply,
+        NodeUnavailable, AccessDenied, InteractiveAuthorizationRequired, NotSupported, NoReply,
         SandboxSystemError)
 }
 

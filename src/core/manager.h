@@ -25,6 +25,7 @@ typedef struct ManagerSettings {
         char *bwrap_path;
         char *docker_socket;  /* the Docker Engine API (or Podman's compatible one) */
         unsigned max_sandboxes;
+        unsigned fleet_node;  /* sandboxd.conf [Fleet] Node=: 1…255 ends every new id; 0 none */
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
         SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
         TenancySettings tenancy; /* sandboxd.conf [Node], [Limits], [OwnerQuota], [TenantQuota] */

@@ -58,6 +58,27 @@ bool sandbox_id_is_valid(const char *id) {
         return true;
 }
 
+void sandbox_id_format(const uint8_t random[static SANDBOX_ID_LEN / 2], unsigned node,
+                       char ret[static SANDBOX_ID_LEN + 1]) {
+        static const char hex[] = "0123456789abcdef";
+
+        for (size_t i = 0; i < SANDBOX_ID_LEN / 2; i++) {
+                uint8_t b = random[i];
+                /* The first digits stay random: the manager buckets ids by them. */
+                if (node > 0 && i == SANDBOX_ID_LEN / 2 - 1)
+                        b = (uint8_t) node;
+                ret[2 * i] = hex[b >> 4];
+                ret[2 * i + 1] = hex[b & 15];
+        }
+        ret[SANDBOX_ID_LEN] = 0;
+}
+
+int sandbox_id_node(const char *id) {
+        if (!sandbox_id_is_valid(id))
+                return -EINVAL;
+        return (int) strtoul(id + SANDBOX_ID_LEN - 2, NULL, 16);
+}
+
 char *sandbox_unit_name(const char *id, const char *type) {
         char *name;
 
@@ -255,8 +276,7 @@ static int sandbox_generate_id(Manager *m, char ret[static SANDBOX_ID_LEN + 1]) 
                 uint8_t b[SANDBOX_ID_LEN / 2];
                 if (getrandom(b, sizeof(b), 0) != sizeof(b))
                         return -EIO;
-                for (size_t i = 0; i < sizeof(b); i++)
-                        sprintf(ret + 2 * i, "%02x", b[i]);
+                sandbox_id_format(b, m->settings.fleet_node, ret);
                 if (!manager_find_sandbox(m, ret))
                         return 0;
         }

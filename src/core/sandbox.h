@@ -39,6 +39,17 @@ SandboxState sandbox_state_from_string(const char *s);
 typedef void (*sandbox_callback_t)(Sandbox *s, const SandboxError *error, void *userdata);
 
 bool sandbox_id_is_valid(const char *id);
+/* Fleet nodes (sandboxd.conf [Fleet] Node=, docs/SCALE-OUT.md): a node numbered 1…255
+ * ends each id it makes with its number as two hex digits, so that a front (HAProxy)
+ * routes a call by its id alone. 0: no node (every digit random, as before). */
+#define SANDBOX_NODE_MAX 255U
+/* An id from 8 random bytes: 16 hex digits, the last two the node's when node is not 0. */
+void sandbox_id_format(const uint8_t random[static SANDBOX_ID_LEN / 2], unsigned node,
+                       char ret[static SANDBOX_ID_LEN + 1]);
+/* The node an id names (its last two hex digits), or -EINVAL for an invalid id. An id made
+ * without a node names whatever its random last digits say: only the front's table of
+ * such ids (ids.map) tells them apart. */
+int sandbox_id_node(const char *id);
 /* The name of a sandbox's unit: "sandbox-<id>.<type>" (type "scope" or "slice"). */
 char *sandbox_unit_name(const char *id, const char *type);
 

@@ -129,6 +129,9 @@ int statistics_report(Manager *m, const char *tenant, uint64_t spool_backlog, St
         _cleanup_(statistics_report_done) StatisticsReport r = {
                 .counters = &m->statistics,
                 .spool_backlog = spool_backlog,
+                .sandboxes_max = m->settings.max_sandboxes,
+                .sandboxes_live = m->n_sandboxes,
+                .node = m->settings.fleet_node,
         };
         int k;
 

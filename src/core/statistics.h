@@ -95,6 +95,10 @@ typedef struct StatisticsReport {
         PoolStatus *pools;
         size_t n_pools;
         uint64_t spool_backlog;
+        /* Daemon-wide only: --max-sandboxes=, the sandboxes held now (pool ones too), the
+         * fleet node number (0: none). */
+        uint64_t sandboxes_max, sandboxes_live;
+        unsigned node;
         const char *tenant;           /* the scope: NULL daemon-wide */
         SandboxStatistics none;       /* the counters of a tenant with no event yet */
 } StatisticsReport;

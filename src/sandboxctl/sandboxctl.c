@@ -29,6 +29,7 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "sandboxctl-files.h"
+#include "sandboxctl-fleet.h"
 #include "sandboxctl-history.h"
 #include "sandboxctl-observe.h"
 #include "sandboxctl-process.h"
@@ -1808,6 +1809,12 @@ int main(int argc, char *argv[]) {
 
         setlocale(LC_ALL, "");
         atexit(arg_env_freep);
+
+        /* The fleet's commands take options of their own, and no bus. */
+        if (argc >= 2 && streq(argv[1], "fleet")) {
+                r = fleet_main(argc - 1, argv + 1);
+                return r < 0 ? EXIT_FAILURE : r;
+        }
 
         r = parse_argv(argc, argv);
         verb = verb_find(optind < argc ? argv[optind] : NULL);

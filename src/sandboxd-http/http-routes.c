@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "agent-protocol.h"
 #include "base64-util.h"
@@ -253,6 +254,12 @@ static int create_call(HttpRequest *req, json_object *params, bool fork) {
 }
 
 static int route_session_create(HttpRequest *req) {
+        const char *drain = http_server_config(http_request_server(req))->drain_file;
+
+        /* A draining node takes no new sandbox: the front tries the next node (its
+         * retry-on 503), even for a tenant whose stick-table entry names this one. */
+        if (drain && access(drain, F_OK) >= 0)
+                return http_request_reply_error(req, 503, "NodeUnavailable", "This node is draining.");
         return create_call(req, json_object_new_object(), false);
 }
 

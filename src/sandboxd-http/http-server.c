@@ -354,7 +354,8 @@ int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_o
                 (void) json_object_object_get_ex(parameters, "message", &m);
         message = m ? json_object_get_string(m) : NULL;
         if (streq(error, VARLINK_ERROR_DISCONNECTED))
-                message = "sandboxd is not answering.";
+                /* As a fleet's front answers for a node that is gone (docs/SCALE-OUT.md). */
+                return reply_error_details(req, 503, "NodeUnavailable", NULL, "sandboxd is not answering.");
         else if (!message && streq(error, VARLINK_ERROR_INVALID_PARAMETER) && parameters &&
                  json_object_object_get_ex(parameters, "parameter", &m))
                 return http_request_reply_error(req, 400, error, "Invalid parameter: %s.", json_object_get_string(m));
@@ -1157,7 +1158,7 @@ static int listen_unix(const char *path) {
         return TAKE_FD(fd);
 }
 
-static int listen_inet(const char *address) {
+int http_listen_inet(const char *address) {
         _cleanup_free_ char *host = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct sockaddr_storage ss = {};
@@ -1195,7 +1196,7 @@ static int listen_inet(const char *address) {
 }
 
 int http_server_listen_address(HttpServer *s, const char *address) {
-        int fd = address[0] == '/' ? listen_unix(address) : listen_inet(address);
+        int fd = address[0] == '/' ? listen_unix(address) : http_listen_inet(address);
 
         if (fd < 0)
                 return log_error_errno(fd, "Cannot listen on %s: %m", address);

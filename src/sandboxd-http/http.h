@@ -70,6 +70,8 @@ typedef struct HttpConfig {
         uint64_t body_min_rate;
         bool access_log;                /* one journal entry per request */
         uint64_t mcp_default_lifetime_sec; /* /mcp's sandbox_create without a lifetime */
+        char *agent_check;              /* [Fleet] AgentCheck=: HAProxy's agent port, or NULL */
+        char *drain_file;               /* [Fleet] DrainFile= */
 } HttpConfig;
 
 void http_config_done(HttpConfig *c);
@@ -149,6 +151,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HttpServer *, http_server_free);
 int http_server_listen_fd(HttpServer *s, int fd);
 /* "HOST:PORT", "[V6]:PORT" or an absolute path. */
 int http_server_listen_address(HttpServer *s, const char *address);
+/* A listening TCP socket on "HOST:PORT" or "[V6]:PORT". */
+int http_listen_inet(const char *address);
 const HttpStats *http_server_stats(HttpServer *s);
 const HttpConfig *http_server_config(HttpServer *s);
 sd_event *http_server_event(HttpServer *s);
@@ -230,6 +234,22 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                       http_backend_reply_t callback, void *userdata);
 /* Ends the request's calls in progress (a stream it no longer wants). */
 void http_backend_cancel(HttpRequest *req);
+
+/* ---- the agent-check port of a fleet's front (http-agent.c) ---- */
+
+#define HTTP_DEFAULT_DRAIN_FILE "/run/sandboxd/drain"
+/* A socket-activated fd of this name (FileDescriptorName=) is the agent port. */
+#define HTTP_AGENT_CHECK_FD_NAME "agent-check"
+
+typedef struct HttpAgent HttpAgent;
+
+/* Serves HAProxy's agent checks on the listening socket fd (taken, also on failure). */
+int http_agent_new(HttpAgent **ret, sd_event *event, int fd, const char *varlink_address, const char *drain_file);
+HttpAgent *http_agent_free(HttpAgent *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpAgent *, http_agent_free);
+/* The line an agent check answers: "drain" while draining, "down#…" when sandboxd does not
+ * answer, else "up ready N%" (N: the free share of max, at least 1 while one more fits). */
+int http_agent_answer(bool draining, bool answering, uint64_t max, uint64_t live, char *buf, size_t size);
 
 /* ---- helpers (http-util.c) ---- */
 

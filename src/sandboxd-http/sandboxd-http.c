@@ -85,6 +85,8 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "AccessLog",         config_parse_bool,    offsetof(HttpConfig, access_log),        "a boolean" },
         { "HTTP", "MCPDefaultLifetimeSec", config_parse_seconds, offsetof(HttpConfig, mcp_default_lifetime_sec),
           "seconds" },
+        { "Fleet", "AgentCheck",       config_parse_string,  offsetof(HttpConfig, agent_check),       "an address" },
+        { "Fleet", "DrainFile",        config_parse_path,    offsetof(HttpConfig, drain_file),        "an absolute path" },
 };
 
 void http_config_done(HttpConfig *c) {
@@ -92,6 +94,8 @@ void http_config_done(HttpConfig *c) {
         c->trusted_proxies = strv_free(c->trusted_proxies);
         c->varlink_address = mfree(c->varlink_address);
         c->tokens_dir = mfree(c->tokens_dir);
+        c->agent_check = mfree(c->agent_check);
+        c->drain_file = mfree(c->drain_file);
 }
 
 int http_config_load(HttpConfig *c, const char *path) {
@@ -148,13 +152,20 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
         return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at, operator);
 }
 
-static int listen_all(HttpServer *s, const HttpConfig *config) {
+/* The sockets systemd hands over (the one named "agent-check" is HAProxy's agent port,
+ * *ret_agent_fd), else the configured addresses. */
+static int listen_all(HttpServer *s, const HttpConfig *config, int *ret_agent_fd) {
+        _cleanup_strv_free_ char **names = NULL;
         int n, r;
 
-        n = sd_listen_fds(true);
+        n = sd_listen_fds_with_names(true, &names);
         if (n < 0)
                 return log_error_errno(n, "sd_listen_fds(): %m");
         for (int i = 0; i < n; i++) {
+                if (names && names[i] && streq(names[i], HTTP_AGENT_CHECK_FD_NAME)) {
+                        *ret_agent_fd = SD_LISTEN_FDS_START + i;
+                        continue;
+                }
                 r = http_server_listen_fd(s, SD_LISTEN_FDS_START + i);
                 if (r < 0)
                         return r;
@@ -226,8 +237,10 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
 static int run(const HttpConfig *config) {
         _cleanup_(http_server_freep) HttpServer *s = NULL;
         _cleanup_(http_backend_freep) HttpBackend *b = NULL;
+        _cleanup_(http_agent_freep) HttpAgent *agent = NULL;
         _cleanup_(http_tokens_done) HttpTokens tokens = {};
         Reloader reloader = { config, &tokens };
+        int agent_fd = -EBADF;
         sd_event *e = NULL;
         size_t n;
         int r;
@@ -267,9 +280,22 @@ static int run(const HttpConfig *config) {
         if (r < 0)
                 goto finish;
         http_server_set_backend(s, b);
-        r = listen_all(s, config);
+        r = listen_all(s, config, &agent_fd);
         if (r < 0)
                 goto finish;
+        if (agent_fd < 0 && config->agent_check) {
+                agent_fd = http_listen_inet(config->agent_check);
+                if (agent_fd < 0) {
+                        r = log_error_errno(agent_fd, "Cannot listen for agent checks on %s: %m", config->agent_check);
+                        goto finish;
+                }
+        }
+        if (agent_fd >= 0) {
+                r = http_agent_new(&agent, e, agent_fd, config->varlink_address, config->drain_file);
+                if (r < 0)
+                        goto finish;
+                log_info("Answering HAProxy's agent checks (drain file %s).", config->drain_file);
+        }
         (void) sd_notify(false, "READY=1\nSTATUS=Serving.");
         r = sd_event_loop(e);
 finish:
@@ -345,6 +371,8 @@ int main(int argc, char **argv) {
         if ((varlink || !config.varlink_address) && set_string(&config.varlink_address, varlink ?: HTTP_DEFAULT_VARLINK) < 0)
                 return 1;
         if ((tokens_dir || !config.tokens_dir) && set_string(&config.tokens_dir, tokens_dir ?: HTTP_DEFAULT_TOKENS_DIR) < 0)
+                return 1;
+        if (!config.drain_file && set_string(&config.drain_file, HTTP_DEFAULT_DRAIN_FILE) < 0)
                 return 1;
         if (!config.listen && (strv_extend(&config.listen, HTTP_DEFAULT_LISTEN_TCP) < 0 ||
                                strv_extend(&config.listen, HTTP_DEFAULT_LISTEN_UNIX) < 0))

@@ -397,6 +397,11 @@ static json_object *statistics_to_json(const StatisticsReport *st) {
             json_add(o, "pools", pools_to_json(st->pools, st->n_pools)) < 0 ||
             json_add(o, "spoolBacklog", json_object_new_uint64(st->spool_backlog)) < 0)
                 return NULL;
+        if (!st->tenant &&
+            (json_add(o, "sandboxesMax", json_object_new_uint64(st->sandboxes_max)) < 0 ||
+             json_add(o, "sandboxesLive", json_object_new_uint64(st->sandboxes_live)) < 0 ||
+             json_add(o, "node", json_object_new_uint64(st->node)) < 0))
+                return NULL;
         return TAKE_PTR(o);
 }
 

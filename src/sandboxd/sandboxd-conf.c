@@ -4,6 +4,7 @@
  * handed to the parts it configures (today the recorder's [Recording] section). */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "config.h"
 #include "log.h"
 #include "macro.h"
+#include "sandbox.h"
 #include "sandboxd-conf.h"
 
 #define PASSWORD_MAX 4096
@@ -24,6 +26,7 @@ typedef struct SettingsFile {
         SnapshotSettings snap;
         TenancySettings ten;
         WorkspaceSettings ws;
+        uint64_t fleet_node;
         char *password_file;
 } SettingsFile;
 
@@ -77,6 +80,7 @@ static const ConfigTableItem recorder_table[] = {
         { "TenantQuota", "CreatesBurst",     config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.creates_burst),   "a number" },
         { "TenantQuota", "Snapshots",        config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.snapshots),       "a number" },
         { "TenantQuota", "SnapshotBytes",    config_parse_size,      offsetof(SettingsFile, ten.quota.tenant.snapshot_bytes),  "bytes with an optional K, M, G or T" },
+        { "Fleet", "Node",                 config_parse_uint64,  offsetof(SettingsFile, fleet_node),               "a number, 1…255" },
         { "Workspaces", "Directory",       config_parse_path,    offsetof(SettingsFile, ws.directory),             "an absolute path" },
         { "Workspaces", "PoolSize",        config_parse_size,    offsetof(SettingsFile, ws.pool_size),             "bytes with an optional K, M, G or T" },
 };
@@ -103,10 +107,10 @@ static int read_password(const char *path, char **ret) {
 }
 
 int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySettings *ten, WorkspaceSettings *ws,
-                       const char *path) {
+                       unsigned *fleet_node, const char *path) {
         _cleanup_free_ char *dropins = NULL, *cred = NULL;
         SettingsFile f = { .s = *s, .snap = *snap, .ten = ten ? *ten : (TenancySettings) {},
-                           .ws = ws ? *ws : (WorkspaceSettings) {} };
+                           .ws = ws ? *ws : (WorkspaceSettings) {}, .fleet_node = fleet_node ? *fleet_node : 0 };
         const char *main_path = path ?: SANDBOX_CONF_FILE;
         const char *creds;
         int r;
@@ -126,6 +130,13 @@ int sandboxd_conf_load(RecorderSettings *s, SnapshotSettings *snap, TenancySetti
                 free(f.password_file);
                 return r;
         }
+        if (f.fleet_node > SANDBOX_NODE_MAX) {
+                free(f.password_file);
+                return log_error_errno(ERANGE, "[Fleet] Node=%" PRIu64 " is out of range, 1…%u (0: none).",
+                                       f.fleet_node, SANDBOX_NODE_MAX);
+        }
+        if (fleet_node)
+                *fleet_node = (unsigned) f.fleet_node;
         if (path && access(path, F_OK) < 0) {
                 free(f.password_file);
                 return log_error_errno(errno, "Cannot read %s: %m", path);

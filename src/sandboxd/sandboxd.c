@@ -203,7 +203,7 @@ static int load_conf(RecorderSettings *rs, ManagerSettings *m, const char *confi
                 if (!dir)
                         return log_error_errno(ENOMEM, "Out of memory.");
         }
-        r = sandboxd_conf_load(rs, &m->snapshots, &m->tenancy, &m->workspaces, config_path);
+        r = sandboxd_conf_load(rs, &m->snapshots, &m->tenancy, &m->workspaces, &m->fleet_node, config_path);
         if (dir) {
                 free(m->workspaces.directory);
                 m->workspaces.directory = TAKE_PTR(dir);

@@ -34,6 +34,7 @@
 #define SANDBOX_ERROR_QUOTA_EXCEEDED     "io.sandboxd.Sandbox1.QuotaExceeded"
 #define SANDBOX_ERROR_SNAPSHOT_TOO_LARGE "io.sandboxd.Sandbox1.SnapshotTooLarge"
 #define SANDBOX_ERROR_NOT_REGULAR_FILE   "io.sandboxd.Sandbox1.NotRegularFile"
+#define SANDBOX_ERROR_NODE_UNAVAILABLE   "io.sandboxd.Sandbox1.NodeUnavailable"
 
 /* Every error of the API, once: X(CODE, Name, D-Bus name, errno, HTTP status). The core
  * reports the code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front
@@ -59,6 +60,7 @@
         X(QUOTA_EXCEEDED,     "QuotaExceeded",    SANDBOX_ERROR_QUOTA_EXCEEDED,     EDQUOT, 403)                \
         X(SNAPSHOT_TOO_LARGE, "SnapshotTooLarge", SANDBOX_ERROR_SNAPSHOT_TOO_LARGE, EFBIG, 413)                 \
         X(NOT_REGULAR_FILE,   "NotRegularFile",   SANDBOX_ERROR_NOT_REGULAR_FILE,   EINVAL, 400)                \
+        X(NODE_UNAVAILABLE,   "NodeUnavailable",  SANDBOX_ERROR_NODE_UNAVAILABLE,   EHOSTDOWN, 503)             \
         X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES, 403)       \
         X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
           "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES, 403)                           \

@@ -186,7 +186,7 @@ static void test_recorder_settings(void **state) {
         assert_int_equal(unsetenv("CREDENTIALS_DIRECTORY"), 0);
         assert_int_equal(recorder_settings_init(&s), 0);
         assert_true(s.enabled);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path), 0);
         assert_string_equal(s.spool_dir, "/var/spool/x");
         assert_string_equal(s.mariadb_socket, "/run/mysqld/mysqld.sock");
         assert_string_equal(s.mariadb_database, "sandboxd");
@@ -201,7 +201,7 @@ static void test_recorder_settings(void **state) {
         write_file(creds, "mariadb-password", "from-credential");
         assert_int_equal(setenv("CREDENTIALS_DIRECTORY", creds, 1), 0);
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path), 0);
         assert_string_equal(s.mariadb_password, "from-credential");
         recorder_settings_done(&s);
         assert_int_equal(unsetenv("CREDENTIALS_DIRECTORY"), 0);
@@ -209,15 +209,15 @@ static void test_recorder_settings(void **state) {
         /* MariaDB without a database is refused; an explicit file that is missing too. */
         write_file(tmpdir, "rec.conf", "[Recording]\nMariaDBHost=localhost\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, path), -EINVAL);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path), -EINVAL);
         recorder_settings_done(&s);
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, "/nonexistent/sandboxd.conf"), -ENOENT);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, "/nonexistent/sandboxd.conf"), -ENOENT);
         recorder_settings_done(&s);
 
         write_file(tmpdir, "rec.conf", "[Recording]\nRecord=no\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path), 0);
         assert_false(s.enabled);
         recorder_settings_done(&s);
 
@@ -225,7 +225,7 @@ static void test_recorder_settings(void **state) {
         write_file(tmpdir, "rec.conf", "[Snapshots]\nDirectory=/srv/snap\nMaxBytesPerOwner=1.5G\nRetention=2d\n");
         snap = (SnapshotSettings) { .max_bytes_per_owner = 1, .max_per_owner = 32 };
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path), 0);
         assert_string_equal(snap.directory, "/srv/snap");
         assert_true(snap.max_bytes_per_owner == 1536ULL * 1024 * 1024);
         assert_true(snap.max_per_owner == 32);
@@ -237,7 +237,7 @@ static void test_recorder_settings(void **state) {
         WorkspaceSettings ws = {};
         write_file(tmpdir, "rec.conf", "[Workspaces]\nDirectory=/srv/ws\nPoolSize=64G\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, &ws, path), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, &ws, NULL, path), 0);
         assert_string_equal(ws.directory, "/srv/ws");
         assert_true(ws.pool_size == 64ULL * 1024 * 1024 * 1024);
         workspace_settings_done(&ws);
@@ -245,14 +245,29 @@ static void test_recorder_settings(void **state) {
         recorder_settings_done(&s);
         write_file(tmpdir, "rec.conf", "[Workspaces]\nPoolSize=big\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_true(sandboxd_conf_load(&s, &snap, NULL, &ws, path) < 0);
+        assert_true(sandboxd_conf_load(&s, &snap, NULL, &ws, NULL, path) < 0);
         workspace_settings_done(&ws);
+        snapshot_settings_done(&snap);
+        recorder_settings_done(&s);
+
+        /* [Fleet] Node=: the number new ids end with, 1…255. */
+        unsigned node = 0;
+        write_file(tmpdir, "rec.conf", "[Fleet]\nNode=12\n");
+        assert_int_equal(recorder_settings_init(&s), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, &node, path), 0);
+        assert_int_equal(node, 12);
+        snapshot_settings_done(&snap);
+        recorder_settings_done(&s);
+        write_file(tmpdir, "rec.conf", "[Fleet]\nNode=256\n");
+        assert_int_equal(recorder_settings_init(&s), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, &node, path), -ERANGE);
+        assert_int_equal(node, 12);
         snapshot_settings_done(&snap);
         recorder_settings_done(&s);
 
         write_file(tmpdir, "rec.conf", "[Snapshots]\nMaxPerOwner=many\n");
         assert_int_equal(recorder_settings_init(&s), 0);
-        assert_true(sandboxd_conf_load(&s, &snap, NULL, NULL, path) < 0);
+        assert_true(sandboxd_conf_load(&s, &snap, NULL, NULL, NULL, path) < 0);
         snapshot_settings_done(&snap);
         recorder_settings_done(&s);
 }

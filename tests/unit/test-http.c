@@ -174,6 +174,28 @@ static void test_address(void **state) {
         assert_int_equal(http_address_normalize("", buf), -EINVAL);
 }
 
+/* HAProxy's agent check: the free share as a weight, drain, down. */
+static void test_agent_answer(void **state) {
+        char buf[64];
+
+        assert_int_equal(http_agent_answer(false, true, 4, 1, buf, sizeof(buf)), 13);
+        assert_string_equal(buf, "up ready 75%\n");
+        assert_true(http_agent_answer(false, true, 4096, 0, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "up ready 100%\n");
+        /* One more fits: never 0%, which is HAProxy's DRAIN. */
+        assert_true(http_agent_answer(false, true, 1000, 999, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "up ready 1%\n");
+        assert_true(http_agent_answer(false, true, 4, 4, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "up ready 0%\n");
+        assert_true(http_agent_answer(false, true, 4, 9, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "up ready 0%\n");
+        assert_true(http_agent_answer(true, true, 4, 1, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "drain\n");
+        assert_true(http_agent_answer(false, false, 0, 0, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "down#sandboxd not answering\n");
+        assert_int_equal(http_agent_answer(false, true, 4, 1, buf, 5), -ENOBUFS);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status),
@@ -181,6 +203,7 @@ int main(void) {
                 cmocka_unit_test(test_tokens),
                 cmocka_unit_test(test_sha256),
                 cmocka_unit_test(test_address),
+                cmocka_unit_test(test_agent_answer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

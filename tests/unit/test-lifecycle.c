@@ -206,6 +206,33 @@ static void test_create_exec_destroy(void **state) {
         assert_int_equal(backend.n_free, 1);
 }
 
+/* A fleet node's ids end with its number (sandboxd.conf [Fleet] Node=); the rest stays
+ * random. */
+static void test_fleet_node_in_ids(void **state) {
+        static const uint8_t r[8] = { 0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67 };
+        char id[SANDBOX_ID_LEN + 1];
+        Sandbox *s;
+
+        sandbox_id_format(r, 0, id);
+        assert_string_equal(id, "deadbeef01234567");
+        sandbox_id_format(r, 0x2a, id);
+        assert_string_equal(id, "deadbeef0123452a");
+        assert_true(sandbox_id_is_valid(id));
+        assert_int_equal(sandbox_id_node(id), 42);
+        assert_int_equal(sandbox_id_node("deadbeef012345ff"), 255);
+        assert_int_equal(sandbox_id_node("deadbeef0123452"), -EINVAL);
+        assert_int_equal(sandbox_id_node("Deadbeef0123452a"), -EINVAL);
+
+        manager->settings.fleet_node = 7;
+        for (unsigned i = 0; i < 3; i++) {
+                s = create("shell", false);
+                assert_int_equal(sandbox_id_node(s->id), 7);
+                assert_string_equal(s->id + SANDBOX_ID_LEN - 2, "07");
+                destroy(s);
+        }
+        manager->settings.fleet_node = 0;
+}
+
 static void test_ephemeral_answers_once_gone(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         ExecAnswer e = {};
@@ -1383,6 +1410,7 @@ static void test_restart_during_pause(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_exec_destroy, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fleet_node_in_ids, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_answers_once_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_refused_exec_lets_it_go, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_second_exec_is_busy, setup, teardown),

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* sandboxctl fleet: a fleet of sandboxd nodes behind HAProxy (docs/SCALE-OUT.md).
+ *
+ *   sandboxctl fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM]
+ *                                   [--agent-port PORT] [--tenant-affinity] NODE=HOST:PORT…
+ *   sandboxctl fleet drain | undrain | draining
+ *
+ * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
+ * answers to agent-check, every call naming a sandbox sent to the node its id names (the
+ * id's last two hex digits, sandboxd.conf [Fleet] Node=; ids.map first, for ids that
+ * name no node or moved), a tenant's or label's creates kept on one node by a stick
+ * table, TLS ended there, X-Forwarded-For set for the bridges' TrustedProxy=. No
+ * scheduler of ours: HAProxy is the one. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+#include "sandboxctl-fleet.h"
+#include "sandboxctl-util.h"
+
+#define FLEET_DRAIN_FILE "/run/sandboxd/drain"
+#define FLEET_AGENT_PORT_DEFAULT 8348U
+#define FLEET_DIR_DEFAULT "/etc/haproxy/sandboxd"
+#define FLEET_NODES_MAX 255U
+
+
+/* "N=HOST:PORT", N 1…255. */
+static int parse_node(const char *arg, FleetNodeSpec *ret) {
+        const char *eq = strchr(arg, '='), *colon;
+        unsigned long n;
+        char *end;
+
+        if (!eq || eq == arg)
+                return -EINVAL;
+        errno = 0;
+        n = strtoul(arg, &end, 10);
+        if (errno || end != eq || n == 0 || n > FLEET_NODES_MAX)
+                return -ERANGE;
+        colon = strrchr(eq + 1, ':');
+        if (!colon || colon == eq + 1 || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) ||
+            strpbrk(eq + 1, " \t\n#'\"\\"))
+                return -EINVAL;
+        *ret = (FleetNodeSpec) { .number = (unsigned) n, .address = eq + 1 };
+        return 0;
+}
+
+static const char node_unavailable_http[] =
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json\r\n"
+        "Cache-Control: no-store\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+        "{\"error\": {\"code\": \"NodeUnavailable\", "
+        "\"message\": \"The node that holds this sandbox is not answering.\"}}\n";
+
+int fleet_haproxy_config(FILE *f, const char *dir, const char *bind, const char *cert, unsigned agent_port,
+                         bool tenant_affinity, const FleetNodeSpec *nodes, size_t n_nodes) {
+        const char *ssl = cert ? " ssl crt " : "";
+
+        fprintf(f,
+                "# HAProxy in front of %zu sandboxd node(s): written by sandboxctl fleet haproxy-config\n"
+                "# (sandboxctl(1), docs/SCALE-OUT.md). Each node's bridge names this proxy's address in\n"
+                "# TrustedProxy= (sandboxd-http(8)) and answers agent checks on port %u.\n"
+                "global\n"
+                "    maxconn 20000\n"
+                "    stats socket %s/admin.sock mode 600 level admin\n"
+                "    ssl-default-bind-options ssl-min-ver TLSv1.2\n"
+                "\n"
+                "defaults\n"
+                "    mode http\n"
+                "    timeout connect 2s\n"
+                "    timeout client 1h\n"
+                "    timeout server 1h\n"
+                "    timeout http-request 30s\n"
+                "    timeout queue 10s\n"
+                "    # A node that is gone: the same 503 and error as a bridge whose sandboxd is gone.\n"
+                "    errorfile 503 %s/node-unavailable.http\n"
+                "\n"
+                "frontend sandboxd\n"
+                "    bind %s%s%s\n"
+                "    # The client's address for the bridges (TrustedProxy=); a client's own header is not\n"
+                "    # believed.\n"
+                "    http-request del-header X-Forwarded-For\n"
+                "    option forwardfor\n",
+                n_nodes, agent_port, dir, dir, bind, ssl, cert ?: "");
+        if (cert)
+                fputs("    http-request set-header X-Forwarded-Proto https\n", f);
+        fprintf(f,
+                "    # The sandbox a call names: /api/v1/sessions/ID… and /api/v1/containers/ID…\n"
+                "    http-request set-var(txn.sid) path,field(5,/) if { path_beg /api/v1/sessions/ /api/v1/containers/ }\n"
+                "    acl has_sid var(txn.sid) -m reg ^[0-9a-f]{16}$\n"
+                "    acl mapped var(txn.sid),map(%s/ids.map) -m found\n"
+                "    # An id listed in ids.map (made before its node had a number, or moved) goes where the\n"
+                "    # map says; any other id to the node its last two hex digits name.\n"
+                "    use_backend %%[var(txn.sid),map(%s/ids.map)] if has_sid mapped\n"
+                "    use_backend %%[var(txn.sid),regsub(^.{14},),map(%s/nodes.map,no-such-node)] if has_sid\n"
+                "    # Whatever names no sandbox (create, templates, quota, snapshots, /mcp): by weight,\n"
+                "    # a tenant's and a label's creates kept together.\n"
+                "    default_backend create\n"
+                "\n",
+                dir, dir, dir);
+        fprintf(f,
+                "backend create\n"
+                "    balance roundrobin\n"
+                "    option httpchk GET /healthz\n"
+                "    # A node that refuses a create (draining, 503) or cannot be reached: the next one.\n"
+                "    option http-buffer-request\n"
+                "    retry-on conn-failure empty-response 503\n"
+                "    retries 3\n"
+                "    option redispatch 1\n"
+                "    # Affinity (seed 003's agent affinity): creates with the same label \"affinity\" go to\n"
+                "    # the same node while it is up%s.\n"
+                "    stick-table type string len 64 size 1m expire 30m\n",
+                tenant_affinity ? "; without that label, a tenant's (its token's hash: the table\n"
+                "    # is readable on the stats socket)" : "");
+        if (tenant_affinity)
+                fputs("    http-request set-var(txn.affinity) req.hdr(Authorization),xxh64\n", f);
+        fputs("    http-request set-var(txn.affinity) req.body,json_query('$.labels.affinity') "
+              "if { method POST } { req.body,json_query('$.labels.affinity') -m found }\n"
+              "    stick on var(txn.affinity) if { var(txn.affinity) -m found }\n", f);
+        for (size_t i = 0; i < n_nodes; i++)
+                fprintf(f, "    server node%02x %s check inter 1s fall 2 rise 1 agent-check agent-port %u agent-inter 1s weight 100\n",
+                        nodes[i].number, nodes[i].address, agent_port);
+        for (size_t i = 0; i < n_nodes; i++)
+                fprintf(f,
+                        "\n"
+                        "backend node%02x\n"
+                        "    option httpchk GET /healthz\n"
+                        "    server node%02x %s check inter 1s fall 2 rise 1\n",
+                        nodes[i].number, nodes[i].number, nodes[i].address);
+        fputs("\n"
+              "backend no-such-node\n"
+              "    http-request return status 404 content-type application/json string "
+              "\"{\\\"error\\\": {\\\"code\\\": \\\"NoSuchSandbox\\\", \\\"message\\\": "
+              "\\\"No node of this fleet has that sandbox id.\\\"}}\"\n", f);
+        return ferror(f) ? -EIO : 0;
+}
+
+static int write_text(const char *dir, const char *name, const char *text, bool keep) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return log_oom();
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (keep ? O_EXCL : O_TRUNC), 0644);
+        if (fd < 0 && keep && errno == EEXIST)
+                return 0;
+        if (fd < 0 || write_all(fd, text, strlen(text)) < 0)
+                return log_error_errno(errno ?: EIO, "Cannot write %s: %m", path);
+        return 0;
+}
+
+static int verb_haproxy_config(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "dir",        required_argument, NULL, 'd' },
+                { "bind",       required_argument, NULL, 'b' },
+                { "cert",       required_argument, NULL, 'c' },
+                { "agent-port", required_argument, NULL, 'a' },
+                { "tenant-affinity", no_argument,  NULL, 't' },
+                {}
+        };
+        const char *dir = FLEET_DIR_DEFAULT, *bind = NULL, *cert = NULL;
+        _cleanup_free_ FleetNodeSpec *nodes = NULL;
+        _cleanup_free_ char *path = NULL, *map = NULL;
+        unsigned long agent_port = FLEET_AGENT_PORT_DEFAULT;
+        size_t n = 0, size = 0;
+        bool tenant_affinity = false;
+        FILE *f;
+        char *end;
+        int c, r;
+
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 'd':
+                        dir = optarg;
+                        break;
+                case 'b':
+                        bind = optarg;
+                        break;
+                case 'c':
+                        cert = optarg;
+                        break;
+                case 't':
+                        tenant_affinity = true;
+                        break;
+                case 'a':
+                        errno = 0;
+                        agent_port = strtoul(optarg, &end, 10);
+                        if (errno || *end || agent_port == 0 || agent_port > 65535)
+                                return log_error("Invalid --agent-port '%s', expected a port.", optarg);
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (dir[0] != '/' || (cert && cert[0] != '/'))
+                return log_error("--dir and --cert take absolute paths.");
+        if (optind >= argc)
+                return log_error("No node: %s fleet haproxy-config NODE=HOST:PORT…", program_invocation_short_name);
+        nodes = calloc((size_t) (argc - optind), sizeof(FleetNodeSpec));
+        if (!nodes)
+                return log_oom();
+        for (int i = optind; i < argc; i++) {
+                if (parse_node(argv[i], &nodes[n]) < 0)
+                        return log_error("Invalid node '%s', expected NUMBER=HOST:PORT, NUMBER 1…255 "
+                                         "(sandboxd.conf [Fleet] Node=).", argv[i]);
+                for (size_t j = 0; j < n; j++)
+                        if (nodes[j].number == nodes[n].number)
+                                return log_error("Node %u is given twice.", nodes[n].number);
+                n++;
+        }
+        if (!bind)
+                bind = cert ? "*:443" : "*:80";
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Cannot create %s: %m", dir);
+        /* nodes.map: a node's two hex digits to its backend. */
+        f = open_memstream(&map, &size);
+        if (!f)
+                return log_oom();
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%02x node%02x\n", nodes[i].number, nodes[i].number);
+        if (fclose(f) != 0)
+                return log_oom();
+        r = write_text(dir, "nodes.map", map, false);
+        if (r >= 0)
+                r = write_text(dir, "node-unavailable.http", node_unavailable_http, false);
+        if (r >= 0)
+                /* The routes an operator keeps (ID BACKEND lines): never overwritten. */
+                r = write_text(dir, "ids.map", "", true);
+        if (r < 0)
+                return r;
+
+        if (asprintf(&path, "%s/haproxy.cfg", dir) < 0)
+                return log_oom();
+        f = fopen(path, "we");
+        if (!f)
+                return log_error_errno(errno, "Cannot write %s: %m", path);
+        r = fleet_haproxy_config(f, dir, bind, cert, (unsigned) agent_port, tenant_affinity, nodes, n);
+        if (fclose(f) != 0 && r >= 0)
+                r = -errno;
+        if (r < 0)
+                return log_error_errno(r, "Cannot write %s: %m", path);
+        puts(path);
+        return 0;
+}
+
+static int verb_drain(const char *verb) {
+        _cleanup_close_ int fd = -EBADF;
+
+        if (streq(verb, "draining")) {
+                bool on = access(FLEET_DRAIN_FILE, F_OK) >= 0;
+                puts(on ? "draining" : "not draining");
+                return on ? 0 : 1;
+        }
+        if (streq(verb, "undrain")) {
+                if (unlink(FLEET_DRAIN_FILE) < 0 && errno != ENOENT)
+                        return log_error_errno(errno, "Cannot remove %s: %m", FLEET_DRAIN_FILE);
+                return 0;
+        }
+        fd = open(FLEET_DRAIN_FILE, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot create %s: %m", FLEET_DRAIN_FILE);
+        return 0;
+}
+
+int fleet_main(int argc, char *argv[]) {
+        if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
+                printf("%1$s fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM] [--agent-port PORT] "
+                       "[--tenant-affinity] NODE=HOST:PORT…\n"
+                       "%1$s fleet drain | undrain | draining\n", program_invocation_short_name);
+                return argc < 2 ? -EINVAL : 0;
+        }
+        if (streq(argv[1], "haproxy-config"))
+                return verb_haproxy_config(argc - 1, argv + 1);
+        if ((streq(argv[1], "drain") || streq(argv[1], "undrain") || streq(argv[1], "draining")) && argc == 2)
+                return verb_drain(argv[1]);
+        return log_error("Unknown fleet command '%s'. See '%s fleet --help'.", argv[1], program_invocation_short_name);
+}
