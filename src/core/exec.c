@@ -107,6 +107,31 @@ typedef struct ExecWaiter {
 
 static void exec_unlink(Exec *e);
 
+struct ExecFollower {
+        Exec *exec;               /* NULL once the exec is gone */
+        exec_output_callback_t on_output;
+        void *userdata;
+        bool held;
+        ExecFollower *next, *prev;
+};
+
+static void exec_update_reading(Exec *e) {
+        int on = e->n_holds > 0 ? SD_EVENT_OFF : SD_EVENT_ON;
+
+        if (e->out_source)
+                (void) sd_event_source_set_enabled(e->out_source, on);
+        if (e->err_source)
+                (void) sd_event_source_set_enabled(e->err_source, on);
+}
+
+static void exec_stdin_done(Exec *e) {
+        e->stdin_source = sd_event_source_disable_unref(e->stdin_source);
+        e->stdin_fd = safe_close(e->stdin_fd);
+        e->stdin_pending = mfree(e->stdin_pending);
+        e->stdin_pending_size = 0;
+        e->stdin_close_pending = false;
+}
+
 /* Answers everyone waiting for e: with its result, or with error. */
 static void exec_notify_waiters(Exec *e, const SandboxError *error) {
         while (e->waiters) {
@@ -159,6 +184,12 @@ Exec *exec_free(Exec *e) {
                 sandbox_error_set(&error, SANDBOX_ERR_NO_SUCH_PROCESS, "The process is gone with its sandbox.");
                 exec_notify_waiters(e, &error);
         }
+        while (e->followers) {
+                ExecFollower *f = e->followers;
+                LIST_REMOVE(e->followers, f);
+                f->exec = NULL;
+        }
+        exec_stdin_done(e);
         sd_event_source_disable_unref(e->out_source);
         sd_event_source_disable_unref(e->err_source);
         sd_event_source_disable_unref(e->timeout_source);
@@ -196,6 +227,10 @@ static bool exec_drain(Exec *e, int fd, OutputBuffer *b) {
                         return true;
                 if (output_buffer_append(b, buf, (size_t) n))
                         e->result.truncated = true;
+                for (ExecFollower *f = e->followers, *next; f; f = next) {
+                        next = f->next;   /* f may free itself */
+                        f->on_output(e, b == &e->result.err, buf, (size_t) n, f->userdata);
+                }
         }
         return false;
 }
@@ -417,6 +452,7 @@ static void exec_complete_now(Exec *e, const struct agent_exit *x) {
         e->out_source = sd_event_source_disable_unref(e->out_source);
         e->err_source = sd_event_source_disable_unref(e->err_source);
         e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+        exec_stdin_done(e);
         /* What the process's children write after it is not waited for: an exec's
          * forwards end with it (their next write fails), a background process's stay
          * until it is forgotten. */
@@ -541,7 +577,7 @@ static int make_stdin(const ExecConfig *c) {
 int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
         _cleanup_strv_free_ char **env = NULL;
         _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int in = -EBADF;
+        _cleanup_close_ int in = -EBADF, in_writer = -EBADF;
         Manager *m = s->manager;
         json_object *msg = NULL;
         Exec *e;
@@ -558,7 +594,17 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
 
         /* The caller's input goes straight to the process; its output descriptors through
          * a forward that counts (exec-forward.h); pipes of ours where we capture. */
-        in = c->stdin_fd >= 0 ? TAKE_FD(c->stdin_fd) : make_stdin(c);
+        if (c->stdin_pipe) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return -errno;
+                in = p[0];
+                in_writer = p[1];
+                /* Ours only: the process's end stays blocking, as it expects. */
+                if (fcntl(in_writer, F_SETFL, O_NONBLOCK) < 0)
+                        return -errno;
+        } else
+                in = c->stdin_fd >= 0 ? TAKE_FD(c->stdin_fd) : make_stdin(c);
         if (in < 0)
                 return in;
         if (c->stdout_fd < 0 && (pipe2(out, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0))
@@ -571,6 +617,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
                 return -ENOMEM;
         e->sandbox = s;
         e->id = ++s->next_exec_id;
+        e->stdin_fd = TAKE_FD(in_writer);
         exec_config_move(&e->config, c);
         e->out_fd = TAKE_FD(out[0]);
         e->err_fd = TAKE_FD(err[0]);
@@ -662,7 +709,7 @@ Exec *exec_new_adopted(Sandbox *s, uint64_t id, char **argv, bool tty, uint64_t 
         e->config.tty = tty;
         e->config.output_max = output_max;
         e->id = id;
-        e->out_fd = e->err_fd = -EBADF;
+        e->out_fd = e->err_fd = e->stdin_fd = -EBADF;
         e->result.out.max = e->result.err.max = output_max;
         e->result.out.keep_tail = e->result.err.keep_tail = true;
         e->sandbox = s;
@@ -821,6 +868,17 @@ int exec_wait(Exec *e, uint64_t timeout_sec, exec_callback_t cb, void *userdata,
         return 0;
 }
 
+void exec_wait_cancel(Exec *e, exec_callback_t cb, void *userdata) {
+        for (ExecWaiter **p = &e->waiters; *p; p = &(*p)->next)
+                if ((*p)->cb == cb && (*p)->userdata == userdata) {
+                        ExecWaiter *w = *p;
+                        *p = w->next;
+                        sd_event_source_disable_unref(w->timer);
+                        free(w);
+                        return;
+                }
+}
+
 bool exec_is_running(const Exec *e) {
         return !e->exited;
 }
@@ -875,4 +933,135 @@ int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *er
         r = agent_send(e->sandbox->control_fd, msg, NULL, 0);
         json_object_put(msg);
         return r;
+}
+
+static int on_stdin_writable(sd_event_source *source, int fd, uint32_t revents, void *userdata);
+
+/* Writes what it can of data: the bytes written, or -EPIPE (the process closed its
+ * input) or another -errno. */
+static ssize_t exec_stdin_push(Exec *e, const void *data, size_t size) {
+        ssize_t n;
+
+        do
+                n = write(e->stdin_fd, data, size);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EAGAIN ? 0 : -errno;
+        return n;
+}
+
+static int exec_stdin_flush(Exec *e) {
+        ssize_t n = exec_stdin_push(e, e->stdin_pending, e->stdin_pending_size);
+
+        if (n < 0)
+                return (int) n;
+        memmove(e->stdin_pending, e->stdin_pending + n, e->stdin_pending_size - (size_t) n);
+        e->stdin_pending_size -= (size_t) n;
+        if (e->stdin_pending_size > 0)
+                return sd_event_source_set_enabled(e->stdin_source, SD_EVENT_ON);
+        e->stdin_source = sd_event_source_disable_unref(e->stdin_source);
+        if (e->stdin_close_pending)
+                exec_stdin_done(e);
+        return 0;
+}
+
+static int on_stdin_writable(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Exec *e = userdata;
+        int r = exec_stdin_flush(e);
+
+        if (r < 0) {
+                /* The process closed its input: what waits is for nobody. */
+                log_sandbox(e->sandbox, LOG_DEBUG, r, "Input of process %" PRIu64 " closed: %m", e->id);
+                exec_stdin_done(e);
+        }
+        return 0;
+}
+
+static int exec_stdin_check(Exec *e, SandboxError *error) {
+        if (!exec_is_running(e))
+                return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_PROCESS, "Process %" PRIu64 " has ended.", e->id);
+        if (e->stdin_fd < 0 || e->stdin_close_pending)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "Process %" PRIu64 " has no open input: start it with StdinPipe (or a TTY "
+                                         "without descriptors); once closed, it stays closed.", e->id);
+        return 0;
+}
+
+int exec_write_stdin(Exec *e, const void *data, size_t size, SandboxError *error) {
+        ssize_t n = 0;
+        int r;
+
+        r = exec_stdin_check(e, error);
+        if (r < 0)
+                return r;
+        if (size > EXEC_STDIN_PENDING_MAX - e->stdin_pending_size)
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                         "Process %" PRIu64 " has not read %zu bytes of its input yet; at most %u "
+                                         "may wait: retry once it has read them.",
+                                         e->id, e->stdin_pending_size, EXEC_STDIN_PENDING_MAX);
+        if (e->stdin_pending_size == 0) {
+                n = exec_stdin_push(e, data, size);
+                if (n < 0) {
+                        exec_stdin_done(e);
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Process %" PRIu64 " closed its input.", e->id);
+                }
+        }
+        if ((size_t) n == size)
+                return 0;
+
+        /* The rest waits for room in the pipe, in order. */
+        char *p = realloc(e->stdin_pending, e->stdin_pending_size + size - (size_t) n);
+        if (!p)
+                return -ENOMEM;
+        memcpy(p + e->stdin_pending_size, (const char *) data + n, size - (size_t) n);
+        e->stdin_pending = p;
+        e->stdin_pending_size += size - (size_t) n;
+        if (!e->stdin_source)
+                return sd_event_add_io(e->sandbox->manager->event, &e->stdin_source, e->stdin_fd, EPOLLOUT,
+                                       on_stdin_writable, e);
+        return 0;
+}
+
+int exec_close_stdin(Exec *e, SandboxError *error) {
+        int r = exec_stdin_check(e, error);
+
+        if (r < 0)
+                return r;
+        if (e->stdin_pending_size > 0)
+                e->stdin_close_pending = true;
+        else
+                exec_stdin_done(e);
+        return 0;
+}
+
+int exec_follow(Exec *e, exec_output_callback_t cb, void *userdata, ExecFollower **ret) {
+        ExecFollower *f = calloc(1, sizeof(ExecFollower));
+
+        if (!f)
+                return -ENOMEM;
+        *f = (ExecFollower) { .exec = e, .on_output = cb, .userdata = userdata };
+        LIST_PREPEND(e->followers, f);
+        *ret = f;
+        return 0;
+}
+
+void exec_follower_hold(ExecFollower *f, bool hold) {
+        if (!f || !f->exec || f->held == hold)
+                return;
+        f->held = hold;
+        if (hold)
+                f->exec->n_holds++;
+        else
+                f->exec->n_holds--;
+        exec_update_reading(f->exec);
+}
+
+ExecFollower *exec_follower_free(ExecFollower *f) {
+        if (!f)
+                return NULL;
+        exec_follower_hold(f, false);
+        if (f->exec)
+                LIST_REMOVE(f->exec->followers, f);
+        return mfree(f);
 }

@@ -64,6 +64,8 @@ int exec_signal(Exec *e, int sig, SandboxError *error);
 /* cb runs once the process has ended (at once if it has), or with StillRunning after
  * timeout_sec (0: no timeout; at most EXEC_TIMEOUT_MAX_SEC). */
 int exec_wait(Exec *e, uint64_t timeout_sec, exec_callback_t cb, void *userdata, SandboxError *error);
+/* Withdraws a wait not answered yet (cb and userdata as given to exec_wait()). */
+void exec_wait_cancel(Exec *e, exec_callback_t cb, void *userdata);
 bool exec_is_running(const Exec *e);
 /* Adoption after a restart of sandboxd (exec-persist.h): a background process of s with
  * its id (argv taken), then either running (its pipes from the fd store, -EBADF if not
@@ -84,3 +86,23 @@ typedef struct ExecOutput {
         uint64_t out_total, err_total;  /* the offsets to read on from */
 } ExecOutput;
 int exec_read_output(const Exec *e, uint64_t out_offset, uint64_t err_offset, ExecOutput *ret, SandboxError *error);
+
+/* The input of a process started with StdinPipe (or a terminal without descriptors):
+ * data goes to it in order; what its pipe has no room for waits in the core, at most
+ * EXEC_STDIN_PENDING_MAX bytes (more: Busy, nothing taken). Close ends the input (the
+ * process reads EOF; a terminal's shell sees its end of input) once what waits is written.
+ * InvalidOption if it has no such input or it was closed, NoSuchProcess once it ended. */
+int exec_write_stdin(Exec *e, const void *data, size_t size, SandboxError *error);
+int exec_close_stdin(Exec *e, SandboxError *error);
+
+/* Live output: cb is called with each piece a background process writes, as it is
+ * read, after what was there at exec_follow() (read that with exec_read_output() first,
+ * in the same dispatch: nothing is missed or repeated). A held follower stops the reading
+ * of the process's pipes, and so the process once they are full (back-pressure). The
+ * follower does not learn of the end: wait for it (exec_wait()), and free the follower at
+ * the latest when the wait is answered (also when the process goes with its sandbox). */
+typedef struct ExecFollower ExecFollower;
+typedef void (*exec_output_callback_t)(Exec *e, bool is_stderr, const void *data, size_t size, void *userdata);
+int exec_follow(Exec *e, exec_output_callback_t cb, void *userdata, ExecFollower **ret);
+void exec_follower_hold(ExecFollower *f, bool hold);
+ExecFollower *exec_follower_free(ExecFollower *f);

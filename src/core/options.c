@@ -92,6 +92,7 @@ static const OptionSpec exec_options[] = {
         { "Environment",      OPTION_STRV   },
         { "Stdin",            OPTION_BYTES  },
         { "TTY",              OPTION_BOOL   },
+        { "StdinPipe",        OPTION_BOOL   },
         { "TerminalRows",     OPTION_UINT64 },
         { "TerminalColumns",  OPTION_UINT64 },
         { "StandardInput",    OPTION_FD     },
@@ -617,6 +618,10 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
                 c->tty = v->b;
                 return 0;
         }
+        if (streq(name, "StdinPipe")) {
+                c->stdin_pipe = v->b;
+                return 0;
+        }
         if (streq(name, "TerminalRows") || streq(name, "TerminalColumns")) {
                 r = check_range(name, v->u64, 1, UINT16_MAX, error);
                 if (r < 0)
@@ -666,10 +671,22 @@ int exec_config_set_argv(ExecConfig *c, char **argv, SandboxError *error) {
 
 int exec_config_finalize(ExecConfig *c, SandboxError *error) {
         /* A terminal is relayed between the caller's descriptors and the process: without
-         * them there is no one at the other end. */
-        if (c->tty && (c->stdin_fd < 0 || c->stdout_fd < 0))
+         * them there is no one at the other end, except for a background process, whose
+         * terminal the core relays to its own pipes (its input from exec_write_stdin(),
+         * its output read like any background process's). */
+        if (c->tty && c->background && c->stdin_fd < 0 && c->stdout_fd < 0)
+                c->stdin_pipe = true;
+        else if (c->tty && (c->stdin_fd < 0 || c->stdout_fd < 0))
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
-                                          "TTY needs StandardInput and StandardOutput.");
+                                          "TTY needs StandardInput and StandardOutput%s.",
+                                          c->background ? " (or neither)" : "");
+        if (c->stdin_pipe && !c->background)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                          "StdinPipe is for background processes (Start), whose input can be "
+                                          "written later.");
+        if (c->stdin_pipe && (c->stdin_fd >= 0 || c->stdin_data))
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                          "StdinPipe cannot be given with Stdin or StandardInput.");
         if (c->stdin_fd >= 0 && c->stdin_data)
                 return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                           "Stdin and StandardInput cannot both be given.");

@@ -126,7 +126,9 @@ typedef struct ExecConfig {
         int stdin_fd;
         int stdout_fd;
         int stderr_fd;
-        bool tty;         /* a pseudo-terminal inside, relayed to StandardInput/Output */
+        bool tty;         /* a pseudo-terminal inside, relayed to StandardInput/Output (a
+                           * background process without them: to pipes of the core's) */
+        bool stdin_pipe;  /* StdinPipe: the input is a pipe fed by exec_write_stdin() */
         uint16_t tty_rows, tty_cols;
         bool background;  /* Start(), not Exec(): no timeout unless asked, no reply */
         uid_t caller;     /* who asked, for the record */

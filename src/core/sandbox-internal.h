@@ -81,6 +81,16 @@ struct Exec {
         bool record_pending;
         ExecResult result;
         struct ExecWaiter *waiters;
+        /* StdinPipe: the write end of the process's input (non-blocking), what waits for
+         * room in it, and whether to close it once that is written; -EBADF otherwise. */
+        int stdin_fd;
+        sd_event_source *stdin_source;
+        char *stdin_pending;
+        size_t stdin_pending_size;
+        bool stdin_close_pending;
+        /* Who reads the output live (exec_follow()); while any holds, the pipes wait. */
+        struct ExecFollower *followers;
+        unsigned n_holds;
         exec_callback_t cb;
         void *userdata;
         Exec *next, *prev;

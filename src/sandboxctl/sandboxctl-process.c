@@ -19,29 +19,6 @@
 #include "sandboxctl-process.h"
 #include "sandboxctl-util.h"
 
-int signal_from_string(const char *s, int *ret) {
-        uint64_t n;
-
-        if (parse_uint64(s, &n) >= 0) {
-                if (n < 1 || n > 64)
-                        return -EINVAL;
-                *ret = (int) n;
-                return 0;
-        }
-
-        if (strncasecmp(s, "SIG", 3) == 0)
-                s += 3;
-        for (int sig = 1; sig < NSIG; sig++) {
-                const char *name = sigabbrev_np(sig);
-
-                if (name && strcasecmp(name, s) == 0) {
-                        *ret = sig;
-                        return 0;
-                }
-        }
-        return -EINVAL;
-}
-
 static char *argv_join(char **argv) {
         size_t l = 1;
         char *s, *p;

@@ -12,8 +12,6 @@
 int processes_list(SandboxClient *c, const char *id, bool json);
 /* kill ID PROCESS: Signal. */
 int process_signal(SandboxClient *c, const char *id, const char *process, int sig);
-/* "TERM", "SIGTERM", "term" or "15" → 15. Returns 0 or -EINVAL. */
-int signal_from_string(const char *s, int *ret);
 
 /* The size of the terminal on fd: 0, or -ENOTTY. */
 int terminal_get_size(int fd, unsigned *ret_rows, unsigned *ret_cols);

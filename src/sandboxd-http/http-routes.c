@@ -354,6 +354,14 @@ static int exec_options(HttpRequest *req, json_object *body, json_object *option
 
                 if (streq(key, "argv") || streq(key, "code") || streq(key, "language") || streq(key, "background"))
                         continue;
+                if (streq(key, "stdin_pipe") || streq(key, "tty")) {
+                        if (!json_object_is_type(v, json_type_boolean))
+                                return reply_bad(req, "'%s' must be a boolean.", key);
+                        r = json_add(options, streq(key, "tty") ? "TTY" : "StdinPipe", json_object_get(v));
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
                 if (streq(key, "timeout")) {
                         const char *option;
                         uint64_t value;
@@ -685,6 +693,66 @@ static int route_execution_logs(HttpRequest *req) {
             json_add(p, "stderrOffset", json_object_new_int64((int64_t) err)) < 0)
                 return -ENOMEM;
         return call_simple(req, IFACE "ReadOutput", TAKE_PTR(p), &s);
+}
+
+/* DELETE .../executions/{eid}: SIGKILL; POST .../signal {"signal": "TERM" or 15}. */
+static int route_execution_kill(HttpRequest *req) {
+        json_object *p;
+        int r = params_with_process(req, &p);
+
+        if (r <= 0)
+                return r;
+        if (json_add(p, "signal", json_object_new_int(SIGKILL)) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "Signal", p, &simple_empty);
+}
+
+static int route_execution_signal(HttpRequest *req) {
+        json_object *body = http_request_body(req), *v = get(body, "signal");
+        _cleanup_json_ json_object *p = NULL;
+        int sig, r;
+
+        if (!v || json_object_object_length(body) != 1 ||
+            (json_object_is_type(v, json_type_int) ? (sig = json_object_get_int(v)) < 1 || sig > 64 :
+             !json_object_is_type(v, json_type_string) || signal_from_string(json_object_get_string(v), &sig) < 0))
+                return reply_bad(req, "%s takes \"signal\": a name (\"TERM\", \"SIGKILL\") or a number 1 to 64.",
+                                 "signal");
+        r = params_with_process(req, &p);
+        if (r <= 0)
+                return r;
+        if (json_add(p, "signal", json_object_new_int(sig)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "Signal", TAKE_PTR(p), &simple_empty);
+}
+
+/* POST .../stdin {"data": "text"} or {"data_base64": "..."}: WriteStdin; .../stdin/close:
+ * CloseStdin. */
+static int route_execution_stdin(HttpRequest *req) {
+        json_object *body = http_request_body(req), *text = get(body, "data"), *b64 = get(body, "data_base64");
+        _cleanup_json_ json_object *p = NULL;
+        _cleanup_free_ uint8_t *d = NULL;
+        size_t n;
+        int r;
+
+        if (!!text + !!b64 != 1 || json_object_object_length(body) != 1 ||
+            !json_object_is_type(text ?: b64, json_type_string) ||
+            (b64 && json_object_get_base64(b64, &d, &n) < 0))
+                return reply_bad(req, "%s takes \"data\" (text) or \"data_base64\" (bytes, base64).", "stdin");
+        r = params_with_process(req, &p);
+        if (r <= 0)
+                return r;
+        if (json_add(p, "data", text ? json_object_new_base64(json_object_get_string(text),
+                                                              json_object_get_string_len(text)) :
+                                       json_object_get(b64)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "WriteStdin", TAKE_PTR(p), &simple_empty);
+}
+
+static int route_execution_stdin_close(HttpRequest *req) {
+        json_object *p;
+        int r = params_with_process(req, &p);
+
+        return r <= 0 ? r : call_simple(req, IFACE "CloseStdin", p, &simple_empty);
 }
 
 /* GET .../result?execution=EID[&wait=SEC]: how a background execution ended (Wait, by
@@ -1327,6 +1395,10 @@ const HttpRoute http_routes[] = {
         { "GET",    S "/result",                      0, route_result },
         { "GET",    S "/executions/{}",               0, route_execution_get },
         { "GET",    S "/executions/{}/logs",          0, route_execution_logs },
+        { "DELETE", S "/executions/{}",               0, route_execution_kill },
+        { "POST",   S "/executions/{}/signal",        HTTP_ROUTE_JSON_BODY, route_execution_signal },
+        { "POST",   S "/executions/{}/stdin",         HTTP_ROUTE_JSON_BODY, route_execution_stdin },
+        { "POST",   S "/executions/{}/stdin/close",   HTTP_ROUTE_JSON_BODY, route_execution_stdin_close },
         { "GET",    S "/logs",                        0, route_logs },
         { "GET",    S "/files",                       0, route_file_get },
         { "PUT",    S "/files",                       HTTP_ROUTE_UPLOAD, route_file_put, upload_data },

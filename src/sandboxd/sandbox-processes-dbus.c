@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* Background processes of io.sandboxd.Sandbox1.Sandbox: Start, ListProcesses, Signal,
- * ResizeTerminal, Wait, ReadOutput. Translation only; the logic and bounds are the
+ * ResizeTerminal, WriteStdin, CloseStdin, Wait, ReadOutput. Translation only; the logic and bounds are the
  * core's (exec.c). */
 
 #include "bus-flow.h"
@@ -78,7 +78,7 @@ static int reply_output(sd_bus_message *call, Exec *e, SandboxError *error) {
         return r < 0 ? r : bus_flow_send_reply(call, reply, o.out_size + o.err_size);
 }
 
-/* Signal, ResizeTerminal, Wait, ReadOutput(From), ListProcesses: read the call after the
+/* Signal, ResizeTerminal, WriteStdin, CloseStdin, Wait, ReadOutput(From), ListProcesses: read the call after the
  * authorization. */
 static int process_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s,
                               SandboxRequest *req, SandboxError *error) {
@@ -109,6 +109,18 @@ static int process_authorized(sd_bus_message *call, const SandboxCaller *caller,
                 r = sd_bus_message_read(call, "i", &sig);
                 if (r >= 0)
                         r = exec_signal(e, sig, error);
+                return r < 0 ? r : sd_bus_reply_method_return(call, NULL);
+        }
+        if (streq(member, "WriteStdin")) {
+                const void *data;
+                size_t size;
+                r = sd_bus_message_read_array(call, 'y', &data, &size);
+                if (r >= 0)
+                        r = exec_write_stdin(e, data, size, error);
+                return r < 0 ? r : sd_bus_reply_method_return(call, NULL);
+        }
+        if (streq(member, "CloseStdin")) {
+                r = exec_close_stdin(e, error);
                 return r < 0 ? r : sd_bus_reply_method_return(call, NULL);
         }
         if (streq(member, "Wait")) {

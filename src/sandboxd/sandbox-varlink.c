@@ -430,7 +430,110 @@ static void on_wait_done(Exec *e, const ExecResult *result, const SandboxError *
                 (void) reply_exec_result(call, result, false, result->out.total, result->err.total);
 }
 
-/* Signal, ResizeTerminal, Wait, ReadOutput: the process by its id, then the method. */
+/* Follow: what the process wrote from the offsets on, then as it writes, then how it
+ * ended. Past SANDBOX_VARLINK_FOLLOW_HOLD bytes unread by the peer, the process's output
+ * waits (the core stops reading it) until the peer has read it all. */
+#define SANDBOX_VARLINK_FOLLOW_HOLD (256U * 1024U)
+
+typedef struct FollowStream {
+        VarlinkCall *call;
+        Exec *exec;                   /* valid while its wait is outstanding */
+        ExecFollower *follower;
+} FollowStream;
+
+static FollowStream *follow_stream_free(FollowStream *x) {
+        if (!x)
+                return NULL;
+        exec_follower_free(x->follower);
+        varlink_call_unref(x->call);
+        return mfree(x);
+}
+
+static int follow_notify(VarlinkCall *call, const char *name, const void *data, size_t size) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = json_add(p, name, json_object_new_base64(data, size));
+        return r < 0 ? r : varlink_call_notify(call, p);
+}
+
+static void on_follow_output(Exec *e, bool is_stderr, const void *data, size_t size, void *userdata) {
+        FollowStream *x = userdata;
+
+        if (follow_notify(x->call, is_stderr ? "stderr" : "stdout", data, size) < 0) {
+                /* The peer is gone (its disconnect callback follows) or memory is: stop. */
+                x->follower = exec_follower_free(x->follower);
+                return;
+        }
+        if (varlink_call_get_pending_output(x->call) > SANDBOX_VARLINK_FOLLOW_HOLD)
+                exec_follower_hold(x->follower, true);
+}
+
+static void on_follow_drained(VarlinkCall *call, void *userdata) {
+        FollowStream *x = userdata;
+
+        exec_follower_hold(x->follower, false);
+}
+
+static void on_follow_end(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);
+
+static void on_follow_disconnect(VarlinkCall *call, void *userdata) {
+        FollowStream *x = userdata;
+
+        /* Following ends; the process runs on. */
+        exec_wait_cancel(x->exec, on_follow_end, x);
+        follow_stream_free(x);
+}
+
+static void on_follow_end(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata) {
+        FollowStream *x = userdata;
+
+        x->follower = exec_follower_free(x->follower);
+        if (error)
+                (void) varlink_reply_sandbox_error(x->call, error);
+        else
+                (void) reply_exec_result(x->call, result, false, result->out.total, result->err.total);
+        follow_stream_free(x);
+}
+
+static int follow(VarlinkCall *call, Exec *e, const SandboxArgs *a, SandboxError *error) {
+        FollowStream *x;
+        ExecOutput o;
+        int r;
+
+        if (!(varlink_call_get_flags(call) & VARLINK_CALL_MORE))
+                return varlink_call_error(call, VARLINK_ERROR_EXPECTED_MORE, NULL);
+        r = exec_read_output(e, a->stdout_offset, a->stderr_offset, &o, error);
+        if (r < 0)
+                return r;
+        x = calloc(1, sizeof(FollowStream));
+        if (!x)
+                return -ENOMEM;
+        x->call = varlink_call_ref(call);
+        x->exec = e;
+        /* What is kept from the offsets, then (in this same dispatch) what comes. */
+        if (o.out_size > 0)
+                r = follow_notify(call, "stdout", o.out, o.out_size);
+        if (r >= 0 && o.err_size > 0)
+                r = follow_notify(call, "stderr", o.err, o.err_size);
+        if (r >= 0 && exec_is_running(e))
+                r = exec_follow(e, on_follow_output, x, &x->follower);
+        if (r < 0) {
+                follow_stream_free(x);
+                return r;
+        }
+        varlink_call_set_disconnect_callback(call, on_follow_disconnect, x);
+        varlink_call_set_drained_callback(call, on_follow_drained, x);
+        r = exec_wait(e, 0, on_follow_end, x, error);
+        if (r < 0)
+                follow_stream_free(x);
+        return r;
+}
+
+/* Signal, ResizeTerminal, Wait, ReadOutput, WriteStdin, CloseStdin, Follow: the process by
+ * its id, then the method. */
 static int process_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandbox *s,
                               SandboxVarlinkRequest *req, SandboxError *error) {
         const char *method = varlink_call_get_method(call) + strlen(SANDBOX_VARLINK_INTERFACE ".");
@@ -443,8 +546,14 @@ static int process_authorized(VarlinkCall *call, const SandboxCaller *caller, Sa
         if (r < 0)
                 return r;
 
+        if (streq(method, "Follow"))
+                return follow(call, e, a, error);
         if (streq(method, "Signal"))
                 r = exec_signal(e, a->signal, error);
+        else if (streq(method, "WriteStdin"))
+                r = exec_write_stdin(e, a->data.data, a->data.size, error);
+        else if (streq(method, "CloseStdin"))
+                r = exec_close_stdin(e, error);
         else if (streq(method, "ResizeTerminal"))
                 r = exec_resize_terminal(e, a->rows, a->columns, error);
         else if (streq(method, "Wait")) {
@@ -511,6 +620,13 @@ static const VarlinkParam resize_params[] = {
         {}
 };
 
+static const VarlinkParam write_stdin_params[] = {
+        ARG_ID,
+        { "process", VARLINK_PARAM_UINT64, ARG(process), true },
+        { "data",    VARLINK_PARAM_BYTES,  ARG(data),    true },
+        {}
+};
+
 static const VarlinkParam wait_params[] = {
         ARG_ID,
         { "process",    VARLINK_PARAM_UINT64, ARG(process),     true },
@@ -529,7 +645,9 @@ static int method_process(VarlinkCall *call, json_object *parameters, VarlinkCal
         const VarlinkParam *table = streq(method, "Signal") ? signal_params :
                                     streq(method, "ResizeTerminal") ? resize_params :
                                     streq(method, "Wait") ? wait_params :
-                                    streq(method, "ReadOutput") ? read_output_params : process_params;
+                                    streq(method, "WriteStdin") ? write_stdin_params :
+                                    streq(method, "ReadOutput") || streq(method, "Follow") ? read_output_params :
+                                    process_params;
 
         return sandbox_varlink_method(userdata, call, parameters, table, NULL, process_authorized);
 }
@@ -548,6 +666,9 @@ int sandbox_varlink_bind(VarlinkFrontend *f) {
                 { "ResizeTerminal", method_process        },
                 { "Wait",           method_process        },
                 { "ReadOutput",     method_process        },
+                { "WriteStdin",     method_process        },
+                { "CloseStdin",     method_process        },
+                { "Follow",         method_process        },
         };
 
         return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,4 +423,27 @@ int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size) {
         *ret = buf;
         *ret_size = size / 2;
         return 0;
+}
+
+int signal_from_string(const char *s, int *ret) {
+        uint64_t n;
+
+        if (parse_uint64(s, &n) >= 0) {
+                if (n < 1 || n > 64)
+                        return -ERANGE;
+                *ret = (int) n;
+                return 0;
+        }
+
+        if (strncasecmp(s, "SIG", 3) == 0)
+                s += 3;
+        for (int sig = 1; sig < NSIG; sig++) {
+                const char *name = sigabbrev_np(sig);
+
+                if (name && strcasecmp(name, s) == 0) {
+                        *ret = sig;
+                        return 0;
+                }
+        }
+        return -EINVAL;
 }

@@ -61,3 +61,7 @@ int utf8_sanitize(const void *data, size_t size, char **ret, size_t *ret_size);
  * -EINVAL for an odd length or a non-digit). */
 int hex_encode(const void *data, size_t size, char **ret);
 int hex_decode(const char *s, size_t size, void **ret, size_t *ret_size);
+
+/* A signal: its number (1 to 64) or its name, with or without "SIG", any case ("term",
+ * "SIGKILL", "9"). */
+int signal_from_string(const char *s, int *ret);

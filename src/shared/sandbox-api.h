@@ -78,6 +78,8 @@
  * 32 MiB message limit. */
 #define EXEC_OUTPUT_MAX (8ULL * 1024 * 1024)
 #define EXEC_STDIN_MAX (16ULL * 1024 * 1024)
+/* A background process's input (StdinPipe) not yet read by it: more is Busy. */
+#define EXEC_STDIN_PENDING_MAX (1024U * 1024U)
 /* ReadFile returns and WriteFile takes at most this much: the whole-buffer calls, whose data
  * sandboxd holds (and encodes) while it answers. Larger files stream: Download and Upload
  * (on varlink: Download, and WriteFile in parts with Append), whose data never waits in

@@ -314,6 +314,36 @@ emit(res)
 '''
 
 
+class Stdin(Base):
+    """WriteStdin and CloseStdin of a process started with StdinPipe, over D-Bus."""
+
+    def test_write_and_close_stdin(self):
+        sid = self.create()
+        proc = self.start(sid, ['sh', '-c', 'while read l; do echo "got $l"; done; echo eof'], StdinPipe=True)
+        res = self.calls(sid, f"""
+res = {{}}
+res["w1"] = call(s, "WriteStdin", dbus.UInt64({proc}), dbus.ByteArray(b"one\\n"))
+res["w2"] = call(s, "WriteStdin", dbus.UInt64({proc}), dbus.ByteArray(b"two\\n"))
+res["close"] = call(s, "CloseStdin", dbus.UInt64({proc}))
+res["wait"] = call(s, "Wait", dbus.UInt64({proc}), dbus.UInt64(10), timeout=20)
+res["out"] = call(s, "ReadOutput", dbus.UInt64({proc}))
+res["after"] = call(s, "WriteStdin", dbus.UInt64({proc}), dbus.ByteArray(b"late"))
+emit(res)""")
+        for k in ('w1', 'w2', 'close'):
+            self.assertIn('ok', res[k], res)
+        self.assertEqual(res['wait']['ok'][0], 0, res)
+        self.assertEqual(bytes.fromhex(res['out']['ok'][0]['bytes']).decode(), 'got one\ngot two\neof\n')
+        self.assertEqual(res['after'].get('error'), 'io.sandboxd.Sandbox1.NoSuchProcess', res)
+
+    def test_stdin_refused_without_a_pipe(self):
+        sid = self.create()
+        proc = self.start(sid, ['sleep', '100'])
+        res = self.call(sid, 'WriteStdin', str(proc), 'dbus.ByteArray(b"x")')
+        self.assertEqual(res.get('error'), 'io.sandboxd.Sandbox1.InvalidOption', res)
+        res = self.call(sid, 'Exec', "['cat']", 'opts(StdinPipe=True)')
+        self.assertEqual(res.get('error'), 'io.sandboxd.Sandbox1.InvalidOption', res)
+
+
 class Restart(Base):
     """Issue 27: background processes vanished from the API after a restart of sandboxd
     (ps listed none, Signal answered NoSuchProcess) while they ran on."""

@@ -693,9 +693,11 @@ static void test_terminal(void **state) {
         c.tty = true;
         c.tty_rows = 30;
         c.tty_cols = 100;
-        /* A terminal needs the caller's descriptors. */
+        /* A terminal needs both of the caller's descriptors, or neither (sandboxd's pipes). */
+        c.stdout_fd = fcntl(out[1], F_DUPFD_CLOEXEC, 3);
         assert_int_equal(sandbox_start_process(s, &c, &id, &error), -EINVAL);
         sandbox_error_done(&error);
+        c.stdout_fd = safe_close(c.stdout_fd);
         c.stdin_fd = in[0];
         c.stdout_fd = out[1];
         assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
@@ -717,6 +719,97 @@ static void test_terminal(void **state) {
         assert_string_equal(exec_get_argv(e)[0], "sh");
         safe_close(in[1]);
         safe_close(out[0]);
+        destroy(s);
+}
+
+typedef struct Followed {
+        char data[64];
+        size_t size;
+} Followed;
+
+static void on_followed(Exec *e, bool is_stderr, const void *data, size_t size, void *userdata) {
+        Followed *f = userdata;
+
+        assert_false(is_stderr);
+        assert_true(f->size + size <= sizeof(f->data));
+        memcpy(f->data + f->size, data, size);
+        f->size += size;
+}
+
+/* StdinPipe: what is written reaches the process's input in order, what its pipe has no
+ * room for waits (bounded: Busy), close ends it; a follower sees the output as it comes,
+ * and holding it stops the reading. */
+static void test_stdin_and_follow(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *msg = NULL;
+        _cleanup_free_ char *big = malloc(EXEC_STDIN_PENDING_MAX);
+        Sandbox *s = create("shell", false);
+        int fds[AGENT_EXEC_NFDS];
+        Followed seen = {};
+        ExecFollower *f;
+        uint64_t id, agent_id, n_read = 0;
+        char buf[64 * 1024];
+        ExecConfig c;
+        ssize_t k;
+        size_t n;
+        Exec *e;
+
+        assert_non_null(big);
+        memset(big, 'b', EXEC_STDIN_PENDING_MAX);
+        exec_config_argv(&c, "cat");
+        c.stdin_pipe = true;
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
+        exec_config_done(&c);
+        msg = agent_expect(agent_of(s), "exec", fds, AGENT_EXEC_NFDS, &n);
+        agent_id = msg_id(msg);
+        agent_say(agent_of(s), agent_msg_started(agent_id, 9));
+        RUN_UNTIL((e = sandbox_find_process(s, id)) && exec_get_pid(e) == 9);
+
+        assert_int_equal(exec_write_stdin(e, "hello ", 6, &error), 0);
+        assert_int_equal(exec_write_stdin(e, "world", 5, &error), 0);
+        assert_int_equal(read(fds[0], buf, sizeof(buf)), 11);
+        assert_memory_equal(buf, "hello world", 11);
+
+        /* The pipe full, at most 1 MiB more waits in the core, then Busy, nothing taken. */
+        assert_int_equal(exec_write_stdin(e, big, EXEC_STDIN_PENDING_MAX, &error), 0);
+        assert_int_equal(exec_write_stdin(e, big, EXEC_STDIN_PENDING_MAX, &error), -EBUSY);
+        assert_int_equal(error.code, SANDBOX_ERR_BUSY);
+        sandbox_error_done(&error);
+        assert_int_equal(exec_close_stdin(e, &error), 0);
+        /* Closed (once what waits is out): no more, and the reader sees all, then EOF. */
+        assert_int_equal(exec_write_stdin(e, "x", 1, &error), -EINVAL);
+        sandbox_error_done(&error);
+        assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+        for (;;) {
+                k = read(fds[0], buf, sizeof(buf));
+                if (k == 0)
+                        break;
+                if (k < 0) {
+                        assert_int_equal(errno, EAGAIN);
+                        assert_int_equal(sd_event_run(event, 100000), 1);
+                        continue;
+                }
+                n_read += (uint64_t) k;
+        }
+        assert_int_equal(n_read, EXEC_STDIN_PENDING_MAX);
+
+        /* Following: each piece as it is read; held, nothing is read. */
+        assert_int_equal(exec_follow(e, on_followed, &seen, &f), 0);
+        assert_int_equal(write(fds[1], "one", 3), 3);
+        RUN_UNTIL(seen.size == 3);
+        exec_follower_hold(f, true);
+        assert_int_equal(write(fds[1], "two", 3), 3);
+        for (int i = 0; i < 5; i++)
+                (void) sd_event_run(event, 10000);
+        assert_int_equal(seen.size, 3);
+        assert_int_equal(exec_get_result(e)->out.total, 3);
+        exec_follower_hold(f, false);
+        RUN_UNTIL(seen.size == 6);
+        assert_memory_equal(seen.data, "onetwo", 6);
+        exec_follower_free(f);
+
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
         destroy(s);
 }
 
@@ -1431,6 +1524,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exec_timeout_stands_still_while_paused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_output_to_the_callers_descriptors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_terminal, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stdin_and_follow, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_wait_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_after_the_agent_is_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_recycled_for_the_same_owner, setup, teardown),
