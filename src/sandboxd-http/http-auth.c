@@ -179,11 +179,12 @@ const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint6
         return found;
 }
 
-int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator) {
+int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator,
+                   bool e2b) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *random_hex = NULL, *digest = NULL;
-        char secret[sizeof(TOKEN_PREFIX) + 64];
+        char secret[MAX(sizeof(TOKEN_PREFIX), sizeof(HTTP_E2B_TOKEN_PREFIX)) + 64];
         uint8_t random[32], h[32];
         FILE *f;
 
@@ -194,7 +195,7 @@ int http_token_add(const char *dir, const char *name, const char *tenant, uint64
                 return log_error_errno(-errno, "getrandom(): %m");
         if (hex_encode(random, sizeof(random), &random_hex) < 0)
                 return -ENOMEM;
-        snprintf(secret, sizeof(secret), TOKEN_PREFIX "%s", random_hex);
+        snprintf(secret, sizeof(secret), "%s%s", e2b ? HTTP_E2B_TOKEN_PREFIX : TOKEN_PREFIX, random_hex);
         if (http_sha256(secret, strlen(secret), h) < 0 || hex_encode(h, sizeof(h), &digest) < 0)
                 return -EIO;
 

@@ -903,8 +903,7 @@ static int on_download_stat(HttpRequest *req, json_object *parameters, const cha
         return http_request_stream(req, 200, "application/octet-stream", t->size, pull_chunk);
 }
 
-static int file_transfer_new(HttpRequest *req, FileTransfer **ret) {
-        const char *path = query_path(req);
+static int file_transfer_new_path(HttpRequest *req, const char *path, FileTransfer **ret) {
         FileTransfer *t;
 
         if (!path)
@@ -919,13 +918,21 @@ static int file_transfer_new(HttpRequest *req, FileTransfer **ret) {
         return 1;
 }
 
-static int route_file_get(HttpRequest *req) {
+static int file_transfer_new(HttpRequest *req, FileTransfer **ret) {
+        return file_transfer_new_path(req, query_path(req), ret);
+}
+
+int http_file_download(HttpRequest *req, const char *path) {
         FileTransfer *t;
-        int r = file_transfer_new(req, &t);
+        int r = file_transfer_new_path(req, path, &t);
 
         if (r <= 0)
                 return r;
         return http_backend_call(req, IFACE "Stat", params_with_path(req, t->path), 0, on_download_stat, NULL);
+}
+
+static int route_file_get(HttpRequest *req) {
+        return http_file_download(req, query_path(req));
 }
 
 static int upload_flush(HttpRequest *req, FileTransfer *t);

@@ -630,42 +630,56 @@ static bool route_matches(const char *pattern, char **segments, unsigned n, char
 }
 
 /* The route for method and url; *ret_path_known: some route has that path (405). */
-static const HttpRoute *route_find(const char *method, const char *url, char **params, bool *ret_path_known) {
+static const HttpRoute *route_find(HttpRequest *req, const char *method, const char *url, char **params,
+                                   bool *ret_path_known) {
         _cleanup_free_ char *copy = strdup(url);
         char *segments[HTTP_PATH_SEGMENTS_MAX];
         const HttpRoute *found = NULL;
+        HttpRouteTable tables[2];
+        const char *first = NULL;
+        size_t n_tables;
         unsigned n;
 
         *ret_path_known = false;
         if (!copy || split_path(copy, segments, HTTP_PATH_SEGMENTS_MAX, &n) < 0)
                 return NULL;
-        for (size_t i = 0; i < http_n_routes; i++) {
-                char *p[HTTP_PARAMS_MAX] = {};
+        n_tables = http_routes_select(req, tables, &first);
+        for (size_t t = 0; t < n_tables && !found; t++)
+                for (size_t i = 0; i < tables[t].n; i++) {
+                        const HttpRoute *route = &tables[t].routes[i];
+                        char *p[HTTP_PARAMS_MAX + 1] = {};
+                        unsigned k0 = !!first;
 
-                if (!route_matches(http_routes[i].pattern, segments, n, p))
-                        continue;
-                *ret_path_known = true;
-                if (!streq(http_routes[i].method, method))
-                        continue;
-                found = &http_routes[i];
-                for (unsigned k = 0; k < HTTP_PARAMS_MAX; k++)
-                        if (p[k]) {
-                                params[k] = strdup(p[k]);
-                                if (!params[k])
-                                        return NULL;
-                        }
-                break;
-        }
+                        if (!route_matches(route->pattern, segments, n, p + k0))
+                                continue;
+                        *ret_path_known = true;
+                        if (!streq(route->method, method))
+                                continue;
+                        found = route;
+                        p[0] = k0 ? (char *) first : p[0];
+                        for (unsigned k = 0; k < HTTP_PARAMS_MAX; k++)
+                                if (p[k]) {
+                                        params[k] = strdup(p[k]);
+                                        if (!params[k])
+                                                return NULL;
+                                }
+                        break;
+                }
         return found;
 }
 
+/* A bearer token; or E2B's SDKs' headers carrying one (docs/E2B.md): X-API-Key on the
+ * control plane, X-Access-Token and E2B-Traffic-Access-Token on the sandbox plane. */
 static const HttpToken *request_authenticate(HttpRequest *req) {
         const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
 
-        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+                h += 7;
+                h += strspn(h, " ");
+        } else if (!(h = http_request_header(req, "X-API-Key")) &&
+                   !(h = http_request_header(req, "X-Access-Token")) &&
+                   !(h = http_request_header(req, "E2B-Traffic-Access-Token")))
                 return NULL;
-        h += 7;
-        h += strspn(h, " ");
         return http_tokens_find(req->server->tokens, h, (uint64_t) time(NULL));
 }
 
@@ -769,7 +783,7 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         r = request_count_forwarded(req);
         if (r != 0)
                 return r;
-        req->route = route_find(method, url, req->params, &path_known);
+        req->route = route_find(req, method, url, req->params, &path_known);
         if (!req->route) {
                 if (path_known)
                         return http_request_reply_error(req, 405, "MethodNotAllowed", "%s is not allowed on %s.",
@@ -800,6 +814,11 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         return 0;
 }
 
+const void *http_request_raw_body(HttpRequest *req, size_t *ret_size) {
+        *ret_size = req->body.size;
+        return req->body.data ?: "";
+}
+
 static int request_take_body(HttpRequest *req, const char *data, size_t *size) {
         if (req->route->flags & HTTP_ROUTE_UPLOAD)
                 return req->route->upload(req, data, size);
@@ -807,7 +826,7 @@ static int request_take_body(HttpRequest *req, const char *data, size_t *size) {
                 *size = 0;
                 return http_request_reply_error(req, 413, "PayloadTooLarge", "The body is larger than allowed.");
         }
-        if (!(req->route->flags & HTTP_ROUTE_JSON_BODY)) {
+        if (!(req->route->flags & (HTTP_ROUTE_JSON_BODY | HTTP_ROUTE_RAW_BODY))) {
                 *size = 0;
                 return http_request_reply_error(req, 400, "InvalidBody", "This route takes no body.");
         }

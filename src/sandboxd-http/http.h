@@ -69,6 +69,7 @@ typedef struct HttpConfig {
         uint64_t body_timeout_sec;
         uint64_t body_min_rate;
         bool access_log;                /* one journal entry per request */
+        char **e2b_templates;           /* [E2B] Template=: "E2BNAME:TEMPLATE" */
         uint64_t mcp_default_lifetime_sec; /* /mcp's sandbox_create without a lifetime */
         char *agent_check;              /* [Fleet] AgentCheck=: HAProxy's agent port, or NULL */
         char *drain_file;               /* [Fleet] DrainFile= */
@@ -102,8 +103,11 @@ int http_tokens_load(HttpTokens *t, const char *dir, bool credentials);
  * stored hash is compared, in constant time. */
 const HttpToken *http_tokens_find(const HttpTokens *t, const char *secret, uint64_t now);
 int http_sha256(const void *data, size_t size, uint8_t ret[32]);
-/* sandboxd-http token add NAME [--tenant T]: writes DIR/NAME.conf, prints the token. */
-int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator);
+/* sandboxd-http token add NAME [--tenant T]: writes DIR/NAME.conf, prints the token;
+ * e2b: in the form E2B's SDKs take (e2b_ and hex digits) instead of sdh_ and hex. */
+#define HTTP_E2B_TOKEN_PREFIX "e2b_"
+int http_token_add(const char *dir, const char *name, const char *tenant, uint64_t expires_at, bool operator,
+                   bool e2b);
 
 /* ---- the server (http-server.c) ---- */
 
@@ -115,6 +119,7 @@ typedef enum HttpRouteFlags {
         HTTP_ROUTE_PUBLIC = 1 << 0,      /* no token needed */
         HTTP_ROUTE_JSON_BODY = 1 << 1,   /* a JSON object body, parsed before the handler */
         HTTP_ROUTE_UPLOAD = 1 << 2,      /* the body is streamed to route->upload */
+        HTTP_ROUTE_RAW_BODY = 1 << 3,    /* a body of any kind, at most BodyMax, as it is */
 } HttpRouteFlags;
 
 /* Starts the work of a request whose body (if any) is complete: answers at once
@@ -136,6 +141,18 @@ struct HttpRoute {
 
 extern const HttpRoute http_routes[];
 extern const size_t http_n_routes;
+/* The tables a request is routed by (how many): http_routes and E2B's control plane, or by
+ * its headers another (E2B's sandbox plane: E2b-Sandbox-Id and E2b-Sandbox-Port,
+ * http-e2b.c), whose routes' parameters then begin with *ret_first (the sandbox's id;
+ * else NULL). */
+typedef struct HttpRouteTable {
+        const HttpRoute *routes;
+        size_t n;
+} HttpRouteTable;
+size_t http_routes_select(HttpRequest *req, HttpRouteTable tables[static 2], const char **ret_first);
+/* The reply of GET …/files: the file at path (NULL: 400) of the sandbox that is the route's
+ * first parameter, streamed (http-routes.c). */
+int http_file_download(HttpRequest *req, const char *path);
 
 typedef struct HttpStats {
         uint64_t requests;
@@ -169,6 +186,8 @@ const char *http_request_param(HttpRequest *req, unsigned n);
 /* A query argument, or NULL. */
 const char *http_request_query(HttpRequest *req, const char *name);
 const char *http_request_header(HttpRequest *req, const char *name);
+/* The body as it came (HTTP_ROUTE_RAW_BODY). */
+const void *http_request_raw_body(HttpRequest *req, size_t *ret_size);
 /* The parsed JSON object body (HTTP_ROUTE_JSON_BODY; {} when empty). */
 json_object *http_request_body(HttpRequest *req);
 /* The token's tenant. */

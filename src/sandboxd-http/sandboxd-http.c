@@ -3,7 +3,7 @@
 /* sandboxd-http: the REST/SSE bridge to sandboxd (sandboxd-http(8)).
  *
  *   sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] [--tokens-dir=DIR]
- *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator] [--tokens-dir=DIR]
+ *   sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator] [--e2b] [--tokens-dir=DIR]
  */
 
 #include <arpa/inet.h>
@@ -68,6 +68,16 @@ static int parse_proxy_item(const char *rvalue, void *data) {
         return -EINVAL;
 }
 
+/* [E2B] Template=E2BNAME:TEMPLATE: E2B's template name mapped onto one of sandboxd's. */
+static int parse_e2b_template_item(const char *rvalue, void *data) {
+        char ***l = data;
+        const char *colon = strchr(rvalue, ':');
+
+        if (!colon || colon == rvalue || !colon[1])
+                return -EINVAL;
+        return strv_extend(l, rvalue);
+}
+
 static const ConfigTableItem config_table[] = {
         { "HTTP", "Listen",            parse_listen_item,    offsetof(HttpConfig, listen),            "an address" },
         { "HTTP", "Varlink",           config_parse_path,    offsetof(HttpConfig, varlink_address),   "a socket path" },
@@ -83,6 +93,7 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "BodyTimeoutSec",    config_parse_seconds, offsetof(HttpConfig, body_timeout_sec),  "seconds" },
         { "HTTP", "BodyMinRate",       parse_size_item,      offsetof(HttpConfig, body_min_rate),     "a size" },
         { "HTTP", "AccessLog",         config_parse_bool,    offsetof(HttpConfig, access_log),        "a boolean" },
+        { "E2B",  "Template",          parse_e2b_template_item, offsetof(HttpConfig, e2b_templates), "E2BNAME:TEMPLATE" },
         { "HTTP", "MCPDefaultLifetimeSec", config_parse_seconds, offsetof(HttpConfig, mcp_default_lifetime_sec),
           "seconds" },
         { "Fleet", "AgentCheck",       config_parse_string,  offsetof(HttpConfig, agent_check),       "an address" },
@@ -92,6 +103,7 @@ static const ConfigTableItem config_table[] = {
 void http_config_done(HttpConfig *c) {
         c->listen = strv_free(c->listen);
         c->trusted_proxies = strv_free(c->trusted_proxies);
+        c->e2b_templates = strv_free(c->e2b_templates);
         c->varlink_address = mfree(c->varlink_address);
         c->tokens_dir = mfree(c->tokens_dir);
         c->agent_check = mfree(c->agent_check);
@@ -119,11 +131,12 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
                 { "expires-at", required_argument, NULL, 'e' },
                 { "operator",   no_argument,       NULL, 'o' },
                 { "tokens-dir", required_argument, NULL, 'd' },
+                { "e2b",        no_argument,       NULL, 'E' },
                 {}
         };
         const char *tenant = NULL;
         uint64_t expires_at = 0;
-        bool operator = false;
+        bool operator = false, e2b = false;
         int c;
 
         optind = 0;
@@ -139,6 +152,9 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
                 case 'd':
                         tokens_dir = optarg;
                         break;
+                case 'E':
+                        e2b = true;
+                        break;
                 case 'o':
                         operator = true;
                         break;
@@ -146,10 +162,10 @@ static int run_token_command(int argc, char **argv, const char *tokens_dir) {
                         return -EINVAL;
                 }
         if (argc - optind != 2 || !streq(argv[optind], "add")) {
-                fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator]\n");
+                fprintf(stderr, "Usage: sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator] [--e2b]\n");
                 return -EINVAL;
         }
-        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at, operator);
+        return http_token_add(tokens_dir, argv[optind + 1], tenant, expires_at, operator, e2b);
 }
 
 /* The sockets systemd hands over (the one named "agent-check" is HAProxy's agent port,
@@ -351,7 +367,7 @@ int main(int argc, char **argv) {
                 case 'h':
                         printf("sandboxd-http [--config=FILE] [--listen=ADDRESS]… [--varlink=ADDRESS] "
                                "[--tokens-dir=DIR]\n"
-                               "sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator]\n");
+                               "sandboxd-http token add NAME [--tenant=TENANT] [--expires-at=SECONDS] [--operator] [--e2b]\n");
                         return 0;
                 default:
                         return 2;

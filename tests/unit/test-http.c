@@ -11,8 +11,66 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "http-e2b.h"
 #include "http.h"
 #include "json-util.h"
+
+/* E2B's front: Connect's envelopes and codes, /home/user onto /work (docs/E2B.md) */
+static void test_e2b_connect(void **state) {
+        _cleanup_json_ json_object *m = json_tokener_parse("{\"path\": \"/a\"}"), *back = NULL;
+        _cleanup_json_ json_object *eexist = json_tokener_parse("{\"errno\": 17}");
+        _cleanup_free_ char *b = NULL;
+        const char *error = NULL;
+        size_t n;
+
+        assert_int_equal(http_connect_envelope(0, m, &b, &n), 0);
+        assert_int_equal(n, 5 + strlen("{\"path\":\"/a\"}"));
+        assert_memory_equal(b, "\0\0\0\0\x0d{\"path\":\"/a\"}", n);
+        assert_int_equal(http_connect_unwrap(b, n, &back, &error), 0);
+        assert_string_equal(json_object_get_string(json_object_object_get(back, "path")), "/a");
+        /* a length that is not the message's, an end-of-stream frame, a short header */
+        b[4] = 0x0c;
+        assert_int_equal(http_connect_unwrap(b, n, &back, &error), -EBADMSG);
+        b[4] = 0x0d;
+        b[0] = CONNECT_FLAG_END;
+        assert_int_equal(http_connect_unwrap(b, n, &back, &error), -EBADMSG);
+        assert_int_equal(http_connect_unwrap(b, 4, &back, &error), -EBADMSG);
+        assert_non_null(error);
+
+        assert_null(http_connect_code(NULL, NULL));
+        assert_string_equal(http_connect_code("io.sandboxd.Sandbox.NoSuchSandbox", NULL), "unavailable");
+        assert_string_equal(http_connect_code("io.sandboxd.Sandbox.NoSuchProcess", NULL), "not_found");
+        assert_string_equal(http_connect_code("io.sandboxd.Sandbox.SystemError", eexist), "already_exists");
+        assert_string_equal(http_connect_code("io.sandboxd.Sandbox.QuotaExceeded", NULL), "resource_exhausted");
+        assert_string_equal(http_connect_code(VARLINK_ERROR_DISCONNECTED, NULL), "unavailable");
+        assert_int_equal(http_connect_status("not_found"), 404);
+        assert_int_equal(http_connect_status("resource_exhausted"), 429);
+        assert_int_equal(http_connect_status("unauthenticated"), 401);
+        assert_int_equal(http_connect_status("what"), 500);
+}
+
+static void test_e2b_paths(void **state) {
+        static const char *const in[][2] = {
+                { "/home/user", "/work" }, { "/home/user/", "/work/" }, { "/home/user/a/b", "/work/a/b" },
+                { "~", "/work" }, { "~/x", "/work/x" }, { "", "/work" }, { "rel/x", "rel/x" },
+                { "/home/username", "/home/username" }, { "/tmp/x", "/tmp/x" },
+        };
+        static const char *const out[][2] = {
+                { "/work", "/home/user" }, { "/work/a", "/home/user/a" }, { "/workshop", "/workshop" },
+                { "x/y", "/home/user/x/y" }, { "/tmp", "/tmp" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(in); i++) {
+                _cleanup_free_ char *p = NULL;
+                assert_int_equal(http_e2b_path_in(in[i][0], &p), 0);
+                assert_string_equal(p, in[i][1]);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(out); i++) {
+                _cleanup_free_ char *p = NULL;
+                assert_int_equal(http_e2b_path_out(out[i][0], &p), 0);
+                assert_string_equal(p, out[i][1]);
+        }
+}
 
 static void test_status(void **state) {
         _cleanup_json_ json_object *enoent = json_tokener_parse("{\"errno\": 2}");
@@ -199,6 +257,8 @@ static void test_agent_answer(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status),
+                cmocka_unit_test(test_e2b_connect),
+                cmocka_unit_test(test_e2b_paths),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_tokens),
                 cmocka_unit_test(test_sha256),

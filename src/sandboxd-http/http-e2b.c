@@ -1,0 +1,1567 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* E2B's protocol on sandboxd-http (docs/E2B.md). E2B's SDKs, unchanged, with E2B_API_URL
+ * and E2B_SANDBOX_URL both the bridge's URL: the control plane (/sandboxes, /v2/sandboxes)
+ * is routed as any request; the sandbox plane is routed by E2b-Sandbox-Id and
+ * E2b-Sandbox-Port (http_routes_select()): envd's Connect RPC (process.Process,
+ * filesystem.Filesystem, JSON codec) and /files on port 49983. Each call is translated to
+ * io.sandboxd.Sandbox calls of the token's tenant; no rule lives here. */
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <systemd/sd-event.h>
+
+#include "base64-util.h"
+#include "http-e2b.h"
+#include "http.h"
+#include "json-util.h"
+#include "log.h"
+#include "parse-util.h"
+#include "strv.h"
+
+#define IFACE "io.sandboxd.Sandbox."
+/* A Start or Connect stream reads the process's output this often at first, backing off
+ * to the most while it writes nothing. */
+#define PROC_POLL_MIN_USEC (2U * 1000U)
+#define PROC_POLL_MAX_USEC (50U * 1000U)
+
+static json_object *get(json_object *o, const char *key) {
+        json_object *v = NULL;
+
+        if (o)
+                (void) json_object_object_get_ex(o, key, &v);
+        return v;
+}
+
+static const char *get_str(json_object *o, const char *key) {
+        json_object *v = get(o, key);
+        return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* ---- the control plane's answers: {"code": STATUS, "message": TEXT}, which the SDK reads
+ * (404: NotFound, 401: Authentication, 429: RateLimit) ---- */
+
+_printf_(3, 4)
+static int e2b_error(HttpRequest *req, unsigned status, const char *fmt, ...) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *m = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&m, fmt, ap);
+        va_end(ap);
+        if (r < 0 || !o || json_add(o, "code", json_object_new_int((int) status)) < 0 ||
+            json_add(o, "message", json_object_new_string(m)) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, status, TAKE_PTR(o));
+}
+
+static const char *error_message(const char *error, json_object *parameters) {
+        return get_str(parameters, "message") ?: error;
+}
+
+static int e2b_varlink_error(HttpRequest *req, const char *error, json_object *parameters) {
+        return e2b_error(req, http_status_from_varlink_error(error, parameters), "%s",
+                         error_message(error, parameters));
+}
+
+static json_object *params_id(const char *id) {
+        json_object *p = json_object_new_object();
+
+        if (p && json_add(p, "id", json_object_new_string(id)) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+static int format_time(uint64_t usec, char buf[static 40]) {
+        time_t t = (time_t) (usec / 1000000U);
+        struct tm tm;
+
+        if (!gmtime_r(&t, &tm))
+                return -EINVAL;
+        size_t n = strftime(buf, 40, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(buf + n, 40 - n, ".%06" PRIu64 "Z", usec % 1000000U);
+        return 0;
+}
+
+static json_object *time_json(uint64_t usec) {
+        char buf[40];
+
+        if (format_time(usec, buf) < 0)
+                return json_object_new_string("1970-01-01T00:00:00Z");
+        return json_object_new_string(buf);
+}
+
+/* ---- templates: E2B's names mapped onto ours ([E2B] Template=NAME:TEMPLATE) ---- */
+
+static const char *template_in(char *const *l, const char *e2b) {
+        size_t n = strlen(e2b);
+
+        for (char *const *t = l; t && *t; t++)
+                if (strncmp(*t, e2b, n) == 0 && (*t)[n] == ':')
+                        return *t + n + 1;
+        return NULL;
+}
+
+/* The configuration's, else the defaults; NULL: none (the name is tried as ours). */
+static const char *template_for(HttpRequest *req, const char *e2b) {
+        static char *const defaults[] = { (char *) "base:" E2B_TEMPLATE_BASE,
+                                          (char *) "code-interpreter-v1:" E2B_TEMPLATE_CODE_INTERPRETER, NULL };
+        const HttpConfig *c = http_server_config(http_request_server(req));
+
+        return template_in(c->e2b_templates, e2b) ?: template_in(defaults, e2b);
+}
+
+/* ---- sandboxes ---- */
+
+/* E2B's SandboxDetail / ListedSandbox from a Sandbox of ours. */
+static json_object *sandbox_json(json_object *s) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *metadata = NULL;
+        const char *state = get_str(s, "state");
+        uint64_t created = (uint64_t) json_object_get_int64(get(s, "createdAt"));
+        uint64_t deadline = (uint64_t) json_object_get_int64(get(s, "deadline"));
+        int64_t cpu = json_object_get_int64(get(s, "cpuQuotaPerSecUSec"));
+        json_object *labels = get(s, "labels");
+
+        metadata = labels && json_object_is_type(labels, json_type_object) ? json_object_get(labels)
+                                                                             : json_object_new_object();
+        if (!o || !metadata ||
+            json_add(o, "sandboxID", json_object_get(get(s, "id"))) < 0 ||
+            json_add(o, "templateID", json_object_get(get(s, "template"))) < 0 ||
+            json_add(o, "alias", json_object_get(get(s, "template"))) < 0 ||
+            json_add(o, "clientID", json_object_new_string("sandboxd")) < 0 ||
+            json_add(o, "startedAt", time_json(created)) < 0 ||
+            /* no lifetime: a hundred years */
+            json_add(o, "endAt", time_json(deadline ?: created + UINT64_C(3155760000000000))) < 0 ||
+            json_add(o, "cpuCount", json_object_new_int64(cpu > 0 ? (cpu + 999999) / 1000000 : 1)) < 0 ||
+            json_add(o, "memoryMB", json_object_new_int64(json_object_get_int64(get(s, "memoryMax")) >> 20)) < 0 ||
+            json_add(o, "diskSizeMB", json_object_new_int64(json_object_get_int64(get(s, "diskMax")) >> 20)) < 0 ||
+            json_add(o, "metadata", TAKE_PTR(metadata)) < 0 ||
+            json_add(o, "state", json_object_new_string(state && streq(state, "paused") ? "paused" : "running")) < 0 ||
+            json_add(o, "envdVersion", json_object_new_string(E2B_ENVD_VERSION)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* What Sandbox.create and connect read: the id and the envd access token. The tokens are
+ * the API key the call came with, which the sandbox plane authenticates as any token
+ * (docs/E2B.md, "Keys"). */
+static json_object *sandbox_created_json(HttpRequest *req, json_object *s) {
+        _cleanup_json_ json_object *o = sandbox_json(s);
+        const char *key = http_request_header(req, "X-API-Key");
+
+        if (!o)
+                return NULL;
+        if (key && (json_add(o, "envdAccessToken", json_object_new_string(key)) < 0 ||
+                    json_add(o, "trafficAccessToken", json_object_new_string(key)) < 0))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int on_sandbox_reply(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        unsigned status = (unsigned) (uintptr_t) userdata;
+        json_object *o;
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        o = status == 200 ? sandbox_json(get(parameters, "sandbox"))
+                          : sandbox_created_json(req, get(parameters, "sandbox"));
+        if (!o)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, status, o);
+}
+
+/* GetSandbox of id, answered with status: 200 the detail, else (201, 200 + 1000 for a
+ * connect that resumed nothing) what create answers. */
+static int reply_sandbox(HttpRequest *req, const char *id, unsigned status) {
+        json_object *p = params_id(id);
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "GetSandbox", p, 0, on_sandbox_reply, (void *) (uintptr_t) status);
+}
+
+static int on_created(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        if (error) {
+                if (strstr(error, "NoSuchTemplate"))
+                        return e2b_error(req, 404, "%s (E2B's template names are mapped to sandboxd's by [E2B] "
+                                         "Template= in sandboxd-http's configuration, docs/E2B.md)",
+                                         error_message(error, parameters));
+                return e2b_varlink_error(req, error, parameters);
+        }
+        return reply_sandbox(req, json_object_get_string(get(parameters, "id")), 201);
+}
+
+static int strv_from_json_array(json_object *a, json_object **ret) {
+        _cleanup_json_ json_object *l = json_object_new_array();
+
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *v = json_object_array_get_idx(a, i);
+                if (!json_object_is_type(v, json_type_string))
+                        return -EINVAL;
+                if (json_object_array_add(l, json_object_get(v)) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+/* POST /sandboxes, /v2/sandboxes: Sandbox.create. */
+static int route_create(HttpRequest *req) {
+        json_object *body = http_request_body(req), *v;
+        _cleanup_json_ json_object *p = json_object_new_object(), *options = json_object_new_object();
+        const char *e2b = get_str(body, "templateID") ?: "base", *ours = template_for(req, e2b);
+        int64_t timeout = 300;
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        if ((v = get(body, "timeout"))) {
+                if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+                        return e2b_error(req, 400, "'timeout' must be a number of seconds.");
+                timeout = json_object_get_int64(v);
+        }
+        if ((v = get(body, "envVars")) && json_object_is_type(v, json_type_object) && json_object_object_length(v) > 0)
+                return e2b_error(req, 400, "envVars at create are not kept by sandboxd: give them to each command "
+                                 "(commands.run(cmd, {envs})) (docs/E2B.md).");
+        if ((v = get(body, "allow_internet_access")) && json_object_get_boolean(v))
+                return e2b_error(req, 400, "sandboxd gives a sandbox no open internet: name the hosts it may reach "
+                                 "in network.allowOut (sandboxd's EgressAllow) (docs/E2B.md).");
+        if ((v = get(body, "autoPause")) && json_object_get_boolean(v))
+                return e2b_error(req, 400, "autoPause is not done by sandboxd: its timeout destroys a sandbox; pause "
+                                 "it with Sandbox.pause() (docs/E2B.md).");
+        if ((v = get(body, "network")) && json_object_is_type(v, json_type_object)) {
+                static const char *const keys[2][2] = { { "allowOut", "EgressAllow" }, { "denyOut", "EgressDeny" } };
+                for (size_t i = 0; i < 2; i++) {
+                        json_object *a = get(v, keys[i][0]), *l = NULL;
+                        if (!a)
+                                continue;
+                        if (!json_object_is_type(a, json_type_array) || strv_from_json_array(a, &l) < 0)
+                                return e2b_error(req, 400, "'network.%s' must be a list of hosts.", keys[i][0]);
+                        if (json_add(options, keys[i][1], l) < 0)
+                                return -ENOMEM;
+                }
+        }
+        if ((v = get(body, "metadata")) && json_object_is_type(v, json_type_object) &&
+            json_object_object_length(v) > 0 && json_add(options, "Labels", json_object_get(v)) < 0)
+                return -ENOMEM;
+        r = json_add(options, "Timeout", json_object_new_int64(timeout));
+        if (r >= 0)
+                r = json_add(p, "template", json_object_new_string(ours ?: e2b));
+        if (r >= 0)
+                r = json_add(p, "options", TAKE_PTR(options));
+        if (r < 0)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "AcquireSandbox", TAKE_PTR(p), 0, on_created, NULL);
+}
+
+static int route_get(HttpRequest *req) {
+        return reply_sandbox(req, http_request_param(req, 0), 200);
+}
+
+/* The query's metadata filter: "k=v&k2=v2" (each part URL-encoded, the whole again). */
+static bool metadata_matches(const char *filter, json_object *labels) {
+        _cleanup_free_ char *copy = NULL;
+        char *save = NULL;
+
+        if (!filter || !*filter)
+                return true;
+        copy = strdup(filter);
+        if (!copy)
+                return false;
+        for (char *kv = strtok_r(copy, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+                char *eq = strchr(kv, '=');
+                const char *have;
+
+                if (!eq)
+                        return false;
+                *eq = 0;
+                (void) MHD_http_unescape(kv);
+                (void) MHD_http_unescape(eq + 1);
+                have = get_str(labels, kv);
+                if (!have || !streq(have, eq + 1))
+                        return false;
+        }
+        return true;
+}
+
+/* Whether word is one of list's comma-separated words. */
+static bool word_in_list(const char *list, const char *word) {
+        size_t n = strlen(word);
+
+        for (const char *w = list; w; w = strchr(w, ',') ? strchr(w, ',') + 1 : NULL)
+                if (strncmp(w, word, n) == 0 && (w[n] == ',' || w[n] == 0))
+                        return true;
+        return false;
+}
+
+static int on_list(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                   void *userdata) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+        json_object *l = get(parameters, "sandboxes");
+        const char *states = http_request_query(req, "state"), *metadata = http_request_query(req, "metadata");
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *s = json_object_array_get_idx(l, i), *o;
+                const char *state = get_str(s, "state") ?: "";
+                const char *e2b_state = streq(state, "paused") ? "paused" : "running";
+
+                if (!streq(state, "running") && !streq(state, "paused"))
+                        continue;
+                if (states && *states && !word_in_list(states, e2b_state))
+                        continue;
+                if (!metadata_matches(metadata, get(s, "labels")))
+                        continue;
+                o = sandbox_json(s);
+                if (!o || json_object_array_add(a, o) < 0)
+                        return -ENOMEM;
+        }
+        return http_request_reply_json(req, 200, TAKE_PTR(a));
+}
+
+static int route_list(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ListSandboxes", p, 0, on_list, NULL);
+}
+
+static int on_done(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                   void *userdata) {
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        return http_request_reply_text(req, 204, NULL, "");
+}
+
+static int route_kill(HttpRequest *req) {
+        json_object *p = params_id(http_request_param(req, 0));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Destroy", p, 0, on_done, NULL);
+}
+
+static int set_timeout(HttpRequest *req, const char *id, json_object *timeout, http_backend_reply_t callback) {
+        json_object *p = params_id(id);
+
+        if (!p)
+                return -ENOMEM;
+        if (!json_object_is_type(timeout, json_type_int) || json_object_get_int64(timeout) < 0) {
+                json_object_put(p);
+                return e2b_error(req, 400, "'timeout' must be a number of seconds.");
+        }
+        if (json_add(p, "lifetimeSec", json_object_get(timeout)) < 0 ||
+            json_add(p, "idleSec", json_object_new_int(0)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "SetTimeout", p, 0, callback, NULL);
+}
+
+static int route_timeout(HttpRequest *req) {
+        json_object *t = get(http_request_body(req), "timeout");
+
+        if (!t)
+                return e2b_error(req, 400, "The body needs 'timeout'.");
+        return set_timeout(req, http_request_param(req, 0), t, on_done);
+}
+
+/* pause: 409 when it is paused already (the SDK's false) */
+static int on_pause_state(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        const char *state = get_str(get(parameters, "sandbox"), "state");
+        json_object *p;
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        if (state && streq(state, "paused"))
+                return e2b_error(req, 409, "The sandbox is paused already.");
+        p = params_id(http_request_param(req, 0));
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Pause", p, 0, on_done, NULL);
+}
+
+static int route_pause(HttpRequest *req) {
+        json_object *p = params_id(http_request_param(req, 0));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "GetSandbox", p, 0, on_pause_state, NULL);
+}
+
+/* resume, connect: resumed if paused, the lifetime set if given; 201 if it resumed, else
+ * 200, with what create answers. */
+static int on_connect_timeout(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                              void *userdata) {
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        return reply_sandbox(req, http_request_param(req, 0), (unsigned) (uintptr_t) http_request_get_data(req));
+}
+
+static int on_resumed(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        json_object *t = get(http_request_body(req), "timeout");
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        if (t)
+                return set_timeout(req, http_request_param(req, 0), t, on_connect_timeout);
+        return on_connect_timeout(req, NULL, NULL, 0, NULL);
+}
+
+static int on_connect_state(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        const char *state = get_str(get(parameters, "sandbox"), "state");
+        bool paused = state && streq(state, "paused");
+        json_object *p;
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        /* 201 Created (resumed) or 200 OK, both with create's body: 200 + 1 tells reply_sandbox */
+        http_request_set_data(req, (void *) (uintptr_t) (paused ? 201 : 201), NULL);
+        if (!paused)
+                return on_resumed(req, NULL, NULL, 0, NULL);
+        p = params_id(http_request_param(req, 0));
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Resume", p, 0, on_resumed, NULL);
+}
+
+static int route_connect(HttpRequest *req) {
+        json_object *p = params_id(http_request_param(req, 0));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "GetSandbox", p, 0, on_connect_state, NULL);
+}
+
+/* GET /sandboxes/{id}/metrics: one sample, now */
+static int on_metrics(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        _cleanup_json_ json_object *a = json_object_new_array(), *o = json_object_new_object();
+        json_object *m = get(parameters, "metrics");
+        struct timespec ts;
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        if (!a || !o)
+                return -ENOMEM;
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        if (json_add(o, "timestamp", time_json((uint64_t) ts.tv_sec * 1000000U + (uint64_t) ts.tv_nsec / 1000U)) < 0 ||
+            (get(m, "memoryCurrent") && json_add(o, "memUsed", json_object_get(get(m, "memoryCurrent"))) < 0) ||
+            (get(m, "diskBytesUsed") && json_add(o, "diskUsed", json_object_get(get(m, "diskBytesUsed"))) < 0) ||
+            (get(m, "diskBytesMax") && json_add(o, "diskTotal", json_object_get(get(m, "diskBytesMax"))) < 0) ||
+            json_object_array_add(a, TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, 200, TAKE_PTR(a));
+}
+
+static int route_metrics(HttpRequest *req) {
+        json_object *p = params_id(http_request_param(req, 0));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "GetMetrics", p, 0, on_metrics, NULL);
+}
+
+/* ---- the sandbox plane: envd's Connect RPC ---- */
+
+/* A unary call's error: Connect's code as HTTP status and {"code", "message"}. */
+static int connect_error(HttpRequest *req, const char *code, const char *message) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o || json_add(o, "code", json_object_new_string(code)) < 0 ||
+            json_add(o, "message", json_object_new_string(message)) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, http_connect_status(code), TAKE_PTR(o));
+}
+
+static int connect_varlink_error(HttpRequest *req, const char *error, json_object *parameters) {
+        return connect_error(req, http_connect_code(error, parameters), error_message(error, parameters));
+}
+
+static const char *sandbox_of(HttpRequest *req) {
+        return http_request_param(req, 0);
+}
+
+/* A message of a streamed reply. */
+static int stream_message(HttpRequest *req, uint8_t flags, json_object *m) {
+        _cleanup_free_ char *b = NULL;
+        size_t n;
+        int r = http_connect_envelope(flags, m, &b, &n);
+
+        if (r < 0)
+                return r;
+        return http_request_stream_write(req, b, n);
+}
+
+/* The end of a streamed reply: {} or {"error": {"code", "message"}}. */
+static void stream_end(HttpRequest *req, const char *code, const char *message) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *e = NULL;
+
+        if (o && code) {
+                e = json_object_new_object();
+                if (!e || json_add(e, "code", json_object_new_string(code)) < 0 ||
+                    json_add(e, "message", json_object_new_string(message ?: code)) < 0 ||
+                    json_add(o, "error", TAKE_PTR(e)) < 0) {
+                        http_request_stream_end(req, true);
+                        return;
+                }
+        }
+        http_request_stream_end(req, !o || stream_message(req, CONNECT_FLAG_END, o) < 0);
+}
+
+/* A streaming call whose request failed before its stream: 200 and only the end. */
+static int stream_fail(HttpRequest *req, const char *code, const char *message) {
+        int r = http_request_stream(req, 200, "application/connect+json", MHD_SIZE_UNKNOWN, NULL);
+
+        if (r < 0)
+                return r;
+        stream_end(req, code, message);
+        return 0;
+}
+
+/* The streaming request's one message. */
+static int stream_request(HttpRequest *req, json_object **ret) {
+        const char *error = NULL;
+        size_t n;
+        const void *d = http_request_raw_body(req, &n);
+        int r = http_connect_unwrap(d, n, ret, &error);
+
+        if (r < 0)
+                return stream_fail(req, "invalid_argument", error);
+        return 1;
+}
+
+/* ---- processes ---- */
+
+typedef struct Proc {
+        HttpRequest *req;
+        int64_t process;
+        uint64_t offsets[2];
+        sd_event_source *timer;
+        uint64_t delay;
+        bool reading, exited, final_read, ended;
+        json_object *wait;               /* Wait's reply */
+} Proc;
+
+static void proc_free(void *p) {
+        Proc *proc = p;
+
+        if (!proc)
+                return;
+        sd_event_source_disable_unref(proc->timer);
+        json_object_put(proc->wait);
+        free(proc);
+}
+
+static json_object *params_process(HttpRequest *req, int64_t process) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (p && json_add(p, "process", json_object_new_int64(process)) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+/* {"event": {KEY: VALUE}} */
+static int proc_event(HttpRequest *req, const char *key, json_object *value) {
+        _cleanup_json_ json_object *v = value, *e = json_object_new_object(), *m = json_object_new_object();
+
+        if (!v || !e || !m || json_add(e, key, TAKE_PTR(v)) < 0 || json_add(m, "event", TAKE_PTR(e)) < 0)
+                return -ENOMEM;
+        return stream_message(req, 0, m);
+}
+
+static int proc_read(Proc *proc);
+
+static void proc_finish(Proc *proc) {
+        HttpRequest *req = proc->req;
+        _cleanup_json_ json_object *end = json_object_new_object();
+        json_object *info = get(proc->wait, "info");
+        int64_t status = json_object_get_int64(get(proc->wait, "exitStatus"));
+        int64_t sig = json_object_get_int64(get(info, "signal"));
+        char text[64];
+
+        proc->ended = true;
+        if (sig > 0)
+                snprintf(text, sizeof(text), "signal: %s", sig == 9 ? "killed" : sig == 15 ? "terminated" : "signal");
+        else
+                snprintf(text, sizeof(text), "exit status %" PRIi64, status);
+        if (!end ||
+            json_add(end, "exitCode", json_object_new_int64(sig > 0 ? -1 : status)) < 0 ||
+            json_add(end, "exited", json_object_new_boolean(sig == 0)) < 0 ||
+            json_add(end, "status", json_object_new_string(text)) < 0 ||
+            (json_object_get_boolean(get(info, "timedOut")) &&
+             json_add(end, "error", json_object_new_string("the command's timeout ended it")) < 0) ||
+            proc_event(req, "end", TAKE_PTR(end)) < 0) {
+                http_request_stream_end(req, true);
+                return;
+        }
+        stream_end(req, NULL, NULL);
+}
+
+static int on_proc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Proc *proc = userdata;
+
+        if (proc_read(proc) < 0)
+                http_request_stream_end(proc->req, true);
+        return 0;
+}
+
+static int proc_schedule(Proc *proc, bool got_data) {
+        sd_event *e = http_server_event(http_request_server(proc->req));
+        uint64_t now;
+
+        proc->delay = got_data ? PROC_POLL_MIN_USEC : MIN(proc->delay * 2, (uint64_t) PROC_POLL_MAX_USEC);
+        (void) sd_event_now(e, CLOCK_MONOTONIC, &now);
+        if (proc->timer) {
+                (void) sd_event_source_set_time(proc->timer, now + proc->delay);
+                return sd_event_source_set_enabled(proc->timer, SD_EVENT_ONESHOT);
+        }
+        return sd_event_add_time(e, &proc->timer, CLOCK_MONOTONIC, now + proc->delay, 0, on_proc_timer, proc);
+}
+
+static int on_proc_output(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                          void *userdata) {
+        Proc *proc = http_request_get_data(req);
+        static const char *const names[2] = { "stdout", "stderr" };
+        bool got = false;
+
+        proc->reading = false;
+        if (proc->ended)
+                return 0;
+        if (error) {
+                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
+                proc->ended = true;
+                return 0;
+        }
+        for (unsigned i = 0; i < 2; i++) {
+                const char *b64 = get_str(parameters, names[i]);
+                char key[16];
+                _cleanup_json_ json_object *d = NULL;
+
+                snprintf(key, sizeof(key), "%sTotal", names[i]);
+                proc->offsets[i] = (uint64_t) json_object_get_int64(get(parameters, key));
+                if (!b64 || !*b64)
+                        continue;
+                got = true;
+                d = json_object_new_object();
+                if (!d || json_add(d, names[i], json_object_new_string(b64)) < 0 ||
+                    proc_event(req, "data", TAKE_PTR(d)) < 0) {
+                        http_request_stream_end(req, true);
+                        proc->ended = true;
+                        return 0;
+                }
+        }
+        if (http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
+                http_request_stream_end(req, true);   /* a client that does not read */
+                proc->ended = true;
+                return 0;
+        }
+        if (proc->final_read) {
+                proc_finish(proc);
+                return 0;
+        }
+        if (proc->exited)
+                return proc_read(proc);
+        if (proc_schedule(proc, got) < 0)
+                http_request_stream_end(req, true);
+        return 0;
+}
+
+static int proc_read(Proc *proc) {
+        json_object *p;
+
+        if (proc->reading || proc->ended)
+                return 0;
+        p = params_process(proc->req, proc->process);
+        if (!p || json_add(p, "stdoutOffset", json_object_new_int64((int64_t) proc->offsets[0])) < 0 ||
+            json_add(p, "stderrOffset", json_object_new_int64((int64_t) proc->offsets[1])) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        proc->reading = true;
+        /* the read that follows the exit has all there is */
+        proc->final_read = proc->exited;
+        return http_backend_call(proc->req, IFACE "ReadOutput", p, 0, on_proc_output, NULL);
+}
+
+static int on_proc_wait(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                        void *userdata) {
+        Proc *proc = http_request_get_data(req);
+
+        if (proc->ended)
+                return 0;
+        if (error) {
+                proc->ended = true;
+                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
+                return 0;
+        }
+        proc->wait = json_object_get(parameters);
+        proc->exited = true;
+        if (proc->timer)
+                (void) sd_event_source_set_enabled(proc->timer, SD_EVENT_OFF);
+        if (proc_read(proc) < 0)
+                http_request_stream_end(req, true);
+        return 0;
+}
+
+/* The stream of a process: its start (pid: sandboxd's process number), its output as it
+ * comes (ReadOutput, polled), its end (Wait). from_now: Connect, which sends only what
+ * comes from now on. */
+static int proc_stream(HttpRequest *req, int64_t process, json_object *output) {
+        Proc *proc = calloc(1, sizeof(Proc));
+        _cleanup_json_ json_object *start = json_object_new_object();
+        json_object *p;
+        int r;
+
+        if (!proc || !start) {
+                free(proc);
+                return -ENOMEM;
+        }
+        *proc = (Proc) { .req = req, .process = process, .delay = PROC_POLL_MIN_USEC };
+        if (output) {
+                proc->offsets[0] = (uint64_t) json_object_get_int64(get(output, "stdoutTotal"));
+                proc->offsets[1] = (uint64_t) json_object_get_int64(get(output, "stderrTotal"));
+        }
+        http_request_set_data(req, proc, proc_free);
+        r = http_request_stream(req, 200, "application/connect+json", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return r;
+        if (json_add(start, "pid", json_object_new_int64(process)) < 0 || proc_event(req, "start", TAKE_PTR(start)) < 0)
+                goto fail;
+        p = params_process(req, process);
+        if (!p || json_add(p, "timeoutSec", json_object_new_int(0)) < 0) {
+                json_object_put(p);
+                goto fail;
+        }
+        if (http_backend_call(req, IFACE "Wait", p, 0, on_proc_wait, NULL) < 0 || proc_read(proc) < 0)
+                goto fail;
+        return 0;
+fail:
+        http_request_stream_end(req, true);
+        return 0;
+}
+
+static int on_started(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        if (error)
+                return stream_fail(req, http_connect_code(error, parameters), error_message(error, parameters));
+        return proc_stream(req, json_object_get_int64(get(parameters, "process")), NULL);
+}
+
+/* process.Process/Start: {process: {cmd, args, envs, cwd}, pty, tag, stdin} */
+static int route_process_start(HttpRequest *req) {
+        _cleanup_json_ json_object *m = NULL, *p = params_id(sandbox_of(req)), *argv = json_object_new_array(),
+                                   *env = json_object_new_array(), *options = json_object_new_object();
+        json_object *config, *args, *envs;
+        const char *cmd, *cwd;
+        bool home = false;
+        int r = stream_request(req, &m);
+
+        if (r <= 0)
+                return r;
+        if (!p || !argv || !env || !options)
+                return -ENOMEM;
+        if (get(m, "pty"))
+                return stream_fail(req, "unimplemented",
+                                   "Terminals are not reachable over sandboxd's E2B front yet (docs/E2B.md).");
+        config = get(m, "process");
+        cmd = get_str(config, "cmd");
+        if (!cmd || !*cmd)
+                return stream_fail(req, "invalid_argument", "process.cmd is needed.");
+        if (json_object_array_add(argv, json_object_new_string(cmd)) < 0)
+                return -ENOMEM;
+        args = get(config, "args");
+        for (size_t i = 0; i < json_object_array_length(args); i++) {
+                json_object *a = json_object_array_get_idx(args, i);
+                if (!json_object_is_type(a, json_type_string))
+                        return stream_fail(req, "invalid_argument", "process.args must be strings.");
+                if (json_object_array_add(argv, json_object_get(a)) < 0)
+                        return -ENOMEM;
+        }
+        envs = get(config, "envs");
+        if (envs && json_object_is_type(envs, json_type_object)) {
+                json_object_object_foreach(envs, k, v) {
+                        _cleanup_free_ char *kv = NULL;
+                        if (!json_object_is_type(v, json_type_string))
+                                return stream_fail(req, "invalid_argument", "process.envs must be strings.");
+                        if (asprintf(&kv, "%s=%s", k, json_object_get_string(v)) < 0 ||
+                            json_object_array_add(env, json_object_new_string(kv)) < 0)
+                                return -ENOMEM;
+                        home = home || streq(k, "HOME");
+                }
+        }
+        if (!home && json_object_array_add(env, json_object_new_string("HOME=" E2B_WORKDIR)) < 0)
+                return -ENOMEM;
+        if (json_add(options, "Environment", TAKE_PTR(env)) < 0)
+                return -ENOMEM;
+        cwd = get_str(config, "cwd");
+        if (cwd && *cwd) {
+                _cleanup_free_ char *in = NULL;
+                if (http_e2b_path_in(cwd, &in) < 0 ||
+                    json_add(options, "WorkingDirectory", json_object_new_string(in)) < 0)
+                        return -ENOMEM;
+        }
+        if (json_add(p, "argv", TAKE_PTR(argv)) < 0 || json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Start", TAKE_PTR(p), 0, on_started, NULL);
+}
+
+static int selector_process(HttpRequest *req, json_object *m, int64_t *ret) {
+        json_object *pid = get(get(m, "process"), "pid");
+
+        if (!pid || !json_object_is_type(pid, json_type_int))
+                return -EINVAL;
+        *ret = json_object_get_int64(pid);
+        return 0;
+}
+
+static int on_connect_output(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                             void *userdata) {
+        if (error)
+                return stream_fail(req, http_connect_code(error, parameters), error_message(error, parameters));
+        return proc_stream(req, (int64_t) (intptr_t) userdata, parameters);
+}
+
+/* process.Process/Connect: {process: {pid}}: the stream of a process started before */
+static int route_process_connect(HttpRequest *req) {
+        _cleanup_json_ json_object *m = NULL;
+        int64_t process;
+        json_object *p;
+        int r = stream_request(req, &m);
+
+        if (r <= 0)
+                return r;
+        if (selector_process(req, m, &process) < 0)
+                return stream_fail(req, "invalid_argument", "process.pid is needed (a tag is not kept).");
+        p = params_process(req, process);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ReadOutput", p, 0, on_connect_output, (void *) (intptr_t) process);
+}
+
+static int on_rpc_empty(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                        void *userdata) {
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        return http_request_reply_json(req, 200, json_object_new_object());
+}
+
+/* process.Process/SendSignal: {process: {pid}, signal: SIGNAL_SIGKILL | SIGNAL_SIGTERM} */
+static int route_process_signal(HttpRequest *req) {
+        json_object *m = http_request_body(req), *sig = get(m, "signal"), *p;
+        const char *name = sig && json_object_is_type(sig, json_type_string) ? json_object_get_string(sig) : NULL;
+        int64_t process, signo = name ? (streq(name, "SIGNAL_SIGKILL") ? 9 : streq(name, "SIGNAL_SIGTERM") ? 15 : 0)
+                                      : json_object_get_int64(sig);
+
+        if (selector_process(req, m, &process) < 0)
+                return connect_error(req, "invalid_argument", "process.pid is needed (a tag is not kept).");
+        if (signo != 9 && signo != 15)
+                return connect_error(req, "invalid_argument", "signal is SIGNAL_SIGKILL or SIGNAL_SIGTERM.");
+        p = params_process(req, process);
+        if (!p || json_add(p, "signal", json_object_new_int64(signo)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "Signal", p, 0, on_rpc_empty, NULL);
+}
+
+static int on_process_list(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *a = json_object_new_array();
+        json_object *l = get(parameters, "processes");
+
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        if (!o || !a)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *pr = json_object_array_get_idx(l, i), *argv = get(pr, "argv"), *args;
+                _cleanup_json_ json_object *info = NULL, *config = NULL;
+                const char *state = get_str(pr, "state");
+
+                if (!state || !streq(state, "running"))
+                        continue;
+                info = json_object_new_object();
+                config = json_object_new_object();
+                args = json_object_new_array();
+                if (!info || !config || !args)
+                        return json_object_put(args), -ENOMEM;
+                for (size_t k = 1; k < json_object_array_length(argv); k++)
+                        (void) json_object_array_add(args, json_object_get(json_object_array_get_idx(argv, k)));
+                if (json_add(config, "cmd", json_object_get(json_object_array_get_idx(argv, 0))) < 0 ||
+                    json_add(config, "args", args) < 0 ||
+                    json_add(config, "envs", json_object_new_object()) < 0 ||
+                    json_add(info, "config", TAKE_PTR(config)) < 0 ||
+                    json_add(info, "pid", json_object_get(get(pr, "process"))) < 0 ||
+                    json_object_array_add(a, TAKE_PTR(info)) < 0)
+                        return -ENOMEM;
+        }
+        if (json_add(o, "processes", TAKE_PTR(a)) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int route_process_list(HttpRequest *req) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ListProcesses", p, 0, on_process_list, NULL);
+}
+
+/* process.Process/Update: {process: {pid}, pty: {size: {cols, rows}}} */
+static int route_process_update(HttpRequest *req) {
+        json_object *m = http_request_body(req), *size = get(get(m, "pty"), "size"), *p;
+        int64_t process;
+
+        if (selector_process(req, m, &process) < 0)
+                return connect_error(req, "invalid_argument", "process.pid is needed (a tag is not kept).");
+        if (!size)
+                return http_request_reply_json(req, 200, json_object_new_object());
+        p = params_process(req, process);
+        if (!p || json_add(p, "rows", json_object_get(get(size, "rows")) ?: json_object_new_int(24)) < 0 ||
+            json_add(p, "columns", json_object_get(get(size, "cols")) ?: json_object_new_int(80)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "ResizeTerminal", p, 0, on_rpc_empty, NULL);
+}
+
+/* ---- files ---- */
+
+static const char *file_type(const char *ours) {
+        if (!ours)
+                return "FILE_TYPE_UNSPECIFIED";
+        if (streq(ours, "file"))
+                return "FILE_TYPE_FILE";
+        if (streq(ours, "dir"))
+                return "FILE_TYPE_DIRECTORY";
+        if (streq(ours, "link"))
+                return "FILE_TYPE_SYMLINK";
+        return "FILE_TYPE_UNSPECIFIED";
+}
+
+static void permissions_string(unsigned mode, bool dir, char buf[static 11]) {
+        static const char rwx[] = "rwxrwxrwx";
+
+        buf[0] = dir ? 'd' : '-';
+        for (unsigned i = 0; i < 9; i++)
+                buf[1 + i] = (mode & (0400U >> i)) ? rwx[i] : '-';
+        buf[10] = 0;
+}
+
+/* envd's EntryInfo for one of our FileEntries at absolute path (ours). */
+static json_object *entry_json(json_object *e, const char *path) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *out = NULL;
+        const char *type = get_str(e, "type"), *slash, *target = get_str(e, "target");
+        unsigned mode = (unsigned) json_object_get_int64(get(e, "mode"));
+        char perm[11];
+
+        if (!o || http_e2b_path_out(path, &out) < 0)
+                return NULL;
+        slash = strrchr(out, '/');
+        permissions_string(mode, type && streq(type, "dir"), perm);
+        if (json_add(o, "name", json_object_new_string(slash && slash[1] ? slash + 1 : out)) < 0 ||
+            json_add(o, "type", json_object_new_string(file_type(type))) < 0 ||
+            json_add(o, "path", json_object_new_string(out)) < 0 ||
+            json_add(o, "size", json_object_new_int64(json_object_get_int64(get(e, "size")))) < 0 ||
+            json_add(o, "mode", json_object_new_int64(mode | (type && streq(type, "dir") ? 040000 : 0))) < 0 ||
+            json_add(o, "permissions", json_object_new_string(perm)) < 0 ||
+            json_add(o, "owner", json_object_new_string("user")) < 0 ||
+            json_add(o, "group", json_object_new_string("user")) < 0 ||
+            json_add(o, "modifiedTime", time_json((uint64_t) json_object_get_int64(get(e, "mtime")))) < 0 ||
+            (target && *target && json_add(o, "symlinkTarget", json_object_new_string(target)) < 0))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* The request's "path", as ours; a reply already when there is none. */
+static int rpc_path(HttpRequest *req, const char *key, char **ret) {
+        const char *path = get_str(http_request_body(req), key);
+
+        if (!path || !*path)
+                return connect_error(req, "invalid_argument", "A path is needed."), 0;
+        if (http_e2b_path_in(path, ret) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+static json_object *params_path(HttpRequest *req, const char *path) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (p && json_add(p, "path", json_object_new_string(path)) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+static void free_string(void *p) {
+        free(p);
+}
+
+/* {entry: EntryInfo} of the path kept as the request's data */
+static int on_stat_entry(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object *e;
+
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        e = entry_json(get(parameters, "entry"), http_request_get_data(req));
+        if (!o || !e || json_add(o, "entry", e) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int stat_reply(HttpRequest *req, char *path) {
+        json_object *p = params_path(req, path);
+
+        http_request_set_data(req, path, free_string);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Stat", p, 0, on_stat_entry, NULL);
+}
+
+static int route_fs_stat(HttpRequest *req) {
+        char *path;
+        int r = rpc_path(req, "path", &path);
+
+        if (r <= 0)
+                return r;
+        return stat_reply(req, path);
+}
+
+static int on_list_dir(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                       void *userdata) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *a = json_object_new_array();
+        const char *base = http_request_get_data(req);
+        json_object *l = get(parameters, "entries");
+
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        if (!o || !a)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *e = json_object_array_get_idx(l, i), *j;
+                _cleanup_free_ char *full = NULL;
+
+                if (asprintf(&full, "%s%s%s", base, base[strlen(base) - 1] == '/' ? "" : "/",
+                             get_str(e, "path") ?: "") < 0)
+                        return -ENOMEM;
+                j = entry_json(e, full);
+                if (!j || json_object_array_add(a, j) < 0)
+                        return -ENOMEM;
+        }
+        if (json_add(o, "entries", TAKE_PTR(a)) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int route_fs_list(HttpRequest *req) {
+        json_object *depth = get(http_request_body(req), "depth"), *p;
+        char *path;
+        int r = rpc_path(req, "path", &path);
+
+        if (r <= 0)
+                return r;
+        http_request_set_data(req, path, free_string);
+        p = params_path(req, path);
+        if (!p || json_add(p, "depth", json_object_new_int64(depth ? MAX(json_object_get_int64(depth), 1) : 1)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "ListFiles", p, 0, on_list_dir, NULL);
+}
+
+static int on_made_dir(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                       void *userdata) {
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        return stat_reply(req, strdup(http_request_get_data(req)));
+}
+
+/* MakeDir: already_exists when it is there (the SDK's false), else made with its parents */
+static int on_make_dir_stat(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        const char *code = http_connect_code(error, parameters);
+        json_object *p;
+
+        if (!error)
+                return connect_error(req, "already_exists", "The directory exists already.");
+        if (!streq(code, "not_found"))
+                return connect_varlink_error(req, error, parameters);
+        p = params_path(req, http_request_get_data(req));
+        if (!p || json_add(p, "parents", json_object_new_boolean(true)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "MakeDirectory", p, 0, on_made_dir, NULL);
+}
+
+static int route_fs_mkdir(HttpRequest *req) {
+        char *path;
+        int r = rpc_path(req, "path", &path);
+
+        if (r <= 0)
+                return r;
+        http_request_set_data(req, path, free_string);
+        return http_backend_call(req, IFACE "Stat", params_path(req, path), 0, on_make_dir_stat, NULL);
+}
+
+static int on_moved(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                    void *userdata) {
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        return stat_reply(req, strdup(http_request_get_data(req)));
+}
+
+static int route_fs_move(HttpRequest *req) {
+        _cleanup_free_ char *from = NULL;
+        char *to;
+        json_object *p;
+        int r = rpc_path(req, "source", &from);
+
+        if (r <= 0)
+                return r;
+        r = rpc_path(req, "destination", &to);
+        if (r <= 0)
+                return r;
+        http_request_set_data(req, to, free_string);
+        p = params_path(req, from);
+        if (!p || json_add(p, "to", json_object_new_string(to)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "Move", p, 0, on_moved, NULL);
+}
+
+static int route_fs_remove(HttpRequest *req) {
+        _cleanup_free_ char *path = NULL;
+        json_object *p;
+        int r = rpc_path(req, "path", &path);
+
+        if (r <= 0)
+                return r;
+        p = params_path(req, path);
+        if (!p || json_add(p, "recursive", json_object_new_boolean(true)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "Remove", p, 0, on_rpc_empty, NULL);
+}
+
+/* GET /health: 204 while the sandbox runs, else 502 (what the SDK reads as gone) */
+static int on_health(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
+        const char *state = get_str(get(parameters, "sandbox"), "state");
+
+        if (error || !state || !streq(state, "running"))
+                return http_request_reply_text(req, 502, "text/plain", "The sandbox is not running.\n");
+        return http_request_reply_text(req, 204, NULL, "");
+}
+
+static int route_health(HttpRequest *req) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "GetSandbox", p, 0, on_health, NULL);
+}
+
+/* ---- /files: download, upload (multipart/form-data or application/octet-stream) ---- */
+
+typedef struct Transfer {
+        char *path;                      /* ours */
+        char *boundary;                  /* multipart: "--" + the boundary */
+        uint64_t offset, size;
+        char *buf;                       /* what is not written yet */
+        size_t n, allocated;
+        bool in_flight, ended;
+        /* multipart parsing */
+        unsigned state;                  /* 0 preamble, 1 headers, 2 data, 3 done */
+        json_object *written;            /* [EntryInfo] */
+        char *part_path;
+} Transfer;
+
+static void transfer_free(void *p) {
+        Transfer *t = p;
+
+        if (!t)
+                return;
+        free(t->path);
+        free(t->boundary);
+        free(t->buf);
+        free(t->part_path);
+        json_object_put(t->written);
+        free(t);
+}
+
+static int files_error(HttpRequest *req, const char *error, json_object *parameters) {
+        unsigned status = http_status_from_varlink_error(error, parameters);
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        /* envd's: 404 missing, 400 a bad path, 507 no room; {"code": STATUS, "message"} */
+        if (status == 413)
+                status = 507;
+        if (!o || json_add(o, "code", json_object_new_int((int) status)) < 0 ||
+            json_add(o, "message", json_object_new_string(error_message(error, parameters))) < 0)
+                return -ENOMEM;
+        return http_request_reply_json(req, status, TAKE_PTR(o));
+}
+
+static int transfer_new(HttpRequest *req, Transfer **ret) {
+        Transfer *t = calloc(1, sizeof(Transfer));
+        const char *path = http_request_query(req, "path");
+
+        if (!t)
+                return -ENOMEM;
+        http_request_set_data(req, t, transfer_free);
+        if (path && *path && http_e2b_path_in(path, &t->path) < 0)
+                return -ENOMEM;
+        *ret = t;
+        return 0;
+}
+
+static int route_files_get(HttpRequest *req) {
+        _cleanup_free_ char *path = NULL;
+        const char *q = http_request_query(req, "path");
+
+        if (q && *q && http_e2b_path_in(q, &path) < 0)
+                return -ENOMEM;
+        return http_file_download(req, path);
+}
+
+static int upload_write(HttpRequest *req, Transfer *t, size_t n);
+
+static int on_upload_written(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                             void *userdata) {
+        Transfer *t = http_request_get_data(req);
+        size_t n = (size_t) (uintptr_t) userdata;
+
+        t->in_flight = false;
+        if (error)
+                return files_error(req, error, parameters);
+        memmove(t->buf, t->buf + n, t->n - n);
+        t->n -= n;
+        t->offset += n;
+        if (t->ended)
+                return upload_write(req, t, t->n);
+        http_request_resume(req);
+        return 0;
+}
+
+/* The end of one file: [{name, type, path}] gets it. */
+static int upload_file_done(Transfer *t) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *out = NULL;
+        const char *slash;
+
+        if (!t->written && !(t->written = json_object_new_array()))
+                return -ENOMEM;
+        if (!o || http_e2b_path_out(t->part_path ?: t->path, &out) < 0)
+                return -ENOMEM;
+        slash = strrchr(out, '/');
+        if (json_add(o, "name", json_object_new_string(slash ? slash + 1 : out)) < 0 ||
+            json_add(o, "type", json_object_new_string("file")) < 0 ||
+            json_add(o, "path", json_object_new_string(out)) < 0 ||
+            json_object_array_add(t->written, TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* Writes the first n bytes of the buffer (the file's next part); at the end of the
+ * upload, with n == all, answers. */
+static int upload_write(HttpRequest *req, Transfer *t, size_t n) {
+        _cleanup_json_ json_object *p = NULL, *options = json_object_new_object();
+        const char *path = t->part_path ?: t->path;
+
+        if (t->ended && t->n == 0 && t->offset > 0 && t->state != 2) {
+                if (t->state != 3 && t->boundary)
+                        return e2b_error(req, 400, "The multipart body ended early.");
+                if (!t->boundary && upload_file_done(t) < 0)
+                        return -ENOMEM;
+                return http_request_reply_json(req, 200, json_object_get(t->written));
+        }
+        if (!path)
+                return e2b_error(req, 400, "The upload needs a path (the query's, or the part's file name).");
+        p = params_path(req, path);
+        if (!p || !options ||
+            json_add(p, "data", json_object_new_base64((const uint8_t *) t->buf, n)) < 0 ||
+            json_add(options, "Append", json_object_new_boolean(t->offset > 0)) < 0 ||
+            json_add(options, "CreateParents", json_object_new_boolean(true)) < 0 ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        t->in_flight = true;
+        /* an empty file: its one write, and the offset says it was done */
+        if (n == 0)
+                t->offset = 1;
+        return http_backend_call(req, IFACE "WriteFile", TAKE_PTR(p), 0, on_upload_written, (void *) (uintptr_t) n);
+}
+
+static int buf_append(Transfer *t, const char *d, size_t n) {
+        if (t->n + n > t->allocated) {
+                size_t a = MAX(t->n + n, t->allocated * 2);
+                char *b = realloc(t->buf, a);
+                if (!b)
+                        return -ENOMEM;
+                t->buf = b;
+                t->allocated = a;
+        }
+        memcpy(t->buf + t->n, d, n);
+        t->n += n;
+        return 0;
+}
+
+static int upload_begin(HttpRequest *req, Transfer **ret) {
+        Transfer *t = http_request_get_data(req);
+        const char *ct, *b;
+        int r;
+
+        if (t) {
+                *ret = t;
+                return 1;
+        }
+        r = transfer_new(req, &t);
+        if (r < 0)
+                return r;
+        ct = http_request_header(req, "Content-Type") ?: "";
+        if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
+                b = strcasestr(ct, "boundary=");
+                if (!b)
+                        return e2b_error(req, 400, "A multipart body needs its boundary."), 0;
+                b += 9;
+                if (asprintf(&t->boundary, "--%.*s", (int) strcspn(b, "\";, "), b + (*b == '"')) < 0)
+                        return -ENOMEM;
+        }
+        *ret = t;
+        return 1;
+}
+
+/* The multipart body's bytes so far: the files' data into parts of the buffer, each
+ * part's file name (its path) kept. What may be the start of a boundary waits. */
+static int multipart_feed(HttpRequest *req, Transfer *t, const char *d, size_t size, size_t *ret_ready) {
+        int r = buf_append(t, d, size);
+
+        if (r < 0)
+                return r;
+        *ret_ready = 0;
+        for (;;) {
+                size_t bl = strlen(t->boundary);
+
+                if (t->state == 0 || t->state == 1) {
+                        char *end = memmem(t->buf, t->n, "\r\n\r\n", 4), *h;
+                        if (t->state == 0) {
+                                char *bd = memmem(t->buf, t->n, t->boundary, bl);
+                                if (!bd)
+                                        return 0;
+                                if (bd + bl + 2 <= t->buf + t->n && bd[bl] == '-' && bd[bl + 1] == '-') {
+                                        t->state = 3;
+                                        t->n = 0;
+                                        return 0;
+                                }
+                                t->state = 1;
+                                continue;
+                        }
+                        if (!end)
+                                return 0;
+                        *end = 0;
+                        h = strcasestr(t->buf, "filename=\"");
+                        free(t->part_path);
+                        t->part_path = NULL;
+                        if (h) {
+                                h += 10;
+                                _cleanup_free_ char *name = strndup(h, strcspn(h, "\""));
+                                if (!name || http_e2b_path_in(name, &t->part_path) < 0)
+                                        return -ENOMEM;
+                        }
+                        if (!t->part_path && t->path && !(t->part_path = strdup(t->path)))
+                                return -ENOMEM;
+                        memmove(t->buf, end + 4, t->n - (size_t) (end + 4 - t->buf));
+                        t->n -= (size_t) (end + 4 - t->buf);
+                        t->offset = 0;
+                        t->state = 2;
+                        continue;
+                }
+                if (t->state == 2) {
+                        _cleanup_free_ char *delim = NULL;
+                        char *at;
+                        if (asprintf(&delim, "\r\n%s", t->boundary) < 0)
+                                return -ENOMEM;
+                        at = memmem(t->buf, t->n, delim, bl + 2);
+                        if (!at) {
+                                /* all but what may begin the delimiter is the file's */
+                                *ret_ready = t->n > bl + 2 ? t->n - (bl + 2) : 0;
+                                return 0;
+                        }
+                        /* the part ends: its data is written first, then parsing goes on */
+                        *ret_ready = (size_t) (at - t->buf);
+                        return 1;
+                }
+                return 0;
+        }
+}
+
+/* After the part's last data is written: the part is done, the rest parsed. */
+static int multipart_part_end(Transfer *t) {
+        size_t bl = strlen(t->boundary);
+        int r;
+
+        if (t->offset == 0 && upload_file_done(t) >= 0) {
+                /* an empty part: nothing was written; still a file of it */
+        } else if ((r = upload_file_done(t)) < 0)
+                return r;
+        /* the buffer starts with "\r\n" + the boundary */
+        memmove(t->buf, t->buf + 2, t->n - 2);
+        t->n -= 2;
+        t->state = t->n >= bl + 2 && t->buf[bl] == '-' && t->buf[bl + 1] == '-' ? 3 : 1;
+        if (t->state == 3)
+                t->n = 0;
+        return 0;
+}
+
+static int upload_step(HttpRequest *req, Transfer *t, const char *d, size_t size) {
+        size_t ready = 0;
+        int r;
+
+        if (!t->boundary) {
+                r = buf_append(t, d, size);
+                if (r < 0)
+                        return r;
+                if (t->n >= HTTP_FILE_CHUNK)
+                        return upload_write(req, t, HTTP_FILE_CHUNK);
+                return 0;
+        }
+        for (;;) {
+                r = multipart_feed(req, t, d, size, &ready);
+                d = NULL;
+                size = 0;
+                if (r < 0)
+                        return r;
+                if (r == 1 && ready == 0 && t->offset > 0) {
+                        r = multipart_part_end(t);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (r == 1) {
+                        /* the part's data, then (on_upload_written → next step) its end */
+                        if (ready > 0 || t->offset == 0)
+                                return upload_write(req, t, ready);
+                }
+                if (ready >= HTTP_FILE_CHUNK)
+                        return upload_write(req, t, HTTP_FILE_CHUNK);
+                return 0;
+        }
+}
+
+static int upload_data(HttpRequest *req, const char *data, size_t *size) {
+        Transfer *t;
+        int r = upload_begin(req, &t);
+
+        if (r <= 0) {
+                *size = 0;
+                return r;
+        }
+        if (t->in_flight) {
+                http_request_suspend(req);
+                return 0;
+        }
+        r = upload_step(req, t, data, *size);
+        *size = 0;
+        if (r < 0)
+                return r;
+        if (t->in_flight)
+                http_request_suspend(req);
+        return 0;
+}
+
+static int route_files_post(HttpRequest *req) {
+        Transfer *t;
+        int r = upload_begin(req, &t);
+
+        if (r <= 0)
+                return r;
+        t->ended = true;
+        if (t->in_flight)
+                return 0;
+        if (t->boundary) {
+                r = upload_step(req, t, NULL, 0);
+                if (r < 0 || t->in_flight)
+                        return r;
+                if (t->state != 3)
+                        return e2b_error(req, 400, "The multipart body ended early.");
+                return http_request_reply_json(req, 200, json_object_get(t->written));
+        }
+        return upload_write(req, t, t->n);
+}
+
+/* ---- the tables ---- */
+
+const HttpRoute http_e2b_api_routes[] = {
+        { "POST",   "/sandboxes",                     HTTP_ROUTE_JSON_BODY, route_create },
+        { "POST",   "/v2/sandboxes",                  HTTP_ROUTE_JSON_BODY, route_create },
+        { "GET",    "/sandboxes",                     0, route_list },
+        { "GET",    "/v2/sandboxes",                  0, route_list },
+        { "GET",    "/sandboxes/{}",                  0, route_get },
+        { "DELETE", "/sandboxes/{}",                  0, route_kill },
+        { "POST",   "/sandboxes/{}/timeout",          HTTP_ROUTE_JSON_BODY, route_timeout },
+        { "POST",   "/sandboxes/{}/pause",            HTTP_ROUTE_JSON_BODY, route_pause },
+        { "POST",   "/sandboxes/{}/resume",           HTTP_ROUTE_JSON_BODY, route_connect },
+        { "POST",   "/sandboxes/{}/connect",          HTTP_ROUTE_JSON_BODY, route_connect },
+        { "POST",   "/v2/sandboxes/{}/connect",       HTTP_ROUTE_JSON_BODY, route_connect },
+        { "GET",    "/sandboxes/{}/metrics",          0, route_metrics },
+};
+const size_t http_e2b_n_api_routes = ELEMENTSOF(http_e2b_api_routes);
+
+const HttpRoute http_e2b_envd_routes[] = {
+        { "GET",    "/health",                             0, route_health },
+        { "POST",   "/process.Process/Start",              HTTP_ROUTE_RAW_BODY, route_process_start },
+        { "POST",   "/process.Process/Connect",            HTTP_ROUTE_RAW_BODY, route_process_connect },
+        { "POST",   "/process.Process/List",               HTTP_ROUTE_JSON_BODY, route_process_list },
+        { "POST",   "/process.Process/SendSignal",         HTTP_ROUTE_JSON_BODY, route_process_signal },
+        { "POST",   "/process.Process/Update",             HTTP_ROUTE_JSON_BODY, route_process_update },
+        { "POST",   "/filesystem.Filesystem/Stat",         HTTP_ROUTE_JSON_BODY, route_fs_stat },
+        { "POST",   "/filesystem.Filesystem/ListDir",      HTTP_ROUTE_JSON_BODY, route_fs_list },
+        { "POST",   "/filesystem.Filesystem/MakeDir",      HTTP_ROUTE_JSON_BODY, route_fs_mkdir },
+        { "POST",   "/filesystem.Filesystem/Move",         HTTP_ROUTE_JSON_BODY, route_fs_move },
+        { "POST",   "/filesystem.Filesystem/Remove",       HTTP_ROUTE_JSON_BODY, route_fs_remove },
+        { "GET",    "/files",                              0, route_files_get },
+        { "POST",   "/files",                              HTTP_ROUTE_UPLOAD, route_files_post, upload_data },
+};
+const size_t http_e2b_n_envd_routes = ELEMENTSOF(http_e2b_envd_routes);
+
+size_t http_routes_select(HttpRequest *req, HttpRouteTable tables[static 2], const char **ret_first) {
+        const char *id = http_request_header(req, "E2b-Sandbox-Id");
+        const char *port = http_request_header(req, "E2b-Sandbox-Port");
+        uint64_t p = 0;
+
+        *ret_first = NULL;
+        if (!id || !*id) {
+                tables[0] = (HttpRouteTable) { http_routes, http_n_routes };
+                tables[1] = (HttpRouteTable) { http_e2b_api_routes, http_e2b_n_api_routes };
+                return 2;
+        }
+        *ret_first = id;
+        if (port && parse_uint64(port, &p) >= 0 && p == E2B_ENVD_PORT) {
+                tables[0] = (HttpRouteTable) { http_e2b_envd_routes, http_e2b_n_envd_routes };
+                return 1;
+        }
+        /* another port: none yet (404) */
+        return 0;
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// E2B's own SDK (the npm package e2b, pinned by package-lock.json), unchanged, against a
+// sandboxd-http: tests/integration/test_e2b.py runs one scenario per call,
+//   node e2b-client.mjs SCENARIO
+// with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set, and reads what it prints: one JSON
+// object with what the scenario saw. An assertion that fails exits non-zero with its
+// message; every sandbox a scenario created is killed before it ends.
+import assert from 'node:assert/strict';
+import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
+
+const created = [];
+async function create(opts) {
+  const sbx = await Sandbox.create(opts);
+  created.push(sbx);
+  return sbx;
+}
+
+const scenarios = {
+  // create, commands.run with streaming callbacks, a failing command, getInfo, kill
+  async commands() {
+    const sbx = await create({ timeoutMs: 120_000 });
+    const out = [], err = [];
+    const r = await sbx.commands.run('echo hello; echo oops >&2; pwd; echo $HOME', {
+      onStdout: (d) => out.push(d), onStderr: (d) => err.push(d),
+    });
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.stdout, 'hello\n/work\n/work\n', 'the home is the workspace');
+    assert.equal(r.stderr, 'oops\n');
+    assert.equal(out.join(''), r.stdout);
+    assert.equal(err.join(''), 'oops\n');
+    // output arrives while the command runs: the first line before the command ends
+    const seen = [];
+    const t0 = Date.now();
+    await sbx.commands.run('echo one; sleep 1.5; echo two', { onStdout: (d) => seen.push([Date.now() - t0, d]) });
+    assert.equal(seen.map((s) => s[1]).join(''), 'one\ntwo\n');
+    const firstAt = seen[0][0], lastAt = seen[seen.length - 1][0];
+    assert.ok(lastAt - firstAt >= 1000, `streamed, not at the end: ${JSON.stringify(seen)}`);
+    let exitError;
+    try {
+      await sbx.commands.run('echo bad >&2; exit 3');
+    } catch (e) {
+      exitError = e;
+    }
+    assert.ok(exitError instanceof CommandExitError, String(exitError));
+    assert.equal(exitError.exitCode, 3);
+    assert.equal(exitError.stderr, 'bad\n');
+    const env = await sbx.commands.run('echo $GREETING', { envs: { GREETING: 'hi' }, cwd: '/home/user' });
+    assert.equal(env.stdout, 'hi\n');
+    const info = await sbx.getInfo();
+    assert.equal(info.sandboxId, sbx.sandboxId);
+    assert.equal(info.state, 'running');
+    assert.ok(await sbx.isRunning());
+    assert.equal(await sbx.kill(), true);
+    assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'killed already: false');
+    let nf;
+    try {
+      await Sandbox.getInfo(sbx.sandboxId);
+    } catch (e) {
+      nf = e;
+    }
+    assert.ok(nf instanceof NotFoundError, String(nf));
+    return { id: sbx.sandboxId, firstAt, lastAt };
+  },
+
+  // a background command: listed, killed; the handle's wait ends
+  async background() {
+    const sbx = await create();
+    const h = await sbx.commands.run('echo started; sleep 60', { background: true });
+    assert.ok(h.pid > 0);
+    const listed = await sbx.commands.list();
+    assert.ok(listed.some((p) => p.pid === h.pid), JSON.stringify(listed));
+    assert.equal(await sbx.commands.kill(h.pid), true);
+    let e;
+    try {
+      await h.wait();
+    } catch (x) {
+      e = x;
+    }
+    assert.ok(e instanceof CommandExitError, String(e));
+    assert.equal(h.stdout, 'started\n');
+    assert.equal(await sbx.commands.kill(h.pid), false, 'gone: false');
+    return { pid: h.pid, exitCode: e.exitCode, error: e.error };
+  },
+
+  // files: write (one, several), read (text, bytes), list, exists, getInfo, makeDir, rename, remove
+  async files() {
+    const sbx = await create();
+    const w = await sbx.files.write('/home/user/notes/a.txt', 'alpha\n');
+    assert.equal(w.path, '/home/user/notes/a.txt');
+    assert.equal(await sbx.files.read('/home/user/notes/a.txt'), 'alpha\n');
+    assert.equal(await sbx.files.read('notes/a.txt'), 'alpha\n', 'relative: from the home');
+    const bin = new Uint8Array(300000).map((_, i) => (i * 7) % 256);
+    await sbx.files.write('bin.dat', bin);
+    assert.deepEqual(await sbx.files.read('bin.dat', { format: 'bytes' }), bin);
+    const many = await sbx.files.write([{ path: 'm/1.txt', data: 'one' }, { path: 'm/2.txt', data: 'two' }]);
+    assert.deepEqual(many.map((f) => f.path).sort(), ['/home/user/m/1.txt', '/home/user/m/2.txt']);
+    assert.equal(await sbx.files.read('m/2.txt'), 'two');
+    await sbx.files.write('empty.txt', '');
+    assert.equal(await sbx.files.read('empty.txt'), '');
+    const cat = await sbx.commands.run('cat /work/notes/a.txt');
+    assert.equal(cat.stdout, 'alpha\n', 'the commands see the same files');
+    const list = await sbx.files.list('/home/user');
+    const names = list.map((e) => e.name).sort();
+    assert.deepEqual(names, ['bin.dat', 'empty.txt', 'm', 'notes']);
+    const notes = list.find((e) => e.name === 'notes');
+    assert.equal(notes.type, 'dir');
+    assert.equal(notes.path, '/home/user/notes');
+    const deep = await sbx.files.list('/home/user', { depth: 2 });
+    assert.ok(deep.some((e) => e.path === '/home/user/m/1.txt'), JSON.stringify(deep));
+    assert.equal(await sbx.files.exists('notes/a.txt'), true);
+    assert.equal(await sbx.files.exists('nope.txt'), false);
+    const st = await sbx.files.getInfo('bin.dat');
+    assert.equal(st.size, 300000);
+    assert.equal(st.type, 'file');
+    assert.equal(await sbx.files.makeDir('new/deeper'), true);
+    assert.equal(await sbx.files.makeDir('new/deeper'), false, 'there already: false');
+    const moved = await sbx.files.rename('notes/a.txt', 'new/deeper/b.txt');
+    assert.equal(moved.path, '/home/user/new/deeper/b.txt');
+    await sbx.files.remove('new');
+    assert.equal(await sbx.files.exists('new'), false);
+    let nf;
+    try {
+      await sbx.files.read('missing.txt');
+    } catch (e) {
+      nf = e;
+    }
+    assert.ok(nf instanceof NotFoundError, String(nf));
+    return { entries: names };
+  },
+
+  // setTimeout, pause, list (state), connect (resumes), commands after it
+  async lifecycle() {
+    const sbx = await create({ timeoutMs: 60_000 });
+    await sbx.commands.run('echo kept > /work/state.txt');
+    const before = await sbx.getInfo();
+    await sbx.setTimeout(600_000);
+    const after = await sbx.getInfo();
+    const extended = after.endAt.getTime() - before.endAt.getTime();
+    assert.ok(extended > 500_000, `endAt moved by ${extended} ms`);
+    assert.equal(await sbx.pause(), true);
+    assert.equal(await Sandbox.pause(sbx.sandboxId), false, 'paused already: false');
+    const paused = await Sandbox.list({ query: { state: ['paused'] } }).nextItems();
+    assert.ok(paused.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(paused));
+    const running = await Sandbox.list({ query: { state: ['running'] } }).nextItems();
+    assert.ok(!running.some((s) => s.sandboxId === sbx.sandboxId));
+    const again = await Sandbox.connect(sbx.sandboxId);
+    assert.equal((await again.getInfo()).state, 'running');
+    assert.equal((await again.files.read('state.txt')), 'kept\n');
+    assert.equal((await again.commands.run('echo back')).stdout, 'back\n');
+    return { extended };
+  },
+
+  // what the SDK says for a wrong key, an unknown sandbox, an unknown template
+  async errors() {
+    let auth;
+    try {
+      await Sandbox.create({ apiKey: 'e2b_' + '0'.repeat(64) });
+    } catch (e) {
+      auth = e;
+    }
+    assert.ok(auth instanceof AuthenticationError, String(auth));
+    let nf;
+    try {
+      await Sandbox.connect('nosuchsandbox');
+    } catch (e) {
+      nf = e;
+    }
+    assert.ok(nf instanceof NotFoundError, String(nf));
+    let tpl;
+    try {
+      await Sandbox.create('no-such-template');
+    } catch (e) {
+      tpl = e;
+    }
+    assert.ok(tpl instanceof SandboxError, String(tpl));
+    assert.match(tpl.message, /no-such-template/);
+    assert.match(tpl.message, /Template=/);
+    return { auth: auth.name, notFound: nf.name, template: tpl.message };
+  },
+
+  // create + first command, timed (bench/bench_e2b.py)
+  async bench() {
+    const n = Number(process.env.BENCH_N || 10);
+    const times = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      const sbx = await Sandbox.create();
+      const r = await sbx.commands.run('echo ok');
+      const t1 = process.hrtime.bigint();
+      assert.equal(r.stdout, 'ok\n');
+      times.push(Number(t1 - t0) / 1e6);
+      await sbx.kill();
+    }
+    return { ms: times };
+  },
+};
+
+const name = process.argv[2];
+if (!scenarios[name]) {
+  console.error(`usage: e2b-client.mjs ${Object.keys(scenarios).join('|')}`);
+  process.exit(2);
+}
+let code = 0;
+try {
+  console.log(JSON.stringify(await scenarios[name]()));
+} catch (e) {
+  console.error(e && e.stack ? e.stack : String(e));
+  code = 1;
+} finally {
+  for (const s of created)
+    await s.kill().catch(() => {});
+}
+process.exit(code);
