@@ -23,10 +23,6 @@
 #include "strv.h"
 
 #define IFACE "io.sandboxd.Sandbox."
-/* A Start or Connect stream reads the process's output this often at first, backing off
- * to the most while it writes nothing. */
-#define PROC_POLL_MIN_USEC (2U * 1000U)
-#define PROC_POLL_MAX_USEC (50U * 1000U)
 
 static json_object *get(json_object *o, const char *key) {
         json_object *v = NULL;
@@ -550,24 +546,10 @@ static int stream_request(HttpRequest *req, json_object **ret) {
 /* ---- processes ---- */
 
 typedef struct Proc {
-        HttpRequest *req;
         int64_t process;
-        uint64_t offsets[2];
-        sd_event_source *timer;
-        uint64_t delay;
-        bool reading, exited, final_read, ended;
-        json_object *wait;               /* Wait's reply */
+        bool pty;                        /* its output is a terminal's */
+        bool ended;
 } Proc;
-
-static void proc_free(void *p) {
-        Proc *proc = p;
-
-        if (!proc)
-                return;
-        sd_event_source_disable_unref(proc->timer);
-        json_object_put(proc->wait);
-        free(proc);
-}
 
 static json_object *params_process(HttpRequest *req, int64_t process) {
         json_object *p = params_id(sandbox_of(req));
@@ -586,17 +568,15 @@ static int proc_event(HttpRequest *req, const char *key, json_object *value) {
         return stream_message(req, 0, m);
 }
 
-static int proc_read(Proc *proc);
-
-static void proc_finish(Proc *proc) {
-        HttpRequest *req = proc->req;
+/* The end event from Follow's last reply: exitCode (-1 for a signal, as envd says it),
+ * exited, status as Go's ProcessState says it. */
+static int proc_end(HttpRequest *req, json_object *parameters) {
         _cleanup_json_ json_object *end = json_object_new_object();
-        json_object *info = get(proc->wait, "info");
-        int64_t status = json_object_get_int64(get(proc->wait, "exitStatus"));
+        json_object *info = get(parameters, "info");
+        int64_t status = json_object_get_int64(get(parameters, "exitStatus"));
         int64_t sig = json_object_get_int64(get(info, "signal"));
         char text[64];
 
-        proc->ended = true;
         if (sig > 0)
                 snprintf(text, sizeof(text), "signal: %s", sig == 9 ? "killed" : sig == 15 ? "terminated" : "signal");
         else
@@ -606,124 +586,54 @@ static void proc_finish(Proc *proc) {
             json_add(end, "exited", json_object_new_boolean(sig == 0)) < 0 ||
             json_add(end, "status", json_object_new_string(text)) < 0 ||
             (json_object_get_boolean(get(info, "timedOut")) &&
-             json_add(end, "error", json_object_new_string("the command's timeout ended it")) < 0) ||
-            proc_event(req, "end", TAKE_PTR(end)) < 0) {
-                http_request_stream_end(req, true);
-                return;
-        }
-        stream_end(req, NULL, NULL);
+             json_add(end, "error", json_object_new_string("the command's timeout ended it")) < 0))
+                return -ENOMEM;
+        return proc_event(req, "end", TAKE_PTR(end));
 }
 
-static int on_proc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Proc *proc = userdata;
-
-        if (proc_read(proc) < 0)
-                http_request_stream_end(proc->req, true);
-        return 0;
-}
-
-static int proc_schedule(Proc *proc, bool got_data) {
-        sd_event *e = http_server_event(http_request_server(proc->req));
-        uint64_t now;
-
-        proc->delay = got_data ? PROC_POLL_MIN_USEC : MIN(proc->delay * 2, (uint64_t) PROC_POLL_MAX_USEC);
-        (void) sd_event_now(e, CLOCK_MONOTONIC, &now);
-        if (proc->timer) {
-                (void) sd_event_source_set_time(proc->timer, now + proc->delay);
-                return sd_event_source_set_enabled(proc->timer, SD_EVENT_ONESHOT);
-        }
-        return sd_event_add_time(e, &proc->timer, CLOCK_MONOTONIC, now + proc->delay, 0, on_proc_timer, proc);
-}
-
-static int on_proc_output(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
-                          void *userdata) {
+static int on_follow(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
         Proc *proc = http_request_get_data(req);
         static const char *const names[2] = { "stdout", "stderr" };
-        bool got = false;
 
-        proc->reading = false;
         if (proc->ended)
                 return 0;
         if (error) {
-                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
                 proc->ended = true;
+                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
                 return 0;
         }
         for (unsigned i = 0; i < 2; i++) {
                 const char *b64 = get_str(parameters, names[i]);
-                char key[16];
                 _cleanup_json_ json_object *d = NULL;
 
-                snprintf(key, sizeof(key), "%sTotal", names[i]);
-                proc->offsets[i] = (uint64_t) json_object_get_int64(get(parameters, key));
                 if (!b64 || !*b64)
                         continue;
-                got = true;
                 d = json_object_new_object();
-                if (!d || json_add(d, names[i], json_object_new_string(b64)) < 0 ||
-                    proc_event(req, "data", TAKE_PTR(d)) < 0) {
-                        http_request_stream_end(req, true);
-                        proc->ended = true;
-                        return 0;
-                }
+                if (!d || json_add(d, proc->pty ? "pty" : names[i], json_object_new_string(b64)) < 0 ||
+                    proc_event(req, "data", TAKE_PTR(d)) < 0)
+                        goto fail;
         }
-        if (http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
-                http_request_stream_end(req, true);   /* a client that does not read */
+        if (http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX)
+                goto fail;      /* a client that does not read: its stream ends, the process runs on */
+        if (!(flags & VARLINK_REPLY_CONTINUES)) {
                 proc->ended = true;
-                return 0;
+                if (proc_end(req, parameters) < 0)
+                        goto fail;
+                stream_end(req, NULL, NULL);
         }
-        if (proc->final_read) {
-                proc_finish(proc);
-                return 0;
-        }
-        if (proc->exited)
-                return proc_read(proc);
-        if (proc_schedule(proc, got) < 0)
-                http_request_stream_end(req, true);
         return 0;
-}
-
-static int proc_read(Proc *proc) {
-        json_object *p;
-
-        if (proc->reading || proc->ended)
-                return 0;
-        p = params_process(proc->req, proc->process);
-        if (!p || json_add(p, "stdoutOffset", json_object_new_int64((int64_t) proc->offsets[0])) < 0 ||
-            json_add(p, "stderrOffset", json_object_new_int64((int64_t) proc->offsets[1])) < 0) {
-                json_object_put(p);
-                return -ENOMEM;
-        }
-        proc->reading = true;
-        /* the read that follows the exit has all there is */
-        proc->final_read = proc->exited;
-        return http_backend_call(proc->req, IFACE "ReadOutput", p, 0, on_proc_output, NULL);
-}
-
-static int on_proc_wait(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
-                        void *userdata) {
-        Proc *proc = http_request_get_data(req);
-
-        if (proc->ended)
-                return 0;
-        if (error) {
-                proc->ended = true;
-                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
-                return 0;
-        }
-        proc->wait = json_object_get(parameters);
-        proc->exited = true;
-        if (proc->timer)
-                (void) sd_event_source_set_enabled(proc->timer, SD_EVENT_OFF);
-        if (proc_read(proc) < 0)
-                http_request_stream_end(req, true);
+fail:
+        proc->ended = true;
+        http_request_stream_end(req, true);
+        http_backend_cancel(req);
         return 0;
 }
 
 /* The stream of a process: its start (pid: sandboxd's process number), its output as it
- * comes (ReadOutput, polled), its end (Wait). from_now: Connect, which sends only what
- * comes from now on. */
-static int proc_stream(HttpRequest *req, int64_t process, json_object *output) {
+ * is written (Follow), its end. output: ReadOutput's reply (Connect): only what comes
+ * after it is sent. */
+static int proc_stream(HttpRequest *req, int64_t process, bool pty, json_object *output) {
         Proc *proc = calloc(1, sizeof(Proc));
         _cleanup_json_ json_object *start = json_object_new_object();
         json_object *p;
@@ -733,27 +643,20 @@ static int proc_stream(HttpRequest *req, int64_t process, json_object *output) {
                 free(proc);
                 return -ENOMEM;
         }
-        *proc = (Proc) { .req = req, .process = process, .delay = PROC_POLL_MIN_USEC };
-        if (output) {
-                proc->offsets[0] = (uint64_t) json_object_get_int64(get(output, "stdoutTotal"));
-                proc->offsets[1] = (uint64_t) json_object_get_int64(get(output, "stderrTotal"));
-        }
-        http_request_set_data(req, proc, proc_free);
+        *proc = (Proc) { .process = process, .pty = pty };
+        http_request_set_data(req, proc, free);
         r = http_request_stream(req, 200, "application/connect+json", MHD_SIZE_UNKNOWN, NULL);
         if (r < 0)
                 return r;
-        if (json_add(start, "pid", json_object_new_int64(process)) < 0 || proc_event(req, "start", TAKE_PTR(start)) < 0)
-                goto fail;
         p = params_process(req, process);
-        if (!p || json_add(p, "timeoutSec", json_object_new_int(0)) < 0) {
+        if (json_add(start, "pid", json_object_new_int64(process)) < 0 || proc_event(req, "start", TAKE_PTR(start)) < 0 ||
+            !p ||
+            (output && (json_add(p, "stdoutOffset", json_object_get(get(output, "stdoutTotal"))) < 0 ||
+                        json_add(p, "stderrOffset", json_object_get(get(output, "stderrTotal"))) < 0)) ||
+            http_backend_call(req, IFACE "Follow", TAKE_PTR(p), VARLINK_CALL_MORE, on_follow, NULL) < 0) {
                 json_object_put(p);
-                goto fail;
+                http_request_stream_end(req, true);
         }
-        if (http_backend_call(req, IFACE "Wait", p, 0, on_proc_wait, NULL) < 0 || proc_read(proc) < 0)
-                goto fail;
-        return 0;
-fail:
-        http_request_stream_end(req, true);
         return 0;
 }
 
@@ -761,14 +664,14 @@ static int on_started(HttpRequest *req, json_object *parameters, const char *err
                       void *userdata) {
         if (error)
                 return stream_fail(req, http_connect_code(error, parameters), error_message(error, parameters));
-        return proc_stream(req, json_object_get_int64(get(parameters, "process")), NULL);
+        return proc_stream(req, json_object_get_int64(get(parameters, "process")), !!userdata, NULL);
 }
 
 /* process.Process/Start: {process: {cmd, args, envs, cwd}, pty, tag, stdin} */
 static int route_process_start(HttpRequest *req) {
         _cleanup_json_ json_object *m = NULL, *p = params_id(sandbox_of(req)), *argv = json_object_new_array(),
                                    *env = json_object_new_array(), *options = json_object_new_object();
-        json_object *config, *args, *envs;
+        json_object *config, *args, *envs, *pty;
         const char *cmd, *cwd;
         bool home = false;
         int r = stream_request(req, &m);
@@ -777,9 +680,16 @@ static int route_process_start(HttpRequest *req) {
                 return r;
         if (!p || !argv || !env || !options)
                 return -ENOMEM;
-        if (get(m, "pty"))
-                return stream_fail(req, "unimplemented",
-                                   "Terminals are not reachable over sandboxd's E2B front yet (docs/E2B.md).");
+        pty = get(get(m, "pty"), "size");
+        if (get(m, "pty")) {
+                json_object *rows = get(pty, "rows"), *cols = get(pty, "cols");
+                if (json_add(options, "TTY", json_object_new_boolean(true)) < 0 ||
+                    (rows && json_add(options, "TerminalRows", json_object_get(rows)) < 0) ||
+                    (cols && json_add(options, "TerminalColumns", json_object_get(cols)) < 0))
+                        return -ENOMEM;
+        } else if (json_object_get_boolean(get(m, "stdin")) &&
+                   json_add(options, "StdinPipe", json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
         config = get(m, "process");
         cmd = get_str(config, "cmd");
         if (!cmd || !*cmd)
@@ -819,7 +729,7 @@ static int route_process_start(HttpRequest *req) {
         }
         if (json_add(p, "argv", TAKE_PTR(argv)) < 0 || json_add(p, "options", TAKE_PTR(options)) < 0)
                 return -ENOMEM;
-        return http_backend_call(req, IFACE "Start", TAKE_PTR(p), 0, on_started, NULL);
+        return http_backend_call(req, IFACE "Start", TAKE_PTR(p), 0, on_started, (void *) (uintptr_t) !!get(m, "pty"));
 }
 
 static int selector_process(HttpRequest *req, json_object *m, int64_t *ret) {
@@ -835,7 +745,7 @@ static int on_connect_output(HttpRequest *req, json_object *parameters, const ch
                              void *userdata) {
         if (error)
                 return stream_fail(req, http_connect_code(error, parameters), error_message(error, parameters));
-        return proc_stream(req, (int64_t) (intptr_t) userdata, parameters);
+        return proc_stream(req, (int64_t) (intptr_t) userdata, false, parameters);
 }
 
 /* process.Process/Connect: {process: {pid}}: the stream of a process started before */
@@ -860,6 +770,37 @@ static int on_rpc_empty(HttpRequest *req, json_object *parameters, const char *e
         if (error)
                 return connect_varlink_error(req, error, parameters);
         return http_request_reply_json(req, 200, json_object_new_object());
+}
+
+/* process.Process/SendInput: {process: {pid}, input: {stdin | pty: BYTES}} */
+static int route_process_input(HttpRequest *req) {
+        json_object *m = http_request_body(req), *input = get(m, "input"), *p;
+        const char *data = get_str(input, "stdin") ?: get_str(input, "pty");
+        int64_t process;
+
+        if (selector_process(req, m, &process) < 0)
+                return connect_error(req, "invalid_argument", "process.pid is needed (a tag is not kept).");
+        if (!data)
+                return connect_error(req, "invalid_argument", "input.stdin or input.pty is needed.");
+        p = params_process(req, process);
+        if (!p || json_add(p, "data", json_object_new_string(data)) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "WriteStdin", p, 0, on_rpc_empty, NULL);
+}
+
+/* process.Process/CloseStdin: {process: {pid}} */
+static int route_process_close_stdin(HttpRequest *req) {
+        json_object *p;
+        int64_t process;
+
+        if (selector_process(req, http_request_body(req), &process) < 0)
+                return connect_error(req, "invalid_argument", "process.pid is needed (a tag is not kept).");
+        p = params_process(req, process);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "CloseStdin", p, 0, on_rpc_empty, NULL);
 }
 
 /* process.Process/SendSignal: {process: {pid}, signal: SIGNAL_SIGKILL | SIGNAL_SIGTERM} */
@@ -1535,6 +1476,8 @@ const HttpRoute http_e2b_envd_routes[] = {
         { "POST",   "/process.Process/Connect",            HTTP_ROUTE_RAW_BODY, route_process_connect },
         { "POST",   "/process.Process/List",               HTTP_ROUTE_JSON_BODY, route_process_list },
         { "POST",   "/process.Process/SendSignal",         HTTP_ROUTE_JSON_BODY, route_process_signal },
+        { "POST",   "/process.Process/SendInput",          HTTP_ROUTE_JSON_BODY, route_process_input },
+        { "POST",   "/process.Process/CloseStdin",         HTTP_ROUTE_JSON_BODY, route_process_close_stdin },
         { "POST",   "/process.Process/Update",             HTTP_ROUTE_JSON_BODY, route_process_update },
         { "POST",   "/filesystem.Filesystem/Stat",         HTTP_ROUTE_JSON_BODY, route_fs_stat },
         { "POST",   "/filesystem.Filesystem/ListDir",      HTTP_ROUTE_JSON_BODY, route_fs_list },

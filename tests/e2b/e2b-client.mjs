@@ -82,6 +82,47 @@ const scenarios = {
     return { pid: h.pid, exitCode: e.exitCode, error: e.error };
   },
 
+  // a background command's stdin: sendStdin, closeStdin
+  async stdin() {
+    const sbx = await create();
+    const h = await sbx.commands.run('cat; echo done', { background: true, stdin: true });
+    await h.sendStdin('hello\n');
+    await sbx.commands.sendStdin(h.pid, 'again\n');
+    await sbx.commands.closeStdin(h.pid);
+    const r = await h.wait();
+    assert.equal(r.stdout, 'hello\nagain\ndone\n');
+    return { stdout: r.stdout };
+  },
+
+  // a terminal: create with a size, input, resize, kill
+  async pty() {
+    const sbx = await create();
+    let seen = '';
+    const dec = new TextDecoder();
+    const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { seen += dec.decode(d); } });
+    const until = async (re) => {
+      for (let i = 0; i < 200 && !re.test(seen); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      assert.match(seen, re);
+    };
+    const enc = new TextEncoder();
+    await sbx.pty.sendInput(t.pid, enc.encode('stty size; echo $((6*7))\n'));
+    await until(/24 80/);
+    await until(/42/);
+    await sbx.pty.resize(t.pid, { cols: 100, rows: 30 });
+    await sbx.pty.sendInput(t.pid, enc.encode('stty size\n'));
+    await until(/30 100/);
+    assert.equal(await sbx.pty.kill(t.pid), true);
+    let e;
+    try {
+      await t.wait();
+    } catch (x) {
+      e = x;
+    }
+    assert.ok(e instanceof CommandExitError, String(e));
+    return { pid: t.pid };
+  },
+
   // files: write (one, several), read (text, bytes), list, exists, getInfo, makeDir, rename, remove
   async files() {
     const sbx = await create();

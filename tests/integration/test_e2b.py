@@ -113,6 +113,12 @@ class E2B(secutil.Base):
         out = self.scenario('background')
         self.assertEqual(out['exitCode'], -1, out)
 
+    def test_stdin(self):
+        self.scenario('stdin')
+
+    def test_pty(self):
+        self.scenario('pty')
+
     def test_files(self):
         self.scenario('files')
 
