@@ -378,7 +378,7 @@ static void exec_deliver(Exec *e) {
          * sandbox is. */
         exec_record(e, s);
         exec_unlink(e);
-        if (sandbox_can_recycle(s)) {
+        if (recycle_can_keep(s)) {
                 /* Answered before the release's own work (its record, signal, state file,
                  * the agent's reset): the release follows in this same dispatch, so no
                  * call can reach the sandbox in between. */

@@ -222,7 +222,7 @@ Manager *manager_free(Manager *m) {
         statistics_tenants_free(m);
         if (m->systemd)
                 manager_quota_done(m);
-        manager_recycle_waiters_abandon(m, &gone);
+        recycle_waiters_abandon(m, &gone);
         manager_start_waiters_abandon(m, &gone);
         while (m->sandboxes) {
                 Sandbox *s = m->sandboxes;

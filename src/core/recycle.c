@@ -168,7 +168,7 @@ static void recycle_waiter_abandon(RecycleWaiter *w, const SandboxError *error) 
         recycle_create_failed(cb, userdata, -ESRCH, error);
 }
 
-void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error) {
+void recycle_waiters_abandon(Manager *m, const SandboxError *error) {
         while (m->waiters_going_on)
                 recycle_waiter_abandon(m->waiters_going_on, error);
 }
@@ -268,11 +268,11 @@ static const char *recycle_refusal(Sandbox *s) {
         return NULL;
 }
 
-bool sandbox_can_recycle(Sandbox *s) {
+bool recycle_can_keep(Sandbox *s) {
         return !recycle_refusal(s);
 }
 
-int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+int recycle_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         _cleanup_json_ json_object *msg = NULL;
         const char *refusal;
         int r;
@@ -335,7 +335,7 @@ void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error) {
                                               "its mounts could not be renewed.");
 }
 
-void sandbox_payload_renewed(Sandbox *s, const char *failure) {
+void recycle_on_renewed(Sandbox *s, const char *failure) {
         const Template *t;
         int r;
 

@@ -11,6 +11,7 @@
 #include "mount-renew.h"
 #include "payload.h"
 #include "pool.h"
+#include "recycle.h"
 #include "sandbox-logs.h"
 #include "scope.h"
 #include "statistics.h"
@@ -321,22 +322,6 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
 /* The same with config resolved already, at once (manager-quota.c's queue calls it). */
 int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                               sandbox_callback_t cb, void *userdata, SandboxError *error);
-
-/* recycle.c */
-/* Whether sandbox_release() would keep s (reset) rather than destroy it. */
-bool sandbox_can_recycle(Sandbox *s);
-/* The agent answered "reset". */
-void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error);
-/* sandboxd exits, or the sandbox ends, during a release: its caller is told. */
-void recycle_abandon_caller(Sandbox *s, const SandboxError *error);
-/* The create (owner, config, cb) waits for s's reset and gets s once it is done; if that
- * fails, s goes away or takes longer than RECYCLE_WAIT_USEC, the create goes on as if it
- * had not waited (pool_acquire_or_start()), without waiting again. */
-int recycle_wait(Sandbox *s, uid_t owner, const SandboxConfig *config, sandbox_callback_t cb, void *userdata);
-/* s goes away: a create waiting for it goes on without it. */
-void recycle_waiter_release(Sandbox *s);
-/* sandboxd stops: the creates that were about to go on are answered error. */
-void manager_recycle_waiters_abandon(Manager *m, const SandboxError *error);
 
 /* file-op.c */
 void file_op_on_result(Sandbox *s, const struct agent_file_result *result);

@@ -607,6 +607,16 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
         s->payload_ops->stop(s);
 }
 
+int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        assert(s);
+        return recycle_release(s, cb, userdata);
+}
+
+void sandbox_payload_renewed(Sandbox *s, const char *failure) {
+        assert(s);
+        recycle_on_renewed(s, failure);
+}
+
 void sandbox_payload_failed(Sandbox *s, const char *reason) {
         sandbox_stop(s, reason);
 }
@@ -1046,7 +1056,7 @@ static void sandbox_ephemeral_refused(Sandbox *s) {
         s->used = true;
         log_sandbox(s, sandbox_lifecycle_log_level(s), 0,
                     "Sandbox %s is ephemeral and its Exec was refused: it goes.", s->id);
-        if (sandbox_can_recycle(s) && sandbox_release(s, NULL, NULL) >= 0)
+        if (recycle_can_keep(s) && sandbox_release(s, NULL, NULL) >= 0)
                 return;
         (void) sandbox_destroy(s, NULL, NULL);
 }

@@ -876,7 +876,7 @@ static void test_recycled_for_the_same_owner(void **state) {
         FakeAgent *a = agent_of(s);
 
         snprintf(first, sizeof(first), "%s", s->id);
-        assert_true(sandbox_can_recycle(s));
+        assert_true(recycle_can_keep(s));
         assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
         /* Gone for its user at once; reset meanwhile. */
         assert_null(manager_get_sandbox(manager, first));
@@ -1036,7 +1036,7 @@ static void test_custody_through_recycling(void **state) {
         assert_null(manager_next_sandbox(manager, NULL));
         assert_true(s->record_closed);
         /* Only its owner's (SANDBOX_OWNED) is released: not kept twice. */
-        assert_false(sandbox_can_recycle(s));
+        assert_false(recycle_can_keep(s));
 
         agent_reset(agent_of(s), 0);
         RUN_UNTIL(rel.n > 0);
@@ -1058,7 +1058,7 @@ static void test_release_while_starting(void **state) {
         Answer a = {}, rel = {};
         Sandbox *s = create_held("recycled", &a);
 
-        assert_false(sandbox_can_recycle(s));
+        assert_false(recycle_can_keep(s));
         assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
         assert_int_equal(s->custody, SANDBOX_OWNED);
         assert_int_equal(s->state, SANDBOX_STOPPING);
@@ -1079,7 +1079,7 @@ static void test_release_while_paused(void **state) {
         Sandbox *s = create("recycled", false), *t;
 
         pause_now(s);
-        assert_false(sandbox_can_recycle(s));
+        assert_false(recycle_can_keep(s));
         assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
         assert_int_equal(s->custody, SANDBOX_OWNED);
         RUN_UNTIL(rel.n > 0);
@@ -1090,7 +1090,7 @@ static void test_release_while_paused(void **state) {
         assert_int_equal(sandbox_pause(t, on_sandbox, &p, &error), 0);
         RUN_UNTIL(systemd_fake.n_held > 0);
         assert_true(t->pause_pending);
-        assert_false(sandbox_can_recycle(t));
+        assert_false(recycle_can_keep(t));
         assert_int_equal(sandbox_release(t, on_sandbox, &rel2), 0);
         assert_int_equal(t->custody, SANDBOX_OWNED);
         fake_systemd_release();
@@ -1172,7 +1172,7 @@ static void test_pool_hand_out(void **state) {
         assert_string_equal(sandbox_get_source(s), "pool");
         assert_ptr_equal(manager_get_sandbox(manager, s->id), s);
         /* Not of a recycling template: released, it goes. */
-        assert_false(sandbox_can_recycle(s));
+        assert_false(recycle_can_keep(s));
         /* The pool is filled again, with another. */
         RUN_UNTIL(pool_has_sandboxes(manager) && manager->pooled->state == SANDBOX_RUNNING);
         assert_ptr_not_equal(manager->pooled, s);
