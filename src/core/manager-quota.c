@@ -405,9 +405,9 @@ int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret)
         quota_whom(caller->uid, tenant, ret->scope, sizeof(ret->scope));
         /* Snapshots: an owner's by sandboxd.conf [Snapshots], a tenant's by [TenantQuota]. */
         if (tenant)
-                r = manager_snapshots_usage_tenant(m, tenant, &snapshot_bytes, &snapshots);
+                r = snapshot_usage_tenant(m, tenant, &snapshot_bytes, &snapshots);
         else
-                r = manager_snapshots_usage(m, caller->uid, &snapshot_bytes, &snapshots);
+                r = snapshot_usage_owner(m, caller->uid, &snapshot_bytes, &snapshots);
         if (r < 0 && r != -ENOENT)
                 return r;
         b = quota_bucket(m, caller->uid, tenant, false);

@@ -189,7 +189,7 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 goto fail;
         }
         /* Without its directory, only snapshots fail (and say why). */
-        (void) manager_snapshots_setup(m);
+        (void) snapshot_store_setup(m);
 
         *ret = m;
         return 0;
@@ -218,7 +218,7 @@ Manager *manager_free(Manager *m) {
                 free(sub);
         }
         manager_logs_done(m);
-        manager_snapshots_done(m);
+        snapshot_store_done(m);
         statistics_tenants_free(m);
         if (m->systemd)
                 manager_quota_done(m);
@@ -755,7 +755,7 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
 
         /* With files of a snapshot: a sandbox of its own, started for it. */
         if (!isempty(config->from_snapshot))
-                return manager_create_from_snapshot(m, caller, t, config, cb, userdata, error);
+                return snapshot_create_sandbox(m, caller, t, config, cb, userdata, error);
 
         return pool_acquire_or_start(m, owner, t, config, true, cb, userdata, error);
 }

@@ -105,7 +105,7 @@ static bool limits_equal(const SandboxConfig *a, const SandboxConfig *b) {
 }
 
 Sandbox *pool_find_kept(Manager *m, uid_t owner, const Template *t, const SandboxConfig *config,
-                               bool resetting) {
+                        bool resetting) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         _cleanup_(sandbox_config_done) SandboxConfig c = {};
 
@@ -210,7 +210,7 @@ int pool_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *conf
 }
 
 int pool_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxConfig *config,
-                             bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error) {
+                          bool may_wait, sandbox_callback_t cb, void *userdata, SandboxError *error) {
         Sandbox *s;
         int r;
 

@@ -124,11 +124,11 @@ static int snapshots_usage(Manager *m, uid_t owner, const char *tenant, uint64_t
         return 0;
 }
 
-int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
+int snapshot_usage_owner(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count) {
         return snapshots_usage(m, owner, NULL, ret_bytes, ret_count);
 }
 
-int manager_snapshots_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count) {
+int snapshot_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count) {
         return snapshots_usage(m, 0, tenant, ret_bytes, ret_count);
 }
 
@@ -144,14 +144,14 @@ static int snapshot_tenant_room(Manager *m, const char *tenant, uint64_t *ret_us
         *ret_room = UINT64_MAX;
         if (isempty(tenant) || (l->snapshots == 0 && l->snapshot_bytes == 0))
                 return 0;
-        r = manager_snapshots_usage_tenant(m, tenant, ret_used, ret_count);
+        r = snapshot_usage_tenant(m, tenant, ret_used, ret_count);
         if (r < 0)
                 return r;
         return snapshot_quota_room(*ret_used, *ret_count, l->snapshot_bytes, l->snapshots, ret_room);
 }
 
 /* The record of what happened to snapshot meta: one place per kind (taken:
- * snapshot_job_maybe_finish(); restored: on_extracted(); removed: snapshot_remove()). */
+ * snapshot_job_maybe_finish(); restored: on_extracted(); removed: snapshot_remove_because()). */
 static void snapshot_record(Manager *m, const SnapshotMeta *meta, SnapshotEventKind kind, SnapshotEventCause cause,
                             const char *into) {
         assert(snapshot_event_cause_fits(kind, cause));
@@ -184,7 +184,7 @@ static int snapshot_unlink(Manager *m, const char *id) {
 
 /* Removes snapshot id, and records it (if its metadata could be read: what cannot be is no
  * snapshot to anyone). */
-static int snapshot_remove(Manager *m, const char *id, SnapshotEventCause cause) {
+static int snapshot_remove_because(Manager *m, const char *id, SnapshotEventCause cause) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
         bool known;
         int r;
@@ -196,10 +196,10 @@ static int snapshot_remove(Manager *m, const char *id, SnapshotEventCause cause)
         return r;
 }
 
-int manager_remove_snapshot(Manager *m, const char *id, SandboxError *error) {
+int snapshot_remove(Manager *m, const char *id, SandboxError *error) {
         int r;
 
-        r = snapshot_remove(m, id, SNAPSHOT_CAUSE_REMOVE);
+        r = snapshot_remove_because(m, id, SNAPSHOT_CAUSE_REMOVE);
         if (r == -ENOENT)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
         if (r < 0)
@@ -237,8 +237,8 @@ static int lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *
         return 0;
 }
 
-int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
-                            SandboxError *error) {
+int snapshot_lookup(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
+                    SandboxError *error) {
         return lookup_snapshot(m, caller, id, snapshot_visible, ret, error);
 }
 
@@ -258,8 +258,8 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
                         return 0;
                 }
         }
-        r = wake ? manager_lookup_hibernated(m, caller, id, meta, error) :
-                   manager_lookup_snapshot(m, &any, id, meta, error);
+        r = wake ? snapshot_lookup_hibernated(m, caller, id, meta, error) :
+                   snapshot_lookup(m, &any, id, meta, error);
         if (r < 0)
                 return r;
         *ret_owner = meta->owner;
@@ -267,7 +267,7 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
         return 0;
 }
 
-int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n) {
+int snapshot_list(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n) {
         SnapshotMeta *a;
         size_t n, k = 0;
         int r;
@@ -286,8 +286,8 @@ int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta
         return 0;
 }
 
-int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
-                              SandboxError *error) {
+int snapshot_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
+                               SandboxError *error) {
         SnapshotMeta *a;
         size_t n;
         int r, found = -1;
@@ -371,7 +371,7 @@ static int snapshot_commit(SnapshotJob *j) {
         /* The quota once more, against what is stored now: snapshots of the same owner taken
          * at the same time each had the room of the start, and committed since. Commits are
          * one at a time (the loop), so what is stored never exceeds the quota. */
-        r = manager_snapshots_usage(j->manager, j->meta.owner, &used, &count);
+        r = snapshot_usage_owner(j->manager, j->meta.owner, &used, &count);
         if (r < 0)
                 return r;
         r = snapshot_quota_room(used, count, j->manager->settings.snapshots.max_bytes_per_owner,
@@ -609,7 +609,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         if (s->pause_pending)
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
 
-        r = manager_snapshots_usage(m, s->owner, &used, &count);
+        r = snapshot_usage_owner(m, s->owner, &used, &count);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to read the snapshots in %s: %m", snapshots_dir(m));
         r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
@@ -876,7 +876,7 @@ static void on_extracted(const struct agent_file_result *result, const void *dat
                     rj->snapshot, result->bytes);
         snapshot_record(rj->manager, &rj->meta, SNAPSHOT_EVENT_RESTORED, rj->cause, s->id);
         if (rj->consume)
-                (void) snapshot_remove(rj->manager, rj->snapshot, rj->cause);
+                (void) snapshot_remove_because(rj->manager, rj->snapshot, rj->cause);
         rj->cb(s, NULL, rj->userdata);
         free(rj);
 }
@@ -950,8 +950,8 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
         return r;
 }
 
-int manager_create_from_snapshot(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
-                                 sandbox_callback_t cb, void *userdata, SandboxError *error) {
+int snapshot_create_sandbox(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
+                            sandbox_callback_t cb, void *userdata, SandboxError *error) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
         int r;
 
@@ -999,7 +999,7 @@ static void on_fork_snapshot(const SnapshotMeta *meta, const SandboxError *error
                                              fj->cb, fj->userdata, &e);
         }
         if (r < 0) {
-                (void) snapshot_remove(fj->manager, meta->id, SNAPSHOT_CAUSE_FORK);
+                (void) snapshot_remove_because(fj->manager, meta->id, SNAPSHOT_CAUSE_FORK);
                 if (!sandbox_error_is_set(&e))
                         sandbox_error_set_errno(&e, -r, "Failed to fork: %m");
                 fj->cb(NULL, &e, fj->userdata);
@@ -1029,8 +1029,8 @@ static int fork_on_disk(Manager *m, const SandboxCaller *caller, Sandbox *source
         return manager_start_sandbox(m, t, c, caller->uid, false, cb, userdata, error);
 }
 
-int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
-                         sandbox_callback_t cb, void *userdata, SandboxError *error) {
+int snapshot_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
+                          sandbox_callback_t cb, void *userdata, SandboxError *error) {
         const SandboxConfig *sc = &source->config;
         const Template *t;
         ForkJob *fj;
@@ -1082,8 +1082,8 @@ int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sourc
         return r;
 }
 
-int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
-                         void *userdata, SandboxError *error) {
+int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
+                          void *userdata, SandboxError *error) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
         _cleanup_(sandbox_config_done) SandboxConfig config = {};
         const Template *t;
@@ -1100,7 +1100,7 @@ int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id
                         return sandbox_error_set_errno(error, r, "Failed to start sandbox %s again: %m", s->id);
                 return 0;
         }
-        r = manager_lookup_hibernated(m, caller, id_or_name, &meta, error);
+        r = snapshot_lookup_hibernated(m, caller, id_or_name, &meta, error);
         if (r < 0)
                 return r;
         if (manager_find_sandbox(m, meta.source))
@@ -1172,7 +1172,7 @@ static void snapshots_remove_partial(Manager *m) {
         }
 }
 
-int manager_snapshots_setup(Manager *m) {
+int snapshot_store_setup(Manager *m) {
         const char *dir = snapshots_dir(m);
         int r;
 
@@ -1190,6 +1190,6 @@ int manager_snapshots_setup(Manager *m) {
         return 0;
 }
 
-void manager_snapshots_done(Manager *m) {
+void snapshot_store_done(Manager *m) {
         m->snapshot_retention = sd_event_source_disable_unref(m->snapshot_retention);
 }

@@ -28,12 +28,12 @@ typedef struct Sandbox Sandbox;
 
 
 /* Makes the directory, removes what a crash left half-written, arms the retention. */
-int manager_snapshots_setup(Manager *m);
-void manager_snapshots_done(Manager *m);
+int snapshot_store_setup(Manager *m);
+void snapshot_store_done(Manager *m);
 /* How many snapshots owner has and how many bytes they take. */
-int manager_snapshots_usage(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count);
+int snapshot_usage_owner(Manager *m, uid_t owner, uint64_t *ret_bytes, uint64_t *ret_count);
 /* The same for a tenant's ([TenantQuota] Snapshots=, SnapshotBytes=). */
-int manager_snapshots_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count);
+int snapshot_usage_tenant(Manager *m, const char *tenant, uint64_t *ret_bytes, uint64_t *ret_count);
 
 /* meta is valid during the call only; NULL with error set on failure. */
 typedef void (*snapshot_callback_t)(const SnapshotMeta *meta, const SandboxError *error, void *userdata);
@@ -48,15 +48,15 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
                       SandboxError *error);
 /* Fork: a snapshot of source, then a new sandbox of caller's from it (config: its options;
  * what it leaves unset is source's), the snapshot removed after. source keeps running. */
-int manager_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
-                         sandbox_callback_t cb, void *userdata, SandboxError *error);
+int snapshot_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
+                          sandbox_callback_t cb, void *userdata, SandboxError *error);
 /* Wake: the sandbox that id_or_name (a hibernated sandbox's id or name) was, again, under
  * the same id, name, owner and tenant, with its files; the snapshot removed after. */
-int manager_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
-                         void *userdata, SandboxError *error);
+int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *id_or_name, sandbox_callback_t cb,
+                          void *userdata, SandboxError *error);
 /* The hibernated sandbox's snapshot that Wake(id_or_name) would use, for authorizing. */
-int manager_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
-                              SandboxError *error);
+int snapshot_lookup_hibernated(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
+                               SandboxError *error);
 
 /* What Wake (wake) or RemoveSnapshot of id by caller asks for, for authorizing (a front
  * end's access callback): Wake starts a sandbox for the hibernated one's tenant (op
@@ -69,13 +69,13 @@ int snapshot_call_access(Manager *m, const SandboxCaller *caller, const char *id
 /* CreateSandbox with FromSnapshot (config->from_snapshot): the snapshot must be caller's
  * to see; refused (SnapshotTooLarge) before anything starts if its files exceed the new
  * sandbox's DiskMax. cb once the files are in place. */
-int manager_create_from_snapshot(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
-                                 sandbox_callback_t cb, void *userdata, SandboxError *error);
+int snapshot_create_sandbox(Manager *m, const SandboxCaller *caller, const Template *t, SandboxConfig *config,
+                            sandbox_callback_t cb, void *userdata, SandboxError *error);
 
 /* The snapshots caller sees (access.h's visibility rule), oldest first. */
-int manager_list_snapshots(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n);
+int snapshot_list(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, size_t *ret_n);
 void snapshot_meta_array_free(SnapshotMeta *a, size_t n);
 /* One snapshot, if caller may see it; NoSuchSnapshot if not. */
-int manager_lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
-                            SandboxError *error);
-int manager_remove_snapshot(Manager *m, const char *id, SandboxError *error);
+int snapshot_lookup(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
+                    SandboxError *error);
+int snapshot_remove(Manager *m, const char *id, SandboxError *error);

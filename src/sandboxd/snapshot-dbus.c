@@ -59,7 +59,7 @@ static int fork_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
         if (r < 0)
                 return r;
         sd_bus_message_ref(call);
-        r = manager_fork_sandbox(req->manager, caller, s, &config, on_sandbox_created, call, error);
+        r = snapshot_fork_sandbox(req->manager, caller, s, &config, on_sandbox_created, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
@@ -99,7 +99,7 @@ static int wake_authorized(sd_bus_message *call, const SandboxCaller *caller, vo
         int r;
 
         sd_bus_message_ref(call);
-        r = manager_wake_sandbox(c->manager, caller, c->id, on_sandbox_created, call, error);
+        r = snapshot_wake_sandbox(c->manager, caller, c->id, on_sandbox_created, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
@@ -110,7 +110,7 @@ static int remove_authorized(sd_bus_message *call, const SandboxCaller *caller, 
         SnapshotRequest *c = userdata;
         int r;
 
-        r = manager_remove_snapshot(c->manager, c->meta.id, error);
+        r = snapshot_remove(c->manager, c->meta.id, error);
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(call, NULL);
@@ -165,7 +165,7 @@ static int list_snapshots_authorized(sd_bus_message *call, const SandboxCaller *
         size_t n = 0;
         int r;
 
-        r = manager_list_snapshots(f->manager, caller, &a, &n);
+        r = snapshot_list(f->manager, caller, &a, &n);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to read the snapshots: %m");
         r = sd_bus_message_new_method_return(call, &reply);

@@ -99,7 +99,7 @@ static int fork_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandb
         int r;
 
         varlink_call_ref(call);
-        r = manager_fork_sandbox(req->frontend->manager, caller, s, &req->args.config, on_sandbox_created, call, error);
+        r = snapshot_fork_sandbox(req->frontend->manager, caller, s, &req->args.config, on_sandbox_created, call, error);
         if (r < 0)
                 varlink_call_unref(call);
         return r;
@@ -141,7 +141,7 @@ static int wake_authorized(VarlinkCall *call, const SandboxCaller *caller, void 
         int r;
 
         varlink_call_ref(call);
-        r = manager_wake_sandbox(c->frontend->manager, caller, c->id, on_sandbox_created, call, error);
+        r = snapshot_wake_sandbox(c->frontend->manager, caller, c->id, on_sandbox_created, call, error);
         if (r < 0)
                 varlink_call_unref(call);
         return r;
@@ -151,7 +151,7 @@ static int remove_authorized(VarlinkCall *call, const SandboxCaller *caller, voi
         SnapshotCall *c = userdata;
         int r;
 
-        r = manager_remove_snapshot(c->frontend->manager, c->meta.id, error);
+        r = snapshot_remove(c->frontend->manager, c->meta.id, error);
         if (r < 0)
                 return r;
         (void) varlink_call_reply(call, NULL);
@@ -205,7 +205,7 @@ static int list_snapshots_authorized(VarlinkCall *call, const SandboxCaller *cal
 
         if (!p || !l)
                 return -ENOMEM;
-        r = manager_list_snapshots(f->manager, caller, &a, &n);
+        r = snapshot_list(f->manager, caller, &a, &n);
         if (r < 0)
                 return sandbox_error_set_errno(error, -r, "Failed to read the snapshots: %m");
         for (size_t i = 0; i < n && r >= 0; i++) {

@@ -1248,7 +1248,7 @@ static void test_snapshot(void **state) {
         assert_int_equal(snap.code, SANDBOX_ERR_NONE);
         snprintf(path, sizeof(path), "%s/snapshots/%s.tar.zst", state_dir, snap.id);
         assert_int_equal(access(path, F_OK), 0);
-        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
         assert_int_equal(n, 1);
         assert_string_equal(list[0].id, snap.id);
         assert_int_equal(list[0].size, strlen("an archive"));
@@ -1260,11 +1260,11 @@ static void test_snapshot(void **state) {
         agent_archive(agent_of(s), NULL, EIO);
         RUN_UNTIL(snap.n > 0);
         assert_int_equal(snap.code, SANDBOX_ERR_SANDBOX_FAILED);
-        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
         assert_int_equal(n, 1);
         snapshot_meta_array_free(list, n);
 
-        assert_int_equal(manager_remove_snapshot(manager, snap.id[0] ? snap.id : "0000000000000000", &error) < 0, true);
+        assert_int_equal(snapshot_remove(manager, snap.id[0] ? snap.id : "0000000000000000", &error) < 0, true);
         sandbox_error_done(&error);
         destroy(s);
 }
@@ -1289,7 +1289,7 @@ static void test_stop_during_snapshot(void **state) {
         assert_int_equal(snap.code, SANDBOX_ERR_SANDBOX_FAILED);
         run_briefly();
         /* No snapshot, and no partial file left. */
-        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
         assert_int_equal(n, 0);
         free(list);
 }
@@ -1344,18 +1344,18 @@ static void test_hibernate_and_wake(void **state) {
         RUN_UNTIL(h.n > 0);
         assert_int_equal(h.code, SANDBOX_ERR_NONE);
         assert_null(manager_find_sandbox(manager, id));
-        assert_int_equal(manager_lookup_hibernated(manager, &root, id, &meta, &error), 0);
+        assert_int_equal(snapshot_lookup_hibernated(manager, &root, id, &meta, &error), 0);
         assert_true(meta.hibernated);
         snapshot_meta_done(&meta);
 
         /* Back under the same id, with its files; the snapshot used up. */
-        assert_int_equal(manager_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
+        assert_int_equal(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
         RUN_UNTIL(n_agents == 2);
         agent_extract(&agents[1], 0);
         RUN_UNTIL(w.n > 0);
         assert_int_equal(w.code, SANDBOX_ERR_NONE);
         assert_string_equal(w.id, id);
-        assert_int_equal(manager_list_snapshots(manager, &root, &list, &n), 0);
+        assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
         assert_int_equal(n, 0);
         free(list);
         destroy(w.sandbox);
@@ -1367,7 +1367,7 @@ static void test_fork_and_restore_failure(void **state) {
         Answer f = {}, g = {};
         Sandbox *s = create("shell", false);
 
-        assert_int_equal(manager_fork_sandbox(manager, &root, s, &config, on_sandbox, &f, &error), 0);
+        assert_int_equal(snapshot_fork_sandbox(manager, &root, s, &config, on_sandbox, &f, &error), 0);
         agent_archive(agent_of(s), "files", 0);
         RUN_UNTIL(n_agents == 2);
         agent_extract(&agents[1], 0);
@@ -1377,7 +1377,7 @@ static void test_fork_and_restore_failure(void **state) {
         assert_int_equal(s->state, SANDBOX_RUNNING);
 
         /* The new one's agent cannot unpack: the fork fails and leaves nothing. */
-        assert_int_equal(manager_fork_sandbox(manager, &root, s, &config, on_sandbox, &g, &error), 0);
+        assert_int_equal(snapshot_fork_sandbox(manager, &root, s, &config, on_sandbox, &g, &error), 0);
         agent_archive(agent_of(s), "files", 0);
         RUN_UNTIL(n_agents == 3);
         agent_extract(&agents[2], EIO);
@@ -1398,8 +1398,8 @@ static void test_fork_quota_rechecked(void **state) {
         Sandbox *a = create("shell", false), *b = create("shell", false);
 
         manager->settings.tenancy.quota.owner.sandboxes = 1;
-        assert_int_equal(manager_fork_sandbox(manager, &user, a, &config, on_sandbox, &f, &error), 0);
-        assert_int_equal(manager_fork_sandbox(manager, &user, b, &config, on_sandbox, &g, &error), 0);
+        assert_int_equal(snapshot_fork_sandbox(manager, &user, a, &config, on_sandbox, &f, &error), 0);
+        assert_int_equal(snapshot_fork_sandbox(manager, &user, b, &config, on_sandbox, &g, &error), 0);
         agent_archive(agent_of(a), "files", 0);
         RUN_UNTIL(n_agents == 3);
         agent_extract(&agents[2], 0);
@@ -1429,7 +1429,7 @@ static void test_snapshot_quota(void **state) {
         assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error) < 0);
         assert_int_equal(error.code, SANDBOX_ERR_QUOTA_EXCEEDED);
         sandbox_error_done(&error);
-        assert_int_equal(manager_remove_snapshot(manager, snap.id, &error), 0);
+        assert_int_equal(snapshot_remove(manager, snap.id, &error), 0);
 
         /* Bytes too: the stream is cut where the quota ends. */
         manager->settings.snapshots.max_bytes_per_owner = 4;
