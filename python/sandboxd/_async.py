@@ -156,6 +156,7 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
                tasks: int | None = None, options: dict[str, object] | None = None,
                from_snapshot: str | None = None, idle_action: str | None = None,
                allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
+               secrets: list[str] | None = None,
                transport: AsyncTransport | None = None, env: dict[str, str] | None = None) -> 'AsyncSandbox':
         """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
         and returns an :class:`AsyncSandbox` once it runs."""
@@ -163,7 +164,7 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
                                 from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
-                                deny_hosts=deny_hosts)
+                                deny_hosts=deny_hosts, secrets=secrets)
         sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=envs)
 
@@ -190,6 +191,21 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
     async def quota(*, transport: AsyncTransport | None = None) -> QuotaInfo:
         """Your quota on the node and what you use of it (GetQuota)."""
         return await _ops.run_async(transport or default_async_transport(), _ops.get_quota())
+
+    @staticmethod
+    async def set_secret(name: str, value: str, *, transport: AsyncTransport | None = None) -> None:
+        """Stores a secret of yours, as :meth:`sandboxd.Sandbox.set_secret` does."""
+        await _ops.run_async(transport or default_async_transport(), _ops.set_secret(name, value))
+
+    @staticmethod
+    async def list_secrets(*, transport: AsyncTransport | None = None) -> List[str]:
+        """The names of your secrets."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_secrets())
+
+    @staticmethod
+    async def remove_secret(name: str, *, transport: AsyncTransport | None = None) -> None:
+        """Removes a secret of yours."""
+        await _ops.run_async(transport or default_async_transport(), _ops.remove_secret(name))
 
     @staticmethod
     async def pools(*, transport: AsyncTransport | None = None) -> List[PoolInfo]:

@@ -161,11 +161,11 @@ def create_options(timeout: int | None = None, memory: int | str | None = None,
                    tasks: int | None = None, ephemeral: bool = False,
                    options: dict[str, Any] | None = None, from_snapshot: str | None = None,
                    idle_action: str | None = None, allow_hosts: list[str] | None = None,
-                   deny_hosts: list[str] | None = None) -> dict[str, Any]:
+                   deny_hosts: list[str] | None = None, secrets: list[str] | None = None) -> dict[str, Any]:
     """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half;
-    allow_hosts, deny_hosts: EgressAllow=, EgressDeny=)."""
+    allow_hosts, deny_hosts: EgressAllow=, EgressDeny=; secrets: Secrets=)."""
     o: dict[str, Any] = {}
-    for key, hosts in (('EgressAllow', allow_hosts), ('EgressDeny', deny_hosts)):
+    for key, hosts in (('EgressAllow', allow_hosts), ('EgressDeny', deny_hosts), ('Secrets', secrets)):
         if hosts is not None:
             if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
                 raise ValueError(f'{key}: a list of rules (strings), e.g. ["api.example.com"]')
@@ -283,6 +283,21 @@ def get_quota() -> Op[QuotaInfo]:
     return QuotaInfo(reply.parameters.get('scope', ''),
                      tuple(QuotaEntry(q['what'], q.get('limit', 0), q.get('use', 0))
                            for q in reply.parameters.get('quota', [])))
+
+
+def set_secret(name: str, value: str) -> Op[None]:
+    if not isinstance(value, str):
+        raise ValueError('a secret\'s value is a string')
+    yield Call('SetSecret', {'name': name, 'value': value})
+
+
+def list_secrets() -> Op[list[str]]:
+    reply: Reply = yield Call('ListSecrets', {})
+    return list(reply.parameters.get('names', []))
+
+
+def remove_secret(name: str) -> Op[None]:
+    yield Call('RemoveSecret', {'name': name})
 
 
 def list_pools() -> Op[list[PoolInfo]]:

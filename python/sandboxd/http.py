@@ -55,7 +55,8 @@ _SESSION_OPTIONS = {'Timeout': ('timeout', False), 'IdleTimeout': ('idle_timeout
                     'FromSnapshot': ('from_snapshot', False), 'IdleAction': ('idle_action', False),
                     'MemoryMax': ('memory_max', True), 'CPUQuotaPerSecUSec': ('cpu_quota_per_sec_usec', True),
                     'TasksMax': ('tasks_max', True), 'DiskMax': ('disk_max', True),
-                    'EgressAllow': ('egress_allow', False), 'EgressDeny': ('egress_deny', False)}
+                    'EgressAllow': ('egress_allow', False), 'EgressDeny': ('egress_deny', False),
+                    'Secrets': ('secrets', False)}
 
 
 def _b64(data: bytes) -> str:
@@ -136,6 +137,7 @@ class HttpTransport(Transport):
             'Remove': self._remove, 'Move': self._move,
             'Snapshot': self._snapshot, 'Hibernate': self._hibernate, 'Fork': self._fork, 'Wake': self._wake,
             'ListSnapshots': self._snapshots, 'RemoveSnapshot': self._remove_snapshot,
+            'SetSecret': self._set_secret, 'ListSecrets': self._secrets, 'RemoveSecret': self._remove_secret,
         }
 
     def __repr__(self) -> str:
@@ -222,6 +224,18 @@ class HttpTransport(Transport):
 
     def _quota(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one(self._request('GET', '/quota').json())
+
+    def _secret_path(self, p: dict[str, Any]) -> str:
+        return '/secrets/' + urllib.parse.quote(str(p.get('name', '')), safe='')
+
+    def _set_secret(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('PUT', self._secret_path(p), {'value': p.get('value')})
+
+    def _secrets(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'names': self._request('GET', '/secrets').json()})
+
+    def _remove_secret(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('DELETE', self._secret_path(p))
 
     def _simple(self, verb: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Iterator[Reply]:
         self._request(verb, path, body, query).body()

@@ -167,6 +167,7 @@ class Sandbox(SandboxBase[Transport]):
                tasks: int | None = None, options: dict[str, object] | None = None,
                from_snapshot: str | None = None, idle_action: str | None = None,
                allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
+               secrets: list[str] | None = None,
                transport: Transport | None = None, env: dict[str, str] | None = None) -> 'Sandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
@@ -188,13 +189,16 @@ class Sandbox(SandboxBase[Transport]):
         the hosts it may reach through sandboxd's egress proxy (``"api.example.com"``,
         ``"*.example.org"``, ``"host:8443"``, an address or CIDR; sandboxd's EgressAllow=,
         replacing the template's; ``[]``: no network); ``deny_hosts``: refused even so
-        (EgressDeny=).
+        (EgressDeny=). ``secrets``: secrets of yours (:meth:`set_secret`) bound into it,
+        each ``"NAME"`` (the environment variable NAME), ``"NAME:file"``
+        (/run/secrets/NAME) or ``"NAME@HOST:HEADER"`` (added by the egress proxy to each
+        request for https://HOST: the sandbox never holds it; docs/SECRETS.md).
         """
         transport = transport or default_transport()
         envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
                                 from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
-                                deny_hosts=deny_hosts)
+                                deny_hosts=deny_hosts, secrets=secrets)
         sandbox_id = _ops.run_sync(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=envs)
 
@@ -222,6 +226,22 @@ class Sandbox(SandboxBase[Transport]):
         """Your quota on the node and what you use of it (GetQuota); beyond it, creates raise
         :class:`~sandboxd.QuotaExceeded`."""
         return _ops.run_sync(transport or default_transport(), _ops.get_quota())
+
+    @staticmethod
+    def set_secret(name: str, value: str, *, transport: Transport | None = None) -> None:
+        """Stores a secret of yours (of your tenant, over HTTP), replacing one of that name;
+        sandboxes bind it by name (``secrets=``). Its value is never returned."""
+        _ops.run_sync(transport or default_transport(), _ops.set_secret(name, value))
+
+    @staticmethod
+    def list_secrets(*, transport: Transport | None = None) -> List[str]:
+        """The names of your secrets."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_secrets())
+
+    @staticmethod
+    def remove_secret(name: str, *, transport: Transport | None = None) -> None:
+        """Removes a secret of yours."""
+        _ops.run_sync(transport or default_transport(), _ops.remove_secret(name))
 
     @staticmethod
     def pools(*, transport: Transport | None = None) -> List[PoolInfo]:

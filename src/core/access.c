@@ -48,6 +48,9 @@ static const struct {
         { "CreateSandbox",         SANDBOX_OP_CREATE     },
         { "AcquireSandbox",        SANDBOX_OP_CREATE     },
         { "Wake",                  SANDBOX_OP_CREATE     },
+        /* One's secrets (sandbox-secrets.h): what creates may bind. */
+        { "SetSecret",             SANDBOX_OP_CREATE     },
+        { "RemoveSecret",          SANDBOX_OP_CREATE     },
         /* Running things in a sandbox, its files, its processes, its pause and timeouts. */
         { "Exec",                  SANDBOX_OP_EXEC       },
         { "Start",                 SANDBOX_OP_EXEC       },
@@ -85,6 +88,7 @@ static const struct {
         { "GetLogs",               SANDBOX_OP_INSPECT    },
         { "GetMetrics",            SANDBOX_OP_INSPECT    },
         { "GetQuota",              SANDBOX_OP_INSPECT    }, /* one's own: nothing to ask */
+        { "ListSecrets",           SANDBOX_OP_INSPECT    }, /* one's own names */
         /* Lists: one's own, everyone's with "manage" (asked optionally). */
         { "ListSandboxes",         SANDBOX_OP_LIST_ALL   },
         { "ListSandboxesFiltered", SANDBOX_OP_LIST_ALL   },

@@ -588,7 +588,16 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
                 r = limit_settings_check_exec(&m->settings.tenancy.limits, c, error);
         if (r < 0)
                 return r;
-        r = strv_env_merge(s->environment, c->environment, &env);
+        if (s->secret_environment) {
+                /* Secrets bound as variables: over the template's, under the exec's own. */
+                _cleanup_strv_free_ char **base = NULL;
+                r = strv_env_merge(s->environment, s->secret_environment, &base);
+                if (r >= 0)
+                        r = strv_env_merge(base, c->environment, &env);
+                for (char **i = base; i && *i; i++)
+                        explicit_bzero(*i, strlen(*i));
+        } else
+                r = strv_env_merge(s->environment, c->environment, &env);
         if (r < 0)
                 return r;
 

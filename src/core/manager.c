@@ -24,6 +24,7 @@
 #include "snapshot.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
+#include "sandbox-secrets.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -61,6 +62,7 @@ int manager_settings_init(ManagerSettings *s) {
 void manager_settings_done(ManagerSettings *s) {
         s->template_dirs = strv_free(s->template_dirs);
         s->state_dir = mfree(s->state_dir);
+        s->secrets_dir = mfree(s->secrets_dir);
         s->agent_path = mfree(s->agent_path);
         s->bwrap_path = mfree(s->bwrap_path);
         s->docker_socket = mfree(s->docker_socket);
@@ -676,6 +678,10 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
         r = manager_config_resolve(m, t, config, error);
         if (r >= 0)
                 r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
+        if (r >= 0 && !pooled)
+                r = sandbox_config_secrets_defaults(config, t->secrets, error);
+        if (r >= 0)
+                r = sandbox_secrets_check(m, t, owner, config, error);
         if (r < 0)
                 return r;
         /* A caller's create takes its turn among its owner's (tenant's); the pool's do not

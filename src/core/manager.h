@@ -30,6 +30,7 @@ typedef struct ManagerSettings {
         SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
         TenancySettings tenancy; /* sandboxd.conf [Node], [Limits], [OwnerQuota], [TenantQuota] */
         WorkspaceSettings workspaces; /* sandboxd.conf [Workspaces], --workspace-dir= */
+        char *secrets_dir;    /* the secret store (secret-store.h); NULL: SECRETS_DIR_DEFAULT */
 } ManagerSettings;
 
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U

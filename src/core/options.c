@@ -12,6 +12,7 @@
 #include "options.h"
 #include "sandbox.h"
 #include "sandbox-errors.h"
+#include "secret-store.h"
 #include "strv.h"
 #include "template.h"
 
@@ -76,6 +77,7 @@ static const OptionSpec sandbox_options[] = {
         { "IdleAction",         OPTION_STRING },
         { "FromSnapshot",       OPTION_STRING },
         { "Storage",            OPTION_STRING },
+        { "Secrets",            OPTION_STRV   },
         {}
 };
 
@@ -289,11 +291,73 @@ static int set_egress(char **dest, const char *name, char * const *l, bool deny,
         return free_and_strdup_or_null(dest, len > 0 ? text : NULL);
 }
 
+/* Every binding checked (secret_binding_parse()) and stored canonical, a line each. */
+static int set_secrets(char **dest, char * const *l, SandboxError *error) {
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0, len = 0;
+
+        for (char * const *i = l; i && *i; i++, n++) {
+                char line[SECRET_NAME_MAX + SECRET_HOST_MAX + SECRET_HEADER_MAX + 8];
+                SecretBinding b;
+
+                if (n >= SANDBOX_SECRETS_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Secrets: at most %u bindings.",
+                                                 SANDBOX_SECRETS_MAX);
+                if (secret_binding_parse(*i, &b) < 0 || secret_binding_format(&b, line, sizeof(line)) < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "Secrets: '%.128s' is not NAME, NAME:file or NAME@HOST:HEADER.", *i);
+                size_t k = strlen(line);
+                char *t = realloc(text, len + k + 2);
+                if (!t)
+                        return -ENOMEM;
+                text = t;
+                memcpy(text + len, line, k);
+                len += k;
+                text[len++] = '\n';
+                text[len] = 0;
+        }
+        free(*dest);
+        *dest = TAKE_PTR(text);
+        return 0;
+}
+
+int sandbox_config_secrets_defaults(SandboxConfig *c, char * const *bindings, SandboxError *error) {
+        if (c->secrets_set)
+                return 0;
+        return set_secrets(&c->secrets, bindings, error);
+}
+
+int sandbox_config_secret_bindings(const SandboxConfig *c, SecretBinding **ret, size_t *ret_n) {
+        _cleanup_free_ SecretBinding *l = NULL;
+        size_t n = 0;
+
+        for (const char *p = c->secrets ?: ""; *p;) {
+                const char *e = strchrnul(p, '\n');
+                _cleanup_free_ char *line = strndup(p, (size_t) (e - p));
+                SecretBinding *t;
+
+                if (!line)
+                        return -ENOMEM;
+                t = reallocarray(l, n + 1, sizeof(SecretBinding));
+                if (!t)
+                        return -ENOMEM;
+                l = t;
+                if (secret_binding_parse(line, &l[n]) < 0)
+                        return -EBADMSG;
+                n++;
+                p = *e ? e + 1 : e;
+        }
+        *ret = TAKE_PTR(l);
+        *ret_n = n;
+        return 0;
+}
+
 int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src) {
         *dest = *src;
-        dest->egress_allow = dest->egress_deny = NULL;
+        dest->egress_allow = dest->egress_deny = dest->secrets = NULL;
         if (free_and_strdup_or_null(&dest->egress_allow, src->egress_allow) < 0 ||
-            free_and_strdup_or_null(&dest->egress_deny, src->egress_deny) < 0) {
+            free_and_strdup_or_null(&dest->egress_deny, src->egress_deny) < 0 ||
+            free_and_strdup_or_null(&dest->secrets, src->secrets) < 0) {
                 sandbox_config_done(dest);
                 return -ENOMEM;
         }
@@ -327,6 +391,11 @@ int sandbox_config_inherit(SandboxConfig *c, const SandboxConfig *source) {
                         return -ENOMEM;
                 c->egress_deny_set = true;
         }
+        if (!c->secrets_set) {
+                if (free_and_strdup_or_null(&c->secrets, source->secrets) < 0)
+                        return -ENOMEM;
+                c->secrets_set = true;
+        }
         return 0;
 }
 
@@ -337,6 +406,7 @@ bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b)
 void sandbox_config_done(SandboxConfig *c) {
         c->egress_allow = mfree(c->egress_allow);
         c->egress_deny = mfree(c->egress_deny);
+        c->secrets = mfree(c->secrets);
 }
 
 int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret) {
@@ -424,6 +494,9 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
         } else if (streq(name, "EgressDeny")) {
                 r = set_egress(&c->egress_deny, name, v->strv, true, error);
                 c->egress_deny_set = true;
+        } else if (streq(name, "Secrets")) {
+                r = set_secrets(&c->secrets, v->strv, error);
+                c->secrets_set = true;
         } else if (streq(name, "IdleAction")) {
                 IdleAction a = idle_action_from_string(v->s);
                 if (a < 0)

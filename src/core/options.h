@@ -94,6 +94,10 @@ typedef struct SandboxConfig {
         char *egress_allow;
         char *egress_deny;
         bool egress_allow_set, egress_deny_set;  /* given: the template's list does not apply */
+        /* Secrets= (secret-store.h): the bindings, canonical, a line each; NULL = none.
+         * Names only: the values are read from the store as the sandbox starts. */
+        char *secrets;
+        bool secrets_set;       /* given: the template's bindings do not apply */
         IdleAction idle_action;  /* what IdleTimeout does */
         /* Given by the caller (Fork: what is not given is the source's; 0 is a value). */
         bool timeout_set, idle_timeout_set, idle_action_set;
@@ -289,6 +293,11 @@ bool sandbox_config_has_egress(const SandboxConfig *c);
 /* Takes the template's lists for those the caller did not give. InvalidOption if the
  * template's rules are bad (a template is checked when loaded: not expected). */
 int sandbox_config_egress_defaults(SandboxConfig *c, char * const *allow, char * const *deny, SandboxError *error);
+/* Takes the template's secret bindings if the caller gave none. */
+int sandbox_config_secrets_defaults(SandboxConfig *c, char * const *bindings, SandboxError *error);
+/* The bindings of Secrets= (secret-store.h), parsed: an array of *ret_n. */
+struct SecretBinding;
+int sandbox_config_secret_bindings(const SandboxConfig *c, struct SecretBinding **ret, size_t *ret_n);
 
 void exec_config_init(ExecConfig *c);
 /* Moves everything src owns to dst (which must hold nothing); src is left empty. */

@@ -16,6 +16,7 @@
 #include "payload-bwrap.h"
 #include "sandbox-internal.h"
 #include "sandbox-persist.h"
+#include "sandbox-secrets.h"
 #include "strv.h"
 #include "template.h"
 
@@ -122,6 +123,16 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 ARG("--size"); ARG(disk); ARG("--tmpfs"); ARG("/tmp");
         }
         ARG("--ro-bind"); ARG(p->agent_path); ARG(SANDBOX_AGENT_INSIDE);
+        if (p->n_data_files > PAYLOAD_DATA_FILES_MAX)
+                return -E2BIG;
+        for (size_t i = 0; i < p->n_data_files; i++) {
+                char fd[12], mode[8];
+
+                snprintf(fd, sizeof(fd), "%zu", PAYLOAD_DATA_FD + i);
+                snprintf(mode, sizeof(mode), "%04o", p->data_files[i].mode & 07777);
+                ARG("--perms"); ARG(mode);
+                ARG("--ro-bind-data"); ARG(fd); ARG(p->data_files[i].path);
+        }
         ARG("--remount-ro"); ARG("/");
         ARG("--chdir"); ARG(SANDBOX_WORKDIR);
         ARG("--");
@@ -187,6 +198,7 @@ typedef struct PayloadChildArgs {
         const PayloadParams *params;
         char **argv;
         int control_fd, block_fd, info_fd, seccomp_fd, machine_id_fd, null_fd, stderr_fd;
+        int *data_fds;  /* n_data_files of them */
 } PayloadChildArgs;
 
 /* Runs in a spawn_vfork() child, on our memory: async-signal-safe calls only, and nothing
@@ -210,6 +222,15 @@ static int payload_child(void *userdata) {
                 return seccomp_fd;
         if (machine_id_fd >= 0 && (machine_id_fd = move_fd_high(machine_id_fd)) < 0)
                 return machine_id_fd;
+        /* The data files' above everything else first, each then onto its number. */
+        size_t n_data = a->params->n_data_files;
+        int data_fds[PAYLOAD_DATA_FILES_MAX];
+        for (size_t i = 0; i < n_data; i++)
+                if ((data_fds[i] = fcntl(a->data_fds[i], F_DUPFD_CLOEXEC, PAYLOAD_DATA_FD + (int) n_data)) < 0)
+                        return -errno;
+        for (size_t i = 0; i < n_data; i++)
+                if (dup2(data_fds[i], PAYLOAD_DATA_FD + (int) i) < 0)
+                        return -errno;
         if (dup2(control_fd, AGENT_CONTROL_FD) < 0 ||
             dup2(block_fd, PAYLOAD_BLOCK_FD) < 0 ||
             dup2(info_fd, PAYLOAD_INFO_FD) < 0 ||
@@ -218,7 +239,7 @@ static int payload_child(void *userdata) {
                 return -errno;
         /* Nothing else of the daemon's goes in either. (bwrap closes the seccomp and
          * machine-id fds once it has read them.) */
-        if (close_range(PAYLOAD_MACHINE_ID_FD + 1, ~0U, 0) < 0)
+        if (close_range(PAYLOAD_DATA_FD + (unsigned) n_data, ~0U, 0) < 0)
                 return -errno;
 
         int r = drop_to_uid(a->params->host_uid, a->params->host_gid);
@@ -227,6 +248,16 @@ static int payload_child(void *userdata) {
 
         execve(a->argv[0], a->argv, a->params->environment ?: (char *[]) { NULL });
         return -errno;
+}
+
+typedef struct DataFds {
+        int fds[PAYLOAD_DATA_FILES_MAX];
+        size_t n;
+} DataFds;
+
+static void data_fds_closep(DataFds *d) {
+        for (size_t i = 0; i < d->n; i++)
+                safe_close(d->fds[i]);
 }
 
 int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *ret) {
@@ -266,6 +297,15 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *r
                         return -errno;
         }
 
+        if (p->n_data_files > PAYLOAD_DATA_FILES_MAX)
+                return -E2BIG;
+        _cleanup_(data_fds_closep) DataFds data = { .n = 0 };
+        for (; data.n < p->n_data_files; data.n++) {
+                data.fds[data.n] = memfd_new_with_data("data", p->data_files[data.n].data, p->data_files[data.n].size);
+                if (data.fds[data.n] < 0)
+                        return data.fds[data.n];
+        }
+
         if (p->etc_dir && p->machine_id) {
                 char id[SANDBOX_MACHINE_ID_LEN + 2];
 
@@ -290,6 +330,7 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *r
                                 .machine_id_fd = machine_id_fd,
                                 .null_fd = null_fd,
                                 .stderr_fd = log[1],
+                                .data_fds = data.fds,
                         },
                         &pid, &pidfd);
         if (r < 0)
@@ -464,6 +505,12 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         if (r < 0)
                 return r;
 
+        PayloadDataFile *data_files = NULL;
+        size_t n_data_files = 0;
+        r = sandbox_secrets_data_files(s, &data_files, &n_data_files);
+        if (r < 0)
+                return r;
+
         PayloadParams params = {
                 .template = t,
                 .workspace_dir = workspace,
@@ -479,8 +526,11 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .host_uid = s->host_uid,
                 .host_gid = s->host_uid,
                 .egress = sandbox_config_has_egress(&s->config),
+                .data_files = data_files,
+                .n_data_files = n_data_files,
         };
         r = payload_spawn_held(&params, pair[1], &b->process);
+        sandbox_data_files_free(data_files, n_data_files);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);

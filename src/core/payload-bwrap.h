@@ -14,6 +14,19 @@
 #define PAYLOAD_INFO_FD 5
 #define PAYLOAD_SECCOMP_FD 6
 #define PAYLOAD_MACHINE_ID_FD 7
+/* The data files' (PayloadParams.data_files): PAYLOAD_DATA_FD + i. */
+#define PAYLOAD_DATA_FD 8
+#define PAYLOAD_DATA_FILES_MAX 40U
+
+/* A file that bwrap makes inside from our data (--ro-bind-data): on the sandbox's own
+ * tmpfs root, read-only, of mode, owned by the sandbox's uid. Secrets bound as files
+ * (/run/secrets/NAME), the egress proxy's CA (sandbox-secrets.h). */
+typedef struct PayloadDataFile {
+        const char *path;          /* inside */
+        const void *data;
+        size_t size;
+        unsigned mode;
+} PayloadDataFile;
 
 typedef struct PayloadParams {
         const struct Template *template;
@@ -33,6 +46,8 @@ typedef struct PayloadParams {
         const char *etc_dir;       /* the template's /etc tree (etc-tree.h); NULL: no /etc */
         const char *machine_id;    /* the sandbox's own /etc/machine-id (32 hex digits) */
         bool egress;               /* the agent binds the egress proxy's listener (--egress) */
+        const PayloadDataFile *data_files;
+        size_t n_data_files;
 } PayloadParams;
 
 /* Starts the payload held, with control_fd as the agent's AGENT_CONTROL_FD. Its stdin

@@ -88,7 +88,7 @@ int pool_drain(Manager *m, void (*cb)(void *userdata), void *userdata) {
 static Sandbox *pool_take(Manager *m, const Template *t, const SandboxConfig *c) {
         if (c->limits.memory_max || c->limits.cpu_quota_per_sec_usec || c->limits.tasks_max || c->disk_max ||
             c->limits.storage != STORAGE_DEFAULT ||
-            c->egress_allow_set || c->egress_deny_set)
+            c->egress_allow_set || c->egress_deny_set || c->secrets_set)
                 return NULL; /* what a pooled sandbox was started with cannot be changed */
         for (Sandbox *s = m->pooled; s; s = s->pool_next)
                 if (s->custody == SANDBOX_POOLED && s->state == SANDBOX_RUNNING && streq(s->template_name, t->name))
@@ -109,7 +109,8 @@ Sandbox *pool_find_kept(Manager *m, uid_t owner, const Template *t, const Sandbo
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         _cleanup_(sandbox_config_done) SandboxConfig c = {};
 
-        if (!t->recycle || sandbox_config_copy(&c, config) < 0)
+        /* Not with secrets: they are read as a sandbox starts, and may have changed since. */
+        if (!t->recycle || !isempty(config->secrets) || sandbox_config_copy(&c, config) < 0)
                 return NULL;
         /* Compared as the sandbox would be made: the template's values filled in. */
         if (manager_config_resolve(m, t, &c, &error) < 0 ||

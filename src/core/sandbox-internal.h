@@ -110,6 +110,14 @@ struct Sandbox {
         CgroupFile cgroup_cpu_file;          /* kept open: read at every exec's start and end */
         CgroupFile cgroup_memory_peak_file;
         char **environment;   /* the template's, merged under each exec's own */
+        /* Secrets= as read from the store when it was made or adopted (secret-store.h):
+         * never persisted, logged or answered. The values are the bindings' own, in order;
+         * secret_environment the NAME=value of those bound as variables (between the
+         * template's environment and each exec's own). */
+        struct SecretBinding *secret_bindings;
+        char **secret_values;
+        size_t n_secrets;
+        char **secret_environment;
         uid_t owner;
         uid_t host_uid;
         SandboxState state;

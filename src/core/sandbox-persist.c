@@ -65,6 +65,9 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
              json_add(o, "EgressAllow", json_object_new_string(st->config.egress_allow)) < 0) ||
             (!isempty(st->config.egress_deny) &&
              json_add(o, "EgressDeny", json_object_new_string(st->config.egress_deny)) < 0) ||
+            /* The bindings' names only: values are read from the store again. */
+            (!isempty(st->config.secrets) &&
+             json_add(o, "Secrets", json_object_new_string(st->config.secrets)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
             json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0 ||
             json_add(o, "released", json_object_new_boolean(st->released)) < 0)
@@ -206,7 +209,8 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                 st.released = json_object_get_boolean(v);
         /* The egress rules as the config keeps them (a line each, checked when given). */
         if (get_text(o, "EgressAllow", &st.config.egress_allow) < 0 ||
-            get_text(o, "EgressDeny", &st.config.egress_deny) < 0)
+            get_text(o, "EgressDeny", &st.config.egress_deny) < 0 ||
+            get_text(o, "Secrets", &st.config.secrets) < 0)
                 goto finish;
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))

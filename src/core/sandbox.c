@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
+#include "sandbox-secrets.h"
 #include "workspace.h"
 #include "snapshot.h"
 #include "sandbox-persist.h"
@@ -379,6 +380,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         cgroup_file_close(&s->cgroup_memory_peak_file);
         free(s->failure);
         strv_free(s->environment);
+        sandbox_secrets_free(s);
         sandbox_config_done(&s->config);
         return mfree(s);
 }
@@ -465,6 +467,8 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
                         s->environment = merged;
                 }
         }
+        if (r >= 0)
+                r = sandbox_secrets_load(s);
         if (r < 0)
                 goto fail;
         s->unit = sandbox_unit_name(s->id, "scope");
@@ -1123,6 +1127,11 @@ static int sandbox_alloc_from_record(Manager *m, const SandboxPersist *st, Sandb
                 sandbox_free_internal(s);
                 return -ENOMEM;
         }
+        /* Its secrets as the store has them now: one removed since is not bound again. */
+        int r = sandbox_secrets_load(s);
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r, "Failed to read the secrets of sandbox %s, it runs without them: %m",
+                            s->id);
         *ret = s;
         return 0;
 }

@@ -668,6 +668,9 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         j->meta.config.reuse_existing = false;
         /* A snapshot keeps no egress rules (snapshot-meta.c), and the copy is not the owner. */
         j->meta.config.egress_allow = j->meta.config.egress_deny = NULL;
+        /* Nor secret bindings: what wakes from it takes its template's. */
+        j->meta.config.secrets = NULL;
+        j->meta.config.secrets_set = false;
         j->meta.config.from_snapshot[0] = 0;
         strcpy(j->meta.source, s->id);
         j->meta.template_name = strdup(s->template_name);

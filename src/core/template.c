@@ -29,6 +29,7 @@ Template *template_free(Template *t) {
         free(t->etc_dir);
         strv_free(t->egress_allow);
         strv_free(t->egress_deny);
+        strv_free(t->secrets);
         return mfree(t);
 }
 
@@ -117,6 +118,12 @@ static int parse_egress(json_object *o, Template *t, char **ret_error) {
         if (!c)
                 return -ENOMEM;
         r = sandbox_config_egress_defaults(c, t->egress_allow, t->egress_deny, &error);
+        /* "secrets": the bindings its sandboxes get unless the caller gives its own
+         * (docs/SECRETS.md); the values are the owner's. */
+        if (r >= 0)
+                r = json_strv(o, "secrets", false, &t->secrets, ret_error);
+        if (r >= 0)
+                r = sandbox_config_secrets_defaults(c, t->secrets, &error);
         sandbox_config_done(c);
         free(c);
         if (r < 0)
@@ -353,6 +360,11 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         r = parse_pool(o, t, ret_error);
         if (r < 0)
                 goto finish;
+        if (!strv_isempty(t->secrets) && (t->pool > 0 || t->recycle)) {
+                /* A pooled sandbox is nobody's yet: it has no owner whose secrets it takes. */
+                r = fail(ret_error, "%s", "a template with \"secrets\" has no \"pool\"");
+                goto finish;
+        }
 
         /* "storage": "disk" or "tmpfs" (docs/WORKSPACES.md); a recycling pool's sandboxes
          * are reset between users by fresh tmpfs mounts, so tmpfs unless it says disk. */

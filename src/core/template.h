@@ -45,6 +45,7 @@ typedef struct Template {
         char *etc_dir;        /* set by the manager: where the generated tree is */
         char **egress_allow;  /* EgressAllow=, EgressDeny= of its sandboxes unless asked otherwise */
         char **egress_deny;
+        char **secrets;       /* Secrets= of its sandboxes unless asked otherwise (secret-store.h) */
 } Template;
 
 /* /dev/shm is a tmpfs of this many bytes unless the template says otherwise; its pages

@@ -365,6 +365,7 @@ static const struct {
         { SANDBOX_CREATE_FROM_SNAPSHOT, "FromSnapshot",      's', offsetof(SandboxCreateOptions, from_snapshot)          },
         { SANDBOX_CREATE_IDLE_ACTION,  "IdleAction",         's', offsetof(SandboxCreateOptions, idle_action)            },
         { SANDBOX_CREATE_STORAGE,      "Storage",            's', offsetof(SandboxCreateOptions, storage)                },
+        { SANDBOX_CREATE_SECRETS,      "Secrets",            'S', offsetof(SandboxCreateOptions, secrets)                },
 };
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {
@@ -955,6 +956,41 @@ int sandbox_client_quota(SandboxClient *c, SandboxQuota *ret, SandboxClientError
         }
         *ret = q;
         return 0;
+}
+
+int sandbox_client_set_secret(SandboxClient *c, const char *name, const void *value, size_t size,
+                              SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = client_new_call(c, NULL, "SetSecret", &m);
+        if (r >= 0)
+                r = sd_bus_message_sensitive(m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", name);
+        if (r >= 0)
+                r = sd_bus_message_append_array(m, 'y', value, size);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        return client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+}
+
+int sandbox_client_list_secrets(SandboxClient *c, char ***ret_names, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        int r;
+
+        r = client_new_call(c, NULL, "ListSecrets", &m);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read_strv(reply, ret_names);
+        return r < 0 ? client_error_from_bus(error, NULL, r) : 0;
+}
+
+int sandbox_client_remove_secret(SandboxClient *c, const char *name, SandboxClientError *error) {
+        return client_call_method(c, NULL, "RemoveSecret", error, "s", name);
 }
 
 int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error) {

@@ -73,6 +73,7 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_FROM_SNAPSHOT    = 1 << 12,
         SANDBOX_CREATE_IDLE_ACTION      = 1 << 13,
         SANDBOX_CREATE_STORAGE          = 1 << 14,
+        SANDBOX_CREATE_SECRETS          = 1 << 15,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -93,6 +94,7 @@ typedef struct SandboxCreateOptions {
         const char *from_snapshot;      /* a snapshot id: start with its files */
         const char *idle_action;        /* "destroy", "pause", "hibernate" */
         const char *storage;            /* "disk", "tmpfs" */
+        char **secrets;                 /* Secrets: bindings of the caller's secrets */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */
@@ -258,6 +260,11 @@ void sandbox_snapshot_info_free_array(SandboxSnapshotInfo *a, size_t n);
 int sandbox_client_remove_snapshot(SandboxClient *c, const char *id, SandboxClientError *error);
 
 /* ActForTenant: this connection's calls act for tenant from now on (NULL: for none). */
+/* The secret store (SetSecret, ListSecrets, RemoveSecret): the caller's own. */
+int sandbox_client_set_secret(SandboxClient *c, const char *name, const void *value, size_t size,
+                              SandboxClientError *error);
+int sandbox_client_list_secrets(SandboxClient *c, char ***ret_names, SandboxClientError *error);
+int sandbox_client_remove_secret(SandboxClient *c, const char *name, SandboxClientError *error);
 int sandbox_client_act_for_tenant(SandboxClient *c, const char *tenant, SandboxClientError *error);
 
 /* ---- executions ---- */

@@ -79,10 +79,12 @@ typedef enum OptionFlag {
         OPT_FROM_SNAPSHOT = 1 << 26,
         OPT_IDLE_ACTION = 1 << 27,
         OPT_STORAGE     = 1 << 28,
-        _OPT_MAX        = 1 << 29,
+        OPT_SECRET      = 1 << 29,
+        _OPT_MAX        = 1 << 30,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST | \
+                      OPT_SECRET | \
                       OPT_STORAGE)
 #define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE | OPT_FROM_SNAPSHOT | OPT_IDLE_ACTION)
 #define OPTS_FORK (OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_IDLE_ACTION)
@@ -95,7 +97,7 @@ static const char *const option_names[] = {
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
         "--since", "--limit", "--lines", "--follow", "--name", "--reuse", "--allow-host", "--deny-host",
-        "--tmp", "--from-snapshot", "--idle-action", "--storage",
+        "--tmp", "--from-snapshot", "--idle-action", "--storage", "--secret",
 };
 _Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
@@ -124,11 +126,13 @@ static uint64_t arg_lines = 0;         /* logs: 0 all, or with --follow 10 */
 static const char *arg_name = NULL;
 static char **arg_allow_host = NULL;   /* EgressAllow=, EgressDeny= (sandboxd-egress(8)) */
 static char **arg_deny_host = NULL;
+static char **arg_secrets = NULL;      /* Secrets= (docs/SECRETS.md) */
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
         arg_allow_host = strv_free(arg_allow_host);
         arg_deny_host = strv_free(arg_deny_host);
+        arg_secrets = strv_free(arg_secrets);
 }
 
 
@@ -200,6 +204,9 @@ static int help(void) {
                "Template Commands:\n"
                "  templates                   List the templates sandboxes are made from\n"
                "  quota                       Show your quota on this node and what you use of it\n"
+               "  secret set NAME             Store a secret, its value read from standard input\n"
+               "  secret list                 List the names of your secrets\n"
+               "  secret remove NAME          Remove a secret\n"
                "  pool                        Show the warm pool of each template that has one\n"
                "  template-create NAME FILE|- Create or replace a template from its JSON\n"
                "  template-remove NAME...     Remove templates (a shipped one stays)\n"
@@ -219,6 +226,10 @@ static int help(void) {
                "                              *.pypi.org, host:8443, 10.0.0.0/8) over HTTPS\n"
                "                              through the egress proxy; repeatable\n"
                "     --deny-host=RULE         create, run: refuse RULE even so (wins)\n"
+               "     --secret=BINDING         create, run: bind a secret of yours: NAME (an\n"
+               "                              environment variable), NAME:file (/run/secrets),\n"
+               "                              NAME@HOST:HEADER (added by the egress proxy);\n"
+               "                              repeatable\n"
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
@@ -279,6 +290,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_FROM_SNAPSHOT, SANDBOX_CREATE_FROM_SNAPSHOT },
                 { OPT_IDLE_ACTION, SANDBOX_CREATE_IDLE_ACTION },
                 { OPT_STORAGE, SANDBOX_CREATE_STORAGE },
+                { OPT_SECRET, SANDBOX_CREATE_SECRETS },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -291,6 +303,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .reuse_existing = arg_set & OPT_REUSE,
                 .egress_allow = arg_allow_host,
                 .egress_deny = arg_deny_host,
+                .secrets = arg_secrets,
                 .from_snapshot = arg_from_snapshot,
                 .idle_action = arg_idle_action,
                 .storage = arg_storage,
@@ -1375,6 +1388,76 @@ static int verb_template_remove(int argc, char *argv[], SandboxClient *c) {
         return ret;
 }
 
+/* secret set NAME (the value from standard input: never an argument, which every user
+ * of the machine can read in /proc), secret list, secret remove NAME. */
+static int verb_secret(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        const char *what = argv[1];
+        int r;
+
+        if (streq(what, "list")) {
+                _cleanup_strv_free_ char **names = NULL;
+
+                if (argc != 2)
+                        return log_error_errno(-EINVAL, "secret list takes no argument.");
+                r = sandbox_client_list_secrets(c, &names, &error);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to list secrets: %s", sandbox_client_error_message(&error, r));
+                if (arg_json) {
+                        _cleanup_json_ json_object *a = json_object_new_array();
+                        for (char **n = names; a && n && *n; n++)
+                                if (json_object_array_add(a, json_object_new_string(*n)) < 0)
+                                        return log_oom();
+                        if (!a)
+                                return log_oom();
+                        return print_json(a);
+                }
+                for (char **i = names; i && *i; i++)
+                        puts(*i);
+                return 0;
+        }
+        if (argc != 3)
+                return log_error_errno(-EINVAL, "Usage: sandboxctl secret set|remove NAME");
+        if (streq(what, "remove") || streq(what, "rm")) {
+                r = sandbox_client_remove_secret(c, argv[2], &error);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to remove secret %s: %s", argv[2],
+                                               sandbox_client_error_message(&error, r));
+                return 0;
+        }
+        if (!streq(what, "set"))
+                return log_error_errno(-EINVAL, "Unknown secret command '%s' (set, list, remove).", what);
+
+        char buf[16 * 1024 + 2];
+        size_t n = 0;
+
+        if (isatty(STDIN_FILENO))
+                fprintf(stderr, "Value of secret %s (then Enter and Ctrl-D): ", argv[2]);
+        for (;;) {
+                ssize_t k = read(STDIN_FILENO, buf + n, sizeof(buf) - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(errno, "Failed to read the value from standard input: %m");
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n == sizeof(buf))
+                        break;
+        }
+        /* One final newline is the terminal's or echo's, not the secret's. */
+        if (n > 0 && buf[n - 1] == '\n')
+                n--;
+        if (n > 0 && buf[n - 1] == '\r')
+                n--;
+        r = sandbox_client_set_secret(c, argv[2], buf, n, &error);
+        explicit_bzero(buf, sizeof(buf));
+        if (r < 0)
+                return log_error_errno(r, "Failed to set secret %s: %s", argv[2], sandbox_client_error_message(&error, r));
+        return 0;
+}
+
 static int verb_history(int argc, char *argv[], SandboxClient *c) {
         return history_show(c, argc > 1 ? argv[1] : NULL, arg_since, arg_limit, arg_json);
 }
@@ -1475,6 +1558,7 @@ static const Verb verbs[] = {
         { "set-timeout", 3, 3,      OPT_IDLE,               false, true,  verb_set_timeout },
         { "templates", 1, 1,        0,                      false, true,  verb_templates },
         { "quota",     1, 1,        0,                      false, true,  verb_quota },
+        { "secret",    2, 3,        0,                      false, true,  verb_secret },
         { "logs",      2, 2,        OPT_LINES|OPT_FOLLOW,   false, true,  verb_logs      },
         { "pool",      1, 1,        0,                      false, true,  verb_pool      },
         { "template-create", 3, 3,  0,                      false, true,  verb_template_create },
@@ -1658,6 +1742,7 @@ static const Option options[] = {
         { "from-snapshot", required_argument, 0,  OPT_FROM_SNAPSHOT, KIND_STRING, &arg_from_snapshot                           },
         { "idle-action",  required_argument, 0,   OPT_IDLE_ACTION, KIND_STRING, &arg_idle_action                              },
         { "storage",      required_argument, 0,   OPT_STORAGE,    KIND_STRING,  &arg_storage                                  },
+        { "secret",       required_argument, 0,   OPT_SECRET,     KIND_LIST,    &arg_secrets                                  },
 };
 
 #define OPTION_VAL_BASE 0x100

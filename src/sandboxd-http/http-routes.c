@@ -143,6 +143,7 @@ static const OptionMap session_options[] = {
         { "idle_action",   json_type_string },
         { "egress_allow",  json_type_array },
         { "egress_deny",   json_type_array },
+        { "secrets",       json_type_array },
 };
 
 static const OptionMap session_limits[] = {
@@ -1118,6 +1119,37 @@ static int route_quota(HttpRequest *req) {
         return call_simple(req, IFACE "GetQuota", json_object_new_object(), &simple_whole);
 }
 
+/* The tenant's secrets (docs/SECRETS.md): names listed, values set and removed, never
+ * read back. */
+static json_object *transform_secrets(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "names");
+}
+
+static int route_secrets_list(HttpRequest *req) {
+        static const Simple listed = { transform_secrets };
+        return call_simple(req, IFACE "ListSecrets", json_object_new_object(), &listed);
+}
+
+static int route_secret_put(HttpRequest *req) {
+        json_object *body = http_request_body(req), *value = get(body, "value"), *p;
+
+        if (!value || !json_object_is_type(value, json_type_string) || json_object_object_length(body) != 1)
+                return reply_bad(req, "%s takes \"value\" (a string).", "PUT /api/v1/secrets/{name}");
+        p = json_object_new_object();
+        if (!p || json_add(p, "name", json_object_new_string(http_request_param(req, 0))) < 0 ||
+            json_add(p, "value", json_object_get(value)) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "SetSecret", p, &simple_empty);
+}
+
+static int route_secret_delete(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "name", json_object_new_string(http_request_param(req, 0))) < 0)
+                return json_object_put(p), -ENOMEM;
+        return call_simple(req, IFACE "RemoveSecret", p, &simple_empty);
+}
+
 static int route_templates_list(HttpRequest *req) {
         return call_simple(req, IFACE "ListTemplates", json_object_new_object(), &simple_templates);
 }
@@ -1415,6 +1447,9 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
         { "GET",    "/api/v1/templates",              0, route_templates_list },
         { "GET",    "/api/v1/quota",                  0, route_quota },
+        { "GET",    "/api/v1/secrets",                0, route_secrets_list },
+        { "PUT",    "/api/v1/secrets/{}",             HTTP_ROUTE_JSON_BODY, route_secret_put },
+        { "DELETE", "/api/v1/secrets/{}",             0, route_secret_delete },
         { "POST",   "/api/v1/templates",              HTTP_ROUTE_JSON_BODY, route_template_create },
         { "DELETE", "/api/v1/templates/{}",           0, route_template_delete },
         { "GET",    "/api/v1/snapshots",              0, route_snapshots_list },

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "recorder-dbus.h"
 #include "sandbox-dbus.h"
+#include "sandbox-secrets.h"
 #include "strv.h"
 
 static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
@@ -275,6 +276,89 @@ static int method_template(sd_bus_message *m, void *userdata, sd_bus_error *erro
         return bus_authorize_then(m, template_access, 0, template_authorized, t, template_request_free);
 }
 
+/* SetSecret, RemoveSecret, ListSecrets: the store of the caller's uid and the tenant it
+ * acts for; setting and removing as creating for it would need. */
+typedef struct SecretRequest {
+        Manager *manager;
+        char *name;
+        void *value;
+        size_t size;
+} SecretRequest;
+
+static void secret_request_free(void *userdata) {
+        SecretRequest *q = userdata;
+
+        if (q->value)
+                explicit_bzero(q->value, q->size);
+        free(q->value);
+        free(q->name);
+        free(q);
+}
+
+static int secret_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                         SandboxError *error) {
+        *ret_owner = caller->uid;
+        *ret_tenant = caller->tenant;
+        return 0;
+}
+
+static int secret_authorized(sd_bus_message *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_strv_free_ char **names = NULL;
+        SecretRequest *q = userdata;
+        int r;
+
+        if (sd_bus_message_is_method_call(call, NULL, "SetSecret"))
+                r = manager_set_secret(q->manager, caller, q->name, q->value, q->size, error);
+        else if (sd_bus_message_is_method_call(call, NULL, "RemoveSecret"))
+                r = manager_remove_secret(q->manager, caller, q->name, error);
+        else {
+                r = manager_list_secrets(q->manager, caller, &names);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_new_method_return(call, &reply);
+                if (r >= 0)
+                        r = sd_bus_message_append_strv(reply, names);
+                if (r < 0)
+                        return r;
+                return sd_bus_send(NULL, reply, NULL);
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(call, NULL);
+}
+
+static int method_secret(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        BusFrontend *f = userdata;
+        const char *name = NULL;
+        const void *value = NULL;
+        size_t size = 0;
+        SecretRequest *q;
+        int r;
+
+        if (sd_bus_message_is_method_call(m, NULL, "SetSecret")) {
+                r = sd_bus_message_read(m, "s", &name);
+                if (r >= 0)
+                        r = sd_bus_message_read_array(m, 'y', &value, &size);
+        } else if (sd_bus_message_is_method_call(m, NULL, "RemoveSecret"))
+                r = sd_bus_message_read(m, "s", &name);
+        else
+                r = 0;
+        if (r < 0)
+                return r;
+        q = calloc(1, sizeof(SecretRequest));
+        if (!q)
+                return -ENOMEM;
+        *q = (SecretRequest) { .manager = f->manager, .name = name ? strdup(name) : NULL, .size = size };
+        if (size > 0 && (q->value = malloc(size)))
+                memcpy(q->value, value, size);
+        if ((name && !q->name) || (size > 0 && !q->value)) {
+                secret_request_free(q);
+                return -ENOMEM;
+        }
+        return bus_authorize_then(m, secret_access, 0, secret_authorized, q, secret_request_free);
+}
+
 /* The calls of this bus peer act for tenant from now on: it sees and touches only that
  * tenant's sandboxes, and creates for it (the core's rules, access.h). */
 static int method_act_for_tenant(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -342,6 +426,18 @@ static const sd_bus_vtable manager_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("s", scope, "a(stt)", quota),
                                 method_get_quota, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("SetSecret",
+                                SD_BUS_ARGS("s", name, "ay", value),
+                                SD_BUS_NO_RESULT,
+                                method_secret, SD_BUS_VTABLE_UNPRIVILEGED|SD_BUS_VTABLE_SENSITIVE),
+        SD_BUS_METHOD_WITH_ARGS("ListSecrets",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("as", names),
+                                method_secret, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("RemoveSecret",
+                                SD_BUS_ARGS("s", name),
+                                SD_BUS_NO_RESULT,
+                                method_secret, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("ActForTenant",
                                 SD_BUS_ARGS("s", tenant),
                                 SD_BUS_NO_RESULT,

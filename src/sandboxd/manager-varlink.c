@@ -13,6 +13,7 @@
 #include "io.sandboxd.Sandbox.varlink.h"
 #include "json-util.h"
 #include "log.h"
+#include "sandbox-secrets.h"
 #include "sandbox-varlink.h"
 #include "strv.h"
 
@@ -532,6 +533,102 @@ static int method_template(VarlinkCall *call, json_object *parameters, VarlinkCa
         return 0;
 }
 
+/* ---- SetSecret, ListSecrets, RemoveSecret ---- */
+
+typedef struct SecretArgs {
+        VarlinkFrontend *frontend;
+        char *name;
+        char *value;
+} SecretArgs;
+
+static void secret_args_free(void *userdata) {
+        SecretArgs *a = userdata;
+
+        if (a->value)
+                explicit_bzero(a->value, strlen(a->value));
+        free(a->value);
+        free(a->name);
+        free(a);
+}
+
+/* The store of the caller's uid and the tenant it acts for; setting and removing as
+ * creating for it would need. */
+static int secret_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                         SandboxError *error) {
+        *ret_owner = caller->uid;
+        *ret_tenant = caller->tenant;
+        return 0;
+}
+
+static int secret_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        const char *method = varlink_call_get_method(call);
+        SecretArgs *a = userdata;
+        Manager *m = a->frontend->manager;
+        int r;
+
+        if (streq(method, SANDBOX_VARLINK_INTERFACE ".SetSecret"))
+                r = manager_set_secret(m, caller, a->name, a->value, strlen(a->value), error);
+        else if (streq(method, SANDBOX_VARLINK_INTERFACE ".RemoveSecret"))
+                r = manager_remove_secret(m, caller, a->name, error);
+        else {
+                _cleanup_strv_free_ char **names = NULL;
+                _cleanup_json_ json_object *p = json_object_new_object(), *l = json_object_new_array();
+
+                if (!p || !l)
+                        return -ENOMEM;
+                r = manager_list_secrets(m, caller, &names);
+                for (char **n = names; r >= 0 && n && *n; n++)
+                        r = json_object_array_add(l, json_object_new_string(*n)) < 0 ? -ENOMEM : 0;
+                if (r >= 0)
+                        r = json_add(p, "names", TAKE_PTR(l));
+                if (r < 0)
+                        return r;
+                (void) varlink_reply_or_fail(call, p);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        (void) varlink_call_reply(call, NULL);
+        return 0;
+}
+
+static const VarlinkParam set_secret_params[] = {
+        { "name",  VARLINK_PARAM_STRING, offsetof(SecretArgs, name),  true },
+        { "value", VARLINK_PARAM_STRING, offsetof(SecretArgs, value), true },
+        {}
+};
+
+static const VarlinkParam remove_secret_params[] = {
+        { "name", VARLINK_PARAM_STRING, offsetof(SecretArgs, name), true },
+        {}
+};
+
+static int method_secret(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        const char *method = varlink_call_get_method(call);
+        VarlinkFrontend *f = userdata;
+        SecretArgs *a;
+        int r;
+
+        a = calloc(1, sizeof(SecretArgs));
+        if (!a) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        a->frontend = f;
+        r = varlink_params_read_or_reply(call, parameters,
+                                         streq(method, SANDBOX_VARLINK_INTERFACE ".SetSecret") ? set_secret_params :
+                                         streq(method, SANDBOX_VARLINK_INTERFACE ".RemoveSecret") ? remove_secret_params :
+                                         no_params, a);
+        if (r < 0) {
+                secret_args_free(a);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(f->bus, call, secret_access, 0, secret_authorized, a, secret_args_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
 /* ---- ActForTenant ---- */
 
 typedef struct TenantArgs {
@@ -582,6 +679,9 @@ int manager_varlink_bind(VarlinkFrontend *f) {
                 { "CreateTemplate", method_template        },
                 { "RemoveTemplate", method_template        },
                 { "ActForTenant",   method_act_for_tenant  },
+                { "SetSecret",      method_secret          },
+                { "ListSecrets",    method_secret          },
+                { "RemoveSecret",   method_secret          },
         };
 
         return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);

@@ -14,6 +14,7 @@
 #include "bus-flow.h"
 #include "bus-util.h"
 #include "config.h"
+#include "secret-store.h"
 #include "log.h"
 #include "manager.h"
 #include "payload.h"
@@ -50,13 +51,14 @@ static void help(void) {
                "     --config=PATH          Read PATH and PATH.d/*.conf instead of\n"
                "                            %s and its .d (sandboxd.conf(5))\n"
                "     --workspace-dir=DIR    The pool of workspaces on disk (default %s)\n"
+               "     --secrets-dir=DIR      The secret store (default %s)\n"
                "     --setup-workspaces     Make the pool (a btrfs with quotas) and exit\n"
                "     --debug                Log debug messages\n"
                "     --dump-seccomp         Print the sandboxes' seccomp policy as a Docker\n"
                "                            seccomp profile (JSON) and exit\n"
                "\nSee the sandboxd(8) man page for details.\n",
                program_invocation_short_name, SANDBOX_RUNTIME_DIR, SANDBOX_AGENT_PATH, BWRAP_PATH, DOCKER_SOCKET_DEFAULT,
-               SANDBOX_MAX_DEFAULT, SANDBOX_CONF_FILE, SANDBOX_WORKSPACE_DIR);
+               SANDBOX_MAX_DEFAULT, SANDBOX_CONF_FILE, SANDBOX_WORKSPACE_DIR, SECRETS_DIR_DEFAULT);
 }
 
 static int set_path(char **dest, const char *arg, const char *what) {
@@ -84,6 +86,7 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                 ARG_CONFIG,
                 ARG_WORKSPACE_DIR,
                 ARG_SETUP_WORKSPACES,
+                ARG_SECRETS_DIR,
         };
         static const struct option options[] = {
                 { "help",          no_argument,       NULL, 'h'               },
@@ -99,6 +102,7 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                 { "config",        required_argument, NULL, ARG_CONFIG        },
                 { "workspace-dir", required_argument, NULL, ARG_WORKSPACE_DIR },
                 { "setup-workspaces", no_argument,    NULL, ARG_SETUP_WORKSPACES },
+                { "secrets-dir",   required_argument, NULL, ARG_SECRETS_DIR   },
                 {}
         };
         bool template_dirs_given = false;
@@ -124,6 +128,11 @@ static int parse_argv(int argc, char *argv[], ManagerSettings *s, char **config_
                         break;
                 case ARG_STATE_DIR:
                         r = set_path(&s->state_dir, optarg, "--state-dir=");
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_SECRETS_DIR:
+                        r = set_path(&s->secrets_dir, optarg, "--secrets-dir=");
                         if (r < 0)
                                 return r;
                         break;

@@ -116,7 +116,8 @@
         X("EgressAllow",        "egress_allow")                         \
         X("EgressDeny",         "egress_deny")                          \
         X("FromSnapshot",       "from_snapshot")                        \
-        X("Storage",            "storage")
+        X("Storage",            "storage")                              \
+        X("Secrets",            "secrets")
 
 /* The option a face's snake_case name stands for ("memory_max": "MemoryMax"), or NULL. */
 static inline const char *sandbox_option_from_snake(const char *snake) {

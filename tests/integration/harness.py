@@ -1034,7 +1034,8 @@ class System:
         unitdir = self.path('/run/systemd/system')
         dropdir = os.path.join(unitdir, 'sandboxd.service.d')
         exec_start = [p.sandboxd, f'--template-dir={p.templates}', f'--agent={p.sandbox_init}',
-                      f'--state-dir={self.state_dir}', f'--workspace-dir={self.workspace_dir}']
+                      f'--state-dir={self.state_dir}', f'--workspace-dir={self.workspace_dir}',
+                      f'--secrets-dir={self.state_dir}/secrets']
         if os.environ.get('SANDBOXD_BWRAP'):
             exec_start.append(f'--bwrap={p.bwrap}')
         self._write_extra_templates()
