@@ -263,30 +263,30 @@ static int route_get(HttpRequest *req) {
         return reply_sandbox(req, http_request_param(req, 0), 200);
 }
 
-/* The query's metadata filter: "k=v&k2=v2" (each part URL-encoded, the whole again). */
-static bool metadata_matches(const char *filter, json_object *labels) {
-        _cleanup_free_ char *copy = NULL;
+/* The query's metadata filter, "k=v&k2=v2" (each part URL-encoded, the whole again), as
+ * ListSandboxes' Label selectors; -EINVAL for a part that is no k=v. */
+static int metadata_selectors(const char *filter, json_object **ret) {
+        _cleanup_json_ json_object *l = json_object_new_array();
+        _cleanup_free_ char *copy = strdup(filter);
         char *save = NULL;
 
-        if (!filter || !*filter)
-                return true;
-        copy = strdup(filter);
-        if (!copy)
-                return false;
+        if (!l || !copy)
+                return -ENOMEM;
         for (char *kv = strtok_r(copy, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+                _cleanup_free_ char *selector = NULL;
                 char *eq = strchr(kv, '=');
-                const char *have;
 
                 if (!eq)
-                        return false;
+                        return -EINVAL;
                 *eq = 0;
                 (void) MHD_http_unescape(kv);
                 (void) MHD_http_unescape(eq + 1);
-                have = get_str(labels, kv);
-                if (!have || !streq(have, eq + 1))
-                        return false;
+                if (asprintf(&selector, "%s=%s", kv, eq + 1) < 0 ||
+                    json_object_array_add(l, json_object_new_string(selector)) < 0)
+                        return -ENOMEM;
         }
-        return true;
+        *ret = TAKE_PTR(l);
+        return 0;
 }
 
 /* Whether word is one of list's comma-separated words. */
@@ -303,7 +303,7 @@ static int on_list(HttpRequest *req, json_object *parameters, const char *error,
                    void *userdata) {
         _cleanup_json_ json_object *a = json_object_new_array();
         json_object *l = get(parameters, "sandboxes");
-        const char *states = http_request_query(req, "state"), *metadata = http_request_query(req, "metadata");
+        const char *states = http_request_query(req, "state");
 
         if (error)
                 return e2b_varlink_error(req, error, parameters);
@@ -318,8 +318,6 @@ static int on_list(HttpRequest *req, json_object *parameters, const char *error,
                         continue;
                 if (states && *states && !word_in_list(states, e2b_state))
                         continue;
-                if (!metadata_matches(metadata, get(s, "labels")))
-                        continue;
                 o = sandbox_json(s);
                 if (!o || json_object_array_add(a, o) < 0)
                         return -ENOMEM;
@@ -327,12 +325,26 @@ static int on_list(HttpRequest *req, json_object *parameters, const char *error,
         return http_request_reply_json(req, 200, TAKE_PTR(a));
 }
 
+/* GET /v2/sandboxes?state=running,paused&metadata=…: the tenant's, filtered by labels */
 static int route_list(HttpRequest *req) {
-        json_object *p = json_object_new_object();
+        const char *metadata = http_request_query(req, "metadata");
+        _cleanup_json_ json_object *p = json_object_new_object(), *filter = NULL, *labels = NULL;
+        int r;
 
         if (!p)
                 return -ENOMEM;
-        return http_backend_call(req, IFACE "ListSandboxes", p, 0, on_list, NULL);
+        if (metadata && *metadata) {
+                r = metadata_selectors(metadata, &labels);
+                if (r == -EINVAL)
+                        return e2b_error(req, 400, "'metadata' is key=value pairs joined by &.");
+                if (r < 0)
+                        return r;
+                filter = json_object_new_object();
+                if (!filter || json_add(filter, "Label", TAKE_PTR(labels)) < 0 ||
+                    json_add(p, "filter", TAKE_PTR(filter)) < 0)
+                        return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "ListSandboxes", TAKE_PTR(p), 0, on_list, NULL);
 }
 
 static int on_done(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -1452,6 +1464,269 @@ static int route_files_post(HttpRequest *req) {
         return upload_write(req, t, t->n);
 }
 
+/* ---- the code interpreter (port 49999): /execute, /contexts onto code contexts ---- */
+
+/* Its errors: 404 (the SDK's NotFoundError) for a context that is not there, 502 (its
+ * TimeoutError: the sandbox is gone) for a sandbox that is not, else the status. */
+static int jupyter_error(HttpRequest *req, const char *error, json_object *parameters) {
+        const char *code = http_connect_code(error, parameters);
+        unsigned status = streq(code, "unavailable") ? 502 : http_status_from_varlink_error(error, parameters);
+
+        return http_request_reply_text(req, status, "text/plain", error_message(error, parameters));
+}
+
+static const char *language_in(const char *e2b) {
+        if (e2b && (streq(e2b, "js") || streq(e2b, "javascript") || streq(e2b, "ts") || streq(e2b, "typescript")))
+                return "javascript";
+        return e2b;
+}
+
+/* E2B's Context: {id, language, cwd} */
+static json_object *context_json(json_object *c) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *cwd = NULL;
+        const char *language = get_str(c, "language") ?: "python";
+
+        if (!o || http_e2b_path_out(get_str(c, "workingDirectory") ?: E2B_WORKDIR, &cwd) < 0 ||
+            json_add(o, "id", json_object_get(get(c, "id"))) < 0 ||
+            json_add(o, "language", json_object_new_string(language)) < 0 ||
+            json_add(o, "cwd", json_object_new_string(cwd)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* A line of /execute's NDJSON */
+static int ndjson(HttpRequest *req, json_object *o) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+        if (!s)
+                return -ENOMEM;
+        return http_request_stream_printf(req, "%s\n", s);
+}
+
+/* One of RunCode's events as E2B's: stdout, stderr {text}; result {text, html, png, …,
+ * is_main_result}; error {name, value, traceback (one string)}. */
+static json_object *execute_event(json_object *e) {
+        static const char *const mimes[][2] = {
+                { "text/plain", "text" },           { "text/html", "html" },
+                { "text/markdown", "markdown" },    { "image/svg+xml", "svg" },
+                { "image/png", "png" },             { "image/jpeg", "jpeg" },
+                { "application/pdf", "pdf" },       { "text/latex", "latex" },
+                { "application/json", "json" },     { "application/javascript", "javascript" },
+        };
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *type = get_str(e, "type");
+
+        if (!o || !type || json_add(o, "type", json_object_new_string(type)) < 0)
+                return NULL;
+        if (streq(type, "stdout") || streq(type, "stderr")) {
+                if (json_add(o, "text", json_object_get(get(e, "text")) ?: json_object_new_string("")) < 0)
+                        return NULL;
+        } else if (streq(type, "result")) {
+                json_object *data = get(e, "data");
+                for (size_t i = 0; i < ELEMENTSOF(mimes); i++) {
+                        json_object *v = get(data, mimes[i][0]);
+                        if (v && json_add(o, mimes[i][1], json_object_get(v)) < 0)
+                                return NULL;
+                }
+                if (json_add(o, "is_main_result",
+                             json_object_new_boolean(json_object_get_boolean(get(e, "isMainResult")))) < 0)
+                        return NULL;
+        } else if (streq(type, "error")) {
+                json_object *tb = get(e, "traceback");
+                _cleanup_free_ char *joined = NULL;
+                size_t n = 0;
+                FILE *f;
+
+                if (json_object_is_type(tb, json_type_array)) {
+                        f = open_memstream(&joined, &n);
+                        if (!f)
+                                return NULL;
+                        for (size_t i = 0; i < json_object_array_length(tb); i++)
+                                fprintf(f, "%s%s", i ? "\n" : "", json_object_get_string(json_object_array_get_idx(tb, i)));
+                        if (fclose(f) != 0)
+                                return NULL;
+                }
+                if (json_add(o, "name", json_object_get(get(e, "name")) ?: json_object_new_string("")) < 0 ||
+                    json_add(o, "value", json_object_get(get(e, "value")) ?: json_object_new_string("")) < 0 ||
+                    json_add(o, "traceback", joined ? json_object_new_string(joined)
+                                                    : json_object_get(tb) ?: json_object_new_string("")) < 0)
+                        return NULL;
+        } else
+                return NULL;    /* an event E2B has no word for */
+        return TAKE_PTR(o);
+}
+
+static int on_run_code(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                       void *userdata) {
+        bool *streaming = http_request_get_data(req);
+        json_object *e = get(parameters, "event"), *result = get(parameters, "result");
+        int r;
+
+        if (!*streaming) {
+                if (error)
+                        return jupyter_error(req, error, parameters);
+                r = http_request_stream(req, 200, "application/x-ndjson", MHD_SIZE_UNKNOWN, NULL);
+                if (r < 0)
+                        return r;
+                *streaming = true;
+        }
+        if (error) {
+                /* after the stream began: as an error line (the SDK's Execution.error) */
+                _cleanup_json_ json_object *o = json_object_new_object();
+                if (o && json_add(o, "type", json_object_new_string("error")) >= 0 &&
+                    json_add(o, "name", json_object_new_string(http_connect_code(error, parameters))) >= 0 &&
+                    json_add(o, "value", json_object_new_string(error_message(error, parameters))) >= 0 &&
+                    json_add(o, "traceback", json_object_new_string("")) >= 0)
+                        (void) ndjson(req, o);
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        if (e) {
+                _cleanup_json_ json_object *o = execute_event(e);
+                if (o && ndjson(req, o) < 0)
+                        goto fail;
+        }
+        if (http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX)
+                goto fail;
+        if (!(flags & VARLINK_REPLY_CONTINUES)) {
+                _cleanup_json_ json_object *o = json_object_new_object();
+                if (!o || json_add(o, "type", json_object_new_string("number_of_executions")) < 0 ||
+                    json_add(o, "execution_count", json_object_get(get(result, "executionCount")) ?:
+                                                   json_object_new_int(0)) < 0 ||
+                    ndjson(req, o) < 0)
+                        goto fail;
+                http_request_stream_end(req, false);
+        }
+        return 0;
+fail:
+        http_request_stream_end(req, true);
+        http_backend_cancel(req);
+        return 0;
+}
+
+/* POST /execute {code, context_id, language, env_vars} */
+static int route_execute(HttpRequest *req) {
+        json_object *body = http_request_body(req), *envs = get(body, "env_vars");
+        _cleanup_json_ json_object *p = params_id(sandbox_of(req)), *options = json_object_new_object(),
+                                   *env = json_object_new_array();
+        const char *code = get_str(body, "code"), *context = get_str(body, "context_id");
+        const char *language = language_in(get_str(body, "language"));
+        bool *streaming = calloc(1, sizeof(bool));
+
+        if (!streaming)
+                return -ENOMEM;
+        http_request_set_data(req, streaming, free);
+        if (!p || !options || !env)
+                return -ENOMEM;
+        if (!code)
+                return http_request_reply_text(req, 400, "text/plain", "The body needs 'code'.");
+        if (envs && json_object_is_type(envs, json_type_object)) {
+                json_object_object_foreach(envs, k, v) {
+                        _cleanup_free_ char *kv = NULL;
+                        if (asprintf(&kv, "%s=%s", k, json_object_get_string(v)) < 0 ||
+                            json_object_array_add(env, json_object_new_string(kv)) < 0)
+                                return -ENOMEM;
+                }
+        }
+        if (json_object_array_length(env) > 0 && json_add(options, "Environment", TAKE_PTR(env)) < 0)
+                return -ENOMEM;
+        if (json_add(p, "code", json_object_new_string(code)) < 0 ||
+            (context && json_add(p, "context", json_object_new_string(context)) < 0) ||
+            (!context && language && json_add(p, "language", json_object_new_string(language)) < 0) ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "RunCode", TAKE_PTR(p), VARLINK_CALL_MORE, on_run_code, NULL);
+}
+
+static int on_context(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        json_object *o;
+
+        if (error)
+                return jupyter_error(req, error, parameters);
+        o = context_json(get(parameters, "context"));
+        if (!o)
+                return -ENOMEM;
+        return http_request_reply_json(req, 200, o);
+}
+
+/* POST /contexts {language, cwd} */
+static int route_context_create(HttpRequest *req) {
+        json_object *body = http_request_body(req);
+        _cleanup_json_ json_object *p = params_id(sandbox_of(req)), *options = json_object_new_object();
+        const char *language = language_in(get_str(body, "language")), *cwd = get_str(body, "cwd");
+
+        if (!p || !options)
+                return -ENOMEM;
+        if (cwd && *cwd) {
+                _cleanup_free_ char *in = NULL;
+                if (http_e2b_path_in(cwd, &in) < 0 ||
+                    json_add(options, "WorkingDirectory", json_object_new_string(in)) < 0)
+                        return -ENOMEM;
+        }
+        if ((language && json_add(p, "language", json_object_new_string(language)) < 0) ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "CreateContext", TAKE_PTR(p), 0, on_context, NULL);
+}
+
+static int on_contexts(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                       void *userdata) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+        json_object *l = get(parameters, "contexts");
+
+        if (error)
+                return jupyter_error(req, error, parameters);
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *c = context_json(json_object_array_get_idx(l, i));
+                if (!c || json_object_array_add(a, c) < 0)
+                        return -ENOMEM;
+        }
+        return http_request_reply_json(req, 200, TAKE_PTR(a));
+}
+
+static int route_contexts_list(HttpRequest *req) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ListContexts", p, 0, on_contexts, NULL);
+}
+
+static json_object *params_context(HttpRequest *req) {
+        json_object *p = params_id(sandbox_of(req));
+
+        if (p && json_add(p, "context", json_object_new_string(http_request_param(req, 1))) < 0)
+                return json_object_put(p), NULL;
+        return p;
+}
+
+static int on_context_done(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        if (error)
+                return jupyter_error(req, error, parameters);
+        return http_request_reply_text(req, 204, NULL, "");
+}
+
+static int route_context_delete(HttpRequest *req) {
+        json_object *p = params_context(req);
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "RemoveContext", p, 0, on_context_done, NULL);
+}
+
+static int route_context_restart(HttpRequest *req) {
+        json_object *p = params_context(req);
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "RestartContext", p, 0, on_context_done, NULL);
+}
+
 /* ---- the tables ---- */
 
 const HttpRoute http_e2b_api_routes[] = {
@@ -1489,6 +1764,16 @@ const HttpRoute http_e2b_envd_routes[] = {
 };
 const size_t http_e2b_n_envd_routes = ELEMENTSOF(http_e2b_envd_routes);
 
+const HttpRoute http_e2b_jupyter_routes[] = {
+        { "GET",    "/health",                             0, route_health },
+        { "POST",   "/execute",                            HTTP_ROUTE_JSON_BODY, route_execute },
+        { "POST",   "/contexts",                           HTTP_ROUTE_JSON_BODY, route_context_create },
+        { "GET",    "/contexts",                           0, route_contexts_list },
+        { "DELETE", "/contexts/{}",                        0, route_context_delete },
+        { "POST",   "/contexts/{}/restart",                HTTP_ROUTE_JSON_BODY, route_context_restart },
+};
+const size_t http_e2b_n_jupyter_routes = ELEMENTSOF(http_e2b_jupyter_routes);
+
 size_t http_routes_select(HttpRequest *req, HttpRouteTable tables[static 2], const char **ret_first) {
         const char *id = http_request_header(req, "E2b-Sandbox-Id");
         const char *port = http_request_header(req, "E2b-Sandbox-Port");
@@ -1503,6 +1788,10 @@ size_t http_routes_select(HttpRequest *req, HttpRouteTable tables[static 2], con
         *ret_first = id;
         if (port && parse_uint64(port, &p) >= 0 && p == E2B_ENVD_PORT) {
                 tables[0] = (HttpRouteTable) { http_e2b_envd_routes, http_e2b_n_envd_routes };
+                return 1;
+        }
+        if (port && p == E2B_JUPYTER_PORT) {
+                tables[0] = (HttpRouteTable) { http_e2b_jupyter_routes, http_e2b_n_jupyter_routes };
                 return 1;
         }
         /* another port: none yet (404) */

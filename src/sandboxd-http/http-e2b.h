@@ -44,3 +44,5 @@ extern const HttpRoute http_e2b_api_routes[];
 extern const size_t http_e2b_n_api_routes;
 extern const HttpRoute http_e2b_envd_routes[];
 extern const size_t http_e2b_n_envd_routes;
+extern const HttpRoute http_e2b_jupyter_routes[];
+extern const size_t http_e2b_n_jupyter_routes;

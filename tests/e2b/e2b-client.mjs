@@ -7,10 +7,11 @@
 // message; every sandbox a scenario created is killed before it ends.
 import assert from 'node:assert/strict';
 import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 
 const created = [];
-async function create(opts) {
-  const sbx = await Sandbox.create(opts);
+async function create(opts, cls = Sandbox) {
+  const sbx = await cls.create(opts);
   created.push(sbx);
   return sbx;
 }
@@ -217,6 +218,51 @@ const scenarios = {
     assert.match(tpl.message, /no-such-template/);
     assert.match(tpl.message, /Template=/);
     return { auth: auth.name, notFound: nf.name, template: tpl.message };
+  },
+
+  // list with metadata (sandboxd's labels)
+  async metadata() {
+    const run = `r${process.pid}`;
+    const a = await create({ metadata: { project: 'e2b-test', run } });
+    await create({ metadata: { project: 'other', run } });
+    await create();
+    assert.deepEqual((await a.getInfo()).metadata, { project: 'e2b-test', run });
+    const mine = await Sandbox.list({ query: { metadata: { run } } }).nextItems();
+    assert.equal(mine.length, 2, JSON.stringify(mine));
+    const one = await Sandbox.list({ query: { metadata: { project: 'e2b-test', run } } }).nextItems();
+    assert.deepEqual(one.map((s) => s.sandboxId), [a.sandboxId]);
+    assert.deepEqual(one[0].metadata, { project: 'e2b-test', run });
+    return { listed: mine.length };
+  },
+
+  // the code interpreter: runCode with state, a chart, an error, contexts, JavaScript
+  async code() {
+    const sbx = await create({}, CodeSandbox);
+    const a = await sbx.runCode('x = 41\nx + 1');
+    assert.equal(a.text, '42');
+    const out = [];
+    const b = await sbx.runCode('x += 1\nprint(x)', { onStdout: (m) => out.push(m.line) });
+    assert.deepEqual(b.logs.stdout, ['42\n']);
+    assert.deepEqual(out, ['42\n']);
+    const chart = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()');
+    const png = chart.results.find((r) => r.png);
+    assert.ok(png, JSON.stringify(chart.results.map((r) => r.formats())));
+    const bytes = Buffer.from(png.png, 'base64');
+    assert.equal(bytes.subarray(1, 4).toString(), 'PNG');
+    const err = await sbx.runCode('1 / 0');
+    assert.equal(err.error.name, 'ZeroDivisionError');
+    assert.match(err.error.traceback, /ZeroDivisionError/);
+    const ctx = await sbx.createCodeContext({ language: 'python', cwd: '/home/user' });
+    assert.equal(ctx.cwd, '/home/user');
+    await sbx.runCode('y = 1', { context: ctx });
+    const other = await sbx.runCode('print(x)', { context: ctx });
+    assert.equal(other.error.name, 'NameError', 'a context of its own');
+    const listed = await sbx.listCodeContexts();
+    assert.ok(listed.some((c) => c.id === ctx.id), JSON.stringify(listed));
+    await sbx.removeCodeContext(ctx);
+    const js = await sbx.runCode('const z = 2; z + 1', { language: 'js' });
+    assert.equal(js.text, '3');
+    return { png: bytes.length };
   },
 
   // create + first command, timed (bench/bench_e2b.py)
