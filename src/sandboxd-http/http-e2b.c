@@ -1140,16 +1140,18 @@ static int route_health(HttpRequest *req) {
 /* ---- /files: download, upload (multipart/form-data or application/octet-stream) ---- */
 
 typedef struct Transfer {
-        char *path;                      /* ours */
+        char *path;                      /* ours: the query's */
         char *boundary;                  /* multipart: "--" + the boundary */
-        uint64_t offset, size;
         char *buf;                       /* what is not written yet */
         size_t n, allocated;
         bool in_flight, ended;
-        /* multipart parsing */
-        unsigned state;                  /* 0 preamble, 1 headers, 2 data, 3 done */
-        json_object *written;            /* [EntryInfo] */
-        char *part_path;
+        bool written;                    /* the current file had a WriteFile */
+        uint64_t offset;                 /* of the current file */
+        /* multipart: 0 before the first boundary, 1 in a part's headers, 2 in its data,
+         * 3 after the last boundary */
+        unsigned state;
+        char *part_path;                 /* ours: the part's file name */
+        json_object *files;              /* the reply: [{name, type, path}] */
 } Transfer;
 
 static void transfer_free(void *p) {
@@ -1161,7 +1163,7 @@ static void transfer_free(void *p) {
         free(t->boundary);
         free(t->buf);
         free(t->part_path);
-        json_object_put(t->written);
+        json_object_put(t->files);
         free(t);
 }
 
@@ -1187,10 +1189,14 @@ static int transfer_new(HttpRequest *req, Transfer **ret) {
         http_request_set_data(req, t, transfer_free);
         if (path && *path && http_e2b_path_in(path, &t->path) < 0)
                 return -ENOMEM;
+        t->files = json_object_new_array();
+        if (!t->files)
+                return -ENOMEM;
         *ret = t;
         return 0;
 }
 
+/* GET /files?path=: the file's bytes */
 static int route_files_get(HttpRequest *req) {
         _cleanup_free_ char *path = NULL;
         const char *q = http_request_query(req, "path");
@@ -1200,12 +1206,34 @@ static int route_files_get(HttpRequest *req) {
         return http_file_download(req, path);
 }
 
-static int upload_write(HttpRequest *req, Transfer *t, size_t n);
+static const char *upload_path(Transfer *t) {
+        return t->part_path ?: t->path;
+}
+
+/* The current file is done: the reply lists it. */
+static int upload_file_done(Transfer *t) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        _cleanup_free_ char *out = NULL;
+        const char *slash;
+
+        if (!o || http_e2b_path_out(upload_path(t), &out) < 0)
+                return -ENOMEM;
+        slash = strrchr(out, '/');
+        if (json_add(o, "name", json_object_new_string(slash ? slash + 1 : out)) < 0 ||
+            json_add(o, "type", json_object_new_string("file")) < 0 ||
+            json_add(o, "path", json_object_new_string(out)) < 0 ||
+            json_object_array_add(t->files, TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static int upload_continue(HttpRequest *req, Transfer *t);
 
 static int on_upload_written(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                              void *userdata) {
         Transfer *t = http_request_get_data(req);
         size_t n = (size_t) (uintptr_t) userdata;
+        int r;
 
         t->in_flight = false;
         if (error)
@@ -1213,61 +1241,34 @@ static int on_upload_written(HttpRequest *req, json_object *parameters, const ch
         memmove(t->buf, t->buf + n, t->n - n);
         t->n -= n;
         t->offset += n;
-        if (t->ended)
-                return upload_write(req, t, t->n);
-        http_request_resume(req);
+        t->written = true;
+        r = upload_continue(req, t);
+        if (r < 0)
+                return http_request_reply_errno(req, r);
         return 0;
 }
 
-/* The end of one file: [{name, type, path}] gets it. */
-static int upload_file_done(Transfer *t) {
-        _cleanup_json_ json_object *o = json_object_new_object();
-        _cleanup_free_ char *out = NULL;
-        const char *slash;
-
-        if (!t->written && !(t->written = json_object_new_array()))
-                return -ENOMEM;
-        if (!o || http_e2b_path_out(t->part_path ?: t->path, &out) < 0)
-                return -ENOMEM;
-        slash = strrchr(out, '/');
-        if (json_add(o, "name", json_object_new_string(slash ? slash + 1 : out)) < 0 ||
-            json_add(o, "type", json_object_new_string("file")) < 0 ||
-            json_add(o, "path", json_object_new_string(out)) < 0 ||
-            json_object_array_add(t->written, TAKE_PTR(o)) < 0)
-                return -ENOMEM;
-        return 0;
-}
-
-/* Writes the first n bytes of the buffer (the file's next part); at the end of the
- * upload, with n == all, answers. */
+/* WriteFile of the buffer's first n bytes: the current file's next part (the first
+ * replaces it, parents made). */
 static int upload_write(HttpRequest *req, Transfer *t, size_t n) {
         _cleanup_json_ json_object *p = NULL, *options = json_object_new_object();
-        const char *path = t->part_path ?: t->path;
 
-        if (t->ended && t->n == 0 && t->offset > 0 && t->state != 2) {
-                if (t->state != 3 && t->boundary)
-                        return e2b_error(req, 400, "The multipart body ended early.");
-                if (!t->boundary && upload_file_done(t) < 0)
-                        return -ENOMEM;
-                return http_request_reply_json(req, 200, json_object_get(t->written));
-        }
-        if (!path)
+        if (!upload_path(t))
                 return e2b_error(req, 400, "The upload needs a path (the query's, or the part's file name).");
-        p = params_path(req, path);
+        p = params_path(req, upload_path(t));
         if (!p || !options ||
             json_add(p, "data", json_object_new_base64((const uint8_t *) t->buf, n)) < 0 ||
-            json_add(options, "Append", json_object_new_boolean(t->offset > 0)) < 0 ||
+            json_add(options, "Append", json_object_new_boolean(t->written)) < 0 ||
             json_add(options, "CreateParents", json_object_new_boolean(true)) < 0 ||
             json_add(p, "options", TAKE_PTR(options)) < 0)
                 return -ENOMEM;
         t->in_flight = true;
-        /* an empty file: its one write, and the offset says it was done */
-        if (n == 0)
-                t->offset = 1;
         return http_backend_call(req, IFACE "WriteFile", TAKE_PTR(p), 0, on_upload_written, (void *) (uintptr_t) n);
 }
 
 static int buf_append(Transfer *t, const char *d, size_t n) {
+        if (n == 0)
+                return 0;
         if (t->n + n > t->allocated) {
                 size_t a = MAX(t->n + n, t->allocated * 2);
                 char *b = realloc(t->buf, a);
@@ -1279,6 +1280,128 @@ static int buf_append(Transfer *t, const char *d, size_t n) {
         memcpy(t->buf + t->n, d, n);
         t->n += n;
         return 0;
+}
+
+static void buf_drop(Transfer *t, size_t n) {
+        memmove(t->buf, t->buf + n, t->n - n);
+        t->n -= n;
+}
+
+/* Parses what the buffer has of a multipart body up to the next data to write: 1 and
+ * *ret_ready bytes of the current part's data at the buffer's start (*ret_end: they end
+ * the part), or 0: more of the body is needed (or it is over: state 3). */
+static int multipart_next(Transfer *t, size_t *ret_ready, bool *ret_end) {
+        size_t bl = strlen(t->boundary);
+
+        *ret_ready = 0;
+        *ret_end = false;
+        for (;;) {
+                if (t->state == 0 || t->state == 1) {
+                        /* a boundary line, then a part's headers up to an empty line */
+                        char *h, *end;
+
+                        if (t->state == 0) {
+                                char *bd = memmem(t->buf ?: "", t->n, t->boundary, bl);
+                                if (!bd || (size_t) (bd - t->buf) + bl + 2 > t->n)
+                                        return 0;
+                                if (bd[bl] == '-' && bd[bl + 1] == '-') {
+                                        t->state = 3;
+                                        t->n = 0;
+                                        return 0;
+                                }
+                                buf_drop(t, (size_t) (bd - t->buf) + bl);
+                                t->state = 1;
+                        }
+                        end = memmem(t->buf ?: "", t->n, "\r\n\r\n", 4);
+                        if (!end)
+                                return 0;
+                        *end = 0;
+                        free(t->part_path);
+                        t->part_path = NULL;
+                        h = strcasestr(t->buf, "filename=\"");
+                        if (h) {
+                                _cleanup_free_ char *name = NULL;
+                                h += 10;
+                                name = strndup(h, strcspn(h, "\""));
+                                if (!name || http_e2b_path_in(name, &t->part_path) < 0)
+                                        return -ENOMEM;
+                        }
+                        buf_drop(t, (size_t) (end + 4 - t->buf));
+                        t->offset = 0;
+                        t->written = false;
+                        t->state = 2;
+                        continue;
+                }
+                if (t->state == 2) {
+                        /* the data, up to CRLF and the boundary */
+                        _cleanup_free_ char *delim = NULL;
+                        char *at;
+
+                        if (asprintf(&delim, "\r\n%s", t->boundary) < 0)
+                                return -ENOMEM;
+                        at = memmem(t->buf ?: "", t->n, delim, bl + 2);
+                        if (!at) {
+                                /* all but what may begin the delimiter */
+                                *ret_ready = t->n > bl + 2 ? t->n - (bl + 2) : 0;
+                                return *ret_ready > 0;
+                        }
+                        *ret_ready = (size_t) (at - t->buf);
+                        *ret_end = true;
+                        return 1;
+                }
+                return 0;
+        }
+}
+
+/* What can be done with what the buffer holds: a write (in flight then), or a reply once
+ * the body has ended, or nothing (more body is needed). */
+static int upload_continue(HttpRequest *req, Transfer *t) {
+        int r;
+
+        if (!t->boundary) {
+                if (t->n >= HTTP_FILE_CHUNK)
+                        return upload_write(req, t, HTTP_FILE_CHUNK);
+                if (!t->ended) {
+                        http_request_resume(req);
+                        return 0;
+                }
+                if (t->n > 0 || !t->written)
+                        return upload_write(req, t, t->n);
+                r = upload_file_done(t);
+                if (r < 0)
+                        return r;
+                /* a single file: [EntryInfo] as envd answers it */
+                return http_request_reply_json(req, 200, json_object_get(t->files));
+        }
+        for (;;) {
+                size_t ready;
+                bool end;
+
+                r = multipart_next(t, &ready, &end);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                if (ready >= HTTP_FILE_CHUNK)
+                        return upload_write(req, t, HTTP_FILE_CHUNK);
+                if (!end)
+                        break;  /* less than a part: wait for more */
+                if (ready > 0 || !t->written)
+                        return upload_write(req, t, ready);
+                /* the part's end: CRLF before the boundary, then the next part or the end */
+                r = upload_file_done(t);
+                if (r < 0)
+                        return r;
+                buf_drop(t, 2);
+                t->state = 0;
+        }
+        if (!t->ended) {
+                http_request_resume(req);
+                return 0;
+        }
+        if (t->state != 3)
+                return e2b_error(req, 400, "The multipart body ended early.");
+        return http_request_reply_json(req, 200, json_object_get(t->files));
 }
 
 static int upload_begin(HttpRequest *req, Transfer **ret) {
@@ -1299,130 +1422,16 @@ static int upload_begin(HttpRequest *req, Transfer **ret) {
                 if (!b)
                         return e2b_error(req, 400, "A multipart body needs its boundary."), 0;
                 b += 9;
-                if (asprintf(&t->boundary, "--%.*s", (int) strcspn(b, "\";, "), b + (*b == '"')) < 0)
+                b += *b == '"';
+                if (asprintf(&t->boundary, "--%.*s", (int) strcspn(b, "\";, "), b) < 0)
                         return -ENOMEM;
         }
         *ret = t;
         return 1;
 }
 
-/* The multipart body's bytes so far: the files' data into parts of the buffer, each
- * part's file name (its path) kept. What may be the start of a boundary waits. */
-static int multipart_feed(HttpRequest *req, Transfer *t, const char *d, size_t size, size_t *ret_ready) {
-        int r = buf_append(t, d, size);
-
-        if (r < 0)
-                return r;
-        *ret_ready = 0;
-        for (;;) {
-                size_t bl = strlen(t->boundary);
-
-                if (t->state == 0 || t->state == 1) {
-                        char *end = memmem(t->buf, t->n, "\r\n\r\n", 4), *h;
-                        if (t->state == 0) {
-                                char *bd = memmem(t->buf, t->n, t->boundary, bl);
-                                if (!bd)
-                                        return 0;
-                                if (bd + bl + 2 <= t->buf + t->n && bd[bl] == '-' && bd[bl + 1] == '-') {
-                                        t->state = 3;
-                                        t->n = 0;
-                                        return 0;
-                                }
-                                t->state = 1;
-                                continue;
-                        }
-                        if (!end)
-                                return 0;
-                        *end = 0;
-                        h = strcasestr(t->buf, "filename=\"");
-                        free(t->part_path);
-                        t->part_path = NULL;
-                        if (h) {
-                                h += 10;
-                                _cleanup_free_ char *name = strndup(h, strcspn(h, "\""));
-                                if (!name || http_e2b_path_in(name, &t->part_path) < 0)
-                                        return -ENOMEM;
-                        }
-                        if (!t->part_path && t->path && !(t->part_path = strdup(t->path)))
-                                return -ENOMEM;
-                        memmove(t->buf, end + 4, t->n - (size_t) (end + 4 - t->buf));
-                        t->n -= (size_t) (end + 4 - t->buf);
-                        t->offset = 0;
-                        t->state = 2;
-                        continue;
-                }
-                if (t->state == 2) {
-                        _cleanup_free_ char *delim = NULL;
-                        char *at;
-                        if (asprintf(&delim, "\r\n%s", t->boundary) < 0)
-                                return -ENOMEM;
-                        at = memmem(t->buf, t->n, delim, bl + 2);
-                        if (!at) {
-                                /* all but what may begin the delimiter is the file's */
-                                *ret_ready = t->n > bl + 2 ? t->n - (bl + 2) : 0;
-                                return 0;
-                        }
-                        /* the part ends: its data is written first, then parsing goes on */
-                        *ret_ready = (size_t) (at - t->buf);
-                        return 1;
-                }
-                return 0;
-        }
-}
-
-/* After the part's last data is written: the part is done, the rest parsed. */
-static int multipart_part_end(Transfer *t) {
-        size_t bl = strlen(t->boundary);
-        int r;
-
-        if (t->offset == 0 && upload_file_done(t) >= 0) {
-                /* an empty part: nothing was written; still a file of it */
-        } else if ((r = upload_file_done(t)) < 0)
-                return r;
-        /* the buffer starts with "\r\n" + the boundary */
-        memmove(t->buf, t->buf + 2, t->n - 2);
-        t->n -= 2;
-        t->state = t->n >= bl + 2 && t->buf[bl] == '-' && t->buf[bl + 1] == '-' ? 3 : 1;
-        if (t->state == 3)
-                t->n = 0;
-        return 0;
-}
-
-static int upload_step(HttpRequest *req, Transfer *t, const char *d, size_t size) {
-        size_t ready = 0;
-        int r;
-
-        if (!t->boundary) {
-                r = buf_append(t, d, size);
-                if (r < 0)
-                        return r;
-                if (t->n >= HTTP_FILE_CHUNK)
-                        return upload_write(req, t, HTTP_FILE_CHUNK);
-                return 0;
-        }
-        for (;;) {
-                r = multipart_feed(req, t, d, size, &ready);
-                d = NULL;
-                size = 0;
-                if (r < 0)
-                        return r;
-                if (r == 1 && ready == 0 && t->offset > 0) {
-                        r = multipart_part_end(t);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                if (r == 1) {
-                        /* the part's data, then (on_upload_written → next step) its end */
-                        if (ready > 0 || t->offset == 0)
-                                return upload_write(req, t, ready);
-                }
-                if (ready >= HTTP_FILE_CHUNK)
-                        return upload_write(req, t, HTTP_FILE_CHUNK);
-                return 0;
-        }
-}
-
+/* POST /files's body as it comes: buffered, and written in parts while it comes (the
+ * request waits while a part is written). */
 static int upload_data(HttpRequest *req, const char *data, size_t *size) {
         Transfer *t;
         int r = upload_begin(req, &t);
@@ -1435,8 +1444,11 @@ static int upload_data(HttpRequest *req, const char *data, size_t *size) {
                 http_request_suspend(req);
                 return 0;
         }
-        r = upload_step(req, t, data, *size);
+        r = buf_append(t, data, *size);
         *size = 0;
+        if (r < 0)
+                return r;
+        r = upload_continue(req, t);
         if (r < 0)
                 return r;
         if (t->in_flight)
@@ -1444,6 +1456,8 @@ static int upload_data(HttpRequest *req, const char *data, size_t *size) {
         return 0;
 }
 
+/* POST /files?path=: application/octet-stream (one file at path) or multipart/form-data
+ * (a part per file, its file name the path) */
 static int route_files_post(HttpRequest *req) {
         Transfer *t;
         int r = upload_begin(req, &t);
@@ -1452,16 +1466,8 @@ static int route_files_post(HttpRequest *req) {
                 return r;
         t->ended = true;
         if (t->in_flight)
-                return 0;
-        if (t->boundary) {
-                r = upload_step(req, t, NULL, 0);
-                if (r < 0 || t->in_flight)
-                        return r;
-                if (t->state != 3)
-                        return e2b_error(req, 400, "The multipart body ended early.");
-                return http_request_reply_json(req, 200, json_object_get(t->written));
-        }
-        return upload_write(req, t, t->n);
+                return 0;       /* on_upload_written goes on */
+        return upload_continue(req, t);
 }
 
 /* ---- the code interpreter (port 49999): /execute, /contexts onto code contexts ---- */

@@ -137,6 +137,13 @@ const scenarios = {
     const many = await sbx.files.write([{ path: 'm/1.txt', data: 'one' }, { path: 'm/2.txt', data: 'two' }]);
     assert.deepEqual(many.map((f) => f.path).sort(), ['/home/user/m/1.txt', '/home/user/m/2.txt']);
     assert.equal(await sbx.files.read('m/2.txt'), 'two');
+    // parts of 1 MiB: multipart (the default) and application/octet-stream
+    const big = new Uint8Array(3_500_000).map((_, i) => (i * 13) % 251);
+    await sbx.files.write('big/multipart.dat', big);
+    await sbx.files.write('big/octet.dat', big, { useOctetStream: true });
+    assert.deepEqual(await sbx.files.read('big/multipart.dat', { format: 'bytes' }), big);
+    assert.deepEqual(await sbx.files.read('big/octet.dat', { format: 'bytes' }), big);
+    await sbx.files.remove('big');
     await sbx.files.write('empty.txt', '');
     assert.equal(await sbx.files.read('empty.txt'), '');
     const cat = await sbx.commands.run('cat /work/notes/a.txt');
