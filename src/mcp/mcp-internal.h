@@ -49,6 +49,8 @@ typedef struct McpTool {
         bool on_sandbox;              /* takes a "sandbox_id" */
         bool one_off;                 /* creates the sandbox it runs in (sandbox_id), which is
                                        * destroyed when the call is cancelled */
+        bool kills_on_cancel;         /* Starts a process (McpRequest.process) that is killed
+                                       * when the call is cancelled */
         mcp_tool_run_t run;
 } McpTool;
 
@@ -79,7 +81,9 @@ struct McpRequest {
         mcp_send_t send;
         void *userdata;
         bool *finished;               /* set when freed, while mcp_request_start() runs */
-        bool cancelled;               /* a one_off's, waiting for its sandbox to destroy it */
+        bool cancelled;               /* waiting for its sandbox (one_off) or its process
+                                       * (kills_on_cancel) to be named, to end it */
+        uint64_t process;             /* kills_on_cancel: the process Start made; 0: none yet */
         json_object *progress_token;  /* the client's, NULL: it wants no progress */
         sd_event_source *progress_timer;
         uint64_t progress;            /* notifications/progress sent */

@@ -45,7 +45,7 @@ static int on_acting(VarlinkClient *c, json_object *parameters, const char *erro
         return 0;
 }
 
-static int on_destroyed(VarlinkClient *c, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+static int on_cleaned_up(VarlinkClient *c, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                         void *userdata) {
         McpServer *m = userdata;
 
@@ -57,14 +57,15 @@ static int on_destroyed(VarlinkClient *c, json_object *parameters, const char *e
         return 0;
 }
 
-/* Destroy of r's sandbox on a connection of its own (r's may be busy with the command,
- * whose reply would come first), acting for r's tenant; it closes once sandboxd answered. */
-static int request_destroy_sandbox(McpRequest *r) {
+/* A call of r's cleanup (Destroy of its sandbox, a Signal to its process) on a connection
+ * of its own (r's may be busy with the command, whose reply would come first), acting for
+ * r's tenant; it closes once sandboxd answered. */
+static int request_side_call(McpRequest *r, const char *method, json_object *parameters) {
         _cleanup_(varlink_client_unrefp) VarlinkClient *c = NULL;
-        _cleanup_json_ json_object *p = json_object_new_object();
+        _cleanup_json_ json_object *p = parameters;
         int k;
 
-        if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0)
+        if (!p)
                 return -ENOMEM;
         k = varlink_client_connect_address(&c, r->server->varlink_address);
         if (k < 0)
@@ -80,22 +81,42 @@ static int request_destroy_sandbox(McpRequest *r) {
                 if (k < 0)
                         return k;
         }
-        k = varlink_client_call_async(c, VARLINK_IFACE ".Destroy", p, 0, on_destroyed, mcp_server_ref(r->server));
+        k = varlink_client_call_async(c, method, p, 0, on_cleaned_up, mcp_server_ref(r->server));
         if (k < 0) {
                 mcp_server_unref(r->server);
                 return k;
         }
         r->server->n_cleanups++;
-        TAKE_PTR(c);   /* on_destroyed's now */
+        TAKE_PTR(c);   /* on_cleaned_up's now */
         return 0;
+}
+
+static int request_destroy_sandbox(McpRequest *r) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0)
+                return -ENOMEM;
+        return request_side_call(r, VARLINK_IFACE ".Destroy", TAKE_PTR(p));
+}
+
+/* SIGKILL to the process group of r's process: the command and what it started. */
+static int request_kill_process(McpRequest *r) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0 ||
+            json_add(p, "process", json_object_new_uint64(r->process)) < 0 ||
+            json_add(p, "signal", json_object_new_int(9)) < 0)
+                return -ENOMEM;
+        return request_side_call(r, VARLINK_IFACE ".Signal", TAKE_PTR(p));
 }
 
 void mcp_request_cancel(McpRequest *r) {
         if (!r)
                 return;
-        if (r->tool->one_off && !r->sandbox_id && r->step) {
-                /* Its sandbox is being made: destroyed once sandboxd says which it is
-                 * (on_varlink_reply()). Nothing is sent, and the session forgets it now. */
+        if ((r->tool->one_off && !r->sandbox_id && r->step) ||
+            (r->tool->kills_on_cancel && r->process == 0 && r->step)) {
+                /* Its sandbox or its process is being made: ended once sandboxd says which it
+                 * is (on_varlink_reply()). Nothing is sent, and the session forgets it now. */
                 r->cancelled = true;
                 r->server->n_cleanups++;
                 mcp_session_forget_request(r->session, r);
@@ -105,6 +126,8 @@ void mcp_request_cancel(McpRequest *r) {
         }
         if (r->tool->one_off && r->sandbox_id)
                 (void) request_destroy_sandbox(r);
+        else if (r->tool->kills_on_cancel && r->process > 0)
+                (void) request_kill_process(r);
         request_free(r);
 }
 
@@ -208,10 +231,14 @@ static int on_varlink_reply(VarlinkClient *c, json_object *parameters, const cha
                 return 0;
         if (r->cancelled) {
                 json_object *id;
-                /* CreateSandbox's reply (ActForTenant's has no id: nothing made yet). */
-                if (!error && json_object_object_get_ex(parameters, "id", &id) &&
+                /* CreateSandbox's or Start's reply (ActForTenant's has neither: nothing made
+                 * yet). */
+                if (!error && r->tool->one_off && json_object_object_get_ex(parameters, "id", &id) &&
                     json_object_is_type(id, json_type_string) && (r->sandbox_id = strdup(json_object_get_string(id))))
                         (void) request_destroy_sandbox(r);
+                if (!error && r->tool->kills_on_cancel && json_object_object_get_ex(parameters, "process", &id) &&
+                    (r->process = (uint64_t) json_object_get_int64(id)) > 0)
+                        (void) request_kill_process(r);
                 request_free(r);
                 return 0;
         }

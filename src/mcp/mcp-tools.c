@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,16 +368,6 @@ static json_object *exec_options(McpRequest *r) {
         return TAKE_PTR(o);
 }
 
-static int exec_call(McpRequest *r, json_object *argv, mcp_step_t step) {
-        _cleanup_json_ json_object *p = params_sandbox(r), *a = argv;
-
-        if (!p || !a ||
-            json_add(p, "argv", TAKE_PTR(a)) < 0 ||
-            json_add(p, "options", exec_options(r)) < 0)
-                return -ENOMEM;
-        return mcp_request_call(r, "Exec", TAKE_PTR(p), step);
-}
-
 /* run_code's Exec: the language's bootstrap as argv, the code on stdin ahead of the
  * caller's (code-runner.h): nothing of it in an argv. */
 static int exec_code_call(McpRequest *r, const char *language, mcp_step_t step) {
@@ -417,7 +408,7 @@ static json_object *argv_new(const char *a, const char *b, const char *c) {
 
 /* Exec's reply as the model reads it; a run that timed out or was killed for memory is a
  * tool error, one that exited (with any code) is not. */
-static int finish_exec(McpRequest *r, json_object *parameters) {
+static int finish_exec(McpRequest *r, json_object *parameters, bool tail) {
         _cleanup_json_ json_object *o = json_object_new_object();
         _cleanup_free_ char *note = NULL;
         json_object *info = NULL;
@@ -445,7 +436,8 @@ static int finish_exec(McpRequest *r, json_object *parameters) {
             json_add(o, "duration_ms", json_object_new_int64(json_int_field(info, "durationUSec") / 1000)) < 0)
                 return -ENOMEM;
         if (truncated && asprintf(&note, "Output truncated: stdout %zu of %" PRIi64 " bytes shown, stderr %zu of %"
-                                  PRIi64 " bytes shown.", out_kept, out_bytes, err_kept, err_bytes) < 0)
+                                  PRIi64 " bytes shown%s.", out_kept, out_bytes, err_kept, err_bytes,
+                                  tail ? " (the last ones)" : "") < 0)
                 return -ENOMEM;
         if (!note && timed_out && !(note = strdup("Timed out: killed when its timeout ran out.")))
                 return -ENOMEM;
@@ -467,7 +459,7 @@ static const struct {
 static int run_code_ran(McpRequest *r, json_object *parameters, const char *error) {
         if (error)
                 return mcp_request_finish_varlink_error(r, parameters, error);
-        return finish_exec(r, parameters);
+        return finish_exec(r, parameters, false);
 }
 
 static int run_code_created(McpRequest *r, json_object *parameters, const char *error) {
@@ -547,14 +539,244 @@ static int run_code(McpRequest *r) {
         return -EINVAL;
 }
 
-static int run_command_ran(McpRequest *r, json_object *parameters, const char *error) {
+/* run_command: Start, Wait, ReadOutput, so that a cancelled call can kill its command
+ * (kills_on_cancel: the process is named by Start's reply); the output kept is the last
+ * MCP_OUTPUT_MAX bytes of each stream. */
+static json_object *params_process(McpRequest *r, uint64_t process) {
+        _cleanup_json_ json_object *p = params_sandbox(r);
+
+        if (!p || json_add(p, "process", json_object_new_uint64(process)) < 0)
+                return NULL;
+        return TAKE_PTR(p);
+}
+
+static int run_command_read(McpRequest *r, json_object *parameters, const char *error) {
         if (error)
                 return mcp_request_finish_varlink_error(r, parameters, error);
-        return finish_exec(r, parameters);
+        if (json_add(r->scratch, "stdout", json_object_get(json_object_object_get(parameters, "stdout"))) < 0 ||
+            json_add(r->scratch, "stderr", json_object_get(json_object_object_get(parameters, "stderr"))) < 0)
+                return -ENOMEM;
+        return finish_exec(r, r->scratch, true);
+}
+
+static int run_command_waited(McpRequest *r, json_object *parameters, const char *error) {
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        r->scratch = json_object_get(parameters);
+        return mcp_request_call(r, "ReadOutput", params_process(r, r->process), run_command_read);
+}
+
+static int run_command_started(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *p = NULL;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        r->process = (uint64_t) json_int_field(parameters, "process");
+        p = params_process(r, r->process);
+        /* No limit here: the command's own Timeout ends it. */
+        if (!p || json_add(p, "timeoutSec", json_object_new_int(0)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Wait", TAKE_PTR(p), run_command_waited);
+}
+
+/* Exec's default timeout, which a background process does not have by itself. */
+static json_object *start_options(McpRequest *r, bool timeout_default) {
+        _cleanup_json_ json_object *o = exec_options(r);
+
+        if (o && timeout_default && !mcp_arg_has(r, "timeout") &&
+            json_add(o, "Timeout", json_object_new_uint64(EXEC_TIMEOUT_DEFAULT_SEC)) < 0)
+                return NULL;
+        if (o && mcp_arg_bool(r, "stdin_pipe", false) && json_add(o, "StdinPipe", json_object_new_boolean(true)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int start_call(McpRequest *r, bool timeout_default, mcp_step_t step) {
+        _cleanup_json_ json_object *p = params_sandbox(r), *a = argv_new("sh", "-c", mcp_arg_string(r, "command"));
+
+        if (!p || !a ||
+            json_add(p, "argv", TAKE_PTR(a)) < 0 ||
+            json_add(p, "options", start_options(r, timeout_default)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Start", TAKE_PTR(p), step);
 }
 
 static int run_command(McpRequest *r) {
-        return exec_call(r, argv_new("sh", "-c", mcp_arg_string(r, "command")), run_command_ran);
+        return start_call(r, true, run_command_started);
+}
+
+/* ---- background processes ---- */
+
+static int process_started(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o || json_add(o, "process_id", json_object_new_int64(json_int_field(parameters, "process"))) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_start(McpRequest *r) {
+        return start_call(r, false, process_started);
+}
+
+static int processes_listed(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *l = json_object_new_array();
+        json_object *ps;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o || !l)
+                return -ENOMEM;
+        ps = json_object_object_get(parameters, "processes");
+        for (size_t i = 0; i < json_object_array_length(ps); i++) {
+                json_object *p = json_object_array_get_idx(ps, i), *e = json_object_new_object();
+                bool running = streq(json_object_get_string(json_object_object_get(p, "state")), "running");
+                if (!e || json_object_array_add(l, e) < 0) {
+                        json_object_put(e);
+                        return -ENOMEM;
+                }
+                if (json_add(e, "process_id", json_object_new_int64(json_int_field(p, "process"))) < 0 ||
+                    json_add(e, "pid", json_object_new_int64(json_int_field(p, "pid"))) < 0 ||
+                    json_add(e, "argv", json_object_get(json_object_object_get(p, "argv"))) < 0 ||
+                    json_add(e, "running", json_object_new_boolean(running)) < 0 ||
+                    (!running && json_add(e, "exit_code", json_object_new_int64(json_int_field(p, "exitStatus"))) < 0))
+                        return -ENOMEM;
+        }
+        if (json_add(o, "processes", TAKE_PTR(l)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_list(McpRequest *r) {
+        return mcp_request_call(r, "ListProcesses", params_sandbox(r), processes_listed);
+}
+
+static uint64_t arg_process(McpRequest *r) {
+        return (uint64_t) mcp_arg_int(r, "process_id", 0);
+}
+
+static int process_output_read(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        int64_t from[2] = { mcp_arg_int(r, "stdout_offset", 0), mcp_arg_int(r, "stderr_offset", 0) };
+        size_t kept[2];
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o ||
+            json_add(o, "process_id", json_object_new_uint64(arg_process(r))) < 0 ||
+            json_add(o, "running", json_object_new_boolean(json_bool_field(parameters, "running"))) < 0 ||
+            add_output(o, parameters, "stdout", &kept[0]) < 0 ||
+            add_output(o, parameters, "stderr", &kept[1]) < 0 ||
+            json_add(o, "stdout_offset", json_object_new_int64(json_int_field(parameters, "stdoutTotal"))) < 0 ||
+            json_add(o, "stderr_offset", json_object_new_int64(json_int_field(parameters, "stderrTotal"))) < 0 ||
+            /* What sandboxd's bound dropped between the offsets given and this output. */
+            json_add(o, "dropped", json_object_new_int64(json_int_field(parameters, "stdoutTotal") - from[0] -
+                                                         (int64_t) kept[0] + json_int_field(parameters, "stderrTotal") -
+                                                         from[1] - (int64_t) kept[1])) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_read(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_process(r, arg_process(r));
+
+        if (!p ||
+            json_add(p, "stdoutOffset", json_object_new_int64(mcp_arg_int(r, "stdout_offset", 0))) < 0 ||
+            json_add(p, "stderrOffset", json_object_new_int64(mcp_arg_int(r, "stderr_offset", 0))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "ReadOutput", TAKE_PTR(p), process_output_read);
+}
+
+static int process_signalled(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o ||
+            json_add(o, "process_id", json_object_new_uint64(arg_process(r))) < 0 ||
+            json_add(o, "signal", json_object_new_string(mcp_arg_string(r, "signal") ?: "KILL")) < 0 ||
+            json_add(o, "sent", json_object_new_boolean(true)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_signal(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_process(r, arg_process(r));
+        int sig = SIGKILL;
+
+        if (mcp_arg_has(r, "signal") && signal_from_string(mcp_arg_string(r, "signal"), &sig) < 0)
+                return mcp_request_finish_errorf(r, "Invalid arguments for process_signal: signal must be a name "
+                                                 "(TERM, INT, KILL, HUP, USR1, ...) or a number from 1 to 64");
+        if (!p || json_add(p, "signal", json_object_new_int(sig)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Signal", TAKE_PTR(p), process_signalled);
+}
+
+static int process_waited(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        json_object *info = json_object_object_get(parameters, "info");
+
+        if (!o || json_add(o, "process_id", json_object_new_uint64(arg_process(r))) < 0)
+                return -ENOMEM;
+        if (error && streq(error, VARLINK_IFACE ".StillRunning")) {
+                if (json_add(o, "running", json_object_new_boolean(true)) < 0)
+                        return -ENOMEM;
+                return mcp_request_finish_structured(r, o, "Still running: wait again, or read its output with "
+                                                     "process_read.", false);
+        }
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (json_add(o, "running", json_object_new_boolean(false)) < 0 ||
+            json_add(o, "exit_code", json_object_new_int64(json_int_field(parameters, "exitStatus"))) < 0 ||
+            json_add(o, "signal", json_object_new_int64(json_int_field(info, "signal"))) < 0 ||
+            json_add(o, "timed_out", json_object_new_boolean(json_bool_field(info, "timedOut"))) < 0 ||
+            json_add(o, "oom_killed", json_object_new_boolean(json_bool_field(info, "oomKilled"))) < 0 ||
+            json_add(o, "duration_ms", json_object_new_int64(json_int_field(info, "durationUSec") / 1000)) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_wait(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_process(r, arg_process(r));
+
+        if (!p || json_add(p, "timeoutSec", json_object_new_int64(mcp_arg_int(r, "timeout", 60))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "Wait", TAKE_PTR(p), process_waited);
+}
+
+static int process_input_closed(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+        const char *data = mcp_arg_string(r, "data");
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o ||
+            json_add(o, "process_id", json_object_new_uint64(arg_process(r))) < 0 ||
+            json_add(o, "bytes", json_object_new_int64(data ? (int64_t) strlen(data) : 0)) < 0 ||
+            json_add(o, "closed", json_object_new_boolean(mcp_arg_bool(r, "close", false))) < 0)
+                return -ENOMEM;
+        return mcp_request_finish_structured(r, o, NULL, false);
+}
+
+static int process_input_written(McpRequest *r, json_object *parameters, const char *error) {
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!mcp_arg_bool(r, "close", false))
+                return process_input_closed(r, parameters, NULL);
+        return mcp_request_call(r, "CloseStdin", params_process(r, arg_process(r)), process_input_closed);
+}
+
+static int process_write_stdin(McpRequest *r) {
+        _cleanup_json_ json_object *p = params_process(r, arg_process(r));
+        const char *data = mcp_arg_string(r, "data");
+
+        if (!data)
+                return process_input_written(r, NULL, NULL);
+        if (!p || json_add(p, "data", json_object_new_base64(data, strlen(data))) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "WriteStdin", TAKE_PTR(p), process_input_written);
 }
 
 /* ---- sandboxes ---- */
@@ -960,6 +1182,55 @@ static const McpArg run_command_args[] = {
         ARG_END
 };
 
+#define ARG_PROCESS_ID                                                                          \
+        { "process_id", MCP_ARG_INTEGER, true, "The process (from process_start or process_list)", .min = 1, \
+          .max = INT32_MAX }
+
+static const McpArg process_start_args[] = {
+        ARG_SANDBOX_ID,
+        { "command", MCP_ARG_STRING, true, "A shell command line, run with sh -c", .max = MCP_CODE_MAX },
+        { "timeout", MCP_ARG_SECONDS, false, "Seconds before it is killed (default: none; it runs until it exits, "
+          "is signalled, or the sandbox ends)" },
+        { "working_directory", MCP_ARG_STRING, false, "Absolute directory to run in (default /work)", .max = 4096 },
+        { "env", MCP_ARG_STRINGS, false, "NAME=VALUE entries added to the environment" },
+        { "stdin_pipe", MCP_ARG_BOOLEAN, false, "Keep its standard input open for process_write_stdin (default: "
+          "empty input)" },
+        ARG_END
+};
+
+static const McpArg process_read_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PROCESS_ID,
+        { "stdout_offset", MCP_ARG_INTEGER, false, "Read stdout from here on: the stdout_offset of the last "
+          "process_read (default 0, the start)", .min = 0, .max = INT64_MAX },
+        { "stderr_offset", MCP_ARG_INTEGER, false, "The same for stderr", .min = 0, .max = INT64_MAX },
+        ARG_END
+};
+
+static const McpArg process_signal_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PROCESS_ID,
+        { "signal", MCP_ARG_STRING, false, "TERM, INT, KILL (default), HUP, USR1, ... or a number", .max = 16 },
+        ARG_END
+};
+
+static const McpArg process_wait_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PROCESS_ID,
+        { "timeout", MCP_ARG_INTEGER, false, "Seconds to wait at most (default 60; 0: until it ends)", .min = 0,
+          .max = EXEC_TIMEOUT_MAX_SEC },
+        ARG_END
+};
+
+static const McpArg process_write_stdin_args[] = {
+        ARG_SANDBOX_ID,
+        ARG_PROCESS_ID,
+        { "data", MCP_ARG_STRING, false, "Text written to its standard input (started with stdin_pipe)",
+          .max = MCP_FILE_WRITE_MAX },
+        { "close", MCP_ARG_BOOLEAN, false, "Then close its input: it reads end of file" },
+        ARG_END
+};
+
 static const McpArg file_read_args[] = {
         ARG_SANDBOX_ID,
         ARG_PATH(true, "The file"),
@@ -1112,8 +1383,78 @@ const McpTool mcp_tools[] = {
                 "stderr (each cut at 65536 bytes). Files it leaves stay for the next calls.",
                 run_command_args,
                 RUN_RESULT_SCHEMA,
-                .destructive = true, .on_sandbox = true,
+                .destructive = true, .on_sandbox = true, .kills_on_cancel = true,
                 .run = run_command,
+        },
+        {
+                "process_start", "Start a background process",
+                "Starts a shell command in a sandbox in the background (a server, a watcher, a long build) and "
+                "returns its process_id at once. It runs until it exits, is signalled, or the sandbox ends "
+                "(no timeout unless given). Follow it with process_read, process_wait, process_signal.",
+                process_start_args,
+                OBJECT_SCHEMA("\"process_id\":{\"type\":\"integer\"}", "\"process_id\""),
+                .destructive = true, .on_sandbox = true,
+                .run = process_start,
+        },
+        {
+                "process_list", "List background processes",
+                "The background processes of a sandbox: running ones, and the last ones that ended with their "
+                "exit code. pid is the process's id inside the sandbox.",
+                sandbox_args,
+                OBJECT_SCHEMA("\"processes\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+                              "\"properties\":{\"process_id\":{\"type\":\"integer\"},\"pid\":{\"type\":\"integer\"},"
+                              "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
+                              "\"running\":{\"type\":\"boolean\"},\"exit_code\":{\"type\":\"integer\"}},"
+                              "\"required\":[\"process_id\",\"pid\",\"running\"]}}",
+                              "\"processes\""),
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = process_list,
+        },
+        {
+                "process_read", "Read a background process's output",
+                "What a background process wrote from the offsets on (sandboxd keeps the newest 64 KiB of each "
+                "stream; dropped counts what was lost), whether it still runs, and the offsets to read on from.",
+                process_read_args,
+                OBJECT_SCHEMA("\"process_id\":{\"type\":\"integer\"},\"running\":{\"type\":\"boolean\"},"
+                              "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"
+                              "\"stdout_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+                              "\"stderr_encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]},"
+                              "\"stdout_offset\":{\"type\":\"integer\"},\"stderr_offset\":{\"type\":\"integer\"},"
+                              "\"dropped\":{\"type\":\"integer\"}",
+                              "\"process_id\",\"running\",\"stdout\",\"stderr\",\"stdout_offset\",\"stderr_offset\""),
+                .read_only = true, .on_sandbox = true,
+                .run = process_read,
+        },
+        {
+                "process_signal", "Signal a background process",
+                "Sends a signal (default KILL) to a background process and what it started.",
+                process_signal_args,
+                OBJECT_SCHEMA("\"process_id\":{\"type\":\"integer\"},\"signal\":{\"type\":\"string\"},"
+                              "\"sent\":{\"type\":\"boolean\"}", "\"process_id\",\"sent\""),
+                .destructive = true, .on_sandbox = true,
+                .run = process_signal,
+        },
+        {
+                "process_wait", "Wait for a background process",
+                "Waits until a background process ends (at most timeout seconds) and returns how it ended, or "
+                "running: true if it still runs. Cancelling the wait leaves the process running.",
+                process_wait_args,
+                OBJECT_SCHEMA("\"process_id\":{\"type\":\"integer\"},\"running\":{\"type\":\"boolean\"},"
+                              "\"exit_code\":{\"type\":\"integer\"},\"signal\":{\"type\":\"integer\"},"
+                              "\"timed_out\":{\"type\":\"boolean\"},\"oom_killed\":{\"type\":\"boolean\"},"
+                              "\"duration_ms\":{\"type\":\"integer\"}", "\"process_id\",\"running\""),
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = process_wait,
+        },
+        {
+                "process_write_stdin", "Write to a background process",
+                "Writes text to the standard input of a background process started with stdin_pipe, and with "
+                "close ends its input.",
+                process_write_stdin_args,
+                OBJECT_SCHEMA("\"process_id\":{\"type\":\"integer\"},\"bytes\":{\"type\":\"integer\"},"
+                              "\"closed\":{\"type\":\"boolean\"}", "\"process_id\",\"bytes\",\"closed\""),
+                .destructive = true, .on_sandbox = true,
+                .run = process_write_stdin,
         },
         {
                 "file_read", "Read a file",

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -69,6 +70,11 @@ struct HttpRequest {
         json_object *json;
 
         bool started, suspended, gone, replied;
+        /* While suspended (waiting on sandboxd), libmicrohttpd does not watch the socket:
+         * this does, for the client's hang-up, which then ends the request (and what it
+         * started: an MCP tools/call's command). */
+        sd_event_source *hangup_source;
+        bool peer_closed;
         bool close;                      /* the reply closes the connection */
         bool body_done;                  /* its body (if any) was read to the end */
         uint64_t discarded;
@@ -179,6 +185,7 @@ HttpRequest *http_request_unref(HttpRequest *req) {
         buffer_done(&req->body);
         buffer_done(&req->stream);
         json_object_put(req->json);
+        sd_event_source_disable_unref(req->hangup_source);
         if (req->response)
                 MHD_destroy_response(req->response);
         return mfree(req);
@@ -235,11 +242,30 @@ void *http_request_get_data(HttpRequest *req) {
         return req->data;
 }
 
+void http_request_resume(HttpRequest *req);
+
+static int on_peer_hangup(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        HttpRequest *req = userdata;
+
+        req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
+        req->peer_closed = true;
+        http_request_resume(req);       /* on_access() then closes it */
+        return 0;
+}
+
 void http_request_suspend(HttpRequest *req) {
+        const union MHD_ConnectionInfo *info;
+
         if (req->suspended || req->gone)
                 return;
         MHD_suspend_connection(req->connection);
         req->suspended = true;
+        /* EPOLLRDHUP alone: a request pipelined behind this one is no hang-up. */
+        info = MHD_get_connection_info(req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info && !req->hangup_source &&
+            sd_event_add_io(req->server->event, &req->hangup_source, info->connect_fd, EPOLLRDHUP, on_peer_hangup,
+                            req) < 0)
+                req->hangup_source = NULL;
 }
 
 /* MHD learns of a resumed connection in its next MHD_run(): make that now. */
@@ -252,6 +278,7 @@ static void daemon_kick(HttpDaemon *d) {
 void http_request_resume(HttpRequest *req) {
         if (!req->suspended || req->gone)
                 return;
+        req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
         req->suspended = false;
         MHD_resume_connection(req->connection);
         daemon_kick(req->daemon);
@@ -911,6 +938,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                         else
                                 connection_arm(c, false);
                 }
+        } else if (req->peer_closed) {
+                return MHD_NO;          /* the client hung up while we waited */
         } else if (req->response && *upload_data_size > 0) {
                 /* Answered while the body still comes: libmicrohttpd 0.9.75 drops a reply
                  * queued now (it closes the connection without it), so the rest is read and
@@ -989,6 +1018,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                 connection_arm(connection_of(connection), true);
         req->gone = true;
         req->suspended = false;
+        req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
         http_backend_cancel(req);
         http_request_unref(req);
 }

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,7 +41,8 @@ MCP_SOURCES = os.path.join(HERE, '..', 'mcp')
 TOOLS = ['run_code', 'sandbox_create', 'sandbox_list', 'sandbox_info', 'sandbox_destroy', 'sandbox_pause',
          'sandbox_resume', 'sandbox_snapshot', 'sandbox_fork', 'sandbox_hibernate', 'sandbox_wake', 'snapshot_list',
          'snapshot_remove', 'run_command', 'file_read', 'file_write', 'file_list', 'file_delete', 'templates_list',
-         'quota_info']
+         'quota_info', 'process_start', 'process_list', 'process_read', 'process_signal', 'process_wait',
+         'process_write_stdin']
 SNAPDIR = '/run/sandboxd-test-state/snapshots-mcp'
 
 
@@ -393,6 +395,56 @@ class Tools(Base):
             ps = S.run(['ps', '-eo', 'args'])
             self.assertNotIn('sleep 60', ps.stdout, args)
 
+    def test_cancel_kills_run_commands_command(self):
+        # Issue 32: notifications/cancelled of a run_command kills its command (SIGKILL to the
+        # process Start made), in its sandbox, which lives on: gone within a second.
+        out = sdk([
+            call('sandbox_create', save_as='sid', save_from='sandbox.id', template='shell'),
+            dict(call('run_command', sandbox_id='$sid', command='echo started; exec sleep 61'), cancelAfter=2500),
+            {'op': 'sleep', 'ms': 1000},
+            call('process_list', sandbox_id='$sid'),
+            call('sandbox_destroy', sandbox_id='$sid'),
+        ])
+        _, cancelled, _, listed, _ = out['steps']
+        self.assertIn('cancelled by the test', cancelled['message'], cancelled)
+        [p] = self.assert_ok(listed)['processes']
+        self.assertEqual((p['argv'][-1], p['running'], p['exit_code']),
+                         ('echo started; exec sleep 61', False, 128 + 9), p)
+
+    def test_background_process_tools(self):
+        out = sdk([
+            call('sandbox_create', save_as='sid', save_from='sandbox.id', template='shell'),
+            call('process_start', save_as='p', save_from='process_id', sandbox_id='$sid',
+                 command='read l; echo "got $l"; sleep 0.2; echo done', stdin_pipe=True),
+            call('process_write_stdin', sandbox_id='$sid', process_id='$p', data='x\n', close=True),
+            call('process_wait', sandbox_id='$sid', process_id='$p', timeout=20),
+            call('process_read', sandbox_id='$sid', process_id='$p'),
+            call('process_read', sandbox_id='$sid', process_id='$p', stdout_offset=6),
+            call('process_start', save_as='q', save_from='process_id', sandbox_id='$sid', command='exec sleep 100'),
+            call('process_wait', sandbox_id='$sid', process_id='$q', timeout=1),
+            call('process_signal', sandbox_id='$sid', process_id='$q', signal='TERM'),
+            call('process_wait', sandbox_id='$sid', process_id='$q', timeout=20),
+            call('process_list', sandbox_id='$sid'),
+            call('process_signal', sandbox_id='$sid', process_id='$q'),
+            call('sandbox_destroy', sandbox_id='$sid'),
+        ])
+        (_, started, written, waited, read, read_on, _, still, signalled, ended, listed, again,
+         _) = out['steps']
+        p = self.assert_ok(started)['process_id']
+        self.assertEqual(self.assert_ok(written), {'process_id': p, 'bytes': 2, 'closed': True})
+        w = self.assert_ok(waited)
+        self.assertEqual((w['running'], w['exit_code']), (False, 0), w)
+        r = self.assert_ok(read)
+        self.assertEqual((r['stdout'], r['stdout_offset'], r['running'], r['dropped']), ('got x\ndone\n', 11, False, 0))
+        self.assertEqual(self.assert_ok(read_on)['stdout'], 'done\n')
+        self.assertTrue(self.assert_ok(still)['running'])
+        self.assertTrue(self.assert_ok(signalled)['sent'])
+        self.assertEqual(self.assert_ok(ended)['exit_code'], 128 + 15)
+        procs = {x['process_id']: x for x in self.assert_ok(listed)['processes']}
+        self.assertEqual(procs[p]['exit_code'], 0)
+        self.assertGreater(procs[p]['pid'], 1)
+        self.assert_tool_error(again, r'^NoSuchProcess: ')
+
     def test_tool_errors_and_protocol_errors(self):
         out = sdk([
             {'op': 'list'},
@@ -621,6 +673,28 @@ class Http(Base):
         self.assertEqual(self.assert_ok(cat)['stdout'], 'over http\n')
         self.assertEqual([s['id'] for s in self.assert_ok(listed)['sandboxes']], [sandbox['id']])
         self.assert_ok(destroyed)
+
+    def test_dropped_connection_kills_the_command(self):
+        # Issue 32: an HTTP client that goes away during a tools/call takes its command with it.
+        status, _, body = self.post(tools_call(1, 'sandbox_create', template='shell'))
+        sid = json.loads(body)['result']['structuredContent']['sandbox']['id']
+        c = http.client.HTTPConnection('127.0.0.1', self.port, timeout=60)
+        c.request('POST', '/mcp', body=tools_call(2, 'run_command', sandbox_id=sid, command='exec sleep 62'),
+                  headers={'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream',
+                           'Authorization': f'Bearer {self.token}'})
+        deadline = time.monotonic() + 20
+        while not S.varlink_call('ListProcesses', {'id': sid})[0][0]['processes']:
+            self.assertLess(time.monotonic(), deadline, 'the command did not start' + self.bridge_log())
+            time.sleep(0.1)
+        c.close()
+        gone = time.monotonic()
+        while True:
+            [p] = S.varlink_call('ListProcesses', {'id': sid})[0][0]['processes']
+            if p['state'] == 'exited':
+                break
+            self.assertLess(time.monotonic() - gone, 1, f'still running a second after the client left: {p}')
+            time.sleep(0.05)
+        self.assertEqual(p['exitStatus'], 128 + 9)
 
     def sdk_http(self, steps):
         cmd = [shutil.which('node'), os.path.join(SDK_DIR, 'mcp-client.mjs'), self.url]

@@ -29,6 +29,7 @@ static char address[64];
 static json_object *sent;              /* what the session sent, in order */
 static json_object *calls;             /* what the fake sandboxd was called with: {method, parameters} */
 static VarlinkCall *held;              /* a call the fake sandboxd keeps unanswered */
+static char *started_word;             /* the sh -c word of the last Start */
 
 #define SID "0123456789abcdef"
 #define IFACE "io.sandboxd.Sandbox."
@@ -104,6 +105,36 @@ static int fake_method(VarlinkCall *call, json_object *parameters, VarlinkCallFl
                 json_object_object_add(p, "sandboxes", TAKE_PTR(l));
                 return varlink_call_reply(call, p);
         }
+        if (streq(method, "Start")) {
+                json_object *argv;
+
+                assert_true(json_object_object_get_ex(parameters, "argv", &argv));
+                free(started_word);
+                started_word = strdup(json_object_get_string(json_object_array_get_idx(argv, 2)));
+                if (streq(started_word, "hang-start")) {
+                        held = varlink_call_ref(call);
+                        return 0;
+                }
+                return reply_json(call, "{\"process\":7}");
+        }
+        if (streq(method, "Wait")) {
+                if (json_object_get_int(json_object_object_get(parameters, "process")) == 8)
+                        return error_json(call, IFACE "StillRunning", "{\"message\":\"still running\"}");
+                if (streq_ptr(started_word, "hang")) {
+                        held = varlink_call_ref(call);
+                        return 0;
+                }
+                return reply_json(call, "{\"exitStatus\":137,\"info\":{\"timedOut\":true,\"oomKilled\":false,"
+                                        "\"signal\":9,\"exitCode\":-1,\"durationUSec\":2000000,\"truncated\":true,"
+                                        "\"stdoutBytes\":100000,\"stderrBytes\":1}}");
+        }
+        if (streq(method, "ReadOutput"))
+                return reply_json(call, "{\"stdout\":\"aGkK\",\"stderr\":\"/w==\",\"running\":false,"
+                                        "\"stdoutTotal\":100000,\"stderrTotal\":1}");
+        if (streq(method, "ListProcesses"))
+                return reply_json(call, "{\"processes\":[{\"process\":7,\"pid\":12,\"argv\":[\"sh\"],"
+                                        "\"state\":\"running\",\"exitStatus\":0},{\"process\":6,\"pid\":11,"
+                                        "\"argv\":[\"true\"],\"state\":\"exited\",\"exitStatus\":3}]}");
         if (streq(method, "Exec")) {
                 _cleanup_free_ uint8_t *in = NULL;
                 const char *word;
@@ -186,7 +217,8 @@ static int setup(void **state) {
         static const char *const methods[] = {
                 "CreateSandbox", "GetSandbox", "ListSandboxes", "ListTemplates", "Exec", "Destroy", "Pause",
                 "Resume", "ReadFile", "WriteFile", "ListFiles", "Remove", "ActForTenant", "Snapshot", "Hibernate",
-                "Fork", "Wake", "ListSnapshots", "RemoveSnapshot",
+                "Fork", "Wake", "ListSnapshots", "RemoveSnapshot", "Start", "Wait", "ReadOutput", "Signal",
+                "ListProcesses", "WriteStdin", "CloseStdin",
         };
         _cleanup_free_ char *idl = read_idl();
 
@@ -214,6 +246,7 @@ static int teardown(void **state) {
         event = sd_event_unref(event);
         json_object_put(sent);
         json_object_put(calls);
+        started_word = mfree(started_word);
         return 0;
 }
 
@@ -419,8 +452,9 @@ static void test_tools_list_schemas(void **state) {
         static const char *const names[] = {
                 "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_destroy", "sandbox_pause",
                 "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "sandbox_hibernate", "sandbox_wake",
-                "snapshot_list", "snapshot_remove", "run_command", "file_read", "file_write", "file_list",
-                "file_delete", "templates_list", "quota_info",
+                "snapshot_list", "snapshot_remove", "run_command", "process_start", "process_list",
+                "process_read", "process_signal", "process_wait", "process_write_stdin", "file_read",
+                "file_write", "file_list", "file_delete", "templates_list", "quota_info",
         };
         _cleanup_json_ json_object *list = mcp_tools_list();
         json_object *tools;
@@ -759,22 +793,24 @@ static void test_tenant(void **state) {
         assert_string_equal(get_string(calls, "2.method"), IFACE "GetSandbox");
         res = tool(s, "run_command", "{\"sandbox_id\":\"" SID "\",\"command\":\"echo\"}");
         assert_string_equal(get_string(calls, "3.method"), IFACE "ActForTenant");
-        assert_string_equal(get_string(calls, "4.method"), IFACE "Exec");
-        assert_int_equal(json_object_array_length(calls), 5);
+        assert_string_equal(get_string(calls, "4.method"), IFACE "Start");
+        assert_string_equal(get_string(calls, "5.method"), IFACE "Wait");
+        assert_string_equal(get_string(calls, "6.method"), IFACE "ReadOutput");
+        assert_int_equal(json_object_array_length(calls), 7);
 
         /* Refused: the tool does nothing. */
         assert_int_equal(mcp_session_new(mcp, "evil", &evil), 0);
         res = tool(evil, "sandbox_list", "{}");
         assert_true(tool_is_error(res));
         assert_string_equal(tool_text(res), "AccessDenied: not for you");
-        assert_string_equal(get_string(calls, "5.method"), IFACE "ActForTenant");
-        assert_int_equal(json_object_array_length(calls), 6);
+        assert_string_equal(get_string(calls, "7.method"), IFACE "ActForTenant");
+        assert_int_equal(json_object_array_length(calls), 8);
 
         /* Without a tenant, none. */
         s = mcp_session_free(s);
         assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
         (void) tool(s, "sandbox_list", "{}");
-        assert_string_equal(get_string(calls, "6.method"), IFACE "ListSandboxes");
+        assert_string_equal(get_string(calls, "8.method"), IFACE "ListSandboxes");
 }
 
 static void test_cancel(void **state) {
@@ -817,8 +853,96 @@ static void test_cancel(void **state) {
         while (json_object_array_length(sent) == 0)
                 assert_true(sd_event_run(event, 100 * 1000) >= 0);
         assert_string_equal(get_string(last_sent(), "result.structuredContent.sandbox.state"), "running");
-        assert_string_equal(get_string(calls, "0.method"), IFACE "Exec");
+        assert_string_equal(get_string(calls, "0.method"), IFACE "Start");
         assert_string_equal(get_string(last_call("Pause"), "id"), SID);
+}
+
+/* A cancelled run_command kills its command: SIGKILL to the process Start made, on a
+ * connection of its own, whether the cancel came while it ran or while Start was under
+ * way. A cancelled process_wait leaves its process alone. */
+static void test_cancel_kills(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        static const char hang_start[] = "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"tools/call\",\"params\":{"
+                                         "\"name\":\"run_command\",\"arguments\":{\"sandbox_id\":\"" SID "\","
+                                         "\"command\":\"hang-start\"}}}";
+        static const char cancel_h[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+                                       "\"requestId\":\"h\"}}";
+        json_object *sig;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+
+        /* While it runs (its Wait pending). */
+        assert_int_equal(mcp_session_handle(s, hang, strlen(hang), on_send, NULL, NULL), MCP_HANDLE_PENDING);
+        while (!held)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_string_equal(get_string(last_call("Wait"), "id"), SID);
+        assert_int_equal(mcp_session_handle(s, cancel_h, strlen(cancel_h), on_send, NULL, NULL), MCP_HANDLE_NO_REPLY);
+        while (!(sig = last_call("Signal")))
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_int_equal(json_object_get_int(get(sig, "process")), 7);
+        assert_int_equal(json_object_get_int(get(sig, "signal")), 9);
+        assert_string_equal(get_string(sig, "id"), SID);
+        held = varlink_call_unref(held);
+
+        /* While Start is under way: killed once Start names the process. */
+        json_object_put(calls);
+        calls = json_object_new_array();
+        assert_int_equal(mcp_session_handle(s, hang_start, strlen(hang_start), on_send, NULL, NULL), MCP_HANDLE_PENDING);
+        while (!held)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_int_equal(mcp_session_handle(s, cancel_h, strlen(cancel_h), on_send, NULL, NULL), MCP_HANDLE_NO_REPLY);
+        assert_int_equal(mcp_session_n_pending(s), 0);
+        assert_null(last_call("Signal"));
+        assert_int_equal(reply_json(held, "{\"process\":7}"), 0);
+        held = varlink_call_unref(held);
+        while (!(sig = last_call("Signal")))
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_int_equal(json_object_get_int(get(sig, "process")), 7);
+        assert_int_equal(json_object_array_length(sent), 0);
+}
+
+static void test_process_tools(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        json_object *res;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        res = tool(s, "process_start", "{\"sandbox_id\":\"" SID "\",\"command\":\"serve\",\"stdin_pipe\":true}");
+        assert_false(tool_is_error(res));
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.process_id")), 7);
+        /* No timeout of its own: it runs as long as the sandbox. */
+        assert_null(get(last_call("Start"), "options.Timeout"));
+        assert_true(json_object_get_boolean(get(last_call("Start"), "options.StdinPipe")));
+
+        res = tool(s, "process_list", "{\"sandbox_id\":\"" SID "\"}");
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.processes.0.pid")), 12);
+        assert_true(json_object_get_boolean(get(res, "structuredContent.processes.0.running")));
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.processes.1.exit_code")), 3);
+
+        res = tool(s, "process_read", "{\"sandbox_id\":\"" SID "\",\"process_id\":7,\"stdout_offset\":10}");
+        assert_string_equal(get_string(res, "structuredContent.stdout"), "hi\n");
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.stdout_offset")), 100000);
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.dropped")), 100000 - 10 - 3);
+        assert_int_equal(json_object_get_int(get(last_call("ReadOutput"), "stdoutOffset")), 10);
+
+        res = tool(s, "process_signal", "{\"sandbox_id\":\"" SID "\",\"process_id\":7,\"signal\":\"term\"}");
+        assert_false(tool_is_error(res));
+        assert_int_equal(json_object_get_int(get(last_call("Signal"), "signal")), 15);
+        res = tool(s, "process_signal", "{\"sandbox_id\":\"" SID "\",\"process_id\":7,\"signal\":\"NOPE\"}");
+        assert_true(tool_is_error(res));
+
+        res = tool(s, "process_write_stdin", "{\"sandbox_id\":\"" SID "\",\"process_id\":7,\"data\":\"abc\","
+                                              "\"close\":true}");
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.bytes")), 3);
+        assert_string_equal(get_string(last_call("WriteStdin"), "data"), "YWJj");
+        assert_int_equal(json_object_get_int(get(last_call("CloseStdin"), "process")), 7);
+
+        res = tool(s, "process_wait", "{\"sandbox_id\":\"" SID "\",\"process_id\":8,\"timeout\":1}");
+        assert_false(tool_is_error(res));
+        assert_true(json_object_get_boolean(get(res, "structuredContent.running")));
+        res = tool(s, "process_wait", "{\"sandbox_id\":\"" SID "\",\"process_id\":7}");
+        assert_false(json_object_get_boolean(get(res, "structuredContent.running")));
+        assert_int_equal(json_object_get_int(get(res, "structuredContent.exit_code")), 137);
+        assert_int_equal(json_object_get_int(get(last_call("Wait"), "timeoutSec")), 60);
 }
 
 int main(void) {
@@ -833,6 +957,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tenant, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cancel_kills, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_process_tools, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
