@@ -71,7 +71,6 @@ int fleet_haproxy_config(FILE *f, const char *dir, const char *bind, const char 
                 "# (sandboxctl(1), docs/SCALE-OUT.md). Each node's bridge names this proxy's address in\n"
                 "# TrustedProxy= (sandboxd-http(8)) and answers agent checks on port %u.\n"
                 "global\n"
-                "    maxconn 20000\n"
                 "    stats socket %s/admin.sock mode 600 level admin\n"
                 "    ssl-default-bind-options ssl-min-ver TLSv1.2\n"
                 "\n"

@@ -367,6 +367,9 @@ static int append_statistics(sd_bus_message *reply, const StatisticsReport *st) 
 
         if (r >= 0)
                 r = sd_bus_message_append(reply, "{sv}", "SpoolBacklog", "t", st->spool_backlog);
+        if (r >= 0 && !st->tenant)
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}", "SandboxesMax", "t", st->sandboxes_max,
+                                          "SandboxesLive", "t", st->sandboxes_live, "Node", "u", st->node);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         return r;

@@ -38,8 +38,9 @@ DOCKER_MODULES = {'test_docker', 'test_exposure', 'test_egress', 'test_snapshots
 # Heavy modules (a browser, npm SDKs, several nodes) run in the plain build only: the
 # sanitizer build runs the same C code through the other modules, and CI's time is bounded
 # (docs/TESTING.md). `--list --plain-only` prints them for tests/meson.build.
-# test_cpython runs CPython's own test suite in sandboxes: 200 s under ASan, 83 s without.
-PLAIN_ONLY = {'test_cpython'}
+# test_cpython runs CPython's own test suite in sandboxes: 200 s under ASan, 83 s without;
+# test_fleet boots two more systems and HAProxy (41 s).
+PLAIN_ONLY = {'test_cpython', 'test_fleet'}
 SKIP = 77
 
 

@@ -53,8 +53,11 @@ def dbus_statistics(uid=None):
     out['pools'] = [{'template': p[0], 'size': p[1], 'ready': p[2], 'starting': p[3], 'inUse': p[4]}
                     for p in d['Pools']]
     out['spoolBacklog'] = d['SpoolBacklog']
-    assert set(d) == set(COUNTERS) | {'Sandboxes', 'ExecLatencyBuckets', 'ExecLatencyCount', 'ExecLatencySum',
-                                      'Pools', 'SpoolBacklog'}, sorted(d)
+    # Daemon-wide only: the node's size and fleet number.
+    node = {'SandboxesMax': 'sandboxesMax', 'SandboxesLive': 'sandboxesLive', 'Node': 'node'}
+    out.update({node[k]: d[k] for k in node if k in d})
+    assert set(d) - set(node) == set(COUNTERS) | {'Sandboxes', 'ExecLatencyBuckets', 'ExecLatencyCount',
+                                                  'ExecLatencySum', 'Pools', 'SpoolBacklog'}, sorted(d)
     return {'statistics': out}
 
 

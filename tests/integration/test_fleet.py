@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A fleet (docs/SCALE-OUT.md): three sandboxd nodes behind HAProxy, as the generated
+configuration (sandboxctl fleet haproxy-config) runs it.
+
+The shape. Each node is a namespace-booted systemd of its own (harness.System) with
+sandboxd, its bridge (socket-activated, as installed) and the agent-check socket unit, in
+a network namespace of its own: three whole systems rather than three sandboxd instances
+in one, because sandboxd owns io.sandboxd.Sandbox1 on its system bus and /run/sandboxd,
+and a node is a machine. The first node is the module's own system (run.py booted it);
+two more are booted here, each with private_network=True. A network namespace of the
+test's own ("the front") holds a Linux bridge, 10.77.0.1/24; a veth pair joins each
+node's namespace to it (node N at 10.77.0.1N): a node is reachable only by that address.
+HAProxy runs in the front's namespace with the generated haproxy.cfg, bound on
+10.77.0.1:8080; this process opens its sockets to HAProxy and to the nodes from inside
+the front's namespace (setns around socket()), and calls the REST API with them.
+
+What users see, through the front: creates land on the node with room (agent-check's
+weight), never on a draining node (agent-check's drain and the bridge's 503); every id
+names its node and each later call (execute, files, result, status, delete) reaches it;
+one tenant's token (the same token file on every node) works on every node; a node
+killed answers 503 NodeUnavailable (HAProxy's error file) for its sandboxes, never
+NoSuchSandbox, while creates go to the other nodes."""
+
+import concurrent.futures
+import contextlib
+import ctypes
+import json
+import re
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import http.client
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, '..', 'security'))
+import harness  # noqa: E402
+import polkitutil  # noqa: E402
+import secutil  # noqa: E402
+
+FRONT = '10.77.0.1'
+FRONT_PORT = 8080
+CLIENT = '10.77.0.100'         # the client's own address on the test bridge
+BRIDGE_PORT = 8347
+AGENT_PORT = 8348
+HTTP_RULES = 'io.sandboxd.Sandbox1-http.rules'
+
+NODES = {}                     # number -> Node
+FRONT_NS = None                # Popen holding the front's network namespace
+HAPROXY = None
+CFG_DIR = None
+TOKEN = None
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def node_address(n):
+    return f'10.77.0.1{n}'
+
+
+class Node:
+    def __init__(self, number, system, owned):
+        self.number, self.S, self.owned = number, system, owned
+        self.polkit = None
+
+    @property
+    def address(self):
+        return node_address(self.number)
+
+
+@contextlib.contextmanager
+def in_netns(pid):
+    """This thread in PID's network namespace for the block."""
+    here = os.open('/proc/thread-self/ns/net', os.O_RDONLY | os.O_CLOEXEC)
+    there = os.open(f'/proc/{pid}/ns/net', os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(there, 0x40000000) != 0:
+            raise OSError(ctypes.get_errno(), 'setns')
+        try:
+            yield
+        finally:
+            if _libc.setns(here, 0x40000000) != 0:
+                raise OSError(ctypes.get_errno(), 'setns back')
+    finally:
+        os.close(here)
+        os.close(there)
+
+
+def front_run(argv, **kw):
+    return subprocess.run(['nsenter', f'--net=/proc/{FRONT_NS.pid}/ns/net', '--'] + argv,
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def connect(host, port, timeout=30):
+    with in_netns(FRONT_NS.pid):
+        s = socket.create_connection((host, port), timeout=timeout, source_address=(CLIENT, 0))
+    return s
+
+
+def request(method, path, body=None, host=FRONT, port=FRONT_PORT, token=None, timeout=60, headers=None):
+    """(status, parsed JSON or bytes), from the client's address in the front's namespace."""
+    h = {'Authorization': f'Bearer {token or TOKEN}', **(headers or {})}
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+        h['Content-Type'] = 'application/json'
+    c = http.client.HTTPConnection(host, port, timeout=timeout)
+    c.sock = connect(host, port, timeout)
+    try:
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data
+
+
+def agent_line(n):
+    with connect(node_address(n), AGENT_PORT, timeout=10) as s:
+        data = b''
+        while not data.endswith(b'\n'):
+            chunk = s.recv(256)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode()
+
+
+def node_ids(node):
+    cp = node.S.sandboxctl('list', '--json')
+    if cp.returncode != 0:
+        raise AssertionError(cp.stderr)
+    return {s['id'] for s in json.loads(cp.stdout or '[]')}
+
+
+def create(body=None):
+    status, s = request('POST', '/api/v1/sessions', {'template': 'shell', **(body or {})})
+    assert status == 201, (status, s)
+    return s['id']
+
+
+def wait_for(what, predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f'timed out waiting for {what}')
+        time.sleep(0.2)
+
+
+def setup_node(node, token_file):
+    S = node.S
+    S.configure_daemon(f'[Fleet]\nNode={node.number}\n', args=[f'--max-sandboxes={node.max}'])
+    node.polkit = polkitutil.Polkit(S)
+    node.polkit.install()
+    with open(os.path.join(S.paths.source, 'polkit', HTTP_RULES)) as f:
+        node.polkit.set_rules(f.read(), name=HTTP_RULES)
+    with open(S.path(harness.HTTP_CONFIG), 'w') as f:
+        f.write(f'[HTTP]\nTrustedProxy={FRONT}\n')
+    tokens = S.path(harness.HTTP_TOKENS_DIR)
+    os.makedirs(tokens, exist_ok=True)
+    shutil.copy(token_file, os.path.join(tokens, 'fleet.conf'))
+    unitdir = S.path('/run/systemd/system')
+    with open(os.path.join(unitdir, 'sandboxd-http.socket.d', '60-fleet.conf'), 'w') as f:
+        f.write(f'[Socket]\nListenStream=\nListenStream=0.0.0.0:{BRIDGE_PORT}\n'
+                f'ListenStream={harness.HTTP_UNIX_SOCKET}\n')
+    shutil.copy(os.path.join(S.paths.source, 'units', 'sandboxd-http-agent.socket'), unitdir)
+    S.systemctl('daemon-reload', check=True)
+    S.systemctl('restart', 'sandboxd-http.socket', check=True)
+    S.systemctl('start', 'sandboxd-http-agent.socket', check=True)
+    # Its leg of the test bridge: the node's end is eth0 in its namespace.
+    ok = front_run(['ip', 'link', 'add', f'vn{node.number}', 'type', 'veth', 'peer', 'name', 'eth0',
+                    'netns', str(S.pid)])
+    assert ok.returncode == 0, ok.stderr
+    for cmd in (['ip', 'link', 'set', f'vn{node.number}', 'master', 'br0'],
+                ['ip', 'link', 'set', f'vn{node.number}', 'up']):
+        ok = front_run(cmd)
+        assert ok.returncode == 0, ok.stderr
+    for cmd in (['ip', 'addr', 'add', f'{node.address}/24', 'dev', 'eth0'], ['ip', 'link', 'set', 'eth0', 'up'],
+                ['ip', 'link', 'set', 'lo', 'up']):
+        subprocess.run(['nsenter', f'--net=/proc/{S.pid}/ns/net', '--'] + cmd, check=True)
+
+
+def setUpModule():
+    global FRONT_NS, HAPROXY, CFG_DIR, TOKEN
+    if not shutil.which('haproxy'):
+        raise (unittest.SkipTest if not harness.ci() else AssertionError)('haproxy is not installed')
+    first = secutil.setup_module()
+    try:
+        FRONT_NS = subprocess.Popen(['unshare', '--net', '--', 'sleep', 'infinity'],
+                                    preexec_fn=harness._pdeathsig_kill)
+        wait_for('the front namespace', lambda: os.readlink(f'/proc/{FRONT_NS.pid}/ns/net')
+                 != os.readlink('/proc/self/ns/net') and
+                 os.readlink(f'/proc/{FRONT_NS.pid}/exe').endswith('sleep'))
+        for cmd in (['ip', 'link', 'set', 'lo', 'up'], ['ip', 'link', 'add', 'br0', 'type', 'bridge'],
+                    ['ip', 'addr', 'add', f'{FRONT}/24', 'dev', 'br0'],
+                    ['ip', 'addr', 'add', f'{CLIENT}/24', 'dev', 'br0'], ['ip', 'link', 'set', 'br0', 'up']):
+            ok = front_run(cmd)
+            assert ok.returncode == 0, (cmd, ok.stderr)
+        # Node 1 has room for 8 sandboxes, the others for 64: the agent checks weigh them so.
+        NODES[1] = Node(1, first, False)
+        for n in (2, 3):
+            system = harness.System(private_network=True)
+            NODES[n] = Node(n, system, True)
+            atexit_teardown(system)
+            system.boot()
+            system.install()
+            system.start_daemon()
+        for n, node in NODES.items():
+            node.max = 8 if n == 1 else 64
+        cp = first.run([first.paths.sandboxd_http, 'token', 'add', 'fleet', '--tenant=acme',
+                        '--tokens-dir=/run/fleet-token'], check=True)
+        TOKEN = cp.stdout.strip()
+        token_file = first.path('/run/fleet-token/fleet.conf')
+        for node in NODES.values():
+            setup_node(node, token_file)
+        CFG_DIR = tempfile.mkdtemp(prefix='fleet-front-', dir='/var/tmp')
+        cp = subprocess.run([first.paths.sandboxctl, 'fleet', 'haproxy-config', '--dir', CFG_DIR,
+                             '--bind', f'{FRONT}:{FRONT_PORT}']
+                            + [f'{n}={node.address}:{BRIDGE_PORT}' for n, node in NODES.items()],
+                            capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr
+        HAPROXY = subprocess.Popen(['nsenter', f'--net=/proc/{FRONT_NS.pid}/ns/net', '--',
+                                    'haproxy', '-db', '-f', os.path.join(CFG_DIR, 'haproxy.cfg')],
+                                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(CFG_DIR, 'haproxy.log'), 'w'),
+                                   preexec_fn=harness._pdeathsig_kill)
+        # Up when every node's backend has its server up (the health checks).
+        wait_for('HAProxy and the nodes', all_nodes_answer, timeout=60)
+    except BaseException:
+        diagnose()
+        tearDownModule()
+        raise
+
+
+def diagnose():
+    if CFG_DIR and os.path.exists(os.path.join(CFG_DIR, 'haproxy.log')):
+        with open(os.path.join(CFG_DIR, 'haproxy.log')) as f:
+            harness.log('haproxy: ' + f.read()[-3000:])
+    for n, node in NODES.items():
+        if node.S.pid and os.path.exists(f'/proc/{node.S.pid}'):
+            cp = subprocess.run(['nsenter', f'--net=/proc/{node.S.pid}/ns/net', '--', 'ss', '-ltn'],
+                                capture_output=True, text=True)
+            harness.log(f'node {n} listens:\n{cp.stdout}')
+            harness.log(f'node {n} bridge: ' + node.S.systemctl('status', 'sandboxd-http.service', '-l').stdout[-2000:])
+
+
+def all_nodes_answer():
+    try:
+        return all(request('GET', f'/api/v1/sessions/{"0" * 14}{n:02x}/status', timeout=5)[0] == 404 for n in NODES)
+    except OSError:
+        return False
+
+
+_teardowns = []
+
+
+def atexit_teardown(system):
+    _teardowns.append(system)
+
+
+def tearDownModule():
+    if HAPROXY:
+        HAPROXY.kill()
+        HAPROXY.wait()
+    if FRONT_NS:
+        FRONT_NS.kill()
+        FRONT_NS.wait()
+    for node in NODES.values():
+        if node.owned:
+            continue
+        S = node.S
+        S.systemctl('stop', 'sandboxd-http-agent.socket', 'sandboxd-http.socket', 'sandboxd-http.service')
+        for p in (S.path('/run/systemd/system/sandboxd-http-agent.socket'),
+                  S.path('/run/systemd/system/sandboxd-http.socket.d/60-fleet.conf'),
+                  S.path(harness.HTTP_CONFIG), S.path('/run/sandboxd/drain')):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+        S.run(['rm', '-rf', '/run/fleet-token', harness.HTTP_TOKENS_DIR])
+        subprocess.run(['nsenter', f'--net=/proc/{S.pid}/ns/net', '--', 'ip', 'link', 'del', 'eth0'],
+                       stderr=subprocess.DEVNULL)
+        S.systemctl('daemon-reload')
+        if node.polkit:
+            node.polkit.uninstall()
+        S.configure_daemon(None)
+    for system in _teardowns:
+        for p in system.teardown():
+            harness.log(f'PROBLEM: {p}')
+    if CFG_DIR:
+        shutil.rmtree(CFG_DIR, ignore_errors=True)
+    secutil.teardown_module()
+
+
+def node_of(sid):
+    return NODES[int(sid[-2:], 16)]
+
+
+class Fleet(unittest.TestCase):
+    def tearDown(self):
+        drained = False
+        for node in NODES.values():
+            if node.S.pid and os.path.exists(f'/proc/{node.S.pid}'):
+                drained |= node.S.run(['rm', '-v', '-f', '/run/sandboxd/drain']).stdout != ''
+        if drained:
+            time.sleep(2.5)     # agent-inter 1s: HAProxy has read "ready" again
+
+    def destroy_all(self, ids):
+        for sid in ids:
+            request('DELETE', f'/api/v1/sessions/{sid}')
+
+    def test_agent_check_answers(self):
+        weight = re.fullmatch(r'up ready (\d+)%\n', agent_line(2))
+        self.assertTrue(weight and 90 <= int(weight.group(1)) <= 100, agent_line(2))
+        node = NODES[2]
+        self.assertEqual(node.S.sandboxctl('fleet', 'drain').returncode, 0)
+        self.assertEqual(agent_line(2), 'drain\n')
+        self.assertEqual(node.S.sandboxctl('fleet', 'draining').returncode, 0)
+        node.S.sandboxctl('fleet', 'undrain')
+        self.assertEqual(agent_line(2), weight.group(0))
+
+    def test_seed_003_flow_reaches_the_node_the_id_names(self):
+        """create → execute → files → result → status → delete, all through the front;
+        the sandboxes land on every node and each call reaches the one its id names."""
+        ids = [create() for _ in range(6)]
+        try:
+            self.assertEqual({int(s[-2:], 16) for s in ids}, {1, 2, 3}, ids)
+            for sid in ids:
+                node = node_of(sid)
+                self.assertIn(sid, node_ids(node))
+                for other in NODES.values():
+                    if other is not node:
+                        self.assertNotIn(sid, node_ids(other))
+                url = f'/api/v1/sessions/{sid}'
+                status, res = request('PUT', f'{url}/files?path=in.txt', body=f'hello {sid}\n'.encode())
+                self.assertEqual(status, 201, res)
+                status, res = request('POST', f'{url}/execute', {'argv': ['sh', '-c', 'cat in.txt > out.txt; echo ok']})
+                self.assertEqual((status, res['exit_code'], res['stdout']), (200, 0, 'ok\n'), res)
+                status, data = request('GET', f'{url}/files?path=out.txt')
+                self.assertEqual((status, data), (200, f'hello {sid}\n'.encode()))
+                status, res = request('POST', f'{url}/execute', {'argv': ['sh', '-c', 'sleep 0.2; exit 3'],
+                                                                  'background': True})
+                self.assertEqual(status, 202, res)
+                status, res = request('GET', f'{url}/result?execution={res["execution_id"]}&wait=10')
+                self.assertEqual((status, res['exit_code']), (200, 3), res)
+                status, res = request('GET', f'{url}/status')
+                self.assertEqual(status, 200, res)
+        finally:
+            self.destroy_all(ids)
+        for sid in ids:
+            self.assertNotIn(sid, node_ids(node_of(sid)))
+            status, res = request('GET', f'/api/v1/sessions/{sid}/status')
+            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'))
+
+    def test_creates_go_where_there_is_room(self):
+        """Node 1 full (8 of 8, its warm pool's too): its agent answers 0%, and HAProxy
+        sends no create there."""
+        node = NODES[1]
+        held = []
+        try:
+            for _ in range(node.max):
+                cp = node.S.sandboxctl('create')
+                if cp.returncode != 0:
+                    self.assertIn(f'The maximum of {node.max} sandboxes is reached', cp.stderr)
+                    break
+                held.append(cp.stdout.strip())
+            self.assertEqual(agent_line(1), 'up ready 0%\n')
+            time.sleep(2.5)     # agent-inter 1s: HAProxy has read it
+            ids = [create() for _ in range(6)]
+            self.destroy_all(ids)
+            self.assertNotIn(1, {int(s[-2:], 16) for s in ids}, ids)
+        finally:
+            for sid in held:
+                node.S.sandboxctl('destroy', sid)
+
+    def test_drain_sends_creates_elsewhere(self):
+        node = NODES[2]
+        node.S.sandboxctl('fleet', 'drain')
+        # Straight to the node: refused, as the front is told to go on to the next.
+        status, res = request('POST', '/api/v1/sessions', {'template': 'shell'}, host=node.address, port=BRIDGE_PORT)
+        self.assertEqual((status, res['error']['code']), (503, 'NodeUnavailable'), res)
+        ids = [create() for _ in range(6)]
+        self.destroy_all(ids)
+        self.assertNotIn(2, {int(s[-2:], 16) for s in ids}, ids)
+
+    def test_measure(self):
+        """The figures of bench/RESULTS.md (Fleet): creates per second through the front
+        with 1, 2 and 3 nodes taking them (the others draining), 4 clients at once; an
+        exec's latency straight to its node's bridge and through the front."""
+        rates = {}
+        # Node 1 (room for 8) last: 12 creates fit on node 2 alone.
+        for taking in ({2}, {2, 3}, {1, 2, 3}):
+            n_nodes = len(taking)
+            for n, node in NODES.items():
+                node.S.run(['rm', '-f', '/run/sandboxd/drain'] if n in taking else
+                           ['touch', '/run/sandboxd/drain'])
+            time.sleep(2.5)
+            start = time.monotonic()
+            ids = []
+            try:
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    for sid in pool.map(lambda _: request('POST', '/api/v1/sessions', {'template': 'shell'}),
+                                        range(12)):
+                        if sid[0] == 201:
+                            ids.append(sid[1]['id'])
+                rates[n_nodes] = len(ids) / (time.monotonic() - start)
+                self.assertEqual(len(ids), 12)
+                self.assertTrue({int(s[-2:], 16) for s in ids} <= taking, ids)
+            finally:
+                self.destroy_all(ids)
+        sid = create()
+        try:
+            url = f'/api/v1/sessions/{sid}/execute'
+            node = node_of(sid)
+            lat = {}
+            for name, kw in (('direct', {'host': node.address, 'port': BRIDGE_PORT}), ('front', {})):
+                times = []
+                for _ in range(30):
+                    t = time.monotonic()
+                    status, res = request('POST', url, {'argv': ['true']}, **kw)
+                    times.append(time.monotonic() - t)
+                    self.assertEqual(status, 200, res)
+                lat[name] = statistics.median(times) * 1000
+        finally:
+            self.destroy_all([sid])
+        harness.log('fleet: creates/s through the front, 4 clients: ' +
+                    ', '.join(f'{n} node(s) {r:.1f}' for n, r in rates.items()) +
+                    f'; exec median direct {lat["direct"]:.2f} ms, through HAProxy {lat["front"]:.2f} ms')
+
+    def test_zz_node_killed(self):
+        """Node 3 dies (its systemd killed: every process of it and its network namespace
+        gone): its sandboxes answer 503 NodeUnavailable, not NoSuchSandbox; creates go to
+        the nodes that are left."""
+        NODES[1].S.sandboxctl('fleet', 'drain')
+        NODES[2].S.sandboxctl('fleet', 'drain')
+        time.sleep(2.5)
+        sid = create()
+        NODES[1].S.sandboxctl('fleet', 'undrain')
+        NODES[2].S.sandboxctl('fleet', 'undrain')
+        self.assertEqual(sid[-2:], '03')
+        dead = NODES[3]
+        os.kill(dead.S.pid, signal.SIGKILL)
+        status, res = wait_for('503 from the front', lambda: (lambda r: r if r[0] == 503 else None)(
+            request('GET', f'/api/v1/sessions/{sid}/status')), timeout=15)
+        self.assertEqual(res['error']['code'], 'NodeUnavailable', res)
+        status, res = request('POST', f'/api/v1/sessions/{sid}/execute', {'argv': ['true']})
+        self.assertEqual((status, res['error']['code']), (503, 'NodeUnavailable'), res)
+        time.sleep(2.5)
+        ids = [create() for _ in range(4)]
+        self.destroy_all(ids)
+        self.assertTrue({int(s[-2:], 16) for s in ids} <= {1, 2}, ids)
+
+
+if __name__ == '__main__':
+    unittest.main()
