@@ -30,6 +30,7 @@ struct DockerClient {
         CURLM *multi;
         sd_event_source *timer;
         DockerRequest *requests;
+        char *cgroup_driver;    /* what the daemon said (GET /info), NULL until asked */
 };
 
 static void request_free(DockerRequest *r) {
@@ -182,7 +183,22 @@ DockerClient *docker_client_free(DockerClient *c) {
         sd_event_source_disable_unref(c->timer);
         sd_event_unref(c->event);
         free(c->socket_path);
+        free(c->cgroup_driver);
         return mfree(c);
+}
+
+const char *docker_client_cgroup_driver(DockerClient *c) {
+        return c->cgroup_driver;
+}
+
+int docker_client_set_cgroup_driver(DockerClient *c, const char *driver) {
+        char *d = strdup(driver);
+
+        if (!d)
+                return -ENOMEM;
+        free(c->cgroup_driver);
+        c->cgroup_driver = d;
+        return 0;
 }
 
 void docker_client_cancel(DockerClient *c, void *userdata) {

@@ -25,5 +25,9 @@ int docker_request(DockerClient *c, const char *method, const char *path, json_o
                    docker_callback_t cb, void *userdata);
 /* Drops the callbacks of every request made with userdata (its owner is going away). */
 void docker_client_cancel(DockerClient *c, void *userdata);
+/* The daemon's cgroup driver ("cgroupfs", "systemd"), as its GET /info said; NULL until
+ * set. */
+const char *docker_client_cgroup_driver(DockerClient *c);
+int docker_client_set_cgroup_driver(DockerClient *c, const char *driver);
 /* A message for a failed request: the daemon's "message" field, or the HTTP status. */
 const char *docker_error_message(long status, json_object *body, const char *error, char *buf, size_t size);

@@ -86,17 +86,17 @@ static int manager_make_empty_dir(Manager *m) {
         DIR *d;
         int r = 0;
 
-        if (asprintf(&m->empty_dir, "%s/empty", m->settings.state_dir) < 0)
+        if (asprintf(&m->payload_host.empty_dir, "%s/empty", m->settings.state_dir) < 0)
                 return -ENOMEM;
-        r = mkdir_mode(m->empty_dir, 0555);
+        r = mkdir_mode(m->payload_host.empty_dir, 0555);
         if (r < 0)
                 return r;
-        d = opendir(m->empty_dir);
+        d = opendir(m->payload_host.empty_dir);
         if (!d)
                 return -errno;
         while (r >= 0 && (de = readdir(d)))
                 if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
-                        r = log_error_errno(ENOTEMPTY, "%s is not empty; remove what is in it.", m->empty_dir);
+                        r = log_error_errno(ENOTEMPTY, "%s is not empty; remove what is in it.", m->payload_host.empty_dir);
         closedir(d);
         return r;
 }
@@ -120,14 +120,14 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         r = system_bounds_read(&m->bounds);
         if (r < 0)
                 goto fail;
-        r = bwrap_find_proc_masks(&m->proc_masks, &m->proc_mask_dirs);
+        r = bwrap_find_proc_masks(&m->payload_host.proc_masks, &m->payload_host.proc_mask_dirs);
         if (r < 0)
                 goto fail;
         /* Built once: every payload gets the same policy (sandboxd-seccomp(7)), as BPF for
          * bwrap and as a profile for Docker. */
         r = seccomp_policy_export_bpf(&m->seccomp_fd);
         if (r >= 0)
-                r = seccomp_policy_to_docker_json(&m->docker_seccomp_profile);
+                r = seccomp_policy_to_docker_json(&m->payload_host.docker_seccomp_profile);
         if (r < 0) {
                 log_error_errno(r, "Failed to build the seccomp policy: %m");
                 goto fail;
@@ -192,12 +192,29 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
         }
         /* Without its directory, only snapshots fail (and say why). */
         (void) snapshot_store_setup(m);
+        m->payload_host.event = m->event;
+        m->payload_host.systemd = m->systemd;
+        m->payload_host.docker = m->docker;
+        m->payload_host.renew_server = m->renew_server;
+        m->payload_host.templates = &m->templates;
+        m->payload_host.state_dir = m->settings.state_dir;
+        m->payload_host.agent_path = m->settings.agent_path;
+        m->payload_host.bwrap_path = m->settings.bwrap_path;
+        m->payload_host.seccomp_fd = m->seccomp_fd;
 
         *ret = m;
         return 0;
 fail:
         manager_free(m);
         return r;
+}
+
+const PayloadHost *manager_payload_host(Manager *m) {
+        return &m->payload_host;
+}
+
+bool manager_knows_sandbox(Manager *m, const char *id) {
+        return manager_find_sandbox(m, id);
 }
 
 const PayloadOps *manager_payload_ops(Manager *m, PayloadKind k) {
@@ -249,15 +266,14 @@ Manager *manager_free(Manager *m) {
         m->workspaces = workspace_pool_free(m->workspaces);
         template_set_done(&m->templates);
         safe_close(m->seccomp_fd);
-        free(m->docker_seccomp_profile);
-        free(m->docker_cgroup_driver);
+        free(m->payload_host.docker_seccomp_profile);
         docker_client_free(m->docker);
-        strv_free(m->proc_masks);
-        strv_free(m->proc_mask_dirs);
+        strv_free(m->payload_host.proc_masks);
+        strv_free(m->payload_host.proc_mask_dirs);
         free(m->sandboxes_dir);
         free(m->systemd_cgroup_root);
         free(m->etc_root);
-        free(m->empty_dir);
+        free(m->payload_host.empty_dir);
         sd_event_source_disable_unref(m->pool_timer);
         manager_settings_done(&m->settings);
         sd_bus_unref(m->bus);

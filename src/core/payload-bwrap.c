@@ -7,14 +7,15 @@
 #include <sys/stat.h>
 
 #include "agent-protocol.h"
+#include "cgroup.h"
 #include "etc-tree.h"
 #include "fd-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "mount-renew.h"
 #include "options.h"
+#include "payload-backend.h"
 #include "payload-bwrap.h"
-#include "sandbox-internal.h"
 #include "sandbox-persist.h"
 #include "sandbox-secrets.h"
 #include "strv.h"
@@ -414,21 +415,22 @@ typedef struct BwrapState {
 } BwrapState;
 
 static void bwrap_init(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->process = PAYLOAD_PROCESS_NULL;
 }
 
 static void on_attached(const char *result, const sd_bus_error *error, void *userdata) {
         Sandbox *s = userdata;
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         int r;
 
         b->attach_pending = false;
-        if (s->state != SANDBOX_STARTING)
+        if (!sandbox_payload_starting(s))
                 return; /* stopping: the unit's stop takes everything down */
         if (error) {
-                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", s->unit, error->message);
+                log_sandbox(s, LOG_ERR, 0, "Failed to move the payload into %s: %s", sandbox_payload_unit(s),
+                            error->message);
                 sandbox_payload_failed(s, "its payload could not be moved into its unit.");
                 return;
         }
@@ -443,14 +445,15 @@ static void on_attached(const char *result, const sd_bus_error *error, void *use
 /* Once the scope runs (with bwrap's monitor in it) and bwrap said its child's pid: the
  * child joins the scope, and only then is it released to run the agent. */
 static void bwrap_attach_child(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         int r;
 
-        if (s->state != SANDBOX_STARTING || !b->unit_running ||
+        if (!sandbox_payload_starting(s) || !b->unit_running ||
             b->process.child_pid <= 0 || b->attach_pending)
                 return;
 
-        r = unit_attach_processes(s->manager->systemd, s->unit, &b->process.child_pid, 1, on_attached, s);
+        r = unit_attach_processes(sandbox_payload_host(s)->systemd, sandbox_payload_unit(s), &b->process.child_pid, 1,
+                                  on_attached, s);
         if (r < 0) {
                 log_sandbox(s, LOG_ERR, r, "Failed to ask systemd to move the payload: %m");
                 sandbox_payload_failed(s, "systemd could not be asked to move its payload.");
@@ -461,7 +464,7 @@ static void bwrap_attach_child(Sandbox *s) {
 
 static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         int r;
 
         r = payload_read_info(&b->process);
@@ -479,8 +482,8 @@ static int on_payload_info(sd_event_source *source, int fd, uint32_t revents, vo
 }
 
 static int bwrap_start(Sandbox *s, const Template *t) {
-        Manager *m = s->manager;
-        BwrapState *b = s->payload_state;
+        const PayloadHost *h = sandbox_payload_host(s);
+        BwrapState *b = sandbox_payload_state(s);
         _cleanup_close_pair_ int pair[2] = { -EBADF, -EBADF };
         int r;
 
@@ -516,16 +519,16 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .workspace_dir = workspace,
                 .etc_dir = t->etc_dir,
                 .machine_id = machine_id,
-                .bwrap_path = m->settings.bwrap_path,
-                .agent_path = m->settings.agent_path,
-                .disk_max = s->config.disk_max,
-                .proc_masks = m->proc_masks,
-                .proc_mask_dirs = m->proc_mask_dirs,
-                .empty_dir = m->empty_dir,
-                .seccomp_fd = m->seccomp_fd,
-                .host_uid = s->host_uid,
-                .host_gid = s->host_uid,
-                .egress = sandbox_config_has_egress(&s->config),
+                .bwrap_path = h->bwrap_path,
+                .agent_path = h->agent_path,
+                .disk_max = sandbox_payload_config(s)->disk_max,
+                .proc_masks = h->proc_masks,
+                .proc_mask_dirs = h->proc_mask_dirs,
+                .empty_dir = h->empty_dir,
+                .seccomp_fd = h->seccomp_fd,
+                .host_uid = sandbox_payload_uid(s),
+                .host_gid = sandbox_payload_uid(s),
+                .egress = sandbox_config_has_egress(sandbox_payload_config(s)),
                 .data_files = data_files,
                 .n_data_files = n_data_files,
         };
@@ -534,17 +537,17 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to spawn payload: %m");
         pair[1] = safe_close(pair[1]);
-        r = payload_process_forward_log(&b->process, TAKE_FD(b->process.log_fd), m->event, s);
+        r = payload_process_forward_log(&b->process, TAKE_FD(b->process.log_fd), h->event, s);
         if (r < 0)
                 return r;
 
         r = sandbox_payload_connected(s, TAKE_FD(pair[0]));
         if (r < 0)
                 return r;
-        r = payload_process_watch(&b->process, m->event, s);
+        r = payload_process_watch(&b->process, h->event, s);
         if (r < 0)
                 return r;
-        r = sd_event_add_io(m->event, &b->info_source, b->process.info_fd, EPOLLIN, on_payload_info, s);
+        r = sd_event_add_io(h->event, &b->info_source, b->process.info_fd, EPOLLIN, on_payload_info, s);
         if (r < 0)
                 return r;
 
@@ -554,7 +557,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
 }
 
 static void bwrap_unit_started(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->unit_running = true;
         bwrap_attach_child(s);
@@ -562,11 +565,11 @@ static void bwrap_unit_started(Sandbox *s) {
 
 static void on_renewed(int error, void *userdata) {
         Sandbox *s = userdata;
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
         if (error != 0) {
-                log_sandbox(s, LOG_ERR, -error, "Failed to renew the mounts of sandbox %s: %m", s->id);
+                log_sandbox(s, LOG_ERR, -error, "Failed to renew the mounts of sandbox %s: %m", sandbox_get_id(s));
                 sandbox_payload_renewed(s, "its /work, /tmp and /dev/shm could not be renewed.");
                 return;
         }
@@ -577,16 +580,16 @@ static void on_renewed(int error, void *userdata) {
  * (the sandbox's PID 1) may be left. Else a process outlived the reset, out of the
  * agent's reach (an outside one moved in, or one of another PID namespace). */
 static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         _cleanup_free_ pid_t *pids = NULL;
         uint64_t tasks;
         pid_t agent = 0;
         size_t n;
         int r;
 
-        r = cgroup_read_pids(s->cgroup, 8, &pids, &n);
+        r = cgroup_read_pids(sandbox_payload_cgroup(s), 8, &pids, &n);
         if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to list the processes of %s: %m", s->unit);
+                return log_sandbox(s, LOG_ERR, r, "Failed to list the processes of %s: %m", sandbox_payload_unit(s));
         for (size_t i = 0; i < n; i++) {
                 if (pids[i] == b->process.pid)
                         continue;
@@ -595,15 +598,17 @@ static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
                         agent = pids[i];
                         continue;
                 }
-                log_sandbox(s, LOG_WARNING, 0, "Process %d of sandbox %s outlived its reset.", (int) pids[i], s->id);
+                log_sandbox(s, LOG_WARNING, 0, "Process %d of sandbox %s outlived its reset.", (int) pids[i],
+                            sandbox_get_id(s));
                 return -EBUSY;
         }
         if (agent == 0)
                 return -ESRCH;
         /* One we cannot see (of a PID namespace not below ours, moved in) still counts. */
-        r = cgroup_read_tasks_current(s->cgroup, &tasks);
+        r = cgroup_read_tasks_current(sandbox_payload_cgroup(s), &tasks);
         if (r >= 0 && tasks > n) {
-                log_sandbox(s, LOG_WARNING, 0, "Sandbox %s has %" PRIu64 " tasks after its reset, %zu expected.", s->id,
+                log_sandbox(s, LOG_WARNING, 0, "Sandbox %s has %" PRIu64 " tasks after its reset, %zu expected.",
+                            sandbox_get_id(s),
                             tasks, n);
                 return -EBUSY;
         }
@@ -612,12 +617,12 @@ static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
 }
 
 static int bwrap_renew(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         const Template *t;
         pid_t agent = 0;
         int r;
 
-        t = template_set_find(manager_get_templates(s->manager), s->template_name);
+        t = template_set_find(sandbox_payload_host(s)->templates, sandbox_get_template(s));
         if (!t)
                 return -ENOENT;
         r = bwrap_find_agent(s, &agent);
@@ -626,20 +631,21 @@ static int bwrap_renew(Sandbox *s) {
         payload_process_next_user(&b->process);
 
         MountRenew mounts[] = {
-                { SANDBOX_WORKDIR, s->config.disk_max, WORKDIR_MODE },
-                { "/tmp", s->config.disk_max, TMP_MODE },
+                { SANDBOX_WORKDIR, sandbox_payload_config(s)->disk_max, WORKDIR_MODE },
+                { "/tmp", sandbox_payload_config(s)->disk_max, TMP_MODE },
                 { "/dev/shm", t->shm_max ?: (uint64_t) TEMPLATE_SHM_DEFAULT, SHM_MODE },
         };
         b->renewal = mount_renewal_free(b->renewal);
-        r = mount_renewal_start(s->manager->renew_server, agent, s->host_uid, s->host_uid, mounts,
-                                ELEMENTSOF(mounts), on_renewed, s, &b->renewal);
+        r = mount_renewal_start(sandbox_payload_host(s)->renew_server, agent, sandbox_payload_uid(s),
+                                sandbox_payload_uid(s), mounts, ELEMENTSOF(mounts), on_renewed, s, &b->renewal);
         if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m", s->id);
+                return log_sandbox(s, LOG_ERR, r, "Failed to start renewing the mounts of sandbox %s: %m",
+                                   sandbox_get_id(s));
         return 0;
 }
 
 static void bwrap_abort(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
         /* The source first: its fd is one that abort closes. */
@@ -648,7 +654,7 @@ static void bwrap_abort(Sandbox *s) {
 }
 
 static void bwrap_stop(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
          * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
@@ -658,7 +664,7 @@ static void bwrap_stop(Sandbox *s) {
 }
 
 static int bwrap_save(Sandbox *s, SandboxPersist *st) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         st->payload_pid = b->process.pid;
         return 0;
@@ -667,7 +673,7 @@ static int bwrap_save(Sandbox *s, SandboxPersist *st) {
 /* The pipe of its stderr went with the sandboxd that made it: the agent gets a new one
  * (bwrap's monitor keeps the old, which it writes to only when it fails, as it ends). */
 static void bwrap_reconnect_log(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
         _cleanup_close_pair_ int log[2] = { -EBADF, -EBADF };
         _cleanup_json_ json_object *msg = NULL;
         int r;
@@ -675,27 +681,27 @@ static void bwrap_reconnect_log(Sandbox *s) {
         r = payload_log_pipe(log);
         if (r >= 0) {
                 msg = agent_msg_stderr();
-                r = msg ? agent_send(s->control_fd, msg, &log[1], 1) : -ENOMEM;
+                r = msg ? agent_send(sandbox_payload_control_fd(s), msg, &log[1], 1) : -ENOMEM;
         }
         if (r >= 0)
-                r = payload_process_forward_log(&b->process, TAKE_FD(log[0]), s->manager->event, s);
+                r = payload_process_forward_log(&b->process, TAKE_FD(log[0]), sandbox_payload_host(s)->event, s);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to give the agent of sandbox %s a new stderr, its messages are lost: %m",
-                            s->id);
+                            sandbox_get_id(s));
 }
 
 static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->process.pid = st->payload_pid;
         b->process.pidfd = pidfd;
         b->unit_running = true;
         bwrap_reconnect_log(s);
-        return b->process.pidfd >= 0 ? payload_process_watch(&b->process, s->manager->event, s) : 0;
+        return b->process.pidfd >= 0 ? payload_process_watch(&b->process, sandbox_payload_host(s)->event, s) : 0;
 }
 
 static void bwrap_detach(Sandbox *s) {
-        BwrapState *b = s->payload_state;
+        BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
         b->info_source = sd_event_source_disable_unref(b->info_source);

@@ -12,7 +12,7 @@
 #include "json-util.h"
 #include "log.h"
 #include "payload-docker.h"
-#include "sandbox-internal.h"
+#include "payload-backend.h"
 #include "sandbox-persist.h"
 #include "strv.h"
 
@@ -122,7 +122,7 @@ static void docker_stop(Sandbox *s);
 static int docker_start_unit(Sandbox *s);
 
 static void docker_init(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         d->holder = PAYLOAD_PROCESS_NULL;
         d->listen_fd = -EBADF;
@@ -133,13 +133,13 @@ static void docker_fail(Sandbox *s, const char *what, long status, json_object *
 
         docker_error_message(status, body, error, buf, sizeof(buf));
         snprintf(reason, sizeof(reason), "%s: %s", what, buf);
-        log_sandbox(s, LOG_ERR, 0, "Sandbox %s: %s", s->id, reason);
+        log_sandbox(s, LOG_ERR, 0, "Sandbox %s: %s", sandbox_get_id(s), reason);
         sandbox_payload_failed(s, reason);
 }
 
 static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Sandbox *s = userdata;
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         int c, r;
 
         c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -151,7 +151,7 @@ static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, v
         d->listen_fd = safe_close(d->listen_fd);
         r = sandbox_payload_connected(s, c);
         if (r < 0) {
-                log_sandbox(s, LOG_ERR, r, "Failed to watch the agent connection of %s: %m", s->id);
+                log_sandbox(s, LOG_ERR, r, "Failed to watch the agent connection of %s: %m", sandbox_get_id(s));
                 sandbox_payload_failed(s, "its agent's connection could not be watched.");
         }
         return 0;
@@ -159,7 +159,7 @@ static int on_agent_connect(sd_event_source *source, int fd, uint32_t revents, v
 
 static void on_container_started(long status, json_object *body, const char *error, void *userdata) {
         Sandbox *s = userdata;
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         d->docker_pending = false;
         if (sandbox_payload_going(s)) {
@@ -170,12 +170,12 @@ static void on_container_started(long status, json_object *body, const char *err
                 docker_fail(s, "the container did not start", status, body, error);
                 return;
         }
-        log_sandbox(s, LOG_DEBUG, 0, "Container %.12s of sandbox %s started.", d->container_id, s->id);
+        log_sandbox(s, LOG_DEBUG, 0, "Container %.12s of sandbox %s started.", d->container_id, sandbox_get_id(s));
 }
 
 static void on_container_created(long status, json_object *body, const char *error, void *userdata) {
         Sandbox *s = userdata;
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         json_object *id;
         char path[128];
 
@@ -192,7 +192,7 @@ static void on_container_created(long status, json_object *body, const char *err
                 return;
         }
         snprintf(path, sizeof(path), "/containers/%s/start", d->container_id);
-        if (docker_request(s->manager->docker, "POST", path, NULL, on_container_started, s) < 0) {
+        if (docker_request(sandbox_payload_host(s)->docker, "POST", path, NULL, on_container_started, s) < 0) {
                 sandbox_payload_failed(s, "its container could not be started.");
                 return;
         }
@@ -200,7 +200,7 @@ static void on_container_created(long status, json_object *body, const char *err
 }
 
 static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         _cleanup_strv_free_ char **env = NULL;
         json_object *body = NULL;
         char path[128];
@@ -211,25 +211,25 @@ static void docker_create_container(Sandbox *s, const char *cgroup_parent) {
                 sandbox_payload_failed(s, "its container could not be asked for.");
                 return;
         }
-        env = strv_copy(s->environment);
+        env = strv_copy(sandbox_payload_environment(s));
         DockerCreateParams p = {
                 .workspace_dir = workspace,
-                .sandbox_id = s->id,
+                .sandbox_id = sandbox_get_id(s),
                 .image = d->image,
-                .agent_path = s->manager->settings.agent_path,
+                .agent_path = sandbox_payload_host(s)->agent_path,
                 .socket_dir = d->socket_dir,
-                .host_uid = s->host_uid,
+                .host_uid = sandbox_payload_uid(s),
                 .cgroup_parent = cgroup_parent,
-                .seccomp_profile = s->manager->docker_seccomp_profile,
+                .seccomp_profile = sandbox_payload_host(s)->docker_seccomp_profile,
                 .environment = env,
-                .limits = &s->config.limits,
-                .disk_max = s->config.disk_max,
-                .egress = sandbox_config_has_egress(&s->config),
+                .limits = &sandbox_payload_config(s)->limits,
+                .disk_max = sandbox_payload_config(s)->disk_max,
+                .egress = sandbox_config_has_egress(sandbox_payload_config(s)),
         };
         r = env ? docker_build_create_body(&p, &body) : -ENOMEM;
         if (r >= 0) {
-                snprintf(path, sizeof(path), "/containers/create?name=sandbox-%s", s->id);
-                r = docker_request(s->manager->docker, "POST", path, body, on_container_created, s);
+                snprintf(path, sizeof(path), "/containers/create?name=sandbox-%s", sandbox_get_id(s));
+                r = docker_request(sandbox_payload_host(s)->docker, "POST", path, body, on_container_created, s);
         }
         json_object_put(body);
         if (r < 0) {
@@ -244,9 +244,9 @@ static void docker_unit_started(Sandbox *s) {
 
         /* cgroupfs: the container's cgroup nests under the (delegated) scope, so the
          * scope's limits hold it; systemd: dockerd makes its scope inside our slice. */
-        if (streq(s->manager->docker_cgroup_driver, "systemd"))
-                parent = strdup(s->unit);
-        else if (s->cgroup && asprintf(&parent, "%s/payload", s->cgroup) < 0)
+        if (streq_ptr(docker_client_cgroup_driver(sandbox_payload_host(s)->docker), "systemd"))
+                parent = strdup(sandbox_payload_unit(s));
+        else if (sandbox_payload_cgroup(s) && asprintf(&parent, "%s/payload", sandbox_payload_cgroup(s)) < 0)
                 parent = NULL;
         if (!parent) {
                 sandbox_payload_failed(s, "the cgroup of its unit is not known.");
@@ -263,12 +263,12 @@ static int docker_write_seccomp(Sandbox *s) {
         off_t offset = 0;
         ssize_t n;
 
-        if (asprintf(&path, "%s/" DOCKER_SECCOMP_FILE, ((DockerState *) s->payload_state)->socket_dir) < 0)
+        if (asprintf(&path, "%s/" DOCKER_SECCOMP_FILE, ((DockerState *) sandbox_payload_state(s))->socket_dir) < 0)
                 return -ENOMEM;
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
         if (fd < 0)
                 return -errno;
-        while ((n = pread(s->manager->seccomp_fd, buf, sizeof(buf), offset)) > 0) {
+        while ((n = pread(sandbox_payload_host(s)->seccomp_fd, buf, sizeof(buf), offset)) > 0) {
                 if (write(fd, buf, (size_t) n) != n)
                         return errno > 0 ? -errno : -EIO;
                 offset += n;
@@ -279,12 +279,12 @@ static int docker_write_seccomp(Sandbox *s) {
 }
 
 static int docker_listen(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (asprintf(&d->socket_dir, "%s/sockets/%s", s->manager->settings.state_dir, s->id) < 0)
+        if (asprintf(&d->socket_dir, "%s/sockets/%s", sandbox_payload_host(s)->state_dir, sandbox_get_id(s)) < 0)
                 return -ENOMEM;
         /* Bound into this sandbox's container only, read-only. */
         if (mkdir(d->socket_dir, 0755) < 0 && errno != EEXIST)
@@ -303,7 +303,7 @@ static int docker_listen(Sandbox *s) {
          * chown (no CAP_CHOWN), and nobody but that container sees the directory. */
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(sa.sun_path, 0666) < 0 || listen(fd, 1) < 0)
                 return -errno;
-        r = sd_event_add_io(s->manager->event, &d->listen_source, fd, EPOLLIN, on_agent_connect, s);
+        r = sd_event_add_io(sandbox_payload_host(s)->event, &d->listen_source, fd, EPOLLIN, on_agent_connect, s);
         if (r < 0)
                 return r;
         d->listen_fd = TAKE_FD(fd);
@@ -312,11 +312,11 @@ static int docker_listen(Sandbox *s) {
 
 static void on_docker_info(long status, json_object *body, const char *error, void *userdata) {
         Sandbox *s = userdata;
-        Manager *m = s->manager;
+        const PayloadHost *h = sandbox_payload_host(s);
         json_object *d;
         int r;
 
-        ((DockerState *) s->payload_state)->docker_pending = false;
+        ((DockerState *) sandbox_payload_state(s))->docker_pending = false;
         if (sandbox_payload_going(s)) {
                 docker_stop(s);
                 return;
@@ -326,23 +326,23 @@ static void on_docker_info(long status, json_object *body, const char *error, vo
                 docker_fail(s, "Docker is not available", status, body, error);
                 return;
         }
-        free(m->docker_cgroup_driver);
-        m->docker_cgroup_driver = strdup(json_object_get_string(d));
-        r = docker_start_unit(s);
+        r = docker_client_set_cgroup_driver(h->docker, json_object_get_string(d));
+        if (r >= 0)
+                r = docker_start_unit(s);
         if (r < 0)
                 sandbox_payload_failed(s, "it could not be set up.");
 }
 
 static int docker_start_unit(Sandbox *s) {
-        Manager *m = s->manager;
-        DockerState *d = s->payload_state;
+        const PayloadHost *h = sandbox_payload_host(s);
+        DockerState *d = sandbox_payload_state(s);
         int r;
 
-        if (!m->docker)
+        if (!h->docker)
                 return -EOPNOTSUPP;
-        if (!m->docker_cgroup_driver) {
+        if (!docker_client_cgroup_driver(h->docker)) {
                 /* Asked every time until it answers: Docker may come up after us. */
-                r = docker_request(m->docker, "GET", "/info", NULL, on_docker_info, s);
+                r = docker_request(h->docker, "GET", "/info", NULL, on_docker_info, s);
                 if (r >= 0)
                         d->docker_pending = true;
                 return r;
@@ -351,19 +351,20 @@ static int docker_start_unit(Sandbox *s) {
         if (d->listen_fd < 0) {
                 r = docker_listen(s);
                 if (r < 0)
-                        return log_sandbox(s, LOG_ERR, r, "Failed to listen for the agent of %s: %m", s->id);
+                        return log_sandbox(s, LOG_ERR, r, "Failed to listen for the agent of %s: %m",
+                                           sandbox_get_id(s));
         }
 
-        if (streq(m->docker_cgroup_driver, "systemd"))
+        if (streq(docker_client_cgroup_driver(h->docker), "systemd"))
                 /* The sandbox's unit is a slice; dockerd puts its scope into it. */
                 return sandbox_payload_start_slice(s);
 
         /* A scope needs a process: a holder keeps it while the container's processes,
          * started by dockerd, live in a cgroup nested below it. */
-        r = payload_spawn_holder(m->settings.agent_path, s->host_uid, &d->holder);
+        r = payload_spawn_holder(h->agent_path, sandbox_payload_uid(s), &d->holder);
         if (r < 0)
-                return log_sandbox(s, LOG_ERR, r, "Failed to spawn the holder of %s: %m", s->unit);
-        r = payload_process_watch(&d->holder, m->event, s);
+                return log_sandbox(s, LOG_ERR, r, "Failed to spawn the holder of %s: %m", sandbox_payload_unit(s));
+        r = payload_process_watch(&d->holder, h->event, s);
         if (r < 0)
                 return r;
         return sandbox_payload_start_scope(s, d->holder.pid);
@@ -371,7 +372,7 @@ static int docker_start_unit(Sandbox *s) {
 
 /* The container is gone (or was never made): the holder and the unit go next. */
 static void docker_stop_unit(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         /* As bwrap's monitor: killed as systemd is asked to stop the unit. */
         payload_process_kill(&d->holder);
@@ -380,27 +381,29 @@ static void docker_stop_unit(Sandbox *s) {
 
 static void on_container_removed(long status, json_object *body, const char *error, void *userdata) {
         Sandbox *s = userdata;
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         char buf[512];
 
         d->docker_pending = false;
         if (status != 204 && status != 404)
                 log_sandbox(s, LOG_WARNING, 0, "Failed to remove container %.12s of sandbox %s: %s",
-                            d->container_id, s->id, docker_error_message(status, body, error, buf, sizeof(buf)));
+                            d->container_id, sandbox_get_id(s), docker_error_message(status, body, error, buf, sizeof(buf)));
         d->container_id = mfree(d->container_id);
         docker_stop_unit(s);
 }
 
 /* A container goes first, through Docker, so that none is left behind; then the unit. */
 static void docker_stop(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         char path[160];
+        int r;
 
         if (d->docker_pending)
                 return; /* the answer in flight continues the stop */
-        if (d->container_id && s->manager->docker) {
+        if (d->container_id && sandbox_payload_host(s)->docker) {
                 snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", d->container_id);
-                if (docker_request(s->manager->docker, "DELETE", path, NULL, on_container_removed, s) >= 0) {
+                r = docker_request(sandbox_payload_host(s)->docker, "DELETE", path, NULL, on_container_removed, s);
+                if (r >= 0) {
                         d->docker_pending = true;
                         return;
                 }
@@ -410,7 +413,7 @@ static void docker_stop(Sandbox *s) {
 }
 
 static void docker_done(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         char path[PATH_MAX];
 
         d->listen_source = sd_event_source_disable_unref(d->listen_source);
@@ -422,13 +425,13 @@ static void docker_done(Sandbox *s) {
                 (void) unlink(path);
                 (void) rmdir(d->socket_dir);
         }
-        if (s->manager->docker)
-                docker_client_cancel(s->manager->docker, s);
+        if (sandbox_payload_host(s)->docker)
+                docker_client_cancel(sandbox_payload_host(s)->docker, s);
 }
 
 
 static int docker_start(Sandbox *s, const Template *t) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         d->image = strdup(t->image);
         if (!d->image)
@@ -437,13 +440,13 @@ static int docker_start(Sandbox *s, const Template *t) {
 }
 
 static void docker_abort(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         payload_process_abort(&d->holder);
 }
 
 static int docker_save(Sandbox *s, SandboxPersist *st) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         st->payload_pid = d->holder.pid;
         if (!d->container_id)
@@ -455,7 +458,7 @@ static int docker_save(Sandbox *s, SandboxPersist *st) {
 }
 
 static int docker_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
         json_object *v;
 
         d->holder.pid = st->payload_pid;
@@ -467,21 +470,21 @@ static int docker_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
                 if (!d->container_id)
                         return -ENOMEM;
         }
-        if (asprintf(&d->socket_dir, "%s/sockets/%s", s->manager->settings.state_dir, s->id) < 0) {
+        if (asprintf(&d->socket_dir, "%s/sockets/%s", sandbox_payload_host(s)->state_dir, sandbox_get_id(s)) < 0) {
                 d->socket_dir = NULL;
                 return -ENOMEM;
         }
-        return d->holder.pidfd >= 0 ? payload_process_watch(&d->holder, s->manager->event, s) : 0;
+        return d->holder.pidfd >= 0 ? payload_process_watch(&d->holder, sandbox_payload_host(s)->event, s) : 0;
 }
 
 static void docker_detach(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         payload_process_done(&d->holder);
 }
 
 static void docker_free(Sandbox *s) {
-        DockerState *d = s->payload_state;
+        DockerState *d = sandbox_payload_state(s);
 
         payload_process_abort(&d->holder);
         free(d->image);
@@ -511,20 +514,21 @@ static void on_sandbox_containers(long status, json_object *body, const char *er
                     !json_object_object_get_ex(labels, DOCKER_LABEL_ID, &id) ||
                     !json_object_object_get_ex(c, "Id", &cid))
                         continue;
-                if (manager_find_sandbox(m, json_object_get_string(id)))
+                if (manager_knows_sandbox(m, json_object_get_string(id)))
                         continue;
                 log_warning("Removing container %.12s of sandbox %s: no sandbox of ours goes with it "
                             "(left by a sandboxd that was killed while making it?).",
                             json_object_get_string(cid), json_object_get_string(id));
                 snprintf(path, sizeof(path), "/containers/%s?force=1&v=1", json_object_get_string(cid));
-                (void) docker_request(m->docker, "DELETE", path, NULL, on_orphan_container_removed, m);
+                (void) docker_request(manager_payload_host(m)->docker, "DELETE", path, NULL,
+                                      on_orphan_container_removed, m);
         }
 }
 
 /* Containers labelled as a sandbox's whose sandbox is not (or no longer) ours. */
 static void docker_remove_orphans(Manager *m) {
         /* filters={"label":["io.sandboxd.id"]}, URL-encoded */
-        (void) docker_request(m->docker, "GET",
+        (void) docker_request(manager_payload_host(m)->docker, "GET",
                               "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22" DOCKER_LABEL_ID "%22%5D%7D",
                               NULL, on_sandbox_containers, m);
 }

@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "mount-renew.h"
 #include "payload.h"
+#include "payload-backend.h"
 #include "pool.h"
 #include "recycle.h"
 #include "sandbox-logs.h"
@@ -223,11 +224,7 @@ struct Manager {
         WorkspacePool *workspaces; /* NULL: no pool, Storage=tmpfs only (workspaces_missing says why) */
         const char *workspaces_missing;
         RecycleWaiter *waiters_going_on; /* creates that waited for a reset, about to go on */
-        char *docker_cgroup_driver; /* "cgroupfs", "systemd", NULL until asked */
-        char *docker_seccomp_profile;
-        char **proc_masks;
-        char **proc_mask_dirs;
-        char *empty_dir;        /* <state>/empty: bound over the masked /proc directories */
+        PayloadHost payload_host; /* what the payload backends see (payload-backend.h) */
 
         char *sandboxes_dir;    /* state files of the running sandboxes */
         /* systemd's own cgroup ("" on a host, "/name" for a systemd without a cgroup
@@ -270,9 +267,6 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
 int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);
 /* A sandbox in state stopped: its workspace (on disk) from its record, no processes. */
 int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret);
-/* Where its /work and /tmp are on disk (workspace.h: DIR/ID), for its payload; NULL with
- * Storage=tmpfs. */
-int sandbox_workspace_path(Sandbox *s, char **ret);
 /* The stopped sandbox of workspace id, from its record, listed: 1, or 0 if there is none
  * to list (no workspace or record, or one nobody comes back to: ephemeral, pooled). */
 int manager_load_stopped(Manager *m, const char *id);

@@ -625,6 +625,18 @@ void sandbox_payload_failed(Sandbox *s, const char *reason) {
         sandbox_stop(s, reason);
 }
 
+const PayloadHost *sandbox_payload_host(Sandbox *s) {
+        return manager_payload_host(s->manager);
+}
+void *sandbox_payload_state(Sandbox *s) { return s->payload_state; }
+uid_t sandbox_payload_uid(Sandbox *s) { return s->host_uid; }
+const char *sandbox_payload_unit(Sandbox *s) { return s->unit; }
+const char *sandbox_payload_cgroup(Sandbox *s) { return s->cgroup; }
+int sandbox_payload_control_fd(Sandbox *s) { return s->control_fd; }
+char **sandbox_payload_environment(Sandbox *s) { return s->environment; }
+const SandboxConfig *sandbox_payload_config(Sandbox *s) { return &s->config; }
+bool sandbox_payload_starting(Sandbox *s) { return s->state == SANDBOX_STARTING; }
+
 bool sandbox_payload_going(Sandbox *s) {
         return s->state == SANDBOX_STOPPING || s->state == SANDBOX_DEAD;
 }
