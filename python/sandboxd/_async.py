@@ -157,14 +157,15 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
                from_snapshot: str | None = None, idle_action: str | None = None,
                allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
                secrets: list[str] | None = None,
-               transport: AsyncTransport | None = None, env: dict[str, str] | None = None) -> 'AsyncSandbox':
+               transport: AsyncTransport | None = None, env: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None, metadata: dict[str, str] | None = None) -> 'AsyncSandbox':
         """Creates a sandbox, as :meth:`sandboxd.Sandbox.create` does (the same arguments),
         and returns an :class:`AsyncSandbox` once it runs."""
         transport = transport or default_async_transport()
         envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
                                 from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
-                                deny_hosts=deny_hosts, secrets=secrets)
+                                deny_hosts=deny_hosts, secrets=secrets, labels=_ops.labels_alias(labels, metadata))
         sandbox_id = await _ops.run_async(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=envs)
 
@@ -178,9 +179,10 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         return cls(await _ops.run_async(transport, _ops.connect(sandbox_id)), transport=transport, envs=envs)
 
     @staticmethod
-    async def list(*, transport: AsyncTransport | None = None) -> list[SandboxInfo]:
-        """The sandboxes you may see: your own (all of them, for root)."""
-        return await _ops.run_async(transport or default_async_transport(), _ops.list_sandboxes())
+    async def list(*, transport: AsyncTransport | None = None,
+                   labels: dict[str, str] | list[str] | None = None) -> list[SandboxInfo]:
+        """The sandboxes you may see, as :meth:`sandboxd.Sandbox.list` (``labels`` too)."""
+        return await _ops.run_async(transport or default_async_transport(), _ops.list_sandboxes(labels))
 
     @staticmethod
     async def templates(*, transport: AsyncTransport | None = None) -> List[TemplateInfo]:

@@ -161,10 +161,16 @@ def create_options(timeout: int | None = None, memory: int | str | None = None,
                    tasks: int | None = None, ephemeral: bool = False,
                    options: dict[str, Any] | None = None, from_snapshot: str | None = None,
                    idle_action: str | None = None, allow_hosts: list[str] | None = None,
-                   deny_hosts: list[str] | None = None, secrets: list[str] | None = None) -> dict[str, Any]:
+                   deny_hosts: list[str] | None = None, secrets: list[str] | None = None,
+                   labels: dict[str, str] | None = None) -> dict[str, Any]:
     """CreateSandbox's options from the client's keyword arguments (cpu: CPUs, 0.5 = half;
-    allow_hosts, deny_hosts: EgressAllow=, EgressDeny=; secrets: Secrets=)."""
+    allow_hosts, deny_hosts: EgressAllow=, EgressDeny=; secrets: Secrets=; labels: Labels)."""
     o: dict[str, Any] = {}
+    if labels is not None:
+        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in labels.items()):
+            raise ValueError('labels: a dict of strings to strings, e.g. {"team": "ml"}')
+        o['Labels'] = dict(labels)
     for key, hosts in (('EgressAllow', allow_hosts), ('EgressDeny', deny_hosts), ('Secrets', secrets)):
         if hosts is not None:
             if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
@@ -267,8 +273,28 @@ def env_alias(envs: dict[str, str] | None, env: dict[str, str] | None) -> dict[s
     return envs if envs is not None else env
 
 
-def list_sandboxes() -> Op[list[SandboxInfo]]:
-    reply: Reply = yield Call('ListSandboxes', {})
+def labels_alias(labels: dict[str, str] | None, metadata: dict[str, str] | None) -> dict[str, str] | None:
+    """create()'s labels=, or metadata= (E2B's name for them); not both."""
+    if labels is not None and metadata is not None:
+        raise TypeError('give labels= or metadata= (the same), not both')
+    return labels if labels is not None else metadata
+
+
+def label_selectors(labels: dict[str, str] | list[str] | None) -> list[str] | None:
+    """ListSandboxes' Label filter: {"k": "v"} (each label with that value) or selectors
+    ["k=v", "k"] ("k": has the label, any value)."""
+    if labels is None:
+        return None
+    if isinstance(labels, dict):
+        return [f'{k}={v}' for k, v in labels.items()]
+    if isinstance(labels, str) or not all(isinstance(s, str) for s in labels):
+        raise ValueError('labels: a dict, or a list of selectors "KEY=VALUE" or "KEY"')
+    return list(labels)
+
+
+def list_sandboxes(labels: dict[str, str] | list[str] | None = None) -> Op[list[SandboxInfo]]:
+    selectors = label_selectors(labels)
+    reply: Reply = yield Call('ListSandboxes', {'filter': {'Label': selectors}} if selectors else {})
     return [SandboxInfo.from_reply(s) for s in reply.parameters.get('sandboxes', [])]
 
 

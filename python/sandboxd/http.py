@@ -56,7 +56,7 @@ _SESSION_OPTIONS = {'Timeout': ('timeout', False), 'IdleTimeout': ('idle_timeout
                     'MemoryMax': ('memory_max', True), 'CPUQuotaPerSecUSec': ('cpu_quota_per_sec_usec', True),
                     'TasksMax': ('tasks_max', True), 'DiskMax': ('disk_max', True),
                     'EgressAllow': ('egress_allow', False), 'EgressDeny': ('egress_deny', False),
-                    'Secrets': ('secrets', False)}
+                    'Secrets': ('secrets', False), 'Labels': ('labels', False)}
 
 
 def _b64(data: bytes) -> str:
@@ -145,7 +145,8 @@ class HttpTransport(Transport):
 
     # ---- HTTP ----------------------------------------------------------------------
 
-    def _request(self, verb: str, path: str, body: Any = None, query: dict[str, Any] | None = None,
+    def _request(self, verb: str, path: str, body: Any = None,
+                 query: dict[str, Any] | list[tuple[str, str]] | None = None,
                  accept: str = 'application/json') -> _Response:
         target = self._prefix + API + path
         if query:
@@ -217,7 +218,11 @@ class HttpTransport(Transport):
         return self._one({'sandbox': self._request('GET', self._session(p)).json()})
 
     def _list(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
-        return self._one({'sandboxes': self._request('GET', '/sessions').json()})
+        f = p.get('filter') or {}
+        if set(f) - {'Label'}:
+            raise _not_supported(f'ListSandboxes filter {", ".join(sorted(set(f) - {"Label"}))}')
+        query = [('label', s) for s in f.get('Label') or []]
+        return self._one({'sandboxes': self._request('GET', '/sessions', query=query).json()})
 
     def _templates(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one({'templates': self._request('GET', '/templates').json()})

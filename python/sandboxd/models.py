@@ -44,6 +44,13 @@ class SandboxInfo:
     #: seconds without a running command after which it is destroyed (0: never)
     idle_timeout: int = 0
     ephemeral: bool = False
+    #: its labels (Labels), key to value
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Its labels, by E2B's name for them."""
+        return self.labels
 
     @classmethod
     def from_reply(cls, s: dict[str, Any]) -> 'SandboxInfo':
@@ -53,7 +60,8 @@ class SandboxInfo:
                    memory=s.get('memoryMax', 0), cpu=s.get('cpuQuotaPerSecUSec', 0) / 1e6,
                    tasks_max=s.get('tasksMax', 0), disk=s.get('diskMax', 0),
                    timeout=s.get('timeout', 0), end_at=_time(s.get('deadline')),
-                   idle_timeout=s.get('idleTimeout', 0), ephemeral=bool(s.get('ephemeral')))
+                   idle_timeout=s.get('idleTimeout', 0), ephemeral=bool(s.get('ephemeral')),
+                   labels=dict(s.get('labels') or {}))
 
 
 @dataclass

@@ -168,7 +168,8 @@ class Sandbox(SandboxBase[Transport]):
                from_snapshot: str | None = None, idle_action: str | None = None,
                allow_hosts: list[str] | None = None, deny_hosts: list[str] | None = None,
                secrets: list[str] | None = None,
-               transport: Transport | None = None, env: dict[str, str] | None = None) -> 'Sandbox':
+               transport: Transport | None = None, env: dict[str, str] | None = None,
+               labels: dict[str, str] | None = None, metadata: dict[str, str] | None = None) -> 'Sandbox':
         """Creates a sandbox from TEMPLATE (default: sandboxd's, ``shell``) and returns
         once it runs.
 
@@ -193,12 +194,14 @@ class Sandbox(SandboxBase[Transport]):
         each ``"NAME"`` (the environment variable NAME), ``"NAME:file"``
         (/run/secrets/NAME) or ``"NAME@HOST:HEADER"`` (added by the egress proxy to each
         request for https://HOST: the sandbox never holds it; docs/SECRETS.md).
+        ``labels`` (or ``metadata``, E2B's name): key/value labels to find it by
+        (:meth:`list` with ``labels=``), keys as Kubernetes' label keys, values text.
         """
         transport = transport or default_transport()
         envs = _ops.env_alias(envs, env)
         o = _ops.create_options(timeout, memory, cpu, name, reuse, idle_timeout, disk, tasks, options=options,
                                 from_snapshot=from_snapshot, idle_action=idle_action, allow_hosts=allow_hosts,
-                                deny_hosts=deny_hosts, secrets=secrets)
+                                deny_hosts=deny_hosts, secrets=secrets, labels=_ops.labels_alias(labels, metadata))
         sandbox_id = _ops.run_sync(transport, _ops.create(template, o))
         return cls(sandbox_id, transport=transport, envs=envs)
 
@@ -212,9 +215,12 @@ class Sandbox(SandboxBase[Transport]):
         return cls(_ops.run_sync(transport, _ops.connect(sandbox_id)), transport=transport, envs=envs)
 
     @staticmethod
-    def list(*, transport: Transport | None = None) -> list[SandboxInfo]:
-        """The sandboxes you may see: your own (all of them, for root)."""
-        return _ops.run_sync(transport or default_transport(), _ops.list_sandboxes())
+    def list(*, transport: Transport | None = None,
+             labels: dict[str, str] | list[str] | None = None) -> list[SandboxInfo]:
+        """The sandboxes you may see: your own (all of them, for root); with ``labels``
+        only those that have them (``{"team": "ml"}``, or selectors ``["team=ml", "env"]``,
+        "env" for any value)."""
+        return _ops.run_sync(transport or default_transport(), _ops.list_sandboxes(labels))
 
     @staticmethod
     def templates(*, transport: Transport | None = None) -> List[TemplateInfo]:

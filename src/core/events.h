@@ -31,6 +31,7 @@ typedef struct ExecRecordEvent {
         uint64_t exec_id;         /* with sandbox_id: the record's idempotent key */
         uid_t owner;              /* the sandbox's owner: who may read the record */
         const char *tenant;       /* the sandbox's tenant, "" for none: who else may */
+        char * const *labels;     /* the sandbox's labels (labels.h), NULL for none */
         uid_t caller;
         char * const *argv;
         const char *working_directory;

@@ -307,6 +307,7 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
                 .exec_id = e->id,
                 .owner = sandbox->owner,
                 .tenant = sandbox->config.tenant,
+                .labels = sandbox->config.labels,
                 .caller = e->config.caller,
                 .argv = e->config.argv,
                 .working_directory = e->config.working_directory,

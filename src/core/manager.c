@@ -17,6 +17,7 @@
 #include "manager-quota.h"
 #include "fd-util.h"
 #include "list.h"
+#include "labels.h"
 #include "log.h"
 #include "payload-bwrap.h"
 #include "sandbox-persist.h"
@@ -595,6 +596,7 @@ Sandbox *manager_next_visible_sandbox(Manager *m, Sandbox *prev, const SandboxCa
 
 static bool sandbox_list_query_matches(const SandboxListQuery *q, Sandbox *s) {
         return (q->state < 0 || (int) sandbox_get_state(s) == q->state) &&
+               labels_match(s->config.labels, q->labels) &&
                (!q->template_name[0] || streq(q->template_name, sandbox_get_template(s))) &&
                (!q->name[0] || streq(q->name, sandbox_get_name(s)));
 }

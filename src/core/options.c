@@ -9,6 +9,7 @@
 
 #include "agent-protocol.h"
 #include "egress-policy.h"
+#include "labels.h"
 #include "options.h"
 #include "sandbox.h"
 #include "sandbox-errors.h"
@@ -41,6 +42,7 @@ static const char * const option_type_table[_OPTION_TYPE_MAX] = {
         [OPTION_INT64]  = "int64",
         [OPTION_DOUBLE] = "double",
         [OPTION_STRV]   = "string array",
+        [OPTION_STRMAP] = "string map",
         [OPTION_BYTES]  = "bytes",
         [OPTION_FD]     = "file descriptor",
         [OPTION_OTHER]  = "other",
@@ -78,6 +80,7 @@ static const OptionSpec sandbox_options[] = {
         { "FromSnapshot",       OPTION_STRING },
         { "Storage",            OPTION_STRING },
         { "Secrets",            OPTION_STRV   },
+        { "Labels",             OPTION_STRMAP },
         {}
 };
 
@@ -126,6 +129,7 @@ static const OptionSpec sandbox_list_filters[] = {
         { "State",    OPTION_STRING },
         { "Template", OPTION_STRING },
         { "Name",     OPTION_STRING },
+        { "Label",    OPTION_STRV   },
         {}
 };
 
@@ -173,7 +177,7 @@ static int option_check(OptionSet set, const char *name, const OptionValue *v, S
                                                  "Unknown file option '%.64s'.", name);
                 case OPTION_SET_SANDBOX_LIST:
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
-                                                 "Unknown filter %.64s (known: Offset, Limit, State, Template, Name).",
+                                                 "Unknown filter %.64s (known: Offset, Limit, State, Template, Name, Label).",
                                                  name);
                 default:
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
@@ -355,9 +359,11 @@ int sandbox_config_secret_bindings(const SandboxConfig *c, SecretBinding **ret, 
 int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src) {
         *dest = *src;
         dest->egress_allow = dest->egress_deny = dest->secrets = NULL;
+        dest->labels = NULL;
         if (free_and_strdup_or_null(&dest->egress_allow, src->egress_allow) < 0 ||
             free_and_strdup_or_null(&dest->egress_deny, src->egress_deny) < 0 ||
-            free_and_strdup_or_null(&dest->secrets, src->secrets) < 0) {
+            free_and_strdup_or_null(&dest->secrets, src->secrets) < 0 ||
+            (src->labels && !(dest->labels = strv_copy(src->labels)))) {
                 sandbox_config_done(dest);
                 return -ENOMEM;
         }
@@ -407,6 +413,7 @@ void sandbox_config_done(SandboxConfig *c) {
         c->egress_allow = mfree(c->egress_allow);
         c->egress_deny = mfree(c->egress_deny);
         c->secrets = mfree(c->secrets);
+        c->labels = strv_free(c->labels);
 }
 
 int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret) {
@@ -515,8 +522,14 @@ int sandbox_config_set(SandboxConfig *c, const char *name, const OptionValue *v,
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "FromSnapshot must be a snapshot id (16 hex digits), got '%.64s'.", v->s);
                 strcpy(c->from_snapshot, v->s);
-        }
-        else /* Ephemeral */
+        } else if (streq(name, "Labels")) {
+                char **l = NULL;
+                r = labels_from_pairs(v->strv, &l, error);
+                if (r < 0)
+                        return r;
+                strv_free(c->labels);
+                c->labels = l;
+        } else /* Ephemeral */
                 c->ephemeral = v->b;
         return r;
 }
@@ -862,9 +875,29 @@ int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionVa
                                                  "State must be one of starting, running, paused, stopping, dead.");
         } else if (streq(name, "Template"))
                 return set_label(q->template_name, name, v->s, template_name_is_valid, error);
-        else /* Name */
+        else if (streq(name, "Label")) {
+                char **copy;
+
+                if (strv_length(v->strv) > SANDBOX_LABELS_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "Label: at most %u selectors.",
+                                                 SANDBOX_LABELS_MAX);
+                for (char * const *i = v->strv; i && *i; i++) {
+                        r = label_selector_check(*i, error);
+                        if (r < 0)
+                                return r;
+                }
+                copy = strv_copy(v->strv ?: (char * const[]) { NULL });
+                if (!copy)
+                        return -ENOMEM;
+                strv_free(q->labels);
+                q->labels = copy;
+        } else /* Name */
                 return set_label(q->name, name, v->s, sandbox_name_is_valid, error);
         return 0;
+}
+
+void sandbox_list_query_done(SandboxListQuery *q) {
+        q->labels = strv_free(q->labels);
 }
 
 static const char * const storage_table[_STORAGE_MAX] = {
@@ -936,11 +969,13 @@ int option_set_apply(OptionSet set, void *target, const char *name, const Option
 /* What a decoded JSON value holds on to until it is applied. */
 typedef struct JsonOptionStorage {
         char **strv;
+        char **pairs;             /* borrowed strings of the object */
         void *bytes;
 } JsonOptionStorage;
 
 static void json_option_storage_done(JsonOptionStorage *st) {
         st->strv = strv_free(st->strv);
+        st->pairs = mfree(st->pairs);
         st->bytes = mfree(st->bytes);
 }
 
@@ -1042,9 +1077,30 @@ static int json_to_option(const char *name, json_object *j, OptionType want, con
                 *v = (OptionValue) { .type = OPTION_STRV, .strv = st->strv };
                 return 0;
         }
-        case json_type_object:
-                *v = (OptionValue) { .type = OPTION_OTHER, .other = "object" };
+        case json_type_object: {
+                size_t n = 0;
+
+                if (want != OPTION_STRMAP) {
+                        *v = (OptionValue) { .type = OPTION_OTHER, .other = "object" };
+                        return 0;
+                }
+                if (json_object_object_length(j) > (int) SANDBOX_LABELS_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION, "%.64s: at most %u members.",
+                                                 name, SANDBOX_LABELS_MAX);
+                st->pairs = calloc(2 * (size_t) json_object_object_length(j) + 1, sizeof(char *));
+                if (!st->pairs)
+                        return -ENOMEM;
+                json_object_object_foreach(j, key, e) {
+                        if (!json_object_is_type(e, json_type_string) ||
+                            strlen(json_object_get_string(e)) != (size_t) json_object_get_string_len(e))
+                                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                         "%.64s: the value of '%.64s' must be a string.", name, key);
+                        st->pairs[n++] = key;
+                        st->pairs[n++] = (char *) json_object_get_string(e);
+                }
+                *v = (OptionValue) { .type = OPTION_STRMAP, .strv = st->pairs };
                 return 0;
+        }
         default:
                 *v = (OptionValue) { .type = OPTION_OTHER, .other = "null" };
                 return 0;

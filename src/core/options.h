@@ -109,6 +109,8 @@ typedef struct SandboxConfig {
         /* Fork on disk only (not an option): the sandbox whose workspace it starts with, as
          * a snapshot. */
         char fork_from[SNAPSHOT_ID_STRING_MAX + 1];
+        /* Labels (labels.h): "key=value", sorted by key; NULL: none. Owned. */
+        char **labels;
 } SandboxConfig;
 
 /* Snapshot's and Hibernate's options. */
@@ -190,6 +192,7 @@ typedef struct SandboxListQuery {
         int state;                /* a SandboxState; -1: any */
         char template_name[SANDBOX_NAME_MAX + 1]; /* "": any (TEMPLATE_NAME_MAX is the same) */
         char name[SANDBOX_NAME_MAX + 1]; /* "": any */
+        char **labels;            /* selectors (labels.h), all to match; NULL: any. Owned */
 } SandboxListQuery;
 
 #define SANDBOX_LIST_QUERY_INIT { .state = -1 }
@@ -205,6 +208,7 @@ typedef enum OptionType {
         OPTION_INT64,
         OPTION_DOUBLE,
         OPTION_STRV,
+        OPTION_STRMAP,    /* string to string: key, value, key, value, …, NULL in .strv */
         OPTION_BYTES,
         OPTION_FD,
         OPTION_OTHER,     /* a type no option has; named by the wire format, for the message */
@@ -284,7 +288,7 @@ int sandbox_config_finalize(SandboxConfig *c, const SandboxLimits *template_defa
 int sandbox_config_egress_strv(const SandboxConfig *c, bool deny, char ***ret);
 /* A deep copy into dest (which holds nothing owned yet); -ENOMEM leaves dest empty. */
 int sandbox_config_copy(SandboxConfig *dest, const SandboxConfig *src);
-/* Frees what c owns (the egress texts); c stays valid, with no egress rules. */
+/* Frees what c owns (the egress texts, the labels); c stays valid, without them. */
 void sandbox_config_done(SandboxConfig *c);
 /* Whether a and b have the same egress rules (NULL and "" alike: none). */
 bool sandbox_config_egress_equal(const SandboxConfig *a, const SandboxConfig *b);
@@ -315,6 +319,7 @@ int file_options_set(FileOptions *o, const char *name, const OptionValue *v, San
 
 int execution_query_set(ExecutionQuery *q, const char *name, const OptionValue *v, SandboxError *error);
 int sandbox_list_query_set(SandboxListQuery *q, const char *name, const OptionValue *v, SandboxError *error);
+void sandbox_list_query_done(SandboxListQuery *q);
 /* What caller may see: its own sandboxes' executions and its own, or with the manage grant
  * (caller->granted, see access.h) all; of the tenant it acts for only, if it does. */
 void execution_query_authorize(ExecutionQuery *q, const SandboxCaller *caller);

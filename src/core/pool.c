@@ -172,8 +172,11 @@ void pool_add_released(Manager *m, Sandbox *s) {
 
 int pool_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *config, SandboxError *error) {
         bool recycled = sandbox_is_released(s);
+        _cleanup_strv_free_ char **labels = NULL;
         int r;
 
+        if (config->labels && !(labels = strv_copy(config->labels)))
+                return -ENOMEM;
         if (recycled) {
                 r = sandbox_take_new_id(s);
                 if (r < 0)
@@ -195,6 +198,14 @@ int pool_hand_out(Manager *m, Sandbox *s, uid_t owner, const SandboxConfig *conf
         s->config.idle_action = config->idle_action;
         memcpy(s->config.name, config->name, sizeof(s->config.name));
         memcpy(s->config.tenant, config->tenant, sizeof(s->config.tenant));
+        if (labels || s->config.labels) {
+                /* The new owner's labels, and the unit's description that shows them. */
+                strv_free(s->config.labels);
+                s->config.labels = TAKE_PTR(labels);
+                r = sandbox_update_description(s);
+                if (r < 0)
+                        log_sandbox(s, LOG_WARNING, r, "Failed to update the description of %s: %m", s->unit);
+        }
         s->record_closed = false;
         sandbox_save(s);
         manager_notify_added(m, s);

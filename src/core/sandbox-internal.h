@@ -262,6 +262,10 @@ struct Manager {
 /* m's backend for k, or NULL for no such kind. */
 const PayloadOps *manager_payload_ops(Manager *m, PayloadKind k);
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);
+/* s->description from its id, template and labels; and, update, told to systemd as the
+ * running unit's Description= (a pooled sandbox handed out with labels). */
+int sandbox_format_description(Sandbox *s);
+int sandbox_update_description(Sandbox *s);
 /* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
  * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
 int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);

@@ -9,6 +9,7 @@
 
 #include "fd-util.h"
 #include "json-util.h"
+#include "labels.h"
 #include "sandbox-persist.h"
 #include "strv.h"
 
@@ -68,6 +69,7 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             /* The bindings' names only: values are read from the store again. */
             (!isempty(st->config.secrets) &&
              json_add(o, "Secrets", json_object_new_string(st->config.secrets)) < 0) ||
+            (!strv_isempty(st->config.labels) && json_add(o, "Labels", labels_to_json(st->config.labels)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
             json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0 ||
             json_add(o, "released", json_object_new_boolean(st->released)) < 0)
@@ -212,6 +214,15 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
             get_text(o, "EgressDeny", &st.config.egress_deny) < 0 ||
             get_text(o, "Secrets", &st.config.secrets) < 0)
                 goto finish;
+        /* Absent in what an older sandboxd saved, and for a sandbox without labels. */
+        if (json_object_object_get_ex(o, "Labels", &v)) {
+                r = labels_from_json(v, &st.config.labels, NULL);
+                if (r < 0) {
+                        r = r == -ENOMEM ? r : -EBADMSG;
+                        goto finish;
+                }
+                r = -EBADMSG;
+        }
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))
                 goto finish;

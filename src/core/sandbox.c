@@ -15,6 +15,7 @@
 #include "agent-protocol.h"
 #include "etc-tree.h"
 #include "exec-persist.h"
+#include "labels.h"
 #include "log.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
@@ -405,6 +406,40 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
         return s;
 }
 
+/* The unit's Description: "Sandbox ID (TEMPLATE)", and its labels, so that systemctl status
+ * shows them. */
+int sandbox_format_description(Sandbox *s) {
+        _cleanup_free_ char *labels = NULL;
+        char *d;
+
+        if (labels_format(s->config.labels, &labels) < 0 ||
+            asprintf(&d, "Sandbox %s (%s)%s%s", s->id, strna(s->template_name), isempty(labels) ? "" : " ",
+                     labels) < 0)
+                return -ENOMEM;
+        free(s->description);
+        s->description = d;
+        return 0;
+}
+
+static void on_description_set(const char *result, const sd_bus_error *error, void *userdata) {
+        Sandbox *s = userdata;
+
+        if (!result)
+                log_sandbox(s, LOG_WARNING, 0, "Failed to set the description of %s: %s", s->unit,
+                            error && error->message ? error->message : "no reply");
+}
+
+int sandbox_update_description(Sandbox *s) {
+        int r;
+
+        r = sandbox_format_description(s);
+        if (r < 0)
+                return r;
+        if (!s->unit || !s->manager->systemd)
+                return 0;
+        return unit_set_description(s->manager->systemd, s->unit, s->description, on_description_set, s);
+}
+
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret) {
         const PayloadOps *ops = manager_payload_ops(m, t->payload);
         Sandbox *s;
@@ -474,7 +509,7 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         s->unit = sandbox_unit_name(s->id, "scope");
         sandbox_subslice_name(s->id, s->subslice);
         if (!s->template_name || !s->environment || !s->unit ||
-            asprintf(&s->description, "Sandbox %s (%s)", s->id, t->name) < 0) {
+            sandbox_format_description(s) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }
@@ -1173,7 +1208,7 @@ int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret) {
         sandbox_subslice_name(s->id, s->subslice);
         s->environment = strv_copy(st->environment ?: (char *[]) { NULL });
         if (!s->template_name || !s->unit || !s->environment ||
-            asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
+            sandbox_format_description(s) < 0) {
                 sandbox_free_internal(s);
                 return -ENOMEM;
         }
@@ -1384,7 +1419,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         s->cgroup = st->cgroup ? strdup(st->cgroup) : NULL;
         if (!s->template_name || !s->environment || (st->cgroup && !s->cgroup) ||
             !s->unit ||
-            asprintf(&s->description, "Sandbox %s (%s)", s->id, st->template_name) < 0) {
+            sandbox_format_description(s) < 0) {
                 r = -ENOMEM;
                 goto fail;
         }

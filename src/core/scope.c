@@ -522,6 +522,26 @@ int unit_set_limits(SystemdClient *c, const char *unit, uint64_t memory_max, uin
         return pending_call_send(c, CALL_SIMPLE, unit, m, on_simple_reply, cb, userdata);
 }
 
+int unit_set_description(SystemdClient *c, const char *unit, const char *description, systemd_job_callback_t cb,
+                         void *userdata) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_call(c->bus, &m, SYSTEMD_DEST, SYSTEMD_PATH, SYSTEMD_MANAGER,
+                                           "SetUnitProperties");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "sb", unit, true);
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "(sv)");
+        if (r >= 0)
+                r = append_property(m, "Description", "s", description);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0)
+                return r;
+        return pending_call_send(c, CALL_SIMPLE, unit, m, on_simple_reply, cb, userdata);
+}
+
 static int on_control_group(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         PendingCall *p = userdata;
         const sd_bus_error *e = sd_bus_message_get_error(reply);

@@ -54,3 +54,6 @@ void systemd_client_cancel(SystemdClient *c, void *userdata);
 int unit_set_limits(SystemdClient *c, const char *unit, uint64_t memory_max, uint64_t tasks_max,
                     uint64_t cpu_weight, systemd_job_callback_t cb, void *userdata);
 int unit_get_control_group(SystemdClient *c, const char *unit, systemd_job_callback_t cb, void *userdata);
+/* SetUnitProperties(unit, runtime): Description= (a pooled sandbox's, once it has labels). */
+int unit_set_description(SystemdClient *c, const char *unit, const char *description, systemd_job_callback_t cb,
+                         void *userdata);

@@ -7,6 +7,7 @@
 #include <json-c/json.h>
 
 #include "json-util.h"
+#include "labels.h"
 #include "snapshot-meta.h"
 #include "strv.h"
 #include "template.h"
@@ -17,6 +18,7 @@ void snapshot_settings_done(SnapshotSettings *s) {
 
 void snapshot_meta_done(SnapshotMeta *m) {
         m->template_name = mfree(m->template_name);
+        m->config.labels = strv_free(m->config.labels);
 }
 
 static const char * const snapshot_event_kind_table[_SNAPSHOT_EVENT_KIND_MAX] = {
@@ -90,7 +92,8 @@ int snapshot_meta_to_json(const SnapshotMeta *m, char **ret) {
             add_u64(o, "IdleTimeout", c->idle_timeout_sec) < 0 ||
             json_add(o, "IdleAction", json_object_new_string(idle_action_to_string(c->idle_action))) < 0 ||
             json_add(o, "Name", json_object_new_string(c->name)) < 0 ||
-            json_add(o, "Tenant", json_object_new_string(c->tenant)) < 0)
+            json_add(o, "Tenant", json_object_new_string(c->tenant)) < 0 ||
+            (!strv_isempty(c->labels) && json_add(o, "Labels", labels_to_json(c->labels)) < 0))
                 return -ENOMEM;
         text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         if (!text)
@@ -139,6 +142,7 @@ int snapshot_meta_from_json(const char *text, SnapshotMeta *ret) {
         _cleanup_json_ json_object *o = json_tokener_parse(text);
         SnapshotMeta m = {};
         char template[TEMPLATE_NAME_MAX + 1], idle_action[16];
+        json_object *v;
         uint64_t owner;
         IdleAction a;
 
@@ -170,10 +174,18 @@ int snapshot_meta_from_json(const char *text, SnapshotMeta *ret) {
         if (a < 0)
                 return -EBADMSG;
         m.config.idle_action = a;
+        /* Absent in the metadata of a sandbox without labels, or of before them. */
+        if (json_object_object_get_ex(o, "Labels", &v)) {
+                int r = labels_from_json(v, &m.config.labels, NULL);
+                if (r < 0)
+                        return r == -ENOMEM ? r : -EBADMSG;
+        }
         m.owner = (uid_t) owner;
         m.template_name = strdup(template);
-        if (!m.template_name)
+        if (!m.template_name) {
+                strv_free(m.config.labels);
                 return -ENOMEM;
+        }
         *ret = m;
         return 0;
 }

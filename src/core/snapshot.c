@@ -672,6 +672,12 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         j->meta.config.secrets = NULL;
         j->meta.config.secrets_set = false;
         j->meta.config.from_snapshot[0] = 0;
+        /* Its labels are kept, so that a sandbox woken has them again. */
+        j->meta.config.labels = NULL;
+        if (s->config.labels && !(j->meta.config.labels = strv_copy(s->config.labels))) {
+                free(j);
+                return -ENOMEM;
+        }
         strcpy(j->meta.source, s->id);
         j->meta.template_name = strdup(s->template_name);
         r = j->meta.template_name ? snapshot_generate_id(m, j->meta.id) : -ENOMEM;

@@ -366,7 +366,51 @@ static const struct {
         { SANDBOX_CREATE_IDLE_ACTION,  "IdleAction",         's', offsetof(SandboxCreateOptions, idle_action)            },
         { SANDBOX_CREATE_STORAGE,      "Storage",            's', offsetof(SandboxCreateOptions, storage)                },
         { SANDBOX_CREATE_SECRETS,      "Secrets",            'S', offsetof(SandboxCreateOptions, secrets)                },
+        { SANDBOX_CREATE_LABELS,       "Labels",             'L', offsetof(SandboxCreateOptions, labels)                 },
 };
+
+/* "key=value" strings as a{ss}, each split at its first '=' (a label key has none). */
+static int append_labels(sd_bus_message *m, char * const *labels) {
+        int r;
+
+        r = sd_bus_message_open_container(m, 'a', "{ss}");
+        for (char * const *l = labels; r >= 0 && l && *l; l++) {
+                const char *eq = strchr(*l, '=');
+                _cleanup_free_ char *key = strndup(*l, eq ? (size_t) (eq - *l) : strlen(*l));
+
+                if (!key)
+                        return -ENOMEM;
+                r = sd_bus_message_append(m, "{ss}", key, eq ? eq + 1 : "");
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
+/* a{ss} (entered at its array) as "key=value" strings. */
+static int read_labels(sd_bus_message *m, char ***ret) {
+        _cleanup_strv_free_ char **l = NULL;
+        const char *k, *v;
+        int r;
+
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        r = sd_bus_message_enter_container(m, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(m, "{ss}", &k, &v)) > 0)
+                if (strv_extendf(&l, "%s=%s", k, v) < 0)
+                        return -ENOMEM;
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+        strv_free(*ret);
+        *ret = TAKE_PTR(l);
+        return 0;
+}
 
 int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *o) {
         int r;
@@ -382,7 +426,19 @@ int client_append_create_options(sd_bus_message *m, const SandboxCreateOptions *
                 else if (create_options[i].type == 's')
                         r = sd_bus_message_append(m, "{sv}", create_options[i].name, "s",
                                                   strempty(*(const char * const *) p));
-                else if (create_options[i].type == 'S') {
+                else if (create_options[i].type == 'L') {
+                        r = sd_bus_message_open_container(m, 'e', "sv");
+                        if (r >= 0)
+                                r = sd_bus_message_append(m, "s", create_options[i].name);
+                        if (r >= 0)
+                                r = sd_bus_message_open_container(m, 'v', "a{ss}");
+                        if (r >= 0)
+                                r = append_labels(m, *(char ** const *) p);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(m);
+                        if (r >= 0)
+                                r = sd_bus_message_close_container(m);
+                } else if (create_options[i].type == 'S') {
                         r = sd_bus_message_open_container(m, 'e', "sv");
                         if (r >= 0)
                                 r = sd_bus_message_append(m, "s", create_options[i].name);
@@ -530,6 +586,7 @@ static void sandbox_info_done(void *item) {
         free(s->state);
         free(s->path);
         free(s->name);
+        strv_free(s->labels);
 }
 
 void sandbox_info_array_free(SandboxInfo *a, size_t n) {
@@ -564,20 +621,40 @@ typedef struct NameQuery {
         sd_bus_slot *slot;
 } NameQuery;
 
-/* The answer to one Properties.Get of Name, into its SandboxInfo; an error (the sandbox went
- * meanwhile, an older daemon) leaves "". */
+/* What a list entry takes of its object's properties. */
+typedef struct InfoFields {
+        char *name;
+        char **labels;
+} InfoFields;
+
+static const char *info_field(size_t i, const char **sig, size_t *off) {
+        static const struct { const char *name, *sig; size_t off; } fields[] = {
+                { "Name",   "s",     offsetof(InfoFields, name)   },
+                { "Labels", "a{ss}", offsetof(InfoFields, labels) },
+        };
+        *sig = fields[i].sig;
+        *off = fields[i].off;
+        return fields[i].name;
+}
+
+/* The answer to one Properties.GetAll, into its SandboxInfo; an error (the sandbox went
+ * meanwhile, an older daemon) leaves "" and no labels. */
 static int on_name(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
         NameQuery *q = userdata;
-        const char *name;
+        InfoFields f = {};
+        unsigned seen = 0;
 
         (*q->pending)--;
-        if (!sd_bus_message_is_method_error(reply, NULL) && sd_bus_message_read(reply, "v", "s", &name) > 0) {
-                char *copy = strdup(name);
-                if (!copy)
-                        return -ENOMEM;
-                free(q->info->name);
-                q->info->name = copy;
+        if (!sd_bus_message_is_method_error(reply, NULL) && client_read_fields(reply, 2, info_field, &f, &seen) >= 0) {
+                if (f.name) {
+                        free(q->info->name);
+                        q->info->name = TAKE_PTR(f.name);
+                }
+                strv_free(q->info->labels);
+                q->info->labels = TAKE_PTR(f.labels);
         }
+        free(f.name);
+        strv_free(f.labels);
         return 0;
 }
 
@@ -603,8 +680,8 @@ static int sandbox_infos_fetch_names(SandboxClient *c, SandboxInfo *infos, size_
                                 r = -ENOMEM;
                         else
                                 r = sd_bus_call_method_async(c->bus, &q->slot, SANDBOX_BUS_NAME, q->info->path,
-                                                             "org.freedesktop.DBus.Properties", "Get", on_name, q,
-                                                             "ss", SANDBOX_INTERFACE, "Name");
+                                                             "org.freedesktop.DBus.Properties", "GetAll", on_name, q,
+                                                             "s", SANDBOX_INTERFACE);
                         if (r >= 0)
                                 pending++;
                         sent++;
@@ -622,13 +699,40 @@ static int sandbox_infos_fetch_names(SandboxClient *c, SandboxInfo *infos, size_
         return r < 0 ? r : 0;
 }
 
-int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error) {
+int sandbox_client_list(SandboxClient *c, char * const *labels, SandboxInfo **ret, size_t *ret_n,
+                        SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         SandboxInfo *infos = NULL;
         size_t n = 0;
         int r;
 
-        r = client_call_list(c, NULL, "ListSandboxes", "(ssusot)", sizeof(SandboxInfo), sandbox_info_read,
-                             sandbox_info_done, (void **) &infos, &n, error);
+        if (strv_isempty(labels))
+                r = client_call_list(c, NULL, "ListSandboxes", "(ssusot)", sizeof(SandboxInfo), sandbox_info_read,
+                                     sandbox_info_done, (void **) &infos, &n, error);
+        else {
+                r = client_new_call(c, NULL, "ListSandboxesFiltered", &m);
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, 'a', "{sv}");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, 'e', "sv");
+                if (r >= 0)
+                        r = sd_bus_message_append(m, "s", "Label");
+                if (r >= 0)
+                        r = sd_bus_message_open_container(m, 'v', "as");
+                if (r >= 0)
+                        r = sd_bus_message_append_strv(m, (char **) labels);
+                for (unsigned i = 0; r >= 0 && i < 3; i++)
+                        r = sd_bus_message_close_container(m);
+                if (r < 0)
+                        return client_error_from_bus(error, NULL, r);
+                r = client_call(c, m, 0, /* interruptible= */ false, error, &reply);
+                if (r < 0)
+                        return r;
+                r = client_read_array(reply, "(ssusot)", sizeof(SandboxInfo), sandbox_info_read, sandbox_info_done,
+                                      (void **) &infos, &n);
+                if (r < 0)
+                        return client_error_from_bus(error, NULL, r);
+        }
         if (r < 0)
                 return r;
         r = sandbox_infos_fetch_names(c, infos, n);
@@ -665,6 +769,7 @@ static const struct {
         [SANDBOX_PROPERTY_TENANT]       = { "Tenant",             "s", offsetof(SandboxStatus, tenant)                 },
         [SANDBOX_PROPERTY_STORAGE]      = { "Storage",            "s", offsetof(SandboxStatus, storage)                },
         [SANDBOX_PROPERTY_FORK_METHOD]  = { "ForkMethod",         "s", offsetof(SandboxStatus, fork_method)            },
+        [SANDBOX_PROPERTY_LABELS]       = { "Labels",         "a{ss}", offsetof(SandboxStatus, labels)                 },
 };
 
 /* One value of a property or an info entry into p, by its signature. */
@@ -684,6 +789,13 @@ static int read_variant(sd_bus_message *m, const char *signature, void *p) {
                 r = sd_bus_message_read(m, "v", "b", &b);
                 if (r >= 0)
                         *(bool *) p = b;
+                return r;
+        case 'a':       /* a{ss}: "key=value" strings */
+                r = sd_bus_message_enter_container(m, 'v', signature);
+                if (r >= 0)
+                        r = read_labels(m, (char ***) p);
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(m);
                 return r;
         default:        /* i, u, t: stored as the bus has them */
                 return sd_bus_message_read(m, "v", signature, p);
@@ -763,6 +875,7 @@ void sandbox_status_done(SandboxStatus *s) {
         free(s->tenant);
         free(s->storage);
         free(s->fork_method);
+        strv_free(s->labels);
         *s = (SandboxStatus) {};
 }
 

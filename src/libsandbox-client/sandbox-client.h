@@ -74,6 +74,7 @@ typedef enum SandboxCreateField {
         SANDBOX_CREATE_IDLE_ACTION      = 1 << 13,
         SANDBOX_CREATE_STORAGE          = 1 << 14,
         SANDBOX_CREATE_SECRETS          = 1 << 15,
+        SANDBOX_CREATE_LABELS           = 1 << 16,
 } SandboxCreateField;
 
 /* CreateSandbox's options; only those in set are sent (the rest: the template's). */
@@ -95,6 +96,7 @@ typedef struct SandboxCreateOptions {
         const char *idle_action;        /* "destroy", "pause", "hibernate" */
         const char *storage;            /* "disk", "tmpfs" */
         char **secrets;                 /* Secrets: bindings of the caller's secrets */
+        char **labels;                  /* Labels: "key=value" each (split at the first '=') */
 } SandboxCreateOptions;
 
 /* template NULL or "": the default. *ret_id may be NULL. */
@@ -136,12 +138,15 @@ typedef struct SandboxInfo {
         char *path;
         uint64_t created_at;            /* µs since the epoch */
         char *name;                     /* "": none (or gone meanwhile) */
+        char **labels;                  /* "key=value", sorted; NULL: none */
 } SandboxInfo;
 
 void sandbox_info_array_free(SandboxInfo *a, size_t n);
-/* ListSandboxes, in the daemon's order, and each one's Name (its property: the calls go
- * out together, one round trip for all). */
-int sandbox_client_list(SandboxClient *c, SandboxInfo **ret, size_t *ret_n, SandboxClientError *error);
+/* ListSandboxes, in the daemon's order, and each one's Name and Labels (its properties: the
+ * calls go out together, one round trip for all). labels: selectors ("key=value", "key"),
+ * all to match (ListSandboxesFiltered's Label); NULL: every sandbox. */
+int sandbox_client_list(SandboxClient *c, char * const *labels, SandboxInfo **ret, size_t *ret_n,
+                        SandboxClientError *error);
 
 /* The properties of a sandbox; a daemon may lack some: seen has a bit per one given. */
 typedef enum SandboxProperty {
@@ -163,6 +168,7 @@ typedef enum SandboxProperty {
         SANDBOX_PROPERTY_TENANT,
         SANDBOX_PROPERTY_STORAGE,
         SANDBOX_PROPERTY_FORK_METHOD,
+        SANDBOX_PROPERTY_LABELS,
         _SANDBOX_PROPERTY_MAX,
 } SandboxProperty;
 
@@ -185,6 +191,7 @@ typedef struct SandboxStatus {
         char *tenant;
         char *storage;                  /* "disk", "tmpfs" */
         char *fork_method;              /* "snapshot", "copy" */
+        char **labels;                  /* "key=value", sorted */
         unsigned seen;                  /* 1 << SandboxProperty */
 } SandboxStatus;
 
@@ -192,7 +199,8 @@ typedef struct SandboxStatus {
 
 void sandbox_status_done(SandboxStatus *s);
 /* Property p of s, for a caller that walks them all: its D-Bus type signature ("s": a
- * char *, "u": uint32_t, "t": uint64_t, "b": bool) and where s keeps its value. */
+ * char *, "u": uint32_t, "t": uint64_t, "b": bool, "a{ss}": char ** of "key=value") and
+ * where s keeps its value. */
 const char *sandbox_property_signature(SandboxProperty p);
 const void *sandbox_status_field(const SandboxStatus *s, SandboxProperty p);
 int sandbox_handle_status(SandboxHandle *h, SandboxStatus *ret, SandboxClientError *error);

@@ -25,6 +25,7 @@ typedef enum McpArgType {
         MCP_ARG_BOOLEAN,
         MCP_ARG_STRINGS,
         MCP_ARG_SECONDS,              /* a number of seconds (0.5 too); its range is sandboxd's */
+        MCP_ARG_STRING_MAP,           /* an object of strings (labels); its keys and values are sandboxd's to check */
 } McpArgType;
 
 /* One argument of a tool: its inputSchema property and how it is checked, from one table. */

@@ -34,7 +34,8 @@
         "\"memoryMax\":{\"type\":\"integer\",\"description\":\"bytes\"},"                       \
         "\"timeout\":{\"type\":\"integer\",\"description\":\"lifetime in seconds, 0: none\"},"  \
         "\"deadline\":{\"type\":\"integer\",\"description\":\"µs since the epoch, 0: never\"}," \
-        "\"ephemeral\":{\"type\":\"boolean\"}},"                                                \
+        "\"ephemeral\":{\"type\":\"boolean\"},"                                                 \
+        "\"labels\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"}}},"        \
         "\"required\":[\"id\",\"template\",\"state\"]}"
 
 #define RUN_RESULT_SCHEMA                                                                       \
@@ -116,6 +117,7 @@ static json_object *arg_schema(const McpArg *a) {
                 [MCP_ARG_BOOLEAN] = "boolean",
                 [MCP_ARG_STRINGS] = "array",
                 [MCP_ARG_SECONDS] = "number",
+                [MCP_ARG_STRING_MAP] = "object",
         };
         _cleanup_json_ json_object *o = json_object_new_object();
 
@@ -144,6 +146,12 @@ static json_object *arg_schema(const McpArg *a) {
                 return NULL;
         if (a->type == MCP_ARG_STRING && a->max > 0 && json_add(o, "maxLength", json_object_new_int64(a->max)) < 0)
                 return NULL;
+        if (a->type == MCP_ARG_STRING_MAP) {
+                _cleanup_json_ json_object *values = json_object_new_object();
+                if (!values || json_add(values, "type", json_object_new_string("string")) < 0 ||
+                    json_add(o, "additionalProperties", TAKE_PTR(values)) < 0)
+                        return NULL;
+        }
         if (a->type == MCP_ARG_STRINGS) {
                 _cleanup_json_ json_object *items = json_object_new_object();
                 if (!items || json_add(items, "type", json_object_new_string("string")) < 0 ||
@@ -249,6 +257,17 @@ static int arg_check(const McpArg *a, json_object *v, char **ret_message) {
                         if (r < 0)
                                 return asprintf(ret_message, "%s must be an array of strings", a->name) < 0
                                                ? -ENOMEM : -EINVAL;
+                }
+                return 0;
+        case MCP_ARG_STRING_MAP:
+                if (!json_object_is_type(v, json_type_object))
+                        return asprintf(ret_message, "%s must be an object of strings", a->name) < 0 ? -ENOMEM
+                                                                                                      : -EINVAL;
+                json_object_object_foreach(v, key, value) {
+                        const char *s;
+                        if (json_string_get_clean(value, &s) < 0)
+                                return asprintf(ret_message, "%s.%.64s must be a string without NUL bytes", a->name,
+                                                key) < 0 ? -ENOMEM : -EINVAL;
                 }
                 return 0;
         }
@@ -499,6 +518,8 @@ static json_object *create_options(McpRequest *r, bool ephemeral, bool default_l
         if (mcp_arg_has(r, "egress_allow") && json_add(o, "EgressAllow", json_object_get(mcp_arg(r, "egress_allow"))) < 0)
                 return NULL;
         if (mcp_arg_has(r, "egress_deny") && json_add(o, "EgressDeny", json_object_get(mcp_arg(r, "egress_deny"))) < 0)
+                return NULL;
+        if (mcp_arg_has(r, "labels") && json_add(o, "Labels", json_object_get(mcp_arg(r, "labels"))) < 0)
                 return NULL;
         /* A sandbox made over MCP without a lifetime gets the server's default: an agent
          * that forgets sandbox_destroy does not leak it (sandboxd-mcp(1)). */
@@ -832,7 +853,17 @@ static int sandboxes_listed(McpRequest *r, json_object *parameters, const char *
 }
 
 static int sandbox_list(McpRequest *r) {
-        return mcp_request_call(r, "ListSandboxes", json_object_new_object(), sandboxes_listed);
+        _cleanup_json_ json_object *p = json_object_new_object(), *filter = NULL;
+
+        if (!p)
+                return -ENOMEM;
+        if (mcp_arg_has(r, "label")) {
+                filter = json_object_new_object();
+                if (!filter || json_add(filter, "Label", json_object_get(mcp_arg(r, "label"))) < 0 ||
+                    json_add(p, "filter", TAKE_PTR(filter)) < 0)
+                        return -ENOMEM;
+        }
+        return mcp_request_call(r, "ListSandboxes", TAKE_PTR(p), sandboxes_listed);
 }
 
 /* Destroy, Remove: {what: its name, key: true}. */
@@ -1137,6 +1168,14 @@ static const McpArg sandbox_create_args[] = {
         { "from_snapshot", MCP_ARG_STRING, false, "A snapshot id (sandbox_snapshot, snapshot_list): start with its "
           "files", .max = 64 },
         ARG_EGRESS,
+        { "labels", MCP_ARG_STRING_MAP, false, "Labels to find it by (sandbox_list's label): keys like Kubernetes' "
+          "([prefix/]name, letters, digits, - _ .), values text of up to 256 bytes; at most 64" },
+        ARG_END
+};
+
+static const McpArg sandbox_list_args[] = {
+        { "label", MCP_ARG_STRINGS, false, "Only sandboxes with every one of these labels: KEY=VALUE, or KEY for "
+          "any value" },
         ARG_END
 };
 
@@ -1285,8 +1324,8 @@ const McpTool mcp_tools[] = {
         },
         {
                 "sandbox_list", "List sandboxes",
-                "Lists the sandboxes you can use.",
-                no_args,
+                "Lists the sandboxes you can use, or those with the labels given.",
+                sandbox_list_args,
                 OBJECT_SCHEMA("\"sandboxes\":{\"type\":\"array\",\"items\":" SANDBOX_SCHEMA "}", "\"sandboxes\""),
                 .read_only = true, .idempotent = true,
                 .run = sandbox_list,

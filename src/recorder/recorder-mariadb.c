@@ -25,7 +25,7 @@
 #define PRUNE_BATCH 5000U
 /* Executions go in as multi-row INSERTs of 2, 4, … EXEC_ROWS_MAX rows: one statement (one
  * round trip, one parse and table open on the server) for many records. */
-#define EXEC_COLUMNS 24U
+#define EXEC_COLUMNS 25U
 #define EXEC_ROWS_LOG2_MAX 5U
 #define EXEC_ROWS_MAX (1U << EXEC_ROWS_LOG2_MAX)
 #define PARAMS_MAX (EXEC_COLUMNS * EXEC_ROWS_MAX)
@@ -174,16 +174,27 @@ static const char *const migration_3[] = {
         NULL
 };
 
+/* Labels (issue 33): the sandbox's, a JSON object, in its row and in each of its
+ * executions' (what it was labelled when the execution ran); NULL without labels. */
+static const char *const migration_4[] = {
+        "ALTER TABLE sandboxes"
+        " ADD COLUMN IF NOT EXISTS labels TEXT NULL COMMENT 'JSON object of strings' AFTER name",
+        "ALTER TABLE executions"
+        " ADD COLUMN IF NOT EXISTS labels TEXT NULL COMMENT 'JSON object of strings' AFTER tenant",
+        NULL
+};
+
 static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
         migration_1,
         migration_2,
         migration_3,
+        migration_4,
 };
 
 static const char sql_insert_sandbox[] =
-        "INSERT INTO sandboxes (id, owner_uid, tenant, name, template, payload, memory_max, cpu_quota_per_sec_usec,"
-        " tasks_max, disk_max, timeout_sec, idle_timeout_sec, ephemeral, created_usec, destroyed_usec,"
-        " end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO sandboxes (id, owner_uid, tenant, name, labels, template, payload, memory_max,"
+        " cpu_quota_per_sec_usec, tasks_max, disk_max, timeout_sec, idle_timeout_sec, ephemeral, created_usec,"
+        " destroyed_usec, end_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         /* One id, two lives: a sandbox woken from hibernation (sandboxd-api(7), SNAPSHOTS)
          * starts later than the row it finds, which then runs again. An event of an
          * earlier life (a replay) changes nothing of a later one's. Assignments apply in
@@ -197,11 +208,11 @@ static const char sql_insert_sandbox[] =
         " created_usec = GREATEST(created_usec, VALUES(created_usec))";
 
 static const char sql_insert_exec[] =
-        "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, tenant, caller_uid, argv, cwd,"
+        "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, tenant, labels, caller_uid, argv, cwd,"
         " background, started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out,"
         " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, stdout_bytes,"
         " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq) VALUES ";
-static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 static const char sql_insert_template[] =
         "INSERT INTO templates (name, payload, description, loaded_usec) VALUES (?, ?, ?, ?)"
@@ -417,6 +428,20 @@ static int param_text_field(Params *p, json_object *o, const char *key) {
         return param_text(p, s, l);
 }
 
+/* The record's labels, a JSON object, as text; NULL without. */
+static int param_labels(Params *p, json_object *o) {
+        json_object *v;
+        const char *s;
+        size_t l;
+
+        if (!json_object_object_get_ex(o, "labels", &v) || !json_object_is_type(v, json_type_object))
+                return param_text(p, NULL, 0);
+        s = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &l);
+        if (!s)
+                return -ENOMEM;
+        return param_text(p, s, l);
+}
+
 static int execute(RecorderDB *db, MYSQL_STMT *st, Params *p, const char *what) {
         if (mysql_stmt_bind_param(st, p->bind) != 0)
                 return db_fail_stmt(db, st, what);
@@ -561,6 +586,8 @@ static int exec_params(json_object *o, Params *p) {
         param_u64(p, spool_get_u64(o, "exec"));
         param_u64(p, spool_get_u64(o, "owner"));
         r = param_text_field(p, o, "tenant");
+        if (r >= 0)
+                r = param_labels(p, o);
         if (r < 0)
                 return r;
         param_u64(p, spool_get_u64(o, "caller"));
@@ -592,6 +619,9 @@ static size_t exec_size(json_object *o) {
         size_t size = 0, l;
 
         if (spool_get_string(o, "cwd", &l))
+                size += l;
+        if (json_object_object_get_ex(o, "labels", &argv) &&
+            json_object_to_json_string_length(argv, JSON_C_TO_STRING_PLAIN, &l))
                 size += l;
         if (spool_get_string(o, "stdout", &l))
                 size += l / 2;
@@ -637,6 +667,8 @@ static int apply_sandbox(RecorderDB *db, json_object *o, Params *p) {
         r = param_text_field(p, o, "tenant");
         if (r >= 0)
                 r = param_text_field(p, o, "name");
+        if (r >= 0)
+                r = param_labels(p, o);
         if (r < 0)
                 return r;
         r = param_text(p, spool_get_string(o, "template", NULL) ?: "", strlen(spool_get_string(o, "template", NULL) ?: ""));

@@ -11,6 +11,7 @@
 
 #include "fd-util.h"
 #include "json-util.h"
+#include "labels.h"
 #include "macro.h"
 #include "recorder-spool.h"
 #include "strv.h"
@@ -32,6 +33,13 @@ static int add_str(json_object *o, const char *key, const char *s) {
 /* A key that most records lack (a sandbox's name and tenant): only when it says something. */
 static int add_str_nonempty(json_object *o, const char *key, const char *s) {
         return isempty(s) ? 0 : add_str(o, key, s);
+}
+
+/* The sandbox's labels as an object; nothing for none. */
+static int add_labels(json_object *o, char * const *labels) {
+        if (strv_isempty(labels))
+                return 0;
+        return json_add(o, "labels", labels_to_json(labels));
 }
 
 static int add_hex(json_object *o, const char *key, const void *data, size_t size) {
@@ -103,6 +111,7 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r >= 0) r = add_u64(o, "exec", ev->exec_id);
         if (r >= 0) r = add_u64(o, "owner", ev->owner);
         if (r >= 0) r = add_str_nonempty(o, "tenant", ev->tenant);
+        if (r >= 0) r = add_labels(o, ev->labels);
         if (r >= 0) r = add_u64(o, "caller", ev->caller);
         if (r >= 0) r = add_str(o, "cwd", ev->working_directory);
         if (r >= 0) r = json_add(o, "background", json_object_new_boolean(ev->background));
@@ -136,6 +145,7 @@ int spool_format_sandbox(uint64_t seq, const SandboxRecordEvent *ev, char **ret,
         if (r >= 0) r = add_u64(o, "owner", ev->owner);
         if (r >= 0 && c) r = add_str_nonempty(o, "tenant", c->tenant);
         if (r >= 0 && c) r = add_str_nonempty(o, "name", c->name);
+        if (r >= 0 && c) r = add_labels(o, c->labels);
         if (r >= 0) r = add_str(o, "template", ev->template_name);
         if (r >= 0) r = add_str(o, "payload", ev->payload);
         if (r >= 0) r = add_u64(o, "memory_max", c ? c->limits.memory_max : 0);

@@ -80,12 +80,13 @@ typedef enum OptionFlag {
         OPT_IDLE_ACTION = 1 << 27,
         OPT_STORAGE     = 1 << 28,
         OPT_SECRET      = 1 << 29,
-        _OPT_MAX        = 1 << 30,
+        OPT_LABEL       = 1 << 30,
+        _OPT_MAX        = 1U << 31,
 } OptionFlag;
 
 #define OPTS_SANDBOX (OPT_TEMPLATE | OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_ALLOW_HOST | OPT_DENY_HOST | \
                       OPT_SECRET | \
-                      OPT_STORAGE)
+                      OPT_STORAGE | OPT_LABEL)
 #define OPTS_CREATE (OPTS_SANDBOX | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_REUSE | OPT_FROM_SNAPSHOT | OPT_IDLE_ACTION)
 #define OPTS_FORK (OPT_MEMORY | OPT_CPU | OPT_TASKS | OPT_DISK | OPT_TIMEOUT | OPT_IDLE | OPT_NAME | OPT_IDLE_ACTION)
 #define OPTS_EXEC (OPT_TIMEOUT | OPT_ENV | OPT_WORKDIR | OPT_OUTPUT_MAX | OPT_NO_STDIN | OPT_TTY)
@@ -97,9 +98,9 @@ static const char *const option_names[] = {
         "--env", "--workdir", "--output-max", "--no-stdin", "--idle-timeout",
         "--disk", "--tty", "--parents", "--mode", "--max", "--depth", "--signal",
         "--since", "--limit", "--lines", "--follow", "--name", "--reuse", "--allow-host", "--deny-host",
-        "--tmp", "--from-snapshot", "--idle-action", "--storage", "--secret",
+        "--tmp", "--from-snapshot", "--idle-action", "--storage", "--secret", "--label",
 };
-_Static_assert(_OPT_MAX == 1 << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
+_Static_assert(_OPT_MAX == 1U << ELEMENTSOF(option_names), "option_names[] does not match OptionFlag");
 
 static unsigned arg_set = 0;            /* OptionFlag: which options were given */
 static bool arg_json = false;
@@ -127,12 +128,14 @@ static const char *arg_name = NULL;
 static char **arg_allow_host = NULL;   /* EgressAllow=, EgressDeny= (sandboxd-egress(8)) */
 static char **arg_deny_host = NULL;
 static char **arg_secrets = NULL;      /* Secrets= (docs/SECRETS.md) */
+static char **arg_label = NULL;        /* create, run: Labels; list: the Label filter */
 
 static void arg_env_freep(void) {
         arg_env = strv_free(arg_env);
         arg_allow_host = strv_free(arg_allow_host);
         arg_deny_host = strv_free(arg_deny_host);
         arg_secrets = strv_free(arg_secrets);
+        arg_label = strv_free(arg_label);
 }
 
 
@@ -230,6 +233,8 @@ static int help(void) {
                "                              environment variable), NAME:file (/run/secrets),\n"
                "                              NAME@HOST:HEADER (added by the egress proxy);\n"
                "                              repeatable\n"
+               "  -l --label=KEY=VALUE        create, run: label the sandbox; list: only those\n"
+               "                              with that label (KEY alone: any value); repeatable\n"
                "     --memory=SIZE            Memory limit, e.g. 256M or 1.5G\n"
                "     --cpu=PERCENT            CPU quota, e.g. 50%% or 200%%\n"
                "     --tasks=N                Limit on processes and threads\n"
@@ -291,6 +296,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 { OPT_IDLE_ACTION, SANDBOX_CREATE_IDLE_ACTION },
                 { OPT_STORAGE, SANDBOX_CREATE_STORAGE },
                 { OPT_SECRET, SANDBOX_CREATE_SECRETS },
+                { OPT_LABEL,   SANDBOX_CREATE_LABELS },
         };
         SandboxCreateOptions o = {
                 .memory_max = arg_memory_max,
@@ -307,6 +313,7 @@ static SandboxCreateOptions create_options(uint64_t lifetime) {
                 .from_snapshot = arg_from_snapshot,
                 .idle_action = arg_idle_action,
                 .storage = arg_storage,
+                .labels = arg_label,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(fields); i++)
@@ -886,6 +893,8 @@ static int sandbox_list_print_json(const SandboxList *l) {
                         r = json_add(o, "created_at", json_object_new_uint64(s->created_at));
                 if (r >= 0)
                         r = json_add_string(o, "name", s->name);
+                if (r >= 0)
+                        r = json_add(o, "labels", assignments_to_json(s->labels));
                 if (r < 0)
                         return log_oom();
         }
@@ -930,7 +939,7 @@ static int verb_list(int argc, char *argv[], SandboxClient *c) {
         _cleanup_(sandbox_list_done) SandboxList list = {};
         int r;
 
-        r = sandbox_client_list(c, &list.items, &list.n, &error);
+        r = sandbox_client_list(c, arg_label, &list.items, &list.n, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to list sandboxes: %s", sandbox_client_error_message(&error, r));
 
@@ -972,6 +981,7 @@ static const char *const status_json_keys[_SANDBOX_PROPERTY_MAX] = {
         [SANDBOX_PROPERTY_TENANT]       = "tenant",
         [SANDBOX_PROPERTY_STORAGE]      = "storage",
         [SANDBOX_PROPERTY_FORK_METHOD]  = "fork_method",
+        [SANDBOX_PROPERTY_LABELS]       = "labels",
 };
 
 static int status_print_json(const SandboxStatus *s, const SandboxMetricsInfo *m, const char *path) {
@@ -1002,6 +1012,9 @@ static int status_print_json(const SandboxStatus *s, const SandboxMetricsInfo *m
                         break;
                 case 'b':
                         v = json_object_new_boolean(*(const bool *) p);
+                        break;
+                case 'a':
+                        v = assignments_to_json(*(char * const * const *) p);
                         break;
                 default:
                         v = NULL;
@@ -1057,6 +1070,13 @@ static int status_print_text(const SandboxStatus *s) {
                 printf("       Name: %s\n", s->name);
         if (SEEN(TENANT) && !isempty(s->tenant))
                 printf("     Tenant: %s\n", s->tenant);
+        if (SEEN(LABELS) && !strv_isempty(s->labels)) {
+                /* Values are text (no control characters): shown as they are. */
+                printf("     Labels:");
+                for (char * const *l = s->labels; *l; l++)
+                        printf(" %s", *l);
+                putchar('\n');
+        }
         if (SEEN(TEMPLATE))
                 printf("   Template: %s\n", s->template);
         if (SEEN(OWNER)) {
@@ -1546,7 +1566,7 @@ typedef struct Verb {
 } Verb;
 
 static const Verb verbs[] = {
-        { "list",      1, 1,        0,                      false, true,  verb_list      },
+        { "list",      1, 1,        OPT_LABEL,              false, true,  verb_list      },
         { "status",    2, 2,        0,                      false, true,  verb_status    },
         { "create",    1, 1,        OPTS_CREATE,            false, true,  verb_create    },
         { "exec",      3, ARGS_ANY, OPTS_EXEC,              true,  true,  verb_exec      },
@@ -1743,6 +1763,7 @@ static const Option options[] = {
         { "idle-action",  required_argument, 0,   OPT_IDLE_ACTION, KIND_STRING, &arg_idle_action                              },
         { "storage",      required_argument, 0,   OPT_STORAGE,    KIND_STRING,  &arg_storage                                  },
         { "secret",       required_argument, 0,   OPT_SECRET,     KIND_LIST,    &arg_secrets                                  },
+        { "label",        required_argument, 'l', OPT_LABEL,      KIND_LIST,    &arg_label                                    },
 };
 
 #define OPTION_VAL_BASE 0x100
@@ -1817,7 +1838,7 @@ static bool verb_is_logs(int argc, char *argv[], const struct option *long_optio
                 return false;
         memcpy(copy, argv, (size_t) argc * sizeof(char *));
         opterr = 0;
-        while (getopt_long(argc, copy, "hE:nps:f", long_options, NULL) >= 0)
+        while (getopt_long(argc, copy, "hE:nps:fl:", long_options, NULL) >= 0)
                 ;
         for (int i = optind; i < argc; i++)
                 if (verb_find(copy[i])) {
@@ -1844,7 +1865,7 @@ static int parse_argv(int argc, char *argv[]) {
         logs = verb_is_logs(argc, argv, long_options);
         /* Every bad argument is reported, and parsing goes on to the end: getopt has then
          * moved the verb to argv[optind], which decides the exit status of the failure. */
-        while ((c = getopt_long(argc, argv, logs ? "hE:n:ps:f" : "hE:nps:f", long_options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, logs ? "hE:n:ps:fl:" : "hE:nps:fl:", long_options, NULL)) >= 0) {
                 const Option *o = NULL;
 
                 for (size_t i = 0; logs && c == 'n' && !o; i++)

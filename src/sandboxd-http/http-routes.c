@@ -144,6 +144,7 @@ static const OptionMap session_options[] = {
         { "egress_allow",  json_type_array },
         { "egress_deny",   json_type_array },
         { "secrets",       json_type_array },
+        { "labels",        json_type_object },
 };
 
 static const OptionMap session_limits[] = {
@@ -264,8 +265,23 @@ static int route_session_create(HttpRequest *req) {
         return create_call(req, json_object_new_object(), false);
 }
 
+/* ?label=KEY=VALUE (or KEY), repeated: the sandboxes with every one of those labels. */
 static int route_session_list(HttpRequest *req) {
-        return call_simple(req, IFACE "ListSandboxes", json_object_new_object(), &simple_sandboxes);
+        _cleanup_json_ json_object *p = json_object_new_object(), *labels = NULL, *filter = NULL;
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        r = http_request_query_all(req, "label", &labels);
+        if (r < 0)
+                return r;
+        if (json_object_array_length(labels) > 0) {
+                filter = json_object_new_object();
+                if (!filter || json_add(filter, "Label", TAKE_PTR(labels)) < 0 ||
+                    json_add(p, "filter", TAKE_PTR(filter)) < 0)
+                        return -ENOMEM;
+        }
+        return call_simple(req, IFACE "ListSandboxes", TAKE_PTR(p), &simple_sandboxes);
 }
 
 static int route_session_get(HttpRequest *req) {

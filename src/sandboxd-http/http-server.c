@@ -203,6 +203,39 @@ const char *http_request_query(HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
 }
 
+typedef struct QueryAll {
+        const char *name;
+        json_object *values;
+        int error;
+} QueryAll;
+
+static enum MHD_Result collect_argument(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                        const char *value, size_t value_size) {
+        QueryAll *q = cls;
+
+        if (!key || !streq(key, q->name))
+                return MHD_YES;
+        if (json_object_array_add(q->values, json_object_new_string_len(value ?: "", (int) value_size)) < 0) {
+                q->error = -ENOMEM;
+                return MHD_NO;
+        }
+        return MHD_YES;
+}
+
+int http_request_query_all(HttpRequest *req, const char *name, json_object **ret) {
+        QueryAll q = { .name = name, .values = json_object_new_array() };
+
+        if (!q.values)
+                return -ENOMEM;
+        (void) MHD_get_connection_values_n(req->connection, MHD_GET_ARGUMENT_KIND, collect_argument, &q);
+        if (q.error < 0) {
+                json_object_put(q.values);
+                return q.error;
+        }
+        *ret = q.values;
+        return 0;
+}
+
 const char *http_request_header(HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
 }

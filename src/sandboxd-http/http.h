@@ -185,6 +185,8 @@ HttpServer *http_request_server(HttpRequest *req);
 const char *http_request_param(HttpRequest *req, unsigned n);
 /* A query argument, or NULL. */
 const char *http_request_query(HttpRequest *req, const char *name);
+/* Every value of a query argument given (name=…&name=…), as a JSON array of strings. */
+int http_request_query_all(HttpRequest *req, const char *name, json_object **ret);
 const char *http_request_header(HttpRequest *req, const char *name);
 /* The body as it came (HTTP_ROUTE_RAW_BODY). */
 const void *http_request_raw_body(HttpRequest *req, size_t *ret_size);

@@ -92,6 +92,43 @@ int bus_read_strv_bounded(sd_bus_message *m, size_t max_n, size_t max_bytes, con
         return 0;
 }
 
+/* a{ss} as key, value, key, value, …, NULL; at most SANDBOX_LABELS_MAX pairs (the one
+ * option of this type is Labels) of SANDBOX_LABELS_BYTES_MAX bytes. */
+static int bus_read_string_map(sd_bus_message *m, const char *what, char ***ret, SandboxError *error) {
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n = 0, bytes = 0;
+        const char *k, *v;
+        int r;
+
+        l = calloc(2 * SANDBOX_LABELS_MAX + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        r = sd_bus_message_enter_container(m, 'a', "{ss}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(m, "{ss}", &k, &v)) > 0) {
+                bytes += strlen(k) + strlen(v) + 2;
+                if (n >= 2 * SANDBOX_LABELS_MAX || bytes > SANDBOX_LABELS_BYTES_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "%s: at most %u entries of %u bytes in all.", what, SANDBOX_LABELS_MAX,
+                                                 SANDBOX_LABELS_BYTES_MAX);
+                l[n] = strdup(k);
+                if (!l[n])
+                        return -ENOMEM;
+                l[++n] = strdup(v);
+                if (!l[n])
+                        return -ENOMEM;
+                n++;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(m);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
 /* The neutral type of a variant's contents; what no option has is carried by its signature. */
 static OptionType option_type_from_signature(const char *contents) {
         static const struct {
@@ -106,6 +143,7 @@ static OptionType option_type_from_signature(const char *contents) {
                 { "x",  OPTION_INT64  },
                 { "d",  OPTION_DOUBLE },
                 { "as", OPTION_STRV   },
+                { "a{ss}", OPTION_STRMAP },
                 { "ay", OPTION_BYTES  },
                 { "h",  OPTION_FD     },
         };
@@ -141,6 +179,10 @@ static int bus_read_option_value(sd_bus_message *m, const char *name, const char
                 return sd_bus_message_read_basic(m, 'd', &v->d);
         case OPTION_STRV:
                 r = bus_read_strv_bounded(m, EXEC_ENVC_MAX, EXEC_ARGS_MAX, name, strv, error);
+                v->strv = *strv;
+                return r;
+        case OPTION_STRMAP:
+                r = bus_read_string_map(m, name, strv, error);
                 v->strv = *strv;
                 return r;
         case OPTION_BYTES:

@@ -179,8 +179,21 @@ static int list_sandboxes_authorized(sd_bus_message *call, const SandboxCaller *
         return sd_bus_send(NULL, reply, NULL);
 }
 
+static void list_request_free(void *userdata) {
+        ListRequest *l = userdata;
+
+        if (!l)
+                return;
+        sandbox_list_query_done(&l->query);
+        free(l);
+}
+
+static void list_request_freep(ListRequest **l) {
+        list_request_free(*l);
+}
+
 static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error *error) {
-        _cleanup_free_ ListRequest *l = NULL;
+        _cleanup_(list_request_freep) ListRequest *l = NULL;
         _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
         int r;
 
@@ -195,7 +208,7 @@ static int method_list_sandboxes(sd_bus_message *m, void *userdata, sd_bus_error
                         return bus_error_return(error, &e, r);
         }
         return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
-                                  TAKE_PTR(l), free);
+                                  TAKE_PTR(l), list_request_free);
 }
 
 static int method_list_templates(sd_bus_message *m, void *userdata, sd_bus_error *error) {

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "io.sandboxd.Sandbox.varlink.h"
 #include "json-util.h"
+#include "labels.h"
 #include "log.h"
 #include "sandbox-secrets.h"
 #include "sandbox-varlink.h"
@@ -47,7 +48,8 @@ static json_object *sandbox_to_json(Sandbox *s) {
             json_add(o, "tenant", json_object_new_string(strempty(sandbox_get_tenant(s)))) < 0 ||
             json_add(o, "fromPool", json_object_new_boolean(sandbox_get_from_pool(s))) < 0 ||
             json_add(o, "egressAllow", strv_to_json(allow)) < 0 ||
-            json_add(o, "egressDeny", strv_to_json(deny)) < 0)
+            json_add(o, "egressDeny", strv_to_json(deny)) < 0 ||
+            json_add(o, "labels", labels_to_json(c->labels)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -180,6 +182,19 @@ typedef struct ListSandboxesArgs {
         bool filtered;           /* a filter was given: the reply has the total */
 } ListSandboxesArgs;
 
+static void list_sandboxes_args_free(void *userdata) {
+        ListSandboxesArgs *a = userdata;
+
+        if (!a)
+                return;
+        sandbox_list_query_done(&a->query);
+        free(a);
+}
+
+static void list_sandboxes_args_freep(ListSandboxesArgs **a) {
+        list_sandboxes_args_free(*a);
+}
+
 static int list_add_sandbox(Sandbox *s, void *userdata) {
         json_object *o = sandbox_to_json(s);
 
@@ -222,7 +237,7 @@ static const VarlinkParam list_sandboxes_params[] = {
 
 static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
                                  void *userdata) {
-        _cleanup_free_ ListSandboxesArgs *a = NULL;
+        _cleanup_(list_sandboxes_args_freep) ListSandboxesArgs *a = NULL;
         VarlinkFrontend *f = userdata;
         int r;
 
@@ -239,7 +254,7 @@ static int method_list_sandboxes(VarlinkCall *call, json_object *parameters, Var
         a->filtered = json_object_object_get_ex(parameters, "filter", &a->filter) && a->filter;
         a->filter = NULL;
         r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_sandboxes_authorized,
-                                   TAKE_PTR(a), free);
+                                   TAKE_PTR(a), list_sandboxes_args_free);
         if (r < 0)
                 (void) varlink_reply_error(call, NULL, r);
         return 0;

@@ -70,6 +70,25 @@ static int property_get_egress(sd_bus *bus, const char *path, const char *interf
         return sd_bus_message_append_strv(reply, l);
 }
 
+/* Labels: a{ss}, sorted by key. */
+static int property_get_labels(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "{ss}");
+        for (char * const *l = sandbox_get_config(userdata)->labels; r >= 0 && l && *l; l++) {
+                const char *eq = strchr(*l, '=');
+                _cleanup_free_ char *key = eq ? strndup(*l, (size_t) (eq - *l)) : NULL;
+
+                if (!key)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "{ss}", key, eq + 1);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 static int property_get_owner(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
         return sd_bus_message_append(reply, "u", (uint32_t) sandbox_get_owner(userdata));
@@ -335,6 +354,7 @@ static const sd_bus_vtable sandbox_vtable[] = {
         SD_BUS_PROPERTY("FromPool", "b", property_get_bool, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("EgressAllow", "as", property_get_egress, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("EgressDeny", "as", property_get_egress, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Labels", "a{ss}", property_get_labels, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_METHOD_WITH_ARGS("Exec",
                                 SD_BUS_ARGS("as", argv, "a{sv}", options),
                                 SD_BUS_RESULT("i", exit_status, "ay", stdout, "ay", stderr, "a{sv}", info),

@@ -422,6 +422,21 @@ int json_timeout_option(json_object *v, const char **ret_name, uint64_t *ret_val
         return 0;
 }
 
+json_object *assignments_to_json(char * const *l) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        for (char * const *i = l; i && *i; i++) {
+                const char *eq = strchr(*i, '=');
+                _cleanup_free_ char *key = eq ? strndup(*i, (size_t) (eq - *i)) : NULL;
+
+                if (eq && (!key || json_add(o, key, json_object_new_string(eq + 1)) < 0))
+                        return NULL;
+        }
+        return TAKE_PTR(o);
+}
+
 json_object *strv_to_json(char * const *l) {
         _cleanup_json_ json_object *a = json_object_new_array();
 

@@ -42,3 +42,6 @@ bool json_is_integer(json_object *v, int64_t *ret);
 int json_timeout_option(json_object *v, const char **ret_name, uint64_t *ret_value);
 /* A JSON array of the strings of l (NULL: an empty array); NULL on OOM. */
 json_object *strv_to_json(char * const *l);
+/* "key=value" strings (split at the first '=', those without one left out) as an object;
+ * NULL when out of memory. */
+json_object *assignments_to_json(char * const *l);

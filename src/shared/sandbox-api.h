@@ -95,6 +95,16 @@
 /* A sandbox's Name and Tenant: 1 to this many of A-Z a-z 0-9 . _ - (a Name not of the
  * form of a sandbox id, 16 lowercase hex digits, so that either may stand for a sandbox). */
 #define SANDBOX_NAME_MAX 64U
+/* Labels (a sandbox's key/value pairs, docs/LABELS.md): at most this many, keys of
+ * Kubernetes' syntax (a prefix of up to 253 characters, '/', a name of up to 63), values
+ * free text of up to SANDBOX_LABEL_VALUE_MAX bytes, all of them at most
+ * SANDBOX_LABELS_BYTES_MAX bytes ("key=value" and a NUL each). */
+#define SANDBOX_LABELS_MAX 64U
+#define SANDBOX_LABEL_PREFIX_MAX 253U
+#define SANDBOX_LABEL_NAME_MAX 63U
+#define SANDBOX_LABEL_KEY_MAX (SANDBOX_LABEL_PREFIX_MAX + 1U + SANDBOX_LABEL_NAME_MAX)
+#define SANDBOX_LABEL_VALUE_MAX 256U
+#define SANDBOX_LABELS_BYTES_MAX 16384U
 
 /* CreateSandbox's options, once for every face: X(name on D-Bus and varlink, the
  * snake_case name of the faces that spell it so: the HTTP bridge and MCP). The core
@@ -117,7 +127,8 @@
         X("EgressDeny",         "egress_deny")                          \
         X("FromSnapshot",       "from_snapshot")                        \
         X("Storage",            "storage")                              \
-        X("Secrets",            "secrets")
+        X("Secrets",            "secrets")                              \
+        X("Labels",             "labels")
 
 /* The option a face's snake_case name stands for ("memory_max": "MemoryMax"), or NULL. */
 static inline const char *sandbox_option_from_snake(const char *snake) {

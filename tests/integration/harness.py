@@ -76,6 +76,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import varlinkprobe  # noqa: E402
@@ -1580,6 +1581,59 @@ def npm_ci(build, sources, name, files=()):
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)
     return dest
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Bridge:
+    """sandboxd-http from the build directory, on this host's loopback (the system's
+    namespace shares this host's network), calling the system's varlink socket as root,
+    with a token per name of TOKENS ({name: its tenant, or None for the token's own}): url,
+    tokens {name: token}, stop()."""
+
+    def __init__(self, system, tokens=None, args=()):
+        self.system = system
+        binary = os.path.join(system.paths.build, 'src', 'sandboxd-http', 'sandboxd-http')
+        self.dir = tempfile.mkdtemp(prefix='http-tokens-', dir=system.workdir)
+        self.tokens = {}
+        for name, tenant in (tokens or {'pyclient': None}).items():
+            self.tokens[name] = subprocess.run(
+                [binary, 'token', 'add', name, *((f'--tenant={tenant}',) if tenant else ()),
+                 f'--tokens-dir={self.dir}'], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        port = free_port()
+        self.url = f'http://127.0.0.1:{port}'
+        self.log = os.path.join(self.dir, 'log')
+        with open(self.log, 'w') as log:
+            self.proc = subprocess.Popen(system.wrap([binary, f'--listen=127.0.0.1:{port}', f'--tokens-dir={self.dir}',
+                                                      f'--varlink={VARLINK_SOCKET}', *args]),
+                                         stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + '/healthz', timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError('sandboxd-http did not come up:\n' + self.journal())
+                time.sleep(0.05)
+
+    def journal(self):
+        with open(self.log, errors='replace') as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        text = self.journal()
+        if 'Sanitizer' in text or 'runtime error' in text:
+            raise AssertionError('sanitizer reports from sandboxd-http:\n' + text[-5000:])
 
 
 def module_setup():

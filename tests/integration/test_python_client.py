@@ -14,14 +14,10 @@ allowed_imports enforced inside the sandbox.
 import asyncio
 import hashlib
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -43,39 +39,11 @@ MiB = 1 << 20
 SNAPDIR = '/run/sandboxd-test-state/snapshots-python'
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def start_bridge():
-    """sandboxd-http from the build directory, on this host's loopback, calling the
-    system's varlink socket as root, with one token (tenant "pyclient")."""
+    """sandboxd-http (harness.Bridge) with one token, "pyclient"."""
     global HTTP, _bridge
-    binary = os.path.join(os.environ.get('SANDBOXD_BUILD_DIR', os.path.join(SOURCE, 'build')),
-                          'src', 'sandboxd-http', 'sandboxd-http')
-    tokens = tempfile.mkdtemp(prefix='http-tokens-', dir=S.workdir)
-    token = subprocess.run([binary, 'token', 'add', 'pyclient', f'--tokens-dir={tokens}'], capture_output=True,
-                           text=True, check=True, timeout=30).stdout.strip()
-    url = f'http://127.0.0.1:{free_port()}'
-    # In the system, beside sandboxd (its socket at the usual path), as a service would run;
-    # the namespace shares this host's network, so its loopback is ours.
-    with open(os.path.join(tokens, 'log'), 'w') as log:
-        _bridge = subprocess.Popen(S.wrap([binary, f'--listen={url[len("http://"):]}', f'--tokens-dir={tokens}',
-                                           f'--varlink={harness.VARLINK_SOCKET}']),
-                                   stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(url + '/healthz', timeout=5) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            if _bridge.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError('sandboxd-http did not come up:\n' + open(os.path.join(tokens, 'log')).read())
-            time.sleep(0.05)
-    HTTP = (url, token)
+    _bridge = harness.Bridge(S)
+    HTTP = (_bridge.url, _bridge.tokens['pyclient'])
 
 
 def setUpModule():
@@ -89,8 +57,7 @@ def setUpModule():
 def tearDownModule():
     T.close()
     if _bridge is not None:
-        os.killpg(_bridge.pid, signal.SIGTERM)
-        _bridge.wait(timeout=30)
+        _bridge.stop()
     S.configure_daemon(None)
     S.run(['rm', '-rf', '--', SNAPDIR])
     harness.module_teardown(_owned)
@@ -139,7 +106,7 @@ class OverHttp:
 
     @staticmethod
     def unreachable():
-        return HttpTransport(f'http://127.0.0.1:{free_port()}', HTTP[1])
+        return HttpTransport(f'http://127.0.0.1:{harness.free_port()}', HTTP[1])
 
     @staticmethod
     def transport():

@@ -136,7 +136,7 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['3']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['4']])
 
     def test_hibernate_and_wake(self):
         """A woken sandbox has the id it had: its row runs again, and its executions are
@@ -267,6 +267,20 @@ class WithMariaDB(Base):
         self.rows(plain)
         self.assertEqual(self.db.sql(f"SELECT tenant FROM executions WHERE sandbox_id = '{plain}'"), [[None]])
         self.assertEqual(self.db.sql(f"SELECT name, tenant FROM sandboxes WHERE id = '{plain}'"), [[None, None]])
+
+    def test_labels(self):
+        """Schema version 4: a sandbox's labels (a JSON object) in its row and its executions'."""
+        sid = self.create('--label', 'team=rec', '--label', 'run=a b')
+        self.ok(self.exec(sid, 'true'))
+        self.rows(sid)
+        (labels,), = self.db.sql(f"SELECT labels FROM executions WHERE sandbox_id = '{sid}'")
+        self.assertEqual(json.loads(labels), {'run': 'a b', 'team': 'rec'})
+        (labels,), = self.db.sql(f"SELECT labels FROM sandboxes WHERE id = '{sid}'")
+        self.assertEqual(json.loads(labels), {'run': 'a b', 'team': 'rec'})
+        plain = self.create()
+        self.ok(self.exec(plain, 'true'))
+        self.rows(plain)
+        self.assertEqual(self.db.sql(f"SELECT labels FROM executions WHERE sandbox_id = '{plain}'"), [[None]])
 
     def test_timeout(self):
         sid = self.create()

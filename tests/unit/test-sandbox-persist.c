@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* The state a restarted sandboxd adopts a sandbox from (sandbox-persist.c): what is written
- * is read back, names and tenants included; a file of a sandboxd before them still reads;
+ * is read back, names, tenants and labels included; a file of a sandboxd before them still reads;
  * a name that is not one is refused. */
 
 #include <setjmp.h>
@@ -23,7 +23,8 @@ static void test_round_trip(void **state) {
                 .created_at = 1,
                 .from_pool = true,
                 .config = { .limits = { .memory_max = 1 << 24 }, .timeout_sec = 60, .ephemeral = true,
-                            .name = "agent-7", .tenant = "acme" },
+                            .name = "agent-7", .tenant = "acme",
+                            .labels = (char *[]) { "example.com/team=ml", "run=4 b", NULL } },
         }, back = {};
 
         assert_int_equal(sandbox_persist_to_json(&st, &text), 0);
@@ -35,10 +36,15 @@ static void test_round_trip(void **state) {
         assert_true(back.config.ephemeral);
         assert_true(back.from_pool);
         assert_int_equal(back.config.timeout_sec, 60);
+        assert_non_null(back.config.labels);
+        assert_string_equal(back.config.labels[0], "example.com/team=ml");
+        assert_string_equal(back.config.labels[1], "run=4 b");
+        assert_null(back.config.labels[2]);
         sandbox_persist_done(&back);
 
         /* Neither: no keys, and none read back. */
         st.config.name[0] = st.config.tenant[0] = 0;
+        st.config.labels = NULL;
         free(text);
         assert_int_equal(sandbox_persist_to_json(&st, &text), 0);
         assert_null(strstr(text, "\"Name\""));
@@ -46,6 +52,8 @@ static void test_round_trip(void **state) {
         assert_int_equal(sandbox_persist_from_json(text, &back), 0);
         assert_string_equal(back.config.name, "");
         assert_string_equal(back.config.tenant, "");
+        assert_null(back.config.labels);
+        assert_null(strstr(text, "\"Labels\""));
         sandbox_persist_done(&back);
 }
 
@@ -60,6 +68,8 @@ static void test_bad_names(void **state) {
                 ",\"Name\":7",
                 ",\"Tenant\":\"\"",
                 ",\"Tenant\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+                ",\"Labels\":{\"bad key\":\"v\"}",
+                ",\"Labels\":[\"a=b\"]",
         };
         SandboxPersist st = {};
         char text[1024];
