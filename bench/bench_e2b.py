@@ -36,8 +36,11 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402  (also puts tests/integration on sys.path)
 import bench_docker  # noqa: E402
 
+sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'security'))
+
 ROWS = [
     ('e2b_sdk', "E2B's SDK: Sandbox.create() + commands.run('echo ok')"),
+    ('e2b_create', "E2B's SDK: of that, Sandbox.create()"),
     ('python_http', "Python client over HTTP: Sandbox.create() + commands.run('echo ok')"),
     ('rest', 'REST: POST /api/v1/sessions + execute bash -l -c "echo ok"'),
 ]
@@ -90,7 +93,9 @@ def main():
                                 capture_output=True, text=True, timeout=300, env=env)
             if cp.returncode != 0:
                 raise RuntimeError(f'the E2B SDK failed: {cp.stderr[-2000:]}')
-            return [ms * 1000 for ms in json.loads(cp.stdout)['ms'][1:]]   # the first warms the process up
+            out = json.loads(cp.stdout)
+            samples['e2b_create'].extend(ms * 1000 for ms in out['createMs'][1:])
+            return [ms * 1000 for ms in out['ms'][1:]]   # the first warms the process up
 
         def python_http():
             t0 = time.monotonic()

@@ -275,17 +275,19 @@ const scenarios = {
   // create + first command, timed (bench/bench_e2b.py)
   async bench() {
     const n = Number(process.env.BENCH_N || 10);
-    const times = [];
+    const times = [], create = [];
     for (let i = 0; i < n; i++) {
       const t0 = process.hrtime.bigint();
       const sbx = await Sandbox.create();
+      const tc = process.hrtime.bigint();
       const r = await sbx.commands.run('echo ok');
       const t1 = process.hrtime.bigint();
       assert.equal(r.stdout, 'ok\n');
       times.push(Number(t1 - t0) / 1e6);
+      create.push(Number(tc - t0) / 1e6);
       await sbx.kill();
     }
-    return { ms: times };
+    return { ms: times, createMs: create };
   },
 };
 
