@@ -125,6 +125,11 @@ class E2B(secutil.Base):
     def test_lifecycle(self):
         self.scenario('lifecycle')
 
+    def test_metadata(self):
+        """E2B's metadata are sandboxd's labels: given at create, returned, filtered on."""
+        out = self.scenario('metadata')
+        self.assertEqual(out['listed'], 2)
+
     def test_errors(self):
         self.scenario('errors')
 
