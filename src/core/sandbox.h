@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "exec.h"
+#include "log.h"
 #include "options.h"
 #include "payload.h"
 #include "sandbox-errors.h"
@@ -59,6 +60,8 @@ void sandbox_subslice_name(const char *id, char ret[static SANDBOX_SUBSLICE_NAME
 
 Manager *sandbox_get_manager(const Sandbox *s);
 const char *sandbox_get_id(const Sandbox *s);
+/* log_internal() with the sandbox's SANDBOX_ID= (log.h). */
+#define log_sandbox(s, level, error, ...) log_internal(level, error, sandbox_get_id(s), __VA_ARGS__)
 const char *sandbox_get_template(const Sandbox *s);
 const char *sandbox_get_unit(const Sandbox *s);
 uid_t sandbox_get_owner(const Sandbox *s);

@@ -36,5 +36,3 @@ bool log_uses_journal(void);
 #define LOG_PAYLOAD_LINE_MAX 2000
 size_t log_payload_output(const char *identifier, const char *sandbox_id, const char *buf, size_t n,
                           unsigned *budget);
-
-#define log_sandbox(s, level, error, ...) log_internal(level, error, sandbox_get_id(s), __VA_ARGS__)
