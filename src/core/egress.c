@@ -12,6 +12,8 @@
 #include "json-util.h"
 #include "log.h"
 #include "sandbox-internal.h"
+#include "sandbox-secrets.h"
+#include "secret-store.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -64,6 +66,34 @@ static json_object *build_add(Sandbox *s) {
             json_add(o, "deny", strv_to_json(deny)) < 0) {
                 json_object_put(o);
                 return NULL;
+        }
+        /* Secrets bound to headers (sandbox-secrets.h): the proxy adds each to the requests
+         * for its host, over TLS it terminates with the sandbox's CA. */
+        if (sandbox_has_header_secrets(s)) {
+                json_object *l = json_object_new_array();
+
+                if (json_add(o, "inject", l) < 0 ||
+                    json_add(o, "ca_cert", json_object_new_string(s->egress_ca_cert)) < 0 ||
+                    json_add(o, "ca_key", json_object_new_string(s->egress_ca_key)) < 0) {
+                        json_object_put(o);
+                        return NULL;
+                }
+                for (size_t i = 0; i < s->n_secrets; i++) {
+                        const SecretBinding *b = &s->secret_bindings[i];
+                        json_object *e;
+
+                        if (b->kind != SECRET_BIND_HEADER)
+                                continue;
+                        e = json_object_new_object();
+                        if (!e || json_object_array_add(l, e) < 0 ||
+                            json_add(e, "host", json_object_new_string(b->host)) < 0 ||
+                            json_add(e, "header", json_object_new_string(b->header)) < 0 ||
+                            json_add(e, "value", json_object_new_string(s->secret_values[i])) < 0) {
+                                json_object_put(e);
+                                json_object_put(o);
+                                return NULL;
+                        }
+                }
         }
         return o;
 }

@@ -26,6 +26,7 @@ typedef struct PayloadDataFile {
         const void *data;
         size_t size;
         unsigned mode;
+        void *owned;               /* freed with it (sandbox_data_files_free()), if set */
 } PayloadDataFile;
 
 typedef struct PayloadParams {

@@ -119,6 +119,9 @@ struct Sandbox {
         char **secret_values;
         size_t n_secrets;
         char **secret_environment;
+        /* With a header bound (NAME@HOST:HEADER): the CA the proxy mints its certificates
+         * with, PEM; the sandbox trusts the certificate and never sees the key. */
+        char *egress_ca_cert, *egress_ca_key;
         uid_t owner;
         uid_t host_uid;
         SandboxState state;

@@ -22,6 +22,10 @@ void sandbox_persist_done(SandboxPersist *st) {
         st->payload = mfree(st->payload);
         st->unit = mfree(st->unit);
         st->environment = strv_free(st->environment);
+        st->egress_ca_cert = mfree(st->egress_ca_cert);
+        if (st->egress_ca_key)
+                explicit_bzero(st->egress_ca_key, strlen(st->egress_ca_key));
+        st->egress_ca_key = mfree(st->egress_ca_key);
         json_object_put(st->payload_data);
         st->payload_data = NULL;
         sandbox_config_done(&st->config);
@@ -70,6 +74,8 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             (!isempty(st->config.secrets) &&
              json_add(o, "Secrets", json_object_new_string(st->config.secrets)) < 0) ||
             (!strv_isempty(st->config.labels) && json_add(o, "Labels", labels_to_json(st->config.labels)) < 0) ||
+            (st->egress_ca_cert && json_add(o, "EgressCA", json_object_new_string(st->egress_ca_cert)) < 0) ||
+            (st->egress_ca_key && json_add(o, "EgressCAKey", json_object_new_string(st->egress_ca_key)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
             json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0 ||
             json_add(o, "released", json_object_new_boolean(st->released)) < 0)
@@ -212,7 +218,9 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
         /* The egress rules as the config keeps them (a line each, checked when given). */
         if (get_text(o, "EgressAllow", &st.config.egress_allow) < 0 ||
             get_text(o, "EgressDeny", &st.config.egress_deny) < 0 ||
-            get_text(o, "Secrets", &st.config.secrets) < 0)
+            get_text(o, "Secrets", &st.config.secrets) < 0 ||
+            get_text(o, "EgressCA", &st.egress_ca_cert) < 0 ||
+            get_text(o, "EgressCAKey", &st.egress_ca_key) < 0)
                 goto finish;
         /* Absent in what an older sandboxd saved, and for a sandbox without labels. */
         if (json_object_object_get_ex(o, "Labels", &v)) {

@@ -29,6 +29,8 @@ typedef struct SandboxPersist {
         bool from_pool;
         bool released;   /* reset or kept for reuse (recycle.c): stopped when adopted */
         SandboxConfig config;
+        /* The CA of its header injection (sandbox-secrets.h), PEM; NULL: none. */
+        char *egress_ca_cert, *egress_ca_key;
         json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
                                      * at the top level of the file beside the others */
 } SandboxPersist;

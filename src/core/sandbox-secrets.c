@@ -1,19 +1,30 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "egress-policy.h"
+#include "fd-util.h"
 #include "log.h"
 #include "options.h"
 #include "payload-bwrap.h"
 #include "sandbox-internal.h"
 #include "sandbox-secrets.h"
+#include "egress-tls.h"
 #include "secret-store.h"
 #include "strv.h"
+
+/* Where the sandbox finds the proxy's CA, alone and with the host's bundle; the host's
+ * bundle, which the sandbox's own /etc/ssl/certs shows when its template binds it. */
+#define EGRESS_CA_INSIDE "/run/sandboxd-egress/ca.pem"
+#define EGRESS_BUNDLE_INSIDE "/run/sandboxd-egress/ca-bundle.pem"
+#define HOST_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define HOST_BUNDLE_MAX (8U * 1024U * 1024U)
 
 const char *manager_secrets_dir(Manager *m) {
         return m->settings.secrets_dir ?: SECRETS_DIR_DEFAULT;
@@ -71,10 +82,6 @@ int sandbox_secrets_check(Manager *m, const Template *t, uid_t owner, const Sand
                                                  "Secrets: %s: only bwrap sandboxes take secrets as files or headers; "
                                                  "a %s sandbox takes them as environment variables.", b[i].name,
                                                  payload_kind_to_string(t->payload));
-                if (b[i].kind == SECRET_BIND_HEADER)
-                        return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
-                                                 "Secrets: %s: the egress proxy does not add headers in this version.",
-                                                 b[i].name);
                 if (b[i].kind == SECRET_BIND_HEADER && !egress_allows_host(c, b[i].host))
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
                                                  "Secrets: %s is bound to %s, which EgressAllow= does not allow.",
@@ -95,6 +102,43 @@ int sandbox_secrets_check(Manager *m, const Template *t, uid_t owner, const Sand
                                                  b[i].name);
         }
         return 0;
+}
+
+bool sandbox_has_header_secrets(const Sandbox *s) {
+        for (size_t i = 0; i < s->n_secrets; i++)
+                if (s->secret_bindings[i].kind == SECRET_BIND_HEADER)
+                        return true;
+        return false;
+}
+
+int sandbox_secrets_environment(Sandbox *s) {
+        static const char * const trust[] = {
+                /* OpenSSL and what uses it (curl, Python's ssl), GnuTLS's gnutls-cli, Go */
+                "SSL_CERT_FILE=" EGRESS_BUNDLE_INSIDE,
+                "CURL_CA_BUNDLE=" EGRESS_BUNDLE_INSIDE,
+                "REQUESTS_CA_BUNDLE=" EGRESS_BUNDLE_INSIDE,
+                /* Node.js keeps its own roots and adds these */
+                "NODE_EXTRA_CA_CERTS=" EGRESS_CA_INSIDE,
+                NULL
+        };
+        char **merged = NULL;
+        int r;
+
+        if (!s->egress_ca_cert)
+                return 0;
+        r = strv_env_merge(s->environment, (char **) trust, &merged);
+        if (r < 0)
+                return r;
+        strv_free(s->environment);
+        s->environment = merged;
+        return 0;
+}
+
+void sandbox_egress_ca_free(Sandbox *s) {
+        s->egress_ca_cert = mfree(s->egress_ca_cert);
+        if (s->egress_ca_key)
+                explicit_bzero(s->egress_ca_key, strlen(s->egress_ca_key));
+        s->egress_ca_key = mfree(s->egress_ca_key);
 }
 
 void sandbox_secrets_free(Sandbox *s) {
@@ -138,6 +182,16 @@ int sandbox_secrets_load(Sandbox *s) {
                                 goto fail;
                 }
         }
+        /* A header bound: the proxy's CA, made now unless it was kept (an adopted sandbox's). */
+        for (size_t i = 0; i < n && !s->egress_ca_cert; i++)
+                if (b[i].kind == SECRET_BIND_HEADER) {
+                        char cn[128];
+
+                        snprintf(cn, sizeof(cn), "sandboxd egress CA of sandbox %s", s->id);
+                        r = egress_ca_generate(cn, &s->egress_ca_cert, &s->egress_ca_key);
+                        if (r < 0)
+                                goto fail;
+                }
         s->secret_bindings = TAKE_PTR(b);
         s->secret_values = values;
         s->secret_environment = env;
@@ -188,18 +242,88 @@ int manager_list_secrets(Manager *m, const SandboxCaller *caller, char ***ret_na
 #define SECRETS_DIR_INSIDE "/run/secrets"
 
 void sandbox_data_files_free(PayloadDataFile *f, size_t n) {
-        for (size_t i = 0; f && i < n; i++)
+        for (size_t i = 0; f && i < n; i++) {
                 free((char *) f[i].path);
+                free(f[i].owned);
+        }
         free(f);
+}
+
+/* The host's bundle of roots with ca after it. */
+static int host_bundle_with(const char *ca, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n_ca = strlen(ca);
+        ssize_t n;
+
+        buf = malloc(HOST_BUNDLE_MAX + n_ca + 2);
+        if (!buf)
+                return -ENOMEM;
+        n = read_small_file_at(AT_FDCWD, HOST_BUNDLE, buf, HOST_BUNDLE_MAX);
+        if (n < 0)
+                n = 0; /* none on this host: the CA alone */
+        if (n > 0 && buf[n - 1] != '\n')
+                buf[n++] = '\n';
+        memcpy(buf + n, ca, n_ca + 1);
+        *ret_size = (size_t) n + n_ca;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+/* Whether the template shows path of the host (one of its ro_binds is path or above it). */
+static bool template_binds(Sandbox *s, const char *path) {
+        const Template *t = template_set_find(&s->manager->templates, s->template_name);
+
+        for (char **b = t ? t->ro_binds : NULL; b && *b; b++) {
+                size_t k = strlen(*b);
+                if (strncmp(path, *b, k) == 0 && (path[k] == '/' || path[k] == 0))
+                        return true;
+        }
+        return false;
 }
 
 int sandbox_secrets_data_files(Sandbox *s, PayloadDataFile **ret, size_t *ret_n) {
         PayloadDataFile *f;
         size_t n = 0;
+        int r;
 
-        f = calloc(s->n_secrets + 1, sizeof(PayloadDataFile));
+        f = calloc(s->n_secrets + 3, sizeof(PayloadDataFile));
         if (!f)
                 return -ENOMEM;
+        if (s->egress_ca_cert) {
+                /* The CA alone (Node.js's NODE_EXTRA_CA_CERTS), and with the host's roots:
+                 * the sandbox still reaches hosts the proxy only relays. */
+                char *bundle = NULL;
+                size_t n_host = 0, n_ca = strlen(s->egress_ca_cert);
+                char *path = strdup(EGRESS_CA_INSIDE);
+
+                if (!path) {
+                        free(f);
+                        return -ENOMEM;
+                }
+                f[n++] = (PayloadDataFile) { .path = path, .data = s->egress_ca_cert, .size = n_ca, .mode = 0444 };
+                r = host_bundle_with(s->egress_ca_cert, &bundle, &n_host);
+                if (r < 0) {
+                        sandbox_data_files_free(f, n);
+                        return r;
+                }
+                path = strdup(EGRESS_BUNDLE_INSIDE);
+                if (!path) {
+                        free(bundle);
+                        sandbox_data_files_free(f, n);
+                        return -ENOMEM;
+                }
+                f[n++] = (PayloadDataFile) { .path = path, .data = bundle, .size = n_host, .mode = 0444,
+                                             .owned = bundle };
+                /* Its own /etc/ssl/certs says the same where the template shows the host's. */
+                if (template_binds(s, HOST_BUNDLE) && access(HOST_BUNDLE, F_OK) >= 0) {
+                        path = strdup(HOST_BUNDLE);
+                        if (!path) {
+                                sandbox_data_files_free(f, n);
+                                return -ENOMEM;
+                        }
+                        f[n++] = (PayloadDataFile) { .path = path, .data = bundle, .size = n_host, .mode = 0444 };
+                }
+        }
         for (size_t i = 0; i < s->n_secrets; i++) {
                 char *path = NULL;
 

@@ -6,6 +6,7 @@
  * binding goes: the environment of each exec, files under /run/secrets (payload-bwrap.c),
  * or the egress proxy's header injection (egress.c). */
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "sandbox-errors.h"
@@ -24,6 +25,12 @@ int sandbox_secrets_check(Manager *m, const Template *t, uid_t owner, const Sand
 int sandbox_secrets_load(Sandbox *s);
 /* Forgets them, overwritten first. */
 void sandbox_secrets_free(Sandbox *s);
+/* Whether s has a secret bound to a header (the proxy adds it). */
+bool sandbox_has_header_secrets(const Sandbox *s);
+/* With a header bound: the variables that point the sandbox's TLS clients at the CA
+ * (SSL_CERT_FILE, NODE_EXTRA_CA_CERTS, …), over its template's. */
+int sandbox_secrets_environment(Sandbox *s);
+void sandbox_egress_ca_free(Sandbox *s);
 
 /* The files bwrap makes for s (payload-bwrap.h): each secret bound as a file, at
  * /run/secrets/NAME, 0400. The data points into s; free the paths with

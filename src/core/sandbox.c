@@ -217,6 +217,8 @@ void sandbox_save(Sandbox *s) {
                 .from_pool = s->from_pool,
                 .released = sandbox_is_released(s),
                 .config = s->config,  /* borrowed, as the rest: st is not "done" */
+                .egress_ca_cert = s->egress_ca_cert,
+                .egress_ca_key = s->egress_ca_key,
         };
         int r;
 
@@ -382,6 +384,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         free(s->failure);
         strv_free(s->environment);
         sandbox_secrets_free(s);
+        sandbox_egress_ca_free(s);
         sandbox_config_done(&s->config);
         return mfree(s);
 }
@@ -504,6 +507,8 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
         }
         if (r >= 0)
                 r = sandbox_secrets_load(s);
+        if (r >= 0)
+                r = sandbox_secrets_environment(s);
         if (r < 0)
                 goto fail;
         s->unit = sandbox_unit_name(s->id, "scope");
@@ -1174,7 +1179,13 @@ static int sandbox_alloc_from_record(Manager *m, const SandboxPersist *st, Sandb
                 sandbox_free_internal(s);
                 return -ENOMEM;
         }
-        /* Its secrets as the store has them now: one removed since is not bound again. */
+        /* Its secrets as the store has them now: one removed since is not bound again. Its
+         * proxy's CA as it was: the sandbox trusts that one. */
+        if ((st->egress_ca_cert && !(s->egress_ca_cert = strdup(st->egress_ca_cert))) ||
+            (st->egress_ca_key && !(s->egress_ca_key = strdup(st->egress_ca_key)))) {
+                sandbox_free_internal(s);
+                return -ENOMEM;
+        }
         int r = sandbox_secrets_load(s);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to read the secrets of sandbox %s, it runs without them: %m",

@@ -31,6 +31,16 @@ typedef struct Box Box;
 typedef struct Conn Conn;
 typedef struct Resolver Resolver;
 
+typedef struct EgressCA EgressCA;
+
+/* A secret bound to a header of the requests for host (inject.c): its certificate for the
+ * sandbox's side, minted with the sandbox's CA when first needed. */
+typedef struct Injection {
+        char host[EGRESS_HOST_MAX + 1];
+        char *header, *value;
+        char *chain_pem, *key_pem;
+} Injection;
+
 /* One sandbox. */
 struct Box {
         Egress *egress;
@@ -42,6 +52,9 @@ struct Box {
         uint64_t bytes_up, bytes_down;
         uint64_t n_allowed, n_denied;
         Conn *conns;
+        EgressCA *ca;             /* with injections: the sandbox's CA (its key) */
+        Injection *injections;
+        size_t n_injections;
         Box *next, *prev;
 };
 
@@ -65,6 +78,8 @@ int resolver_new(sd_event *e, Resolver **ret);
 Resolver *resolver_free(Resolver *r);
 int resolver_lookup(Resolver *r, const char *host, resolve_callback_t cb, void *userdata, Lookup **ret);
 void lookup_cancel(Lookup *l);
+
+void injections_free(Injection *l, size_t n);
 
 /* proxy.c */
 int box_accept(Box *b);

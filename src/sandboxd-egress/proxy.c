@@ -26,7 +26,9 @@
 
 #include <systemd/sd-journal.h>
 
+#include "egress-tls.h"
 #include "egress.h"
+#include "inject.h"
 #include "list.h"
 #include "route.h"
 
@@ -217,6 +219,27 @@ static void conn_relay(Conn *c) {
 
 /* ---- the ClientHello ---- */
 
+/* A host a secret is bound to: the connection goes to a thread of its own that adds the
+ * header (inject.c); the loop is done with it. */
+static void conn_inject(Conn *c, Injection *inj) {
+        Box *b = c->box;
+        int r = 0;
+
+        if (!inj->chain_pem)
+                r = egress_ca_mint(b->ca, inj->host, &inj->chain_pem, &inj->key_pem);
+        if (r >= 0)
+                r = inject_start(b, c->host, c->port, c->client_fd, c->server_fd, c->up.data, c->up.end, inj->header,
+                                 inj->value, inj->chain_pem, inj->key_pem);
+        if (r < 0) {
+                conn_deny(c, NULL, r == -EBUSY ? "too many connections with a header added" :
+                                   "cannot take the connection to add its header");
+                return;
+        }
+        b->n_allowed++;
+        c->client_fd = c->server_fd = -EBADF; /* the thread's */
+        conn_free(c);
+}
+
 static void conn_check_hello(Conn *c) {
         char sni[EGRESS_HOST_MAX + 1];
         int r;
@@ -244,6 +267,12 @@ static void conn_check_hello(Conn *c) {
                 conn_deny(c, NULL, reason);
                 return;
         }
+
+        for (size_t i = 0; i < c->box->n_injections; i++)
+                if (streq(c->box->injections[i].host, c->host)) {
+                        conn_inject(c, &c->box->injections[i]);
+                        return;
+                }
 
         c->box->n_allowed++;
         egress_log_verdict(c->box, c->host, c->port, "allow", NULL);

@@ -5,7 +5,9 @@
  * SOCK_SEQPACKET socket, passed in by systemd: sandboxd-egress.socket, root only) and
  * speaks in JSON datagrams (agent_send()/agent_recv() framing):
  *   {"type":"add","sandbox":ID,"allow":[rules],"deny":[rules]}   + the listening socket
- *        starts (or, for an ID it has, replaces) the proxy of sandbox ID
+ *        starts (or, for an ID it has, replaces) the proxy of sandbox ID; with secrets
+ *        bound to headers also "inject":[{"host":H,"header":N,"value":V}], "ca_cert" and
+ *        "ca_key" (PEM; inject.c)
  *   {"type":"remove","sandbox":ID}
  *        ends it and every connection of it; answered with
  *   {"type":"usage","sandbox":ID,"bytes_up":U,"bytes_down":D,"allowed":A,"denied":N}
@@ -31,7 +33,9 @@
 #include <systemd/sd-journal.h>
 
 #include "agent-protocol.h"
+#include "egress-tls.h"
 #include "egress.h"
+#include "inject.h"
 #include "route.h"
 #include "json-util.h"
 #include "list.h"
@@ -61,6 +65,73 @@ static unsigned egress_n_boxes(Egress *e) {
         return n;
 }
 
+void injections_free(Injection *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++) {
+                free(l[i].header);
+                if (l[i].value) {
+                        explicit_bzero(l[i].value, strlen(l[i].value));
+                        free(l[i].value);
+                }
+                free(l[i].chain_pem);
+                if (l[i].key_pem) {
+                        explicit_bzero(l[i].key_pem, strlen(l[i].key_pem));
+                        free(l[i].key_pem);
+                }
+        }
+        free(l);
+}
+
+/* "inject", "ca_cert", "ca_key" of an add (absent: none). */
+static int parse_injections(json_object *msg, Injection **ret, size_t *ret_n, EgressCA **ret_ca) {
+        json_object *l, *e, *v;
+        const char *cert, *key;
+        Injection *inj;
+        size_t n;
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        *ret_ca = NULL;
+        if (!json_object_object_get_ex(msg, "inject", &l))
+                return 0;
+        if (!json_object_is_type(l, json_type_array) || agent_get_string(msg, "ca_cert", &cert) < 0 ||
+            agent_get_string(msg, "ca_key", &key) < 0)
+                return -EBADMSG;
+        n = json_object_array_length(l);
+        if (n > 64)
+                return -EBADMSG;
+        inj = calloc(n + 1, sizeof(Injection));
+        if (!inj)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const char *host, *header, *value;
+
+                e = json_object_array_get_idx(l, i);
+                if (agent_get_string(e, "host", &host) < 0 || agent_get_string(e, "header", &header) < 0 ||
+                    agent_get_string(e, "value", &value) < 0 || egress_host_normalize(host, inj[i].host) < 0 ||
+                    strlen(header) == 0 || strlen(header) > 64 || strpbrk(header, ": \t\r\n") ||
+                    strpbrk(value, "\r\n")) {
+                        injections_free(inj, n);
+                        return -EBADMSG;
+                }
+                inj[i].header = strdup(header);
+                inj[i].value = strdup(value);
+                if (!inj[i].header || !inj[i].value) {
+                        injections_free(inj, n);
+                        return -ENOMEM;
+                }
+        }
+        (void) v;
+        r = egress_ca_load(cert, key, ret_ca);
+        if (r < 0) {
+                injections_free(inj, n);
+                return r;
+        }
+        *ret = inj;
+        *ret_n = n;
+        return 0;
+}
+
 static void box_free(Box *b) {
         Egress *e = b->egress;
 
@@ -68,6 +139,8 @@ static void box_free(Box *b) {
         box_close_conns(b);
         safe_close(b->listen_fd);
         egress_policy_done(&b->policy);
+        injections_free(b->injections, b->n_injections);
+        egress_ca_free(b->ca);
         LIST_REMOVE(e->boxes, b);
         free(b);
 }
@@ -109,6 +182,9 @@ static int handle_add(Egress *e, json_object *msg, int fd) {
         _cleanup_close_ int lfd = fd;
         EgressPolicy policy = {};
         const char *id, *bad = NULL;
+        Injection *injections = NULL;
+        size_t n_injections = 0;
+        EgressCA *ca = NULL;
         Box *b;
         int r;
 
@@ -118,14 +194,21 @@ static int handle_add(Egress *e, json_object *msg, int fd) {
         r = check_listener(lfd);
         if (r < 0)
                 return r;
+        r = parse_injections(msg, &injections, &n_injections, &ca);
+        if (r < 0)
+                return r;
         r = egress_policy_parse(allow, deny, &policy, &bad);
         if (r < 0) {
+                injections_free(injections, n_injections);
+                egress_ca_free(ca);
                 sd_journal_send("MESSAGE=%s: bad egress rule '%s'", id, strna(bad), "SANDBOX_ID=%s", id,
                                 "PRIORITY=%i", LOG_ERR, NULL);
                 return r;
         }
         if (fcntl(lfd, F_SETFL, O_NONBLOCK) < 0) {
                 egress_policy_done(&policy);
+                injections_free(injections, n_injections);
+                egress_ca_free(ca);
                 return -errno;
         }
 
@@ -134,22 +217,26 @@ static int handle_add(Egress *e, json_object *msg, int fd) {
                 /* sandboxd again (restarted, or this service was): the new policy holds. */
                 egress_policy_done(&b->policy);
                 b->policy = policy;
+                injections_free(b->injections, b->n_injections);
+                egress_ca_free(b->ca);
+                b->injections = injections;
+                b->n_injections = n_injections;
+                b->ca = ca;
                 if (b->listen_fd >= 0 && b->listen_fd != lfd) {
                         b->accept_source = sd_event_source_disable_unref(b->accept_source);
                         safe_close(b->listen_fd);
                         b->listen_fd = -EBADF;
                 }
         } else {
-                if (egress_n_boxes(e) >= BOXES_MAX) {
-                        egress_policy_done(&policy);
-                        return -ENOSPC;
-                }
-                b = calloc(1, sizeof(Box));
+                b = egress_n_boxes(e) < BOXES_MAX ? calloc(1, sizeof(Box)) : NULL;
                 if (!b) {
                         egress_policy_done(&policy);
-                        return -ENOMEM;
+                        injections_free(injections, n_injections);
+                        egress_ca_free(ca);
+                        return egress_n_boxes(e) >= BOXES_MAX ? -ENOSPC : -ENOMEM;
                 }
-                *b = (Box) { .egress = e, .policy = policy, .listen_fd = -EBADF };
+                *b = (Box) { .egress = e, .policy = policy, .listen_fd = -EBADF, .ca = ca,
+                             .injections = injections, .n_injections = n_injections };
                 strcpy(b->id, id);
                 LIST_PREPEND(e->boxes, b);
         }
@@ -161,8 +248,9 @@ static int handle_add(Egress *e, json_object *msg, int fd) {
                 }
                 b->listen_fd = TAKE_FD(lfd);
         }
-        sd_journal_send("MESSAGE=%s: egress proxy on, %zu allow and %zu deny rules", b->id, b->policy.n_allow,
-                        b->policy.n_deny, "SANDBOX_ID=%s", b->id, "PRIORITY=%i", LOG_INFO, NULL);
+        sd_journal_send("MESSAGE=%s: egress proxy on, %zu allow and %zu deny rules, %zu header(s) added", b->id,
+                        b->policy.n_allow, b->policy.n_deny, b->n_injections, "SANDBOX_ID=%s", b->id,
+                        "PRIORITY=%i", LOG_INFO, NULL);
         return 0;
 }
 
@@ -294,26 +382,35 @@ static int listen_control(const char *path) {
 }
 
 static void help(void) {
-        printf("sandboxd-egress [--control=PATH]\n\n"
+        printf("sandboxd-egress [--control=PATH] [--trust=FILE...]\n\n"
                "The HTTPS proxy of sandboxes with EgressAllow= (sandboxd-egress(8)).\n"
-               "  --control=PATH  listen on PATH for sandboxd, when not socket-activated\n");
+               "  --control=PATH  listen on PATH for sandboxd, when not socket-activated\n"
+               "  --trust=FILE    trust the CA certificates of FILE (PEM) as well as the\n"
+               "                  system's and those of " EGRESS_TRUST_DIR "/*.pem,\n"
+               "                  where a secret is added to requests (docs/SECRETS.md)\n");
 }
 
 int main(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "control", required_argument, NULL, 'c' },
+                { "trust",   required_argument, NULL, 't' },
                 { "help",    no_argument,       NULL, 'h' },
                 {}
         };
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         const char *control_path = NULL;
         Egress e = { .control_listen_fd = -EBADF, .route_fd = -EBADF };
+        _cleanup_strv_free_ char **trust = NULL;
         int c, r, n;
 
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
                 case 'c':
                         control_path = optarg;
+                        break;
+                case 't':
+                        if (strv_extend(&trust, optarg) < 0)
+                                return EXIT_FAILURE;
                         break;
                 case 'h':
                         help();
@@ -323,6 +420,10 @@ int main(int argc, char *argv[]) {
                 }
 
         (void) signal(SIGPIPE, SIG_IGN);
+        if (inject_init(trust, EGRESS_TRUST_DIR) < 0) {
+                fprintf(stderr, "sandboxd-egress: cannot load the trusted certificates\n");
+                return EXIT_FAILURE;
+        }
         n = sd_listen_fds(true);
         if (n == 1 && sd_is_socket(SD_LISTEN_FDS_START, AF_UNIX, SOCK_SEQPACKET, 1) > 0)
                 e.control_listen_fd = SD_LISTEN_FDS_START;
@@ -378,5 +479,6 @@ int main(int argc, char *argv[]) {
         resolver_free(e.resolver);
         safe_close(e.route_fd);
         ares_library_cleanup();
+        inject_done();
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

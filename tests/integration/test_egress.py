@@ -33,6 +33,7 @@ HOST_ADDR = f'{NET}.1'
 SERVER_ADDR = f'{NET}.2'
 NAMES = ['allowed.test', 'denied.test', 'other.test', 'www.wild.test', 'wild.test']
 HOSTS = (f'{SERVER_ADDR} {" ".join(NAMES)}\n'
+         f'{SERVER_ADDR} nocert.test\n'
          f'{SERVER_ADDR} xn--bcher-kva.allowed.test\n'
          '127.0.0.1 loop.test\n'
          f'{HOST_ADDR} self.test\n'
@@ -42,16 +43,43 @@ BODY = 'egress-test-ok'
 NETDEVS = "sed -n '3,$p' /proc/net/dev | cut -d: -f1 | tr -d ' '"
 
 SERVER = r'''
-import http.server, ssl, sys, threading
+import http.server, json, ssl, sys, threading
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
     def do_GET(self):
         body = sys.argv[3].encode()
         if self.path.startswith('/big'):
             body = b'x' * int(self.path.split('=')[1])
+        if self.path.startswith('/record'):
+            body = self.record(b'')
         self.send_response(200)
         self.send_header('Content-Length', str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+    def do_POST(self):
+        if self.headers.get('Transfer-Encoding') == 'chunked':
+            data = b''
+            while True:
+                n = int(self.rfile.readline().split(b';')[0], 16)
+                if n == 0:
+                    while self.rfile.readline() not in (b'\r\n', b''):
+                        pass
+                    break
+                data += self.rfile.read(n)
+                self.rfile.readline()
+        else:
+            data = self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        body = self.record(data)
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def record(self, data):
+        # What a header-injecting proxy sent, for the test to read; never echoed back.
+        with open(sys.argv[5], 'a') as f:
+            f.write(json.dumps({'method': self.command, 'path': self.path, 'key': self.headers.get_all('x-api-key'),
+                                'body': len(data)}) + '\n')
+        return b'recorded %d' % len(data)
     def log_message(self, *a):
         pass
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -227,7 +255,7 @@ class Egress(harness.SandboxTestCase):
             f.write(SERVER)
         cls.server = subprocess.Popen(
             S.wrap(['ip', 'netns', 'exec', cls.netns, 'python3', script, f'{cls.dir}/server.pem',
-                    f'{cls.dir}/server.key', BODY, SERVER_ADDR]),
+                    f'{cls.dir}/server.key', BODY, SERVER_ADDR, f'{cls.dir}/requests.log']),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         line = cls.server.stdout.readline().decode()
         assert line.strip() == 'ready', f'test server did not start: {line}'
@@ -247,7 +275,9 @@ class Egress(harness.SandboxTestCase):
         unitdir = S.path('/run/systemd/system')
         binary = os.path.join(p.build, 'src', 'sandboxd-egress', 'sandboxd-egress')
         with open(os.path.join(p.source, 'units', 'sandboxd-egress.service.in')) as f:
-            service = f.read().replace('@libexecdir@/sandboxd/sandboxd-egress', binary)
+            # The test's CA, for the servers of header injection (a copy the service's user reads).
+            service = f.read().replace('@libexecdir@/sandboxd/sandboxd-egress',
+                                       f'{binary} --trust=/run/{cls.tag}-egress/ca.pem')
         with open(os.path.join(p.source, 'units', 'sandboxd-egress.socket')) as f:
             socket_unit = f.read()
         hostsdir = f'/run/{cls.tag}-egress'
@@ -255,6 +285,8 @@ class Egress(harness.SandboxTestCase):
         with open(S.path(f'{hostsdir}/hosts'), 'w') as f:
             f.write(HOSTS)
         os.chmod(S.path(f'{hostsdir}/hosts'), 0o644)
+        shutil.copy(cls.ca, S.path(f'{hostsdir}/ca.pem'))
+        os.chmod(S.path(f'{hostsdir}/ca.pem'), 0o644)
         dropin = ['[Service]', f'BindReadOnlyPaths={hostsdir}/hosts:/etc/hosts']
         with open(binary, 'rb') as f:
             sanitized = b'__asan_init' in f.read()
@@ -387,6 +419,107 @@ class Egress(harness.SandboxTestCase):
         # And the right name still works on the same proxy.
         cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'allowed.test'))
         self.assertEqual(cp.stdout.splitlines()[-1], 'handshake')
+
+    def recorded(self):
+        try:
+            with open(os.path.join(self.dir, 'requests.log')) as f:
+                return [json.loads(line) for line in f]
+        except FileNotFoundError:
+            return []
+
+    def test_header_injection(self):
+        """Issue 32: a secret bound to allowed.test's x-api-key is added by the proxy, over
+        TLS it ends with the sandbox's own CA and starts again to the server, verified; the
+        sandbox holds none of it, and cannot choose the header's value."""
+        key = 'sk-inject-7d1e5c3b9a2f4e6d'
+        self.ok(self.ctl('secret', 'set', 'INJ_KEY', input=key))
+        self.addCleanup(self.ctl, 'secret', 'remove', 'INJ_KEY')
+        since = time.time()
+        sid = self.create('--allow-host=allowed.test', '--allow-host=other.test', '--allow-host=nocert.test',
+                          f'--allow-host={NET}.0/24',
+                          '--secret=INJ_KEY@allowed.test:x-api-key', '--secret=INJ_KEY@nocert.test:x-api-key')
+        before = len(self.recorded())
+
+        # curl trusts the sandbox's CA through CURL_CA_BUNDLE; what it sends is replaced.
+        cp = self.ok(self.exec(sid, 'curl', '-sS', '--max-time', '20', '-H', 'X-Api-Key: chosen-by-the-sandbox',
+                               'https://allowed.test/record/1', 'https://allowed.test/record/2'))
+        self.assertEqual(cp.stdout, 'recorded 0recorded 0')
+        # Python's ssl (SSL_CERT_FILE): one connection, a chunked POST, a sized POST, a GET.
+        script = (
+            "import http.client, ssl\n"
+            "c = http.client.HTTPSConnection('127.0.0.1', 3128, context=ssl.create_default_context(), timeout=20)\n"
+            "c.set_tunnel('allowed.test', 443)\n"
+            "def it():\n"
+            "    yield b'abc'\n"
+            "    yield b'defgh'\n"
+            "c.request('POST', '/record/chunked', body=it(), encode_chunked=True)\n"
+            "print(c.getresponse().read().decode())\n"
+            "c.request('POST', '/record/sized', body=b'x' * 100000)\n"
+            "print(c.getresponse().read().decode())\n"
+            "c.request('GET', '/record/last')\n"
+            "print(c.getresponse().read().decode())\n")
+        cp = self.ok(self.exec(sid, 'python3', '-c', script))
+        self.assertEqual(cp.stdout, 'recorded 8\nrecorded 100000\nrecorded 0\n')
+        got = self.recorded()[before:]
+        self.assertEqual([(r['method'], r['path'], r['key'], r['body']) for r in got],
+                         [('GET', '/record/1', [key], 0), ('GET', '/record/2', [key], 0),
+                          ('POST', '/record/chunked', [key], 8), ('POST', '/record/sized', [key], 100000),
+                          ('GET', '/record/last', [key], 0)])
+
+        # The sandbox saw a certificate of its own CA, not the server's.
+        cp = self.ok(self.exec(sid, 'sh', '-c', 'echo | openssl s_client -connect allowed.test:443 -proxy '
+                                                '127.0.0.1:3128 -servername allowed.test 2>/dev/null | '
+                                                'openssl x509 -noout -issuer'))
+        self.assertIn(f'sandboxd egress CA of sandbox {sid}', cp.stdout)
+        # A host without a bound secret is relayed as before: the server's own certificate.
+        cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', 'https://other.test/')
+        self.assertNotEqual(cp.returncode, 0, 'the test CA is not the sandbox\'s: other.test must not verify')
+        # A server whose certificate does not name the host: 502, and no key sent.
+        n = len(self.recorded())
+        cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', '-w', '%{http_code}', 'https://nocert.test/record/x')
+        self.assertIn('502', cp.stdout)
+        self.assertIn('does not verify', cp.stdout)
+        self.assertEqual(len(self.recorded()), n)
+        # Another host is refused, as without secrets.
+        cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', 'https://denied.test/')
+        self.assertNotEqual(cp.returncode, 0)
+        self.assert_journal(sid, since, 'allowed.test', 'allow', '')
+
+        # Nowhere in the sandbox: its environment, its files, its processes' memory.
+        self.assert_key_absent(sid, key)
+
+    def assert_key_absent(self, sid, key):
+        """key in no environment, file or process memory of sandbox sid. The memory first: the
+        search inside gets the key on its standard input (never through the agent), and
+        says only what it found."""
+        self.assert_key_not_in_memory(sid, key)
+        cp = self.ok(self.exec(sid, 'sh', '-c', 'read -r k; cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | '
+                                                'grep -cF -- "$k"; grep -rlF -- "$k" /work /tmp /run /etc /dev/shm '
+                                                '2>/dev/null; true', input=key + '\n'))
+        self.assertEqual(cp.stdout, '0\n', 'the key in an environment or a file of the sandbox')
+
+    def assert_key_not_in_memory(self, sid, key):
+        pids = S.unit_pids(self.unit(sid))
+        self.assertTrue(pids)
+        needle = key.encode()
+        for pid in pids:
+            try:
+                maps = open(f'/proc/{pid}/maps').read().splitlines()
+                mem = open(f'/proc/{pid}/mem', 'rb')
+            except OSError:
+                continue
+            with mem:
+                for line in maps:
+                    addr, perms = line.split()[:2]
+                    if 'r' not in perms:
+                        continue
+                    lo, hi = (int(x, 16) for x in addr.split('-'))
+                    try:
+                        mem.seek(lo)
+                        data = mem.read(hi - lo)
+                    except (OSError, ValueError, OverflowError):
+                        continue
+                    self.assertFalse(needle in data, f'the key in the memory of {pid} ({line})')
 
     def test_usage_reported(self):
         """When the sandbox ends, what it moved through the proxy is in sandboxd's journal."""
