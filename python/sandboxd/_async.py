@@ -13,6 +13,8 @@ over an :class:`~sandboxd.transport.AsyncTransport`, by default the local varlin
 
 from __future__ import annotations
 
+import asyncio
+
 import signal as _signal
 from typing import List, Literal, TypeVar, overload
 
@@ -29,18 +31,33 @@ __all__ = ['AsyncSandbox', 'AsyncCommands', 'AsyncFiles', 'AsyncCommandHandle']
 
 
 class AsyncCommandHandle(HandleBase['AsyncSandbox']):
-    """A command running in the background (``commands.run(..., background=True)``)."""
+    """A command running in the background (``commands.run(..., background=True)``):
+    ``pid`` is its pid inside the sandbox, ``process_id`` sandboxd's id of it."""
+
+    _follower: asyncio.Task[None] | None = None
 
     async def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
              on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
         """Waits until it ends (at most TIMEOUT seconds, else :class:`~sandboxd.StillRunning`)
         and returns its result, with the newest output it wrote (up to OutputMax, 1 MiB of
         each stream); the callbacks get that output once it ended."""
-        return await self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.pid, timeout, on_stdout, on_stderr))
+        r = await self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.process_id, timeout, on_stdout,
+                                              on_stderr))
+        if self._follower is not None:
+            await asyncio.wait_for(asyncio.shield(self._follower), 30.0)
+        return r
 
     async def kill(self, signal: int = _signal.SIGKILL) -> bool:
-        """Sends SIGNAL (default SIGKILL); False if it was gone."""
-        return await self.sandbox.commands.kill(self.pid, signal)
+        """Sends SIGNAL (default SIGKILL) to it and what it started; False if it was gone."""
+        return await self.sandbox._run(_ops.kill_process(self.sandbox.sandbox_id, self.process_id, signal))
+
+    async def send_stdin(self, data: bytes | str) -> None:
+        """Writes DATA to its input (started with ``stdin=True``)."""
+        await self.sandbox._run(_ops.send_stdin(self.sandbox.sandbox_id, self.process_id, data))
+
+    async def close_stdin(self) -> None:
+        """Ends its input: it reads end of file."""
+        await self.sandbox._run(_ops.close_stdin(self.sandbox.sandbox_id, self.process_id))
 
 
 class AsyncCommands(CommandsBase['AsyncSandbox']):
@@ -61,14 +78,17 @@ class AsyncCommands(CommandsBase['AsyncSandbox']):
     async def run(self, cmd: CommandLine, *, background: bool = False, timeout: float | None = None,
             on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
             envs: dict[str, str] | None = None, cwd: str | None = None,
-            stdin: bytes | str | None = None) -> CommandResult | AsyncCommandHandle:
+            stdin: bytes | str | bool | None = None) -> CommandResult | AsyncCommandHandle:
         """Runs CMD, as :meth:`sandboxd.Commands.run` does (the same arguments); the
         callbacks may also be coroutine functions. ``background=True`` returns an
         :class:`AsyncCommandHandle`."""
         sbx = self._sbx
         argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
         if background:
-            handle = AsyncCommandHandle(sbx, await sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+            handle = AsyncCommandHandle(sbx, *await sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+            if on_stdout or on_stderr:
+                handle._follower = asyncio.create_task(
+                    sbx._run(_ops.follow(sbx.sandbox_id, handle.process_id, on_stdout, on_stderr)))
             return handle
         return await sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
 
@@ -77,12 +97,23 @@ class AsyncCommands(CommandsBase['AsyncSandbox']):
         return await self._sbx._run(_ops.list_processes(self._sbx.sandbox_id))
 
     async def kill(self, pid: int, signal: int = _signal.SIGKILL) -> bool:
-        """Sends SIGNAL to the background process PID; False if there is none."""
-        return await self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, pid, signal))
+        """Sends SIGNAL to the background process whose pid (in the sandbox) is PID; False
+        if there is none."""
+        return await self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, None, signal, pid=pid))
 
-    def connect(self, pid: int) -> AsyncCommandHandle:
-        """A handle of the background process PID (to wait for it)."""
-        return AsyncCommandHandle(self._sbx, pid)
+    async def send_stdin(self, pid: int, data: bytes | str) -> None:
+        """Writes DATA to the input of the background process PID (``stdin=True``)."""
+        sbx = self._sbx
+        await sbx._run(_ops.send_stdin(sbx.sandbox_id, await sbx._run(_ops.process_of(sbx.sandbox_id, pid)), data))
+
+    async def close_stdin(self, pid: int) -> None:
+        """Ends the input of the background process PID."""
+        sbx = self._sbx
+        await sbx._run(_ops.close_stdin(sbx.sandbox_id, await sbx._run(_ops.process_of(sbx.sandbox_id, pid))))
+
+    async def connect(self, pid: int) -> AsyncCommandHandle:
+        """A handle of the background process PID (its pid in the sandbox)."""
+        return AsyncCommandHandle(self._sbx, await self._sbx._run(_ops.process_of(self._sbx.sandbox_id, pid)), pid)
 
 
 class AsyncFiles(FilesBase['AsyncSandbox']):

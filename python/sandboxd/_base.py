@@ -31,13 +31,16 @@ class instance_or_class:
 class HandleBase(Generic[S]):
     """A command running in the background (``commands.run(..., background=True)``)."""
 
-    def __init__(self, sandbox: S, pid: int) -> None:
+    def __init__(self, sandbox: S, process_id: int, pid: int) -> None:
         self.sandbox = sandbox
-        #: sandboxd's id of the process
+        #: sandboxd's id of the process (the HTTP bridge's execution id)
+        self.process_id = process_id
+        #: its pid inside the sandbox (0 if it was not known yet)
         self.pid = pid
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}(sandbox={self.sandbox.sandbox_id!r}, pid={self.pid})'
+        return (f'{type(self).__name__}(sandbox={self.sandbox.sandbox_id!r}, process_id={self.process_id}, '
+                f'pid={self.pid})')
 
 
 class CommandsBase(Generic[S]):
@@ -47,10 +50,16 @@ class CommandsBase(Generic[S]):
         self._sbx = sandbox
 
     def _prepare(self, cmd: CommandLine, background: bool, timeout: float | None, envs: dict[str, str] | None,
-                 cwd: str | None, stdin: bytes | str | None) -> tuple[list[str], dict[str, Any]]:
+                 cwd: str | None, stdin: bytes | str | bool | None) -> tuple[list[str], dict[str, Any]]:
         """The argv and Exec's (Start's) options of commands.run()."""
         argv = _ops.command_argv(cmd)
-        options = _ops.exec_options({**self._sbx.envs, **(envs or {})}, cwd, timeout, stdin)
+        pipe = stdin is True
+        if pipe and not background:
+            raise ValueError('stdin=True (input sent later with send_stdin) is for background commands')
+        options = _ops.exec_options({**self._sbx.envs, **(envs or {})}, cwd, timeout,
+                                    None if isinstance(stdin, bool) else stdin)
+        if pipe:
+            options['StdinPipe'] = True
         if background and timeout is None:
             options.pop('TimeoutUSec', None)
         return argv, options

@@ -1,23 +1,25 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The client's operations, each written once as a generator that yields what it needs
 (:class:`Call` a method, :data:`NEXT` reply of a streaming call, :class:`Emit` output to
-a callback) and returns its result; :func:`run_sync` and :func:`run_async` drive one over
+a callback, :class:`Sleep` a pause) and returns its result; :func:`run_sync` and :func:`run_async` drive one over
 a blocking or an asyncio transport. Errors of a call are thrown into the generator at the
 yield that made it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import codecs
 import contextlib
 import inspect
 import math
 import re
+import time
 import warnings
 from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTuple, TypeVar, Union
 
 from ._varlink import Reply
-from .errors import SandboxError, SandboxSystemError
+from .errors import INTERFACE, SandboxError, SandboxSystemError, error_from_reply
 from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
                      SnapshotInfo, TemplateInfo)
 from .transport import WRITE_CHUNK, AsyncTransport, Transport
@@ -32,6 +34,11 @@ class Call(NamedTuple):
 class Emit(NamedTuple):
     fn: Callable[[Any], Any]
     arg: Any
+
+
+class Sleep(NamedTuple):
+    """A pause of the operation: time.sleep() or asyncio.sleep(), as its runner has it."""
+    seconds: float
 
 
 NEXT = object()
@@ -85,6 +92,8 @@ def run_sync(transport: Transport, op: Op[R]) -> R:
                     value = next(stream)
                 elif isinstance(req, Emit):
                     req.fn(req.arg)
+                elif isinstance(req, Sleep):
+                    time.sleep(req.seconds)
             except Exception as e:  # noqa: BLE001 - thrown into the operation, which decides
                 exc = e
     finally:
@@ -117,6 +126,8 @@ async def run_async(transport: AsyncTransport, op: Op[R]) -> R:
                     r = req.fn(req.arg)
                     if inspect.isawaitable(r):
                         await r
+                elif isinstance(req, Sleep):
+                    await asyncio.sleep(req.seconds)
             except Exception as e:  # noqa: BLE001
                 exc = e
     finally:
@@ -359,11 +370,9 @@ class _Output:
         return Emit(self.callback, text) if text else None
 
 
-def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
-                on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
-    """Exec with "more": each chunk to its callback as it comes, then the result."""
-    out, err = _Output(on_stdout), _Output(on_stderr)
-    reply: Reply = yield Call('Exec', {'id': sandbox_id, 'argv': argv, 'options': options or None}, more=True)
+def _streamed(reply: Reply, out: _Output, err: _Output) -> Generator[Request, Any, dict[str, Any]]:
+    """The replies of a streaming call (Exec, Follow) from REPLY on: stdout and stderr to
+    OUT and ERR as they come; the last reply's parameters."""
     while True:
         p = reply.parameters
         for stream, key in ((out, 'stdout'), (err, 'stderr')):
@@ -378,14 +387,62 @@ def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
         emit = stream.add(b'', final=True)
         if emit:
             yield emit
+    return p
+
+
+def run_command(sandbox_id: str, argv: list[str], options: dict[str, Any],
+                on_stdout: OutputCallback | None, on_stderr: OutputCallback | None) -> Op[CommandResult]:
+    """Exec with "more": each chunk to its callback as it comes, then the result."""
+    out, err = _Output(on_stdout), _Output(on_stderr)
+    reply: Reply = yield Call('Exec', {'id': sandbox_id, 'argv': argv, 'options': options or None}, more=True)
+    p = yield from _streamed(reply, out, err)
     return CommandResult.from_reply(p.get('exitStatus', -1), p.get('info') or {}, bytes(out.data),
                                     bytes(err.data),
                                     options['TimeoutUSec'] / 1e6 if 'TimeoutUSec' in options else None)
 
 
-def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op[int]:
+# How long start() looks for the pid of a process it started (the agent reports it as
+# soon as it forked: milliseconds).
+_PID_WAIT = 2.0
+_PID_POLL = 0.005
+
+
+def start(sandbox_id: str, argv: list[str], options: dict[str, Any]) -> Op[tuple[int, int]]:
+    """Start, then the process's pid inside the sandbox: (sandboxd's id, pid; 0 if not
+    known within _PID_WAIT)."""
     reply: Reply = yield Call('Start', {'id': sandbox_id, 'argv': argv, 'options': options or None})
-    return int(reply.parameters['process'])
+    process = int(reply.parameters['process'])
+    for _ in range(int(_PID_WAIT / _PID_POLL)):
+        for p in (yield from list_processes(sandbox_id)):
+            if p.process_id == process and (p.pid or p.state != 'running'):
+                return process, p.pid
+        yield Sleep(_PID_POLL)
+    return process, 0
+
+
+def process_of(sandbox_id: str, pid: int) -> Op[int]:
+    """sandboxd's id of the background process whose pid in the sandbox is PID (a running
+    one first: pids are reused); NoSuchProcess if there is none."""
+    found = [p for p in (yield from list_processes(sandbox_id)) if p.pid == pid]
+    found.sort(key=lambda p: p.state != 'running')
+    if not found:
+        raise error_from_reply(f'{INTERFACE}.NoSuchProcess', {'message': f'No process with pid {pid}.'})
+    return found[0].process_id
+
+
+def follow(sandbox_id: str, process: int, on_stdout: OutputCallback | None,
+           on_stderr: OutputCallback | None) -> Op[None]:
+    """Follow: each piece of output to its callback as the process writes it, to its end."""
+    reply: Reply = yield Call('Follow', {'id': sandbox_id, 'process': process}, more=True)
+    yield from _streamed(reply, _Output(on_stdout), _Output(on_stderr))
+
+
+def send_stdin(sandbox_id: str, process: int, data: bytes | str) -> Op[None]:
+    yield Call('WriteStdin', {'id': sandbox_id, 'process': process, 'data': b64(data)})
+
+
+def close_stdin(sandbox_id: str, process: int) -> Op[None]:
+    yield Call('CloseStdin', {'id': sandbox_id, 'process': process})
 
 
 def wait(sandbox_id: str, process: int, timeout: float | None,
@@ -410,9 +467,12 @@ def list_processes(sandbox_id: str) -> Op[list[ProcessInfo]]:
     return [ProcessInfo.from_reply(p) for p in reply.parameters.get('processes', [])]
 
 
-def kill_process(sandbox_id: str, process: int, signal: int) -> Op[bool]:
-    """True if the process was there to signal."""
+def kill_process(sandbox_id: str, process: int | None, signal: int, pid: int | None = None) -> Op[bool]:
+    """True if the process (sandboxd's id PROCESS, or the one whose pid is PID) was there
+    to signal."""
     try:
+        if process is None:
+            process = yield from process_of(sandbox_id, pid or 0)
         yield Call('Signal', {'id': sandbox_id, 'process': process, 'signal': signal})
     except SandboxError as e:
         if e.name.endswith('.NoSuchProcess'):

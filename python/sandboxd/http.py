@@ -43,7 +43,10 @@ from .transport import AsyncTransport, Transport
 __all__ = ['HttpTransport', 'AsyncHttpTransport', 'http_error']
 
 API = '/api/v1'
-_WAIT_POLL = 0.1
+# A Wait without a limit over HTTP: asked for in turns of this many seconds.
+_WAIT_TURN = 60
+# Output followed over HTTP (commands.run(background=True, on_stdout=...)): polled this often.
+_FOLLOW_POLL = 0.05
 
 # An HTTP status to the errno a file error most likely had (the bridge's own mapping, reversed).
 _STATUS_ERRNO = {404: _errno.ENOENT, 409: _errno.EEXIST, 403: _errno.EACCES, 400: _errno.EINVAL,
@@ -132,7 +135,8 @@ class HttpTransport(Transport):
             'ListTemplates': self._templates, 'GetQuota': self._quota, 'Destroy': self._destroy, 'Pause': self._pause,
             'Resume': self._resume, 'SetTimeout': self._set_timeout, 'Exec': self._exec,
             'Start': self._start, 'ListProcesses': self._processes, 'ReadOutput': self._read_output,
-            'Wait': self._wait, 'ReadFile': self._read_file, 'WriteFile': self._write_file,
+            'Wait': self._wait, 'Signal': self._signal, 'WriteStdin': self._write_stdin,
+            'CloseStdin': self._close_stdin, 'Follow': self._follow, 'ReadFile': self._read_file, 'WriteFile': self._write_file,
             'ListFiles': self._list_files, 'Stat': self._stat, 'MakeDirectory': self._mkdir,
             'Remove': self._remove, 'Move': self._move,
             'Snapshot': self._snapshot, 'Hibernate': self._hibernate, 'Fork': self._fork, 'Wake': self._wake,
@@ -298,6 +302,10 @@ class HttpTransport(Transport):
                 body['cwd'] = value
             elif option == 'TimeoutUSec':
                 body['timeout'] = value / 1e6     # seconds, 0.5 too
+            elif option == 'StdinPipe':
+                body['stdin_pipe'] = bool(value)
+            elif option == 'TTY':
+                body['tty'] = bool(value)
             elif option == 'Stdin':
                 try:
                     body['stdin'] = base64.b64decode(value).decode()
@@ -373,18 +381,46 @@ class HttpTransport(Transport):
                           'running': bool(o.get('running'))})
 
     def _wait(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
-        deadline = time.monotonic() + p['timeoutSec'] if p.get('timeoutSec') else None
+        """Wait: .../result with the bridge's wait (sandboxd's Wait; 409 StillRunning after
+        it), in turns of at most _WAIT_TURN seconds when there is no limit."""
+        limit = p.get('timeoutSec') or 0
         while True:
-            processes = self._request('GET', self._session(p, '/status')).json()
-            proc = next((x for x in processes if x.get('process') == p['process']), None)
-            if proc is None:
-                raise error_from_reply(f'{INTERFACE}.NoSuchProcess', {'message': f'No process {p["process"]}.'})
-            if proc.get('state') == 'exited':
-                return self._one({'exitStatus': proc.get('exitStatus', 0), 'info': {}})
-            if deadline is not None and time.monotonic() >= deadline:
-                raise error_from_reply(f'{INTERFACE}.StillRunning',
-                                       {'message': f'Process {p["process"]} is still running.'})
-            time.sleep(_WAIT_POLL)
+            try:
+                o = self._request('GET', self._session(p, '/result'),
+                                  query={'execution': int(p['process']), 'wait': limit or _WAIT_TURN}).json()
+                return self._one({'exitStatus': o.get('exit_code'), 'info': o.get('info') or {}})
+            except SandboxError as e:
+                if limit or not e.name.endswith('.StillRunning'):
+                    raise
+
+    def _execution(self, p: dict[str, Any], rest: str = '') -> str:
+        return self._session(p, f'/executions/{int(p["process"])}{rest}')
+
+    def _signal(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('POST', self._execution(p, '/signal'), {'signal': int(p['signal'])})
+
+    def _write_stdin(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('POST', self._execution(p, '/stdin'), {'data_base64': p['data']})
+
+    def _close_stdin(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._simple('POST', self._execution(p, '/stdin/close'), {})
+
+    def _follow(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        """Follow, by polling .../logs with its cursor (every byte once) until the process
+        ended, then its exit from .../result."""
+        cursor = None
+        while True:
+            o = self._request('GET', self._execution(p, '/logs'), query={'cursor': cursor} if cursor else None).json()
+            cursor = o['cursor']
+            for key in ('stdout', 'stderr'):
+                data = base64.b64decode(self._output(o, key))
+                if data:
+                    yield Reply({key: _b64(data)}, True)
+            if not o.get('running'):
+                break
+            time.sleep(_FOLLOW_POLL)
+        r = self._request('GET', self._session(p, '/result'), query={'execution': int(p['process']), 'wait': 1}).json()
+        yield Reply({'exitStatus': r.get('exit_code'), 'info': r.get('info') or {}}, False)
 
     # ---- files ---------------------------------------------------------------------------
 

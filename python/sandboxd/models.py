@@ -139,10 +139,11 @@ class EntryInfo:
 class ProcessInfo:
     """A background process (commands.list)."""
 
-    #: sandboxd's id of it (what commands.kill and connect take)
+    #: its pid inside the sandbox (what commands.kill, send_stdin and connect take; 0 if not
+    #: known yet)
     pid: int
-    #: its pid inside the sandbox (0 if not known yet)
-    os_pid: int
+    #: sandboxd's id of it (the execution id of the HTTP bridge)
+    process_id: int
     cmd: list[str]
     #: running or exited
     state: str
@@ -150,7 +151,7 @@ class ProcessInfo:
 
     @classmethod
     def from_reply(cls, p: dict[str, Any]) -> 'ProcessInfo':
-        return cls(pid=p['process'], os_pid=p.get('pid', 0), cmd=list(p.get('argv', [])),
+        return cls(pid=p.get('pid', 0), process_id=p['process'], cmd=list(p.get('argv', [])),
                    state=p.get('state', ''), exit_status=p.get('exitStatus', 0))
 
 

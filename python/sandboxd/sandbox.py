@@ -14,6 +14,7 @@ over a :class:`~sandboxd.transport.Transport`, by default the local varlink sock
 from __future__ import annotations
 
 import signal as _signal
+import threading
 from typing import List, Literal, TypeVar, overload
 
 from . import _ops
@@ -29,18 +30,37 @@ __all__ = ['Sandbox', 'Commands', 'Files', 'CommandHandle']
 
 
 class CommandHandle(HandleBase['Sandbox']):
-    """A command running in the background (``commands.run(..., background=True)``)."""
+    """A command running in the background (``commands.run(..., background=True)``):
+    ``pid`` is its pid inside the sandbox, ``process_id`` sandboxd's id of it."""
+
+    _follower: threading.Thread | None = None
 
     def wait(self, timeout: float | None = None, on_stdout: _ops.OutputCallback | None = None,
              on_stderr: _ops.OutputCallback | None = None) -> CommandResult:
         """Waits until it ends (at most TIMEOUT seconds, else :class:`~sandboxd.StillRunning`)
         and returns its result, with the newest output it wrote (up to OutputMax, 1 MiB of
-        each stream); the callbacks get that output once it ended."""
-        return self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.pid, timeout, on_stdout, on_stderr))
+        each stream); the callbacks given here get that output once it ended (those given
+        to ``run()`` had it live, all of it by the time this returns)."""
+        r = self.sandbox._run(_ops.wait(self.sandbox.sandbox_id, self.process_id, timeout, on_stdout, on_stderr))
+        if self._follower is not None:
+            self._follower.join(_FOLLOW_JOIN)
+        return r
 
     def kill(self, signal: int = _signal.SIGKILL) -> bool:
-        """Sends SIGNAL (default SIGKILL); False if it was gone."""
-        return self.sandbox.commands.kill(self.pid, signal)
+        """Sends SIGNAL (default SIGKILL) to it and what it started; False if it was gone."""
+        return self.sandbox._run(_ops.kill_process(self.sandbox.sandbox_id, self.process_id, signal))
+
+    def send_stdin(self, data: bytes | str) -> None:
+        """Writes DATA to its input (started with ``stdin=True``)."""
+        self.sandbox._run(_ops.send_stdin(self.sandbox.sandbox_id, self.process_id, data))
+
+    def close_stdin(self) -> None:
+        """Ends its input: it reads end of file."""
+        self.sandbox._run(_ops.close_stdin(self.sandbox.sandbox_id, self.process_id))
+
+
+# How long wait() lets the live callbacks catch up with the end of the process.
+_FOLLOW_JOIN = 30.0
 
 
 class Commands(CommandsBase['Sandbox']):
@@ -56,12 +76,12 @@ class Commands(CommandsBase['Sandbox']):
     def run(self, cmd: CommandLine, *, background: Literal[True], timeout: float | None = None,
             on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
             envs: dict[str, str] | None = None, cwd: str | None = None,
-            stdin: bytes | str | None = None) -> CommandHandle: ...
+            stdin: bytes | str | bool | None = None) -> CommandHandle: ...
 
     def run(self, cmd: CommandLine, *, background: bool = False, timeout: float | None = None,
             on_stdout: _ops.OutputCallback | None = None, on_stderr: _ops.OutputCallback | None = None,
             envs: dict[str, str] | None = None, cwd: str | None = None,
-            stdin: bytes | str | None = None) -> CommandResult | CommandHandle:
+            stdin: bytes | str | bool | None = None) -> CommandResult | CommandHandle:
         """Runs CMD (a string: a shell command line, run by ``sh -c``; a list: the argv)
         and returns its :class:`CommandResult` once it ended. A non-zero exit is not an
         exception: see ``exit_code``, ``timed_out``, ``oom_killed`` and ``error``.
@@ -74,26 +94,45 @@ class Commands(CommandsBase['Sandbox']):
         directory (default /work); ``stdin``: its standard input.
 
         ``background=True`` starts it and returns a :class:`CommandHandle` at once
-        (``timeout`` then: none unless given; the callbacks are called by ``wait()``).
+        (``timeout`` then: none unless given, the command is bounded by the sandbox's
+        lifetime; the callbacks are called live, from a thread of their own, as it writes;
+        ``stdin=True`` keeps its input open for ``send_stdin``).
         """
         sbx = self._sbx
         argv, options = self._prepare(cmd, background, timeout, envs, cwd, stdin)
-        if background:
-            handle = CommandHandle(sbx, sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
-            return handle
-        return sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
+        if not background:
+            return sbx._run(_ops.run_command(sbx.sandbox_id, argv, options, on_stdout, on_stderr))
+        handle = CommandHandle(sbx, *sbx._run(_ops.start(sbx.sandbox_id, argv, options)))
+        if on_stdout or on_stderr:
+            handle._follower = threading.Thread(
+                target=sbx._run, args=(_ops.follow(sbx.sandbox_id, handle.process_id, on_stdout, on_stderr),),
+                name=f'sandboxd-follow-{handle.process_id}', daemon=True)
+            handle._follower.start()
+        return handle
 
     def list(self) -> list[ProcessInfo]:
         """The background processes of the sandbox, running and exited."""
         return self._sbx._run(_ops.list_processes(self._sbx.sandbox_id))
 
     def kill(self, pid: int, signal: int = _signal.SIGKILL) -> bool:
-        """Sends SIGNAL to the background process PID; False if there is none."""
-        return self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, pid, signal))
+        """Sends SIGNAL to the background process whose pid (in the sandbox) is PID; False
+        if there is none."""
+        return self._sbx._run(_ops.kill_process(self._sbx.sandbox_id, None, signal, pid=pid))
+
+    def send_stdin(self, pid: int, data: bytes | str) -> None:
+        """Writes DATA to the input of the background process PID (started with
+        ``stdin=True``)."""
+        sbx = self._sbx
+        sbx._run(_ops.send_stdin(sbx.sandbox_id, sbx._run(_ops.process_of(sbx.sandbox_id, pid)), data))
+
+    def close_stdin(self, pid: int) -> None:
+        """Ends the input of the background process PID."""
+        sbx = self._sbx
+        sbx._run(_ops.close_stdin(sbx.sandbox_id, sbx._run(_ops.process_of(sbx.sandbox_id, pid))))
 
     def connect(self, pid: int) -> CommandHandle:
-        """A handle of the background process PID (to wait for it)."""
-        return CommandHandle(self._sbx, pid)
+        """A handle of the background process PID (its pid in the sandbox)."""
+        return CommandHandle(self._sbx, self._sbx._run(_ops.process_of(self._sbx.sandbox_id, pid)), pid)
 
 
 class Files(FilesBase['Sandbox']):

@@ -105,6 +105,12 @@ class Bridge(BaseHTTPRequestHandler):
             return self.reply(200, [{'process': 7, 'pid': 9, 'argv': ['x'], 'state': 'exited', 'exitStatus': 5}])
         if rest == ['executions', '7']:
             return self.reply(200, {'running': False, 'stdout': 'bg\n', 'stderr': ''})
+        if rest == ['executions', '7', 'logs']:
+            return self.reply(200, {'running': False, 'stdout': 'bg\n', 'stderr': '', 'cursor': '3.0'})
+        if rest == ['result']:
+            return self.reply(200, {'exit_code': 5, 'stdout': 'bg\n', 'stderr': '', 'info': {}})
+        if rest[:2] == ['executions', '7'] and verb == 'POST':
+            return self.reply(204)
         if rest == ['files'] and verb == 'PUT':
             Bridge.files[q['path']] = raw
             return self.reply(201, {'bytes': len(raw)})
@@ -210,14 +216,29 @@ class HttpTransports(unittest.TestCase):
 
     def test_background(self):
         sbx = Sandbox(SANDBOX['id'], transport=self.t)
-        h = sbx.commands.run('sleep 1', background=True)
-        self.assertEqual(h.pid, 7)
-        self.assertTrue(Bridge.requests[0][3]['background'])
+        url = f'/api/v1/sessions/{SANDBOX["id"]}'
+        got = []
+        h = sbx.commands.run('sleep 1', background=True, stdin=True, on_stdout=got.append)
+        # sandboxd's id, and the pid inside the sandbox (ListProcesses).
+        self.assertEqual((h.process_id, h.pid), (7, 9))
+        self.assertEqual(Bridge.requests[0][3], {'argv': ['sh', '-c', 'sleep 1'], 'background': True,
+                                                 'stdin_pipe': True})
         r = h.wait(timeout=5)
         self.assertEqual((r.exit_code, r.stdout), (5, 'bg\n'))
-        self.assertEqual([p.pid for p in sbx.commands.list()], [7])
-        with self.assertRaises(sandboxd.NotSupported):
-            h.kill()
+        # Live output: the execution's logs followed with their cursor.
+        self.assertEqual(got, ['bg\n'])
+        self.assertEqual([(p.process_id, p.pid) for p in sbx.commands.list()], [(7, 9)])
+        self.assertTrue(h.kill())
+        self.assertEqual(Bridge.requests[-1][1:4:2], (url + '/executions/7/signal', {'signal': 9}))
+        h.send_stdin(b'\xff')
+        self.assertEqual(Bridge.requests[-1][1:4:2], (url + '/executions/7/stdin', {'data_base64': '/w=='}))
+        sbx.commands.close_stdin(9)
+        self.assertEqual(Bridge.requests[-1][1], url + '/executions/7/stdin/close')
+        self.assertTrue(sbx.commands.kill(9, 15))
+        self.assertEqual(Bridge.requests[-1][1:4:2], (url + '/executions/7/signal', {'signal': 15}))
+        self.assertFalse(sbx.commands.kill(7), 'a pid, not sandboxd\'s id')
+        with self.assertRaises(ValueError):
+            sbx.commands.run('cat', stdin=True)
 
     def test_files(self):
         f = Sandbox(SANDBOX['id'], transport=self.t).files

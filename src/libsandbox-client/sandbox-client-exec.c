@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* libsandbox-client over D-Bus: Exec, background processes (Start, Wait, Signal,
- * ReadOutput, ListProcesses, ResizeTerminal), and run (an ephemeral sandbox in one call). */
+ * ReadOutput, ReadOutputFrom, ListProcesses, ResizeTerminal, WriteStdin, CloseStdin), and
+ * run (an ephemeral sandbox in one call). */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ int client_append_exec_options(sd_bus_message *m, const SandboxExecOptions *o, u
                         r = sd_bus_message_append(m, "{sv}", fd_options[i], "h", fds[i]);
         if (r >= 0 && o->tty)
                 r = sd_bus_message_append(m, "{sv}", "TTY", "b", 1);
+        if (r >= 0 && o->stdin_pipe)
+                r = sd_bus_message_append(m, "{sv}", "StdinPipe", "b", 1);
         /* A terminal that does not know its size gets the daemon's default. */
         if (r >= 0 && o->tty && o->tty_rows > 0 && o->tty_cols > 0)
                 r = sd_bus_message_append(m, "{sv}{sv}", "TerminalRows", "t", (uint64_t) o->tty_rows,
@@ -147,15 +150,36 @@ int sandbox_handle_resize_terminal(SandboxHandle *h, uint64_t process, unsigned 
                                         (uint32_t) rows, (uint32_t) cols);
 }
 
-int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecResult *ret_output,
-                               bool *ret_running, SandboxClientError *error) {
+int sandbox_handle_write_stdin(SandboxHandle *h, uint64_t process, const void *data, size_t size,
+                               SandboxClientError *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
-        SandboxExecResult res = {};
-        int running, r;
+        int r;
 
-        r = client_new_call(h->client, h, "ReadOutput", &m);
+        r = client_new_call(h->client, h, "WriteStdin", &m);
         if (r >= 0)
                 r = sd_bus_message_append(m, "t", process);
+        if (r >= 0)
+                r = sd_bus_message_append_array(m, 'y', data, size);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        return client_call(h->client, m, 0, /* interruptible= */ false, error, &reply);
+}
+
+int sandbox_handle_close_stdin(SandboxHandle *h, uint64_t process, SandboxClientError *error) {
+        return client_call_method(h->client, h, "CloseStdin", error, "t", process);
+}
+
+int sandbox_handle_read_output_from(SandboxHandle *h, uint64_t process, const uint64_t offsets[2],
+                                    SandboxExecResult *ret_output, bool *ret_running, uint64_t ret_totals[2],
+                                    SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        SandboxExecResult res = {};
+        uint64_t totals[2];
+        int running, r;
+
+        r = client_new_call(h->client, h, "ReadOutputFrom", &m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ttt", process, offsets[0], offsets[1]);
         if (r < 0)
                 return client_error_from_bus(error, NULL, r);
 
@@ -167,16 +191,30 @@ int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecRe
         if (r >= 0)
                 r = client_read_bytes(reply, &res.stderr_data, &res.stderr_size);
         if (r >= 0)
-                r = sd_bus_message_read(reply, "b", &running);
+                r = sd_bus_message_read(reply, "btt", &running, &totals[0], &totals[1]);
         if (r < 0) {
                 sandbox_exec_result_done(&res);
                 return r;
         }
-
         *ret_output = res;
-        if (ret_running)
-                *ret_running = running;
+        *ret_running = running;
+        ret_totals[0] = totals[0];
+        ret_totals[1] = totals[1];
         return 0;
+}
+
+int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecResult *ret_output,
+                               bool *ret_running, SandboxClientError *error) {
+        uint64_t totals[2];
+        bool running;
+        int r;
+
+        /* What is kept from the start: ReadOutput's answer. */
+        r = sandbox_handle_read_output_from(h, process, (const uint64_t[2]) { 0, 0 }, ret_output, &running, totals,
+                                            error);
+        if (r >= 0 && ret_running)
+                *ret_running = running;
+        return r;
 }
 
 static void process_done(void *item) {

@@ -288,6 +288,7 @@ typedef struct SandboxExecOptions {
         size_t stdin_size;
         int stdin_fd, stdout_fd, stderr_fd;     /* passed to the process; -EBADF: not */
         bool tty;                       /* a pseudo-terminal; stdin_fd and stdout_fd required */
+        bool stdin_pipe;                /* Start: input written later (WriteStdin) */
         unsigned tty_rows, tty_cols;    /* 0: the daemon's default size */
 } SandboxExecOptions;
 
@@ -327,6 +328,14 @@ int sandbox_handle_wait(SandboxHandle *h, uint64_t process, uint64_t timeout_sec
 int sandbox_handle_signal(SandboxHandle *h, uint64_t process, int sig, SandboxClientError *error);
 /* Fire and forget: a lost resize is corrected by the next. */
 int sandbox_handle_resize_terminal(SandboxHandle *h, uint64_t process, unsigned rows, unsigned cols);
+/* WriteStdin, CloseStdin: the input of a process started with stdin_pipe. */
+int sandbox_handle_write_stdin(SandboxHandle *h, uint64_t process, const void *data, size_t size,
+                               SandboxClientError *error);
+int sandbox_handle_close_stdin(SandboxHandle *h, uint64_t process, SandboxClientError *error);
+/* ReadOutputFrom: what is kept from the offsets on; *ret_totals the offsets to read on from. */
+int sandbox_handle_read_output_from(SandboxHandle *h, uint64_t process, const uint64_t offsets[2],
+                                    SandboxExecResult *ret_output, bool *ret_running, uint64_t ret_totals[2],
+                                    SandboxClientError *error);
 /* ReadOutput: what it wrote so far; *ret_running whether it still runs. */
 int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecResult *ret_output,
                                bool *ret_running, SandboxClientError *error);

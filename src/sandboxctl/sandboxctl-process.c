@@ -120,26 +120,139 @@ finish:
         return r;
 }
 
+/* The sandbox and the process named on the command line. */
+static int process_get(SandboxClient *c, const char *id, const char *process, SandboxHandle **ret_h,
+                       uint64_t *ret_process) {
+        uint64_t p;
+        int r;
+
+        r = parse_uint64(process, &p);
+        if (r < 0)
+                return log_error_errno(r, "Invalid process '%s', expected the ID that '%s ps %s' shows.",
+                                       process, program_invocation_short_name, id);
+        r = sandbox_get(c, id, ret_h);
+        if (r < 0)
+                return r;
+        *ret_process = p;
+        return 0;
+}
+
 int process_signal(SandboxClient *c, const char *id, const char *process, int sig) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         uint64_t pid;
         int r;
 
-        r = parse_uint64(process, &pid);
-        if (r < 0)
-                return log_error_errno(r, "Invalid process '%s', expected the ID that '%s ps %s' shows.",
-                                       process, program_invocation_short_name, id);
-
-        r = sandbox_get(c, id, &h);
+        r = process_get(c, id, process, &h, &pid);
         if (r < 0)
                 return r;
-
         r = sandbox_handle_signal(h, pid, sig, &error);
         if (r < 0)
                 return log_error_errno(r, "Failed to send signal %d to process %" PRIu64 " of sandbox %s: %s",
                                        sig, pid, id, sandbox_client_error_message(&error, r));
         return 0;
+}
+
+/* A process whose input is full takes this long to be asked again. */
+#define STDIN_BUSY_RETRY_USEC (20U * 1000U)
+
+int process_send_stdin(SandboxClient *c, const char *id, const char *process) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        char buf[64 * 1024];
+        uint64_t pid;
+        ssize_t n;
+        int r;
+
+        r = process_get(c, id, process, &h, &pid);
+        if (r < 0)
+                return r;
+        /* What comes, as it comes: a terminal's lines, a pipe's writes. */
+        while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(-errno, "Failed to read standard input: %m");
+                }
+                while ((r = sandbox_handle_write_stdin(h, pid, buf, (size_t) n, &error)) == -EBUSY) {
+                        sandbox_client_error_done(&error);
+                        (void) usleep(STDIN_BUSY_RETRY_USEC);
+                }
+                if (r < 0)
+                        return log_error_errno(r, "Failed to write to the input of process %" PRIu64
+                                               " of sandbox %s: %s", pid, id, sandbox_client_error_message(&error, r));
+        }
+        return 0;
+}
+
+int process_close_stdin(SandboxClient *c, const char *id, const char *process) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        uint64_t pid;
+        int r;
+
+        r = process_get(c, id, process, &h, &pid);
+        if (r < 0)
+                return r;
+        r = sandbox_handle_close_stdin(h, pid, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to close the input of process %" PRIu64 " of sandbox %s: %s", pid,
+                                       id, sandbox_client_error_message(&error, r));
+        return 0;
+}
+
+/* How often output --follow asks for more. */
+#define OUTPUT_POLL_USEC (100U * 1000U)
+
+static int write_all(int fd, const void *data, size_t size) {
+        for (const char *p = data; size > 0;) {
+                ssize_t n = write(fd, p, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t) n;
+        }
+        return 0;
+}
+
+int process_output(SandboxClient *c, const char *id, const char *process, bool follow) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        uint64_t pid, offsets[2] = {}, totals[2];
+        bool running;
+        int r;
+
+        r = process_get(c, id, process, &h, &pid);
+        if (r < 0)
+                return r;
+        for (;;) {
+                _cleanup_(sandbox_exec_result_done) SandboxExecResult out = {};
+
+                r = sandbox_handle_read_output_from(h, pid, offsets, &out, &running, totals, &error);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to read the output of process %" PRIu64 " of sandbox %s: %s",
+                                               pid, id, sandbox_client_error_message(&error, r));
+                r = write_all(STDOUT_FILENO, out.stdout_data ?: "", out.stdout_size);
+                if (r >= 0)
+                        r = write_all(STDERR_FILENO, out.stderr_data ?: "", out.stderr_size);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to write the output: %m");
+                /* What sandboxd dropped between two reads (its OutputMax): said, not hidden. */
+                for (unsigned i = 0; i < 2; i++) {
+                        uint64_t got = i == 0 ? out.stdout_size : out.stderr_size;
+                        if (totals[i] - offsets[i] > got)
+                                fprintf(stderr, "%s: %" PRIu64 " bytes of %s were dropped by sandboxd (OutputMax).\n",
+                                        program_invocation_short_name, totals[i] - offsets[i] - got,
+                                        i == 0 ? "stdout" : "stderr");
+                        offsets[i] = totals[i];
+                }
+                if (!follow || !running)
+                        return 0;
+                (void) usleep(OUTPUT_POLL_USEC);
+        }
 }
 
 int terminal_get_size(int fd, unsigned *ret_rows, unsigned *ret_cols) {

@@ -12,6 +12,13 @@
 int processes_list(SandboxClient *c, const char *id, bool json);
 /* kill ID PROCESS: Signal. */
 int process_signal(SandboxClient *c, const char *id, const char *process, int sig);
+/* send-stdin ID PROCESS: standard input to the process's (WriteStdin) as it comes, to its
+ * end; close-stdin ID PROCESS: CloseStdin. */
+int process_send_stdin(SandboxClient *c, const char *id, const char *process);
+int process_close_stdin(SandboxClient *c, const char *id, const char *process);
+/* output ID PROCESS [-f]: what it wrote (ReadOutputFrom), stdout to stdout and stderr to
+ * stderr; follow: on until it ended. */
+int process_output(SandboxClient *c, const char *id, const char *process, bool follow);
 
 /* The size of the terminal on fd: 0, or -ENOTTY. */
 int terminal_get_size(int fd, unsigned *ret_rows, unsigned *ret_cols);

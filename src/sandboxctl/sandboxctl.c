@@ -104,6 +104,7 @@ _Static_assert(_OPT_MAX == 1U << ELEMENTSOF(option_names), "option_names[] does 
 
 static unsigned arg_set = 0;            /* OptionFlag: which options were given */
 static bool arg_json = false;
+static bool arg_stdin_pipe = false;   /* start --stdin-pipe */
 static const char *arg_template = NULL;
 static const char *arg_from_snapshot = NULL;
 static const char *arg_idle_action = NULL;
@@ -196,6 +197,10 @@ static int help(void) {
                "  start ID [--] CMD...        Start a command in the background, print its ID\n"
                "  ps ID                       List the background processes of a sandbox\n"
                "  kill ID PROCESS             Send a signal (--signal, default TERM) to a process\n"
+               "  send-stdin ID PROCESS       Copy standard input to a process started with\n"
+               "                              --stdin-pipe, as it comes\n"
+               "  close-stdin ID PROCESS      Close the input of a process: it reads end of file\n"
+               "  output ID PROCESS [-f]      Show what a process wrote; -f: follow it to its end\n"
                "\n"
                "File Commands:\n"
                "  cp SRC DEST                 Copy a file into or out of a sandbox; one side is\n"
@@ -261,6 +266,7 @@ static int help(void) {
                "     --max=SIZE               cp, cat: refuse files larger than SIZE\n"
                "     --depth=N                ls: list N levels deep (1-16, default: 1)\n"
                "  -s --signal=SIGNAL          kill: the signal to send (default: TERM)\n"
+               "     --stdin-pipe             start: keep the input open for send-stdin\n"
                "  -n --lines=N                logs: the last N entries (default: all; with\n"
                "                              --follow 10)\n"
                "  -f --follow                 logs: go on showing new entries until the\n"
@@ -1491,6 +1497,7 @@ static int verb_start(int argc, char *argv[], SandboxClient *c) {
         uint64_t process;
         int r;
 
+        o.stdin_pipe = arg_stdin_pipe;
         r = sandbox_get(c, id, &h);
         if (r < 0)
                 return r;
@@ -1517,6 +1524,18 @@ static int verb_ps(int argc, char *argv[], SandboxClient *c) {
 
 static int verb_kill(int argc, char *argv[], SandboxClient *c) {
         return process_signal(c, argv[1], argv[2], arg_signal);
+}
+
+static int verb_send_stdin(int argc, char *argv[], SandboxClient *c) {
+        return process_send_stdin(c, argv[1], argv[2]);
+}
+
+static int verb_close_stdin(int argc, char *argv[], SandboxClient *c) {
+        return process_close_stdin(c, argv[1], argv[2]);
+}
+
+static int verb_output(int argc, char *argv[], SandboxClient *c) {
+        return process_output(c, argv[1], argv[2], arg_set & OPT_FOLLOW);
 }
 
 static int verb_cp(int argc, char *argv[], SandboxClient *c) {
@@ -1587,6 +1606,9 @@ static const Verb verbs[] = {
         { "start",     3, ARGS_ANY, OPTS_START,             false, true,  verb_start     },
         { "ps",        2, 2,        0,                      false, true,  verb_ps        },
         { "kill",      3, 3,        OPT_SIGNAL,             false, true,  verb_kill      },
+        { "send-stdin", 3, 3,       0,                      false, true,  verb_send_stdin },
+        { "close-stdin", 3, 3,      0,                      false, true,  verb_close_stdin },
+        { "output",    3, 3,        OPT_FOLLOW,             false, true,  verb_output    },
         { "cp",        3, 3,        OPT_PARENTS|OPT_MODE|OPT_MAX, false, true, verb_cp   },
         { "cat",       3, ARGS_ANY, OPT_MAX,                false, true,  verb_cat       },
         { "ls",        2, 3,        OPT_DEPTH,              false, true,  verb_ls        },
@@ -1655,6 +1677,8 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         for (unsigned i = 0; i < ELEMENTSOF(option_names); i++)
                 if ((arg_set & (1U << i)) && !(verb->options & (1U << i)))
                         return log_error("Option %s does not apply to '%s'.", option_names[i], verb->name);
+        if (arg_stdin_pipe && !streq(verb->name, "start"))
+                return log_error("Option %s does not apply to '%s'.", "--stdin-pipe", verb->name);
 
         /* Checked here rather than by the verb, so that it precedes connecting. */
         if ((verb->exec_like || streq(verb->name, "start")) && (arg_set & OPT_TIMEOUT) && arg_timeout == 0)
@@ -1764,6 +1788,8 @@ static const Option options[] = {
         { "storage",      required_argument, 0,   OPT_STORAGE,    KIND_STRING,  &arg_storage                                  },
         { "secret",       required_argument, 0,   OPT_SECRET,     KIND_LIST,    &arg_secrets                                  },
         { "label",        required_argument, 'l', OPT_LABEL,      KIND_LIST,    &arg_label                                    },
+        /* No bit of its own (OptionFlag is full): checked by verb_dispatch(). */
+        { "stdin-pipe",   no_argument,       0,   0,              KIND_TRUE,    &arg_stdin_pipe                               },
 };
 
 #define OPTION_VAL_BASE 0x100

@@ -509,6 +509,37 @@ class Processes(Base):
         self.assertEqual(cp.returncode, 1)
         self.assertIn("Invalid --signal 'NOTASIGNAL'", cp.stderr)
 
+    def test_stdin_output_and_signal(self):
+        sid = self.create()
+        proc = self.ok(self.ctl('start', '--stdin-pipe', sid, '--', 'sh', '-c',
+                                'while read l; do echo "got $l"; done; echo eof >&2')).stdout.decode().strip()
+        # Input as it comes, in two calls; the process reads on until its input is closed.
+        self.ok(self.ctl('send-stdin', sid, proc, input=b'one\n'))
+        self.ok(self.ctl('send-stdin', sid, proc, input=b'two\n'))
+        follow = subprocess.Popen(S.wrap([S.paths.sandboxctl, 'output', '-f', sid, proc]),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=_env())
+        time.sleep(0.5)
+        self.assertIsNone(follow.poll(), 'output -f ended while the process runs')
+        self.ok(self.ctl('close-stdin', sid, proc))
+        out, err = follow.communicate(timeout=30)
+        self.assertEqual((follow.returncode, out), (0, b'got one\ngot two\n'), err)
+        self.assertIn(b'eof\n', err)
+        self.assertEqual(self.ok(self.ctl('output', sid, proc)).stdout, b'got one\ngot two\n')
+        cp = self.ctl('send-stdin', sid, proc, input=b'late\n')
+        self.assertEqual(cp.returncode, 1)
+        self.assertIn('has ended', cp.stderr)
+
+        # A process without --stdin-pipe has no input to write; a trapped signal by name.
+        proc = self.ok(self.ctl('start', sid, '--', 'sh', '-c',
+                                'trap "echo usr1; exit 7" USR1; while :; do sleep 0.05; done')).stdout.decode().strip()
+        cp = self.ctl('send-stdin', sid, proc, input=b'x')
+        self.assertEqual(cp.returncode, 1)
+        self.assertIn('has no open input', cp.stderr)
+        time.sleep(0.3)
+        self.ok(self.ctl('kill', sid, proc, '--signal', 'USR1'))
+        self.assertEqual(self.ok(self.ctl('output', '-f', sid, proc)).stdout, b'usr1\n')
+
 
 if __name__ == '__main__':
     unittest.main()
