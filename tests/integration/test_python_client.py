@@ -14,13 +14,10 @@ allowed_imports enforced inside the sandbox.
 import asyncio
 import hashlib
 import os
+import signal
 import subprocess
 import sys
-<<<<<<< HEAD
-=======
-import tempfile
 import threading
->>>>>>> 0d185c4 (Python and sandboxctl: stdin, live output and signals of processes)
 import time
 import unittest
 
