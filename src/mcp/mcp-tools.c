@@ -4,6 +4,7 @@
  * an outputSchema, annotations, and a few varlink calls to sandboxd. Translation only: what
  * a sandbox may do, and who may do it, sandboxd decides. */
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -495,48 +496,60 @@ static int run_code_created(McpRequest *r, json_object *parameters, const char *
         return exec_code_call(r, language, run_code_ran);
 }
 
-/* CreateSandbox's options from sandbox_create's and run_code's arguments. */
+/* The tool arguments that set CreateSandbox's options: the option by its snake_case name
+ * in the core's table (sandbox_option_from_snake(), sandbox-api.h), and, for a number MCP
+ * takes in a unit of its own (MiB, percent of a CPU), what one of it is in the core's
+ * (bytes, µs per second); 0: passed on as it is (a string, an array, an object). "lifetime"
+ * and Ephemeral are create_options()'s. */
+static const struct {
+        const char *arg;
+        const char *option;
+        int64_t scale;
+} create_args[] = {
+        { "memory_mb",     "memory_max",             MiB },
+        { "cpu_percent",   "cpu_quota_per_sec_usec", 10000 },
+        { "tasks_max",     "tasks_max",              1 },
+        { "disk_mb",       "disk_max",               MiB },
+        { "idle_timeout",  "idle_timeout",           1 },
+        { "egress_allow",  "egress_allow",           0 },
+        { "egress_deny",   "egress_deny",            0 },
+        { "labels",        "labels",                 0 },
+        { "name",          "name",                   0 },
+        { "idle_action",   "idle_action",            0 },
+        { "from_snapshot", "from_snapshot",          0 },
+};
+
+static int create_option_add(json_object *o, const char *snake, json_object *v) {
+        const char *option = sandbox_option_from_snake(snake);
+
+        assert(option);
+        return json_add(o, option, v);
+}
+
+/* CreateSandbox's options from sandbox_create's, sandbox_fork's and run_code's arguments. */
 static json_object *create_options(McpRequest *r, bool ephemeral, bool default_lifetime) {
         _cleanup_json_ json_object *o = json_object_new_object();
-        const char *name = mcp_arg_string(r, "name");
 
         if (!o)
                 return NULL;
-        if (ephemeral && json_add(o, "Ephemeral", json_object_new_boolean(true)) < 0)
+        if (ephemeral && create_option_add(o, "ephemeral", json_object_new_boolean(true)) < 0)
                 return NULL;
-        if (mcp_arg_has(r, "memory_mb") &&
-            json_add(o, "MemoryMax", json_object_new_int64(mcp_arg_int(r, "memory_mb", 0) * MiB)) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "cpu_percent") &&
-            json_add(o, "CPUQuotaPerSecUSec", json_object_new_int64(mcp_arg_int(r, "cpu_percent", 0) * 10000)) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "tasks_max") && json_add(o, "TasksMax", json_object_new_int64(mcp_arg_int(r, "tasks_max", 0))) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "disk_mb") &&
-            json_add(o, "DiskMax", json_object_new_int64(mcp_arg_int(r, "disk_mb", 0) * MiB)) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "egress_allow") && json_add(o, "EgressAllow", json_object_get(mcp_arg(r, "egress_allow"))) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "egress_deny") && json_add(o, "EgressDeny", json_object_get(mcp_arg(r, "egress_deny"))) < 0)
-                return NULL;
-        if (mcp_arg_has(r, "labels") && json_add(o, "Labels", json_object_get(mcp_arg(r, "labels"))) < 0)
-                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(create_args); i++) {
+                if (!mcp_arg_has(r, create_args[i].arg))
+                        continue;
+                json_object *v = create_args[i].scale > 0 ?
+                        json_object_new_int64(mcp_arg_int(r, create_args[i].arg, 0) * create_args[i].scale) :
+                        json_object_get(mcp_arg(r, create_args[i].arg));
+                if (create_option_add(o, create_args[i].option, v) < 0)
+                        return NULL;
+        }
         /* A sandbox made over MCP without a lifetime gets the server's default: an agent
          * that forgets sandbox_destroy does not leak it (sandboxd-mcp(1)). */
         if (mcp_arg_has(r, "lifetime") || (default_lifetime && r->server->default_lifetime_sec > 0)) {
                 int64_t sec = mcp_arg_int(r, "lifetime", (int64_t) r->server->default_lifetime_sec);
-                if (json_add(o, "Timeout", json_object_new_int64(sec)) < 0)
+                if (create_option_add(o, "timeout", json_object_new_int64(sec)) < 0)
                         return NULL;
         }
-        if (mcp_arg_has(r, "idle_timeout") &&
-            json_add(o, "IdleTimeout", json_object_new_int64(mcp_arg_int(r, "idle_timeout", 0))) < 0)
-                return NULL;
-        if (name && json_add(o, "Name", json_object_new_string(name)) < 0)
-                return NULL;
-        if ((name = mcp_arg_string(r, "idle_action")) && json_add(o, "IdleAction", json_object_new_string(name)) < 0)
-                return NULL;
-        if ((name = mcp_arg_string(r, "from_snapshot")) && json_add(o, "FromSnapshot", json_object_new_string(name)) < 0)
-                return NULL;
         return TAKE_PTR(o);
 }
 

@@ -775,6 +775,35 @@ static void test_snapshots(void **state) {
         assert_string_equal(tool_text(res), "NoSuchSnapshot: no snapshot has that id");
 }
 
+/* Every argument of sandbox_create reaches CreateSandbox under the core's option name
+ * (sandbox-api.h's table), in the core's units. */
+static void test_create_options(void **state) {
+        _cleanup_(mcp_session_freep) McpSession *s = NULL;
+        json_object *res, *p;
+
+        assert_int_equal(mcp_session_new(mcp, NULL, &s), 0);
+        res = tool(s, "sandbox_create", "{\"template\":\"shell\",\"name\":\"n\",\"memory_mb\":64,"
+                                        "\"cpu_percent\":50,\"tasks_max\":32,\"disk_mb\":128,"
+                                        "\"idle_timeout\":30,\"idle_action\":\"pause\",\"lifetime\":90,"
+                                        "\"egress_allow\":[\"example.org\"],\"egress_deny\":[\"x.example.org\"],"
+                                        "\"labels\":{\"team\":\"a\"}}");
+        assert_false(tool_is_error(res));
+        p = last_call("CreateSandbox");
+        assert_string_equal(get_string(p, "options.Name"), "n");
+        assert_int_equal(json_object_get_int64(get(p, "options.MemoryMax")), 64 << 20);
+        assert_int_equal(json_object_get_int64(get(p, "options.CPUQuotaPerSecUSec")), 500000);
+        assert_int_equal(json_object_get_int64(get(p, "options.TasksMax")), 32);
+        assert_int_equal(json_object_get_int64(get(p, "options.DiskMax")), 128 << 20);
+        assert_int_equal(json_object_get_int64(get(p, "options.IdleTimeout")), 30);
+        assert_string_equal(get_string(p, "options.IdleAction"), "pause");
+        assert_int_equal(json_object_get_int64(get(p, "options.Timeout")), 90);
+        assert_string_equal(get_string(p, "options.EgressAllow.0"), "example.org");
+        assert_string_equal(get_string(p, "options.EgressDeny.0"), "x.example.org");
+        assert_string_equal(get_string(p, "options.Labels.team"), "a");
+        assert_null(get(p, "options.Ephemeral"));
+        assert_int_equal(json_object_object_length(get(p, "options")), 11);
+}
+
 static void test_tenant(void **state) {
         _cleanup_(mcp_session_freep) McpSession *s = NULL, *evil = NULL;
         json_object *res;
@@ -955,6 +984,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_error_mapping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshots, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_create_options, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tenant, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cancel_kills, setup, teardown),
