@@ -60,9 +60,14 @@ static const char *error_message(const char *error, json_object *parameters) {
         return get_str(parameters, "message") ?: error;
 }
 
+/* sandboxd's error as its HTTP status, but a quota as E2B's 429 (its RateLimitError: E2B
+ * answers a create past the concurrent sandboxes allowed so). */
 static int e2b_varlink_error(HttpRequest *req, const char *error, json_object *parameters) {
-        return e2b_error(req, http_status_from_varlink_error(error, parameters), "%s",
-                         error_message(error, parameters));
+        unsigned status = streq(http_connect_code(error, parameters), "resource_exhausted") &&
+                          !strstr(error, "FileTooLarge") && !strstr(error, "SnapshotTooLarge")
+                          ? 429 : http_status_from_varlink_error(error, parameters);
+
+        return e2b_error(req, status, "%s", error_message(error, parameters));
 }
 
 static json_object *params_id(const char *id) {

@@ -6,7 +6,7 @@
 // object with what the scenario saw. An assertion that fails exits non-zero with its
 // message; every sandbox a scenario created is killed before it ends.
 import assert from 'node:assert/strict';
-import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, SandboxError } from 'e2b';
+import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, RateLimitError, SandboxError } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 
 const created = [];
@@ -270,6 +270,20 @@ const scenarios = {
     const js = await sbx.runCode('const z = 2; z + 1', { language: 'js' });
     assert.equal(js.text, '3');
     return { png: bytes.length };
+  },
+
+  // past the tenant's quota of sandboxes ([TenantQuota] Sandboxes=1): RateLimitError
+  async ratelimit() {
+    await create();
+    let e;
+    try {
+      await create();
+    } catch (x) {
+      e = x;
+    }
+    assert.ok(e instanceof RateLimitError, String(e));
+    assert.match(e.message, /Sandboxes/);
+    return { message: e.message };
   },
 
   // create + first command, timed (bench/bench_e2b.py)

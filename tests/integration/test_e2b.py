@@ -133,6 +133,14 @@ class E2B(secutil.Base):
     def test_errors(self):
         self.scenario('errors')
 
+    def test_rate_limit(self):
+        """A create past the tenant's quota is E2B's 429: the SDK's RateLimitError."""
+        S.configure_daemon('[TenantQuota]\nSandboxes=1\n')
+        try:
+            self.scenario('ratelimit')
+        finally:
+            S.configure_daemon(None)
+
     def test_connect_protocol(self):
         """A streamed call's reply is Connect's: enveloped messages, then the end; an error
         of a unary call is Connect's code and HTTP status."""
