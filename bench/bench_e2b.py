@@ -17,8 +17,10 @@ so that load that comes and goes shifts them alike:
                own timing of each, after a warm-up create; node's start not counted):
                POST /v2/sandboxes, then envd's process.Process/Start stream
   python_http  sandboxd.Sandbox.create(transport=HttpTransport) + commands.run('echo ok')
-  rest         POST /api/v1/sessions + POST …/execute {"argv": ["/bin/bash", "-l", "-c",
-               "echo ok"]} on one keep-alive connection (the command E2B's SDK runs)
+  rest_node    POST /api/v1/sessions + POST …/execute {"argv": ["/bin/bash", "-l", "-c",
+               "echo ok"]} (the command E2B's SDK runs) with Node's fetch, in the same
+               process after the SDK's runs: the same client runtime
+  rest         the same from Python's http.client on one keep-alive connection
 Each sandbox is killed after it is timed, untimed.
 """
 
@@ -41,8 +43,9 @@ sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'security'))
 ROWS = [
     ('e2b_sdk', "E2B's SDK: Sandbox.create() + commands.run('echo ok')"),
     ('e2b_create', "E2B's SDK: of that, Sandbox.create()"),
+    ('rest_node', 'REST from Node (fetch): POST /api/v1/sessions + execute bash -l -c "echo ok"'),
     ('python_http', "Python client over HTTP: Sandbox.create() + commands.run('echo ok')"),
-    ('rest', 'REST: POST /api/v1/sessions + execute bash -l -c "echo ok"'),
+    ('rest', 'REST from Python (http.client): the same as rest_node'),
 ]
 # E2B's own figure for a sandbox's start in its cloud (not measurable here).
 E2B_PUBLISHED_START_MS = 150
@@ -95,6 +98,7 @@ def main():
                 raise RuntimeError(f'the E2B SDK failed: {cp.stderr[-2000:]}')
             out = json.loads(cp.stdout)
             samples['e2b_create'].extend(ms * 1000 for ms in out['createMs'][1:])
+            samples['rest_node'].extend(ms * 1000 for ms in out['restMs'][1:])
             return [ms * 1000 for ms in out['ms'][1:]]   # the first warms the process up
 
         def python_http():
@@ -139,7 +143,7 @@ def main():
           f'source {info["commit"]}')
     bench_docker.print_table(ROWS, stats, args.runs, args.batch, digits=2)
     print('\nratios of medians:\n')
-    for k in ('python_http', 'rest'):
+    for k in ('rest_node', 'python_http', 'rest'):
         r = stats['e2b_sdk']['median_us'] / stats[k]['median_us']
         print(f'  {"e2b_sdk / " + k:<50}{r:8.2f}')
     print(f'\nE2B\'s published sandbox start (its cloud, for reference): about {E2B_PUBLISHED_START_MS} ms')

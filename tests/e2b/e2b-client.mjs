@@ -301,7 +301,25 @@ const scenarios = {
       create.push(Number(tc - t0) / 1e6);
       await sbx.kill();
     }
-    return { ms: times, createMs: create };
+    // the same through sandboxd's REST API from this process (Node's fetch)
+    const url = process.env.E2B_API_URL, auth = { Authorization: 'Bearer ' + process.env.E2B_API_KEY };
+    const post = async (path, body) => {
+      const r = await fetch(url + path, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' },
+                                          body: JSON.stringify(body) });
+      assert.ok(r.ok, `${path}: ${r.status}`);
+      return r.json();
+    };
+    const rest = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = process.hrtime.bigint();
+      const { id } = await post('/api/v1/sessions', { template: 'shell' });
+      const r = await post(`/api/v1/sessions/${id}/execute`, { argv: ['/bin/bash', '-l', '-c', 'echo ok'] });
+      const t1 = process.hrtime.bigint();
+      assert.equal(r.stdout, 'ok\n');
+      rest.push(Number(t1 - t0) / 1e6);
+      await fetch(`${url}/api/v1/sessions/${id}`, { method: 'DELETE', headers: auth });
+    }
+    return { ms: times, createMs: create, restMs: rest };
   },
 };
 
