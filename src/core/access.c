@@ -77,6 +77,12 @@ static const struct {
         { "Move",                  SANDBOX_OP_EXEC       },
         { "Snapshot",              SANDBOX_OP_EXEC       },
         { "Fork",                  SANDBOX_OP_EXEC       },
+        { "CreateContext",         SANDBOX_OP_EXEC       },
+        { "RunCode",               SANDBOX_OP_EXEC       },
+        { "InterruptContext",      SANDBOX_OP_EXEC       },
+        { "RestartContext",        SANDBOX_OP_EXEC       },
+        { "ListContexts",          SANDBOX_OP_EXEC       },
+        { "RemoveContext",         SANDBOX_OP_EXEC       },
         /* Ending a sandbox, or a snapshot. */
         { "Destroy",               SANDBOX_OP_DESTROY    },
         { "Release",               SANDBOX_OP_DESTROY    },

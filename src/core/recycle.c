@@ -296,6 +296,7 @@ int recycle_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         s->reset_started = now_usec(CLOCK_MONOTONIC);
 
         /* What its user still had running ends now, answered as a destroy would. */
+        sandbox_contexts_free(s);
         while (s->execs)
                 exec_abort(s->execs, "The sandbox was released while the command ran.");
         while (s->file_ops)

@@ -4,6 +4,7 @@
 /* The structures behind Manager, Sandbox and Exec, shared by the core's own files only. */
 
 #include "cgroup.h"
+#include "context.h"
 #include "docker-api.h"
 #include "egress.h"
 #include "file-op.h"
@@ -174,6 +175,8 @@ struct Sandbox {
         Exec *finished;       /* background processes that ended, newest first */
         unsigned n_finished;
         FileOp *file_ops;
+        Context *contexts;       /* code contexts (context.h), newest first */
+        unsigned n_contexts;
         uint64_t next_exec_id;   /* ids of execs and file operations alike */
 
         sandbox_callback_t create_cb;

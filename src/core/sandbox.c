@@ -346,6 +346,7 @@ static int sandbox_waiters_add(DestroyWaiter **list, sandbox_callback_t cb, void
 Sandbox *sandbox_free_internal(Sandbox *s) {
         if (!s)
                 return NULL;
+        sandbox_contexts_free(s);
         while (s->execs)
                 exec_free(s->execs);
         while (s->file_ops)
@@ -1306,6 +1307,7 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
                 s->pause_method = "sigstop";
         for (Exec *e = s->execs; e; e = e->next)
                 exec_suspend_timeout(e);
+        sandbox_contexts_suspend(s);
         sandbox_set_state(s, SANDBOX_PAUSED);
         sandbox_update_idle_timer(s);
         sandbox_save(s);
@@ -1343,6 +1345,7 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
         sandbox_set_state(s, SANDBOX_RUNNING);
         for (Exec *e = s->execs; e; e = e->next)
                 exec_resume_timeout(e);
+        sandbox_contexts_resume(s);
         sandbox_update_idle_timer(s);
         sandbox_save(s);
         log_sandbox(s, LOG_INFO, 0, "Sandbox %s resumed.", s->id);

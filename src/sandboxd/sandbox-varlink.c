@@ -24,6 +24,9 @@ static void sandbox_request_free(void *userdata) {
         strv_free(a->argv);
         free(a->path);
         free(a->to);
+        free(a->context);
+        free(a->language);
+        free(a->code);
         free(a->data.data);
         exec_config_done(&a->exec);
         sandbox_config_done(&a->config);

@@ -51,6 +51,8 @@ int sandbox_files_varlink_bind(VarlinkFrontend *f);
 /* observe-varlink.c */
 int observe_varlink_bind(VarlinkFrontend *f);
 int snapshot_varlink_bind(VarlinkFrontend *f);
+/* context-varlink.c */
+int context_varlink_bind(VarlinkFrontend *f);
 
 /* ListSandboxes', ListExecutions' and ListPools' access: without "manage" (asked without
  * interaction) a caller sees its own only; root sees all. */
@@ -67,6 +69,9 @@ typedef struct SandboxArgs {
         json_object *options;         /* borrowed: for prepare only */
         char *path;
         char *to;
+        char *context;                /* code contexts: its id */
+        char *language;
+        char *code;
         VarlinkBytes data;
         uint64_t process;
         uint64_t timeout_sec;

@@ -35,6 +35,8 @@
 #define SANDBOX_ERROR_SNAPSHOT_TOO_LARGE "io.sandboxd.Sandbox1.SnapshotTooLarge"
 #define SANDBOX_ERROR_NOT_REGULAR_FILE   "io.sandboxd.Sandbox1.NotRegularFile"
 #define SANDBOX_ERROR_NODE_UNAVAILABLE   "io.sandboxd.Sandbox1.NodeUnavailable"
+#define SANDBOX_ERROR_NO_SUCH_CONTEXT    "io.sandboxd.Sandbox1.NoSuchContext"
+#define SANDBOX_ERROR_CONTEXT_LOST       "io.sandboxd.Sandbox1.ContextLost"
 
 /* Every error of the API, once: X(CODE, Name, D-Bus name, errno, HTTP status). The core
  * reports the code (SANDBOX_ERR_CODE, src/core/sandbox-errors.h) with a message; each front
@@ -61,6 +63,8 @@
         X(SNAPSHOT_TOO_LARGE, "SnapshotTooLarge", SANDBOX_ERROR_SNAPSHOT_TOO_LARGE, EFBIG, 413)                 \
         X(NOT_REGULAR_FILE,   "NotRegularFile",   SANDBOX_ERROR_NOT_REGULAR_FILE,   EINVAL, 400)                \
         X(NODE_UNAVAILABLE,   "NodeUnavailable",  SANDBOX_ERROR_NODE_UNAVAILABLE,   EHOSTDOWN, 503)             \
+        X(NO_SUCH_CONTEXT,    "NoSuchContext",    SANDBOX_ERROR_NO_SUCH_CONTEXT,    ENOENT, 404)                \
+        X(CONTEXT_LOST,       "ContextLost",      SANDBOX_ERROR_CONTEXT_LOST,       EOWNERDEAD, 410)            \
         X(ACCESS_DENIED,      "AccessDenied",     "org.freedesktop.DBus.Error.AccessDenied", EACCES, 403)       \
         X(INTERACTIVE_AUTHORIZATION_REQUIRED, "InteractiveAuthorizationRequired",                               \
           "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired", EACCES, 403)                           \
