@@ -27,7 +27,10 @@ _owned = False     # True when this module booted it (not run.py)
 SHARED = {}        # the shared sandbox ('sid') and context ('cid')
 
 TEMPLATE = 'python-data'
-FIGURE = ('import matplotlib.pyplot as plt\n'
+# The whole figure (not cropped to its drawing, the inline backend's default): 4 x 3
+# inches at 50 dpi are 200 x 150 pixels.
+FIGURE = ("%config InlineBackend.print_figure_kwargs = {'bbox_inches': None}\n"
+          'import matplotlib.pyplot as plt\n'
           'fig = plt.figure(figsize=(4, 3), dpi=50)\n'
           'plt.plot([1, 3, 2])\n'
           'plt.show()\n')
