@@ -1426,6 +1426,149 @@ static int route_openapi(HttpRequest *req) {
         return http_request_reply_text(req, 200, "application/json", sandboxd_http_openapi);
 }
 
+/* ---- code contexts ---- */
+
+static json_object *transform_context(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "context");
+}
+
+static json_object *transform_contexts(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "contexts");
+}
+
+/* The parameters naming the session and its context {cid}. */
+static json_object *params_with_context(HttpRequest *req) {
+        _cleanup_json_ json_object *p = params_with_id(req);
+
+        if (!p || json_add(p, "context", json_object_new_string(http_request_param(req, 1))) < 0)
+                return NULL;
+        return TAKE_PTR(p);
+}
+
+/* POST .../contexts {"language", "cwd", "env"}: CreateContext, answered once the kernel is
+ * ready (201 with the context). */
+static int route_context_create(HttpRequest *req) {
+        static const Simple s = { transform_context, 201 };
+        _cleanup_json_ json_object *p = params_with_id(req), *options = json_object_new_object(), *rest = NULL;
+        json_object *body = http_request_body(req), *language = get(body, "language");
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        if (language && !json_object_is_type(language, json_type_string))
+                return reply_bad(req, "'%s' must be a string.", "language");
+        rest = json_object_new_object();
+        if (!rest)
+                return -ENOMEM;
+        json_object_object_foreach(body, key, v)
+                if (!streq(key, "language") && json_add(rest, key, json_object_get(v)) < 0)
+                        return -ENOMEM;
+        json_object_object_foreach(rest, k, value)
+                if (!value || (!streq(k, "cwd") && !streq(k, "env")))
+                        return reply_bad(req, "Unknown field '%s' (a context takes language, cwd and env).", k);
+        r = exec_options(req, rest, options);
+        if (r <= 0)
+                return r;
+        if ((language && json_add(p, "language", json_object_get(language)) < 0) ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return call_simple(req, IFACE "CreateContext", TAKE_PTR(p), &s);
+}
+
+static int route_contexts_list(HttpRequest *req) {
+        static const Simple s = { transform_contexts };
+        return call_simple(req, IFACE "ListContexts", params_with_id(req), &s);
+}
+
+static int route_context_delete(HttpRequest *req) {
+        return call_simple(req, IFACE "RemoveContext", params_with_context(req), &simple_empty);
+}
+
+static int route_context_interrupt(HttpRequest *req) {
+        return call_simple(req, IFACE "InterruptContext", params_with_context(req), &simple_empty);
+}
+
+static int route_context_restart(HttpRequest *req) {
+        static const Simple s = { transform_context };
+        return call_simple(req, IFACE "RestartContext", params_with_context(req), &s);
+}
+
+/* A cell's events as server-sent events "cell" (the event: its "type" says stdout, stderr,
+ * result or error, the cell's exception), then "end" with how it ended; sandboxd's refusal,
+ * or the context's loss meanwhile, as "error" {code, message}, as execute's
+ * (sandboxd-http(8), EVENTS). */
+static int on_run_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        json_object *event = get(parameters, "event"), *result = get(parameters, "result");
+        int r = 0;
+
+        if (error) {
+                (void) sse_error(req, error, parameters);
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        if (event)
+                r = sse_json(req, "cell", event);
+        if (r >= 0 && http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX)
+                r = -ENOBUFS;   /* the client does not read: end it (the cell runs on) */
+        if (r < 0) {
+                http_request_stream_end(req, true);
+                http_backend_cancel(req);
+                return 0;
+        }
+        if (!(flags & VARLINK_REPLY_CONTINUES)) {
+                r = result ? sse_json(req, "end", result) : -EBADMSG;
+                http_request_stream_end(req, r < 0);
+        }
+        return 0;
+}
+
+/* POST .../contexts/{cid}/run {"code", "timeout", "output_max", "language"}: RunCode in
+ * {cid}, or with {cid} "default" in the session's default context of language. SSE when
+ * the client accepts text/event-stream; else one JSON body {events, result}. */
+static int route_context_run(HttpRequest *req) {
+        static const Simple whole = {};
+        _cleanup_json_ json_object *p = params_with_id(req), *options = json_object_new_object();
+        json_object *body = http_request_body(req), *code = get(body, "code");
+        const char *cid = http_request_param(req, 1);
+        int r;
+
+        if (!p || !options)
+                return -ENOMEM;
+        if (!code || !json_object_is_type(code, json_type_string))
+                return reply_bad(req, "'%s' (a string) is required.", "code");
+        json_object_object_foreach(body, key, v) {
+                r = 0;
+                if (streq(key, "code"))
+                        continue;
+                if (streq(key, "timeout")) {
+                        const char *option;
+                        uint64_t value;
+                        if (json_timeout_option(v, &option, &value) < 0)
+                                return reply_bad(req, "'%s' must be a number of seconds (0.5 is half a second).", key);
+                        r = json_add(options, option, json_object_new_uint64(value));
+                } else if (streq(key, "output_max")) {
+                        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
+                                return reply_bad(req, "'%s' must be a number of bytes.", key);
+                        r = json_add(options, "OutputMax", json_object_get(v));
+                } else if (streq(key, "language") && streq(cid, "default")) {
+                        if (!json_object_is_type(v, json_type_string))
+                                return reply_bad(req, "'%s' must be a string.", key);
+                        r = json_add(p, "language", json_object_get(v));
+                } else
+                        return reply_bad(req, "Unknown field '%s' (a cell takes code, timeout and output_max; "
+                                         "language with the default context).", key);
+                if (r < 0)
+                        return r;
+        }
+        if (json_add(p, "code", json_object_get(code)) < 0 || json_add(p, "options", TAKE_PTR(options)) < 0 ||
+            (!streq(cid, "default") && json_add(p, "context", json_object_new_string(cid)) < 0))
+                return -ENOMEM;
+        if (!wants_events(req))
+                return call_simple(req, IFACE "RunCode", TAKE_PTR(p), &whole);
+        return stream_call(req, IFACE "RunCode", TAKE_PTR(p), on_run_stream);
+}
+
 /* ---- the table ---- */
 
 #define S "/api/v1/sessions/{}"
@@ -1455,6 +1598,12 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/executions/{}/stdin",         HTTP_ROUTE_JSON_BODY, route_execution_stdin },
         { "POST",   S "/executions/{}/stdin/close",   HTTP_ROUTE_JSON_BODY, route_execution_stdin_close },
         { "GET",    S "/logs",                        0, route_logs },
+        { "POST",   S "/contexts",                    HTTP_ROUTE_JSON_BODY, route_context_create },
+        { "GET",    S "/contexts",                    0, route_contexts_list },
+        { "DELETE", S "/contexts/{}",                 0, route_context_delete },
+        { "POST",   S "/contexts/{}/run",             HTTP_ROUTE_JSON_BODY, route_context_run },
+        { "POST",   S "/contexts/{}/interrupt",       HTTP_ROUTE_JSON_BODY, route_context_interrupt },
+        { "POST",   S "/contexts/{}/restart",         HTTP_ROUTE_JSON_BODY, route_context_restart },
         { "GET",    S "/files",                       0, route_file_get },
         { "PUT",    S "/files",                       HTTP_ROUTE_UPLOAD, route_file_put, upload_data },
         { "DELETE", S "/files",                       0, route_file_delete },
