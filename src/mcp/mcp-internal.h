@@ -85,6 +85,7 @@ struct McpRequest {
         bool cancelled;               /* waiting for its sandbox (one_off) or its process
                                        * (kills_on_cancel) to be named, to end it */
         uint64_t process;             /* kills_on_cancel: the process Start made; 0: none yet */
+        bool sandbox_given;           /* a one_off run in the caller's sandbox: not destroyed */
         json_object *progress_token;  /* the client's, NULL: it wants no progress */
         sd_event_source *progress_timer;
         uint64_t progress;            /* notifications/progress sent */
@@ -100,6 +101,10 @@ int mcp_request_finish_errorf(McpRequest *r, const char *format, ...) _printf_(2
 int mcp_request_finish_varlink_error(McpRequest *r, json_object *parameters, const char *error);
 /* A result whose text is the structured content as JSON, with note (may be NULL) after it. */
 int mcp_request_finish_structured(McpRequest *r, json_object *structured, const char *note, bool is_error);
+/* The same with more content items after the text (images: {"type": "image", "data",
+ * "mimeType"}); extra may be NULL. */
+int mcp_request_finish_content(McpRequest *r, json_object *structured, const char *note, json_object *extra,
+                               bool is_error);
 
 const char *mcp_arg_string(McpRequest *r, const char *name);
 bool mcp_arg_has(McpRequest *r, const char *name);

@@ -124,7 +124,7 @@ void mcp_request_cancel(McpRequest *r) {
                 r->progress_timer = sd_event_source_disable_unref(r->progress_timer);
                 return;
         }
-        if (r->tool->one_off && r->sandbox_id)
+        if (r->tool->one_off && r->sandbox_id && !r->sandbox_given)
                 (void) request_destroy_sandbox(r);
         else if (r->tool->kills_on_cancel && r->process > 0)
                 (void) request_kill_process(r);
@@ -185,6 +185,24 @@ int mcp_request_finish_structured(McpRequest *r, json_object *structured, const 
         if (!text)
                 return -ENOMEM;
         return request_finish_full(r, structured, text, note, is_error);
+}
+
+int mcp_request_finish_content(McpRequest *r, json_object *structured, const char *note, json_object *extra,
+                               bool is_error) {
+        _cleanup_json_ json_object *res = NULL;
+        json_object *content;
+        const char *text;
+
+        text = json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text)
+                return -ENOMEM;
+        res = tool_result_new(structured, text, note, is_error);
+        if (!res || !json_object_object_get_ex(res, "content", &content))
+                return -ENOMEM;
+        for (size_t i = 0; extra && i < json_object_array_length(extra); i++)
+                if (json_object_array_add(content, json_object_get(json_object_array_get_idx(extra, i))) < 0)
+                        return -ENOMEM;
+        return request_send_result(r, TAKE_PTR(res));
 }
 
 int mcp_request_finish_errorf(McpRequest *r, const char *format, ...) {

@@ -54,6 +54,20 @@
         "\"required\":[\"exit_code\",\"stdout\",\"stderr\",\"stdout_encoding\",\"stderr_encoding\",\"timed_out\"," \
         "\"oom_killed\",\"truncated\"]}"
 
+/* run_code's in a code context. */
+#define CELL_RESULT_SCHEMA                                                                      \
+        "{\"type\":\"object\",\"properties\":{"                                                 \
+        "\"context_id\":{\"type\":\"string\"},\"execution_count\":{\"type\":\"integer\"},"      \
+        "\"status\":{\"type\":\"string\",\"enum\":[\"ok\",\"error\",\"aborted\"]},"               \
+        "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                      \
+        "\"results\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"description\":"           \
+        "\"MIME type to representation (images: the image content item's number)\"}},"          \
+        "\"error\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"             \
+        "\"value\":{\"type\":\"string\"},\"traceback\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}," \
+        "\"truncated\":{\"type\":\"boolean\"},\"interrupted\":{\"type\":\"boolean\"},"          \
+        "\"timed_out\":{\"type\":\"boolean\"},\"duration_ms\":{\"type\":\"integer\"}},"         \
+        "\"required\":[\"context_id\",\"execution_count\",\"status\",\"stdout\",\"stderr\",\"results\"]}"
+
 #define OBJECT_SCHEMA(props, required) \
         "{\"type\":\"object\",\"properties\":{" props "},\"required\":[" required "]}"
 
@@ -564,8 +578,133 @@ static int create_call(McpRequest *r, const char *template, bool ephemeral, mcp_
         return mcp_request_call(r, "CreateSandbox", TAKE_PTR(p), step);
 }
 
+/* run_code in a sandbox of the caller's: a cell of its code context (context_id, or the
+ * sandbox's default one of the language), whose variables last from call to call. Images
+ * among its results are MCP image content; the rest is the structured content. */
+static int add_text_field(json_object *o, const char *key, json_object *events, const char *type) {
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; i < json_object_array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i), *v;
+                const char *t = json_object_object_get_ex(e, "type", &v) ? json_object_get_string(v) : "";
+                if (!streq(t, type) || !json_object_object_get_ex(e, "text", &v))
+                        continue;
+                size_t k = json_object_get_string_len(v);
+                char *b = realloc(text, n + k + 1);
+                if (!b)
+                        return -ENOMEM;
+                text = b;
+                memcpy(text + n, json_object_get_string(v), k);
+                n += k;
+                text[n] = 0;
+        }
+        return json_add(o, key, json_object_new_string_len(text ?: "", (int) n));
+}
+
+static int context_ran(McpRequest *r, json_object *parameters, const char *error) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *results = json_object_new_array(),
+                                   *images = json_object_new_array();
+        json_object *events = NULL, *result = NULL, *v;
+        _cleanup_free_ char *note = NULL;
+
+        if (error)
+                return mcp_request_finish_varlink_error(r, parameters, error);
+        if (!o || !results || !images)
+                return -ENOMEM;
+        (void) json_object_object_get_ex(parameters, "events", &events);
+        (void) json_object_object_get_ex(parameters, "result", &result);
+        if (!events || !result)
+                return -EBADMSG;
+        for (size_t i = 0; i < json_object_array_length(events); i++) {
+                json_object *e = json_object_array_get_idx(events, i), *data, *d, *main;
+                if (!json_object_object_get_ex(e, "type", &v) || !streq(json_object_get_string(v), "result") ||
+                    !json_object_object_get_ex(e, "data", &data))
+                        continue;
+                d = json_object_new_object();
+                if (!d || json_object_array_add(results, d) < 0) {
+                        json_object_put(d);
+                        return -ENOMEM;
+                }
+                json_object_object_foreach(data, mime, value) {
+                        if (streq(mime, "image/png") || streq(mime, "image/jpeg") || streq(mime, "image/gif")) {
+                                _cleanup_json_ json_object *img = json_object_new_object();
+                                _cleanup_free_ char *said = NULL;
+                                if (!img || json_add(img, "type", json_object_new_string("image")) < 0 ||
+                                    json_add(img, "data", json_object_get(value)) < 0 ||
+                                    json_add(img, "mimeType", json_object_new_string(mime)) < 0 ||
+                                    json_object_array_add(images, TAKE_PTR(img)) < 0 ||
+                                    asprintf(&said, "(image content %zu)", json_object_array_length(images)) < 0 ||
+                                    json_add(d, mime, json_object_new_string(said)) < 0)
+                                        return -ENOMEM;
+                        } else if (json_add(d, mime, json_object_get(value)) < 0)
+                                return -ENOMEM;
+                }
+                if (json_object_object_get_ex(e, "isMainResult", &main) &&
+                    json_add(d, "is_main_result", json_object_new_boolean(json_object_get_boolean(main))) < 0)
+                        return -ENOMEM;
+        }
+        if (json_add(o, "context_id", json_object_get(json_object_object_get_ex(result, "context", &v) ? v : NULL)) < 0 ||
+            json_add(o, "execution_count", json_object_new_int64(json_int_field(result, "executionCount"))) < 0 ||
+            json_add(o, "status", json_object_get(json_object_object_get_ex(result, "status", &v) ? v : NULL)) < 0 ||
+            add_text_field(o, "stdout", events, "stdout") < 0 ||
+            add_text_field(o, "stderr", events, "stderr") < 0 ||
+            json_add(o, "results", TAKE_PTR(results)) < 0 ||
+            (json_object_object_get_ex(result, "error", &v) && json_add(o, "error", json_object_get(v)) < 0) ||
+            json_add(o, "truncated", json_object_new_boolean(json_bool_field(result, "truncated"))) < 0 ||
+            json_add(o, "interrupted", json_object_new_boolean(json_bool_field(result, "interrupted"))) < 0 ||
+            json_add(o, "timed_out", json_object_new_boolean(json_bool_field(result, "timedOut"))) < 0 ||
+            json_add(o, "duration_ms", json_object_new_int64(json_int_field(result, "durationUSec") / 1000)) < 0)
+                return -ENOMEM;
+        if (json_bool_field(result, "truncated") &&
+            asprintf(&note, "Output truncated: the cell wrote %" PRIi64 " bytes; the rest was dropped.",
+                     json_int_field(result, "outputBytes")) < 0)
+                return -ENOMEM;
+        if (!note && json_bool_field(result, "timedOut") &&
+            !(note = strdup("Timed out: the cell was interrupted when its timeout ran out; the context keeps its state.")))
+                return -ENOMEM;
+        return mcp_request_finish_content(r, o, note, images, json_bool_field(result, "timedOut"));
+}
+
+static int run_in_context(McpRequest *r, const char *language) {
+        _cleanup_json_ json_object *p = json_object_new_object(), *o = json_object_new_object();
+        const char *context = mcp_arg_string(r, "context_id");
+
+        if (streq(language, "bash"))
+                return mcp_request_finish_errorf(r, "bash has no code context: use run_command in the sandbox.");
+        if (mcp_arg_has(r, "stdin") || mcp_arg_has(r, "memory_mb"))
+                return mcp_request_finish_errorf(r, "stdin and memory_mb are not taken with sandbox_id (a cell has no "
+                                                 "standard input; the sandbox has its limits).");
+        r->sandbox_id = strdup(mcp_arg_string(r, "sandbox_id"));
+        if (!r->sandbox_id)
+                return -ENOMEM;
+        r->sandbox_given = true;
+        if (!p || !o ||
+            json_add(p, "id", json_object_new_string(r->sandbox_id)) < 0 ||
+            json_add(p, "code", json_object_new_string(mcp_arg_string(r, "code") ?: "")) < 0 ||
+            (context && json_add(p, "context", json_object_new_string(context)) < 0) ||
+            (!context && json_add(p, "language", json_object_new_string(streq(language, "node") ? "javascript" : language)) < 0) ||
+            json_add(o, "OutputMax", json_object_new_int(MCP_OUTPUT_MAX * 16)) < 0)
+                return -ENOMEM;
+        if (mcp_arg_has(r, "timeout")) {
+                const char *option;
+                uint64_t value;
+                if (json_timeout_option(mcp_arg(r, "timeout"), &option, &value) < 0 ||
+                    json_add(o, option, json_object_new_uint64(value)) < 0)
+                        return -ENOMEM;
+        }
+        if (json_add(p, "options", TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        return mcp_request_call(r, "RunCode", TAKE_PTR(p), context_ran);
+}
+
 static int run_code(McpRequest *r) {
         const char *language = mcp_arg_string(r, "language");
+
+        if (mcp_arg_has(r, "sandbox_id"))
+                return run_in_context(r, language);
+        if (mcp_arg_has(r, "context_id"))
+                return mcp_request_finish_errorf(r, "context_id needs the sandbox_id it is in.");
 
         for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
                 if (streq(language, runtimes[i].language))
@@ -1164,7 +1303,13 @@ static const McpArg run_code_args[] = {
         { "code", MCP_ARG_STRING, true, "The program's source", .max = MCP_CODE_MAX },
         ARG_TIMEOUT,
         ARG_MEMORY_MB,
-        { "stdin", MCP_ARG_STRING, false, "Text given to the program on its standard input", .max = MCP_FILE_WRITE_MAX },
+        { "stdin", MCP_ARG_STRING, false, "Text given to the program on its standard input (not with sandbox_id)",
+          .max = MCP_FILE_WRITE_MAX },
+        { "sandbox_id", MCP_ARG_STRING, false, "Run as a cell of a code context in this sandbox (from "
+          "sandbox_create; the python-data template has numpy, pandas, matplotlib): variables last from call to "
+          "call, figures come back as images", .max = 64 },
+        { "context_id", MCP_ARG_STRING, false, "The code context (a previous result's context_id; default: the "
+          "sandbox's own of the language)", .max = 64 },
         ARG_END
 };
 
@@ -1320,10 +1465,12 @@ const McpTool mcp_tools[] = {
         {
                 "run_code", "Run code",
                 "Runs a Python, Node.js or bash program once, in a fresh isolated sandbox that is destroyed "
-                "afterwards, and returns its exit code, stdout and stderr (each cut at 65536 bytes). Nothing "
-                "persists between calls: use sandbox_create and run_command for that.",
+                "afterwards, and returns its exit code, stdout and stderr (each cut at 65536 bytes). With "
+                "sandbox_id, runs it as a cell of a stateful code context (a Jupyter kernel for Python) in that "
+                "sandbox instead: variables, imports and data last from call to call, and results come back "
+                "rich (figures as images, tables as HTML and text, the last expression's value).",
                 run_code_args,
-                RUN_RESULT_SCHEMA,
+                "{\"type\":\"object\",\"anyOf\":[" RUN_RESULT_SCHEMA "," CELL_RESULT_SCHEMA "]}",
                 .one_off = true,
                 .run = run_code,
         },

@@ -83,6 +83,10 @@ int method_sandbox_fork(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_snapshot_call(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_list_snapshots(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
+/* context-dbus.c: CreateContext, RunCode, InterruptContext, RestartContext, ListContexts,
+ * RemoveContext. */
+int method_sandbox_context(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
 /* sandbox-processes-dbus.c */
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error);

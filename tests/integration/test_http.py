@@ -1033,7 +1033,7 @@ class OpenAPI(unittest.TestCase):
                 for method, op in item.items():
                     self.assertIn('responses', op, f'{method} {path}')
                     url = (path.replace('{id}', s.id).replace('{eid}', '1').replace('{name}', 'no-such-template')
-                           .replace('{sid}', '0123456789abcdef'))
+                           .replace('{sid}', '0123456789abcdef').replace('{cid}', '0123456789ab'))
                     status = request(method.upper(), url, body={} if method in ('post', 'put') else None)[0]
                     # Answered by its route (whatever the answer): not an unknown route.
                     self.assertNotIn(status, (405, 501), f'{method} {path}')
