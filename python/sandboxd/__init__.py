@@ -29,8 +29,10 @@ library only; Python 3.11.
 
 from ._async import AsyncCommandHandle, AsyncCommands, AsyncFiles, AsyncSandbox
 from .code import CodeSandbox, ExecutionResult, SandboxConfig, SandboxPool, SandboxProvider
+from .contexts import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationRequired, InvalidOption,
-                     NodeUnavailable, NoReply, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot, NoSuchTemplate, NotRunning,
+                     ContextLost, NodeUnavailable, NoReply, NoSuchContext, NoSuchProcess, NoSuchSandbox, NoSuchSnapshot,
+                     NoSuchTemplate, NotRunning,
                      NotRegularFile, NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
@@ -48,12 +50,14 @@ __all__ = [
     'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo',
     'QuotaInfo', 'QuotaEntry',
     'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
+    'Context', 'Execution', 'ExecutionError', 'Logs', 'OutputMessage', 'Result',
     'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',
     'AsyncHttpTransport',
     'SandboxError', 'SandboxConnectionError', 'SandboxSystemError', 'ProtocolError',
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy', 'TooManySandboxes',
     'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning', 'FileTooLarge',
     'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded', 'SnapshotTooLarge',
-    'NotRegularFile', 'NodeUnavailable', 'AccessDenied', 'InteractiveAuthorizationRequired',
+    'NotRegularFile', 'NodeUnavailable', 'NoSuchContext', 'ContextLost', 'AccessDenied',
+    'InteractiveAuthorizationRequired',
     'NotSupported', 'NoReply',
 ]

@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 
 import signal as _signal
-from typing import List, Literal, TypeVar, overload
+from typing import Any, Callable, List, Literal, TypeVar, overload
 
 from . import _ops
+from . import contexts as _contexts
+from .contexts import Context, Execution, ExecutionError, OutputMessage, Result
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
 from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
@@ -269,6 +271,34 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
         """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
         IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
         await self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    # ---- code contexts (docs/CONTEXTS.md): as Sandbox's; a callback may be a coroutine ----
+
+    async def run_code(self, code: str, *, context: 'Context | str | None' = None, language: str | None = None,
+                       timeout: float | None = None, output_max: int | None = None,
+                       on_stdout: Callable[[OutputMessage], Any] | None = None,
+                       on_stderr: Callable[[OutputMessage], Any] | None = None,
+                       on_result: Callable[[Result], Any] | None = None,
+                       on_error: Callable[[ExecutionError], Any] | None = None) -> Execution:
+        return await self._run(_contexts.run_code(self.sandbox_id, code, _contexts.context_id(context), language,
+                                                  timeout, output_max, on_stdout, on_stderr, on_result, on_error))
+
+    async def create_code_context(self, language: str = 'python', *, cwd: str | None = None,
+                                  envs: dict[str, str] | None = None) -> Context:
+        return await self._run(_contexts.create_context(self.sandbox_id, language, cwd, envs))
+
+    async def list_code_contexts(self) -> List[Context]:
+        return await self._run(_contexts.list_contexts(self.sandbox_id))
+
+    async def restart_code_context(self, context: 'Context | str') -> Context:
+        return await self._run(_contexts.restart_context(self.sandbox_id, str(_contexts.context_id(context))))
+
+    async def interrupt_code_context(self, context: 'Context | str') -> None:
+        await self._run(_contexts.context_call('InterruptContext', self.sandbox_id,
+                                               str(_contexts.context_id(context))))
+
+    async def remove_code_context(self, context: 'Context | str') -> None:
+        await self._run(_contexts.context_call('RemoveContext', self.sandbox_id, str(_contexts.context_id(context))))
 
     # ---- snapshots (sandboxd-api(7), SNAPSHOTS) ----
 

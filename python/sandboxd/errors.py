@@ -22,7 +22,8 @@ __all__ = [
     'NoSuchTemplate', 'NoSuchSandbox', 'InvalidOption', 'NotRunning', 'Busy',
     'TooManySandboxes', 'SandboxFailed', 'SystemdFailed', 'NoSuchProcess', 'StillRunning',
     'FileTooLarge', 'SandboxExists', 'TemplateReadOnly', 'NoSuchSnapshot', 'QuotaExceeded',
-    'SnapshotTooLarge', 'NotRegularFile', 'NodeUnavailable', 'AccessDenied', 'InteractiveAuthorizationRequired', 'NotSupported',
+    'SnapshotTooLarge', 'NotRegularFile', 'NodeUnavailable', 'NoSuchContext', 'ContextLost', 'AccessDenied',
+    'InteractiveAuthorizationRequired', 'NotSupported',
     'NoReply', 'ProtocolError',
     'error_from_reply',
 ]
@@ -187,6 +188,20 @@ class NodeUnavailable(SandboxError):
     name = f'{INTERFACE}.NodeUnavailable'
 
 
+class NoSuchContext(SandboxError):
+    """No code context of that id in the sandbox (removed, or never made)."""
+
+    name = f'{INTERFACE}.NoSuchContext'
+
+
+class ContextLost(SandboxError):
+    """The code context's kernel ended (killed for memory, killed after an interrupt that did
+    not stop the cell, the sandbox hibernated): its variables are gone. ``restart()`` the
+    context (or ``Sandbox.restart_code_context()``) for a fresh one."""
+
+    name = f'{INTERFACE}.ContextLost'
+
+
 class AccessDenied(SandboxError):
     """polkit said no."""
 
@@ -245,7 +260,8 @@ _BY_NAME: dict[str, type[SandboxError]] = {
         NoSuchTemplate, NoSuchSandbox, InvalidOption, NotRunning, Busy, TooManySandboxes,
         SandboxFailed, SystemdFailed, NoSuchProcess, StillRunning, FileTooLarge, SandboxExists,
         TemplateReadOnly, NoSuchSnapshot, QuotaExceeded, SnapshotTooLarge, NotRegularFile,
-        NodeUnavailable, AccessDenied, InteractiveAuthorizationRequired, NotSupported, NoReply,
+        NodeUnavailable, NoSuchContext, ContextLost, AccessDenied, InteractiveAuthorizationRequired, NotSupported,
+        NoReply,
         SandboxSystemError)
 }
 

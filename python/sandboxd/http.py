@@ -110,6 +110,33 @@ class _Response:
             self.conn.close()
 
 
+def _sse(r: _Response) -> Iterator[tuple[str, bytes]]:
+    """The server-sent events of R as (event, data), read as the WHATWG event-stream parser
+    reads them (lines end at CR, LF or CRLF); the connection is closed at the end."""
+    try:
+        event, data, rest = 'message', [], b''
+        while True:
+            chunk = r.resp.read1(65536) if hasattr(r.resp, 'read1') else r.resp.readline()
+            if not chunk:
+                return
+            rest += chunk
+            while True:
+                m = re.search(b'\r\n|\r|\n', rest)
+                if not m or (m.group() == b'\r' and m.end() == len(rest)):
+                    break
+                line, rest = rest[:m.start()], rest[m.end():]
+                if line.startswith(b'event:'):
+                    event = line[6:].strip().decode()
+                elif line.startswith(b'data:'):
+                    data.append(line[6:] if line.startswith(b'data: ') else line[5:])
+                elif not line and data:
+                    payload = b'\n'.join(data)
+                    name, event, data = event, 'message', []
+                    yield name, payload
+    finally:
+        r.conn.close()
+
+
 class HttpTransport(Transport):
     """sandboxd-http at URL (``http://host:port`` or ``https://…``; default
     ``$SANDBOXD_URL``), authenticated with TOKEN (default ``$SANDBOXD_TOKEN``). Safe to
@@ -142,6 +169,9 @@ class HttpTransport(Transport):
             'Snapshot': self._snapshot, 'Hibernate': self._hibernate, 'Fork': self._fork, 'Wake': self._wake,
             'ListSnapshots': self._snapshots, 'RemoveSnapshot': self._remove_snapshot,
             'SetSecret': self._set_secret, 'ListSecrets': self._secrets, 'RemoveSecret': self._remove_secret,
+            'CreateContext': self._create_context, 'ListContexts': self._contexts, 'RunCode': self._run_code,
+            'InterruptContext': self._interrupt_context, 'RestartContext': self._restart_context,
+            'RemoveContext': self._remove_context,
         }
 
     def __repr__(self) -> str:
@@ -366,6 +396,68 @@ class HttpTransport(Transport):
                             raise http_error(500, json.dumps({'error': e}).encode())
         finally:
             r.conn.close()
+
+    # ---- code contexts ----------------------------------------------------------------
+
+    def _context(self, p: dict[str, Any], rest: str = '') -> str:
+        return self._session(p, '/contexts/' + urllib.parse.quote(p.get('context') or 'default', safe='') + rest)
+
+    def _create_context(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        body: dict[str, Any] = {}
+        if p.get('language'):
+            body['language'] = p['language']
+        for option, value in (p.get('options') or {}).items():
+            if option == 'WorkingDirectory':
+                body['cwd'] = value
+            elif option == 'Environment':
+                body['env'] = dict(e.split('=', 1) for e in value)
+            else:
+                raise _not_supported(f'CreateContext option {option}')
+        return self._one({'context': self._request('POST', self._session(p, '/contexts'), body).json()})
+
+    def _contexts(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'contexts': self._request('GET', self._session(p, '/contexts')).json()})
+
+    def _interrupt_context(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        self._request('POST', self._context(p, '/interrupt'), {}).body()
+        return self._one({})
+
+    def _restart_context(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'context': self._request('POST', self._context(p, '/restart'), {}).json()})
+
+    def _remove_context(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        self._request('DELETE', self._context(p)).body()
+        return self._one({})
+
+    def _run_code(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        body: dict[str, Any] = {'code': p['code']}
+        if p.get('language') and not p.get('context'):
+            body['language'] = p['language']
+        for option, value in (p.get('options') or {}).items():
+            if option == 'TimeoutUSec':
+                body['timeout'] = value / 1e6
+            elif option == 'Timeout':
+                body['timeout'] = value
+            elif option == 'OutputMax':
+                body['output_max'] = value
+            else:
+                raise _not_supported(f'RunCode option {option}')
+        if not more:
+            return self._one(self._request('POST', self._context(p, '/run'), body).json())
+        return self._cells(self._request('POST', self._context(p, '/run'), body, accept='text/event-stream'))
+
+    def _cells(self, r: _Response) -> Iterator[Reply]:
+        """RunCode's server-sent events: "cell" (an event), then "end" (the result), or
+        "error" {code, message}."""
+        for name, payload in _sse(r):
+            if name == 'cell':
+                yield Reply({'event': json.loads(payload)}, True)
+            elif name == 'end':
+                yield Reply({'result': json.loads(payload)}, False)
+                return
+            elif name == 'error':
+                raise http_error(500, json.dumps({'error': json.loads(payload)}).encode())
+        raise SandboxConnectionError('sandboxd-http ended the stream before the result')
 
     def _start(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         body = dict(self._exec_body(p), background=True)

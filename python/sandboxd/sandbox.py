@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import signal as _signal
 import threading
-from typing import List, Literal, TypeVar, overload
+from typing import Any, Callable, List, Literal, TypeVar, overload
 
 from . import _ops
+from . import contexts as _contexts
+from .contexts import Context, Execution, ExecutionError, OutputMessage, Result
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
 from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
@@ -318,6 +320,41 @@ class Sandbox(SandboxBase[Transport]):
         """Destroys the sandbox TIMEOUT seconds from now (0: never), and after
         IDLE_TIMEOUT seconds without a running command (default: as it was; 0: never)."""
         self._run(_ops.set_timeout(self.sandbox_id, timeout, idle_timeout))
+
+    # ---- code contexts (docs/CONTEXTS.md) ----
+
+    def run_code(self, code: str, *, context: 'Context | str | None' = None, language: str | None = None,
+                 timeout: float | None = None, output_max: int | None = None,
+                 on_stdout: Callable[[OutputMessage], Any] | None = None,
+                 on_stderr: Callable[[OutputMessage], Any] | None = None,
+                 on_result: Callable[[Result], Any] | None = None,
+                 on_error: Callable[[ExecutionError], Any] | None = None) -> Execution:
+        """Runs CODE as a cell of a stateful code context (CONTEXT, or the sandbox's default
+        one of LANGUAGE: python, javascript): variables last from cell to cell. Returns its
+        :class:`Execution`; the callbacks see its output and results as they come. A
+        TIMEOUT interrupts the cell (KeyboardInterrupt; the context keeps its state).
+        Raises ContextLost if the kernel ended meanwhile (killed for memory)."""
+        return self._run(_contexts.run_code(self.sandbox_id, code, _contexts.context_id(context), language, timeout,
+                                            output_max, on_stdout, on_stderr, on_result, on_error))
+
+    def create_code_context(self, language: str = 'python', *, cwd: str | None = None,
+                            envs: dict[str, str] | None = None) -> Context:
+        """A new code context (its own kernel, its own variables), once it is ready."""
+        return self._run(_contexts.create_context(self.sandbox_id, language, cwd, envs))
+
+    def list_code_contexts(self) -> List[Context]:
+        return self._run(_contexts.list_contexts(self.sandbox_id))
+
+    def restart_code_context(self, context: 'Context | str') -> Context:
+        """A fresh kernel for CONTEXT (its state gone), once it is ready."""
+        return self._run(_contexts.restart_context(self.sandbox_id, str(_contexts.context_id(context))))
+
+    def interrupt_code_context(self, context: 'Context | str') -> None:
+        """Interrupts CONTEXT's running cell (it ends with KeyboardInterrupt)."""
+        self._run(_contexts.context_call('InterruptContext', self.sandbox_id, str(_contexts.context_id(context))))
+
+    def remove_code_context(self, context: 'Context | str') -> None:
+        self._run(_contexts.context_call('RemoveContext', self.sandbox_id, str(_contexts.context_id(context))))
 
     # ---- snapshots (sandboxd-api(7), SNAPSHOTS) ----
 

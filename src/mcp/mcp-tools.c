@@ -1470,7 +1470,7 @@ const McpTool mcp_tools[] = {
                 "sandbox instead: variables, imports and data last from call to call, and results come back "
                 "rich (figures as images, tables as HTML and text, the last expression's value).",
                 run_code_args,
-                "{\"type\":\"object\",\"anyOf\":[" RUN_RESULT_SCHEMA "," CELL_RESULT_SCHEMA "]}",
+                "{\"type\":\"object\",\"required\":[\"stdout\",\"stderr\"],\"anyOf\":[" RUN_RESULT_SCHEMA "," CELL_RESULT_SCHEMA "]}",
                 .one_off = true,
                 .run = run_code,
         },
