@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "macro.h"
 #include "sandbox-api.h"
 
@@ -339,6 +341,15 @@ int sandbox_handle_read_output_from(SandboxHandle *h, uint64_t process, const ui
 /* ReadOutput: what it wrote so far; *ret_running whether it still runs. */
 int sandbox_handle_read_output(SandboxHandle *h, uint64_t process, SandboxExecResult *ret_output,
                                bool *ret_running, SandboxClientError *error);
+
+/* RunCode: code as a cell of the code context (NULL or "": the sandbox's default Python
+ * one; "python", "javascript": its default one of that language), its timeout (0: the
+ * default) and output bound (0: the default). Its events (stdout, stderr, result, error) and
+ * its result, as JSON objects with the reply's a{sv} names (Type, Text, Data, ...). */
+int sandbox_handle_run_code(SandboxHandle *h, const char *context, const char *code, uint64_t timeout_sec,
+                            uint64_t output_max, json_object **ret_events, json_object **ret_result,
+                            SandboxClientError *error);
+int sandbox_handle_interrupt_context(SandboxHandle *h, const char *context, SandboxClientError *error);
 
 typedef struct SandboxProcess {
         uint64_t id;

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "macro.h"
 #include "parse-util.h"
+#include "sandboxctl-code.h"
 #include "sandboxctl-files.h"
 #include "sandboxctl-fleet.h"
 #include "sandboxctl-history.h"
@@ -109,6 +110,7 @@ static const char *arg_template = NULL;
 static const char *arg_from_snapshot = NULL;
 static const char *arg_idle_action = NULL;
 static const char *arg_storage = NULL;
+static const char *arg_context = NULL;
 static uint64_t arg_memory_max = 0;
 static uint64_t arg_cpu_quota = 0;
 static uint64_t arg_tasks_max = 0;
@@ -1561,6 +1563,21 @@ static int verb_stat(int argc, char *argv[], SandboxClient *c) {
         return files_stat(c, argv[1], argv[2], arg_json);
 }
 
+static int verb_run_code(int argc, char *argv[], SandboxClient *c) {
+        _cleanup_free_ char *code = NULL;
+        int r;
+
+        if (streq(argv[2], "-")) {
+                r = read_template_text("-", &code);
+                if (r < 0)
+                        return r;
+        }
+        /* --context: a context's id, or a language's name (python, javascript): the sandbox's
+         * default context of it. */
+        return code_run(c, argv[1], arg_context, code ?: argv[2], arg_timeout, arg_output_max,
+                        arg_json);
+}
+
 static int verb_help(int argc, char *argv[], SandboxClient *c) {
         return help();
 }
@@ -1619,6 +1636,7 @@ static const Verb verbs[] = {
         { "fork",      2, 2,        OPTS_FORK,              false, true,  verb_fork      },
         { "snapshots", 1, 1,        0,                      false, true,  verb_snapshots },
         { "snapshot-remove", 2, ARGS_ANY, 0,                false, true,  verb_snapshot_remove },
+        { "run-code",  3, 3,        OPT_TIMEOUT|OPT_OUTPUT_MAX, false, true, verb_run_code },
         { "help",      1, ARGS_ANY, 0,                      false, false, verb_help      },
 };
 
@@ -1674,6 +1692,8 @@ static int verb_dispatch(const Verb *verb, int argc, char *argv[]) {
         if (verb->max_args != ARGS_ANY && n > verb->max_args)
                 return log_error("Too many arguments for '%s'.", verb->name);
 
+        if (arg_context && !streq(verb->name, "run-code"))
+                return log_error("Option --context does not apply to '%s'.", verb->name);
         for (unsigned i = 0; i < ELEMENTSOF(option_names); i++)
                 if ((arg_set & (1U << i)) && !(verb->options & (1U << i)))
                         return log_error("Option %s does not apply to '%s'.", option_names[i], verb->name);
@@ -1790,6 +1810,8 @@ static const Option options[] = {
         { "label",        required_argument, 'l', OPT_LABEL,      KIND_LIST,    &arg_label                                    },
         /* No bit of its own (OptionFlag is full): checked by verb_dispatch(). */
         { "stdin-pipe",   no_argument,       0,   0,              KIND_TRUE,    &arg_stdin_pipe                               },
+        /* No flag of its own (OptionFlag is full): run-code's alone, checked there. */
+        { "context",      required_argument, 0,   0,              KIND_STRING,  &arg_context                                  },
 };
 
 #define OPTION_VAL_BASE 0x100
