@@ -12,19 +12,33 @@ python3 -m unittest -v test_contexts
 """
 
 import base64
+import http.client
 import json
 import os
+import shutil
+import signal
+import socket
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
+import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import harness  # noqa: E402
+
+SOURCE = os.environ.get('SANDBOXD_SOURCE_DIR', os.path.join(HERE, '..', '..'))
+BUILD = os.environ.get('SANDBOXD_BUILD_DIR', os.path.join(SOURCE, 'build'))
+sys.path.insert(0, os.path.join(SOURCE, 'python'))
+import sandboxd  # noqa: E402
 
 S = None           # the harness.System
 _owned = False     # True when this module booted it (not run.py)
 SHARED = {}        # the shared sandbox ('sid') and context ('cid')
+BRIDGE = {}        # sandboxd-http of this module's: 'url', 'token', 'proc'
 
 TEMPLATE = 'python-data'
 # The whole figure (not cropped to its drawing, the inline backend's default): 4 x 3
@@ -47,7 +61,62 @@ def tearDownModule():
     sid = SHARED.get('sid')
     if sid and S:
         S.sandboxctl('destroy', sid, timeout=120)
+    if BRIDGE.get('proc'):
+        os.killpg(BRIDGE['proc'].pid, signal.SIGTERM)
+        BRIDGE['proc'].wait(timeout=30)
     harness.module_teardown(_owned)
+
+
+def bridge():
+    """sandboxd-http from the build directory, in the system beside sandboxd, calling its
+    varlink socket as root, on a loopback port, with one token: (url, token)."""
+    if 'url' not in BRIDGE:
+        binary = os.path.join(BUILD, 'src', 'sandboxd-http', 'sandboxd-http')
+        tokens = tempfile.mkdtemp(prefix='http-tokens-', dir=S.workdir)
+        token = subprocess.run([binary, 'token', 'add', 'contexts', f'--tokens-dir={tokens}'], capture_output=True,
+                               text=True, check=True, timeout=30).stdout.strip()
+        with socket.socket() as so:
+            so.bind(('127.0.0.1', 0))
+            port = so.getsockname()[1]
+        BRIDGE['proc'] = subprocess.Popen(S.wrap([binary, f'--listen=127.0.0.1:{port}', f'--tokens-dir={tokens}',
+                                                  f'--varlink={harness.VARLINK_SOCKET}']),
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True)
+        url = f'http://127.0.0.1:{port}'
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url + '/healthz', timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        BRIDGE.update(url=url, token=token, port=port)
+    return BRIDGE['url'], BRIDGE['token']
+
+
+def http_request(method, path, body=None, sse=False, timeout=180):
+    """(status, parsed JSON body, or [(event, data)] of an event stream)."""
+    bridge()
+    c = http.client.HTTPConnection('127.0.0.1', BRIDGE['port'], timeout=timeout)
+    headers = {'Authorization': f'Bearer {BRIDGE["token"]}', 'Content-Type': 'application/json',
+               'Accept': 'text/event-stream' if sse else 'application/json'}
+    try:
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    if sse and r.status == 200:
+        events = []
+        for block in data.decode().split('\n\n'):
+            lines = dict(line.split(': ', 1) for line in block.splitlines() if ': ' in line)
+            if 'event' in lines:
+                events.append((lines['event'], json.loads(lines['data'])))
+        return r.status, events
+    return r.status, json.loads(data) if data else None
 
 
 def png_size(data):
@@ -216,6 +285,156 @@ class VarlinkContexts(Base):
         self.assertTrue(m['parameters']['result']['interrupted'], m)
         events, result, err = self.run_code(sid, 'n', ctx['id'])
         self.assertEqual([e for e in events if e['type'] == 'result'][0]['data']['text/plain'], '20')
+
+
+def image_of(data):
+    """The PNG in a result's representations (base64, as Jupyter gives it), decoded."""
+    return base64.b64decode(data['image/png'])
+
+
+class Faces(Base):
+    """The same cells through every face but varlink's own (above)."""
+
+    def test_dbus(self):
+        sid, cid = self.shared()
+        path = f'/io/sandboxd/Sandbox1/sandbox/{sid}'
+        cp, data, err = S.bus_call('io.sandboxd.Sandbox1', path, 'io.sandboxd.Sandbox1.Sandbox', 'RunCode',
+                                   'ssa{sv}', cid, FIGURE + 'z = 5\nz * 2', '1', 'Timeout', 't', '60', timeout=120)
+        self.assertIsNone(err, cp.stderr[-2000:])
+        events, result = data
+        images = [e for e in events if e['Type']['data'] == 'result' and 'image/png' in e['Data']['data']]
+        self.assertEqual(png_size(image_of(images[0]['Data']['data'])), (200, 150))
+        main = [e for e in events if e.get('IsMainResult', {}).get('data')]
+        self.assertEqual(main[0]['Data']['data']['text/plain'], '10')
+        self.assertEqual(result['Context']['data'], cid)
+        self.assertEqual(result['Status']['data'], 'ok')
+        # The contexts, and one that is not there.
+        cp, data, err = S.bus_call('io.sandboxd.Sandbox1', path, 'io.sandboxd.Sandbox1.Sandbox', 'ListContexts')
+        self.assertIn(cid, [c['Id']['data'] for c in data[0]])
+        cp, data, err = S.bus_call('io.sandboxd.Sandbox1', path, 'io.sandboxd.Sandbox1.Sandbox', 'InterruptContext',
+                                   's', 'feedfeedfeed')
+        self.assertEqual(err, 'io.sandboxd.Sandbox1.NoSuchContext')
+
+    def test_sandboxctl(self):
+        sid, cid = self.shared()
+        cp = self.ok(self.ctl('run-code', '--json', '--context', cid, sid, FIGURE))
+        out = json.loads(cp.stdout)
+        images = [e for e in out['events'] if e['type'] == 'result' and 'image/png' in e['data']]
+        self.assertEqual(png_size(image_of(images[0]['data'])), (200, 150))
+        self.assertEqual(out['context'], cid)
+        # As text: what it printed, its value, the traceback of what it raised (exit 1).
+        cp = self.ok(self.ctl('run-code', '--context', cid, sid, 'print("hello")\n6 * 7'))
+        self.assertEqual(cp.stdout, 'hello\n42\n')
+        cp = self.ctl('run-code', '--context', cid, sid, 'raise KeyError("nope")')
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn("KeyError: 'nope'", cp.stderr)
+        cp = self.ok(self.ctl('run-code', sid, '-', input='import sys\nprint(sys.version_info[0])'))
+        self.assertEqual(cp.stdout, '3\n')
+
+    def test_http(self):
+        status, session = http_request('POST', '/api/v1/sessions', {'template': TEMPLATE})
+        self.assertEqual(status, 201, session)
+        sid = session['id']
+        self.addCleanup(http_request, 'DELETE', f'/api/v1/sessions/{sid}')
+        status, ctx = http_request('POST', f'/api/v1/sessions/{sid}/contexts', {'language': 'python'})
+        self.assertEqual(status, 201, ctx)
+        self.assertEqual(ctx['state'], 'idle')
+        base = f'/api/v1/sessions/{sid}/contexts/{ctx["id"]}'
+        status, events = http_request('POST', base + '/run', {'code': FIGURE + 'print("drawn")'}, sse=True)
+        self.assertEqual(status, 200)
+        names = [e[0] for e in events]
+        self.assertEqual(names[-1], 'end', names)
+        cells = [e[1] for e in events if e[0] == 'cell']
+        png = [c for c in cells if c['type'] == 'result' and 'image/png' in c['data']]
+        self.assertEqual(png_size(image_of(png[0]['data'])), (200, 150))
+        self.assertIn({'type': 'stdout', 'text': 'drawn\n'}, cells)
+        status, body = http_request('POST', base + '/run', {'code': FRAME})
+        self.assertEqual(status, 200, body)
+        data = [e for e in body['events'] if e['type'] == 'result'][0]['data']
+        self.assertIn('<table', data['text/html'])
+        self.assertEqual(body['result']['status'], 'ok')
+        # Errors: a context that is not there, as the stream's error event; as a status
+        # without the stream.
+        status, events = http_request('POST', f'/api/v1/sessions/{sid}/contexts/feedfeedfeed/run', {'code': '1'},
+                                      sse=True)
+        self.assertEqual(events, [('error', {'code': 'NoSuchContext',
+                                             'message': f'No context feedfeedfeed in sandbox {sid}.'})])
+        status, body = http_request('POST', f'/api/v1/sessions/{sid}/contexts/feedfeedfeed/run', {'code': '1'})
+        self.assertEqual(status, 404)
+        self.assertEqual(body['error']['code'], 'NoSuchContext')
+        status, listed = http_request('GET', f'/api/v1/sessions/{sid}/contexts')
+        self.assertEqual([c['id'] for c in listed], [ctx['id']])
+        self.assertEqual(http_request('DELETE', base)[0], 204)
+
+    def test_python_client(self):
+        sid, cid = self.shared()
+        t = sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET))
+        self.addCleanup(t.close)
+        sbx = sandboxd.Sandbox.connect(sid, transport=t)
+        seen = []
+        ex = sbx.run_code(FIGURE + 'print("x")', context=cid, on_stdout=seen.append)
+        self.assertIsNone(ex.error)
+        self.assertEqual(png_size(base64.b64decode(ex.results[0].png)), (200, 150))
+        self.assertIn('png', ex.results[0].formats())
+        self.assertEqual(ex.logs.stdout, ['x\n'])
+        self.assertEqual([str(m) for m in seen], ['x\n'])
+        ex = sbx.run_code(FRAME, context=cid)
+        self.assertIn('<table', ex.results[0].html)
+        self.assertIn('Oslo', ex.results[0].text)
+        self.assertTrue(ex.results[0].is_main_result)
+        ex = sbx.run_code('1 / 0', context=cid)
+        self.assertEqual((ex.error.name, ex.error.value), ('ZeroDivisionError', 'division by zero'))
+        self.assertIn('1 / 0', ex.error.traceback)
+        # The default context, then a JavaScript one, as E2B's create_code_context.
+        self.assertEqual(sbx.run_code('a = 3').text, None)
+        self.assertEqual(sbx.run_code('a * 2').text, '6')
+        js = sbx.create_code_context('javascript')
+        self.addCleanup(sbx.remove_code_context, js)
+        self.assertEqual(sbx.run_code('[1, 2].map(x => x * 2)', context=js).results[0].json, [2, 4])
+        self.assertIn(js.id, [c.id for c in sbx.list_code_contexts()])
+
+    def test_python_client_over_http(self):
+        url, token = bridge()
+        t = sandboxd.HttpTransport(url, token)
+        sbx = sandboxd.Sandbox.create(TEMPLATE, transport=t)
+        self.addCleanup(sbx.kill)
+        streamed = []
+        ex = sbx.run_code(FIGURE + 'k = 1', on_result=streamed.append)
+        self.assertEqual(png_size(base64.b64decode(ex.results[0].png)), (200, 150))
+        self.assertEqual(len(streamed), 1)
+        self.assertEqual(sbx.run_code('k + 1').text, '2')
+        ctx = sbx.create_code_context()
+        with self.assertRaises(sandboxd.NoSuchContext):
+            sbx.run_code('1', context='feedfeedfeed')
+        self.assertEqual(sbx.run_code('k', context=ctx).error.name, 'NameError')
+
+    def test_mcp_image_content(self):
+        sid, cid = self.shared()
+        sdk = harness.npm_ci(S.paths.build, os.path.join(HERE, '..', 'mcp'), 'mcp-sdk', ('mcp-client.mjs',))
+        mcp = os.environ.get('SANDBOXD_MCP_BIN') or os.path.join(BUILD, 'src', 'sandboxd-mcp', 'sandboxd-mcp')
+        steps = [{'op': 'call', 'name': 'run_code',
+                  'arguments': {'language': 'python', 'sandbox_id': sid, 'context_id': cid,
+                                'code': FIGURE + 'print("plotted")\n21 * 2'}},
+                 {'op': 'call', 'name': 'run_code',
+                  'arguments': {'language': 'python', 'sandbox_id': sid, 'code': 'undefined_name'}}]
+        cp = S.run([shutil.which('node'), os.path.join(sdk, 'mcp-client.mjs'), mcp], input=json.dumps(steps),
+                   timeout=300)
+        self.assertEqual(cp.returncode, 0, cp.stdout[-3000:] + cp.stderr[-3000:])
+        out = json.loads(cp.stdout)
+        calls = out['steps']
+        first = calls[0]['result']
+        self.assertFalse(first.get('isError'), first)
+        images = [c for c in first['content'] if c['type'] == 'image']
+        self.assertEqual(len(images), 1, first['content'])
+        self.assertEqual(images[0]['mimeType'], 'image/png')
+        self.assertEqual(png_size(base64.b64decode(images[0]['data'])), (200, 150))
+        structured = first['structuredContent']
+        self.assertEqual(structured['context_id'], cid)
+        self.assertEqual(structured['stdout'], 'plotted\n')
+        self.assertIn({'text/plain': '42', 'is_main_result': True}, structured['results'])
+        second = calls[1]['result']['structuredContent']
+        self.assertEqual(second['error']['name'], 'NameError')
+        self.assertNotEqual(second['context_id'], cid)
 
 
 class LostContexts(Base):
