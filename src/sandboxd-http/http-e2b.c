@@ -215,6 +215,31 @@ static int strv_from_json_array(json_object *a, json_object **ret) {
         return 0;
 }
 
+static void json_put_data(void *p) {
+        json_object_put(p);
+}
+
+/* The create waiting as the request's data, from a snapshot if its template names one. */
+static int on_create_snapshots(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                               void *userdata) {
+        json_object *p = http_request_get_data(req), *l = get(parameters, "snapshots");
+        const char *template = get_str(p, "template");
+
+        /* without snapshots (none configured, say), the name is only tried as a template */
+        for (size_t i = 0; !error && i < json_object_array_length(l); i++) {
+                json_object *snap = json_object_array_get_idx(l, i);
+                const char *id = get_str(snap, "id"), *name = get_str(snap, "name");
+
+                if ((!id || !streq(id, template)) && (!name || !*name || !streq(name, template)))
+                        continue;
+                if (json_add(get(p, "options"), "FromSnapshot", json_object_new_string(id)) < 0 ||
+                    json_add(p, "template", json_object_get(get(snap, "template"))) < 0)
+                        return -ENOMEM;
+                break;
+        }
+        return http_backend_call(req, IFACE "AcquireSandbox", json_object_get(p), 0, on_created, NULL);
+}
+
 /* POST /sandboxes, /v2/sandboxes: Sandbox.create. */
 static int route_create(HttpRequest *req) {
         json_object *body = http_request_body(req), *v;
@@ -261,7 +286,12 @@ static int route_create(HttpRequest *req) {
                 r = json_add(p, "options", TAKE_PTR(options));
         if (r < 0)
                 return -ENOMEM;
-        return http_backend_call(req, IFACE "AcquireSandbox", TAKE_PTR(p), 0, on_created, NULL);
+        if (ours)
+                return http_backend_call(req, IFACE "AcquireSandbox", TAKE_PTR(p), 0, on_created, NULL);
+        /* not one of E2B's names: one of the tenant's snapshots (Sandbox.create(snapshotId)),
+         * else one of sandboxd's templates */
+        http_request_set_data(req, TAKE_PTR(p), json_put_data);
+        return http_backend_call(req, IFACE "ListSnapshots", json_object_new_object(), 0, on_create_snapshots, NULL);
 }
 
 static int route_get(HttpRequest *req) {
@@ -489,6 +519,157 @@ static int route_metrics(HttpRequest *req) {
         if (!p)
                 return -ENOMEM;
         return http_backend_call(req, IFACE "GetMetrics", p, 0, on_metrics, NULL);
+}
+
+/* ---- snapshots: E2B's snapshot is a template made of a sandbox; here sandboxd's Snapshot
+ * of its files (/work), which Sandbox.create(snapshotId) starts from ---- */
+
+static json_object *snapshot_json(json_object *snap) {
+        _cleanup_json_ json_object *o = json_object_new_object(), *names = json_object_new_array();
+        const char *name = get_str(snap, "name");
+
+        if (!o || !names || (name && *name && json_object_array_add(names, json_object_new_string(name)) < 0) ||
+            json_add(o, "snapshotID", json_object_get(get(snap, "id"))) < 0 ||
+            json_add(o, "names", TAKE_PTR(names)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static int on_snapshot(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                       void *userdata) {
+        json_object *o;
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        o = snapshot_json(get(parameters, "snapshot"));
+        if (!o)
+                return -ENOMEM;
+        return http_request_reply_json(req, 201, o);
+}
+
+/* POST /sandboxes/{id}/snapshots */
+static int route_snapshot(HttpRequest *req) {
+        json_object *p = params_id(http_request_param(req, 0));
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Snapshot", p, 0, on_snapshot, NULL);
+}
+
+static int on_snapshots(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                        void *userdata) {
+        _cleanup_json_ json_object *a = json_object_new_array();
+        const char *sandbox = http_request_query(req, "sandboxID");
+        json_object *l = get(parameters, "snapshots");
+
+        if (error)
+                return e2b_varlink_error(req, error, parameters);
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *snap = json_object_array_get_idx(l, i), *o;
+                const char *source = get_str(snap, "source");
+
+                if (sandbox && *sandbox && (!source || !streq(source, sandbox)))
+                        continue;
+                o = snapshot_json(snap);
+                if (!o || json_object_array_add(a, o) < 0)
+                        return -ENOMEM;
+        }
+        return http_request_reply_json(req, 200, TAKE_PTR(a));
+}
+
+/* GET /snapshots?sandboxID= */
+static int route_snapshots(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ListSnapshots", p, 0, on_snapshots, NULL);
+}
+
+/* DELETE /templates/{id}: Sandbox.deleteSnapshot (E2B's snapshots are templates) */
+static int route_snapshot_delete(HttpRequest *req) {
+        json_object *p = json_object_new_object();
+
+        if (!p || json_add(p, "snapshot", json_object_new_string(http_request_param(req, 0))) < 0) {
+                json_object_put(p);
+                return -ENOMEM;
+        }
+        return http_backend_call(req, IFACE "RemoveSnapshot", p, 0, on_done, NULL);
+}
+
+/* POST /sandboxes/{id}/fork {timeout, count}: count Forks, each its result ({sandbox} or
+ * {error: {code, message}}), answered once all are done. */
+typedef struct ForkState {
+        json_object *results;
+        unsigned left;
+} ForkState;
+
+static void fork_state_free(void *p) {
+        ForkState *f = p;
+
+        if (f)
+                json_object_put(f->results);
+        free(f);
+}
+
+static int fork_next(HttpRequest *req);
+
+static int on_forked(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                     void *userdata) {
+        ForkState *f = http_request_get_data(req);
+        _cleanup_json_ json_object *o = json_object_new_object(), *sub = json_object_new_object();
+        const char *key = http_request_header(req, "X-API-Key");
+
+        if (!o || !sub)
+                return -ENOMEM;
+        if (error) {
+                if (json_add(sub, "code", json_object_new_int((int) http_status_from_varlink_error(error, parameters))) < 0 ||
+                    json_add(sub, "message", json_object_new_string(error_message(error, parameters))) < 0 ||
+                    json_add(o, "error", TAKE_PTR(sub)) < 0)
+                        return -ENOMEM;
+        } else if (json_add(sub, "sandboxID", json_object_get(get(parameters, "id"))) < 0 ||
+                   json_add(sub, "clientID", json_object_new_string("sandboxd")) < 0 ||
+                   json_add(sub, "envdVersion", json_object_new_string(E2B_ENVD_VERSION)) < 0 ||
+                   (key && json_add(sub, "envdAccessToken", json_object_new_string(key)) < 0) ||
+                   json_add(o, "sandbox", TAKE_PTR(sub)) < 0)
+                return -ENOMEM;
+        if (json_object_array_add(f->results, TAKE_PTR(o)) < 0)
+                return -ENOMEM;
+        if (--f->left == 0)
+                return http_request_reply_json(req, 200, json_object_get(f->results));
+        return fork_next(req);
+}
+
+static int fork_next(HttpRequest *req) {
+        json_object *t = get(http_request_body(req), "timeout");
+        _cleanup_json_ json_object *p = params_id(http_request_param(req, 0)), *options = json_object_new_object();
+
+        if (!p || !options || (t && json_add(options, "Timeout", json_object_get(t)) < 0) ||
+            json_add(p, "options", TAKE_PTR(options)) < 0)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Fork", TAKE_PTR(p), 0, on_forked, NULL);
+}
+
+static int route_fork(HttpRequest *req) {
+        json_object *count = get(http_request_body(req), "count"), *t = get(http_request_body(req), "timeout");
+        int64_t n = count ? json_object_get_int64(count) : 1;
+        ForkState *f;
+
+        if (n < 1 || n > 16)
+                return e2b_error(req, 400, "'count' is 1 to 16.");
+        if (t && (!json_object_is_type(t, json_type_int) || json_object_get_int64(t) < 0))
+                return e2b_error(req, 400, "'timeout' must be a number of seconds.");
+        f = calloc(1, sizeof(ForkState));
+        if (!f)
+                return -ENOMEM;
+        http_request_set_data(req, f, fork_state_free);
+        f->left = (unsigned) n;
+        f->results = json_object_new_array();
+        if (!f->results)
+                return -ENOMEM;
+        return fork_next(req);
 }
 
 /* ---- the sandbox plane: envd's Connect RPC ---- */
@@ -1753,6 +1934,10 @@ const HttpRoute http_e2b_api_routes[] = {
         { "POST",   "/sandboxes/{}/connect",          HTTP_ROUTE_JSON_BODY, route_connect },
         { "POST",   "/v2/sandboxes/{}/connect",       HTTP_ROUTE_JSON_BODY, route_connect },
         { "GET",    "/sandboxes/{}/metrics",          0, route_metrics },
+        { "POST",   "/sandboxes/{}/snapshots",        HTTP_ROUTE_JSON_BODY, route_snapshot },
+        { "GET",    "/snapshots",                     0, route_snapshots },
+        { "DELETE", "/templates/{}",                  0, route_snapshot_delete },
+        { "POST",   "/sandboxes/{}/fork",             HTTP_ROUTE_JSON_BODY, route_fork },
 };
 const size_t http_e2b_n_api_routes = ELEMENTSOF(http_e2b_api_routes);
 

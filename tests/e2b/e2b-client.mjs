@@ -221,7 +221,7 @@ const scenarios = {
     } catch (e) {
       tpl = e;
     }
-    assert.ok(tpl instanceof SandboxError, String(tpl));
+    assert.ok(tpl instanceof SandboxError, `${tpl} ${tpl && tpl.stack}`);
     assert.match(tpl.message, /no-such-template/);
     assert.match(tpl.message, /Template=/);
     return { auth: auth.name, notFound: nf.name, template: tpl.message };
@@ -270,6 +270,32 @@ const scenarios = {
     const js = await sbx.runCode('const z = 2; z + 1', { language: 'js' });
     assert.equal(js.text, '3');
     return { png: bytes.length };
+  },
+
+  // snapshots (sandboxd's, of /work) and forks
+  async snapshots() {
+    const sbx = await create();
+    await sbx.files.write('kept.txt', 'from the snapshot');
+    const snap = await sbx.createSnapshot();
+    assert.ok(snap.snapshotId);
+    const all = await Sandbox.listSnapshots().nextItems();
+    assert.ok(all.some((s) => s.snapshotId === snap.snapshotId), JSON.stringify(all));
+    const mine = await sbx.listSnapshots().nextItems();
+    assert.deepEqual(mine.map((s) => s.snapshotId), [snap.snapshotId]);
+    const from = await Sandbox.create(snap.snapshotId);
+    created.push(from);
+    assert.equal(await from.files.read('kept.txt'), 'from the snapshot');
+    const forks = await sbx.fork({ count: 2 });
+    assert.equal(forks.length, 2);
+    for (const f of forks) {
+      assert.ok(f instanceof Sandbox, String(f));
+      created.push(f);
+      assert.equal(await f.files.read('/home/user/kept.txt'), 'from the snapshot');
+      assert.equal((await f.commands.run('cat kept.txt')).stdout, 'from the snapshot');
+    }
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'gone: false');
+    return { snapshot: snap.snapshotId };
   },
 
   // past the tenant's quota of sandboxes ([TenantQuota] Sandboxes=1): RateLimitError

@@ -30,6 +30,7 @@ POLKIT = None
 SDK_DIR = None
 SOURCES = os.path.join(HERE, '..', 'e2b')
 RULES = 'io.sandboxd.Sandbox1-http.rules'
+SNAPDIR = '/run/sandboxd-test-state/snapshots-e2b'
 
 
 def setUpModule():
@@ -132,6 +133,15 @@ class E2B(secutil.Base):
 
     def test_errors(self):
         self.scenario('errors')
+
+    def test_snapshots(self):
+        """createSnapshot, listSnapshots, create from one, fork, deleteSnapshot."""
+        S.configure_daemon(f'[Snapshots]\nDirectory={SNAPDIR}\n')
+        try:
+            self.scenario('snapshots')
+        finally:
+            S.configure_daemon(None)
+            S.run(['rm', '-rf', '--', SNAPDIR])
 
     def test_rate_limit(self):
         """A create past the tenant's quota is E2B's 429: the SDK's RateLimitError."""
