@@ -17,7 +17,7 @@
 #define E2B_WORKDIR "/work"
 /* E2B's templates, mapped by default onto these of ours ([E2B] Template= changes it) */
 #define E2B_TEMPLATE_BASE "shell"
-#define E2B_TEMPLATE_CODE_INTERPRETER "python"
+#define E2B_TEMPLATE_CODE_INTERPRETER "python-data"
 /* The envd version the front says it is: the SDK enables what that version has (recursive
  * watches 0.1.4, octet-stream uploads 0.5.7, entries in watch events 0.6.3). */
 #define E2B_ENVD_VERSION "0.5.7"

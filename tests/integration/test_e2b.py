@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""E2B's own SDK (the npm package e2b, pinned by tests/e2b/package-lock.json, installed
+"""E2B's own SDKs (the npm packages e2b and @e2b/code-interpreter, pinned by tests/e2b/package-lock.json, installed
 with `npm ci` into the build directory), unchanged, against sandboxd-http as the harness
 installs it (socket-activated, acting for tenants by the shipped polkit rule): only
 E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY (a token from `sandboxd-http token add
@@ -130,6 +130,11 @@ class E2B(secutil.Base):
         """E2B's metadata are sandboxd's labels: given at create, returned, filtered on."""
         out = self.scenario('metadata')
         self.assertEqual(out['listed'], 2)
+
+    def test_code(self):
+        """@e2b/code-interpreter: runCode with state, a chart (PNG), an error, contexts, JS."""
+        out = self.scenario('code')
+        self.assertGreater(out['png'], 1000)
 
     def test_errors(self):
         self.scenario('errors')
