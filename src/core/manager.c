@@ -689,6 +689,17 @@ void manager_unlink_sandbox(Manager *m, Sandbox *s) {
         MANAGER_NOTIFY(m, sandbox_removed, s);
 }
 
+/* What the template says its sandboxes need from the host ("requires"), there; else
+ * NotSupported with the command that installs it. */
+static int manager_template_check_requires(const Template *t, SandboxError *error) {
+        for (char **p = t->requires; p && p[0] && p[1]; p += 2)
+                if (access(p[0], F_OK) < 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
+                                                 "Template %s needs %s, which is not installed on this host. "
+                                                 "As root: %s", t->name, p[0], p[1]);
+        return 0;
+}
+
 int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, uid_t owner, bool pooled,
                                  sandbox_callback_t cb, void *userdata, SandboxError *error) {
         int r;
@@ -698,6 +709,16 @@ int manager_start_sandbox(Manager *m, const Template *t, SandboxConfig *config, 
                 r = sandbox_config_egress_defaults(config, t->egress_allow, t->egress_deny, error);
         if (r >= 0 && !pooled)
                 r = sandbox_config_secrets_defaults(config, t->secrets, error);
+        if (r >= 0)
+                r = manager_template_check_requires(t, error);
+        if (r >= 0 && !config->idle_timeout_set && t->idle_timeout_sec > 0) {
+                config->idle_timeout_sec = t->idle_timeout_sec;
+                config->idle_timeout_set = true;
+        }
+        if (r >= 0 && !config->idle_action_set && t->idle_action_set) {
+                config->idle_action = t->idle_action;
+                config->idle_action_set = true;
+        }
         if (r >= 0)
                 r = sandbox_secrets_check(m, t, owner, config, error);
         if (r < 0)

@@ -45,7 +45,8 @@ static void strv_free_erase(char **l) {
         strv_free(l);
 }
 
-/* Whether the egress rules of c let requests for https://host through the proxy. */
+/* Whether the egress rules of c let requests for https://host through the proxy: on 443,
+ * or on the port of a rule that names the host. */
 static bool egress_allows_host(const SandboxConfig *c, const char *host) {
         _cleanup_strv_free_ char **allow = NULL, **deny = NULL;
         EgressPolicy p = {};
@@ -55,6 +56,14 @@ static bool egress_allows_host(const SandboxConfig *c, const char *host) {
             egress_policy_parse(allow, deny, &p, NULL) < 0)
                 return false;
         ok = !egress_check_name(&p, host, 443);
+        for (char **a = allow; !ok && a && *a; a++) {
+                size_t k = strlen(host);
+                unsigned port;
+
+                if (strncmp(*a, host, k) == 0 && (*a)[k] == ':' && sscanf(*a + k + 1, "%u", &port) == 1 &&
+                    port > 0 && port < 65536)
+                        ok = !egress_check_name(&p, host, (uint16_t) port);
+        }
         egress_policy_done(&p);
         return ok;
 }

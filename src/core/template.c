@@ -30,6 +30,7 @@ Template *template_free(Template *t) {
         strv_free(t->egress_allow);
         strv_free(t->egress_deny);
         strv_free(t->secrets);
+        strv_free(t->requires);
         return mfree(t);
 }
 
@@ -93,6 +94,16 @@ static int json_u64(json_object *o, const char *key, uint64_t *ret, char **ret_e
 }
 
 /* Path a is b or lies beneath it. */
+/* "/a/b": absolute, without "." or ".." components, empty ones or a final "/". */
+static bool path_is_normalized_absolute(const char *p) {
+        if (p[0] != '/' || p[1] == 0 || strlen(p) > 4096 || p[strlen(p) - 1] == '/' || strchr(p, ':'))
+                return false;
+        for (const char *c = p; c; c = strchr(c + 1, '/'))
+                if (c[1] == '/' || (c[1] == '.' && (c[2] == '/' || c[2] == 0 || (c[2] == '.' && (c[3] == '/' || c[3] == 0)))))
+                        return false;
+        return true;
+}
+
 static bool path_is_under(const char *a, const char *b) {
         size_t n = strlen(b);
         while (n > 1 && b[n - 1] == '/')
@@ -128,6 +139,44 @@ static int parse_egress(json_object *o, Template *t, char **ret_error) {
         free(c);
         if (r < 0)
                 return r == -ENOMEM ? r : fail(ret_error, "%s", error.message ?: "bad egress rule");
+        return 0;
+}
+
+/* "requires": [{"path": P, "install": C}, …]: a host path its sandboxes need, under one of
+ * its "ro_binds" (so that they see it), and the command an admin runs to install it. */
+static int parse_requires(json_object *o, Template *t, char **ret_error) {
+        json_object *l;
+        int r;
+
+        if (!json_object_object_get_ex(o, "requires", &l))
+                return 0;
+        if (!json_object_is_type(l, json_type_array) || json_object_array_length(l) > 16)
+                return fail(ret_error, "%s", "\"requires\" must be a list of at most 16 {\"path\", \"install\"}");
+        for (size_t i = 0; i < json_object_array_length(l); i++) {
+                json_object *e = json_object_array_get_idx(l, i), *p, *c;
+                const char *path, *cmd;
+                bool under = false;
+
+                if (!json_object_is_type(e, json_type_object) || json_object_object_length(e) != 2 ||
+                    !json_object_object_get_ex(e, "path", &p) || !json_object_object_get_ex(e, "install", &c) ||
+                    !json_object_is_type(p, json_type_string) || !json_object_is_type(c, json_type_string))
+                        return fail(ret_error, "%s", "\"requires\": each is {\"path\": …, \"install\": …}");
+                path = json_object_get_string(p);
+                cmd = json_object_get_string(c);
+                if (!path_is_normalized_absolute(path))
+                        return fail(ret_error, "\"requires\": '%.128s' is not an absolute, normalized path", path);
+                for (char **b = t->ro_binds; b && *b; b++)
+                        under = under || path_is_under(path, *b);
+                if (!under)
+                        return fail(ret_error, "\"requires\": %.128s is under none of \"ro_binds\"", path);
+                if (strlen(cmd) == 0 || strlen(cmd) > 512 || strpbrk(cmd, "\n\r\t"))
+                        return fail(ret_error, "%s", "\"requires\": \"install\" is one line of at most 512 characters");
+                r = strv_extend(&t->requires, path);
+                if (r >= 0)
+                        r = strv_extend(&t->requires, cmd);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -392,9 +441,25 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
                         r = json_u64(v, "DiskMax", &t->maxima.disk_default, ret_error);
                 if (r >= 0)
                         r = json_u64(v, "Timeout", &t->maxima.timeout_default, ret_error);
+                if (r >= 0)
+                        r = json_u64(v, "IdleTimeout", &t->idle_timeout_sec, ret_error);
+                if (r >= 0 && t->idle_timeout_sec > SANDBOX_LIFETIME_MAX_SEC)
+                        r = fail(ret_error, "\"limits\": IdleTimeout is at most %llu seconds",
+                                 (unsigned long long) SANDBOX_LIFETIME_MAX_SEC);
                 if (r < 0)
                         goto finish;
         }
+        if (json_object_object_get_ex(o, "idle_action", &v)) {
+                t->idle_action = idle_action_from_string(json_object_get_string(v));
+                if (!json_object_is_type(v, json_type_string) || t->idle_action < 0) {
+                        r = fail(ret_error, "%s", "\"idle_action\" must be \"destroy\", \"pause\" or \"hibernate\"");
+                        goto finish;
+                }
+                t->idle_action_set = true;
+        }
+        r = parse_requires(o, t, ret_error);
+        if (r < 0)
+                goto finish;
         /* The largest a caller may ask of this template (as sandboxd.conf [Limits]). */
         if (json_object_object_get_ex(o, "maxima", &v)) {
                 if (!json_object_is_type(v, json_type_object)) {

@@ -46,6 +46,13 @@ typedef struct Template {
         char **egress_allow;  /* EgressAllow=, EgressDeny= of its sandboxes unless asked otherwise */
         char **egress_deny;
         char **secrets;       /* Secrets= of its sandboxes unless asked otherwise (secret-store.h) */
+        /* "limits" IdleTimeout, "idle_action": its sandboxes' unless asked otherwise */
+        uint64_t idle_timeout_sec;
+        IdleAction idle_action;
+        bool idle_action_set;
+        /* "requires": host paths (under its ro_binds) that must exist for a sandbox to be
+         * made, each with the command that installs it: path, command, path, command, … */
+        char **requires;
 } Template;
 
 /* /dev/shm is a tmpfs of this many bytes unless the template says otherwise; its pages

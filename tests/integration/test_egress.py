@@ -31,7 +31,7 @@ _owned = False
 NET = '10.231.0'
 HOST_ADDR = f'{NET}.1'
 SERVER_ADDR = f'{NET}.2'
-NAMES = ['allowed.test', 'denied.test', 'other.test', 'www.wild.test', 'wild.test']
+NAMES = ['allowed.test', 'denied.test', 'other.test', 'www.wild.test', 'wild.test', 'api.anthropic.com']
 HOSTS = (f'{SERVER_ADDR} {" ".join(NAMES)}\n'
          f'{SERVER_ADDR} nocert.test\n'
          f'{SERVER_ADDR} xn--bcher-kva.allowed.test\n'
@@ -171,7 +171,9 @@ def _run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kw)
 
 
-class Egress(harness.SandboxTestCase):
+class EgressNetwork(harness.SandboxTestCase):
+    """The test network, server, names and proxy, for the tests here and those of
+    test_claude_code."""
     TEMPLATE = 'python'
 
     @classmethod
@@ -354,6 +356,48 @@ class Egress(harness.SandboxTestCase):
                                  for e in self.journal_entries(sid, since)]))
             time.sleep(0.3)
 
+    def recorded(self):
+        try:
+            with open(os.path.join(self.dir, 'requests.log')) as f:
+                return [json.loads(line) for line in f]
+        except FileNotFoundError:
+            return []
+
+    def assert_key_absent(self, sid, key):
+        """key in no environment, file or process memory of sandbox sid. The memory first: the
+        search inside gets the key on its standard input (never through the agent), and
+        says only what it found."""
+        self.assert_key_not_in_memory(sid, key)
+        cp = self.ok(self.exec(sid, 'sh', '-c', 'read -r k; cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | '
+                                                'grep -cF -- "$k"; grep -rlF -- "$k" /work /tmp /run /etc /dev/shm '
+                                                '2>/dev/null; true', input=key + '\n'))
+        self.assertEqual(cp.stdout, '0\n', 'the key in an environment or a file of the sandbox')
+
+    def assert_key_not_in_memory(self, sid, key):
+        pids = S.unit_pids(self.unit(sid))
+        self.assertTrue(pids)
+        needle = key.encode()
+        for pid in pids:
+            try:
+                maps = open(f'/proc/{pid}/maps').read().splitlines()
+                mem = open(f'/proc/{pid}/mem', 'rb')
+            except OSError:
+                continue
+            with mem:
+                for line in maps:
+                    addr, perms = line.split()[:2]
+                    if 'r' not in perms:
+                        continue
+                    lo, hi = (int(x, 16) for x in addr.split('-'))
+                    try:
+                        mem.seek(lo)
+                        data = mem.read(hi - lo)
+                    except (OSError, ValueError, OverflowError):
+                        continue
+                    self.assertFalse(needle in data, f'the key in the memory of {pid} ({line})')
+
+
+class Egress(EgressNetwork):
     # ---- tests -----------------------------------------------------------------------
 
     def test_allowlist(self):
@@ -420,13 +464,6 @@ class Egress(harness.SandboxTestCase):
         cp = self.ok(self.exec(sid, 'python3', '-c', SNI_CLIENT, 'allowed.test'))
         self.assertEqual(cp.stdout.splitlines()[-1], 'handshake')
 
-    def recorded(self):
-        try:
-            with open(os.path.join(self.dir, 'requests.log')) as f:
-                return [json.loads(line) for line in f]
-        except FileNotFoundError:
-            return []
-
     def test_header_injection(self):
         """Issue 32: a secret bound to allowed.test's x-api-key is added by the proxy, over
         TLS it ends with the sandbox's own CA and starts again to the server, verified; the
@@ -487,39 +524,6 @@ class Egress(harness.SandboxTestCase):
 
         # Nowhere in the sandbox: its environment, its files, its processes' memory.
         self.assert_key_absent(sid, key)
-
-    def assert_key_absent(self, sid, key):
-        """key in no environment, file or process memory of sandbox sid. The memory first: the
-        search inside gets the key on its standard input (never through the agent), and
-        says only what it found."""
-        self.assert_key_not_in_memory(sid, key)
-        cp = self.ok(self.exec(sid, 'sh', '-c', 'read -r k; cat /proc/[0-9]*/environ 2>/dev/null | tr "\\0" "\\n" | '
-                                                'grep -cF -- "$k"; grep -rlF -- "$k" /work /tmp /run /etc /dev/shm '
-                                                '2>/dev/null; true', input=key + '\n'))
-        self.assertEqual(cp.stdout, '0\n', 'the key in an environment or a file of the sandbox')
-
-    def assert_key_not_in_memory(self, sid, key):
-        pids = S.unit_pids(self.unit(sid))
-        self.assertTrue(pids)
-        needle = key.encode()
-        for pid in pids:
-            try:
-                maps = open(f'/proc/{pid}/maps').read().splitlines()
-                mem = open(f'/proc/{pid}/mem', 'rb')
-            except OSError:
-                continue
-            with mem:
-                for line in maps:
-                    addr, perms = line.split()[:2]
-                    if 'r' not in perms:
-                        continue
-                    lo, hi = (int(x, 16) for x in addr.split('-'))
-                    try:
-                        mem.seek(lo)
-                        data = mem.read(hi - lo)
-                    except (OSError, ValueError, OverflowError):
-                        continue
-                    self.assertFalse(needle in data, f'the key in the memory of {pid} ({line})')
 
     def test_usage_reported(self):
         """When the sandbox ends, what it moved through the proxy is in sandboxd's journal."""

@@ -119,6 +119,17 @@ static void test_parse_bad(void **state) {
         expect_bad("", "{\"ro_binds\":[\"/usr\"]}", "name");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_allow\":[\"not ok\"]}", "EgressAllow");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_deny\":[\"*.\"]}", "EgressDeny");
+        /* Issue 32: secrets, a required host path and how to install it, idle defaults. */
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"secrets\":[\"not ok\"]}", "Secrets");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"secrets\":[\"K\"],\"pool\":1}", "pool");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\",\"/opt/x\"],\"requires\":[{\"path\":\"/srv/y\",\"install\":\"i\"}]}",
+                   "ro_binds");
+        expect_bad("x", "{\"ro_binds\":[\"/opt/x\"],\"requires\":[{\"path\":\"/opt/x/../../etc/shadow\",\"install\":\"i\"}]}",
+                   "normalized");
+        expect_bad("x", "{\"ro_binds\":[\"/opt/x\"],\"requires\":[{\"path\":\"/opt/x/b\"}]}", "install");
+        expect_bad("x", "{\"ro_binds\":[\"/opt/x\"],\"requires\":[{\"path\":\"/opt/x/b\",\"install\":\"a\\nb\"}]}",
+                   "one line");
+        expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"idle_action\":\"sleep\"}", "idle_action");
         expect_bad("x", "{\"ro_binds\":[\"/usr\"],\"egress_allow\":\"pypi.org\"}", "egress_allow");
 }
 
@@ -254,6 +265,21 @@ static void test_shipped_templates(void **state) {
         assert_non_null(template_set_find(&set, "shell"));
         assert_non_null(template_set_find(&set, "python"));
         assert_non_null(template_set_find(&set, "node"));
+        /* claude-code: the CLI from the admin's install, its key added by the proxy. */
+        const Template *cc = template_set_find(&set, "claude-code");
+        assert_non_null(cc);
+        assert_true(strv_contains(cc->ro_binds, "/opt/sandboxd/claude-code"));
+        assert_string_equal(cc->requires[0], "/opt/sandboxd/claude-code/bin/claude");
+        assert_non_null(strstr(cc->requires[1], "npm install -g --prefix /opt/sandboxd/claude-code @anthropic-ai/claude-code"));
+        assert_string_equal(cc->egress_allow[0], "api.anthropic.com");
+        assert_null(cc->egress_allow[1]);
+        assert_string_equal(cc->secrets[0], "ANTHROPIC_API_KEY@api.anthropic.com:x-api-key");
+        assert_int_equal(cc->limits.memory_max, 2ULL << 30);
+        assert_int_equal(cc->maxima.disk_default, 5ULL << 30);
+        assert_int_equal(cc->limits.storage, STORAGE_DISK);
+        assert_true(cc->idle_action_set);
+        assert_int_equal(cc->idle_action, IDLE_ACTION_HIBERNATE);
+        assert_true(cc->idle_timeout_sec > 0);
         template_set_done(&set);
 }
 
