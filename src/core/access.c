@@ -67,6 +67,9 @@ static const struct {
         { "CloseStdin",            SANDBOX_OP_EXEC       },
         { "Follow",                SANDBOX_OP_EXEC       },
         { "ReadFile",              SANDBOX_OP_EXEC       },
+        /* Its ports (port.h): a connection is a way in, as an exec is. */
+        { "OpenPort",              SANDBOX_OP_EXEC       },
+        { "ListPorts",             SANDBOX_OP_EXEC       },
         { "WriteFile",             SANDBOX_OP_EXEC       },
         { "Upload",                SANDBOX_OP_EXEC       },
         { "Download",              SANDBOX_OP_EXEC       },

@@ -24,6 +24,7 @@
 
 typedef struct DestroyWaiter DestroyWaiter;
 typedef struct FileOp FileOp;
+typedef struct PortRequest PortRequest;
 typedef struct RecycleWaiter RecycleWaiter;
 /* Who a sandbox is for, beside its SandboxState (what it does). Only sandbox_set_custody()
  * changes it, along the transitions in sandbox.c, and each custody allows only some
@@ -177,6 +178,11 @@ struct Sandbox {
         FileOp *file_ops;
         Context *contexts;       /* code contexts (context.h), newest first */
         unsigned n_contexts;
+        /* Ports (port.h): the sandbox's network namespace once its agent handed it over
+         * (-EBADF before), the id of the "netns" asked for (0: none), requests. */
+        int netns_fd;
+        uint64_t netns_request;
+        PortRequest *port_requests;
         uint64_t next_exec_id;   /* ids of execs and file operations alike */
 
         sandbox_callback_t create_cb;

@@ -17,6 +17,7 @@
 #include "exec-persist.h"
 #include "labels.h"
 #include "log.h"
+#include "port.h"
 #include "sandbox-errors.h"
 #include "sandbox-internal.h"
 #include "sandbox-secrets.h"
@@ -351,6 +352,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
                 exec_free(s->execs);
         while (s->file_ops)
                 file_op_free(s->file_ops);
+        sandbox_ports_done(s, NULL);
         while (s->finished)
                 exec_free(s->finished);
         sandbox_waiters_free(&s->start_waiters);
@@ -400,6 +402,7 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
         s->manager = m;
         s->control_fd = -EBADF;
         s->egress_fd = -EBADF;
+        s->netns_fd = -EBADF;
         s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
         s->payload_ops = ops;
         s->payload_state = calloc(1, ops->state_size);
@@ -536,6 +539,7 @@ static void sandbox_finalize(Sandbox *s) {
                 exec_abort(s->execs, s->failure ?: "The sandbox was destroyed while the command ran.");
         while (s->file_ops)
                 file_op_abort(s->file_ops, s->failure ?: "The sandbox was destroyed during the file operation.");
+        sandbox_ports_done(s, NULL);
 
         if (s->payload_ops->done)
                 s->payload_ops->done(s);
@@ -845,6 +849,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         int error;
                         if (agent_parse_reset_result(msg, &id, &error) >= 0)
                                 recycle_on_agent_reset(s, id, error);
+                } else if (streq(type, "netns-result")) {
+                        uint64_t id;
+                        int error;
+                        if (agent_parse_netns_result(msg, &id, &error) >= 0)
+                                sandbox_ports_on_netns(s, id, error, n_fds > 0 ? TAKE_FD(fds[0]) : -EBADF);
                 } else if (streq(type, "file-result")) {
                         struct agent_file_result fr = {};
                         if (agent_parse_file_result(msg, &fr) >= 0)
@@ -1480,6 +1489,7 @@ void sandbox_abandon_callers(Sandbox *s, const SandboxError *error) {
                 exec_abandon_callers(e, error);
         while (s->file_ops)
                 file_op_fail(s->file_ops, error);
+        sandbox_ports_done(s, error);
         if ((cb = TAKE_PTR(s->pause_cb)))
                 cb(s, error, s->pause_userdata);
         if ((cb = TAKE_PTR(s->create_cb)))

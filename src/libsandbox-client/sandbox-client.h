@@ -207,6 +207,16 @@ const char *sandbox_property_signature(SandboxProperty p);
 const void *sandbox_status_field(const SandboxStatus *s, SandboxProperty p);
 int sandbox_handle_status(SandboxHandle *h, SandboxStatus *ret, SandboxClientError *error);
 
+/* Ports (docs/PORTS.md): a TCP connection to port of the sandbox's own loopback, opened by
+ * sandboxd inside it (*ret_fd: the caller's), and what listens there. */
+int sandbox_handle_open_port(SandboxHandle *h, uint16_t port, int *ret_fd, SandboxClientError *error);
+typedef struct SandboxPortInfo {
+        char *address;                  /* as bound: "127.0.0.1", "::", … */
+        uint16_t port;
+} SandboxPortInfo;
+void sandbox_port_info_array_free(SandboxPortInfo *a, size_t n);
+int sandbox_handle_list_ports(SandboxHandle *h, SandboxPortInfo **ret, size_t *ret_n, SandboxClientError *error);
+
 typedef struct SandboxTemplate {
         char *name;
         char *payload;

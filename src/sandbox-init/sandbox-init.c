@@ -358,6 +358,30 @@ static void reset_progress(struct agent *a) {
                 reset_finish(a, ETIMEDOUT);
 }
 
+/* The sandbox's network namespace, for sandboxd to open connections to its loopback in
+ * (OpenPort, ListPorts: docs/PORTS.md); opening it is all the agent does. */
+static void handle_netns(json_object *msg) {
+        _cleanup_close_ int fd = -EBADF;
+        json_object *reply;
+        int64_t id;
+        int error = 0, r;
+
+        if (agent_get_int64(msg, "id", &id) < 0)
+                return;
+        fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                error = errno;
+        reply = agent_msg_netns_result((uint64_t) id, error);
+        if (!reply)
+                die("Failed to build message", ENOMEM);
+        r = agent_send(AGENT_CONTROL_FD, reply, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+        json_object_put(reply);
+        if (r == -EPIPE || r == -ECONNRESET)
+                exit(EXIT_SUCCESS);
+        if (r < 0)
+                die("Failed to send message", -r);
+}
+
 static void handle_reset(struct agent *a, json_object *msg) {
         int64_t id;
         int r;
@@ -402,6 +426,8 @@ static void handle_message(struct agent *a) {
                         handle_file(a, msg, fds, n_fds);
                 else if (streq(type, "reset"))
                         handle_reset(a, msg);
+                else if (streq(type, "netns"))
+                        handle_netns(msg);
                 else if (streq(type, "stderr") && n_fds == 1)
                         /* A new sandboxd's pipe: where our complaints go from now on. */
                         (void) dup2(fds[0], STDERR_FILENO);

@@ -33,6 +33,7 @@
 #include "sandboxctl-fleet.h"
 #include "sandboxctl-history.h"
 #include "sandboxctl-observe.h"
+#include "sandboxctl-ports.h"
 #include "sandboxctl-process.h"
 #include "sandboxctl-snapshots.h"
 #include "sandboxctl-util.h"
@@ -218,6 +219,11 @@ static int help(void) {
                "  secret list                 List the names of your secrets\n"
                "  secret remove NAME          Remove a secret\n"
                "  pool                        Show the warm pool of each template that has one\n"
+               "  ports ID                    Show what listens on TCP inside a sandbox\n"
+               "  port-forward ID PORT [LOCAL]\n"
+               "                              Listen on LOCAL (a socket path, or [ADDR:]PORT;\n"
+               "                              default 127.0.0.1:PORT) and connect each client\n"
+               "                              to PORT of the sandbox's loopback\n"
                "  template-create NAME FILE|- Create or replace a template from its JSON\n"
                "  template-remove NAME...     Remove templates (a shipped one stays)\n"
                "  history [ID] [--since=TIME] [--limit=N]\n"
@@ -1338,6 +1344,14 @@ static int verb_logs(int argc, char *argv[], SandboxClient *c) {
         return logs_show(c, argv[1], (unsigned) lines, follow, arg_json);
 }
 
+static int verb_ports(int argc, char *argv[], SandboxClient *c) {
+        return ports_show(c, argv[1], arg_json);
+}
+
+static int verb_port_forward(int argc, char *argv[], SandboxClient *c) {
+        return port_forward(c, argv[1], argv[2], argc > 3 ? argv[3] : NULL);
+}
+
 static int verb_pool(int argc, char *argv[], SandboxClient *c) {
         return pools_show(c, arg_json);
 }
@@ -1617,6 +1631,8 @@ static const Verb verbs[] = {
         { "secret",    2, 3,        0,                      false, true,  verb_secret },
         { "logs",      2, 2,        OPT_LINES|OPT_FOLLOW,   false, true,  verb_logs      },
         { "pool",      1, 1,        0,                      false, true,  verb_pool      },
+        { "ports",     2, 2,        0,                      false, true,  verb_ports     },
+        { "port-forward", 3, 4,     0,                      false, true,  verb_port_forward },
         { "template-create", 3, 3,  0,                      false, true,  verb_template_create },
         { "template-remove", 2, ARGS_ANY, 0,                false, true,  verb_template_remove },
         { "history",   1, 2,        OPT_SINCE|OPT_LIMIT,    false, true,  verb_history   },

@@ -738,6 +738,8 @@ int varlink_frontend_setup(VarlinkFrontend *f) {
                 r = snapshot_varlink_bind(f);
         if (r >= 0)
                 r = context_varlink_bind(f);
+        if (r >= 0)
+                r = sandbox_ports_varlink_bind(f);
         if (r < 0)
                 return r;
         return varlink_server_attach_event(f->server, f->event, SD_EVENT_PRIORITY_NORMAL);

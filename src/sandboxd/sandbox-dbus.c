@@ -487,6 +487,14 @@ static const sd_bus_vtable sandbox_vtable[] = {
                                 SD_BUS_NO_ARGS,
                                 SD_BUS_RESULT("a{sv}", metrics),
                                 method_sandbox_get_metrics, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("OpenPort",
+                                SD_BUS_ARGS("u", port),
+                                SD_BUS_RESULT("h", connection),
+                                method_sandbox_port, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("ListPorts",
+                                SD_BUS_NO_ARGS,
+                                SD_BUS_RESULT("a(sq)", ports),
+                                method_sandbox_port, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END
 };
 

@@ -87,6 +87,9 @@ int method_list_snapshots(sd_bus_message *m, void *userdata, sd_bus_error *error
  * RemoveContext. */
 int method_sandbox_context(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
+/* sandbox-ports-dbus.c: Sandbox.OpenPort, Sandbox.ListPorts. */
+int method_sandbox_port(sd_bus_message *m, void *userdata, sd_bus_error *error);
+
 /* sandbox-processes-dbus.c */
 int method_sandbox_start(sd_bus_message *m, void *userdata, sd_bus_error *error);
 int method_sandbox_process(sd_bus_message *m, void *userdata, sd_bus_error *error);

@@ -53,6 +53,8 @@ int observe_varlink_bind(VarlinkFrontend *f);
 int snapshot_varlink_bind(VarlinkFrontend *f);
 /* context-varlink.c */
 int context_varlink_bind(VarlinkFrontend *f);
+/* sandbox-ports-varlink.c */
+int sandbox_ports_varlink_bind(VarlinkFrontend *f);
 
 /* ListSandboxes', ListExecutions' and ListPools' access: without "manage" (asked without
  * interaction) a caller sees its own only; root sees all. */
@@ -85,6 +87,7 @@ typedef struct SandboxArgs {
         uint64_t stderr_offset;
         uint64_t depth;
         uint32_t lines;
+        uint32_t port;                /* OpenPort */
         bool follow;
         int32_t signal;
         bool parents;

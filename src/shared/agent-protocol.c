@@ -310,6 +310,27 @@ json_object *agent_msg_ready(void) {
         return TAKE_PTR(obj);
 }
 
+json_object *agent_msg_netns(uint64_t id) {
+        _cleanup_json_ json_object *obj = agent_msg_new("netns");
+
+        if (!obj || json_add_u64(obj, "id", id) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+json_object *agent_msg_netns_result(uint64_t id, int error) {
+        _cleanup_json_ json_object *obj = agent_msg_new("netns-result");
+
+        if (!obj || json_add_u64(obj, "id", id) < 0 || json_add(obj, "errno", json_object_new_int64(error)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_netns_result(json_object *obj, uint64_t *ret_id, int *ret_error) {
+        /* The same fields as reset-result. */
+        return agent_parse_reset_result(obj, ret_id, ret_error);
+}
+
 json_object *agent_msg_exit(const struct agent_exit *e) {
         _cleanup_json_ json_object *obj = agent_msg_new("exit");
 

@@ -113,6 +113,12 @@
  *   {"type":"stderr"}   + fds [err]: the agent's stderr from now on (no reply; an
  *       agent that does not know it ignores it, as any type it does not know).
  *
+ * Ports (version 3, docs/PORTS.md): sandboxd opens connections to the sandbox's loopback
+ * from inside its network namespace, which the agent hands over:
+ *   {"type":"netns","id":N}
+ *   agent -> daemon {"type":"netns-result","id":N,"errno":E}   + fds [netns]: the agent's
+ *       /proc/self/ns/net (none when E is not 0). An older agent does not answer.
+ *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
  * executed) or 125 (setup failed), as env(1) does.
@@ -158,6 +164,10 @@ int agent_get_strv(json_object *obj, const char *key, char ***ret);
 json_object *agent_msg_exec(uint64_t id, char * const *argv, char * const *env, const char *cwd);
 json_object *agent_msg_kill(uint64_t id, int sig);
 json_object *agent_msg_ready(void);
+json_object *agent_msg_netns(uint64_t id);
+json_object *agent_msg_netns_result(uint64_t id, int error);
+/* netns-result's id and errno. */
+int agent_parse_netns_result(json_object *obj, uint64_t *ret_id, int *ret_error);
 
 struct agent_exit {
         uint64_t id;

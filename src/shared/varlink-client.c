@@ -100,6 +100,10 @@ VarlinkClient *varlink_client_unref(VarlinkClient *c) {
         return mfree(c);
 }
 
+size_t varlink_client_take_fds(VarlinkClient *c, int *fds, size_t max) {
+        return varlink_stream_take_fds(&c->stream, fds, max);
+}
+
 void varlink_client_set_timeout(VarlinkClient *c, uint64_t usec) {
         c->timeout_usec = usec;
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "macro.h"
 #include "json-util.h"
@@ -47,7 +48,18 @@ static void buffer_done(VarlinkBuffer *b) {
         *b = (VarlinkBuffer) {};
 }
 
+static void fd_batches_done(VarlinkStream *s) {
+        for (size_t i = 0; i < s->n_fd_batches; i++)
+                for (size_t j = 0; j < s->fd_batches[i].n_fds; j++)
+                        safe_close(s->fd_batches[i].fds[j]);
+        s->n_fd_batches = 0;
+        for (size_t i = 0; i < s->n_input_fds; i++)
+                safe_close(s->input_fds[i]);
+        s->n_input_fds = 0;
+}
+
 void varlink_stream_done(VarlinkStream *s) {
+        fd_batches_done(s);
         s->fd = safe_close(s->fd);
         buffer_done(&s->input);
         buffer_done(&s->output);
@@ -129,9 +141,38 @@ ssize_t varlink_stream_read(VarlinkStream *s) {
                 return shift;
         s->input_scanned -= (size_t) shift;
 
-        n = recv(s->fd, s->input.data + s->input.end, VARLINK_STREAM_READ_SIZE, MSG_DONTWAIT);
+        struct iovec iov = { s->input.data + s->input.end, VARLINK_STREAM_READ_SIZE };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int) * VARLINK_STREAM_FDS_MAX)];
+        } control;
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = sizeof(control),
+        };
+        bool too_many = false;
+
+        n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                int *fds = (int *) CMSG_DATA(c);
+                for (size_t i = 0; i < k; i++) {
+                        if (s->n_input_fds < VARLINK_STREAM_FDS_MAX)
+                                s->input_fds[s->n_input_fds++] = fds[i];
+                        else {
+                                safe_close(fds[i]);
+                                too_many = true;
+                        }
+                }
+        }
+        if (too_many || (mh.msg_flags & MSG_CTRUNC))
+                return -EMSGSIZE;
         s->input.end += (size_t) n;
         if (s->oversized)
                 return input_discard(s, (size_t) n);
@@ -184,7 +225,49 @@ int varlink_stream_enqueue(VarlinkStream *s, json_object *m) {
                 return (int) shift;
         memcpy(s->output.data + s->output.end, text, size + 1);
         s->output.end += size + 1;
+        s->output_enqueued += size + 1;
         return 0;
+}
+
+int varlink_stream_enqueue_with_fds(VarlinkStream *s, json_object *m, const int *fds, size_t n_fds) {
+        size_t b = s->n_fd_batches;
+        uint64_t offset = s->output_enqueued;
+        int r;
+
+        if (n_fds == 0)
+                return varlink_stream_enqueue(s, m);
+        if (n_fds > VARLINK_STREAM_FDS_MAX)
+                return -EINVAL;
+        if (b >= VARLINK_STREAM_FD_BATCHES_MAX)
+                return -EBUSY;
+        s->fd_batches[b].offset = offset;
+        s->fd_batches[b].n_fds = 0;
+        for (size_t i = 0; i < n_fds; i++) {
+                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+                if (fd < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+                s->fd_batches[b].fds[s->fd_batches[b].n_fds++] = fd;
+        }
+        r = varlink_stream_enqueue(s, m);
+        if (r >= 0) {
+                s->n_fd_batches++;
+                return 0;
+        }
+fail:
+        for (size_t i = 0; i < s->fd_batches[b].n_fds; i++)
+                safe_close(s->fd_batches[b].fds[i]);
+        return r;
+}
+
+size_t varlink_stream_take_fds(VarlinkStream *s, int *fds, size_t max) {
+        size_t n = MIN(max, s->n_input_fds);
+
+        memcpy(fds, s->input_fds, n * sizeof(int));
+        memmove(s->input_fds, s->input_fds + n, (s->n_input_fds - n) * sizeof(int));
+        s->n_input_fds -= n;
+        return n;
 }
 
 ssize_t varlink_stream_write(VarlinkStream *s) {
@@ -193,10 +276,46 @@ ssize_t varlink_stream_write(VarlinkStream *s) {
         if (s->output.start == s->output.end)
                 return 0;
 
-        n = send(s->fd, s->output.data + s->output.start, s->output.end - s->output.start,
-                 MSG_DONTWAIT | MSG_NOSIGNAL);
+        size_t len = s->output.end - s->output.start;
+        struct iovec iov = { s->output.data + s->output.start, len };
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int) * VARLINK_STREAM_FDS_MAX)];
+        } control = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        bool with_fds = false;
+
+        if (s->n_fd_batches > 0) {
+                /* A batch's descriptors go with its message's first byte: what comes before
+                 * it is sent without them first. */
+                uint64_t at = s->fd_batches[0].offset;
+                if (at > s->output_written)
+                        iov.iov_len = MIN(len, (size_t) (at - s->output_written));
+                else {
+                        struct cmsghdr *c;
+
+                        mh.msg_control = &control;
+                        mh.msg_controllen = CMSG_SPACE(sizeof(int) * s->fd_batches[0].n_fds);
+                        c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(int) * s->fd_batches[0].n_fds);
+                        memcpy(CMSG_DATA(c), s->fd_batches[0].fds, sizeof(int) * s->fd_batches[0].n_fds);
+                        with_fds = true;
+                        if (s->n_fd_batches > 1)
+                                iov.iov_len = MIN(len, (size_t) (s->fd_batches[1].offset - s->output_written));
+                }
+        }
+        n = sendmsg(s->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        if (with_fds) {
+                for (size_t i = 0; i < s->fd_batches[0].n_fds; i++)
+                        safe_close(s->fd_batches[0].fds[i]);
+                memmove(s->fd_batches, s->fd_batches + 1, (s->n_fd_batches - 1) * sizeof(s->fd_batches[0]));
+                s->n_fd_batches--;
+        }
+        s->output_written += (size_t) n;
         s->output.start += (size_t) n;
         if (s->output.start == s->output.end)
                 buffer_emptied(&s->output);

@@ -28,6 +28,11 @@
 /* Nesting depth json-c accepts in a message: deep enough for any real interface, shallow
  * enough that json-c's recursive serialiser and destructor stay cheap. */
 #define VARLINK_STREAM_DEPTH_MAX 64
+/* Descriptors (SCM_RIGHTS) a message may carry, and a stream may hold received and not yet
+ * taken; more received at once are closed and the stream fails (-EMSGSIZE). */
+#define VARLINK_STREAM_FDS_MAX 8U
+/* Messages with descriptors queued for output at once. */
+#define VARLINK_STREAM_FD_BATCHES_MAX 8U
 
 /* Bytes [start, end) of data are pending; allocated is data's size. */
 typedef struct VarlinkBuffer {
@@ -50,6 +55,20 @@ typedef struct VarlinkStream {
         bool discarding;
 
         VarlinkBuffer output;
+
+        /* Descriptors passed with a message (sandboxd-api(7): OpenPort's reply): each
+         * batch is sent with the first byte of its message, at output_offset (bytes
+         * enqueued since the start, as output_written counts what went out). */
+        uint64_t output_enqueued, output_written;
+        struct {
+                uint64_t offset;
+                int fds[VARLINK_STREAM_FDS_MAX];
+                size_t n_fds;
+        } fd_batches[VARLINK_STREAM_FD_BATCHES_MAX];
+        size_t n_fd_batches;
+        /* Received, in order, until taken (varlink_stream_take_fds()). */
+        int input_fds[VARLINK_STREAM_FDS_MAX];
+        size_t n_input_fds;
 } VarlinkStream;
 
 /* Takes fd (a connected stream socket, made non-blocking and close-on-exec here). */
@@ -80,6 +99,14 @@ static inline size_t varlink_stream_input_size(const VarlinkStream *s) {
 /* Serialises m and appends it, with its NUL, to the output. -EMSGSIZE if it is larger than
  * message_size_max (nothing appended), -ENOMEM. */
 int varlink_stream_enqueue(VarlinkStream *s, json_object *m);
+
+/* As varlink_stream_enqueue(), with copies of fds sent along (SCM_RIGHTS, with the
+ * message's first byte). -EBUSY when VARLINK_STREAM_FD_BATCHES_MAX wait already. */
+int varlink_stream_enqueue_with_fds(VarlinkStream *s, json_object *m, const int *fds, size_t n_fds);
+
+/* The descriptors received so far, in order (taken: the caller closes them); a peer sends
+ * them with the message that is about them, so the owner takes them when it reads that. */
+size_t varlink_stream_take_fds(VarlinkStream *s, int *fds, size_t max);
 
 /* One send() of what is pending (MSG_NOSIGNAL: a gone peer is -EPIPE, never SIGPIPE): the
  * number of bytes written (> 0), 0 if nothing was pending, -EAGAIN, or another -errno. */

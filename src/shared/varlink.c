@@ -510,8 +510,8 @@ int varlink_call_get_peer_pidfd(VarlinkCall *call) {
         return call->connection->pidfd >= 0 ? call->connection->pidfd : -ENODATA;
 }
 
-/* Queues message m for call; final: it is the call's last. */
-static int call_send(VarlinkCall *call, json_object *m, bool final) {
+/* Queues message m for call, with copies of fds; final: it is the call's last. */
+static int call_send_fds(VarlinkCall *call, json_object *m, bool final, const int *fds, size_t n_fds) {
         VarlinkConnection *c = call->connection;
         int r;
 
@@ -522,7 +522,7 @@ static int call_send(VarlinkCall *call, json_object *m, bool final) {
         if (call->flags & VARLINK_CALL_ONEWAY)
                 return 0;
 
-        r = varlink_stream_enqueue(&c->stream, m);
+        r = varlink_stream_enqueue_with_fds(&c->stream, m, fds, n_fds);
         if (r < 0)
                 return r;
         connection_schedule(c);
@@ -535,7 +535,11 @@ static int call_send(VarlinkCall *call, json_object *m, bool final) {
         return 0;
 }
 
-static int call_send_reply(VarlinkCall *call, json_object *parameters, bool continues) {
+static int call_send(VarlinkCall *call, json_object *m, bool final) {
+        return call_send_fds(call, m, final, NULL, 0);
+}
+
+static int call_send_reply(VarlinkCall *call, json_object *parameters, bool continues, const int *fds, size_t n_fds) {
         _cleanup_json_ json_object *m = json_object_new_object();
         int r;
 
@@ -551,17 +555,21 @@ static int call_send_reply(VarlinkCall *call, json_object *parameters, bool cont
                 if (r < 0)
                         return r;
         }
-        return call_send(call, m, !continues);
+        return call_send_fds(call, m, !continues, fds, n_fds);
 }
 
 int varlink_call_reply(VarlinkCall *call, json_object *parameters) {
-        return call_send_reply(call, parameters, false);
+        return call_send_reply(call, parameters, false, NULL, 0);
+}
+
+int varlink_call_reply_with_fds(VarlinkCall *call, json_object *parameters, const int *fds, size_t n_fds) {
+        return call_send_reply(call, parameters, false, fds, n_fds);
 }
 
 int varlink_call_notify(VarlinkCall *call, json_object *parameters) {
         if (!call->done && !(call->flags & (VARLINK_CALL_MORE | VARLINK_CALL_ONEWAY)))
                 return -EPROTO;
-        return call_send_reply(call, parameters, true);
+        return call_send_reply(call, parameters, true, NULL, 0);
 }
 
 int varlink_call_error(VarlinkCall *call, const char *error, json_object *parameters) {

@@ -196,6 +196,9 @@ VarlinkServer *varlink_call_get_server(VarlinkCall *call);
  * -ENOBUFS if the peer has not read past output_buffer_max (the connection is being
  * closed); -EINVAL if parameters is not an object. */
 int varlink_call_reply(VarlinkCall *call, json_object *parameters);
+/* The same, with copies of fds passed along (SCM_RIGHTS); the reply's parameters say
+ * which is which by index. */
+int varlink_call_reply_with_fds(VarlinkCall *call, json_object *parameters, const int *fds, size_t n_fds);
 /* A reply with "continues": only for a call made with "more" (-EPROTO otherwise, nothing
  * sent: a method that streams should answer ExpectedMore when "more" is missing).
  * Otherwise as varlink_call_reply(), and the call stays open. */
@@ -237,6 +240,10 @@ typedef struct VarlinkClient VarlinkClient;
  * parameters NULL. The return value is ignored. */
 typedef int (*varlink_reply_t)(VarlinkClient *c, json_object *parameters, const char *error,
                                VarlinkReplyFlags flags, void *userdata);
+
+/* In a reply callback: the descriptors that came with the reply (and any before it not
+ * taken), at most max, in order; the caller owns them. */
+size_t varlink_client_take_fds(VarlinkClient *c, int *fds, size_t max);
 
 #define VARLINK_CLIENT_TIMEOUT_USEC_DEFAULT (60U * 1000000U)
 

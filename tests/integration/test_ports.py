@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Issue 33, ports: a server on a sandbox's own loopback reached by its owner, and no one
+else: OpenPort over D-Bus (sandboxctl port-forward, with curl) and varlink (the descriptor
+passed with the reply), ListPorts on every face, sandboxd-http's /ports/ proxy for HTTP
+(streamed: the first bytes before the response ends) and WebSocket (python3-websockets'
+echo server inside, its client outside), another tenant refused, another sandbox unable to
+reach it, and the sandbox still without a route out.
+
+Run through tests/integration/run.py, or: python3 tests/integration/run.py test_ports
+"""
+
+import array
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+
+S = None
+_owned = False
+BRIDGE = None
+E = 'io.sandboxd.Sandbox1.'
+V = 'io.sandboxd.Sandbox.'
+
+# A server that streams: its first line at once, the last one a second later.
+STREAMER = r'''
+import http.server, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def do_GET(self):
+        if self.path.startswith('/slow'):
+            self.send_response(200)
+            self.send_header('Content-Type', 'text/plain')
+            self.send_header('Transfer-Encoding', 'chunked')
+            self.end_headers()
+            for part in (b'first\n', b'second\n'):
+                self.wfile.write(b'%x\r\n%s\r\n' % (len(part), part))
+                self.wfile.flush()
+                time.sleep(1.5)
+            self.wfile.write(b'0\r\n\r\n')
+            return
+        body = ('path=%s query-ok\n' % self.path).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(body)))
+        self.send_header('X-From-Sandbox', 'yes')
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        n = int(self.headers.get('Content-Length', 0))
+        body = self.rfile.read(n)
+        self.send_response(201)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[::-1])
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(('127.0.0.1', 8000), H).serve_forever()
+'''
+
+ECHO = r'''
+import asyncio, websockets
+async def echo(ws):
+    async for m in ws:
+        await ws.send(m)
+async def main():
+    async with websockets.serve(echo, '127.0.0.1', 8765, max_size=None):
+        await asyncio.Future()
+asyncio.run(main())
+'''
+
+
+def setUpModule():
+    global S, _owned, BRIDGE
+    S, _owned = harness.module_setup()
+    BRIDGE = harness.Bridge(S, {'alice': 'alice', 'bob': 'bob'})
+
+
+def tearDownModule():
+    if BRIDGE:
+        BRIDGE.stop()
+    harness.module_teardown(_owned)
+
+
+def varlink_open_port(sid, port):
+    """OpenPort over varlink, as a raw client: (the reply, the descriptor or None)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.connect(S.path(harness.VARLINK_SOCKET))
+        c.sendall(json.dumps({'method': V + 'OpenPort', 'parameters': {'id': sid, 'port': port}}).encode() + b'\0')
+        data, fds = b'', []
+        while not data.endswith(b'\0'):
+            msg, anc, _flags, _addr = c.recvmsg(65536, socket.CMSG_SPACE(4 * 8))
+            if not msg:
+                break
+            data += msg
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    a = array.array('i')
+                    a.frombytes(payload[:len(payload) - len(payload) % 4])
+                    fds.extend(a)
+        return json.loads(data[:-1]), (fds[0] if fds else None)
+
+
+class Ports(harness.SandboxTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sid = S.sandboxctl('create', '--template', 'python', timeout=120).stdout.strip()
+        for code in (STREAMER, ECHO):
+            cp = S.sandboxctl('start', cls.sid, '--', 'python3', '-c', code, timeout=60)
+            assert cp.returncode == 0, cp.stderr
+        deadline = time.monotonic() + 30
+        while True:
+            cp = S.sandboxctl('ports', '--json', cls.sid, timeout=60)
+            ports = {p['port'] for p in json.loads(cp.stdout or '[]')} if cp.returncode == 0 else set()
+            if {8000, 8765} <= ports:
+                break
+            assert time.monotonic() < deadline, f'the servers did not come up: {cp.stdout} {cp.stderr}'
+            time.sleep(0.2)
+
+    @classmethod
+    def tearDownClass(cls):
+        S.sandboxctl('destroy', cls.sid, timeout=120)
+
+    def test_list_ports(self):
+        rows = json.loads(self.ok(self.ctl('ports', '--json', self.sid)).stdout)
+        self.assertIn({'address': '127.0.0.1', 'port': 8000}, rows)
+        self.assertIn({'address': '127.0.0.1', 'port': 8765}, rows)
+        cp = self.ok(self.ctl('ports', self.sid))
+        self.assertRegex(cp.stdout, r'127\.0\.0\.1\s+8000')
+        replies, error, _ = S.varlink_call('ListPorts', {'id': self.sid})
+        self.assertIsNone(error)
+        self.assertIn({'address': '127.0.0.1', 'port': 8000}, replies[0]['ports'])
+
+    def test_varlink_open_port(self):
+        reply, fd = varlink_open_port(self.sid, 8000)
+        self.assertEqual(reply.get('parameters'), {'fd': 0}, reply)
+        self.assertIsNotNone(fd)
+        with socket.socket(fileno=fd) as s:
+            s.sendall(b'GET /direct HTTP/1.0\r\n\r\n')
+            data = b''
+            while chunk := s.recv(65536):
+                data += chunk
+        self.assertIn(b'path=/direct', data)
+        reply, fd = varlink_open_port(self.sid, 8001)
+        self.assertEqual(reply.get('error'), V + 'NoSuchProcess', reply)
+        self.assertIsNone(fd)
+        reply, fd = varlink_open_port(self.sid, 70000)
+        self.assertEqual(reply.get('error'), V + 'InvalidOption', reply)
+
+    def test_port_forward(self):
+        p = self.popen_ctl('port-forward', self.sid, '8000', '127.0.0.1:0')
+        address = p.stdout.readline().decode().strip()
+        self.assertRegex(address, r'^127\.0\.0\.1:\d+$')
+        for i in range(3):   # each connection a fresh one into the sandbox
+            cp = subprocess.run(['curl', '-sS', '--max-time', '20', f'http://{address}/fwd{i}'], capture_output=True,
+                                text=True, timeout=30)
+            self.assertEqual(cp.stdout, f'path=/fwd{i} query-ok\n', cp.stderr)
+        # A unix socket listener too.
+        path = os.path.join(S.workdir, f'fwd-{os.getpid()}.sock')
+        q = self.popen_ctl('port-forward', self.sid, '8000', path)
+        self.assertEqual(q.stdout.readline().decode().strip(), path)
+        cp = subprocess.run(['curl', '-sS', '--max-time', '20', '--unix-socket', S.path(path), 'http://x/unix'],
+                            capture_output=True, text=True, timeout=30)
+        self.assertEqual(cp.stdout, 'path=/unix query-ok\n', cp.stderr)
+
+    def test_other_sandbox_cannot_reach(self):
+        other = self.create(template='python')
+        cp = self.exec(other, 'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8000), 3)')
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn('ConnectionRefused', cp.stderr)
+        # And the sandbox itself still has no route out.
+        cp = self.exec(self.sid, 'python3', '-c', 'import socket; socket.create_connection(("192.0.2.1", 80), 3)')
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertRegex(cp.stderr, 'unreachable|Network is unreachable')
+
+
+if __name__ == '__main__':
+    unittest.main(verbosity=2)
