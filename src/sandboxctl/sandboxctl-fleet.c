@@ -3,7 +3,8 @@
 /* sandboxctl fleet: a fleet of sandboxd nodes behind HAProxy (docs/SCALE-OUT.md).
  *
  *   sandboxctl fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM]
- *                                   [--agent-port PORT] [--tenant-affinity] NODE=HOST:PORT…
+ *                                   [--agent-port PORT] [--tenant-affinity]
+ *                                   [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…
  *   sandboxctl fleet drain | undrain | draining
  *
  * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
@@ -26,6 +27,7 @@
 #include "macro.h"
 #include "sandboxctl-fleet.h"
 #include "sandboxctl-util.h"
+#include "strv.h"
 
 #define FLEET_DRAIN_FILE "/run/sandboxd/drain"
 #define FLEET_AGENT_PORT_DEFAULT 8348U
@@ -63,7 +65,8 @@ static const char node_unavailable_http[] =
         "\"message\": \"The node that holds this sandbox is not answering.\"}}\n";
 
 int fleet_haproxy_config(FILE *f, const char *dir, const char *bind, const char *cert, unsigned agent_port,
-                         bool tenant_affinity, const FleetNodeSpec *nodes, size_t n_nodes) {
+                         bool tenant_affinity, const FleetNodeSpec *nodes, size_t n_nodes,
+                         const char *database_bind, char *const *databases, size_t n_databases) {
         const char *ssl = cert ? " ssl crt " : "";
 
         fprintf(f,
@@ -136,6 +139,27 @@ int fleet_haproxy_config(FILE *f, const char *dir, const char *bind, const char 
                         "    option httpchk GET /healthz\n"
                         "    server node%02x %s check inter 1s fall 2 rise 1\n",
                         nodes[i].number, nodes[i].number, nodes[i].address);
+        if (n_databases > 0) {
+                fprintf(f,
+                        "\n"
+                        "# The records' database (a Galera cluster): every node's recorder (sandboxd.conf\n"
+                        "# MariaDBHost=, MariaDBPort=) writes here; one database node at a time takes the\n"
+                        "# writes (balance first: no certification conflicts), the next when it is gone.\n"
+                        "# The check logs in as haproxy_check (CREATE USER 'haproxy_check'@'%%': no password,\n"
+                        "# no privileges): a bare TCP check would count as a connection error each time and\n"
+                        "# get the proxy's address blocked (max_connect_errors).\n"
+                        "listen mariadb\n"
+                        "    bind %s\n"
+                        "    mode tcp\n"
+                        "    option tcpka\n"
+                        "    option mysql-check user haproxy_check post-41\n"
+                        "    balance first\n"
+                        "    retries 2\n"
+                        "    option redispatch 1\n",
+                        database_bind);
+                for (size_t i = 0; i < n_databases; i++)
+                        fprintf(f, "    server db%zu %s check inter 1s fall 2 rise 2\n", i + 1, databases[i]);
+        }
         fputs("\n"
               "backend no-such-node\n"
               "    http-request return status 404 content-type application/json string "
@@ -165,6 +189,8 @@ static int verb_haproxy_config(int argc, char *argv[]) {
                 { "cert",       required_argument, NULL, 'c' },
                 { "agent-port", required_argument, NULL, 'a' },
                 { "tenant-affinity", no_argument,  NULL, 't' },
+                { "database",   required_argument, NULL, 'D' },
+                { "database-bind", required_argument, NULL, 'B' },
                 {}
         };
         const char *dir = FLEET_DIR_DEFAULT, *bind = NULL, *cert = NULL;
@@ -173,6 +199,8 @@ static int verb_haproxy_config(int argc, char *argv[]) {
         unsigned long agent_port = FLEET_AGENT_PORT_DEFAULT;
         size_t n = 0, size = 0;
         bool tenant_affinity = false;
+        _cleanup_strv_free_ char **databases = NULL;
+        const char *database_bind = "127.0.0.1:3306";
         FILE *f;
         char *end;
         int c, r;
@@ -191,6 +219,17 @@ static int verb_haproxy_config(int argc, char *argv[]) {
                         break;
                 case 't':
                         tenant_affinity = true;
+                        break;
+                case 'D':
+                        if (!strchr(optarg, ':') || strpbrk(optarg, " \t\n#'\"\\"))
+                                return log_error("Invalid --database '%s', expected HOST:PORT.", optarg);
+                        if (strv_extend(&databases, optarg) < 0)
+                                return log_oom();
+                        break;
+                case 'B':
+                        if (!strchr(optarg, ':') || strpbrk(optarg, " \t\n#'\"\\"))
+                                return log_error("Invalid --database-bind '%s', expected ADDR:PORT.", optarg);
+                        database_bind = optarg;
                         break;
                 case 'a':
                         errno = 0;
@@ -244,7 +283,8 @@ static int verb_haproxy_config(int argc, char *argv[]) {
         f = fopen(path, "we");
         if (!f)
                 return log_error_errno(errno, "Cannot write %s: %m", path);
-        r = fleet_haproxy_config(f, dir, bind, cert, (unsigned) agent_port, tenant_affinity, nodes, n);
+        r = fleet_haproxy_config(f, dir, bind, cert, (unsigned) agent_port, tenant_affinity, nodes, n, database_bind,
+                                 databases, strv_length(databases));
         if (fclose(f) != 0 && r >= 0)
                 r = -errno;
         if (r < 0)
@@ -275,7 +315,7 @@ static int verb_drain(const char *verb) {
 int fleet_main(int argc, char *argv[]) {
         if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 printf("%1$s fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM] [--agent-port PORT] "
-                       "[--tenant-affinity] NODE=HOST:PORT…\n"
+                       "[--tenant-affinity] [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…\n"
                        "%1$s fleet drain | undrain | draining\n", program_invocation_short_name);
                 return argc < 2 ? -EINVAL : 0;
         }
