@@ -139,6 +139,7 @@ struct Sandbox {
         sd_event_source *idle_source;
         sd_event_source *finalize_source;
         uint64_t deadline_realtime;
+        uint64_t lifetime_left_usec;  /* paused: what was left of the lifetime (it does not run) */
 
         const char *pause_method;     /* while paused: "freeze" or "sigstop" */
         bool pause_pending;           /* a (un)freeze is in flight */

@@ -49,6 +49,7 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             add_u64(o, "host_uid", st->host_uid) < 0 ||
             add_u64(o, "created_at", st->created_at) < 0 ||
             add_u64(o, "deadline_realtime", st->deadline_realtime) < 0 ||
+            (st->lifetime_left_usec > 0 && add_u64(o, "lifetime_left_usec", st->lifetime_left_usec) < 0) ||
             add_u64(o, "payload_pid", (uint64_t) st->payload_pid) < 0 ||
             (st->pause_method && json_add(o, "pause_method", json_object_new_string(st->pause_method)) < 0) ||
             (st->cgroup && json_add(o, "cgroup", json_object_new_string(st->cgroup)) < 0) ||
@@ -179,6 +180,8 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
             get_u64(o, "payload_pid", &pid) < 0 || pid > INT32_MAX ||
             get_u64(o, "created_at", &st.created_at) < 0 ||
             get_u64(o, "deadline_realtime", &st.deadline_realtime) < 0 ||
+            (json_object_object_get_ex(o, "lifetime_left_usec", NULL) &&
+             get_u64(o, "lifetime_left_usec", &st.lifetime_left_usec) < 0) ||
             get_u64(o, "MemoryMax", &st.config.limits.memory_max) < 0 ||
             get_u64(o, "CPUQuotaPerSecUSec", &st.config.limits.cpu_quota_per_sec_usec) < 0 ||
             get_u64(o, "TasksMax", &st.config.limits.tasks_max) < 0 ||

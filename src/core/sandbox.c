@@ -209,6 +209,7 @@ void sandbox_save(Sandbox *s) {
                 .host_uid = s->host_uid,
                 .created_at = s->created_at,
                 .deadline_realtime = s->deadline_realtime,
+                .lifetime_left_usec = s->lifetime_left_usec,
                 .pause_method = (char *) s->pause_method,
                 .cgroup = s->cgroup,
                 .payload = (char *) s->payload_ops->name,
@@ -747,7 +748,10 @@ static int on_idle(sd_event_source *source, uint64_t usec, void *userdata) {
 void sandbox_update_idle_timer(Sandbox *s) {
         int r;
 
-        if (s->state != SANDBOX_RUNNING || s->execs || s->config.idle_timeout_sec == 0) {
+        /* A paused sandbox is idle too where its idle action can take it further (to disk). */
+        bool idle_state = s->state == SANDBOX_RUNNING ||
+                          (s->state == SANDBOX_PAUSED && s->config.idle_action == IDLE_ACTION_HIBERNATE);
+        if (!idle_state || s->execs || s->config.idle_timeout_sec == 0) {
                 s->idle_source = sd_event_source_disable_unref(s->idle_source);
                 return;
         }
@@ -1317,6 +1321,12 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
         for (Exec *e = s->execs; e; e = e->next)
                 exec_suspend_timeout(e);
         sandbox_contexts_suspend(s);
+        /* Its lifetime stands still while it is paused: what is left counts on resume. */
+        if (s->deadline_realtime > 0) {
+                uint64_t now = now_usec(CLOCK_REALTIME);
+                s->lifetime_left_usec = s->deadline_realtime > now ? s->deadline_realtime - now : 1;
+                (void) sandbox_arm_timer(s, 0, /* lifetime= */ true);
+        }
         sandbox_set_state(s, SANDBOX_PAUSED);
         sandbox_update_idle_timer(s);
         sandbox_save(s);
@@ -1352,6 +1362,12 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
         }
         s->pause_method = NULL;
         sandbox_set_state(s, SANDBOX_RUNNING);
+        if (s->lifetime_left_usec > 0) {
+                int r = sandbox_arm_timer(s, s->lifetime_left_usec, /* lifetime= */ true);
+                if (r < 0)
+                        log_sandbox(s, LOG_WARNING, r, "Failed to arm lifetime timer: %m");
+                s->lifetime_left_usec = 0;
+        }
         for (Exec *e = s->execs; e; e = e->next)
                 exec_resume_timeout(e);
         sandbox_contexts_resume(s);
@@ -1390,7 +1406,12 @@ int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, 
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s.", s->id,
                                           sandbox_state_to_string(s->state));
 
-        r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL, /* lifetime= */ true);
+        if (s->state == SANDBOX_PAUSED) {
+                /* It counts from its resume. */
+                r = sandbox_arm_timer(s, 0, /* lifetime= */ true);
+                s->lifetime_left_usec = lifetime_sec * 1000000ULL;
+        } else
+                r = sandbox_arm_timer(s, lifetime_sec * 1000000ULL, /* lifetime= */ true);
         if (r < 0)
                 return r;
         s->config.timeout_sec = lifetime_sec;
@@ -1458,6 +1479,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
                 goto fail;
 
         manager_link_sandbox(m, s);
+        s->lifetime_left_usec = st->lifetime_left_usec;
         if (st->deadline_realtime > 0) {
                 /* The lifetime counts on through the restart; one already over ends now. */
                 r = sandbox_arm_timer(s, st->deadline_realtime > now ? st->deadline_realtime - now : 1,

@@ -514,6 +514,51 @@ static void test_lifetime_and_idle_timeouts(void **state) {
         RUN_UNTIL(!manager_find_sandbox(manager, id));
 }
 
+/* Issue 32: a paused sandbox's lifetime stands still, and counts on from its resume. */
+static void test_lifetime_stands_still_while_paused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+        Answer r = {};
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_set_timeout(s, 1, 0, &error), 0);
+        pause_now(s);
+        assert_int_equal(sandbox_get_deadline(s), 0);
+        assert_true(s->lifetime_left_usec > 0 && s->lifetime_left_usec <= 1000000ULL);
+        uint64_t until = now_usec(CLOCK_MONOTONIC) + 1500 * 1000ULL;
+        while (now_usec(CLOCK_MONOTONIC) < until)
+                assert_true(sd_event_run(event, 100 * 1000) >= 0);
+        assert_ptr_equal(manager_find_sandbox(manager, id), s);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        /* SetTimeout while paused: counted from the resume too. */
+        assert_int_equal(sandbox_set_timeout(s, 1, 0, &error), 0);
+        assert_int_equal(sandbox_get_deadline(s), 0);
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(r.n > 0);
+        assert_true(sandbox_get_deadline(s) > 0);
+        RUN_UNTIL(!manager_find_sandbox(manager, id));
+}
+
+/* A paused sandbox is idle to an idle action that takes it further (hibernate), and to no
+ * other. */
+static void test_paused_sandbox_idles_to_hibernate(void **state) {
+        Sandbox *s = create("shell", false);
+        char id[SANDBOX_ID_LEN + 1];
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        s->config.idle_timeout_sec = 1;
+        s->config.idle_action = IDLE_ACTION_PAUSE;
+        pause_now(s);
+        sandbox_update_idle_timer(s);
+        assert_null(s->idle_source);
+        s->config.idle_action = IDLE_ACTION_HIBERNATE;
+        sandbox_update_idle_timer(s);
+        assert_non_null(s->idle_source);
+        /* Hibernated (or, where that fails here, ended): either way no longer a paused sandbox. */
+        RUN_UNTIL(!manager_find_sandbox(manager, id) || manager_find_sandbox(manager, id)->state != SANDBOX_PAUSED);
+}
+
 static void test_background_process(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         _cleanup_json_ json_object *kill = NULL;
@@ -1518,6 +1563,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pause_without_freezer_uses_sigstop, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_destroy_answers_callers_in_flight, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_lifetime_and_idle_timeouts, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_lifetime_stands_still_while_paused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_paused_sandbox_idles_to_hibernate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_background_process, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_destroy_waits_for_the_payload, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_timeout_kills_and_records, setup, teardown),
