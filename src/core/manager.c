@@ -285,6 +285,9 @@ Manager *manager_free(Manager *m) {
 int manager_subscribe(Manager *m, const ManagerHooks *hooks, void *userdata, ManagerSubscription **ret) {
         ManagerSubscription *sub;
 
+        assert_return(m, -EINVAL);
+        assert_return(hooks, -EINVAL);
+
         sub = calloc(1, sizeof(ManagerSubscription));
         if (!sub)
                 return -ENOMEM;
@@ -426,6 +429,11 @@ static int write_template_file(const char *dir, const char *name, const char *te
 int manager_create_template(Manager *m, const char *name, const char *json, SandboxError *error) {
         _cleanup_(template_freep) Template *t = NULL;
         _cleanup_free_ char *why = NULL;
+
+        assert_return(m, -EINVAL);
+        assert_return(name, -EINVAL);
+        assert_return(json, -EINVAL);
+
         const char *dir = manager_writable_template_dir(m);
         int r;
 
@@ -472,6 +480,10 @@ int manager_create_template(Manager *m, const char *name, const char *json, Sand
 
 int manager_remove_template(Manager *m, const char *name, SandboxError *error) {
         _cleanup_free_ char *path = NULL;
+
+        assert_return(m, -EINVAL);
+        assert_return(name, -EINVAL);
+
         const char *dir = manager_writable_template_dir(m);
         int r;
 
@@ -569,6 +581,11 @@ int manager_lookup_sandbox(Manager *m, const SandboxCaller *caller, const char *
                            SandboxError *error) {
         Sandbox *s = NULL;
 
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(id_or_name, -EINVAL);
+        assert_return(ret, -EINVAL);
+
         if (sandbox_id_is_valid(id_or_name))
                 s = manager_get_sandbox(m, id_or_name);
         else if (sandbox_name_is_valid(id_or_name))
@@ -605,6 +622,11 @@ int manager_list_sandboxes(Manager *m, const SandboxCaller *caller, const Sandbo
                            int (*cb)(Sandbox *s, void *userdata), void *userdata, uint64_t *ret_total) {
         uint64_t matched = 0, given = 0;
         int r;
+
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(q, -EINVAL);
+        assert_return(cb, -EINVAL);
 
         for (Sandbox *s = manager_next_visible_sandbox(m, NULL, caller); s;
              s = manager_next_visible_sandbox(m, s, caller)) {
@@ -761,6 +783,11 @@ int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *conf
 int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *template_name,
                            SandboxConfig *config, sandbox_callback_t cb, void *userdata,
                            SandboxError *error) {
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(config, -EINVAL);
+        assert_return(cb, -EINVAL);
+
         uid_t owner = caller->uid;
         const Template *t;
         Sandbox *s;
@@ -1067,5 +1094,8 @@ int manager_adopt_sandboxes(Manager *m) {
 }
 
 int manager_drain_pool(Manager *m, void (*cb)(void *userdata), void *userdata) {
+        assert_return(m, -EINVAL);
+        assert_return(cb, -EINVAL);
+
         return pool_drain(m, cb, userdata);
 }

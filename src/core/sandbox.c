@@ -658,7 +658,8 @@ static void sandbox_stop(Sandbox *s, const char *reason) {
 }
 
 int sandbox_release(Sandbox *s, sandbox_callback_t cb, void *userdata) {
-        assert(s);
+        assert_return(s, -EINVAL);
+
         return recycle_release(s, cb, userdata);
 }
 
@@ -1134,8 +1135,9 @@ static void sandbox_ephemeral_refused(Sandbox *s) {
 int sandbox_exec(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error) {
         int r;
 
-        assert(s);
-        assert(c);
+        assert_return(s, -EINVAL);
+        assert_return(c, -EINVAL);
+
         r = sandbox_exec_checked(s, c, cb, userdata, error);
         if (r < 0 && !c->background)
                 sandbox_ephemeral_refused(s);
@@ -1154,6 +1156,8 @@ int sandbox_wait_started(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 
 int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         int r;
+
+        assert_return(s, -EINVAL);
 
         if (cb) {
                 r = sandbox_waiters_add(&s->waiters, cb, userdata);
@@ -1337,6 +1341,8 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
 int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error) {
         int r;
 
+        assert_return(s, -EINVAL);
+
         if (s->state != SANDBOX_RUNNING || s->pause_pending)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                           s->id, s->pause_pending ? "being paused or resumed" :
@@ -1379,6 +1385,8 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
 
 int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxError *error) {
         int r;
+
+        assert_return(s, -EINVAL);
 
         if (s->state != SANDBOX_PAUSED || s->pause_pending)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not paused.",
@@ -1424,6 +1432,8 @@ int sandbox_apply_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, 
 
 int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, SandboxError *error) {
         int r;
+
+        assert_return(s, -EINVAL);
 
         r = sandbox_apply_timeout(s, lifetime_sec, idle_sec, error);
         if (r < 0)

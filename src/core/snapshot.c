@@ -199,6 +199,9 @@ static int snapshot_remove_because(Manager *m, const char *id, SnapshotEventCaus
 int snapshot_remove(Manager *m, const char *id, SandboxError *error) {
         int r;
 
+        assert_return(m, -EINVAL);
+        assert_return(id, -EINVAL);
+
         r = snapshot_remove_because(m, id, SNAPSHOT_CAUSE_REMOVE);
         if (r == -ENOENT)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SNAPSHOT, "No snapshot '%.64s'.", id);
@@ -239,6 +242,10 @@ static int lookup_snapshot(Manager *m, const SandboxCaller *caller, const char *
 
 int snapshot_lookup(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
                     SandboxError *error) {
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(id, -EINVAL);
+
         return lookup_snapshot(m, caller, id, snapshot_visible, ret, error);
 }
 
@@ -271,6 +278,11 @@ int snapshot_list(Manager *m, const SandboxCaller *caller, SnapshotMeta **ret, s
         SnapshotMeta *a;
         size_t n, k = 0;
         int r;
+
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(ret, -EINVAL);
+        assert_return(ret_n, -EINVAL);
 
         r = snapshots_load_all(m, &a, &n);
         if (r < 0)
@@ -776,6 +788,8 @@ static int sandbox_snapshot_queued(Sandbox *s, const SnapshotOptions *o, Snapsho
 
 int sandbox_snapshot(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
                      SandboxError *error) {
+        assert_return(s, -EINVAL);
+
         return sandbox_snapshot_queued(s, o, SNAPSHOT_CAUSE_SNAPSHOT, cb, userdata, error);
 }
 
@@ -829,6 +843,8 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
                       SandboxError *error) {
         HibernateJob *h;
         int r;
+
+        assert_return(s, -EINVAL);
 
         h = calloc(1, sizeof(HibernateJob));
         if (!h)
@@ -1040,6 +1056,12 @@ static int fork_on_disk(Manager *m, const SandboxCaller *caller, Sandbox *source
 
 int snapshot_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *source, const SandboxConfig *config,
                           sandbox_callback_t cb, void *userdata, SandboxError *error) {
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(source, -EINVAL);
+        assert_return(config, -EINVAL);
+        assert_return(cb, -EINVAL);
+
         const SandboxConfig *sc = &source->config;
         const Template *t;
         ForkJob *fj;
@@ -1098,6 +1120,11 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
         const Template *t;
         Sandbox *s;
         int r;
+
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(id_or_name, -EINVAL);
+        assert_return(cb, -EINVAL);
 
         s = manager_find_stopped(m, caller, id_or_name);
         if (s) {

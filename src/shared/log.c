@@ -38,8 +38,16 @@ bool log_uses_journal(void) {
         return use_journal;
 }
 
-int log_internal(int level, int error, const char *sandbox_id, const char *fmt, ...) {
-        char buf[2048];
+/* "src/core/sandbox.c" of "../src/core/sandbox.c": where the build put the compiler. */
+static const char *source_path(const char *file) {
+        while (strncmp(file, "../", 3) == 0)
+                file += 3;
+        return file;
+}
+
+int log_internal_full(int level, int error, const char *sandbox_id, const char *file, int line, const char *func,
+                      const char *fmt, ...) {
+        char buf[2048], code_file[256], code_line[32];
         va_list ap;
         int saved = errno;
 
@@ -53,22 +61,37 @@ int log_internal(int level, int error, const char *sandbox_id, const char *fmt, 
         vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
         errno = saved;
+        file = source_path(file);
 
         if (use_journal < 0)
                 use_journal = stderr_is_journal();
+        if (use_journal) {
+                snprintf(code_file, sizeof(code_file), "CODE_FILE=%s", file);
+                snprintf(code_line, sizeof(code_line), "CODE_LINE=%i", line);
+        }
         /* Without a sandbox, no SANDBOX_ID= field at all: "SANDBOX_ID=" with an unused
          * argument would shift the varargs and make sd_journal_send() drop the message. */
         if (use_journal && sandbox_id)
-                sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%i", level, "SANDBOX_ID=%s", sandbox_id,
-                                "ERRNO=%i", error, "SYSLOG_IDENTIFIER=sandboxd", NULL);
+                sd_journal_send_with_location(code_file, code_line, func, "MESSAGE=%s", buf, "PRIORITY=%i", level,
+                                              "SANDBOX_ID=%s", sandbox_id, "ERRNO=%i", error,
+                                              "SYSLOG_IDENTIFIER=sandboxd", NULL);
         else if (use_journal)
-                sd_journal_send("MESSAGE=%s", buf, "PRIORITY=%i", level,
-                                "ERRNO=%i", error, "SYSLOG_IDENTIFIER=sandboxd", NULL);
+                sd_journal_send_with_location(code_file, code_line, func, "MESSAGE=%s", buf, "PRIORITY=%i", level,
+                                              "ERRNO=%i", error, "SYSLOG_IDENTIFIER=sandboxd", NULL);
+        else if (error != 0 && level <= LOG_ERR)
+                fprintf(stderr, "<%i>%s%s%s (%s(), %s:%i)\n", level, strempty(sandbox_id), sandbox_id ? ": " : "",
+                        buf, func, file, line);
         else if (sandbox_id)
                 fprintf(stderr, "<%i>%s: %s\n", level, sandbox_id, buf);
         else
                 fprintf(stderr, "<%i>%s\n", level, buf);
         return -error;
+}
+
+void log_assert_failed_return(const char *text, const char *file, int line, const char *func) {
+        (void) log_internal_full(LOG_ERR, 0, NULL, file, line, func,
+                                 "Assertion '%s' failed at %s:%i, function %s(). Ignoring.", text,
+                                 source_path(file), line, func);
 }
 
 size_t log_payload_output(const char *identifier, const char *sandbox_id, const char *buf, size_t n,

@@ -14,8 +14,26 @@
 void log_set_max_level(int level);
 int log_get_max_level(void);
 /* Returns -abs(error) (or 0 if error is 0), so callers can log and return in one step;
- * %m in fmt is replaced by strerror(error). sandbox_id may be NULL. */
-int log_internal(int level, int error, const char *sandbox_id, const char *fmt, ...) _printf_(4, 5);
+ * %m in fmt is replaced by strerror(error). sandbox_id may be NULL. The journal entry
+ * names where it was logged (CODE_FILE=, CODE_LINE=, CODE_FUNC=), and a fault (an error
+ * at LOG_ERR or worse) says so in its text on stderr too: a bare "Invalid argument" tells
+ * which function met it. */
+int log_internal_full(int level, int error, const char *sandbox_id, const char *file, int line, const char *func,
+                      const char *fmt, ...) _printf_(7, 8);
+#define log_internal(level, error, sandbox_id, ...)                                     \
+        log_internal_full(level, error, sandbox_id, __FILE__, __LINE__, __func__, __VA_ARGS__)
+
+/* A caller's programming error at a public entry point (systemd's assert_return()): a
+ * NULL where an object must be, an argument out of its domain. Logged with where it was
+ * met, and r returned, rather than a crash of the daemon or a silent -EINVAL. */
+void log_assert_failed_return(const char *text, const char *file, int line, const char *func);
+#define assert_return(expr, r)                                                          \
+        do {                                                                            \
+                if (_unlikely_(!(expr))) {                                              \
+                        log_assert_failed_return(#expr, __FILE__, __LINE__, __func__);  \
+                        return (r);                                                     \
+                }                                                                       \
+        } while (0)
 /* Whether messages go to the journal (stderr is the stream systemd connected us to) rather
  * than to stderr: a program writing structured entries of its own asks. */
 bool log_uses_journal(void);

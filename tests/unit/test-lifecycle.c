@@ -1037,6 +1037,28 @@ static void test_stop_during_reset(void **state) {
         assert_int_equal(rel2.state, SANDBOX_RUNNING);
 }
 
+/* The public entry points refuse a NULL object with -EINVAL (assert_return()), and leave
+ * what they were given alone. */
+static void test_entry_points_refuse_null(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+        Sandbox *s = NULL;
+
+        assert_int_equal(manager_create_sandbox(manager, NULL, "shell", &config, on_sandbox, &a, &error), -EINVAL);
+        assert_int_equal(manager_create_sandbox(NULL, &root, "shell", &config, on_sandbox, &a, &error), -EINVAL);
+        assert_int_equal(manager_lookup_sandbox(manager, &root, NULL, &s, &error), -EINVAL);
+        assert_int_equal(sandbox_destroy(NULL, on_sandbox, &a), -EINVAL);
+        assert_int_equal(sandbox_pause(NULL, on_sandbox, &a, &error), -EINVAL);
+        assert_int_equal(sandbox_exec(NULL, NULL, NULL, NULL, &error), -EINVAL);
+        assert_int_equal(snapshot_remove(manager, NULL, &error), -EINVAL);
+        run_briefly();
+        assert_int_equal(a.n, 0);
+        assert_null(s);
+        assert_false(sandbox_error_is_set(&error));
+        assert_null(manager_next_sandbox(manager, NULL));
+}
+
 /* ---- the explicit states: custody and unit ---- */
 
 static void test_unit_states(void **state) {
@@ -1579,6 +1601,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reset_that_fails_destroys, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_reset, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_entry_points_refuse_null, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unit_states, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_custody_through_recycling, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_while_starting, setup, teardown),

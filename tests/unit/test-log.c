@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,19 +14,18 @@
 
 #include "log.h"
 
-/* What log_payload_output() writes while our stderr is not the journal (no
- * $JOURNAL_STREAM here): one "<4>identifier: line" per line, read back from a pipe. */
-static size_t capture(const char *buf, size_t n, unsigned *budget, char *out, size_t size) {
+/* What fn() writes to stderr (not the journal: no $JOURNAL_STREAM here). */
+static void capture_stderr(void (*fn)(void), char *out, size_t size) {
         int p[2], saved;
-        size_t logged;
         ssize_t k;
 
+        unsetenv("JOURNAL_STREAM");
         assert_int_equal(pipe2(p, O_CLOEXEC), 0);
         fflush(stderr);
         saved = dup(STDERR_FILENO);
         assert_true(saved >= 0);
         assert_true(dup2(p[1], STDERR_FILENO) >= 0);
-        logged = log_payload_output("sandbox-abc.scope", "abc", buf, n, budget);
+        fn();
         fflush(stderr);
         assert_true(dup2(saved, STDERR_FILENO) >= 0);
         close(saved);
@@ -34,7 +34,68 @@ static size_t capture(const char *buf, size_t n, unsigned *budget, char *out, si
         assert_true(k >= 0);
         out[k] = '\0';
         close(p[0]);
-        return logged;
+}
+
+/* What log_payload_output() writes while our stderr is not the journal: one
+ * "<4>identifier: line" per line. */
+static struct {
+        const char *buf;
+        size_t n;
+        unsigned *budget;
+        size_t logged;
+} payload;
+
+static void log_payload(void) {
+        payload.logged = log_payload_output("sandbox-abc.scope", "abc", payload.buf, payload.n, payload.budget);
+}
+
+static size_t capture(const char *buf, size_t n, unsigned *budget, char *out, size_t size) {
+        payload.buf = buf;
+        payload.n = n;
+        payload.budget = budget;
+        capture_stderr(log_payload, out, size);
+        return payload.logged;
+}
+
+static void log_fault(void) {
+        assert_int_equal(log_error_errno(EINVAL, "Failed to frobnicate: %m"), -EINVAL);
+}
+
+static void log_notice_only(void) {
+        assert_int_equal(log_warning_errno(ENOENT, "No such thing: %m"), -ENOENT);
+        log_info("Started.");
+}
+
+static int needs_a_pointer(const char *p) {
+        assert_return(p, -EINVAL);
+        return 0;
+}
+
+static void call_with_null(void) {
+        assert_int_equal(needs_a_pointer("x"), 0);
+        assert_int_equal(needs_a_pointer(NULL), -EINVAL);
+}
+
+/* A fault (an errno at LOG_ERR) says which function met it and where. */
+static void test_fault_origin(void **state) {
+        char out[4096];
+
+        capture_stderr(log_fault, out, sizeof(out));
+        assert_non_null(strstr(out, "<3>Failed to frobnicate: Invalid argument (log_fault(), "));
+        assert_non_null(strstr(out, "tests/unit/test-log.c:"));
+        assert_null(strstr(out, "../"));
+        /* A warning, or a message without an errno, reads as it is. */
+        capture_stderr(log_notice_only, out, sizeof(out));
+        assert_string_equal(out, "<4>No such thing: No such file or directory\n<6>Started.\n");
+}
+
+/* assert_return(): the caller's NULL is refused with -EINVAL, and the log says where. */
+static void test_assert_return(void **state) {
+        char out[4096];
+
+        capture_stderr(call_with_null, out, sizeof(out));
+        assert_non_null(strstr(out, "<3>Assertion 'p' failed at tests/unit/test-log.c:"));
+        assert_non_null(strstr(out, ", function needs_a_pointer(). Ignoring."));
 }
 
 static void test_payload_output_lines(void **state) {
@@ -81,6 +142,8 @@ static void test_payload_output_long_line(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_fault_origin),
+                cmocka_unit_test(test_assert_return),
                 cmocka_unit_test(test_payload_output_lines),
                 cmocka_unit_test(test_payload_output_budget),
                 cmocka_unit_test(test_payload_output_long_line),
