@@ -545,6 +545,32 @@ class Fleet(unittest.TestCase):
                     ', '.join(f'{n} node(s) {r:.1f}' for n, r in rates.items()) +
                     f'; exec median direct {lat["direct"]:.2f} ms, through HAProxy {lat["front"]:.2f} ms')
 
+    def test_mcp_through_the_front(self):
+        """/mcp through the front: sandbox_create lands by weight, and a tool call naming a
+        sandbox (its arguments' sandbox_id) reaches the node that holds it."""
+        def call(i, name, **arguments):
+            status, res = request('POST', '/mcp', json.dumps({'jsonrpc': '2.0', 'id': i, 'method': 'tools/call',
+                                                              'params': {'name': name, 'arguments': arguments}}),
+                                  headers={'Content-Type': 'application/json',
+                                           'Accept': 'application/json, text/event-stream'})
+            self.assertEqual(status, 200, res)
+            self.assertNotIn('error', res, res)
+            self.assertFalse(res['result'].get('isError'), res)
+            return res['result']
+
+        ids = []
+        try:
+            for i in range(4):
+                out = call(i, 'sandbox_create', template='shell')
+                ids.append(out['structuredContent']['sandbox']['id'])
+            self.assertEqual({int(s[-2:], 16) for s in ids} & {1, 2, 3}, {int(s[-2:], 16) for s in ids})
+            self.assertGreater(len({s[-2:] for s in ids}), 1, ids)
+            for i, sid in enumerate(ids):
+                out = call(10 + i, 'run_command', sandbox_id=sid, command=f'echo {sid}')
+                self.assertIn(sid, json.dumps(out))
+        finally:
+            self.destroy_all(ids)
+
     def test_records_fleet_wide_and_a_database_node_lost(self):
         """Every node's executions reach the Galera cluster and are read from any database
         node; the database node that takes the writes is killed and the records go on
