@@ -43,7 +43,7 @@ int egress_http_rewrite_request(const char *head, size_t len, const char *name, 
         const char *p = head, *end = head + len;
         char *out;
 
-        if (len < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0 || memchr(head, 0, len))
+        if (!head || len < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0 || memchr(head, 0, len))
                 return -EBADMSG;
         out = malloc(len + name_len + value_len + 8);
         if (!out)
@@ -51,6 +51,8 @@ int egress_http_rewrite_request(const char *head, size_t len, const char *name, 
 
         /* The request line: METHOD SP target SP HTTP/1.x, copied as it is. */
         const char *eol = memmem(p, (size_t) (end - p), "\r\n", 2);
+        if (!eol)
+                goto bad;
         const char *sp = memchr(p, ' ', (size_t) (eol - p));
         if (!sp || sp == p || eol - p < 14 || memcmp(eol - 9, " HTTP/1.", 8) != 0 || (eol[-1] != '0' && eol[-1] != '1'))
                 goto bad;
@@ -75,6 +77,8 @@ int egress_http_rewrite_request(const char *head, size_t len, const char *name, 
 
         while (p < end - 2) {
                 eol = memmem(p, (size_t) (end - p), "\r\n", 2);
+                if (!eol)
+                        goto bad;
                 const char *colon = memchr(p, ':', (size_t) (eol - p));
                 if (!colon || colon == p)
                         goto bad; /* no name; a folded line starts with whitespace: no name either */
