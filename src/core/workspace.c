@@ -338,7 +338,7 @@ static int read_u64_file(const char *path, uint64_t *ret) {
 int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *ret_used, uint64_t *ret_max) {
         _cleanup_close_ int fd = -EBADF;
         char path[sizeof(p->qgroups_dir) + 64];
-        uint64_t subvol, used, max = 0;
+        uint64_t subvol, used = 0, max = 0;
         int r;
 
         fd = openat(p->dir_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

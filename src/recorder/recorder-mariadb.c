@@ -247,7 +247,8 @@ static bool error_is_permanent(unsigned e) {
 }
 
 static int db_fail(RecorderDB *db, unsigned e, const char *msg, const char *what) {
-        snprintf(db->error, sizeof(db->error), "%s: %s (%u)", what, msg, e);
+        /* Bounded: a server message can be longer than the error buffer. */
+        snprintf(db->error, sizeof(db->error), "%.100s: %.380s (%u)", what, msg, e);
         return error_is_permanent(e) ? -EBADMSG : -EAGAIN;
 }
 

@@ -140,7 +140,7 @@ static int process_get(SandboxClient *c, const char *id, const char *process, Sa
 int process_signal(SandboxClient *c, const char *id, const char *process, int sig) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
-        uint64_t pid;
+        uint64_t pid = 0;
         int r;
 
         r = process_get(c, id, process, &h, &pid);
@@ -160,7 +160,7 @@ int process_send_stdin(SandboxClient *c, const char *id, const char *process) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
         char buf[64 * 1024];
-        uint64_t pid;
+        uint64_t pid = 0;
         ssize_t n;
         int r;
 
@@ -188,7 +188,7 @@ int process_send_stdin(SandboxClient *c, const char *id, const char *process) {
 int process_close_stdin(SandboxClient *c, const char *id, const char *process) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
-        uint64_t pid;
+        uint64_t pid = 0;
         int r;
 
         r = process_get(c, id, process, &h, &pid);
@@ -221,7 +221,7 @@ static int write_all(int fd, const void *data, size_t size) {
 int process_output(SandboxClient *c, const char *id, const char *process, bool follow) {
         _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
         _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
-        uint64_t pid, offsets[2] = {}, totals[2];
+        uint64_t pid = 0, offsets[2] = {}, totals[2];
         bool running;
         int r;
 

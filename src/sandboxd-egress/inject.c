@@ -363,7 +363,7 @@ static void *job_run(void *userdata) {
                 r = handshake(ss);
         }
         if (r < 0) {
-                char text[600];
+                char text[sizeof(what) + sizeof(j->host) + 64];
 
                 if (r == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR) {
                         gnutls_datum_t out = {};

@@ -921,7 +921,7 @@ static int on_download_stat(HttpRequest *req, json_object *parameters, const cha
 }
 
 static int file_transfer_new_path(HttpRequest *req, const char *path, FileTransfer **ret) {
-        FileTransfer *t;
+        FileTransfer *t = NULL;
 
         if (!path)
                 return reply_bad(req, "The query needs '%s'.", "path");
@@ -940,7 +940,7 @@ static int file_transfer_new(HttpRequest *req, FileTransfer **ret) {
 }
 
 int http_file_download(HttpRequest *req, const char *path) {
-        FileTransfer *t;
+        FileTransfer *t = NULL;
         int r = file_transfer_new_path(req, path, &t);
 
         if (r <= 0)
@@ -1038,7 +1038,7 @@ static int upload_state(HttpRequest *req, FileTransfer **ret) {
 }
 
 static int upload_data(HttpRequest *req, const char *data, size_t *size) {
-        FileTransfer *t;
+        FileTransfer *t = NULL;
         size_t n;
         int r = upload_state(req, &t);
 
@@ -1065,7 +1065,7 @@ static int upload_data(HttpRequest *req, const char *data, size_t *size) {
 }
 
 static int route_file_put(HttpRequest *req) {
-        FileTransfer *t;
+        FileTransfer *t = NULL;
         int r = upload_state(req, &t);
 
         if (r <= 0)

@@ -133,10 +133,10 @@ static void test_nul_byte(void **state) {
 static char *tmpdir;
 
 static void write_file(const char *dir, const char *name, const char *text) {
-        char p[4096];
+        _cleanup_free_ char *p = NULL;
         FILE *f;
 
-        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        assert_true(asprintf(&p, "%s/%s", dir, name) > 0);
         f = fopen(p, "we");
         assert_non_null(f);
         fputs(text, f);

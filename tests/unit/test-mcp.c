@@ -328,7 +328,8 @@ static bool tool_is_error(json_object *res) {
 static json_object *last_call(const char *method) {
         for (size_t i = json_object_array_length(calls); i > 0; i--) {
                 json_object *c = json_object_array_get_idx(calls, i - 1);
-                if (streq(get_string(c, "method") + strlen(IFACE), method))
+                const char *m = get_string(c, "method");
+                if (m && startswith_str(m, IFACE) && streq(m + strlen(IFACE), method))
                         return get(c, "parameters");
         }
         return NULL;
