@@ -528,6 +528,7 @@ static const struct {
         { "egress_allow",  "egress_allow",           0 },
         { "egress_deny",   "egress_deny",            0 },
         { "labels",        "labels",                 0 },
+        { "secrets",       "secrets",                0 },
         { "name",          "name",                   0 },
         { "idle_action",   "idle_action",            0 },
         { "from_snapshot", "from_snapshot",          0 },
@@ -1328,6 +1329,9 @@ static const McpArg sandbox_create_args[] = {
         ARG_EGRESS,
         { "labels", MCP_ARG_STRING_MAP, false, "Labels to find it by (sandbox_list's label): keys like Kubernetes' "
           "([prefix/]name, letters, digits, - _ .), values text of up to 256 bytes; at most 64" },
+        { "secrets", MCP_ARG_STRINGS, false, "Secrets of your store (sandboxctl secret set) bound into it: NAME (an "
+          "environment variable), NAME:file (/run/secrets/NAME) or NAME@HOST:HEADER (added by the egress proxy to "
+          "requests for https://HOST; the sandbox never holds it)" },
         ARG_END
 };
 

@@ -787,7 +787,7 @@ static void test_create_options(void **state) {
                                         "\"cpu_percent\":50,\"tasks_max\":32,\"disk_mb\":128,"
                                         "\"idle_timeout\":30,\"idle_action\":\"pause\",\"lifetime\":90,"
                                         "\"egress_allow\":[\"example.org\"],\"egress_deny\":[\"x.example.org\"],"
-                                        "\"labels\":{\"team\":\"a\"}}");
+                                        "\"labels\":{\"team\":\"a\"},\"secrets\":[\"K@example.org:x-api-key\"]}");
         assert_false(tool_is_error(res));
         p = last_call("CreateSandbox");
         assert_string_equal(get_string(p, "options.Name"), "n");
@@ -801,8 +801,9 @@ static void test_create_options(void **state) {
         assert_string_equal(get_string(p, "options.EgressAllow.0"), "example.org");
         assert_string_equal(get_string(p, "options.EgressDeny.0"), "x.example.org");
         assert_string_equal(get_string(p, "options.Labels.team"), "a");
+        assert_string_equal(get_string(p, "options.Secrets.0"), "K@example.org:x-api-key");
         assert_null(get(p, "options.Ephemeral"));
-        assert_int_equal(json_object_object_length(get(p, "options")), 11);
+        assert_int_equal(json_object_object_length(get(p, "options")), 12);
 }
 
 static void test_tenant(void **state) {
