@@ -235,6 +235,8 @@ static bool exec_drain(Exec *e, int fd, OutputBuffer *b) {
         return false;
 }
 
+static void exec_forwards_done(Exec *e);
+
 static int on_output(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         Exec *e = userdata;
         bool is_out = source == e->out_source;
@@ -243,6 +245,11 @@ static int on_output(sd_event_source *source, int fd, uint32_t revents, void *us
                 if (is_out) {
                         e->out_source = sd_event_source_disable_unref(e->out_source);
                         e->out_fd = safe_close(e->out_fd);
+                        /* The terminal's relay is done: the end can be told now. */
+                        if (e->forward_waiting && e->config.tty) {
+                                exec_forwards_done(e);
+                                return 0;
+                        }
                 } else {
                         e->err_source = sd_event_source_disable_unref(e->err_source);
                         e->err_fd = safe_close(e->err_fd);
@@ -434,6 +441,10 @@ static void exec_complete(Exec *e, const struct agent_exit *x) {
         for (size_t i = 0; i < ELEMENTSOF(e->forward); i++)
                 if (e->forward[i] && !exec_forward_finish(e->forward[i]))
                         out = false;
+        /* A terminal relayed to our pipe: the agent's relay copies what the session wrote
+         * last after the exit is reported; its end of the pipe closes once all is out. */
+        if (e->config.tty && e->out_source && !e->timed_out)
+                out = false;
         if (out || sd_event_add_time_relative(e->sandbox->manager->event, &e->forward_timer, CLOCK_MONOTONIC,
                                               EXEC_FORWARD_WAIT_USEC, 0, on_forward_timeout, e) < 0) {
                 exec_complete_now(e, x);

@@ -1594,6 +1594,7 @@ const HttpRoute http_routes[] = {
         { "GET",    S "/executions/{}",               0, route_execution_get },
         { "GET",    S "/executions/{}/logs",          0, route_execution_logs },
         { "DELETE", S "/executions/{}",               0, route_execution_kill },
+        { "GET",    S "/terminal",                    0, http_route_terminal },
         { "POST",   S "/executions/{}/signal",        HTTP_ROUTE_JSON_BODY, route_execution_signal },
         { "POST",   S "/executions/{}/stdin",         HTTP_ROUTE_JSON_BODY, route_execution_stdin },
         { "POST",   S "/executions/{}/stdin/close",   HTTP_ROUTE_JSON_BODY, route_execution_stdin_close },

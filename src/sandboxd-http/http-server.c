@@ -5,6 +5,7 @@
  * every MHD_run()), requests dispatched through the route table (http-routes.c). */
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -315,6 +316,61 @@ void http_request_resume(HttpRequest *req) {
         req->suspended = false;
         MHD_resume_connection(req->connection);
         daemon_kick(req->daemon);
+}
+
+/* ---- upgrades ---- */
+
+static int request_set_response(HttpRequest *req, unsigned status, struct MHD_Response *response);
+
+struct HttpUpgraded {
+        HttpDaemon *daemon;
+        struct MHD_UpgradeResponseHandle *urh;
+        http_upgrade_t callback;
+        void *userdata;
+};
+
+static void on_mhd_upgraded(void *cls, struct MHD_Connection *connection, void *con_cls, const char *extra_in,
+                            size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
+        HttpUpgraded *u = cls;
+
+        u->urh = urh;
+        /* Ours now (libmicrohttpd without TLS hands over the client's own socket). */
+        if (fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK) < 0) {
+                http_upgraded_close(u);
+                return;
+        }
+        u->callback(u, sock, extra_in, extra_in_size, u->userdata);
+}
+
+int http_request_upgrade(HttpRequest *req, const char *const *headers, http_upgrade_t callback, void *userdata) {
+        struct MHD_Response *response;
+        HttpUpgraded *u;
+
+        u = calloc(1, sizeof(HttpUpgraded));
+        if (!u)
+                return -ENOMEM;
+        *u = (HttpUpgraded) { .daemon = req->daemon, .callback = callback, .userdata = userdata };
+        response = MHD_create_response_for_upgrade(on_mhd_upgraded, u);
+        if (!response) {
+                free(u);
+                return -ENOMEM;
+        }
+        for (const char *const *h = headers; h && h[0]; h += 2)
+                if (MHD_add_response_header(response, h[0], h[1]) != MHD_YES) {
+                        MHD_destroy_response(response);
+                        free(u);
+                        return -ENOMEM;
+                }
+        req->close = false;
+        return request_set_response(req, MHD_HTTP_SWITCHING_PROTOCOLS, response);
+}
+
+void http_upgraded_close(HttpUpgraded *u) {
+        if (!u)
+                return;
+        (void) MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+        daemon_kick(u->daemon);
+        free(u);
 }
 
 /* ---- replies ---- */
@@ -731,11 +787,17 @@ static const HttpRoute *route_find(HttpRequest *req, const char *method, const c
 /* A bearer token; or E2B's SDKs' headers carrying one (docs/E2B.md): X-API-Key on the
  * control plane, X-Access-Token and E2B-Traffic-Access-Token on the sandbox plane. */
 static const HttpToken *request_authenticate(HttpRequest *req) {
-        const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+        const char *h = http_request_header(req, MHD_HTTP_HEADER_AUTHORIZATION), *p;
+        char protocol_token[HTTP_WEBSOCKET_TOKEN_MAX + 1];
 
         if (h && strncasecmp(h, "Bearer ", 7) == 0) {
                 h += 7;
                 h += strspn(h, " ");
+        } else if (!h && (p = http_request_header(req, "Sec-WebSocket-Protocol")) &&
+                   http_websocket_protocol_token(p, protocol_token) >= 0) {
+                /* A browser's WebSocket cannot send headers of its own: the token comes as
+                 * a subprotocol "bearer.TOKEN", as Kubernetes' API server takes it. */
+                h = protocol_token;
         } else if (!(h = http_request_header(req, "X-API-Key")) &&
                    !(h = http_request_header(req, "X-Access-Token")) &&
                    !(h = http_request_header(req, "E2B-Traffic-Access-Token")))
@@ -1189,7 +1251,7 @@ int http_server_listen_fd(HttpServer *s, int fd) {
         }
         d->server = s;
         d->unix_socket = fd_is_unix(fd);
-        d->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, on_accept_policy, d,
+        d->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0, on_accept_policy, d,
                                   on_access, d,
                                   MHD_OPTION_LISTEN_SOCKET, fd,
                                   MHD_OPTION_CONNECTION_LIMIT, c->connections_max,

@@ -230,6 +230,52 @@ int http_request_stream_printf(HttpRequest *req, const char *fmt, ...) _printf_(
 void http_request_stream_end(HttpRequest *req, bool failed);
 size_t http_request_stream_buffered(HttpRequest *req);
 
+/* Upgrades: the answer 101 Switching Protocols with headers (name, value, …, NULL) and the
+ * connection handed to callback once it is sent: fd (non-blocking; the caller's until
+ * http_upgraded_close(), which closes it) and what the client sent after its request
+ * (extra, which the caller reads before fd). Nothing of the request is used after. */
+typedef struct HttpUpgraded HttpUpgraded;
+typedef void (*http_upgrade_t)(HttpUpgraded *u, int fd, const char *extra, size_t extra_size, void *userdata);
+int http_request_upgrade(HttpRequest *req, const char *const *headers, http_upgrade_t callback, void *userdata);
+void http_upgraded_close(HttpUpgraded *u);
+
+/* ---- WebSocket (http-websocket.c): RFC 6455 on an upgraded connection, framed by
+ * Debian's libwslay (docs/TERMINALS.md says why) ---- */
+
+#define HTTP_WEBSOCKET_TOKEN_MAX 256
+/* "bearer.TOKEN" among a Sec-WebSocket-Protocol header's protocols: the token, in ret. */
+int http_websocket_protocol_token(const char *header, char ret[static HTTP_WEBSOCKET_TOKEN_MAX + 1]);
+/* Whether the request asks for a WebSocket (GET, Upgrade: websocket, version 13, a key). */
+bool http_websocket_requested(HttpRequest *req);
+
+typedef struct HttpWebSocket HttpWebSocket;
+typedef struct HttpWebSocketCallbacks {
+        /* A complete message: text (UTF-8, checked) or binary. */
+        void (*message)(HttpWebSocket *ws, bool text, const uint8_t *data, size_t size, void *userdata);
+        /* Once, when the connection is over (closed by either side, or failed): the
+         * WebSocket is freed after it returns. */
+        void (*closed)(HttpWebSocket *ws, void *userdata);
+} HttpWebSocketCallbacks;
+
+/* Answers the request's upgrade (Sec-WebSocket-Accept; protocol: the subprotocol chosen,
+ * or NULL), then runs the WebSocket on the server's loop. Messages may be sent at once:
+ * they go once the upgrade is done. */
+int http_websocket_accept(HttpRequest *req, const char *protocol, const HttpWebSocketCallbacks *callbacks,
+                          void *userdata, HttpWebSocket **ret);
+/* Queues a message; -ENOTCONN once closing. */
+int http_websocket_send(HttpWebSocket *ws, bool text, const void *data, size_t size);
+/* Bytes queued and not yet written to the client. */
+size_t http_websocket_queued(HttpWebSocket *ws);
+/* Stops (or resumes) reading the client's messages: back-pressure on its input. */
+void http_websocket_pause(HttpWebSocket *ws, bool pause);
+/* Sends a close frame (status, reason) after what is queued; closed() follows. */
+void http_websocket_close(HttpWebSocket *ws, uint16_t status, const char *reason);
+/* Called when the queue drained below what the owner waits for (http_websocket_queued()). */
+void http_websocket_set_drained(HttpWebSocket *ws, void (*drained)(HttpWebSocket *ws, void *userdata));
+
+/* GET /api/v1/sessions/{id}/terminal (http-terminal.c). */
+int http_route_terminal(HttpRequest *req);
+
 /* An upload route that cannot take more now: resumed by http_request_resume(). */
 void http_request_suspend(HttpRequest *req);
 void http_request_resume(HttpRequest *req);

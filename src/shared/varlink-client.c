@@ -25,6 +25,7 @@ struct VarlinkClient {
         ClientCall *calls, *calls_tail;   /* asynchronous calls awaiting replies, oldest first */
         uint64_t timeout_usec;
         bool broken;
+        bool paused;                      /* not reading replies: back-pressure on the server */
 };
 
 int varlink_client_connect_fd(VarlinkClient **ret, int fd) {
@@ -172,7 +173,15 @@ static int client_update(VarlinkClient *c) {
         if (c->broken || !c->io_source)
                 return 0;
         return sd_event_source_set_io_events(c->io_source,
-                                             EPOLLIN | (varlink_stream_pending_output(&c->stream) > 0 ? EPOLLOUT : 0));
+                                             (c->paused ? 0 : EPOLLIN) |
+                                             (varlink_stream_pending_output(&c->stream) > 0 ? EPOLLOUT : 0));
+}
+
+void varlink_client_pause(VarlinkClient *c, bool pause) {
+        if (c->paused == pause)
+                return;
+        c->paused = pause;
+        (void) client_update(c);
 }
 
 /* Hands one reply to the oldest call; the call is over unless it continues. */

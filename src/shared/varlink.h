@@ -278,3 +278,6 @@ int varlink_client_call_async(VarlinkClient *c, const char *method, json_object 
                               VarlinkCallFlags flags, varlink_reply_t callback, void *userdata);
 /* Whether the connection is still up. */
 bool varlink_client_is_connected(VarlinkClient *c);
+/* Stops (or resumes) reading the connection: replies wait in the socket, and a server that
+ * paces its stream by what the peer read (Follow, Exec with "more") holds its producer. */
+void varlink_client_pause(VarlinkClient *c, bool pause);
