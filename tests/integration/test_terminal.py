@@ -21,41 +21,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, '..', 'security'))
 import harness  # noqa: E402
-import polkitutil as authz  # noqa: E402
-import secutil  # noqa: E402
+import httpbridge  # noqa: E402
 
 S = None
 POLKIT = None
 TOKENS = {}
-RULES = 'io.sandboxd.Sandbox1-http.rules'
 
 
 def setUpModule():
     global S, POLKIT
-    POLKIT = authz.setup_module()
-    S = secutil.S
-    try:
-        with open(os.path.join(S.paths.source, 'polkit', RULES)) as f:
-            POLKIT.set_rules(f.read(), name=RULES)
-        S.run(['rm', '-rf', '--', harness.HTTP_TOKENS_DIR])
-        for name in ('alice', 'bob'):
-            cp = S.run([S.paths.sandboxd_http, 'token', 'add', name, f'--tenant={name}',
-                        f'--tokens-dir={harness.HTTP_TOKENS_DIR}'], check=True)
-            TOKENS[name] = cp.stdout.strip()
-        S.systemctl('start', 'sandboxd-http.socket', check=True)
-    except BaseException:
-        authz.teardown_module(POLKIT)
-        raise
+    S, POLKIT, tokens = httpbridge.start()
+    TOKENS.update(tokens)
 
 
 def tearDownModule():
-    try:
-        S.systemctl('stop', 'sandboxd-http.socket', 'sandboxd-http.service', timeout=60)
-        journal = S.journal(units=('sandboxd-http.service',))
-        if 'Sanitizer' in journal or 'runtime error' in journal:
-            raise AssertionError('sanitizer reports from sandboxd-http:\n' + journal[-6000:])
-    finally:
-        authz.teardown_module(POLKIT)
+    httpbridge.stop(S, POLKIT)
 
 
 def request(method, path, body=None, token='alice'):
