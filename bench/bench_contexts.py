@@ -10,8 +10,13 @@ How to run (as root, after building; python3-ipykernel and python3-jupyter-clien
 
 It boots a system with tests/integration/harness.py and measures, alternating the two sides
 in batches (so that load that comes and goes shifts them alike):
-  cold_sandboxd  RunCode "1+1" over varlink in a fresh python-data sandbox (made before the
-                 clock starts): the default context's driver and kernel start, then the cell
+  cold_sandboxd  RunCode "1+1" over varlink in a fresh sandbox of the python template (made
+                 before the clock starts; it starts no context by itself): the default
+                 context's driver and kernel start, then the cell
+  create_first   python-data (whose template starts its default Python context with the
+                 sandbox): CreateSandbox then RunCode "1+1", from the create's call on
+  prestarted_first  python-data, its context ready (ListContexts says idle): the first
+                 RunCode "1+1"
   cold_host      the same on the host, with /usr/bin/python3: jupyter_client's KernelManager
                  starts the kernel (ipc transport), kernel_info until it answers, then
                  execute "1+1" until its reply and idle                          <- floor
@@ -46,7 +51,9 @@ def start():
     km = KernelManager(kernel_name='python3', transport='ipc', ip=os.path.join(d, 'kernel'),
                        connection_file=os.path.join(d, 'kernel.json'))
     km.kernel_cmd = [sys.executable, '-m', 'ipykernel_launcher', '-f', '{connection_file}']
-    km.start_kernel(env=dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION='1'))
+    # As the driver starts it (context-driver.py): no colours, history in memory.
+    km.start_kernel(env=dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION='1'),
+                    extra_arguments=['--InteractiveShell.colors=NoColor', '--HistoryManager.hist_file=:memory:'])
     shell, iopub = km.connect_shell(), km.connect_iopub()
     while True:
         km.session.send(shell, 'kernel_info_request', {})
@@ -112,6 +119,8 @@ if warm:
 
 ROWS = [
     ('cold_sandboxd', 'first RunCode "1+1" in a fresh sandbox (kernel start)'),
+    ('create_first', 'python-data: create + first RunCode (prestarted)'),
+    ('prestarted_first', 'python-data: first RunCode, kernel prestarted'),
     ('cold_host', 'jupyter_client on the host: start the kernel + "1+1"'),
     ('warm_sandboxd', 'RunCode "1+1" in a warm context (varlink)'),
     ('warm_host', 'jupyter_client on the host: "1+1" on a warm kernel'),
@@ -147,7 +156,7 @@ def main():
     try:
         # Cold, alternating one by one.
         for _ in range(args.cold):
-            cp = system.sandboxctl('create', '--template', 'python-data', timeout=120)
+            cp = system.sandboxctl('create', '--template', 'python', timeout=120)
             sid = cp.stdout.strip()
             try:
                 with system.varlink(timeout=300) as c:
@@ -157,9 +166,26 @@ def main():
             finally:
                 system.sandboxctl('destroy', sid, timeout=120)
             samples['cold_host'] += host_ask('cold', 1)
+            with system.varlink(timeout=300) as c:
+                t = time.monotonic()
+                sid = varlink(c, 'CreateSandbox', {'template': 'python-data'})['id']
+                try:
+                    varlink(c, 'RunCode', {'id': sid, 'code': '1+1'})
+                    samples['create_first'].append(time.monotonic() - t)
+                finally:
+                    varlink(c, 'Destroy', {'id': sid})
+                sid = varlink(c, 'CreateSandbox', {'template': 'python-data'})['id']
+                try:
+                    while varlink(c, 'ListContexts', {'id': sid})['contexts'][0]['state'] != 'idle':
+                        time.sleep(0.05)
+                    t = time.monotonic()
+                    varlink(c, 'RunCode', {'id': sid, 'code': '1+1'})
+                    samples['prestarted_first'].append(time.monotonic() - t)
+                finally:
+                    varlink(c, 'Destroy', {'id': sid})
 
         # Warm, in batches of 20.
-        cp = system.sandboxctl('create', '--template', 'python-data', timeout=120)
+        cp = system.sandboxctl('create', '--template', 'python', timeout=120)
         sid = cp.stdout.strip()
         try:
             with system.varlink(timeout=300) as c:

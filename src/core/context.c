@@ -875,6 +875,20 @@ void sandbox_contexts_free(Sandbox *s) {
         }
 }
 
+void sandbox_contexts_prestart(Sandbox *s) {
+        const Template *t = template_set_find(&s->manager->templates, s->template_name);
+
+        if (!t || s->config.ephemeral)
+                return;
+        for (char **l = t->contexts; l && *l; l++) {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                Context *c;
+                if (sandbox_default_context(s, *l, s->owner, &c, &error) < 0)
+                        log_sandbox(s, LOG_WARNING, 0, "Sandbox %s: its %s context did not start: %s", s->id, *l,
+                                    sandbox_error_message(&error));
+        }
+}
+
 void sandbox_contexts_suspend(Sandbox *s) {
         for (Context *c = s->contexts; c; c = c->next) {
                 uint64_t t, now;

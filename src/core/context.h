@@ -71,6 +71,9 @@ int sandbox_default_context(Sandbox *s, const char *language, uid_t caller, Cont
 Context *sandbox_next_context(Sandbox *s, Context *prev);
 /* The sandbox goes (or is reset for another user): its contexts go, their calls answered. */
 void sandbox_contexts_free(Sandbox *s);
+/* The template's "contexts": its default context of each language started now (a kernel
+ * takes seconds: a sandbox that starts with it answers its first RunCode warm). */
+void sandbox_contexts_prestart(Sandbox *s);
 /* Pause and resume: cells' timeouts stand still meanwhile. */
 void sandbox_contexts_suspend(Sandbox *s);
 void sandbox_contexts_resume(Sandbox *s);

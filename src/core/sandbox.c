@@ -796,6 +796,7 @@ static void sandbox_became_ready(Sandbox *s) {
         STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_created);
         manager_record_sandbox(s->manager, s, NULL);
         log_sandbox(s, sandbox_lifecycle_log_level(s), 0, "Sandbox %s running as %s.", s->id, s->unit);
+        sandbox_contexts_prestart(s);
         if (s->create_cb) {
                 sandbox_callback_t cb = s->create_cb;
                 s->create_cb = NULL;

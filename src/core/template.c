@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "context.h"
 #include "etc-tree.h"
 #include "json-util.h"
 #include "strv.h"
@@ -24,6 +25,7 @@ Template *template_free(Template *t) {
         strv_free(t->ro_binds);
         strv_free(t->environment);
         strv_free(t->runtimes);
+        strv_free(t->contexts);
         strv_free(t->etc_files);
         free(t->timezone);
         free(t->etc_dir);
@@ -402,6 +404,14 @@ int template_parse(const char *name, const char *json, Template **ret, char **re
         r = json_strv(o, "runtimes", false, &t->runtimes, ret_error);
         if (r < 0)
                 goto finish;
+        r = json_strv(o, "contexts", false, &t->contexts, ret_error);
+        if (r < 0)
+                goto finish;
+        for (char **l = t->contexts; l && *l; l++)
+                if (context_language_from_string(*l) < 0) {
+                        r = fail(ret_error, "contexts: '%s' is no language of code contexts (python, javascript)", *l);
+                        goto finish;
+                }
         r = parse_egress(o, t, ret_error);
         if (r < 0)
                 goto finish;

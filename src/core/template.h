@@ -27,6 +27,9 @@ typedef struct Template {
         char *image;         /* docker: the image, as the Engine API names it */
         char **environment;  /* NAME=VALUE */
         char **runtimes;     /* informative: python3, sh, … */
+        /* Code contexts (context.h) started as each sandbox starts, before anyone asks: the
+         * sandbox's default context of each language ("python", "javascript"). */
+        char **contexts;
         SandboxLimits limits; /* 0 = built-in default */
         /* "maxima" (and "limits"' DiskMax, Timeout as the defaults): merged with sandboxd.conf
          * [Limits], the stricter wins (quota.h). */

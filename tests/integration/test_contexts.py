@@ -141,6 +141,8 @@ class Base(harness.SandboxTestCase):
         if 'sid' not in SHARED:
             cp = self.ok(self.ctl('create', '--template', TEMPLATE))
             SHARED['sid'] = cp.stdout.strip()
+            # What the template started with the sandbox, before anyone asked.
+            SHARED['prestarted'] = self.ok_call('ListContexts', {'id': SHARED['sid']})[-1]['contexts']
             ctx = self.ok_call('CreateContext', {'id': SHARED['sid'], 'language': 'python'})[-1]['context']
             SHARED['cid'] = ctx['id']
         return SHARED['sid'], SHARED['cid']
@@ -244,6 +246,12 @@ class VarlinkContexts(Base):
         self.assertTrue(result['truncated'])
         self.assertLessEqual(sum(len(e['text']) for e in events), 20000)
         self.assertGreater(result['outputBytes'], 200000)
+
+    def test_prestarted(self):
+        """python-data's "contexts": its default Python context starts with the sandbox."""
+        sid, cid = self.shared()
+        self.assertEqual([(c['language'], c['default']) for c in SHARED['prestarted']], [('python', True)])
+        self.assertIn(SHARED['prestarted'][0]['state'], ('starting', 'idle'))
 
     def test_list_and_default(self):
         sid, cid = self.shared()
@@ -363,7 +371,9 @@ class Faces(Base):
         self.assertEqual(status, 404)
         self.assertEqual(body['error']['code'], 'NoSuchContext')
         status, listed = http_request('GET', f'/api/v1/sessions/{sid}/contexts')
-        self.assertEqual([c['id'] for c in listed], [ctx['id']])
+        # Oldest first: the default one python-data starts with the session, then ours.
+        self.assertEqual([(c['default'], c['language']) for c in listed], [(True, 'python'), (False, 'python')])
+        self.assertEqual(listed[1]['id'], ctx['id'])
         self.assertEqual(http_request('DELETE', base)[0], 204)
 
     def test_python_client(self):
@@ -385,7 +395,8 @@ class Faces(Base):
         ex = sbx.run_code('1 / 0', context=cid)
         self.assertEqual((ex.error.name, ex.error.value), ('ZeroDivisionError', 'division by zero'))
         self.assertIn('1 / 0', ex.error.traceback)
-        # The default context, then a JavaScript one, as E2B's create_code_context.
+        # The default context (started with the sandbox, or again after test_list_and_default
+        # removed it), then a JavaScript one, as E2B's create_code_context.
         self.assertEqual(sbx.run_code('a = 3').text, None)
         self.assertEqual(sbx.run_code('a * 2').text, '6')
         js = sbx.create_code_context('javascript')

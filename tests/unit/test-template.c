@@ -252,6 +252,21 @@ static void test_dirs_override(void **state) {
         assert_int_equal(system(cmd), 0);
 }
 
+/* "contexts": the code contexts started with each sandbox, by language name; one that is no
+ * language of contexts is refused, naming it. */
+static void test_parse_contexts(void **state) {
+        _cleanup_(template_freep) Template *t = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        assert_int_equal(template_parse("d", "{\"ro_binds\":[\"/usr\"],\"contexts\":[\"python\",\"javascript\"]}", &t,
+                                        &error), 0);
+        assert_string_equal(t->contexts[0], "python");
+        assert_string_equal(t->contexts[1], "javascript");
+        assert_null(t->contexts[2]);
+        expect_bad("e", "{\"ro_binds\":[\"/usr\"],\"contexts\":[\"python\",\"cobol\"]}", "'cobol'");
+        expect_bad("f", "{\"ro_binds\":[\"/usr\"],\"contexts\":\"python\"}", "contexts");
+}
+
 static void test_shipped_templates(void **state) {
         const char *dir = getenv("TEMPLATE_DIR");
         char *dirs[] = { (char *) dir, NULL };
@@ -280,6 +295,7 @@ static void test_shipped_templates(void **state) {
         assert_true(cc->idle_action_set);
         assert_int_equal(cc->idle_action, IDLE_ACTION_HIBERNATE);
         assert_true(cc->idle_timeout_sec > 0);
+        assert_string_equal(template_set_find(&set, "python-data")->contexts[0], "python");
         template_set_done(&set);
 }
 
@@ -288,6 +304,7 @@ int main(void) {
                 cmocka_unit_test(test_parse_good),
                 cmocka_unit_test(test_parse_bad),
                 cmocka_unit_test(test_parse_egress),
+                cmocka_unit_test(test_parse_contexts),
                 cmocka_unit_test(test_parse_etc),
                 cmocka_unit_test(test_parse_etc_bad),
                 cmocka_unit_test(test_parse_docker_and_pool),
