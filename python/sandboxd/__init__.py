@@ -36,7 +36,7 @@ from .errors import (AccessDenied, Busy, FileTooLarge, InteractiveAuthorizationR
                      NotRegularFile, NotSupported, ProtocolError, QuotaExceeded, SandboxConnectionError, SandboxError,
                      SandboxExists, SandboxFailed, SandboxSystemError, SnapshotTooLarge, StillRunning,
                      SystemdFailed, TemplateReadOnly, TooManySandboxes)
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, PortInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
                      SnapshotInfo, TemplateInfo)
 from .sandbox import CommandHandle, Commands, Files, Sandbox
 from .http import AsyncHttpTransport, HttpTransport
@@ -48,7 +48,7 @@ __all__ = [
     'Sandbox', 'AsyncSandbox', 'Commands', 'AsyncCommands', 'Files', 'AsyncFiles',
     'CommandHandle', 'AsyncCommandHandle',
     'CommandResult', 'EntryInfo', 'ProcessInfo', 'SandboxInfo', 'TemplateInfo', 'PoolInfo', 'SnapshotInfo',
-    'QuotaInfo', 'QuotaEntry',
+    'QuotaInfo', 'QuotaEntry', 'PortInfo',
     'SandboxProvider', 'SandboxConfig', 'ExecutionResult', 'CodeSandbox', 'SandboxPool',
     'Context', 'Execution', 'ExecutionError', 'Logs', 'OutputMessage', 'Result',
     'Transport', 'AsyncTransport', 'VarlinkTransport', 'AsyncVarlinkTransport', 'HttpTransport',

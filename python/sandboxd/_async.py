@@ -23,7 +23,7 @@ from . import contexts as _contexts
 from .contexts import Context, Execution, ExecutionError, OutputMessage, Result
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, PortInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
 from .transport import AsyncTransport, default_async_transport
 
@@ -246,6 +246,10 @@ class AsyncSandbox(SandboxBase[AsyncTransport]):
     async def pools(*, transport: AsyncTransport | None = None) -> List[PoolInfo]:
         """The templates' warm pools: size, ready, starting and in use (ListPools)."""
         return await _ops.run_async(transport or default_async_transport(), _ops.list_pools())
+
+    async def ports(self) -> List[PortInfo]:
+        """What listens on TCP inside the sandbox (ListPorts)."""
+        return await self._run(_ops.list_ports(self.sandbox_id))
 
     async def get_info(self) -> SandboxInfo:
         return await self._run(_ops.get_info(self.sandbox_id))

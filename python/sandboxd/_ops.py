@@ -20,7 +20,7 @@ from typing import Any, AsyncGenerator, Callable, Generator, Iterator, NamedTupl
 
 from ._varlink import Reply
 from .errors import INTERFACE, SandboxError, SandboxSystemError, error_from_reply
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, PortInfo, ProcessInfo, QuotaEntry, QuotaInfo, SandboxInfo,
                      SnapshotInfo, TemplateInfo)
 from .transport import WRITE_CHUNK, AsyncTransport, Transport
 
@@ -307,6 +307,11 @@ def list_sandboxes(labels: dict[str, str] | list[str] | None = None) -> Op[list[
     selectors = label_selectors(labels)
     reply: Reply = yield Call('ListSandboxes', {'filter': {'Label': selectors}} if selectors else {})
     return [SandboxInfo.from_reply(s) for s in reply.parameters.get('sandboxes', [])]
+
+
+def list_ports(sandbox_id: str) -> Op[list[PortInfo]]:
+    reply: Reply = yield Call('ListPorts', {'id': sandbox_id})
+    return [PortInfo(p.get('address', ''), p.get('port', 0)) for p in reply.parameters.get('ports', [])]
 
 
 def list_templates() -> Op[list[TemplateInfo]]:

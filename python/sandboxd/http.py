@@ -159,7 +159,7 @@ class HttpTransport(Transport):
         self.timeout = timeout
         self._routes: dict[str, Callable[..., Iterator[Reply]]] = {
             'CreateSandbox': self._create, 'GetSandbox': self._get, 'ListSandboxes': self._list,
-            'ListTemplates': self._templates, 'GetQuota': self._quota, 'Destroy': self._destroy, 'Pause': self._pause,
+            'ListTemplates': self._templates, 'GetQuota': self._quota, 'ListPorts': self._ports, 'Destroy': self._destroy, 'Pause': self._pause,
             'Resume': self._resume, 'SetTimeout': self._set_timeout, 'Exec': self._exec,
             'Start': self._start, 'ListProcesses': self._processes, 'ReadOutput': self._read_output,
             'Wait': self._wait, 'Signal': self._signal, 'WriteStdin': self._write_stdin,
@@ -260,6 +260,9 @@ class HttpTransport(Transport):
 
     def _templates(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one({'templates': self._request('GET', '/templates').json()})
+
+    def _ports(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        return self._one({'ports': self._request('GET', self._session(p, '/ports')).json()})
 
     def _quota(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one(self._request('GET', '/quota').json())

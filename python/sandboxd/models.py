@@ -156,6 +156,15 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class PortInfo:
+    """A TCP port something listens on inside a sandbox (ListPorts)."""
+
+    #: as bound: "127.0.0.1", "0.0.0.0", "::", ...
+    address: str
+    port: int
+
+
+@dataclass(frozen=True)
 class QuotaEntry:
     """One item of a quota (sandboxd.conf(5), [OwnerQuota] and [TenantQuota])."""
 

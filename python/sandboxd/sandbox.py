@@ -22,7 +22,7 @@ from . import contexts as _contexts
 from .contexts import Context, Execution, ExecutionError, OutputMessage, Result
 from ._base import CommandLine, CommandsBase, FilesBase, HandleBase, SandboxBase, instance_or_class
 from .errors import SandboxError
-from .models import (CommandResult, EntryInfo, PoolInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
+from .models import (CommandResult, EntryInfo, PoolInfo, PortInfo, ProcessInfo, QuotaInfo, SandboxInfo, SnapshotInfo,
                      TemplateInfo)
 from .transport import Transport, default_transport
 
@@ -297,6 +297,11 @@ class Sandbox(SandboxBase[Transport]):
 
     def get_info(self) -> SandboxInfo:
         return self._run(_ops.get_info(self.sandbox_id))
+
+    def ports(self) -> List[PortInfo]:
+        """What listens on TCP inside the sandbox (ListPorts); reach one through
+        sandboxd-http's /api/v1/sessions/ID/ports/PORT/ or ``sandboxctl port-forward``."""
+        return self._run(_ops.list_ports(self.sandbox_id))
 
     def is_running(self) -> bool:
         """Whether it exists and is running (not paused, stopping or gone)."""

@@ -8,11 +8,13 @@
 
 #include <stdio.h>
 
+#include "fd-util.h"
 #include "http.h"
 #include "json-util.h"
 #include "list.h"
 #include "log.h"
 #include "strv.h"
+#include "varlink-stream.h"
 
 #define BACKEND_IDLE_PER_TENANT_MAX 8U
 
@@ -119,13 +121,31 @@ static BackendCall *call_free(BackendCall *call) {
         return mfree(call);
 }
 
+/* The connection whose reply a callback is handling (http_backend_take_fd()). */
+static VarlinkClient *replying = NULL;
+
+int http_backend_take_fd(HttpRequest *req) {
+        int fd;
+
+        if (!replying || varlink_client_take_fds(replying, &fd, 1) != 1)
+                return -EBADF;
+        return fd;
+}
+
 static int on_reply(VarlinkClient *client, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                     void *userdata) {
         BackendCall *call = userdata;
         bool last = !(flags & VARLINK_REPLY_CONTINUES);
+        int fds[VARLINK_STREAM_FDS_MAX];
 
-        if (!call->cancelled && !http_request_is_gone(call->req))
+        if (!call->cancelled && !http_request_is_gone(call->req)) {
+                replying = client;
                 (void) call->callback(call->req, parameters, error, flags, call->userdata);
+                replying = NULL;
+        }
+        /* What the callback did not take is not the next call's. */
+        for (size_t i = varlink_client_take_fds(client, fds, ELEMENTSOF(fds)); i > 0; i--)
+                safe_close(fds[i - 1]);
         if (last) {
                 /* A connection that answered cleanly serves the next call of its tenant. */
                 if (!call->cancelled && (!error || !streq(error, VARLINK_ERROR_DISCONNECTED)))

@@ -1569,6 +1569,28 @@ static int route_context_run(HttpRequest *req) {
         return stream_call(req, IFACE "RunCode", TAKE_PTR(p), on_run_stream);
 }
 
+/* ---- ports (http-ports.c, docs/PORTS.md) ---- */
+
+static json_object *transform_ports(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "ports");
+}
+
+static const Simple simple_ports = { transform_ports };
+
+static int route_ports_list(HttpRequest *req) {
+        return call_simple(req, IFACE "ListPorts", params_with_id(req), &simple_ports);
+}
+
+/* /api/v1/sessions/ID/ports/PORT[/REST]: REST (with its query) to the sandbox's PORT. */
+static int route_port_proxy(HttpRequest *req) {
+        const char *url = http_request_url(req), *rest = url;
+
+        /* From the seventh "/" on: past api, v1, sessions, ID, ports and PORT. */
+        for (unsigned slashes = 0; rest && slashes < 7; slashes++)
+                rest = strchr(rest + (slashes > 0), '/');
+        return http_port_proxy(req, http_request_param(req, 0), http_request_param(req, 1), rest ?: "/");
+}
+
 /* ---- the table ---- */
 
 #define S "/api/v1/sessions/{}"
@@ -1611,6 +1633,14 @@ const HttpRoute http_routes[] = {
         { "GET",    S "/files/list",                  0, route_file_list },
         { "POST",   S "/files/mkdir",                 HTTP_ROUTE_JSON_BODY, route_file_mkdir },
         { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
+        { "GET",    S "/ports",                       0, route_ports_list },
+        { "GET",    S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "HEAD",   S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "POST",   S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "PUT",    S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "PATCH",  S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "DELETE", S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
+        { "OPTIONS", S "/ports/{}/{...}",             HTTP_ROUTE_RAW_BODY, route_port_proxy },
         { "GET",    "/api/v1/templates",              0, route_templates_list },
         { "GET",    "/api/v1/quota",                  0, route_quota },
         { "GET",    "/api/v1/secrets",                0, route_secrets_list },

@@ -64,6 +64,7 @@ struct HttpRequest {
         bool authenticated, operator, daemon_wide;
         char *tenant;
         char method[16];                 /* for the access log */
+        char *url;                       /* as libmicrohttpd has it: decoded, without the query */
         char *counted[2];                /* the keys it counts under (server->counts) */
         uint64_t begun;                  /* µs CLOCK_MONOTONIC */
 
@@ -179,6 +180,7 @@ HttpRequest *http_request_unref(HttpRequest *req) {
         for (unsigned i = 0; i < HTTP_PARAMS_MAX; i++)
                 free(req->params[i]);
         free(req->tenant);
+        free(req->url);
         for (unsigned i = 0; i < ELEMENTSOF(req->counted); i++)
                 free(req->counted[i]);
         if (req->free_data)
@@ -237,6 +239,14 @@ int http_request_query_all(HttpRequest *req, const char *name, json_object **ret
         return 0;
 }
 
+const char *http_request_url(HttpRequest *req) {
+        return req->url;
+}
+
+const char *http_request_method(HttpRequest *req) {
+        return req->method;
+}
+
 const char *http_request_header(HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
 }
@@ -274,6 +284,15 @@ void http_request_set_data(HttpRequest *req, void *data, void (*free_func)(void 
 
 void *http_request_get_data(HttpRequest *req) {
         return req->data;
+}
+
+void *http_request_take_data(HttpRequest *req) {
+        req->free_data = NULL;
+        return TAKE_PTR(req->data);
+}
+
+struct MHD_Connection *http_request_connection(HttpRequest *req) {
+        return req->connection;
 }
 
 void http_request_resume(HttpRequest *req);
@@ -575,6 +594,12 @@ void http_request_stream_end(HttpRequest *req, bool failed) {
         http_request_resume(req);
 }
 
+int http_request_add_header(HttpRequest *req, const char *name, const char *value) {
+        if (!req->response)
+                return -EINVAL;
+        return MHD_add_response_header(req->response, name, value) == MHD_YES ? 0 : -EINVAL;
+}
+
 /* ---- connections ---- */
 
 /* A connection's deadlines (sandboxd-http(8), LIMITS). libmicrohttpd's own timeout is an
@@ -732,7 +757,16 @@ static bool route_matches(const char *pattern, char **segments, unsigned n, char
         unsigned np, k = 0;
 
         snprintf(buf, sizeof(buf), "%s", pattern);
-        if (split_path(buf, p, HTTP_PATH_SEGMENTS_MAX, &np) < 0 || np != n)
+        if (split_path(buf, p, HTTP_PATH_SEGMENTS_MAX, &np) < 0)
+                return false;
+        /* A last segment "{...}": any rest of the path, none too (http_request_url()). */
+        if (np > 0 && streq(p[np - 1], "{...}")) {
+                if (n < np - 1)
+                        return false;
+                np--;
+                n = np;
+        }
+        if (np != n)
                 return false;
         for (unsigned i = 0; i < n; i++) {
                 if (streq(p[i], "{}")) {
@@ -892,6 +926,9 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         int r;
 
         req->server->stats.requests++;
+        req->url = strdup(url);
+        if (!req->url)
+                return -ENOMEM;
         if (http_request_header(req, MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
             http_request_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
                 /* RFC 9112 §6.1: a proxy before us may have framed it the other way

@@ -132,7 +132,8 @@ typedef int (*http_upload_t)(HttpRequest *req, const char *data, size_t *size);
 
 struct HttpRoute {
         const char *method;
-        /* Segments, "{}" for one of the path's parameters (http_request_param()). */
+        /* Segments, "{}" for one of the path's parameters (http_request_param()); a last
+         * "{...}" takes the rest of the path, if any (http_request_url()). */
         const char *pattern;
         HttpRouteFlags flags;
         http_handler_t handler;
@@ -188,6 +189,9 @@ const char *http_request_query(HttpRequest *req, const char *name);
 /* Every value of a query argument given (name=…&name=…), as a JSON array of strings. */
 int http_request_query_all(HttpRequest *req, const char *name, json_object **ret);
 const char *http_request_header(HttpRequest *req, const char *name);
+/* The path as libmicrohttpd decoded it (no query), and the method. */
+const char *http_request_url(HttpRequest *req);
+const char *http_request_method(HttpRequest *req);
 /* The body as it came (HTTP_ROUTE_RAW_BODY). */
 const void *http_request_raw_body(HttpRequest *req, size_t *ret_size);
 /* The parsed JSON object body (HTTP_ROUTE_JSON_BODY; {} when empty). */
@@ -205,6 +209,15 @@ bool http_request_is_gone(HttpRequest *req);
 /* Per-route state, freed with the request. */
 void http_request_set_data(HttpRequest *req, void *data, void (*free_func)(void *));
 void *http_request_get_data(HttpRequest *req);
+/* The per-route state, now the caller's (not freed with the request). */
+void *http_request_take_data(HttpRequest *req);
+/* libmicrohttpd's connection, for its header and argument iterators. */
+struct MHD_Connection *http_request_connection(HttpRequest *req);
+
+/* The port proxy (http-ports.c, docs/PORTS.md): the request, to the path rest (decoded;
+ * "" for "/") of port of sandbox id, its response streamed back; an upgrade the server
+ * accepts becomes a byte tunnel. */
+int http_port_proxy(HttpRequest *req, const char *id, const char *port, const char *rest);
 
 /* The reply (only one): status and a JSON body (taken; NULL: none). */
 int http_request_reply_json(HttpRequest *req, unsigned status, json_object *body);
@@ -276,6 +289,9 @@ void http_websocket_set_drained(HttpWebSocket *ws, void (*drained)(HttpWebSocket
 /* GET /api/v1/sessions/{id}/terminal (http-terminal.c). */
 int http_route_terminal(HttpRequest *req);
 
+/* A header of the reply made last (after http_request_stream()). */
+int http_request_add_header(HttpRequest *req, const char *name, const char *value);
+
 /* An upload route that cannot take more now: resumed by http_request_resume(). */
 void http_request_suspend(HttpRequest *req);
 void http_request_resume(HttpRequest *req);
@@ -301,6 +317,8 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                       http_backend_reply_t callback, void *userdata);
 /* Ends the request's calls in progress (a stream it no longer wants). */
 void http_backend_cancel(HttpRequest *req);
+/* In a reply callback: the descriptor passed with the reply (OpenPort's), taken; -EBADF. */
+int http_backend_take_fd(HttpRequest *req);
 
 /* ---- the agent-check port of a fleet's front (http-agent.c) ---- */
 

@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -108,11 +110,27 @@ def varlink_open_port(sid, port):
         return json.loads(data[:-1]), (fds[0] if fds else None)
 
 
+def http(method, path, token='alice', body=None):
+    """(status, headers, body bytes) of a request to the bridge."""
+    headers = {'Authorization': f'Bearer {BRIDGE.tokens[token]}'} if token else {}
+    if body is not None and path == '/api/v1/sessions':
+        headers['Content-Type'] = 'application/json'
+    req = urllib.request.Request(BRIDGE.url + path, method=method, data=body, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
 class Ports(harness.SandboxTestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.sid = S.sandboxctl('create', '--template', 'python', timeout=120).stdout.strip()
+        # alice's, through the bridge; root (sandboxctl) may use it too.
+        status, _, body = http('POST', '/api/v1/sessions', body=json.dumps({'template': 'python'}).encode())
+        assert status == 201, body
+        cls.sid = json.loads(body)['id']
         for code in (STREAMER, ECHO):
             cp = S.sandboxctl('start', cls.sid, '--', 'python3', '-c', code, timeout=60)
             assert cp.returncode == 0, cp.stderr
@@ -170,6 +188,73 @@ class Ports(harness.SandboxTestCase):
         cp = subprocess.run(['curl', '-sS', '--max-time', '20', '--unix-socket', S.path(path), 'http://x/unix'],
                             capture_output=True, text=True, timeout=30)
         self.assertEqual(cp.stdout, 'path=/unix query-ok\n', cp.stderr)
+
+    def test_http_proxy(self):
+        base = f'/api/v1/sessions/{self.sid}/ports/8000'
+        status, headers, body = http('GET', base + '/some/path?a=1&b=x%20y')
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body, b'path=/some/path?a=1&b=x%20y query-ok\n')
+        self.assertEqual(headers['X-From-Sandbox'], 'yes')
+        status, _, body = http('GET', base)
+        self.assertEqual((status, body), (200, b'path=/ query-ok\n'))
+        status, _, body = http('POST', base + '/echo', body=b'0123456789')
+        self.assertEqual((status, body), (201, b'9876543210'))
+        status, headers, body = http('GET', f'/api/v1/sessions/{self.sid}/ports')
+        self.assertEqual(status, 200, body)
+        self.assertIn({'address': '127.0.0.1', 'port': 8000}, json.loads(body))
+        # Nothing there, a bad port.
+        status, _, body = http('GET', f'/api/v1/sessions/{self.sid}/ports/8001/')
+        self.assertEqual((status, json.loads(body)['error']['code']), (502, 'NoSuchProcess'), body)
+        status, _, body = http('GET', f'/api/v1/sessions/{self.sid}/ports/0/')
+        self.assertEqual(status, 400, body)
+
+    def test_http_proxy_streams(self):
+        """The first line arrives while the server still sleeps before the second."""
+        url = BRIDGE.url + f'/api/v1/sessions/{self.sid}/ports/8000/slow'
+        p = subprocess.Popen(['curl', '-sSN', '--max-time', '30', '-H', f'Authorization: Bearer {BRIDGE.tokens["alice"]}',
+                              url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        start = time.monotonic()
+        first = p.stdout.readline()
+        first_at = time.monotonic() - start
+        rest = p.stdout.read()
+        done_at = time.monotonic() - start
+        p.wait(timeout=30)
+        self.assertEqual((first, rest), (b'first\n', b'second\n'), p.stderr.read())
+        self.assertLess(first_at, 1.2)
+        self.assertGreater(done_at, first_at + 1.0)
+
+    def test_other_tenant_refused(self):
+        base = f'/api/v1/sessions/{self.sid}/ports/8000/'
+        status, _, body = http('GET', base, token='bob')
+        self.assertEqual((status, json.loads(body)['error']['code']), (404, 'NoSuchSandbox'), body)
+        status, _, body = http('GET', base, token=None)
+        self.assertEqual(status, 401, body)
+        status, _, body = http('GET', f'/api/v1/sessions/{self.sid}/ports', token='bob')
+        self.assertEqual(status, 404, body)
+
+    def test_websocket(self):
+        """python3-websockets' client through the bridge to the echo server inside."""
+        url = BRIDGE.url.replace('http://', 'ws://') + f'/api/v1/sessions/{self.sid}/ports/8765/'
+        code = (
+            'import asyncio, sys, websockets\n'
+            'async def main():\n'
+            f'    async with websockets.connect({url!r}, extra_headers={{"Authorization": "Bearer {BRIDGE.tokens["alice"]}"}}, max_size=None) as ws:\n'
+            '        for m in ("hello", b"\\x00\\xffbinary", "x" * 300000):\n'
+            '            await ws.send(m)\n'
+            '            assert await ws.recv() == m\n'
+            '    print("echoed")\n'
+            'asyncio.run(main())\n')
+        cp = subprocess.run(['/usr/bin/python3', '-c', code], capture_output=True, text=True, timeout=60)
+        self.assertEqual(cp.stdout, 'echoed\n', cp.stderr[-3000:])
+
+    def test_python_list_ports(self):
+        sys.path.insert(0, os.path.join(S.paths.source, 'python'))
+        import sandboxd
+        from sandboxd.http import HttpTransport
+        for t in (sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET)),
+                  HttpTransport(BRIDGE.url, BRIDGE.tokens['alice'])):
+            ports = sandboxd.Sandbox.connect(self.sid, transport=t).ports()
+            self.assertIn(sandboxd.PortInfo('127.0.0.1', 8000), ports)
 
     def test_other_sandbox_cannot_reach(self):
         other = self.create(template='python')
