@@ -200,6 +200,7 @@ static int help(void) {
                "  start ID [--] CMD...        Start a command in the background, print its ID\n"
                "  ps ID                       List the background processes of a sandbox\n"
                "  kill ID PROCESS             Send a signal (--signal, default TERM) to a process\n"
+               "  run-code ID CODE|-          Run a cell of a code context (--context ID|LANGUAGE)\n"
                "  send-stdin ID PROCESS       Copy standard input to a process started with\n"
                "                              --stdin-pipe, as it comes\n"
                "  close-stdin ID PROCESS      Close the input of a process: it reads end of file\n"
