@@ -314,7 +314,7 @@ class Sandbox(SandboxBase[Transport]):
 
     def pause(self) -> str:
         """Freezes every process of the sandbox (commands are refused until resume, or
-        :meth:`connect` with the id this returns)."""
+        :meth:`connect` with the id this returns). Its lifetime stands still meanwhile."""
         self._run(_ops.call('Pause', id=self.sandbox_id))
         return self.sandbox_id
 

@@ -24,7 +24,11 @@ static void test_round_trip(void **state) {
                 .from_pool = true,
                 .config = { .limits = { .memory_max = 1 << 24 }, .timeout_sec = 60, .ephemeral = true,
                             .name = "agent-7", .tenant = "acme",
-                            .labels = (char *[]) { "example.com/team=ml", "run=4 b", NULL } },
+                            .labels = (char *[]) { "example.com/team=ml", "run=4 b", NULL },
+                            .secrets = (char *) "KEY@api.example.com:x-api-key\nTOKEN\n" },
+                .egress_ca_cert = (char *) "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n",
+                .egress_ca_key = (char *) "-----BEGIN PRIVATE KEY-----\ny\n-----END PRIVATE KEY-----\n",
+                .lifetime_left_usec = 1234567,
         }, back = {};
 
         assert_int_equal(sandbox_persist_to_json(&st, &text), 0);
@@ -40,7 +44,15 @@ static void test_round_trip(void **state) {
         assert_string_equal(back.config.labels[0], "example.com/team=ml");
         assert_string_equal(back.config.labels[1], "run=4 b");
         assert_null(back.config.labels[2]);
+        /* Issue 32: the bindings (names only), the proxy's CA, a paused lifetime's rest. */
+        assert_string_equal(back.config.secrets, st.config.secrets);
+        assert_string_equal(back.egress_ca_cert, st.egress_ca_cert);
+        assert_string_equal(back.egress_ca_key, st.egress_ca_key);
+        assert_int_equal(back.lifetime_left_usec, 1234567);
         sandbox_persist_done(&back);
+        st.config.secrets = NULL;
+        st.egress_ca_cert = st.egress_ca_key = NULL;
+        st.lifetime_left_usec = 0;
 
         /* Neither: no keys, and none read back. */
         st.config.name[0] = st.config.tenant[0] = 0;
