@@ -43,6 +43,10 @@ typedef struct ExecRecordEvent {
         uint64_t cpu_usec;        /* the process's own (rusage) */
         uint64_t cgroup_cpu_nsec; /* the sandbox unit's cgroup, during the exec */
         uint64_t cgroup_memory_peak; /* the unit's cgroup high-water mark, bytes */
+        /* Its workspace on disk at the end: bytes its files take, and DiskMax. Only for a
+         * sandbox on disk (disk_known); in memory the files are in cgroup_memory_peak. */
+        bool disk_known;
+        uint64_t disk_bytes_used, disk_bytes_max;
         uint64_t stdout_bytes, stderr_bytes;
         const void *stdout_excerpt; size_t stdout_excerpt_size; /* capped, verbatim bytes */
         const void *stderr_excerpt; size_t stderr_excerpt_size;

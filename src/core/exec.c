@@ -18,6 +18,7 @@
 #include "sandbox-internal.h"
 #include "strv.h"
 #include "time-util.h"
+#include "workspace.h"
 
 /* After the process ended, how long what it wrote may take to reach the caller's own
  * descriptors (whose reader takes nothing) before the result goes without the rest. */
@@ -297,6 +298,10 @@ static void exec_record_take(Exec *e) {
                         e->cgroup_cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
                 (void) cgroup_read_memory_peak(s->cgroup, &s->cgroup_memory_peak_file, &e->cgroup_memory_peak);
         }
+        /* One sysfs read (its qgroup is known after the first). */
+        if (s->workspace && s->manager->workspaces)
+                e->disk_known = workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup,
+                                                &e->disk_bytes_used, NULL) >= 0;
         e->record_pending = true;
 }
 
@@ -330,6 +335,9 @@ static void exec_record(Exec *e, Sandbox *sandbox) {
                 .cpu_usec = r->cpu_usec,
                 .cgroup_cpu_nsec = e->cgroup_cpu,
                 .cgroup_memory_peak = e->cgroup_memory_peak,
+                .disk_known = e->disk_known,
+                .disk_bytes_used = e->disk_bytes_used,
+                .disk_bytes_max = sandbox->config.disk_max,
                 .stdout_bytes = r->out.total,
                 .stderr_bytes = r->err.total,
                 .stdout_excerpt = r->out.data,

@@ -813,7 +813,14 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
                                                  "Sandbox '%s' (%s) is of template %s, not %s.", s->config.name,
                                                  s->id, s->template_name, t->name);
                 /* GetOrCreate: the one there, as it is (the call's other options do not
-                 * change it), once it runs. */
+                 * change it), once it runs; a stopped one (files on disk, no processes)
+                 * started again in its workspace, as Wake does. */
+                if (sandbox_get_state(s) == SANDBOX_STOPPED) {
+                        r = sandbox_wake_stopped(s, cb, userdata);
+                        if (r < 0)
+                                return sandbox_error_set_errno(error, r, "Failed to start sandbox %s again: %m", s->id);
+                        return 0;
+                }
                 r = sandbox_wait_started(s, cb, userdata);
                 if (r < 0)
                         return sandbox_error_set_errno(error, r, "Failed to wait for sandbox %s: %m", s->id);

@@ -82,6 +82,8 @@ struct Exec {
         uint64_t cgroup_cpu_before;
         uint64_t cgroup_cpu;  /* the unit's CPU time while it ran */
         uint64_t cgroup_memory_peak;
+        bool disk_known;      /* its sandbox's workspace, at the end */
+        uint64_t disk_bytes_used;
         bool record_pending;
         ExecResult result;
         struct ExecWaiter *waiters;
@@ -153,6 +155,8 @@ struct Sandbox {
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
         bool workspace;       /* its /work and /tmp are its workspace on disk, removed with it */
         bool woken;           /* started again from stopped, in the workspace it had */
+        bool keep_files;      /* stopping for Hibernate on disk: its workspace stays, listed stopped */
+        uint64_t workspace_qgroup; /* its workspace's qgroup id once learnt (workspace_usage()); 0 */
         /* A fork on disk: its workspace a snapshot of this sandbox's ("": none), made as
          * it starts (clone_source watches the child making it). */
         char clone_from[SANDBOX_ID_LEN + 1];
@@ -289,6 +293,10 @@ int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret);
 int manager_load_stopped(Manager *m, const char *id);
 /* The stopped sandbox id_or_name names that caller sees, or NULL. */
 Sandbox *manager_find_stopped(Manager *m, const SandboxCaller *caller, const char *id_or_name);
+/* Hibernate of a sandbox on disk: its processes stopped, its workspace and record kept;
+ * once they are stopped it is listed as stopped (cb then). -EBUSY if not running or
+ * paused, -EOPNOTSUPP if its files are not a workspace it keeps (tmpfs, ephemeral, pooled). */
+int sandbox_stop_keeping_files(Sandbox *s, sandbox_callback_t cb, void *userdata);
 /* Starts a stopped sandbox again in its workspace (Wake); as sandbox_start(). */
 int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata);
 /* sandboxd is exiting: every call waiting on s (its creation, a Pause or Resume, a

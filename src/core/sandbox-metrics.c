@@ -225,7 +225,7 @@ int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error) {
                 m.tasks_current = SANDBOX_METRIC_UNKNOWN;
         if (s->config.limits.storage == STORAGE_DISK && s->manager->workspaces) {
                 /* Its qgroup: no need to look through its processes. */
-                if (workspace_usage(s->manager->workspaces, s->id, &m.disk_bytes_used, &m.disk_bytes_max) < 0)
+                if (workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup, &m.disk_bytes_used, &m.disk_bytes_max) < 0)
                         m.disk_bytes_used = m.disk_bytes_max = SANDBOX_METRIC_UNKNOWN;
         } else {
                 sandbox_read_disk_usage(s, &m);

@@ -584,13 +584,16 @@ static void sandbox_finalize(Sandbox *s) {
         log_sandbox(s, LOG_INFO, 0, SANDBOX_REMOVED_FORMAT, s->id);
         sandbox_logs_sandbox_gone(s);
         manager_unlink_sandbox(m, s);
-        bool relist = s->woken && !s->workspace;
+        /* Woken, it did not come up (its files are still there), or hibernated on disk. */
+        bool relist = (s->woken && !s->workspace) || s->keep_files;
+        if (s->keep_files)
+                s->workspace = false;
         char id[SANDBOX_ID_LEN + 1];
         strcpy(id, s->id);
         sandbox_free_internal(s);
-        if (relist)
-                /* Woken, it did not come up: its files are still there, stopped. */
-                (void) manager_load_stopped(m, id);
+        if (relist && manager_load_stopped(m, id) <= 0)
+                log_warning("Sandbox %s has files on disk but could not be listed as stopped; "
+                            "they are removed at the next start.", id);
 }
 
 static int on_finalize(sd_event_source *source, void *userdata) {
@@ -1174,6 +1177,17 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         }
         sandbox_stop(s, NULL);
         return 0;
+}
+
+int sandbox_stop_keeping_files(Sandbox *s, sandbox_callback_t cb, void *userdata) {
+        if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
+                return -EBUSY;
+        if (!s->workspace || !s->manager->workspaces || s->config.ephemeral || s->pooled || s->released)
+                return -EOPNOTSUPP;
+        s->keep_files = true;
+        if (!s->failure)
+                s->failure = strdup("hibernated: stopped, its files kept on disk");
+        return sandbox_destroy(s, cb, userdata);
 }
 
 /* A sandbox of m from its record: its id, owner, host uid, creation time and config. */

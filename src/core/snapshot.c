@@ -18,6 +18,7 @@
 #include "snapshot.h"
 #include "strv.h"
 #include "time-util.h"
+#include "workspace.h"
 
 #define SNAPSHOT_META_MAX (16U * 1024U)
 #define SNAPSHOT_SPLICE_CHUNK (1024U * 1024U)
@@ -839,6 +840,50 @@ static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *
                 log_sandbox(s, LOG_INFO, 0, "Sandbox %s hibernated as snapshot %s.", s->id, meta->id);
 }
 
+static void on_hibernated_on_disk(Sandbox *s, const SandboxError *error, void *userdata) {
+        HibernateJob *h = userdata;
+
+        h->cb(error ? NULL : &h->meta, error, h->userdata);
+        snapshot_meta_done(&h->meta);
+        free(h);
+}
+
+/* On disk, Hibernate is "stop the processes, keep the directory": no archive, the
+ * sandbox listed as stopped, and Wake starts it again in its workspace. What the caller
+ * gets is the SnapshotInfo of no archive: an empty id, hibernated, the files' bytes. */
+static int sandbox_hibernate_on_disk(Sandbox *s, snapshot_callback_t cb, void *userdata, SandboxError *error) {
+        HibernateJob *h;
+        int r;
+
+        if (s->pause_pending)
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
+        h = calloc(1, sizeof(HibernateJob));
+        if (!h)
+                return -ENOMEM;
+        *h = (HibernateJob) { .manager = s->manager, .cb = cb, .userdata = userdata };
+        h->meta = (SnapshotMeta) { .owner = s->owner, .created = now_usec(CLOCK_REALTIME), .hibernated = true,
+                                   .tmp = true };
+        strcpy(h->meta.source, s->id);
+        (void) workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup, &h->meta.content_size, NULL);
+        h->meta.template_name = strdup(s->template_name);
+        if (!h->meta.template_name || sandbox_config_copy(&h->meta.config, &s->config) < 0) {
+                snapshot_meta_done(&h->meta);
+                free(h);
+                return -ENOMEM;
+        }
+        r = sandbox_stop_keeping_files(s, on_hibernated_on_disk, h);
+        if (r < 0) {
+                snapshot_meta_done(&h->meta);
+                free(h);
+                if (r == -EBUSY)
+                        return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
+                                                 s->id, sandbox_state_to_string(s->state));
+                return sandbox_error_set_errno(error, -r, "Failed to stop sandbox %s: %m", s->id);
+        }
+        log_sandbox(s, LOG_INFO, 0, "Sandbox %s hibernating: its processes stop, its files stay on disk.", s->id);
+        return 0;
+}
+
 int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t cb, void *userdata,
                       SandboxError *error) {
         HibernateJob *h;
@@ -846,6 +891,8 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
 
         assert_return(s, -EINVAL);
 
+        if (s->workspace && s->manager->workspaces && !s->config.ephemeral && !s->pooled && !s->released)
+                return sandbox_hibernate_on_disk(s, cb, userdata, error);
         h = calloc(1, sizeof(HibernateJob));
         if (!h)
                 return -ENOMEM;
@@ -1040,7 +1087,7 @@ static int fork_on_disk(Manager *m, const SandboxCaller *caller, Sandbox *source
         if (!t)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                          source->template_name);
-        if (workspace_usage(m->workspaces, source->id, &used, NULL) >= 0 && used > c->disk_max)
+        if (workspace_usage(m->workspaces, source->id, &source->workspace_qgroup, &used, NULL) >= 0 && used > c->disk_max)
                 return sandbox_error_set(error, SANDBOX_ERR_SNAPSHOT_TOO_LARGE,
                                          "The files of sandbox %s take %" PRIu64 " bytes, more than the fork's "
                                          "DiskMax of %" PRIu64 " bytes; give a larger DiskMax.", source->id, used,

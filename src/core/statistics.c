@@ -7,6 +7,7 @@
 #include "pool-status.h"
 #include "sandbox-internal.h"
 #include "statistics.h"
+#include "workspace.h"
 
 void histogram_init(Histogram *h, const double *bounds, size_t n) {
         *h = (Histogram) { .bounds = bounds, .n = MIN(n, (size_t) STATISTICS_LATENCY_N_BOUNDS) };
@@ -159,7 +160,16 @@ int statistics_report(Manager *m, const char *tenant, uint64_t spool_backlog, St
                 k = count_sandbox(&r, sandbox_state_to_string(s->state), s->template_name, 1);
                 if (k < 0)
                         return k;
+                if (m->workspaces && (s->workspace || s->state == SANDBOX_STOPPED)) {
+                        uint64_t used;
+                        /* One sysfs read per workspace once its qgroup is known. */
+                        if (workspace_usage(m->workspaces, s->id, &s->workspace_qgroup, &used, NULL) >= 0)
+                                r.workspace_bytes_used += used;
+                        r.workspace_bytes_max += s->config.disk_max;
+                }
         }
+        if (!r.tenant && m->workspaces)
+                (void) workspace_pool_space(m->workspaces, &r.pool_bytes, &r.pool_bytes_free);
         if (!r.tenant) {
                 k = manager_pool_status(m, NULL, &r.pools, &r.n_pools);
                 if (k < 0)

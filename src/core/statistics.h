@@ -99,6 +99,12 @@ typedef struct StatisticsReport {
          * fleet node number (0: none). */
         uint64_t sandboxes_max, sandboxes_live;
         unsigned node;
+        /* The workspaces on disk of the sandboxes counted (stopped ones included): the
+         * bytes their files take, and their DiskMax added up. */
+        uint64_t workspace_bytes_used, workspace_bytes_max;
+        /* Daemon-wide only: the pool's file system, its size and what is free in it; 0
+         * without a pool. */
+        uint64_t pool_bytes, pool_bytes_free;
         const char *tenant;           /* the scope: NULL daemon-wide */
         SandboxStatistics none;       /* the counters of a tenant with no event yet */
 } StatisticsReport;

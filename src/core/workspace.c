@@ -335,28 +335,42 @@ static int read_u64_file(const char *path, uint64_t *ret) {
         return 0;
 }
 
-int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *ret_used, uint64_t *ret_max) {
-        _cleanup_close_ int fd = -EBADF;
+int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *qgroup, uint64_t *ret_used, uint64_t *ret_max) {
         char path[sizeof(p->qgroups_dir) + 64];
-        uint64_t subvol, used = 0, max = 0;
+        uint64_t subvol = qgroup ? *qgroup : 0, used = 0, max = 0;
         int r;
 
-        fd = openat(p->dir_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        r = btrfs_subvol_id(fd, &subvol);
-        if (r < 0)
-                return r;
+        if (subvol == 0) {
+                _cleanup_close_ int fd = openat(p->dir_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                r = btrfs_subvol_id(fd, &subvol);
+                if (r < 0)
+                        return r;
+        }
         snprintf(path, sizeof(path), "%s/0_%" PRIu64 "/referenced", p->qgroups_dir, subvol);
         r = read_u64_file(path, &used);
         if (r < 0)
                 return r;
-        snprintf(path, sizeof(path), "%s/0_%" PRIu64 "/max_referenced", p->qgroups_dir, subvol);
-        (void) read_u64_file(path, &max);
+        if (qgroup)
+                *qgroup = subvol;
+        if (ret_max) {
+                snprintf(path, sizeof(path), "%s/0_%" PRIu64 "/max_referenced", p->qgroups_dir, subvol);
+                (void) read_u64_file(path, &max);
+                *ret_max = max;
+        }
         if (ret_used)
                 *ret_used = used;
-        if (ret_max)
-                *ret_max = max;
+        return 0;
+}
+
+int workspace_pool_space(const WorkspacePool *p, uint64_t *ret_size, uint64_t *ret_free) {
+        struct statvfs sv;
+
+        if (fstatvfs(p->dir_fd, &sv) < 0)
+                return -errno;
+        *ret_size = (uint64_t) sv.f_blocks * sv.f_frsize;
+        *ret_free = (uint64_t) sv.f_bavail * sv.f_frsize;
         return 0;
 }
 

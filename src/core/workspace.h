@@ -57,8 +57,12 @@ bool workspace_exists(const WorkspacePool *p, const char *id);
  * there was none. */
 int workspace_remove(WorkspacePool *p, const char *id);
 
-/* Bytes id's files take (its qgroup's referenced bytes) and its limit. */
-int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *ret_used, uint64_t *ret_max);
+/* Bytes id's files take (its qgroup's referenced bytes) and its limit. qgroup (optional):
+ * the workspace's qgroup id if known (not 0), else learnt and stored there, which saves
+ * the next call an open and an ioctl (GetStatistics sums thousands). */
+int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *qgroup, uint64_t *ret_used, uint64_t *ret_max);
+/* The pool's file system: its size and what is free in it, bytes. */
+int workspace_pool_space(const WorkspacePool *p, uint64_t *ret_size, uint64_t *ret_free);
 
 /* Every workspace (and record ID.json) for which is_live(id) says no, and what removals
  * a crash interrupted, removed (at start, after adoption and the stopped sandboxes). */

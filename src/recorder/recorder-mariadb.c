@@ -25,7 +25,7 @@
 #define PRUNE_BATCH 5000U
 /* Executions go in as multi-row INSERTs of 2, 4, … EXEC_ROWS_MAX rows: one statement (one
  * round trip, one parse and table open on the server) for many records. */
-#define EXEC_COLUMNS 25U
+#define EXEC_COLUMNS 27U
 #define EXEC_ROWS_LOG2_MAX 5U
 #define EXEC_ROWS_MAX (1U << EXEC_ROWS_LOG2_MAX)
 #define PARAMS_MAX (EXEC_COLUMNS * EXEC_ROWS_MAX)
@@ -184,11 +184,24 @@ static const char *const migration_4[] = {
         NULL
 };
 
+/* Workspaces on disk (issue 30): what an execution's sandbox's files took on disk at its
+ * end, and its DiskMax. NULL for a sandbox in memory (its files are its memory, in
+ * cgroup_memory_peak) and in the rows of before. */
+static const char *const migration_5[] = {
+        "ALTER TABLE executions"
+        " ADD COLUMN IF NOT EXISTS disk_bytes_used BIGINT UNSIGNED NULL"
+        "  COMMENT 'bytes of the sandbox workspace on disk at the end' AFTER cgroup_memory_peak,"
+        " ADD COLUMN IF NOT EXISTS disk_bytes_max BIGINT UNSIGNED NULL"
+        "  COMMENT 'its DiskMax' AFTER disk_bytes_used",
+        NULL
+};
+
 static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
         migration_1,
         migration_2,
         migration_3,
         migration_4,
+        migration_5,
 };
 
 static const char sql_insert_sandbox[] =
@@ -210,9 +223,9 @@ static const char sql_insert_sandbox[] =
 static const char sql_insert_exec[] =
         "INSERT IGNORE INTO executions (sandbox_id, exec_id, owner_uid, tenant, labels, caller_uid, argv, cwd,"
         " background, started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out,"
-        " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, stdout_bytes,"
-        " stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq) VALUES ";
-static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        " oom_killed, output_truncated, cpu_usec, cgroup_cpu_nsec, cgroup_memory_peak, disk_bytes_used,"
+        " disk_bytes_max, stdout_bytes, stderr_bytes, stdout_excerpt, stderr_excerpt, spool_seq) VALUES ";
+static const char sql_insert_exec_row[] = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 static const char sql_insert_template[] =
         "INSERT INTO templates (name, payload, description, loaded_usec) VALUES (?, ?, ?, ?)"
@@ -372,6 +385,13 @@ static void param_u64_or_null(Params *p, uint64_t v) {
         size_t i = p->n;
         param_u64(p, v);
         p->null[i] = v == 0;
+}
+
+/* o's key, or NULL where o has none. */
+static void param_u64_field(Params *p, json_object *o, const char *key) {
+        size_t i = p->n;
+        param_u64(p, spool_get_u64(o, key));
+        p->null[i] = !json_object_object_get_ex(o, key, NULL);
 }
 
 static void param_i32(Params *p, int64_t v) {
@@ -606,6 +626,8 @@ static int exec_params(json_object *o, Params *p) {
         param_u64(p, spool_get_u64(o, "cpu_usec"));
         param_u64(p, spool_get_u64(o, "cgroup_cpu_nsec"));
         param_u64(p, spool_get_u64(o, "memory_peak"));
+        param_u64_field(p, o, "disk_used");
+        param_u64_field(p, o, "disk_max");
         param_u64(p, spool_get_u64(o, "stdout_bytes"));
         param_u64(p, spool_get_u64(o, "stderr_bytes"));
         param_blob(p, out, out_size, false);

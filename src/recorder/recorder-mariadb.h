@@ -16,7 +16,7 @@
 
 typedef struct RecorderDB RecorderDB;
 
-#define RECORDER_SCHEMA_VERSION 4
+#define RECORDER_SCHEMA_VERSION 5
 
 int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_error);
 RecorderDB *recorder_db_free(RecorderDB *db);

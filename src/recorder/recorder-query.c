@@ -135,6 +135,9 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
                 .cpu_usec = spool_get_u64(o, "cpu_usec"),
                 .cgroup_cpu_nsec = spool_get_u64(o, "cgroup_cpu_nsec"),
                 .cgroup_memory_peak = spool_get_u64(o, "memory_peak"),
+                .disk_known = json_object_object_get_ex(o, "disk_used", NULL),
+                .disk_bytes_used = spool_get_u64(o, "disk_used"),
+                .disk_bytes_max = spool_get_u64(o, "disk_max"),
                 .stdout_bytes = spool_get_u64(o, "stdout_bytes"),
                 .stderr_bytes = spool_get_u64(o, "stderr_bytes"),
         };

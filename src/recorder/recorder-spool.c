@@ -126,6 +126,8 @@ int spool_format_exec(uint64_t seq, const ExecRecordEvent *ev, char **ret, size_
         if (r >= 0) r = add_u64(o, "cpu_usec", ev->cpu_usec);
         if (r >= 0) r = add_u64(o, "cgroup_cpu_nsec", ev->cgroup_cpu_nsec);
         if (r >= 0) r = add_u64(o, "memory_peak", ev->cgroup_memory_peak);
+        if (r >= 0 && ev->disk_known) r = add_u64(o, "disk_used", ev->disk_bytes_used);
+        if (r >= 0 && ev->disk_known) r = add_u64(o, "disk_max", ev->disk_bytes_max);
         if (r >= 0) r = add_u64(o, "stdout_bytes", ev->stdout_bytes);
         if (r >= 0) r = add_u64(o, "stderr_bytes", ev->stderr_bytes);
         if (r >= 0) r = add_hex(o, "stdout", ev->stdout_excerpt, MIN(ev->stdout_excerpt_size, (size_t) EXEC_EVENT_EXCERPT_MAX));

@@ -81,6 +81,8 @@ typedef struct ExecutionRecord {
         uint64_t cpu_usec;
         uint64_t cgroup_cpu_nsec;
         uint64_t cgroup_memory_peak;
+        bool disk_known;          /* its sandbox was on disk: its workspace at the end */
+        uint64_t disk_bytes_used, disk_bytes_max;
         uint64_t stdout_bytes, stderr_bytes;
 } ExecutionRecord;
 

@@ -13,7 +13,8 @@ static int print_id(const char *key, const char *value, bool json) {
         _cleanup_json_ json_object *j = NULL;
 
         if (!json) {
-                puts(value);
+                if (!isempty(value)) /* a hibernation on disk has no snapshot: nothing */
+                        puts(value);
                 return 0;
         }
         j = json_object_new_object();

@@ -1368,8 +1368,17 @@ static void metrics_daemon(FILE *f, json_object *st, bool daemon_wide) {
                    "sandboxd_exec_duration_seconds_count %" PRIi64 "\n",
                 json_object_get_int64(get(h, "count")), json_object_get_double(get(h, "sum")),
                 json_object_get_int64(get(h, "count")));
+        metric_header(f, "sandboxd_workspace_bytes", "gauge",
+                      "Workspaces on disk of the sandboxes counted: bytes used, and their DiskMax added up.");
+        fprintf(f, "sandboxd_workspace_bytes{kind=\"used\"} %" PRIi64 "\n"
+                   "sandboxd_workspace_bytes{kind=\"max\"} %" PRIi64 "\n",
+                json_object_get_int64(get(st, "workspaceBytesUsed")), json_object_get_int64(get(st, "workspaceBytesMax")));
         if (!daemon_wide)
                 return;
+        metric_header(f, "sandboxd_workspace_pool_bytes", "gauge", "The workspace pool's file system: size and free bytes.");
+        fprintf(f, "sandboxd_workspace_pool_bytes{kind=\"size\"} %" PRIi64 "\n"
+                   "sandboxd_workspace_pool_bytes{kind=\"free\"} %" PRIi64 "\n",
+                json_object_get_int64(get(st, "workspacePoolBytes")), json_object_get_int64(get(st, "workspacePoolBytesFree")));
         metric_header(f, "sandboxd_pool_sandboxes", "gauge", "Warm pool sandboxes by template and state.");
         for (size_t i = 0; pools && i < json_object_array_length(pools); i++) {
                 json_object *p = json_object_array_get_idx(pools, i);

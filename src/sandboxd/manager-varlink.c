@@ -392,6 +392,10 @@ static json_object *execution_to_json(const ExecutionRecord *e) {
             json_add(o, "stdoutBytes", json_object_new_uint64(e->stdout_bytes)) < 0 ||
             json_add(o, "stderrBytes", json_object_new_uint64(e->stderr_bytes)) < 0)
                 return NULL;
+        if (e->disk_known &&
+            (json_add(o, "diskBytesUsed", json_object_new_uint64(e->disk_bytes_used)) < 0 ||
+             json_add(o, "diskBytesMax", json_object_new_uint64(e->disk_bytes_max)) < 0))
+                return NULL;
         return TAKE_PTR(o);
 }
 

@@ -371,6 +371,11 @@ static int append_statistics(sd_bus_message *reply, const StatisticsReport *st) 
                 r = sd_bus_message_append(reply, "{sv}{sv}{sv}", "SandboxesMax", "t", st->sandboxes_max,
                                           "SandboxesLive", "t", st->sandboxes_live, "Node", "u", st->node);
         if (r >= 0)
+                r = sd_bus_message_append(reply, "{sv}{sv}{sv}{sv}", "WorkspaceBytesUsed", "t",
+                                          st->workspace_bytes_used, "WorkspaceBytesMax", "t", st->workspace_bytes_max,
+                                          "WorkspacePoolBytes", "t", st->pool_bytes, "WorkspacePoolBytesFree", "t",
+                                          st->pool_bytes_free);
+        if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         return r;
 }

@@ -395,7 +395,11 @@ static json_object *statistics_to_json(const StatisticsReport *st) {
         if (json_add(o, "sandboxes", sandbox_counts_to_json(st->sandboxes, st->n_sandboxes)) < 0 ||
             json_add(o, "execLatency", histogram_to_json(&st->counters->exec_latency)) < 0 ||
             json_add(o, "pools", pools_to_json(st->pools, st->n_pools)) < 0 ||
-            json_add(o, "spoolBacklog", json_object_new_uint64(st->spool_backlog)) < 0)
+            json_add(o, "spoolBacklog", json_object_new_uint64(st->spool_backlog)) < 0 ||
+            json_add(o, "workspaceBytesUsed", json_object_new_uint64(st->workspace_bytes_used)) < 0 ||
+            json_add(o, "workspaceBytesMax", json_object_new_uint64(st->workspace_bytes_max)) < 0 ||
+            json_add(o, "workspacePoolBytes", json_object_new_uint64(st->pool_bytes)) < 0 ||
+            json_add(o, "workspacePoolBytesFree", json_object_new_uint64(st->pool_bytes_free)) < 0)
                 return NULL;
         if (!st->tenant &&
             (json_add(o, "sandboxesMax", json_object_new_uint64(st->sandboxes_max)) < 0 ||

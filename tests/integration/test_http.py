@@ -936,21 +936,21 @@ class Snapshots(unittest.TestCase):
             # bob sees none of it: not the session, nor its snapshots.
             status, _, res = request('POST', s.url + '/hibernate', {}, token='bob')
             self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'))
+            before = [x['id'] for x in request('GET', '/api/v1/snapshots')[2]]
             status, _, snap = request('POST', s.url + '/hibernate', {})
-            self.assertEqual((status, snap['hibernated'], snap['source'], snap['name']), (200, True, s.id, 'sleeper'))
-            self.assertEqual(request('GET', s.url)[0], 404)
+            # On disk: stopped, its files kept, no snapshot archive (an empty id).
+            self.assertEqual((status, snap['hibernated'], snap['source'], snap['name'], snap['id']),
+                             (200, True, s.id, 'sleeper', ''))
+            status, _, got = request('GET', s.url)
+            self.assertEqual((status, got['state']), (200, 'stopped'))
+            self.assertEqual([x['id'] for x in request('GET', '/api/v1/snapshots')[2]], before)
             self.assertEqual(request('GET', '/api/v1/snapshots', token='bob')[2], [])
-            for method, path in (('DELETE', f'/api/v1/snapshots/{snap["id"]}'),
-                                 ('POST', '/api/v1/sessions/sleeper/wake'),
-                                 ('POST', s.url + '/wake')):
-                status, _, res = request(method, path, {} if method == 'POST' else None, token='bob')
+            for path in ('/api/v1/sessions/sleeper/wake', s.url + '/wake'):
+                status, _, res = request('POST', path, {}, token='bob')
                 self.assertEqual(status, 404, (path, res))
-            status, _, res = request('POST', '/api/v1/sessions', {'from_snapshot': snap['id']}, token='bob')
-            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSnapshot'))
             status, _, woke = request('POST', '/api/v1/sessions/sleeper/wake', {})
             self.assertEqual((status, woke['id'], woke['name'], woke['tenant']), (200, s.id, 'sleeper', 'alice'), woke)
             self.assertEqual(self.get(s.url, 'keep.txt')[2], b'kept')
-            self.assertNotIn(snap['id'], [x['id'] for x in request('GET', '/api/v1/snapshots')[2]])
 
 
 class Metrics(unittest.TestCase):
@@ -980,6 +980,24 @@ class Metrics(unittest.TestCase):
             self.assertGreaterEqual(self.value(after, name) - self.value(before, name), delta, name)
         self.assertIn('sandboxd_http_requests_total', self.scrape('ops'))
         self.assertEqual(request('GET', '/metrics', token=None)[0], 401)
+
+    def test_workspace_bytes(self):
+        """The workspaces on disk: bytes used and their limits, the tenant's own; the
+        pool's size and free bytes for an operator only."""
+        used, most = 'sandboxd_workspace_bytes{kind="used"}', 'sandboxd_workspace_bytes{kind="max"}'
+        alice0, bob0 = self.scrape(), self.scrape('bob')
+        with Session(limits={'disk_max': 64 * MiB}) as s:
+            status, _, res = s.execute({'argv': ['sh', '-c', 'head -c 3M /dev/zero > /work/f && sync']})
+            self.assertEqual((status, res.get('exit_code')), (200, 0), res)
+            alice, bob, ops = self.scrape(), self.scrape('bob'), self.scrape('ops')
+            self.assertGreaterEqual(self.value(alice, used) - self.value(alice0, used), 3 * MiB)
+            self.assertEqual(self.value(alice, most) - self.value(alice0, most), 64 * MiB)
+            self.assertEqual((self.value(bob, used), self.value(bob, most)), (self.value(bob0, used),
+                                                                             self.value(bob0, most)))
+            self.assertNotIn('sandboxd_workspace_pool_bytes', alice)
+            size = self.value(ops, 'sandboxd_workspace_pool_bytes{kind="size"}')
+            self.assertGreater(size, 0)
+            self.assertLess(self.value(ops, 'sandboxd_workspace_pool_bytes{kind="free"}'), size)
 
     def test_scoped_to_the_tenant(self):
         """A tenant's token sees its own sandboxes and counters, never another's nor the

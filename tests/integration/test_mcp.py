@@ -319,9 +319,11 @@ class Tools(Base):
         self.assertEqual((fork['name'], fork['template']), ('mcp-fork', 'shell'))
         self.assertEqual(self.assert_ok(read_source)['content'], 'one')
         sleeping = self.assert_ok(hibernated)['snapshot']
-        self.assertEqual((sleeping['source'], sleeping['hibernated'], sleeping['name']), (sid, True, 'mcp-snap'))
-        self.assert_tool_error(asleep, r'^NoSuchSandbox: ')
-        self.assertEqual({x['id'] for x in self.assert_ok(listed)['snapshots']}, {snap['id'], sleeping['id']})
+        # On disk: stopped, its files kept, no snapshot archive (an empty id).
+        self.assertEqual((sleeping['source'], sleeping['hibernated'], sleeping['name'], sleeping['id']),
+                         (sid, True, 'mcp-snap', ''))
+        self.assertEqual(self.assert_ok(asleep)['sandbox']['state'], 'stopped')
+        self.assertEqual({x['id'] for x in self.assert_ok(listed)['snapshots']}, {snap['id']})
         self.assertEqual((self.assert_ok(woke)['sandbox']['id'], self.assert_ok(woke)['sandbox']['name']),
                          (sid, 'mcp-snap'))
         self.assertEqual(self.assert_ok(read_woken)['content'], 'one')

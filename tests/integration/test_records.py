@@ -48,7 +48,8 @@ class Base(harness.SandboxTestCase):
 
 EXEC_COLUMNS = ('exec_id', 'owner_uid', 'caller_uid', 'HEX(argv)', 'cwd', 'started_usec', 'ended_usec', 'exit_status',
                 'exit_code', 'term_signal', 'timed_out', 'oom_killed', 'cpu_usec', 'cgroup_cpu_nsec',
-                'cgroup_memory_peak', 'stdout_bytes', 'stderr_bytes', 'HEX(stdout_excerpt)', 'HEX(stderr_excerpt)')
+                'cgroup_memory_peak', 'stdout_bytes', 'stderr_bytes', 'HEX(stdout_excerpt)', 'HEX(stderr_excerpt)',
+                'disk_bytes_used', 'disk_bytes_max')
 
 
 SNAPSHOT_COLUMNS = ('snapshot_id', 'event', 'cause', 'source_sandbox_id', 'restored_into', 'owner_uid', 'tenant',
@@ -136,7 +137,25 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['4']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['5']])
+
+    def test_disk_figures(self):
+        """Schema version 5: a sandbox on disk's executions carry its workspace's bytes at
+        their end and its DiskMax (also in ListExecutions); one in memory's carry NULL."""
+        sid = self.create('--disk', '256M')
+        self.ok(self.exec(sid, 'sh', '-c', 'head -c 5M /dev/zero > /work/f && sync'))
+        (r,) = self.rows(sid)
+        self.assertGreaterEqual(int(r['disk_bytes_used']), 5 * MiB, r)
+        self.assertLess(int(r['disk_bytes_used']), 6 * MiB, r)
+        self.assertEqual(int(r['disk_bytes_max']), 256 * MiB, r)
+        replies, error, _ = S.varlink_call('ListExecutions', {'filter': {'SandboxId': sid}})
+        self.assertIsNone(error, replies)
+        (e,) = replies[0]['executions']
+        self.assertEqual((e['diskBytesUsed'], e['diskBytesMax']), (int(r['disk_bytes_used']), 256 * MiB))
+        mem = self.create('--storage', 'tmpfs')
+        self.ok(self.exec(mem, 'true'))
+        (r,) = self.rows(mem)
+        self.assertEqual((r['disk_bytes_used'], r['disk_bytes_max']), (None, None), r)
 
     def test_hibernate_and_wake(self):
         """A woken sandbox has the id it had: its row runs again, and its executions are
@@ -144,12 +163,13 @@ class WithMariaDB(Base):
         sid = self.create('--name', 'rec-sleeper')
         self.ok(self.exec(sid, 'echo', 'before'))
         self.rows(sid, n=1)
-        snap = self.ok(self.ctl('hibernate', sid)).stdout.strip()
+        # On disk: stopped, its files kept (no snapshot archive).
+        self.assertEqual(self.ok(self.ctl('hibernate', sid)).stdout, '')
 
         def row():
             return self.db.sql(f"SELECT end_reason, destroyed_usec IS NULL FROM sandboxes WHERE id = '{sid}'")
         deadline = time.monotonic() + 30
-        while row() != [[f'hibernated as snapshot {snap}', '0']]:
+        while row() != [['hibernated: stopped, its files kept on disk', '0']]:
             self.assertLess(time.monotonic(), deadline, f'the hibernation never reached MariaDB: {row()}')
             time.sleep(0.1)
         self.assertEqual(self.ok(self.ctl('wake', 'rec-sleeper')).stdout.strip(), sid)

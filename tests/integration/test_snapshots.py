@@ -235,7 +235,10 @@ class SnapshotTest(harness.SandboxTestCase):
             time.sleep(0.2)
 
     def test_hibernate_restart_wake(self):
-        sid = vl_ok(self, 'CreateSandbox', {'template': 'shell', 'options': {'Name': 'sleeper'}})['id']
+        # In memory: a snapshot archive. On disk, Hibernate keeps the workspace instead
+        # (test_workspaces).
+        sid = vl_ok(self, 'CreateSandbox', {'template': 'shell',
+                                            'options': {'Name': 'sleeper', 'Storage': 'tmpfs'}})['id']
         self.addCleanup(self.destroy_quietly, S, sid)
         self.sh(sid, 'mkdir -p /work/a && echo dreams > /work/a/f && chmod 600 /work/a/f')
         snap = vl_ok(self, 'Hibernate', {'id': sid})['snapshot']
@@ -401,7 +404,7 @@ class SnapshotTest(harness.SandboxTestCase):
             time.sleep(0.2)
 
     def test_idle_actions(self):
-        sleeper = self.sandbox(Name='idle-sleeper', IdleTimeout=1, IdleAction='hibernate')
+        sleeper = self.sandbox(Name='idle-sleeper', IdleTimeout=1, IdleAction='hibernate', Storage='tmpfs')
         self.sh(sleeper, 'echo idle > /work/i')
         pauser = self.sandbox(IdleTimeout=1, IdleAction='pause')
         self.assertEqual(vl_ok(self, 'GetSandbox', {'id': pauser})['sandbox']['state'], 'running')
@@ -538,7 +541,9 @@ class RebootTest(harness.SystemTestCase):
 
         first = self.boot(snapdir)
         try:
-            sid = self.call(first, 'CreateSandbox', {'template': 'shell', 'options': {'Name': 'rebooter'}})['id']
+            # In memory: Hibernate takes an archive (on disk it keeps the workspace: test_workspaces).
+            sid = self.call(first, 'CreateSandbox', {'template': 'shell',
+                                                     'options': {'Name': 'rebooter', 'Storage': 'tmpfs'}})['id']
             self.sh(first, sid, 'echo "survives a reboot" > /work/r; mkfifo /work/p')
             self.call(first, 'Pause', {'id': sid})
             self.assertEqual(self.call(first, 'GetSandbox', {'id': sid})['sandbox']['state'], 'paused')

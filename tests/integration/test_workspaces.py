@@ -212,6 +212,47 @@ class WorkspaceTest(harness.SandboxTestCase):
         st = self.status(tmp)
         self.assertEqual((st['storage'], st['fork_method'], st['disk_bytes_max']), ('tmpfs', 'copy', 128 * MiB))
 
+    def test_hibernate_keeps_the_directory(self):
+        """Hibernate on disk: the processes stop, the workspace stays (no archive); the
+        sandbox is listed as stopped; Wake and CreateSandbox with ReuseExisting bring it
+        back with the same id, name and files."""
+        sid = self.create('--name=hib')
+        self.sh(sid, 'echo kept > /work/k; echo t > /tmp/t; sleep 1000 >/dev/null 2>&1 &')
+        cp = self.ok(self.ctl('hibernate', sid))
+        self.assertEqual(cp.stdout, '')  # no snapshot archive
+        self.assertEqual(self.status(sid)['state'], 'stopped')
+        self.assertTrue(self.in_pool(sid))
+        unit = f'sandbox-{sid}.scope'
+        self.assertNotEqual(S.run(['systemctl', 'is-active', unit]).stdout.strip(), 'active')
+        cp = self.exec(sid, 'true')
+        self.assertNotEqual(cp.returncode, 0)
+        self.assertIn('stopped', cp.stderr)
+
+        self.assertEqual(self.ok(self.ctl('wake', 'hib')).stdout.strip(), sid)
+        self.assertEqual(self.status(sid)['state'], 'running')
+        self.assertEqual(self.sh(sid, 'cat /work/k /tmp/t')['stdout'], 'kept\nt\n')
+
+        # GetOrCreate of a stopped sandbox: the same one, started again.
+        self.assertEqual(json.loads(self.ok(self.ctl('hibernate', '--json', sid)).stdout), {'snapshot': ''})
+        replies, error, _ = S.varlink_call('CreateSandbox', {'template': 'shell',
+                                                             'options': {'Name': 'hib', 'ReuseExisting': True}})
+        self.assertIsNone(error, replies)
+        self.assertEqual(replies[0]['id'], sid)
+        self.assertEqual(self.status(sid)['state'], 'running')
+        self.assertEqual(self.sh(sid, 'cat /work/k')['stdout'], 'kept\n')
+
+    def test_idle_hibernate_on_disk(self):
+        """IdleAction=hibernate on disk: the idle sandbox is stopped, its files kept."""
+        sid = self.create('--idle-timeout=1', '--idle-action=hibernate')
+        self.sh(sid, 'echo idle > /work/i')
+        deadline = time.monotonic() + 30
+        while self.status(sid)['state'] != 'stopped':
+            self.assertLess(time.monotonic(), deadline, 'the idle sandbox was not stopped')
+            time.sleep(0.2)
+        self.assertTrue(self.in_pool(sid))
+        self.ok(self.ctl('wake', sid))
+        self.assertEqual(self.sh(sid, 'cat /work/i')['stdout'], 'idle\n')
+
     def test_workspace_unreachable_from_another(self):
         a = self.create()
         b = self.create()
