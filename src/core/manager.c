@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -36,6 +37,21 @@ struct ManagerSubscription {
         bool dead;      /* unsubscribed while hooks were being called */
         ManagerSubscription *prev, *next;
 };
+
+uint64_t sandbox_fds_needed(unsigned max_sandboxes) {
+        return SANDBOX_FDS_BASE + (uint64_t) max_sandboxes * SANDBOX_FDS_PER_SANDBOX;
+}
+
+unsigned sandbox_fds_room(uint64_t nofile) {
+        uint64_t n = nofile > SANDBOX_FDS_BASE ? (nofile - SANDBOX_FDS_BASE) / SANDBOX_FDS_PER_SANDBOX : 0;
+        return (unsigned) MAX(MIN(n, (uint64_t) UINT_MAX), 1U);
+}
+
+int manager_error_too_many(Manager *m, SandboxError *error) {
+        return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES, "The maximum of %u sandboxes is reached%s.",
+                                 m->settings.max_sandboxes, m->settings.max_sandboxes_by_fds ?
+                                 " (all sandboxd's descriptor limit, RLIMIT_NOFILE, has room for)" : "");
+}
 
 int manager_settings_init(ManagerSettings *s) {
         *s = (ManagerSettings) {
@@ -771,6 +787,11 @@ int manager_start_sandbox_now(Manager *m, const Template *t, SandboxConfig *conf
                 STATISTICS_COUNT(m, sandbox_get_tenant(s), create_failures);
                 manager_unlink_sandbox(m, s);
                 sandbox_free_internal(s);
+                if (r == -EMFILE || r == -ENFILE)
+                        return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
+                                                 "Failed to start sandbox: sandboxd is out of file descriptors "
+                                                 "(%u sandboxes, RLIMIT_NOFILE): %s", (unsigned) m->n_sandboxes,
+                                                 strerror(-r));
                 return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                           strerror(-r));
         }

@@ -26,6 +26,7 @@ typedef struct ManagerSettings {
         char *docker_socket;  /* the Docker Engine API (or Podman's compatible one) */
         unsigned max_sandboxes;
         unsigned fleet_node;  /* sandboxd.conf [Fleet] Node=: 1…255 ends every new id; 0 none */
+        bool max_sandboxes_by_fds; /* lowered to what RLIMIT_NOFILE has room for */
         uid_t uid_base;       /* sandboxes run as host uids uid_base … uid_base+65535 */
         SnapshotSettings snapshots; /* sandboxd.conf [Snapshots] */
         TenancySettings tenancy; /* sandboxd.conf [Node], [Limits], [OwnerQuota], [TenantQuota] */
@@ -36,6 +37,18 @@ typedef struct ManagerSettings {
 #define SANDBOX_UID_BASE_DEFAULT 0x70000000U
 #define SANDBOX_UID_RANGE 65536U
 #define SANDBOX_MAX_DEFAULT 4096U
+
+/* The descriptor budget (docs/WORKSPACES.md, "Descriptors"). A sandbox holds up to
+ * SANDBOX_FDS_PER_SANDBOX of sandboxd's descriptors: its agent's control socket, its
+ * payload's pidfd, the two cgroup files read at each exec, and, while one exec runs, its
+ * output pipes and the caller's own stdout and stderr. SANDBOX_FDS_BASE is the rest: the
+ * buses, varlink and HTTP bridge connections, the spool, the journal readers. */
+#define SANDBOX_FDS_PER_SANDBOX 8U
+#define SANDBOX_FDS_BASE 1024U
+/* RLIMIT_NOFILE that max_sandboxes sandboxes need. */
+uint64_t sandbox_fds_needed(unsigned max_sandboxes);
+/* How many sandboxes a RLIMIT_NOFILE of nofile has room for (at least 1). */
+unsigned sandbox_fds_room(uint64_t nofile);
 #define DOCKER_SOCKET_DEFAULT "/run/docker.sock"
 
 /* What happens, for whoever subscribes (every front end, the recorder); each event goes to

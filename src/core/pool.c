@@ -249,8 +249,7 @@ int pool_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxCon
         }
 
         if (m->n_sandboxes >= m->settings.max_sandboxes && !pool_evict_kept(m))
-                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
-                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
+                return manager_error_too_many(m, error);
         return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);
 }
 

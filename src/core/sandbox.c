@@ -1268,6 +1268,9 @@ int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         s->woken = true;
         s->saved = false;
         s->state = SANDBOX_STARTING;
+        /* A new life, as a Wake from an archive's: its record's row runs again from now. */
+        uint64_t created_at = s->created_at;
+        s->created_at = now_usec(CLOCK_REALTIME);
         /* Exec ids key the records (sandbox, exec): not those before it stopped. */
         s->next_exec_id = now_usec(CLOCK_REALTIME);
         r = sandbox_start(s, cb, userdata);
@@ -1275,6 +1278,7 @@ int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata) {
                 s->state = SANDBOX_STOPPED;
                 s->saved = true;
                 s->woken = false;
+                s->created_at = created_at;
                 return r;
         }
         manager_sandbox_state_changed(s->manager, s);

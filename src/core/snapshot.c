@@ -1006,8 +1006,7 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
                                          meta->content_size, config->disk_max,
                                          meta->tmp ? " (each of /work, /tmp)" : "");
         if (m->n_sandboxes >= m->settings.max_sandboxes)
-                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
-                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
+                return manager_error_too_many(m, error);
 
         rj = calloc(1, sizeof(RestoreJob));
         if (!rj)
@@ -1093,8 +1092,7 @@ static int fork_on_disk(Manager *m, const SandboxCaller *caller, Sandbox *source
                                          "DiskMax of %" PRIu64 " bytes; give a larger DiskMax.", source->id, used,
                                          c->disk_max);
         if (m->n_sandboxes >= m->settings.max_sandboxes)
-                return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES,
-                                         "The maximum of %u sandboxes is reached.", m->settings.max_sandboxes);
+                return manager_error_too_many(m, error);
         c->limits.storage = STORAGE_DISK;
         strcpy(c->fork_from, source->id);
         log_sandbox(source, LOG_INFO, 0, "Forking sandbox %s by a snapshot of its workspace.", source->id);

@@ -271,9 +271,18 @@ int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_b
         return 0;
 }
 
+/* The subvolume deleted, then, once the kernel's cleaner has dropped its tree, its qgroup
+ * destroyed: a qgroup outlives its subvolume (on the kernels that do not remove it
+ * themselves), and thousands of them would slow every quota rescan and commit. The
+ * destroy's failure is no error: a kernel that removes the qgroup itself may be first. */
+#define REMOVE_SCRIPT                                                                          \
+        "\"$0\" -q subvolume delete --commit-after -- \"$1\" >/dev/null || exit; "                \
+        "[ \"$3\" != 0 ] || exit 0; "                                                              \
+        "\"$0\" -q subvolume sync \"$2\" \"$3\" >/dev/null && "                                   \
+        "{ \"$0\" -q qgroup destroy \"0/$3\" \"$2\" >/dev/null 2>&1; exit 0; }"
+
 typedef struct RemoveArgs {
-        const char *btrfs_path;
-        const char *path;
+        char *argv[8];
 } RemoveArgs;
 
 static int remove_child(void *userdata) {
@@ -284,19 +293,26 @@ static int remove_child(void *userdata) {
                 (void) dup2(null, STDIN_FILENO);
                 (void) dup2(null, STDOUT_FILENO);
         }
-        execl(a->btrfs_path, a->btrfs_path, "-q", "subvolume", "delete", a->path, (char *) NULL);
+        execv(a->argv[0], a->argv);
         return -errno;
 }
 
-/* Removes the subvolume DIR/name in a child of our parent (the service manager reaps it):
- * the caller goes on at once. */
+/* Removes the subvolume DIR/name and its qgroup in a child of our parent (the service
+ * manager reaps it): the caller goes on at once. */
 static int workspace_delete_subvolume(WorkspacePool *p, const char *name) {
         _cleanup_free_ char *path = NULL;
-        RemoveArgs a = { .btrfs_path = p->btrfs_path };
+        _cleanup_close_ int fd = -EBADF;
+        uint64_t subvol = 0;
+        char id[32];
 
         if (asprintf(&path, "%s/%s", p->dir, name) < 0)
                 return -ENOMEM;
-        a.path = path;
+        fd = openat(p->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || btrfs_subvol_id(fd, &subvol) < 0)
+                subvol = 0;  /* its qgroup is not known: the subvolume goes all the same */
+        snprintf(id, sizeof(id), "%" PRIu64, subvol);
+        RemoveArgs a = { .argv = { (char *) "/bin/sh", (char *) "-c", (char *) REMOVE_SCRIPT, p->btrfs_path, path,
+                                   p->dir, id, NULL } };
         return spawn_vfork(SPAWN_PARENT, remove_child, &a, NULL, NULL);
 }
 

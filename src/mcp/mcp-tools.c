@@ -29,7 +29,7 @@
         "{\"type\":\"object\",\"properties\":{"                                                 \
         "\"id\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},"                          \
         "\"template\":{\"type\":\"string\"},"                                                   \
-        "\"state\":{\"type\":\"string\",\"enum\":[\"starting\",\"running\",\"paused\",\"stopping\",\"dead\"]}," \
+        "\"state\":{\"type\":\"string\",\"enum\":[\"starting\",\"running\",\"paused\",\"stopping\",\"dead\",\"stopped\"]}," \
         "\"owner\":{\"type\":\"integer\"},\"tenant\":{\"type\":\"string\"},"                    \
         "\"createdAt\":{\"type\":\"integer\",\"description\":\"µs since the epoch\"},"          \
         "\"memoryMax\":{\"type\":\"integer\",\"description\":\"bytes\"},"                       \

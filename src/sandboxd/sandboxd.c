@@ -344,6 +344,39 @@ static int run_setup_workspaces(ManagerSettings *m, const char *config_path) {
                                     MKFS_BTRFS_PATH);
 }
 
+/* RLIMIT_NOFILE sized from --max-sandboxes (raised, hard limit too, with CAP_SYS_RESOURCE,
+ * up to fs.nr_open); where it cannot be, fewer sandboxes: a create past them is refused
+ * with TooManySandboxes rather than failing on EMFILE halfway. */
+static void fit_descriptors(ManagerSettings *s) {
+        uint64_t need = sandbox_fds_needed(s->max_sandboxes);
+        struct rlimit rl;
+        unsigned room;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return (void) log_warning_errno(errno, "Failed to read RLIMIT_NOFILE: %m");
+        if (rl.rlim_cur < need) {
+                struct rlimit want = { .rlim_cur = need, .rlim_max = MAX((uint64_t) rl.rlim_max, need) };
+                if (setrlimit(RLIMIT_NOFILE, &want) >= 0)
+                        rl = want;
+                else {
+                        /* The hard limit is the most we can have. */
+                        rl.rlim_cur = rl.rlim_max;
+                        (void) setrlimit(RLIMIT_NOFILE, &rl);
+                        (void) getrlimit(RLIMIT_NOFILE, &rl);
+                }
+        }
+        room = sandbox_fds_room(rl.rlim_cur);
+        if (room < s->max_sandboxes) {
+                log_warning("RLIMIT_NOFILE is %llu, %llu are needed for --max-sandboxes=%u (%u per sandbox and %u): "
+                            "at most %u sandboxes. Raise LimitNOFILE= of sandboxd.service.",
+                            (unsigned long long) rl.rlim_cur, (unsigned long long) need, s->max_sandboxes,
+                            SANDBOX_FDS_PER_SANDBOX, SANDBOX_FDS_BASE, room);
+                s->max_sandboxes = room;
+                s->max_sandboxes_by_fds = true;
+        } else
+                log_debug("RLIMIT_NOFILE %llu: room for %u sandboxes.", (unsigned long long) rl.rlim_cur, room);
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_settings_done) ManagerSettings settings = {};
         _cleanup_free_ char *config_path = NULL;
@@ -369,12 +402,7 @@ static int run(int argc, char *argv[]) {
                 return r;
 
         umask(0022);
-        /* Each sandbox holds a few descriptors: raise the soft limit to what we may. */
-        struct rlimit rl;
-        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur < rl.rlim_max) {
-                rl.rlim_cur = rl.rlim_max;
-                (void) setrlimit(RLIMIT_NOFILE, &rl);
-        }
+        fit_descriptors(&settings);
         /* Signals are handled by the event loop; SIGCHLD for the work-directory cleaners. */
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);

@@ -253,12 +253,98 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.ok(self.ctl('wake', sid))
         self.assertEqual(self.sh(sid, 'cat /work/i')['stdout'], 'idle\n')
 
+    def qgroup(self, name):
+        """The qgroup id (= subvolume id) of the pool's subvolume name."""
+        cp = S.run(['btrfs', 'inspect-internal', 'rootid', f'{self.pool()}/{name}'])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return int(cp.stdout)
+
+    def qgroup_exists(self, qid):
+        return S.run(['sh', '-c', f'ls -d /sys/fs/btrfs/*/qgroups/0_{qid}']).returncode == 0
+
+    def wait_qgroups_gone(self, qids, timeout=10):
+        t0 = time.monotonic()
+        while any(self.qgroup_exists(q) for q in qids):
+            self.assertLess(time.monotonic() - t0, timeout, f'qgroups {qids} still there')
+            time.sleep(0.1)
+        return time.monotonic() - t0
+
+    def test_destroy_removes_the_qgroup(self):
+        """A workspace's qgroup goes with it (not at the kernel's next commit, or never)."""
+        sid = self.create()
+        self.sh(sid, 'head -c 8M /dev/zero > /work/f')
+        qid = self.qgroup(sid)
+        self.assertTrue(self.qgroup_exists(qid))
+        self.ok(self.ctl('destroy', sid))
+        took = self.wait_qgroups_gone([qid])
+        print(f'\n  qgroup 0/{qid} gone {took * 1000:.0f} ms after destroy', file=sys.stderr)
+
+    def test_orphans_removed_at_start(self):
+        """What a crash left in the pool (a removal under way, a workspace of no sandbox)
+        is removed when sandboxd starts, qgroups and all."""
+        names = ['.removing-0123456789abcdef-0-1', 'fedcba9876543210']
+        for name in names:
+            cp = S.run(['btrfs', 'subvolume', 'create', f'{self.pool()}/{name}'])
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+        qids = [self.qgroup(name) for name in names]
+        self.assertEqual(S.systemctl('restart', 'sandboxd.service', timeout=90).returncode, 0)
+        self.wait_qgroups_gone(qids)
+        for name in names:
+            self.assertFalse(self.in_pool(name))
+
     def test_workspace_unreachable_from_another(self):
         a = self.create()
         b = self.create()
         self.sh(a, 'echo secret > /work/s')
         res = self.sh(b, f'ls {self.pool()} 2>&1; cat {self.pool()}/{a}/work/s 2>&1; echo rc=$?')
         self.assertNotIn('secret', res['stdout'])
+
+
+class DescriptorTest(harness.SandboxTestCase):
+    """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (8 descriptors a sandbox and
+    1024); where it cannot be, a create past what it has room for is refused with
+    TooManySandboxes, not failed on EMFILE."""
+
+    DROPIN = '/run/systemd/system/sandboxd.service.d/65-test-nofile.conf'
+
+    def restart_with(self, *lines):
+        with open(S.path(self.DROPIN), 'w') as f:
+            f.write(harness.MARKER + '\n[Service]\n' + ''.join(line + '\n' for line in lines))
+        self.addCleanup(self.restore)
+        self.restart()
+
+    def restart(self):
+        S.systemctl('daemon-reload', check=True)
+        self.assertEqual(S.systemctl('restart', 'sandboxd.service', timeout=90).returncode, 0)
+
+    def restore(self):
+        if os.path.exists(S.path(self.DROPIN)):
+            os.unlink(S.path(self.DROPIN))
+            self.restart()
+
+    def nofile(self):
+        pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+        for line in S.run(['cat', f'/proc/{pid}/limits']).stdout.splitlines():
+            if line.startswith('Max open files'):
+                return int(line.split()[3])
+        self.fail('no open files limit')
+
+    def test_limit_sized_from_max_sandboxes(self):
+        self.restart_with('LimitNOFILE=2048')
+        self.assertEqual(self.nofile(), 1024 + 8 * 4096)
+
+    def test_refused_before_emfile(self):
+        n0 = len(json.loads(self.ok(self.ctl('list', '--json')).stdout))
+        # No CAP_SYS_RESOURCE: the limit cannot be raised; it has room for two more.
+        self.restart_with(f'LimitNOFILE={1024 + 8 * (n0 + 2)}', 'CapabilityBoundingSet=',
+                          'CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL CAP_SYS_ADMIN CAP_CHOWN '
+                          'CAP_DAC_READ_SEARCH')
+        self.create('--storage=tmpfs')
+        self.create('--storage=tmpfs')
+        cp = self.ctl('create', '--storage=tmpfs')
+        self.assertNotEqual(cp.returncode, 0, cp.stdout)
+        self.assertIn('descriptor limit', cp.stderr)
+        self.assertNotIn('Too many open files', cp.stderr)
 
 
 class RebootTest(harness.SystemTestCase):

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "manager.h"
 #include "quota.h"
 
 #define GiB (1024ULL * 1024 * 1024)
@@ -226,12 +227,28 @@ static void test_token_bucket(void **state) {
                 assert_true(token_bucket_take(&b, 0, 0, t));
 }
 
+/* The descriptor budget: RLIMIT_NOFILE from --max-sandboxes, and back. */
+static void test_descriptor_budget(void **state) {
+        assert_int_equal(sandbox_fds_needed(0), SANDBOX_FDS_BASE);
+        assert_int_equal(sandbox_fds_needed(10000), SANDBOX_FDS_BASE + 10000ULL * SANDBOX_FDS_PER_SANDBOX);
+        for (unsigned n = 1; n <= 100000; n = n * 3 + 1)
+                assert_int_equal(sandbox_fds_room(sandbox_fds_needed(n)), n);
+        /* One short: one sandbox fewer. */
+        assert_int_equal(sandbox_fds_room(sandbox_fds_needed(4096) - 1), 4095);
+        /* The unit's LimitNOFILE=524288 has room for more than 10,000. */
+        assert_true(sandbox_fds_room(524288) >= 10000);
+        /* A limit below the base still lets one sandbox be tried. */
+        assert_int_equal(sandbox_fds_room(1024), 1);
+        assert_int_equal(sandbox_fds_room(0), 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_node_ceiling),
                 cmocka_unit_test(test_limits),
                 cmocka_unit_test(test_quota),
                 cmocka_unit_test(test_token_bucket),
+                cmocka_unit_test(test_descriptor_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
