@@ -285,6 +285,19 @@ static void exec_unlink(Exec *e) {
         sandbox_update_idle_timer(s);
 }
 
+/* The cgroup files are kept open while execs run (read at each one's start and end), not
+ * while the sandbox idles: thousands of idle sandboxes would hold two descriptors each
+ * (docs/WORKSPACES.md, "Descriptors"). memory.peak stays open once it was reset for a
+ * recycled sandbox: the reset holds for that descriptor only (cgroup.h). */
+void sandbox_cgroup_files_idle(Sandbox *s, const Exec *ending) {
+        for (Exec *x = s->execs; x; x = x->next)
+                if (x != ending && !x->exited)
+                        return;
+        cgroup_file_close(&s->cgroup_cpu_file);
+        if (s->recycles == 0 && !sandbox_is_released(s))
+                cgroup_file_close(&s->cgroup_memory_peak_file);
+}
+
 /* At the end of e, while its sandbox's unit is still there: what the cgroup accounted. */
 static void exec_record_take(Exec *e) {
         Sandbox *s = e->sandbox;
@@ -297,6 +310,7 @@ static void exec_record_take(Exec *e) {
                 if (cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &cpu) >= 0)
                         e->cgroup_cpu = cpu > e->cgroup_cpu_before ? cpu - e->cgroup_cpu_before : 0;
                 (void) cgroup_read_memory_peak(s->cgroup, &s->cgroup_memory_peak_file, &e->cgroup_memory_peak);
+                sandbox_cgroup_files_idle(s, e);
         }
         /* One sysfs read (its qgroup is known after the first). */
         if (s->workspace && s->manager->workspaces)

@@ -276,6 +276,10 @@ struct Manager {
 
 };
 
+/* TooManySandboxes: --max-sandboxes (or what RLIMIT_NOFILE has room for) is reached. */
+int manager_error_too_many(Manager *m, SandboxError *error);
+/* No exec of s runs but ending (NULL: none): its kept cgroup files closed. */
+void sandbox_cgroup_files_idle(Sandbox *s, const Exec *ending);
 /* m's backend for k, or NULL for no such kind. */
 const PayloadOps *manager_payload_ops(Manager *m, PayloadKind k);
 int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_t owner, Sandbox **ret);

@@ -223,6 +223,7 @@ int sandbox_get_metrics(Sandbox *s, SandboxMetrics *ret, SandboxError *error) {
                 m.memory_current = SANDBOX_METRIC_UNKNOWN;
         if (cgroup_read_tasks_current(s->cgroup, &m.tasks_current) < 0)
                 m.tasks_current = SANDBOX_METRIC_UNKNOWN;
+        sandbox_cgroup_files_idle(s, NULL);
         if (s->config.limits.storage == STORAGE_DISK && s->manager->workspaces) {
                 /* Its qgroup: no need to look through its processes. */
                 if (workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup, &m.disk_bytes_used, &m.disk_bytes_max) < 0)

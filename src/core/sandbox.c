@@ -1182,7 +1182,7 @@ int sandbox_destroy(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 int sandbox_stop_keeping_files(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return -EBUSY;
-        if (!s->workspace || !s->manager->workspaces || s->config.ephemeral || s->pooled || s->released)
+        if (!s->workspace || !s->manager->workspaces || s->config.ephemeral || sandbox_is_pooled(s))
                 return -EOPNOTSUPP;
         s->keep_files = true;
         if (!s->failure)

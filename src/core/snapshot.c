@@ -891,7 +891,7 @@ int sandbox_hibernate(Sandbox *s, const SnapshotOptions *o, snapshot_callback_t 
 
         assert_return(s, -EINVAL);
 
-        if (s->workspace && s->manager->workspaces && !s->config.ephemeral && !s->pooled && !s->released)
+        if (s->workspace && s->manager->workspaces && !s->config.ephemeral && !sandbox_is_pooled(s))
                 return sandbox_hibernate_on_disk(s, cb, userdata, error);
         h = calloc(1, sizeof(HibernateJob));
         if (!h)

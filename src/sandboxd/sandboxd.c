@@ -367,7 +367,7 @@ static void fit_descriptors(ManagerSettings *s) {
         }
         room = sandbox_fds_room(rl.rlim_cur);
         if (room < s->max_sandboxes) {
-                log_warning("RLIMIT_NOFILE is %llu, %llu are needed for --max-sandboxes=%u (%u per sandbox and %u): "
+                log_warning("RLIMIT_NOFILE is %llu, %llu are needed for --max-sandboxes=%u (%u a sandbox and %u): "
                             "at most %u sandboxes. Raise LimitNOFILE= of sandboxd.service.",
                             (unsigned long long) rl.rlim_cur, (unsigned long long) need, s->max_sandboxes,
                             SANDBOX_FDS_PER_SANDBOX, SANDBOX_FDS_BASE, room);
