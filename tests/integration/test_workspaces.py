@@ -288,7 +288,10 @@ class WorkspaceTest(harness.SandboxTestCase):
         return int(cp.stdout)
 
     def qgroup_exists(self, qid):
-        return S.run(['sh', '-c', f'ls -d /sys/fs/btrfs/*/qgroups/0_{qid}']).returncode == 0
+        # btrfs's own list, not sysfs: a destroyed qgroup's sysfs directory lingers a while.
+        cp = S.run(['btrfs', 'qgroup', 'show', self.pool()])
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return any(line.split()[:1] == [f'0/{qid}'] for line in cp.stdout.splitlines())
 
     def wait_qgroups_gone(self, qids, timeout=10):
         t0 = time.monotonic()
