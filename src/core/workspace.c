@@ -60,6 +60,23 @@ static int btrfs_qgroups_dir(int fd, char *ret, size_t size) {
         return 0;
 }
 
+/* Quotas that are inconsistent hold no limit: a rescan brings them back. */
+static int quota_check(int fd, const char *qgroups) {
+        struct btrfs_ioctl_quota_rescan_args args = {};
+        char path[192], buf[8];
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "%s/inconsistent", qgroups);
+        n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf) - 1);
+        if (n <= 0 || buf[0] != '1')
+                return 0;
+        if (ioctl(fd, BTRFS_IOC_QUOTA_RESCAN, &args) < 0 && errno != EINPROGRESS)
+                return log_warning_errno(errno, "The workspace pool's quotas are inconsistent (limits do not "
+                                         "hold) and a rescan failed to start: %m");
+        log_warning("The workspace pool's quotas were inconsistent (limits did not hold): rescanning.");
+        return 0;
+}
+
 int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool **ret, const char **ret_reason) {
         _cleanup_close_ int fd = -EBADF;
         WorkspacePool *p;
@@ -90,6 +107,7 @@ int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool *
                 return -ENOMEM;
         }
         strcpy(p->qgroups_dir, qgroups);
+        (void) quota_check(fd, qgroups);
         p->dir_fd = TAKE_FD(fd);
         *ret = p;
         return 0;
@@ -278,11 +296,12 @@ int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_b
 #define REMOVE_SCRIPT                                                                          \
         "\"$0\" -q subvolume delete --commit-after -- \"$1\" >/dev/null || exit; "                \
         "[ \"$3\" != 0 ] || exit 0; "                                                              \
-        "\"$0\" -q subvolume sync \"$2\" \"$3\" >/dev/null && "                                   \
-        "{ \"$0\" -q qgroup destroy \"0/$3\" \"$2\" >/dev/null 2>&1; exit 0; }"
+        "\"$0\" -q subvolume sync \"$2\" \"$3\" >/dev/null || exit; "                                \
+        "\"$0\" -q qgroup destroy \"0/$3\" \"$2\" >/dev/null 2>&1; "                                 \
+        "[ \"$(cat \"$4\")\" != 1 ] || exec \"$0\" -q quota rescan \"$2\""
 
 typedef struct RemoveArgs {
-        char *argv[8];
+        char *argv[10];
 } RemoveArgs;
 
 static int remove_child(void *userdata) {
@@ -311,8 +330,10 @@ static int workspace_delete_subvolume(WorkspacePool *p, const char *name) {
         if (fd < 0 || btrfs_subvol_id(fd, &subvol) < 0)
                 subvol = 0;  /* its qgroup is not known: the subvolume goes all the same */
         snprintf(id, sizeof(id), "%" PRIu64, subvol);
+        char inconsistent[sizeof(p->qgroups_dir) + 16];
+        snprintf(inconsistent, sizeof(inconsistent), "%s/inconsistent", p->qgroups_dir);
         RemoveArgs a = { .argv = { (char *) "/bin/sh", (char *) "-c", (char *) REMOVE_SCRIPT, p->btrfs_path, path,
-                                   p->dir, id, NULL } };
+                                   p->dir, id, inconsistent, NULL } };
         return spawn_vfork(SPAWN_PARENT, remove_child, &a, NULL, NULL);
 }
 
@@ -535,6 +556,29 @@ static int quota_enable(const char *dir) {
         return 0;
 }
 
+/* Deleting a subvolume whose tree is taller than the qgroups' drop_subtree_threshold
+ * (3 by default on recent kernels) skips its accounting and marks every qgroup
+ * inconsistent: limits then hold no more, for every workspace, until a rescan. A
+ * workspace of a few hundred thousand files, or a fork's shared tree, is that tall. The
+ * threshold at its most (BTRFS_MAX_LEVEL) keeps every deletion accounted (in the kernel's
+ * cleaner thread, not in anyone's way); a pool found inconsistent is rescanned. */
+static int quota_keep_exact(const char *dir) {
+        _cleanup_close_ int fd = -EBADF, knob = -EBADF;
+        char qgroups[128], path[192];
+
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to open %s: %m", dir);
+        if (btrfs_qgroups_dir(fd, qgroups, sizeof(qgroups)) < 0)
+                return 0;
+        snprintf(path, sizeof(path), "%s/drop_subtree_threshold", qgroups);
+        knob = open(path, O_WRONLY | O_CLOEXEC);
+        if ((knob < 0 && errno != ENOENT) || (knob >= 0 && write(knob, "8", 1) != 1))
+                log_warning_errno(errno, "Failed to set %s, deleting a large workspace may stop the quotas "
+                                  "until a rescan: %m", path);
+        return quota_check(fd, qgroups);
+}
+
 /* A bigger image: the loop device and the file system follow. */
 static int pool_grow(const char *dir, const char *loop, uint64_t size) {
         struct btrfs_ioctl_vol_args args = {};
@@ -630,5 +674,5 @@ int workspace_pool_setup(const char *dir, uint64_t image_size, const char *mkfs_
         r = quota_enable(dir);
         if (r < 0)
                 return log_error_errno(r, "Failed to enable btrfs quotas on %s: %m", dir);
-        return 0;
+        return quota_keep_exact(dir);
 }

@@ -80,6 +80,13 @@ class WorkspaceTest(harness.SandboxTestCase):
     def test_pool_is_set_up(self):
         cp = S.run(['findmnt', '-n', '-o', 'FSTYPE', '--target', self.pool()])
         self.assertEqual(cp.stdout.strip(), 'btrfs', f'no btrfs pool on {self.pool()}: {cp.stdout} {cp.stderr}')
+        # Every deletion accounted: a tall tree's would otherwise stop every limit.
+        self.assertEqual(self.qgroup_knob('drop_subtree_threshold'), '8')
+        self.assertEqual(self.qgroup_knob('inconsistent'), '0')
+
+    def qgroup_knob(self, name):
+        uuid = S.run(['findmnt', '-n', '-o', 'UUID', '--target', self.pool()]).stdout.strip()
+        return S.run(['cat', f'/sys/fs/btrfs/{uuid}/qgroups/{name}']).stdout.strip()
 
     def test_big_file_in_small_memory(self):
         """2 GiB written by a sandbox with 256 MiB of memory, within DiskMax; past it,
@@ -193,6 +200,8 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertLess(took, 2)
         self.assertLess(during[4], max(3 * before[4], before[4] + 0.2), (before, during))
         self.assertFalse(self.in_pool(many))
+        S.run(['btrfs', 'subvolume', 'sync', self.pool()], timeout=300)
+        self.assertEqual(self.qgroup_knob('inconsistent'), '0')
 
     def test_fork_is_a_snapshot(self):
         """Fork of a 1 GiB workspace: a btrfs snapshot, in well under a second; the same
