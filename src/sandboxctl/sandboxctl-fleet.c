@@ -99,6 +99,11 @@ int fleet_haproxy_config(FILE *f, const char *dir, const char *bind, const char 
         fprintf(f,
                 "    # The sandbox a call names: /api/v1/sessions/ID… and /api/v1/containers/ID…\n"
                 "    http-request set-var(txn.sid) path,field(5,/) if { path_beg /api/v1/sessions/ /api/v1/containers/ }\n"
+                "    # E2B's control plane (/sandboxes/ID…, /v2/sandboxes/ID…) and its sandbox plane (the\n"
+                "    # header E2b-Sandbox-Id; docs/E2B.md).\n"
+                "    http-request set-var(txn.sid) path,field(3,/) if { path_beg /sandboxes/ }\n"
+                "    http-request set-var(txn.sid) path,field(4,/) if { path_beg /v2/sandboxes/ }\n"
+                "    http-request set-var(txn.sid) req.hdr(E2b-Sandbox-Id) if { req.hdr(E2b-Sandbox-Id) -m found }\n"
                 "    # /mcp (stateless: one JSON-RPC message per POST): a tool call about one sandbox\n"
                 "    # names it in its arguments.\n"
                 "    http-request wait-for-body time 2s if { path /mcp } { method POST }\n"

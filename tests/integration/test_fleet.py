@@ -571,6 +571,30 @@ class Fleet(unittest.TestCase):
         finally:
             self.destroy_all(ids)
 
+    def test_e2b_through_the_front(self):
+        """E2B's control plane (/sandboxes) and sandbox plane (E2b-Sandbox-Id) through the
+        front: creates by weight, the rest to the node the id names."""
+        ids = []
+        try:
+            for _ in range(4):
+                status, res = request('POST', '/sandboxes', {'templateID': 'base', 'timeout': 300})
+                self.assertEqual(status, 201, res)
+                ids.append(res['sandboxID'])
+            self.assertGreater(len({s[-2:] for s in ids}), 1, ids)
+            for sid in ids:
+                status, res = request('GET', f'/sandboxes/{sid}')
+                self.assertEqual((status, res.get('sandboxID')), (200, sid), res)
+                status, res = request('POST', '/filesystem.Filesystem/MakeDir', {'path': f'/home/user/{sid}'},
+                                      headers={'E2b-Sandbox-Id': sid, 'E2b-Sandbox-Port': '49983'})
+                self.assertEqual(status, 200, res)
+                status, res = request('POST', '/filesystem.Filesystem/ListDir', {'path': '/home/user'},
+                                      headers={'E2b-Sandbox-Id': sid, 'E2b-Sandbox-Port': '49983'})
+                self.assertEqual(status, 200, res)
+                self.assertIn(sid, json.dumps(res))
+        finally:
+            for sid in ids:
+                request('DELETE', f'/sandboxes/{sid}')
+
     def test_records_fleet_wide_and_a_database_node_lost(self):
         """Every node's executions reach the Galera cluster and are read from any database
         node; the database node that takes the writes is killed and the records go on
