@@ -1132,9 +1132,11 @@ int snapshot_fork_sandbox(Manager *m, const SandboxCaller *caller, Sandbox *sour
         c->from_snapshot[0] = 0;
         c->wake_id[0] = 0;
         if (!isempty(c->name) && manager_find_named(m, caller->uid, c->tenant, c->name)) {
+                /* The message first: c is fj's. */
+                r = sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
+                                      c->name);
                 fork_job_free(fj);
-                return sandbox_error_set(error, SANDBOX_ERR_SANDBOX_EXISTS, "A sandbox named '%s' exists already.",
-                                         c->name);
+                return r;
         }
         /* A new sandbox of the caller's (for the source's tenant): its maxima and quota,
          * before the snapshot is taken. */

@@ -1001,6 +1001,14 @@ static int sandbox_info(McpRequest *r) {
         return get_sandbox_call(r);
 }
 
+static int ports_listed(McpRequest *r, json_object *parameters, const char *error) {
+        return finish_field(r, parameters, error, "ports");
+}
+
+static int sandbox_ports(McpRequest *r) {
+        return mcp_request_call(r, "ListPorts", params_sandbox(r), ports_listed);
+}
+
 static int sandboxes_listed(McpRequest *r, json_object *parameters, const char *error) {
         return finish_field(r, parameters, error, "sandboxes");
 }
@@ -1501,6 +1509,18 @@ const McpTool mcp_tools[] = {
                 SANDBOX_RESULT_SCHEMA,
                 .read_only = true, .idempotent = true, .on_sandbox = true,
                 .run = sandbox_info,
+        },
+        {
+                "sandbox_ports", "List a sandbox's open ports",
+                "What listens on TCP inside a sandbox (a server a command started): each address and port. "
+                "Its owner reaches them through sandboxd-http's /api/v1/sessions/ID/ports/PORT/ or sandboxctl "
+                "port-forward.",
+                sandbox_args,
+                OBJECT_SCHEMA("\"ports\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+                              "\"address\":{\"type\":\"string\"},\"port\":{\"type\":\"integer\"}},"
+                              "\"required\":[\"address\",\"port\"]}}", "\"ports\""),
+                .read_only = true, .idempotent = true, .on_sandbox = true,
+                .run = sandbox_ports,
         },
         {
                 "sandbox_destroy", "Destroy a sandbox",

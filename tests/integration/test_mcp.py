@@ -38,7 +38,7 @@ S = None
 POLKIT = None
 SDK_DIR = None
 MCP_SOURCES = os.path.join(HERE, '..', 'mcp')
-TOOLS = ['run_code', 'sandbox_create', 'sandbox_list', 'sandbox_info', 'sandbox_destroy', 'sandbox_pause',
+TOOLS = ['run_code', 'sandbox_create', 'sandbox_list', 'sandbox_info', 'sandbox_ports', 'sandbox_destroy', 'sandbox_pause',
          'sandbox_resume', 'sandbox_snapshot', 'sandbox_fork', 'sandbox_hibernate', 'sandbox_wake', 'snapshot_list',
          'snapshot_remove', 'run_command', 'file_read', 'file_write', 'file_list', 'file_delete', 'templates_list',
          'quota_info', 'process_start', 'process_list', 'process_read', 'process_signal', 'process_wait',

@@ -256,6 +256,18 @@ class Ports(harness.SandboxTestCase):
             ports = sandboxd.Sandbox.connect(self.sid, transport=t).ports()
             self.assertIn(sandboxd.PortInfo('127.0.0.1', 8000), ports)
 
+    def test_mcp_ports(self):
+        mcp = os.path.join(S.paths.build, 'src', 'sandboxd-mcp', 'sandboxd-mcp')
+        lines = [{'jsonrpc': '2.0', 'id': 1, 'method': 'initialize',
+                  'params': {'protocolVersion': '2025-06-18', 'capabilities': {},
+                             'clientInfo': {'name': 'ports', 'version': '0'}}},
+                 {'jsonrpc': '2.0', 'method': 'notifications/initialized'},
+                 {'jsonrpc': '2.0', 'id': 2, 'method': 'tools/call',
+                  'params': {'name': 'sandbox_ports', 'arguments': {'sandbox_id': self.sid}}}]
+        cp = self.ok(S.run([mcp], input=''.join(json.dumps(x) + '\n' for x in lines), timeout=120))
+        reply = [json.loads(x) for x in cp.stdout.splitlines()][-1]
+        self.assertIn({'address': '127.0.0.1', 'port': 8765}, reply['result']['structuredContent']['ports'])
+
     def test_other_sandbox_cannot_reach(self):
         other = self.create(template='python')
         cp = self.exec(other, 'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8000), 3)')

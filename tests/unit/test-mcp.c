@@ -451,7 +451,8 @@ static void test_version_negotiation(void **state) {
 
 static void test_tools_list_schemas(void **state) {
         static const char *const names[] = {
-                "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_destroy", "sandbox_pause",
+                "run_code", "sandbox_create", "sandbox_list", "sandbox_info", "sandbox_ports", "sandbox_destroy",
+                "sandbox_pause",
                 "sandbox_resume", "sandbox_snapshot", "sandbox_fork", "sandbox_hibernate", "sandbox_wake",
                 "snapshot_list", "snapshot_remove", "run_command", "process_start", "process_list",
                 "process_read", "process_signal", "process_wait", "process_write_stdin", "file_read",
@@ -492,8 +493,8 @@ static void test_tools_list_schemas(void **state) {
         }
         assert_string_equal(get_string(tools, "0.inputSchema.properties.language.enum.2"), "bash");
         assert_int_equal(json_object_get_int(get(tools, "0.inputSchema.properties.timeout.maximum")), 3600);
-        assert_true(json_object_get_boolean(get(tools, "4.annotations.destructiveHint")));
-        assert_string_equal(get_string(tools, "4.inputSchema.required.0"), "sandbox_id");
+        assert_true(json_object_get_boolean(get(tools, "5.annotations.destructiveHint")));  /* sandbox_destroy */
+        assert_string_equal(get_string(tools, "5.inputSchema.required.0"), "sandbox_id");
 }
 
 /* ---- arguments ---- */
