@@ -288,6 +288,15 @@ static int route_session_get(HttpRequest *req) {
         return call_simple(req, IFACE "GetSandbox", params_with_id(req), &simple_sandbox);
 }
 
+static json_object *transform_metrics(HttpRequest *req, json_object *p, unsigned *status) {
+        return transform_field(p, "metrics");
+}
+
+static int route_session_metrics(HttpRequest *req) {
+        static const Simple s = { transform_metrics };
+        return call_simple(req, IFACE "GetMetrics", params_with_id(req), &s);
+}
+
 static int route_session_delete(HttpRequest *req) {
         return call_simple(req, IFACE "Destroy", params_with_id(req), &simple_empty);
 }
@@ -1626,6 +1635,9 @@ const HttpRoute http_routes[] = {
         { "GET",    S "/executions/{}/logs",          0, route_execution_logs },
         { "DELETE", S "/executions/{}",               0, route_execution_kill },
         { "GET",    S "/terminal",                    0, http_route_terminal },
+        { "GET",    S "/metrics",                     0, route_session_metrics },
+        { "GET",    "/console",                       HTTP_ROUTE_PUBLIC, http_route_console },
+        { "GET",    "/console/{}",                    HTTP_ROUTE_PUBLIC, http_route_console_file },
         { "POST",   S "/executions/{}/signal",        HTTP_ROUTE_JSON_BODY, route_execution_signal },
         { "POST",   S "/executions/{}/stdin",         HTTP_ROUTE_JSON_BODY, route_execution_stdin },
         { "POST",   S "/executions/{}/stdin/close",   HTTP_ROUTE_JSON_BODY, route_execution_stdin_close },

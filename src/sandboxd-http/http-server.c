@@ -415,6 +415,19 @@ static int request_set_response(HttpRequest *req, unsigned status, struct MHD_Re
         return 0;
 }
 
+int http_request_reply_static(HttpRequest *req, const char *content_type, const char *text, const char *csp) {
+        struct MHD_Response *response;
+
+        response = MHD_create_response_from_buffer(strlen(text), (void *) text, MHD_RESPMEM_PERSISTENT);
+        if (response) {
+                (void) MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+                (void) MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
+                if (csp)
+                        (void) MHD_add_response_header(response, "Content-Security-Policy", csp);
+        }
+        return request_set_response(req, 200, response);
+}
+
 int http_request_reply_text(HttpRequest *req, unsigned status, const char *content_type, const char *text) {
         struct MHD_Response *response;
 

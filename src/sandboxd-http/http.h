@@ -288,6 +288,12 @@ void http_websocket_set_drained(HttpWebSocket *ws, void (*drained)(HttpWebSocket
 
 /* GET /api/v1/sessions/{id}/terminal (http-terminal.c). */
 int http_route_terminal(HttpRequest *req);
+/* GET /console, GET /console/{file} (http-console.c). */
+int http_route_console(HttpRequest *req);
+int http_route_console_file(HttpRequest *req);
+/* 200 with a static text (not copied), its type and a Content-Security-Policy (or NULL);
+ * cached by the client for a while. */
+int http_request_reply_static(HttpRequest *req, const char *content_type, const char *text, const char *csp);
 
 /* A header of the reply made last (after http_request_stream()). */
 int http_request_add_header(HttpRequest *req, const char *name, const char *value);

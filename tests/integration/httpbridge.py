@@ -3,6 +3,8 @@
 for tenants by the shipped polkit rule), with a token per tenant, for the modules that
 drive the bridge as its clients do (test_process_control, test_terminal, test_console)."""
 
+import http.client
+import json
 import os
 
 import harness
@@ -42,3 +44,18 @@ def stop(s, polkit):
             raise AssertionError('sanitizer reports from sandboxd-http:\n' + journal[-6000:])
     finally:
         authz.teardown_module(polkit)
+
+
+def request(method, path, body=None, token=None, port=None):
+    """One request to the bridge with a bearer TOKEN (None: none), a JSON BODY: (status,
+    headers, the body's bytes)."""
+    c = http.client.HTTPConnection('127.0.0.1', port or secutil.S.http_port, timeout=60)
+    try:
+        h = {'Authorization': f'Bearer {token}'} if token else {}
+        if body is not None:
+            h['Content-Type'] = 'application/json'
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()

@@ -39,8 +39,8 @@ DOCKER_MODULES = {'test_docker', 'test_exposure', 'test_egress', 'test_snapshots
 # sanitizer build runs the same C code through the other modules, and CI's time is bounded
 # (docs/TESTING.md). `--list --plain-only` prints them for tests/meson.build.
 # test_cpython runs CPython's own test suite in sandboxes: 200 s under ASan, 83 s without;
-# test_fleet boots two more systems and HAProxy (41 s).
-PLAIN_ONLY = {'test_cpython', 'test_fleet', 'test_claude_code'}
+# test_fleet boots two more systems and HAProxy (41 s); test_console runs Chromium.
+PLAIN_ONLY = {'test_cpython', 'test_fleet', 'test_claude_code', 'test_console'}
 SKIP = 77
 
 

@@ -39,19 +39,9 @@ def tearDownModule():
 
 
 def request(method, path, body=None, token='alice'):
-    import http.client
-    c = http.client.HTTPConnection('127.0.0.1', S.http_port, timeout=60)
-    try:
-        h = {'Authorization': f'Bearer {TOKENS[token]}'} if token else {}
-        if body is not None:
-            h['Content-Type'] = 'application/json'
-        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-        r = c.getresponse()
-        data = r.read()
-        return r.status, json.loads(data) if data and r.getheader('Content-Type', '').startswith('application/json') \
-            else data
-    finally:
-        c.close()
+    """(status, the parsed JSON body or the bytes)."""
+    status, headers, data = httpbridge.request(method, path, body, TOKENS[token] if token else None)
+    return status, json.loads(data) if data and headers.get('Content-Type', '').startswith('application/json') else data
 
 
 def ws(path, steps, token='alice', auth='protocol', timeout=300, **extra):
