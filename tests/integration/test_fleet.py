@@ -595,6 +595,31 @@ class Fleet(unittest.TestCase):
             for sid in ids:
                 request('DELETE', f'/sandboxes/{sid}')
 
+    def test_ids_map_comes_first(self):
+        """ids.map (ids that name no node, or moved) wins over the id's digits, and HAProxy's
+        runtime API changes it without a reload."""
+        def admin(command):
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(os.path.join(CFG_DIR, 'admin.sock'))
+                s.sendall(command.encode() + b'\n')
+                out = b''
+                while chunk := s.recv(4096):
+                    out += chunk
+            return out.decode()
+
+        sid = create()
+        elsewhere = f'node{(int(sid[-2:], 16) % 3) + 1:02x}'
+        ids_map = os.path.join(CFG_DIR, 'ids.map')
+        try:
+            self.assertEqual(request('GET', f'/api/v1/sessions/{sid}/status')[0], 200)
+            admin(f'add map {ids_map} {sid} {elsewhere}')
+            status, res = request('GET', f'/api/v1/sessions/{sid}/status')
+            self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), res)
+            admin(f'del map {ids_map} {sid}')
+            self.assertEqual(request('GET', f'/api/v1/sessions/{sid}/status')[0], 200)
+        finally:
+            self.destroy_all([sid])
+
     def test_records_fleet_wide_and_a_database_node_lost(self):
         """Every node's executions reach the Galera cluster and are read from any database
         node; the database node that takes the writes is killed and the records go on
