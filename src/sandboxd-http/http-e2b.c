@@ -1919,6 +1919,54 @@ static int route_context_restart(HttpRequest *req) {
         return http_backend_call(req, IFACE "RestartContext", p, 0, on_context_done, NULL);
 }
 
+/* ---- any other port: the port proxy (http-ports.c, docs/PORTS.md) ---- */
+
+/* The sandbox and port a sandbox-plane request is for: E2b-Sandbox-Id and
+ * E2b-Sandbox-Port, as the SDKs send them; else a Host of getHost()'s form, PORT-ID.DOMAIN.
+ * false: neither. */
+static bool sandbox_target(HttpRequest *req, char **ret_id, uint64_t *ret_port) {
+        const char *id = http_request_header(req, "E2b-Sandbox-Id");
+        const char *port = http_request_header(req, "E2b-Sandbox-Port");
+        const char *host = http_request_header(req, "Host"), *dash, *dot;
+        _cleanup_free_ char *digits = NULL;
+
+        if (id && *id) {
+                *ret_port = 0;
+                if (port)
+                        (void) parse_uint64(port, ret_port);
+                *ret_id = strdup(id);
+                return !!*ret_id;
+        }
+        /* PORT-ID.…: digits, a dash, a sandbox id (letters and digits), a dot */
+        if (!host || !(dash = strchr(host, '-')) || !(dot = strchr(dash, '.')) || dot == dash + 1 ||
+            strspn(host, "0123456789") != (size_t) (dash - host) || dash == host ||
+            strspn(dash + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") !=
+                    (size_t) (dot - dash - 1))
+                return false;
+        digits = strndup(host, (size_t) (dash - host));
+        *ret_id = strndup(dash + 1, (size_t) (dot - dash - 1));
+        if (!digits || !*ret_id || parse_uint64(digits, ret_port) < 0) {
+                *ret_id = mfree(*ret_id);
+                return false;
+        }
+        return true;
+}
+
+static int route_port(HttpRequest *req) {
+        const char *port = http_request_header(req, "E2b-Sandbox-Port");
+        _cleanup_free_ char *id = NULL;
+        char buf[24];
+        uint64_t p;
+
+        if (!port || !http_request_header(req, "E2b-Sandbox-Id")) {
+                if (!sandbox_target(req, &id, &p))
+                        return -EINVAL;
+                snprintf(buf, sizeof(buf), "%" PRIu64, p);
+                port = buf;
+        }
+        return http_port_proxy(req, sandbox_of(req), port, http_request_url(req));
+}
+
 /* ---- the tables ---- */
 
 const HttpRoute http_e2b_api_routes[] = {
@@ -1970,26 +2018,42 @@ const HttpRoute http_e2b_jupyter_routes[] = {
 };
 const size_t http_e2b_n_jupyter_routes = ELEMENTSOF(http_e2b_jupyter_routes);
 
+static const HttpRoute http_e2b_port_routes[] = {
+        { "GET",     "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "HEAD",    "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "POST",    "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "PUT",     "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "PATCH",   "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "DELETE",  "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+        { "OPTIONS", "/{...}",                             HTTP_ROUTE_RAW_BODY, route_port },
+};
+static const size_t http_e2b_n_port_routes = ELEMENTSOF(http_e2b_port_routes);
+
 size_t http_routes_select(HttpRequest *req, HttpRouteTable tables[static 2], const char **ret_first) {
-        const char *id = http_request_header(req, "E2b-Sandbox-Id");
-        const char *port = http_request_header(req, "E2b-Sandbox-Port");
-        uint64_t p = 0;
+        _cleanup_free_ char *id = NULL;
+        uint64_t port = 0;
 
         *ret_first = NULL;
-        if (!id || !*id) {
+        if (!sandbox_target(req, &id, &port)) {
                 tables[0] = (HttpRouteTable) { http_routes, http_n_routes };
                 tables[1] = (HttpRouteTable) { http_e2b_api_routes, http_e2b_n_api_routes };
                 return 2;
         }
-        *ret_first = id;
-        if (port && parse_uint64(port, &p) >= 0 && p == E2B_ENVD_PORT) {
+        *ret_first = http_request_header(req, "E2b-Sandbox-Id");
+        if (!*ret_first || !**ret_first) {
+                /* a Host of getHost()'s form: always the port proxy (route_port() does
+                 * not look at the request's data, where the id waits to be copied as the
+                 * route's first parameter; the proxy's own data replaces it) */
+                http_request_set_data(req, TAKE_PTR(id), free);
+                *ret_first = http_request_get_data(req);
+                tables[0] = (HttpRouteTable) { http_e2b_port_routes, http_e2b_n_port_routes };
+                return 1;
+        }
+        if (port == E2B_ENVD_PORT)
                 tables[0] = (HttpRouteTable) { http_e2b_envd_routes, http_e2b_n_envd_routes };
-                return 1;
-        }
-        if (port && p == E2B_JUPYTER_PORT) {
+        else if (port == E2B_JUPYTER_PORT)
                 tables[0] = (HttpRouteTable) { http_e2b_jupyter_routes, http_e2b_n_jupyter_routes };
-                return 1;
-        }
-        /* another port: none yet (404) */
-        return 0;
+        else
+                tables[0] = (HttpRouteTable) { http_e2b_port_routes, http_e2b_n_port_routes };
+        return 1;
 }

@@ -6,6 +6,7 @@
 // object with what the scenario saw. An assertion that fails exits non-zero with its
 // message; every sandbox a scenario created is killed before it ends.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, RateLimitError, SandboxError } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 
@@ -296,6 +297,59 @@ const scenarios = {
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
     assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false, 'gone: false');
     return { snapshot: snap.snapshotId };
+  },
+
+  // a server in the sandbox: getHost's name (as the Host header) and E2b-Sandbox-Port
+  async ports() {
+    const url = new URL(process.env.E2B_SANDBOX_URL), key = process.env.E2B_API_KEY;
+    const sbx = await create();
+    await sbx.files.write('site/index.html', 'hello from the sandbox\n');
+    const srv = await sbx.commands.run('cd /work/site && exec python3 -m http.server 8000 --bind 127.0.0.1',
+                                       { background: true });
+    const host = sbx.getHost(8000);
+    assert.match(host, new RegExp(`^8000-${sbx.sandboxId}\\.`));
+    const byHost = () => new Promise((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, path: '/index.html', setHost: false,
+                                 headers: { Host: host, 'X-Access-Token': key } }, (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve([res.statusCode, body]));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    let got;
+    for (let i = 0; i < 100; i++) {
+      got = await byHost();
+      if (got[0] === 200)
+        break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(got, [200, 'hello from the sandbox\n']);
+    const r = await fetch(new URL('/index.html', url), {
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '8000', 'X-Access-Token': key } });
+    assert.equal(r.status, 200);
+    assert.equal(await r.text(), 'hello from the sandbox\n');
+    const denied = await fetch(new URL('/index.html', url), {
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '8000' } });
+    assert.equal(denied.status, 401, 'a token is needed');
+    await srv.kill();
+    return { host };
+  },
+
+  // a watch sees a file a command writes
+  async watch() {
+    const sbx = await create();
+    await sbx.files.makeDir('watched');
+    const events = [];
+    const h = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e));
+    await sbx.commands.run('echo hi > /work/watched/new.txt');
+    for (let i = 0; i < 100 && !events.some((e) => e.name === 'new.txt'); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    await h.stop();
+    assert.ok(events.some((e) => e.name === 'new.txt' && (e.type === 'create' || e.type === 'write')),
+              JSON.stringify(events));
+    return { events: events.length };
   },
 
   // past the tenant's quota of sandboxes ([TenantQuota] Sandboxes=1): RateLimitError

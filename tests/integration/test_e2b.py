@@ -131,6 +131,11 @@ class E2B(secutil.Base):
         out = self.scenario('metadata')
         self.assertEqual(out['listed'], 2)
 
+    def test_ports(self):
+        """A server in the sandbox through getHost()'s name (the Host header) and through
+        E2b-Sandbox-Port, as the SDKs route their own ports."""
+        self.scenario('ports')
+
     def test_code(self):
         """@e2b/code-interpreter: runCode with state, a chart (PNG), an error, contexts, JS."""
         out = self.scenario('code')
