@@ -75,8 +75,9 @@ def bwrap_floor_argv(system, template):
     /bin/true instead of the agent. What only the daemon can pass is left out or replaced:
     --block-fd and --info-fd (they only hold bwrap until its scope exists) and --seccomp
     (one BPF load) go; --ro-bind-data FD /etc/machine-id becomes a bind of a file (one bind
-    mount either way)."""
-    cp = system.sandboxctl('create', '--template', template)
+    mount either way). The sandbox is made with Storage=tmpfs, as the ephemeral ones measured
+    are: a workspace on disk is removed with its sandbox, and the floor could not bind it."""
+    cp = system.sandboxctl('create', '--template', template, '--storage=tmpfs')
     if cp.returncode != 0:
         raise RuntimeError(f'sandboxctl create --template {template} failed: {cp.stderr}')
     sid = cp.stdout.strip()
