@@ -68,12 +68,23 @@ async def main(plan):
                     await recv_one(max(0.01, deadline - time.monotonic()))
             elif 'count_zeros' in step:
                 deadline = time.monotonic() + step.get('timeout', 120)
-                while buf.count(0) < step['count_zeros']:
+                zeros, counted = 0, len(buf)
+                zeros = buf.count(0)
+                while zeros < step['count_zeros']:
                     await recv_one(max(0.01, deadline - time.monotonic()))
+                    zeros += buf.count(0, counted)
+                    counted = len(buf)
+                out['zeros_seconds'] = time.monotonic() - deadline + step.get('timeout', 120)
             elif 'rtt' in step:
                 # One keystroke at a time: its echo back from the terminal.
+                await asyncio.sleep(0.5)        # what the shell prints before comes first
+                while True:
+                    try:
+                        await recv_one(0.2)
+                    except asyncio.TimeoutError:
+                        break
                 for i in range(step['rtt']):
-                    key = b'abcdefghij'[i % 10:i % 10 + 1]
+                    key = b'qwxzjkvQWX'[i % 10:i % 10 + 1]
                     before = len(buf)
                     t0 = time.perf_counter()
                     await ws.send(key)
