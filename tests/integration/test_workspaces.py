@@ -341,7 +341,7 @@ class WorkspaceTest(harness.SandboxTestCase):
 
 
 class DescriptorTest(harness.SandboxTestCase):
-    """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (2 descriptors a sandbox and
+    """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (3 descriptors a sandbox and
     5,120); where it cannot be, a create past what it has room for is refused with
     TooManySandboxes, not failed on EMFILE."""
 
@@ -374,12 +374,12 @@ class DescriptorTest(harness.SandboxTestCase):
         # (beyond it with CAP_SYS_RESOURCE, which this machine may not give).
         hard = min(self.nofile(1, hard=True), 100000)
         self.restart_with(f'LimitNOFILE=2048:{hard}')
-        self.assertEqual(self.nofile(), min(5120 + 2 * 4096, hard))
+        self.assertEqual(self.nofile(), min(5120 + 3 * 4096, hard))
 
     def test_refused_before_emfile(self):
         n0 = len(json.loads(self.ok(self.ctl('list', '--json')).stdout))
         # A hard limit it cannot raise: room for a few more than there are.
-        self.restart_with(f'LimitNOFILE={5120 + 2 * (n0 + 3)}')
+        self.restart_with(f'LimitNOFILE={5120 + 3 * (n0 + 3)}')
         for _ in range(40):
             cp = self.ctl('create', '--storage=tmpfs')
             if cp.returncode != 0:
