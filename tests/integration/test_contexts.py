@@ -228,6 +228,17 @@ class VarlinkContexts(Base):
         events, result, err = self.run_code(sid, 'print(kept)', cid)
         self.assertEqual(self.text_of(events), 'still here\n')
 
+    def test_pause_resume_keeps_state(self):
+        """Pause freezes the kernel with the sandbox; after Resume its variables are there."""
+        sid, cid = self.shared()
+        self.assertIsNone(self.run_code(sid, 'frozen = [1, 2, 3]', cid)[2])
+        self.ok(self.ctl('pause', sid))
+        self.ok(self.ctl('resume', sid))
+        contexts = {c['id']: c for c in self.ok_call('ListContexts', {'id': sid})[-1]['contexts']}
+        self.assertEqual(contexts[cid]['state'], 'idle')
+        events, result, err = self.run_code(sid, 'sum(frozen)', cid)
+        self.assertEqual([e for e in events if e['type'] == 'result'][0]['data']['text/plain'], '6')
+
     def test_timeout_interrupts(self):
         sid, cid = self.shared()
         t0 = time.monotonic()
