@@ -60,6 +60,10 @@ def start():
         if shell.poll(500):
             km.session.recv(shell)
             break
+    while True:   # until iopub is subscribed, as the driver does (jupyter_client's nudge)
+        km.session.send(shell, 'kernel_info_request', {})
+        if iopub.poll(200):
+            break
     while shell.poll(100):
         km.session.recv(shell)
     while iopub.poll(100):
@@ -203,6 +207,10 @@ def main():
             samples['warm_host_client'] += host_ask('client', min(args.warm, 50))
         finally:
             system.sandboxctl('destroy', sid, timeout=120)
+    except Exception:
+        # What sandboxd said meanwhile, before the system goes.
+        print(system.journal()[-8000:], file=sys.stderr)
+        raise
     finally:
         host.stdin.close()
         host.wait(timeout=60)

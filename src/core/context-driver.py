@@ -82,8 +82,7 @@ def recv(sock):
         return None
 
 
-# kernel_info until it answers (the first requests may be lost while it binds; iopub's
-# subscription takes a moment too, which its answering covers).
+# kernel_info until it answers (the first requests may be lost while it binds).
 info = None
 for attempt in range(240):
     session.send(shell, "kernel_info_request", {})
@@ -98,11 +97,20 @@ if not info:
     emit({"type": "lost", "reason": "the kernel did not answer"})
     km.shutdown_kernel(now=True)
     sys.exit(3)
+# The iopub subscription takes a moment to reach the kernel: until it has, what the kernel
+# publishes (a cell's output, its "idle") is lost. As jupyter_client's nudge does, ask
+# until iopub says something.
+for attempt in range(600):
+    session.send(shell, "kernel_info_request", {})
+    if iopub.poll(200) and recv(iopub):
+        break
+    if not km.is_alive():
+        break
 # Other answers to the asks above, and their status messages, are not a cell's.
 while shell.poll(100):
     recv(shell)
-while recv(iopub):
-    pass
+while iopub.poll(100):
+    recv(iopub)
 
 
 def on_sigint(signum, frame):
