@@ -70,6 +70,7 @@ static const struct {
         /* Its ports (port.h): a connection is a way in, as an exec is. */
         { "OpenPort",              SANDBOX_OP_EXEC       },
         { "ListPorts",             SANDBOX_OP_EXEC       },
+        { "WatchDirectory",        SANDBOX_OP_EXEC       },
         { "WriteFile",             SANDBOX_OP_EXEC       },
         { "Upload",                SANDBOX_OP_EXEC       },
         { "Download",              SANDBOX_OP_EXEC       },

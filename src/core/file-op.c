@@ -24,6 +24,7 @@ struct FileOp {
         char *path;           /* for the messages of errors */
         uint64_t offset;      /* ReadFile: where it starts */
         uint64_t max;         /* Download: the size refused (Max, or the default) */
+        bool watch;           /* WatchDirectory: runs until its reader goes, in no slot */
         file_callback_t cb;
         void *userdata;
         FileOp *next, *prev;  /* newest first */
@@ -58,7 +59,9 @@ static void file_ops_count(Sandbox *s, unsigned *ret_active, unsigned *ret_waiti
         unsigned active = 0, waiting = 0;
 
         for (FileOp *op = s->file_ops; op; op = op->next)
-                if (op->request)
+                if (op->watch)
+                        continue;
+                else if (op->request)
                         waiting++;
                 else
                         active++;
@@ -143,7 +146,17 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
          * charged to the sandbox's memory until it is answered: so few at a time, the
          * rest wait their turn, and beyond that the caller is told to come back. */
         file_ops_count(s, &active, &waiting);
-        if (active >= FILE_OPS_ACTIVE_MAX && waiting >= FILE_OPS_WAITING_MAX)
+        if (f->op == AGENT_FILE_WATCH) {
+                unsigned watches = 0;
+
+                /* A watch lasts as long as its reader: beside the slots, bounded on its own. */
+                for (FileOp *o = s->file_ops; o; o = o->next)
+                        watches += o->watch;
+                if (watches >= FILE_WATCHES_MAX)
+                        return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s has %u watches already.", s->id,
+                                                 watches);
+                active = 0;
+        } else if (active >= FILE_OPS_ACTIVE_MAX && waiting >= FILE_OPS_WAITING_MAX)
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY,
                                           "Sandbox %s has %u file operations under way and %u waiting; try again later.",
                                           s->id, active, waiting);
@@ -159,6 +172,7 @@ static int sandbox_file_op(Sandbox *s, const struct agent_file *f, int fd, FILE_
                 .path = strdup(f->path),
                 .offset = f->offset,
                 .max = req.max,
+                .watch = f->op == AGENT_FILE_WATCH,
                 .cb = cb,
                 .userdata = userdata,
         };
@@ -256,6 +270,13 @@ int sandbox_upload(Sandbox *s, const char *path, int fd, const FileOptions *o, F
 
 int sandbox_download(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS) {
         return sandbox_stream_file(s, AGENT_FILE_READ, path, fd, o, cb, userdata, ret_op, error);
+}
+
+int sandbox_watch_directory(Sandbox *s, const char *path, bool recursive, int fd, FILE_OP_ARGS) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_WATCH, path);
+
+        f.recursive = recursive;
+        return sandbox_file_op(s, &f, fd, cb, userdata, ret_op, error);
 }
 
 int sandbox_list_files(Sandbox *s, const char *path, uint64_t depth, FILE_OP_ARGS) {

@@ -17,6 +17,8 @@ typedef struct Sandbox Sandbox;
  * before further ones fail with Busy (sandboxd(8)). */
 #define FILE_OPS_ACTIVE_MAX 4U
 #define FILE_OPS_WAITING_MAX 64U
+/* WatchDirectory: watches at once per sandbox (each a process in it, in no slot above). */
+#define FILE_WATCHES_MAX 8U
 
 /* result is NULL (and error set) when the operation failed: before the agent, in the
  * sandbox (the errno, with the path), or a Download larger than its Max (FileTooLarge).
@@ -44,6 +46,9 @@ int sandbox_upload(Sandbox *s, const char *path, int fd, const FileOptions *o, F
 int sandbox_download(Sandbox *s, const char *path, int fd, const FileOptions *o, FILE_OP_ARGS);
 /* depth: 1 to LIST_FILES_DEPTH_MAX. */
 int sandbox_list_files(Sandbox *s, const char *path, uint64_t depth, FILE_OP_ARGS);
+/* WatchDirectory: the agent writes a JSON line to fd (taken: a pipe's write end) for each
+ * change under path (agent-protocol.h, "watch") until fd's reader goes; cb then. */
+int sandbox_watch_directory(Sandbox *s, const char *path, bool recursive, int fd, FILE_OP_ARGS);
 int sandbox_stat_file(Sandbox *s, const char *path, FILE_OP_ARGS);
 int sandbox_make_directory(Sandbox *s, const char *path, bool parents, FILE_OP_ARGS);
 int sandbox_remove_file(Sandbox *s, const char *path, bool recursive, FILE_OP_ARGS);

@@ -6,26 +6,34 @@
 
 #include "sandbox-client-internal.h"
 
-int sandbox_handle_open_port(SandboxHandle *h, uint16_t port, int *ret_fd, SandboxClientError *error) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+/* Calls m, whose reply is one descriptor: a copy of it in *ret_fd (the reply's goes with it). */
+static int call_for_fd(SandboxHandle *h, sd_bus_message *m, int *ret_fd, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int fd, r;
 
-        r = client_new_call(h->client, h, "OpenPort", &m);
-        if (r >= 0)
-                r = sd_bus_message_append(m, "u", (uint32_t) port);
-        if (r < 0)
-                return client_error_from_bus(error, NULL, r);
         r = client_call(h->client, m, 0, /* interruptible= */ false, error, &reply);
         if (r < 0)
                 return r;
         r = sd_bus_message_read(reply, "h", &fd);
         if (r < 0)
                 return client_error_from_bus(error, NULL, r);
-        fd = fcntl(fd, F_DUPFD_CLOEXEC, 3); /* the reply's goes with it */
+        fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
                 return client_error_from_bus(error, NULL, -errno);
         *ret_fd = fd;
         return 0;
+}
+
+int sandbox_handle_open_port(SandboxHandle *h, uint16_t port, int *ret_fd, SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = client_new_call(h->client, h, "OpenPort", &m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "u", (uint32_t) port);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        return call_for_fd(h, m, ret_fd, error);
 }
 
 static int port_read(sd_bus_message *m, void *item) {
@@ -51,4 +59,17 @@ void sandbox_port_info_array_free(SandboxPortInfo *a, size_t n) {
 int sandbox_handle_list_ports(SandboxHandle *h, SandboxPortInfo **ret, size_t *ret_n, SandboxClientError *error) {
         return client_call_list(h->client, h, "ListPorts", "(sq)", sizeof(SandboxPortInfo), port_read, port_done,
                                 (void **) ret, ret_n, error);
+}
+
+int sandbox_handle_watch_directory(SandboxHandle *h, const char *path, bool recursive, int *ret_fd,
+                                   SandboxClientError *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        int r;
+
+        r = client_new_call(h->client, h, "WatchDirectory", &m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "sb", path, recursive);
+        if (r < 0)
+                return client_error_from_bus(error, NULL, r);
+        return call_for_fd(h, m, ret_fd, error);
 }

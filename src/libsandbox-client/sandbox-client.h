@@ -216,6 +216,10 @@ typedef struct SandboxPortInfo {
 } SandboxPortInfo;
 void sandbox_port_info_array_free(SandboxPortInfo *a, size_t n);
 int sandbox_handle_list_ports(SandboxHandle *h, SandboxPortInfo **ret, size_t *ret_n, SandboxClientError *error);
+/* WatchDirectory: *ret_fd (the caller's) yields a JSON line per change under path until
+ * closed. */
+int sandbox_handle_watch_directory(SandboxHandle *h, const char *path, bool recursive, int *ret_fd,
+                                   SandboxClientError *error);
 
 typedef struct SandboxTemplate {
         char *name;

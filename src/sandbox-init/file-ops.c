@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -542,6 +543,147 @@ static int op_move(const struct agent_file *f) {
         return renameat(dirfd, name, to_dirfd, to_name) < 0 ? -errno : 0;
 }
 
+/* ---- watch ---- */
+
+typedef struct WatchState {
+        int inotify, out;
+        char **dirs;             /* by watch descriptor: the directory's path */
+        size_t n_dirs;
+        unsigned watched;
+        bool recursive;
+} WatchState;
+
+static int watch_add(WatchState *w, const char *path) {
+        int wd;
+
+        if (w->watched >= AGENT_WATCH_DIRS_MAX)
+                return 0; /* bounded: what is beyond is not followed */
+        wd = inotify_add_watch(w->inotify, path, IN_CREATE | IN_CLOSE_WRITE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM |
+                               IN_MOVED_TO | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+        if (wd < 0)
+                return -errno;
+        if ((size_t) wd >= w->n_dirs) {
+                size_t n = MAX((size_t) wd + 1, w->n_dirs * 2);
+                char **d = realloc(w->dirs, n * sizeof(char *));
+                if (!d)
+                        return -ENOMEM;
+                memset(d + w->n_dirs, 0, (n - w->n_dirs) * sizeof(char *));
+                w->dirs = d;
+                w->n_dirs = n;
+        }
+        if (!w->dirs[wd]) {
+                w->dirs[wd] = strdup(path);
+                if (!w->dirs[wd])
+                        return -ENOMEM;
+                w->watched++;
+        }
+        if (!w->recursive)
+                return 0;
+        /* The directories below, once each (a new one is added when it is created). */
+        _cleanup_(closedirp) DIR *d = opendir(path);
+        struct dirent *de;
+        if (!d)
+                return 0;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *sub = NULL;
+                if (de->d_type != DT_DIR || streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                sub = path_join(path, de->d_name);
+                if (!sub)
+                        return -ENOMEM;
+                (void) watch_add(w, sub);
+        }
+        return 0;
+}
+
+static int watch_emit(WatchState *w, const char *event, const char *dir, const char *name, bool is_dir) {
+        _cleanup_free_ char *path = dir && name && *name ? path_join(dir, name) : NULL;
+        json_object *o = json_object_new_object();
+        const char *text;
+        int r = -ENOMEM;
+
+        /* json-c's own calls: the agent links nothing else (agent-protocol.h). */
+        if (!o || json_object_object_add(o, "event", json_object_new_string(event)) < 0 ||
+            (dir && json_object_object_add(o, "path", json_object_new_string(path ?: dir)) < 0) ||
+            json_object_object_add(o, "dir", json_object_new_boolean(is_dir)) < 0)
+                goto finish;
+        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        r = text && write_all(w->out, text, strlen(text)) >= 0 && write_all(w->out, "\n", 1) >= 0 ? 0 : -EPIPE;
+finish:
+        json_object_put(o);
+        return r;
+}
+
+static int op_watch(const struct agent_file *f, int out, struct agent_file_result *res) {
+        WatchState w = { .inotify = -EBADF, .out = out, .recursive = f->recursive };
+        char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+        int r;
+
+        w.inotify = inotify_init1(IN_CLOEXEC);
+        if (w.inotify < 0)
+                return -errno;
+        r = watch_add(&w, f->path);
+        if (r < 0) {
+                /* The reader learns why there will be nothing, before the end. */
+                char line[64];
+                snprintf(line, sizeof(line), "{\"event\":\"error\",\"errno\":%d}\n", -r);
+                (void) write_all(out, line, strlen(line));
+        }
+        while (r >= 0) {
+                struct pollfd p[2] = { { .fd = w.inotify, .events = POLLIN }, { .fd = out } };
+                ssize_t n;
+
+                if (poll(p, 2, -1) < 0) {
+                        r = errno == EINTR ? 0 : -errno;
+                        continue;
+                }
+                /* The reader is gone: the watch is over. */
+                if (p[1].revents & (POLLERR | POLLHUP)) {
+                        r = 0;
+                        break;
+                }
+                n = read(w.inotify, buf, sizeof(buf));
+                if (n < 0) {
+                        r = errno == EINTR || errno == EAGAIN ? 0 : -errno;
+                        continue;
+                }
+                for (char *q = buf; r >= 0 && q < buf + n;) {
+                        struct inotify_event *e = (struct inotify_event *) q;
+                        const char *dir = e->wd >= 0 && (size_t) e->wd < w.n_dirs ? w.dirs[e->wd] : NULL;
+                        bool is_dir = e->mask & IN_ISDIR;
+
+                        q += sizeof(*e) + e->len;
+                        if (e->mask & IN_Q_OVERFLOW)
+                                r = watch_emit(&w, "overflow", NULL, NULL, false);
+                        else if (!dir)
+                                continue;
+                        else if (e->mask & IN_CREATE) {
+                                r = watch_emit(&w, "create", dir, e->name, is_dir);
+                                if (r >= 0 && is_dir && w.recursive) {
+                                        _cleanup_free_ char *sub = path_join(dir, e->name);
+                                        if (sub)
+                                                (void) watch_add(&w, sub);
+                                }
+                        } else if (e->mask & (IN_MODIFY | IN_CLOSE_WRITE))
+                                r = watch_emit(&w, "modify", dir, e->name, is_dir);
+                        else if (e->mask & IN_DELETE)
+                                r = watch_emit(&w, "delete", dir, e->name, is_dir);
+                        else if (e->mask & IN_MOVED_FROM)
+                                r = watch_emit(&w, "move_from", dir, e->name, is_dir);
+                        else if (e->mask & IN_MOVED_TO)
+                                r = watch_emit(&w, "move_to", dir, e->name, is_dir);
+                        else if ((e->mask & IN_DELETE_SELF) && streq(dir, f->path))
+                                r = 1; /* the watched directory is gone: so is the watch */
+                }
+        }
+        for (size_t i = 0; i < w.n_dirs; i++)
+                free(w.dirs[i]);
+        free(w.dirs);
+        safe_close(w.inotify);
+        res->has_bytes = false;
+        return r == -EPIPE ? 0 : MIN(r, 0);
+}
+
 static int write_oom_score_adj(void) {
         _cleanup_close_ int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 
@@ -603,6 +745,9 @@ _noreturn_ void file_op_run(const struct agent_file *f, int fd) {
                         break;
                 case AGENT_FILE_EXTRACT:
                         r = op_extract(f, fd, &res);
+                        break;
+                case AGENT_FILE_WATCH:
+                        r = op_watch(f, fd, &res);
                         break;
                 default:
                         r = -EINVAL;

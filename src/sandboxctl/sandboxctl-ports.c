@@ -259,3 +259,43 @@ int port_forward(SandboxClient *c, const char *id, const char *port_text, const 
                 (void) unlink(path);
         return r < 0 ? r : 0;
 }
+
+int watch_show(SandboxClient *c, const char *id, const char *path) {
+        _cleanup_(sandbox_client_error_done) SandboxClientError error = SANDBOX_CLIENT_ERROR_NULL;
+        _cleanup_(sandbox_handle_freep) SandboxHandle *h = NULL;
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        FILE *f;
+        int fd, r;
+
+        r = sandbox_get(c, id, &h);
+        if (r < 0)
+                return r;
+        r = sandbox_handle_watch_directory(h, path, true, &fd, &error);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch %s in sandbox %s: %s", path, id,
+                                       sandbox_client_error_message(&error, r));
+        f = fdopen(fd, "re");
+        if (!f) {
+                safe_close(fd);
+                return log_oom();
+        }
+        /* The events as the agent writes them, a JSON object a line, until interrupted; one
+         * saying "error" is the end, with its reason. */
+        while (getline(&line, &size, f) > 0) {
+                _cleanup_json_ json_object *o = json_tokener_parse(line);
+                json_object *event, *e;
+
+                if (o && json_object_object_get_ex(o, "event", &event) &&
+                    streq(json_object_get_string(event), "error")) {
+                        int k = json_object_object_get_ex(o, "errno", &e) ? json_object_get_int(e) : EIO;
+                        fclose(f);
+                        return log_error_errno(k > 0 ? k : EIO, "Failed to watch %s in sandbox %s: %s", path, id,
+                                               strerror(k > 0 ? k : EIO));
+                }
+                if (fputs(line, stdout) < 0 || fflush(stdout) != 0)
+                        break; /* our reader is gone */
+        }
+        fclose(f);
+        return 0;
+}

@@ -11,3 +11,5 @@ int ports_show(SandboxClient *c, const char *id, bool json);
  * [ADDRESS:]PORT, default 127.0.0.1:PORT), prints its address, and relays each connection
  * to a new one into the sandbox's PORT, until SIGINT or SIGTERM. */
 int port_forward(SandboxClient *c, const char *id, const char *port, const char *local);
+/* sandboxd watch ID PATH: what changes under PATH (recursively), a JSON line each. */
+int watch_show(SandboxClient *c, const char *id, const char *path);

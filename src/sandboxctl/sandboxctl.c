@@ -223,6 +223,7 @@ static int help(void) {
                "  secret remove NAME          Remove a secret\n"
                "  pool                        Show the warm pool of each template that has one\n"
                "  ports ID                    Show what listens on TCP inside a sandbox\n"
+               "  watch ID PATH               Print a JSON line for each change under PATH\n"
                "  port-forward ID PORT [LOCAL]\n"
                "                              Listen on LOCAL (a socket path, or [ADDR:]PORT;\n"
                "                              default 127.0.0.1:PORT) and connect each client\n"
@@ -1355,6 +1356,10 @@ static int verb_port_forward(int argc, char *argv[], SandboxClient *c) {
         return port_forward(c, argv[1], argv[2], argc > 3 ? argv[3] : NULL);
 }
 
+static int verb_watch(int argc, char *argv[], SandboxClient *c) {
+        return watch_show(c, argv[1], argv[2]);
+}
+
 static int verb_pool(int argc, char *argv[], SandboxClient *c) {
         return pools_show(c, arg_json);
 }
@@ -1636,6 +1641,7 @@ static const Verb verbs[] = {
         { "pool",      1, 1,        0,                      false, true,  verb_pool      },
         { "ports",     2, 2,        0,                      false, true,  verb_ports     },
         { "port-forward", 3, 4,     0,                      false, true,  verb_port_forward },
+        { "watch",     3, 3,        0,                      false, true,  verb_watch     },
         { "template-create", 3, 3,  0,                      false, true,  verb_template_create },
         { "template-remove", 2, ARGS_ANY, 0,                false, true,  verb_template_remove },
         { "history",   1, 2,        OPT_SINCE|OPT_LIMIT,    false, true,  verb_history   },

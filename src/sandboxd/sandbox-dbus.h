@@ -75,6 +75,8 @@ int sandbox_exec_call(sd_bus_message *m, Sandbox *s, sandbox_authorized_t fn, sd
 
 /* sandbox-files-dbus.c: one handler for every file method. */
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error);
+/* WatchDirectory: a pipe's read end, a JSON line per change (file-op.h). */
+int method_sandbox_watch(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
 /* snapshot-dbus.c: Sandbox.Snapshot and .Hibernate, Sandbox.Fork; Manager.Wake and
  * .RemoveSnapshot, Manager.ListSnapshots. */

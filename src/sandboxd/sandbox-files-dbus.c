@@ -4,6 +4,9 @@
  * core's file operations (file-op.h), which check every argument; every path is resolved
  * by the agent inside the sandbox. */
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "bus-flow.h"
 #include "bus-util.h"
 #include "file-op.h"
@@ -246,4 +249,34 @@ static int file_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
 
 int method_sandbox_file(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         return sandbox_authorize_call(m, userdata, file_authorized, NULL);
+}
+
+/* ---- WatchDirectory ---- */
+
+/* The watch ended (its reader went, or the sandbox): nothing is left to answer. */
+static void on_watch_done(const struct agent_file_result *result, const void *data, size_t size,
+                          const SandboxError *error, void *userdata) {
+}
+
+static int watch_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
+                            SandboxError *error) {
+        _cleanup_close_ int reader = -EBADF;
+        const char *path;
+        int p[2], recursive, r;
+
+        r = sd_bus_message_read(call, "sb", &path, &recursive);
+        if (r < 0)
+                return r;
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        reader = p[0];
+        /* The agent writes the events into the pipe; the caller reads them from its end. */
+        r = sandbox_watch_directory(s, path, recursive, p[1], on_watch_done, NULL, NULL, error);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(call, "h", reader);
+}
+
+int method_sandbox_watch(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return sandbox_authorize_call(m, userdata, watch_authorized, NULL);
 }

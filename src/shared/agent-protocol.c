@@ -564,6 +564,7 @@ static const char * const file_op_table[_AGENT_FILE_OP_MAX] = {
         [AGENT_FILE_MOVE] = "move",
         [AGENT_FILE_ARCHIVE] = "archive",
         [AGENT_FILE_EXTRACT] = "extract",
+        [AGENT_FILE_WATCH]   = "watch",
 };
 
 const char *agent_file_op_to_string(enum agent_file_op op) {
@@ -583,7 +584,7 @@ enum agent_file_op agent_file_op_from_string(const char *s) {
 
 size_t agent_file_op_nfds(enum agent_file_op op) {
         return (op == AGENT_FILE_READ || op == AGENT_FILE_WRITE || op == AGENT_FILE_ARCHIVE ||
-                op == AGENT_FILE_EXTRACT) ? 1 : 0;
+                op == AGENT_FILE_EXTRACT || op == AGENT_FILE_WATCH) ? 1 : 0;
 }
 
 json_object *agent_msg_file(const struct agent_file *f) {
@@ -631,6 +632,7 @@ json_object *agent_msg_file(const struct agent_file *f) {
                 break;
 
         case AGENT_FILE_REMOVE:
+        case AGENT_FILE_WATCH:
                 if (f->recursive)
                         r = json_add(obj, "recursive", json_object_new_boolean(true));
                 break;
@@ -699,6 +701,7 @@ int agent_parse_file(json_object *obj, struct agent_file *ret) {
                 break;
 
         case AGENT_FILE_REMOVE:
+        case AGENT_FILE_WATCH:
                 r = get_bool_opt(obj, "recursive", &f.recursive);
                 if (r < 0)
                         return r;

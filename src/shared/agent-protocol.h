@@ -60,6 +60,14 @@
  *                 the files' sizes (as their headers say, or as their data turns out)
  *                 exceed "max". "bytes" as for archive. What was unpacked before an
  *                 error stays: the caller discards the sandbox.
+ *   OP "watch"    fds [out]: watches the directory P (with "recursive": true, the
+ *                 directories below it too, up to AGENT_WATCH_DIRS_MAX) with inotify and
+ *                 writes one JSON object a line to out for each change, as it happens:
+ *                 {"event":"create|modify|delete|move_from|move_to|overflow",
+ *                  "path":"/work/…","dir":true|false}; if P cannot be watched,
+ *                 {"event":"error","errno":E} and the end. It runs until out's reader is
+ *                 gone (or "kill"), then answers; a watch of a directory that goes ends
+ *                 with errno 0 too.
  *   Reads refuse anything but regular files (FIFOs, devices, sockets, directories:
  *   EINVAL, with "not_regular" the type met), opened with O_NONBLOCK; "max" (bytes)
  *   bounds a read so a sparse terabyte file cannot stream forever (EFBIG beyond it).
@@ -227,6 +235,7 @@ enum agent_file_op {
         AGENT_FILE_MOVE,
         AGENT_FILE_ARCHIVE,
         AGENT_FILE_EXTRACT,
+        AGENT_FILE_WATCH,
         _AGENT_FILE_OP_MAX,
         _AGENT_FILE_OP_INVALID = -EINVAL,
 };
@@ -243,6 +252,7 @@ size_t agent_file_op_nfds(enum agent_file_op op);
 #define AGENT_FILE_DEPTH_MAX LIST_FILES_DEPTH_MAX
 #define AGENT_FILE_ENTRIES_MAX 100000U
 #define AGENT_FILE_OPS_MAX 16U                  /* at once; beyond, the agent answers EBUSY */
+#define AGENT_WATCH_DIRS_MAX 4096U              /* directories one recursive watch follows */
 
 /* A "file" request. Fields that do not apply to op are left at their defaults (see
  * AGENT_FILE_INIT) and then stay out of the message. */
@@ -259,7 +269,7 @@ struct agent_file {
         unsigned depth;          /* list: 1..AGENT_FILE_DEPTH_MAX */
         bool append;             /* write */
         bool parents;            /* write, mkdir */
-        bool recursive;          /* remove */
+        bool recursive;          /* remove, watch */
         bool tmp;                /* archive, extract: /tmp as well as /work */
 };
 

@@ -268,6 +268,32 @@ class Ports(harness.SandboxTestCase):
         reply = [json.loads(x) for x in cp.stdout.splitlines()][-1]
         self.assertIn({'address': '127.0.0.1', 'port': 8765}, reply['result']['structuredContent']['ports'])
 
+    def test_watch_sees_an_exec_create(self):
+        """WatchDirectory (sandboxctl watch): a file an exec creates, one in a directory made
+        after the watch began (recursive), a removal; the watch ends with its reader."""
+        self.ok(self.exec(self.sid, 'mkdir', '-p', '/work/watched'))
+        p = self.popen_ctl('watch', self.sid, '/work/watched')
+        time.sleep(0.5)   # the agent's inotify watch is set up
+        self.ok(self.exec(self.sid, 'sh', '-c', 'echo hi > /work/watched/new.txt; mkdir /work/watched/sub; '
+                          'sleep 0.3; touch /work/watched/sub/deep; rm /work/watched/new.txt'))
+        seen = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(e['event'] == 'delete' for e in seen):
+            line = p.stdout.readline()
+            if not line:
+                break
+            seen.append(json.loads(line))
+        pairs = {(e['event'], e['path']) for e in seen}
+        self.assertIn(('create', '/work/watched/new.txt'), pairs, seen)
+        self.assertIn(('modify', '/work/watched/new.txt'), pairs, seen)
+        self.assertIn(('create', '/work/watched/sub'), pairs, seen)
+        self.assertIn(('create', '/work/watched/sub/deep'), pairs, seen)
+        self.assertIn(('delete', '/work/watched/new.txt'), pairs, seen)
+        self.assertTrue(any(e['dir'] for e in seen if e['path'] == '/work/watched/sub'))
+        # A directory that is not there.
+        cp = self.ctl('watch', self.sid, '/work/nowhere')
+        self.assertNotEqual(cp.returncode, 0)
+
     def test_other_sandbox_cannot_reach(self):
         other = self.create(template='python')
         cp = self.exec(other, 'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8000), 3)')
