@@ -473,6 +473,21 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
                         return MHD_YES;
         if (!h->upgrade && strcasecmp(key, "Upgrade") == 0)
                 return MHD_YES;
+        if (strcasecmp(key, "Sec-WebSocket-Protocol") == 0) {
+                /* A browser's token rides here ("bearer.TOKEN"): the sandbox never sees it. */
+                _cleanup_free_ char *kept = NULL;
+
+                if (http_websocket_protocol_strip_token(value, &kept) < 0) {
+                        h->error = -ENOMEM;
+                        return MHD_NO;
+                }
+                if (isempty(kept))
+                        return MHD_YES;
+                if (pipe_append(h->out, key, strlen(key)) < 0 || pipe_append(h->out, ": ", 2) < 0 ||
+                    pipe_append(h->out, kept, strlen(kept)) < 0 || pipe_append(h->out, "\r\n", 2) < 0)
+                        h->error = -ENOMEM;
+                return h->error < 0 ? MHD_NO : MHD_YES;
+        }
         if (pipe_append(h->out, key, strlen(key)) < 0 || pipe_append(h->out, ": ", 2) < 0 ||
             pipe_append(h->out, value ?: "", strlen(value ?: "")) < 0 || pipe_append(h->out, "\r\n", 2) < 0)
                 h->error = -ENOMEM;

@@ -63,6 +63,34 @@ int http_websocket_protocol_token(const char *header, char ret[static HTTP_WEBSO
         return -ENOENT;
 }
 
+/* header without its "bearer.TOKEN" entries (allocated; "" when none is left): what a
+ * server behind the bridge may see of the client's subprotocols, never the token. */
+int http_websocket_protocol_strip_token(const char *header, char **ret) {
+        char *out = malloc(strlen(header ?: "") + 1);
+        size_t k = 0;
+
+        if (!out)
+                return -ENOMEM;
+        for (const char *p = header; p && *p;) {
+                size_t n;
+
+                p += strspn(p, " \t,");
+                n = strcspn(p, " \t,");
+                if (n > 0 && !(n >= strlen("bearer.") && strncasecmp(p, "bearer.", strlen("bearer.")) == 0)) {
+                        if (k > 0) {
+                                memcpy(out + k, ", ", 2);
+                                k += 2;
+                        }
+                        memcpy(out + k, p, n);
+                        k += n;
+                }
+                p += n;
+        }
+        out[k] = 0;
+        *ret = out;
+        return 0;
+}
+
 static bool header_has_token(const char *value, const char *token) {
         size_t l = strlen(token);
 

@@ -258,6 +258,7 @@ void http_upgraded_close(HttpUpgraded *u);
 #define HTTP_WEBSOCKET_TOKEN_MAX 256
 /* "bearer.TOKEN" among a Sec-WebSocket-Protocol header's protocols: the token, in ret. */
 int http_websocket_protocol_token(const char *header, char ret[static HTTP_WEBSOCKET_TOKEN_MAX + 1]);
+int http_websocket_protocol_strip_token(const char *header, char **ret);
 /* Whether the request asks for a WebSocket (GET, Upgrade: websocket, version 13, a key). */
 bool http_websocket_requested(HttpRequest *req);
 

@@ -49,6 +49,13 @@ class H(http.server.BaseHTTPRequestHandler):
                 time.sleep(1.5)
             self.wfile.write(b'0\r\n\r\n')
             return
+        if self.path.startswith('/headers'):
+            body = str(self.headers).encode()
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         body = ('path=%s query-ok\n' % self.path).encode()
         self.send_response(200)
         self.send_header('Content-Length', str(len(body)))
@@ -222,6 +229,21 @@ class Ports(harness.SandboxTestCase):
         self.assertEqual((first, rest), (b'first\n', b'second\n'), p.stderr.read())
         self.assertLess(first_at, 1.2)
         self.assertGreater(done_at, first_at + 1.0)
+
+    def test_token_not_passed_to_sandbox(self):
+        """A browser's token rides in Sec-WebSocket-Protocol ("bearer.TOKEN"): the server in
+        the sandbox sees the client's other subprotocols, never the token (nor another header
+        that carried it)."""
+        token = BRIDGE.tokens['alice']
+        url = BRIDGE.url + f'/api/v1/sessions/{self.sid}/ports/8000/headers'
+        for headers in ({'Sec-WebSocket-Protocol': f'chat.v1, bearer.{token}, x'},
+                        {'Authorization': f'Bearer {token}', 'X-Access-Token': token, 'X-API-Key': token,
+                         'E2B-Traffic-Access-Token': token, 'Proxy-Authorization': f'Bearer {token}'}):
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+                seen = r.read().decode()
+            self.assertNotIn(token, seen)
+            if 'Sec-WebSocket-Protocol' in headers:
+                self.assertIn('sec-websocket-protocol: chat.v1, x\n', seen.lower())
 
     def test_other_tenant_refused(self):
         base = f'/api/v1/sessions/{self.sid}/ports/8000/'
