@@ -337,21 +337,6 @@ const scenarios = {
     return { host };
   },
 
-  // a watch sees a file a command writes
-  async watch() {
-    const sbx = await create();
-    await sbx.files.makeDir('watched');
-    const events = [];
-    const h = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e));
-    await sbx.commands.run('echo hi > /work/watched/new.txt');
-    for (let i = 0; i < 100 && !events.some((e) => e.name === 'new.txt'); i++)
-      await new Promise((r) => setTimeout(r, 50));
-    await h.stop();
-    assert.ok(events.some((e) => e.name === 'new.txt' && (e.type === 'create' || e.type === 'write')),
-              JSON.stringify(events));
-    return { events: events.length };
-  },
-
   // past the tenant's quota of sandboxes ([TenantQuota] Sandboxes=1): RateLimitError
   async ratelimit() {
     await create();
