@@ -17,6 +17,7 @@
 
 #include "http.h"
 #include "json-util.h"
+#include "list.h"
 #include "log.h"
 #include "parse-util.h"
 
@@ -54,9 +55,13 @@ typedef struct Terminal {
         unsigned control_calls;         /* in flight on control */
         sd_event_source *timer;         /* Busy's retry, then the hang-up's SIGKILL */
         bool hung_up;
+        struct Terminal *prev, *next;   /* all sessions, freed at exit if still there */
 } Terminal;
 
+static Terminal *terminals;
+
 static void terminal_free(Terminal *t) {
+        LIST_REMOVE(terminals, t);
         while (t->input) {
                 InputChunk *c = t->input;
                 t->input = c->next;
@@ -96,7 +101,7 @@ static int terminal_connect(Terminal *t, VarlinkClient **ret) {
                 _cleanup_json_ json_object *p = json_object_new_object();
                 if (!p || json_add(p, "tenant", json_object_new_string(t->tenant)) < 0)
                         return -ENOMEM;
-                r = varlink_client_call_async(c, IFACE "ActForTenant", TAKE_PTR(p), 0, on_acting, NULL);
+                r = varlink_client_call_async(c, IFACE "ActForTenant", p, 0, on_acting, NULL);
                 if (r < 0)
                         return r;
         }
@@ -136,7 +141,7 @@ static int terminal_control(Terminal *t, const char *method, json_object *extra_
 
         if (!p || (key && json_add(p, key, TAKE_PTR(v)) < 0))
                 return -ENOMEM;
-        r = varlink_client_call_async(t->control, method, TAKE_PTR(p), 0, callback, t);
+        r = varlink_client_call_async(t->control, method, p, 0, callback, t);
         if (r >= 0)
                 t->control_calls++;
         return r;
@@ -219,14 +224,16 @@ static int terminal_input(Terminal *t, const void *data, size_t size) {
 /* A text message: {"type": "resize", "rows": R, "cols": C} or {"type": "input", "data": S}. */
 static int terminal_command(Terminal *t, const uint8_t *text, size_t size) {
         _cleanup_json_ json_object *m = NULL;
-        _cleanup_free_ char *copy = strndup((const char *) text, size);
+        _cleanup_free_ char *copy = malloc(size + 1);
         json_object *type, *v;
         int64_t rows, cols;
 
         if (!copy)
                 return -ENOMEM;
-        /* The reader wants a NUL after the text (json_parse_strict()). */
-        if (strlen(copy) != size || json_parse_strict(copy, size, HTTP_JSON_DEPTH_MAX, &m) < 0 ||
+        /* The reader wants a NUL after the text (json_parse_strict()); the message has none. */
+        memcpy(copy, text, size);
+        copy[size] = '\0';
+        if (memchr(text, 0, size) || json_parse_strict(copy, size, HTTP_JSON_DEPTH_MAX, &m) < 0 ||
             !json_object_is_type(m, json_type_object) || !json_object_object_get_ex(m, "type", &type))
                 return -EINVAL;
         if (streq(json_object_get_string(type), "input") && json_object_object_get_ex(m, "data", &v) &&
@@ -243,8 +250,7 @@ static int terminal_command(Terminal *t, const uint8_t *text, size_t size) {
         if (!size_p || json_add(size_p, "rows", json_object_new_int64(rows)) < 0 ||
             json_add(size_p, "columns", json_object_new_int64(cols)) < 0)
                 return -ENOMEM;
-        int r = varlink_client_call_async(t->control, IFACE "ResizeTerminal", TAKE_PTR(size_p), 0, on_control_reply,
-                                          t);
+        int r = varlink_client_call_async(t->control, IFACE "ResizeTerminal", size_p, 0, on_control_reply, t);
         if (r >= 0)
                 t->control_calls++;
         return r;
@@ -275,8 +281,12 @@ static void on_ws_closed(HttpWebSocket *ws, void *userdata) {
         Terminal *t = userdata;
 
         t->ws = NULL;
-        /* Its output is for nobody now. */
-        t->follow = varlink_client_unref(t->follow);
+        if (t->exited)
+                t->follow = varlink_client_unref(t->follow);
+        else if (t->follow)
+                /* Its output is for nobody now: read and dropped, until Follow says the
+                 * hung-up shell ended (on_follow()). */
+                varlink_client_pause(t->follow, false);
         if (!t->exited) {
                 /* The client hung up: so does the terminal, as a modem's line would. */
                 t->hung_up = true;
@@ -303,8 +313,16 @@ static int on_follow(VarlinkClient *c, json_object *parameters, const char *erro
         Terminal *t = userdata;
         json_object *v;
 
-        if (!t->ws)
+        if (!t->ws) {
+                /* Hung up: the shell's end (or sandboxd's) is all that matters now. */
+                if (!error && (flags & VARLINK_REPLY_CONTINUES))
+                        return 0;
+                t->exited = true;
+                t->timer = sd_event_source_disable_unref(t->timer);
+                t->follow = varlink_client_unref(t->follow);  /* the dispatch keeps its own */
+                terminal_maybe_free(t);
                 return 0;
+        }
         if (error) {
                 if (!streq(error, VARLINK_ERROR_DISCONNECTED) || !t->exited)
                         terminal_fail(t, "sandboxd ended the terminal");
@@ -365,6 +383,7 @@ static int on_started(HttpRequest *req, json_object *parameters, const char *err
         t = calloc(1, sizeof(Terminal));
         if (!t)
                 return http_request_reply_errno(req, -ENOMEM);
+        LIST_PREPEND(terminals, t);
         t->server = http_request_server(req);
         t->process = (uint64_t) json_object_get_int64(json_object_object_get(parameters, "process"));
         t->sandbox_id = strdup(http_request_param(req, 0));
@@ -377,7 +396,7 @@ static int on_started(HttpRequest *req, json_object *parameters, const char *err
         if (r >= 0 && !(p = terminal_params(t)))
                 r = -ENOMEM;
         if (r >= 0)
-                r = varlink_client_call_async(t->follow, IFACE "Follow", TAKE_PTR(p), VARLINK_CALL_MORE, on_follow, t);
+                r = varlink_client_call_async(t->follow, IFACE "Follow", p, VARLINK_CALL_MORE, on_follow, t);
         if (r >= 0)
                 r = http_websocket_accept(req, st->protocol, &callbacks, t, &t->ws);
         if (r >= 0)
@@ -393,6 +412,17 @@ static int on_started(HttpRequest *req, json_object *parameters, const char *err
                 return http_request_reply_errno(req, r);
         }
         return 0;
+}
+
+void http_terminals_done(void) {
+        /* At exit: a hung-up shell's session may still wait for its SIGKILL (at most
+         * TERMINAL_HANGUP_GRACE_USEC); sandboxd's own Timeout ends what is left. */
+        while (terminals) {
+                Terminal *t = terminals;
+                /* Its WebSocket, if any, is gone with the server's connections. */
+                t->ws = NULL;
+                terminal_free(t);
+        }
 }
 
 static uint64_t query_size(HttpRequest *req, const char *name, uint64_t fallback) {

@@ -287,8 +287,9 @@ void http_websocket_close(HttpWebSocket *ws, uint16_t status, const char *reason
 /* Called when the queue drained below what the owner waits for (http_websocket_queued()). */
 void http_websocket_set_drained(HttpWebSocket *ws, void (*drained)(HttpWebSocket *ws, void *userdata));
 
-/* GET /api/v1/sessions/{id}/terminal (http-terminal.c). */
+/* GET /api/v1/sessions/{id}/terminal (http-terminal.c); at exit, the sessions left. */
 int http_route_terminal(HttpRequest *req);
+void http_terminals_done(void);
 /* GET /console, GET /console/{file} (http-console.c). */
 int http_route_console(HttpRequest *req);
 int http_route_console_file(HttpRequest *req);

@@ -316,6 +316,7 @@ static int run(const HttpConfig *config) {
         r = sd_event_loop(e);
 finish:
         /* The server first: its requests drop their varlink calls. */
+        http_terminals_done();
         s = http_server_free(s);
         sd_event_unref(e);
         return r;
