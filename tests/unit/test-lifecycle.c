@@ -1455,6 +1455,61 @@ static void test_fork_and_restore_failure(void **state) {
         destroy(s);
 }
 
+/* CreateSandbox with FromSnapshot: a sandbox of the caller's with the snapshot's files;
+ * the snapshot is looked up as its caller sees it, stays, and is removed by id. */
+static void test_create_from_snapshot(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        const SandboxCaller other = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000 };
+        SandboxConfig config = {};
+        SnapshotMeta meta = {};
+        Answer snap = {}, c = {}, bad = {};
+        Sandbox *s = create("shell", false);
+        uid_t owner = 42;
+        const char *tenant = NULL;
+
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "files", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_NONE);
+
+        /* Looked up by its owner; not there for another user. */
+        assert_int_equal(snapshot_lookup(manager, &root, snap.id, &meta, &error), 0);
+        assert_string_equal(meta.id, snap.id);
+        snapshot_meta_done(&meta);
+        assert_true(snapshot_lookup(manager, &other, snap.id, &meta, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SNAPSHOT);
+        sandbox_error_done(&error);
+        assert_int_equal(snapshot_call_access(manager, &root, snap.id, false, &meta, &owner, &tenant, &error), 0);
+        assert_int_equal(owner, 0);
+        snapshot_meta_done(&meta);
+
+        snprintf(config.from_snapshot, sizeof(config.from_snapshot), "%s", snap.id);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &c, &error), 0);
+        RUN_UNTIL(n_agents == 2);
+        agent_extract(&agents[1], 0);
+        RUN_UNTIL(c.n > 0);
+        assert_int_equal(c.code, SANDBOX_ERR_NONE);
+        assert_string_not_equal(c.id, s->id);
+        assert_int_equal(c.state, SANDBOX_RUNNING);
+        assert_int_equal(snapshot_lookup(manager, &root, snap.id, &meta, &error), 0);
+        snapshot_meta_done(&meta);
+
+        /* Its files cannot be unpacked: the create fails, and leaves no sandbox. */
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &bad, &error), 0);
+        RUN_UNTIL(n_agents == 3);
+        agent_extract(&agents[2], EIO);
+        RUN_UNTIL(bad.n > 0);
+        assert_int_equal(bad.code, SANDBOX_ERR_SANDBOX_FAILED);
+        RUN_UNTIL(!agents[2].sandbox);
+
+        assert_int_equal(snapshot_remove(manager, snap.id, &error), 0);
+        assert_true(snapshot_lookup(manager, &root, snap.id, &meta, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SNAPSHOT);
+        sandbox_config_done(&config);
+        destroy(c.sandbox);
+        destroy(s);
+}
+
 /* A fork is counted against its owner's quota when asked and again once its snapshot is
  * taken (asynchronously): forks asked together cannot all pass the first check. */
 static void test_fork_quota_rechecked(void **state) {
@@ -1615,6 +1670,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hibernate_and_wake, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_and_restore_failure, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_create_from_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_quota_rechecked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_quota, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
