@@ -221,12 +221,14 @@ static int forward_requests(Job *j, gnutls_session_t to_server, gnutls_session_t
 
                         if (end == 0)
                                 return 0; /* more to come */
-                        if (end < 0 || egress_http_rewrite_request(buf, (size_t) end, j->header, j->value, &head,
-                                                                   &head_len, body) < 0) {
-                                job_log(j, LOG_NOTICE, "deny", "a request this proxy does not take (HTTP/1.1 only)");
+                        if (end < 0 || egress_http_rewrite_request(buf, (size_t) end, j->host, j->header, j->value,
+                                                                   &head, &head_len, body) < 0) {
+                                job_log(j, LOG_NOTICE, "deny",
+                                        "a request this proxy does not take (HTTP/1.1 only, Host as connected)");
                                 reply_error(to_client, "400 Bad Request",
                                             "sandboxd-egress: a request head it cannot read for certain; the "
-                                            "bound header is added to plain HTTP/1.1 requests only.\n");
+                                            "bound header is added to plain HTTP/1.1 requests only, with a path "
+                                            "as target and no Host but the one connected to.\n");
                                 return -EBADMSG;
                         }
                         int r = send_all(to_server, head, head_len);

@@ -35,16 +35,21 @@ static bool value_is(const char *v, size_t n, const char *want) {
         return n == strlen(want) && strncasecmp(v, want, n) == 0;
 }
 
-int egress_http_rewrite_request(const char *head, size_t len, const char *name, const char *value, char **ret,
-                                size_t *ret_len, EgressBody *ret_body) {
+int egress_http_rewrite_request(const char *head, size_t len, const char *host, const char *name, const char *value,
+                                char **ret, size_t *ret_len, EgressBody *ret_body) {
         size_t name_len = strlen(name), value_len = strlen(value), out_len = 0;
-        bool have_length = false, chunked = false, upgrade = false, have_te = false;
+        bool have_length = false, chunked = false, upgrade = false, have_te = false, have_host = false;
         uint64_t length = 0;
         const char *p = head, *end = head + len;
         char *out;
 
         if (!head || len < 4 || memcmp(end - 4, "\r\n\r\n", 4) != 0 || memchr(head, 0, len))
                 return -EBADMSG;
+        /* The value never makes a line of its own (a secret changed since the sandbox's
+         * create was checked then only). */
+        for (size_t i = 0; i < value_len; i++)
+                if ((unsigned char) value[i] < 0x20 || value[i] == 0x7f)
+                        return -EINVAL;
         out = malloc(len + name_len + value_len + 8);
         if (!out)
                 return -ENOMEM;
@@ -59,6 +64,9 @@ int egress_http_rewrite_request(const char *head, size_t len, const char *name, 
         for (const char *q = p; q < sp; q++)
                 if (!is_tchar(*q))
                         goto bad;
+        /* origin-form ("/…") or "*": an absolute URI could name another host. */
+        if (sp[1] != '/' && !(sp[1] == '*' && sp[2] == ' '))
+                goto bad;
         for (const char *q = p; q < eol; q++)
                 if (*q == '\r' || *q == '\n' || (unsigned char) *q < 0x20)
                         goto bad;
@@ -116,6 +124,15 @@ int egress_http_rewrite_request(const char *head, size_t len, const char *name, 
                         have_te = chunked = true;
                 } else if (value_is(p, fn, "upgrade"))
                         upgrade = true;
+                else if (value_is(p, fn, "host") && host) {
+                        /* The host the secret is bound to, the one TLS verified: a front
+                         * that routes by Host (a CDN) would take another name elsewhere. */
+                        size_t hn = strlen(host);
+                        if (have_host || vn < hn || strncasecmp(v, host, hn) != 0 ||
+                            (vn > hn && (v[hn] != ':' || vn == hn + 1 || strspn(v + hn + 1, "0123456789") != vn - hn - 1)))
+                                goto bad;
+                        have_host = true;
+                }
                 memcpy(out + out_len, p, (size_t) (eol - p) + 2);
                 out_len += (size_t) (eol - p) + 2;
                 p = eol + 2;

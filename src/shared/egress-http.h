@@ -45,9 +45,11 @@ ssize_t egress_http_head_end(const char *buf, size_t n);
 
 /* head (len bytes, through its blank line) with every header field called name removed
  * and "name: value" added after the request line: *ret (malloc'd, *ret_len bytes), and the
- * body that follows in *ret_body. -EBADMSG for a head this proxy does not take. */
-int egress_http_rewrite_request(const char *head, size_t len, const char *name, const char *value, char **ret,
-                                size_t *ret_len, EgressBody *ret_body);
+ * body that follows in *ret_body. -EBADMSG for a head this proxy does not take: one whose
+ * target is not origin-form, or (host not NULL) whose Host names another host than host;
+ * -EINVAL for a value with a control character. */
+int egress_http_rewrite_request(const char *head, size_t len, const char *host, const char *name, const char *value,
+                                char **ret, size_t *ret_len, EgressBody *ret_body);
 
 /* How many of the n bytes at buf belong to the body (all of them, or up to its end);
  * body->kind is NONE once it is complete. -EBADMSG for a malformed chunked body. */

@@ -517,6 +517,13 @@ class Egress(EgressNetwork):
         self.assertIn('502', cp.stdout)
         self.assertIn('does not verify', cp.stdout)
         self.assertEqual(len(self.recorded()), n)
+        # A Host of another name (what a front that routes by Host would send elsewhere), and
+        # an absolute target: 400, and no key sent.
+        for extra in (['-H', 'Host: other.test'], ['--request-target', 'https://other.test/record/y']):
+            cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', '-w', '%{http_code}', *extra,
+                           'https://allowed.test/record/fronted')
+            self.assertIn('400', cp.stdout, extra)
+            self.assertEqual(len(self.recorded()), n, extra)
         # Another host is refused, as without secrets.
         cp = self.exec(sid, 'curl', '-sS', '--max-time', '20', 'https://denied.test/')
         self.assertNotEqual(cp.returncode, 0)

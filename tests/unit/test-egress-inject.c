@@ -20,12 +20,14 @@
 #include "egress-http.h"
 #include "egress-tls.h"
 
-static void rewrite(const char *head, int want, const char *out, EgressBodyKind kind, uint64_t length) {
+static void rewrite_to(const char *host, const char *value, const char *head, int want, const char *out,
+                       EgressBodyKind kind, uint64_t length) {
         char *got = NULL;
         size_t n = 0;
         EgressBody body;
 
-        assert_int_equal(egress_http_rewrite_request(head, strlen(head), "x-api-key", "K", &got, &n, &body), want);
+        assert_int_equal(egress_http_rewrite_request(head, strlen(head), host, "x-api-key", value, &got, &n, &body),
+                         want);
         if (want < 0)
                 return;
         assert_int_equal(n, strlen(out));
@@ -34,6 +36,10 @@ static void rewrite(const char *head, int want, const char *out, EgressBodyKind 
         if (kind == EGRESS_BODY_LENGTH)
                 assert_int_equal(body.remaining, length);
         free(got);
+}
+
+static void rewrite(const char *head, int want, const char *out, EgressBodyKind kind, uint64_t length) {
+        rewrite_to(NULL, "K", head, want, out, kind, length);
 }
 
 static void test_rewrite(void **state) {
@@ -61,6 +67,26 @@ static void test_rewrite(void **state) {
         rewrite("GET / HTTP/2.0\r\n\r\n", -EBADMSG, NULL, 0, 0);
         rewrite("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", -EBADMSG, NULL, 0, 0);
         rewrite("GET /\r\n\r\n", -EBADMSG, NULL, 0, 0);
+
+        /* The host the secret is bound to and no other: a front that routes by Host (a CDN)
+         * would hand the key to whichever name the sandbox wrote. */
+        rewrite_to("api.example.com", "K", "GET /v1 HTTP/1.1\r\nHost: API.example.com:443\r\n\r\n", 0,
+                   "GET /v1 HTTP/1.1\r\nx-api-key: K\r\nHost: API.example.com:443\r\n\r\n", EGRESS_BODY_NONE, 0);
+        rewrite_to("api.example.com", "K", "GET /v1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n", 0,
+                   "GET /v1 HTTP/1.1\r\nx-api-key: K\r\nHost: api.example.com\r\n\r\n", EGRESS_BODY_NONE, 0);
+        rewrite_to("api.example.com", "K", "GET / HTTP/1.1\r\nHost: attacker.example\r\n\r\n", -EBADMSG, NULL, 0, 0);
+        rewrite_to("api.example.com", "K", "GET / HTTP/1.1\r\nHost: api.example.com.attacker.example\r\n\r\n",
+                   -EBADMSG, NULL, 0, 0);
+        rewrite_to("api.example.com", "K", "GET / HTTP/1.1\r\nHost: api.example.com:\r\n\r\n", -EBADMSG, NULL, 0, 0);
+        rewrite_to("api.example.com", "K", "GET / HTTP/1.1\r\nHost: api.example.com@x\r\n\r\n", -EBADMSG, NULL, 0, 0);
+        rewrite_to("api.example.com", "K",
+                   "GET / HTTP/1.1\r\nHost: api.example.com\r\nHost: attacker.example\r\n\r\n", -EBADMSG, NULL, 0, 0);
+        rewrite_to("api.example.com", "K", "GET http://attacker.example/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+                   -EBADMSG, NULL, 0, 0);
+        rewrite("OPTIONS * HTTP/1.1\r\n\r\n", 0, "OPTIONS * HTTP/1.1\r\nx-api-key: K\r\n\r\n", EGRESS_BODY_NONE, 0);
+        /* A value that would make a line of its own (the secret changed after create). */
+        rewrite_to(NULL, "K\r\nX-Evil: 1", "GET / HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0, 0);
+        rewrite_to(NULL, "K\nX", "GET / HTTP/1.1\r\n\r\n", -EINVAL, NULL, 0, 0);
 
         assert_int_equal(egress_http_head_end("GET / HTTP/1.1\r\n", 16), 0);
         assert_int_equal(egress_http_head_end("GET / HTTP/1.1\r\n\r\nxyz", 21), 18);
