@@ -48,6 +48,10 @@ static const struct {
         { "CreateSandbox",         SANDBOX_OP_CREATE     },
         { "AcquireSandbox",        SANDBOX_OP_CREATE     },
         { "Wake",                  SANDBOX_OP_CREATE     },
+        /* Moving a hibernated sandbox: its files out (as Wake would have them), a
+         * hibernated sandbox of the caller's in. */
+        { "ExportSnapshot",        SANDBOX_OP_CREATE     },
+        { "ImportSnapshot",        SANDBOX_OP_CREATE     },
         /* One's secrets (sandbox-secrets.h): what creates may bind. */
         { "SetSecret",             SANDBOX_OP_CREATE     },
         { "RemoveSecret",          SANDBOX_OP_CREATE     },

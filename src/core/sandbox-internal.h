@@ -251,6 +251,7 @@ struct Manager {
         char *etc_root;         /* the templates' generated /etc trees (etc-tree.h) */
         sd_event_source *pool_timer;
         sd_event_source *snapshot_retention; /* snapshot.c */
+        struct SnapshotImport *snapshot_imports; /* snapshot.c: imports under way */
         bool draining;
         void (*pool_drained_cb)(void *userdata);
         void *pool_drained_userdata;

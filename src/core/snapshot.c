@@ -1206,6 +1206,284 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
         return create_from_meta(m, t, &config, meta.owner, &meta, true, SNAPSHOT_CAUSE_WAKE, cb, userdata, error);
 }
 
+/* ---- moving: export and import in parts ---- */
+
+int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
+                         size_t length, SnapshotMeta *ret_meta, uint8_t **ret_data, size_t *ret_size,
+                         SandboxError *error) {
+        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
+        _cleanup_free_ char *path = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+        int r;
+
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(id_or_name, -EINVAL);
+
+        if (manager_find_stopped(m, caller, id_or_name))
+                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
+                                         "Sandbox %.64s is hibernated on disk, without an archive to export.",
+                                         id_or_name);
+        r = snapshot_lookup_hibernated(m, caller, id_or_name, &meta, error);
+        if (r < 0)
+                return r;
+        if (snapshot_path(m, meta.id, ".tar.zst", &path) < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return sandbox_error_set_errno(error, errno, "Failed to open snapshot %s: %m", meta.id);
+        buf = malloc(MAX(length, (size_t) 1));
+        if (!buf)
+                return -ENOMEM;
+        n = length > 0 ? pread(fd, buf, length, (off_t) offset) : 0;
+        if (n < 0)
+                return sandbox_error_set_errno(error, errno, "Failed to read snapshot %s: %m", meta.id);
+        *ret_meta = meta;
+        meta = (SnapshotMeta) {};
+        *ret_data = TAKE_PTR(buf);
+        *ret_size = (size_t) n;
+        return 0;
+}
+
+typedef struct SnapshotImport {
+        struct SnapshotImport *next;
+        SnapshotMeta meta;         /* its id, source (the new sandbox id), owner, tenant */
+        char *partial;
+        int fd;
+        uint64_t written;
+        uint64_t room;             /* what the quotas left at its start */
+        uint64_t last_usec;        /* CLOCK_MONOTONIC of its last part */
+} SnapshotImport;
+
+static void snapshot_import_free(SnapshotImport *i) {
+        safe_close(i->fd);
+        if (i->partial)
+                (void) unlink(i->partial);
+        free(i->partial);
+        snapshot_meta_done(&i->meta);
+        free(i);
+}
+
+static void snapshot_import_unlink(Manager *m, SnapshotImport *i) {
+        for (SnapshotImport **p = &m->snapshot_imports; *p; p = &(*p)->next)
+                if (*p == i) {
+                        *p = i->next;
+                        break;
+                }
+        snapshot_import_free(i);
+}
+
+static void snapshot_imports_expire(Manager *m) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        for (SnapshotImport **p = &m->snapshot_imports; *p;) {
+                SnapshotImport *i = *p;
+                if (now - i->last_usec < SNAPSHOT_IMPORT_IDLE_USEC) {
+                        p = &i->next;
+                        continue;
+                }
+                log_info("Import of sandbox %s abandoned after %llu bytes, removed.", i->meta.source,
+                         (unsigned long long) i->written);
+                *p = i->next;
+                snapshot_import_free(i);
+        }
+}
+
+static bool sandbox_id_taken(Manager *m, const char *id) {
+        SnapshotMeta *a;
+        size_t n;
+        bool taken = manager_find_sandbox(m, id);
+
+        for (SnapshotImport *i = m->snapshot_imports; i && !taken; i = i->next)
+                taken = streq(i->meta.source, id);
+        if (taken || snapshots_load_all(m, &a, &n) < 0)
+                return taken;
+        for (size_t k = 0; k < n && !taken; k++)
+                taken = a[k].hibernated && streq(a[k].source, id);
+        snapshot_meta_array_free(a, n);
+        return taken;
+}
+
+static int snapshot_import_start(Manager *m, const SandboxCaller *caller, const char *meta_json,
+                                 SnapshotImport **ret, SandboxError *error) {
+        SnapshotMeta meta = {};
+        SnapshotImport *i;
+        uint64_t used, count, room_owner, room_tenant;
+        uint8_t b[SANDBOX_ID_LEN / 2];
+        int r;
+
+        if (!meta_json || snapshot_meta_from_json(meta_json, &meta) < 0)
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "The import's first part needs the exported record (meta).");
+        if (!meta.hibernated || !meta.template_name) {
+                snapshot_meta_done(&meta);
+                return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                         "The record is not a hibernated sandbox's.");
+        }
+        /* The caller's, for the tenant it acts for, whoever had it on the other node. */
+        meta.owner = caller->uid;
+        if (strlen(strempty(caller->tenant)) >= sizeof(meta.config.tenant)) {
+                snapshot_meta_done(&meta);
+                return -EINVAL;
+        }
+        strcpy(meta.config.tenant, strempty(caller->tenant));
+        meta.size = 0;
+        r = snapshot_generate_id(m, meta.id);
+        for (unsigned attempt = 0; r >= 0; attempt++) {
+                if (attempt == 16) {
+                        r = -EEXIST;
+                        break;
+                }
+                if (getrandom(b, sizeof(b), 0) != sizeof(b)) {
+                        r = -EIO;
+                        break;
+                }
+                sandbox_id_format(b, m->settings.fleet_node, meta.source);
+                if (!sandbox_id_taken(m, meta.source))
+                        break;
+        }
+        if (r < 0) {
+                snapshot_meta_done(&meta);
+                return r;
+        }
+        r = snapshot_usage_owner(m, meta.owner, &used, &count);
+        if (r >= 0)
+                r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
+                                        m->settings.snapshots.max_per_owner, &room_owner);
+        if (r >= 0)
+                r = snapshot_tenant_room(m, meta.config.tenant, &used, &count, &room_tenant);
+        if (r < 0) {
+                snapshot_meta_done(&meta);
+                if (r == -EDQUOT)
+                        return sandbox_error_set(error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                                 "No room for one more snapshot: the import is refused.");
+                return r;
+        }
+        i = calloc(1, sizeof(SnapshotImport));
+        if (!i) {
+                snapshot_meta_done(&meta);
+                return -ENOMEM;
+        }
+        i->meta = meta;
+        i->fd = -EBADF;
+        i->room = MIN(room_owner, room_tenant);
+        i->last_usec = now_usec(CLOCK_MONOTONIC);
+        if (snapshot_path(m, i->meta.id, ".tar.zst.partial", &i->partial) < 0) {
+                snapshot_import_free(i);
+                return -ENOMEM;
+        }
+        i->fd = open(i->partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+        if (i->fd < 0) {
+                r = -errno;
+                i->partial = mfree(i->partial);
+                snapshot_import_free(i);
+                return sandbox_error_set_errno(error, -r, "Failed to create the imported snapshot: %m");
+        }
+        i->next = m->snapshot_imports;
+        m->snapshot_imports = i;
+        *ret = i;
+        return 0;
+}
+
+static int snapshot_import_commit(Manager *m, SnapshotImport *i, SandboxError *error) {
+        _cleanup_free_ char *data = NULL, *meta = NULL, *tmp = NULL, *text = NULL;
+        uint64_t used, count, room;
+        int r;
+
+        if (fsync(i->fd) < 0)
+                return sandbox_error_set_errno(error, errno, "Failed to write the imported snapshot: %m");
+        i->meta.size = i->written;
+        /* Once more against what is stored now, as a snapshot's commit. */
+        r = snapshot_usage_owner(m, i->meta.owner, &used, &count);
+        if (r >= 0)
+                r = snapshot_quota_room(used, count, m->settings.snapshots.max_bytes_per_owner,
+                                        m->settings.snapshots.max_per_owner, &room);
+        if (r >= 0 && i->meta.size > room)
+                r = -EDQUOT;
+        if (r >= 0)
+                r = snapshot_tenant_room(m, i->meta.config.tenant, &used, &count, &room);
+        if (r >= 0 && i->meta.size > room)
+                r = -EDQUOT;
+        if (r == -EDQUOT)
+                return sandbox_error_set(error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                         "The imported sandbox does not fit the snapshot quota.");
+        if (r < 0)
+                return r;
+        r = snapshot_meta_to_json(&i->meta, &text);
+        if (r < 0)
+                return r;
+        if (snapshot_path(m, i->meta.id, ".tar.zst", &data) < 0 ||
+            snapshot_path(m, i->meta.id, ".json", &meta) < 0 ||
+            snapshot_path(m, i->meta.id, ".json.partial", &tmp) < 0)
+                return -ENOMEM;
+        if (rename(i->partial, data) < 0)
+                return sandbox_error_set_errno(error, errno, "Failed to store the imported snapshot: %m");
+        i->partial = mfree(i->partial);
+        r = write_file_atomic(meta, tmp, text, strlen(text), 0600, true);
+        if (r < 0) {
+                (void) unlink(data);
+                return sandbox_error_set_errno(error, -r, "Failed to store the imported snapshot: %m");
+        }
+        log_info("Sandbox %s imported, hibernated (%llu bytes).", i->meta.source,
+                 (unsigned long long) i->meta.size);
+        return 0;
+}
+
+int snapshot_import_part(Manager *m, const SandboxCaller *caller, const char *import_id, const char *meta_json,
+                         uint64_t offset, const void *data, size_t size, bool done,
+                         char ret_id[static SANDBOX_ID_LEN + 1], SandboxError *error) {
+        SnapshotImport *i = NULL;
+        int r;
+
+        assert_return(m, -EINVAL);
+        assert_return(caller, -EINVAL);
+        assert_return(data || size == 0, -EINVAL);
+
+        snapshot_imports_expire(m);
+        if (!import_id) {
+                if (offset != 0)
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "An import starts at offset 0.");
+                r = snapshot_import_start(m, caller, meta_json, &i, error);
+                if (r < 0)
+                        return r;
+        } else {
+                for (i = m->snapshot_imports; i; i = i->next)
+                        if (streq(i->meta.source, import_id) && i->meta.owner == caller->uid &&
+                            streq(i->meta.config.tenant, strempty(caller->tenant)))
+                                break;
+                if (!i)
+                        return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX,
+                                                 "No import of '%.64s' under way.", import_id);
+                if (offset != i->written) {
+                        snapshot_import_unlink(m, i);
+                        return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
+                                                 "A part at %" PRIu64 ", not at the end of the import: dropped.",
+                                                 offset);
+                }
+        }
+        i->last_usec = now_usec(CLOCK_MONOTONIC);
+        if (size > i->room || i->written > i->room - size) {
+                snapshot_import_unlink(m, i);
+                return sandbox_error_set(error, SANDBOX_ERR_QUOTA_EXCEEDED,
+                                         "The import exceeds the snapshot quota: dropped.");
+        }
+        r = write_all(i->fd, data, size);
+        if (r < 0) {
+                snapshot_import_unlink(m, i);
+                return sandbox_error_set_errno(error, -r, "Failed to write the imported snapshot: %m");
+        }
+        i->written += size;
+        strcpy(ret_id, i->meta.source);
+        if (!done)
+                return 0;
+        r = snapshot_import_commit(m, i, error);
+        snapshot_import_unlink(m, i);
+        return r;
+}
+
 /* ---- the directory, and retention ---- */
 
 static void snapshots_expire(Manager *m) {
@@ -1275,4 +1553,9 @@ int snapshot_store_setup(Manager *m) {
 
 void snapshot_store_done(Manager *m) {
         m->snapshot_retention = sd_event_source_disable_unref(m->snapshot_retention);
+        while (m->snapshot_imports) {
+                SnapshotImport *i = m->snapshot_imports;
+                m->snapshot_imports = i->next;
+                snapshot_import_free(i);
+        }
 }

@@ -79,3 +79,22 @@ void snapshot_meta_array_free(SnapshotMeta *a, size_t n);
 int snapshot_lookup(Manager *m, const SandboxCaller *caller, const char *id, SnapshotMeta *ret,
                     SandboxError *error);
 int snapshot_remove(Manager *m, const char *id, SandboxError *error);
+
+/* Moving a hibernated sandbox to another node (docs/SCALE-OUT.md), in parts, as files
+ * move: ExportSnapshot reads the archive of the hibernated sandbox id_or_name (the
+ * caller's, as for Wake) from offset, at most length bytes (*ret_data, *ret_size; 0 at
+ * the end), with its record (*ret_meta). A sandbox hibernated on disk has no archive:
+ * NotSupported. */
+int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
+                         size_t length, SnapshotMeta *ret_meta, uint8_t **ret_data, size_t *ret_size,
+                         SandboxError *error);
+/* ImportSnapshot: the first part (import_id NULL) gives meta_json, an exported record,
+ * and makes ret_id, the id of a new hibernated sandbox of the caller's (its tenant's) on
+ * this node; each part (import_id: that id) adds data at offset (what came so far),
+ * bounded by the caller's snapshot quota (owner and tenant) as a snapshot is; done
+ * commits it, then Wake(ret_id) brings it up here. An import left without a part for
+ * SNAPSHOT_IMPORT_IDLE_USEC is dropped. */
+#define SNAPSHOT_IMPORT_IDLE_USEC (300ULL * 1000000ULL)
+int snapshot_import_part(Manager *m, const SandboxCaller *caller, const char *import_id, const char *meta_json,
+                         uint64_t offset, const void *data, size_t size, bool done,
+                         char ret_id[static SANDBOX_ID_LEN + 1], SandboxError *error);

@@ -145,6 +145,7 @@ static const OptionMap session_options[] = {
         { "egress_deny",   json_type_array },
         { "secrets",       json_type_array },
         { "labels",        json_type_object },
+        { "storage",       json_type_string },
 };
 
 static const OptionMap session_limits[] = {
@@ -1609,6 +1610,249 @@ static int route_port_proxy(HttpRequest *req) {
         return http_port_proxy(req, http_request_param(req, 0), http_request_param(req, 1), rest ?: "/");
 }
 
+/* ---- moving a hibernated sandbox (docs/SCALE-OUT.md): export, import ----
+ *
+ * The stream: the exported record as one line of JSON, then the archive's bytes. Both
+ * ends go in parts of HTTP_FILE_CHUNK over varlink (ExportSnapshot, ImportSnapshot), so
+ * neither the bridge nor sandboxd holds more than a part of it. */
+
+#define MOVE_META_MAX (16U * 1024U)
+
+typedef struct MoveTransfer {
+        uint64_t offset, size;
+        bool in_flight, ended, meta_done, failed;
+        char meta[MOVE_META_MAX + 1];  /* import: the record's line, as it comes */
+        size_t meta_n;
+        char id[16 + 1];               /* import: the new sandbox's, from the first part */
+        uint8_t *buf;
+        size_t n;
+} MoveTransfer;
+
+static void move_transfer_free(void *p) {
+        MoveTransfer *t = p;
+
+        if (t)
+                free(t->buf);
+        free(t);
+}
+
+static json_object *export_params(HttpRequest *req, uint64_t offset) {
+        json_object *p = params_with_id(req);
+
+        if (p && (json_add(p, "offset", json_object_new_int64((int64_t) offset)) < 0 ||
+                  json_add(p, "length", json_object_new_int64((int64_t) HTTP_FILE_CHUNK)) < 0))
+                return json_object_put(p), NULL;
+        return p;
+}
+
+static int on_export_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        MoveTransfer *t = http_request_get_data(req);
+        _cleanup_free_ uint8_t *d = NULL;
+        size_t n = 0;
+
+        t->in_flight = false;
+        if (error || json_object_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
+                log_warning("Export of %s ended at %llu of %llu bytes: %s", http_request_param(req, 0),
+                            (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
+                http_request_stream_end(req, true);
+                return 0;
+        }
+        t->offset += n;
+        if (http_request_stream_write(req, d, n) < 0)
+                return 0;
+        if (t->offset >= t->size)
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+static int pull_export(HttpRequest *req) {
+        MoveTransfer *t = http_request_get_data(req);
+        json_object *p;
+
+        if (t->in_flight)
+                return 0;
+        if (t->offset >= t->size) {
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        p = export_params(req, t->offset);
+        if (!p)
+                return -ENOMEM;
+        t->in_flight = true;
+        return http_backend_call(req, IFACE "ExportSnapshot", p, 0, on_export_chunk, NULL);
+}
+
+static int on_export_first(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        MoveTransfer *t = http_request_get_data(req);
+        _cleanup_json_ json_object *meta = NULL;
+        _cleanup_free_ uint8_t *d = NULL;
+        const char *line;
+        size_t n = 0;
+        int r;
+
+        if (error)
+                return http_request_reply_varlink_error(req, error, parameters);
+        meta = json_tokener_parse(json_object_get_string(get(parameters, "meta")));
+        if (!meta || json_object_get_base64(get(parameters, "data"), &d, &n) < 0)
+                return http_request_reply_errno(req, -EBADMSG);
+        line = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
+        t->size = (uint64_t) json_object_get_int64(get(parameters, "size"));
+        t->offset = n;
+        r = http_request_stream(req, 200, "application/vnd.sandboxd.move", strlen(line) + 1 + t->size, pull_export);
+        if (r < 0)
+                return r;
+        if (http_request_stream_printf(req, "%s\n", line) < 0 || http_request_stream_write(req, d, n) < 0)
+                return 0;
+        if (t->offset >= t->size)
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+static int route_session_export(HttpRequest *req) {
+        MoveTransfer *t = calloc(1, sizeof(MoveTransfer));
+        json_object *p;
+
+        if (!t)
+                return -ENOMEM;
+        http_request_set_data(req, t, move_transfer_free);
+        p = export_params(req, 0);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "ExportSnapshot", p, 0, on_export_first, NULL);
+}
+
+static int import_flush(HttpRequest *req, MoveTransfer *t);
+
+static int on_import_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        MoveTransfer *t = http_request_get_data(req);
+        _cleanup_json_ json_object *o = NULL;
+        const char *id;
+
+        t->in_flight = false;
+        if (error) {
+                /* sandboxd dropped the import (its partial file with it). */
+                t->failed = true;
+                return http_request_reply_varlink_error(req, error, parameters);
+        }
+        id = json_object_get_string(get(parameters, "id"));
+        if (!id || strlen(id) != sizeof(t->id) - 1)
+                return http_request_reply_errno(req, -EBADMSG);
+        strcpy(t->id, id);
+        t->offset += t->n;
+        t->n = 0;
+        if (!t->ended) {
+                http_request_resume(req);
+                return 0;
+        }
+        o = json_object_new_object();
+        if (!o || json_add(o, "id", json_object_new_string(t->id)) < 0 ||
+            json_add(o, "hibernated", json_object_new_boolean(true)) < 0 ||
+            json_add(o, "bytes", json_object_new_int64((int64_t) t->offset)) < 0)
+                return http_request_reply_errno(req, -ENOMEM);
+        return http_request_reply_json(req, 201, TAKE_PTR(o));
+}
+
+static int import_flush(HttpRequest *req, MoveTransfer *t) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+
+        if (!p ||
+            json_add(p, "offset", json_object_new_int64((int64_t) t->offset)) < 0 ||
+            json_add(p, "data", json_object_new_base64(t->buf, t->n)) < 0 ||
+            json_add(p, "done", json_object_new_boolean(t->ended)) < 0)
+                return -ENOMEM;
+        if (t->offset == 0 && isempty(t->id)) {
+                if (json_add(p, "meta", json_object_new_string(t->meta)) < 0)
+                        return -ENOMEM;
+        } else if (json_add(p, "import", json_object_new_string(t->id)) < 0)
+                return -ENOMEM;
+        t->in_flight = true;
+        return http_backend_call(req, IFACE "ImportSnapshot", TAKE_PTR(p), 0, on_import_chunk, NULL);
+}
+
+static int import_state(HttpRequest *req, MoveTransfer **ret) {
+        MoveTransfer *t = http_request_get_data(req);
+
+        if (!t) {
+                t = calloc(1, sizeof(MoveTransfer));
+                if (!t)
+                        return -ENOMEM;
+                http_request_set_data(req, t, move_transfer_free);
+                t->buf = malloc(HTTP_FILE_CHUNK);
+                if (!t->buf)
+                        return -ENOMEM;
+        }
+        *ret = t;
+        return 1;
+}
+
+static int import_data(HttpRequest *req, const char *data, size_t *size) {
+        MoveTransfer *t = NULL;
+        size_t n;
+        int r = import_state(req, &t);
+
+        if (r <= 0) {
+                *size = 0;
+                return r;
+        }
+        if (t->failed) {
+                *size = 0;      /* answered already: the rest is read and dropped */
+                return 0;
+        }
+        if (!t->meta_done) {
+                const char *nl = memchr(data, '\n', *size);
+                n = nl ? (size_t) (nl - data) : *size;
+                if (t->meta_n + n > MOVE_META_MAX) {
+                        t->failed = true;
+                        *size = 0;
+                        return reply_bad(req, "The stream does not start with an export's record (%s).", "meta");
+                }
+                memcpy(t->meta + t->meta_n, data, n);
+                t->meta_n += n;
+                t->meta[t->meta_n] = 0;
+                if (nl) {
+                        t->meta_done = true;
+                        n++;
+                }
+                *size -= n;
+                return 0;
+        }
+        if (t->in_flight) {
+                http_request_suspend(req);
+                return 0;
+        }
+        n = MIN(*size, HTTP_FILE_CHUNK - t->n);
+        memcpy(t->buf + t->n, data, n);
+        t->n += n;
+        *size -= n;
+        if (t->n == HTTP_FILE_CHUNK) {
+                r = import_flush(req, t);
+                if (r < 0)
+                        return r;
+                if (*size > 0)
+                        http_request_suspend(req);
+        }
+        return 0;
+}
+
+static int route_session_import(HttpRequest *req) {
+        MoveTransfer *t = NULL;
+        int r = import_state(req, &t);
+
+        if (r <= 0)
+                return r;
+        if (t->failed)
+                return 0;
+        if (!t->meta_done)
+                return reply_bad(req, "The stream does not start with an export's record (%s).", "meta");
+        t->ended = true;
+        if (t->in_flight)
+                return 0;     /* on_import_chunk answers */
+        return import_flush(req, t);
+}
+
 /* ---- the table ---- */
 
 #define S "/api/v1/sessions/{}"
@@ -1628,6 +1872,8 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/fork",                        HTTP_ROUTE_JSON_BODY, route_session_fork },
         { "POST",   S "/hibernate",                   HTTP_ROUTE_JSON_BODY, route_session_hibernate },
         { "POST",   S "/wake",                        HTTP_ROUTE_JSON_BODY, route_session_wake },
+        { "GET",    S "/export",                      0, route_session_export },
+        { "POST",   "/api/v1/sessions/import",        HTTP_ROUTE_UPLOAD, route_session_import, import_data },
         { "POST",   S "/execute",                     HTTP_ROUTE_JSON_BODY, route_execute },
         { "GET",    S "/status",                      0, route_status },
         { "GET",    S "/result",                      0, route_result },

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* The snapshot methods of io.sandboxd.Sandbox: Snapshot, Hibernate, Fork (on a sandbox),
- * Wake, ListSnapshots, RemoveSnapshot. Translation only: snapshot.h does the work and
+ * Wake, ListSnapshots, RemoveSnapshot, ExportSnapshot, ImportSnapshot. Translation only: snapshot.h does the work and
  * access.h decides who may. */
 
 #include <stddef.h>
@@ -240,6 +240,131 @@ static int method_list_snapshots(VarlinkCall *call, json_object *parameters, Var
         return 0;
 }
 
+/* ---- ExportSnapshot, ImportSnapshot: a hibernated sandbox moved in parts ---- */
+
+#define SNAPSHOT_PART_MAX (16U * 1024U * 1024U)
+
+typedef struct MoveCall {
+        VarlinkFrontend *frontend;
+        char *id;              /* Export: the hibernated sandbox; Import: the import's */
+        char *meta;            /* Import's first part: the exported record */
+        uint64_t offset;
+        uint64_t length;
+        VarlinkBytes data;
+        bool done;
+        SnapshotMeta found;    /* Export: found while authorizing */
+} MoveCall;
+
+static void move_call_free(void *userdata) {
+        MoveCall *c = userdata;
+
+        free(c->id);
+        free(c->meta);
+        free(c->data.data);
+        snapshot_meta_done(&c->found);
+        free(c);
+}
+
+static int export_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                         SandboxError *error) {
+        MoveCall *c = userdata;
+
+        return snapshot_call_access(c->frontend->manager, caller, c->id, true, &c->found, ret_owner, ret_tenant,
+                                    error);
+}
+
+static int export_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
+        _cleanup_free_ uint8_t *data = NULL;
+        _cleanup_free_ char *text = NULL;
+        _cleanup_json_ json_object *p = NULL;
+        MoveCall *c = userdata;
+        size_t n = 0;
+        int r;
+
+        r = snapshot_export_read(c->frontend->manager, caller, c->id, c->offset,
+                                 c->length == 0 ? SNAPSHOT_PART_MAX : MIN(c->length, SNAPSHOT_PART_MAX), &meta,
+                                 &data, &n, error);
+        if (r < 0)
+                return r;
+        r = snapshot_meta_to_json(&meta, &text);
+        if (r < 0)
+                return r;
+        p = json_object_new_object();
+        if (!p ||
+            json_add(p, "meta", json_object_new_string(text)) < 0 ||
+            json_add(p, "size", json_object_new_uint64(meta.size)) < 0 ||
+            json_add(p, "data", json_object_new_base64(data, n)) < 0)
+                return -ENOMEM;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static int import_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                         SandboxError *error) {
+        /* A hibernated sandbox of the caller's own, for the tenant it acts for. */
+        *ret_owner = caller->uid;
+        *ret_tenant = caller->tenant;
+        return 0;
+}
+
+static int import_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        _cleanup_json_ json_object *p = NULL;
+        MoveCall *c = userdata;
+        char id[SANDBOX_ID_LEN + 1];
+        int r;
+
+        r = snapshot_import_part(c->frontend->manager, caller, c->id, c->meta, c->offset, c->data.data,
+                                 c->data.size, c->done, id, error);
+        if (r < 0)
+                return r;
+        p = json_object_new_object();
+        if (!p || json_add(p, "id", json_object_new_string(id)) < 0)
+                return -ENOMEM;
+        (void) varlink_reply_or_fail(call, p);
+        return 0;
+}
+
+static const VarlinkParam export_params[] = {
+        { "id",     VARLINK_PARAM_STRING, offsetof(MoveCall, id), true },
+        { "offset", VARLINK_PARAM_UINT64, offsetof(MoveCall, offset) },
+        { "length", VARLINK_PARAM_UINT64, offsetof(MoveCall, length) },
+        {}
+};
+
+static const VarlinkParam import_params[] = {
+        { "import", VARLINK_PARAM_STRING, offsetof(MoveCall, id) },
+        { "meta",   VARLINK_PARAM_STRING, offsetof(MoveCall, meta) },
+        { "offset", VARLINK_PARAM_UINT64, offsetof(MoveCall, offset) },
+        { "data",   VARLINK_PARAM_BYTES,  offsetof(MoveCall, data), true },
+        { "done",   VARLINK_PARAM_BOOL,   offsetof(MoveCall, done) },
+        {}
+};
+
+static int method_move(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        bool export = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".ExportSnapshot");
+        VarlinkFrontend *f = userdata;
+        MoveCall *c;
+        int r;
+
+        c = calloc(1, sizeof(MoveCall));
+        if (!c) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        c->frontend = f;
+        r = varlink_params_read_or_reply(call, parameters, export ? export_params : import_params, c);
+        if (r < 0) {
+                move_call_free(c);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(f->bus, call, export ? export_access : import_access, 0,
+                                   export ? export_authorized : import_authorized, c, move_call_free);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
 int snapshot_varlink_bind(VarlinkFrontend *f) {
         static const VarlinkMethodEntry methods[] = {
                 { "Snapshot",       method_snapshot       },
@@ -248,6 +373,8 @@ int snapshot_varlink_bind(VarlinkFrontend *f) {
                 { "Wake",           method_snapshot_call  },
                 { "RemoveSnapshot", method_snapshot_call  },
                 { "ListSnapshots",  method_list_snapshots },
+                { "ExportSnapshot", method_move           },
+                { "ImportSnapshot", method_move           },
         };
 
         return varlink_bind_methods(f->server, SANDBOX_VARLINK_INTERFACE, methods, ELEMENTSOF(methods), f);
