@@ -54,7 +54,10 @@ def dbus_statistics(uid=None):
                     for p in d['Pools']]
     out['spoolBacklog'] = d['SpoolBacklog']
     # Daemon-wide only: the node's size and fleet number.
-    node = {'SandboxesMax': 'sandboxesMax', 'SandboxesLive': 'sandboxesLive', 'Node': 'node'}
+    node = {'SandboxesMax': 'sandboxesMax', 'SandboxesLive': 'sandboxesLive', 'Node': 'node',
+            # The workspaces on disk (docs/WORKSPACES.md), and daemon-wide their pool.
+            'WorkspaceBytesUsed': 'workspaceBytesUsed', 'WorkspaceBytesMax': 'workspaceBytesMax',
+            'WorkspacePoolBytes': 'workspacePoolBytes', 'WorkspacePoolBytesFree': 'workspacePoolBytesFree'}
     out.update({node[k]: d[k] for k in node if k in d})
     assert set(d) - set(node) == set(COUNTERS) | {'Sandboxes', 'ExecLatencyBuckets', 'ExecLatencyCount',
                                                   'ExecLatencySum', 'Pools', 'SpoolBacklog'}, sorted(d)
