@@ -1613,10 +1613,12 @@ static int route_port_proxy(HttpRequest *req) {
 /* ---- moving a hibernated sandbox (docs/SCALE-OUT.md): export, import ----
  *
  * The stream: the exported record as one line of JSON, then the archive's bytes. Both
- * ends go in parts of HTTP_FILE_CHUNK over varlink (ExportSnapshot, ImportSnapshot), so
+ * ends go in parts of MOVE_PART over varlink (ExportSnapshot, ImportSnapshot), so
  * neither the bridge nor sandboxd holds more than a part of it. */
 
 #define MOVE_META_MAX (16U * 1024U)
+/* A part: what sandboxd takes at most (its varlink messages are at most 16 MiB). */
+#define MOVE_PART ((size_t) FILE_PART_MAX)
 
 typedef struct MoveTransfer {
         uint64_t offset, size;
@@ -1640,7 +1642,7 @@ static json_object *export_params(HttpRequest *req, uint64_t offset) {
         json_object *p = params_with_id(req);
 
         if (p && (json_add(p, "offset", json_object_new_int64((int64_t) offset)) < 0 ||
-                  json_add(p, "length", json_object_new_int64((int64_t) HTTP_FILE_CHUNK)) < 0))
+                  json_add(p, "length", json_object_new_int64((int64_t) MOVE_PART)) < 0))
                 return json_object_put(p), NULL;
         return p;
 }
@@ -1780,7 +1782,7 @@ static int import_state(HttpRequest *req, MoveTransfer **ret) {
                 if (!t)
                         return -ENOMEM;
                 http_request_set_data(req, t, move_transfer_free);
-                t->buf = malloc(HTTP_FILE_CHUNK);
+                t->buf = malloc(MOVE_PART);
                 if (!t->buf)
                         return -ENOMEM;
         }
@@ -1823,11 +1825,11 @@ static int import_data(HttpRequest *req, const char *data, size_t *size) {
                 http_request_suspend(req);
                 return 0;
         }
-        n = MIN(*size, HTTP_FILE_CHUNK - t->n);
+        n = MIN(*size, MOVE_PART - t->n);
         memcpy(t->buf + t->n, data, n);
         t->n += n;
         *size -= n;
-        if (t->n == HTTP_FILE_CHUNK) {
+        if (t->n == MOVE_PART) {
                 r = import_flush(req, t);
                 if (r < 0)
                         return r;

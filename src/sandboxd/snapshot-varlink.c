@@ -242,7 +242,7 @@ static int method_list_snapshots(VarlinkCall *call, json_object *parameters, Var
 
 /* ---- ExportSnapshot, ImportSnapshot: a hibernated sandbox moved in parts ---- */
 
-#define SNAPSHOT_PART_MAX (16U * 1024U * 1024U)
+#define SNAPSHOT_PART_MAX ((size_t) FILE_PART_MAX)
 
 typedef struct MoveCall {
         VarlinkFrontend *frontend;

@@ -714,6 +714,22 @@ class Fleet(unittest.TestCase):
             self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), res)
             harness.log(f'fleet: move of a hibernated sandbox with 100 MiB of files, node to node: {took:.2f} s '
                         f'({(100 / took):.0f} MiB/s)')
+            # A sandbox hibernated on disk has no archive: refused, not an empty stream.
+            status, res = request('POST', '/api/v1/sessions', {'template': 'shell'}, host=src.address,
+                                  port=BRIDGE_PORT)
+            self.assertEqual(status, 201, res)
+            disk = res['id']
+            status, res = request('POST', f'/api/v1/sessions/{disk}/hibernate', {})
+            self.assertEqual((status, res.get('id')), (200, ''), res)
+            status, res = request('GET', f'/api/v1/sessions/{disk}/export', host=src.address, port=BRIDGE_PORT)
+            self.assertEqual((status, res['error']['code']), (501, 'NotSupported'), res)
+            request('DELETE', f'/api/v1/sessions/{disk}')
+            # What is no export's stream makes nothing on the node.
+            before = request('GET', '/api/v1/snapshots', host=dst.address, port=BRIDGE_PORT)[1]
+            status, res = request('POST', '/api/v1/sessions/import', b'{"id": "x"}\n' + b'\0' * 4096,
+                                  host=dst.address, port=BRIDGE_PORT)
+            self.assertEqual((status, res['error']['code']), (400, 'InvalidOption'), res)
+            self.assertEqual(request('GET', '/api/v1/snapshots', host=dst.address, port=BRIDGE_PORT)[1], before)
         finally:
             if moved:
                 request('DELETE', f'/api/v1/sessions/{moved}')
