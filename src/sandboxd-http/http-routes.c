@@ -1209,24 +1209,32 @@ static json_object *transform_log(HttpRequest *req, json_object *p, unsigned *st
         return transform_field(p, "entries");
 }
 
-static int on_log_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
-                         void *userdata) {
-        json_object *entries = get(parameters, "entries");
-        int r = 0;
-
+/* After a streamed reply's events were written (r: how): an error ends the stream with
+ * its event; a client too slow (or a failed write) cuts it and stops sandboxd's stream;
+ * the last reply ends it. */
+static int stream_events_after(HttpRequest *req, int r, json_object *parameters, const char *error,
+                               VarlinkReplyFlags flags) {
         if (error) {
                 (void) sse_error(req, error, parameters);
                 http_request_stream_end(req, false);
                 return 0;
         }
-        for (size_t i = 0; r >= 0 && entries && i < json_object_array_length(entries); i++)
-                r = sse_json(req, "log", json_object_array_get_idx(entries, i));
         if (r < 0 || http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
                 http_request_stream_end(req, true);
                 http_backend_cancel(req);
         } else if (!(flags & VARLINK_REPLY_CONTINUES))
                 http_request_stream_end(req, false);
         return 0;
+}
+
+static int on_log_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        json_object *entries = get(parameters, "entries");
+        int r = 0;
+
+        for (size_t i = 0; !error && r >= 0 && entries && i < json_object_array_length(entries); i++)
+                r = sse_json(req, "log", json_object_array_get_idx(entries, i));
+        return stream_events_after(req, r, parameters, error, flags);
 }
 
 static int route_logs(HttpRequest *req) {
@@ -1245,6 +1253,28 @@ static int route_logs(HttpRequest *req) {
         if (json_add(p, "follow", json_object_new_boolean(true)) < 0)
                 return -ENOMEM;
         return stream_call(req, IFACE "GetLogs", TAKE_PTR(p), on_log_stream);
+}
+
+/* GET .../watch?path=P[&recursive=true]: WatchDirectory's events as server-sent events
+ * "change", until the client goes (docs/FILES.md). */
+static int on_watch_stream(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        int r = error ? 0 : get(parameters, "event") ? sse_json(req, "change", get(parameters, "event")) : 0;
+
+        return stream_events_after(req, r, parameters, error, flags);
+}
+
+static int route_watch(HttpRequest *req) {
+        const char *path = http_request_query(req, "path"), *recursive = http_request_query(req, "recursive");
+        _cleanup_json_ json_object *p = params_with_id(req);
+
+        if (!path)
+                return reply_bad(req, "'%s' is needed.", "path");
+        if (!p || json_add(p, "path", json_object_new_string(path)) < 0 ||
+            json_add(p, "recursive", json_object_new_boolean(recursive && (streq(recursive, "true") ||
+                                                                            streq(recursive, "1")))) < 0)
+                return -ENOMEM;
+        return stream_call(req, IFACE "WatchDirectory", TAKE_PTR(p), on_watch_stream);
 }
 
 /* ---- snapshots (sandboxd-api(7), SNAPSHOTS) ---- */
@@ -1903,6 +1933,7 @@ const HttpRoute http_routes[] = {
         { "POST",   S "/files/mkdir",                 HTTP_ROUTE_JSON_BODY, route_file_mkdir },
         { "POST",   S "/files/move",                  HTTP_ROUTE_JSON_BODY, route_file_move },
         { "GET",    S "/ports",                       0, route_ports_list },
+        { "GET",    S "/watch",                       0, route_watch },
         { "GET",    S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
         { "POST",   S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },
         { "PUT",    S "/ports/{}/{...}",              HTTP_ROUTE_RAW_BODY, route_port_proxy },

@@ -316,6 +316,43 @@ class Ports(harness.SandboxTestCase):
         cp = self.ctl('watch', self.sid, '/work/nowhere')
         self.assertNotEqual(cp.returncode, 0)
 
+    def test_watch_varlink_and_http(self):
+        """WatchDirectory over varlink (replies that continue) and sandboxd-http (SSE)."""
+        self.ok(self.exec(self.sid, 'mkdir', '-p', '/work/w2'))
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(c.close)
+        c.connect(S.path(harness.VARLINK_SOCKET))
+        c.sendall(json.dumps({'method': V + 'WatchDirectory', 'more': True,
+                              'parameters': {'id': self.sid, 'path': '/work/w2'}}).encode() + b'\0')
+        sse = subprocess.Popen(['curl', '-sSN', '--max-time', '30', '-H', f'Authorization: Bearer {BRIDGE.tokens["alice"]}',
+                                BRIDGE.url + f'/api/v1/sessions/{self.sid}/watch?path=/work/w2'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(lambda: (sse.kill(), sse.wait()))
+        time.sleep(1.0)
+        self.ok(self.exec(self.sid, 'touch', '/work/w2/from-exec'))
+        c.settimeout(20)
+        data = b''
+        while b'from-exec' not in data:
+            chunk = c.recv(65536)
+            self.assertTrue(chunk, data)
+            data += chunk
+        reply = json.loads(data.split(b'\0')[0])
+        self.assertTrue(reply.get('continues'), reply)
+        self.assertEqual(reply['parameters']['event']['event'], 'create')
+        self.assertEqual(reply['parameters']['event']['path'], '/work/w2/from-exec')
+        lines = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any('from-exec' in x for x in lines):
+            lines.append(sse.stdout.readline().decode())
+        self.assertIn('event: change\n', lines)
+        self.assertTrue(any(x.startswith('data: ') and '"path":"/work/w2/from-exec"' in x for x in lines), lines)
+        # Without "more": refused.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as d:
+            d.connect(S.path(harness.VARLINK_SOCKET))
+            d.sendall(json.dumps({'method': V + 'WatchDirectory',
+                                  'parameters': {'id': self.sid, 'path': '/work/w2'}}).encode() + b'\0')
+            self.assertIn(b'ExpectedMore', d.recv(65536))
+
     def test_other_sandbox_cannot_reach(self):
         other = self.create(template='python')
         cp = self.exec(other, 'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8000), 3)')
