@@ -442,6 +442,25 @@ def follow(sandbox_id: str, process: int, on_stdout: OutputCallback | None,
     yield from _streamed(reply, _Output(on_stdout), _Output(on_stderr))
 
 
+def watch_dir(sandbox_id: str, path: str, recursive: bool, on_event: Callable[[dict[str, Any]], Any],
+              count: int | None) -> Op[int]:
+    """WatchDirectory: each event ({"event", "path", "dir"}) to ON_EVENT as it happens, until
+    COUNT of them (None: until the watch ends); how many came."""
+    reply: Reply = yield Call('WatchDirectory', {'id': sandbox_id, 'path': path, 'recursive': recursive}, more=True)
+    n = 0
+    while True:
+        event = reply.parameters.get('event')
+        if event:
+            n += 1
+            yield Emit(on_event, event)
+            if count is not None and n >= count:
+                break
+        if not reply.continues:
+            break
+        reply = yield NEXT
+    return n
+
+
 def send_stdin(sandbox_id: str, process: int, data: bytes | str) -> Op[None]:
     yield Call('WriteStdin', {'id': sandbox_id, 'process': process, 'data': b64(data)})
 

@@ -159,7 +159,8 @@ class HttpTransport(Transport):
         self.timeout = timeout
         self._routes: dict[str, Callable[..., Iterator[Reply]]] = {
             'CreateSandbox': self._create, 'GetSandbox': self._get, 'ListSandboxes': self._list,
-            'ListTemplates': self._templates, 'GetQuota': self._quota, 'ListPorts': self._ports, 'Destroy': self._destroy, 'Pause': self._pause,
+            'ListTemplates': self._templates, 'GetQuota': self._quota, 'ListPorts': self._ports,
+            'WatchDirectory': self._watch, 'Destroy': self._destroy, 'Pause': self._pause,
             'Resume': self._resume, 'SetTimeout': self._set_timeout, 'Exec': self._exec,
             'Start': self._start, 'ListProcesses': self._processes, 'ReadOutput': self._read_output,
             'Wait': self._wait, 'Signal': self._signal, 'WriteStdin': self._write_stdin,
@@ -263,6 +264,17 @@ class HttpTransport(Transport):
 
     def _ports(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one({'ports': self._request('GET', self._session(p, '/ports')).json()})
+
+    def _watch(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
+        """WatchDirectory: GET .../watch's server-sent events "change", each a reply."""
+        query = {'path': p['path'], 'recursive': 'true' if p.get('recursive') else 'false'}
+        r = self._request('GET', self._session(p, '/watch'), query=query, accept='text/event-stream')
+        # _sse() closes the connection when the stream ends, or when this stops reading.
+        for event, data in _sse(r):
+            if event == 'change':
+                yield Reply({'event': json.loads(data)}, True)
+            elif event == 'error':
+                raise http_error(500, json.dumps({'error': json.loads(data)}).encode())
 
     def _quota(self, p: dict[str, Any], more: bool) -> Iterator[Reply]:
         return self._one(self._request('GET', '/quota').json())

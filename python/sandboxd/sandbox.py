@@ -163,6 +163,14 @@ class Files(FilesBase['Sandbox']):
         """The entries under PATH, DEPTH levels down (1 to 16)."""
         return self._sbx._run(_ops.list_files(self._sbx.sandbox_id, path, depth))
 
+    def watch_dir(self, path: str, on_event: Callable[[dict[str, Any]], Any], *, recursive: bool = False,
+                  count: int | None = None) -> int:
+        """Calls ON_EVENT with each change under PATH ({"event": "create"|"modify"|"delete"|
+        "move_from"|"move_to"|"overflow", "path", "dir"}) as it happens (WatchDirectory,
+        inotify in the sandbox), until COUNT events came (None: until the watch ends).
+        Returns how many came."""
+        return self._sbx._run(_ops.watch_dir(self._sbx.sandbox_id, path, recursive, on_event, count))
+
     def exists(self, path: str) -> bool:
         return self._sbx._run(_ops.exists(self._sbx.sandbox_id, path))
 

@@ -353,6 +353,24 @@ class Ports(harness.SandboxTestCase):
                                   'parameters': {'id': self.sid, 'path': '/work/w2'}}).encode() + b'\0')
             self.assertIn(b'ExpectedMore', d.recv(65536))
 
+    def test_watch_python(self):
+        sys.path.insert(0, os.path.join(S.paths.source, 'python'))
+        import threading
+        import sandboxd
+        from sandboxd.http import HttpTransport
+        self.ok(self.exec(self.sid, 'mkdir', '-p', '/work/w3'))
+        for i, t in enumerate((sandboxd.VarlinkTransport(S.path(harness.VARLINK_SOCKET)),
+                               HttpTransport(BRIDGE.url, BRIDGE.tokens['alice']))):
+            sbx = sandboxd.Sandbox.connect(self.sid, transport=t)
+            seen = []
+            th = threading.Thread(target=lambda: sbx.files.watch_dir('/work/w3', seen.append, count=1), daemon=True)
+            th.start()
+            time.sleep(1.0)
+            self.ok(self.exec(self.sid, 'touch', f'/work/w3/py{i}'))
+            th.join(timeout=20)
+            self.assertFalse(th.is_alive())
+            self.assertEqual(seen, [{'event': 'create', 'path': f'/work/w3/py{i}', 'dir': False}])
+
     def test_other_sandbox_cannot_reach(self):
         other = self.create(template='python')
         cp = self.exec(other, 'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8000), 3)')
