@@ -304,7 +304,7 @@ static int import_access(const SandboxCaller *caller, void *userdata, uid_t *ret
                          SandboxError *error) {
         /* A hibernated sandbox of the caller's own, for the tenant it acts for. */
         *ret_owner = caller->uid;
-        *ret_tenant = caller->tenant;
+        *ret_tenant = strempty(caller->tenant);
         return 0;
 }
 
