@@ -46,6 +46,50 @@
 static gnutls_certificate_credentials_t upstream_trust;
 static atomic_uint n_running;
 
+/* The running jobs per sandbox id (a thread may outlive its Box: counted by id). */
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+        char id[EGRESS_ID_MAX + 1];
+        unsigned n;
+} slots[EGRESS_INJECT_MAX];
+
+/* A job's place: -EBUSY when all sandboxes' or this one's are taken. */
+static int slot_take(const char *id) {
+        size_t free_slot = EGRESS_INJECT_MAX;
+        int r = -EBUSY;
+
+        pthread_mutex_lock(&slots_lock);
+        if (atomic_load(&n_running) < EGRESS_INJECT_MAX) {
+                for (size_t i = 0; i < EGRESS_INJECT_MAX; i++) {
+                        if (slots[i].n > 0 && streq(slots[i].id, id)) {
+                                free_slot = i;
+                                break;
+                        }
+                        if (slots[i].n == 0 && free_slot == EGRESS_INJECT_MAX)
+                                free_slot = i;
+                }
+                if (free_slot < EGRESS_INJECT_MAX && slots[free_slot].n < EGRESS_INJECT_BOX_MAX) {
+                        if (slots[free_slot].n++ == 0)
+                                snprintf(slots[free_slot].id, sizeof(slots[free_slot].id), "%s", id);
+                        atomic_fetch_add(&n_running, 1);
+                        r = 0;
+                }
+        }
+        pthread_mutex_unlock(&slots_lock);
+        return r;
+}
+
+static void slot_release(const char *id) {
+        pthread_mutex_lock(&slots_lock);
+        for (size_t i = 0; i < EGRESS_INJECT_MAX; i++)
+                if (slots[i].n > 0 && streq(slots[i].id, id)) {
+                        slots[i].n--;
+                        atomic_fetch_sub(&n_running, 1);
+                        break;
+                }
+        pthread_mutex_unlock(&slots_lock);
+}
+
 int inject_init(char * const *trust_files, const char *trust_dir) {
         glob_t g = {};
         char *pattern = NULL;
@@ -396,8 +440,8 @@ finish:
                 gnutls_deinit(cs);
         if (mine)
                 gnutls_certificate_free_credentials(mine);
+        slot_release(j->id);
         job_free(j);
-        atomic_fetch_sub(&n_running, 1);
         return NULL;
 }
 
@@ -408,13 +452,12 @@ int inject_start(const Box *b, const char *host, uint16_t port, int client_fd, i
         Job *j;
         int r;
 
-        if (atomic_fetch_add(&n_running, 1) >= EGRESS_INJECT_MAX) {
-                atomic_fetch_sub(&n_running, 1);
-                return -EBUSY;
-        }
+        r = slot_take(b->id);
+        if (r < 0)
+                return r;
         j = calloc(1, sizeof(Job));
         if (!j) {
-                atomic_fetch_sub(&n_running, 1);
+                slot_release(b->id);
                 return -ENOMEM;
         }
         *j = (Job) { .client_fd = -EBADF, .server_fd = -EBADF, .port = port };
@@ -427,7 +470,7 @@ int inject_start(const Box *b, const char *host, uint16_t port, int client_fd, i
         j->key_pem = strdup(key_pem);
         if (!j->early || !j->header || !j->value || !j->chain_pem || !j->key_pem) {
                 job_free(j);
-                atomic_fetch_sub(&n_running, 1);
+                slot_release(b->id);
                 return -ENOMEM;
         }
         memcpy(j->early, early, early_len);
@@ -449,7 +492,7 @@ int inject_start(const Box *b, const char *host, uint16_t port, int client_fd, i
         pthread_attr_destroy(&attr);
         if (r != 0) {
                 job_free(j);
-                atomic_fetch_sub(&n_running, 1);
+                slot_release(b->id);
                 return -r;
         }
         return 0;

@@ -9,6 +9,7 @@
 #include "egress.h"
 
 #define EGRESS_INJECT_MAX 512U   /* connections with a header added, at once, of all sandboxes */
+#define EGRESS_INJECT_BOX_MAX 64U /* of one sandbox: it cannot take all of them from the others */
 #define EGRESS_TRUST_DIR "/etc/sandboxd/egress-trust.d"
 
 /* The roots the servers are verified with: the system's, each of trust_files, and every

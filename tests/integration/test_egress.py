@@ -529,6 +529,26 @@ class Egress(EgressNetwork):
         self.assertNotEqual(cp.returncode, 0)
         self.assert_journal(sid, since, 'allowed.test', 'allow', '')
 
+        # One sandbox holds at most 64 of the proxy's 512 connections with a header added:
+        # the 65th is refused, and the others' are left for the other sandboxes.
+        hold = (
+            "import socket, ssl\n"
+            "ctx = ssl.create_default_context()\n"
+            "held, refused = [], 0\n"
+            "for i in range(65):\n"
+            "    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+            "    s.sendall(b'CONNECT allowed.test:443 HTTP/1.1\\r\\nHost: allowed.test:443\\r\\n\\r\\n')\n"
+            "    r = b''\n"
+            "    while not r.endswith(b'\\r\\n\\r\\n'):\n"
+            "        r += s.recv(1)\n"
+            "    try:\n"
+            "        held.append(ctx.wrap_socket(s, server_hostname='allowed.test'))\n"
+            "    except (ssl.SSLError, OSError):\n"
+            "        refused += 1\n"
+            "print(len(held), refused)\n")
+        cp = self.ok(self.exec(sid, 'python3', '-c', hold))
+        self.assertEqual(cp.stdout, '64 1\n')
+
         # Nowhere in the sandbox: its environment, its files, its processes' memory.
         self.assert_key_absent(sid, key)
 
