@@ -472,6 +472,49 @@ static void test_framing_split(void **state) {
 
 /* A buffer that one large message grew is given back once it is empty, either way: an
  * idle connection keeps none of its largest message's memory (issue 27). */
+/* Descriptors go with the first byte of their message (OpenPort's reply): a message
+ * without any before it, one with a pipe's write end, and the receiver gets exactly that
+ * one, working, after it read the second message. */
+static void test_stream_passes_fds(void **state) {
+        VarlinkStream a, b;
+        json_object *m;
+        int sv[2], p[2], fd = -EBADF, got[VARLINK_STREAM_FDS_MAX], messages = 0;
+        char c = 0;
+
+        assert_return_code(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), errno);
+        assert_return_code(pipe(p), errno);
+        assert_return_code(varlink_stream_init(&a, sv[0], 4096), errno);
+        assert_return_code(varlink_stream_init(&b, sv[1], 4096), errno);
+
+        m = json_object_new_object();
+        assert_int_equal(varlink_stream_enqueue(&a, m), 0);
+        assert_int_equal(varlink_stream_enqueue_with_fds(&a, m, &p[1], 1), 0);
+        json_object_put(m);
+        safe_close(p[1]); /* the stream holds its own copy until it is sent */
+        assert_int_equal(varlink_stream_flush(&a), 0);
+        assert_int_equal(varlink_stream_pending_output(&a), 0);
+        assert_int_equal(a.n_fd_batches, 0);
+
+        while (messages < 2) {
+                ssize_t n = varlink_stream_read(&b);
+                assert_true(n > 0 || n == -EAGAIN);
+                while (varlink_stream_next(&b, &m) > 0) {
+                        json_object_put(m);
+                        messages++;
+                }
+        }
+        assert_int_equal(varlink_stream_take_fds(&b, got, ELEMENTSOF(got)), 1);
+        assert_int_equal(varlink_stream_take_fds(&b, got + 1, ELEMENTSOF(got) - 1), 0);
+        fd = got[0];
+        assert_int_equal(write(fd, "x", 1), 1);
+        assert_int_equal(read(p[0], &c, 1), 1);
+        assert_int_equal(c, 'x');
+        safe_close(fd);
+        safe_close(p[0]);
+        varlink_stream_done(&a);
+        varlink_stream_done(&b);
+}
+
 static void test_stream_large_buffers_released(void **state) {
         const size_t size = 3 * VARLINK_STREAM_KEEP_MAX;
         _cleanup_free_ char *big = malloc(size + 1);
@@ -1137,6 +1180,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_framing_split, setup, teardown),
                 cmocka_unit_test(test_stream_large_buffers_released),
+                cmocka_unit_test(test_stream_passes_fds),
                 cmocka_unit_test_setup_teardown(test_framing_two_in_one_read, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_oversized, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_framing_oversized_answered, setup, teardown),
