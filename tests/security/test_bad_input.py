@@ -247,8 +247,6 @@ class BadInput(Base):
              E + 'InvalidOption'),
             ('Start Timeout 2^64-1', call(p, SBX, 'Start', 'asa{sv}', ['true'], {'Timeout': v('t', U64_MAX)}),
              E + 'InvalidOption'),
-            ('Start TTY without descriptors', call(p, SBX, 'Start', 'asa{sv}', ['true'], {'TTY': v('b', True)}),
-             E + 'InvalidOption'),
             ('Start TerminalRows 2^64-1',
              call(p, SBX, 'Start', 'asa{sv}', ['true'], {'TerminalRows': v('t', U64_MAX)}), E + 'InvalidOption'),
             ('Start StandardInput a directory',
