@@ -183,3 +183,34 @@ int http_e2b_path_out(const char *path, char **ret) {
         *ret = p;
         return 0;
 }
+
+const char *http_e2b_watch_type(const char *ours) {
+        static const char *const table[][2] = {
+                { "create",    "EVENT_TYPE_CREATE" },
+                { "modify",    "EVENT_TYPE_WRITE" },
+                { "delete",    "EVENT_TYPE_REMOVE" },
+                { "move_from", "EVENT_TYPE_RENAME" },
+                { "move_to",   "EVENT_TYPE_CREATE" },
+        };
+
+        for (size_t i = 0; ours && i < ELEMENTSOF(table); i++)
+                if (strcmp(ours, table[i][0]) == 0)
+                        return table[i][1];
+        return NULL;
+}
+
+const char *http_e2b_watch_name(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+        const char *rest;
+
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        if (strncmp(path, dir, n) != 0)
+                return NULL;
+        rest = path + n;
+        if (n == 1 && dir[0] == '/')
+                return *rest ? rest : NULL;
+        if (*rest != '/' || !rest[1])
+                return NULL;
+        return rest + 1;
+}

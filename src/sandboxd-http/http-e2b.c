@@ -1305,6 +1305,122 @@ static int route_fs_remove(HttpRequest *req) {
         return http_backend_call(req, IFACE "Remove", p, 0, on_rpc_empty, NULL);
 }
 
+/* ---- filesystem.Filesystem/WatchDir: WatchDirectory's events as envd's stream ---- */
+
+typedef struct Watch {
+        char *dir;                       /* the watched directory, ours and absolute */
+        bool ended;
+} Watch;
+
+static void watch_free(void *p) {
+        Watch *w = p;
+
+        if (!w)
+                return;
+        free(w->dir);
+        free(w);
+}
+
+/* {"filesystem": {name, type}} for one of the agent's events; none for an overflow (envd
+ * has no type for it) or a path not below the directory. */
+static int watch_event(HttpRequest *req, Watch *w, json_object *e) {
+        const char *type = http_e2b_watch_type(get_str(e, "event")), *path = get_str(e, "path");
+        const char *name = path ? http_e2b_watch_name(path, w->dir) : NULL;
+        _cleanup_json_ json_object *f = NULL, *m = NULL;
+
+        if (!type || !name)
+                return 0;
+        f = json_object_new_object();
+        m = json_object_new_object();
+        if (!f || !m || json_add(f, "name", json_object_new_string(name)) < 0 ||
+            json_add(f, "type", json_object_new_string(type)) < 0 || json_add(m, "filesystem", TAKE_PTR(f)) < 0)
+                return -ENOMEM;
+        return stream_message(req, 0, m);
+}
+
+static int on_watch(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                    void *userdata) {
+        Watch *w = http_request_get_data(req);
+
+        if (w->ended)
+                return 0;
+        if (error) {
+                w->ended = true;
+                stream_end(req, http_connect_code(error, parameters), error_message(error, parameters));
+                return 0;
+        }
+        if (watch_event(req, w, get(parameters, "event")) < 0 ||
+            http_request_stream_buffered(req) > HTTP_STREAM_BUFFER_MAX) {
+                /* a client that does not read: its stream ends, and the watch with it */
+                w->ended = true;
+                http_request_stream_end(req, true);
+                http_backend_cancel(req);
+        } else if (!(flags & VARLINK_REPLY_CONTINUES)) {
+                w->ended = true;
+                stream_end(req, NULL, NULL);
+        }
+        return 0;
+}
+
+/* After Stat said the path is a directory (envd's checks, made before its start event):
+ * the start, then the watch. The agent sets its inotify watches as the start is sent. */
+static int on_watch_stat(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                         void *userdata) {
+        Watch *w = http_request_get_data(req);
+        _cleanup_json_ json_object *start = json_object_new_object(), *m = json_object_new_object();
+        json_object *p;
+        int r;
+
+        if (error)
+                return stream_fail(req, http_connect_code(error, parameters), error_message(error, parameters));
+        if (!streq_ptr(get_str(get(parameters, "entry"), "type"), "dir"))
+                return stream_fail(req, "invalid_argument", "The path is not a directory.");
+        r = http_request_stream(req, 200, "application/connect+json", MHD_SIZE_UNKNOWN, NULL);
+        if (r < 0)
+                return r;
+        p = params_path(req, w->dir);
+        if (!start || !m || !p || json_add(m, "start", TAKE_PTR(start)) < 0 ||
+            json_add(p, "recursive", json_object_new_boolean(!!userdata)) < 0 || stream_message(req, 0, m) < 0 ||
+            http_backend_call(req, IFACE "WatchDirectory", TAKE_PTR(p), VARLINK_CALL_MORE, on_watch, NULL) < 0) {
+                json_object_put(p);
+                w->ended = true;
+                http_request_stream_end(req, true);
+        }
+        return 0;
+}
+
+/* filesystem.Filesystem/WatchDir: {path, recursive}: {start}, then {filesystem} events
+ * until the client goes. */
+static int route_fs_watch(HttpRequest *req) {
+        _cleanup_json_ json_object *m = NULL;
+        _cleanup_free_ char *in = NULL;
+        const char *path;
+        json_object *p;
+        Watch *w;
+        int r = stream_request(req, &m);
+
+        if (r <= 0)
+                return r;
+        path = get_str(m, "path");
+        if (!path || !*path)
+                return stream_fail(req, "invalid_argument", "A path is needed.");
+        if (http_e2b_path_in(path, &in) < 0)
+                return -ENOMEM;
+        w = calloc(1, sizeof(Watch));
+        if (!w)
+                return -ENOMEM;
+        http_request_set_data(req, w, watch_free);
+        if (in[0] == '/')
+                w->dir = TAKE_PTR(in);
+        else if (asprintf(&w->dir, "%s/%s", E2B_WORKDIR, in) < 0)
+                return w->dir = NULL, -ENOMEM;
+        p = params_path(req, w->dir);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Stat", p, 0, on_watch_stat,
+                                 (void *) (uintptr_t) json_object_get_boolean(get(m, "recursive")));
+}
+
 /* GET /health: 204 while the sandbox runs, else 502 (what the SDK reads as gone) */
 static int on_health(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                      void *userdata) {
@@ -2003,6 +2119,7 @@ const HttpRoute http_e2b_envd_routes[] = {
         { "POST",   "/filesystem.Filesystem/MakeDir",      HTTP_ROUTE_JSON_BODY, route_fs_mkdir },
         { "POST",   "/filesystem.Filesystem/Move",         HTTP_ROUTE_JSON_BODY, route_fs_move },
         { "POST",   "/filesystem.Filesystem/Remove",       HTTP_ROUTE_JSON_BODY, route_fs_remove },
+        { "POST",   "/filesystem.Filesystem/WatchDir",     HTTP_ROUTE_RAW_BODY, route_fs_watch },
         { "GET",    "/files",                              0, route_files_get },
         { "POST",   "/files",                              HTTP_ROUTE_UPLOAD, route_files_post, upload_data },
 };

@@ -37,6 +37,13 @@ unsigned http_connect_status(const char *code);
  * from the SDK in, and one of sandboxd's back out. */
 int http_e2b_path_in(const char *path, char **ret);
 int http_e2b_path_out(const char *path, char **ret);
+/* WatchDir's event type (envd's EventType, as Connect's JSON says it) for one of the
+ * agent's watch events (sandboxd-api(7)); NULL: none (overflow). fsnotify's mapping:
+ * moved away is a rename, moved in a create. */
+const char *http_e2b_watch_type(const char *ours);
+/* An event's name as envd says it: its path relative to the watched directory dir (both
+ * ours); NULL when path is not below dir. */
+const char *http_e2b_watch_name(const char *path, const char *dir);
 
 /* The E2B routes: the control plane's (looked up after http_routes[]), and the sandbox
  * plane's, chosen by E2b-Sandbox-Port (http_routes_select()). */

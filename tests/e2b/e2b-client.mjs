@@ -7,7 +7,7 @@
 // message; every sandbox a scenario created is killed before it ends.
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Sandbox, CommandExitError, NotFoundError, AuthenticationError, RateLimitError, SandboxError } from 'e2b';
+import { Sandbox, CommandExitError, InvalidArgumentError, NotFoundError, AuthenticationError, RateLimitError, SandboxError } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
 
 const created = [];
@@ -176,6 +176,41 @@ const scenarios = {
     }
     assert.ok(nf instanceof NotFoundError, String(nf));
     return { entries: names };
+  },
+
+  // files.watchDir: what commands.run does is seen (typed, named from the directory),
+  // recursively; stop() ends it; a missing directory is NotFound
+  async watch() {
+    const sbx = await create({ timeoutMs: 120_000 });
+    await sbx.files.makeDir('watched');
+    const events = [];
+    const handle = await sbx.files.watchDir('/home/user/watched', (e) => events.push(e), { recursive: true });
+    const until = async (what, test) => {
+      for (let i = 0; i < 100 && !events.some(test); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      assert.ok(events.some(test), `${what}: ${JSON.stringify(events)}`);
+    };
+    await sbx.commands.run('echo hi > watched/new.txt && mkdir watched/sub');
+    await until('created', (e) => e.name === 'new.txt' && e.type === 'create');
+    await until('written', (e) => e.name === 'new.txt' && e.type === 'write');
+    await until('a directory', (e) => e.name === 'sub' && e.type === 'create');
+    await sbx.commands.run('echo deep > watched/sub/deep.txt && mv watched/new.txt watched/moved.txt && rm watched/moved.txt');
+    await until('below, recursive', (e) => e.name === 'sub/deep.txt' && e.type === 'create');
+    await until('renamed', (e) => e.name === 'new.txt' && e.type === 'rename');
+    await until('moved in', (e) => e.name === 'moved.txt' && e.type === 'create');
+    await until('removed', (e) => e.name === 'moved.txt' && e.type === 'remove');
+    await handle.stop();
+    const seen = events.length;
+    await sbx.commands.run('touch watched/after.txt');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(events.length, seen, `nothing after stop(): ${JSON.stringify(events.slice(seen))}`);
+    const refused = (path) => sbx.files.watchDir(path, () => {}).then(() => undefined, (e) => e);
+    const nf = await refused('/home/user/nowhere');
+    assert.ok(nf instanceof NotFoundError, String(nf));
+    await sbx.files.write('watched/plain.txt', 'x');
+    const inv = await refused('/home/user/watched/plain.txt');
+    assert.ok(inv instanceof InvalidArgumentError, String(inv));
+    return { events: events.map((e) => `${e.type} ${e.name}`) };
   },
 
   // setTimeout, pause, list (state), connect (resumes), commands after it

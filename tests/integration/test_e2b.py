@@ -123,6 +123,11 @@ class E2B(secutil.Base):
     def test_files(self):
         self.scenario('files')
 
+    def test_watch(self):
+        out = self.scenario('watch')
+        self.assertIn('create new.txt', out['events'])
+        self.assertIn('remove moved.txt', out['events'])
+
     def test_lifecycle(self):
         self.scenario('lifecycle')
 

@@ -72,6 +72,23 @@ static void test_e2b_paths(void **state) {
         }
 }
 
+static void test_e2b_watch(void **state) {
+        assert_string_equal(http_e2b_watch_type("create"), "EVENT_TYPE_CREATE");
+        assert_string_equal(http_e2b_watch_type("modify"), "EVENT_TYPE_WRITE");
+        assert_string_equal(http_e2b_watch_type("delete"), "EVENT_TYPE_REMOVE");
+        assert_string_equal(http_e2b_watch_type("move_from"), "EVENT_TYPE_RENAME");
+        assert_string_equal(http_e2b_watch_type("move_to"), "EVENT_TYPE_CREATE");
+        assert_null(http_e2b_watch_type("overflow"));
+        assert_null(http_e2b_watch_type(NULL));
+
+        assert_string_equal(http_e2b_watch_name("/work/d/x", "/work/d"), "x");
+        assert_string_equal(http_e2b_watch_name("/work/d/sub/x", "/work/d//"), "sub/x");
+        assert_string_equal(http_e2b_watch_name("/x", "/"), "x");
+        assert_null(http_e2b_watch_name("/work/dd/x", "/work/d"));
+        assert_null(http_e2b_watch_name("/work/d", "/work/d"));
+        assert_null(http_e2b_watch_name("/other", "/work/d"));
+}
+
 static void test_status(void **state) {
         _cleanup_json_ json_object *enoent = json_tokener_parse("{\"errno\": 2}");
         _cleanup_json_ json_object *eexist = json_tokener_parse("{\"errno\": 17}");
@@ -259,6 +276,7 @@ int main(void) {
                 cmocka_unit_test(test_status),
                 cmocka_unit_test(test_e2b_connect),
                 cmocka_unit_test(test_e2b_paths),
+                cmocka_unit_test(test_e2b_watch),
                 cmocka_unit_test(test_json),
                 cmocka_unit_test(test_tokens),
                 cmocka_unit_test(test_sha256),
