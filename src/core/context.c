@@ -17,6 +17,7 @@
 #include "list.h"
 #include "log.h"
 #include "sandbox-internal.h"
+#include "sandbox-persist.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -777,6 +778,9 @@ static int context_new(Sandbox *s, ContextLanguage language, ExecConfig *options
                 return r;
         }
         log_sandbox(s, LOG_DEBUG, 0, "Context %s (%s) started.", c->id, context_language_to_string(language));
+        /* Its id in the sandbox's state: listed as lost after a restart of sandboxd. */
+        if (s->saved)
+                sandbox_save(s);
         *ret = c;
         return 0;
 }
@@ -1011,5 +1015,80 @@ void context_remove(Context *c) {
         context_notify_ready(c, &error);
         while (c->runs)
                 context_run_finish(c->runs, 0, NULL, &error);
+        Sandbox *s = c->sandbox;
         context_free(c);
+        if (s->saved)
+                sandbox_save(s);
+}
+
+/* ---- across a hibernation, a restart of sandboxd ---- */
+
+json_object *sandbox_contexts_to_json(Sandbox *s) {
+        json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (Context *c = sandbox_next_context(s, NULL); c; c = sandbox_next_context(s, c)) {
+                json_object *o = json_object_new_object();
+
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        return json_object_put(a), NULL;
+                }
+                if (json_add(o, "id", json_object_new_string(c->id)) < 0 ||
+                    json_add(o, "language", json_object_new_string(context_language_to_string(c->language))) < 0 ||
+                    (c->working_directory &&
+                     json_add(o, "cwd", json_object_new_string(c->working_directory)) < 0) ||
+                    json_add(o, "default", json_object_new_boolean(c->is_default)) < 0 ||
+                    json_add(o, "caller", json_object_new_int64(c->caller)) < 0 ||
+                    json_add(o, "created", json_object_new_int64((int64_t) c->created_at)) < 0)
+                        return json_object_put(a), NULL;
+        }
+        return a;
+}
+
+void sandbox_contexts_add_lost(Sandbox *s, json_object *records, const char *reason) {
+        if (!records || !context_records_valid(records))
+                return;
+        for (size_t i = 0; i < json_object_array_length(records); i++) {
+                json_object *o = json_object_array_get_idx(records, i), *v;
+                const char *id = json_object_get_string(json_object_object_get(o, "id"));
+                ContextLanguage l = context_language_from_string(
+                        json_object_get_string(json_object_object_get(o, "language")));
+                bool is_default = json_object_get_boolean(json_object_object_get(o, "default"));
+                Context *c, *other;
+
+                if (l < 0 || sandbox_get_context(s, id, &other, NULL) >= 0 ||
+                    s->n_contexts >= CONTEXTS_PER_SANDBOX_MAX)
+                        continue;
+                /* The template's default context of that language started anew already. */
+                if (is_default)
+                        for (other = s->contexts; other; other = other->next)
+                                if (other->is_default && other->language == l)
+                                        break;
+                if (is_default && other)
+                        continue;
+                c = calloc(1, sizeof(Context));
+                if (!c)
+                        return;
+                c->in_fd = c->out_fd = -EBADF;
+                c->language = l;
+                c->state = CONTEXT_LOST;
+                c->is_default = is_default;
+                c->caller = (uid_t) json_object_get_int64(json_object_object_get(o, "caller"));
+                c->created_at = (uint64_t) json_object_get_int64(json_object_object_get(o, "created"));
+                strcpy(c->id, id);
+                c->lost_reason = strdup(reason);
+                if (json_object_object_get_ex(o, "cwd", &v))
+                        c->working_directory = strdup(json_object_get_string(v));
+                if (!c->lost_reason || (json_object_object_get_ex(o, "cwd", NULL) && !c->working_directory)) {
+                        context_free(c);
+                        return;
+                }
+                c->sandbox = s;
+                /* The list is newest first; records are oldest first. */
+                LIST_PREPEND(s->contexts, c);
+                s->n_contexts++;
+                log_sandbox(s, LOG_INFO, 0, "Context %s lost: %s", c->id, reason);
+        }
 }

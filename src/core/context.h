@@ -124,3 +124,16 @@ int context_interrupt(Context *c, SandboxError *error);
 int context_restart(Context *c, context_ready_t cb, void *userdata, SandboxError *error);
 /* Ends its kernel and forgets it (cells waiting answered with NoSuchContext). */
 void context_remove(Context *c);
+
+/* Across a hibernation or a restart of sandboxd (docs/CONTEXTS.md): a context's kernel does
+ * not come along, its id, language and working directory do. The sandbox's contexts as
+ * records, oldest first ([{"id","language","cwd","default","caller","created"}], checked by
+ * context_records_valid()); a new reference, NULL if out of memory. */
+json_object *sandbox_contexts_to_json(Sandbox *s);
+/* The contexts of records in s, lost for reason: RunCode answers ContextLost with it,
+ * ListContexts shows them lost, RestartContext starts a fresh kernel under the same id.
+ * Ids s has already (and defaults of a language it has one of) are skipped. */
+void sandbox_contexts_add_lost(Sandbox *s, json_object *records, const char *reason);
+#define CONTEXT_LOST_HIBERNATED "the sandbox was hibernated; its kernel's state is gone"
+#define CONTEXT_LOST_STOPPED "the sandbox was hibernated or stopped; its kernel's state is gone"
+#define CONTEXT_LOST_RESTARTED "sandboxd restarted; its kernel's state is gone"

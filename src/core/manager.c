@@ -1063,6 +1063,8 @@ int manager_adopt_sandboxes(Manager *m) {
                 else {
                         r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
                         if (r >= 0) {
+                                /* Their drivers' pipes were the last sandboxd's: they end. */
+                                sandbox_contexts_add_lost(s, st.contexts, CONTEXT_LOST_RESTARTED);
                                 char egr[64];
 
                                 /* Its proxy, to be given to sandboxd-egress again (which may

@@ -28,7 +28,42 @@ void sandbox_persist_done(SandboxPersist *st) {
         st->egress_ca_key = mfree(st->egress_ca_key);
         json_object_put(st->payload_data);
         st->payload_data = NULL;
+        json_object_put(st->contexts);
+        st->contexts = NULL;
         sandbox_config_done(&st->config);
+}
+
+static bool hex_id_is_valid(const char *s, size_t len) {
+        if (strlen(s) != len)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!strchr("0123456789abcdef", s[i]))
+                        return false;
+        return true;
+}
+
+bool context_records_valid(json_object *records) {
+        if (!json_object_is_type(records, json_type_array) || json_object_array_length(records) > 16)
+                return false;
+        for (size_t i = 0; i < json_object_array_length(records); i++) {
+                json_object *o = json_object_array_get_idx(records, i), *v;
+
+                if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "id", &v) ||
+                    !json_object_is_type(v, json_type_string) || !hex_id_is_valid(json_object_get_string(v), 12) ||
+                    !json_object_object_get_ex(o, "language", &v) || !json_object_is_type(v, json_type_string) ||
+                    (!streq(json_object_get_string(v), "python") && !streq(json_object_get_string(v), "javascript")) ||
+                    !json_object_object_get_ex(o, "default", &v) || !json_object_is_type(v, json_type_boolean) ||
+                    !json_object_object_get_ex(o, "caller", &v) || !json_object_is_type(v, json_type_int) ||
+                    json_object_get_int64(v) < 0 || json_object_get_int64(v) > UINT32_MAX ||
+                    !json_object_object_get_ex(o, "created", &v) || !json_object_is_type(v, json_type_int) ||
+                    json_object_get_int64(v) < 0)
+                        return false;
+                if (json_object_object_get_ex(o, "cwd", &v) &&
+                    (!json_object_is_type(v, json_type_string) || json_object_get_string(v)[0] != '/' ||
+                     json_object_get_string_len(v) >= 4096))
+                        return false;
+        }
+        return true;
 }
 
 static int add_u64(json_object *o, const char *key, uint64_t v) {
@@ -79,7 +114,9 @@ int sandbox_persist_to_json(const SandboxPersist *st, char **ret) {
             (st->egress_ca_key && json_add(o, "EgressCAKey", json_object_new_string(st->egress_ca_key)) < 0) ||
             json_add(o, "pooled", json_object_new_boolean(st->pooled)) < 0 ||
             json_add(o, "from_pool", json_object_new_boolean(st->from_pool)) < 0 ||
-            json_add(o, "released", json_object_new_boolean(st->released)) < 0)
+            json_add(o, "released", json_object_new_boolean(st->released)) < 0 ||
+            (st->contexts && json_object_array_length(st->contexts) > 0 &&
+             json_add(o, "contexts", json_object_get(st->contexts)) < 0))
                 goto finish;
         if (st->payload_data) {
                 json_object_object_foreach(st->payload_data, key, val)
@@ -233,6 +270,13 @@ int sandbox_persist_from_json(const char *json, SandboxPersist *ret) {
                         goto finish;
                 }
                 r = -EBADMSG;
+        }
+
+        /* Absent in what an older sandboxd saved, and for a sandbox without contexts. */
+        if (json_object_object_get_ex(o, "contexts", &v)) {
+                if (!context_records_valid(v))
+                        goto finish;
+                st.contexts = json_object_get(v);
         }
 
         if (!json_object_object_get_ex(o, "environment", &v) || !json_object_is_type(v, json_type_array))

@@ -32,11 +32,18 @@ typedef struct SandboxPersist {
         SandboxConfig config;
         /* The CA of its header injection (sandbox-secrets.h), PEM; NULL: none. */
         char *egress_ca_cert, *egress_ca_key;
+        /* Its code contexts (context.h), records as context_records_valid() takes: after
+         * a restart of sandboxd their kernels are gone, their ids listed as lost. NULL: none. */
+        json_object *contexts;
         json_object *payload_data;  /* the backend's own keys (PayloadOps.save, .adopt), kept
                                      * at the top level of the file beside the others */
 } SandboxPersist;
 
 void sandbox_persist_done(SandboxPersist *st);
+/* Whether records is an array of at most 16 contexts as sandbox_contexts_to_json() writes
+ * them: "id" (12 lowercase hex digits), "language" ("python" or "javascript"), "cwd" (an
+ * absolute path, optional), "default" (boolean), "caller" (a uid), "created" (µs). */
+bool context_records_valid(json_object *records);
 /* JSON text of st (json-c); *ret is malloc'ed. */
 int sandbox_persist_to_json(const SandboxPersist *st, char **ret);
 /* Parses what sandbox_persist_to_json() wrote; -EBADMSG if anything is missing or off. */

@@ -221,6 +221,7 @@ void sandbox_save(Sandbox *s) {
                 .config = s->config,  /* borrowed, as the rest: st is not "done" */
                 .egress_ca_cert = s->egress_ca_cert,
                 .egress_ca_key = s->egress_ca_key,
+                .contexts = s->contexts ? sandbox_contexts_to_json(s) : NULL,
         };
         int r;
 
@@ -232,6 +233,7 @@ void sandbox_save(Sandbox *s) {
         if (r >= 0 && s->workspace && !sandbox_is_pooled(s) && !s->config.ephemeral)
                 r = sandbox_persist_save(workspace_pool_dir(s->manager->workspaces), &st);
         json_object_put(st.payload_data);
+        json_object_put(st.contexts);
         if (r < 0)
                 log_sandbox(s, LOG_WARNING, r, "Failed to save state of sandbox %s: %m", s->id);
 }
@@ -1256,6 +1258,7 @@ int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret) {
                 sandbox_free_internal(s);
                 return -ENOMEM;
         }
+        sandbox_contexts_add_lost(s, st->contexts, CONTEXT_LOST_STOPPED);
         *ret = s;
         return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "json-util.h"
 #include "labels.h"
+#include "sandbox-persist.h"
 #include "snapshot-meta.h"
 #include "strv.h"
 #include "template.h"
@@ -19,6 +20,8 @@ void snapshot_settings_done(SnapshotSettings *s) {
 void snapshot_meta_done(SnapshotMeta *m) {
         m->template_name = mfree(m->template_name);
         m->config.labels = strv_free(m->config.labels);
+        json_object_put(m->contexts);
+        m->contexts = NULL;
 }
 
 static const char * const snapshot_event_kind_table[_SNAPSHOT_EVENT_KIND_MAX] = {
@@ -93,7 +96,9 @@ int snapshot_meta_to_json(const SnapshotMeta *m, char **ret) {
             json_add(o, "IdleAction", json_object_new_string(idle_action_to_string(c->idle_action))) < 0 ||
             json_add(o, "Name", json_object_new_string(c->name)) < 0 ||
             json_add(o, "Tenant", json_object_new_string(c->tenant)) < 0 ||
-            (!strv_isempty(c->labels) && json_add(o, "Labels", labels_to_json(c->labels)) < 0))
+            (!strv_isempty(c->labels) && json_add(o, "Labels", labels_to_json(c->labels)) < 0) ||
+            (m->contexts && json_object_array_length(m->contexts) > 0 &&
+             json_add(o, "contexts", json_object_get(m->contexts)) < 0))
                 return -ENOMEM;
         text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         if (!text)
@@ -180,10 +185,19 @@ int snapshot_meta_from_json(const char *text, SnapshotMeta *ret) {
                 if (r < 0)
                         return r == -ENOMEM ? r : -EBADMSG;
         }
+        /* Absent but for a hibernation of a sandbox with code contexts. */
+        if (json_object_object_get_ex(o, "contexts", &v)) {
+                if (!context_records_valid(v)) {
+                        strv_free(m.config.labels);
+                        return -EBADMSG;
+                }
+                m.contexts = json_object_get(v);
+        }
         m.owner = (uid_t) owner;
         m.template_name = strdup(template);
         if (!m.template_name) {
                 strv_free(m.config.labels);
+                json_object_put(m.contexts);
                 return -ENOMEM;
         }
         *ret = m;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <json-c/json.h>
+
 #include "events.h"
 #include "options.h"
 #include "sandbox.h"
@@ -25,6 +27,8 @@ typedef struct SnapshotMeta {
         uint64_t created;      /* µs CLOCK_REALTIME */
         bool tmp;              /* /tmp is in it too */
         bool hibernated;       /* Hibernate's: Wake brings the source back under its id */
+        json_object *contexts; /* Hibernate's: the source's code contexts (sandbox-persist.h's
+                                * records), lost after Wake; NULL: none */
 } SnapshotMeta;
 
 typedef struct SnapshotSettings {

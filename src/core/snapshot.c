@@ -326,6 +326,7 @@ int snapshot_lookup_hibernated(Manager *m, const SandboxCaller *caller, const ch
         }
         *ret = a[found];
         a[found].template_name = NULL;
+        a[found].contexts = NULL;
         snapshot_meta_array_free(a, n);
         return 0;
 }
@@ -691,6 +692,12 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
                 free(j);
                 return -ENOMEM;
         }
+        /* Hibernated, its code contexts are listed again after Wake, lost (docs/CONTEXTS.md). */
+        if (hibernate && s->contexts && !(j->meta.contexts = sandbox_contexts_to_json(s))) {
+                strv_free(j->meta.config.labels);
+                free(j);
+                return -ENOMEM;
+        }
         strcpy(j->meta.source, s->id);
         j->meta.template_name = strdup(s->template_name);
         r = j->meta.template_name ? snapshot_generate_id(m, j->meta.id) : -ENOMEM;
@@ -824,6 +831,7 @@ static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *
         }
         h->meta = *meta;
         h->meta.template_name = strdup(meta->template_name);
+        h->meta.contexts = json_object_get(meta->contexts);
         s = manager_find_sandbox(h->manager, meta->source);
         if (!s || !h->meta.template_name) {
                 /* It ended meanwhile: hibernated all the same. */
@@ -919,11 +927,16 @@ typedef struct RestoreJob {
         void *userdata;
 } RestoreJob;
 
+static void restore_job_free(RestoreJob *rj) {
+        json_object_put(rj->meta.contexts);
+        free(rj);
+}
+
 static void restore_failed(RestoreJob *rj, Sandbox *s, const SandboxError *error) {
         rj->cb(s, error, rj->userdata);
         /* Half restored is not restored: the sandbox goes. */
         (void) sandbox_destroy(s, NULL, NULL);
-        free(rj);
+        restore_job_free(rj);
 }
 
 static void on_extracted(const struct agent_file_result *result, const void *data, size_t size,
@@ -949,8 +962,13 @@ static void on_extracted(const struct agent_file_result *result, const void *dat
         snapshot_record(rj->manager, &rj->meta, SNAPSHOT_EVENT_RESTORED, rj->cause, s->id);
         if (rj->consume)
                 (void) snapshot_remove_because(rj->manager, rj->snapshot, rj->cause);
+        if (rj->cause == SNAPSHOT_CAUSE_WAKE && rj->meta.contexts) {
+                sandbox_contexts_add_lost(s, rj->meta.contexts, CONTEXT_LOST_HIBERNATED);
+                if (s->saved)
+                        sandbox_save(s);
+        }
         rj->cb(s, NULL, rj->userdata);
-        free(rj);
+        restore_job_free(rj);
 }
 
 static void on_restore_started(Sandbox *s, const SandboxError *error, void *userdata) {
@@ -961,7 +979,7 @@ static void on_restore_started(Sandbox *s, const SandboxError *error, void *user
 
         if (error) {
                 rj->cb(s, error, rj->userdata);
-                free(rj);
+                restore_job_free(rj);
                 return;
         }
         rj->sandbox = s;
@@ -1014,10 +1032,11 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
         *rj = (RestoreJob) { .manager = m, .meta = *meta, .tmp = meta->tmp, .consume = consume, .cause = cause,
                              .cb = cb, .userdata = userdata };
         rj->meta.template_name = NULL;
+        rj->meta.contexts = json_object_get(meta->contexts);
         strcpy(rj->snapshot, meta->id);
         r = manager_start_sandbox(m, t, config, owner, false, on_restore_started, rj, error);
         if (r < 0)
-                free(rj);
+                restore_job_free(rj);
         return r;
 }
 

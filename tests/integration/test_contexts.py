@@ -480,6 +480,47 @@ class LostContexts(Base):
         events, result, err = self.run_code(sid, "'y' in globals()", cid)
         self.assertEqual([e for e in events if e['type'] == 'result'][0]['data']['text/plain'], 'False')
 
+    def assert_lost_then_fresh(self, sid, cid, reason, variable):
+        """cid is listed lost for reason, RunCode on it answers ContextLost saying so, and
+        RestartContext gives a fresh kernel under the same id (variable gone)."""
+        contexts = {c['id']: c for c in self.ok_call('ListContexts', {'id': sid})[-1]['contexts']}
+        self.assertIn(cid, contexts)
+        self.assertEqual(contexts[cid]['state'], 'lost')
+        self.assertIn(reason, contexts[cid]['lostReason'])
+        self.assertEqual(contexts[cid]['workingDirectory'], '/tmp')
+        events, result, err = self.run_code(sid, '1', cid)
+        self.assertIsNotNone(err, result)
+        self.assertEqual(err[0], 'io.sandboxd.Sandbox.ContextLost')
+        self.assertIn(reason, err[1])
+        self.assertIn('RestartContext', err[1])
+        ctx = self.ok_call('RestartContext', {'id': sid, 'context': cid})[-1]['context']
+        self.assertEqual((ctx['id'], ctx['state']), (cid, 'idle'))
+        events, result, err = self.run_code(sid, f"'{variable}' in globals()", cid)
+        self.assertEqual([e for e in events if e['type'] == 'result'][0]['data']['text/plain'], 'False')
+
+    def test_hibernate_wake_then_sandboxd_restart(self):
+        """A context's kernel does not outlive a hibernation (in memory: an archive; on
+        disk: the processes stop) nor a restart of sandboxd (its driver's pipes were the
+        old sandboxd's): afterwards the id is listed lost, with why, never NoSuchContext
+        nor a hang, and RestartContext starts it afresh."""
+        for storage in ('tmpfs', 'disk'):
+            with self.subTest(storage=storage):
+                sid = self.create(f'--storage={storage}')
+                cid = self.ok_call('CreateContext', {'id': sid, 'options': {'WorkingDirectory': '/tmp'}})[-1][
+                    'context']['id']
+                self.assertIsNone(self.run_code(sid, 'h = 1', cid)[2])
+                cp = self.ok(self.ctl('hibernate', sid))
+                self.assertEqual(bool(cp.stdout.strip()), storage == 'tmpfs')  # an archive in memory only
+                self.assertEqual(self.ok(self.ctl('wake', sid)).stdout.strip(), sid)
+                self.assert_lost_then_fresh(sid, cid, 'hibernated', 'h')
+
+        self.assertIsNone(self.run_code(sid, 'r = 1', cid)[2])
+        self.ok(S.systemctl('restart', 'sandboxd.service', timeout=90))
+        self.assert_lost_then_fresh(sid, cid, 'sandboxd restarted', 'r')
+        # The module's shared context was lost too: fresh again for the tests after this.
+        if 'cid' in SHARED:
+            self.ok_call('RestartContext', {'id': SHARED['sid'], 'context': SHARED['cid']})
+
 
 if __name__ == '__main__':
     unittest.main()
