@@ -52,9 +52,14 @@ FRAME = ('import pandas as pd\n'
          'pd.DataFrame({"city": ["Oslo", "Lima"], "temp": [4, 19]})\n')
 
 
+# Where Hibernate in memory (Storage=tmpfs) keeps its archive.
+CONFIG = '[Snapshots]\nDirectory=/run/sandboxd-test-state/snapshots-contexts\n'
+
+
 def setUpModule():
     global S, _owned
     S, _owned = harness.module_setup()
+    S.configure_daemon(CONFIG)
 
 
 def tearDownModule():
@@ -64,6 +69,8 @@ def tearDownModule():
     if BRIDGE.get('proc'):
         os.killpg(BRIDGE['proc'].pid, signal.SIGTERM)
         BRIDGE['proc'].wait(timeout=30)
+    if S:
+        S.configure_daemon(None)
     harness.module_teardown(_owned)
 
 
@@ -515,7 +522,15 @@ class LostContexts(Base):
                 self.assert_lost_then_fresh(sid, cid, 'hibernated', 'h')
 
         self.assertIsNone(self.run_code(sid, 'r = 1', cid)[2])
+        process = {c['id']: c for c in self.ok_call('ListContexts', {'id': sid})[-1]['contexts']}[cid]['process']
         self.ok(S.systemctl('restart', 'sandboxd.service', timeout=90))
+        # The old driver read the end of its stdin (the old sandboxd's pipe): it ended, its
+        # kernel with it; nothing is left running for the lost context.
+        deadline = time.monotonic() + 30
+        while any(p['process'] == process and p['state'] == 'running'
+                  for p in self.ok_call('ListProcesses', {'id': sid})[-1]['processes']):
+            self.assertLess(time.monotonic(), deadline, 'the old context driver still runs')
+            time.sleep(0.2)
         self.assert_lost_then_fresh(sid, cid, 'sandboxd restarted', 'r')
         # The module's shared context was lost too: fresh again for the tests after this.
         if 'cid' in SHARED:
