@@ -324,8 +324,10 @@ int snapshot_lookup_hibernated(Manager *m, const SandboxCaller *caller, const ch
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX, "No hibernated sandbox '%.64s'.",
                                          id_or_name);
         }
+        /* *ret takes what the record owns: every pointer snapshot_meta_done() frees. */
         *ret = a[found];
         a[found].template_name = NULL;
+        a[found].config.labels = NULL;
         a[found].contexts = NULL;
         snapshot_meta_array_free(a, n);
         return 0;
@@ -829,8 +831,10 @@ static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *
                 free(h);
                 return;
         }
+        /* A copy of its own: snapshot_meta_done() frees it below, the job's meta apart. */
         h->meta = *meta;
         h->meta.template_name = strdup(meta->template_name);
+        h->meta.config.labels = meta->config.labels ? strv_copy(meta->config.labels) : NULL;
         h->meta.contexts = json_object_get(meta->contexts);
         s = manager_find_sandbox(h->manager, meta->source);
         if (!s || !h->meta.template_name) {
@@ -879,6 +883,11 @@ static int sandbox_hibernate_on_disk(Sandbox *s, snapshot_callback_t cb, void *u
                 free(h);
                 return -ENOMEM;
         }
+        /* A snapshot's record keeps no egress rules nor secret bindings (as a snapshot job's
+         * does not), and snapshot_meta_done() frees none. */
+        h->meta.config.egress_allow = mfree(h->meta.config.egress_allow);
+        h->meta.config.egress_deny = mfree(h->meta.config.egress_deny);
+        h->meta.config.secrets = mfree(h->meta.config.secrets);
         r = sandbox_stop_keeping_files(s, on_hibernated_on_disk, h);
         if (r < 0) {
                 snapshot_meta_done(&h->meta);

@@ -238,7 +238,8 @@ class SnapshotTest(harness.SandboxTestCase):
         # In memory: a snapshot archive. On disk, Hibernate keeps the workspace instead
         # (test_workspaces).
         sid = vl_ok(self, 'CreateSandbox', {'template': 'shell',
-                                            'options': {'Name': 'sleeper', 'Storage': 'tmpfs'}})['id']
+                                            'options': {'Name': 'sleeper', 'Storage': 'tmpfs',
+                                                        'Labels': {'team': 'night'}}})['id']
         self.addCleanup(self.destroy_quietly, S, sid)
         self.sh(sid, 'mkdir -p /work/a && echo dreams > /work/a/f && chmod 600 /work/a/f')
         snap = vl_ok(self, 'Hibernate', {'id': sid})['snapshot']
@@ -254,6 +255,7 @@ class SnapshotTest(harness.SandboxTestCase):
         self.assertEqual(woken, sid)
         got = vl_ok(self, 'GetSandbox', {'id': 'sleeper'})['sandbox']
         self.assertEqual(got['id'], sid)
+        self.assertEqual(got['labels'], {'team': 'night'})  # read from the snapshot's record
         self.assertEqual(self.sh(sid, 'cat /work/a/f; stat -c %a /work/a/f'), 'dreams\n600\n')
         # Woken: its snapshot is used up; a second Wake finds nothing to wake.
         _, error, _ = vl('Wake', {'id': sid})
