@@ -19,7 +19,7 @@
 #define BACKEND_IDLE_PER_TENANT_MAX 8U
 
 typedef struct BackendConn BackendConn;
-typedef struct BackendCall BackendCall;
+typedef struct HttpBackendCall BackendCall;
 
 struct BackendConn {
         VarlinkClient *client;
@@ -27,7 +27,7 @@ struct BackendConn {
         BackendConn *prev, *next;
 };
 
-struct BackendCall {
+struct HttpBackendCall {
         HttpBackend *backend;
         HttpRequest *req;
         BackendConn *conn;
@@ -138,7 +138,7 @@ static int on_reply(VarlinkClient *client, json_object *parameters, const char *
         bool last = !(flags & VARLINK_REPLY_CONTINUES);
         int fds[VARLINK_STREAM_FDS_MAX];
 
-        if (!call->cancelled && !http_request_is_gone(call->req)) {
+        if (!call->cancelled && (!call->req || !http_request_is_gone(call->req))) {
                 replying = client;
                 (void) call->callback(call->req, parameters, error, flags, call->userdata);
                 replying = NULL;
@@ -165,7 +165,7 @@ static int on_acting(VarlinkClient *client, json_object *parameters, const char 
         BackendCall *call = userdata;
         int r;
 
-        if (call->cancelled || http_request_is_gone(call->req)) {
+        if (call->cancelled || (call->req && http_request_is_gone(call->req))) {
                 call_free(call);
                 return 0;
         }
@@ -183,11 +183,10 @@ static int on_acting(VarlinkClient *client, json_object *parameters, const char 
         return 0;
 }
 
-int http_backend_call(HttpRequest *req, const char *method, json_object *parameters, VarlinkCallFlags flags,
-                      http_backend_reply_t callback, void *userdata) {
-        HttpBackend *b = http_server_backend(http_request_server(req));
+static int call_start(HttpBackend *b, HttpRequest *req, const char *tenant, const char *method,
+                      json_object *parameters, VarlinkCallFlags flags, http_backend_reply_t callback, void *userdata,
+                      BackendCall **ret) {
         _cleanup_json_ json_object *p = parameters;
-        const char *tenant = http_request_backend_tenant(req);
         BackendCall *call;
         int r;
 
@@ -210,6 +209,8 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                 if (r < 0) {
                         log_warning_errno(r, "Cannot connect to sandboxd at %s: %m", b->address);
                         call_free(call);
+                        if (!req)
+                                return r;
                         /* As a disconnect: 503, and the caller's usual path. */
                         (void) callback(req, NULL, VARLINK_ERROR_DISCONNECTED, 0, userdata);
                         return 0;
@@ -224,9 +225,33 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                 } else
                         r = call_send(call);
         }
-        if (r < 0)
+        if (r < 0) {
                 call_free(call);
-        return r;
+                return r;
+        }
+        if (ret)
+                *ret = call;
+        return 0;
+}
+
+int http_backend_call(HttpRequest *req, const char *method, json_object *parameters, VarlinkCallFlags flags,
+                      http_backend_reply_t callback, void *userdata) {
+        return call_start(http_server_backend(http_request_server(req)), req, http_request_backend_tenant(req), method,
+                          parameters, flags, callback, userdata, NULL);
+}
+
+int http_backend_call_detached(HttpBackend *b, const char *tenant, const char *method, json_object *parameters,
+                               VarlinkCallFlags flags, http_backend_reply_t callback, void *userdata,
+                               HttpBackendCall **ret) {
+        return call_start(b, NULL, tenant, method, parameters, flags, callback, userdata, ret);
+}
+
+void http_backend_call_cancel(HttpBackendCall *call) {
+        if (!call || call->cancelled)
+                return;
+        call->cancelled = true;
+        /* As http_backend_cancel(): the callback frees the call from within the unref. */
+        conn_free(TAKE_PTR(call->conn));
 }
 
 void http_backend_cancel(HttpRequest *req) {

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <systemd/sd-event.h>
@@ -18,6 +19,7 @@
 #include "http-e2b.h"
 #include "http.h"
 #include "json-util.h"
+#include "list.h"
 #include "log.h"
 #include "parse-util.h"
 #include "strv.h"
@@ -1389,11 +1391,23 @@ static int on_watch_stat(HttpRequest *req, json_object *parameters, const char *
         return 0;
 }
 
+/* The request's path as an absolute directory of ours (the watch's). */
+static int watch_dir(const char *path, char **ret) {
+        _cleanup_free_ char *in = NULL;
+
+        if (http_e2b_path_in(path, &in) < 0)
+                return -ENOMEM;
+        if (in[0] == '/')
+                *ret = TAKE_PTR(in);
+        else if (asprintf(ret, "%s/%s", E2B_WORKDIR, in) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 /* filesystem.Filesystem/WatchDir: {path, recursive}: {start}, then {filesystem} events
  * until the client goes. */
 static int route_fs_watch(HttpRequest *req) {
         _cleanup_json_ json_object *m = NULL;
-        _cleanup_free_ char *in = NULL;
         const char *path;
         json_object *p;
         Watch *w;
@@ -1404,21 +1418,221 @@ static int route_fs_watch(HttpRequest *req) {
         path = get_str(m, "path");
         if (!path || !*path)
                 return stream_fail(req, "invalid_argument", "A path is needed.");
-        if (http_e2b_path_in(path, &in) < 0)
-                return -ENOMEM;
         w = calloc(1, sizeof(Watch));
         if (!w)
                 return -ENOMEM;
         http_request_set_data(req, w, watch_free);
-        if (in[0] == '/')
-                w->dir = TAKE_PTR(in);
-        else if (asprintf(&w->dir, "%s/%s", E2B_WORKDIR, in) < 0)
-                return w->dir = NULL, -ENOMEM;
+        if (watch_dir(path, &w->dir) < 0)
+                return -ENOMEM;
         p = params_path(req, w->dir);
         if (!p)
                 return -ENOMEM;
         return http_backend_call(req, IFACE "Stat", p, 0, on_watch_stat,
                                  (void *) (uintptr_t) json_object_get_boolean(get(m, "recursive")));
+}
+
+/* ---- envd's polling watchers: CreateWatcher, GetWatcherEvents, RemoveWatcher ----
+ * A watcher is a WatchDirectory call of the bridge's own (no request's), kept in a table by
+ * a random id, owned by the key's tenant and the sandbox. Its events wait in a bounded
+ * buffer until the next poll; one not polled for a while, or whose sandbox went, is freed. */
+
+#define E2B_WATCHER_EVENTS_MAX 4096U
+#define E2B_WATCHERS_PER_SANDBOX_MAX 64U
+#define E2B_WATCHER_IDLE_USEC (10U * 60U * 1000000U)
+
+typedef struct Watcher Watcher;
+struct Watcher {
+        char id[33];
+        char *tenant, *sandbox, *dir;
+        json_object *events;             /* FilesystemEvents not yet polled */
+        bool overflow;                   /* events were dropped since the last poll */
+        HttpBackendCall *call;
+        sd_event_source *expiry;
+        Watcher *prev, *next;
+};
+
+static Watcher *watchers = NULL;
+
+static void watcher_free(Watcher *w) {
+        if (!w)
+                return;
+        LIST_REMOVE(watchers, w);
+        if (w->call) {
+                HttpBackendCall *c = TAKE_PTR(w->call);
+                http_backend_call_cancel(c);
+        }
+        sd_event_source_disable_unref(w->expiry);
+        json_object_put(w->events);
+        free(w->tenant);
+        free(w->sandbox);
+        free(w->dir);
+        free(w);
+}
+
+void http_e2b_watchers_done(void) {
+        while (watchers)
+                watcher_free(watchers);
+}
+
+static int on_watcher_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
+        watcher_free(userdata);
+        return 0;
+}
+
+static void watcher_push(Watcher *w, const char *name, const char *type) {
+        _cleanup_json_ json_object *f = NULL;
+
+        if (json_object_array_length(w->events) >= E2B_WATCHER_EVENTS_MAX) {
+                w->overflow = true;
+                return;
+        }
+        f = json_object_new_object();
+        if (!f || json_add(f, "name", json_object_new_string(name)) < 0 ||
+            json_add(f, "type", json_object_new_string(type)) < 0 ||
+            json_object_array_add(w->events, f) < 0) {
+                w->overflow = true;
+                return;
+        }
+        TAKE_PTR(f);
+}
+
+static int on_watcher_event(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        Watcher *w = userdata;
+        json_object *e = get(parameters, "event");
+        const char *ev = get_str(e, "event"), *path = get_str(e, "path");
+        const char *type = http_e2b_watch_type(ev), *name = path ? http_e2b_watch_name(path, w->dir) : NULL;
+
+        if (error || !(flags & VARLINK_REPLY_CONTINUES)) {
+                /* The watch ended (the sandbox went, or sandboxd): so does the watcher. The
+                 * backend frees the call after this callback. */
+                w->call = NULL;
+                watcher_free(w);
+                return 0;
+        }
+        if (streq_ptr(ev, "overflow"))
+                w->overflow = true;
+        else if (type && name)
+                watcher_push(w, name, type);
+        return 0;
+}
+
+static Watcher *watcher_find(HttpRequest *req) {
+        json_object *m = http_request_body(req);
+        const char *id = get_str(m, "watcherId") ?: get_str(m, "watcher_id");
+        const char *tenant = strempty(http_request_backend_tenant(req));
+
+        for (Watcher *w = watchers; w; w = w->next)
+                if (id && streq(w->id, id) && streq(w->tenant, tenant) && streq(w->sandbox, sandbox_of(req)))
+                        return w;
+        return NULL;
+}
+
+static int on_watcher_stat(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                           void *userdata) {
+        HttpServer *s = http_request_server(req);
+        const char *tenant = strempty(http_request_backend_tenant(req));
+        _cleanup_json_ json_object *reply = NULL;
+        char *dir = http_request_get_data(req);
+        uint8_t random[16];
+        unsigned n = 0;
+        json_object *p;
+        Watcher *w;
+        int r;
+
+        if (error)
+                return connect_varlink_error(req, error, parameters);
+        if (!streq_ptr(get_str(get(parameters, "entry"), "type"), "dir"))
+                return connect_error(req, "invalid_argument", "The path is not a directory.");
+        for (Watcher *i = watchers; i; i = i->next)
+                if (streq(i->tenant, tenant) && streq(i->sandbox, sandbox_of(req)))
+                        n++;
+        if (n >= E2B_WATCHERS_PER_SANDBOX_MAX)
+                return connect_error(req, "resource_exhausted", "Too many watchers on this sandbox; remove one.");
+        if (getrandom(random, sizeof(random), 0) != sizeof(random))
+                return -EIO;
+        w = calloc(1, sizeof(Watcher));
+        if (!w)
+                return -ENOMEM;
+        LIST_PREPEND(watchers, w);
+        for (size_t i = 0; i < sizeof(random); i++)
+                sprintf(w->id + 2 * i, "%02x", random[i]);
+        w->tenant = strdup(tenant);
+        w->sandbox = strdup(sandbox_of(req));
+        w->dir = strdup(dir);
+        w->events = json_object_new_array();
+        p = params_path(req, dir);
+        reply = json_object_new_object();
+        if (!w->tenant || !w->sandbox || !w->dir || !w->events || !reply ||
+            !p || json_add(p, "recursive", json_object_new_boolean(!!userdata)) < 0 ||
+            json_add(reply, "watcherId", json_object_new_string(w->id)) < 0) {
+                json_object_put(p);
+                watcher_free(w);
+                return -ENOMEM;
+        }
+        r = sd_event_add_time_relative(http_server_event(s), &w->expiry, CLOCK_MONOTONIC, E2B_WATCHER_IDLE_USEC, 0,
+                                       on_watcher_expiry, w);
+        if (r >= 0)
+                r = http_backend_call_detached(http_server_backend(s), tenant, IFACE "WatchDirectory", p,
+                                               VARLINK_CALL_MORE, on_watcher_event, w, &w->call);
+        if (r < 0) {
+                watcher_free(w);
+                return connect_error(req, "unavailable", "sandboxd does not answer.");
+        }
+        return http_request_reply_json(req, 200, TAKE_PTR(reply));
+}
+
+/* filesystem.Filesystem/CreateWatcher: {path, recursive}: {watcherId} */
+static int route_fs_watcher_create(HttpRequest *req) {
+        json_object *m = http_request_body(req), *p;
+        const char *path = get_str(m, "path");
+        char *dir = NULL;
+
+        if (!path || !*path)
+                return connect_error(req, "invalid_argument", "A path is needed.");
+        if (watch_dir(path, &dir) < 0)
+                return -ENOMEM;
+        http_request_set_data(req, dir, free_string);
+        p = params_path(req, dir);
+        if (!p)
+                return -ENOMEM;
+        return http_backend_call(req, IFACE "Stat", p, 0, on_watcher_stat,
+                                 (void *) (uintptr_t) json_object_get_boolean(get(m, "recursive")));
+}
+
+/* filesystem.Filesystem/GetWatcherEvents: {watcherId}: {events} since the last call. Events
+ * dropped beyond the buffer fail the call (resource_exhausted) once, after which the
+ * watcher goes on with what comes next. */
+static int route_fs_watcher_events(HttpRequest *req) {
+        _cleanup_json_ json_object *reply = json_object_new_object(), *events = json_object_new_array();
+        Watcher *w = watcher_find(req);
+
+        if (!w)
+                return connect_error(req, "not_found", "No such watcher.");
+        if (!reply || !events)
+                return -ENOMEM;
+        (void) sd_event_source_set_time_relative(w->expiry, E2B_WATCHER_IDLE_USEC);
+        if (w->overflow) {
+                w->overflow = false;
+                json_object_put(w->events);
+                w->events = TAKE_PTR(events);
+                return connect_error(req, "resource_exhausted",
+                                     "Events were lost: more came between two polls than the watcher keeps.");
+        }
+        if (json_add(reply, "events", w->events) < 0)
+                return -ENOMEM;
+        w->events = TAKE_PTR(events);
+        return http_request_reply_json(req, 200, TAKE_PTR(reply));
+}
+
+/* filesystem.Filesystem/RemoveWatcher: {watcherId}: {} */
+static int route_fs_watcher_remove(HttpRequest *req) {
+        Watcher *w = watcher_find(req);
+
+        if (!w)
+                return connect_error(req, "not_found", "No such watcher.");
+        watcher_free(w);
+        return http_request_reply_json(req, 200, json_object_new_object());
 }
 
 /* GET /health: 204 while the sandbox runs, else 502 (what the SDK reads as gone) */
@@ -2120,6 +2334,9 @@ const HttpRoute http_e2b_envd_routes[] = {
         { "POST",   "/filesystem.Filesystem/Move",         HTTP_ROUTE_JSON_BODY, route_fs_move },
         { "POST",   "/filesystem.Filesystem/Remove",       HTTP_ROUTE_JSON_BODY, route_fs_remove },
         { "POST",   "/filesystem.Filesystem/WatchDir",     HTTP_ROUTE_RAW_BODY, route_fs_watch },
+        { "POST",   "/filesystem.Filesystem/CreateWatcher", HTTP_ROUTE_JSON_BODY, route_fs_watcher_create },
+        { "POST",   "/filesystem.Filesystem/GetWatcherEvents", HTTP_ROUTE_JSON_BODY, route_fs_watcher_events },
+        { "POST",   "/filesystem.Filesystem/RemoveWatcher", HTTP_ROUTE_JSON_BODY, route_fs_watcher_remove },
         { "GET",    "/files",                              0, route_files_get },
         { "POST",   "/files",                              HTTP_ROUTE_UPLOAD, route_files_post, upload_data },
 };

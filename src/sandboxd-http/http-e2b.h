@@ -47,6 +47,9 @@ const char *http_e2b_watch_name(const char *path, const char *dir);
 
 /* The E2B routes: the control plane's (looked up after http_routes[]), and the sandbox
  * plane's, chosen by E2b-Sandbox-Port (http_routes_select()). */
+/* Frees envd's polling watchers (before the backend goes). */
+void http_e2b_watchers_done(void);
+
 extern const HttpRoute http_e2b_api_routes[];
 extern const size_t http_e2b_n_api_routes;
 extern const HttpRoute http_e2b_envd_routes[];

@@ -323,6 +323,14 @@ void http_server_set_backend(HttpServer *s, HttpBackend *b);
  * (one acting for the tenant already, or a new one that does ActForTenant first). */
 int http_backend_call(HttpRequest *req, const char *method, json_object *parameters, VarlinkCallFlags flags,
                       http_backend_reply_t callback, void *userdata);
+/* A call of no request's (its callback gets req NULL), for the tenant: it lives until its
+ * last reply or http_backend_call_cancel() (then no callback), or the backend is freed
+ * (its owner must cancel it before). A failed connect is an error here, not a callback. */
+typedef struct HttpBackendCall HttpBackendCall;
+int http_backend_call_detached(HttpBackend *b, const char *tenant, const char *method, json_object *parameters,
+                               VarlinkCallFlags flags, http_backend_reply_t callback, void *userdata,
+                               HttpBackendCall **ret);
+void http_backend_call_cancel(HttpBackendCall *call);
 /* Ends the request's calls in progress (a stream it no longer wants). */
 void http_backend_cancel(HttpRequest *req);
 /* In a reply callback: the descriptor passed with the reply (OpenPort's), taken; -EBADF. */

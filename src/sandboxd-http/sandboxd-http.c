@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "conf-parser.h"
+#include "http-e2b.h"
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
@@ -317,6 +318,7 @@ static int run(const HttpConfig *config) {
 finish:
         /* The server first: its requests drop their varlink calls. */
         http_terminals_done();
+        http_e2b_watchers_done();
         s = http_server_free(s);
         sd_event_unref(e);
         return r;

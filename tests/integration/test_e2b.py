@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import unittest
 import urllib.error
 import urllib.request
@@ -201,6 +202,74 @@ class E2B(secutil.Base):
         status, _, body = self.request('GET', '/sandboxes/nosuch')
         self.assertEqual((status, json.loads(body)['code']), (404, 404))
 
+
+    def test_watchers(self):
+        """envd's polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher): the
+        events of files a command makes, polled; a watcher is its tenant's and sandbox's
+        only; one removed or never made is not_found."""
+        status, _, body = self.request('POST', '/v2/sandboxes', json.dumps({'templateID': 'base'}).encode(),
+                                       {'Content-Type': 'application/json'})
+        self.assertEqual(status, 201, body)
+        sid = json.loads(body)['sandboxID']
+        sandbox = {'E2b-Sandbox-Id': sid, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': self.key,
+                   'Content-Type': 'application/json'}
+
+        def rpc(method, message, headers=sandbox):
+            status, _, body = self.request('POST', '/filesystem.Filesystem/' + method, json.dumps(message).encode(),
+                                           headers)
+            return status, json.loads(body)
+
+        self.assertEqual(rpc('MakeDir', {'path': '/home/user/wd'})[0], 200)
+        self.assertEqual(rpc('CreateWatcher', {'path': '/home/user/nosuch'})[1]['code'], 'not_found')
+        status, reply = rpc('CreateWatcher', {'path': '/home/user/wd', 'recursive': False})
+        self.assertEqual(status, 200, reply)
+        watcher = reply['watcherId']
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher}), (200, {'events': []}))
+        msg = json.dumps({'process': {'cmd': '/bin/sh', 'args': ['-c', 'touch /work/wd/a && rm /work/wd/a'
+                                                                  ' && mkdir /work/wd/d']}}).encode()
+        status, _, _ = self.request('POST', '/process.Process/Start', struct.pack('>BI', 0, len(msg)) + msg,
+                                    dict(sandbox, **{'Content-Type': 'application/connect+json'}))
+        self.assertEqual(status, 200)
+        events = []
+        for _ in range(50):
+            status, reply = rpc('GetWatcherEvents', {'watcherId': watcher})
+            self.assertEqual(status, 200, reply)
+            events += [(e['name'], e['type']) for e in reply['events']]
+            if ('d', 'EVENT_TYPE_CREATE') in events:
+                break
+            time.sleep(0.2)
+        self.assertEqual([e for e in events if e[1] != 'EVENT_TYPE_WRITE'],
+                         [('a', 'EVENT_TYPE_CREATE'), ('a', 'EVENT_TYPE_REMOVE'), ('d', 'EVENT_TYPE_CREATE')])
+        # events since the last poll only
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher}), (200, {'events': []}))
+        # another tenant's key: not its watcher (nor its sandbox)
+        cp = S.run([S.paths.sandboxd_http, 'token', 'add', 'e2b-other', '--tenant=other', '--e2b',
+                    f'--tokens-dir={harness.HTTP_TOKENS_DIR}'], check=True)
+        other = dict(sandbox, **{'X-API-Key': cp.stdout.strip(), 'X-Access-Token': cp.stdout.strip()})
+        for _ in range(50):
+            status, reply = rpc('GetWatcherEvents', {'watcherId': watcher}, other)
+            if status != 401:
+                break
+            time.sleep(0.1)
+        self.assertEqual((status, reply['code']), (404, 'not_found'))
+        self.assertEqual(rpc('RemoveWatcher', {'watcherId': watcher}, other)[1]['code'], 'not_found')
+        self.assertEqual(rpc('RemoveWatcher', {'watcherId': watcher}), (200, {}))
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[1]['code'], 'not_found')
+        self.assertEqual(rpc('RemoveWatcher', {'watcherId': watcher})[1]['code'], 'not_found')
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': 'nosuch'})[1]['code'], 'not_found')
+        # more events between two polls than a watcher keeps (4096): that poll fails, the next goes on
+        watcher = rpc('CreateWatcher', {'path': '/home/user/wd'})[1]['watcherId']
+        msg = json.dumps({'process': {'cmd': '/bin/sh', 'args': ['-c', 'cd /work/wd && i=0; while [ $i -lt 5000 ];'
+                                                                  ' do mkdir m$i; i=$((i+1)); done']}}).encode()
+        status, _, _ = self.request('POST', '/process.Process/Start', struct.pack('>BI', 0, len(msg)) + msg,
+                                    dict(sandbox, **{'Content-Type': 'application/connect+json'}))
+        self.assertEqual(status, 200)
+        status, reply = rpc('GetWatcherEvents', {'watcherId': watcher})
+        self.assertEqual((status, reply['code']), (429, 'resource_exhausted'), reply)
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[0], 200)
+        # a watcher ends with its sandbox
+        S.sandboxctl('destroy', sid, timeout=120)
+        self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[1]['code'], 'not_found')
 
 if __name__ == '__main__':
     unittest.main()
