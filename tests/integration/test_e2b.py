@@ -259,11 +259,12 @@ class E2B(secutil.Base):
         self.assertEqual(rpc('GetWatcherEvents', {'watcherId': 'nosuch'})[1]['code'], 'not_found')
         # more events between two polls than a watcher keeps (4096): that poll fails, the next goes on
         watcher = rpc('CreateWatcher', {'path': '/home/user/wd'})[1]['watcherId']
-        msg = json.dumps({'process': {'cmd': '/bin/sh', 'args': ['-c', 'cd /work/wd && i=0; while [ $i -lt 5000 ];'
+        msg = json.dumps({'process': {'cmd': '/bin/sh', 'args': ['-c', 'cd /work/wd && i=0; while [ $i -lt 6000 ];'
                                                                   ' do mkdir m$i; i=$((i+1)); done']}}).encode()
         status, _, _ = self.request('POST', '/process.Process/Start', struct.pack('>BI', 0, len(msg)) + msg,
                                     dict(sandbox, **{'Content-Type': 'application/connect+json'}))
         self.assertEqual(status, 200)
+        time.sleep(1.5)  # the events on their way from the agent
         status, reply = rpc('GetWatcherEvents', {'watcherId': watcher})
         self.assertEqual((status, reply['code']), (429, 'resource_exhausted'), reply)
         self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[0], 200)
