@@ -44,7 +44,9 @@ struct HttpServer {
         size_t n_daemons;
         HttpStats stats;
         /* What is open or in progress, by key: "c:ADDRESS" connections from an address,
-         * "t:NAME" requests of a token, "f:ADDRESS" requests forwarded for a client. */
+         * "t:NAME" requests of a token, "u:NAME" its upgrades (requests to upgrade and
+         * upgraded connections), "f:ADDRESS" requests forwarded for a client. ADDRESS is
+         * http_address_limit_key()'s: an IPv6 client is its /64. */
         json_object *counts;
 };
 
@@ -65,7 +67,7 @@ struct HttpRequest {
         char *tenant;
         char method[16];                 /* for the access log */
         char *url;                       /* as libmicrohttpd has it: decoded, without the query */
-        char *counted[2];                /* the keys it counts under (server->counts) */
+        char *counted[3];                /* the keys it counts under (server->counts) */
         uint64_t begun;                  /* µs CLOCK_MONOTONIC */
 
         HttpBuffer body;
@@ -840,10 +842,12 @@ static const HttpToken *request_authenticate(HttpRequest *req) {
         if (h && strncasecmp(h, "Bearer ", 7) == 0) {
                 h += 7;
                 h += strspn(h, " ");
-        } else if (!h && (p = http_request_header(req, "Sec-WebSocket-Protocol")) &&
+        } else if (!h && http_websocket_requested(req) && (p = http_request_header(req, "Sec-WebSocket-Protocol")) &&
                    http_websocket_protocol_token(p, protocol_token) >= 0) {
                 /* A browser's WebSocket cannot send headers of its own: the token comes as
-                 * a subprotocol "bearer.TOKEN", as Kubernetes' API server takes it. */
+                 * a subprotocol "bearer.TOKEN", as Kubernetes' API server takes it. Only
+                 * on a WebSocket's handshake: elsewhere the header is not one that logs
+                 * and proxies on the way know to keep secret. */
                 h = protocol_token;
         } else if (!(h = http_request_header(req, "X-API-Key")) &&
                    !(h = http_request_header(req, "X-Access-Token")) &&
@@ -864,6 +868,13 @@ static bool content_length_exceeds(HttpRequest *req, uint64_t max) {
         return errno != 0 || *end != 0 || v > max;
 }
 
+/* A request to switch protocols: a WebSocket, or any upgrade the port proxy passes on. */
+static bool request_wants_upgrade(HttpRequest *req) {
+        const char *connection = http_request_header(req, MHD_HTTP_HEADER_CONNECTION);
+
+        return http_request_header(req, MHD_HTTP_HEADER_UPGRADE) && connection && strcasestr(connection, "upgrade");
+}
+
 /* Counts req under prefix + name (slot: which of its keys), refusing it beyond max: 0, or
  * the reply's result (429, sandboxd-http(8), LIMITS). */
 static int request_count(HttpRequest *req, unsigned slot, const char *prefix, const char *name, unsigned max) {
@@ -880,6 +891,10 @@ static int request_count(HttpRequest *req, unsigned slot, const char *prefix, co
         req->counted[slot] = TAKE_PTR(key);
         if (n <= max)
                 return 0;
+        if (streq(prefix, "u:"))
+                return http_request_reply_error(req, 429, "TooManyRequests",
+                                                "Too many upgraded connections (WebSockets, tunnels) open for this "
+                                                "token (at most %u, UpgradesPerToken=).", max);
         return http_request_reply_error(req, 429, "TooManyRequests",
                                         "Too many requests in progress for this %s (at most %u).",
                                         streq(prefix, "t:") ? "token" : "client address", max);
@@ -922,13 +937,15 @@ static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char 
 static int request_count_forwarded(HttpRequest *req) {
         HttpConnection *c = connection_of(req->connection);
         ForwardedFor f = { .server = req->server };
+        char key[HTTP_ADDRESS_KEY_MAX];
 
         if (!c || !address_is_trusted(req->server, c->address))
                 return 0;
         (void) MHD_get_connection_values(req->connection, MHD_HEADER_KIND, on_header, &f);
         if (!f.client[0])
                 return 0;       /* the proxy's own request */
-        return request_count(req, 1, "f:", f.client, req->server->config->connections_per_ip);
+        return request_count(req, 1, "f:", http_address_limit_key(f.client, key),
+                             req->server->config->connections_per_ip);
 }
 
 /* The first call for a request: its route, its token, its limits. Replies at once when
@@ -980,6 +997,13 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
                 r = request_count(req, 0, "t:", t->name, c->requests_per_token);
                 if (r != 0)
                         return r;
+                /* Counted from its request on: libmicrohttpd ends the request (on_completed())
+                 * only when the upgraded connection is closed. */
+                if (request_wants_upgrade(req)) {
+                        r = request_count(req, 2, "u:", t->name, c->upgrades_per_token);
+                        if (r != 0)
+                                return r;
+                }
         }
         if (content_length_exceeds(req, req->route->flags & HTTP_ROUTE_UPLOAD ? c->upload_max : c->body_max))
                 return http_request_reply_error(req, 413, "PayloadTooLarge", "The body is larger than allowed.");
@@ -1185,7 +1209,8 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 snprintf(c->address, sizeof(c->address), "%s",
                          d->unix_socket ? "unix" : http_address_to_string(info ? info->client_addr : NULL, buf));
                 if (!d->unix_socket && !address_is_trusted(d->server, c->address)) {
-                        _cleanup_free_ char *key = strjoin("c:", c->address);
+                        char k[HTTP_ADDRESS_KEY_MAX];
+                        _cleanup_free_ char *key = strjoin("c:", http_address_limit_key(c->address, k));
                         c->counted = key && server_count(d->server, key, +1) >= 0;
                 }
                 if (sd_event_add_time_relative(d->server->event, &c->deadline, CLOCK_MONOTONIC, 0, 1,
@@ -1199,7 +1224,8 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 d->server->stats.connections--;
         if (c) {
                 if (c->counted) {
-                        _cleanup_free_ char *key = strjoin("c:", c->address);
+                        char k[HTTP_ADDRESS_KEY_MAX];
+                        _cleanup_free_ char *key = strjoin("c:", http_address_limit_key(c->address, k));
                         if (key)
                                 (void) server_count(d->server, key, -1);
                 }
@@ -1214,7 +1240,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
 static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
         HttpDaemon *d = cls;
         const HttpConfig *c = d->server->config;
-        char buf[INET6_ADDRSTRLEN], key[INET6_ADDRSTRLEN + 3];
+        char buf[INET6_ADDRSTRLEN], k[HTTP_ADDRESS_KEY_MAX], key[HTTP_ADDRESS_KEY_MAX + 2];
         const char *a;
         json_object *v = NULL;
 
@@ -1223,7 +1249,7 @@ static enum MHD_Result on_accept_policy(void *cls, const struct sockaddr *addr, 
         a = http_address_to_string(addr, buf);
         if (!a || address_is_trusted(d->server, a))
                 return MHD_YES;
-        snprintf(key, sizeof(key), "c:%s", a);
+        snprintf(key, sizeof(key), "c:%s", http_address_limit_key(a, k));
         if (d->server->counts && json_object_object_get_ex(d->server->counts, key, &v) &&
             json_object_get_int64(v) >= c->connections_per_ip) {
                 log_debug("Refused a connection from %s: %u open already.", a, c->connections_per_ip);

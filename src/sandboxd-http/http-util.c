@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 
 #include "http.h"
 #include "json-util.h"
@@ -141,4 +142,22 @@ int http_address_normalize(const char *text, char buf[static INET6_ADDRSTRLEN]) 
         if (inet_pton(AF_INET6, text, &v6.sin6_addr) == 1)
                 return http_address_to_string((struct sockaddr *) &v6, buf) ? 0 : -EINVAL;
         return -EINVAL;
+}
+
+const char *http_address_limit_key(const char *address, char buf[static HTTP_ADDRESS_KEY_MAX]) {
+        struct in6_addr a;
+        char text[INET6_ADDRSTRLEN];
+
+        if (!strchr(address, ':') || inet_pton(AF_INET6, address, &a) != 1 ||
+            IN6_IS_ADDR_V4MAPPED(&a)) {
+                snprintf(buf, HTTP_ADDRESS_KEY_MAX, "%s", address);
+                return buf;
+        }
+        memset(a.s6_addr + 8, 0, 8);
+        if (!inet_ntop(AF_INET6, &a, text, sizeof(text))) {
+                snprintf(buf, HTTP_ADDRESS_KEY_MAX, "%s", address);
+                return buf;
+        }
+        snprintf(buf, HTTP_ADDRESS_KEY_MAX, "%s/64", text);
+        return buf;
 }

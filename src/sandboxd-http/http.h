@@ -36,6 +36,7 @@
 #define HTTP_CONNECTIONS_MAX_DEFAULT 1024U
 #define HTTP_CONNECTIONS_PER_IP_DEFAULT 64U
 #define HTTP_REQUESTS_PER_TOKEN_DEFAULT 256U
+#define HTTP_UPGRADES_PER_TOKEN_DEFAULT 64U
 #define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
@@ -60,6 +61,9 @@ typedef struct HttpConfig {
         /* Requests in progress at once per token, and (via a trusted proxy) per forwarded
          * client address (connections_per_ip). */
         unsigned requests_per_token;
+        /* Of those, upgraded connections (WebSockets, port tunnels) open at once per token:
+         * they last, and would otherwise take all of its requests. */
+        unsigned upgrades_per_token;
         /* Peers whose X-Forwarded-For names the client: IP addresses, or "unix" for the
          * AF_UNIX sockets. */
         char **trusted_proxies;
@@ -359,6 +363,10 @@ int http_agent_answer(bool draining, bool answering, uint64_t max, uint64_t live
  * listener) is the IPv4 address it carries. */
 const char *http_address_to_string(const struct sockaddr *sa, char buf[static INET6_ADDRSTRLEN]);
 int http_address_normalize(const char *text, char buf[static INET6_ADDRSTRLEN]);
+/* The client an address counts as for the per-address limits: an IPv4 address itself, an
+ * IPv6 address its /64 ("2001:db8:1:2::/64"), which one host usually has all of. */
+#define HTTP_ADDRESS_KEY_MAX (INET6_ADDRSTRLEN + 4)
+const char *http_address_limit_key(const char *address, char buf[static HTTP_ADDRESS_KEY_MAX]);
 
 /* The HTTP status of a varlink error name (SANDBOX_ERRORS' column; 500 for others). */
 unsigned http_status_from_varlink_error(const char *error, json_object *parameters);

@@ -1606,6 +1606,7 @@ class Bridge:
                 [binary, 'token', 'add', name, *((f'--tenant={tenant}',) if tenant else ()),
                  f'--tokens-dir={self.dir}'], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
         port = free_port()
+        self.port = port
         self.url = f'http://127.0.0.1:{port}'
         self.log = os.path.join(self.dir, 'log')
         with open(self.log, 'w') as log:

@@ -29,6 +29,10 @@ import harness  # noqa: E402
 S = None
 _owned = False
 BRIDGE = None
+# The bridge's limits here (sandboxd-http(8), LIMITS): upgraded connections per token, and
+# connections per client address (upgraded ones among them).
+UPGRADES = 3
+PER_IP = 8
 E = 'io.sandboxd.Sandbox1.'
 V = 'io.sandboxd.Sandbox.'
 
@@ -89,7 +93,10 @@ asyncio.run(main())
 def setUpModule():
     global S, _owned, BRIDGE
     S, _owned = harness.module_setup()
-    BRIDGE = harness.Bridge(S, {'alice': 'alice', 'bob': 'bob'})
+    conf = os.path.join(S.workdir, 'ports-http.conf')
+    with open(conf, 'w') as f:
+        f.write(f'[HTTP]\nUpgradesPerToken={UPGRADES}\nConnectionsPerIP={PER_IP}\n')
+    BRIDGE = harness.Bridge(S, {'alice': 'alice', 'alice2': 'alice', 'bob': 'bob'}, args=(f'--config={conf}',))
 
 
 def tearDownModule():
@@ -115,6 +122,52 @@ def varlink_open_port(sid, port):
                     a.frombytes(payload[:len(payload) - len(payload) % 4])
                     fds.extend(a)
         return json.loads(data[:-1]), (fds[0] if fds else None)
+
+
+WS_HANDSHAKE = {'Upgrade': 'websocket', 'Connection': 'Upgrade', 'Sec-WebSocket-Version': '13',
+                'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ=='}
+
+
+def raw_get(path, headers):
+    """GET path with exactly these headers (urllib would add Connection: close): (status,
+    the answer's head and body as text)."""
+    with socket.create_connection(('127.0.0.1', BRIDGE.port), timeout=30) as s:
+        s.sendall((f'GET {path} HTTP/1.1\r\nHost: x\r\n' +
+                   ''.join(f'{k}: {v}\r\n' for k, v in headers.items()) + '\r\n').encode())
+        got = b''
+        while True:
+            head, sep, body = got.partition(b'\r\n\r\n')
+            if sep:
+                n = [int(line.split(b':')[1]) for line in head.split(b'\r\n')
+                     if line.lower().startswith(b'content-length:')]
+                if n and len(body) >= n[0]:
+                    break
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    return int(got.split(b' ')[1]), got.decode(errors='replace')
+
+
+def open_tunnel(sid, token):
+    """A WebSocket handshake through the port proxy to the echo server, by hand: (the
+    socket, left open, the status or None when the connection was refused, the head)."""
+    s = socket.create_connection(('127.0.0.1', BRIDGE.port), timeout=30)
+    try:
+        s.sendall((f'GET /api/v1/sessions/{sid}/ports/8765/ HTTP/1.1\r\nHost: x\r\n'
+                   f'Authorization: Bearer {BRIDGE.tokens[token]}\r\n' +
+                   ''.join(f'{k}: {v}\r\n' for k, v in WS_HANDSHAKE.items()) + '\r\n').encode())
+        got = b''
+        while b'\r\n\r\n' not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        if b'\r\n\r\n' in got and not got.startswith(b'HTTP/1.1 101'):
+            got += s.recv(4096)       # the error's body
+    except (ConnectionResetError, BrokenPipeError):
+        got = b''
+    return s, (int(got.split(b' ')[1]) if got.startswith(b'HTTP/1.1 ') else None), got
 
 
 def http(method, path, token='alice', body=None):
@@ -231,19 +284,75 @@ class Ports(harness.SandboxTestCase):
         self.assertGreater(done_at, first_at + 1.0)
 
     def test_token_not_passed_to_sandbox(self):
-        """A browser's token rides in Sec-WebSocket-Protocol ("bearer.TOKEN"): the server in
-        the sandbox sees the client's other subprotocols, never the token (nor another header
-        that carried it)."""
+        """A browser's token rides in Sec-WebSocket-Protocol ("bearer.TOKEN") of a WebSocket
+        handshake: the server in the sandbox sees the client's other subprotocols, never the
+        token (nor another header that carried it)."""
         token = BRIDGE.tokens['alice']
-        url = BRIDGE.url + f'/api/v1/sessions/{self.sid}/ports/8000/headers'
-        for headers in ({'Sec-WebSocket-Protocol': f'chat.v1, bearer.{token}, x'},
+        path = f'/api/v1/sessions/{self.sid}/ports/8000/headers'
+        for headers in (dict(WS_HANDSHAKE, **{'Sec-WebSocket-Protocol': f'chat.v1, bearer.{token}, x'}),
                         {'Authorization': f'Bearer {token}', 'X-Access-Token': token, 'X-API-Key': token,
                          'E2B-Traffic-Access-Token': token, 'Proxy-Authorization': f'Bearer {token}'}):
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
-                seen = r.read().decode()
+            status, seen = raw_get(path, headers)
+            self.assertEqual(status, 200, seen)
             self.assertNotIn(token, seen)
             if 'Sec-WebSocket-Protocol' in headers:
                 self.assertIn('sec-websocket-protocol: chat.v1, x\n', seen.lower())
+
+    def test_protocol_token_only_on_websocket_handshakes(self):
+        """The token in Sec-WebSocket-Protocol authenticates a WebSocket's handshake only: on
+        a plain request (or another kind of upgrade) it is no credential, 401."""
+        token = BRIDGE.tokens['alice']
+        protocol = {'Sec-WebSocket-Protocol': f'bearer.{token}'}
+        for path in (f'/api/v1/sessions/{self.sid}/ports/8000/headers', '/api/v1/sessions',
+                     f'/api/v1/sessions/{self.sid}'):
+            status, body = raw_get(path, protocol)
+            self.assertEqual(status, 401, body)
+            self.assertNotIn(token, body)
+        status, body = raw_get(f'/api/v1/sessions/{self.sid}/ports/8000/headers',
+                               dict(protocol, Upgrade='h2c', Connection='Upgrade'))
+        self.assertEqual(status, 401, body)
+        status, body = raw_get(f'/api/v1/sessions/{self.sid}/ports/8000/headers', dict(WS_HANDSHAKE, **protocol))
+        self.assertEqual(status, 200, body)
+
+    def test_upgrades_per_token_and_address(self):
+        """Upgraded connections last: at most UpgradesPerToken= of one token at once, one
+        more answered 429; they stay connections of their client address too
+        (ConnectionsPerIP=). Closed, they count no more."""
+        held = [open_tunnel(self.sid, 'alice') for _ in range(UPGRADES)]
+        try:
+            self.assertEqual([status for _, status, _ in held], [101] * UPGRADES)
+            sock, status, head = open_tunnel(self.sid, 'alice')
+            sock.close()
+            self.assertEqual(status, 429, head)
+            self.assertIn(b'TooManyRequests', head)
+            self.assertIn(b'UpgradesPerToken', head)
+            # The token's other requests go on; another token has its own upgrades.
+            status, _, _ = http('GET', f'/api/v1/sessions/{self.sid}')
+            self.assertEqual(status, 200)
+            held += [open_tunnel(self.sid, 'alice2') for _ in range(UPGRADES)]
+            self.assertEqual([status for _, status, _ in held], [101] * 2 * UPGRADES)
+            # Two connections more fill the address's ConnectionsPerIP: the next is refused.
+            idle = [socket.create_connection(('127.0.0.1', BRIDGE.port), timeout=10) for _ in range(PER_IP - 2 * UPGRADES)]
+            held += [(s, None, None) for s in idle]
+            time.sleep(0.3)
+            sock, status, head = open_tunnel(self.sid, 'bob')
+            sock.close()
+            self.assertIsNone(status, head)
+            # The tunnels still carry.
+            tunnel = held[0][0]
+            tunnel.sendall(bytes([0x81, 0x82, 1, 2, 3, 4]) + bytes(a ^ b for a, b in zip(b'hi', (1, 2))))
+            self.assertEqual(tunnel.recv(64), bytes([0x81, 2]) + b'hi')
+        finally:
+            for s, _, _ in held:
+                s.close()
+        deadline = time.monotonic() + 10
+        while True:
+            sock, status, head = open_tunnel(self.sid, 'alice')
+            sock.close()
+            if status == 101 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(status, 101, head)
 
     def test_other_tenant_refused(self):
         base = f'/api/v1/sessions/{self.sid}/ports/8000/'

@@ -249,6 +249,21 @@ static void test_address(void **state) {
         assert_int_equal(http_address_normalize("", buf), -EINVAL);
 }
 
+/* The per-address limits' client: an IPv6 host has its /64 to rotate through, so its
+ * connections count under the /64; an IPv4 address under itself. */
+static void test_address_limit_key(void **state) {
+        char buf[HTTP_ADDRESS_KEY_MAX], other[HTTP_ADDRESS_KEY_MAX];
+
+        assert_string_equal(http_address_limit_key("10.0.0.5", buf), "10.0.0.5");
+        assert_string_equal(http_address_limit_key("2001:db8:1:2:aaaa:bbbb:cccc:dddd", buf), "2001:db8:1:2::/64");
+        assert_string_equal(http_address_limit_key("2001:db8:1:2::1", other), buf);
+        assert_string_equal(http_address_limit_key("2001:db8:1:3::1", other), "2001:db8:1:3::/64");
+        assert_string_equal(http_address_limit_key("::1", buf), "::/64");
+        assert_string_equal(http_address_limit_key("unix", buf), "unix");
+        assert_string_equal(http_address_limit_key("invalid", buf), "invalid");
+        assert_string_equal(http_address_limit_key("fe80::1:2:3:4", buf), "fe80::/64");
+}
+
 /* HAProxy's agent check: the free share as a weight, drain, down. */
 static void test_agent_answer(void **state) {
         char buf[64];
@@ -281,6 +296,7 @@ int main(void) {
                 cmocka_unit_test(test_tokens),
                 cmocka_unit_test(test_sha256),
                 cmocka_unit_test(test_address),
+                cmocka_unit_test(test_address_limit_key),
                 cmocka_unit_test(test_agent_answer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
