@@ -29,6 +29,7 @@
 #include "sandbox-secrets.h"
 #include "strv.h"
 #include "time-util.h"
+#include "workspace-export.h"
 
 struct ManagerSubscription {
         Manager *manager;
@@ -255,6 +256,7 @@ Manager *manager_free(Manager *m) {
         }
         manager_logs_done(m);
         snapshot_store_done(m);
+        workspace_exports_done(m);
         statistics_tenants_free(m);
         if (m->systemd)
                 manager_quota_done(m);

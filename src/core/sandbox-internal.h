@@ -252,6 +252,7 @@ struct Manager {
         sd_event_source *pool_timer;
         sd_event_source *snapshot_retention; /* snapshot.c */
         struct SnapshotImport *snapshot_imports; /* snapshot.c: imports under way */
+        struct WorkspaceExport *workspace_exports; /* workspace-export.c: exports under way */
         bool draining;
         void (*pool_drained_cb)(void *userdata);
         void *pool_drained_userdata;

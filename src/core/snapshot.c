@@ -19,6 +19,7 @@
 #include "strv.h"
 #include "time-util.h"
 #include "workspace.h"
+#include "workspace-export.h"
 
 #define SNAPSHOT_META_MAX (16U * 1024U)
 #define SNAPSHOT_SPLICE_CHUNK (1024U * 1024U)
@@ -860,6 +861,27 @@ static void on_hibernated_on_disk(Sandbox *s, const SandboxError *error, void *u
         free(h);
 }
 
+int snapshot_meta_of_workspace(Sandbox *s, SnapshotMeta *ret) {
+        SnapshotMeta meta = { .owner = s->owner, .created = now_usec(CLOCK_REALTIME), .hibernated = true,
+                              .tmp = true };
+
+        strcpy(meta.id, s->id);
+        strcpy(meta.source, s->id);
+        (void) workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup, &meta.content_size, NULL);
+        meta.template_name = strdup(s->template_name);
+        if (!meta.template_name || sandbox_config_copy(&meta.config, &s->config) < 0) {
+                snapshot_meta_done(&meta);
+                return -ENOMEM;
+        }
+        /* A snapshot's record keeps no egress rules nor secret bindings (as a snapshot job's
+         * does not), and snapshot_meta_done() frees none. */
+        meta.config.egress_allow = mfree(meta.config.egress_allow);
+        meta.config.egress_deny = mfree(meta.config.egress_deny);
+        meta.config.secrets = mfree(meta.config.secrets);
+        *ret = meta;
+        return 0;
+}
+
 /* On disk, Hibernate is "stop the processes, keep the directory": no archive, the
  * sandbox listed as stopped, and Wake starts it again in its workspace. What the caller
  * gets is the SnapshotInfo of no archive: an empty id, hibernated, the files' bytes. */
@@ -873,21 +895,11 @@ static int sandbox_hibernate_on_disk(Sandbox *s, snapshot_callback_t cb, void *u
         if (!h)
                 return -ENOMEM;
         *h = (HibernateJob) { .manager = s->manager, .cb = cb, .userdata = userdata };
-        h->meta = (SnapshotMeta) { .owner = s->owner, .created = now_usec(CLOCK_REALTIME), .hibernated = true,
-                                   .tmp = true };
-        strcpy(h->meta.source, s->id);
-        (void) workspace_usage(s->manager->workspaces, s->id, &s->workspace_qgroup, &h->meta.content_size, NULL);
-        h->meta.template_name = strdup(s->template_name);
-        if (!h->meta.template_name || sandbox_config_copy(&h->meta.config, &s->config) < 0) {
-                snapshot_meta_done(&h->meta);
+        if (snapshot_meta_of_workspace(s, &h->meta) < 0) {
                 free(h);
                 return -ENOMEM;
         }
-        /* A snapshot's record keeps no egress rules nor secret bindings (as a snapshot job's
-         * does not), and snapshot_meta_done() frees none. */
-        h->meta.config.egress_allow = mfree(h->meta.config.egress_allow);
-        h->meta.config.egress_deny = mfree(h->meta.config.egress_deny);
-        h->meta.config.secrets = mfree(h->meta.config.secrets);
+        h->meta.id[0] = 0; /* no archive */
         r = sandbox_stop_keeping_files(s, on_hibernated_on_disk, h);
         if (r < 0) {
                 snapshot_meta_done(&h->meta);
@@ -1203,6 +1215,9 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
 
         s = manager_find_stopped(m, caller, id_or_name);
         if (s) {
+                if (workspace_export_running(m, s->id))
+                        return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                                 "Sandbox %s is being exported; it wakes once that ends.", s->id);
                 if (!template_set_find(&m->templates, s->template_name))
                         return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                                  s->template_name);
@@ -1237,23 +1252,24 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
 /* ---- moving: export and import in parts ---- */
 
 int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
-                         size_t length, SnapshotMeta *ret_meta, uint8_t **ret_data, size_t *ret_size,
-                         SandboxError *error) {
+                         size_t length, workspace_export_callback_t cb, void *userdata, SandboxError *error) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
         _cleanup_free_ char *path = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
+        Sandbox *s;
         ssize_t n;
         int r;
 
         assert_return(m, -EINVAL);
         assert_return(caller, -EINVAL);
         assert_return(id_or_name, -EINVAL);
+        assert_return(cb, -EINVAL);
 
-        if (manager_find_stopped(m, caller, id_or_name))
-                return sandbox_error_set(error, SANDBOX_ERR_NOT_SUPPORTED,
-                                         "Sandbox %.64s is hibernated on disk, without an archive to export.",
-                                         id_or_name);
+        /* On disk: no archive to read, one made as it is read (workspace-export.h). */
+        s = manager_find_stopped(m, caller, id_or_name);
+        if (s)
+                return workspace_export_read(m, s, offset, length, cb, userdata, error);
         r = snapshot_lookup_hibernated(m, caller, id_or_name, &meta, error);
         if (r < 0)
                 return r;
@@ -1268,10 +1284,7 @@ int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id
         n = length > 0 ? pread(fd, buf, length, (off_t) offset) : 0;
         if (n < 0)
                 return sandbox_error_set_errno(error, errno, "Failed to read snapshot %s: %m", meta.id);
-        *ret_meta = meta;
-        meta = (SnapshotMeta) {};
-        *ret_data = TAKE_PTR(buf);
-        *ret_size = (size_t) n;
+        cb(&meta, buf, (size_t) n, NULL, userdata);
         return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "sandbox-errors.h"
 #include "snapshot-meta.h"
 #include "template.h"
+#include "workspace-export.h"
 
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
@@ -82,12 +83,15 @@ int snapshot_remove(Manager *m, const char *id, SandboxError *error);
 
 /* Moving a hibernated sandbox to another node (docs/SCALE-OUT.md), in parts, as files
  * move: ExportSnapshot reads the archive of the hibernated sandbox id_or_name (the
- * caller's, as for Wake) from offset, at most length bytes (*ret_data, *ret_size; 0 at
- * the end), with its record (*ret_meta). A sandbox hibernated on disk has no archive:
- * NotSupported. */
+ * caller's, as for Wake) from offset, at most length bytes, with its record: cb(meta,
+ * data, size; 0 bytes at the end). An archive's part comes before this returns; a
+ * sandbox hibernated on disk has its archive made as it is read (workspace-export.h), its
+ * parts come later, in order, and the record's size is 0 (known at the end only). */
 int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
-                         size_t length, SnapshotMeta *ret_meta, uint8_t **ret_data, size_t *ret_size,
-                         SandboxError *error);
+                         size_t length, workspace_export_callback_t cb, void *userdata, SandboxError *error);
+/* The record of a sandbox hibernated on disk (s: its workspace, /tmp too), as an archive's
+ * would be: id and source s's id, hibernated, the files' bytes (content_size). */
+int snapshot_meta_of_workspace(Sandbox *s, SnapshotMeta *ret);
 /* ImportSnapshot: the first part (import_id NULL) gives meta_json, an exported record,
  * and makes ret_id, the id of a new hibernated sandbox of the caller's (its tenant's) on
  * this node; each part (import_id: that id) adds data at offset (what came so far),

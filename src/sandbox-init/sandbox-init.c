@@ -585,6 +585,7 @@ int main(int argc, char *argv[]) {
                 { "hold",           no_argument,       NULL, 'H' },
                 { "egress",         no_argument,       NULL, 'e' },
                 { "renew-server",   no_argument,       NULL, 'R' },
+                { "archive-workspace", no_argument,    NULL, 'A' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
@@ -616,8 +617,10 @@ int main(int argc, char *argv[]) {
                         hold();
                 case 'R':
                         exit(agent_renew_server());
+                case 'A':
+                        exit(agent_archive_workspace());
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-server",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-server | --archive-workspace",
                             EINVAL);
                 }
         if (optind != argc)

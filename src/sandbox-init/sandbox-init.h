@@ -64,3 +64,5 @@ int agent_traits_restore(void);
  * stdin, a SOCK_SEQPACKET socket). Returns when sandboxd closed it: 0, or the positive
  * errno of what failed (reported on stderr). */
 int agent_renew_server(void);
+/* --archive-workspace (snapshot.c): exit status. */
+int agent_archive_workspace(void);

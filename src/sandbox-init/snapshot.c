@@ -45,13 +45,15 @@ static int archive_errno_or_eio(struct archive *a) {
         return e > 0 ? -e : -EIO;
 }
 
-/* "/work/x" -> "work/x": names in the stream are relative to "/". */
+/* "/work/x" -> "work/x": names in the stream are relative to "/" (or, archived from a
+ * workspace's directory, to it: "work/x" already). */
 static int entry_strip_root(struct archive_entry *e) {
         const char *p = archive_entry_pathname(e);
 
-        if (!p || p[0] != '/')
+        if (!p || p[0] == '\0' || streq(p, "/"))
                 return -EINVAL;
-        archive_entry_copy_pathname(e, p + 1);
+        if (p[0] == '/')
+                archive_entry_copy_pathname(e, p + 1);
         return 0;
 }
 
@@ -149,7 +151,9 @@ static int archive_tree(struct archive *disk, struct archive *out, struct archiv
         return archive_read_close(disk) == ARCHIVE_OK ? 0 : archive_errno_or_eio(disk);
 }
 
-static int snapshot_write(const struct agent_file *f, int out, uint64_t *total) {
+/* roots: "/work" and "/tmp" inside the sandbox; "work" and "tmp" in a workspace's
+ * directory (the current one). */
+static int snapshot_write(const char *work, const char *tmp, uint64_t max, int out, uint64_t *total) {
         _cleanup_archive_ struct archive *disk = archive_read_disk_new(), *w = archive_write_new();
         _cleanup_(linkresolver_freep) struct archive_entry_linkresolver *links = archive_entry_linkresolver_new();
         int r;
@@ -168,9 +172,9 @@ static int snapshot_write(const struct agent_file *f, int out, uint64_t *total) 
             archive_write_open_fd(w, out) != ARCHIVE_OK)
                 return archive_errno_or_eio(w);
 
-        r = archive_tree(disk, w, links, AGENT_WORKDIR, f->max, total);
-        if (r >= 0 && f->tmp)
-                r = archive_tree(disk, w, links, "/tmp", f->max, total);
+        r = archive_tree(disk, w, links, work, max, total);
+        if (r >= 0 && tmp)
+                r = archive_tree(disk, w, links, tmp, max, total);
         if (r < 0)
                 return r;
         return archive_write_close(w) == ARCHIVE_OK ? 0 : archive_errno_or_eio(w);
@@ -185,9 +189,25 @@ int op_archive(const struct agent_file *f, int out, struct agent_file_result *re
 
         (void) kill(-1, SIGSTOP);
         res->has_bytes = true;
-        r = snapshot_write(f, out, &res->bytes);
+        r = snapshot_write(AGENT_WORKDIR, f->tmp ? "/tmp" : NULL, f->max, out, &res->bytes);
         (void) kill(-1, SIGCONT);
         return r;
+}
+
+/* sandbox-init --archive-workspace: the workspace of a sandbox hibernated on disk (no
+ * processes, so no agent inside) to standard output, in the stream op_archive writes, for
+ * an export (sandboxd's workspace-export.c). sandboxd starts it in the workspace's
+ * directory as the sandbox's uid: it reads what the sandbox itself could, and stores a
+ * link as a link, as above. */
+int agent_archive_workspace(void) {
+        uint64_t total = 0;
+        int r = snapshot_write("work", "tmp", UINT64_MAX, STDOUT_FILENO, &total);
+
+        if (r < 0) {
+                fprintf(stderr, "sandbox-init: archive of the workspace: %s\n", strerror(-r));
+                return 1;
+        }
+        return 0;
 }
 
 /* What a stream may hold: "work" and "work/..." (with "tmp", "tmp" and "tmp/..." too). The

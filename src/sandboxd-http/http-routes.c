@@ -1653,6 +1653,7 @@ static int route_port_proxy(HttpRequest *req) {
 typedef struct MoveTransfer {
         uint64_t offset, size;
         bool in_flight, ended, meta_done, failed;
+        bool streamed;                 /* export: made as it is read, the end an empty part */
         char meta[MOVE_META_MAX + 1];  /* import: the record's line, as it comes */
         size_t meta_n;
         char id[16 + 1];               /* import: the new sandbox's, from the first part */
@@ -1684,7 +1685,12 @@ static int on_export_chunk(HttpRequest *req, json_object *parameters, const char
         size_t n = 0;
 
         t->in_flight = false;
-        if (error || json_object_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
+        if (!error && json_object_get_base64(get(parameters, "data"), &d, &n) >= 0 && n == 0 && t->streamed) {
+                /* The end of an archive made as it was read: sandboxd saw it finish well. */
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        if (error || !d || n == 0) {
                 log_warning("Export of %s ended at %llu of %llu bytes: %s", http_request_param(req, 0),
                             (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
                 http_request_stream_end(req, true);
@@ -1693,7 +1699,7 @@ static int on_export_chunk(HttpRequest *req, json_object *parameters, const char
         t->offset += n;
         if (http_request_stream_write(req, d, n) < 0)
                 return 0;
-        if (t->offset >= t->size)
+        if (!t->streamed && t->offset >= t->size)
                 http_request_stream_end(req, false);
         return 0;
 }
@@ -1704,7 +1710,7 @@ static int pull_export(HttpRequest *req) {
 
         if (t->in_flight)
                 return 0;
-        if (t->offset >= t->size) {
+        if (!t->streamed && t->offset >= t->size) {
                 http_request_stream_end(req, false);
                 return 0;
         }
@@ -1730,14 +1736,18 @@ static int on_export_first(HttpRequest *req, json_object *parameters, const char
         if (!meta || json_object_get_base64(get(parameters, "data"), &d, &n) < 0)
                 return http_request_reply_errno(req, -EBADMSG);
         line = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
+        /* Without a size, the archive is made as it is read (a sandbox hibernated on disk):
+         * chunked, to its empty last part. */
+        t->streamed = !get(parameters, "size");
         t->size = (uint64_t) json_object_get_int64(get(parameters, "size"));
         t->offset = n;
-        r = http_request_stream(req, 200, "application/vnd.sandboxd.move", strlen(line) + 1 + t->size, pull_export);
+        r = http_request_stream(req, 200, "application/vnd.sandboxd.move",
+                                t->streamed ? MHD_SIZE_UNKNOWN : strlen(line) + 1 + t->size, pull_export);
         if (r < 0)
                 return r;
         if (http_request_stream_printf(req, "%s\n", line) < 0 || http_request_stream_write(req, d, n) < 0)
                 return 0;
-        if (t->offset >= t->size)
+        if ((t->streamed && n == 0) || (!t->streamed && t->offset >= t->size))
                 http_request_stream_end(req, false);
         return 0;
 }

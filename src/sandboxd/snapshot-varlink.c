@@ -273,31 +273,42 @@ static int export_access(const SandboxCaller *caller, void *userdata, uid_t *ret
                                     error);
 }
 
-static int export_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
-        _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
-        _cleanup_free_ uint8_t *data = NULL;
+static void on_exported(const SnapshotMeta *meta, const void *data, size_t size, const SandboxError *error,
+                        void *userdata) {
+        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
         _cleanup_free_ char *text = NULL;
         _cleanup_json_ json_object *p = NULL;
-        MoveCall *c = userdata;
-        size_t n = 0;
-        int r;
 
-        r = snapshot_export_read(c->frontend->manager, caller, c->id, c->offset,
-                                 c->length == 0 ? SNAPSHOT_PART_MAX : MIN(c->length, SNAPSHOT_PART_MAX), &meta,
-                                 &data, &n, error);
-        if (r < 0)
-                return r;
-        r = snapshot_meta_to_json(&meta, &text);
-        if (r < 0)
-                return r;
+        if (error) {
+                (void) varlink_reply_sandbox_error(call, error);
+                return;
+        }
+        if (snapshot_meta_to_json(meta, &text) < 0) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return;
+        }
+        /* size: the archive's, when it is one on disk; none for one made as it is read. */
         p = json_object_new_object();
         if (!p ||
             json_add(p, "meta", json_object_new_string(text)) < 0 ||
-            json_add(p, "size", json_object_new_uint64(meta.size)) < 0 ||
-            json_add(p, "data", json_object_new_base64(data, n)) < 0)
-                return -ENOMEM;
-        (void) varlink_reply_or_fail(call, p);
-        return 0;
+            (meta->size > 0 && json_add(p, "size", json_object_new_uint64(meta->size)) < 0) ||
+            json_add(p, "data", json_object_new_base64(data, size)) < 0)
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+        else
+                (void) varlink_reply_or_fail(call, p);
+}
+
+static int export_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        MoveCall *c = userdata;
+        int r;
+
+        varlink_call_ref(call);
+        r = snapshot_export_read(c->frontend->manager, caller, c->id, c->offset,
+                                 c->length == 0 ? SNAPSHOT_PART_MAX : MIN(c->length, SNAPSHOT_PART_MAX), on_exported,
+                                 call, error);
+        if (r < 0)
+                varlink_call_unref(call);
+        return r;
 }
 
 static int import_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,

@@ -714,16 +714,33 @@ class Fleet(unittest.TestCase):
             self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'), res)
             harness.log(f'fleet: move of a hibernated sandbox with 100 MiB of files, node to node: {took:.2f} s '
                         f'({(100 / took):.0f} MiB/s)')
-            # A sandbox hibernated on disk has no archive: refused, not an empty stream.
+            # A sandbox hibernated on disk (its workspace kept, no archive): the agent archives
+            # the workspace as it is read, a link the sandbox planted stored as the link.
             status, res = request('POST', '/api/v1/sessions', {'template': 'shell'}, host=src.address,
                                   port=BRIDGE_PORT)
             self.assertEqual(status, 201, res)
             disk = res['id']
+            status, res = request('POST', f'/api/v1/sessions/{disk}/execute',
+                                  {'argv': ['sh', '-c', 'mkdir -p d && echo on-disk > d/f && ln -s /etc/shadow d/l && '
+                                            'echo t > /tmp/t']}, host=src.address, port=BRIDGE_PORT)
+            self.assertEqual((status, res['exit_code']), (200, 0), res)
             status, res = request('POST', f'/api/v1/sessions/{disk}/hibernate', {})
             self.assertEqual((status, res.get('id')), (200, ''), res)
-            status, res = request('GET', f'/api/v1/sessions/{disk}/export', host=src.address, port=BRIDGE_PORT)
-            self.assertEqual((status, res['error']['code']), (501, 'NotSupported'), res)
-            request('DELETE', f'/api/v1/sessions/{disk}')
+            cp = front_run(['bash', '-c', 'set -o pipefail; '
+                            f'curl -sSf -H "{auth}" http://{src.address}:{BRIDGE_PORT}/api/v1/sessions/{disk}/export | '
+                            f'curl -sSf -H "{auth}" -T - -X POST http://{dst.address}:{BRIDGE_PORT}/api/v1/sessions/import'])
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            res = json.loads(cp.stdout)
+            self.assertEqual(int(res['id'][-2:], 16), 3, res)
+            disk_moved = res['id']
+            status, res = request('DELETE', f'/api/v1/sessions/{disk}', host=src.address, port=BRIDGE_PORT)
+            self.assertEqual(status, 204, res)
+            status, res = request('POST', f'/api/v1/sessions/{disk_moved}/wake', {})
+            self.assertEqual((status, res.get('id')), (200, disk_moved), res)
+            status, res = request('POST', f'/api/v1/sessions/{disk_moved}/execute',
+                                  {'argv': ['sh', '-c', 'cat d/f /tmp/t; readlink d/l']})
+            self.assertEqual((status, res['exit_code'], res['stdout']), (200, 0, 'on-disk\nt\n/etc/shadow\n'), res)
+            request('DELETE', f'/api/v1/sessions/{disk_moved}')
             # What is no export's stream makes nothing on the node.
             before = request('GET', '/api/v1/snapshots', host=dst.address, port=BRIDGE_PORT)[1]
             status, res = request('POST', '/api/v1/sessions/import', b'{"id": "x"}\n' + b'\0' * 4096,
