@@ -886,24 +886,6 @@ static bool unit_is_active(Manager *m, const char *unit) {
         return streq(state, "active") || streq(state, "reloading");
 }
 
-static bool pid_in_unit(pid_t pid, const char *unit) {
-        char path[64], buf[4096];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return false;
-        buf[n] = 0;
-        char needle[128];
-        snprintf(needle, sizeof(needle), "/%s\n", unit);
-        return strstr(buf, needle) != NULL;
-}
-
 static int manager_stop_orphans(Manager *m) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
@@ -1060,10 +1042,13 @@ int manager_adopt_sandboxes(Manager *m) {
                         why = strdup("its unit is gone");
                 else if (st.payload_pid > 0 &&
                          ((pidfd = (int) syscall(SYS_pidfd_open, st.payload_pid, 0)) < 0 ||
-                          !pid_in_unit(st.payload_pid, unit)))
+                          !payload_pid_in_unit(st.payload_pid, unit)))
                         why = strdup("its payload process is gone");
                 else {
-                        r = sandbox_adopt(m, &st, TAKE_FD(fd), TAKE_FD(pidfd), &s);
+                        /* Alive and in its unit (checked holding it): from here on its
+                         * end shows as the end of its control socket. */
+                        pidfd = safe_close(pidfd);
+                        r = sandbox_adopt(m, &st, TAKE_FD(fd), &s);
                         if (r >= 0) {
                                 /* Their drivers' pipes were the last sandboxd's: they end. */
                                 sandbox_contexts_add_lost(s, st.contexts, CONTEXT_LOST_RESTARTED);

@@ -38,13 +38,14 @@ typedef struct ManagerSettings {
 #define SANDBOX_UID_RANGE 65536U
 #define SANDBOX_MAX_DEFAULT 4096U
 
-/* The descriptor budget (docs/WORKSPACES.md, "Descriptors"). An idle sandbox holds
- * SANDBOX_FDS_PER_SANDBOX of sandboxd's descriptors: its agent's control socket, the pipe
- * its payload's messages come through, and its payload's pidfd. SANDBOX_FDS_BASE is the rest: the buses, varlink and HTTP bridge
- * connections, the spool, journal readers (1024), and what running execs hold besides
- * (their output pipes, the caller's stdout and stderr, the two cgroup files read at their
- * start and end: 4 each for 1024 execs at once). */
-#define SANDBOX_FDS_PER_SANDBOX 3U
+/* The descriptor budget (docs/WORKSPACES.md, "Descriptors"). A running sandbox holds
+ * SANDBOX_FDS_PER_SANDBOX of sandboxd's descriptors: its agent's control socket (the pipe
+ * of its payload's messages and the payload's pidfd go once it is ready: PayloadOps.running).
+ * SANDBOX_FDS_BASE is the rest: the buses, varlink and HTTP bridge connections, the spool,
+ * journal readers, sandboxes starting (1024), and what running execs hold besides (their
+ * output pipes, the caller's stdout and stderr, the two cgroup files read at their start
+ * and end: 4 each for 1024 execs at once). */
+#define SANDBOX_FDS_PER_SANDBOX 1U
 #define SANDBOX_FDS_BASE (1024U + 4U * 1024U)
 /* RLIMIT_NOFILE that max_sandboxes sandboxes need. */
 uint64_t sandbox_fds_needed(unsigned max_sandboxes);

@@ -138,6 +138,8 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--chdir"); ARG(SANDBOX_WORKDIR);
         ARG("--");
         ARG(SANDBOX_AGENT_INSIDE);
+        /* Its messages over the control socket once it is ready: no pipe of ours a sandbox. */
+        ARG("--log-over-control");
         if (p->egress)
                 ARG("--egress");
 #undef ARG
@@ -628,7 +630,6 @@ static int bwrap_renew(Sandbox *s) {
         r = bwrap_find_agent(s, &agent);
         if (r < 0)
                 return r;
-        payload_process_next_user(&b->process);
 
         MountRenew mounts[] = {
                 { SANDBOX_WORKDIR, sandbox_payload_config(s)->disk_max, WORKDIR_MODE },
@@ -650,7 +651,7 @@ static void bwrap_abort(Sandbox *s) {
         b->renewal = mount_renewal_free(b->renewal);
         /* The source first: its fd is one that abort closes. */
         b->info_source = sd_event_source_disable_unref(b->info_source);
-        payload_process_abort(&b->process);
+        payload_process_abort(&b->process, sandbox_payload_unit(s));
 }
 
 static void bwrap_stop(Sandbox *s) {
@@ -659,7 +660,7 @@ static void bwrap_stop(Sandbox *s) {
         /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
          * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
          * systemd mostly finds an empty cgroup and the stop job ends at once. */
-        payload_process_kill(&b->process);
+        payload_process_kill(&b->process, sandbox_payload_unit(s));
         sandbox_payload_stopped(s);
 }
 
@@ -670,34 +671,20 @@ static int bwrap_save(Sandbox *s, SandboxPersist *st) {
         return 0;
 }
 
-/* The pipe of its stderr went with the sandboxd that made it: the agent gets a new one
- * (bwrap's monitor keeps the old, which it writes to only when it fails, as it ends). */
-static void bwrap_reconnect_log(Sandbox *s) {
+static void bwrap_running(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
-        _cleanup_close_pair_ int log[2] = { -EBADF, -EBADF };
-        _cleanup_json_ json_object *msg = NULL;
-        int r;
 
-        r = payload_log_pipe(log);
-        if (r >= 0) {
-                msg = agent_msg_stderr();
-                r = msg ? agent_send(sandbox_payload_control_fd(s), msg, &log[1], 1) : -ENOMEM;
-        }
-        if (r >= 0)
-                r = payload_process_forward_log(&b->process, TAKE_FD(log[0]), sandbox_payload_host(s)->event, s);
-        if (r < 0)
-                log_sandbox(s, LOG_WARNING, r, "Failed to give the agent of sandbox %s a new stderr, its messages are lost: %m",
-                            sandbox_get_id(s));
+        payload_process_running(&b->process);
 }
 
-static int bwrap_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
+/* Running: as after bwrap_running(), its agent's messages come over its control socket,
+ * and its monitor is known by pid only. */
+static int bwrap_adopt(Sandbox *s, const SandboxPersist *st) {
         BwrapState *b = sandbox_payload_state(s);
 
         b->process.pid = st->payload_pid;
-        b->process.pidfd = pidfd;
         b->unit_running = true;
-        bwrap_reconnect_log(s);
-        return b->process.pidfd >= 0 ? payload_process_watch(&b->process, sandbox_payload_host(s)->event, s) : 0;
+        return 0;
 }
 
 static void bwrap_detach(Sandbox *s) {
@@ -722,6 +709,7 @@ const PayloadOps payload_bwrap_ops = {
         .abort = bwrap_abort,
         .stop = bwrap_stop,
         .save = bwrap_save,
+        .running = bwrap_running,
         .adopt = bwrap_adopt,
         .renew = bwrap_renew,
         .detach = bwrap_detach,

@@ -375,7 +375,7 @@ static void docker_stop_unit(Sandbox *s) {
         DockerState *d = sandbox_payload_state(s);
 
         /* As bwrap's monitor: killed as systemd is asked to stop the unit. */
-        payload_process_kill(&d->holder);
+        payload_process_kill(&d->holder, sandbox_payload_unit(s));
         sandbox_payload_stopped(s);
 }
 
@@ -442,7 +442,7 @@ static int docker_start(Sandbox *s, const Template *t) {
 static void docker_abort(Sandbox *s) {
         DockerState *d = sandbox_payload_state(s);
 
-        payload_process_abort(&d->holder);
+        payload_process_abort(&d->holder, sandbox_payload_unit(s));
 }
 
 static int docker_save(Sandbox *s, SandboxPersist *st) {
@@ -457,12 +457,19 @@ static int docker_save(Sandbox *s, SandboxPersist *st) {
         return json_add(st->payload_data, "container_id", json_object_new_string(d->container_id));
 }
 
-static int docker_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
+/* The container's agent connected and is ready: the holder is known by pid only from
+ * here on (it only keeps the scope; the sandbox's end is its agent's connection's). */
+static void docker_running(Sandbox *s) {
+        DockerState *d = sandbox_payload_state(s);
+
+        payload_process_running(&d->holder);
+}
+
+static int docker_adopt(Sandbox *s, const SandboxPersist *st) {
         DockerState *d = sandbox_payload_state(s);
         json_object *v;
 
         d->holder.pid = st->payload_pid;
-        d->holder.pidfd = pidfd;
         if (json_object_object_get_ex(st->payload_data, "container_id", &v)) {
                 if (!json_object_is_type(v, json_type_string))
                         return -EBADMSG;
@@ -474,7 +481,7 @@ static int docker_adopt(Sandbox *s, const SandboxPersist *st, int pidfd) {
                 d->socket_dir = NULL;
                 return -ENOMEM;
         }
-        return d->holder.pidfd >= 0 ? payload_process_watch(&d->holder, sandbox_payload_host(s)->event, s) : 0;
+        return 0;
 }
 
 static void docker_detach(Sandbox *s) {
@@ -486,7 +493,7 @@ static void docker_detach(Sandbox *s) {
 static void docker_free(Sandbox *s) {
         DockerState *d = sandbox_payload_state(s);
 
-        payload_process_abort(&d->holder);
+        payload_process_abort(&d->holder, sandbox_payload_unit(s));
         free(d->image);
         free(d->container_id);
         free(d->socket_dir);
@@ -545,6 +552,7 @@ const PayloadOps payload_docker_ops = {
         .stop = docker_stop,
         .done = docker_done,
         .save = docker_save,
+        .running = docker_running,
         .adopt = docker_adopt,
         .detach = docker_detach,
         .free = docker_free,

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -52,15 +54,43 @@ int payload_process_watch(PayloadProcess *p, sd_event *event, Sandbox *s) {
         return sd_event_add_io(event, &p->exit_source, p->pidfd, EPOLLIN, on_payload_process_exit, s);
 }
 
-void payload_process_kill(PayloadProcess *p) {
-        if (p->pidfd >= 0)
-                (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+bool payload_pid_in_unit(pid_t pid, const char *unit) {
+        char path[64], buf[4096], needle[128];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        snprintf(needle, sizeof(needle), "/%s\n", unit);
+        return strstr(buf, needle) != NULL;
 }
 
-void payload_process_abort(PayloadProcess *p) {
+void payload_process_kill(PayloadProcess *p, const char *unit) {
+        _cleanup_close_ int pidfd = -EBADF;
+
+        if (p->pidfd >= 0) {
+                (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
+                return;
+        }
+        if (p->pid <= 0 || !unit)
+                return;
+        /* Opened first, checked after: the pidfd holds the process the check was about.
+         * One gone, its pid taken by another, is not in the unit (and then not ours). */
+        pidfd = (int) syscall(SYS_pidfd_open, p->pid, 0);
+        if (pidfd >= 0 && payload_pid_in_unit(p->pid, unit))
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+}
+
+void payload_process_abort(PayloadProcess *p, const char *unit) {
         /* Kill first: EOF on the block pipe would let bwrap go on (it reads "anything"
          * as go). The child dies with its monitor (--die-with-parent). */
-        payload_process_kill(p);
+        payload_process_kill(p, unit);
         payload_process_done(p);
 }
 
@@ -91,12 +121,7 @@ static int payload_log_read(PayloadProcess *p) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
         if (n > 0) {
-                /* The sandbox's id now: a recycled one's is its current user's. */
-                if (p->log_budget > 0 &&
-                    log_payload_output(sandbox_get_unit(s), sandbox_get_id(s), buf, (size_t) n, &p->log_budget) > 0 &&
-                    p->log_budget == 0)
-                        log_sandbox(s, LOG_WARNING, 0, "Further messages of the payload of sandbox %s are not logged.",
-                                    sandbox_get_id(s));
+                sandbox_payload_log(s, buf, (size_t) n);
                 return 1;
         }
         /* EOF (every writer gone) or a failed read: nothing more will come. */
@@ -110,12 +135,19 @@ static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, voi
         return 0;
 }
 
-void payload_process_next_user(PayloadProcess *p) {
-        /* What is in the pipe is the last user's (its reset's complaints): logged under
-         * its id, before the sandbox gets another. */
+void payload_process_running(PayloadProcess *p) {
+        /* What bwrap and the agent said before "ready" is in the pipe by now: logged, and
+         * the pipe goes (bwrap's monitor keeps its end, which it writes to only if it
+         * fails as it ends). The agent's messages come over the control socket from here
+         * on, and the payload's end shows as that socket's: its other end is held by
+         * bwrap's monitor and the agent alone, and each ends with the other
+         * (--die-with-parent; the monitor exits with its child). */
         while (p->log_fd >= 0 && payload_log_read(p) > 0)
                 ;
-        p->log_budget = PAYLOAD_LOG_LINES_MAX;
+        p->log_source = sd_event_source_disable_unref(p->log_source);
+        p->log_fd = safe_close(p->log_fd);
+        p->exit_source = sd_event_source_disable_unref(p->exit_source);
+        p->pidfd = safe_close(p->pidfd);
 }
 
 int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s) {
@@ -125,7 +157,6 @@ int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sand
         safe_close(p->log_fd);
         p->log_fd = fd;
         p->log_sandbox = s;
-        p->log_budget = PAYLOAD_LOG_LINES_MAX;
         r = sd_event_add_io(event, &p->log_source, fd, EPOLLIN, on_payload_log, p);
         if (r < 0)
                 p->log_fd = safe_close(p->log_fd);

@@ -67,9 +67,14 @@ typedef struct PayloadOps {
         /* What a restarted sandboxd needs: sets st->payload_pid (the process watched in
          * the unit, 0 if none) and adds the backend's own keys to st->payload_data. */
         int (*save)(Sandbox *s, SandboxPersist *st);
-        /* Takes up a running sandbox from what save wrote. Takes pidfd (of
-         * st->payload_pid; -EBADF if none). */
-        int (*adopt)(Sandbox *s, const SandboxPersist *st, int pidfd);
+        /* The agent said "ready": what only a start needs goes, so that a running
+         * sandbox costs sandboxd one descriptor, its control socket (docs/WORKSPACES.md,
+         * "Descriptors"). From here on the end of the payload shows as the end of that
+         * socket, and the agent's messages come through it ("log"). Optional. */
+        void (*running)(Sandbox *s);
+        /* Takes up a running sandbox from what save wrote (its st->payload_pid was found
+         * alive in its unit). */
+        int (*adopt)(Sandbox *s, const SandboxPersist *st);
         /* Recycling (recycle.c), optional (none: the backend's sandboxes are not recycled):
          * the agent has reset the sandbox. Checks that nothing but the backend's own
          * processes is left in the unit, and gives the sandbox fresh writable mounts; then
@@ -104,6 +109,9 @@ int sandbox_payload_connected(Sandbox *s, int fd);
 void sandbox_payload_failed(Sandbox *s, const char *reason);
 /* The backend's process in the unit has ended: the sandbox is over. */
 void sandbox_payload_exited(Sandbox *s);
+/* What the payload's processes wrote to their stderr: logged under s's unit and id, up
+ * to PAYLOAD_LOG_LINES_MAX lines for each user of s. */
+void sandbox_payload_log(Sandbox *s, const char *buf, size_t n);
 /* What stop began is done: the unit is stopped now. */
 void sandbox_payload_stopped(Sandbox *s);
 /* What renew began is done: failure NULL, or why the sandbox cannot be used again (it is
@@ -126,7 +134,6 @@ typedef struct PayloadProcess {
         int log_fd;       /* its processes' stderr, read end (payload_process_forward_log) */
         sd_event_source *log_source;
         Sandbox *log_sandbox;         /* whose unit and id its lines are logged under */
-        unsigned log_budget;          /* lines still to be logged */
 } PayloadProcess;
 
 #define PAYLOAD_PROCESS_NULL                                                    \
@@ -144,19 +151,22 @@ int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProces
 /* Calls sandbox_payload_exited(s) when p ends. */
 int payload_process_watch(PayloadProcess *p, sd_event *event, Sandbox *s);
 int payload_release(PayloadProcess *p);
-/* SIGKILLs p if it runs (held or not); its descriptors stay. */
-void payload_process_kill(PayloadProcess *p);
+/* SIGKILLs p if it runs (held or not); its descriptors stay. Without its pidfd (closed
+ * once running), p->pid is opened again and killed only if it is still in unit. */
+void payload_process_kill(PayloadProcess *p, const char *unit);
 /* SIGKILLs a payload that is still held or running and closes its descriptors. */
-void payload_process_abort(PayloadProcess *p);
+void payload_process_abort(PayloadProcess *p, const char *unit);
+/* The payload runs: what came through its stderr pipe is logged, and the pipe and the
+ * pidfd are closed (PayloadOps.running). */
+void payload_process_running(PayloadProcess *p);
+/* Whether pid is a process of unit (a line of /proc/PID/cgroup ends in "/UNIT"). */
+bool payload_pid_in_unit(pid_t pid, const char *unit);
 /* Closes our ends of p (its watch first), leaving the process be. */
 void payload_process_done(PayloadProcess *p);
 /* Takes fd, the read end of the pipe that is the payload's stderr (its processes hold
  * the write end, non-blocking: nothing of theirs waits for us), and logs what comes
  * through it under s's unit and id (log_payload_output()) until all writers are gone. */
 int payload_process_forward_log(PayloadProcess *p, int fd, sd_event *event, Sandbox *s);
-/* A recycled sandbox is about to get its next user: what its processes wrote so far is
- * logged now (under the last user's id), and the next user gets a budget of its own. */
-void payload_process_next_user(PayloadProcess *p);
 /* A pipe for a payload's stderr: ret[0] ours (for payload_process_forward_log()),
  * ret[1] its; both close-on-exec and non-blocking. */
 int payload_log_pipe(int ret[2]);

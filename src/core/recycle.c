@@ -330,6 +330,9 @@ void recycle_on_agent_reset(Sandbox *s, uint64_t id, int error) {
                                                      "its agent could not reset it.");
                 return;
         }
+        /* What the last user's processes made the agent say came before this answer,
+         * logged under its id: the next user gets a budget of its own. */
+        s->log_budget = PAYLOAD_LOG_LINES_MAX;
         r = s->payload_ops->renew(s);
         if (r < 0)
                 recycle_fail(s, r == -EBUSY ? "a process in its unit outlived the reset." :

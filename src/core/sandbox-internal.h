@@ -134,6 +134,7 @@ struct Sandbox {
         uint64_t created_at;
 
         int control_fd;
+        unsigned log_budget;      /* lines of its payload's stderr still logged (sandbox_payload_log) */
         sd_event_source *control_source;
         int egress_fd;            /* the agent's listener of 127.0.0.1:3128 (egress.h); -EBADF */
         bool egress_pending;      /* not yet handed to sandboxd-egress */
@@ -289,9 +290,9 @@ int sandbox_new(Manager *m, const Template *t, const SandboxConfig *config, uid_
  * running unit's Description= (a pooled sandbox handed out with labels). */
 int sandbox_format_description(Sandbox *s);
 int sandbox_update_description(Sandbox *s);
-/* Takes up a sandbox a previous sandboxd left running: its state, the agent's control
- * socket (from systemd's fd store) and a pidfd of its payload. Takes the fds. */
-int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret);
+/* Takes up a sandbox a previous sandboxd left running: its state and the agent's control
+ * socket (from systemd's fd store), which it takes. */
+int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, Sandbox **ret);
 /* A sandbox in state stopped: its workspace (on disk) from its record, no processes. */
 int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret);
 /* The stopped sandbox of workspace id, from its record, listed: 1, or 0 if there is none

@@ -404,6 +404,7 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
                 return NULL;
         s->manager = m;
         s->control_fd = -EBADF;
+        s->log_budget = PAYLOAD_LOG_LINES_MAX;
         s->egress_fd = -EBADF;
         s->netns_fd = -EBADF;
         s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
@@ -786,6 +787,8 @@ static void sandbox_became_ready(Sandbox *s) {
                 return;
         }
         sandbox_set_state(s, SANDBOX_RUNNING);
+        if (s->payload_ops->running)
+                s->payload_ops->running(s);
         sandbox_update_idle_timer(s);
         /* Not an ephemeral one's: a restarted sandboxd stops it anyway (its one exec went
          * with the old one), and systemd compares each descriptor it is given with every
@@ -865,6 +868,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         int error;
                         if (agent_parse_netns_result(msg, &id, &error) >= 0)
                                 sandbox_ports_on_netns(s, id, error, n_fds > 0 ? TAKE_FD(fds[0]) : -EBADF);
+                } else if (streq(type, "log")) {
+                        const char *data;
+                        size_t size;
+                        if (agent_parse_log(msg, &data, &size) >= 0)
+                                sandbox_payload_log(s, data, size);
                 } else if (streq(type, "file-result")) {
                         struct agent_file_result fr = {};
                         if (agent_parse_file_result(msg, &fr) >= 0)
@@ -880,6 +888,13 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         return 0;
         }
         return 0;
+}
+
+void sandbox_payload_log(Sandbox *s, const char *buf, size_t n) {
+        /* The sandbox's id now: a recycled one's is its current user's. */
+        if (s->log_budget > 0 && log_payload_output(s->unit, s->id, buf, n, &s->log_budget) > 0 &&
+            s->log_budget == 0)
+                log_sandbox(s, LOG_WARNING, 0, "Further messages of the payload of sandbox %s are not logged.", s->id);
 }
 
 void sandbox_payload_exited(Sandbox *s) {
@@ -1465,8 +1480,8 @@ int sandbox_set_timeout(Sandbox *s, uint64_t lifetime_sec, uint64_t idle_sec, Sa
         return 0;
 }
 
-int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidfd, Sandbox **ret) {
-        _cleanup_close_ int cfd = control_fd, pfd = pidfd;
+int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, Sandbox **ret) {
+        _cleanup_close_ int cfd = control_fd;
         uint64_t now = now_usec(CLOCK_REALTIME);
         Sandbox *s;
         int r;
@@ -1506,7 +1521,7 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, int pidf
         }
         r = sandbox_payload_connected(s, TAKE_FD(cfd));
         if (r >= 0)
-                r = s->payload_ops->adopt(s, st, TAKE_FD(pfd));
+                r = s->payload_ops->adopt(s, st);
         if (r < 0)
                 goto fail;
 

@@ -111,11 +111,19 @@ int close_all_but(const int *keep, size_t n_keep) {
         return close_between(from, INT_MAX);
 }
 
+/* --log-over-control: the read end of the pipe that is our stderr once we are ready. */
+static int log_fd = -EBADF;
+
+static void forward_log(void);
+
 static void send_or_die(json_object *msg) {
         int r;
 
         if (!msg)
                 die("Failed to build message", ENOMEM);
+        /* What was said before this message goes before it (a reset's complaints before
+         * its result: sandboxd logs them under the user they were about). */
+        forward_log();
         r = agent_send(AGENT_CONTROL_FD, msg, NULL, 0);
         json_object_put(msg);
         /* sandboxd is gone: nothing left to report to, so end the sandbox as on EOF. */
@@ -123,6 +131,50 @@ static void send_or_die(json_object *msg) {
                 exit(EXIT_SUCCESS);
         if (r < 0)
                 die("Failed to send message", -r);
+}
+
+/* What we and our helper processes wrote to stderr, to sandboxd as "log" messages (a
+ * bounded number at a time: a helper writing on cannot keep us here). */
+static void forward_log(void) {
+        char buf[AGENT_LOG_CHUNK];
+
+        for (unsigned i = 0; log_fd >= 0 && i < 16; i++) {
+                json_object *msg;
+                ssize_t n;
+                int r;
+
+                n = read(log_fd, buf, sizeof(buf));
+                if (n <= 0)
+                        return; /* EAGAIN: nothing more for now (never EOF: fd 2 is ours) */
+                msg = agent_msg_log(buf, (size_t) n);
+                if (!msg)
+                        return;
+                r = agent_send(AGENT_CONTROL_FD, msg, NULL, 0);
+                json_object_put(msg);
+                if (r == -EPIPE || r == -ECONNRESET)
+                        exit(EXIT_SUCCESS);
+                if (r < 0)
+                        return;
+        }
+}
+
+/* Our stderr becomes a pipe of our own, forwarded by forward_log(): sandboxd keeps no
+ * pipe of ours once we are ready. Non-blocking for the writers, as sandboxd's was: a
+ * full pipe drops a message rather than stop a helper. */
+static int log_over_control(void) {
+        int p[2];
+
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+                return -errno;
+        if (dup2(p[1], STDERR_FILENO) < 0) {
+                int r = -errno;
+                close(p[0]);
+                close(p[1]);
+                return r;
+        }
+        close(p[1]);
+        log_fd = p[0];
+        return 0;
 }
 
 static void send_exit(const struct agent_exit *e) {
@@ -428,9 +480,6 @@ static void handle_message(struct agent *a) {
                         handle_reset(a, msg);
                 else if (streq(type, "netns"))
                         handle_netns(msg);
-                else if (streq(type, "stderr") && n_fds == 1)
-                        /* A new sandboxd's pipe: where our complaints go from now on. */
-                        (void) dup2(fds[0], STDERR_FILENO);
         }
 
         for (size_t i = 0; i < n_fds; i++)
@@ -586,11 +635,12 @@ int main(int argc, char *argv[]) {
                 { "egress",         no_argument,       NULL, 'e' },
                 { "renew-server",   no_argument,       NULL, 'R' },
                 { "archive-workspace", no_argument,    NULL, 'A' },
+                { "log-over-control", no_argument,     NULL, 'L' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
         unsigned inner_uid, inner_gid;
-        bool userns = false, egress = false;
+        bool userns = false, egress = false, log_over = false;
         struct agent a = {};
         sigset_t mask;
         int sfd, type, c, r;
@@ -613,6 +663,9 @@ int main(int argc, char *argv[]) {
                 case 'e':
                         egress = true;
                         break;
+                case 'L':
+                        log_over = true;
+                        break;
                 case 'H':
                         hold();
                 case 'R':
@@ -620,7 +673,7 @@ int main(int argc, char *argv[]) {
                 case 'A':
                         exit(agent_archive_workspace());
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] | --hold | --renew-server | --archive-workspace",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] [--log-over-control] | --hold | --renew-server | --archive-workspace",
                             EINVAL);
                 }
         if (optind != argc)
@@ -677,6 +730,14 @@ int main(int argc, char *argv[]) {
         /* When not PID 1 (a test, docker --init), still be the one that reaps orphans. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+        /* Last before "ready": sandboxd closes its pipe when it reads that. */
+        if (log_over) {
+                r = log_over_control();
+                if (r < 0)
+                        fprintf(stderr, "sandbox-init: cannot forward our stderr, our later messages are lost: %s\n",
+                                strerror(-r));
+        }
+
         if (egress) {
                 int lfd = egress_listen();
                 json_object *ready = agent_msg_ready();
@@ -702,6 +763,7 @@ int main(int argc, char *argv[]) {
                 struct pollfd p[] = {
                         { .fd = sfd, .events = POLLIN },
                         { .fd = AGENT_CONTROL_FD, .events = POLLIN },
+                        { .fd = log_fd, .events = POLLIN }, /* ignored while -EBADF */
                 };
 
                 int timeout = -1;
@@ -728,5 +790,7 @@ int main(int argc, char *argv[]) {
                 }
                 if (p[1].revents)
                         handle_message(&a);
+                if (p[2].revents)
+                        forward_log();
         }
 }

@@ -450,8 +450,27 @@ json_object *agent_msg_reset(uint64_t id) {
         return TAKE_PTR(obj);
 }
 
-json_object *agent_msg_stderr(void) {
-        return agent_msg_new("stderr");
+json_object *agent_msg_log(const char *data, size_t size) {
+        _cleanup_json_ json_object *obj = agent_msg_new("log");
+
+        if (!obj || size > AGENT_LOG_CHUNK ||
+            json_add(obj, "data", json_object_new_string_len(data, (int) size)) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_log(json_object *obj, const char **ret_data, size_t *ret_size) {
+        json_object *d;
+        int n;
+
+        if (!json_object_object_get_ex(obj, "data", &d) || !json_object_is_type(d, json_type_string))
+                return -EBADMSG;
+        n = json_object_get_string_len(d);
+        if (n < 0 || (size_t) n > AGENT_LOG_CHUNK)
+                return -EBADMSG;
+        *ret_data = json_object_get_string(d);
+        *ret_size = (size_t) n;
+        return 0;
 }
 
 json_object *agent_msg_reset_result(uint64_t id, int error) {

@@ -116,10 +116,15 @@
  *       go in time (sandboxd then destroys the sandbox). /work, /tmp and /dev/shm are
  *       replaced by sandboxd afterwards, from outside (payload-bwrap.c).
  *
- * Its stderr (version 3): the agent's stderr is a pipe to the sandboxd that started it,
- * which logs each line. A sandboxd that adopts it after a restart sends
- *   {"type":"stderr"}   + fds [err]: the agent's stderr from now on (no reply; an
- *       agent that does not know it ignores it, as any type it does not know).
+ * Its stderr (version 4): until it is ready, the agent's stderr is a pipe to the
+ * sandboxd that started it (bwrap's too), which logs each line. Started with
+ * --log-over-control, the agent makes its stderr a pipe of its own just before "ready"
+ * and forwards what it (or a helper process of its) writes there:
+ *   agent -> daemon {"type":"log","data":"..."}   at most AGENT_LOG_CHUNK bytes each,
+ *       sent before any later message of the agent's (so a reset's complaints come
+ *       before its "reset-result"). sandboxd closes its end of the first pipe on
+ *       "ready": a running sandbox costs it one descriptor, this socket (which a
+ *       restarted sandboxd gets back from systemd's fd store, messages and all).
  *
  * Ports (version 3, docs/PORTS.md): sandboxd opens connections to the sandbox's loopback
  * from inside its network namespace, which the agent hands over:
@@ -144,7 +149,7 @@
 #include "sandbox-api.h"
 
 #define AGENT_CONTROL_FD 3
-#define AGENT_PROTOCOL_VERSION 3
+#define AGENT_PROTOCOL_VERSION 4
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
 #define AGENT_EGRESS_PORT 3128
@@ -202,8 +207,12 @@ json_object *agent_msg_reset(uint64_t id);
 json_object *agent_msg_reset_result(uint64_t id, int error);
 /* 0 and both outputs set, or -EBADMSG. */
 int agent_parse_reset_result(json_object *obj, uint64_t *ret_id, int *ret_error);
-/* "stderr", which carries the agent's new stderr. */
-json_object *agent_msg_stderr(void);
+/* Version 4: "log", what was written to the agent's stderr (size bytes of data, at most
+ * AGENT_LOG_CHUNK). */
+#define AGENT_LOG_CHUNK 4096U
+json_object *agent_msg_log(const char *data, size_t size);
+/* 0 and both outputs set (the data is obj's), or -EBADMSG. */
+int agent_parse_log(json_object *obj, const char **ret_data, size_t *ret_size);
 
 /* A terminal size, as struct winsize carries it (0 means "unknown", as there). */
 struct agent_winsize {

@@ -486,8 +486,9 @@ class Recycle(unittest.TestCase):
                         'the released sandbox outlived the restart')
         self.assertIn(f'Sandbox {released}', S.journal(units=('sandboxd.service',), since=since))
         self.assertEqual(pool()['recycled'], 0)
-        # The adopted one's agent got a new stderr from the new sandboxd: what it says at
-        # a reset it cannot do still reaches the journal.
+        # The adopted one's agent speaks over its control socket, which the new sandboxd
+        # got back from systemd's fd store: what it says at a reset it cannot do still
+        # reaches the journal.
         self.assertEqual(run_py(kept, TAMPER_FOR_GOOD), 'ok\n')
         self.assertEqual(vl_ok('ReleaseSandbox', {'id': kept}), {'recycled': False})
         self.assert_agent_said(kept, 'sandbox-init: reset: ')

@@ -341,7 +341,7 @@ class WorkspaceTest(harness.SandboxTestCase):
 
 
 class DescriptorTest(harness.SandboxTestCase):
-    """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (3 descriptors a sandbox and
+    """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (1 descriptor a sandbox and
     5,120); where it cannot be, a create past what it has room for is refused with
     TooManySandboxes, not failed on EMFILE."""
 
@@ -369,17 +369,88 @@ class DescriptorTest(harness.SandboxTestCase):
                 return int(line.split()[4 if hard else 3])
         self.fail('no open files limit')
 
+    def fds(self, pid):
+        """How many descriptors process pid (of the test system) holds."""
+        return len(S.run(['ls', f'/proc/{pid}/fd'], check=True).stdout.split())
+
+    def test_one_descriptor_per_idle_sandbox(self):
+        """An idle sandbox costs sandboxd one descriptor (its agent's control socket) and
+        PID 1 one (the same socket in sandboxd's fd store), on disk or in memory, after an
+        exec as before one: counted over N of them."""
+        n = 50
+        pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+        before = (self.fds(pid), self.fds(1))
+        with S.varlink() as c:
+            for i in range(n):
+                replies, error, params = c.call(f'{harness.VARLINK_IFACE}.CreateSandbox', {
+                    'template': 'shell', 'options': {'Storage': 'disk' if i % 2 else 'tmpfs'}})
+                self.assertIsNone(error, f'{error} {params}')
+                sid = replies[-1]['id']
+                self.addCleanup(self.destroy_quietly, S, sid)
+                if i % 5:
+                    # One that ran a command holds no more than one that did not.
+                    replies, error, params = c.call(f'{harness.VARLINK_IFACE}.Exec',
+                                                    {'id': sid, 'argv': ['sh', '-c', 'echo hi >&2']})
+                    self.assertIsNone(error, f'{error} {params}')
+        # PID 1 takes each socket into the fd store when it reads sandboxd's notification,
+        # a moment after the create answered.
+        deadline = time.monotonic() + 10
+        after = (self.fds(pid), self.fds(1))
+        while after[1] < before[1] + n and time.monotonic() < deadline:
+            time.sleep(0.2)
+            after = (self.fds(pid), self.fds(1))
+        per_sandbox = [(a - b) / n for a, b in zip(after, before)]
+        print(f'\n  descriptors per idle sandbox: sandboxd {per_sandbox[0]:.2f}, PID 1 {per_sandbox[1]:.2f} '
+              f'(over {n}; sandboxd {before[0]} -> {after[0]}, PID 1 {before[1]} -> {after[1]})', file=sys.stderr)
+        # Exactly one each, give or take a descriptor or two of the daemons' own (a bus
+        # or journal connection coming or going meanwhile), never 2 a sandbox.
+        self.assertLessEqual(abs(after[0] - before[0] - n), 3, f'sandboxd: {before[0]} -> {after[0]}')
+        self.assertLessEqual(abs(after[1] - before[1] - n), 3, f'PID 1: {before[1]} -> {after[1]}')
+
+    def test_end_seen_without_pidfd(self):
+        """Without a pidfd of its payload, an idle sandbox whose bwrap monitor is killed is
+        still seen to end (its control socket's end), and its unit goes."""
+        sid = self.create('--storage=tmpfs')
+        pid = self.host_pid_of(sid, 'bwrap')
+        os.kill(pid, 9)
+        deadline = time.monotonic() + 20
+        while True:
+            cp = self.ctl('status', '--json', sid)
+            if cp.returncode != 0 or json.loads(cp.stdout)['state'] not in ('running', 'paused'):
+                break
+            self.assertLess(time.monotonic(), deadline, 'the sandbox is still running without its payload')
+            time.sleep(0.2)
+        while S.unit_pids(self.unit(sid)):
+            self.assertLess(time.monotonic(), deadline, 'its unit still has processes')
+            time.sleep(0.2)
+
+    def test_room_for_10000(self):
+        """--max-sandboxes=10000 under this machine's hard RLIMIT_NOFILE: with one
+        descriptor a sandbox it fits (the CI VM's hard limit is 20,000 and cannot be
+        raised there), and sandboxd keeps its maximum rather than lowering it."""
+        hard = self.nofile(1, hard=True)
+        need = 5120 + 1 * 10000
+        self.assertGreaterEqual(hard, need, f'a hard limit of {hard} has no room for 10,000 sandboxes')
+        since = time.time()
+        S.configure_daemon(args=['--max-sandboxes=10000'])
+        self.addCleanup(S.configure_daemon, None)
+        self.assertGreaterEqual(self.nofile(), need)
+        pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+        said = [line for line in S.journal(units=('sandboxd.service',), since=since).splitlines()
+                if f'sandboxd[{pid}]' in line and 'RLIMIT_NOFILE' in line]
+        self.assertEqual(said, [], 'sandboxd lowered its maximum')
+
     def test_limit_sized_from_max_sandboxes(self):
         # Raised from the soft limit to what 4,096 sandboxes need, within the hard limit
         # (beyond it with CAP_SYS_RESOURCE, which this machine may not give).
         hard = min(self.nofile(1, hard=True), 100000)
         self.restart_with(f'LimitNOFILE=2048:{hard}')
-        self.assertEqual(self.nofile(), min(5120 + 3 * 4096, hard))
+        self.assertEqual(self.nofile(), min(5120 + 4096, hard))
 
     def test_refused_before_emfile(self):
         n0 = len(json.loads(self.ok(self.ctl('list', '--json')).stdout))
         # A hard limit it cannot raise: room for a few more than there are.
-        self.restart_with(f'LimitNOFILE={5120 + 3 * (n0 + 3)}')
+        self.restart_with(f'LimitNOFILE={5120 + n0 + 3}')
         for _ in range(40):
             cp = self.ctl('create', '--storage=tmpfs')
             if cp.returncode != 0:

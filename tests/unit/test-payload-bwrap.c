@@ -103,11 +103,13 @@ static void test_argv(void **state) {
         assert_string_equal(argv[i - 1], "1777");
         assert_true(find_seq(argv, "--remount-ro", "/dev", NULL) > i);
 
-        /* The agent runs, and is the last thing. */
+        /* The agent runs, and is the last thing; its messages come over the control
+         * socket once it is ready (no pipe of sandboxd's a running sandbox). */
         sep = find_seq(argv, "--", NULL, NULL);
         assert_true(sep > 0);
         assert_string_equal(argv[sep + 1], "/run/sandbox-init");
-        assert_null(argv[sep + 2]);
+        assert_string_equal(argv[sep + 2], "--log-over-control");
+        assert_null(argv[sep + 3]);
 }
 
 static void test_argv_shm_size(void **state) {
