@@ -66,6 +66,9 @@ struct HttpRequest {
         bool authenticated, operator, daemon_wide;
         char *tenant;
         char method[16];                 /* for the access log */
+        /* Whom it is for (the access log): the peer's address, or the client a trusted
+         * proxy forwards for (X-Forwarded-For). */
+        char client[INET6_ADDRSTRLEN + 8];
         char *url;                       /* as libmicrohttpd has it: decoded, without the query */
         char *counted[3];                /* the keys it counts under (server->counts) */
         uint64_t begun;                  /* µs CLOCK_MONOTONIC */
@@ -934,16 +937,21 @@ static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char 
         return MHD_YES;
 }
 
-static int request_count_forwarded(HttpRequest *req) {
+/* req->client, and the count of what a trusted proxy forwards for it. */
+static int request_client(HttpRequest *req) {
         HttpConnection *c = connection_of(req->connection);
         ForwardedFor f = { .server = req->server };
         char key[HTTP_ADDRESS_KEY_MAX];
 
-        if (!c || !address_is_trusted(req->server, c->address))
+        if (!c)
                 return 0;
+        snprintf(req->client, sizeof(req->client), "%s", c->address);
+        if (!address_is_trusted(req->server, c->address))
+                return 0;       /* its X-Forwarded-For is the client's own word: ignored */
         (void) MHD_get_connection_values(req->connection, MHD_HEADER_KIND, on_header, &f);
         if (!f.client[0])
                 return 0;       /* the proxy's own request */
+        memcpy(req->client, f.client, sizeof(req->client));
         return request_count(req, 1, "f:", http_address_limit_key(f.client, key),
                              req->server->config->connections_per_ip);
 }
@@ -969,7 +977,7 @@ static int request_begin(HttpRequest *req, const char *method, const char *url) 
         }
         if (request_check_nul(req) != 0 || req->replied)
                 return 0;
-        r = request_count_forwarded(req);
+        r = request_client(req);
         if (r != 0)
                 return r;
         req->route = route_find(req, method, url, req->params, &path_known);
@@ -1152,7 +1160,8 @@ counted:
 #define HTTP_ACCESS_MESSAGE_ID "671182baab724d8cbd304b7fffae00f9"
 
 static void access_log(HttpRequest *req, enum MHD_RequestTerminationCode code) {
-        const char *route = req->route ? req->route->pattern : "-", *tenant = req->tenant ?: "-";
+        const char *route = req->route ? req->route->pattern : "-", *tenant = req->tenant ?: "-",
+                *client = req->client[0] ? req->client : "-";
         uint64_t usec = now_usec() - req->begun;
         bool complete = code == MHD_REQUEST_TERMINATED_COMPLETED_OK;
 
@@ -1165,7 +1174,8 @@ static void access_log(HttpRequest *req, enum MHD_RequestTerminationCode code) {
                                        "MESSAGE_ID=" HTTP_ACCESS_MESSAGE_ID, "PRIORITY=%i", LOG_INFO,
                                        "SYSLOG_IDENTIFIER=sandboxd-http", "HTTP_METHOD=%s", req->method,
                                        "HTTP_ROUTE=%s", route, "HTTP_STATUS=%u", req->status,
-                                       "HTTP_TENANT=%s", tenant, "HTTP_DURATION_USEC=%" PRIu64, usec,
+                                       "HTTP_TENANT=%s", tenant, "HTTP_CLIENT=%s", client,
+                                       "HTTP_DURATION_USEC=%" PRIu64, usec,
                                        "HTTP_COMPLETED=%i", complete, NULL);
         else
                 fprintf(stderr, "<%i>%s %s %u %s %" PRIu64 ".%03" PRIu64 " ms%s\n", LOG_INFO, req->method, route,
