@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +14,12 @@
 #include <errmsg.h>
 #include <mysqld_error.h>
 
+#include "json-util.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "recorder-mariadb.h"
 #include "recorder-spool.h"
+#include "strv.h"
 #include "time-util.h"
 
 /* Connect, read and write timeouts: a server that hangs costs the writer thread this
@@ -863,4 +866,114 @@ int recorder_db_prune(RecorderDB *db, uint64_t before_usec, const atomic_bool *s
                 }
         }
         return 0;
+}
+
+/* ---- ListExecutions from the database: a fleet's executions ---------------------- */
+
+/* s as a hex literal: nothing in it can end the literal, whatever the connection's
+ * character set. */
+static int sql_string(FILE *f, const char *s) {
+        size_t l = strlen(s);
+        _cleanup_free_ char *hex = malloc(2 * l + 1);
+
+        if (!hex)
+                return -ENOMEM;
+        (void) mysql_hex_string(hex, s, l);
+        fprintf(f, "X'%s'", hex);
+        return 0;
+}
+
+static json_object *row_u64(const char *s) {
+        uint64_t v = 0;
+
+        (void) parse_uint64(strempty(s), &v);
+        return json_object_new_uint64(v);
+}
+
+static json_object *row_i64(const char *s) {
+        return json_object_new_int64(s ? strtoll(s, NULL, 10) : 0);
+}
+
+int recorder_db_list_executions(RecorderDB *db, const ExecutionFilter *f, unsigned limit,
+                                recorder_db_row_t row, void *userdata) {
+        static const char *const columns[] = {
+                "sandbox", "exec", "owner", "tenant", "caller", "argv", "cwd", "started", "ended",
+                "exit_status", "exit_code", "signal", "timed_out", "oom_killed", "cpu_usec",
+                "cgroup_cpu_nsec", "memory_peak", "disk_used", "disk_max", "stdout_bytes", "stderr_bytes",
+        };
+        _cleanup_free_ char *sql = NULL;
+        size_t size = 0;
+        MYSQL_RES *res;
+        MYSQL_ROW values;
+        FILE *s;
+        int k = 0;
+
+        s = open_memstream(&sql, &size);
+        if (!s)
+                return -ENOMEM;
+        fputs("SELECT sandbox_id, exec_id, owner_uid, IFNULL(tenant, ''), caller_uid, argv, IFNULL(cwd, ''),"
+              " started_usec, ended_usec, exit_status, exit_code, term_signal, timed_out, oom_killed, cpu_usec,"
+              " cgroup_cpu_nsec, cgroup_memory_peak, disk_bytes_used, disk_bytes_max, stdout_bytes, stderr_bytes"
+              " FROM executions WHERE TRUE", s);
+        if (f->sandbox_id) {
+                fputs(" AND sandbox_id = ", s);
+                k = sql_string(s, f->sandbox_id);
+        }
+        if (!f->any_owner)
+                fprintf(s, " AND (owner_uid = %u OR caller_uid = %u)", (unsigned) f->uid, (unsigned) f->uid);
+        if (f->owner_set)
+                fprintf(s, " AND owner_uid = %u", (unsigned) f->owner);
+        if (f->since > 0)
+                fprintf(s, " AND started_usec >= %" PRIu64, f->since);
+        if (!isempty(f->tenant) && k >= 0) {
+                fputs(" AND tenant = ", s);
+                k = sql_string(s, f->tenant);
+        }
+        if (!isempty(f->caller_tenant) && k >= 0) {
+                fputs(" AND tenant = ", s);
+                k = sql_string(s, f->caller_tenant);
+        }
+        fprintf(s, " ORDER BY ended_usec DESC LIMIT %u", limit);
+        if (fclose(s) != 0 || !sql || k < 0)
+                return -ENOMEM;
+
+        if (mysql_query(db->mysql, sql) != 0)
+                return db_fail_mysql(db, "SELECT … FROM executions");
+        res = mysql_store_result(db->mysql);
+        if (!res)
+                return db_fail_mysql(db, "SELECT … FROM executions");
+        while (k >= 0 && (values = mysql_fetch_row(res))) {
+                unsigned long *lengths = mysql_fetch_lengths(res);
+                _cleanup_json_ json_object *o = json_object_new_object();
+
+                if (!o || !lengths) {
+                        k = -ENOMEM;
+                        break;
+                }
+                for (size_t i = 0; i < ELEMENTSOF(columns) && k >= 0; i++) {
+                        json_object *v;
+
+                        if (!values[i])
+                                continue;       /* NULL: as a spool record without the field */
+                        if (streq(columns[i], "argv"))
+                                v = json_tokener_parse(values[i]) ?: json_object_new_array();
+                        else if (i == 0 || streq(columns[i], "tenant") || streq(columns[i], "cwd"))
+                                v = json_object_new_string_len(values[i], (int) MIN(lengths[i], (unsigned long) INT_MAX));
+                        else if (streq(columns[i], "exit_status") || streq(columns[i], "exit_code") ||
+                                 streq(columns[i], "signal"))
+                                v = row_i64(values[i]);
+                        else if (streq(columns[i], "timed_out") || streq(columns[i], "oom_killed"))
+                                v = json_object_new_boolean(streq(values[i], "1"));
+                        else
+                                v = row_u64(values[i]);
+                        if (!v || json_object_object_add(o, columns[i], v) < 0) {
+                                json_object_put(v);
+                                k = -ENOMEM;
+                        }
+                }
+                if (k >= 0)
+                        k = row(o, userdata);
+        }
+        mysql_free_result(res);
+        return k;
 }

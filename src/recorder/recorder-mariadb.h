@@ -42,3 +42,11 @@ int recorder_db_apply(RecorderDB *db, json_object **records, size_t n, recorder_
  * not pruned: one row per name, the catalogue rather than history (and a template
  * loaded long ago may well be in use still). */
 int recorder_db_prune(RecorderDB *db, uint64_t before_usec, const atomic_bool *stop);
+
+/* The executions the database holds that match f (ListExecutions' filter, the same
+ * meaning as in the spool; uids compared as numbers), the most recently ended first, at
+ * most limit: row is called with each as a spool record would have it (spool.h's keys),
+ * and stops the listing by returning < 0. Blocking: on a query's thread. */
+typedef int (*recorder_db_row_t)(json_object *record, void *userdata);
+int recorder_db_list_executions(RecorderDB *db, const ExecutionFilter *f, unsigned limit,
+                                recorder_db_row_t row, void *userdata);

@@ -16,9 +16,11 @@
 
 #include "fd-util.h"
 #include "json-util.h"
+#include "log.h"
 #include "macro.h"
 #include "parse-util.h"
 #include "recorder-internal.h"
+#include "recorder-mariadb.h"
 #include "recorder-spool.h"
 #include "strv.h"
 
@@ -37,6 +39,7 @@ struct ListQuery {
         int error;
         atomic_bool finished;        /* set by the thread, which then only signals query_fd */
         atomic_bool cancel;          /* set by recorder_free(): stop reading */
+        bool fleet;                  /* the database's records too (RecorderSettings.fleet) */
 };
 
 static void execution_record_done(ExecutionRecord *e) {
@@ -72,10 +75,9 @@ static int text_dup(const char *s, size_t size, char **ret) {
         return 0;
 }
 
-static int list_cb(const char *line, size_t size, uint64_t end_offset, void *userdata) {
-        static const char exec_type[] = ",\"type\":\"exec\",";
-        _cleanup_json_ json_object *o = NULL;
-        ListQuery *q = userdata;
+/* An execution's record o (the spool's, or a database row as one) added to q's if it
+ * matches the filter. */
+static int record_add(ListQuery *q, json_object *o) {
         const ExecutionFilter *f = &q->filter;
         ExecutionRecord *e;
         json_object *argv;
@@ -84,16 +86,6 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
         size_t l, n;
         int k;
 
-        if (atomic_load_explicit(&q->cancel, memory_order_relaxed))
-                return -ECANCELED;
-        /* Cheap test first: most lines of a busy spool are someone else's. */
-        if (!memmem(line, MIN(size, (size_t) 48), exec_type, sizeof(exec_type) - 1))
-                return 0;
-        if (spool_line_parse(line, size, &o) < 0)
-                return 0;
-
-        if (f->since > 0 && spool_get_u64(o, "time") < f->since)
-                return 1;  /* ended before since: so did everything before it */
         if (f->since > 0 && spool_get_u64(o, "started") < f->since)
                 return 0;
         s = spool_get_string(o, "sandbox", &l);
@@ -112,7 +104,8 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
                 return 0;
 
         if (q->n_records == q->n_allocated) {
-                size_t a = MIN(MAX(q->n_allocated * 2, (size_t) 16), (size_t) q->limit);
+                /* The spool's and the database's: limit each, before the merge. */
+                size_t a = MIN(MAX(q->n_allocated * 2, (size_t) 16), (size_t) q->limit * 2);
                 ExecutionRecord *p = reallocarray(q->records, a, sizeof(ExecutionRecord));
                 if (!p)
                         return -ENOMEM;
@@ -162,7 +155,96 @@ static int list_cb(const char *line, size_t size, uint64_t end_offset, void *use
                 if (k < 0)
                         return k;
         }
+        return 0;
+}
+
+static int list_cb(const char *line, size_t size, uint64_t end_offset, void *userdata) {
+        static const char exec_type[] = ",\"type\":\"exec\",";
+        _cleanup_json_ json_object *o = NULL;
+        ListQuery *q = userdata;
+        int k;
+
+        if (atomic_load_explicit(&q->cancel, memory_order_relaxed))
+                return -ECANCELED;
+        /* Cheap test first: most lines of a busy spool are someone else's. */
+        if (!memmem(line, MIN(size, (size_t) 48), exec_type, sizeof(exec_type) - 1))
+                return 0;
+        if (spool_line_parse(line, size, &o) < 0)
+                return 0;
+        if (q->filter.since > 0 && spool_get_u64(o, "time") < q->filter.since)
+                return 1;  /* ended before since: so did everything before it */
+        k = record_add(q, o);
+        if (k < 0)
+                return k;
         return q->n_records >= q->limit ? 1 : 0;
+}
+
+/* ---- the fleet's: the database's records too ---- */
+
+static int cmp_u64(uint64_t a, uint64_t b) {
+        return a < b ? -1 : a > b;
+}
+
+static int by_key(const void *a, const void *b) {
+        const ExecutionRecord *x = a, *y = b;
+        int c = strcmp(x->sandbox_id, y->sandbox_id);
+
+        return c != 0 ? c : cmp_u64(x->exec_id, y->exec_id);
+}
+
+static int by_end_newest_first(const void *a, const void *b) {
+        const ExecutionRecord *x = a, *y = b;
+        int c = cmp_u64(y->ended_at, x->ended_at);
+
+        return c != 0 ? c : by_key(a, b);
+}
+
+static int db_row(json_object *record, void *userdata) {
+        ListQuery *q = userdata;
+
+        if (atomic_load_explicit(&q->cancel, memory_order_relaxed))
+                return -ECANCELED;
+        return record_add(q, record);
+}
+
+/* The other nodes' executions, from the database every node's recorder writes to: read
+ * after the spool (which has this node's, the newest of them perhaps not in the database
+ * yet), the two merged, one of each execution, the most recently ended first. A database
+ * that does not answer leaves the spool's answer (logged): the record is there when it
+ * is back. */
+static void list_query_database(ListQuery *q) {
+        _cleanup_free_ char *why = NULL;
+        RecorderDB *db = NULL;
+        size_t spool = q->n_records, kept = 0;
+        int k;
+
+        k = recorder_db_connect(&q->r->settings, &db, &why);
+        if (k >= 0) {
+                k = recorder_db_list_executions(db, &q->filter, q->limit, db_row, q);
+                if (k < 0 && k != -ECANCELED && k != -ENOMEM)
+                        log_warning("ListExecutions: the fleet's records are not readable, answering with this "
+                                    "node's: %s", recorder_db_error(db));
+                recorder_db_free(db);
+        } else if (k == -EAGAIN)
+                log_warning("ListExecutions: the fleet's records are not readable, answering with this node's: %s",
+                            strna(why));
+        if (k == -ECANCELED || k == -ENOMEM) {
+                q->error = k;
+                return;
+        }
+        if (q->n_records == spool)
+                return;
+        /* One of each (the two hold the same fields of it). */
+        qsort(q->records, q->n_records, sizeof(ExecutionRecord), by_key);
+        for (size_t i = 0; i < q->n_records; i++)
+                if (kept > 0 && by_key(&q->records[kept - 1], &q->records[i]) == 0)
+                        execution_record_done(&q->records[i]);
+                else
+                        q->records[kept++] = q->records[i];
+        q->n_records = kept;
+        qsort(q->records, q->n_records, sizeof(ExecutionRecord), by_end_newest_first);
+        while (q->n_records > q->limit)
+                execution_record_done(&q->records[--q->n_records]);
 }
 
 static void *list_query_thread(void *userdata) {
@@ -170,6 +252,8 @@ static void *list_query_thread(void *userdata) {
         int fd = q->r->query_fd;  /* q may be gone once finished is set */
 
         q->error = spool_scan_backwards(q->spool_fd, RECORDER_LIST_SCAN_MAX, list_cb, q);
+        if (q->error >= 0 && q->fleet)
+                list_query_database(q);
         atomic_store(&q->finished, true);
         (void) eventfd_write(fd, 1);
         return NULL;
@@ -220,6 +304,9 @@ int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_lis
                 .spool_fd = -EBADF,
                 .filter = *f,
                 .limit = f->limit == 0 ? RECORDER_LIST_LIMIT_DEFAULT : MIN(f->limit, LIST_EXECUTIONS_LIMIT_MAX),
+                /* uids are a host's: another node's uid is no one in particular here, so the
+                 * fleet's records are for those who may see every owner's. */
+                .fleet = r->settings.fleet && r->use_db && f->any_owner,
         };
         if (f->sandbox_id) {
                 q->sandbox_id = strdup(f->sandbox_id);

@@ -30,6 +30,9 @@ typedef struct RecorderSettings {
         char *mariadb_password;   /* read from a file / credential, never argv */
         uint64_t retention_sec;   /* prune records older than this; 0 = keep */
         bool enabled;             /* Record=no: nothing recorded, ListExecutions unsupported */
+        /* A node of a fleet (sandboxd.conf [Fleet] Node=): ListExecutions for those who may
+         * see every owner's also reads MariaDB, where every node's records are. */
+        bool fleet;
 } RecorderSettings;
 
 #define RECORDER_LIST_LIMIT_DEFAULT 100U  /* LIST_EXECUTIONS_LIMIT_MAX at most */
@@ -91,7 +94,9 @@ typedef struct ExecutionRecord {
 typedef void (*recorder_list_callback_t)(int error, const ExecutionRecord *records, size_t n, void *userdata);
 
 /* Looks up the matching executions in the local spool, which holds every record whether
- * or not MariaDB is reachable. Returns at once: the spool is read on a thread of the
+ * or not MariaDB is reachable; on a node of a fleet, for a filter of any owner's, in
+ * MariaDB too (the other nodes' records; this node's spool answers alone when it does not
+ * answer). Returns at once: the spool is read on a thread of the
  * query's own, and callback is called on the event loop when it is done, exactly once
  * (with -ECANCELED from recorder_free(), which it must not re-enter). -EBUSY:
  * RECORDER_LIST_QUERIES_MAX queries are under way; callback is not called on failure. */

@@ -236,6 +236,7 @@ static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m
                 log_info("Recording is off (Record=no).");
                 return 0;
         }
+        rs.fleet = m->fleet_node > 0;
         if (!rs.spool_dir && asprintf(&rs.spool_dir, "%s/spool", m->state_dir) < 0)
                 return log_error_errno(ENOMEM, "Out of memory.");
         r = recorder_new(d->event, &rs, &d->recorder);
