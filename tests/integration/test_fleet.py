@@ -12,7 +12,8 @@ two more are booted here, each with private_network=True. A network namespace of
 test's own ("the front") holds a Linux bridge, 10.77.0.1/24; a veth pair joins each
 node's namespace to it (node N at 10.77.0.1N): a node is reachable only by that address.
 HAProxy runs in the front's namespace with the generated haproxy.cfg, bound on
-10.77.0.1:8080; this process opens its sockets to HAProxy and to the nodes from inside
+10.77.0.1:8080 with TLS (--cert: a certificate made here with openssl, which the clients
+trust); this process opens its sockets to HAProxy and to the nodes from inside
 the front's namespace (setns around socket()), and calls the REST API with them.
 
 What users see, through the front: creates land on the node with room (agent-check's
@@ -31,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -49,6 +51,8 @@ import secutil  # noqa: E402
 FRONT = '10.77.0.1'
 FRONT_PORT = 8080
 CLIENT = '10.77.0.100'         # the client's own address on the test bridge
+CLIENT2 = '10.77.0.101'        # another client's
+CONNECTIONS_PER_IP = 6         # each bridge's ConnectionsPerIP=: per client, through the front too
 BRIDGE_PORT = 8347
 AGENT_PORT = 8348
 HTTP_RULES = 'io.sandboxd.Sandbox1-http.rules'
@@ -60,6 +64,7 @@ FRONT_NS = None                # Popen holding the front's network namespace
 HAPROXY = None
 CFG_DIR = None
 TOKEN = None
+TLS = None                     # the client's ssl.SSLContext for the front (it trusts the front's certificate)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -167,23 +172,28 @@ def front_run(argv, **kw):
                           capture_output=True, text=True, timeout=60, **kw)
 
 
-def connect(host, port, timeout=30):
+def connect(host, port, timeout=30, source=CLIENT):
+    """A connection from SOURCE (an address of the front's namespace); to the front, TLS
+    (HAProxy ends it: --cert)."""
     with in_netns(FRONT_NS.pid):
-        s = socket.create_connection((host, port), timeout=timeout, source_address=(CLIENT, 0))
+        s = socket.create_connection((host, port), timeout=timeout, source_address=(source, 0))
     # http.client writes a request's headers and body apart: without this, Nagle and the
     # peer's delayed ACK hold the body some 40 ms on a kept-alive connection.
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if (host, port) == (FRONT, FRONT_PORT):
+        s = TLS.wrap_socket(s, server_hostname=FRONT)
     return s
 
 
-def request(method, path, body=None, host=FRONT, port=FRONT_PORT, token=None, timeout=60, headers=None):
+def request(method, path, body=None, host=FRONT, port=FRONT_PORT, token=None, timeout=60, headers=None,
+            source=CLIENT):
     """(status, parsed JSON or bytes), from the client's address in the front's namespace."""
     h = {'Authorization': f'Bearer {token or TOKEN}', **(headers or {})}
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
         h['Content-Type'] = 'application/json'
     c = http.client.HTTPConnection(host, port, timeout=timeout)
-    c.sock = connect(host, port, timeout)
+    c.sock = connect(host, port, timeout, source)
     try:
         c.request(method, path, body=body, headers=h)
         r = c.getresponse()
@@ -245,7 +255,7 @@ def setup_node(node, token_file):
     with open(os.path.join(S.paths.source, 'polkit', HTTP_RULES)) as f:
         node.polkit.set_rules(f.read(), name=HTTP_RULES)
     with open(S.path(harness.HTTP_CONFIG), 'w') as f:
-        f.write(f'[HTTP]\nTrustedProxy={FRONT}\n')
+        f.write(f'[HTTP]\nTrustedProxy={FRONT}\nConnectionsPerIP={CONNECTIONS_PER_IP}\n')
     tokens = S.path(harness.HTTP_TOKENS_DIR)
     os.makedirs(tokens, exist_ok=True)
     shutil.copy(token_file, os.path.join(tokens, 'fleet.conf'))
@@ -271,7 +281,7 @@ def setup_node(node, token_file):
 
 
 def setUpModule():
-    global FRONT_NS, HAPROXY, CFG_DIR, TOKEN, DB_WORKDIR
+    global FRONT_NS, HAPROXY, CFG_DIR, TOKEN, DB_WORKDIR, TLS
     if not shutil.which('haproxy'):
         raise (unittest.SkipTest if not harness.ci() else AssertionError)('haproxy is not installed')
     first = secutil.setup_module()
@@ -283,7 +293,8 @@ def setUpModule():
                  os.readlink(f'/proc/{FRONT_NS.pid}/exe').endswith('sleep'))
         for cmd in (['ip', 'link', 'set', 'lo', 'up'], ['ip', 'link', 'add', 'br0', 'type', 'bridge'],
                     ['ip', 'addr', 'add', f'{FRONT}/24', 'dev', 'br0'],
-                    ['ip', 'addr', 'add', f'{CLIENT}/24', 'dev', 'br0'], ['ip', 'link', 'set', 'br0', 'up']):
+                    ['ip', 'addr', 'add', f'{CLIENT}/24', 'dev', 'br0'],
+                    ['ip', 'addr', 'add', f'{CLIENT2}/24', 'dev', 'br0'], ['ip', 'link', 'set', 'br0', 'up']):
             ok = front_run(cmd)
             assert ok.returncode == 0, (cmd, ok.stderr)
         # The records' cluster: the first database node bootstraps it while the nodes boot.
@@ -318,7 +329,20 @@ def setUpModule():
         for node in NODES.values():
             setup_node(node, token_file)
         CFG_DIR = tempfile.mkdtemp(prefix='fleet-front-', dir='/var/tmp')
-        cp = subprocess.run([first.paths.sandboxctl, 'fleet', 'haproxy-config', '--dir', CFG_DIR,
+        # TLS ends at the front (the README's shape): a self-signed certificate for its
+        # address, which the clients here trust.
+        pem = os.path.join(CFG_DIR, 'front.pem')
+        cp = subprocess.run(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+                             '-nodes', '-days', '1', '-subj', '/CN=sandboxd-front', '-addext',
+                             f'subjectAltName=IP:{FRONT}', '-keyout', pem + '.key', '-out', pem + '.crt'],
+                            capture_output=True, text=True)
+        assert cp.returncode == 0, cp.stderr
+        with open(pem, 'w') as out:
+            for part in ('.crt', '.key'):
+                with open(pem + part) as f:
+                    out.write(f.read())
+        TLS = ssl.create_default_context(cafile=pem + '.crt')
+        cp = subprocess.run([first.paths.sandboxctl, 'fleet', 'haproxy-config', '--dir', CFG_DIR, '--cert', pem,
                              '--bind', f'{FRONT}:{FRONT_PORT}', '--database-bind', f'{FRONT}:3306']
                             + [f'--database={db_address(n)}:3306' for n in DBS]
                             + [f'{n}={node.address}:{BRIDGE_PORT}' for n, node in NODES.items()],
@@ -462,6 +486,50 @@ class Fleet(unittest.TestCase):
             status, res = request('GET', f'/api/v1/sessions/{sid}/status')
             self.assertEqual((status, res['error']['code']), (404, 'NoSuchSandbox'))
 
+    def test_client_address_through_tls(self):
+        """TLS ends at HAProxy; each bridge believes the X-Forwarded-For of the front
+        (TrustedProxy=) and of no one else: the access log names the real client, a
+        client's own X-Forwarded-For is not believed (through the front: HAProxy drops it;
+        straight to a node: the node ignores it), and ConnectionsPerIP counts each client
+        through the front apart (one at its limit gets 429, another still gets in)."""
+        sid = create()
+        node = node_of(sid)
+        url = f'/api/v1/sessions/{sid}'
+        spoof = {'X-Forwarded-For': '203.0.113.9'}
+
+        def entries(since, route):
+            cp = node.S.run(['journalctl', '--no-pager', '-o', 'json', f'--since=@{int(since) - 1}',
+                             'MESSAGE_ID=671182baab724d8cbd304b7fffae00f9', f'HTTP_ROUTE={route}'], timeout=30)
+            return [e for e in map(json.loads, filter(str.strip, cp.stdout.splitlines()))
+                    if int(e['__REALTIME_TIMESTAMP']) >= since * 1e6]
+
+        try:
+            t0 = time.time()
+            self.assertEqual(request('GET', f'{url}/status', headers=spoof)[0], 200)
+            self.assertEqual(request('GET', f'{url}/status', headers=spoof, host=node.address, port=BRIDGE_PORT)[0],
+                             200)
+            self.assertEqual(request('GET', f'{url}/status', source=CLIENT2)[0], 200)
+            got = wait_for('three access log entries', lambda: (lambda e: e if len(e) >= 3 else None)(
+                entries(t0, '/api/v1/sessions/{}/status')))
+            self.assertEqual(sorted(e['HTTP_CLIENT'] for e in got), sorted([CLIENT, CLIENT, CLIENT2]), got)
+            # CONNECTIONS_PER_IP slow requests of CLIENT's through the front: its next is
+            # refused, CLIENT2's is not (the front's own connections are not counted).
+            t1 = time.time()
+            with concurrent.futures.ThreadPoolExecutor(CONNECTIONS_PER_IP) as pool:
+                slow = [pool.submit(request, 'POST', f'{url}/execute', {'argv': ['sleep', '3']})
+                        for _ in range(CONNECTIONS_PER_IP)]
+                time.sleep(1.5)
+                status, res = request('GET', f'{url}/status')
+                self.assertEqual((status, res['error']['code']), (429, 'TooManyRequests'), res)
+                self.assertIn('client address', res['error']['message'])
+                self.assertEqual(request('GET', f'{url}/status', source=CLIENT2)[0], 200)
+                self.assertEqual([f.result()[0] for f in slow], [200] * CONNECTIONS_PER_IP)
+            got = entries(t1, '/api/v1/sessions/{}/status')
+            self.assertEqual(sorted((e['HTTP_CLIENT'], e['HTTP_STATUS']) for e in got),
+                             [(CLIENT, '429'), (CLIENT2, '200')], got)
+        finally:
+            self.destroy_all([sid])
+
     def test_creates_go_where_there_is_room(self):
         """Node 1 full (8 of 8, its warm pool's too): its agent answers 0%, and HAProxy
         sends no create there."""
@@ -543,7 +611,7 @@ class Fleet(unittest.TestCase):
             self.destroy_all([sid])
         harness.log('fleet: creates/s through the front, 4 clients: ' +
                     ', '.join(f'{n} node(s) {r:.1f}' for n, r in rates.items()) +
-                    f'; exec median direct {lat["direct"]:.2f} ms, through HAProxy {lat["front"]:.2f} ms')
+                    f'; exec median direct {lat["direct"]:.2f} ms, through HAProxy (TLS) {lat["front"]:.2f} ms')
 
     def test_mcp_through_the_front(self):
         """/mcp through the front: sandbox_create lands by weight, and a tool call naming a
@@ -654,6 +722,14 @@ class Fleet(unittest.TestCase):
                 harness.log('node 1: ' + '\n'.join(line for line in NODES[1].S.journal().splitlines()
                                                     if 'MariaDB' in line or 'ecord' in line)[-3000:])
                 raise
+            # Any node's operator reads the fleet's history: node 2's sandboxctl history shows
+            # what ran on node 1 (from the database), and node 2's own.
+            for sid in ids:
+                cp = NODES[2].S.sandboxctl('history', sid, '--json')
+                self.assertEqual(cp.returncode, 0, cp.stderr)
+                got = json.loads(cp.stdout)
+                self.assertEqual((len(got), len({e['exec'] for e in got})), (counts[sid], counts[sid]), (sid, got))
+                self.assertEqual({e['sandbox'] for e in got}, {sid})
             DBS[1].kill()
             for sid in ids:
                 run(sid, 3)
