@@ -309,6 +309,15 @@ void manager_start_done(Manager *m, Sandbox *s) {
         manager_turn_done(m, s->owner, s->config.tenant);
 }
 
+size_t manager_creates_waiting(Manager *m) {
+        size_t n = 0;
+
+        for (StartWaiter *w = m->start_waiters; w; w = w->next)
+                if (!w->run)
+                        n++;
+        return n;
+}
+
 bool manager_turn_free(Manager *m, uid_t owner, const char *tenant) {
         for (StartWaiter *w = m->start_waiters; w; w = w->next)
                 if (w->owner == owner && streq(w->config.tenant, tenant ?: ""))

@@ -30,6 +30,8 @@ void manager_start_done(Manager *m, Sandbox *s);
 typedef int (*turn_run_t)(Manager *m, void *data, SandboxError *error);
 typedef void (*turn_fail_t)(void *data, const SandboxError *error);
 bool manager_turn_free(Manager *m, uid_t owner, const char *tenant);
+/* Creates queued for their turn: they count against --max-sandboxes as live ones do. */
+size_t manager_creates_waiting(Manager *m);
 void manager_turn_taken(Manager *m, uid_t owner, const char *tenant);
 void manager_turn_done(Manager *m, uid_t owner, const char *tenant);
 int manager_turn_wait(Manager *m, uid_t owner, const char *tenant, turn_run_t run, turn_fail_t fail, void *data,

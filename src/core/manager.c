@@ -49,8 +49,13 @@ unsigned sandbox_fds_room(uint64_t nofile) {
 }
 
 int manager_error_too_many(Manager *m, SandboxError *error) {
-        return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES, "The maximum of %u sandboxes is reached%s.",
-                                 m->settings.max_sandboxes, m->settings.max_sandboxes_by_fds ?
+        size_t waiting = manager_creates_waiting(m);
+        char also[64] = "";
+
+        if (waiting > 0)
+                snprintf(also, sizeof(also), ", with %zu creates waiting for their turn", waiting);
+        return sandbox_error_set(error, SANDBOX_ERR_TOO_MANY_SANDBOXES, "The maximum of %u sandboxes is reached%s%s.",
+                                 m->settings.max_sandboxes, also, m->settings.max_sandboxes_by_fds ?
                                  " (all sandboxd's descriptor limit, RLIMIT_NOFILE, has room for)" : "");
 }
 

@@ -248,7 +248,9 @@ int pool_acquire_or_start(Manager *m, uid_t owner, const Template *t, SandboxCon
                 log_sandbox(s, LOG_DEBUG, r, "Cannot wait for sandbox %s to be reset, starting another: %m", s->id);
         }
 
-        if (m->n_sandboxes >= m->settings.max_sandboxes && !pool_evict_kept(m))
+        /* The creates waiting for their turn (StartsInFlight=) count: one caller cannot queue
+         * more than the daemon would hold. */
+        if (m->n_sandboxes + manager_creates_waiting(m) >= m->settings.max_sandboxes && !pool_evict_kept(m))
                 return manager_error_too_many(m, error);
         return manager_start_sandbox(m, t, config, owner, false, cb, userdata, error);
 }

@@ -146,6 +146,7 @@ struct Sandbox {
 
         const char *pause_method;     /* while paused: "freeze" or "sigstop" */
         bool pause_pending;           /* a (un)freeze is in flight */
+        unsigned snapshot_turns_waiting; /* its snapshots (forks, hibernations) queued for a turn */
         sandbox_callback_t pause_cb;
         void *pause_userdata;
 

@@ -736,7 +736,10 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
 }
 
 /* A snapshot waiting for its owner's (tenant's) turn (manager-quota.h). */
+
 typedef struct SnapshotTurn {
+        Manager *manager;
+        bool counted;                   /* in its sandbox's snapshot_turns_waiting */
         char sandbox[SANDBOX_ID_LEN + 1];
         SnapshotOptions options;
         bool has_options;
@@ -745,11 +748,21 @@ typedef struct SnapshotTurn {
         void *userdata;
 } SnapshotTurn;
 
+/* The turn no longer waits: its sandbox's count goes down (once). */
+static void snapshot_turn_leaves(SnapshotTurn *t) {
+        Sandbox *s = t->counted ? manager_find_sandbox(t->manager, t->sandbox) : NULL;
+
+        if (s && s->snapshot_turns_waiting > 0)
+                s->snapshot_turns_waiting--;
+        t->counted = false;
+}
+
 static int on_snapshot_turn(Manager *m, void *data, SandboxError *error) {
         SnapshotTurn *t = data;
         Sandbox *s = manager_find_sandbox(m, t->sandbox);
         int r;
 
+        snapshot_turn_leaves(t);
         /* Everything is checked again now: the sandbox may have gone or changed meanwhile. */
         if (!s)
                 return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_SANDBOX,
@@ -763,6 +776,7 @@ static int on_snapshot_turn(Manager *m, void *data, SandboxError *error) {
 static void on_snapshot_turn_failed(void *data, const SandboxError *error) {
         SnapshotTurn *t = data;
 
+        snapshot_turn_leaves(t);
         t->cb(NULL, error, t->userdata);
         free(t);
 }
@@ -779,9 +793,14 @@ static int sandbox_snapshot_queued(Sandbox *s, const SnapshotOptions *o, Snapsho
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
                                          sandbox_state_to_string(s->state));
+        if (s->snapshot_turns_waiting >= SNAPSHOT_TURNS_WAITING_MAX)
+                return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                         "%u snapshots (forks, hibernations) of sandbox %s wait for their turn "
+                                         "already (StartsInFlight=); try again later.", SNAPSHOT_TURNS_WAITING_MAX, s->id);
         t = calloc(1, sizeof(SnapshotTurn));
         if (!t)
                 return sandbox_error_set_errno(error, ENOMEM, "Out of memory.");
+        t->manager = s->manager;
         snprintf(t->sandbox, sizeof(t->sandbox), "%s", s->id);
         if (o) {
                 t->options = *o;
@@ -792,8 +811,12 @@ static int sandbox_snapshot_queued(Sandbox *s, const SnapshotOptions *o, Snapsho
         t->userdata = userdata;
         r = manager_turn_wait(s->manager, s->owner, s->config.tenant, on_snapshot_turn, on_snapshot_turn_failed, t,
                               error);
-        if (r < 0)
+        if (r < 0) {
                 free(t);
+                return r;
+        }
+        s->snapshot_turns_waiting++;
+        t->counted = true;
         return r;
 }
 

@@ -23,6 +23,10 @@
 #include "template.h"
 #include "workspace-export.h"
 
+/* A sandbox's snapshots (forks, hibernations) queued for their owner's turn
+ * (StartsInFlight=) at once; one more is Busy. Each holds its caller's message. */
+#define SNAPSHOT_TURNS_WAITING_MAX 8U
+
 typedef struct Manager Manager;
 typedef struct Sandbox Sandbox;
 

@@ -64,6 +64,27 @@ static TenantStatistics *tenant_find(Manager *m, const char *tenant) {
         return NULL;
 }
 
+/* An entry of a tenant that has no sandbox (the oldest such), to be reused; NULL when
+ * every tenant kept has one. */
+static TenantStatistics *tenant_reclaim(Manager *m) {
+        for (size_t i = 0; i < m->n_tenant_statistics; i++) {
+                TenantStatistics *t = &m->tenant_statistics[i];
+                bool live = false;
+
+                for (Sandbox *s = m->sandboxes; s && !live; s = s->next)
+                        live = streq(sandbox_get_tenant(s), t->tenant);
+                if (!live) {
+                        /* The newest at the end, as a new one is added. */
+                        TenantStatistics keep = *t;
+
+                        memmove(t, t + 1, (m->n_tenant_statistics - i - 1) * sizeof(TenantStatistics));
+                        m->tenant_statistics[m->n_tenant_statistics - 1] = keep;
+                        return &m->tenant_statistics[m->n_tenant_statistics - 1];
+                }
+        }
+        return NULL;
+}
+
 SandboxStatistics *statistics_of_tenant(Manager *m, const char *tenant) {
         TenantStatistics *t, *a;
         char *copy;
@@ -73,6 +94,18 @@ SandboxStatistics *statistics_of_tenant(Manager *m, const char *tenant) {
         t = tenant_find(m, tenant);
         if (t)
                 return &t->statistics;
+        if (m->n_tenant_statistics >= STATISTICS_TENANTS_MAX) {
+                t = tenant_reclaim(m);
+                if (!t)
+                        return NULL;
+                copy = strdup(tenant);
+                if (!copy)
+                        return NULL;
+                free(t->tenant);
+                t->tenant = copy;
+                statistics_init(&t->statistics, m->statistics.started_at);
+                return &t->statistics;
+        }
         copy = strdup(tenant);
         a = copy ? reallocarray(m->tenant_statistics, m->n_tenant_statistics + 1, sizeof(TenantStatistics)) : NULL;
         if (!a) {

@@ -57,7 +57,14 @@ typedef struct TenantStatistics {
         SandboxStatistics statistics;
 } TenantStatistics;
 
-/* tenant's counters, made at its first event; NULL for none ("" or NULL) or no memory. */
+/* Tenants whose counters are kept at once. A tenant is any name a delegate (the bridge)
+ * gives: beyond this many, a tenant without a sandbox left gives up its entry to a new
+ * one (its counters start again at 0 should it come back). */
+#define STATISTICS_TENANTS_MAX 4096U
+
+/* tenant's counters, made at its first event; NULL for none ("" or NULL), no memory, or
+ * no room (STATISTICS_TENANTS_MAX tenants that all have a sandbox: its events are counted
+ * daemon-wide only). */
 SandboxStatistics *statistics_of_tenant(Manager *m, const char *tenant);
 void statistics_tenants_free(Manager *m);
 /* Counts an event of a sandbox of tenant: daemon-wide and the tenant's. */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -420,6 +421,12 @@ int main(int argc, char *argv[]) {
                 }
 
         (void) signal(SIGPIPE, SIG_IGN);
+        /* Its memory holds each sandbox's CA key and the secrets it injects: no core dump
+         * of it, whatever the unit says (sandboxd-egress(8), SECURITY). */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+                fprintf(stderr, "sandboxd-egress: cannot make itself undumpable: %s\n", strerror(errno));
+                return EXIT_FAILURE;
+        }
         if (inject_init(trust, EGRESS_TRUST_DIR) < 0) {
                 fprintf(stderr, "sandboxd-egress: cannot load the trusted certificates\n");
                 return EXIT_FAILURE;

@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <systemd/sd-daemon.h>
 
@@ -263,6 +264,10 @@ static int run(const HttpConfig *config) {
         size_t n;
         int r;
 
+        /* Tokens and secret values pass through its memory (PUT .../secrets): no core
+         * dump of it (sandboxd-http(8), SERVICE). */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(-errno, "Failed to make sandboxd-http undumpable: %m");
         r = tokens_load_all(config, &tokens, &n);
         if (r < 0)
                 return r;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include <systemd/sd-daemon.h>
@@ -395,6 +396,11 @@ static int run(int argc, char *argv[]) {
                 return r;
         if (setup_workspaces)
                 return run_setup_workspaces(&settings, config_path);
+        /* Its memory holds the secret store's values: no core dump of it, and no
+         * /proc/PID/mem or ptrace for a process without CAP_SYS_PTRACE (sandboxd(8),
+         * SECURITY). Its children get theirs back as they execute (execve(2)). */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return log_error_errno(-errno, "Failed to make sandboxd undumpable: %m");
         r = check_executable(settings.bwrap_path, "bubblewrap");
         if (r < 0)
                 return r;

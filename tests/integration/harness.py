@@ -1583,6 +1583,40 @@ def npm_ci(build, sources, name, files=()):
     return dest
 
 
+# Opening a process's memory (PTRACE_MODE_ATTACH) as root without CAP_SYS_PTRACE: allowed
+# for a dumpable process of root's with no capability the opener lacks, refused for an
+# undumpable one.
+_NO_PTRACE = ['setpriv', '--inh-caps=-all', '--ambient-caps=-all', '--bounding-set=-sys_ptrace', '--']
+
+
+def _memory_opens(system, pid):
+    return system.run(_NO_PTRACE + ['dd', f'if=/proc/{pid}/mem', 'count=0', 'status=none']).returncode == 0
+
+
+def dump_guard(system, unit):
+    """How UNIT's main process is kept from dumping its memory: {'core': its core size
+    limit (soft, hard), 'uid': its uid, 'proc_owner': the owner of its /proc/PID/status
+    (root's when it is undumpable), 'memory_opens': whether root without CAP_SYS_PTRACE may open
+    its /proc/PID/mem (not when it is undumpable)}."""
+    pid = system.show(unit, 'MainPID')['MainPID']
+    assert pid != '0', f'{unit} is not running'
+    limits = system.run(['cat', f'/proc/{pid}/limits'], check=True).stdout
+    core = next(line.split()[4:6] for line in limits.splitlines() if line.startswith('Max core file size'))
+    status = system.run(['cat', f'/proc/{pid}/status'], check=True).stdout
+    uid = int(next(line.split()[1] for line in status.splitlines() if line.startswith('Uid:')))
+    # The directory keeps the process's uid; its files are root's once it is undumpable.
+    owner = int(system.run(['stat', '-c', '%u', f'/proc/{pid}/status'], check=True).stdout)
+    return {'core': tuple(core), 'uid': uid, 'proc_owner': owner, 'memory_opens': _memory_opens(system, pid)}
+
+
+def dumpable_control(system):
+    """Whether dump_guard()'s memory_opens is true of a dumpable root process (so that it
+    being false says something)."""
+    cp = system.run(['sh', '-c', ' '.join(_NO_PTRACE) + ' sleep 30 & p=$!; sleep 0.2; ' + ' '.join(_NO_PTRACE) +
+                     ' dd if=/proc/$p/mem count=0 status=none; r=$?; kill $p; exit $r'])
+    return cp.returncode == 0
+
+
 def free_port():
     """A TCP port of 127.0.0.1 that nothing listens on (now)."""
     with socket.socket() as s:

@@ -605,6 +605,32 @@ class Egress(EgressNetwork):
         cp = self.exec(other, 'curl', '-sS', '--max-time', '5', '-x', 'http://127.0.0.1:3128', 'https://allowed.test/')
         self.assertNotEqual(cp.returncode, 0)
 
+    def test_secret_holders_undumpable(self):
+        """sandboxd (the secret store's values) and sandboxd-egress (each sandbox's CA key,
+        the secrets it injects) cannot be dumped: no core (LimitCORE=0) and undumpable
+        (PR_SET_DUMPABLE 0, also under a unit that is not ours): their /proc/PID is
+        root's, and root without CAP_SYS_PTRACE may not open their memory."""
+        self.ok(S.systemctl('start', 'sandboxd-egress.service', timeout=60))
+        self.assertTrue(harness.dumpable_control(S))
+        daemon = harness.dump_guard(S, 'sandboxd.service')
+        self.assertEqual((daemon['core'], daemon['memory_opens']), (('0', '0'), False), daemon)
+        egress = harness.dump_guard(S, 'sandboxd-egress.service')
+        self.assertNotEqual(egress['uid'], 0)
+        self.assertEqual((egress['core'], egress['proc_owner']), (('0', '0'), 0), egress)
+        # Without the unit's limit (as under a unit of someone else's): undumpable still.
+        dropin = S.path('/run/systemd/system/sandboxd-egress.service.d/60-core.conf')
+        with open(dropin, 'w') as f:
+            f.write('[Service]\nLimitCORE=infinity\n')
+        try:
+            S.systemctl('daemon-reload', check=True)
+            self.ok(S.systemctl('restart', 'sandboxd-egress.service', timeout=60))
+            egress = harness.dump_guard(S, 'sandboxd-egress.service')
+            self.assertEqual((egress['core'][1], egress['proc_owner']), ('unlimited', 0), egress)
+        finally:
+            os.unlink(dropin)
+            S.systemctl('daemon-reload', check=True)
+            self.ok(S.systemctl('restart', 'sandboxd-egress.service', timeout=60))
+
     def test_dns_failure_is_not_a_refusal(self):
         # Issue 27: a name the policy allows that does not resolve got 502 "cannot resolve
         # … (the sandbox's EgressAllow=/EgressDeny=)", which clients report as a refusal.

@@ -72,6 +72,14 @@ class Terminal(unittest.TestCase):
         self.assertIsNone(error)
         return replies[0]['processes']
 
+    def test_bridge_undumpable(self):
+        """Tokens and secret values pass through the bridge's memory: its unit sets
+        LimitCORE=0 and it makes itself undumpable (sandboxd-http(8), SERVICE)."""
+        self.assertTrue(harness.dumpable_control(S))
+        bridge = harness.dump_guard(S, 'sandboxd-http.service')
+        self.assertNotEqual(bridge['uid'], 0)
+        self.assertEqual((bridge['core'], bridge['proc_owner']), (('0', '0'), 0), bridge)
+
     def test_shell_resize_binary_and_exit(self):
         out = ws(self.url + '/terminal?rows=30&cols=100', [
             {'send': 'echo $((6*7))\n'}, {'expect': r'42\r\n'},

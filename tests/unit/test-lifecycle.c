@@ -18,8 +18,10 @@
 #include <cmocka.h>
 
 #include "fake-payload.h"
+#include "manager-quota.h"
 #include "sandbox-persist.h"
 #include "snapshot.h"
+#include "statistics.h"
 #include "strv.h"
 
 #define SHELL_TEMPLATE                                                                          \
@@ -1539,6 +1541,100 @@ static void test_fork_quota_rechecked(void **state) {
         destroy(b);
 }
 
+/* Creates waiting for their turn (StartsInFlight=) count against --max-sandboxes: one
+ * caller cannot queue more creates than the daemon would hold. Static: the waiting ones are
+ * answered after the test returns should it fail. */
+static Answer waiting[4];
+
+static void test_waiting_creates_count_against_the_maximum(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+
+        manager->settings.max_sandboxes = 3;
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        systemd_fake.hold = "StartTransientUnit";
+        for (unsigned i = 0; i < 3; i++)
+                assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &waiting[i],
+                                                        &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(manager_creates_waiting(manager), 2);
+
+        assert_true(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &waiting[3], &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_TOO_MANY_SANDBOXES);
+        assert_non_null(strstr(sandbox_error_message(&error), "with 2 creates waiting for their turn"));
+        assert_int_equal(manager_creates_waiting(manager), 2);
+
+        fake_systemd_release();
+        RUN_UNTIL(waiting[0].n > 0 && waiting[1].n > 0 && waiting[2].n > 0);
+        for (unsigned i = 0; i < 3; i++) {
+                assert_int_equal(waiting[i].code, SANDBOX_ERR_NONE);
+                destroy(waiting[i].sandbox);
+        }
+        assert_int_equal(waiting[3].n, 0);
+}
+
+/* A sandbox's snapshots queued for a turn are bounded (each holds its caller's message). */
+static Answer snapshot_turns[SNAPSHOT_TURNS_WAITING_MAX + 1];
+
+static void test_snapshot_turns_waiting_bounded(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s = create("shell", false);
+        Answer held = {};
+
+        SandboxConfig config = {};
+
+        /* Another create of the owner's holds its one turn. */
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &held, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        for (unsigned i = 0; i < SNAPSHOT_TURNS_WAITING_MAX; i++)
+                assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snapshot_turns[i], &error), 0);
+        assert_int_equal(s->snapshot_turns_waiting, SNAPSHOT_TURNS_WAITING_MAX);
+        assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snapshot_turns[SNAPSHOT_TURNS_WAITING_MAX],
+                                     &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_BUSY);
+        assert_non_null(strstr(sandbox_error_message(&error), "wait for their turn"));
+
+        /* Gone while they wait: each is answered so when its turn comes. */
+        destroy(s);
+        fake_systemd_release();
+        RUN_UNTIL(held.n > 0);
+        for (unsigned i = 0; i < SNAPSHOT_TURNS_WAITING_MAX; i++) {
+                RUN_UNTIL(snapshot_turns[i].n > 0);
+                assert_int_equal(snapshot_turns[i].code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        }
+        assert_int_equal(snapshot_turns[SNAPSHOT_TURNS_WAITING_MAX].n, 0);
+        destroy(held.sandbox);
+}
+
+/* Tenants are names a delegate gives, any number of them: the statistics keep at most
+ * STATISTICS_TENANTS_MAX, a tenant with no sandbox left giving its entry up first. */
+static void test_tenant_statistics_bounded(void **state) {
+        Sandbox *s = create("shell", false);
+        char name[32];
+        bool kept = false, reclaimed = true;
+
+        snprintf(s->config.tenant, sizeof(s->config.tenant), "t0");
+        for (unsigned i = 0; i < STATISTICS_TENANTS_MAX; i++) {
+                snprintf(name, sizeof(name), "t%u", i);
+                assert_non_null(statistics_of_tenant(manager, name));
+        }
+        assert_int_equal(manager->n_tenant_statistics, STATISTICS_TENANTS_MAX);
+        assert_non_null(statistics_of_tenant(manager, "newcomer"));
+        assert_int_equal(manager->n_tenant_statistics, STATISTICS_TENANTS_MAX);
+        for (size_t i = 0; i < manager->n_tenant_statistics; i++) {
+                kept = kept || streq(manager->tenant_statistics[i].tenant, "t0");       /* it has a sandbox */
+                reclaimed = reclaimed && !streq(manager->tenant_statistics[i].tenant, "t1");
+        }
+        assert_true(kept);
+        assert_true(reclaimed);
+        assert_string_equal(manager->tenant_statistics[manager->n_tenant_statistics - 1].tenant, "newcomer");
+        s->config.tenant[0] = 0;
+        destroy(s);
+}
+
 static void test_snapshot_quota(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         Answer snap = {};
@@ -1673,6 +1769,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_from_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_quota_rechecked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_quota, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_waiting_creates_count_against_the_maximum, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_turns_waiting_bounded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tenant_statistics_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
         };
