@@ -73,7 +73,11 @@ static WorkspaceExport *export_find(Manager *m, const char *id) {
         return NULL;
 }
 
+static void exports_expire(Manager *m);
+
 bool workspace_export_running(Manager *m, const char *id) {
+        /* One its client left is dropped by now: Wake is not held up by it for good. */
+        exports_expire(m);
         return export_find(m, id);
 }
 
@@ -105,13 +109,14 @@ static void export_maybe_answer(WorkspaceExport *e) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         workspace_export_callback_t cb = e->cb;
         void *userdata = e->userdata;
+        bool failed = e->failed;
         size_t k;
 
         if (!cb)
                 return;
-        if (e->failed || (e->eof && e->exited && e->n == 0)) {
+        if (failed || (e->eof && e->exited && e->n == 0)) {
                 e->cb = NULL;
-                if (e->failed)
+                if (failed)
                         sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED,
                                           "The archive of sandbox %s's files failed (its journal says why).", e->id);
                 else
@@ -119,8 +124,8 @@ static void export_maybe_answer(WorkspaceExport *e) {
                 /* Gone before the answer: the caller may start the next export at once. */
                 SnapshotMeta meta = e->meta;
                 e->meta = (SnapshotMeta) {};
-                export_unlink(e);
-                cb(&meta, NULL, 0, e->failed ? &error : NULL, userdata);
+                export_unlink(e);       /* e is gone: only copies of it from here on */
+                cb(&meta, NULL, 0, failed ? &error : NULL, userdata);
                 snapshot_meta_done(&meta);
                 return;
         }
