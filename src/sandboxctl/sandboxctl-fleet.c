@@ -6,6 +6,7 @@
  *                                   [--agent-port PORT] [--tenant-affinity]
  *                                   [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…
  *   sandboxctl fleet drain | undrain | draining
+ *   sandboxctl fleet list [--json] NODE=HOST:PORT…
  *
  * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
  * answers to agent-check, every call naming a sandbox sent to the node its id names (the
@@ -23,7 +24,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+#include <json-c/json.h>
+
 #include "fd-util.h"
+#include "json-util.h"
 #include "macro.h"
 #include "sandboxctl-fleet.h"
 #include "sandboxctl-util.h"
@@ -33,6 +38,10 @@
 #define FLEET_AGENT_PORT_DEFAULT 8348U
 #define FLEET_DIR_DEFAULT "/etc/haproxy/sandboxd"
 #define FLEET_NODES_MAX 255U
+/* fleet list: a node that does not answer in this time is reported, not waited for. */
+#define FLEET_LIST_CONNECT_TIMEOUT_MS 3000L
+#define FLEET_LIST_TIMEOUT_MS 20000L
+#define FLEET_LIST_BODY_MAX (256U * 1024 * 1024)
 
 
 /* "N=HOST:PORT", N 1…255. */
@@ -322,15 +331,229 @@ static int verb_drain(const char *verb) {
         return 0;
 }
 
+/* ---- fleet list: every node's sandboxes, from each node's bridge ---- */
+
+typedef struct FleetListing {
+        FleetNodeSpec node;
+        CURL *easy;
+        struct curl_slist *headers;
+        char *body;
+        size_t size;
+        CURLcode result;
+        bool done;
+        char error[CURL_ERROR_SIZE];
+} FleetListing;
+
+static size_t on_listing_body(char *data, size_t size, size_t n, void *userdata) {
+        FleetListing *l = userdata;
+        size_t add = size * n;
+        char *p;
+
+        if (add > FLEET_LIST_BODY_MAX - l->size)
+                return 0;       /* ends the transfer: CURLE_WRITE_ERROR */
+        p = realloc(l->body, l->size + add + 1);
+        if (!p)
+                return 0;
+        memcpy(p + l->size, data, add);
+        l->size += add;
+        p[l->size] = 0;
+        l->body = p;
+        return add;
+}
+
+static int listing_start(CURLM *multi, FleetListing *l, const char *token) {
+        _cleanup_free_ char *url = NULL, *auth = NULL;
+
+        if (asprintf(&url, "http://%s/api/v1/sessions", l->node.address) < 0 ||
+            asprintf(&auth, "Authorization: Bearer %s", token) < 0)
+                return -ENOMEM;
+        l->easy = curl_easy_init();
+        l->headers = curl_slist_append(NULL, auth);
+        explicit_bzero(auth, strlen(auth));
+        if (!l->easy || !l->headers)
+                return -ENOMEM;
+        if (curl_easy_setopt(l->easy, CURLOPT_URL, url) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_PROTOCOLS_STR, "http") != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_HTTPHEADER, l->headers) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_WRITEFUNCTION, on_listing_body) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_WRITEDATA, l) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_PRIVATE, l) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_ERRORBUFFER, l->error) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_CONNECTTIMEOUT_MS, FLEET_LIST_CONNECT_TIMEOUT_MS) != CURLE_OK ||
+            curl_easy_setopt(l->easy, CURLOPT_TIMEOUT_MS, FLEET_LIST_TIMEOUT_MS) != CURLE_OK)
+                return -EINVAL;
+        return curl_multi_add_handle(multi, l->easy) == CURLM_OK ? 0 : -ENOMEM;
+}
+
+static void listing_done(CURLM *multi, FleetListing *l) {
+        if (l->easy) {
+                (void) curl_multi_remove_handle(multi, l->easy);
+                curl_easy_cleanup(l->easy);
+        }
+        curl_slist_free_all(l->headers);
+        free(l->body);
+}
+
+/* The node's sandboxes (a new reference) with "node" added to each, or NULL with why. */
+static json_object *listing_sandboxes(FleetListing *l, char *why, size_t why_size) {
+        _cleanup_json_ json_object *o = NULL;
+        json_object *error = NULL, *code = NULL;
+        long status = 0;
+
+        if (l->result != CURLE_OK) {
+                snprintf(why, why_size, "%s", l->error[0] ? l->error : curl_easy_strerror(l->result));
+                return NULL;
+        }
+        (void) curl_easy_getinfo(l->easy, CURLINFO_RESPONSE_CODE, &status);
+        o = l->body ? json_tokener_parse(l->body) : NULL;
+        if (status != 200) {
+                if (json_object_object_get_ex(o, "error", &error))
+                        (void) json_object_object_get_ex(error, "code", &code);
+                snprintf(why, why_size, "HTTP %ld%s%s", status, code ? " " : "",
+                         code ? json_object_get_string(code) : "");
+                return NULL;
+        }
+        if (!json_object_is_type(o, json_type_array)) {
+                snprintf(why, why_size, "the answer is no list of sandboxes");
+                return NULL;
+        }
+        for (size_t i = 0; i < json_object_array_length(o); i++) {
+                json_object *sb = json_object_array_get_idx(o, i);
+                if (json_object_is_type(sb, json_type_object) &&
+                    json_object_object_add(sb, "node", json_object_new_int((int) l->node.number)) < 0) {
+                        snprintf(why, why_size, "out of memory");
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(o);
+}
+
+static const char *field(json_object *o, const char *key) {
+        json_object *v;
+
+        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ?
+                json_object_get_string(v) : "-";
+}
+
+/* Each node's GET /api/v1/sessions, at once, with $SANDBOXD_TOKEN (a tenant's token lists
+ * the tenant's): the fleet's sandboxes, each with its node. A node that does not answer
+ * is named on stderr and makes the exit status 1: the list is then the others'. */
+static int verb_list(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "json", no_argument, NULL, 'j' },
+                {}
+        };
+        _cleanup_free_ FleetListing *listings = NULL;
+        _cleanup_json_ json_object *all = NULL;
+        const char *token = getenv("SANDBOXD_TOKEN");
+        bool json = false;
+        size_t n = 0, failed = 0;
+        CURLM *multi = NULL;
+        int c, r = 0, running = 0;
+
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 'j':
+                        json = true;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (isempty(token))
+                return log_error("No token: set $SANDBOXD_TOKEN to a token of the bridges (sandboxd-http(8)).");
+        if (optind >= argc)
+                return log_error("No node: %s fleet list NODE=HOST:PORT…", program_invocation_short_name);
+        listings = calloc((size_t) (argc - optind), sizeof(FleetListing));
+        all = json_object_new_array();
+        if (!listings || !all)
+                return log_oom();
+        for (int i = optind; i < argc; i++) {
+                if (parse_node(argv[i], &listings[n].node) < 0)
+                        return log_error("Invalid node '%s', expected NUMBER=HOST:PORT, NUMBER 1…255.", argv[i]);
+                n++;
+        }
+
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(multi = curl_multi_init()))
+                return log_oom();
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = listing_start(multi, &listings[i], token);
+        while (r >= 0) {
+                CURLMsg *m;
+                int left;
+
+                if (curl_multi_perform(multi, &running) != CURLM_OK) {
+                        r = -EIO;
+                        break;
+                }
+                while ((m = curl_multi_info_read(multi, &left)))
+                        if (m->msg == CURLMSG_DONE) {
+                                FleetListing *l = NULL;
+                                (void) curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **) &l);
+                                if (l) {
+                                        l->result = m->data.result;
+                                        l->done = true;
+                                }
+                        }
+                if (running == 0)
+                        break;
+                if (curl_multi_poll(multi, NULL, 0, 1000, NULL) != CURLM_OK)
+                        r = -EIO;
+        }
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                char why[CURL_ERROR_SIZE + 64] = "no answer";
+                _cleanup_json_ json_object *got = listings[i].done ?
+                        listing_sandboxes(&listings[i], why, sizeof(why)) : NULL;
+
+                if (!got) {
+                        log_error("Node %u (%s) did not list its sandboxes: %s", listings[i].node.number,
+                                  listings[i].node.address, why);
+                        failed++;
+                        continue;
+                }
+                for (size_t j = 0; j < json_object_array_length(got); j++)
+                        if (json_object_array_add(all, json_object_get(json_object_array_get_idx(got, j))) < 0)
+                                r = -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                listing_done(multi, &listings[i]);
+        curl_multi_cleanup(multi);
+        curl_global_cleanup();
+        if (r < 0)
+                return log_error_errno(r, "Cannot list the fleet: %m");
+
+        if (json)
+                r = print_json(all);
+        else {
+                printf("%-4s %-16s %-9s %-16s %s\n", "NODE", "ID", "STATE", "TEMPLATE", "NAME");
+                for (size_t i = 0; i < json_object_array_length(all); i++) {
+                        json_object *sb = json_object_array_get_idx(all, i), *node = NULL;
+                        (void) json_object_object_get_ex(sb, "node", &node);
+                        printf("%-4d %-16s %-9s %-16s %s\n", json_object_get_int(node), field(sb, "id"),
+                               field(sb, "state"), field(sb, "template"), field(sb, "name"));
+                }
+                printf("\n%zu sandbox%s on %zu of %zu node%s.\n", json_object_array_length(all),
+                       json_object_array_length(all) == 1 ? "" : "es", n - failed, n, n == 1 ? "" : "s");
+        }
+        if (r < 0)
+                return r;
+        return failed > 0 ? 1 : 0;
+}
+
 int fleet_main(int argc, char *argv[]) {
         if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 printf("%1$s fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM] [--agent-port PORT] "
                        "[--tenant-affinity] [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…\n"
-                       "%1$s fleet drain | undrain | draining\n", program_invocation_short_name);
+                       "%1$s fleet drain | undrain | draining\n"
+                       "%1$s fleet list [--json] NODE=HOST:PORT…   (token: $SANDBOXD_TOKEN)\n",
+                       program_invocation_short_name);
                 return argc < 2 ? -EINVAL : 0;
         }
         if (streq(argv[1], "haproxy-config"))
                 return verb_haproxy_config(argc - 1, argv + 1);
+        if (streq(argv[1], "list"))
+                return verb_list(argc - 1, argv + 1);
         if ((streq(argv[1], "drain") || streq(argv[1], "undrain") || streq(argv[1], "draining")) && argc == 2)
                 return verb_drain(argv[1]);
         return log_error("Unknown fleet command '%s'. See '%s fleet --help'.", argv[1], program_invocation_short_name);

@@ -430,6 +430,13 @@ def node_of(sid):
     return NODES[int(sid[-2:], 16)]
 
 
+def fleet_list():
+    """sandboxctl fleet list --json over every node's bridge, with the tenant's token."""
+    return front_run([NODES[1].S.paths.sandboxctl, 'fleet', 'list', '--json']
+                     + [f'{n}={node.address}:{BRIDGE_PORT}' for n, node in NODES.items()],
+                     env={**os.environ, 'SANDBOXD_TOKEN': TOKEN})
+
+
 class Fleet(unittest.TestCase):
     def tearDown(self):
         drained = False
@@ -459,6 +466,11 @@ class Fleet(unittest.TestCase):
         ids = [create() for _ in range(6)]
         try:
             self.assertEqual({int(s[-2:], 16) for s in ids}, {1, 2, 3}, ids)
+            # The fleet's list: each node's, each sandbox with its node.
+            cp = fleet_list()
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            listed = {sb['id']: sb['node'] for sb in json.loads(cp.stdout)}
+            self.assertEqual({sid: listed.get(sid) for sid in ids}, {sid: int(sid[-2:], 16) for sid in ids})
             for sid in ids:
                 node = node_of(sid)
                 self.assertIn(sid, node_ids(node))
@@ -846,6 +858,11 @@ class Fleet(unittest.TestCase):
         self.assertEqual(res['error']['code'], 'NodeUnavailable', res)
         status, res = request('POST', f'/api/v1/sessions/{sid}/execute', {'argv': ['true']})
         self.assertEqual((status, res['error']['code']), (503, 'NodeUnavailable'), res)
+        # The fleet's list says which node did not answer, lists the others', and fails.
+        cp = fleet_list()
+        self.assertEqual(cp.returncode, 1, cp.stderr)
+        self.assertIn(f'Node 3 ({dead.address}:{BRIDGE_PORT}) did not list its sandboxes', cp.stderr)
+        self.assertNotIn(sid, {sb['id'] for sb in json.loads(cp.stdout)})
         time.sleep(2.5)
         ids = [create() for _ in range(4)]
         self.destroy_all(ids)
