@@ -36,6 +36,7 @@
 static sd_bus *core_bus, *fake_bus;
 static Manager *manager;
 static char state_dir[64];
+static uint64_t fake_retention_sec;    /* the next manager's [Snapshots] Retention= */
 
 /* Runs the loop until nothing more happens at once (every party here answers at once):
  * for what should not happen. */
@@ -404,6 +405,7 @@ static void fake_manager_new(void) {
         assert_non_null(settings.state_dir);
         free(settings.snapshots.directory);
         assert_true(asprintf(&settings.snapshots.directory, "%s/snapshots", state_dir) > 0);
+        settings.snapshots.retention_sec = fake_retention_sec;
         settings.template_dirs = strv_free(settings.template_dirs);
         assert_int_equal(strv_extendf(&settings.template_dirs, "%s/templates", state_dir), 0);
         assert_int_equal(manager_new(event, core_bus, &settings, &manager), 0);
@@ -429,6 +431,7 @@ static void fake_core_new(const char *const *templates) {
         }
 
         systemd_fake = (FakeSystemd) { .next_job = 100 };
+        fake_retention_sec = 0;
         backend = (FakeBackend) { .auto_ready = true };
         n_agents = 0;
 

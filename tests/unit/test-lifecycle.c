@@ -1659,6 +1659,258 @@ static void test_snapshot_quota(void **state) {
         destroy(s);
 }
 
+/* Export and import move a hibernated sandbox between nodes in parts: what is read is the
+ * archive's bytes; an import starts at 0, goes on at its end only, fits the quota, and
+ * ends as a hibernated sandbox of the caller's under a new id that wakes. */
+static void test_export_and_import(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_free_ char *text = NULL;
+        SnapshotMeta meta = {}, got = {};
+        Answer h = {}, w = {};
+        char id[SANDBOX_ID_LEN + 1], imported[SANDBOX_ID_LEN + 1], again[SANDBOX_ID_LEN + 1];
+        const char *tenant;
+        uint8_t *data;
+        size_t size;
+        uid_t owner;
+        Sandbox *s = create("shell", false);
+
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_hibernate(s, NULL, on_snapshot, &h, &error), 0);
+        agent_archive(agent_of(s), "0123456789", 0);
+        RUN_UNTIL(h.n > 0);
+        assert_int_equal(h.code, SANDBOX_ERR_NONE);
+        assert_int_equal(snapshot_call_access(manager, &root, id, true, &meta, &owner, &tenant, &error), 0);
+        assert_int_equal(owner, 0);
+        snapshot_meta_done(&meta);
+
+        /* Read in two parts, and past the end nothing. */
+        assert_int_equal(snapshot_export_read(manager, &root, id, 0, 4, &meta, &data, &size, &error), 0);
+        assert_int_equal(size, 4);
+        assert_memory_equal(data, "0123", 4);
+        assert_true(meta.hibernated);
+        snapshot_meta_done(&meta);
+        free(data);
+        assert_int_equal(snapshot_export_read(manager, &root, id, 4, 100, &meta, &data, &size, &error), 0);
+        assert_int_equal(size, 6);
+        assert_memory_equal(data, "456789", 6);
+        free(data);
+        assert_int_equal(snapshot_meta_to_json(&meta, &text), 0);
+        snapshot_meta_done(&meta);
+        assert_true(snapshot_export_read(manager, &root, "0000000000000000", 0, 4, &meta, &data, &size, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        sandbox_error_done(&error);
+
+        /* Refused: no record, not at 0, an import nobody started. */
+        assert_true(snapshot_import_part(manager, &root, NULL, NULL, 0, "", 0, false, imported, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        sandbox_error_done(&error);
+        assert_true(snapshot_import_part(manager, &root, NULL, text, 3, "x", 1, false, imported, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        sandbox_error_done(&error);
+        assert_true(snapshot_import_part(manager, &root, "0000000000000000", NULL, 0, "x", 1, false, imported,
+                                         &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        sandbox_error_done(&error);
+
+        /* A part that is not at the end drops the import. */
+        assert_int_equal(snapshot_import_part(manager, &root, NULL, text, 0, "01234", 5, false, imported, &error), 0);
+        assert_string_not_equal(imported, id);
+        assert_true(snapshot_import_part(manager, &root, imported, NULL, 3, "x", 1, false, again, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        sandbox_error_done(&error);
+        assert_true(snapshot_import_part(manager, &root, imported, NULL, 5, "56789", 5, true, again, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        sandbox_error_done(&error);
+
+        /* More than the quota leaves: dropped at the part that does not fit. */
+        manager->settings.snapshots.max_bytes_per_owner = 12;
+        assert_int_equal(snapshot_import_part(manager, &root, NULL, text, 0, "0", 1, false, imported, &error), 0);
+        assert_true(snapshot_import_part(manager, &root, imported, NULL, 1, "12345", 5, false, again, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        sandbox_error_done(&error);
+        manager->settings.snapshots.max_bytes_per_owner = 0;
+
+        /* In full: a hibernated sandbox under the new id, the same bytes. */
+        assert_int_equal(snapshot_import_part(manager, &root, NULL, text, 0, "01234", 5, false, imported, &error), 0);
+        assert_int_equal(snapshot_import_part(manager, &root, imported, NULL, 5, "56789", 5, true, again, &error), 0);
+        assert_string_equal(again, imported);
+        assert_int_equal(snapshot_lookup_hibernated(manager, &root, imported, &got, &error), 0);
+        assert_int_equal(got.size, 10);
+        assert_true(got.hibernated);
+        snapshot_meta_done(&got);
+        assert_int_equal(snapshot_export_read(manager, &root, imported, 0, 10, &meta, &data, &size, &error), 0);
+        assert_memory_equal(data, "0123456789", 10);
+        snapshot_meta_done(&meta);
+        free(data);
+
+        /* A record that is not a hibernation's is not imported. */
+        assert_int_equal(snapshot_lookup_hibernated(manager, &root, id, &meta, &error), 0);
+        meta.hibernated = false;
+        text = mfree(text);
+        assert_int_equal(snapshot_meta_to_json(&meta, &text), 0);
+        snapshot_meta_done(&meta);
+        assert_true(snapshot_import_part(manager, &root, NULL, text, 0, "x", 1, true, again, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_INVALID_OPTION);
+        sandbox_error_done(&error);
+
+        /* The imported one wakes. */
+        assert_int_equal(snapshot_wake_sandbox(manager, &root, imported, on_sandbox, &w, &error), 0);
+        RUN_UNTIL(n_agents == 2);
+        agent_extract(&agents[1], 0);
+        RUN_UNTIL(w.n > 0);
+        assert_int_equal(w.code, SANDBOX_ERR_NONE);
+        assert_string_equal(w.id, imported);
+        destroy(w.sandbox);
+        assert_true(snapshot_wake_sandbox(manager, &root, imported, on_sandbox, &w, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+}
+
+/* Refused before anything starts: a sandbox still starting, one being paused. */
+static void test_snapshot_refused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer a = {}, snap = {}, p = {};
+        Sandbox *s = create_held("shell", &a);
+
+        assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NOT_RUNNING);
+        sandbox_error_done(&error);
+        fake_systemd_release();
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+
+        systemd_fake.hold = "FreezeUnit";
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_BUSY);
+        sandbox_error_done(&error);
+        assert_true(sandbox_hibernate(s, NULL, on_snapshot, &snap, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_BUSY);
+        fake_systemd_release();
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        assert_int_equal(snap.n, 0);
+        destroy(s);
+}
+
+/* One snapshot in flight per owner (StartsInFlight=1): the next waits for its turn, and
+ * is checked again then (its sandbox may be gone). */
+static void test_snapshot_waits_its_turn(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer first = {}, second = {}, third = {};
+        Sandbox *a = create("shell", false), *b = create("shell", false);
+
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        assert_int_equal(sandbox_snapshot(a, NULL, on_snapshot, &first, &error), 0);
+        assert_int_equal(sandbox_snapshot(b, &(SnapshotOptions) { .include_tmp = true }, on_snapshot, &second,
+                                          &error), 0);
+        run_briefly();
+        agent_archive(agent_of(a), "a", 0);
+        RUN_UNTIL(first.n > 0);
+        assert_int_equal(first.code, SANDBOX_ERR_NONE);
+        assert_int_equal(second.n, 0);
+        agent_archive(agent_of(b), "b", 0);
+        RUN_UNTIL(second.n > 0);
+        assert_int_equal(second.code, SANDBOX_ERR_NONE);
+
+        /* Waiting, its sandbox goes: answered so. */
+        assert_int_equal(sandbox_snapshot(a, NULL, on_snapshot, &first, &error), 0);
+        assert_int_equal(sandbox_hibernate(b, NULL, on_snapshot, &third, &error), 0);
+        destroy(b);
+        agent_archive(agent_of(a), "a", 0);
+        RUN_UNTIL(third.n > 0);
+        assert_int_equal(third.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        destroy(a);
+}
+
+/* A tenant's snapshot quota (count and bytes) and [Limits] SnapshotMax= cut a snapshot. */
+static void test_snapshot_tenant_quota_and_max(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        const SandboxCaller acme = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .granted = true, .tenant = "acme" };
+        SandboxConfig config = {};
+        Answer c = {}, snap = {};
+        uint64_t bytes, count;
+        Sandbox *s;
+
+        assert_int_equal(manager_create_sandbox(manager, &acme, "shell", &config, on_sandbox, &c, &error), 0);
+        RUN_UNTIL(c.n > 0);
+        s = c.sandbox;
+        assert_non_null(s);
+        assert_string_equal(s->config.tenant, "acme");
+
+        manager->settings.tenancy.quota.tenant.snapshots = 1;
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "abc", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_NONE);
+        assert_int_equal(snapshot_usage_tenant(manager, "acme", &bytes, &count), 0);
+        assert_int_equal(bytes, 3);
+        assert_int_equal(count, 1);
+        assert_true(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        assert_non_null(strstr(sandbox_error_message(&error), "Tenant acme"));
+        sandbox_error_done(&error);
+
+        /* Bytes: the stream is cut where the tenant's room ends. */
+        manager->settings.tenancy.quota.tenant.snapshots = 0;
+        manager->settings.tenancy.quota.tenant.snapshot_bytes = 5;
+        snap = (Answer) {};
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "more than two", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_QUOTA_EXCEEDED);
+        manager->settings.tenancy.quota.tenant.snapshot_bytes = 0;
+
+        /* One snapshot's ceiling. */
+        manager->settings.tenancy.limits.snapshot_max = 4;
+        snap = (Answer) {};
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snap, &error), 0);
+        agent_archive(agent_of(s), "more than four", 0);
+        RUN_UNTIL(snap.n > 0);
+        assert_int_equal(snap.code, SANDBOX_ERR_SNAPSHOT_TOO_LARGE);
+        assert_int_equal(snapshot_usage_tenant(manager, "acme", &bytes, &count), 0);
+        assert_int_equal(count, 1);
+        sandbox_config_done(&config);
+        destroy(s);
+}
+
+/* At start, what an interrupted snapshot left goes, and so does a snapshot older than
+ * Retention=. */
+static void test_retention_and_leftovers(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *o = NULL;
+        SnapshotMeta *list = NULL;
+        size_t n = 0;
+        Answer old = {}, young = {};
+        char path[256];
+        Sandbox *s = create("shell", false);
+
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &old, &error), 0);
+        agent_archive(agent_of(s), "old", 0);
+        RUN_UNTIL(old.n > 0);
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &young, &error), 0);
+        agent_archive(agent_of(s), "young", 0);
+        RUN_UNTIL(young.n > 0);
+        destroy(s);
+
+        snprintf(path, sizeof(path), "%s/snapshots/%s.json", state_dir, old.id);
+        o = json_object_from_file(path);
+        assert_non_null(o);
+        json_object_object_add(o, "created", json_object_new_int64(1000000));
+        assert_int_equal(json_object_to_file(path, o), 0);
+        snprintf(path, sizeof(path), "%s/snapshots/0123456789abcdef.tar.zst.partial", state_dir);
+        write_text(path, "half");
+
+        manager = manager_free(manager);
+        fake_retention_sec = 3600;
+        fake_manager_new();
+        assert_int_equal(access(path, F_OK), -1);
+        assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(list[0].id, young.id);
+        snapshot_meta_array_free(list, n);
+}
+
 /* ---- a restarted sandboxd ---- */
 
 /* The manager goes as sandboxd does when it stops (sandboxes detached, their state kept),
@@ -1772,6 +2024,11 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_waiting_creates_count_against_the_maximum, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_turns_waiting_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tenant_statistics_bounded, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_export_and_import, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_waits_its_turn, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_snapshot_tenant_quota_and_max, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_retention_and_leftovers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
         };
