@@ -37,6 +37,7 @@ static sd_bus *core_bus, *fake_bus;
 static Manager *manager;
 static char state_dir[64];
 static uint64_t fake_retention_sec;    /* the next manager's [Snapshots] Retention= */
+static const char *fake_docker_socket; /* ... and DockerSocket=, if set */
 
 /* Runs the loop until nothing more happens at once (every party here answers at once):
  * for what should not happen. */
@@ -139,7 +140,7 @@ static int fake_systemd_filter(sd_bus_message *m, void *userdata, sd_bus_error *
 }
 
 /* Answers the calls held so far, oldest first, and holds no more. */
-static void fake_systemd_release(void) {
+_unused_ static void fake_systemd_release(void) {
         systemd_fake.hold = NULL;
         for (unsigned i = 0; i < systemd_fake.n_held; i++) {
                 fake_systemd_answer(systemd_fake.held[i]);
@@ -297,7 +298,7 @@ static const PayloadOps fake_payload_ops = {
 };
 
 /* What a held stop() or renew() was waiting for. */
-static void fake_payload_stopped(void) {
+_unused_ static void fake_payload_stopped(void) {
         Sandbox *s = TAKE_PTR(backend.stop_held);
 
         assert_non_null(s);
@@ -305,7 +306,7 @@ static void fake_payload_stopped(void) {
         sandbox_payload_stopped(s);
 }
 
-static void fake_payload_renewed(const char *failure) {
+_unused_ static void fake_payload_renewed(const char *failure) {
         Sandbox *s = TAKE_PTR(backend.renew_held);
 
         assert_non_null(s);
@@ -334,13 +335,13 @@ static json_object *agent_expect(FakeAgent *a, const char *type, int *fds, size_
         return msg;
 }
 
-static void agent_say(FakeAgent *a, json_object *msg) {
+_unused_ static void agent_say(FakeAgent *a, json_object *msg) {
         assert_non_null(msg);
         assert_int_equal(agent_send(a->fd, msg, NULL, 0), 0);
         json_object_put(msg);
 }
 
-static uint64_t msg_id(json_object *msg) {
+_unused_ static uint64_t msg_id(json_object *msg) {
         int64_t id;
 
         assert_int_equal(agent_get_int64(msg, "id", &id), 0);
@@ -349,7 +350,7 @@ static uint64_t msg_id(json_object *msg) {
 
 /* The agent's side of an exec: takes the "exec" and its descriptors, says "started";
  * returns its id and keeps stdout's descriptor (the caller writes and closes it). */
-static uint64_t agent_take_exec(FakeAgent *a, int *ret_out) {
+_unused_ static uint64_t agent_take_exec(FakeAgent *a, int *ret_out) {
         _cleanup_json_ json_object *msg = NULL;
         int fds[AGENT_EXEC_NFDS];
         size_t n;
@@ -365,12 +366,12 @@ static uint64_t agent_take_exec(FakeAgent *a, int *ret_out) {
         return id;
 }
 
-static void agent_exit(FakeAgent *a, uint64_t id, int code) {
+_unused_ static void agent_exit(FakeAgent *a, uint64_t id, int code) {
         agent_say(a, agent_msg_exit(&(struct agent_exit) { .id = id, .code = code, .duration_usec = 1000 }));
 }
 
 /* A whole exec: "hello\n" on stdout, then exit code. */
-static void agent_run_exec(FakeAgent *a, int code) {
+_unused_ static void agent_run_exec(FakeAgent *a, int code) {
         int out;
         uint64_t id = agent_take_exec(a, &out);
 
@@ -380,8 +381,34 @@ static void agent_run_exec(FakeAgent *a, int code) {
 }
 
 /* The agent (and with it the payload) ends: the core sees EOF on its control socket. */
-static void agent_die(FakeAgent *a) {
+_unused_ static void agent_die(FakeAgent *a) {
         a->fd = safe_close(a->fd);
+}
+
+/* ---- what the core's callbacks said ---- */
+
+/* A sandbox_callback_t's answer, for a test to wait for and look at. */
+
+typedef struct Answer {
+        unsigned n;
+        Sandbox *sandbox;
+        char id[SANDBOX_ID_LEN + 1];
+        SandboxState state;
+        SandboxErrorCode code;
+        char message[256];
+} Answer;
+
+_unused_ static void on_sandbox(Sandbox *s, const SandboxError *error, void *userdata) {
+        Answer *a = userdata;
+
+        a->n++;
+        a->sandbox = error ? NULL : s;
+        a->code = error ? error->code : SANDBOX_ERR_NONE;
+        snprintf(a->message, sizeof(a->message), "%s", error ? sandbox_error_message(error) : "");
+        if (s) {
+                snprintf(a->id, sizeof(a->id), "%s", s->id);
+                a->state = s->state;
+        }
 }
 
 /* ---- the core ---- */
@@ -406,6 +433,11 @@ static void fake_manager_new(void) {
         free(settings.snapshots.directory);
         assert_true(asprintf(&settings.snapshots.directory, "%s/snapshots", state_dir) > 0);
         settings.snapshots.retention_sec = fake_retention_sec;
+        if (fake_docker_socket) {
+                free(settings.docker_socket);
+                settings.docker_socket = strdup(fake_docker_socket);
+                assert_non_null(settings.docker_socket);
+        }
         settings.template_dirs = strv_free(settings.template_dirs);
         assert_int_equal(strv_extendf(&settings.template_dirs, "%s/templates", state_dir), 0);
         assert_int_equal(manager_new(event, core_bus, &settings, &manager), 0);

@@ -35,29 +35,7 @@ static const char *const templates[] = { "shell", SHELL_TEMPLATE, "recycled", RE
 
 static const SandboxCaller root = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .granted = true };
 
-/* ---- what the core's callbacks said ---- */
-
-typedef struct Answer {
-        unsigned n;
-        Sandbox *sandbox;
-        char id[SANDBOX_ID_LEN + 1];
-        SandboxState state;
-        SandboxErrorCode code;
-        char message[256];
-} Answer;
-
-static void on_sandbox(Sandbox *s, const SandboxError *error, void *userdata) {
-        Answer *a = userdata;
-
-        a->n++;
-        a->sandbox = error ? NULL : s;
-        a->code = error ? error->code : SANDBOX_ERR_NONE;
-        snprintf(a->message, sizeof(a->message), "%s", error ? sandbox_error_message(error) : "");
-        if (s) {
-                snprintf(a->id, sizeof(a->id), "%s", s->id);
-                a->state = s->state;
-        }
-}
+/* ---- what the core's callbacks said (Answer, on_sandbox(): fake-payload.h) ---- */
 
 typedef struct ExecAnswer {
         unsigned n;
