@@ -1637,6 +1637,37 @@ static void test_snapshot_quota(void **state) {
         destroy(s);
 }
 
+/* ExportSnapshot's part, answered before the call returns for an archive. */
+typedef struct ExportPart {
+        unsigned n;
+        char data[64];
+        size_t size;
+        bool hibernated;
+        char *meta;     /* the record, as JSON */
+} ExportPart;
+
+static void on_export_part(const SnapshotMeta *meta, const void *data, size_t size, const SandboxError *error,
+                           void *userdata) {
+        ExportPart *p = userdata;
+
+        assert_null(error);
+        p->n++;
+        assert_true(size <= sizeof(p->data));
+        memcpy(p->data, data, size);
+        p->size = size;
+        p->hibernated = meta->hibernated;
+        p->meta = mfree(p->meta);
+        assert_int_equal(snapshot_meta_to_json(meta, &p->meta), 0);
+}
+
+static void export_part(const char *id, uint64_t offset, size_t length, ExportPart *p) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        unsigned n = p->n;
+
+        assert_int_equal(snapshot_export_read(manager, &root, id, offset, length, on_export_part, p, &error), 0);
+        assert_int_equal(p->n, n + 1);
+}
+
 /* Export and import move a hibernated sandbox between nodes in parts: what is read is the
  * archive's bytes; an import starts at 0, goes on at its end only, fits the quota, and
  * ends as a hibernated sandbox of the caller's under a new id that wakes. */
@@ -1644,11 +1675,10 @@ static void test_export_and_import(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         _cleanup_free_ char *text = NULL;
         SnapshotMeta meta = {}, got = {};
+        ExportPart part = {};
         Answer h = {}, w = {};
         char id[SANDBOX_ID_LEN + 1], imported[SANDBOX_ID_LEN + 1], again[SANDBOX_ID_LEN + 1];
         const char *tenant;
-        uint8_t *data;
-        size_t size;
         uid_t owner;
         Sandbox *s = create("shell", false);
 
@@ -1662,19 +1692,17 @@ static void test_export_and_import(void **state) {
         snapshot_meta_done(&meta);
 
         /* Read in two parts, and past the end nothing. */
-        assert_int_equal(snapshot_export_read(manager, &root, id, 0, 4, &meta, &data, &size, &error), 0);
-        assert_int_equal(size, 4);
-        assert_memory_equal(data, "0123", 4);
-        assert_true(meta.hibernated);
-        snapshot_meta_done(&meta);
-        free(data);
-        assert_int_equal(snapshot_export_read(manager, &root, id, 4, 100, &meta, &data, &size, &error), 0);
-        assert_int_equal(size, 6);
-        assert_memory_equal(data, "456789", 6);
-        free(data);
-        assert_int_equal(snapshot_meta_to_json(&meta, &text), 0);
-        snapshot_meta_done(&meta);
-        assert_true(snapshot_export_read(manager, &root, "0000000000000000", 0, 4, &meta, &data, &size, &error) < 0);
+        export_part(id, 0, 4, &part);
+        assert_int_equal(part.size, 4);
+        assert_memory_equal(part.data, "0123", 4);
+        assert_true(part.hibernated);
+        export_part(id, 4, 60, &part);
+        assert_int_equal(part.size, 6);
+        assert_memory_equal(part.data, "456789", 6);
+        export_part(id, 10, 4, &part);
+        assert_int_equal(part.size, 0);
+        text = TAKE_PTR(part.meta);
+        assert_true(snapshot_export_read(manager, &root, "0000000000000000", 0, 4, on_export_part, &part, &error) < 0);
         assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
         sandbox_error_done(&error);
 
@@ -1716,10 +1744,10 @@ static void test_export_and_import(void **state) {
         assert_int_equal(got.size, 10);
         assert_true(got.hibernated);
         snapshot_meta_done(&got);
-        assert_int_equal(snapshot_export_read(manager, &root, imported, 0, 10, &meta, &data, &size, &error), 0);
-        assert_memory_equal(data, "0123456789", 10);
-        snapshot_meta_done(&meta);
-        free(data);
+        export_part(imported, 0, 60, &part);
+        assert_int_equal(part.size, 10);
+        assert_memory_equal(part.data, "0123456789", 10);
+        part.meta = mfree(part.meta);
 
         /* A record that is not a hibernation's is not imported. */
         assert_int_equal(snapshot_lookup_hibernated(manager, &root, id, &meta, &error), 0);

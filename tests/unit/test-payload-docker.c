@@ -486,7 +486,7 @@ static void test_restart_keeps_the_container(void **state) {
         snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
         assert_int_equal(sandbox_persist_load(path, &st), 0);
         assert_non_null(st.payload_data);
-        assert_int_equal(sandbox_adopt(manager, &st, kept, -EBADF, &adopted), 0);
+        assert_int_equal(sandbox_adopt(manager, &st, kept, &adopted), 0);
         sandbox_persist_done(&st);
         assert_int_equal(adopted->state, SANDBOX_RUNNING);
         destroy(adopted);
