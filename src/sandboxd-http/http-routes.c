@@ -837,12 +837,131 @@ static int route_result(HttpRequest *req) {
 
 /* ---- files ---- */
 
-typedef struct FileTransfer {
-        char *path;
-        uint64_t offset, size;
-        uint8_t *buf;
+/* ---- transfers in parts (files; a sandbox's export and import) ----
+ *
+ * A download is streamed from replies that each carry a part (offset, length); an upload
+ * is gathered into parts of part_max bytes, each written by one call while the body waits. */
+
+typedef struct PartTransfer {
+        uint64_t offset, size;          /* bytes done; a download's whole */
+        uint8_t *buf;                   /* an upload's part under way: n bytes of part_max */
+        size_t n, part_max;
+        bool in_flight, ended;          /* a call is out; the upload's body is all read */
+        bool streamed;                  /* a download of no size: made as it is read, the end an empty part */
+} PartTransfer;
+
+/* A download's part came (its "data"): written to the stream, which ends after the last
+ * (streamed: with an empty part); a failed part cuts the stream short, logged as what of
+ * name. */
+static int part_streamed(HttpRequest *req, PartTransfer *t, json_object *parameters, const char *error,
+                         const char *what, const char *name) {
+        _cleanup_free_ uint8_t *d = NULL;
+        size_t n = 0;
+
+        t->in_flight = false;
+        if (!error && json_object_get_base64(get(parameters, "data"), &d, &n) >= 0 && n == 0 && t->streamed) {
+                /* The end of what was made as it was read: sandboxd saw it finish well. */
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        if (error || !d || n == 0) {
+                log_warning("%s of %s ended at %llu of %llu bytes: %s", what, name,
+                            (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
+                http_request_stream_end(req, true);
+                return 0;
+        }
+        t->offset += n;
+        if (http_request_stream_write(req, d, n) < 0)
+                return 0;
+        if (!t->streamed && t->offset >= t->size)
+                http_request_stream_end(req, false);
+        return 0;
+}
+
+/* The call for a part (p: its parameters, taken); on_part answers. */
+static int part_send(HttpRequest *req, PartTransfer *t, const char *method, json_object *p,
+                     http_backend_reply_t on_part) {
+        t->in_flight = true;
+        return http_backend_call(req, method, p, 0, on_part, NULL);
+}
+
+/* The parameters of a download's call for length bytes from offset (NULL: -ENOMEM). */
+typedef json_object *(*part_params_t)(HttpRequest *req, uint64_t offset, uint64_t length);
+
+/* A download's stream wants more: the next part (at most part_max bytes) is asked for
+ * with method, unless a call is out already; the stream ends once all came (streamed: at
+ * the empty part, part_streamed()). */
+static int part_pull(HttpRequest *req, PartTransfer *t, const char *method, part_params_t params,
+                     http_backend_reply_t on_part) {
+        json_object *p;
+
+        if (t->in_flight)
+                return 0;
+        if (!t->streamed && t->offset >= t->size) {
+                http_request_stream_end(req, false);
+                return 0;
+        }
+        p = params(req, t->offset, t->streamed ? t->part_max : MIN(t->size - t->offset, (uint64_t) t->part_max));
+        if (!p)
+                return -ENOMEM;
+        return part_send(req, t, method, p, on_part);
+}
+
+/* An upload's buffer of part_max bytes. */
+static int part_buffer(PartTransfer *t, size_t part_max) {
+        t->buf = malloc(part_max);
+        if (!t->buf)
+                return -ENOMEM;
+        t->part_max = part_max;
+        return 0;
+}
+
+/* Takes what fits of the body's data into the part under way (*size: what is left), a
+ * full part sent with flush; the body waits while a part is out. */
+static int part_take(HttpRequest *req, PartTransfer *t, const char *data, size_t *size,
+                     int (*flush)(HttpRequest *req)) {
         size_t n;
-        bool in_flight, ended;
+        int r;
+
+        if (t->in_flight) {
+                http_request_suspend(req);
+                return 0;
+        }
+        n = MIN(*size, t->part_max - t->n);
+        memcpy(t->buf + t->n, data, n);
+        t->n += n;
+        *size -= n;
+        if (t->n == t->part_max) {
+                r = flush(req);
+                if (r < 0)
+                        return r;
+                if (*size > 0)
+                        http_request_suspend(req);
+        }
+        return 0;
+}
+
+/* An upload's part was written: true when the body has more to give (it is read on). */
+static bool part_written(HttpRequest *req, PartTransfer *t) {
+        t->in_flight = false;
+        t->offset += t->n;
+        t->n = 0;
+        if (t->ended)
+                return false;
+        http_request_resume(req);
+        return true;
+}
+
+/* The upload's body is all read: the rest is sent (also nothing: an empty file), or when
+ * the part under way comes back (its callback answers then). */
+static int part_end(HttpRequest *req, PartTransfer *t, int (*flush)(HttpRequest *req)) {
+        t->ended = true;
+        return t->in_flight ? 0 : flush(req);
+}
+
+typedef struct FileTransfer {
+        PartTransfer part;
+        char *path;
         char *error;                    /* a failed upload's error, answered once its file is removed */
         json_object *error_parameters;
 } FileTransfer;
@@ -853,7 +972,7 @@ static void file_transfer_free(void *p) {
         if (!t)
                 return;
         free(t->path);
-        free(t->buf);
+        free(t->part.buf);
         free(t->error);
         json_object_put(t->error_parameters);
         free(t);
@@ -875,43 +994,24 @@ static json_object *params_with_path(HttpRequest *req, const char *path) {
 static int on_read_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                          void *userdata) {
         FileTransfer *t = http_request_get_data(req);
-        _cleanup_free_ uint8_t *d = NULL;
-        size_t n = 0;
 
-        t->in_flight = false;
-        if (error || json_object_get_base64(get(parameters, "data"), &d, &n) < 0 || n == 0) {
-                log_warning("Download of %s ended at %llu of %llu bytes: %s", t->path,
-                            (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
-                http_request_stream_end(req, true);
-                return 0;
-        }
-        t->offset += n;
-        if (http_request_stream_write(req, d, n) < 0)
-                return 0;
-        if (t->offset >= t->size)
-                http_request_stream_end(req, false);
-        return 0;
+        return part_streamed(req, &t->part, parameters, error, "Download", t->path);
+}
+
+static json_object *read_params(HttpRequest *req, uint64_t offset, uint64_t length) {
+        FileTransfer *t = http_request_get_data(req);
+        json_object *p = params_with_path(req, t->path);
+
+        if (p && (json_add(p, "offset", json_object_new_int64((int64_t) offset)) < 0 ||
+                  json_add(p, "length", json_object_new_int64((int64_t) length)) < 0))
+                return json_object_put(p), NULL;
+        return p;
 }
 
 static int pull_chunk(HttpRequest *req) {
         FileTransfer *t = http_request_get_data(req);
-        json_object *p;
 
-        if (t->in_flight)
-                return 0;
-        if (t->offset >= t->size) {
-                http_request_stream_end(req, false);
-                return 0;
-        }
-        p = params_with_path(req, t->path);
-        if (!p ||
-            json_add(p, "offset", json_object_new_int64((int64_t) t->offset)) < 0 ||
-            json_add(p, "length", json_object_new_int64((int64_t) MIN(t->size - t->offset, HTTP_FILE_CHUNK))) < 0) {
-                json_object_put(p);
-                return -ENOMEM;
-        }
-        t->in_flight = true;
-        return http_backend_call(req, IFACE "ReadFile", p, 0, on_read_chunk, NULL);
+        return part_pull(req, &t->part, IFACE "ReadFile", read_params, on_read_chunk);
 }
 
 static int on_download_stat(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -926,8 +1026,8 @@ static int on_download_stat(HttpRequest *req, json_object *parameters, const cha
                 return http_request_reply_error(req, 400, "NotRegularFile", "%s: not a regular file: %s.", t->path,
                                                 agent_file_type_describe(agent_file_type_from_string(
                                                         json_object_get_string(type))));
-        t->size = (uint64_t) json_object_get_int64(get(entry, "size"));
-        return http_request_stream(req, 200, "application/octet-stream", t->size, pull_chunk);
+        t->part.size = (uint64_t) json_object_get_int64(get(entry, "size"));
+        return http_request_stream(req, 200, "application/octet-stream", t->part.size, pull_chunk);
 }
 
 static int file_transfer_new_path(HttpRequest *req, const char *path, FileTransfer **ret) {
@@ -940,6 +1040,7 @@ static int file_transfer_new_path(HttpRequest *req, const char *path, FileTransf
                 free(t);
                 return -ENOMEM;
         }
+        t->part.part_max = HTTP_FILE_CHUNK;
         http_request_set_data(req, t, file_transfer_free);
         *ret = t;
         return 1;
@@ -962,7 +1063,7 @@ static int route_file_get(HttpRequest *req) {
         return http_file_download(req, query_path(req));
 }
 
-static int upload_flush(HttpRequest *req, FileTransfer *t);
+static int upload_flush(HttpRequest *req);
 
 static int on_upload_removed(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                              void *userdata) {
@@ -982,7 +1083,7 @@ static int upload_failed(HttpRequest *req, FileTransfer *t, const char *error, j
         unsigned status = http_status_from_varlink_error(error, parameters);
         json_object *p;
 
-        if (t->offset == 0 && status != 413 && status != 507)
+        if (t->part.offset == 0 && status != 413 && status != 507)
                 return http_request_reply_varlink_error(req, error, parameters);
         t->error = strdup(error);
         if (!t->error)
@@ -992,7 +1093,7 @@ static int upload_failed(HttpRequest *req, FileTransfer *t, const char *error, j
         if (!p)
                 return http_request_reply_errno(req, -ENOMEM);
         /* Nothing more is written meanwhile (upload_data() waits). */
-        t->in_flight = true;
+        t->part.in_flight = true;
         if (http_backend_call(req, IFACE "Remove", p, 0, on_upload_removed, NULL) < 0)
                 return http_request_reply_varlink_error(req, error, parameters);
         return 0;
@@ -1003,32 +1104,29 @@ static int on_write_chunk(HttpRequest *req, json_object *parameters, const char 
         FileTransfer *t = http_request_get_data(req);
         _cleanup_json_ json_object *o = NULL;
 
-        t->in_flight = false;
-        if (error)
+        if (error) {
+                t->part.in_flight = false;
                 return upload_failed(req, t, error, parameters);
-        t->offset += t->n;
-        t->n = 0;
-        if (!t->ended) {
-                http_request_resume(req);
-                return 0;
         }
+        if (part_written(req, &t->part))
+                return 0;
         o = json_object_new_object();
-        if (!o || json_add(o, "bytes", json_object_new_int64((int64_t) t->offset)) < 0)
+        if (!o || json_add(o, "bytes", json_object_new_int64((int64_t) t->part.offset)) < 0)
                 return http_request_reply_errno(req, -ENOMEM);
         return http_request_reply_json(req, 201, TAKE_PTR(o));
 }
 
-static int upload_flush(HttpRequest *req, FileTransfer *t) {
+static int upload_flush(HttpRequest *req) {
+        FileTransfer *t = http_request_get_data(req);
         _cleanup_json_ json_object *p = params_with_path(req, t->path), *options = json_object_new_object();
 
         if (!p || !options ||
-            json_add(p, "data", json_object_new_base64(t->buf, t->n)) < 0 ||
-            json_add(options, "Append", json_object_new_boolean(t->offset > 0)) < 0 ||
+            json_add(p, "data", json_object_new_base64(t->part.buf, t->part.n)) < 0 ||
+            json_add(options, "Append", json_object_new_boolean(t->part.offset > 0)) < 0 ||
             json_add(options, "CreateParents", json_object_new_boolean(true)) < 0 ||
             json_add(p, "options", TAKE_PTR(options)) < 0)
                 return -ENOMEM;
-        t->in_flight = true;
-        return http_backend_call(req, IFACE "WriteFile", TAKE_PTR(p), 0, on_write_chunk, NULL);
+        return part_send(req, &t->part, IFACE "WriteFile", TAKE_PTR(p), on_write_chunk);
 }
 
 static int upload_state(HttpRequest *req, FileTransfer **ret) {
@@ -1039,9 +1137,9 @@ static int upload_state(HttpRequest *req, FileTransfer **ret) {
                 r = file_transfer_new(req, &t);
                 if (r <= 0)
                         return r;
-                t->buf = malloc(HTTP_FILE_CHUNK);
-                if (!t->buf)
-                        return -ENOMEM;
+                r = part_buffer(&t->part, HTTP_FILE_CHUNK);
+                if (r < 0)
+                        return r;
         }
         *ret = t;
         return 1;
@@ -1049,29 +1147,13 @@ static int upload_state(HttpRequest *req, FileTransfer **ret) {
 
 static int upload_data(HttpRequest *req, const char *data, size_t *size) {
         FileTransfer *t = NULL;
-        size_t n;
         int r = upload_state(req, &t);
 
         if (r <= 0) {
                 *size = 0;
                 return r;
         }
-        if (t->in_flight) {
-                http_request_suspend(req);
-                return 0;
-        }
-        n = MIN(*size, HTTP_FILE_CHUNK - t->n);
-        memcpy(t->buf + t->n, data, n);
-        t->n += n;
-        *size -= n;
-        if (t->n == HTTP_FILE_CHUNK) {
-                r = upload_flush(req, t);
-                if (r < 0)
-                        return r;
-                if (*size > 0)
-                        http_request_suspend(req);
-        }
-        return 0;
+        return part_take(req, &t->part, data, size, upload_flush);
 }
 
 static int route_file_put(HttpRequest *req) {
@@ -1080,11 +1162,7 @@ static int route_file_put(HttpRequest *req) {
 
         if (r <= 0)
                 return r;
-        t->ended = true;
-        if (t->in_flight)
-                return 0;     /* on_write_chunk answers */
-        /* The rest (also nothing: an empty file). */
-        return upload_flush(req, t);
+        return part_end(req, &t->part, upload_flush);   /* on_write_chunk answers */
 }
 
 static int route_file_delete(HttpRequest *req) {
@@ -1651,29 +1729,26 @@ static int route_port_proxy(HttpRequest *req) {
 #define MOVE_PART ((size_t) FILE_PART_MAX)
 
 typedef struct MoveTransfer {
-        uint64_t offset, size;
-        bool in_flight, ended, meta_done, failed;
-        bool streamed;                 /* export: made as it is read, the end an empty part */
+        PartTransfer part;
+        bool meta_done, failed;
         char meta[MOVE_META_MAX + 1];  /* import: the record's line, as it comes */
         size_t meta_n;
         char id[16 + 1];               /* import: the new sandbox's, from the first part */
-        uint8_t *buf;
-        size_t n;
 } MoveTransfer;
 
 static void move_transfer_free(void *p) {
         MoveTransfer *t = p;
 
         if (t)
-                free(t->buf);
+                free(t->part.buf);
         free(t);
 }
 
-static json_object *export_params(HttpRequest *req, uint64_t offset) {
+static json_object *export_params(HttpRequest *req, uint64_t offset, uint64_t length) {
         json_object *p = params_with_id(req);
 
         if (p && (json_add(p, "offset", json_object_new_int64((int64_t) offset)) < 0 ||
-                  json_add(p, "length", json_object_new_int64((int64_t) MOVE_PART)) < 0))
+                  json_add(p, "length", json_object_new_int64((int64_t) length)) < 0))
                 return json_object_put(p), NULL;
         return p;
 }
@@ -1681,44 +1756,14 @@ static json_object *export_params(HttpRequest *req, uint64_t offset) {
 static int on_export_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                            void *userdata) {
         MoveTransfer *t = http_request_get_data(req);
-        _cleanup_free_ uint8_t *d = NULL;
-        size_t n = 0;
 
-        t->in_flight = false;
-        if (!error && json_object_get_base64(get(parameters, "data"), &d, &n) >= 0 && n == 0 && t->streamed) {
-                /* The end of an archive made as it was read: sandboxd saw it finish well. */
-                http_request_stream_end(req, false);
-                return 0;
-        }
-        if (error || !d || n == 0) {
-                log_warning("Export of %s ended at %llu of %llu bytes: %s", http_request_param(req, 0),
-                            (unsigned long long) t->offset, (unsigned long long) t->size, strna(error));
-                http_request_stream_end(req, true);
-                return 0;
-        }
-        t->offset += n;
-        if (http_request_stream_write(req, d, n) < 0)
-                return 0;
-        if (!t->streamed && t->offset >= t->size)
-                http_request_stream_end(req, false);
-        return 0;
+        return part_streamed(req, &t->part, parameters, error, "Export", http_request_param(req, 0));
 }
 
 static int pull_export(HttpRequest *req) {
         MoveTransfer *t = http_request_get_data(req);
-        json_object *p;
 
-        if (t->in_flight)
-                return 0;
-        if (!t->streamed && t->offset >= t->size) {
-                http_request_stream_end(req, false);
-                return 0;
-        }
-        p = export_params(req, t->offset);
-        if (!p)
-                return -ENOMEM;
-        t->in_flight = true;
-        return http_backend_call(req, IFACE "ExportSnapshot", p, 0, on_export_chunk, NULL);
+        return part_pull(req, &t->part, IFACE "ExportSnapshot", export_params, on_export_chunk);
 }
 
 static int on_export_first(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
@@ -1738,16 +1783,16 @@ static int on_export_first(HttpRequest *req, json_object *parameters, const char
         line = json_object_to_json_string_ext(meta, JSON_C_TO_STRING_PLAIN);
         /* Without a size, the archive is made as it is read (a sandbox hibernated on disk):
          * chunked, to its empty last part. */
-        t->streamed = !get(parameters, "size");
-        t->size = (uint64_t) json_object_get_int64(get(parameters, "size"));
-        t->offset = n;
+        t->part.streamed = !get(parameters, "size");
+        t->part.size = (uint64_t) json_object_get_int64(get(parameters, "size"));
+        t->part.offset = n;
         r = http_request_stream(req, 200, "application/vnd.sandboxd.move",
-                                t->streamed ? MHD_SIZE_UNKNOWN : strlen(line) + 1 + t->size, pull_export);
+                                t->part.streamed ? MHD_SIZE_UNKNOWN : strlen(line) + 1 + t->part.size, pull_export);
         if (r < 0)
                 return r;
         if (http_request_stream_printf(req, "%s\n", line) < 0 || http_request_stream_write(req, d, n) < 0)
                 return 0;
-        if ((t->streamed && n == 0) || (!t->streamed && t->offset >= t->size))
+        if ((t->part.streamed && n == 0) || (!t->part.streamed && t->part.offset >= t->part.size))
                 http_request_stream_end(req, false);
         return 0;
 }
@@ -1758,14 +1803,15 @@ static int route_session_export(HttpRequest *req) {
 
         if (!t)
                 return -ENOMEM;
+        t->part.part_max = MOVE_PART;
         http_request_set_data(req, t, move_transfer_free);
-        p = export_params(req, 0);
+        p = export_params(req, 0, MOVE_PART);
         if (!p)
                 return -ENOMEM;
         return http_backend_call(req, IFACE "ExportSnapshot", p, 0, on_export_first, NULL);
 }
 
-static int import_flush(HttpRequest *req, MoveTransfer *t);
+static int import_flush(HttpRequest *req);
 
 static int on_import_chunk(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
                            void *userdata) {
@@ -1773,7 +1819,7 @@ static int on_import_chunk(HttpRequest *req, json_object *parameters, const char
         _cleanup_json_ json_object *o = NULL;
         const char *id;
 
-        t->in_flight = false;
+        t->part.in_flight = false;
         if (error) {
                 /* sandboxd dropped the import (its partial file with it). */
                 t->failed = true;
@@ -1783,48 +1829,45 @@ static int on_import_chunk(HttpRequest *req, json_object *parameters, const char
         if (!id || strlen(id) != sizeof(t->id) - 1)
                 return http_request_reply_errno(req, -EBADMSG);
         strcpy(t->id, id);
-        t->offset += t->n;
-        t->n = 0;
-        if (!t->ended) {
-                http_request_resume(req);
+        if (part_written(req, &t->part))
                 return 0;
-        }
         o = json_object_new_object();
         if (!o || json_add(o, "id", json_object_new_string(t->id)) < 0 ||
             json_add(o, "hibernated", json_object_new_boolean(true)) < 0 ||
-            json_add(o, "bytes", json_object_new_int64((int64_t) t->offset)) < 0)
+            json_add(o, "bytes", json_object_new_int64((int64_t) t->part.offset)) < 0)
                 return http_request_reply_errno(req, -ENOMEM);
         return http_request_reply_json(req, 201, TAKE_PTR(o));
 }
 
-static int import_flush(HttpRequest *req, MoveTransfer *t) {
+static int import_flush(HttpRequest *req) {
+        MoveTransfer *t = http_request_get_data(req);
         _cleanup_json_ json_object *p = json_object_new_object();
 
         if (!p ||
-            json_add(p, "offset", json_object_new_int64((int64_t) t->offset)) < 0 ||
-            json_add(p, "data", json_object_new_base64(t->buf, t->n)) < 0 ||
-            json_add(p, "done", json_object_new_boolean(t->ended)) < 0)
+            json_add(p, "offset", json_object_new_int64((int64_t) t->part.offset)) < 0 ||
+            json_add(p, "data", json_object_new_base64(t->part.buf, t->part.n)) < 0 ||
+            json_add(p, "done", json_object_new_boolean(t->part.ended)) < 0)
                 return -ENOMEM;
-        if (t->offset == 0 && isempty(t->id)) {
+        if (t->part.offset == 0 && isempty(t->id)) {
                 if (json_add(p, "meta", json_object_new_string(t->meta)) < 0)
                         return -ENOMEM;
         } else if (json_add(p, "import", json_object_new_string(t->id)) < 0)
                 return -ENOMEM;
-        t->in_flight = true;
-        return http_backend_call(req, IFACE "ImportSnapshot", TAKE_PTR(p), 0, on_import_chunk, NULL);
+        return part_send(req, &t->part, IFACE "ImportSnapshot", TAKE_PTR(p), on_import_chunk);
 }
 
 static int import_state(HttpRequest *req, MoveTransfer **ret) {
         MoveTransfer *t = http_request_get_data(req);
+        int r;
 
         if (!t) {
                 t = calloc(1, sizeof(MoveTransfer));
                 if (!t)
                         return -ENOMEM;
                 http_request_set_data(req, t, move_transfer_free);
-                t->buf = malloc(MOVE_PART);
-                if (!t->buf)
-                        return -ENOMEM;
+                r = part_buffer(&t->part, MOVE_PART);
+                if (r < 0)
+                        return r;
         }
         *ret = t;
         return 1;
@@ -1861,22 +1904,7 @@ static int import_data(HttpRequest *req, const char *data, size_t *size) {
                 *size -= n;
                 return 0;
         }
-        if (t->in_flight) {
-                http_request_suspend(req);
-                return 0;
-        }
-        n = MIN(*size, MOVE_PART - t->n);
-        memcpy(t->buf + t->n, data, n);
-        t->n += n;
-        *size -= n;
-        if (t->n == MOVE_PART) {
-                r = import_flush(req, t);
-                if (r < 0)
-                        return r;
-                if (*size > 0)
-                        http_request_suspend(req);
-        }
-        return 0;
+        return part_take(req, &t->part, data, size, import_flush);
 }
 
 static int route_session_import(HttpRequest *req) {
@@ -1889,10 +1917,7 @@ static int route_session_import(HttpRequest *req) {
                 return 0;
         if (!t->meta_done)
                 return reply_bad(req, "The stream does not start with an export's record (%s).", "meta");
-        t->ended = true;
-        if (t->in_flight)
-                return 0;     /* on_import_chunk answers */
-        return import_flush(req, t);
+        return part_end(req, &t->part, import_flush);   /* on_import_chunk answers */
 }
 
 /* ---- the table ---- */
