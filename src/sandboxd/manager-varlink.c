@@ -300,15 +300,9 @@ static int get_quota_authorized(VarlinkCall *call, const SandboxCaller *caller, 
 
 static int method_get_quota(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         VarlinkFrontend *f = userdata;
-        int r;
 
-        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
-        if (r < 0)
-                return varlink_params_failed(call, r);
-        r = varlink_authorize_then(f->bus, call, quota_access, 0, get_quota_authorized, f, NULL);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        return varlink_read_authorize_then(f->bus, call, parameters, no_params, f, NULL, quota_access, 0,
+                                           get_quota_authorized);
 }
 
 static int method_list_templates(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags,
@@ -532,24 +526,13 @@ static const VarlinkParam remove_template_params[] = {
 static int method_template(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         bool create = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".CreateTemplate");
         VarlinkFrontend *f = userdata;
-        TemplateArgs *t;
-        int r;
+        TemplateArgs *t = calloc(1, sizeof(TemplateArgs));
 
-        t = calloc(1, sizeof(TemplateArgs));
-        if (!t) {
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-                return 0;
-        }
-        t->frontend = f;
-        r = varlink_params_read_or_reply(call, parameters, create ? create_template_params : remove_template_params, t);
-        if (r < 0) {
-                template_args_free(t);
-                return varlink_params_failed(call, r);
-        }
-        r = varlink_authorize_then(f->bus, call, template_access, 0, template_authorized, t, template_args_free);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        if (t)
+                t->frontend = f;
+        return varlink_read_authorize_then(f->bus, call, parameters,
+                                           create ? create_template_params : remove_template_params, t,
+                                           template_args_free, template_access, 0, template_authorized);
 }
 
 /* ---- SetSecret, ListSecrets, RemoveSecret ---- */
@@ -625,27 +608,15 @@ static const VarlinkParam remove_secret_params[] = {
 static int method_secret(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         const char *method = varlink_call_get_method(call);
         VarlinkFrontend *f = userdata;
-        SecretArgs *a;
-        int r;
+        SecretArgs *a = calloc(1, sizeof(SecretArgs));
 
-        a = calloc(1, sizeof(SecretArgs));
-        if (!a) {
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-                return 0;
-        }
-        a->frontend = f;
-        r = varlink_params_read_or_reply(call, parameters,
-                                         streq(method, SANDBOX_VARLINK_INTERFACE ".SetSecret") ? set_secret_params :
-                                         streq(method, SANDBOX_VARLINK_INTERFACE ".RemoveSecret") ? remove_secret_params :
-                                         no_params, a);
-        if (r < 0) {
-                secret_args_free(a);
-                return varlink_params_failed(call, r);
-        }
-        r = varlink_authorize_then(f->bus, call, secret_access, 0, secret_authorized, a, secret_args_free);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        if (a)
+                a->frontend = f;
+        return varlink_read_authorize_then(f->bus, call, parameters,
+                                           streq(method, SANDBOX_VARLINK_INTERFACE ".SetSecret") ? set_secret_params :
+                                           streq(method, SANDBOX_VARLINK_INTERFACE ".RemoveSecret") ?
+                                           remove_secret_params : no_params,
+                                           a, secret_args_free, secret_access, 0, secret_authorized);
 }
 
 /* ---- ActForTenant ---- */

@@ -305,25 +305,12 @@ static const VarlinkParam pool_params[] = {
 
 static int method_get_pool(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         VarlinkFrontend *f = userdata;
-        PoolArgs *a;
-        int r;
+        PoolArgs *a = calloc(1, sizeof(PoolArgs));
 
-        a = calloc(1, sizeof(PoolArgs));
-        if (!a) {
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-                return 0;
-        }
-        a->frontend = f;
-        r = varlink_params_read_or_reply(call, parameters, pool_params, a);
-        if (r < 0) {
-                pool_args_free(a);
-                return varlink_params_failed(call, r);
-        }
-        r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL, get_pool_authorized,
-                                   a, pool_args_free);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        if (a)
+                a->frontend = f;
+        return varlink_read_authorize_then(f->bus, call, parameters, pool_params, a, pool_args_free,
+                                           varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL, get_pool_authorized);
 }
 
 /* Without "manage" (asked without interaction, like ListSandboxes), inUse counts the
@@ -436,17 +423,11 @@ static int method_manager_call(VarlinkCall *call, json_object *parameters, Varli
         static const VarlinkParam no_params[] = { {} };
         bool pools = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".ListPools");
         VarlinkFrontend *f = userdata;
-        int r;
 
-        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
-        if (r < 0)
-                return varlink_params_failed(call, r);
-        r = pools ? varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
-                                           list_pools_authorized, f, NULL)
-                  : varlink_authorize_then(f->bus, call, statistics_access, 0, get_statistics_authorized, f, NULL);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        return pools ? varlink_read_authorize_then(f->bus, call, parameters, no_params, f, NULL, varlink_list_access,
+                                                   SANDBOX_AUTHORIZE_OPTIONAL, list_pools_authorized)
+                     : varlink_read_authorize_then(f->bus, call, parameters, no_params, f, NULL, statistics_access, 0,
+                                                   get_statistics_authorized);
 }
 
 int observe_varlink_bind(VarlinkFrontend *f) {

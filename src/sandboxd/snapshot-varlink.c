@@ -171,26 +171,15 @@ static const VarlinkParam remove_params[] = {
 static int method_snapshot_call(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         bool wake = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".Wake");
         VarlinkFrontend *f = userdata;
-        SnapshotCall *c;
-        int r;
+        SnapshotCall *c = calloc(1, sizeof(SnapshotCall));
 
-        c = calloc(1, sizeof(SnapshotCall));
-        if (!c) {
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-                return 0;
+        if (c) {
+                c->frontend = f;
+                c->wake = wake;
         }
-        c->frontend = f;
-        c->wake = wake;
-        r = varlink_params_read_or_reply(call, parameters, wake ? wake_params : remove_params, c);
-        if (r < 0) {
-                snapshot_call_free(c);
-                return varlink_params_failed(call, r);
-        }
-        r = varlink_authorize_then(f->bus, call, snapshot_access, 0,
-                                   wake ? wake_authorized : remove_authorized, c, snapshot_call_free);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        return varlink_read_authorize_then(f->bus, call, parameters, wake ? wake_params : remove_params, c,
+                                           snapshot_call_free, snapshot_access, 0,
+                                           wake ? wake_authorized : remove_authorized);
 }
 
 /* ---- ListSnapshots ---- */
@@ -228,16 +217,9 @@ static int method_list_snapshots(VarlinkCall *call, json_object *parameters, Var
                                  void *userdata) {
         static const VarlinkParam no_params[] = { {} };
         VarlinkFrontend *f = userdata;
-        int r;
 
-        r = varlink_params_read_or_reply(call, parameters, no_params, NULL);
-        if (r < 0)
-                return varlink_params_failed(call, r);
-        r = varlink_authorize_then(f->bus, call, varlink_list_access, SANDBOX_AUTHORIZE_OPTIONAL,
-                                   list_snapshots_authorized, f, NULL);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        return varlink_read_authorize_then(f->bus, call, parameters, no_params, f, NULL, varlink_list_access,
+                                           SANDBOX_AUTHORIZE_OPTIONAL, list_snapshots_authorized);
 }
 
 /* ---- ExportSnapshot, ImportSnapshot: a hibernated sandbox moved in parts ---- */
@@ -355,25 +337,13 @@ static const VarlinkParam import_params[] = {
 static int method_move(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         bool export = streq(varlink_call_get_method(call), SANDBOX_VARLINK_INTERFACE ".ExportSnapshot");
         VarlinkFrontend *f = userdata;
-        MoveCall *c;
-        int r;
+        MoveCall *c = calloc(1, sizeof(MoveCall));
 
-        c = calloc(1, sizeof(MoveCall));
-        if (!c) {
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-                return 0;
-        }
-        c->frontend = f;
-        r = varlink_params_read_or_reply(call, parameters, export ? export_params : import_params, c);
-        if (r < 0) {
-                move_call_free(c);
-                return varlink_params_failed(call, r);
-        }
-        r = varlink_authorize_then(f->bus, call, export ? export_access : import_access, 0,
-                                   export ? export_authorized : import_authorized, c, move_call_free);
-        if (r < 0)
-                (void) varlink_reply_error(call, NULL, r);
-        return 0;
+        if (c)
+                c->frontend = f;
+        return varlink_read_authorize_then(f->bus, call, parameters, export ? export_params : import_params, c,
+                                           move_call_free, export ? export_access : import_access, 0,
+                                           export ? export_authorized : import_authorized);
 }
 
 int snapshot_varlink_bind(VarlinkFrontend *f) {

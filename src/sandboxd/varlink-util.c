@@ -405,6 +405,27 @@ int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t acce
         return 0;
 }
 
+int varlink_read_authorize_then(sd_bus *bus, VarlinkCall *call, json_object *parameters, const VarlinkParam table[],
+                                void *args, void (*free_args)(void *args), varlink_access_t access,
+                                SandboxAuthorizeFlags flags, varlink_authorized_t fn) {
+        int r;
+
+        if (!args) {
+                (void) varlink_reply_error(call, NULL, -ENOMEM);
+                return 0;
+        }
+        r = varlink_params_read_or_reply(call, parameters, table, args);
+        if (r < 0) {
+                if (free_args)
+                        free_args(args);
+                return varlink_params_failed(call, r);
+        }
+        r = varlink_authorize_then(bus, call, access, flags, fn, args, free_args);
+        if (r < 0)
+                (void) varlink_reply_error(call, NULL, r);
+        return 0;
+}
+
 int varlink_reply_or_fail(VarlinkCall *call, json_object *parameters) {
         int r = varlink_call_reply(call, parameters);
 

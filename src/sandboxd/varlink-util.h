@@ -107,6 +107,13 @@ typedef int (*varlink_authorized_t)(VarlinkCall *call, const SandboxCaller *call
  * taken care of) or a negative errno if nothing could be started. */
 int varlink_authorize_then(sd_bus *bus, VarlinkCall *call, varlink_access_t access, SandboxAuthorizeFlags flags,
                            varlink_authorized_t fn, void *userdata, void (*free_userdata)(void *userdata));
+/* A method's start: its parameters read by table into args (the method's, made for this
+ * call; NULL: out of memory), then varlink_authorize_then(..., fn, args, free_args).
+ * free_args(args) runs in every case (NULL: args is not the call's). Every error is
+ * replied: returns 0, what a method returns. */
+int varlink_read_authorize_then(sd_bus *bus, VarlinkCall *call, json_object *parameters, const VarlinkParam table[],
+                                void *args, void (*free_args)(void *args), varlink_access_t access,
+                                SandboxAuthorizeFlags flags, varlink_authorized_t fn);
 
 /* ---- streamed replies from pipes ---- */
 

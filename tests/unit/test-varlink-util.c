@@ -4,7 +4,8 @@
  * table (types, ranges, NUL bytes, null, unknown and missing members), bytes as base64,
  * the core's errors as varlink errors (through our server and client on one loop), and
  * a relay's stream: every byte in order, in chunks of at most VARLINK_RELAY_CHUNK_MAX, and
- * what is left in a pipe sent by the flush. */
+ * what is left in a pipe sent by the flush; a method's start (varlink_read_authorize_then()):
+ * each refusal replied, its arguments freed once on every path. */
 
 #include <fcntl.h>
 #include <setjmp.h>
@@ -150,7 +151,8 @@ static void test_base64(void **state) {
 static const char test_idl[] =
         "interface io.sandboxd.Test\n"
         "method Fail(code: int) -> ()\n"
-        "method Relay(size: int, flush: bool) -> (out: ?string, done: ?bool)\n";
+        "method Relay(size: int, flush: bool) -> (out: ?string, done: ?bool)\n"
+        "method Start(s: ?string, oom: ?bool) -> (s: string)\n";
 
 static sd_event *event;
 static VarlinkServer *server;
@@ -233,6 +235,48 @@ static int method_relay(VarlinkCall *call, json_object *parameters, VarlinkCallF
         return 0;
 }
 
+/* Start(s, oom): varlink_read_authorize_then() with nothing to authorize; s is required
+ * by the table (not by the interface), fn answers it; oom: no arguments, as if calloc()
+ * failed. */
+typedef struct StartArgs {
+        char *s;
+        bool oom;
+} StartArgs;
+
+static const VarlinkParam start_table[] = {
+        { "s",   VARLINK_PARAM_STRING, offsetof(StartArgs, s), true },
+        { "oom", VARLINK_PARAM_BOOL,   offsetof(StartArgs, oom)     },
+        {}
+};
+
+static unsigned start_args_freed;
+
+static void start_args_free(void *userdata) {
+        StartArgs *a = userdata;
+
+        free(a->s);
+        free(a);
+        start_args_freed++;
+}
+
+static int start_run(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        StartArgs *a = userdata;
+
+        assert_int_equal(caller->uid, getuid());
+        assert_int_equal(json_add(p, "s", json_object_new_string(a->s)), 0);
+        assert_int_equal(varlink_call_reply(call, p), 0);
+        return 0;
+}
+
+static int method_start(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        json_object *oom = json_object_object_get(parameters, "oom");
+        StartArgs *a = oom && json_object_get_boolean(oom) ? NULL : calloc(1, sizeof(StartArgs));
+
+        return varlink_read_authorize_then(NULL, call, parameters, start_table, a, start_args_free, NULL, 0,
+                                           start_run);
+}
+
 static int setup(void **state) {
         int fds[2];
 
@@ -241,6 +285,7 @@ static int setup(void **state) {
         assert_int_equal(varlink_server_add_interface(server, test_idl), 0);
         assert_int_equal(varlink_server_bind_method(server, "io.sandboxd.Test.Fail", method_fail, NULL), 0);
         assert_int_equal(varlink_server_bind_method(server, "io.sandboxd.Test.Relay", method_relay, NULL), 0);
+        assert_int_equal(varlink_server_bind_method(server, "io.sandboxd.Test.Start", method_start, NULL), 0);
         assert_int_equal(varlink_server_attach_event(server, event, 0), 0);
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
         assert_int_equal(varlink_server_add_connection(server, fds[0]), 0);
@@ -341,6 +386,37 @@ static void test_errors(void **state) {
         replies_done(&r);
 }
 
+static void test_read_authorize_then(void **state) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        Replies r;
+
+        /* Read and run: fn's answer, the arguments freed after it. */
+        start_args_freed = 0;
+        assert_int_equal(json_add(p, "s", json_object_new_string("hello")), 0);
+        call("io.sandboxd.Test.Start", p, 0, &r);
+        assert_null(r.error);
+        assert_string_equal(json_object_get_string(json_object_object_get(r.last, "s")), "hello");
+        assert_int_equal(start_args_freed, 1);
+        replies_done(&r);
+
+        /* A member the table needs: InvalidParameter naming it, the arguments freed, fn
+         * not run. */
+        json_object_object_del(p, "s");
+        call("io.sandboxd.Test.Start", p, 0, &r);
+        assert_string_equal(r.error, "org.varlink.service.InvalidParameter");
+        assert_string_equal(json_object_get_string(json_object_object_get(r.last, "parameter")), "s");
+        assert_int_equal(start_args_freed, 2);
+        replies_done(&r);
+
+        /* No arguments (out of memory): SystemError ENOMEM, nothing to free. */
+        assert_int_equal(json_add(p, "oom", json_object_new_boolean(true)), 0);
+        call("io.sandboxd.Test.Start", p, 0, &r);
+        assert_string_equal(r.error, "io.sandboxd.Sandbox.SystemError");
+        assert_string_equal(json_object_get_string(json_object_object_get(r.last, "errnoName")), "ENOMEM");
+        assert_int_equal(start_args_freed, 2);
+        replies_done(&r);
+}
+
 static void test_relay(void **state) {
         static const size_t sizes[] = { 0, 1, 65536, 65537, 3 * 65536 + 5 };
 
@@ -370,6 +446,7 @@ int main(void) {
                 cmocka_unit_test(test_base64),
                 cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_relay, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_authorize_then, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
