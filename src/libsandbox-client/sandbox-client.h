@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* libsandbox-client: typed calls of sandboxd's API (sandboxd-api(7)) for every front end
- * (sandboxctl, sandbox-run, the HTTP bridge, the MCP server). The transport (today the
- * system bus) is hidden behind SandboxClient; results are plain structs.
+/* libsandbox-client: typed calls of sandboxd's API (sandboxd-api(7)), sandboxctl's. The
+ * transport (the system bus) is hidden behind SandboxClient; results are plain structs.
+ * sandbox-run, the HTTP bridge and the MCP server do not use it: they are varlink clients
+ * (varlink-client.c) that build their calls' JSON themselves (docs/ARCHITECTURE.md).
  *
  * Conventions: functions return 0 (or a documented positive value) or a negative errno;
  * on failure ret_* parameters are untouched and, when the daemon answered with an error,
