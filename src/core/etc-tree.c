@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "etc-tree.h"
+#include "fd-util.h"
 #include "strv.h"
 #include "template.h"
 
@@ -184,41 +185,6 @@ static int tree_add(EtcTree *tree, const char *path, EtcEntryType type, const ch
         return 0;
 }
 
-static int read_host_file(int dir_fd, const char *name, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        struct stat st;
-        size_t n = 0;
-
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if (st.st_size > ETC_HOST_FILE_MAX)
-                return -EFBIG;
-        buf = malloc((size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        while (n < (size_t) st.st_size) {
-                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-        }
-        buf[n] = 0;
-        *ret = TAKE_PTR(buf);
-        *ret_size = n;
-        return 0;
-}
-
 int etc_tree_build(const Template *t, const char *host_etc, EtcTree *ret) {
         _cleanup_close_ int host_fd = -EBADF;
         _cleanup_free_ char *zone = NULL;
@@ -241,7 +207,7 @@ int etc_tree_build(const Template *t, const char *host_etc, EtcTree *ret) {
                 _cleanup_free_ char *data = NULL;
                 size_t size = 0;
 
-                if (read_host_file(host_fd, etc_host_copies[i], &data, &size) < 0)
+                if (read_regular_file_at(host_fd, etc_host_copies[i], ETC_HOST_FILE_MAX, &data, &size) < 0)
                         continue;
                 r = tree_add(&tree, etc_host_copies[i], ETC_ENTRY_FILE, data, size);
         }

@@ -11,6 +11,7 @@
 
 #include "context.h"
 #include "etc-tree.h"
+#include "fd-util.h"
 #include "json-util.h"
 #include "strv.h"
 #include "template.h"
@@ -496,42 +497,6 @@ finish:
         return r;
 }
 
-static int read_small_file(int dir_fd, const char *path, char **ret) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        struct stat st;
-        size_t n = 0;
-
-        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if (st.st_size > TEMPLATE_FILE_MAX)
-                return -EFBIG;
-        buf = malloc(TEMPLATE_FILE_MAX + 1);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t k = read(fd, buf + n, TEMPLATE_FILE_MAX - n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-                if (n == TEMPLATE_FILE_MAX)
-                        return -EFBIG;
-        }
-        buf[n] = 0;
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
 int template_load_file(const char *path, Template **ret, char **ret_error) {
         _cleanup_free_ char *text = NULL, *name = NULL;
         const char *base = strrchr(path, '/');
@@ -546,7 +511,8 @@ int template_load_file(const char *path, Template **ret, char **ret_error) {
         if (!name)
                 return -ENOMEM;
 
-        r = read_small_file(AT_FDCWD, path, &text);
+        /* Of TEMPLATE_FILE_MAX bytes or more: too large, as CreateTemplate's text. */
+        r = read_regular_file_at(AT_FDCWD, path, TEMPLATE_FILE_MAX - 1, &text, NULL);
         if (r < 0) {
                 if (ret_error && asprintf(ret_error, "cannot read: %s", strerror(-r)) < 0)
                         *ret_error = NULL;

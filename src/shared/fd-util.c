@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -69,6 +71,42 @@ int write_file_atomic(const char *path, const char *tmp_path, const void *data, 
         if (r < 0)
                 (void) unlink(tmp_path);
         return r;
+}
+
+int read_regular_file_at(int dir_fd, const char *path, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        struct stat st;
+        size_t n = 0;
+
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        while (n < (size_t) st.st_size) {
+                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = n;
+        return 0;
 }
 
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size) {

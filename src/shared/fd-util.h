@@ -18,6 +18,11 @@ int memfd_new_growing(const char *name);
  * (AT_FDCWD: path as it is). Returns the length, -E2BIG when the file is larger. */
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);
 
+/* Reads the regular file path (from dir_fd, as openat()) whole, as large as fstat() says
+ * it is, into *ret (NUL-terminated) and its length into *ret_size (may be NULL): -EBADFD
+ * for anything but a regular file, -EFBIG for one larger than max bytes. */
+int read_regular_file_at(int dir_fd, const char *path, size_t max, char **ret, size_t *ret_size);
+
 /* Writes all of data to fd. */
 int write_all(int fd, const void *data, size_t size);
 
