@@ -5,7 +5,8 @@
  *   sandboxctl fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM]
  *                                   [--agent-port PORT] [--tenant-affinity]
  *                                   [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…
- *   sandboxctl fleet drain | undrain | draining
+ *   sandboxctl fleet drain [--move-to URL [--from URL] [--token-file FILE]] | undrain | draining
+ *   sandboxctl fleet move ID… --to URL [--from URL] [--token-file FILE]   (sandboxctl-move.c)
  *   sandboxctl fleet list [--json] NODE=HOST:PORT…
  *
  * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
@@ -31,6 +32,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandboxctl-fleet.h"
+#include "sandboxctl-move.h"
 #include "sandboxctl-util.h"
 #include "strv.h"
 
@@ -38,6 +40,8 @@
 #define FLEET_AGENT_PORT_DEFAULT 8348U
 #define FLEET_DIR_DEFAULT "/etc/haproxy/sandboxd"
 #define FLEET_NODES_MAX 255U
+/* The node's own bridge, as sandboxd-http.socket listens by default. */
+#define FLEET_BRIDGE_DEFAULT "http://127.0.0.1:8347"
 /* fleet list: a node that does not answer in this time is reported, not waited for. */
 #define FLEET_LIST_CONNECT_TIMEOUT_MS 3000L
 #define FLEET_LIST_TIMEOUT_MS 20000L
@@ -312,7 +316,7 @@ static int verb_haproxy_config(int argc, char *argv[]) {
         return 0;
 }
 
-static int verb_drain(const char *verb) {
+static int set_drain(const char *verb) {
         _cleanup_close_ int fd = -EBADF;
 
         if (streq(verb, "draining")) {
@@ -329,6 +333,107 @@ static int verb_drain(const char *verb) {
         if (fd < 0)
                 return log_error_errno(errno, "Cannot create %s: %m", FLEET_DRAIN_FILE);
         return 0;
+}
+
+/* A tenant's token: --token-file (its first line), else $SANDBOXD_TOKEN. */
+static int read_token(const char *path, char **ret) {
+        char *line = NULL;
+        FILE *f;
+        size_t size = 0;
+        ssize_t n;
+
+        if (!path) {
+                const char *e = getenv("SANDBOXD_TOKEN");
+                if (isempty(e))
+                        return log_error_errno(EINVAL, "A tenant's token is needed: --token-file FILE or $SANDBOXD_TOKEN.");
+                *ret = strdup(e);
+                return *ret ? 0 : log_oom();
+        }
+        f = fopen(path, "re");
+        if (!f)
+                return log_error_errno(errno, "Cannot read %s: %m", path);
+        n = getline(&line, &size, f);
+        fclose(f);
+        if (n <= 0) {
+                free(line);
+                return log_error_errno(EINVAL, "%s holds no token.", path);
+        }
+        line[strcspn(line, "\r\n")] = 0;
+        *ret = line;
+        return 0;
+}
+
+/* move ID… --to URL | drain|undrain|draining [--move-to URL], with --from URL and
+ * --token-file FILE for the moves. */
+static int verb_move_or_drain(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "to",         required_argument, NULL, 't' },
+                { "move-to",    required_argument, NULL, 'm' },
+                { "from",       required_argument, NULL, 'f' },
+                { "token-file", required_argument, NULL, 'k' },
+                {}
+        };
+        bool move = streq(argv[0], "move"), drain = streq(argv[0], "drain");
+        const char *to = NULL, *token_file = NULL;
+        _cleanup_free_ char *token = NULL;
+        FleetMove fm = { .from = FLEET_BRIDGE_DEFAULT };
+        unsigned moved = 0, failed = 0, left = 0;
+        int c, r;
+
+        optind = 0;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
+                switch (c) {
+                case 't':
+                case 'm':
+                        if ((c == 't') != move)
+                                return log_error_errno(EINVAL, "--%s is for fleet %s.", c == 't' ? "to" : "move-to",
+                                                       c == 't' ? "move" : "drain");
+                        to = optarg;
+                        break;
+                case 'f':
+                        fm.from = optarg;
+                        break;
+                case 'k':
+                        token_file = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (!move && !(drain && to) && (optind != argc || token_file || fm.from != (const char *) FLEET_BRIDGE_DEFAULT))
+                return log_error_errno(EINVAL, "fleet %s takes no arguments but --move-to (drain).", argv[0]);
+        if (!move && !to)
+                return set_drain(argv[0]);
+        if (move && (optind >= argc || !to))
+                return log_error_errno(EINVAL, "fleet move ID… --to URL [--from URL] [--token-file FILE]");
+        if (drain && optind != argc)
+                return log_error_errno(EINVAL, "fleet drain takes no sandbox ids.");
+        fm.to = to;
+        r = read_token(token_file, &token);
+        if (r < 0)
+                return r;
+        fm.token = token;
+        if (drain) {
+                /* New creates elsewhere first, then what is here moves. */
+                r = set_drain("drain");
+                if (r < 0)
+                        return r;
+                r = fleet_move_all(&fm, &moved, &failed, &left);
+                if (r < 0)
+                        return r;
+                fprintf(stderr, "%u sandbox(es) moved to %s, %u failed (still here), %u ephemeral left to finish.\n",
+                        moved, to, failed, left);
+                return failed > 0 ? 1 : 0;
+        }
+        for (int i = optind; i < argc; i++) {
+                _cleanup_free_ char *new_id = NULL;
+
+                if (fleet_move_one(&fm, argv[i], &new_id) < 0) {
+                        failed++;
+                        continue;
+                }
+                puts(new_id);
+        }
+        return failed > 0 ? 1 : 0;
 }
 
 /* ---- fleet list: every node's sandboxes, from each node's bridge ---- */
@@ -545,7 +650,8 @@ int fleet_main(int argc, char *argv[]) {
         if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 printf("%1$s fleet haproxy-config [--dir DIR] [--bind ADDR:PORT] [--cert PEM] [--agent-port PORT] "
                        "[--tenant-affinity] [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…\n"
-                       "%1$s fleet drain | undrain | draining\n"
+                       "%1$s fleet drain [--move-to URL [--from URL] [--token-file FILE]] | undrain | draining\n"
+                       "%1$s fleet move ID… --to URL [--from URL] [--token-file FILE]\n"
                        "%1$s fleet list [--json] NODE=HOST:PORT…   (token: $SANDBOXD_TOKEN)\n",
                        program_invocation_short_name);
                 return argc < 2 ? -EINVAL : 0;
@@ -554,7 +660,8 @@ int fleet_main(int argc, char *argv[]) {
                 return verb_haproxy_config(argc - 1, argv + 1);
         if (streq(argv[1], "list"))
                 return verb_list(argc - 1, argv + 1);
-        if ((streq(argv[1], "drain") || streq(argv[1], "undrain") || streq(argv[1], "draining")) && argc == 2)
-                return verb_drain(argv[1]);
+        if (streq(argv[1], "drain") || streq(argv[1], "undrain") || streq(argv[1], "draining") ||
+            streq(argv[1], "move"))
+                return verb_move_or_drain(argc - 1, argv + 1);
         return log_error("Unknown fleet command '%s'. See '%s fleet --help'.", argv[1], program_invocation_short_name);
 }

@@ -840,6 +840,86 @@ class Fleet(unittest.TestCase):
                 request('DELETE', f'/api/v1/sessions/{moved}')
             request('DELETE', f'/api/v1/sessions/{sid}', host=src.address, port=BRIDGE_PORT)
 
+    def test_move_with_sandboxctl(self):
+        """sandboxctl fleet move on node 2: a running sandbox on disk with 100 MiB of files
+        hibernated (its workspace kept), streamed from node 2's bridge into node 3's, the
+        source removed; its new id routed by the front to node 3, the file intact. Then
+        drain --move-to on node 1: the persistent sandboxes (running, and hibernated to an
+        archive) move to node 2, the ephemeral one stays to finish. The move's time is
+        bench/RESULTS.md's."""
+        env = {'SANDBOXD_TOKEN': TOKEN}
+
+        def on_node(node, *argv, timeout=300):
+            return subprocess.run(['nsenter', '-t', str(node.S.pid), '-m', '-p', '-n', '--', node.S.paths.sandboxctl,
+                                   'fleet'] + list(argv), capture_output=True, text=True, timeout=timeout,
+                                  env=dict(os.environ, **env))
+
+        src, dst = NODES[2], NODES[3]
+        status, res = request('POST', '/api/v1/sessions', {'template': 'shell', 'name': 'disk-mover',
+                                                           'limits': {'disk_max': 256 << 20}},
+                              host=src.address, port=BRIDGE_PORT)
+        self.assertEqual(status, 201, res)
+        sid, moved, ids = res['id'], None, []
+        try:
+            status, res = request('POST', f'/api/v1/sessions/{sid}/execute',
+                                  {'argv': ['sh', '-c', 'head -c 104857600 /dev/urandom > big && sha256sum big']})
+            self.assertEqual((status, res['exit_code']), (200, 0), res)
+            digest = res['stdout'].split()[0]
+            # A destination that is no bridge: the move fails and the source stays, running.
+            cp = on_node(src, 'move', sid, '--to', f'http://{dst.address}:{AGENT_PORT + 100}')
+            self.assertNotEqual(cp.returncode, 0, cp.stdout)
+            self.assertIn('stays where it is', cp.stderr)
+            start = time.monotonic()
+            cp = on_node(src, 'move', sid, '--to', f'http://{dst.address}:{BRIDGE_PORT}')
+            took = time.monotonic() - start
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            moved = cp.stdout.strip()
+            self.assertEqual(int(moved[-2:], 16), 3, cp.stdout)
+            self.assertNotIn(sid, node_ids(src))
+            self.assertEqual(request('GET', f'/api/v1/sessions/{sid}/status', host=src.address,
+                                     port=BRIDGE_PORT)[0], 404)
+            status, woke = request('POST', f'/api/v1/sessions/{moved}/wake', {})
+            self.assertEqual((status, woke['id'], woke['name']), (200, moved, 'disk-mover'), woke)
+            status, res = request('POST', f'/api/v1/sessions/{moved}/execute', {'argv': ['sha256sum', 'big']})
+            self.assertEqual((status, res['exit_code'], res['stdout'].split()[0]), (200, 0, digest), res)
+            harness.log(f'fleet: sandboxctl fleet move of a sandbox on disk with 100 MiB of files (hibernate, '
+                        f'stream, remove the source): {took:.2f} s')
+
+            # drain --move-to: node 1's persistent sandboxes go to node 2.
+            first = NODES[1]
+            for body in ({'name': 'drained-running'}, {'name': 'drained-archive', 'storage': 'tmpfs'},
+                         {'mode': 'ephemeral'}):
+                status, res = request('POST', '/api/v1/sessions', {'template': 'shell', **body},
+                                      host=first.address, port=BRIDGE_PORT)
+                self.assertEqual(status, 201, res)
+                ids.append(res['id'])
+                if 'mode' not in body:
+                    status, res = request('POST', f'/api/v1/sessions/{ids[-1]}/execute',
+                                          {'argv': ['sh', '-c', f'echo {body["name"]} > f']})
+                    self.assertEqual((status, res['exit_code']), (200, 0), res)
+            status, res = request('POST', f'/api/v1/sessions/{ids[1]}/hibernate', {})
+            self.assertEqual((status, bool(res.get('id'))), (200, True), res)
+            cp = on_node(first, 'drain', '--move-to', f'http://{src.address}:{BRIDGE_PORT}')
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+            self.assertEqual(first.S.sandboxctl('fleet', 'draining').stdout.strip(), 'draining')
+            pairs = dict(line.split() for line in cp.stdout.splitlines())
+            self.assertEqual(set(pairs), set(ids[:2]), cp.stdout + cp.stderr)
+            self.assertIn('1 ephemeral left', cp.stderr)
+            self.assertEqual(node_ids(first) & set(ids), {ids[2]})
+            for old, name in zip(ids[:2], ('drained-running', 'drained-archive')):
+                new = pairs[old]
+                ids.append(new)
+                self.assertEqual(int(new[-2:], 16), 2, new)
+                status, res = request('POST', f'/api/v1/sessions/{new}/wake', {})
+                self.assertEqual(status, 200, res)
+                status, res = request('POST', f'/api/v1/sessions/{new}/execute', {'argv': ['cat', 'f']})
+                self.assertEqual((status, res.get('stdout')), (200, name + '\n'), res)
+        finally:
+            NODES[1].S.sandboxctl('fleet', 'undrain')
+            for i in ([moved] if moved else []) + ids:
+                request('DELETE', f'/api/v1/sessions/{i}')
+            request('DELETE', f'/api/v1/sessions/{sid}', host=src.address, port=BRIDGE_PORT)
+
     def test_zz_node_killed(self):
         """Node 3 dies (its systemd killed: every process of it and its network namespace
         gone): its sandboxes answer 503 NodeUnavailable, not NoSuchSandbox; creates go to
