@@ -1238,12 +1238,11 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
 
         s = manager_find_stopped(m, caller, id_or_name);
         if (s) {
-                if (workspace_export_running(m, s->id))
-                        return sandbox_error_set(error, SANDBOX_ERR_BUSY,
-                                                 "Sandbox %s is being exported; it wakes once that ends.", s->id);
                 if (!template_set_find(&m->templates, s->template_name))
                         return sandbox_error_set(error, SANDBOX_ERR_NO_SUCH_TEMPLATE, "No template '%s' any more.",
                                                  s->template_name);
+                /* Its files change from now on: an export of them under way ends. */
+                workspace_export_cancel(m, s->id);
                 r = sandbox_wake_stopped(s, cb, userdata);
                 if (r < 0)
                         return sandbox_error_set_errno(error, r, "Failed to start sandbox %s again: %m", s->id);

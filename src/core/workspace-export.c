@@ -73,12 +73,25 @@ static WorkspaceExport *export_find(Manager *m, const char *id) {
         return NULL;
 }
 
-static void exports_expire(Manager *m);
+void workspace_export_cancel(Manager *m, const char *id) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        WorkspaceExport *e = export_find(m, id);
+        workspace_export_callback_t cb;
+        void *userdata;
 
-bool workspace_export_running(Manager *m, const char *id) {
-        /* One its client left is dropped by now: Wake is not held up by it for good. */
-        exports_expire(m);
-        return export_find(m, id);
+        if (!e)
+                return;
+        log_info("Export of sandbox %s ended by its Wake after %" PRIu64 " bytes.", id, e->delivered);
+        cb = e->cb;
+        userdata = e->userdata;
+        SnapshotMeta meta = e->meta;
+        e->meta = (SnapshotMeta) {};
+        export_unlink(e);
+        if (cb) {
+                sandbox_error_set(&error, SANDBOX_ERR_BUSY, "Sandbox %s woke: its export ended.", id);
+                cb(&meta, NULL, 0, &error, userdata);
+        }
+        snapshot_meta_done(&meta);
 }
 
 void workspace_exports_done(Manager *m) {

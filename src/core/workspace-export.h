@@ -9,9 +9,10 @@
  * (snapshot.h) into a pipe; each ExportSnapshot part takes the next bytes of it. The
  * stream's length is known only at its end: a part of 0 bytes, once the child exited well.
  *
- * One export per sandbox at a time; a part at offset 0 starts it again. While it runs the
- * sandbox does not wake (its files must stand still under the reader). An export left
- * without a part for WORKSPACE_EXPORT_IDLE_USEC is dropped, its child killed.
+ * One export per sandbox at a time; a part at offset 0 starts it again. A Wake ends it
+ * (its child killed before the sandbox's processes start: the files stand still under the
+ * reader, and an export cut short never ends well, so no import commits it). An export
+ * left without a part for WORKSPACE_EXPORT_IDLE_USEC is dropped, its child killed.
  */
 
 #include <stdbool.h>
@@ -36,7 +37,7 @@ typedef void (*workspace_export_callback_t)(const SnapshotMeta *meta, const void
  * back as -errno with error set, and cb is not called. */
 int workspace_export_read(Manager *m, Sandbox *s, uint64_t offset, size_t length, workspace_export_callback_t cb,
                           void *userdata, SandboxError *error);
-/* Whether sandbox id's files are being exported (Wake waits for it to end). */
-bool workspace_export_running(Manager *m, const char *id);
+/* Sandbox id's export, if one runs, ended (Wake): a part asked for fails with Busy. */
+void workspace_export_cancel(Manager *m, const char *id);
 /* Every export dropped (sandboxd stopping). */
 void workspace_exports_done(Manager *m);

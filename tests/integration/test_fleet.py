@@ -869,6 +869,19 @@ class Fleet(unittest.TestCase):
             cp = on_node(src, 'move', sid, '--to', f'http://{dst.address}:{AGENT_PORT + 100}')
             self.assertNotEqual(cp.returncode, 0, cp.stdout)
             self.assertIn('stays where it is', cp.stderr)
+            # It stays hibernated on disk. A Wake ends an export under way: the stream (its
+            # archive made as it is read, chunked) breaks off, so no import could commit it.
+            c = http.client.HTTPConnection(src.address, BRIDGE_PORT, timeout=60)
+            c.sock = connect(src.address, BRIDGE_PORT)
+            c.request('GET', f'/api/v1/sessions/{sid}/export', headers={'Authorization': f'Bearer {TOKEN}'})
+            r = c.getresponse()
+            self.assertEqual((r.status, r.getheader('Transfer-Encoding')), (200, 'chunked'))
+            self.assertIn(f'"source":"{sid}"', r.readline().decode().replace(' ', ''))
+            status, res = request('POST', f'/api/v1/sessions/{sid}/wake', {})
+            self.assertEqual((status, res.get('id')), (200, sid), res)
+            with self.assertRaises(http.client.IncompleteRead):
+                r.read()
+            c.close()
             start = time.monotonic()
             cp = on_node(src, 'move', sid, '--to', f'http://{dst.address}:{BRIDGE_PORT}')
             took = time.monotonic() - start
