@@ -9,6 +9,7 @@
 #include "json-util.h"
 #include "labels.h"
 #include "sandbox-persist.h"
+#include "secret-store.h"
 #include "snapshot-meta.h"
 #include "strv.h"
 #include "template.h"
@@ -20,6 +21,7 @@ void snapshot_settings_done(SnapshotSettings *s) {
 void snapshot_meta_done(SnapshotMeta *m) {
         m->template_name = mfree(m->template_name);
         m->config.labels = strv_free(m->config.labels);
+        m->config.secrets = mfree(m->config.secrets);
         json_object_put(m->contexts);
         m->contexts = NULL;
 }
@@ -98,7 +100,11 @@ int snapshot_meta_to_json(const SnapshotMeta *m, char **ret) {
             json_add(o, "Tenant", json_object_new_string(c->tenant)) < 0 ||
             (!strv_isempty(c->labels) && json_add(o, "Labels", labels_to_json(c->labels)) < 0) ||
             (m->contexts && json_object_array_length(m->contexts) > 0 &&
-             json_add(o, "contexts", json_object_get(m->contexts)) < 0))
+             json_add(o, "contexts", json_object_get(m->contexts)) < 0) ||
+            /* A hibernation's secret bindings given at create (names only: the values stay
+             * in the store), for Wake; a snapshot's are its restorer's to give. */
+            (m->hibernated && c->secrets_set &&
+             json_add(o, "Secrets", json_object_new_string(strempty(c->secrets))) < 0))
                 return -ENOMEM;
         text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         if (!text)
@@ -193,11 +199,33 @@ int snapshot_meta_from_json(const char *text, SnapshotMeta *ret) {
                 }
                 m.contexts = json_object_get(v);
         }
+        /* Absent but for a hibernation of a sandbox given its own secret bindings. */
+        if (m.hibernated && json_object_object_get_ex(o, "Secrets", &v)) {
+                _cleanup_free_ SecretBinding *b = NULL;
+                size_t n;
+                int r = 0;
+
+                if (!json_object_is_type(v, json_type_string))
+                        r = -EBADMSG;
+                else if (json_object_get_string_len(v) > 0 &&
+                         !(m.config.secrets = strdup(json_object_get_string(v))))
+                        r = -ENOMEM;
+                else if (sandbox_config_secret_bindings(&m.config, &b, &n) < 0)
+                        r = -EBADMSG;
+                if (r < 0) {
+                        strv_free(m.config.labels);
+                        json_object_put(m.contexts);
+                        free(m.config.secrets);
+                        return r;
+                }
+                m.config.secrets_set = true;
+        }
         m.owner = (uid_t) owner;
         m.template_name = strdup(template);
         if (!m.template_name) {
                 strv_free(m.config.labels);
                 json_object_put(m.contexts);
+                free(m.config.secrets);
                 return -ENOMEM;
         }
         *ret = m;

@@ -329,6 +329,7 @@ int snapshot_lookup_hibernated(Manager *m, const SandboxCaller *caller, const ch
         *ret = a[found];
         a[found].template_name = NULL;
         a[found].config.labels = NULL;
+        a[found].config.secrets = NULL;
         a[found].contexts = NULL;
         snapshot_meta_array_free(a, n);
         return 0;
@@ -685,19 +686,26 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         j->meta.config.reuse_existing = false;
         /* A snapshot keeps no egress rules (snapshot-meta.c), and the copy is not the owner. */
         j->meta.config.egress_allow = j->meta.config.egress_deny = NULL;
-        /* Nor secret bindings: what wakes from it takes its template's. */
+        /* Nor secret bindings, but a hibernation's given at create (names: the values stay
+         * in the store), so that Wake binds them again; others take their template's. */
         j->meta.config.secrets = NULL;
-        j->meta.config.secrets_set = false;
+        j->meta.config.secrets_set = hibernate && s->config.secrets_set;
+        if (j->meta.config.secrets_set && s->config.secrets && !(j->meta.config.secrets = strdup(s->config.secrets))) {
+                free(j);
+                return -ENOMEM;
+        }
         j->meta.config.from_snapshot[0] = 0;
         /* Its labels are kept, so that a sandbox woken has them again. */
         j->meta.config.labels = NULL;
         if (s->config.labels && !(j->meta.config.labels = strv_copy(s->config.labels))) {
+                free(j->meta.config.secrets);
                 free(j);
                 return -ENOMEM;
         }
         /* Hibernated, its code contexts are listed again after Wake, lost (docs/CONTEXTS.md). */
         if (hibernate && s->contexts && !(j->meta.contexts = sandbox_contexts_to_json(s))) {
                 strv_free(j->meta.config.labels);
+                free(j->meta.config.secrets);
                 free(j);
                 return -ENOMEM;
         }
@@ -859,6 +867,7 @@ static void on_hibernate_snapshot(const SnapshotMeta *meta, const SandboxError *
         h->meta = *meta;
         h->meta.template_name = strdup(meta->template_name);
         h->meta.config.labels = meta->config.labels ? strv_copy(meta->config.labels) : NULL;
+        h->meta.config.secrets = meta->config.secrets ? strdup(meta->config.secrets) : NULL;
         h->meta.contexts = json_object_get(meta->contexts);
         s = manager_find_sandbox(h->manager, meta->source);
         if (!s || !h->meta.template_name) {
@@ -896,11 +905,13 @@ int snapshot_meta_of_workspace(Sandbox *s, SnapshotMeta *ret) {
                 snapshot_meta_done(&meta);
                 return -ENOMEM;
         }
-        /* A snapshot's record keeps no egress rules nor secret bindings (as a snapshot job's
-         * does not), and snapshot_meta_done() frees none. */
+        /* A snapshot's record keeps no egress rules (as a snapshot job's does not), and
+         * snapshot_meta_done() frees none; a hibernation's keeps its secret bindings given at
+         * create (names), for a Wake after a move. */
         meta.config.egress_allow = mfree(meta.config.egress_allow);
         meta.config.egress_deny = mfree(meta.config.egress_deny);
-        meta.config.secrets = mfree(meta.config.secrets);
+        if (!meta.config.secrets_set)
+                meta.config.secrets = mfree(meta.config.secrets);
         *ret = meta;
         return 0;
 }
@@ -1076,6 +1087,7 @@ static int create_from_meta(Manager *m, const Template *t, SandboxConfig *config
         *rj = (RestoreJob) { .manager = m, .meta = *meta, .tmp = meta->tmp, .consume = consume, .cause = cause,
                              .cb = cb, .userdata = userdata };
         rj->meta.template_name = NULL;
+        rj->meta.config.secrets = NULL;         /* the caller's, and not needed */
         rj->meta.contexts = json_object_get(meta->contexts);
         strcpy(rj->snapshot, meta->id);
         r = manager_start_sandbox(m, t, config, owner, false, on_restore_started, rj, error);

@@ -20,6 +20,7 @@
 #include "fake-payload.h"
 #include "manager-quota.h"
 #include "sandbox-persist.h"
+#include "sandbox-secrets.h"
 #include "snapshot.h"
 #include "statistics.h"
 #include "strv.h"
@@ -31,7 +32,10 @@
         "{ \"description\": \"recycled\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"   \
         "  \"pool\": { \"size\": 0, \"recycle\": true, \"recycle_max\": 2, \"recycle_idle_sec\": 600 } }"
 
-static const char *const templates[] = { "shell", SHELL_TEMPLATE, "recycled", RECYCLE_TEMPLATE, NULL };
+#define DOCKER_TEMPLATE "{ \"description\": \"a container\", \"payload\": \"docker\", \"image\": \"x:latest\" }"
+
+static const char *const templates[] = { "shell", SHELL_TEMPLATE, "recycled", RECYCLE_TEMPLATE, "docker",
+                                         DOCKER_TEMPLATE, NULL };
 
 static const SandboxCaller root = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .granted = true };
 
@@ -1377,6 +1381,17 @@ static void agent_extract(FakeAgent *a, int error) {
                 .id = f.id, .error = error, .has_bytes = true, .bytes = 3 }));
 }
 
+/* Hibernated sandbox id woken, its archive unpacked by its second agent: w, answered. */
+static void wake_now(const char *id, Answer *w) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+        assert_int_equal(snapshot_wake_sandbox(manager, &root, id, on_sandbox, w, &error), 0);
+        RUN_UNTIL(n_agents == 2);
+        agent_extract(&agents[1], 0);
+        RUN_UNTIL(w->n > 0);
+        assert_int_equal(w->code, SANDBOX_ERR_NONE);
+}
+
 static void test_hibernate_and_wake(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         SnapshotMeta *list = NULL, meta = {};
@@ -1396,16 +1411,65 @@ static void test_hibernate_and_wake(void **state) {
         snapshot_meta_done(&meta);
 
         /* Back under the same id, with its files; the snapshot used up. */
-        assert_int_equal(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
-        RUN_UNTIL(n_agents == 2);
-        agent_extract(&agents[1], 0);
-        RUN_UNTIL(w.n > 0);
-        assert_int_equal(w.code, SANDBOX_ERR_NONE);
+        wake_now(id, &w);
         assert_string_equal(w.id, id);
         assert_int_equal(snapshot_list(manager, &root, &list, &n), 0);
         assert_int_equal(n, 0);
         free(list);
         destroy(w.sandbox);
+}
+
+/* Secret bindings given at create (not the template's) come back with Wake: the record
+ * keeps their names, the values stay in the store. */
+static void test_hibernation_keeps_its_secret_bindings(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = { .secrets_set = true };
+        SnapshotMeta meta = {};
+        Answer c = {}, h = {}, w = {};
+        char id[SANDBOX_ID_LEN + 1];
+
+        free(manager->settings.secrets_dir);
+        assert_true(asprintf(&manager->settings.secrets_dir, "%s/secrets", state_dir) > 0);
+        assert_int_equal(manager_set_secret(manager, &root, "API_KEY", "sk-1", 4, &error), 0);
+        config.secrets = strdup("API_KEY\n");
+        assert_non_null(config.secrets);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &c, &error), 0);
+        RUN_UNTIL(c.n > 0);
+        assert_int_equal(c.code, SANDBOX_ERR_NONE);
+        sandbox_config_done(&config);
+        snprintf(id, sizeof(id), "%s", c.sandbox->id);
+
+        assert_int_equal(sandbox_hibernate(c.sandbox, NULL, on_snapshot, &h, &error), 0);
+        agent_archive(agent_of(c.sandbox), "files", 0);
+        RUN_UNTIL(h.n > 0);
+        assert_int_equal(h.code, SANDBOX_ERR_NONE);
+        assert_int_equal(snapshot_lookup_hibernated(manager, &root, id, &meta, &error), 0);
+        assert_true(meta.config.secrets_set);
+        assert_string_equal(meta.config.secrets, "API_KEY\n");
+        snapshot_meta_done(&meta);
+
+        wake_now(id, &w);
+        assert_true(w.sandbox->config.secrets_set);
+        assert_string_equal(w.sandbox->config.secrets, "API_KEY\n");
+        assert_int_equal(w.sandbox->n_secrets, 1);
+        destroy(w.sandbox);
+}
+
+/* A Docker sandbox takes secrets as environment variables only: a file binding is refused
+ * at create, saying so, before anything starts. */
+static void test_docker_refuses_secret_files(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = { .secrets_set = true };
+        Answer a = {};
+
+        config.secrets = strdup("API_KEY:file\n");
+        assert_non_null(config.secrets);
+        assert_true(manager_create_sandbox(manager, &root, "docker", &config, on_sandbox, &a, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NOT_SUPPORTED);
+        assert_non_null(strstr(sandbox_error_message(&error), "only bwrap sandboxes take secrets as files"));
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_int_equal(systemd_fake.n_start, 0);
+        sandbox_config_done(&config);
 }
 
 static void test_fork_and_restore_failure(void **state) {
@@ -2035,6 +2099,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_snapshot_waits_its_turn, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_tenant_quota_and_max, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retention_and_leftovers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hibernation_keeps_its_secret_bindings, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_docker_refuses_secret_files, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_adopts_a_running_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restart_during_pause, setup, teardown),
         };

@@ -74,6 +74,43 @@ static void test_roundtrip(void **state) {
         free(text);
 }
 
+static int parse_with(const char *key, const char *value);
+
+/* A hibernation keeps the secret bindings given at create (names only), "" (none given)
+ * included; a snapshot keeps none, and a record's bindings must parse. */
+static void test_secret_bindings(void **state) {
+        SnapshotMeta m = sample(), got;
+        char *text = NULL;
+
+        m.config.secrets = (char *) "API_KEY\nCERT:file";
+        m.config.secrets_set = true;
+        assert_int_equal(snapshot_meta_to_json(&m, &text), 0);
+        assert_null(strstr(text, "value"));
+        assert_int_equal(snapshot_meta_from_json(text, &got), 0);
+        assert_true(got.config.secrets_set);
+        assert_string_equal(got.config.secrets, "API_KEY\nCERT:file");
+        snapshot_meta_done(&got);
+        free(text);
+
+        m.config.secrets = NULL;          /* given as none: the template's do not apply */
+        assert_int_equal(snapshot_meta_to_json(&m, &text), 0);
+        assert_int_equal(snapshot_meta_from_json(text, &got), 0);
+        assert_true(got.config.secrets_set);
+        assert_null(got.config.secrets);
+        snapshot_meta_done(&got);
+        free(text);
+
+        m.config.secrets = (char *) "API_KEY";
+        m.hibernated = false;
+        assert_int_equal(snapshot_meta_to_json(&m, &text), 0);
+        assert_null(strstr(text, "Secrets"));
+        free(text);
+
+        assert_int_equal(parse_with("Secrets", "\"API_KEY\""), 0);
+        assert_int_equal(parse_with("Secrets", "\"no such=binding\""), -EBADMSG);
+        assert_int_equal(parse_with("Secrets", "7"), -EBADMSG);
+}
+
 /* A valid record with one member replaced by value (JSON text), or removed (NULL). */
 static int parse_with(const char *key, const char *value) {
         SnapshotMeta m = sample(), got;
@@ -224,6 +261,7 @@ static void test_options(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_secret_bindings),
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_quota),
                 cmocka_unit_test(test_ids_and_actions),
