@@ -956,7 +956,7 @@ int context_run(Context *c, const char *code, const ExecConfig *options, context
         } else
                 c->runs = run;
         c->n_runs++;
-        c->sandbox->used = true;
+        sandbox_set_use(c->sandbox, SANDBOX_USED);
         if (ret)
                 *ret = run;
         context_start_next(c);

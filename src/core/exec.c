@@ -727,7 +727,7 @@ int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, Sa
         if (manager_records_execs(m) && s->cgroup)
                 (void) cgroup_read_cpu_nsec(s->cgroup, &s->cgroup_cpu_file, &e->cgroup_cpu_before);
 
-        s->used = true;
+        sandbox_set_use(s, SANDBOX_USED);
         sandbox_update_idle_timer(s);
         if (e->config.background) {
                 exec_store_fds(e, true);

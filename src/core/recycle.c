@@ -261,7 +261,7 @@ static const char *recycle_refusal(Sandbox *s) {
                 return "its payload cannot be reset";
         if (s->workspace)
                 return "its files are on disk (Storage=disk), which a reset does not renew";
-        if (s->state != SANDBOX_RUNNING || s->pause_pending || s->custody != SANDBOX_OWNED || !s->cgroup)
+        if (s->state != SANDBOX_RUNNING || sandbox_freeze_pending(s) || s->custody != SANDBOX_OWNED || !s->cgroup)
                 return "it is not running";
         if (pool_count_released(s->manager, s) >= t->recycle_max)
                 return "as many of its kind are kept already";
@@ -367,7 +367,7 @@ void recycle_on_renewed(Sandbox *s, const char *failure) {
                 return;
         }
         sandbox_set_custody(s, SANDBOX_KEPT);
-        s->used = false;
+        sandbox_set_use(s, SANDBOX_FRESH);
         STATISTICS_COUNT(s->manager, sandbox_get_tenant(s), sandboxes_recycled);
         log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s reset in %" PRIu64 " us (its agent's part %" PRIu64 " us); kept for owner %u.",
                     s->id, now_usec(CLOCK_MONOTONIC) - s->reset_started, s->reset_agent_done - s->reset_started, s->owner);

@@ -47,6 +47,26 @@ typedef enum SandboxUnitState {
         _SANDBOX_UNIT_STATE_MAX,
 } SandboxUnitState;
 
+/* A Pause or Resume in flight (FreezeUnit/ThawUnit, or SIGSTOP/SIGCONT): only
+ * sandbox_set_freeze() changes it. PAUSING only while running, RESUMING only while paused
+ * (either also as the sandbox goes); it settles (NONE) before the state changes, so that
+ * a paused sandbox is never still pausing. */
+typedef enum SandboxFreeze {
+        SANDBOX_FREEZE_NONE,
+        SANDBOX_FREEZE_PAUSING,
+        SANDBOX_FREEZE_RESUMING,
+        _SANDBOX_FREEZE_MAX,
+} SandboxFreeze;
+
+/* Whether a command (an Exec, a context's run) ran in it since it started or was last
+ * reset: an ephemeral sandbox takes one only. Only sandbox_set_use() changes it: USED
+ * while its owner has it, FRESH again only by a reset that kept it (recycle.c). */
+typedef enum SandboxUse {
+        SANDBOX_FRESH,
+        SANDBOX_USED,
+        _SANDBOX_USE_MAX,
+} SandboxUse;
+
 struct DestroyWaiter {
         sandbox_callback_t cb;
         void *userdata;
@@ -145,13 +165,13 @@ struct Sandbox {
         uint64_t lifetime_left_usec;  /* paused: what was left of the lifetime (it does not run) */
 
         const char *pause_method;     /* while paused: "freeze" or "sigstop" */
-        bool pause_pending;           /* a (un)freeze is in flight */
+        SandboxFreeze freeze;         /* a Pause or Resume in flight */
         unsigned snapshot_turns_waiting; /* its snapshots (forks, hibernations) queued for a turn */
         sandbox_callback_t pause_cb;
         void *pause_userdata;
 
         SandboxUnitState unit_state;
-        bool used;            /* an ephemeral sandbox ran its exec */
+        SandboxUse use;       /* a command ran (an ephemeral sandbox takes one) */
         bool saved;           /* state file (and, if fd_stored, fd store entry) exist */
         bool fd_stored;       /* its control socket is in systemd's fd store */
         bool detaching;       /* sandboxd stops and leaves it running: its stored descriptors stay */
@@ -205,6 +225,12 @@ struct Sandbox {
 /* Changes who s is for (asserting the transition is one of sandbox.c's). */
 void sandbox_set_custody(Sandbox *s, SandboxCustody custody);
 void sandbox_set_unit_state(Sandbox *s, SandboxUnitState state);
+void sandbox_set_freeze(Sandbox *s, SandboxFreeze freeze);
+void sandbox_set_use(Sandbox *s, SandboxUse use);
+/* A Pause or Resume is in flight: neither another, nor what needs it settled, may start. */
+static inline bool sandbox_freeze_pending(const Sandbox *s) {
+        return s->freeze != SANDBOX_FREEZE_NONE;
+}
 /* Nobody's to see: in the warm pool, or released (being reset or kept). */
 static inline bool sandbox_is_pooled(const Sandbox *s) {
         return s->custody != SANDBOX_OWNED;

@@ -174,6 +174,21 @@ static const unsigned unit_transitions[_SANDBOX_UNIT_STATE_MAX] = {
         [SANDBOX_UNIT_STOPPED]  = 0,
 };
 
+/* A Pause or Resume in flight: asked for from a running (paused) sandbox, settled by its
+ * answer, before the state changes. */
+static const unsigned freeze_transitions[_SANDBOX_FREEZE_MAX] = {
+        [SANDBOX_FREEZE_NONE]     = 1U << SANDBOX_FREEZE_PAUSING | 1U << SANDBOX_FREEZE_RESUMING,
+        [SANDBOX_FREEZE_PAUSING]  = 1U << SANDBOX_FREEZE_NONE,
+        [SANDBOX_FREEZE_RESUMING] = 1U << SANDBOX_FREEZE_NONE,
+};
+
+/* The states each allows: a sandbox being paused runs until the freeze is done. */
+static const unsigned freeze_states[_SANDBOX_FREEZE_MAX] = {
+        [SANDBOX_FREEZE_NONE]     = ANY_STATE,
+        [SANDBOX_FREEZE_PAUSING]  = 1U << SANDBOX_RUNNING | GOING,
+        [SANDBOX_FREEZE_RESUMING] = 1U << SANDBOX_PAUSED | GOING,
+};
+
 static void sandbox_set_state(Sandbox *s, SandboxState state) {
         assert(s);
         assert(state >= 0 && state < _SANDBOX_STATE_MAX);
@@ -181,6 +196,7 @@ static void sandbox_set_state(Sandbox *s, SandboxState state) {
                 return;
         assert(state_transitions[s->state] & (1U << state));
         assert(custody_states[s->custody] & (1U << state));
+        assert(freeze_states[s->freeze] & (1U << state));
         s->state = state;
         manager_sandbox_state_changed(s->manager, s);
 }
@@ -198,6 +214,30 @@ void sandbox_set_unit_state(Sandbox *s, SandboxUnitState state) {
         assert(state >= 0 && state < _SANDBOX_UNIT_STATE_MAX);
         assert(unit_transitions[s->unit_state] & (1U << state));
         s->unit_state = state;
+}
+
+void sandbox_set_freeze(Sandbox *s, SandboxFreeze freeze) {
+        assert(s);
+        assert(freeze >= 0 && freeze < _SANDBOX_FREEZE_MAX);
+        if (s->freeze == freeze)
+                return;
+        assert(freeze_transitions[s->freeze] & (1U << freeze));
+        assert(freeze_states[freeze] & (1U << s->state));
+        s->freeze = freeze;
+}
+
+/* Used by a command, running or paused (a refused one counts); fresh again only once a
+ * reset kept it (recycle.c). */
+void sandbox_set_use(Sandbox *s, SandboxUse use) {
+        assert(s);
+        assert(use >= 0 && use < _SANDBOX_USE_MAX);
+        if (s->use == use)
+                return;
+        if (use == SANDBOX_USED)
+                assert(s->state == SANDBOX_RUNNING || s->state == SANDBOX_PAUSED);
+        else
+                assert(s->custody == SANDBOX_KEPT && s->state == SANDBOX_RUNNING);
+        s->use = use;
 }
 
 /* What a restarted sandboxd needs to take this sandbox up again. Failing to write it only
@@ -560,6 +600,7 @@ static void sandbox_finalize(Sandbox *s) {
                 sandbox_error_set(&e, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s was destroyed.", s->id);
                 pcb(s, &e, s->pause_userdata);
         }
+        sandbox_set_freeze(s, SANDBOX_FREEZE_NONE);
         if (s->create_cb || s->start_waiters) {
                 sandbox_error_set(&error, SANDBOX_ERR_SANDBOX_FAILED, "Failed to start sandbox: %s",
                                   s->failure ?: "it stopped while starting.");
@@ -1128,10 +1169,10 @@ static int sandbox_exec_checked(Sandbox *s, ExecConfig *c, exec_callback_t cb, v
         if (s->state == SANDBOX_PAUSED)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING,
                                           "Sandbox %s is paused; resume it first.", s->id);
-        if (s->state != SANDBOX_RUNNING || s->pause_pending)
+        if (s->state != SANDBOX_RUNNING || sandbox_freeze_pending(s))
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
                                          s->id, sandbox_state_to_string(s->state));
-        if (s->config.ephemeral && s->used)
+        if (s->config.ephemeral && s->use == SANDBOX_USED)
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY,
                                          "Sandbox %s is ephemeral and already ran its command.", s->id);
         return exec_start(s, c, cb, userdata, error);
@@ -1141,11 +1182,11 @@ static int sandbox_exec_checked(Sandbox *s, ExecConfig *c, exec_callback_t cb, v
  * would ever run in it: it goes now (kept for reuse if its template recycles it) instead
  * of at its lifetime's end, so that no client has to destroy it. */
 static void sandbox_ephemeral_refused(Sandbox *s) {
-        if (!s->config.ephemeral || s->used || sandbox_is_pooled(s))
+        if (!s->config.ephemeral || s->use == SANDBOX_USED || sandbox_is_pooled(s))
                 return;
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return;
-        s->used = true;
+        sandbox_set_use(s, SANDBOX_USED);
         log_sandbox(s, sandbox_lifecycle_log_level(s), 0,
                     "Sandbox %s is ephemeral and its Exec was refused: it goes.", s->id);
         if (recycle_can_keep(s) && sandbox_release(s, NULL, NULL) >= 0)
@@ -1306,7 +1347,7 @@ int sandbox_wake_stopped(Sandbox *s, sandbox_callback_t cb, void *userdata) {
 static void sandbox_pause_done(Sandbox *s, const SandboxError *error) {
         sandbox_callback_t cb = s->pause_cb;
 
-        s->pause_pending = false;
+        sandbox_set_freeze(s, SANDBOX_FREEZE_NONE);
         s->pause_cb = NULL;
         if (cb)
                 cb(s, error, s->pause_userdata);
@@ -1368,6 +1409,7 @@ static void on_paused(const char *result, const sd_bus_error *error, void *userd
                 s->lifetime_left_usec = s->deadline_realtime > now ? s->deadline_realtime - now : 1;
                 (void) sandbox_arm_timer(s, 0, /* lifetime= */ true);
         }
+        sandbox_set_freeze(s, SANDBOX_FREEZE_NONE);
         sandbox_set_state(s, SANDBOX_PAUSED);
         sandbox_update_idle_timer(s);
         sandbox_save(s);
@@ -1380,15 +1422,15 @@ int sandbox_pause(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxErro
 
         assert_return(s, -EINVAL);
 
-        if (s->state != SANDBOX_RUNNING || s->pause_pending)
+        if (s->state != SANDBOX_RUNNING || sandbox_freeze_pending(s))
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.",
-                                          s->id, s->pause_pending ? "being paused or resumed" :
+                                          s->id, sandbox_freeze_pending(s) ? "being paused or resumed" :
                                                   sandbox_state_to_string(s->state));
         r = unit_freeze(s->manager->systemd, s->unit, true, on_frozen, s);
         if (r < 0)
                 return r;
         s->pause_method = NULL;
-        s->pause_pending = true;
+        sandbox_set_freeze(s, SANDBOX_FREEZE_PAUSING);
         s->pause_cb = cb;
         s->pause_userdata = userdata;
         return 0;
@@ -1404,6 +1446,7 @@ static void on_resumed(const char *result, const sd_bus_error *error, void *user
                 return;
         }
         s->pause_method = NULL;
+        sandbox_set_freeze(s, SANDBOX_FREEZE_NONE);
         sandbox_set_state(s, SANDBOX_RUNNING);
         if (s->lifetime_left_usec > 0) {
                 int r = sandbox_arm_timer(s, s->lifetime_left_usec, /* lifetime= */ true);
@@ -1425,9 +1468,9 @@ int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxErr
 
         assert_return(s, -EINVAL);
 
-        if (s->state != SANDBOX_PAUSED || s->pause_pending)
+        if (s->state != SANDBOX_PAUSED || sandbox_freeze_pending(s))
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not paused.",
-                                          s->id, s->pause_pending ? "being paused or resumed" :
+                                          s->id, sandbox_freeze_pending(s) ? "being paused or resumed" :
                                                   sandbox_state_to_string(s->state));
         if (streq(s->pause_method, "freeze"))
                 r = unit_freeze(s->manager->systemd, s->unit, false, on_resumed, s);
@@ -1435,7 +1478,7 @@ int sandbox_resume(Sandbox *s, sandbox_callback_t cb, void *userdata, SandboxErr
                 r = unit_kill(s->manager->systemd, s->unit, SIGCONT, on_resumed, s);
         if (r < 0)
                 return r;
-        s->pause_pending = true;
+        sandbox_set_freeze(s, SANDBOX_FREEZE_RESUMING);
         s->pause_cb = cb;
         s->pause_userdata = userdata;
         return 0;
@@ -1496,7 +1539,9 @@ int sandbox_adopt(Manager *m, const SandboxPersist *st, int control_fd, Sandbox 
         s->unit_state = SANDBOX_UNIT_STARTED;
         s->saved = true;
         s->fd_stored = true; /* its control socket came from there */
-        s->used = st->config.ephemeral; /* an adopted ephemeral sandbox takes no new exec */
+        /* An adopted ephemeral sandbox takes no new exec: its one may have run. Set as
+         * the rest of its state here, before it is anyone's. */
+        s->use = st->config.ephemeral ? SANDBOX_USED : SANDBOX_FRESH;
         /* Whether a released one's reset was done is not known: kept or not, it is stopped below. */
         s->custody = st->released ? SANDBOX_KEPT : st->pooled ? SANDBOX_POOLED : SANDBOX_OWNED;
         s->from_pool = st->from_pool;

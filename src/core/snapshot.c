@@ -624,7 +624,7 @@ static int sandbox_snapshot_full(Sandbox *s, const SnapshotOptions *o, SnapshotE
         if (s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)
                 return sandbox_error_set(error, SANDBOX_ERR_NOT_RUNNING, "Sandbox %s is %s, not running.", s->id,
                                          sandbox_state_to_string(s->state));
-        if (s->pause_pending)
+        if (sandbox_freeze_pending(s))
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
 
         r = snapshot_usage_owner(m, s->owner, &used, &count);
@@ -923,7 +923,7 @@ static int sandbox_hibernate_on_disk(Sandbox *s, snapshot_callback_t cb, void *u
         HibernateJob *h;
         int r;
 
-        if (s->pause_pending)
+        if (sandbox_freeze_pending(s))
                 return sandbox_error_set(error, SANDBOX_ERR_BUSY, "Sandbox %s is being paused or resumed.", s->id);
         h = calloc(1, sizeof(HibernateJob));
         if (!h)

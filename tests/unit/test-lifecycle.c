@@ -936,14 +936,19 @@ static void test_ephemeral_recycled_after_its_exec(void **state) {
         Sandbox *s = create("recycled", true);
         FakeAgent *a = agent_of(s);
 
+        assert_int_equal(s->use, SANDBOX_FRESH);
         assert_int_equal(exec_argv(s, "true", &e, &error), 0);
+        assert_int_equal(s->use, SANDBOX_USED);
         agent_run_exec(a, 0);
         RUN_UNTIL(e.n > 0);
         /* Answered before the reset. */
         assert_int_equal(s->custody, SANDBOX_RESETTING);
+        assert_int_equal(s->use, SANDBOX_USED);
         agent_reset(a, 0);
         RUN_UNTIL(s->custody == SANDBOX_KEPT);
         assert_int_equal(s->state, SANDBOX_RUNNING);
+        /* Reset, it takes a command again. */
+        assert_int_equal(s->use, SANDBOX_FRESH);
         assert_int_equal(pool_count_released(manager, s), 1);
 }
 
@@ -1071,6 +1076,58 @@ static void test_unit_states(void **state) {
         assert_int_equal(systemd_fake.n_stop, 1);
 }
 
+/* A Pause or Resume in flight is its own state: the sandbox runs (or stays paused) until
+ * systemd answers, takes no other Pause, Resume, Exec or snapshot meanwhile, and the
+ * freeze settles before the state changes. */
+static void test_freeze_states(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer p = {}, r = {}, again = {};
+        Sandbox *s = create("shell", false);
+
+        assert_int_equal(s->freeze, SANDBOX_FREEZE_NONE);
+        systemd_fake.hold = "FreezeUnit";
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(s->freeze, SANDBOX_FREEZE_PAUSING);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_true(sandbox_pause(s, on_sandbox, &again, &error) < 0);
+        assert_non_null(strstr(sandbox_error_message(&error), "being paused or resumed"));
+        sandbox_error_done(&error);
+        assert_true(exec_argv(s, "true", &e, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NOT_RUNNING);
+        sandbox_error_done(&error);
+        fake_systemd_release();
+        RUN_UNTIL(p.n > 0);
+        assert_int_equal(s->freeze, SANDBOX_FREEZE_NONE);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+
+        systemd_fake.hold = "ThawUnit";
+        assert_int_equal(sandbox_resume(s, on_sandbox, &r, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(s->freeze, SANDBOX_FREEZE_RESUMING);
+        assert_int_equal(s->state, SANDBOX_PAUSED);
+        assert_true(sandbox_resume(s, on_sandbox, &again, &error) < 0);
+        sandbox_error_done(&error);
+        fake_systemd_release();
+        RUN_UNTIL(r.n > 0);
+        assert_int_equal(s->freeze, SANDBOX_FREEZE_NONE);
+        assert_int_equal(s->state, SANDBOX_RUNNING);
+        assert_int_equal(again.n, 0);
+
+        /* Destroyed while pausing: the Pause is answered, the freeze settled. */
+        p = (Answer) {};
+        systemd_fake.hold = "FreezeUnit";
+        assert_int_equal(sandbox_pause(s, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        destroy(s);
+        assert_int_equal(p.n, 1);
+        assert_int_equal(p.code, SANDBOX_ERR_NOT_RUNNING);
+        fake_systemd_release();
+        run_briefly();
+        assert_int_equal(p.n, 1);
+}
+
 static void test_custody_through_recycling(void **state) {
         Answer rel = {};
         Sandbox *s = create("recycled", false), *again;
@@ -1140,7 +1197,7 @@ static void test_release_while_paused(void **state) {
         systemd_fake.hold = "FreezeUnit";
         assert_int_equal(sandbox_pause(t, on_sandbox, &p, &error), 0);
         RUN_UNTIL(systemd_fake.n_held > 0);
-        assert_true(t->pause_pending);
+        assert_int_equal(t->freeze, SANDBOX_FREEZE_PAUSING);
         assert_false(recycle_can_keep(t));
         assert_int_equal(sandbox_release(t, on_sandbox, &rel2), 0);
         assert_int_equal(t->custody, SANDBOX_OWNED);
@@ -2076,6 +2133,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_stop_during_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_entry_points_refuse_null, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unit_states, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_freeze_states, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_custody_through_recycling, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_while_starting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release_while_paused, setup, teardown),
