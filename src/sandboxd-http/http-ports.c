@@ -332,6 +332,10 @@ static void on_tunnel(HttpUpgraded *u, int fd, const char *extra, size_t extra_s
         /* From here on the tunnel is the proxy's own, apart from the request's. */
         (void) http_request_take_data(p->req);
         p->tunnel = u;
+        if (fd < 0) {
+                tunnel_end(p);          /* the client went before its 101 */
+                return;
+        }
         p->client_fd = fd;
         p->io = sd_event_source_disable_unref(p->io);
         pipe_done(&p->up);

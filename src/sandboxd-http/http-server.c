@@ -95,6 +95,9 @@ struct HttpRequest {
 
         void *data;
         void (*free_data)(void *);
+
+        /* Its upgrade, answered 101 and not yet handed over (on_mhd_upgraded()). */
+        struct HttpUpgraded *upgrade;
 };
 
 /* ---- buffers ---- */
@@ -348,6 +351,7 @@ static int request_set_response(HttpRequest *req, unsigned status, struct MHD_Re
 
 struct HttpUpgraded {
         HttpDaemon *daemon;
+        HttpRequest *req;               /* until it is handed over */
         struct MHD_UpgradeResponseHandle *urh;
         http_upgrade_t callback;
         void *userdata;
@@ -358,6 +362,9 @@ static void on_mhd_upgraded(void *cls, struct MHD_Connection *connection, void *
         HttpUpgraded *u = cls;
 
         u->urh = urh;
+        if (u->req)
+                u->req->upgrade = NULL;
+        u->req = NULL;
         /* Ours now (libmicrohttpd without TLS hands over the client's own socket). */
         if (fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK) < 0) {
                 http_upgraded_close(u);
@@ -369,11 +376,12 @@ static void on_mhd_upgraded(void *cls, struct MHD_Connection *connection, void *
 int http_request_upgrade(HttpRequest *req, const char *const *headers, http_upgrade_t callback, void *userdata) {
         struct MHD_Response *response;
         HttpUpgraded *u;
+        int r;
 
         u = calloc(1, sizeof(HttpUpgraded));
         if (!u)
                 return -ENOMEM;
-        *u = (HttpUpgraded) { .daemon = req->daemon, .callback = callback, .userdata = userdata };
+        *u = (HttpUpgraded) { .daemon = req->daemon, .req = req, .callback = callback, .userdata = userdata };
         response = MHD_create_response_for_upgrade(on_mhd_upgraded, u);
         if (!response) {
                 free(u);
@@ -386,7 +394,25 @@ int http_request_upgrade(HttpRequest *req, const char *const *headers, http_upgr
                         return -ENOMEM;
                 }
         req->close = false;
-        return request_set_response(req, MHD_HTTP_SWITCHING_PROTOCOLS, response);
+        r = request_set_response(req, MHD_HTTP_SWITCHING_PROTOCOLS, response);
+        if (r < 0) {
+                free(u);
+                return r;
+        }
+        req->upgrade = u;
+        return 0;
+}
+
+/* The connection ended before its 101 went out: libmicrohttpd calls no upgrade handler
+ * then, so the caller hears it here (fd -EBADF) and frees what it holds for the
+ * connection (a terminal's shell among it). */
+static void request_upgrade_failed(HttpRequest *req) {
+        HttpUpgraded *u = TAKE_PTR(req->upgrade);
+
+        if (!u)
+                return;
+        u->req = NULL;
+        u->callback(u, -EBADF, NULL, 0, u->userdata);
 }
 
 void http_upgraded_close(HttpUpgraded *u) {
@@ -1189,6 +1215,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         if (!req)
                 return;
         access_log(req, code);
+        request_upgrade_failed(req);
         for (unsigned i = 0; i < ELEMENTSOF(req->counted); i++)
                 if (req->counted[i])
                         (void) server_count(req->server, req->counted[i], -1);

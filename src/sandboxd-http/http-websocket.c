@@ -254,6 +254,12 @@ static void on_upgraded(HttpUpgraded *u, int fd, const char *extra, size_t extra
         HttpWebSocket *ws = userdata;
 
         ws->upgraded = u;
+        if (fd < 0) {
+                /* The client went before its 101: over (a terminal's shell is ended). */
+                ws->failed = true;
+                websocket_finish(ws);
+                return;
+        }
         ws->fd = fd;
         if (extra_size > 0 && (ws->extra = malloc(extra_size))) {
                 memcpy(ws->extra, extra, extra_size);

@@ -250,7 +250,10 @@ size_t http_request_stream_buffered(HttpRequest *req);
 /* Upgrades: the answer 101 Switching Protocols with headers (name, value, …, NULL) and the
  * connection handed to callback once it is sent: fd (non-blocking; the caller's until
  * http_upgraded_close(), which closes it) and what the client sent after its request
- * (extra, which the caller reads before fd). Nothing of the request is used after. */
+ * (extra, which the caller reads before fd). Nothing of the request is used after. When
+ * the connection ends before the 101 is sent, callback comes with fd -EBADF, from within
+ * the request's end (the request still there): the caller frees what it holds, and
+ * closes u all the same. */
 typedef struct HttpUpgraded HttpUpgraded;
 typedef void (*http_upgrade_t)(HttpUpgraded *u, int fd, const char *extra, size_t extra_size, void *userdata);
 int http_request_upgrade(HttpRequest *req, const char *const *headers, http_upgrade_t callback, void *userdata);
