@@ -375,6 +375,17 @@ static int exec_code_stdin(json_object *body, json_object *options) {
         return json_add(options, "Stdin", json_object_new_base64(buf, n));
 }
 
+/* "timeout" in seconds (0.5 is half a second) into options, as the option it names
+ * (json_timeout_option()): 1, or 0 when refused (answered), or a fault. */
+static int add_timeout_option(HttpRequest *req, const char *key, json_object *v, json_object *options) {
+        const char *option;
+        uint64_t value;
+
+        if (json_timeout_option(v, &option, &value) < 0)
+                return reply_bad(req, "'%s' must be a number of seconds (0.5 is half a second).", key);
+        return json_add(options, option, json_object_new_uint64(value)) < 0 ? -ENOMEM : 1;
+}
+
 static int exec_options(HttpRequest *req, json_object *body, json_object *options) {
         json_object_object_foreach(body, key, v) {
                 int r = 0;
@@ -390,12 +401,12 @@ static int exec_options(HttpRequest *req, json_object *body, json_object *option
                         continue;
                 }
                 if (streq(key, "timeout")) {
-                        const char *option;
-                        uint64_t value;
-                        if (json_timeout_option(v, &option, &value) < 0)
-                                return reply_bad(req, "'%s' must be a number of seconds (0.5 is half a second).", key);
-                        r = json_add(options, option, json_object_new_uint64(value));
-                } else if (streq(key, "cwd")) {
+                        r = add_timeout_option(req, key, v, options);
+                        if (r <= 0)
+                                return r;
+                        continue;
+                }
+                if (streq(key, "cwd")) {
                         if (!json_object_is_type(v, json_type_string))
                                 return reply_bad(req, "'%s' must be a string.", key);
                         r = json_add(options, "WorkingDirectory", json_object_get(v));
@@ -1669,12 +1680,12 @@ static int route_context_run(HttpRequest *req) {
                 if (streq(key, "code"))
                         continue;
                 if (streq(key, "timeout")) {
-                        const char *option;
-                        uint64_t value;
-                        if (json_timeout_option(v, &option, &value) < 0)
-                                return reply_bad(req, "'%s' must be a number of seconds (0.5 is half a second).", key);
-                        r = json_add(options, option, json_object_new_uint64(value));
-                } else if (streq(key, "output_max")) {
+                        r = add_timeout_option(req, key, v, options);
+                        if (r <= 0)
+                                return r;
+                        continue;
+                }
+                if (streq(key, "output_max")) {
                         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0)
                                 return reply_bad(req, "'%s' must be a number of bytes.", key);
                         r = json_add(options, "OutputMax", json_object_get(v));
