@@ -8,7 +8,7 @@
 #include "sandbox-secrets.h"
 #include "strv.h"
 
-static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
+void bus_reply_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
         int r;
 
@@ -22,7 +22,7 @@ static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
         else
                 r = sd_bus_reply_method_return(call, "so", sandbox_get_id(s), BUS_SANDBOX_PATH(s));
         if (r < 0)
-                log_sandbox(s, LOG_WARNING, r, "Failed to reply to CreateSandbox: %m");
+                log_sandbox(s, LOG_WARNING, r, "Failed to reply to %s: %m", sd_bus_message_get_member(call));
 }
 
 typedef struct CreateRequest {
@@ -56,7 +56,7 @@ static int create_authorized(sd_bus_message *call, const SandboxCaller *caller, 
         CreateRequest *c = userdata;
         int r;
 
-        r = manager_create_sandbox(c->manager, caller, c->template, &c->config, on_created,
+        r = manager_create_sandbox(c->manager, caller, c->template, &c->config, bus_reply_sandbox_created,
                                    sd_bus_message_ref(call), error);
         if (r < 0)
                 sd_bus_message_unref(call);

@@ -71,7 +71,7 @@ static void create_args_free(void *userdata) {
         free(c);
 }
 
-static void on_created(Sandbox *s, const SandboxError *error, void *userdata) {
+void varlink_reply_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata) {
         _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
         _cleanup_json_ json_object *p = NULL;
 
@@ -105,7 +105,8 @@ static int create_authorized(VarlinkCall *call, const SandboxCaller *caller, voi
         CreateArgs *c = userdata;
         int r;
 
-        r = manager_create_sandbox(c->frontend->manager, caller, strempty(c->template), &c->config, on_created,
+        r = manager_create_sandbox(c->frontend->manager, caller, strempty(c->template), &c->config,
+                                   varlink_reply_sandbox_created,
                                    varlink_call_ref(call), error);
         if (r < 0)
                 varlink_call_unref(call);

@@ -66,6 +66,9 @@ int sandbox_authorize_call_by_name(sd_bus_message *m, Manager *manager, const ch
  * "manage" (asked without interaction) a caller sees its own only; root sees all. */
 int bus_list_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner,
                     const char **ret_tenant, SandboxError *error);
+/* A new sandbox's answer (CreateSandbox "so", AcquireSandbox "sos" with its source, Fork
+ * and Wake "so"), from manager-dbus.c; userdata is the call, its reference taken. */
+void bus_reply_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata);
 /* The exec_callback_t of Exec and Wait: their reply, from the result (Exec's with the
  * output) or the error. userdata: the call, referenced. */
 void bus_reply_exec_result(Exec *e, const ExecResult *result, const SandboxError *error, void *userdata);

@@ -44,6 +44,9 @@ void varlink_frontend_done(VarlinkFrontend *f);
 
 /* manager-varlink.c */
 int manager_varlink_bind(VarlinkFrontend *f);
+/* A new sandbox's answer (CreateSandbox, AcquireSandbox with its source, Fork, Wake):
+ * {id}; userdata is the call, its reference taken. */
+void varlink_reply_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata);
 /* sandbox-varlink.c */
 int sandbox_varlink_bind(VarlinkFrontend *f);
 /* sandbox-files-varlink.c */

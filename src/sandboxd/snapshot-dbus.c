@@ -40,16 +40,6 @@ int method_sandbox_snapshot(sd_bus_message *m, void *userdata, sd_bus_error *err
         return sandbox_authorize_call(m, userdata, snapshot_authorized, NULL);
 }
 
-/* Fork's and Wake's answer: the new sandbox, as CreateSandbox's. */
-static void on_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata) {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *call = userdata;
-
-        if (error)
-                bus_reply_error(call, error);
-        else
-                (void) sd_bus_reply_method_return(call, "so", sandbox_get_id(s), BUS_SANDBOX_PATH(s));
-}
-
 static int fork_authorized(sd_bus_message *call, const SandboxCaller *caller, Sandbox *s, SandboxRequest *req,
                            SandboxError *error) {
         _cleanup_(sandbox_config_done) SandboxConfig config = {};
@@ -59,7 +49,7 @@ static int fork_authorized(sd_bus_message *call, const SandboxCaller *caller, Sa
         if (r < 0)
                 return r;
         sd_bus_message_ref(call);
-        r = snapshot_fork_sandbox(req->manager, caller, s, &config, on_sandbox_created, call, error);
+        r = snapshot_fork_sandbox(req->manager, caller, s, &config, bus_reply_sandbox_created, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;
@@ -99,7 +89,7 @@ static int wake_authorized(sd_bus_message *call, const SandboxCaller *caller, vo
         int r;
 
         sd_bus_message_ref(call);
-        r = snapshot_wake_sandbox(c->manager, caller, c->id, on_sandbox_created, call, error);
+        r = snapshot_wake_sandbox(c->manager, caller, c->id, bus_reply_sandbox_created, call, error);
         if (r < 0)
                 sd_bus_message_unref(call);
         return r;

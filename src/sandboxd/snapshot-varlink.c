@@ -74,22 +74,6 @@ static int method_snapshot(VarlinkCall *call, json_object *parameters, VarlinkCa
                                       snapshot_authorized);
 }
 
-/* Fork's and Wake's answer: the new sandbox's id. */
-static void on_sandbox_created(Sandbox *s, const SandboxError *error, void *userdata) {
-        _cleanup_(varlink_call_unrefp) VarlinkCall *call = userdata;
-        _cleanup_json_ json_object *p = NULL;
-
-        if (error) {
-                (void) varlink_reply_sandbox_error(call, error);
-                return;
-        }
-        p = json_object_new_object();
-        if (!p || json_add(p, "id", json_object_new_string(sandbox_get_id(s))) < 0)
-                (void) varlink_reply_error(call, NULL, -ENOMEM);
-        else
-                (void) varlink_call_reply(call, p);
-}
-
 static int fork_prepare(Sandbox *s, SandboxArgs *a, SandboxError *error) {
         return options_from_json(a->options, OPTION_SET_SANDBOX, &a->config, NULL, 0, error);
 }
@@ -99,7 +83,8 @@ static int fork_authorized(VarlinkCall *call, const SandboxCaller *caller, Sandb
         int r;
 
         varlink_call_ref(call);
-        r = snapshot_fork_sandbox(req->frontend->manager, caller, s, &req->args.config, on_sandbox_created, call, error);
+        r = snapshot_fork_sandbox(req->frontend->manager, caller, s, &req->args.config, varlink_reply_sandbox_created,
+                                  call, error);
         if (r < 0)
                 varlink_call_unref(call);
         return r;
@@ -141,7 +126,7 @@ static int wake_authorized(VarlinkCall *call, const SandboxCaller *caller, void 
         int r;
 
         varlink_call_ref(call);
-        r = snapshot_wake_sandbox(c->frontend->manager, caller, c->id, on_sandbox_created, call, error);
+        r = snapshot_wake_sandbox(c->frontend->manager, caller, c->id, varlink_reply_sandbox_created, call, error);
         if (r < 0)
                 varlink_call_unref(call);
         return r;
