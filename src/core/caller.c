@@ -5,10 +5,10 @@
 #include <stdio.h>
 
 #include "caller.h"
+#include "fd-util.h"
 #include "macro.h"
 
 int process_get_start_time(pid_t pid, uint64_t *ret) {
-        _cleanup_close_ int fd = -EBADF;
         char path[64], buf[2048], *p;
         unsigned long long start;
         ssize_t n;
@@ -16,13 +16,9 @@ int process_get_start_time(pid_t pid, uint64_t *ret) {
         if (pid <= 0)
                 return -EINVAL;
         snprintf(path, sizeof(path), "/proc/%i/stat", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
+        n = read_file_head_at(AT_FDCWD, path, buf, sizeof(buf));
         if (n < 0)
-                return -errno;
-        buf[n] = 0;
+                return (int) n;
         /* The command (field 2) may hold spaces and parentheses: count from its end. */
         p = strrchr(buf, ')');
         if (!p)

@@ -10,6 +10,7 @@
 #include <linux/magic.h>
 
 #include "cgroup.h"
+#include "fd-util.h"
 #include "macro.h"
 
 int cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret) {
@@ -29,19 +30,6 @@ int cgroup_parse_keyed(const char *text, const char *key, uint64_t *ret) {
                 p = *eol ? eol + 1 : eol;
         }
         return -ENOENT;
-}
-
-static int read_text(const char *path, char *buf, size_t size) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        ssize_t n;
-
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, size - 1);
-        if (n < 0)
-                return -errno;
-        buf[n] = 0;
-        return 0;
 }
 
 static bool cgroup_is_unified(void) {
@@ -68,19 +56,10 @@ static bool cgroup_has_children(int dir_fd) {
 static uint64_t oom_kills_v1_subtree(int dir_fd) {
         uint64_t total = 0, v;
         char buf[1024];
-        ssize_t n;
-        int fd;
 
-        fd = openat(dir_fd, "memory.oom_control", O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-                n = read(fd, buf, sizeof(buf) - 1);
-                close(fd);
-                if (n > 0) {
-                        buf[n] = 0;
-                        if (cgroup_parse_keyed(buf, "oom_kill", &v) >= 0)
-                                total += v;
-                }
-        }
+        if (read_file_head_at(dir_fd, "memory.oom_control", buf, sizeof(buf)) > 0 &&
+            cgroup_parse_keyed(buf, "oom_kill", &v) >= 0)
+                total += v;
 
         if (!cgroup_has_children(dir_fd))
                 return total;
@@ -107,7 +86,7 @@ int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -EBADF;
         char buf[1024];
-        int r;
+        ssize_t n;
 
         if (!cgroup_path || cgroup_path[0] != '/')
                 return -EINVAL;
@@ -115,9 +94,9 @@ int cgroup_read_oom_kills(const char *cgroup_path, uint64_t *ret) {
                 /* v2's memory.events is hierarchical: the subtree is counted already. */
                 if (asprintf(&path, "/sys/fs/cgroup%s/memory.events", cgroup_path) < 0)
                         return -ENOMEM;
-                r = read_text(path, buf, sizeof(buf));
-                if (r < 0)
-                        return r;
+                n = read_file_head_at(AT_FDCWD, path, buf, sizeof(buf));
+                if (n < 0)
+                        return (int) n;
                 return cgroup_parse_keyed(buf, "oom_kill", ret);
         }
         if (asprintf(&path, "/sys/fs/cgroup/memory%s", cgroup_path) < 0)
@@ -386,16 +365,11 @@ bool cgroup_text_has_path(const char *text, const char *cgroup_path) {
 }
 
 int cgroup_proc_in(int proc_fd, const char *cgroup_path) {
-        _cleanup_close_ int fd = -EBADF;
         char buf[8192];
         ssize_t n;
 
-        fd = openat(proc_fd, "cgroup", O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
+        n = read_file_head_at(proc_fd, "cgroup", buf, sizeof(buf));
         if (n < 0)
-                return -errno;
-        buf[n] = 0;
+                return (int) n;
         return cgroup_text_has_path(buf, cgroup_path);
 }

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 
 #include "cgroup.h"
+#include "fd-util.h"
 #include "log.h"
 #include "options.h"
 #include "sandbox-internal.h"
@@ -82,19 +83,14 @@ int proc_status_nested(const char *text) {
 /* The uid and gid of the process whose /proc/<pid> is proc_fd, if it is in a pid namespace
  * below ours (1), else 0. */
 static int proc_read_status(int proc_fd, uid_t *ret_uid, gid_t *ret_gid) {
-        _cleanup_close_ int fd = -EBADF;
         char buf[4096];
         uint32_t uid, gid;
         ssize_t n;
         int r;
 
-        fd = openat(proc_fd, "status", O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        n = read(fd, buf, sizeof(buf) - 1);
+        n = read_file_head_at(proc_fd, "status", buf, sizeof(buf));
         if (n < 0)
-                return -errno;
-        buf[n] = 0;
+                return (int) n;
         r = proc_status_nested(buf);
         if (r <= 0)
                 return r;

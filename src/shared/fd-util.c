@@ -73,6 +73,22 @@ int write_file_atomic(const char *path, const char *tmp_path, const void *data, 
         return r;
 }
 
+ssize_t read_file_head_at(int dir_fd, const char *path, char *buf, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        if (size < 1)
+                return -EINVAL;
+        fd = openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        return n;
+}
+
 int read_regular_file_at(int dir_fd, const char *path, size_t max, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;

@@ -18,6 +18,12 @@ int memfd_new_growing(const char *name);
  * (AT_FDCWD: path as it is). Returns the length, -E2BIG when the file is larger. */
 ssize_t read_small_file_at(int dir_fd, const char *path, char *buf, size_t size);
 
+/* Reads what one read() gives of path (from dir_fd, as openat()) into buf, NUL-terminated:
+ * at most size - 1 bytes, a larger file cut there. For the kernel's files (/proc, cgroupfs),
+ * which give their text whole in one read and put what is read of them first. Returns the
+ * length. */
+ssize_t read_file_head_at(int dir_fd, const char *path, char *buf, size_t size);
+
 /* Reads the regular file path (from dir_fd, as openat()) whole, as large as fstat() says
  * it is, into *ret (NUL-terminated) and its length into *ret_size (may be NULL): -EBADFD
  * for anything but a regular file, -EFBIG for one larger than max bytes. */

@@ -2,7 +2,8 @@
 
 /* fd-util.h: a growing memfd (ReadFile's buffer, filled by the sandbox's agent and then
  * mapped by sandboxd) grows but cannot be shrunk, nor its seals taken off; a regular file
- * read whole (templates, the host's /etc files) up to its bound and no further. */
+ * read whole (templates, the host's /etc files) up to its bound and no further; a kernel
+ * file's head read into a buffer, cut where the buffer ends. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,6 +83,18 @@ static void test_read_regular_file_at(void **state) {
         assert_int_equal(read_regular_file_at(dfd, "none", 100, &text, &size), -ENOENT);
         assert_null(text);
         assert_int_equal(size, 10);
+
+        /* Its head: as much as fits with the NUL, the rest cut. */
+        {
+                char buf[5];
+
+                assert_int_equal(read_file_head_at(dfd, "ten", buf, sizeof(buf)), 4);
+                assert_string_equal(buf, "0123");
+                assert_int_equal(read_file_head_at(dfd, "empty", buf, sizeof(buf)), 0);
+                assert_string_equal(buf, "");
+                assert_int_equal(read_file_head_at(dfd, "none", buf, sizeof(buf)), -ENOENT);
+                assert_int_equal(read_file_head_at(dfd, "ten", buf, 0), -EINVAL);
+        }
 
         assert_int_equal(unlinkat(dfd, "ten", 0), 0);
         assert_int_equal(unlinkat(dfd, "empty", 0), 0);
