@@ -1285,6 +1285,45 @@ int snapshot_wake_sandbox(Manager *m, const SandboxCaller *caller, const char *i
 
 /* ---- moving: export and import in parts ---- */
 
+/* What an export of id_or_name reads: the hibernated sandbox's archive; else, the snapshot
+ * of that id (the caller's to restore), exported as a hibernated sandbox's, so that an
+ * import makes of it a sandbox that wakes (a backup of a running sandbox: docs/SCALE-OUT.md). */
+static int export_lookup(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *ret,
+                         SandboxError *error) {
+        int r;
+
+        r = snapshot_lookup_hibernated(m, caller, id_or_name, ret, error);
+        if (r >= 0 || error->code != SANDBOX_ERR_NO_SUCH_SANDBOX || !snapshot_id_is_valid(id_or_name))
+                return r;
+        sandbox_error_done(error);
+        r = lookup_snapshot(m, caller, id_or_name, snapshot_usable, ret, error);
+        if (r < 0)
+                return r;
+        ret->hibernated = true;
+        return 0;
+}
+
+int snapshot_export_access(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *meta,
+                           uid_t *ret_owner, const char **ret_tenant, SandboxError *error) {
+        SandboxCaller any = *caller;
+        int r;
+
+        r = snapshot_call_access(m, caller, id_or_name, true, meta, ret_owner, ret_tenant, error);
+        if (r >= 0 || error->code != SANDBOX_ERR_NO_SUCH_SANDBOX || !snapshot_id_is_valid(id_or_name))
+                return r;
+        /* A snapshot of that id, found whoever owns it: polkit decides about another's, and
+         * the export itself takes only what the caller may restore. */
+        sandbox_error_done(error);
+        any.granted = true;
+        snapshot_meta_done(meta);
+        r = lookup_snapshot(m, &any, id_or_name, snapshot_visible, meta, error);
+        if (r < 0)
+                return r;
+        *ret_owner = meta->owner;
+        *ret_tenant = meta->config.tenant;
+        return 0;
+}
+
 int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
                          size_t length, workspace_export_callback_t cb, void *userdata, SandboxError *error) {
         _cleanup_(snapshot_meta_done) SnapshotMeta meta = {};
@@ -1304,7 +1343,7 @@ int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id
         s = manager_find_stopped(m, caller, id_or_name);
         if (s)
                 return workspace_export_read(m, s, offset, length, cb, userdata, error);
-        r = snapshot_lookup_hibernated(m, caller, id_or_name, &meta, error);
+        r = export_lookup(m, caller, id_or_name, &meta, error);
         if (r < 0)
                 return r;
         if (snapshot_path(m, meta.id, ".tar.zst", &path) < 0)

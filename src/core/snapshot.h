@@ -85,12 +85,18 @@ int snapshot_lookup(Manager *m, const SandboxCaller *caller, const char *id, Sna
                     SandboxError *error);
 int snapshot_remove(Manager *m, const char *id, SandboxError *error);
 
+/* What ExportSnapshot of id_or_name asks for, for authorizing: as Wake's (op CREATE for its
+ * owner and tenant); or, when id_or_name is a snapshot's id, that snapshot's owner and
+ * tenant (its export is then a hibernated sandbox's, for a backup: docs/SCALE-OUT.md). */
+int snapshot_export_access(Manager *m, const SandboxCaller *caller, const char *id_or_name, SnapshotMeta *meta,
+                           uid_t *ret_owner, const char **ret_tenant, SandboxError *error);
 /* Moving a hibernated sandbox to another node (docs/SCALE-OUT.md), in parts, as files
  * move: ExportSnapshot reads the archive of the hibernated sandbox id_or_name (the
  * caller's, as for Wake) from offset, at most length bytes, with its record: cb(meta,
  * data, size; 0 bytes at the end). An archive's part comes before this returns; a
  * sandbox hibernated on disk has its archive made as it is read (workspace-export.h), its
- * parts come later, in order, and the record's size is 0 (known at the end only). */
+ * parts come later, in order, and the record's size is 0 (known at the end only). A
+ * snapshot's id (the caller's to restore) exports that snapshot as a hibernated sandbox's. */
 int snapshot_export_read(Manager *m, const SandboxCaller *caller, const char *id_or_name, uint64_t offset,
                          size_t length, workspace_export_callback_t cb, void *userdata, SandboxError *error);
 /* The record of a sandbox hibernated on disk (s: its workspace, /tmp too), as an archive's

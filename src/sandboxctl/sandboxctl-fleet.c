@@ -7,6 +7,8 @@
  *                                   [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…
  *   sandboxctl fleet drain [--move-to URL [--from URL] [--token-file FILE]] | undrain | draining
  *   sandboxctl fleet move ID… --to URL [--from URL] [--token-file FILE]   (sandboxctl-move.c)
+ *   sandboxctl fleet backup --dir DIR [--from URL] [--token-file FILE]
+ *   sandboxctl fleet restore FILE… --to URL [--token-file FILE]
  *   sandboxctl fleet list [--json] NODE=HOST:PORT…
  *
  * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
@@ -363,6 +365,44 @@ static int read_token(const char *path, char **ret) {
         return 0;
 }
 
+/* backup --dir DIR [--from URL], restore FILE… --to URL: a dead node's sandboxes brought up
+ * elsewhere from their last saved exports (docs/SCALE-OUT.md). */
+static int backup_or_restore(int argc, char *argv[], bool backup, const char *dir, const char *to,
+                             const char *token_file, const char *from) {
+        _cleanup_free_ char *token = NULL;
+        FleetMove fm = { .from = from, .to = to };
+        unsigned saved = 0, failed = 0;
+        int r;
+
+        if (backup && (!dir || argc > 0))
+                return log_error_errno(EINVAL, "fleet backup --dir DIR [--from URL] [--token-file FILE]");
+        if (!backup && (!to || argc == 0))
+                return log_error_errno(EINVAL, "fleet restore FILE… --to URL [--token-file FILE]");
+        r = read_token(token_file, &token);
+        if (r < 0)
+                return r;
+        fm.token = token;
+        if (backup) {
+                if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Cannot create %s: %m", dir);
+                r = fleet_backup_all(&fm, dir, &saved, &failed);
+                if (r < 0)
+                        return r;
+                fprintf(stderr, "%u sandbox(es) saved in %s, %u failed.\n", saved, dir, failed);
+                return failed > 0 ? 1 : 0;
+        }
+        for (int i = 0; i < argc; i++) {
+                _cleanup_free_ char *old_id = NULL, *new_id = NULL;
+
+                if (fleet_restore_one(&fm, argv[i], &old_id, &new_id) < 0) {
+                        failed++;
+                        continue;
+                }
+                printf("%s %s\n", old_id, new_id);
+        }
+        return failed > 0 ? 1 : 0;
+}
+
 /* move ID… --to URL | drain|undrain|draining [--move-to URL], with --from URL and
  * --token-file FILE for the moves. */
 static int verb_move_or_drain(int argc, char *argv[]) {
@@ -371,10 +411,12 @@ static int verb_move_or_drain(int argc, char *argv[]) {
                 { "move-to",    required_argument, NULL, 'm' },
                 { "from",       required_argument, NULL, 'f' },
                 { "token-file", required_argument, NULL, 'k' },
+                { "dir",        required_argument, NULL, 'd' },
                 {}
         };
         bool move = streq(argv[0], "move"), drain = streq(argv[0], "drain");
-        const char *to = NULL, *token_file = NULL;
+        bool backup = streq(argv[0], "backup"), restore = streq(argv[0], "restore");
+        const char *to = NULL, *token_file = NULL, *dir = NULL;
         _cleanup_free_ char *token = NULL;
         FleetMove fm = { .from = FLEET_BRIDGE_DEFAULT };
         unsigned moved = 0, failed = 0, left = 0;
@@ -385,9 +427,9 @@ static int verb_move_or_drain(int argc, char *argv[]) {
                 switch (c) {
                 case 't':
                 case 'm':
-                        if ((c == 't') != move)
+                        if ((c == 't') != (move || restore))
                                 return log_error_errno(EINVAL, "--%s is for fleet %s.", c == 't' ? "to" : "move-to",
-                                                       c == 't' ? "move" : "drain");
+                                                       c == 't' ? "move or restore" : "drain");
                         to = optarg;
                         break;
                 case 'f':
@@ -396,9 +438,16 @@ static int verb_move_or_drain(int argc, char *argv[]) {
                 case 'k':
                         token_file = optarg;
                         break;
+                case 'd':
+                        if (!backup)
+                                return log_error_errno(EINVAL, "--dir is for fleet backup.");
+                        dir = optarg;
+                        break;
                 default:
                         return -EINVAL;
                 }
+        if (backup || restore)
+                return backup_or_restore(argc - optind, argv + optind, backup, dir, to, token_file, fm.from);
         if (!move && !(drain && to) && (optind != argc || token_file || fm.from != (const char *) FLEET_BRIDGE_DEFAULT))
                 return log_error_errno(EINVAL, "fleet %s takes no arguments but --move-to (drain).", argv[0]);
         if (!move && !to)
@@ -652,6 +701,8 @@ int fleet_main(int argc, char *argv[]) {
                        "[--tenant-affinity] [--database HOST:PORT]… [--database-bind ADDR:PORT] NODE=HOST:PORT…\n"
                        "%1$s fleet drain [--move-to URL [--from URL] [--token-file FILE]] | undrain | draining\n"
                        "%1$s fleet move ID… --to URL [--from URL] [--token-file FILE]\n"
+                       "%1$s fleet backup --dir DIR [--from URL] [--token-file FILE]\n"
+                       "%1$s fleet restore FILE… --to URL [--token-file FILE]\n"
                        "%1$s fleet list [--json] NODE=HOST:PORT…   (token: $SANDBOXD_TOKEN)\n",
                        program_invocation_short_name);
                 return argc < 2 ? -EINVAL : 0;
@@ -661,7 +712,7 @@ int fleet_main(int argc, char *argv[]) {
         if (streq(argv[1], "list"))
                 return verb_list(argc - 1, argv + 1);
         if (streq(argv[1], "drain") || streq(argv[1], "undrain") || streq(argv[1], "draining") ||
-            streq(argv[1], "move"))
+            streq(argv[1], "move") || streq(argv[1], "backup") || streq(argv[1], "restore"))
                 return verb_move_or_drain(argc - 1, argv + 1);
         return log_error("Unknown fleet command '%s'. See '%s fleet --help'.", argv[1], program_invocation_short_name);
 }

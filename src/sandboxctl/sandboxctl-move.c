@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -360,9 +361,16 @@ int fleet_move_one(const FleetMove *fm, const char *id, char **ret_new) {
         return 0;
 }
 
-int fleet_move_all(const FleetMove *fm, unsigned *ret_moved, unsigned *ret_failed, unsigned *ret_left) {
+/* Each persistent sandbox of the token's tenant at fm->from: fn(id, state) for sandboxes
+ * (running, paused, or hibernated on disk: "stopped"), then fn(source, NULL) for each
+ * archive a hibernated one left; *ret_ephemeral counts those skipped, which finish where
+ * they are. fn returns 1 if it did its work, 0 if it skipped, <0 if it failed. */
+typedef int (*movable_fn_t)(const FleetMove *fm, const char *id, const char *state, void *userdata);
+
+static int for_each_movable(const FleetMove *fm, movable_fn_t fn, void *userdata, unsigned *ret_done,
+                            unsigned *ret_failed, unsigned *ret_ephemeral) {
         _cleanup_json_ json_object *list = NULL, *snapshots = NULL;
-        unsigned moved = 0, failed = 0, left = 0;
+        unsigned done = 0, failed = 0, ephemeral = 0;
         char err[2048] = "";
         long status = 0;
         int r;
@@ -377,36 +385,185 @@ int fleet_move_all(const FleetMove *fm, unsigned *ret_moved, unsigned *ret_faile
         if (r < 0)
                 return log_error_errno(r, "Cannot list the sandboxes at %s: %s", fm->from, err);
 
-        /* Sandboxes (running, paused, or hibernated on disk), then hibernated archives. */
         for (size_t pass = 0; pass < 2; pass++) {
                 json_object *a = pass == 0 ? list : snapshots;
 
                 for (size_t i = 0; json_object_is_type(a, json_type_array) && i < json_object_array_length(a); i++) {
                         json_object *s = json_object_array_get_idx(a, i), *v;
-                        _cleanup_free_ char *new_id = NULL;
                         const char *id = json_str(s, pass == 0 ? "id" : "source");
 
-                        if (pass == 1 && !(json_object_object_get_ex(s, "hibernated", &v) &&
-                                           json_object_get_boolean(v)))
+                        if (!id || (pass == 1 && !(json_object_object_get_ex(s, "hibernated", &v) &&
+                                                   json_object_get_boolean(v))))
                                 continue;
-                        /* Ephemeral ones finish where they are: one execution, then gone. */
                         if (pass == 0 && json_object_object_get_ex(s, "ephemeral", &v) && json_object_get_boolean(v)) {
-                                left++;
+                                ephemeral++;
                                 continue;
                         }
-                        if (!id)
-                                continue;
-                        if (fleet_move_one(fm, id, &new_id) < 0) {
+                        r = fn(fm, id, pass == 0 ? json_str(s, "state") : NULL, userdata);
+                        if (r < 0)
                                 failed++;
-                                continue;
-                        }
-                        printf("%s %s\n", id, new_id);
-                        fflush(stdout);
-                        moved++;
+                        else if (r > 0)
+                                done++;
                 }
         }
-        *ret_moved = moved;
+        *ret_done = done;
         *ret_failed = failed;
-        *ret_left = left;
+        *ret_ephemeral = ephemeral;
         return 0;
+}
+
+static int move_listed(const FleetMove *fm, const char *id, const char *state, void *userdata) {
+        _cleanup_free_ char *new_id = NULL;
+        int r;
+
+        r = fleet_move_one(fm, id, &new_id);
+        if (r < 0)
+                return r;
+        printf("%s %s\n", id, new_id);
+        fflush(stdout);
+        return 1;
+}
+
+int fleet_move_all(const FleetMove *fm, unsigned *ret_moved, unsigned *ret_failed, unsigned *ret_left) {
+        return for_each_movable(fm, move_listed, NULL, ret_moved, ret_failed, ret_left);
+}
+
+/* ---- backup and restore: a dead node's sandboxes from their last copies ---- */
+
+/* The export of what (a hibernated sandbox, or a snapshot's id) at fm->from into DIR/ID.move,
+ * replaced whole once complete. */
+static int backup_one(const FleetMove *fm, const char *what, const char *dir, const char *id, char **ret_path) {
+        _cleanup_free_ char *url = NULL, *path = NULL, *partial = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct curl_slist *h;
+        Pump pump = { .fd = -EBADF };
+        char m[1024];
+        int r = 0;
+
+        if (asprintf(&url, "%s/api/v1/sessions/%s/export", fm->from, what) < 0 ||
+            asprintf(&path, "%s/%s.move", dir, id) < 0 || asprintf(&partial, "%s.partial", path) < 0)
+                return log_oom();
+        fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return log_error_errno(errno, "Cannot create %s: %m", partial);
+        pump.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        h = auth_headers(fm->token, NULL);
+        pump.curl = h && pump.fd >= 0 ? easy_new(url, h) : NULL;
+        if (!pump.curl)
+                r = log_oom();
+        else {
+                (void) curl_easy_setopt(pump.curl, CURLOPT_WRITEFUNCTION, pump_write);
+                (void) curl_easy_setopt(pump.curl, CURLOPT_WRITEDATA, &pump);
+                (void) pump_run(&pump);
+                if (!pump_ok(&pump))
+                        r = log_error_errno(EIO, "Cannot back up %s from %s: %s", id, fm->from,
+                                            pump.status != 200 && pump.status != 0 ?
+                                            error_text(&pump.error, m, sizeof(m)) : curl_easy_strerror(pump.code));
+                else if (fsync(fd) < 0 || rename(partial, path) < 0)
+                        r = log_error_errno(errno, "Cannot write %s: %m", path);
+                curl_easy_cleanup(pump.curl);
+        }
+        if (r < 0)
+                (void) unlink(partial);
+        safe_close(pump.fd);
+        curl_slist_free_all(h);
+        free(pump.error.data);
+        if (r >= 0)
+                *ret_path = TAKE_PTR(path);
+        return r;
+}
+
+/* A running (or paused) sandbox keeps running: a snapshot of it is what is saved, and
+ * removed after. */
+static int backup_listed(const FleetMove *fm, const char *id, const char *state, void *userdata) {
+        _cleanup_json_ json_object *snap = NULL, *gone = NULL;
+        _cleanup_free_ char *path = NULL, *url = NULL;
+        const char *dir = userdata, *what = id;
+        char err[2048] = "";
+        long status = 0;
+        int r;
+
+        if (state && (streq(state, "running") || streq(state, "paused"))) {
+                if (asprintf(&url, "/api/v1/sessions/%s/snapshot", id) < 0)
+                        return log_oom();
+                r = http_call(fm, "POST", fm->from, url, "{}", &status, &snap, err, sizeof(err));
+                what = r >= 0 && status == 201 ? json_str(snap, "id") : NULL;
+                if (!what)
+                        return log_error_errno(EIO, "Cannot snapshot %s for its backup: %s", id, err);
+        } else if (state && !streq(state, "stopped"))
+                return 0;
+        r = backup_one(fm, what, dir, id, &path);
+        if (what != id) {
+                url = mfree(url);
+                if (asprintf(&url, "/api/v1/snapshots/%s", what) < 0)
+                        return log_oom();
+                (void) http_call(fm, "DELETE", fm->from, url, NULL, &status, &gone, err, sizeof(err));
+        }
+        if (r < 0)
+                return r;
+        printf("%s %s\n", id, path);
+        fflush(stdout);
+        return 1;
+}
+
+int fleet_backup_all(const FleetMove *fm, const char *dir, unsigned *ret_saved, unsigned *ret_failed) {
+        unsigned ephemeral;
+
+        return for_each_movable(fm, backup_listed, (void *) dir, ret_saved, ret_failed, &ephemeral);
+}
+
+int fleet_restore_one(const FleetMove *fm, const char *path, char **ret_old, char **ret_new) {
+        _cleanup_free_ char *url = NULL, *line = NULL;
+        _cleanup_json_ json_object *meta = NULL, *answer = NULL;
+        struct curl_slist *h = NULL;
+        struct stat st;
+        size_t size = 0;
+        long status = 0;
+        CURLcode cc;
+        Body b = {};
+        CURL *c = NULL;
+        FILE *f;
+        char m[1024];
+        int r = 0;
+
+        f = fopen(path, "re");
+        if (!f)
+                return log_error_errno(errno, "Cannot read %s: %m", path);
+        if (getline(&line, &size, f) <= 0 || !(meta = json_tokener_parse(line)) || !json_str(meta, "source") ||
+            fstat(fileno(f), &st) < 0 || fseek(f, 0, SEEK_SET) < 0) {
+                fclose(f);
+                return log_error_errno(EBADMSG, "%s is no export (sandboxctl fleet backup writes them).", path);
+        }
+        if (asprintf(&url, "%s/api/v1/sessions/import", fm->to) < 0)
+                r = log_oom();
+        h = r >= 0 ? auth_headers(fm->token, "application/vnd.sandboxd.move") : NULL;
+        c = h ? easy_new(url, h) : NULL;
+        if (!c)
+                r = log_oom();
+        else {
+                (void) curl_easy_setopt(c, CURLOPT_POST, 1L);
+                (void) curl_easy_setopt(c, CURLOPT_READDATA, f);
+                (void) curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) st.st_size);
+                (void) curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
+                (void) curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+                cc = curl_easy_perform(c);
+                if (cc == CURLE_OK)
+                        (void) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+                answer = status == 201 && b.data ? json_tokener_parse(b.data) : NULL;
+                if (cc != CURLE_OK)
+                        r = log_error_errno(EIO, "Cannot restore %s into %s: %s", path, fm->to, curl_easy_strerror(cc));
+                else if (!json_str(answer, "id"))
+                        r = log_error_errno(EIO, "Cannot restore %s into %s: HTTP %ld, %s", path, fm->to, status,
+                                            error_text(&b, m, sizeof(m)));
+                else {
+                        *ret_old = strdup(json_str(meta, "source"));
+                        *ret_new = strdup(json_str(answer, "id"));
+                        r = *ret_old && *ret_new ? 0 : log_oom();
+                }
+                curl_easy_cleanup(c);
+        }
+        curl_slist_free_all(h);
+        free(b.data);
+        fclose(f);
+        return r;
 }

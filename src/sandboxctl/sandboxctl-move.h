@@ -17,3 +17,10 @@ int fleet_move_one(const FleetMove *fm, const char *id, char **ret_new);
 /* Every sandbox of the token's tenant at fm->from moved, but the ephemeral ones (*ret_left):
  * "OLD NEW" printed for each moved. 0, or a negative errno when the list cannot be had. */
 int fleet_move_all(const FleetMove *fm, unsigned *ret_moved, unsigned *ret_failed, unsigned *ret_left);
+
+/* Every persistent sandbox of the token's tenant at fm->from saved into dir as ID.move (an
+ * export's stream, replaced whole): hibernated ones as they are, running ones by a
+ * snapshot (removed after) that keeps them running. "ID PATH" printed for each. */
+int fleet_backup_all(const FleetMove *fm, const char *dir, unsigned *ret_saved, unsigned *ret_failed);
+/* A saved stream imported at fm->to: *ret_old the id it had, *ret_new its id there. */
+int fleet_restore_one(const FleetMove *fm, const char *path, char **ret_old, char **ret_new);

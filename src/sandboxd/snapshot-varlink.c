@@ -236,8 +236,7 @@ static int export_access(const SandboxCaller *caller, void *userdata, uid_t *ret
                          SandboxError *error) {
         MoveCall *c = userdata;
 
-        return snapshot_call_access(c->frontend->manager, caller, c->id, true, &c->found, ret_owner, ret_tenant,
-                                    error);
+        return snapshot_export_access(c->frontend->manager, caller, c->id, &c->found, ret_owner, ret_tenant, error);
 }
 
 static void on_exported(const SnapshotMeta *meta, const void *data, size_t size, const SandboxError *error,

@@ -936,7 +936,8 @@ class Fleet(unittest.TestCase):
     def test_zz_node_killed(self):
         """Node 3 dies (its systemd killed: every process of it and its network namespace
         gone): its sandboxes answer 503 NodeUnavailable, not NoSuchSandbox; creates go to
-        the nodes that are left."""
+        the nodes that are left; a sandbox of it is restored on node 2 from the copy
+        sandboxctl fleet backup took before (a snapshot of it running, exported)."""
         NODES[1].S.sandboxctl('fleet', 'drain')
         NODES[2].S.sandboxctl('fleet', 'drain')
         time.sleep(2.5)
@@ -944,6 +945,20 @@ class Fleet(unittest.TestCase):
         NODES[1].S.sandboxctl('fleet', 'undrain')
         NODES[2].S.sandboxctl('fleet', 'undrain')
         self.assertEqual(sid[-2:], '03')
+        # Its last copy, taken while it runs (a snapshot exported, then removed): what
+        # sandboxctl fleet backup keeps off the node, from any host that reaches its bridge.
+        status, res = request('POST', f'/api/v1/sessions/{sid}/execute',
+                              {'argv': ['sh', '-c', 'echo before-the-end > kept']})
+        self.assertEqual((status, res['exit_code']), (200, 0), res)
+        backups = os.path.join(CFG_DIR, 'backups')
+        ctl = [NODES[1].S.paths.sandboxctl, 'fleet']
+        env = dict(os.environ, SANDBOXD_TOKEN=TOKEN)
+        cp = front_run(ctl + ['backup', '--dir', backups, '--from', f'http://{node_address(3)}:{BRIDGE_PORT}'],
+                       env=env)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        saved = dict(line.split() for line in cp.stdout.splitlines())
+        self.assertIn(sid, saved, cp.stdout)
+        self.assertEqual(request('GET', f'/api/v1/sessions/{sid}')[1].get('state'), 'running')
         dead = NODES[3]
         os.kill(dead.S.pid, signal.SIGKILL)
         status, res = wait_for('503 from the front', lambda: (lambda r: r if r[0] == 503 else None)(
@@ -960,6 +975,18 @@ class Fleet(unittest.TestCase):
         ids = [create() for _ in range(4)]
         self.destroy_all(ids)
         self.assertTrue({int(s[-2:], 16) for s in ids} <= {1, 2}, ids)
+        # Restored on node 2 from its last copy: a new id naming node 2, its file back.
+        cp = front_run(ctl + ['restore', saved[sid], '--to', f'http://{node_address(2)}:{BRIDGE_PORT}'], env=env)
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        old, new = cp.stdout.split()
+        self.assertEqual((old, int(new[-2:], 16)), (sid, 2), cp.stdout)
+        try:
+            status, res = request('POST', f'/api/v1/sessions/{new}/wake', {})
+            self.assertEqual((status, res.get('id')), (200, new), res)
+            status, res = request('POST', f'/api/v1/sessions/{new}/execute', {'argv': ['cat', 'kept']})
+            self.assertEqual((status, res.get('stdout')), (200, 'before-the-end\n'), res)
+        finally:
+            request('DELETE', f'/api/v1/sessions/{new}')
 
 
 if __name__ == '__main__':
