@@ -930,6 +930,84 @@ static void test_recycled_for_the_same_owner(void **state) {
         destroy(again);
 }
 
+/* An owner with two sandboxes being reset (one working, one resetting, alternately): its
+ * next create waits for a reset rather than start a unit, and is handed that sandbox once
+ * kept; or, when that reset fails, goes on and gets a new one. */
+static void test_create_waits_for_the_reset(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+
+        for (int fail = 0; fail <= 1; fail++) {
+                Answer rel[2] = {}, c = {};
+                Sandbox *s[2] = { create("recycled", false), create("recycled", false) }, *waited;
+                unsigned starts;
+
+                for (unsigned i = 0; i < 2; i++)
+                        assert_int_equal(sandbox_release(s[i], on_sandbox, &rel[i]), 0);
+                starts = systemd_fake.n_start;
+                assert_int_equal(manager_create_sandbox(manager, &root, "recycled", &config, on_sandbox, &c,
+                                                        &error), 0);
+                run_briefly();
+                assert_int_equal(c.n, 0);
+                waited = s[0]->recycle_waiter ? s[0] : s[1];
+                assert_non_null(waited->recycle_waiter);
+                agent_reset(agent_of(waited), fail ? EIO : 0);
+                RUN_UNTIL(c.n > 0);
+                assert_int_equal(c.code, SANDBOX_ERR_NONE);
+                assert_int_equal(c.state, SANDBOX_RUNNING);
+                if (fail) {
+                        assert_ptr_not_equal(c.sandbox, s[0]);
+                        assert_ptr_not_equal(c.sandbox, s[1]);
+                        assert_int_equal(systemd_fake.n_start, starts + 1);
+                } else {
+                        assert_ptr_equal(c.sandbox, waited);
+                        assert_int_equal(waited->custody, SANDBOX_OWNED);
+                        assert_int_equal(systemd_fake.n_start, starts);
+                }
+                /* The other one's reset, and nothing kept is left for the next round. */
+                agent_reset(agent_of(waited == s[0] ? s[1] : s[0]), 0);
+                RUN_UNTIL(rel[0].n > 0 && rel[1].n > 0);
+                destroy(c.sandbox);
+                while (manager->pooled)
+                        destroy(manager->pooled);
+        }
+        sandbox_config_done(&config);
+}
+
+/* Released with a command running: it ends, answered as a destroy would; and no more are
+ * kept than the template's recycle_max. */
+static void test_release_ends_what_runs_and_keeps_at_most_max(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        ExecAnswer e = {};
+        Answer rel[3] = {};
+        Sandbox *s[3];
+        int out;
+
+        for (unsigned i = 0; i < 3; i++)
+                s[i] = create("recycled", false);
+        assert_int_equal(exec_argv(s[0], "sleep 100", &e, &error), 0);
+        (void) agent_take_exec(agent_of(s[0]), &out);
+        assert_int_equal(sandbox_release(s[0], on_sandbox, &rel[0]), 0);
+        RUN_UNTIL(e.n > 0);
+        assert_int_equal(e.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_non_null(strstr(e.message, "released while the command ran"));
+        safe_close(out);
+        agent_reset(agent_of(s[0]), 0);
+        RUN_UNTIL(rel[0].n > 0);
+        assert_int_equal(rel[0].state, SANDBOX_RUNNING);
+
+        assert_int_equal(sandbox_release(s[1], on_sandbox, &rel[1]), 0);
+        agent_reset(agent_of(s[1]), 0);
+        RUN_UNTIL(rel[1].n > 0);
+        assert_int_equal(pool_count_released(manager, s[1]), 2);
+        /* recycle_max is 2: the third is destroyed. */
+        assert_false(recycle_can_keep(s[2]));
+        assert_int_equal(sandbox_release(s[2], on_sandbox, &rel[2]), 0);
+        RUN_UNTIL(rel[2].n > 0);
+        assert_int_equal(rel[2].state, SANDBOX_DEAD);
+        assert_int_equal(pool_count_released(manager, s[1]), 2);
+}
+
 static void test_ephemeral_recycled_after_its_exec(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         ExecAnswer e = {};
@@ -2129,6 +2207,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_recycled_for_the_same_owner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_renewal_answers_late, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_create_waits_for_the_reset, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release_ends_what_runs_and_keeps_at_most_max, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reset_that_fails_destroys, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_during_reset, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_entry_points_refuse_null, setup, teardown),
