@@ -1901,8 +1901,12 @@ static void test_export_and_import(void **state) {
         export_part(id, 10, 4, &part);
         assert_int_equal(part.size, 0);
         text = TAKE_PTR(part.meta);
-        assert_true(snapshot_export_read(manager, &root, "0000000000000000", 0, 4, on_export_part, &part, &error) < 0);
+        /* Neither a hibernated sandbox nor a snapshot of that id. */
+        assert_true(snapshot_export_read(manager, &root, "no-such-one", 0, 4, on_export_part, &part, &error) < 0);
         assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        sandbox_error_done(&error);
+        assert_true(snapshot_export_read(manager, &root, "0000000000000000", 0, 4, on_export_part, &part, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SNAPSHOT);
         sandbox_error_done(&error);
 
         /* Refused: no record, not at 0, an import nobody started. */
