@@ -107,6 +107,7 @@ static const struct {
         { "ListSandboxes",         SANDBOX_OP_LIST_ALL   },
         { "ListSandboxesFiltered", SANDBOX_OP_LIST_ALL   },
         { "ListExecutions",        SANDBOX_OP_LIST_ALL   },
+        { "ListExecutionsEx",      SANDBOX_OP_LIST_ALL   },
         { "ListSnapshots",         SANDBOX_OP_LIST_ALL   },
         { "ListPools",             SANDBOX_OP_LIST_ALL   },
         { "GetPool",               SANDBOX_OP_LIST_ALL   },

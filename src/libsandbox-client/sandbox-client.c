@@ -1118,6 +1118,7 @@ static void execution_done(void *item) {
         free(e->sandbox_id);
         strv_free(e->argv);
         free(e->cwd);
+        free(e->tenant);
 }
 
 void sandbox_execution_array_free(SandboxExecution *a, size_t n) {
@@ -1126,10 +1127,10 @@ void sandbox_execution_array_free(SandboxExecution *a, size_t n) {
 
 static int execution_read(sd_bus_message *m, void *item) {
         SandboxExecution *e = item;
-        const char *id, *cwd;
+        const char *id, *cwd, *tenant;
         int timed_out, oom, r;
 
-        r = sd_bus_message_enter_container(m, 'r', "stuuassttiiibbttttt");
+        r = sd_bus_message_enter_container(m, 'r', "stuuassttiiibbtttttstt");
         if (r <= 0)
                 return r;
         r = sd_bus_message_read(m, "stuu", &id, &e->exec_id, &e->owner, &e->caller);
@@ -1138,14 +1139,15 @@ static int execution_read(sd_bus_message *m, void *item) {
         r = sd_bus_message_read_strv(m, &e->argv);
         if (r < 0)
                 return r;
-        r = sd_bus_message_read(m, "sttiiibbttttt", &cwd, &e->started, &e->ended, &e->exit_status,
+        r = sd_bus_message_read(m, "sttiiibbtttttstt", &cwd, &e->started, &e->ended, &e->exit_status,
                                 &e->exit_code, &e->signal, &timed_out, &oom, &e->cpu_usec,
-                                &e->cgroup_cpu_nsec, &e->memory_peak, &e->stdout_bytes, &e->stderr_bytes);
+                                &e->cgroup_cpu_nsec, &e->memory_peak, &e->stdout_bytes, &e->stderr_bytes,
+                                &tenant, &e->disk_bytes_used, &e->disk_bytes_max);
         if (r < 0)
                 return r;
         e->timed_out = timed_out;
         e->oom_killed = oom;
-        r = strdup_all((char **[]) { &e->sandbox_id, &e->cwd }, (const char *const[]) { id, cwd }, 2);
+        r = strdup_all((char **[]) { &e->sandbox_id, &e->cwd, &e->tenant }, (const char *const[]) { id, cwd, tenant }, 3);
         if (r < 0)
                 return r;
         r = sd_bus_message_exit_container(m);
@@ -1157,7 +1159,7 @@ int sandbox_client_executions(SandboxClient *c, const SandboxExecutionFilter *f,
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
         int r;
 
-        r = client_new_call(c, NULL, "ListExecutions", &m);
+        r = client_new_call(c, NULL, "ListExecutionsEx", &m);
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "{sv}");
         if (r >= 0 && f && f->sandbox_id)
@@ -1178,6 +1180,6 @@ int sandbox_client_executions(SandboxClient *c, const SandboxExecutionFilter *f,
         r = client_call(c, m, HISTORY_CALL_TIMEOUT_USEC, /* interruptible= */ false, error, &reply);
         if (r < 0)
                 return r;
-        return client_read_array(reply, "(stuuassttiiibbttttt)", sizeof(SandboxExecution), execution_read,
+        return client_read_array(reply, "(stuuassttiiibbtttttstt)", sizeof(SandboxExecution), execution_read,
                                  execution_done, (void **) ret, ret_n);
 }

@@ -424,6 +424,10 @@ typedef struct SandboxExecution {
         int32_t exit_status, exit_code, signal;
         bool timed_out, oom_killed;
         uint64_t cpu_usec, cgroup_cpu_nsec, memory_peak, stdout_bytes, stderr_bytes;
+        char *tenant;                   /* "" = none */
+        /* Of a sandbox on disk: its workspace's bytes at the end, its DiskMax; UINT64_MAX
+         * both for one in memory. */
+        uint64_t disk_bytes_used, disk_bytes_max;
 } SandboxExecution;
 
 void sandbox_execution_array_free(SandboxExecution *a, size_t n);

@@ -114,11 +114,23 @@ static char *format_argv(char **argv, size_t max) {
         return s;
 }
 
+/* A sandbox on disk's workspace at the execution's end: "USED/MAX"; "-" in memory. */
+static const char *format_disk(char *buf, size_t l, const Execution *e) {
+        char used[FORMAT_BYTES_MAX], max[FORMAT_BYTES_MAX];
+
+        if (e->disk_bytes_used == UINT64_MAX || e->disk_bytes_max == UINT64_MAX)
+                return "-";
+        snprintf(buf, l, "%s/%s", format_bytes(used, sizeof(used), e->disk_bytes_used) ?: "?",
+                 format_bytes(max, sizeof(max), e->disk_bytes_max) ?: "?");
+        return buf;
+}
+
 static int print_table(const Execution *list, size_t n) {
-        printf("%-19s %-32s %5s %-9s %-10s %s\n", "TIME", "SANDBOX", "EXEC", "EXIT", "DURATION", "COMMAND");
+        printf("%-19s %-32s %5s %-9s %-10s %-13s %s\n", "TIME", "SANDBOX", "EXEC", "EXIT", "DURATION", "DISK",
+               "COMMAND");
         for (size_t i = n; i-- > 0; ) {
                 const Execution *e = &list[i];
-                char when[32] = "-", exit_buf[32], dur[32];
+                char when[32] = "-", exit_buf[32], dur[32], disk[2 * FORMAT_BYTES_MAX + 2];
                 _cleanup_free_ char *argv = format_argv(e->argv, ARGV_COLUMN_MAX);
                 time_t t = (time_t) (e->started / USEC_PER_SEC);
                 struct tm tm;
@@ -127,10 +139,10 @@ static int print_table(const Execution *list, size_t n) {
                         return -ENOMEM;
                 if (localtime_r(&t, &tm))
                         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-                printf("%-19s %-32s %5" PRIu64 " %-9s %-10s %s\n", when, e->sandbox_id, e->exec_id,
+                printf("%-19s %-32s %5" PRIu64 " %-9s %-10s %-13s %s\n", when, e->sandbox_id, e->exec_id,
                        format_exit(exit_buf, sizeof(exit_buf), e),
                        format_duration(dur, sizeof(dur), e->ended > e->started ? e->ended - e->started : 0),
-                       argv);
+                       format_disk(disk, sizeof(disk), e), argv);
         }
         printf("\n%zu %s listed.\n", n, n == 1 ? "execution" : "executions");
         return 0;
@@ -172,6 +184,16 @@ static int print_executions_json(const Execution *list, size_t n) {
                 if (r >= 0) r = json_add(o, "memory_peak_bytes", json_object_new_uint64(e->memory_peak));
                 if (r >= 0) r = json_add(o, "stdout_bytes", json_object_new_uint64(e->stdout_bytes));
                 if (r >= 0) r = json_add(o, "stderr_bytes", json_object_new_uint64(e->stderr_bytes));
+                if (r >= 0) r = json_add(o, "tenant", json_object_new_string(strempty(e->tenant)));
+                /* null for a sandbox in memory, as varlink's ListExecutions leaves them out. */
+                if (r >= 0 && e->disk_bytes_used != UINT64_MAX && e->disk_bytes_max != UINT64_MAX) {
+                        r = json_add(o, "disk_bytes_used", json_object_new_uint64(e->disk_bytes_used));
+                        if (r >= 0) r = json_add(o, "disk_bytes_max", json_object_new_uint64(e->disk_bytes_max));
+                } else if (r >= 0) {
+                        if (json_object_object_add(o, "disk_bytes_used", NULL) < 0 ||
+                            json_object_object_add(o, "disk_bytes_max", NULL) < 0)
+                                r = -ENOMEM;
+                }
         }
         if (r >= 0)
                 r = print_json(a);

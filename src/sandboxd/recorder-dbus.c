@@ -13,6 +13,7 @@ typedef struct ListExecutionsRequest {
         BusFrontend *frontend;
         sd_bus_message *call;   /* once the query runs */
         ExecutionQuery query;
+        bool ex;                /* ListExecutionsEx */
 } ListExecutionsRequest;
 
 static ListExecutionsRequest *list_request_free(ListExecutionsRequest *l) {
@@ -29,10 +30,10 @@ static void list_request_destroy(void *userdata) {
         list_request_free(userdata);
 }
 
-static int append_execution(sd_bus_message *m, const ExecutionRecord *e) {
+static int append_execution(sd_bus_message *m, const ExecutionRecord *e, bool ex) {
         int r;
 
-        r = sd_bus_message_open_container(m, 'r', "stuuassttiiibbttttt");
+        r = sd_bus_message_open_container(m, 'r', ex ? "stuuassttiiibbtttttstt" : "stuuassttiiibbttttt");
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "stuu", e->sandbox_id, e->exec_id, (uint32_t) e->owner, (uint32_t) e->caller);
@@ -47,6 +48,10 @@ static int append_execution(sd_bus_message *m, const ExecutionRecord *e) {
                                   (int) e->timed_out, (int) e->oom_killed,
                                   e->cpu_usec, e->cgroup_cpu_nsec, e->cgroup_memory_peak,
                                   e->stdout_bytes, e->stderr_bytes);
+        if (r >= 0 && ex)
+                r = sd_bus_message_append(m, "stt", strempty(e->tenant),
+                                          e->disk_known ? e->disk_bytes_used : UINT64_MAX,
+                                          e->disk_known ? e->disk_bytes_max : UINT64_MAX);
         if (r < 0)
                 return r;
         return sd_bus_message_close_container(m);
@@ -64,9 +69,10 @@ static void on_executions_listed(int error, const ExecutionRecord *records, size
         if (r >= 0)
                 r = sd_bus_message_new_method_return(l->call, &reply);
         if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', RECORDER_EXECUTION_SIGNATURE);
+                r = sd_bus_message_open_container(reply, 'a', l->ex ? RECORDER_EXECUTION_EX_SIGNATURE :
+                                                                      RECORDER_EXECUTION_SIGNATURE);
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = append_execution(reply, &records[i]);
+                r = append_execution(reply, &records[i], l->ex);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
@@ -90,6 +96,7 @@ static int list_executions_authorized(sd_bus_message *call, const SandboxCaller 
         if (!q)
                 return -ENOMEM;
         q->call = sd_bus_message_ref(call);
+        q->ex = l->ex;
         q->query = l->query;
         l->query = (ExecutionQuery) {};
         execution_query_authorize(&q->query, caller);
@@ -100,16 +107,16 @@ static int list_executions_authorized(sd_bus_message *call, const SandboxCaller 
         return 1;
 }
 
-int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+static int list_executions(sd_bus_message *m, BusFrontend *f, bool ex, sd_bus_error *error) {
         _cleanup_(sandbox_error_done) SandboxError e = SANDBOX_ERROR_NULL;
         _cleanup_(list_request_freep) ListExecutionsRequest *l = NULL;
-        BusFrontend *f = userdata;
         int r;
 
         l = calloc(1, sizeof(ListExecutionsRequest));
         if (!l)
                 return -ENOMEM;
         l->frontend = f;
+        l->ex = ex;
         r = bus_read_options(m, OPTION_SET_EXECUTIONS, &l->query, &e);
         if (r >= 0)
                 r = recorder_check_enabled(f->recorder, &e);
@@ -118,4 +125,12 @@ int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *erro
 
         return bus_authorize_then(m, bus_list_access, SANDBOX_AUTHORIZE_OPTIONAL, list_executions_authorized,
                                   TAKE_PTR(l), list_request_destroy);
+}
+
+int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return list_executions(m, userdata, false, error);
+}
+
+int method_list_executions_ex(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return list_executions(m, userdata, true, error);
 }

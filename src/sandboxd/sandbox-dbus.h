@@ -34,6 +34,7 @@ const char *bus_sandbox_path(const Sandbox *s, char buf[static SANDBOX_OBJECT_PA
 
 /* recorder-dbus.c: Manager.ListExecutions. */
 int method_list_executions(sd_bus_message *m, void *userdata, sd_bus_error *error);
+int method_list_executions_ex(sd_bus_message *m, void *userdata, sd_bus_error *error);
 
 /* sandbox-dbus.c */
 int sandbox_dbus_register(BusFrontend *f);

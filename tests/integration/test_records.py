@@ -153,10 +153,35 @@ class WithMariaDB(Base):
         self.assertIsNone(error, replies)
         (e,) = replies[0]['executions']
         self.assertEqual((e['diskBytesUsed'], e['diskBytesMax']), (int(r['disk_bytes_used']), 256 * MiB))
+        # D-Bus: ListExecutionsEx's last three (tenant, disk used, DiskMax); ListExecutions'
+        # signature is the one clients know.
+        disk = (int(r['disk_bytes_used']), 256 * MiB)
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ListExecutionsEx', 'a{sv}', '1', 'SandboxId', 's', sid)
+        self.assertIsNone(error, cp.stderr)
+        (x,) = data[0]
+        self.assertEqual((x[0], x[-3], x[-2], x[-1]), (sid, '', *disk))
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ListExecutions', 'a{sv}', '1', 'SandboxId', 's', sid)
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(data[0][0], x[:-3])
+        # sandboxctl history (over ListExecutionsEx): the table's DISK, and --json's.
+        (h,) = json.loads(self.ok(self.ctl('history', sid, '--json')).stdout)
+        self.assertEqual((h['disk_bytes_used'], h['disk_bytes_max'], h['tenant']), (*disk, ''))
+        (line,) = [l for l in self.ok(self.ctl('history', sid)).stdout.splitlines() if sid in l]
+        self.assertRegex(line, r'\s5\.\d+M/256\.0M\s+sh -c')
         mem = self.create('--storage', 'tmpfs')
         self.ok(self.exec(mem, 'true'))
         (r,) = self.rows(mem)
         self.assertEqual((r['disk_bytes_used'], r['disk_bytes_max']), (None, None), r)
+        cp, data, error = S.bus_call(harness.BUS_NAME, harness.MANAGER_PATH, harness.MANAGER_IFACE,
+                                     'ListExecutionsEx', 'a{sv}', '1', 'SandboxId', 's', mem)
+        self.assertIsNone(error, cp.stderr)
+        self.assertEqual(data[0][0][-2:], [2**64 - 1, 2**64 - 1])
+        (h,) = json.loads(self.ok(self.ctl('history', mem, '--json')).stdout)
+        self.assertEqual((h['disk_bytes_used'], h['disk_bytes_max']), (None, None))
+        (line,) = [l for l in self.ok(self.ctl('history', mem)).stdout.splitlines() if mem in l]
+        self.assertRegex(line, r'\s-\s+true$')
 
     def test_hibernate_and_wake(self):
         """A woken sandbox has the id it had: its row runs again, and its executions are
@@ -547,7 +572,7 @@ class WithoutMariaDB(Base):
 
         cp = self.ok(self.ctl('history', sid))
         lines = cp.stdout.splitlines()
-        self.assertRegex(lines[0], r'^TIME\s+SANDBOX\s+EXEC\s+EXIT\s+DURATION\s+COMMAND')
+        self.assertRegex(lines[0], r'^TIME\s+SANDBOX\s+EXEC\s+EXIT\s+DURATION\s+DISK\s+COMMAND')
         body = [l for l in lines[1:] if sid in l]
         self.assertEqual(len(body), 4, cp.stdout)
         self.assertIn('echo one', body[0])      # oldest first

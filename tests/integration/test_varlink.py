@@ -188,7 +188,9 @@ class ForeignClient(Base):
         # Upload (no descriptors on varlink: WriteFile in parts) and ListSandboxesFiltered
         # (varlink's ListSandboxes takes the filter as an optional parameter; D-Bus has no
         # optional arguments) and ReadOutputFrom (varlink's ReadOutput with its offsets) and
-        # a Sandbox's Release (varlink's ReleaseSandbox, as on the Manager), and no other;
+        # a Sandbox's Release (varlink's ReleaseSandbox, as on the Manager) and
+        # ListExecutionsEx (D-Bus's ListExecutions with more fields in a signature of its
+        # own; varlink's ListExecutions has them as optional fields), and no other;
         # and varlink has three D-Bus has not: Follow (D-Bus streams through the caller's own
         # descriptors instead) and ExportSnapshot/ImportSnapshot (a node-to-node move, which
         # the HTTP bridge makes over varlink; sandboxd-api(7) says so).
@@ -199,7 +201,8 @@ class ForeignClient(Base):
             dbus_methods |= set(re.findall(r'^\.(\w+)\s+method\b', cp.stdout, re.M))
         self.assertIn('GetStatistics', dbus_methods)
         self.assertEqual(methods - {'Follow', 'ExportSnapshot', 'ImportSnapshot'},
-                         dbus_methods - {'Upload', 'ListSandboxesFiltered', 'ReadOutputFrom', 'Release'})
+                         dbus_methods - {'Upload', 'ListSandboxesFiltered', 'ReadOutputFrom', 'Release',
+                                         'ListExecutionsEx'})
 
 
 # ---- the socket -----------------------------------------------------------------------

@@ -149,6 +149,8 @@ static void test_method_operations(void **state) {
         assert_int_equal(op, SANDBOX_OP_INSPECT);
         assert_int_equal(sandbox_method_operation("ListExecutions", &op), 0);
         assert_int_equal(op, SANDBOX_OP_LIST_ALL);
+        assert_int_equal(sandbox_method_operation("ListExecutionsEx", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_LIST_ALL);
         assert_int_equal(sandbox_method_operation("Frobnicate", &op), -ENOENT);
         assert_int_equal(sandbox_method_operation("ListTemplates", &op), -ENOENT);
 }
