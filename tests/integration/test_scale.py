@@ -5,7 +5,8 @@ under AddressSanitizer: the same paths, at a sixth of the count, so that CI's tw
 stay within their time) created side by side over varlink (bench/bench_scale.py goes to 10,000); their scopes
 spread over the sub-slices sandbox-xx.slice of sandbox.slice as systemctl shows them;
 ListSandboxes paged (Offset, Limit) and filtered (State, Template, Name) on both, with
-bad filters refused; then all destroyed, and no unit, process or listing left. And across
+bad filters refused; each costing sandboxd one descriptor and PID 1 one (counted over
+all of them); then all destroyed, and no unit, process or listing left. And across
 a kill -9 of sandboxd: sandboxes in their sub-slices are adopted; an ephemeral one (whose
 control socket is not kept in systemd's fd store) is stopped, as before.
 """
@@ -93,11 +94,18 @@ def dbus_list(flt):
     return ([row[0] for row in data[0]], data[1]), None
 
 
+def descriptors():
+    """How many descriptors sandboxd and PID 1 of the system hold."""
+    pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+    return tuple(len(S.run(['ls', f'/proc/{p}/fd'], check=True).stdout.split()) for p in (pid, 1))
+
+
 class Scale(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
         cls.before = {s['id'] for s in vl_list()[0][-1]['sandboxes']}
+        cls.fds_before = descriptors()
         t0 = time.monotonic()
         # Every tenth one named: the Name filter finds exactly it.
         items = [f'scale-{i}' if i % 10 == 0 else None for i in range(COUNT)]
@@ -107,12 +115,28 @@ class Scale(unittest.TestCase):
         cls.create_seconds = time.monotonic() - t0
         print(f'\n# {COUNT} sandboxes created in {cls.create_seconds:.1f} s, {THREADS} in flight',
               file=sys.stderr)
+        # PID 1 stores each control socket when it reads sandboxd's notification, a moment
+        # after the create answered.
+        deadline = time.monotonic() + 30
+        cls.fds_after = descriptors()
+        while cls.fds_after[1] < cls.fds_before[1] + COUNT and time.monotonic() < deadline:
+            time.sleep(0.5)
+            cls.fds_after = descriptors()
 
     @classmethod
     def tearDownClass(cls):
         left = [sid for sid in cls.ids if sid]
         if left:
             in_parallel(left, lambda c, sid: c.call(f'{IFACE}.Destroy', {'id': sid}))
+
+    def test_0_one_descriptor_each(self):
+        """docs/WORKSPACES.md, "Descriptors": one descriptor an idle sandbox in sandboxd and
+        one in PID 1 (its fd store), at this scale too (10,000 fit a hard limit of 20,000)."""
+        grown = [a - b for a, b in zip(self.fds_after, self.fds_before)]
+        print(f'\n# descriptors per idle sandbox over {COUNT}: sandboxd {grown[0] / COUNT:.3f}, '
+              f'PID 1 {grown[1] / COUNT:.3f}', file=sys.stderr)
+        self.assertLessEqual(abs(grown[0] - COUNT), 10, f'sandboxd: {self.fds_before} -> {self.fds_after}')
+        self.assertLessEqual(abs(grown[1] - COUNT), 10, f'PID 1: {self.fds_before} -> {self.fds_after}')
 
     def test_1_scopes_spread_over_sub_slices(self):
         scopes = set(S.sandbox_scopes())
