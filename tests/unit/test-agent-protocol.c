@@ -127,6 +127,37 @@ static void test_reset_messages(void **state) {
         assert_true(agent_parse_reset_result(junk, &id, &error) < 0);
 }
 
+/* "log": what the agent's stderr got, any bytes (a NUL, a line cut short), through a real
+ * socket; at most AGENT_LOG_CHUNK a message. */
+static void test_log_roundtrip(void **state) {
+        struct pair *p = *state;
+        static const char data[] = "sandbox-init: reset: \"/etc\" was changed\n\0tail";
+        _cleanup_json_ json_object *m = agent_msg_log(data, sizeof(data) - 1), *got = NULL, *junk = NULL;
+        char big[AGENT_LOG_CHUNK + 1];
+        const char *type, *d;
+        size_t n;
+
+        assert_non_null(m);
+        assert_int_equal(agent_send(p->b, m, NULL, 0), 0);
+        assert_int_equal(agent_recv(p->a, &got, NULL, 0, NULL), 0);
+        assert_int_equal(agent_get_string(got, "type", &type), 0);
+        assert_string_equal(type, "log");
+        assert_int_equal(agent_parse_log(got, &d, &n), 0);
+        assert_int_equal(n, sizeof(data) - 1);
+        assert_memory_equal(d, data, n);
+
+        memset(big, 'x', sizeof(big));
+        assert_null(agent_msg_log(big, sizeof(big)));
+        json_object *full = agent_msg_log(big, AGENT_LOG_CHUNK);
+        assert_non_null(full);
+        json_object_put(full);
+        junk = json_tokener_parse("{\"type\":\"log\",\"data\":7}");
+        assert_int_equal(agent_parse_log(junk, &d, &n), -EBADMSG);
+        json_object_put(junk);
+        junk = json_tokener_parse("{\"type\":\"log\"}");
+        assert_int_equal(agent_parse_log(junk, &d, &n), -EBADMSG);
+}
+
 static void test_exec_roundtrip(void **state) {
         struct pair *p = *state;
         _cleanup_json_ json_object *msg = NULL, *got = NULL;
@@ -985,6 +1016,7 @@ static void test_parse_file_result_refuses(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_reset_messages),
+                T(test_log_roundtrip),
                 T(test_exec_roundtrip),
                 T(test_exec_defaults),
                 T(test_kill_ready_roundtrip),

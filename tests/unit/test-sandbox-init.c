@@ -57,6 +57,7 @@ struct agent_options {
         bool as_nobody;  /* when root, run the agent as uid 65534 */
         char **args;     /* the agent's options */
         bool no_userns;  /* the agent may not make user namespaces (as where the kernel refuses) */
+        int stderr_fd;   /* > 0: the agent's stderr */
 };
 
 static uint64_t now_msec(void) {
@@ -105,6 +106,8 @@ static void agent_start_with(struct agent *a, const struct agent_options *o) {
                         _exit(90);
                 if (o && o->leak_fd >= 0 && fcntl(o->leak_fd, F_SETFD, 0) < 0)
                         _exit(91);
+                if (o && o->stderr_fd > 0 && dup2(o->stderr_fd, STDERR_FILENO) < 0)
+                        _exit(96);
                 if (o && o->as_nobody && geteuid() == 0 &&
                     (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0))
                         _exit(92);
@@ -1290,6 +1293,62 @@ static uint64_t fnv1a(const unsigned char *p, size_t n) {
         return h;
 }
 
+/* --log-over-control: once ready, the agent holds no end of the stderr it was started
+ * with (sandboxd closes its reader then), and what it (or a helper of its) writes to
+ * stderr comes as "log" messages on the control socket. */
+static void test_log_over_control(void **state) {
+        struct agent_file f = AGENT_FILE_INIT(0, AGENT_FILE_EXTRACT, "/work");
+        struct agent_file_result res = {};
+        bool got_log = false, got_result = false;
+        _cleanup_free_ char *said = NULL;
+        int err[2], in[2], status;
+        struct agent a;
+        char c;
+
+        assert_return_code(pipe2(err, O_CLOEXEC), errno);
+        agent_start_with(&a, &(struct agent_options) {
+                .leak_fd = -1, .stderr_fd = err[1], .args = (char *[]) { "--log-over-control", NULL },
+        });
+        err[1] = safe_close(err[1]);
+        /* EOF: no process holds the first stderr any more. */
+        assert_true(wait_readable(err[0], TIMEOUT_MSEC));
+        assert_int_equal(read(err[0], &c, 1), 0);
+        safe_close(err[0]);
+
+        /* Not an archive: the extract's process says why on its stderr. */
+        assert_return_code(pipe2(in, O_CLOEXEC), errno);
+        assert_int_equal(write(in[1], "not a tar stream at all", 23), 23);
+        in[1] = safe_close(in[1]);
+        f.id = 77;
+        send_file(&a, &f, in[0]);
+        in[0] = safe_close(in[0]);
+        while (!got_log || !got_result) {
+                _cleanup_json_ json_object *msg = recv_msg(&a);
+                const char *type, *data;
+                size_t n;
+
+                assert_int_equal(agent_get_string(msg, "type", &type), 0);
+                if (streq(type, "log")) {
+                        assert_int_equal(agent_parse_log(msg, &data, &n), 0);
+                        said = strndup(data, n);
+                        got_log = true;
+                } else {
+                        assert_string_equal(type, "file-result");
+                        assert_int_equal(agent_parse_file_result(msg, &res), 0);
+                        assert_int_equal(res.id, 77);
+                        assert_int_not_equal(res.error, 0);
+                        agent_file_result_done(&res);
+                        got_result = true;
+                }
+        }
+        assert_non_null(said);
+        assert_non_null(strstr(said, "sandbox-init: snapshot: "));
+
+        status = agent_stop(&a);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_file_write_read_big(void **state) {
         struct agent *a = *state;
         const size_t size = 10 * 1024 * 1024;
@@ -1950,6 +2009,7 @@ int main(int argc, char *argv[]) {
                 cmocka_unit_test(test_user_namespace_and_seccomp),
                 cmocka_unit_test(test_no_user_namespace),
                 cmocka_unit_test(test_agent_closes_inherited_fds),
+                cmocka_unit_test(test_log_over_control),
                 cmocka_unit_test(test_not_a_socket),
         };
         ssize_t n;
