@@ -240,19 +240,19 @@ def main():
         if args.memory:
             out['memcg_kib'] = memcg_kernel_cost(system)
         for idle in idles:
-            fill = None
+            fill = stop = None
             if idle > ids_in:
-                fill, ids_in = fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, mem0,
-                                       out['curve'])
-                print(f'filled to {ids_in} idle sandboxes in {fill["seconds"]:.1f} s', file=sys.stderr)
+                fill, ids_in, stop = fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids,
+                                             mem0, out['curve'])
+                if fill:
+                    print(f'filled to {ids_in} idle sandboxes in {fill["seconds"]:.1f} s', file=sys.stderr)
             probe.refresh()
             mem = None
             if mem0 and ids_in > 0:
                 time.sleep(5)  # the last creates' deferred work (journald, systemd's GC) done
                 mem = memory_delta(mem0, memory_sample(system, probe), ids_in)
             if ids_in < idle:
-                out['stopped'] = (f'stopped filling at {ids_in} of {idle} idle sandboxes: MemAvailable below '
-                                  f'--mem-floor ({args.mem_floor} MiB)')
+                out['stopped'] = stop or f'stopped filling at {ids_in} of {idle} idle sandboxes'
                 print(out['stopped'], file=sys.stderr)
                 idle = ids_in
             rec = perf_start(args.perf, idle, probe) if args.perf else None
@@ -430,15 +430,28 @@ def fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, 
     in chunks with the memory sampled after each (the curve: per sandbox, does it grow
     with the sandboxes there?), stopping early below --mem-floor. Returns the fill's
     figures (the first 100 creates' median from the first chunk, the last 100's from the
-    last) and how many there are now."""
+    last), how many there are now, and why it stopped short (None if it did not)."""
     chunk = args.chunk if mem0 else idle - ids_in
     total = None
     while ids_in < idle:
         n = min(chunk, idle - ids_in)
         part = f'{ids_file}.{ids_in + n}'
-        r = client_run(system, client, probe,
-                       ['--mode', 'fill', '--inflight', str(args.fill_k), '--count', str(n), '--ids', part] + base,
-                       timeout=600 + n)
+        try:
+            r = client_run(system, client, probe,
+                           ['--mode', 'fill', '--inflight', str(args.fill_k), '--count', str(n), '--ids', part] + base,
+                           timeout=600 + n)
+        except RuntimeError as e:
+            # A create refused or failed (a start past its timeout on a loaded machine, say):
+            # the filling stops there, and the run goes on with what was made (the client
+            # wrote each id as it came).
+            made = []
+            if os.path.exists(part):
+                with open(part) as f:
+                    made = f.read().split()
+            all_ids += made
+            ids_in += len(made)
+            why = next((line for line in str(e).splitlines()[1:] if line.strip()), str(e))
+            return total, ids_in, f'stopped filling at {ids_in} idle sandboxes: {why}'
         with open(part) as f:
             all_ids += f.read().split()
         ids_in += n
@@ -461,8 +474,9 @@ def fill_to(system, client, probe, args, base, ids_file, ids_in, idle, all_ids, 
                   f'slab {c["SUnreclaim"] / 1024:.2f} MiB (kmalloc-1k {c["kmalloc_1k"] / 1024:.2f}); sandboxd RSS {c["rss_after_kib"]["sandboxd"] / 1024:.1f} MiB',
                   file=sys.stderr)
             if m['MemAvailable'] < args.mem_floor * 2**20:
-                break
-    return total, ids_in
+                return total, ids_in, (f'stopped filling at {ids_in} of {idle} idle sandboxes: MemAvailable '
+                                       f'below --mem-floor ({args.mem_floor} MiB)')
+    return total, ids_in, None
 
 
 def perf_start(outdir, idle, probe):
