@@ -14,7 +14,7 @@
  * The configuration is HAProxy's own: creates balanced by the weight each node's bridge
  * answers to agent-check, every call naming a sandbox sent to the node its id names (the
  * id's last two hex digits, sandboxd.conf [Fleet] Node=; ids.map first, for ids that
- * name no node or moved), a tenant's or label's creates kept on one node by a stick
+ * name no node, or a node whose state went whole to another), a tenant's or label's creates kept on one node by a stick
  * table, TLS ended there, X-Forwarded-For set for the bridges' TrustedProxy=. No
  * scheduler of ours: HAProxy is the one. */
 
