@@ -85,6 +85,7 @@ void manager_quota_done(Manager *m) {
         systemd_client_cancel(m->systemd, m);
         m->buckets = mfree(m->buckets);
         m->n_buckets = 0;
+        manager_fleet_uses_set(m, NULL, 0);
 }
 
 const NodeCeiling *manager_get_node_ceiling(Manager *m) {
@@ -135,7 +136,8 @@ static void quota_whom(uid_t owner, const char *tenant, char *buf, size_t size) 
                 snprintf(buf, size, "owner %u", owner);
 }
 
-static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUse *ret) {
+/* What owner (tenant) holds on this node. */
+static void quota_use_local(Manager *m, uid_t owner, const char *tenant, QuotaUse *ret) {
         *ret = (QuotaUse) {};
         /* A walk over the live sandboxes: a few µs with thousands, and never out of step. The
          * warm pool's are nobody's; a kept one (recycling) holds no quota until handed out. */
@@ -150,6 +152,65 @@ static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUs
         for (StartWaiter *w = m->start_waiters; w; w = w->next)
                 if (!w->run && !isempty(tenant) ? streq(w->config.tenant, tenant) : (w->owner == owner && isempty(w->config.tenant)))
                         quota_use_add(ret, &w->config);
+}
+
+/* … and a tenant's on the fleet's other nodes, as last read. */
+static void quota_use_count(Manager *m, uid_t owner, const char *tenant, QuotaUse *ret) {
+        quota_use_local(m, owner, tenant, ret);
+        for (size_t i = 0; !isempty(tenant) && i < m->n_fleet_uses; i++)
+                if (streq(m->fleet_uses[i].tenant, tenant)) {
+                        const QuotaUse *u = &m->fleet_uses[i].use;
+                        ret->sandboxes += u->sandboxes;
+                        ret->memory += u->memory;
+                        ret->tasks += u->tasks;
+                        ret->disk += u->disk;
+                        ret->cpu += u->cpu;
+                }
+}
+
+static int tenant_uses_add(TenantUse **list, size_t *n, const char *tenant) {
+        TenantUse *p;
+
+        if (isempty(tenant))
+                return 0;
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*list)[i].tenant, tenant))
+                        return 0;
+        p = reallocarray(*list, *n + 1, sizeof(TenantUse));
+        if (!p)
+                return -ENOMEM;
+        *list = p;
+        p[*n] = (TenantUse) {};
+        snprintf(p[*n].tenant, sizeof(p[*n].tenant), "%s", tenant);
+        (*n)++;
+        return 0;
+}
+
+int manager_tenant_uses(Manager *m, TenantUse **ret, size_t *ret_n) {
+        _cleanup_free_ TenantUse *list = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        for (Sandbox *s = m->sandboxes; s && r >= 0; s = s->next)
+                if (!sandbox_is_pooled(s))
+                        r = tenant_uses_add(&list, &n, s->config.tenant);
+        for (StartWaiter *w = m->start_waiters; w && r >= 0; w = w->next)
+                if (!w->run)
+                        r = tenant_uses_add(&list, &n, w->config.tenant);
+        if (r < 0)
+                return r;
+        /* Each as this node's quota check counts it. */
+        for (size_t i = 0; i < n; i++)
+                quota_use_local(m, 0, list[i].tenant, &list[i].use);
+        *ret = TAKE_PTR(list);
+        *ret_n = n;
+        return 0;
+}
+
+void manager_fleet_uses_set(Manager *m, TenantUse *uses, size_t n) {
+        free(m->fleet_uses);
+        m->fleet_uses = uses;
+        m->n_fleet_uses = uses ? n : 0;
 }
 
 static QuotaBucket *quota_bucket(Manager *m, uid_t owner, const char *tenant, bool create) {

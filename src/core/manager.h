@@ -118,6 +118,13 @@ int manager_create_sandbox(Manager *m, const SandboxCaller *caller, const char *
 /* GetQuota: the quota of the caller (of the tenant it acts for, else of its uid) and what
  * it uses (quota.h). Root's own sandboxes (for no tenant) have no quota: limits 0. */
 int manager_get_quota(Manager *m, const SandboxCaller *caller, QuotaReport *ret);
+/* A fleet's tenant quotas (sandboxd.conf [Fleet] QuotaIntervalSec=, docs/SCALE-OUT.md):
+ * what each tenant holds on this node now (not the warm pool's; the creates waiting for
+ * their turn count), *ret_n of them in a new array; and what the tenants hold on the
+ * other nodes as last read, which replaces the previous (takes uses; NULL: none) and
+ * counts in every tenant's quota check and GetQuota from then on. */
+int manager_tenant_uses(Manager *m, TenantUse **ret, size_t *ret_n);
+void manager_fleet_uses_set(Manager *m, TenantUse *uses, size_t n);
 /* The node's ceilings, as sandbox.slice has them (resolved at start). */
 const NodeCeiling *manager_get_node_ceiling(Manager *m);
 

@@ -102,6 +102,12 @@ typedef struct QuotaUse {
 
 void quota_use_add(QuotaUse *u, const SandboxConfig *c);
 
+/* One tenant's use (a fleet's quotas: manager_tenant_uses()). */
+typedef struct TenantUse {
+        char tenant[SANDBOX_NAME_MAX + 1];
+        QuotaUse use;
+} TenantUse;
+
 /* The items GetQuota reports and QuotaExceeded names. */
 typedef enum QuotaItem {
         QUOTA_SANDBOXES,

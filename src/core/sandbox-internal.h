@@ -303,6 +303,10 @@ struct Manager {
          * the order they came (manager-quota.c). */
         struct StartWaiter *start_waiters, *start_waiters_tail;
         sd_event_source *start_pump;
+        /* What each tenant holds on the other nodes of the fleet, as last read
+         * (manager_fleet_uses_set(); sandboxd.conf [Fleet] QuotaIntervalSec=). */
+        TenantUse *fleet_uses;
+        size_t n_fleet_uses;
 
 };
 

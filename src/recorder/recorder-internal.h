@@ -16,6 +16,7 @@
 
 typedef struct Writer Writer;
 typedef struct ListQuery ListQuery;
+typedef struct FleetQuota FleetQuota;
 
 struct Recorder {
         Writer *writer;              /* the thread's state; touched by the thread alone */
@@ -44,6 +45,9 @@ struct Recorder {
         ListQuery *queries[RECORDER_LIST_QUERIES_MAX];
         int query_fd;
         sd_event_source *query_source;
+
+        sd_event *event;             /* the loop's (it outlives the recorder) */
+        FleetQuota *fleet;           /* recorder-fleet.c: a fleet's tenant quotas, or NULL */
 };
 
 /* Starts a thread that takes no signals (the event loop handles them), named NAME. */

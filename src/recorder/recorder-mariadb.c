@@ -199,12 +199,31 @@ static const char *const migration_5[] = {
         NULL
 };
 
+/* A fleet's tenant quotas (issue 36): what each node's tenants hold, replaced by the node
+ * every [Fleet] QuotaInterval=; updated by the database's clock, so that the nodes' clocks
+ * need not agree. Not history: no retention, a node's rows are its latest. */
+static const char *const migration_6[] = {
+        "CREATE TABLE IF NOT EXISTS fleet_usage ("
+        " node SMALLINT UNSIGNED NOT NULL,"
+        " tenant VARCHAR(64) NOT NULL,"
+        " sandboxes BIGINT UNSIGNED NOT NULL,"
+        " memory BIGINT UNSIGNED NOT NULL,"
+        " tasks BIGINT UNSIGNED NOT NULL,"
+        " disk BIGINT UNSIGNED NOT NULL,"
+        " cpu BIGINT UNSIGNED NOT NULL COMMENT 'CPU quota, µs per second',"
+        " updated TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),"
+        " PRIMARY KEY (node, tenant)"
+        ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        NULL
+};
+
 static const char *const *const migrations[RECORDER_SCHEMA_VERSION] = {
         migration_1,
         migration_2,
         migration_3,
         migration_4,
         migration_5,
+        migration_6,
 };
 
 static const char sql_insert_sandbox[] =
@@ -976,4 +995,84 @@ int recorder_db_list_executions(RecorderDB *db, const ExecutionFilter *f, unsign
         }
         mysql_free_result(res);
         return k;
+}
+
+/* ---- a fleet's tenant quotas ----------------------------------------------------- */
+
+int recorder_db_fleet_usage(RecorderDB *db, unsigned node, const TenantUse *mine, size_t n_mine,
+                            uint64_t fresh_usec, TenantUse **ret, size_t *ret_n) {
+        _cleanup_free_ char *sql = NULL;
+        _cleanup_free_ TenantUse *list = NULL;
+        size_t size = 0, n = 0;
+        MYSQL_RES *res;
+        MYSQL_ROW row;
+        FILE *s;
+        int k = 0;
+
+        /* This node's rows, replaced in one transaction. */
+        s = open_memstream(&sql, &size);
+        if (!s)
+                return -ENOMEM;
+        fputs("INSERT INTO fleet_usage (node, tenant, sandboxes, memory, tasks, disk, cpu) VALUES ", s);
+        for (size_t i = 0; i < n_mine && k >= 0; i++) {
+                const QuotaUse *u = &mine[i].use;
+                fprintf(s, "%s(%u, ", i > 0 ? ", " : "", node);
+                k = sql_string(s, mine[i].tenant);
+                fprintf(s, ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 ")", u->sandboxes,
+                        u->memory, u->tasks, u->disk, u->cpu);
+        }
+        if (fclose(s) != 0 || !sql || k < 0)
+                return -ENOMEM;
+        k = recorder_db_begin(db);
+        if (k < 0)
+                return k;
+        {
+                char del[64];
+                snprintf(del, sizeof(del), "DELETE FROM fleet_usage WHERE node = %u", node);
+                k = query(db, del);
+        }
+        if (k >= 0 && n_mine > 0)
+                k = query(db, sql);
+        if (k >= 0)
+                k = recorder_db_commit(db);
+        if (k < 0) {
+                recorder_db_rollback(db);
+                return k;
+        }
+
+        /* The others', those that have told lately: a node gone stops counting. */
+        sql = mfree(sql);
+        if (asprintf(&sql, "SELECT tenant, SUM(sandboxes), SUM(memory), SUM(tasks), SUM(disk), SUM(cpu)"
+                     " FROM fleet_usage WHERE node <> %u AND updated >= NOW(6) - INTERVAL %" PRIu64 " MICROSECOND"
+                     " GROUP BY tenant", node, fresh_usec) < 0)
+                return -ENOMEM;
+        if (mysql_query(db->mysql, sql) != 0)
+                return db_fail_mysql(db, "SELECT … FROM fleet_usage");
+        res = mysql_store_result(db->mysql);
+        if (!res)
+                return db_fail_mysql(db, "SELECT … FROM fleet_usage");
+        while (k >= 0 && (row = mysql_fetch_row(res))) {
+                TenantUse *p = reallocarray(list, n + 1, sizeof(TenantUse));
+                uint64_t v[5] = {};
+
+                if (!p) {
+                        k = -ENOMEM;
+                        break;
+                }
+                list = p;
+                for (size_t i = 0; i < 5; i++)
+                        (void) parse_uint64(strempty(row[i + 1]), &v[i]);
+                list[n] = (TenantUse) { .use = { v[0], v[1], v[2], v[3], v[4] } };
+                snprintf(list[n].tenant, sizeof(list[n].tenant), "%s", strempty(row[0]));
+                n++;
+        }
+        mysql_free_result(res);
+        /* Ends the read's transaction (autocommit is off): the next round sees anew. */
+        if (k >= 0)
+                k = recorder_db_commit(db);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(list);
+        *ret_n = n;
+        return 0;
 }

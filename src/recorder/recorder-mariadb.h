@@ -16,7 +16,7 @@
 
 typedef struct RecorderDB RecorderDB;
 
-#define RECORDER_SCHEMA_VERSION 5
+#define RECORDER_SCHEMA_VERSION 6
 
 int recorder_db_connect(const RecorderSettings *s, RecorderDB **ret, char **ret_error);
 RecorderDB *recorder_db_free(RecorderDB *db);
@@ -50,3 +50,9 @@ int recorder_db_prune(RecorderDB *db, uint64_t before_usec, const atomic_bool *s
 typedef int (*recorder_db_row_t)(json_object *record, void *userdata);
 int recorder_db_list_executions(RecorderDB *db, const ExecutionFilter *f, unsigned limit,
                                 recorder_db_row_t row, void *userdata);
+
+/* A fleet's tenant quotas: node's rows of fleet_usage replaced by mine (n_mine tenants,
+ * none: its rows go), then the other nodes' sums per tenant, of the rows updated in the
+ * last fresh_usec by the database's clock, in *ret (a new array, *ret_n of them). */
+int recorder_db_fleet_usage(RecorderDB *db, unsigned node, const TenantUse *mine, size_t n_mine,
+                            uint64_t fresh_usec, TenantUse **ret, size_t *ret_n);

@@ -14,6 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <mysql.h>
+
 #include "fd-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -39,7 +41,7 @@ struct ListQuery {
         int error;
         atomic_bool finished;        /* set by the thread, which then only signals query_fd */
         atomic_bool cancel;          /* set by recorder_free(): stop reading */
-        bool fleet;                  /* the database's records too (RecorderSettings.fleet) */
+        bool fleet;                  /* the database's records too (RecorderSettings.fleet_node) */
 };
 
 static void execution_record_done(ExecutionRecord *e) {
@@ -218,6 +220,7 @@ static void list_query_database(ListQuery *q) {
         size_t spool = q->n_records, kept = 0;
         int k;
 
+        mysql_thread_init();
         k = recorder_db_connect(&q->r->settings, &db, &why);
         if (k >= 0) {
                 k = recorder_db_list_executions(db, &q->filter, q->limit, db_row, q);
@@ -228,6 +231,7 @@ static void list_query_database(ListQuery *q) {
         } else if (k == -EAGAIN)
                 log_warning("ListExecutions: the fleet's records are not readable, answering with this node's: %s",
                             strna(why));
+        mysql_thread_end();
         if (k == -ECANCELED || k == -ENOMEM) {
                 q->error = k;
                 return;
@@ -306,7 +310,7 @@ int recorder_list_executions(Recorder *r, const ExecutionFilter *f, recorder_lis
                 .limit = f->limit == 0 ? RECORDER_LIST_LIMIT_DEFAULT : MIN(f->limit, LIST_EXECUTIONS_LIMIT_MAX),
                 /* uids are a host's: another node's uid is no one in particular here, so the
                  * fleet's records are for those who may see every owner's. */
-                .fleet = r->settings.fleet && r->use_db && f->any_owner,
+                .fleet = r->settings.fleet_node > 0 && r->use_db && f->any_owner,
         };
         if (f->sandbox_id) {
                 q->sandbox_id = strdup(f->sandbox_id);

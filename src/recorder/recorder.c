@@ -200,6 +200,7 @@ int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **r
         if (!r)
                 return -ENOMEM;
         r->dir_fd = r->spool_fd = r->query_fd = -EBADF;
+        r->event = event;
         pthread_mutex_init(&r->lock, NULL);
         {
                 pthread_condattr_t a;
@@ -261,6 +262,7 @@ Recorder *recorder_free(Recorder *r) {
         if (!r)
                 return NULL;
 
+        recorder_fleet_quota_stop(r);
         recorder_queries_done(r);
 
         if (r->thread_started) {

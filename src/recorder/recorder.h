@@ -30,9 +30,14 @@ typedef struct RecorderSettings {
         char *mariadb_password;   /* read from a file / credential, never argv */
         uint64_t retention_sec;   /* prune records older than this; 0 = keep */
         bool enabled;             /* Record=no: nothing recorded, ListExecutions unsupported */
-        /* A node of a fleet (sandboxd.conf [Fleet] Node=): ListExecutions for those who may
-         * see every owner's also reads MariaDB, where every node's records are. */
-        bool fleet;
+        /* This node's number in a fleet (sandboxd.conf [Fleet] Node=; 0: none). A node's
+         * ListExecutions for those who may see every owner's also reads MariaDB, where
+         * every node's records are. */
+        unsigned fleet_node;
+        /* [Fleet] QuotaInterval=: this node's tenants' use goes to MariaDB and the other
+         * nodes' is read back this often (recorder_fleet_quota_start()); 0: quotas are
+         * per node. */
+        uint64_t fleet_quota_interval_sec;
 } RecorderSettings;
 
 #define RECORDER_LIST_LIMIT_DEFAULT 100U  /* LIST_EXECUTIONS_LIMIT_MAX at most */
@@ -53,6 +58,13 @@ int recorder_new(sd_event *event, const RecorderSettings *settings, Recorder **r
  * the event loop's thread. */
 Recorder *recorder_free(Recorder *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Recorder *, recorder_free);
+
+/* A fleet's tenant quotas (docs/SCALE-OUT.md): with [Fleet] QuotaInterval= and MariaDB,
+ * every interval this node's tenants' use (manager_tenant_uses()) goes to the database
+ * and the other nodes' comes back to m (manager_fleet_uses_set()), on a thread: nothing
+ * waits for it. Nothing to do (returns 0) without them. Stop it before m goes. */
+int recorder_fleet_quota_start(Recorder *r, Manager *m);
+void recorder_fleet_quota_stop(Recorder *r);
 
 /* Subscribes r to m's records (sandboxes, executions, templates, snapshots): one of the manager's subscribers,
  * beside the front ends. */

@@ -81,6 +81,7 @@ static const ConfigTableItem recorder_table[] = {
         { "TenantQuota", "Snapshots",        config_parse_uint64,    offsetof(SettingsFile, ten.quota.tenant.snapshots),       "a number" },
         { "TenantQuota", "SnapshotBytes",    config_parse_size,      offsetof(SettingsFile, ten.quota.tenant.snapshot_bytes),  "bytes with an optional K, M, G or T" },
         { "Fleet", "Node",                 config_parse_uint64,  offsetof(SettingsFile, fleet_node),               "a number, 1…255" },
+        { "Fleet", "QuotaInterval",        config_parse_seconds, offsetof(SettingsFile, s.fleet_quota_interval_sec), "seconds with an optional unit (s, min, h, d)" },
         { "Workspaces", "Directory",       config_parse_path,    offsetof(SettingsFile, ws.directory),             "an absolute path" },
         { "Workspaces", "PoolSize",        config_parse_size,    offsetof(SettingsFile, ws.pool_size),             "bytes with an optional K, M, G or T" },
 };

@@ -237,7 +237,7 @@ static int setup_recorder(Daemon *d, const char *config_path, ManagerSettings *m
                 log_info("Recording is off (Record=no).");
                 return 0;
         }
-        rs.fleet = m->fleet_node > 0;
+        rs.fleet_node = m->fleet_node;
         if (!rs.spool_dir && asprintf(&rs.spool_dir, "%s/spool", m->state_dir) < 0)
                 return log_error_errno(ENOMEM, "Out of memory.");
         r = recorder_new(d->event, &rs, &d->recorder);
@@ -459,6 +459,8 @@ static int run(int argc, char *argv[]) {
         }
         /* Two subscribers: the record, and the D-Bus face (signals, property changes). */
         r = d.recorder ? recorder_subscribe(d.recorder, d.manager, NULL) : 0;
+        if (r >= 0)
+                r = recorder_fleet_quota_start(d.recorder, d.manager);
         if (r >= 0) {
                 d.bus_frontend = (BusFrontend) { .bus = d.bus, .manager = d.manager, .recorder = d.recorder };
                 r = bus_frontend_subscribe(&d.bus_frontend);
@@ -497,6 +499,7 @@ static int run(int argc, char *argv[]) {
 finish:
         if (r < 0 && r != -EINVAL)
                 log_error_errno(r, "Exiting: %m");
+        recorder_fleet_quota_stop(d.recorder);   /* it counts into the manager */
         d.manager = manager_free(d.manager); /* and with it the subscriptions */
         d.recorder = recorder_free(d.recorder);
         /* After the manager, whose calls in flight are answered NoReply as it goes; what

@@ -53,6 +53,8 @@ FRONT_PORT = 8080
 CLIENT = '10.77.0.100'         # the client's own address on the test bridge
 CLIENT2 = '10.77.0.101'        # another client's
 CONNECTIONS_PER_IP = 6         # each bridge's ConnectionsPerIP=: per client, through the front too
+FLEET_QUOTA = 30               # [TenantQuota] Sandboxes= of every tenant, the fleet's ([Fleet] QuotaInterval=)
+QUOTA_INTERVAL = 1             # seconds
 BRIDGE_PORT = 8347
 AGENT_PORT = 8348
 HTTP_RULES = 'io.sandboxd.Sandbox1-http.rules'
@@ -64,6 +66,7 @@ FRONT_NS = None                # Popen holding the front's network namespace
 HAPROXY = None
 CFG_DIR = None
 TOKEN = None
+QUOTA_TOKEN = None             # tenant "quota"'s, for the fleet's quota alone
 TLS = None                     # the client's ssl.SSLContext for the front (it trusts the front's certificate)
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -241,11 +244,13 @@ def wait_for(what, predicate, timeout=20):
         time.sleep(0.2)
 
 
-def setup_node(node, token_file):
+def setup_node(node, token_files):
     S = node.S
     # The records go to the Galera cluster through the front's TCP listener (one database
-    # node at a time, the next when it is gone), through each node's spool as always.
-    S.configure_daemon(f'[Fleet]\nNode={node.number}\n[Snapshots]\nDirectory={S.state_dir}/snapshots\n'
+    # node at a time, the next when it is gone), through each node's spool as always;
+    # the tenants' quotas are the fleet's, each node's use shared through it.
+    S.configure_daemon(f'[Fleet]\nNode={node.number}\nQuotaInterval={QUOTA_INTERVAL}\n'
+                       f'[TenantQuota]\nSandboxes={FLEET_QUOTA}\n[Snapshots]\nDirectory={S.state_dir}/snapshots\n'
                        f'[Recording]\nMariaDBHost={FRONT}\nMariaDBPort=3306\nDatabase=sandboxd\nUser=sandboxd\n'
                        f'PasswordFile=/run/{S.name}-config/mariadb-password\n',
                        credentials={'mariadb-password': GaleraNode.PASSWORD + '\n'},
@@ -258,7 +263,8 @@ def setup_node(node, token_file):
         f.write(f'[HTTP]\nTrustedProxy={FRONT}\nConnectionsPerIP={CONNECTIONS_PER_IP}\n')
     tokens = S.path(harness.HTTP_TOKENS_DIR)
     os.makedirs(tokens, exist_ok=True)
-    shutil.copy(token_file, os.path.join(tokens, 'fleet.conf'))
+    for f in token_files:
+        shutil.copy(f, tokens)
     unitdir = S.path('/run/systemd/system')
     with open(os.path.join(unitdir, 'sandboxd-http.socket.d', '60-fleet.conf'), 'w') as f:
         f.write(f'[Socket]\nListenStream=\nListenStream=0.0.0.0:{BRIDGE_PORT}\n'
@@ -281,7 +287,7 @@ def setup_node(node, token_file):
 
 
 def setUpModule():
-    global FRONT_NS, HAPROXY, CFG_DIR, TOKEN, DB_WORKDIR, TLS
+    global FRONT_NS, HAPROXY, CFG_DIR, TOKEN, DB_WORKDIR, TLS, QUOTA_TOKEN
     if not shutil.which('haproxy'):
         raise (unittest.SkipTest if not harness.ci() else AssertionError)('haproxy is not installed')
     first = secutil.setup_module()
@@ -325,9 +331,11 @@ def setUpModule():
         cp = first.run([first.paths.sandboxd_http, 'token', 'add', 'fleet', '--tenant=acme',
                         '--tokens-dir=/run/fleet-token'], check=True)
         TOKEN = cp.stdout.strip()
-        token_file = first.path('/run/fleet-token/fleet.conf')
+        cp = first.run([first.paths.sandboxd_http, 'token', 'add', 'quota', '--tenant=quota',
+                        '--tokens-dir=/run/fleet-token'], check=True)
+        QUOTA_TOKEN = cp.stdout.strip()
         for node in NODES.values():
-            setup_node(node, token_file)
+            setup_node(node, [first.path(f'/run/fleet-token/{name}.conf') for name in ('fleet', 'quota')])
         CFG_DIR = tempfile.mkdtemp(prefix='fleet-front-', dir='/var/tmp')
         # TLS ends at the front (the README's shape): a self-signed certificate for its
         # address, which the clients here trust.
@@ -932,6 +940,58 @@ class Fleet(unittest.TestCase):
             for i in ([moved] if moved else []) + ids:
                 request('DELETE', f'/api/v1/sessions/{i}')
             request('DELETE', f'/api/v1/sessions/{sid}', host=src.address, port=BRIDGE_PORT)
+
+    def test_tenant_quota_across_the_fleet(self):
+        """[TenantQuota] Sandboxes=30 with [Fleet] QuotaInterval=1s on every node: tenant
+        "quota" fills it over nodes 2 and 3 (neither holds 30 alone), and then every node
+        refuses its next create with QuotaExceeded, within the documented lag (two
+        intervals and a round trip to the database); GetQuota on any node shows the
+        fleet's use."""
+        ids = []
+
+        def use_on(node):
+            status, res = request('GET', '/api/v1/quota', host=node.address, port=BRIDGE_PORT, token=QUOTA_TOKEN)
+            self.assertEqual(status, 200, res)
+            return {q['what']: q for q in res['quota']}['Sandboxes']
+
+        try:
+            # Filled on nodes 2 and 3 (node 1, room for 8, drained meanwhile): node 1 holds
+            # none of the tenant's and must still refuse.
+            NODES[1].S.sandboxctl('fleet', 'drain')
+            time.sleep(2.5)     # agent-inter 1s: HAProxy has read "drain"
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                for status, res in pool.map(lambda _: request('POST', '/api/v1/sessions', {'template': 'shell'},
+                                                              token=QUOTA_TOKEN), range(FLEET_QUOTA)):
+                    self.assertEqual(status, 201, res)
+                    ids.append(res['id'])
+            filled = time.monotonic()
+            NODES[1].S.sandboxctl('fleet', 'undrain')
+            per_node = {n: sum(1 for s in ids if int(s[-2:], 16) == n) for n in NODES}
+            self.assertGreater(sum(1 for k in per_node.values() if k), 1, per_node)
+            try:
+                for n, node in NODES.items():
+                    wait_for(f'node {n} counting the fleet', lambda: use_on(node)['use'] == FLEET_QUOTA, timeout=10)
+            except AssertionError:
+                for n, node in NODES.items():
+                    cp = node.S.run(['journalctl', '-u', 'sandboxd.service', '--no-pager', '-o', 'cat'])
+                    harness.log(f'node {n}: {use_on(node)}; ' + '\n'.join(
+                        line for line in cp.stdout.splitlines() if re.search('leet|MariaDB|Record|Started|Starting', line))[-3000:])
+                harness.log('fleet_usage: ' + repr(DBS[2].sql('SELECT * FROM fleet_usage')))
+                raise
+            lag = time.monotonic() - filled
+            self.assertEqual(use_on(NODES[1])['limit'], FLEET_QUOTA)
+            for n, node in NODES.items():
+                status, res = request('POST', '/api/v1/sessions', {'template': 'shell'}, host=node.address,
+                                      port=BRIDGE_PORT, token=QUOTA_TOKEN)
+                self.assertEqual((status, res['error']['code']), (403, 'QuotaExceeded'), (n, per_node, res))
+            status, res = request('POST', '/api/v1/sessions', {'template': 'shell'}, token=QUOTA_TOKEN)
+            self.assertEqual((status, res['error']['code']), (403, 'QuotaExceeded'), res)
+            harness.log(f'fleet: a tenant at its fleet quota ({per_node} on nodes 1-3) seen by every node '
+                        f'{lag:.2f} s after its last create (QuotaInterval={QUOTA_INTERVAL}s)')
+            self.assertLessEqual(lag, 2 * QUOTA_INTERVAL + 1.5)
+        finally:
+            for sid in ids:
+                request('DELETE', f'/api/v1/sessions/{sid}', token=QUOTA_TOKEN)
 
     def test_zz_node_killed(self):
         """Node 3 dies (its systemd killed: every process of it and its network namespace

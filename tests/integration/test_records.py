@@ -138,7 +138,7 @@ class WithMariaDB(Base):
         # What the daemon loaded at start; and the schema's version.
         names = {n for (n,) in self.db.sql('SELECT name FROM templates')}
         self.assertIn('shell', names)
-        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['5']])
+        self.assertEqual(self.db.sql('SELECT MAX(version) FROM schema_version'), [['6']])
 
     def test_disk_figures(self):
         """Schema version 5: a sandbox on disk's executions carry its workspace's bytes at

@@ -258,6 +258,20 @@ static void test_recorder_settings(void **state) {
         assert_int_equal(node, 12);
         snapshot_settings_done(&snap);
         recorder_settings_done(&s);
+        /* [Fleet] QuotaInterval=: seconds, 0 (unset) for per-node quotas. */
+        write_file(tmpdir, "rec.conf", "[Fleet]\nNode=12\nQuotaInterval=1\n");
+        assert_int_equal(recorder_settings_init(&s), 0);
+        assert_int_equal(s.fleet_quota_interval_sec, 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, &node, path), 0);
+        assert_int_equal(s.fleet_quota_interval_sec, 1);
+        snapshot_settings_done(&snap);
+        recorder_settings_done(&s);
+        write_file(tmpdir, "rec.conf", "[Fleet]\nQuotaInterval=2min\n");
+        assert_int_equal(recorder_settings_init(&s), 0);
+        assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, &node, path), 0);
+        assert_int_equal(s.fleet_quota_interval_sec, 120);
+        snapshot_settings_done(&snap);
+        recorder_settings_done(&s);
         write_file(tmpdir, "rec.conf", "[Fleet]\nNode=256\n");
         assert_int_equal(recorder_settings_init(&s), 0);
         assert_int_equal(sandboxd_conf_load(&s, &snap, NULL, NULL, &node, path), -ERANGE);
