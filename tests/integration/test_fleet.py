@@ -445,14 +445,26 @@ def fleet_list():
                      env={**os.environ, 'SANDBOXD_TOKEN': TOKEN})
 
 
+def front_reads_no_drain():
+    """Whether HAProxy sees no node of its create backend draining (its stats socket)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(os.path.join(CFG_DIR, 'admin.sock'))
+        s.sendall(b'show stat\n')
+        out = b''
+        while chunk := s.recv(65536):
+            out += chunk
+    rows = [line.split(',') for line in out.decode().splitlines() if line.startswith('create,node')]
+    return bool(rows) and not any(r[17].startswith('DRAIN') for r in rows)
+
+
 class Fleet(unittest.TestCase):
     def tearDown(self):
-        drained = False
         for node in NODES.values():
             if node.S.pid and os.path.exists(f'/proc/{node.S.pid}'):
-                drained |= node.S.run(['rm', '-v', '-f', '/run/sandboxd/drain']).stdout != ''
-        if drained:
-            time.sleep(2.5)     # agent-inter 1s: HAProxy has read "ready" again
+                node.S.run(['rm', '-f', '/run/sandboxd/drain'])
+        # Whoever undrained a node (this or the test), the next test's creates need
+        # HAProxy to have read it (agent-inter 1s).
+        wait_for('the front reading every node ready', front_reads_no_drain, timeout=15)
 
     def destroy_all(self, ids):
         for sid in ids:
