@@ -174,8 +174,8 @@ int manager_new(sd_event *event, sd_bus *bus, ManagerSettings *settings, Manager
                 goto fail;
         /* Made by sandboxd-workspaces.service before we start: without it, every sandbox's
          * files are in memory (Storage=tmpfs), and Storage=disk says why not. */
-        r = workspace_pool_open(m->settings.workspaces.directory ?: SANDBOX_WORKSPACE_DIR, BTRFS_PATH, &m->workspaces,
-                                &m->workspaces_missing);
+        r = workspace_pool_open(m->settings.workspaces.directory ?: SANDBOX_WORKSPACE_DIR, SANDBOX_WORKSPACE_SOCKET,
+                                event, &m->workspaces, &m->workspaces_missing);
         if (r < 0)
                 goto fail;
         m->bounds.workspaces = m->workspaces;

@@ -13,6 +13,7 @@
 
 #include "events.h"
 #include "quota.h"
+#include "sandbox-api.h"
 #include "sandbox.h"
 #include "snapshot-meta.h"
 #include "template.h"
@@ -34,8 +35,6 @@ typedef struct ManagerSettings {
         char *secrets_dir;    /* the secret store (secret-store.h); NULL: SECRETS_DIR_DEFAULT */
 } ManagerSettings;
 
-#define SANDBOX_UID_BASE_DEFAULT 0x70000000U
-#define SANDBOX_UID_RANGE 65536U
 #define SANDBOX_MAX_DEFAULT 4096U
 
 /* The descriptor budget (docs/WORKSPACES.md, "Descriptors"). A running sandbox holds

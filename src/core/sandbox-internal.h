@@ -180,10 +180,10 @@ struct Sandbox {
         bool keep_files;      /* stopping for Hibernate on disk: its workspace stays, listed stopped */
         uint64_t workspace_qgroup; /* its workspace's qgroup id once learnt (workspace_usage()); 0 */
         /* A fork on disk: its workspace a snapshot of this sandbox's ("": none), made as
-         * it starts (clone_source watches the child making it). */
+         * it starts. */
         char clone_from[SANDBOX_ID_LEN + 1];
         uid_t clone_from_uid;
-        sd_event_source *clone_source;
+        WorkspaceCall *workspace_call; /* its workspace being made (created, snapshotted) */
         bool start_counted;   /* one of its owner's (tenant's) starts in flight (manager-quota.c) */
         bool from_pool;       /* handed out by the warm pool (a warm start), not started for its owner */
         /* Recycling (recycle.c): its user is done with it. It is reset (SANDBOX_RESETTING),

@@ -407,7 +407,7 @@ Sandbox *sandbox_free_internal(Sandbox *s) {
         sd_event_source_disable_unref(s->timer_source);
         sd_event_source_disable_unref(s->idle_source);
         sd_event_source_disable_unref(s->finalize_source);
-        sd_event_source_disable_unref(s->clone_source);
+        workspace_call_cancel(s->workspace_call);
         safe_close(s->control_fd);
         safe_close(s->egress_fd);
         if (s->payload_state) {
@@ -1098,27 +1098,32 @@ static int sandbox_start_payload(Sandbox *s) {
         return s->payload_ops->start(s, t);
 }
 
-static void on_workspace_cloned(int error, void *userdata) {
+static void on_workspace_made(int error, void *userdata) {
         Sandbox *s = userdata;
+        bool cloned = !isempty(s->clone_from);
         int r;
 
-        s->clone_source = sd_event_source_disable_unref(s->clone_source);
+        s->workspace_call = NULL;
         if (s->state != SANDBOX_STARTING)
                 return;
         if (error < 0) {
-                log_sandbox(s, LOG_ERR, error, "Failed to snapshot the workspace of sandbox %s for sandbox %s: %m",
-                            s->clone_from, s->id);
-                sandbox_stop(s, "its files could not be snapshotted from the sandbox it forks.");
+                if (cloned)
+                        log_sandbox(s, LOG_ERR, error, "Failed to snapshot the workspace of sandbox %s for sandbox %s: %m",
+                                    s->clone_from, s->id);
+                else
+                        log_sandbox(s, LOG_ERR, error, "Failed to create the workspace of sandbox %s: %m", s->id);
+                sandbox_stop(s, cloned ? "its files could not be snapshotted from the sandbox it forks."
+                                       : "its workspace on disk could not be created.");
                 return;
         }
-        log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s: workspace of %s snapshotted.", s->id, s->clone_from);
+        log_sandbox(s, LOG_DEBUG, 0, "Sandbox %s: workspace %s.", s->id, cloned ? "snapshotted" : "created");
         r = sandbox_start_payload(s);
         if (r < 0)
                 sandbox_stop(s, "its payload could not be started.");
 }
 
 int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
-        bool cloning = false;
+        bool making = false;
         int r;
 
         if (!template_set_find(&s->manager->templates, s->template_name))
@@ -1127,23 +1132,25 @@ int sandbox_start(Sandbox *s, sandbox_callback_t cb, void *userdata) {
         if (s->config.limits.storage == STORAGE_DISK && !s->woken) {
                 if (!s->manager->workspaces)
                         return -EOPNOTSUPP;
-                if (!isempty(s->clone_from)) {
-                        /* The files of the source, by a snapshot, then the payload. */
+                /* Made by sandboxd-workspace, then the payload: the files of the source by a
+                 * snapshot for a fork, else an empty workspace. */
+                if (!isempty(s->clone_from))
                         r = workspace_clone(s->manager->workspaces, s->clone_from, s->id, s->clone_from_uid,
-                                            s->host_uid, s->config.disk_max, s->manager->event,
-                                            on_workspace_cloned, s, &s->clone_source);
-                        cloning = r >= 0;
-                } else
-                        r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max);
+                                            s->host_uid, s->config.disk_max, on_workspace_made, s, &s->workspace_call);
+                else
+                        r = workspace_create(s->manager->workspaces, s->id, s->host_uid, s->config.disk_max,
+                                             on_workspace_made, s, &s->workspace_call);
                 if (r < 0)
                         return log_sandbox(s, LOG_ERR, r, "Failed to create the workspace of sandbox %s: %m", s->id);
+                making = true;
                 s->workspace = true;
         }
         r = sandbox_arm_timer(s, s->payload_ops->start_timeout_usec, /* lifetime= */ false);
-        if (r >= 0 && !cloning)
+        if (r >= 0 && !making)
                 r = sandbox_start_payload(s);
         if (r < 0) {
-                s->clone_source = sd_event_source_disable_unref(s->clone_source);
+                workspace_call_cancel(s->workspace_call);
+                s->workspace_call = NULL;
                 s->control_source = sd_event_source_disable_unref(s->control_source);
                 s->timer_source = sd_event_source_disable_unref(s->timer_source);
                 s->control_fd = safe_close(s->control_fd);

@@ -5,79 +5,63 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/btrfs.h>
-#include <linux/btrfs_tree.h>
 #include <linux/loop.h>
-#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/statvfs.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "btrfs-util.h"
 #include "fd-util.h"
+#include "json-util.h"
+#include "list.h"
 #include "log.h"
 #include "macro.h"
-#include "spawn-util.h"
+#include "varlink.h"
+#include "workspace-api.h"
 #include "workspace.h"
 
-/* What a removal renames a workspace to first: ".removing-ID-N". Never a sandbox id. */
-#define REMOVING_PREFIX ".removing-"
+/* How long the connection to sandboxd-workspace stays open with no call on it: a burst of
+ * creates shares one, and the service exits once nothing is connected (its idle exit). */
+#define WORKSPACE_CONNECTION_IDLE_USEC (2ULL * 1000000ULL)
+
+struct WorkspaceCall {
+        WorkspacePool *pool;
+        VarlinkClient *client;  /* a clone's own connection; NULL: the pool's */
+        char id[WORKSPACE_NAME_MAX];
+        workspace_callback_t cb;
+        void *userdata;
+        bool cancelled;
+        WorkspaceCall *prev, *next;
+};
 
 struct WorkspacePool {
         char *dir;
         int dir_fd;
-        char *btrfs_path;
-        char qgroups_dir[128]; /* /sys/fs/btrfs/FSID/qgroups */
-        unsigned removals;     /* names the next removal's rename */
+        char *socket_path;      /* sandboxd-workspace's */
+        char qgroups_dir[128];  /* /sys/fs/btrfs/FSID/qgroups */
+        unsigned removals;      /* names the next removal's rename */
+        sd_event *event;
+        /* Create, Limit and Remove share a connection, answered in order and each at once;
+         * a clone, which is answered when its snapshot is made, has one of its own so that
+         * no create waits behind it. */
+        VarlinkClient *client;
+        unsigned pending;       /* calls outstanding on client */
+        sd_event_source *close_timer;
+        WorkspaceCall *calls;   /* outstanding, on either kind of connection */
 };
 
 void workspace_settings_done(WorkspaceSettings *s) {
         s->directory = mfree(s->directory);
 }
 
-static bool dir_is_btrfs(int fd) {
-        struct statfs sf;
-
-        return fstatfs(fd, &sf) >= 0 && (uint64_t) sf.f_type == (uint64_t) BTRFS_SUPER_MAGIC;
-}
-
-static int btrfs_qgroups_dir(int fd, char *ret, size_t size) {
-        struct btrfs_ioctl_fs_info_args info = {};
-        char uuid[37];
-        const uint8_t *u = info.fsid;
-
-        if (ioctl(fd, BTRFS_IOC_FS_INFO, &info) < 0)
-                return -errno;
-        snprintf(uuid, sizeof(uuid), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-        snprintf(ret, size, "/sys/fs/btrfs/%s/qgroups", uuid);
-        return 0;
-}
-
-/* Quotas that are inconsistent hold no limit: a rescan brings them back. */
-static int quota_check(int fd, const char *qgroups) {
-        struct btrfs_ioctl_quota_rescan_args args = {};
-        char path[192], buf[8];
-        ssize_t n;
-
-        snprintf(path, sizeof(path), "%s/inconsistent", qgroups);
-        n = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf) - 1);
-        if (n <= 0 || buf[0] != '1')
-                return 0;
-        if (ioctl(fd, BTRFS_IOC_QUOTA_RESCAN, &args) < 0 && errno != EINPROGRESS)
-                return log_warning_errno(errno, "The workspace pool's quotas are inconsistent (limits do not "
-                                         "hold) and a rescan failed to start: %m");
-        log_warning("The workspace pool's quotas were inconsistent (limits did not hold): rescanning.");
-        return 0;
-}
-
-int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool **ret, const char **ret_reason) {
+int workspace_pool_open(const char *dir, const char *socket_path, sd_event *event, WorkspacePool **ret,
+                        const char **ret_reason) {
         _cleanup_close_ int fd = -EBADF;
         WorkspacePool *p;
         char qgroups[128];
@@ -88,7 +72,7 @@ int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool *
                 *ret_reason = "its directory does not exist (sandboxd-workspaces.service makes it)";
                 return 0;
         }
-        if (!dir_is_btrfs(fd)) {
+        if (!btrfs_is_dir_fd(fd)) {
                 *ret_reason = "its directory is not a btrfs file system (sandboxd-workspaces.service mounts one)";
                 return 0;
         }
@@ -96,18 +80,23 @@ int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool *
                 *ret_reason = "quotas are not enabled on its btrfs (sandboxd-workspaces.service enables them)";
                 return 0;
         }
+        if (access(socket_path, F_OK) < 0) {
+                *ret_reason = "sandboxd-workspace.socket, which makes and removes workspaces, is not listening";
+                return 0;
+        }
 
         p = calloc(1, sizeof(WorkspacePool));
         if (!p)
                 return -ENOMEM;
+        p->dir_fd = -EBADF;
         p->dir = strdup(dir);
-        p->btrfs_path = strdup(btrfs_path);
-        if (!p->dir || !p->btrfs_path) {
+        p->socket_path = strdup(socket_path);
+        if (!p->dir || !p->socket_path) {
                 workspace_pool_free(p);
                 return -ENOMEM;
         }
         strcpy(p->qgroups_dir, qgroups);
-        (void) quota_check(fd, qgroups);
+        p->event = sd_event_ref(event);
         p->dir_fd = TAKE_FD(fd);
         *ret = p;
         return 0;
@@ -116,9 +105,20 @@ int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool *
 WorkspacePool *workspace_pool_free(WorkspacePool *p) {
         if (!p)
                 return NULL;
+        /* Nobody waits any more: each call's callback (DISCONNECTED, from within the unref of
+         * its connection) only frees it. */
+        while (p->calls) {
+                WorkspaceCall *c = p->calls;
+                LIST_REMOVE(p->calls, c);
+                c->pool = NULL;
+                varlink_client_unref(c->client);
+        }
+        p->client = varlink_client_unref(p->client);
+        sd_event_source_disable_unref(p->close_timer);
+        sd_event_unref(p->event);
         safe_close(p->dir_fd);
         free(p->dir);
-        free(p->btrfs_path);
+        free(p->socket_path);
         return mfree(p);
 }
 
@@ -138,215 +138,191 @@ bool workspace_exists(const WorkspacePool *p, const char *id) {
         return faccessat(p->dir_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
 }
 
-/* The subvolume id (= its qgroup's level-0 id) of the subvolume whose root fd is. */
-static int btrfs_subvol_id(int fd, uint64_t *ret) {
-        struct btrfs_ioctl_ino_lookup_args args = { .objectid = BTRFS_FIRST_FREE_OBJECTID };
+/* ---- sandboxd-workspace's calls ------------------------------------------------------ */
 
-        if (ioctl(fd, BTRFS_IOC_INO_LOOKUP, &args) < 0)
-                return -errno;
-        *ret = args.treeid;
+static int on_close_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        WorkspacePool *p = userdata;
+
+        if (p->pending == 0)
+                p->client = varlink_client_unref(p->client);
         return 0;
 }
 
-static int btrfs_limit(int fd, uint64_t subvol_id, uint64_t max_bytes) {
-        struct btrfs_ioctl_qgroup_limit_args args = {
-                .qgroupid = subvol_id,
-                .lim = { .flags = BTRFS_QGROUP_LIMIT_MAX_RFER, .max_rfer = max_bytes },
-        };
+/* The pool's connection, made (again) if it is not up. */
+static int pool_client(WorkspacePool *p, VarlinkClient **ret) {
+        int r;
 
-        return ioctl(fd, BTRFS_IOC_QGROUP_LIMIT, &args) < 0 ? -errno : 0;
-}
-
-/* work/ (0700) and tmp/ (0755, as bwrap makes a --tmpfs) of uid in the subvolume at fd,
- * whose root stays root's: the sandbox cannot rename or remove the workspace itself. */
-static int workspace_fill(int fd, uid_t uid) {
-        static const struct { const char *name; mode_t mode; } dirs[] = { { "work", 0700 }, { "tmp", 0755 } };
-
-        if (fchmod(fd, 0711) < 0)
-                return -errno;
-        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-                if (mkdirat(fd, dirs[i].name, dirs[i].mode) < 0 && errno != EEXIST)
-                        return -errno;
-                if (fchownat(fd, dirs[i].name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
-                        return -errno;
-        }
-        return 0;
-}
-
-typedef struct CloneJob {
-        WorkspacePool *pool;
-        char id[64];
-        uint64_t max_bytes;
-        workspace_callback_t cb;
-        void *userdata;
-} CloneJob;
-
-typedef struct CloneArgs {
-        char *argv[12];
-} CloneArgs;
-
-static int clone_child(void *userdata) {
-        CloneArgs *a = userdata;
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-        if (null >= 0) {
-                (void) dup2(null, STDIN_FILENO);
-                (void) dup2(null, STDOUT_FILENO);
-        }
-        execv(a->argv[0], a->argv);
-        return -errno;
-}
-
-static int on_clone_exited(sd_event_source *source, const siginfo_t *si, void *userdata) {
-        CloneJob *j = userdata;
-        int r = si->si_code == CLD_EXITED && si->si_status == 0 ? 0 : -EIO;
-
-        if (r >= 0) {
-                _cleanup_close_ int fd = openat(j->pool->dir_fd, j->id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                uint64_t subvol = 0;
-
-                r = fd < 0 ? -errno : btrfs_subvol_id(fd, &subvol);
+        if (p->client && !varlink_client_is_connected(p->client))
+                p->client = varlink_client_unref(p->client);
+        if (!p->client) {
+                r = varlink_client_connect_address(&p->client, p->socket_path);
                 if (r >= 0)
-                        r = btrfs_limit(fd, subvol, j->max_bytes);
+                        r = varlink_client_attach_event(p->client, p->event, 0);
+                if (r < 0) {
+                        p->client = varlink_client_unref(p->client);
+                        return log_error_errno(r, "Failed to connect to sandboxd-workspace at %s: %m",
+                                               p->socket_path);
+                }
         }
-        j->cb(r, j->userdata);
+        *ret = p->client;
         return 0;
+}
+
+static int reply_to_errno(json_object *parameters, const char *error) {
+        json_object *v;
+
+        if (!error)
+                return 0;
+        if (streq(error, WORKSPACE_ERROR_FAILED) && parameters &&
+            json_object_object_get_ex(parameters, "errno", &v) && json_object_get_int(v) > 0)
+                return -json_object_get_int(v);
+        if (streq(error, VARLINK_ERROR_PERMISSION_DENIED))
+                return -EPERM;
+        if (streq(error, VARLINK_ERROR_INVALID_PARAMETER))
+                return -EINVAL;
+        if (streq(error, VARLINK_ERROR_DISCONNECTED))
+                return -ECONNRESET;
+        return -EIO;
+}
+
+static int on_reply(VarlinkClient *client, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                    void *userdata) {
+        WorkspaceCall *c = userdata;
+        WorkspacePool *p = c->pool;
+        int r = reply_to_errno(parameters, error);
+
+        if (!p) {
+                free(c);  /* the pool is being freed (and c's connection with it) */
+                return 0;
+        }
+        LIST_REMOVE(p->calls, c);
+        if (!c->client && --p->pending == 0 && p->client) {
+                (void) sd_event_source_set_time_relative(p->close_timer, WORKSPACE_CONNECTION_IDLE_USEC);
+                (void) sd_event_source_set_enabled(p->close_timer, SD_EVENT_ONESHOT);
+        }
+        if (c->cancelled && r >= 0)
+                /* Made for a sandbox that is gone meanwhile. */
+                (void) workspace_remove(p, c->id);
+        else if (c->cb)
+                c->cb(r, c->userdata);
+        varlink_client_unref(c->client);  /* safe here: the client holds itself while it calls us */
+        free(c);
+        return 0;
+}
+
+/* Calls method with parameters (taken); cb(0 or -errno) when answered, unless cancelled.
+ * own_connection: on a connection of its own, for a call answered late. */
+static int workspace_call(WorkspacePool *p, const char *method, json_object *parameters, const char *id,
+                          bool own_connection, workspace_callback_t cb, void *userdata, WorkspaceCall **ret) {
+        _cleanup_json_ json_object *params = parameters;
+        VarlinkClient *client = NULL;
+        WorkspaceCall *c;
+        int r;
+
+        if (!params || strlen(id) >= WORKSPACE_NAME_MAX)
+                return -ENOMEM;
+        if (!p->close_timer) {
+                r = sd_event_add_time_relative(p->event, &p->close_timer, CLOCK_MONOTONIC, UINT64_MAX, 0,
+                                               on_close_timer, p);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(p->close_timer, SD_EVENT_OFF);
+        }
+        c = calloc(1, sizeof(WorkspaceCall));
+        if (!c)
+                return -ENOMEM;
+        *c = (WorkspaceCall) { .pool = p, .cb = cb, .userdata = userdata };
+        strcpy(c->id, id);
+        if (own_connection) {
+                r = varlink_client_connect_address(&c->client, p->socket_path);
+                if (r >= 0)
+                        r = varlink_client_attach_event(c->client, p->event, 0);
+                if (r < 0)
+                        log_error_errno(r, "Failed to connect to sandboxd-workspace at %s: %m", p->socket_path);
+                client = c->client;
+        } else
+                r = pool_client(p, &client);
+        if (r >= 0)
+                r = varlink_client_call_async(client, method, params, 0, on_reply, c);
+        if (r < 0) {
+                varlink_client_unref(c->client);
+                free(c);
+                return r;
+        }
+        LIST_PREPEND(p->calls, c);
+        if (!own_connection) {
+                p->pending++;
+                (void) sd_event_source_set_enabled(p->close_timer, SD_EVENT_OFF);
+        }
+        if (ret)
+                *ret = c;
+        return 0;
+}
+
+void workspace_call_cancel(WorkspaceCall *c) {
+        if (c)
+                c->cancelled = true;
+}
+
+/* A call's parameters (NULL if out of memory); uid, from_uid -1 and max_bytes 0: absent. */
+static json_object *params_new(const char *id, const char *from, int64_t uid, int64_t from_uid, uint64_t max_bytes) {
+        _cleanup_json_ json_object *o = json_object_new_object();
+
+        if (!o || json_add(o, "id", json_object_new_string(id)) < 0 ||
+            (from && json_add(o, "from", json_object_new_string(from)) < 0) ||
+            (uid >= 0 && json_add(o, "uid", json_object_new_int64(uid)) < 0) ||
+            (from_uid >= 0 && json_add(o, "fromUid", json_object_new_int64(from_uid)) < 0) ||
+            (max_bytes > 0 && json_add(o, "maxBytes", json_object_new_int64((int64_t) MIN(max_bytes, (uint64_t) INT64_MAX))) < 0))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes, workspace_callback_t cb,
+                     void *userdata, WorkspaceCall **ret_call) {
+        return workspace_call(p, WORKSPACE_METHOD_CREATE, params_new(id, NULL, uid, -1, max_bytes), id, false, cb,
+                              userdata, ret_call);
 }
 
 int workspace_clone(WorkspacePool *p, const char *from_id, const char *id, uid_t from_uid, uid_t uid,
-                    uint64_t max_bytes, sd_event *event, workspace_callback_t cb, void *userdata,
-                    sd_event_source **ret_source) {
-        _cleanup_free_ char *script = NULL, *from = NULL, *to = NULL;
-        _cleanup_close_ int pidfd = -EBADF;
-        char from_owner[32], to_owner[32];
-        sd_event_source *source = NULL;
-        CloneJob *j;
-        pid_t pid;
-        int r;
-
-        if (strlen(id) >= sizeof(j->id))
-                return -EINVAL;
-        from = workspace_path(p, from_id, NULL);
-        to = workspace_path(p, id, NULL);
-        if (!from || !to)
-                return -ENOMEM;
-        snprintf(from_owner, sizeof(from_owner), "%u:%u", (unsigned) from_uid, (unsigned) from_uid);
-        snprintf(to_owner, sizeof(to_owner), "%u:%u", (unsigned) uid, (unsigned) uid);
-        /* -h -P: links are changed themselves, never followed; --from: only what the source
-         * sandbox owned (all of it, as nothing else can write there). */
-        if (asprintf(&script, "\"$0\" -q subvolume snapshot -- \"$1\" \"$2\" >/dev/null && "
-                     "chown -h -R -P --from=\"$3\" -- \"$4\" \"$2/work\" \"$2/tmp\"") < 0)
-                return -ENOMEM;
-        CloneArgs a = { .argv = { (char *) "/bin/sh", (char *) "-c", script, p->btrfs_path, from, to, from_owner,
-                                  to_owner, NULL } };
-
-        j = calloc(1, sizeof(CloneJob));
-        if (!j)
-                return -ENOMEM;
-        *j = (CloneJob) { .pool = p, .max_bytes = max_bytes, .cb = cb, .userdata = userdata };
-        strcpy(j->id, id);
-        r = spawn_vfork(0, clone_child, &a, &pid, &pidfd);
-        if (r < 0) {
-                free(j);
-                return r;
-        }
-        r = sd_event_add_child_pidfd(event, &source, pidfd, WEXITED, on_clone_exited, j);
-        if (r < 0) {
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
-                free(j);
-                return r;
-        }
-        TAKE_FD(pidfd);
-        (void) sd_event_source_set_child_pidfd_own(source, true);
-        (void) sd_event_source_set_destroy_callback(source, free);
-        *ret_source = source;
-        return 0;
+                    uint64_t max_bytes, workspace_callback_t cb, void *userdata, WorkspaceCall **ret_call) {
+        return workspace_call(p, WORKSPACE_METHOD_CLONE, params_new(id, from_id, uid, from_uid, max_bytes), id, true,
+                              cb, userdata, ret_call);
 }
 
-int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes) {
-        struct btrfs_ioctl_vol_args args = {};
-        _cleanup_close_ int fd = -EBADF;
-        uint64_t subvol = 0;
-        int r;
+static void on_removed(int error, void *userdata) {
+        char *name = userdata;
 
-        if (strlen(id) >= sizeof(args.name))
-                return -EINVAL;
-        strcpy(args.name, id);
-        if (ioctl(p->dir_fd, BTRFS_IOC_SUBVOL_CREATE, &args) < 0)
-                return -errno;
-        fd = openat(p->dir_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        r = fd < 0 ? -errno : btrfs_subvol_id(fd, &subvol);
-        if (r >= 0)
-                r = btrfs_limit(fd, subvol, max_bytes);
-        if (r >= 0)
-                r = workspace_fill(fd, uid);
-        if (r < 0) {
-                fd = safe_close(fd);
-                (void) workspace_remove(p, id);
-                return r;
-        }
-        return 0;
+        if (error < 0 && error != -ENOENT)
+                log_warning_errno(error, "sandboxd-workspace failed to remove workspace %s, it is removed at the "
+                                  "next start: %m", name);
+        free(name);
 }
 
-/* The subvolume deleted, then, once the kernel's cleaner has dropped its tree, its qgroup
- * destroyed: a qgroup outlives its subvolume (on the kernels that do not remove it
- * themselves), and thousands of them would slow every quota rescan and commit. The
- * destroy's failure is no error: a kernel that removes the qgroup itself may be first. */
-#define REMOVE_SCRIPT                                                                          \
-        "\"$0\" -q subvolume delete --commit-after -- \"$1\" >/dev/null || exit; "                \
-        "[ \"$3\" != 0 ] || exit 0; "                                                              \
-        "\"$0\" -q subvolume sync \"$2\" \"$3\" >/dev/null || exit; "                                \
-        "\"$0\" -q qgroup destroy \"0/$3\" \"$2\" >/dev/null 2>&1; "                                 \
-        "[ \"$(cat \"$4\")\" != 1 ] || exec \"$0\" -q quota rescan \"$2\""
-
-typedef struct RemoveArgs {
-        char *argv[10];
-} RemoveArgs;
-
-static int remove_child(void *userdata) {
-        RemoveArgs *a = userdata;
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-        if (null >= 0) {
-                (void) dup2(null, STDIN_FILENO);
-                (void) dup2(null, STDOUT_FILENO);
-        }
-        execv(a->argv[0], a->argv);
-        return -errno;
-}
-
-/* Removes the subvolume DIR/name and its qgroup in a child of our parent (the service
- * manager reaps it): the caller goes on at once. */
+/* Asks sandboxd-workspace to delete the subvolume DIR/name (a removal's) and its qgroup. */
 static int workspace_delete_subvolume(WorkspacePool *p, const char *name) {
-        _cleanup_free_ char *path = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        uint64_t subvol = 0;
-        char id[32];
+        char *copy = strdup(name);
+        int r;
 
-        if (asprintf(&path, "%s/%s", p->dir, name) < 0)
+        if (!copy)
                 return -ENOMEM;
-        fd = openat(p->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || btrfs_subvol_id(fd, &subvol) < 0)
-                subvol = 0;  /* its qgroup is not known: the subvolume goes all the same */
-        snprintf(id, sizeof(id), "%" PRIu64, subvol);
-        char inconsistent[sizeof(p->qgroups_dir) + 16];
-        snprintf(inconsistent, sizeof(inconsistent), "%s/inconsistent", p->qgroups_dir);
-        RemoveArgs a = { .argv = { (char *) "/bin/sh", (char *) "-c", (char *) REMOVE_SCRIPT, p->btrfs_path, path,
-                                   p->dir, id, inconsistent, NULL } };
-        return spawn_vfork(SPAWN_PARENT, remove_child, &a, NULL, NULL);
+        r = workspace_call(p, WORKSPACE_METHOD_REMOVE, params_new(name, NULL, -1, -1, 0), name, false, on_removed, copy,
+                           NULL);
+        if (r < 0)
+                free(copy);
+        return r;
 }
 
 int workspace_remove(WorkspacePool *p, const char *id) {
-        char name[sizeof(REMOVING_PREFIX) + 64];
+        char name[sizeof(WORKSPACE_REMOVING_PREFIX) + WORKSPACE_NAME_MAX];
         int r;
 
         /* Its record (a stopped sandbox's) first: without it, nothing is to come back. */
         snprintf(name, sizeof(name), "%s.json", id);
         if (unlinkat(p->dir_fd, name, 0) < 0 && errno != ENOENT)
                 log_warning_errno(errno, "Failed to remove %s/%s: %m", p->dir, name);
-        /* Out of the way first: the id may be used again (Wake) before the kernel is done. */
-        snprintf(name, sizeof(name), REMOVING_PREFIX "%s-%u-%d", id, p->removals++, (int) getpid());
+        /* Out of the way first, here (the pool is root's, as we are: no privilege needed):
+         * the id may be used again (Wake) before the deletion is done. */
+        snprintf(name, sizeof(name), WORKSPACE_REMOVING_PREFIX "%s-%u-%d", id, p->removals++, (int) getpid());
         if (renameat(p->dir_fd, id, p->dir_fd, name) < 0)
                 return errno == ENOENT ? 0 : -errno;
         r = workspace_delete_subvolume(p, name);
@@ -440,7 +416,7 @@ void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, 
                 }
                 if (de->d_type != DT_DIR || streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
-                if (startswith_str(de->d_name, REMOVING_PREFIX)) {
+                if (startswith_str(de->d_name, WORKSPACE_REMOVING_PREFIX)) {
                         /* A removal that sandboxd's end interrupted. */
                         if (workspace_delete_subvolume(p, de->d_name) >= 0)
                                 n++;
@@ -576,7 +552,7 @@ static int quota_keep_exact(const char *dir) {
         if ((knob < 0 && errno != ENOENT) || (knob >= 0 && write(knob, "8", 1) != 1))
                 log_warning_errno(errno, "Failed to set %s, deleting a large workspace may stop the quotas "
                                   "until a rescan: %m", path);
-        return quota_check(fd, qgroups);
+        return btrfs_quota_check(fd, qgroups);
 }
 
 /* A bigger image: the loop device and the file system follow. */
@@ -617,7 +593,7 @@ int workspace_pool_setup(const char *dir, uint64_t image_size, const char *mkfs_
 
         if (asprintf(&image, "%s.img", dir) < 0)
                 return -ENOMEM;
-        if (!dir_is_btrfs(fd)) {
+        if (!btrfs_is_dir_fd(fd)) {
                 /* Not on btrfs (or not mounted yet): the loop-backed image, sparse. */
                 if (image_size == 0) {
                         struct statvfs sv;

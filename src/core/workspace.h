@@ -12,6 +12,11 @@
  * Creating a workspace is two ioctls (a subvolume, its limit), O(1) like a mkdir. Removing
  * one is a rename out of the way and then `btrfs subvolume delete` in a child process: the
  * kernel drops the tree in the background, never following a link the sandbox made.
+ *
+ * What of that needs a privilege (a qgroup's limit, a deletion, giving files to a uid) is
+ * done by sandboxd-workspace(8), asked over varlink (io.sandboxd.Workspace) on the event
+ * loop and never waited for: sandboxd holds no CAP_SYS_ADMIN, CAP_CHOWN or
+ * CAP_DAC_READ_SEARCH. What needs none stays here: the rename of a removal, the reads.
  */
 
 #include <stdbool.h>
@@ -21,6 +26,8 @@
 #include <systemd/sd-event.h>
 
 typedef struct WorkspacePool WorkspacePool;
+/* A call to sandboxd-workspace under way. */
+typedef struct WorkspaceCall WorkspaceCall;
 
 /* sandboxd.conf [Workspaces] */
 typedef struct WorkspaceSettings {
@@ -30,31 +37,36 @@ typedef struct WorkspaceSettings {
 
 void workspace_settings_done(WorkspaceSettings *s);
 
-/* The pool at dir, if it is a btrfs with quotas enabled: *ret set; else *ret NULL and
- * *ret_reason (static) why not. -errno only when out of memory. */
-int workspace_pool_open(const char *dir, const char *btrfs_path, WorkspacePool **ret, const char **ret_reason);
+/* The pool at dir, if it is a btrfs with quotas enabled and sandboxd-workspace listens on
+ * socket_path: *ret set; else *ret NULL and *ret_reason (static) why not. -errno only when
+ * out of memory. Its calls are answered on event. */
+int workspace_pool_open(const char *dir, const char *socket_path, sd_event *event, WorkspacePool **ret,
+                        const char **ret_reason);
 WorkspacePool *workspace_pool_free(WorkspacePool *p);
 const char *workspace_pool_dir(const WorkspacePool *p);
 
-/* A new, empty workspace id for the host uid uid (its work/ and tmp/ are uid's), of at
- * most max_bytes. */
-int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes);
-/* Workspace id as a copy of from_id's, without copying: a snapshot, its files given from
- * from_uid to uid (ownership only: no data is written), limited to max_bytes. In a child
- * process (a snapshot waits for the source's dirty data to be written; the chown walks
- * the tree); cb(0 or -errno) on the event loop when it is done. *ret_source watches the
- * child: unref it to stop waiting (the child finishes regardless). */
 typedef void (*workspace_callback_t)(int error, void *userdata);
+/* A new, empty workspace id for the host uid uid (its work/ and tmp/ are uid's), of at
+ * most max_bytes; cb(0 or -errno) on the event loop when it is made (one round trip to
+ * sandboxd-workspace, which makes it in about a millisecond). */
+int workspace_create(WorkspacePool *p, const char *id, uid_t uid, uint64_t max_bytes, workspace_callback_t cb,
+                     void *userdata, WorkspaceCall **ret_call);
+/* Workspace id as a copy of from_id's, without copying: a snapshot, its files given from
+ * from_uid to uid (ownership only: no data is written), limited to max_bytes. Done by
+ * sandboxd-workspace in a child process (a snapshot waits for the source's dirty data to
+ * be written; the chown walks the tree); cb(0 or -errno) on the event loop when it is. */
 int workspace_clone(WorkspacePool *p, const char *from_id, const char *id, uid_t from_uid, uid_t uid,
-                    uint64_t max_bytes, sd_event *event, workspace_callback_t cb, void *userdata,
-                    sd_event_source **ret_source);
+                    uint64_t max_bytes, workspace_callback_t cb, void *userdata, WorkspaceCall **ret_call);
+/* Stops waiting for a call of workspace_create() or workspace_clone(): its cb is not
+ * called, and the workspace it makes, if it does, is removed (its sandbox is gone). */
+void workspace_call_cancel(WorkspaceCall *c);
 
 /* "DIR/ID/sub", or "DIR/ID" for sub NULL (owned). */
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
 bool workspace_exists(const WorkspacePool *p, const char *id);
 
-/* Takes id's workspace out of the pool at once and removes it in the background. 0 if
- * there was none. */
+/* Takes id's workspace out of the pool at once (a rename) and has sandboxd-workspace
+ * remove it in the background. 0 if there was none. */
 int workspace_remove(WorkspacePool *p, const char *id);
 
 /* Bytes id's files take (its qgroup's referenced bytes) and its limit. qgroup (optional):

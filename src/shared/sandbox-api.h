@@ -8,6 +8,11 @@
 #include <stddef.h>
 #include <string.h>
 
+/* Sandboxes run as host uids SANDBOX_UID_BASE_DEFAULT … +SANDBOX_UID_RANGE-1: sandboxd
+ * hands them out, sandboxd-workspace gives workspaces to no other. */
+#define SANDBOX_UID_BASE_DEFAULT 0x70000000U
+#define SANDBOX_UID_RANGE 65536U
+
 /* D-Bus: bus name, objects, interfaces. */
 #define SANDBOX_BUS_NAME                 "io.sandboxd.Sandbox1"
 #define SANDBOX_MANAGER_PATH             "/io/sandboxd/Sandbox1"

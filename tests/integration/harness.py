@@ -216,6 +216,8 @@ class Paths:
         self.sandbox_init = env('SANDBOX_INIT_BIN') or os.path.join(self.build, 'src/sandbox-init/sandbox-init')
         self.sandbox_run = env('SANDBOX_RUN_BIN') or os.path.join(self.build, 'src/sandbox-run/sandbox-run')
         self.sandboxd_http = env('SANDBOXD_HTTP_BIN') or os.path.join(self.build, 'src/sandboxd-http/sandboxd-http')
+        self.sandboxd_workspace = env('SANDBOXD_WORKSPACE_BIN') or os.path.join(
+            self.build, 'src/sandboxd-workspace/sandboxd-workspace')
         self.units = env('SANDBOXD_UNITS_DIR') or os.path.join(self.build, 'units')
         self.templates = env('SANDBOXD_TEMPLATES_DIR') or os.path.join(self.source, 'templates')
         self.policy = os.path.join(self.source, 'dbus', 'io.sandboxd.Sandbox1.conf')
@@ -225,7 +227,8 @@ class Paths:
         self.service_in = os.path.join(self.source, 'units', 'sandboxd.service.in')
         self.bwrap = env('SANDBOXD_BWRAP') or shutil.which('bwrap') or '/usr/bin/bwrap'
         # Commands run through nsenter -m start in the namespace's /, not in our cwd.
-        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'sandboxd_http', 'units', 'templates', 'bwrap'):
+        for attr in ('sandboxd', 'sandboxctl', 'sandbox_init', 'sandbox_run', 'sandboxd_http', 'sandboxd_workspace',
+                     'units', 'templates', 'bwrap'):
             setattr(self, attr, os.path.abspath(getattr(self, attr)))
 
     def service_text(self):
@@ -257,7 +260,12 @@ class Paths:
 
     def http_sanitized(self):
         """Whether sandboxd-http is built with AddressSanitizer."""
-        cp = subprocess.run(['ldd', self.sandboxd_http], capture_output=True, text=True)
+        return self.sanitized(self.sandboxd_http)
+
+    @staticmethod
+    def sanitized(binary):
+        """Whether BINARY is built with AddressSanitizer."""
+        cp = subprocess.run(['ldd', binary], capture_output=True, text=True)
         return 'libasan' in cp.stdout
 
     def missing(self, daemon=True):
@@ -1069,6 +1077,7 @@ class System:
             os.path.join(unitdir, 'sandboxd-workspaces.service.d', '50-test.conf'): '\n'.join(ws_dropin) + '\n',
         }
         files.update(self._http_units(unitdir))
+        files.update(self._workspace_units(unitdir))
         if self.mode == 'host':
             # A sandboxd installed on this machine: stopped for the tests, started again after.
             self.host_daemon_was_active = self.systemctl('is-active', 'sandboxd.service').stdout.strip() == 'active'
@@ -1091,6 +1100,33 @@ class System:
             self.installed.append(path)
         self.systemctl('daemon-reload', check=True)
         self.install_policy()
+
+    def _workspace_units(self, unitdir):
+        """sandboxd-workspace's socket and service (started by its socket, as installed),
+        on this run's pool."""
+        p = self.paths
+        service = ['[Service]', 'ExecStart=',
+                   'ExecStart=' + ' '.join(_systemd_quote(a) for a in [
+                       p.sandboxd_workspace, f'--workspace-dir={self.workspace_dir}']),
+                   'StateDirectory=',
+                   'ReadWritePaths=' + _systemd_quote(self.workspace_dir)]
+        for var in SANITIZER_VARS:
+            if os.environ.get(var):
+                service.append('Environment=' + _systemd_quote(f'{var}={os.environ[var]}'))
+        if p.sanitized(p.sandboxd_workspace):
+            # LeakSanitizer stops the world with ptrace, which @system-service leaves out.
+            service.append('SystemCallFilter=')
+        d = 'sandboxd-workspace.service.d'
+        if self.mode == 'host' and not os.path.isdir(os.path.join(unitdir, d)):
+            os.makedirs(os.path.join(unitdir, d))
+            self.installed.append(os.path.join(unitdir, d))
+        with open(os.path.join(p.source, 'units', 'sandboxd-workspace.socket')) as f:
+            socket_text = f.read()
+        return {
+            os.path.join(unitdir, 'sandboxd-workspace.socket'): socket_text,
+            os.path.join(unitdir, 'sandboxd-workspace.service'): p.unit_text('sandboxd-workspace.service'),
+            os.path.join(unitdir, d, '50-test.conf'): '\n'.join(service) + '\n',
+        }
 
     def _http_units(self, unitdir):
         """sandboxd-http's socket and service (started by its socket, as installed), on a

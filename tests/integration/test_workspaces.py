@@ -340,6 +340,92 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertNotIn('secret', res['stdout'])
 
 
+# Capabilities by bit (capability.h): what sandboxd no longer holds.
+CAP_CHOWN, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 2, 21
+HELPER_SOCKET = '/run/sandboxd/workspace'
+HELPER_UNIT = 'sandboxd-workspace.service'
+VARLINKPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'varlinkprobe.py')
+
+
+class HelperTest(harness.SandboxTestCase):
+    """What of the workspaces needs a privilege is sandboxd-workspace's (socket-activated,
+    io.sandboxd.Workspace): sandboxd.service holds none of CAP_SYS_ADMIN, CAP_CHOWN and
+    CAP_DAC_READ_SEARCH; workspaces still work through it (WorkspaceTest: create, EDQUOT,
+    fork, destroy); a caller other than sandboxd's process is refused; the service exits
+    when idle and its socket starts it again."""
+
+    DROPIN = '/run/systemd/system/sandboxd-workspace.service.d/60-test-idle.conf'
+
+    def caps(self, pid):
+        out = {}
+        for line in S.run(['cat', f'/proc/{pid}/status']).stdout.splitlines():
+            if line.startswith('Cap'):
+                key, value = line.split(':', 1)
+                out[key] = int(value.strip(), 16)
+        return out
+
+    def test_sandboxd_lacks_capabilities(self):
+        pid = S.show('sandboxd.service', 'MainPID')['MainPID']
+        caps = self.caps(pid)
+        for name, bit in (('CAP_CHOWN', CAP_CHOWN), ('CAP_DAC_READ_SEARCH', CAP_DAC_READ_SEARCH),
+                          ('CAP_SYS_ADMIN', CAP_SYS_ADMIN)):
+            for kind in ('CapBnd', 'CapEff', 'CapPrm'):
+                self.assertFalse(caps[kind] & (1 << bit), f'sandboxd (pid {pid}) has {name} in {kind}: {caps}')
+        # And a workspace is made all the same: by the helper, which has them.
+        sid = self.create('--storage=disk')
+        self.assertTrue(S.run(['test', '-d', f'{S.workspace_dir}/{sid}/work']).returncode == 0)
+        helper = S.show(HELPER_UNIT, 'MainPID')['MainPID']
+        self.assertNotEqual(helper, '0', 'sandboxd-workspace.service is not running after a create')
+        want = (1 << CAP_CHOWN) | (1 << CAP_DAC_READ_SEARCH) | (1 << CAP_SYS_ADMIN)
+        self.assertEqual(self.caps(helper)['CapBnd'], want)
+
+    def probe(self, calls, wrap=()):
+        cp = S.run(list(wrap) + ['python3', VARLINKPROBE, HELPER_SOCKET], input=json.dumps(calls))
+        self.assertEqual(cp.returncode, 0, cp.stderr)
+        return json.loads(cp.stdout)
+
+    def test_other_peer_refused(self):
+        """root, but not sandboxd's process: from a unit of its own in the system (its
+        cgroup another unit's) and from outside every unit (nsenter)."""
+        sid = self.create('--storage=disk')
+        victim = f'{S.workspace_dir}/{sid}'
+        uid = int(S.run(['stat', '-c', '%u', f'{victim}/work']).stdout)
+        calls = [{'method': 'io.sandboxd.Workspace.Remove', 'parameters': {'id': sid}},
+                 {'method': 'io.sandboxd.Workspace.Limit', 'parameters': {'id': sid, 'maxBytes': 1 << 40}},
+                 {'method': 'io.sandboxd.Workspace.Create',
+                  'parameters': {'id': '0123456789abcdef', 'uid': uid, 'maxBytes': 1 << 20}}]
+        for wrap in ([], ['systemd-run', '--wait', '--pipe', '--quiet', '--property=Type=exec']):
+            results = self.probe(calls, wrap)
+            for call, res in zip(calls, results):
+                self.assertEqual(res.get('error'), 'org.varlink.service.PermissionDenied', f'{wrap} {call}: {res}')
+        self.assertTrue(S.run(['test', '-d', f'{victim}/work']).returncode == 0, 'the workspace was removed')
+        self.assertFalse(S.run(['test', '-e', f'{S.workspace_dir}/0123456789abcdef']).returncode == 0)
+        self.assert_exec_works(sid, 'after refused calls on its workspace')
+
+    def test_exits_when_idle(self):
+        args = [S.paths.sandboxd_workspace, f'--workspace-dir={S.workspace_dir}', '--exit-idle=1']
+        with open(S.path(self.DROPIN), 'w') as f:
+            f.write(f'{harness.MARKER}\n[Service]\nExecStart=\nExecStart={" ".join(args)}\n')
+        self.addCleanup(self.restore)
+        S.systemctl('daemon-reload', check=True)
+        S.systemctl('stop', HELPER_UNIT, check=True)
+        sid = self.create('--storage=disk')      # started by its socket
+        self.ok(self.ctl('destroy', sid))          # a removal: it waits for its child too
+        deadline = time.monotonic() + 20
+        while S.systemctl('is-active', HELPER_UNIT).stdout.strip() == 'active':
+            self.assertLess(time.monotonic(), deadline, 'sandboxd-workspace did not exit when idle')
+            time.sleep(0.2)
+        self.assertFalse(S.run(['test', '-e', f'{S.workspace_dir}/{sid}']).returncode == 0)
+        # The next create starts it again.
+        sid = self.create('--storage=disk')
+        self.assert_exec_works(sid, 'in a workspace made by a restarted sandboxd-workspace')
+
+    def restore(self):
+        if os.path.exists(S.path(self.DROPIN)):
+            os.unlink(S.path(self.DROPIN))
+        S.systemctl('daemon-reload')
+
+
 class DescriptorTest(harness.SandboxTestCase):
     """sandboxd's RLIMIT_NOFILE is sized from --max-sandboxes (1 descriptor a sandbox and
     5,120); where it cannot be, a create past what it has room for is refused with
