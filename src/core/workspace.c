@@ -222,8 +222,7 @@ static int workspace_call(WorkspacePool *p, const char *method, json_object *par
         if (!params || strlen(id) >= WORKSPACE_NAME_MAX)
                 return -ENOMEM;
         if (!p->close_timer) {
-                r = sd_event_add_time_relative(p->event, &p->close_timer, CLOCK_MONOTONIC, UINT64_MAX, 0,
-                                               on_close_timer, p);
+                r = sd_event_add_time(p->event, &p->close_timer, CLOCK_MONOTONIC, 0, 0, on_close_timer, p);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_enabled(p->close_timer, SD_EVENT_OFF);

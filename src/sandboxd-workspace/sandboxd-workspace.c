@@ -529,6 +529,11 @@ int main(int argc, char *argv[]) {
                 return 1;
         }
         (void) signal(SIGPIPE, SIG_IGN);
+        /* sd-event watches the children (clones, removals) only with SIGCHLD blocked. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
         if (sd_event_default(&h.event) < 0 || varlink_server_new(&h.server) < 0)
                 return 1;
         (void) sd_event_set_signal_exit(h.event, true);

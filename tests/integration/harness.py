@@ -665,7 +665,7 @@ class System:
         cp = self.systemctl(*args, check=True)
         return dict(line.split('=', 1) for line in cp.stdout.splitlines() if '=' in line)
 
-    def journal(self, units=('sandboxd.service', 'sandbox-*.scope'), since=None):
+    def journal(self, units=('sandboxd.service', 'sandboxd-workspace.service', 'sandbox-*.scope'), since=None):
         """The journal of sandboxd and of its sandboxes (bwrap and the agent log there)."""
         args = ['journalctl', '--no-pager', '-o', 'short-precise']
         for unit in units:
