@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/nsfs.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -11,6 +10,9 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include "agent-protocol.h"
@@ -32,11 +34,14 @@ struct PortRequest {
         uint16_t port;
         sandbox_port_callback_t cb;
         void *userdata;
-        sd_event_source *timer;   /* waiting for the namespace */
+        sd_event_source *timer;   /* waiting for the agent */
+        uint64_t agent_id;        /* of the "port-fds" asked for; 0 once answered */
+        /* What the agent made in the sandbox's network namespace: "connect": two sockets,
+         * IPv4 and IPv6 (-EBADF: none); "list": its /proc/self/net/tcp and tcp6. */
+        int fds[2];
         /* The thread's: it sets these, then writes the eventfd. */
         pthread_t thread;
         bool running;
-        int netns_fd;
         int done_fd;
         sd_event_source *done_source;
         int result_fd;
@@ -55,7 +60,8 @@ static PortRequest *port_request_free(PortRequest *r) {
                 LIST_REMOVE(r->sandbox->port_requests, r);
         sd_event_source_disable_unref(r->timer);
         sd_event_source_disable_unref(r->done_source);
-        safe_close(r->netns_fd);
+        safe_close(r->fds[0]);
+        safe_close(r->fds[1]);
         safe_close(r->done_fd);
         safe_close(r->result_fd);
         free(r->ports);
@@ -117,19 +123,19 @@ static int parse_address(const char *hex, bool v6, SandboxPort *ret) {
 
 static int read_listening_file(PortRequest *r, FILE *file, bool v6);
 
-/* The listening sockets of the thread's network namespace. */
+/* The listening sockets of the sandbox's network namespace, from the agent's tcp and
+ * tcp6 files. */
 static int read_listening(PortRequest *r) {
-        static const char *const files[] = { "/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6" };
-
-        for (size_t f = 0; f < ELEMENTSOF(files); f++) {
-                FILE *file = fopen(files[f], "re");
+        for (size_t f = 0; f < ELEMENTSOF(r->fds); f++) {
+                FILE *file;
                 int k;
 
-                if (!file) {
-                        if (errno == ENOENT && f == 1)
-                                continue; /* no IPv6 */
+                if (r->fds[f] < 0)
+                        continue; /* no IPv6 */
+                file = fdopen(r->fds[f], "re");
+                if (!file)
                         return -errno;
-                }
+                r->fds[f] = -EBADF; /* the FILE's */
                 k = read_listening_file(r, file, f == 1);
                 fclose(file);
                 if (k < 0)
@@ -172,25 +178,27 @@ static int read_listening_file(PortRequest *r, FILE *file, bool v6) {
         return 0;
 }
 
-static int connect_loopback(uint16_t port, int *ret) {
+/* Connects the agent's IPv4 socket to 127.0.0.1:port, else its IPv6 one to [::1]:port: a
+ * socket belongs to the namespace it was made in, the sandbox's. */
+static int connect_loopback(PortRequest *q, int *ret) {
         struct timeval tv = { .tv_sec = PORT_CONNECT_TIMEOUT_USEC / 1000000U };
         struct sockaddr_in in4 = {
                 .sin_family = AF_INET,
-                .sin_port = htons(port),
+                .sin_port = htons(q->port),
                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
         };
         struct sockaddr_in6 in6 = {
                 .sin6_family = AF_INET6,
-                .sin6_port = htons(port),
+                .sin6_port = htons(q->port),
                 .sin6_addr = IN6ADDR_LOOPBACK_INIT,
         };
         int r = -ECONNREFUSED;
 
         for (unsigned i = 0; i < 2; i++) {
-                _cleanup_close_ int fd = socket(i == 0 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                _cleanup_close_ int fd = TAKE_FD(q->fds[i]);
 
                 if (fd < 0) {
-                        r = -errno;
+                        r = i == 0 ? -EAFNOSUPPORT : r;
                         continue;
                 }
                 /* The connect's bound (a full backlog), not the connection's. */
@@ -216,10 +224,8 @@ static void *port_thread(void *userdata) {
         uint64_t one = 1;
         int k;
 
-        if (setns(r->netns_fd, CLONE_NEWNET) < 0)
-                k = -errno;
-        else if (r->kind == PORT_OPEN)
-                k = connect_loopback(r->port, &r->result_fd);
+        if (r->kind == PORT_OPEN)
+                k = connect_loopback(r, &r->result_fd);
         else
                 k = read_listening(r);
         r->error = k < 0 ? -k : 0;
@@ -258,15 +264,15 @@ static int on_thread_done(sd_event_source *source, int fd, uint32_t revents, voi
         return 0;
 }
 
-/* The namespace is there: the thread joins it. */
+/* The agent's descriptors are there: a thread connects or reads with them (a connect may
+ * wait for a full backlog, up to PORT_CONNECT_TIMEOUT_USEC). */
 static void port_request_start(PortRequest *r) {
         Sandbox *s = r->sandbox;
         int k;
 
         r->timer = sd_event_source_disable_unref(r->timer);
-        r->netns_fd = fcntl(s->netns_fd, F_DUPFD_CLOEXEC, 3);
         r->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (r->netns_fd < 0 || r->done_fd < 0) {
+        if (r->done_fd < 0) {
                 port_request_fail_errno(r, "Failed to reach into the sandbox's network", errno);
                 return;
         }
@@ -281,39 +287,58 @@ static void port_request_start(PortRequest *r) {
         n_threads++;
 }
 
-static int on_netns_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
+static int on_agent_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
         PortRequest *r = userdata;
 
         r->timer = sd_event_source_disable_unref(r->timer);
         port_request_fail(r, SANDBOX_ERR_NOT_SUPPORTED,
-                          "The sandbox's agent did not hand over its network namespace (an agent older than "
-                          "ports?).");
+                          "The sandbox's agent did not hand over what ports need (an agent older than "
+                          "sandboxd?).");
         return 0;
 }
 
-void sandbox_ports_on_netns(Sandbox *s, uint64_t id, int error, int fd) {
-        _cleanup_close_ int netns = fd;
-        struct stat st, ours;
+/* Whether fd is what the agent was asked for, index i of kind's: a TCP socket of the
+ * family, not connected; or a file of procfs (its /proc/self/net/tcp or tcp6). The agent
+ * can only hand over what is its own (the sandbox's): this keeps a wrong answer from
+ * being used as another kind of descriptor. */
+static bool port_fd_valid(PortRequestKind kind, size_t i, int fd) {
+        int domain = 0, type = 0, protocol = 0;
+        socklen_t len = sizeof(int);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        struct statfs sf;
+        struct stat st;
 
-        if (id != s->netns_request || s->netns_fd >= 0)
-                return;
-        s->netns_request = 0;
-        /* Only a network namespace, and never sandboxd's own (the sandbox has its own). */
-        if (error == 0 && (netns < 0 || ioctl(netns, NS_GET_NSTYPE) != CLONE_NEWNET || fstat(netns, &st) < 0 ||
-                           stat("/proc/self/ns/net", &ours) < 0 ||
-                           (st.st_ino == ours.st_ino && st.st_dev == ours.st_dev)))
+        if (kind == PORT_LIST)
+                return fstatfs(fd, &sf) >= 0 && (uint64_t) sf.f_type == (uint64_t) PROC_SUPER_MAGIC &&
+                       fstat(fd, &st) >= 0 && S_ISREG(st.st_mode);
+        return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) >= 0 && domain == (i == 0 ? AF_INET : AF_INET6) &&
+               getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) >= 0 && type == SOCK_STREAM &&
+               getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) >= 0 && protocol == IPPROTO_TCP &&
+               getpeername(fd, (struct sockaddr *) &peer, &peer_len) < 0 && errno == ENOTCONN;
+}
+
+void sandbox_ports_on_fds(Sandbox *s, uint64_t id, int error, int *fds, size_t n_fds) {
+        PortRequest *r = NULL;
+
+        for (PortRequest *q = s->port_requests; q && !r; q = q->next)
+                if (q->agent_id == id && id != 0)
+                        r = q;
+        if (!r)
+                return; /* gone meanwhile (its descriptors are closed by the caller) */
+        r->agent_id = 0;
+        if (error == 0 && n_fds == 0)
                 error = EPROTO;
-        if (error == 0)
-                s->netns_fd = TAKE_FD(netns);
-        for (PortRequest *r = s->port_requests, *next; r; r = next) {
-                next = r->next;
-                if (r->running || r->done_source)
-                        continue;
-                if (error == 0)
-                        port_request_start(r);
+        for (size_t i = 0; error == 0 && i < MIN(n_fds, ELEMENTSOF(r->fds)); i++) {
+                if (!port_fd_valid(r->kind, i, fds[i]))
+                        error = EPROTO;
                 else
-                        port_request_fail_errno(r, "The sandbox's network namespace", error);
+                        r->fds[i] = TAKE_FD(fds[i]);
         }
+        if (error != 0)
+                port_request_fail_errno(r, "The sandbox's agent", error);
+        else
+                port_request_start(r);
 }
 
 static int port_request_new(Sandbox *s, PortRequestKind kind, uint32_t port, sandbox_port_callback_t cb,
@@ -338,31 +363,27 @@ static int port_request_new(Sandbox *s, PortRequestKind kind, uint32_t port, san
                 .port = (uint16_t) port,
                 .cb = cb,
                 .userdata = userdata,
-                .netns_fd = -EBADF,
+                .fds = { -EBADF, -EBADF },
                 .done_fd = -EBADF,
                 .result_fd = -EBADF,
         };
         LIST_PREPEND(s->port_requests, r);
-        if (s->netns_fd >= 0)
-                port_request_start(r);
-        else {
-                if (s->netns_request == 0) {
-                        static uint64_t next_id = 0;
-                        _cleanup_json_ json_object *m = agent_msg_netns(++next_id);
+        {
+                static uint64_t next_id = 0;
+                _cleanup_json_ json_object *m = agent_msg_port_fds(++next_id, kind == PORT_OPEN ? "connect" : "list");
 
-                        k = m ? agent_send(s->control_fd, m, NULL, 0) : -ENOMEM;
-                        if (k < 0) {
-                                port_request_free(r);
-                                return sandbox_error_set_errno(error, -k, "Failed to ask sandbox %s's agent: %m", s->id);
-                        }
-                        s->netns_request = next_id;
-                }
-                k = sd_event_add_time_relative(s->manager->event, &r->timer, CLOCK_MONOTONIC, PORT_CONNECT_TIMEOUT_USEC,
-                                               0, on_netns_timeout, r);
+                k = m ? agent_send(s->control_fd, m, NULL, 0) : -ENOMEM;
                 if (k < 0) {
                         port_request_free(r);
-                        return k;
+                        return sandbox_error_set_errno(error, -k, "Failed to ask sandbox %s's agent: %m", s->id);
                 }
+                r->agent_id = next_id;
+        }
+        k = sd_event_add_time_relative(s->manager->event, &r->timer, CLOCK_MONOTONIC, PORT_CONNECT_TIMEOUT_USEC, 0,
+                                       on_agent_timeout, r);
+        if (k < 0) {
+                port_request_free(r);
+                return k;
         }
         if (ret)
                 *ret = r;
@@ -396,6 +417,4 @@ void sandbox_ports_done(Sandbox *s, const SandboxError *error) {
         }
         while (s->port_requests)
                 port_request_finish(s->port_requests, error);
-        s->netns_fd = safe_close(s->netns_fd);
-        s->netns_request = 0;
 }

@@ -43,7 +43,8 @@ int sandbox_list_ports(Sandbox *s, sandbox_port_callback_t cb, void *userdata, P
 /* The caller is gone: cb is not called. */
 void port_request_cancel(PortRequest *r);
 
-/* The agent's answer to "netns" (fd taken, -EBADF if none). */
-void sandbox_ports_on_netns(Sandbox *s, uint64_t id, int error, int fd);
-/* The sandbox ends: its requests fail with error (NULL: NotRunning), its namespace is closed. */
+/* The agent's answer to "port-fds": the descriptors it made in the sandbox's network
+ * namespace (those used are taken: set to -EBADF). */
+void sandbox_ports_on_fds(Sandbox *s, uint64_t id, int error, int *fds, size_t n_fds);
+/* The sandbox ends: its requests fail with error (NULL: NotRunning). */
 void sandbox_ports_done(Sandbox *s, const SandboxError *error);

@@ -205,10 +205,7 @@ struct Sandbox {
         FileOp *file_ops;
         Context *contexts;       /* code contexts (context.h), newest first */
         unsigned n_contexts;
-        /* Ports (port.h): the sandbox's network namespace once its agent handed it over
-         * (-EBADF before), the id of the "netns" asked for (0: none), requests. */
-        int netns_fd;
-        uint64_t netns_request;
+        /* Ports (port.h): the requests under way. */
         PortRequest *port_requests;
         uint64_t next_exec_id;   /* ids of execs and file operations alike */
 

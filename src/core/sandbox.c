@@ -446,7 +446,6 @@ static Sandbox *sandbox_alloc(Manager *m, const PayloadOps *ops) {
         s->control_fd = -EBADF;
         s->log_budget = PAYLOAD_LOG_LINES_MAX;
         s->egress_fd = -EBADF;
-        s->netns_fd = -EBADF;
         s->cgroup_cpu_file = s->cgroup_memory_peak_file = CGROUP_FILE_NULL;
         s->payload_ops = ops;
         s->payload_state = calloc(1, ops->state_size);
@@ -861,12 +860,13 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
          * (epoll is level-triggered; the rest comes on the next iteration). */
         for (unsigned n = 0; n < 64; n++) {
                 json_object *msg = NULL;
-                int fds[1] = { -EBADF };
+                /* One with "ready" of a sandbox with egress (the proxy's listener), two with
+                 * "port-fds-result". */
+                int fds[2] = { -EBADF, -EBADF };
                 const char *type;
                 size_t n_fds = 0;
                 int r;
 
-                /* "ready" of a sandbox with egress carries the proxy's listener. */
                 r = agent_recv(fd, &msg, fds, ELEMENTSOF(fds), &n_fds);
                 if (r == -EAGAIN)
                         return 0;
@@ -904,11 +904,11 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         int error;
                         if (agent_parse_reset_result(msg, &id, &error) >= 0)
                                 recycle_on_agent_reset(s, id, error);
-                } else if (streq(type, "netns-result")) {
+                } else if (streq(type, "port-fds-result")) {
                         uint64_t id;
                         int error;
-                        if (agent_parse_netns_result(msg, &id, &error) >= 0)
-                                sandbox_ports_on_netns(s, id, error, n_fds > 0 ? TAKE_FD(fds[0]) : -EBADF);
+                        if (agent_parse_port_fds_result(msg, &id, &error) >= 0)
+                                sandbox_ports_on_fds(s, id, error, fds, n_fds);
                 } else if (streq(type, "log")) {
                         const char *data;
                         size_t size;
@@ -921,8 +921,8 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         agent_file_result_done(&fr);
                 }
                 json_object_put(msg);
-                if (n_fds > 0)
-                        safe_close(fds[0]);
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
 
                 /* A callback above may have started the sandbox's end. */
                 if (s->state != SANDBOX_STARTING && s->state != SANDBOX_RUNNING && s->state != SANDBOX_PAUSED)

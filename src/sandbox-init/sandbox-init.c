@@ -410,24 +410,39 @@ static void reset_progress(struct agent *a) {
                 reset_finish(a, ETIMEDOUT);
 }
 
-/* The sandbox's network namespace, for sandboxd to open connections to its loopback in
- * (OpenPort, ListPorts: docs/PORTS.md); opening it is all the agent does. */
-static void handle_netns(json_object *msg) {
-        _cleanup_close_ int fd = -EBADF;
+/* What sandboxd needs of the sandbox's network namespace, made in it (OpenPort, ListPorts:
+ * docs/PORTS.md): two TCP sockets, IPv4 and IPv6, to connect to the loopback with, or
+ * /proc/self/net/tcp and tcp6 to read the listening sockets from. Making them is all the
+ * agent does; sandboxd connects and reads. */
+static void handle_port_fds(json_object *msg) {
+        int fds[2] = { -EBADF, -EBADF };
         json_object *reply;
+        const char *kind;
         int64_t id;
+        size_t n = 0;
         int error = 0, r;
 
-        if (agent_get_int64(msg, "id", &id) < 0)
+        if (agent_get_int64(msg, "id", &id) < 0 || agent_get_string(msg, "kind", &kind) < 0)
                 return;
-        fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        if (streq(kind, "connect")) {
+                fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+                fds[1] = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+        } else if (streq(kind, "list")) {
+                fds[0] = open("/proc/self/net/tcp", O_RDONLY | O_CLOEXEC);
+                fds[1] = open("/proc/self/net/tcp6", O_RDONLY | O_CLOEXEC);
+        } else
+                errno = EINVAL;
+        if (fds[0] < 0)
                 error = errno;
-        reply = agent_msg_netns_result((uint64_t) id, error);
+        else
+                n = fds[1] >= 0 ? 2 : 1;
+        reply = agent_msg_port_fds_result((uint64_t) id, error);
         if (!reply)
                 die("Failed to build message", ENOMEM);
-        r = agent_send(AGENT_CONTROL_FD, reply, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+        r = agent_send(AGENT_CONTROL_FD, reply, n > 0 ? fds : NULL, n);
         json_object_put(reply);
+        safe_close(fds[0]);
+        safe_close(fds[1]);
         if (r == -EPIPE || r == -ECONNRESET)
                 exit(EXIT_SUCCESS);
         if (r < 0)
@@ -478,8 +493,8 @@ static void handle_message(struct agent *a) {
                         handle_file(a, msg, fds, n_fds);
                 else if (streq(type, "reset"))
                         handle_reset(a, msg);
-                else if (streq(type, "netns"))
-                        handle_netns(msg);
+                else if (streq(type, "port-fds"))
+                        handle_port_fds(msg);
         }
 
         for (size_t i = 0; i < n_fds; i++)

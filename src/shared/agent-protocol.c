@@ -310,23 +310,23 @@ json_object *agent_msg_ready(void) {
         return TAKE_PTR(obj);
 }
 
-json_object *agent_msg_netns(uint64_t id) {
-        _cleanup_json_ json_object *obj = agent_msg_new("netns");
+json_object *agent_msg_port_fds(uint64_t id, const char *kind) {
+        _cleanup_json_ json_object *obj = agent_msg_new("port-fds");
 
-        if (!obj || json_add_u64(obj, "id", id) < 0)
+        if (!obj || json_add_u64(obj, "id", id) < 0 || json_add(obj, "kind", json_object_new_string(kind)) < 0)
                 return NULL;
         return TAKE_PTR(obj);
 }
 
-json_object *agent_msg_netns_result(uint64_t id, int error) {
-        _cleanup_json_ json_object *obj = agent_msg_new("netns-result");
+json_object *agent_msg_port_fds_result(uint64_t id, int error) {
+        _cleanup_json_ json_object *obj = agent_msg_new("port-fds-result");
 
         if (!obj || json_add_u64(obj, "id", id) < 0 || json_add(obj, "errno", json_object_new_int64(error)) < 0)
                 return NULL;
         return TAKE_PTR(obj);
 }
 
-int agent_parse_netns_result(json_object *obj, uint64_t *ret_id, int *ret_error) {
+int agent_parse_port_fds_result(json_object *obj, uint64_t *ret_id, int *ret_error) {
         /* The same fields as reset-result. */
         return agent_parse_reset_result(obj, ret_id, ret_error);
 }

@@ -126,11 +126,17 @@
  *       "ready": a running sandbox costs it one descriptor, this socket (which a
  *       restarted sandboxd gets back from systemd's fd store, messages and all).
  *
- * Ports (version 3, docs/PORTS.md): sandboxd opens connections to the sandbox's loopback
- * from inside its network namespace, which the agent hands over:
- *   {"type":"netns","id":N}
- *   agent -> daemon {"type":"netns-result","id":N,"errno":E}   + fds [netns]: the agent's
- *       /proc/self/ns/net (none when E is not 0). An older agent does not answer.
+ * Ports (version 5, docs/PORTS.md): sandboxd opens connections to the sandbox's loopback
+ * and reads its listening sockets with what the agent makes in the sandbox's network
+ * namespace and hands over (sandboxd never enters the namespace: setns() would need
+ * CAP_SYS_ADMIN). For each OpenPort or ListPorts:
+ *   {"type":"port-fds","id":N,"kind":"connect"|"list"}
+ *   agent -> daemon {"type":"port-fds-result","id":N,"errno":E}   + fds (none when E is
+ *       not 0): for "connect" two TCP sockets, not connected, IPv4 then IPv6 (the second
+ *       absent where the namespace has no IPv6); for "list" the agent's /proc/self/net/tcp
+ *       and tcp6 (the second absent without IPv6), open for reading: a /proc/net file
+ *       shows the namespace of whoever opened it. An agent older than version 5 does not
+ *       answer (version 3 and 4's "netns" handed over the namespace itself).
  *
  * An exec that cannot start (no such command, cwd missing) still ends with "exit":
  * the child writes the reason to its stderr and exits 127 (not found), 126 (cannot be
@@ -149,7 +155,7 @@
 #include "sandbox-api.h"
 
 #define AGENT_CONTROL_FD 3
-#define AGENT_PROTOCOL_VERSION 4
+#define AGENT_PROTOCOL_VERSION 5
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
 #define AGENT_EGRESS_PORT 3128
@@ -177,10 +183,11 @@ int agent_get_strv(json_object *obj, const char *key, char ***ret);
 json_object *agent_msg_exec(uint64_t id, char * const *argv, char * const *env, const char *cwd);
 json_object *agent_msg_kill(uint64_t id, int sig);
 json_object *agent_msg_ready(void);
-json_object *agent_msg_netns(uint64_t id);
-json_object *agent_msg_netns_result(uint64_t id, int error);
-/* netns-result's id and errno. */
-int agent_parse_netns_result(json_object *obj, uint64_t *ret_id, int *ret_error);
+/* kind: "connect" or "list". */
+json_object *agent_msg_port_fds(uint64_t id, const char *kind);
+json_object *agent_msg_port_fds_result(uint64_t id, int error);
+/* port-fds-result's id and errno. */
+int agent_parse_port_fds_result(json_object *obj, uint64_t *ret_id, int *ret_error);
 
 struct agent_exit {
         uint64_t id;

@@ -340,7 +340,7 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertNotIn('secret', res['stdout'])
 
 
-# Capabilities by bit (capability.h): what the workspaces need.
+# Capabilities by bit (capability.h): what the workspaces need, and sandboxd no longer holds.
 CAP_CHOWN, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 2, 21
 HELPER_SOCKET = '/run/sandboxd/workspace'
 HELPER_UNIT = 'sandboxd-workspace.service'
@@ -349,11 +349,10 @@ VARLINKPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'varlink
 
 class HelperTest(harness.SandboxTestCase):
     """What of the workspaces needs a privilege is sandboxd-workspace's (socket-activated,
-    io.sandboxd.Workspace): sandboxd.service holds neither CAP_CHOWN nor
-    CAP_DAC_READ_SEARCH (CAP_SYS_ADMIN it keeps for OpenPort's setns() alone: the
-    workspaces' uses of it are the helper's); workspaces still work through it
-    (WorkspaceTest: create, EDQUOT, fork, destroy); a caller other than sandboxd's process
-    is refused; the service exits when idle and its socket starts it again."""
+    io.sandboxd.Workspace): sandboxd.service holds none of CAP_SYS_ADMIN, CAP_CHOWN and
+    CAP_DAC_READ_SEARCH (nor do ports need it: test_ports); workspaces still work through
+    it (WorkspaceTest: create, EDQUOT, fork, destroy); a caller other than sandboxd's
+    process is refused; the service exits when idle and its socket starts it again."""
 
     DROPIN = '/run/systemd/system/sandboxd-workspace.service.d/60-test-idle.conf'
 
@@ -368,7 +367,8 @@ class HelperTest(harness.SandboxTestCase):
     def test_sandboxd_lacks_capabilities(self):
         pid = S.show('sandboxd.service', 'MainPID')['MainPID']
         caps = self.caps(pid)
-        for name, bit in (('CAP_CHOWN', CAP_CHOWN), ('CAP_DAC_READ_SEARCH', CAP_DAC_READ_SEARCH)):
+        for name, bit in (('CAP_CHOWN', CAP_CHOWN), ('CAP_DAC_READ_SEARCH', CAP_DAC_READ_SEARCH),
+                          ('CAP_SYS_ADMIN', CAP_SYS_ADMIN)):
             for kind in ('CapBnd', 'CapEff', 'CapPrm'):
                 self.assertFalse(caps[kind] & (1 << bit), f'sandboxd (pid {pid}) has {name} in {kind}: {caps}')
         # And a workspace is made all the same: by the helper, which has them.
