@@ -357,23 +357,51 @@ static int on_follow(VarlinkClient *c, json_object *parameters, const char *erro
 
 /* ---- the route ---- */
 
+/* The Start of a shell, on a call of its own rather than the request's: a client that goes
+ * while the shell starts does not cancel the call, whose answer then ends the shell (no
+ * one else would ever know of it). */
 typedef struct TerminalStart {
+        HttpRequest *req;       /* a reference */
         char *protocol;         /* the subprotocol chosen, or NULL */
+        char *sandbox_id, *tenant;
+        struct TerminalStart *prev, *next;      /* all of them, freed at exit if still there */
 } TerminalStart;
 
-static void terminal_start_free(void *p) {
-        TerminalStart *s = p;
+static TerminalStart *starts;
 
-        if (s)
-                free(s->protocol);
-        free(s);
+static TerminalStart *terminal_start_free(TerminalStart *s) {
+        if (!s)
+                return NULL;
+        LIST_REMOVE(starts, s);
+        http_request_unref(s->req);
+        free(s->protocol);
+        free(s->sandbox_id);
+        free(s->tenant);
+        return mfree(s);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(TerminalStart *, terminal_start_free);
+
+static int on_orphan_killed(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                            void *userdata) {
+        return 0;
 }
 
-static int on_started(HttpRequest *req, json_object *parameters, const char *error, VarlinkReplyFlags flags,
-                      void *userdata) {
+/* The shell started for a client that has gone: killed. */
+static void terminal_start_orphaned(TerminalStart *st, json_object *parameters) {
+        _cleanup_json_ json_object *p = json_object_new_object();
+        json_object *process = json_object_object_get(parameters, "process");
+
+        if (!p || !process || json_add(p, "id", json_object_new_string(st->sandbox_id)) < 0 ||
+            json_add(p, "process", json_object_get(process)) < 0 ||
+            json_add(p, "signal", json_object_new_int(SIGKILL)) < 0 ||
+            http_backend_call_detached(http_server_backend(http_request_server(st->req)), st->tenant, IFACE "Signal",
+                                       TAKE_PTR(p), 0, on_orphan_killed, NULL, NULL) < 0)
+                log_warning("Cannot end the shell of sandbox %s started for a client that left.", st->sandbox_id);
+}
+
+static int on_started_for(HttpRequest *req, TerminalStart *st, json_object *parameters, const char *error) {
         static const HttpWebSocketCallbacks callbacks = { .message = on_ws_message, .closed = on_ws_closed };
-        TerminalStart *st = http_request_get_data(req);
-        const char *tenant = http_request_backend_tenant(req);
+        const char *tenant = st->tenant;
         _cleanup_json_ json_object *p = NULL;
         Terminal *t;
         int r;
@@ -414,7 +442,24 @@ static int on_started(HttpRequest *req, json_object *parameters, const char *err
         return 0;
 }
 
+static int on_started(HttpRequest *unused, json_object *parameters, const char *error, VarlinkReplyFlags flags,
+                      void *userdata) {
+        TerminalStart *st = userdata;
+        int r = 0;
+
+        if (http_request_is_gone(st->req)) {
+                if (!error)
+                        terminal_start_orphaned(st, parameters);
+        } else
+                r = on_started_for(st->req, st, parameters, error);
+        terminal_start_free(st);
+        return r;
+}
+
 void http_terminals_done(void) {
+        /* Their calls are cancelled with the backend, after this: no callback comes. */
+        while (starts)
+                terminal_start_free(starts);
         /* At exit: a hung-up shell's session may still wait for its SIGKILL (at most
          * TERMINAL_HANGUP_GRACE_USEC); sandboxd's own Timeout ends what is left. */
         while (terminals) {
@@ -436,7 +481,9 @@ int http_route_terminal(HttpRequest *req) {
         _cleanup_json_ json_object *p = json_object_new_object(), *o = json_object_new_object(),
                                    *argv = json_object_new_array(), *env = json_object_new_array();
         const char *offered = http_request_header(req, "Sec-WebSocket-Protocol");
-        TerminalStart *st;
+        _cleanup_(terminal_start_freep) TerminalStart *st = NULL;
+        const char *tenant = http_request_backend_tenant(req);
+        int r;
 
         if (!http_websocket_requested(req))
                 return http_request_reply_error(req, 400, "BadRequest",
@@ -448,8 +495,11 @@ int http_route_terminal(HttpRequest *req) {
         st = calloc(1, sizeof(TerminalStart));
         if (!st)
                 return -ENOMEM;
-        http_request_set_data(req, st, terminal_start_free);
-        if (offered && !(st->protocol = strdup(TERMINAL_PROTOCOL)))
+        LIST_PREPEND(starts, st);
+        st->req = http_request_ref(req);
+        st->sandbox_id = strdup(http_request_param(req, 0));
+        if (!st->sandbox_id || (tenant && !(st->tenant = strdup(tenant))) ||
+            (offered && !(st->protocol = strdup(TERMINAL_PROTOCOL))))
                 return -ENOMEM;
 
         if (!p || !o || !argv || !env ||
@@ -465,5 +515,11 @@ int http_route_terminal(HttpRequest *req) {
             json_add(p, "argv", TAKE_PTR(argv)) < 0 ||
             json_add(p, "options", TAKE_PTR(o)) < 0)
                 return -ENOMEM;
-        return http_backend_call(req, IFACE "Start", TAKE_PTR(p), 0, on_started, NULL);
+        /* Answered (or the request gone) in on_started(); the request waits meanwhile. */
+        r = http_backend_call_detached(http_server_backend(http_request_server(req)), st->tenant, IFACE "Start",
+                                       TAKE_PTR(p), 0, on_started, st, NULL);
+        if (r < 0)
+                return r;
+        TAKE_PTR(st);
+        return 0;
 }

@@ -11,7 +11,9 @@ import base64
 import json
 import os
 import re
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -134,6 +136,33 @@ class Terminal(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, f'the shell outlived its client: {p}')
             time.sleep(0.1)
         self.assertIn(p['exitStatus'], (128 + 1, 128 + 9), p)   # SIGHUP (or its SIGKILL)
+
+    def test_clients_gone_while_the_shell_starts_leave_none(self):
+        """Clients that reset their connection while their shell starts, before or after
+        the bridge heard of it, even before the 101 went out: every shell started for them
+        is ended (none is left running for nobody)."""
+        handshake = (f'GET {self.url}/terminal HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n'
+                     'Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n'
+                     'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n'
+                     f'Sec-WebSocket-Protocol: sandboxd.terminal.v1, bearer.{TOKENS["alice"]}\r\n\r\n').encode()
+        # 20: each terminal holds two of the bridge's connections to sandboxd, which takes
+        # 128 of one uid (sandboxd-http(8), LIMITS); the test stays well below.
+        for i in range(20):
+            c = socket.create_connection(('127.0.0.1', S.http_port), timeout=10)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))
+            c.sendall(handshake)
+            time.sleep(i * 0.004)
+            c.close()       # a reset, at a point of the shell's start that varies
+        deadline = time.monotonic() + 30
+        while True:
+            running = [p for p in self.terminals() if p['state'] != 'exited']
+            if not running:
+                break
+            self.assertLess(time.monotonic(), deadline, f'shells outlived their clients: {running}')
+            time.sleep(0.2)
+        # The bridge serves on: a terminal works.
+        out = ws(self.url + '/terminal', [{'send': 'echo ready\n'}, {'expect': 'ready\r\n'}])
+        self.assertEqual(out['status'], 101)
 
     def test_slow_client_holds_the_shell(self):
         n = 4 * 1000 * 1000
