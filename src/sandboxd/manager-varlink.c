@@ -695,8 +695,8 @@ int varlink_frontend_setup(VarlinkFrontend *f) {
         limits.oversized_error = SANDBOX_VARLINK_INTERFACE ".InvalidOption";
         limits.oversized_message =
                 "The call is larger than a varlink message may be (32 MiB, as JSON with its bytes in base64): "
-                "an Exec's Stdin takes at most 16 MiB; pass more as a file (Upload) and redirect "
-                "the command's input from it.";
+                "an Exec's Stdin takes at most 16 MiB; pass more as a file (WriteFile, in parts of "
+                "at most 4 MiB) and redirect the command's input from it.";
         r = varlink_server_set_limits(f->server, &limits);
         if (r < 0)
                 return r;

@@ -1156,6 +1156,8 @@ class BadInput(Base):
             self.assertEqual(reply.get('error'), 'io.sandboxd.Sandbox.InvalidOption', reply)
             self.assertIn('32 MiB', reply['parameters']['message'])
             self.assertIn('16 MiB', reply['parameters']['message'])
+            # varlink has no Upload: the way it names is WriteFile's parts.
+            self.assertIn('WriteFile', reply['parameters']['message'])
             self.assert_closed(c, '100 MB message')
         grew = secutil.daemon_rss_kib(self.identity[0]) - rss
         # It kept at most the 32 MiB message cap and dropped the rest; what it holds for
