@@ -17,8 +17,6 @@ typedef struct Sandbox Sandbox;
  * before further ones fail with Busy (sandboxd(8)). */
 #define FILE_OPS_ACTIVE_MAX 4U
 #define FILE_OPS_WAITING_MAX 64U
-/* WatchDirectory: watches at once per sandbox (each a process in it, in no slot above). */
-#define FILE_WATCHES_MAX 8U
 
 /* result is NULL (and error set) when the operation failed: before the agent, in the
  * sandbox (the errno, with the path), or a Download larger than its Max (FileTooLarge).

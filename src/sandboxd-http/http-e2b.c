@@ -1437,7 +1437,10 @@ static int route_fs_watch(HttpRequest *req) {
  * buffer until the next poll; one not polled for a while, or whose sandbox went, is freed. */
 
 #define E2B_WATCHER_EVENTS_MAX 4096U
-#define E2B_WATCHERS_PER_SANDBOX_MAX 64U
+/* Each watcher is a WatchDirectory of sandboxd's, which takes FILE_WATCHES_MAX a sandbox:
+ * past them, say so at CreateWatcher rather than hand out an id whose watch sandboxd then
+ * refuses (Busy), its first poll not_found. */
+#define E2B_WATCHERS_PER_SANDBOX_MAX FILE_WATCHES_MAX
 #define E2B_WATCHER_IDLE_USEC (10U * 60U * 1000000U)
 
 typedef struct Watcher Watcher;

@@ -94,6 +94,9 @@
  * (on varlink: Download, and WriteFile in parts with Append), whose data never waits in
  * sandboxd more than a pipe's worth at a time (sandboxd-api(7)). The HTTP bridge's part. */
 #define FILE_PART_MAX (4ULL * 1024 * 1024)
+/* WatchDirectory: watches at once per sandbox (each a process in it, in no slot of the
+ * file operations'); one more is Busy. The HTTP bridge's E2B watchers are such watches. */
+#define FILE_WATCHES_MAX 8U
 #define LIST_FILES_DEPTH_MAX 16U
 #define LIST_EXECUTIONS_LIMIT_MAX 10000U
 /* GetLogs: at most this many of the latest entries (lines 0: all of them, up to this);

@@ -268,6 +268,15 @@ class E2B(secutil.Base):
         status, reply = rpc('GetWatcherEvents', {'watcherId': watcher})
         self.assertEqual((status, reply['code']), (429, 'resource_exhausted'), reply)
         self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[0], 200)
+        # sandboxd takes 8 watches a sandbox: 7 more watchers beside that one, each polled
+        # (its watch taken), then one more refused at once, not an id that polls not_found
+        more = [rpc('CreateWatcher', {'path': '/home/user/wd'}) for _ in range(7)]
+        self.assertEqual([status for status, _ in more], [200] * 7, more)
+        time.sleep(0.5)  # each watch on its way to the agent
+        for _, reply in more:
+            self.assertEqual(rpc('GetWatcherEvents', {'watcherId': reply['watcherId']})[0], 200, reply)
+        status, reply = rpc('CreateWatcher', {'path': '/home/user/wd'})
+        self.assertEqual((status, reply.get('code')), (429, 'resource_exhausted'), reply)
         # a watcher ends with its sandbox
         S.sandboxctl('destroy', sid, timeout=120)
         self.assertEqual(rpc('GetWatcherEvents', {'watcherId': watcher})[1]['code'], 'not_found')
