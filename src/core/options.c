@@ -687,8 +687,9 @@ int exec_config_set(ExecConfig *c, const char *name, const OptionValue *v, Sandb
         if (streq(name, "Stdin")) {
                 if (v->bytes.size > EXEC_STDIN_MAX)
                         return sandbox_error_set(error, SANDBOX_ERR_INVALID_OPTION,
-                                                 "Stdin is larger than %llu MiB (%llu bytes): pass more as a file "
-                                                 "(Upload) and redirect the command's input from it.",
+                                                 "Stdin is larger than %llu MiB (%llu bytes): write more to a file "
+                                                 "(D-Bus Upload, varlink WriteFile, an HTTP file upload) and "
+                                                 "redirect the command's input from it.",
                                                  EXEC_STDIN_MAX >> 20, EXEC_STDIN_MAX);
                 void *d = malloc(v->bytes.size ?: 1);
                 if (!d)

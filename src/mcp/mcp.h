@@ -67,7 +67,7 @@
 #define MCP_OUTPUT_MAX (64U * 1024U)        /* bytes of each of stdout and stderr kept */
 #define MCP_FILE_READ_MAX (256U * 1024U)    /* bytes of a file file_read returns */
 #define MCP_FILE_LIST_MAX 1000U             /* entries file_list returns */
-#define MCP_CODE_MAX (100U * 1024U)         /* bytes of run_code's code (one argv string) */
+#define MCP_CODE_MAX (100U * 1024U)         /* bytes of run_code's code (sent on its stdin) */
 
 typedef struct McpServer McpServer;
 typedef struct McpSession McpSession;
