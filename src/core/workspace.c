@@ -200,18 +200,25 @@ static int on_reply(VarlinkClient *client, json_object *parameters, const char *
                 (void) sd_event_source_set_time_relative(p->close_timer, WORKSPACE_CONNECTION_IDLE_USEC);
                 (void) sd_event_source_set_enabled(p->close_timer, SD_EVENT_ONESHOT);
         }
-        if (c->cancelled && r >= 0)
-                /* Made for a sandbox that is gone meanwhile. */
-                (void) workspace_remove(p, c->id);
-        else if (c->cb)
+        if (c->cancelled) {
+                /* Its sandbox is gone meanwhile: what was made for it goes too. */
+                if (r >= 0)
+                        (void) workspace_remove(p, c->id);
+        } else if (c->cb)
                 c->cb(r, c->userdata);
+        else if (r < 0 && r != -ENOENT)
+                /* A removal's (no callback): nobody waits for it. */
+                log_warning_errno(r, "sandboxd-workspace failed to remove workspace %s, it is removed at the next "
+                                  "start: %m", c->id);
         varlink_client_unref(c->client);  /* safe here: the client holds itself while it calls us */
         free(c);
         return 0;
 }
 
-/* Calls method with parameters (taken); cb(0 or -errno) when answered, unless cancelled.
- * own_connection: on a connection of its own, for a call answered late. */
+/* Calls method with parameters (taken); cb(0 or -errno) when answered, unless cancelled
+ * (cb NULL: a failure is logged). own_connection: on a connection of its own, for a call
+ * answered late. A call outstanding when the pool is freed (sandboxd stops) is dropped:
+ * a removal's is done at the next start (workspace_remove_orphans()). */
 static int workspace_call(WorkspacePool *p, const char *method, json_object *parameters, const char *id,
                           bool own_connection, workspace_callback_t cb, void *userdata, WorkspaceCall **ret) {
         _cleanup_json_ json_object *params = parameters;
@@ -288,27 +295,10 @@ int workspace_clone(WorkspacePool *p, const char *from_id, const char *id, uid_t
                               cb, userdata, ret_call);
 }
 
-static void on_removed(int error, void *userdata) {
-        char *name = userdata;
-
-        if (error < 0 && error != -ENOENT)
-                log_warning_errno(error, "sandboxd-workspace failed to remove workspace %s, it is removed at the "
-                                  "next start: %m", name);
-        free(name);
-}
-
 /* Asks sandboxd-workspace to delete the subvolume DIR/name (a removal's) and its qgroup. */
 static int workspace_delete_subvolume(WorkspacePool *p, const char *name) {
-        char *copy = strdup(name);
-        int r;
-
-        if (!copy)
-                return -ENOMEM;
-        r = workspace_call(p, WORKSPACE_METHOD_REMOVE, params_new(name, NULL, -1, -1, 0), name, false, on_removed, copy,
-                           NULL);
-        if (r < 0)
-                free(copy);
-        return r;
+        return workspace_call(p, WORKSPACE_METHOD_REMOVE, params_new(name, NULL, -1, -1, 0), name, false, NULL, NULL,
+                              NULL);
 }
 
 int workspace_remove(WorkspacePool *p, const char *id) {

@@ -415,6 +415,8 @@ class HelperTest(harness.SandboxTestCase):
         while S.systemctl('is-active', HELPER_UNIT).stdout.strip() == 'active':
             self.assertLess(time.monotonic(), deadline, 'sandboxd-workspace did not exit when idle')
             time.sleep(0.2)
+        # Of itself, cleanly (under the sanitizers: no leak, no error).
+        self.assertEqual(S.show(HELPER_UNIT, 'Result')['Result'], 'success', S.journal((HELPER_UNIT,)))
         self.assertFalse(S.run(['test', '-e', f'{S.workspace_dir}/{sid}']).returncode == 0)
         # The next create starts it again.
         sid = self.create('--storage=disk')
