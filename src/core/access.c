@@ -52,6 +52,9 @@ static const struct {
          * hibernated sandbox of the caller's in. */
         { "ExportSnapshot",        SANDBOX_OP_CREATE     },
         { "ImportSnapshot",        SANDBOX_OP_CREATE     },
+        /* Acting for a tenant: a narrowing that needs nothing, but whether the caller
+         * may create for it (delegate) decides how its connections are counted. */
+        { "ActForTenant",          SANDBOX_OP_CREATE     },
         /* One's secrets (sandbox-secrets.h): what creates may bind. */
         { "SetSecret",             SANDBOX_OP_CREATE     },
         { "RemoveSecret",          SANDBOX_OP_CREATE     },

@@ -43,6 +43,7 @@ struct HttpBackendCall {
 struct HttpBackend {
         sd_event *event;
         char *address;
+        unsigned per_tenant_max;        /* VarlinkConnectionsPerTenant=; 0: no bound */
         BackendConn *idle;
         BackendCall *calls;
 };
@@ -108,6 +109,17 @@ static void pool_put(HttpBackend *b, BackendConn *c) {
                 return;
         }
         LIST_PREPEND(b->idle, c);
+}
+
+/* The connections the calls of tenant hold (idle ones in the pool are not counted: there
+ * are at most BACKEND_IDLE_PER_TENANT_MAX of them). */
+static unsigned backend_n_busy(HttpBackend *b, const char *tenant) {
+        unsigned n = 0;
+
+        for (BackendCall *call = b->calls; call; call = call->next)
+                if (call->conn && !call->cancelled && streq(call->conn->tenant, strempty(tenant)))
+                        n++;
+        return n;
 }
 
 static BackendCall *call_free(BackendCall *call) {
@@ -189,6 +201,25 @@ static int call_start(HttpBackend *b, HttpRequest *req, const char *tenant, cons
         _cleanup_json_ json_object *p = parameters;
         BackendCall *call;
         int r;
+
+        /* One tenant's streams and waits must not take every connection sandboxd takes of
+         * the bridge's (sandboxd-http(8), LIMITS): beyond its share the call is refused as
+         * the request's 429, before anything is sent. */
+        if (b->per_tenant_max > 0 && backend_n_busy(b, tenant) >= b->per_tenant_max) {
+                _cleanup_json_ json_object *e = NULL;
+                char text[256];
+
+                if (!req)
+                        return -EUSERS;
+                (void) snprintf(text, sizeof(text),
+                                "Too many connections to sandboxd in use for this tenant "
+                                "(at most %u, VarlinkConnectionsPerTenant=).", b->per_tenant_max);
+                e = json_object_new_object();
+                if (!e || json_add(e, "message", json_object_new_string(text)) < 0)
+                        return -ENOMEM;
+                (void) callback(req, e, HTTP_BACKEND_ERROR_TOO_MANY, 0, userdata);
+                return 0;
+        }
 
         call = calloc(1, sizeof(BackendCall));
         if (!call)
@@ -276,11 +307,12 @@ void http_backend_cancel(HttpRequest *req) {
         }
 }
 
-int http_backend_new(HttpBackend **ret, sd_event *event, const char *address) {
+int http_backend_new(HttpBackend **ret, sd_event *event, const char *address, unsigned connections_per_tenant) {
         HttpBackend *b = calloc(1, sizeof(HttpBackend));
 
         if (!b)
                 return -ENOMEM;
+        b->per_tenant_max = connections_per_tenant;
         b->event = sd_event_ref(event);
         b->address = strdup(address);
         if (!b->address) {

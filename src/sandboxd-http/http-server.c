@@ -532,6 +532,9 @@ int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_o
         if (parameters)
                 (void) json_object_object_get_ex(parameters, "message", &m);
         message = m ? json_object_get_string(m) : NULL;
+        if (streq(error, HTTP_BACKEND_ERROR_TOO_MANY))
+                return http_request_reply_error(req, 429, "TooManyRequests", "%s",
+                                                message ?: "Too many connections to sandboxd.");
         if (streq(error, VARLINK_ERROR_DISCONNECTED))
                 /* As a fleet's front answers for a node that is gone (docs/SCALE-OUT.md). */
                 return reply_error_details(req, 503, "NodeUnavailable", NULL, "sandboxd is not answering.");
@@ -544,6 +547,11 @@ int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_o
 }
 
 int http_request_reply_errno(HttpRequest *req, int error) {
+        /* http_backend_call_detached()'s refusal: the tenant's connections are all busy. */
+        if (abs(error) == EUSERS)
+                return http_request_reply_error(req, 429, "TooManyRequests",
+                                                "Too many connections to sandboxd in use for this tenant "
+                                                "(VarlinkConnectionsPerTenant=).");
         return http_request_reply_error(req, 500, "SystemError", "%s", strerror(abs(error)));
 }
 

@@ -37,6 +37,10 @@
 #define HTTP_CONNECTIONS_PER_IP_DEFAULT 64U
 #define HTTP_REQUESTS_PER_TOKEN_DEFAULT 256U
 #define HTTP_UPGRADES_PER_TOKEN_DEFAULT 16U
+/* Varlink connections to sandboxd one tenant's calls in progress may hold at once: well
+ * below the 128 sandboxd takes of one (uid, tenant), and small enough that a few busy
+ * tenants cannot take everything sandboxd takes in all (sandboxd-http(8), LIMITS). */
+#define HTTP_VARLINK_CONNECTIONS_PER_TENANT_DEFAULT 32U
 #define HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_TIMEOUT_SEC_DEFAULT 30U
 #define HTTP_BODY_MIN_RATE_DEFAULT 4096U                 /* bytes per second */
@@ -64,6 +68,9 @@ typedef struct HttpConfig {
         /* Of those, upgraded connections (WebSockets, port tunnels) open at once per token:
          * they last, and would otherwise take all of its requests. */
         unsigned upgrades_per_token;
+        /* Connections to sandboxd held at once by the calls in progress of one tenant (all
+         * its tokens), beyond which a call is answered 429; 0: no bound. */
+        unsigned varlink_connections_per_tenant;
         /* Peers whose X-Forwarded-For names the client: IP addresses, or "unix" for the
          * AF_UNIX sockets. */
         char **trusted_proxies;
@@ -231,7 +238,7 @@ int http_request_reply_error(HttpRequest *req, unsigned status, const char *code
 int http_request_reply_text(HttpRequest *req, unsigned status, const char *content_type, const char *text);
 /* A varlink error reply (its name and parameters) as its HTTP status and error body. */
 int http_request_reply_varlink_error(HttpRequest *req, const char *error, json_object *parameters);
-/* An errno of the bridge's own. */
+/* An errno of the bridge's own (EUSERS: 429, a tenant's connections to sandboxd all busy). */
 int http_request_reply_errno(HttpRequest *req, int error);
 
 /* A reply whose body is produced as it goes: status, content type, length (or
@@ -315,12 +322,18 @@ void http_request_resume(HttpRequest *req);
 
 typedef struct HttpBackend HttpBackend;
 
+/* Never on the wire: the error a call gets when its tenant holds as many connections to
+ * sandboxd as VarlinkConnectionsPerTenant= allows (429 TooManyRequests). */
+#define HTTP_BACKEND_ERROR_TOO_MANY "sandboxd-http.TooManyConnections"
+
 /* One reply, as varlink_reply_t; error VARLINK_ERROR_DISCONNECTED when sandboxd is not
  * there or went away. Not called once the request is gone (the call is dropped). */
 typedef int (*http_backend_reply_t)(HttpRequest *req, json_object *parameters, const char *error,
                                     VarlinkReplyFlags flags, void *userdata);
 
-int http_backend_new(HttpBackend **ret, sd_event *event, const char *address);
+/* connections_per_tenant: at most that many connections to sandboxd busy with calls of
+ * one tenant at once (0: no bound); one call more fails with HTTP_BACKEND_ERROR_TOO_MANY. */
+int http_backend_new(HttpBackend **ret, sd_event *event, const char *address, unsigned connections_per_tenant);
 HttpBackend *http_backend_free(HttpBackend *b);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HttpBackend *, http_backend_free);
 HttpBackend *http_server_backend(HttpServer *s);
@@ -332,7 +345,8 @@ int http_backend_call(HttpRequest *req, const char *method, json_object *paramet
                       http_backend_reply_t callback, void *userdata);
 /* A call of no request's (its callback gets req NULL), for the tenant: it lives until its
  * last reply or http_backend_call_cancel() (then no callback), or the backend is freed
- * (its owner must cancel it before). A failed connect is an error here, not a callback. */
+ * (its owner must cancel it before). A failed connect is an error here, not a callback;
+ * so is -EUSERS, the tenant's connections all busy. */
 typedef struct HttpBackendCall HttpBackendCall;
 int http_backend_call_detached(HttpBackend *b, const char *tenant, const char *method, json_object *parameters,
                                VarlinkCallFlags flags, http_backend_reply_t callback, void *userdata,

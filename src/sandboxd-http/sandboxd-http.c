@@ -90,6 +90,8 @@ static const ConfigTableItem config_table[] = {
         { "HTTP", "ConnectionsPerIP",  parse_unsigned_item,  offsetof(HttpConfig, connections_per_ip), "a number" },
         { "HTTP", "RequestsPerToken",  parse_unsigned_item,  offsetof(HttpConfig, requests_per_token), "a number" },
         { "HTTP", "UpgradesPerToken",  parse_unsigned_item,  offsetof(HttpConfig, upgrades_per_token), "a number" },
+        { "HTTP", "VarlinkConnectionsPerTenant", parse_unsigned_item,
+          offsetof(HttpConfig, varlink_connections_per_tenant), "a number" },
         { "HTTP", "TrustedProxy",      parse_proxy_item,     offsetof(HttpConfig, trusted_proxies),   "an IP address or unix" },
         { "HTTP", "ConnectionTimeoutSec", config_parse_seconds, offsetof(HttpConfig, connection_timeout_sec),
           "seconds" },
@@ -297,7 +299,7 @@ static int run(const HttpConfig *config) {
         if (r < 0)
                 log_info("Not watching %s (%s): reload tokens with SIGHUP.", config->tokens_dir, strerror(-r));
 
-        r = http_backend_new(&b, e, config->varlink_address);
+        r = http_backend_new(&b, e, config->varlink_address, config->varlink_connections_per_tenant);
         if (r >= 0)
                 r = http_server_new(&s, e, config, &tokens);
         if (r < 0)
@@ -346,6 +348,7 @@ int main(int argc, char **argv) {
                 .connections_per_ip = HTTP_CONNECTIONS_PER_IP_DEFAULT,
                 .requests_per_token = HTTP_REQUESTS_PER_TOKEN_DEFAULT,
                 .upgrades_per_token = HTTP_UPGRADES_PER_TOKEN_DEFAULT,
+                .varlink_connections_per_tenant = HTTP_VARLINK_CONNECTIONS_PER_TENANT_DEFAULT,
                 .connection_timeout_sec = HTTP_CONNECTION_TIMEOUT_SEC_DEFAULT,
                 .body_timeout_sec = HTTP_BODY_TIMEOUT_SEC_DEFAULT,
                 .body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT,

@@ -631,28 +631,75 @@ static const VarlinkParam act_for_tenant_params[] = {
         {}
 };
 
-/* The calls of this connection act for tenant from now on: they see and touch only that
- * tenant's sandboxes, and create for it (the core's rules, access.h). A narrowing, as on
- * D-Bus: it needs no action itself. */
-static int method_act_for_tenant(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
-        TenantArgs a = {};
+static void tenant_args_free(void *p) {
+        TenantArgs *a = p;
+
+        varlink_params_done(act_for_tenant_params, a);
+        free(a);
+}
+
+/* What acting for a tenant is about: creating for it (root, or "delegate"). */
+static int tenant_access(const SandboxCaller *caller, void *userdata, uid_t *ret_owner, const char **ret_tenant,
+                         SandboxError *error) {
+        TenantArgs *a = userdata;
+
+        *ret_owner = caller->uid;
+        *ret_tenant = a->tenant;
+        return 0;
+}
+
+static int tenant_authorized(VarlinkCall *call, const SandboxCaller *caller, void *userdata, SandboxError *error) {
+        TenantArgs *a = userdata;
         int r;
 
-        r = varlink_params_read_or_reply(call, parameters, act_for_tenant_params, &a);
+        /* A caller that may act for tenants (the HTTP bridge) has its connections for one
+         * tenant counted apart from its others: one tenant's long calls cannot use up the
+         * connections sandboxd takes of its uid, and with them every other tenant's
+         * (sandboxd-api(7), VARLINK). Anyone else stays counted as its uid. */
+        if (caller->granted) {
+                r = varlink_call_set_connection_group(call, a->tenant);
+                if (r == -EUSERS)
+                        return sandbox_error_set(error, SANDBOX_ERR_BUSY,
+                                                 "Too many connections acting for tenant %s (at most %u).",
+                                                 a->tenant, VARLINK_CONNECTIONS_PER_UID_MAX_DEFAULT);
+        } else
+                r = varlink_call_set_connection_tag(call, a->tenant);
+        if (r < 0)
+                return r;
+        return varlink_call_reply(call, NULL);
+}
+
+/* The calls of this connection act for tenant from now on: they see and touch only that
+ * tenant's sandboxes, and create for it (the core's rules, access.h). A narrowing, as on
+ * D-Bus: it needs no action itself. polkit is asked (optionally, without interaction)
+ * whether the caller holds "delegate" only to count its connections (above). */
+static int method_act_for_tenant(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        VarlinkFrontend *f = userdata;
+        TenantArgs *a = calloc(1, sizeof(TenantArgs));
+        int r;
+
+        if (!a)
+                return varlink_reply_error(call, NULL, -ENOMEM);
+        r = varlink_params_read_or_reply(call, parameters, act_for_tenant_params, a);
         if (r < 0) {
-                varlink_params_done(act_for_tenant_params, &a);
+                tenant_args_free(a);
                 return varlink_params_failed(call, r);
         }
-        if (!isempty(a.tenant))
-                r = sandbox_tenant_check(a.tenant, &error);
-        if (r >= 0)
-                r = varlink_call_set_connection_tag(call, isempty(a.tenant) ? NULL : a.tenant);
+        if (isempty(a->tenant)) {
+                tenant_args_free(a);
+                r = varlink_call_set_connection_tag(call, NULL);
+                return r < 0 ? varlink_reply_error(call, NULL, r) : varlink_call_reply(call, NULL);
+        }
+        r = sandbox_tenant_check(a->tenant, &error);
+        if (r < 0) {
+                tenant_args_free(a);
+                return varlink_reply_error(call, &error, r);
+        }
+        r = varlink_authorize_then(f->bus, call, tenant_access, SANDBOX_AUTHORIZE_OPTIONAL, tenant_authorized, a,
+                                   tenant_args_free);
         if (r < 0)
-                (void) varlink_reply_error(call, &error, r);
-        else
-                (void) varlink_call_reply(call, NULL);
-        varlink_params_done(act_for_tenant_params, &a);
+                (void) varlink_reply_error(call, NULL, r);
         return 0;
 }
 

@@ -89,6 +89,7 @@ struct VarlinkConnection {
         struct ucred ucred;
         int pidfd;
         char *tag;                      /* the server's, for its methods (varlink_call_set_connection_tag()) */
+        bool counted_apart;             /* counted with its uid's of the same tag (varlink_call_set_connection_group()) */
 
         sd_event_source *io_source;
         sd_event_source *defer_source;  /* runs connection_process() after an API call */
@@ -499,6 +500,35 @@ int varlink_call_set_connection_tag(VarlinkCall *call, const char *tag) {
         }
         free(call->connection->tag);
         call->connection->tag = t;
+        call->connection->counted_apart = false;
+        return 0;
+}
+
+/* The connections of uid counted apart under tag, but for c. */
+static unsigned server_n_connections_of_group(VarlinkServer *s, uid_t uid, const char *tag,
+                                              const VarlinkConnection *c) {
+        unsigned n = 0;
+
+        for (VarlinkConnection *i = s->connections; i; i = i->next)
+                if (i != c && i->counted_apart && i->ucred.uid == uid && streq(i->tag, tag))
+                        n++;
+        return n;
+}
+
+int varlink_call_set_connection_group(VarlinkCall *call, const char *tag) {
+        VarlinkConnection *c = call->connection;
+        int r;
+
+        if (!tag)
+                return -EINVAL;
+        if (!c->server)
+                return -ENOTCONN;
+        if (server_n_connections_of_group(c->server, c->ucred.uid, tag, c) >= c->server->limits.connections_per_uid_max)
+                return -EUSERS;
+        r = varlink_call_set_connection_tag(call, tag);
+        if (r < 0)
+                return r;
+        c->counted_apart = true;
         return 0;
 }
 
@@ -956,12 +986,12 @@ int varlink_server_bind_method(VarlinkServer *s, const char *method, varlink_met
         return 0;
 }
 
-/* Counts the connections of uid. */
+/* Counts the connections of uid, but for those counted apart in a group. */
 static unsigned server_n_connections_of(VarlinkServer *s, uid_t uid) {
         unsigned n = 0;
 
         for (VarlinkConnection *c = s->connections; c; c = c->next)
-                if (c->ucred.uid == uid)
+                if (c->ucred.uid == uid && !c->counted_apart)
                         n++;
         return n;
 }

@@ -224,6 +224,13 @@ int varlink_call_get_peer_ucred(VarlinkCall *call, struct ucred *ret);
 /* A string the server keeps with the call's connection for the calls that follow on it
  * (copied; NULL: none), e.g. on whose behalf the peer acts; freed with the connection. */
 int varlink_call_set_connection_tag(VarlinkCall *call, const char *tag);
+/* The tag, as above, and from now on the connection counts against connections_per_uid_max
+ * with its uid's other connections of that tag only, not with the rest of its uid's (which
+ * it leaves room for): for a peer the server trusts to act for many parties at once (the
+ * HTTP bridge, for its tenants), so that one party's connections cannot use up all of the
+ * peer's. -EUSERS (nothing changed) when that group is full already; connections_max
+ * still bounds all. Setting the tag again (either way) ends it. */
+int varlink_call_set_connection_group(VarlinkCall *call, const char *tag);
 /* The connection's tag (valid until it is set again), or NULL. */
 const char *varlink_call_get_connection_tag(VarlinkCall *call);
 /* A pidfd of the peer (SO_PEERPIDFD, Linux ≥ 6.5), owned by the connection: dup it to

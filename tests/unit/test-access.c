@@ -106,7 +106,7 @@ static void test_actions_and_visibility(void **state) {
 /* Every method of the interface (and the D-Bus-only ones) has its operation in the
  * core's table, but those that need no authorization; a name not in the table has none. */
 static void test_method_operations(void **state) {
-        static const char *const unauthorized[] = { "ListTemplates", "ActForTenant", NULL };
+        static const char *const unauthorized[] = { "ListTemplates", NULL };
         static const char *const dbus_only[] = { "Upload", "ReadOutputFrom", "ListSandboxesFiltered", "Release", NULL };
         char path[4096], line[512];
         SandboxOperation op;
@@ -151,6 +151,9 @@ static void test_method_operations(void **state) {
         assert_int_equal(op, SANDBOX_OP_LIST_ALL);
         assert_int_equal(sandbox_method_operation("ListExecutionsEx", &op), 0);
         assert_int_equal(op, SANDBOX_OP_LIST_ALL);
+        /* Asked optionally: whether the caller is counted apart per tenant. */
+        assert_int_equal(sandbox_method_operation("ActForTenant", &op), 0);
+        assert_int_equal(op, SANDBOX_OP_CREATE);
         assert_int_equal(sandbox_method_operation("Frobnicate", &op), -ENOENT);
         assert_int_equal(sandbox_method_operation("ListTemplates", &op), -ENOENT);
 }

@@ -48,10 +48,12 @@ static const char test_idl[] =
         "method Oneway() -> ()\n"
         "method Big() -> ()\n"
         "method Twice() -> ()\n"
+        "method Group(tag: string) -> ()\n"
         "# Declared, never bound: (MethodNotImplemented)\n"
         "method Unbound() -> ()\n"
         "error Refused (errno: int)\n"
-        "error TooBig ()\n";
+        "error TooBig ()\n"
+        "error Full ()\n";
 
 static sd_event *event;
 static VarlinkServer *server;
@@ -274,6 +276,19 @@ static int method_twice(VarlinkCall *call, json_object *parameters, VarlinkCallF
         return 0;
 }
 
+static int method_group(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        json_object *t;
+        int r;
+
+        assert_true(json_object_object_get_ex(parameters, "tag", &t));
+        r = varlink_call_set_connection_group(call, json_object_get_string(t));
+        if (r == -EUSERS)
+                return varlink_call_error(call, TEST_INTERFACE ".Full", NULL);
+        assert_int_equal(r, 0);
+        assert_string_equal(varlink_call_get_connection_tag(call), json_object_get_string(t));
+        return varlink_call_reply(call, NULL);
+}
+
 static int server_make(sd_event *e, VarlinkServer **ret) {
         static const struct {
                 const char *name;
@@ -283,7 +298,7 @@ static int server_make(sd_event *e, VarlinkServer **ret) {
                 { "Hold", method_hold },     { "Forget", method_forget }, { "Fail", method_fail },
                 { "Notify", method_notify }, { "Flood", method_flood },   { "Pump", method_pump },
                 { "Peer", method_peer },     { "Oneway", method_oneway }, { "Big", method_big },
-                { "Twice", method_twice },
+                { "Twice", method_twice },   { "Group", method_group },
         };
         VarlinkServer *s;
         char name[64];
@@ -946,6 +961,51 @@ static void test_connection_limits(void **state) {
         RUN_UNTIL(varlink_server_n_connections(server) == 1);
 }
 
+/* A connection in a group (varlink_call_set_connection_group()) leaves its uid's room to
+ * others and counts against the same limit with its group's only. */
+static void test_connection_groups(void **state) {
+        VarlinkLimits l = VARLINK_LIMITS_DEFAULT;
+        int setup_peer, fds[4][2];
+        char c;
+
+        l.connections_per_uid_max = 2;
+        assert_int_equal(varlink_server_set_limits(server, &l), 0);
+        /* The setup's connection joins group a: two more of the uid fit, not three. */
+        assert_reply_int(raw_call("{\"method\":\"io.sandboxd.Test.Group\",\"parameters\":{\"tag\":\"a\"}}"),
+                         "x", -1, false);
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds[i]), 0);
+                assert_int_equal(varlink_server_add_connection(server, fds[i][0]), 0);
+        }
+        assert_int_equal(varlink_server_n_connections(server), 3);
+        assert_int_equal(recv(fds[2][1], &c, 1, 0), 0);   /* the uid's third: closed at once */
+        safe_close(fds[2][1]);
+
+        /* The second of group a fits (and makes room for one more of the uid); a third
+         * does not, and stays counted as its uid. */
+        setup_peer = peer;
+        peer = fds[0][1];
+        assert_reply_int(raw_call("{\"method\":\"io.sandboxd.Test.Group\",\"parameters\":{\"tag\":\"a\"}}"),
+                         "x", -1, false);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds[2]), 0);
+        assert_int_equal(varlink_server_add_connection(server, fds[2][0]), 0);
+        assert_int_equal(varlink_server_n_connections(server), 4);
+        peer = fds[1][1];
+        assert_error(raw_call("{\"method\":\"io.sandboxd.Test.Group\",\"parameters\":{\"tag\":\"a\"}}"),
+                     TEST_INTERFACE ".Full", NULL, NULL);
+        /* Another group has its own room. */
+        assert_reply_int(raw_call("{\"method\":\"io.sandboxd.Test.Group\",\"parameters\":{\"tag\":\"b\"}}"),
+                         "x", -1, false);
+        /* The uid's own are now fds[2] alone: one more fits, then no more. */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds[3]), 0);
+        assert_int_equal(varlink_server_add_connection(server, fds[3][0]), 0);
+        assert_int_equal(varlink_server_n_connections(server), 5);
+        peer = setup_peer;
+        for (int i = 0; i < 4; i++)
+                safe_close(fds[i][1]);
+        RUN_UNTIL(varlink_server_n_connections(server) == 1);
+}
+
 /* ---- set-up errors ---- */
 
 static void test_idl_scan(void **state) {
@@ -1203,6 +1263,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_message_timeout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_read_ahead_bound, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_connection_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_connection_groups, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_idl_scan, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_server_setup_errors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_client_async, setup, teardown),
