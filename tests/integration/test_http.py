@@ -41,6 +41,7 @@ BODY_TIMEOUT = 2
 BODY_MIN_RATE = 64 * 1024
 PER_IP = 32
 PER_TOKEN = 16
+VARLINK_PER_TENANT = 8  # VarlinkConnectionsPerTenant=: below PER_TOKEN, so it is what refuses
 PROXY = '127.0.0.2'     # a trusted proxy (TrustedProxy=): the tests connect from it too
 # test_many_connections: one address's connections at once (this process's RLIMIT_NOFILE
 # is raised for them in BadInput).
@@ -71,7 +72,8 @@ def setUpModule():
     with open(S.path(harness.HTTP_CONFIG), 'w') as f:
         f.write(f'[HTTP]\nBodyMax={BODY_MAX}\nConnectionTimeoutSec={CONNECTION_TIMEOUT}\n'
                 f'ConnectionsPerIP={PER_IP}\nBodyTimeoutSec={BODY_TIMEOUT}\nBodyMinRate={BODY_MIN_RATE}\n'
-                f'RequestsPerToken={PER_TOKEN}\nTrustedProxy={PROXY}\n')
+                f'RequestsPerToken={PER_TOKEN}\nTrustedProxy={PROXY}\n'
+                f'VarlinkConnectionsPerTenant={VARLINK_PER_TENANT}\n')
     shutil.rmtree(S.path(harness.HTTP_TOKENS_DIR), ignore_errors=True)
     for name, tenant, extra in (('alice', 'alice', []), ('bob', 'bob', []),
                                 ('old', 'alice', ['--expires-at=1000']), ('ops', 'ops', ['--operator'])):
@@ -1139,6 +1141,60 @@ class Limits(unittest.TestCase):
         finally:
             self.release(held)
         self.assertEqual(self.status('/api/v1/sessions', token='alice'), 200)
+
+    def test_varlink_connections_per_tenant(self):
+        """One tenant's long requests hold at most VarlinkConnectionsPerTenant= of the
+        bridge's connections to sandboxd; one more is 429 naming the setting, and another
+        tenant's requests go on at once."""
+        with Session('alice') as s:
+            body = json.dumps({'argv': ['sleep', '20']}).encode()
+            held = []
+            try:
+                for _ in range(VARLINK_PER_TENANT):
+                    c = socket.create_connection(('127.0.0.1', S.http_port), timeout=10)
+                    c.sendall(f'POST {s.url}/execute HTTP/1.1\r\nHost: x\r\n'
+                              f'Authorization: Bearer {TOKENS["alice"]}\r\nContent-Type: application/json\r\n'
+                              f'Content-Length: {len(body)}\r\n\r\n'.encode() + body)
+                    held.append(c)
+                time.sleep(1.5)      # each has its connection, its command running
+                status, _, res = request('GET', '/api/v1/sessions', timeout=10)
+                self.assertEqual((status, res['error']['code']), (429, 'TooManyRequests'), res)
+                self.assertIn('VarlinkConnectionsPerTenant=', res['error']['message'])
+                start = time.monotonic()
+                status, _, res = request('GET', '/api/v1/sessions', token='bob', timeout=10)
+                self.assertEqual(status, 200, res)
+                with Session('bob') as b:
+                    self.assertEqual(b.execute({'argv': ['true']})[0], 200)
+                self.assertLess(time.monotonic() - start, 8)
+            finally:
+                self.release(held)
+            deadline = time.monotonic() + 10
+            while request('GET', '/api/v1/sessions')[0] != 200:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.2)
+
+    def test_sandboxd_counts_tenants_apart(self):
+        """sandboxd counts the connections of a caller that may act for tenants (root
+        here, the bridge's user with delegate) per tenant: 128 for one tenant leave room
+        for the caller's others, and the 129th for that tenant is Busy."""
+        conns = []
+        try:
+            for _ in range(128):
+                c = S.varlink(timeout=10)
+                conns.append(c)
+                _, error, params = c.call(f'{harness.VARLINK_IFACE}.ActForTenant', {'tenant': 'crowd'})
+                self.assertIsNone(error, params)
+            c = S.varlink(timeout=10)
+            conns.append(c)
+            _, error, params = c.call(f'{harness.VARLINK_IFACE}.ActForTenant', {'tenant': 'crowd'})
+            self.assertEqual(error, f'{harness.VARLINK_IFACE}.Busy', params)
+            _, error, params = c.call(f'{harness.VARLINK_IFACE}.ActForTenant', {'tenant': 'other'})
+            self.assertIsNone(error, params)
+            _, error, _ = S.varlink_call('ListSandboxes', {})
+            self.assertIsNone(error)
+        finally:
+            for c in conns:
+                c.close()
 
     def test_trusted_proxy(self):
         """Behind a trusted proxy each forwarded client has its own ConnectionsPerIP, and
