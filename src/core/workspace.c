@@ -47,7 +47,7 @@ struct WorkspacePool {
         char qgroups_dir[128];  /* /sys/fs/btrfs/FSID/qgroups */
         unsigned removals;      /* names the next removal's rename */
         sd_event *event;
-        /* Create, Limit and Remove share a connection, answered in order and each at once;
+        /* Create and Remove share a connection, answered in order and each at once;
          * a clone, which is answered when its snapshot is made, has one of its own so that
          * no create waits behind it. */
         VarlinkClient *client;

@@ -323,17 +323,6 @@ static int method_create(VarlinkCall *call, json_object *parameters, VarlinkCall
         return answer(call, r);
 }
 
-static int method_limit(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
-        Helper *h = userdata;
-        WorkspaceRequest q;
-        int r;
-
-        r = request_begin(h, call, WORKSPACE_LIMIT, parameters, &q);
-        if (r <= 0)
-                return r;
-        return answer(call, limit(h, q.id, q.max_bytes));
-}
-
 static int method_remove(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
         Helper *h = userdata;
         WorkspaceRequest q;
@@ -549,8 +538,6 @@ int main(int argc, char *argv[]) {
                 r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_CREATE, method_create, &h);
         if (r >= 0)
                 r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_CLONE, method_clone, &h);
-        if (r >= 0)
-                r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_LIMIT, method_limit, &h);
         if (r >= 0)
                 r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_REMOVE, method_remove, &h);
         if (r >= 0)

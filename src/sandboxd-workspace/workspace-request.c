@@ -21,9 +21,6 @@ const char workspace_interface_idl[] =
         "# Answered when done (the snapshot and the walk run in a child process).\n"
         "method Clone(from: string, id: string, fromUid: int, uid: int, maxBytes: int) -> ()\n"
         "\n"
-        "# The workspace's limit set to maxBytes.\n"
-        "method Limit(id: string, maxBytes: int) -> ()\n"
-        "\n"
         "# The workspace (an id, renamed out of the way first, or a removal's name) deleted,\n"
         "# and its qgroup; answered at once, the deletion runs in a child process.\n"
         "method Remove(id: string) -> ()\n"
@@ -98,7 +95,6 @@ static const struct {
 static const Param method_params[] = {
         [WORKSPACE_CREATE] = P_ID | P_UID | P_MAX_BYTES,
         [WORKSPACE_CLONE] = P_FROM | P_ID | P_FROM_UID | P_UID | P_MAX_BYTES,
-        [WORKSPACE_LIMIT] = P_ID | P_MAX_BYTES,
         [WORKSPACE_REMOVE] = P_ID,
 };
 

@@ -20,7 +20,6 @@ extern const char workspace_interface_idl[];
 typedef enum WorkspaceMethod {
         WORKSPACE_CREATE,
         WORKSPACE_CLONE,
-        WORKSPACE_LIMIT,
         WORKSPACE_REMOVE,
 } WorkspaceMethod;
 
@@ -28,7 +27,7 @@ typedef struct WorkspaceRequest {
         char id[WORKSPACE_NAME_MAX];    /* Remove: an id or a removal's name */
         char from[WORKSPACE_NAME_MAX];  /* Clone */
         uid_t uid, from_uid;            /* Create, Clone */
-        uint64_t max_bytes;             /* Create, Clone, Limit */
+        uint64_t max_bytes;             /* Create, Clone */
 } WorkspaceRequest;
 
 bool workspace_id_is_valid(const char *s);

@@ -11,7 +11,6 @@
 #define WORKSPACE_INTERFACE          "io.sandboxd.Workspace"
 #define WORKSPACE_METHOD_CREATE      WORKSPACE_INTERFACE ".Create"
 #define WORKSPACE_METHOD_CLONE       WORKSPACE_INTERFACE ".Clone"
-#define WORKSPACE_METHOD_LIMIT       WORKSPACE_INTERFACE ".Limit"
 #define WORKSPACE_METHOD_REMOVE      WORKSPACE_INTERFACE ".Remove"
 /* {"errno": N}: the call failed with that errno (positive). */
 #define WORKSPACE_ERROR_FAILED       WORKSPACE_INTERFACE ".Failed"

@@ -391,7 +391,9 @@ class HelperTest(harness.SandboxTestCase):
         victim = f'{S.workspace_dir}/{sid}'
         uid = int(S.run(['stat', '-c', '%u', f'{victim}/work']).stdout)
         calls = [{'method': 'io.sandboxd.Workspace.Remove', 'parameters': {'id': sid}},
-                 {'method': 'io.sandboxd.Workspace.Limit', 'parameters': {'id': sid, 'maxBytes': 1 << 40}},
+                 {'method': 'io.sandboxd.Workspace.Clone',
+                  'parameters': {'from': sid, 'id': '0123456789abcdee', 'fromUid': uid, 'uid': uid,
+                                 'maxBytes': 1 << 40}},
                  {'method': 'io.sandboxd.Workspace.Create',
                   'parameters': {'id': '0123456789abcdef', 'uid': uid, 'maxBytes': 1 << 20}}]
         for wrap in ([], ['systemd-run', '--wait', '--pipe', '--quiet', '--property=Type=exec']):

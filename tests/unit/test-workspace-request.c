@@ -106,8 +106,6 @@ static void test_requests(void **state) {
         assert_int_equal(r.from_uid, BASE + 1);
         assert_int_equal(r.uid, BASE + 2);
 
-        assert_int_equal(parse(WORKSPACE_LIMIT, "{\"id\":\"" ID "\",\"maxBytes\":7}", &r, bad, sizeof(bad)), 0);
-        assert_int_equal(r.max_bytes, 7);
         assert_int_equal(parse(WORKSPACE_REMOVE, "{\"id\":\"" ID "\"}", &r, bad, sizeof(bad)), 0);
         assert_int_equal(parse(WORKSPACE_REMOVE, "{\"id\":\".removing-" ID "-3-99\"}", &r, bad, sizeof(bad)), 0);
         assert_string_equal(r.id, ".removing-" ID "-3-99");
@@ -124,7 +122,6 @@ static void test_requests(void **state) {
         expect_refused(WORKSPACE_REMOVE, "{\"id\":\"" ID "\",\"directory\":\"/\"}", "directory");
         /* A removal's name is Remove's only. */
         expect_refused(WORKSPACE_CREATE, "{\"id\":\".removing-" ID "-0-1\",\"uid\":1879048193,\"maxBytes\":1}", "id");
-        expect_refused(WORKSPACE_LIMIT, "{\"id\":\".removing-" ID "-0-1\",\"maxBytes\":1}", "id");
         expect_refused(WORKSPACE_CLONE, "{\"from\":\".removing-" ID "-0-1\",\"id\":\"" ID2 "\",\"fromUid\":1879048193,"
                        "\"uid\":1879048194,\"maxBytes\":5}", "from");
         /* Uids: root, a host user, past the range; of the source too. */
@@ -138,7 +135,7 @@ static void test_requests(void **state) {
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"" ID "\",\"maxBytes\":1}", "uid");
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"" ID "\",\"uid\":1879048193,\"maxBytes\":0}", "maxBytes");
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"" ID "\",\"uid\":1879048193,\"maxBytes\":-1}", "maxBytes");
-        expect_refused(WORKSPACE_LIMIT, "{\"id\":16,\"maxBytes\":1}", "id");
+        expect_refused(WORKSPACE_REMOVE, "{\"id\":16}", "id");
         expect_refused(WORKSPACE_REMOVE, "{}", "id");
         expect_refused(WORKSPACE_CLONE, "{\"from\":\"" ID "\",\"id\":\"" ID "\",\"fromUid\":1879048193,"
                        "\"uid\":1879048194,\"maxBytes\":5}", "id");
