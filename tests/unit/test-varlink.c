@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* The varlink layer (src/shared/varlink.h): our server on one end of a socketpair, the
+/* The varlink layer (src/varlink/varlink.h): our server on one end of a socketpair, the
  * test on the other writing raw bytes and reading raw replies, both on one sd-event loop;
  * then our client half against the same server. */
 
