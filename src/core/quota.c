@@ -200,6 +200,10 @@ const char *quota_item_to_string(QuotaItem i) {
         return i >= 0 && i < _QUOTA_ITEM_MAX ? quota_item_table[i] : NULL;
 }
 
+bool quota_limits_bound_use(const QuotaLimits *l) {
+        return l->sandboxes > 0 || l->memory > 0 || l->tasks > 0 || l->disk > 0 || l->cpu > 0;
+}
+
 int quota_check(const QuotaLimits *l, const QuotaUse *use, const SandboxConfig *c, const char *whom,
                 SandboxError *error) {
         const struct {

@@ -124,6 +124,9 @@ typedef enum QuotaItem {
 /* "Sandboxes", "MemoryMax", …, "CreatesPerSecond": the option's name where there is one. */
 const char *quota_item_to_string(QuotaItem i);
 
+/* Does l bound anything that is counted over the live sandboxes (quota_check() has work)? */
+bool quota_limits_bound_use(const QuotaLimits *l);
+
 /* Whether one more sandbox of config c fits under l next to use: 0, or QuotaExceeded
  * (-EDQUOT) naming the first item that does not fit, its limit and the use, for whom
  * ("owner 1000", "tenant acme"). */

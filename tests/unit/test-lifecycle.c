@@ -1786,6 +1786,38 @@ static void test_snapshot_turns_waiting_bounded(void **state) {
         destroy(held.sandbox);
 }
 
+/* A snapshot waiting for its turn is no sandbox of its owner's: only creates waiting
+ * count against the quota (the waiters' test once read `!run && tenant ? … : …`, which
+ * counted every waiting operation of an owner without a tenant). */
+static void test_waiting_snapshot_counts_no_sandbox(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s = create("shell", false);
+        SandboxConfig config = {};
+        Answer held = {}, queued = {}, snapshot = {};
+        QuotaReport q;
+
+        /* A create holds the owner's one turn; a second create and a snapshot wait. */
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &held, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &queued, &error), 0);
+        assert_int_equal(sandbox_snapshot(s, NULL, on_snapshot, &snapshot, &error), 0);
+        assert_int_equal(s->snapshot_turns_waiting, 1);
+        assert_int_equal(manager_creates_waiting(manager), 1);
+
+        /* s, the one starting and the create waiting: three, not four. */
+        assert_int_equal(manager_get_quota(manager, &root, &q), 0);
+        assert_int_equal(q.entries[QUOTA_SANDBOXES].use, 3);
+
+        destroy(s);
+        fake_systemd_release();
+        RUN_UNTIL(held.n > 0 && queued.n > 0 && snapshot.n > 0);
+        assert_int_equal(snapshot.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        destroy(held.sandbox);
+        destroy(queued.sandbox);
+}
+
 /* Tenants are names a delegate gives, any number of them: the statistics keep at most
  * STATISTICS_TENANTS_MAX, a tenant with no sandbox left giving its entry up first. */
 static void test_tenant_statistics_bounded(void **state) {
@@ -2239,6 +2271,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_export_and_import, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_waits_its_turn, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_waiting_snapshot_counts_no_sandbox, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_tenant_quota_and_max, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_retention_and_leftovers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hibernation_keeps_its_secret_bindings, setup, teardown),

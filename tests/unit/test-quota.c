@@ -196,8 +196,17 @@ static void test_quota(void **state) {
         assert_string_equal(e.quota_what, "DiskMax");
         sandbox_error_done(&e);
 
-        /* No limits: anything goes. */
+        /* No limits: anything goes, and nothing needs counting (a create of an owner
+         * without a quota walks no sandboxes); a rate or a snapshot quota counts none either. */
         assert_int_equal(quota_check(&(QuotaLimits) {}, &over, &c, "owner 1", &e), 0);
+        assert_false(quota_limits_bound_use(&(QuotaLimits) {}));
+        assert_false(quota_limits_bound_use(&(QuotaLimits) { .creates_per_sec = 5, .creates_burst = 10,
+                                                             .snapshots = 3, .snapshot_bytes = GiB }));
+        assert_true(quota_limits_bound_use(&(QuotaLimits) { .sandboxes = 1 }));
+        assert_true(quota_limits_bound_use(&(QuotaLimits) { .memory = 1 }));
+        assert_true(quota_limits_bound_use(&(QuotaLimits) { .tasks = 1 }));
+        assert_true(quota_limits_bound_use(&(QuotaLimits) { .disk = 1 }));
+        assert_true(quota_limits_bound_use(&(QuotaLimits) { .cpu = 1 }));
         assert_string_equal(quota_item_to_string(QUOTA_CREATES_PER_SEC), "CreatesPerSecond");
         assert_null(quota_item_to_string(_QUOTA_ITEM_MAX));
 }
