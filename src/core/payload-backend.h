@@ -57,5 +57,8 @@ const SandboxConfig *sandbox_payload_config(Sandbox *s);
 /* Where its /work and /tmp are on disk (workspace.h: DIR/ID), for its payload; NULL with
  * Storage=tmpfs. */
 int sandbox_workspace_path(Sandbox *s, char **ret);
+/* Its /dev/shm on disk (workspace_shm_dir(): DIR/ID/shm), for its payload; NULL with
+ * Storage=tmpfs, or when the workspace cannot have one (logged): a tmpfs then. */
+int sandbox_workspace_shm_dir(Sandbox *s, char **ret);
 /* Whether s is still starting (neither running yet nor going). */
 bool sandbox_payload_starting(Sandbox *s);

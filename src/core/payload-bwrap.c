@@ -105,9 +105,15 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
                 }
         }
         /* /dev read-only: bwrap cannot size the tmpfs of --dev, so the only place to write
-         * there is /dev/shm, bounded like /tmp. */
+         * there is /dev/shm, bounded like /tmp: on disk, the workspace's shm/ (within its
+         * quota, and no superblock of its own: see the proc masks above), else a tmpfs.
+         * (The --remount-ro of /dev is of that mount only, not of the one on /dev/shm.) */
         ARG("--dev"); ARG("/dev");
-        ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm"); /* SHM_MODE */
+        if (p->shm_dir) {
+                ARG("--bind"); ARG(p->shm_dir); ARG("/dev/shm");
+        } else {
+                ARG("--size"); ARG(shm); ARG("--perms"); ARG("1777"); ARG("--tmpfs"); ARG("/dev/shm"); /* SHM_MODE */
+        }
         ARG("--remount-ro"); ARG("/dev");
         if (p->workspace_dir) {
                 /* On disk, within its quota: the workspace's own directories (its root
@@ -140,6 +146,10 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG(SANDBOX_AGENT_INSIDE);
         /* Its messages over the control socket once it is ready: no pipe of ours a sandbox. */
         ARG("--log-over-control");
+        /* POSIX shared memory does not outlive the processes (as after a boot): what a
+         * sandbox on disk left in /dev/shm is removed as it starts again. */
+        if (p->shm_dir)
+                ARG("--empty-dev-shm");
         if (p->egress)
                 ARG("--egress");
 #undef ARG
@@ -505,8 +515,10 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         if (r < 0)
                 return r;
 
-        _cleanup_free_ char *workspace = NULL;
+        _cleanup_free_ char *workspace = NULL, *shm_dir = NULL;
         r = sandbox_workspace_path(s, &workspace);
+        if (r >= 0)
+                r = sandbox_workspace_shm_dir(s, &shm_dir);
         if (r < 0)
                 return r;
 
@@ -519,6 +531,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
         PayloadParams params = {
                 .template = t,
                 .workspace_dir = workspace,
+                .shm_dir = shm_dir,
                 .etc_dir = t->etc_dir,
                 .machine_id = machine_id,
                 .bwrap_path = h->bwrap_path,

@@ -36,6 +36,9 @@ typedef struct PayloadParams {
         uint64_t disk_max;         /* size of the /work and /tmp tmpfs */
         const char *workspace_dir; /* NULL: /work and /tmp are tmpfs; else its work/ and tmp/
                                     * are bound there (workspace.h) */
+        const char *shm_dir;       /* NULL: /dev/shm is a tmpfs of the template's shm_max; else
+                                    * bound there (the workspace's shm/: workspace_shm_dir()),
+                                    * and emptied by the agent as it starts */
         char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
         char * const *proc_mask_dirs;
         const char *empty_dir;     /* an empty host directory bound over each mask dir; NULL: a

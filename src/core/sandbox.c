@@ -1301,6 +1301,22 @@ int sandbox_workspace_path(Sandbox *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+int sandbox_workspace_shm_dir(Sandbox *s, char **ret) {
+        int r;
+
+        *ret = NULL;
+        if (s->config.limits.storage != STORAGE_DISK || !s->manager->workspaces)
+                return 0;
+        r = workspace_shm_dir(s->manager->workspaces, s->id, ret);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                log_sandbox(s, LOG_WARNING, r,
+                            "Sandbox %s gets a tmpfs /dev/shm: its workspace cannot hold one (%s/%s): %m", s->id,
+                            s->id, WORKSPACE_SHM);
+        return 0;
+}
+
 int sandbox_new_stopped(Manager *m, const SandboxPersist *st, Sandbox **ret) {
         Sandbox *s;
         int r;

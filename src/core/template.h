@@ -44,7 +44,7 @@ typedef struct Template {
         /* bwrap: the sandbox's own /etc (etc-tree.h) */
         char **etc_files;     /* path relative to /etc, contents, path, contents, … */
         char *timezone;       /* /etc/localtime's zone; NULL: UTC */
-        uint64_t shm_max;     /* size of /dev/shm; 0 = default */
+        uint64_t shm_max;     /* size of the /dev/shm tmpfs (sandboxes in memory); 0 = default */
         char *etc_dir;        /* set by the manager: where the generated tree is */
         char **egress_allow;  /* EgressAllow=, EgressDeny= of its sandboxes unless asked otherwise */
         char **egress_deny;
@@ -58,8 +58,9 @@ typedef struct Template {
         char **requires;
 } Template;
 
-/* /dev/shm is a tmpfs of this many bytes unless the template says otherwise; its pages
- * count against MemoryMax like those of /work and /tmp. */
+/* In memory (Storage=tmpfs), /dev/shm is a tmpfs of this many bytes unless the template
+ * says otherwise; its pages count against MemoryMax like those of /work and /tmp. On disk
+ * it is the workspace's shm/, within DiskMax (workspace_shm_dir()). */
 #define TEMPLATE_SHM_DEFAULT (64ULL * 1024 * 1024)
 #define TEMPLATE_SHM_MIN (1ULL * 1024 * 1024)
 #define TEMPLATE_SHM_MAX (16ULL * 1024 * 1024 * 1024)

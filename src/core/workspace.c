@@ -138,6 +138,35 @@ bool workspace_exists(const WorkspacePool *p, const char *id) {
         return faccessat(p->dir_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
 }
 
+int workspace_shm_dir(const WorkspacePool *p, const char *id, char **ret) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        /* The workspace's root is root's, mode 0711: nothing the sandbox made can be here
+         * (only in work/, tmp/ and shm/ themselves). */
+        fd = openat(p->dir_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstatat(fd, WORKSPACE_SHM, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (mkdirat(fd, WORKSPACE_SHM, WORKSPACE_SHM_MODE) < 0 && errno != EEXIST)
+                        return -errno;
+                if (fstatat(fd, WORKSPACE_SHM, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+        }
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if (st.st_uid != 0)
+                return -EPERM;
+        /* mkdir() left out what our umask masks. Not a link (checked above), in a
+         * directory only root writes; the sandbox, not its owner, cannot chmod it. */
+        if ((st.st_mode & 07777) != WORKSPACE_SHM_MODE && fchmodat(fd, WORKSPACE_SHM, WORKSPACE_SHM_MODE, 0) < 0)
+                return -errno;
+        *ret = workspace_path(p, id, WORKSPACE_SHM);
+        return *ret ? 0 : -ENOMEM;
+}
+
 /* ---- sandboxd-workspace's calls ------------------------------------------------------ */
 
 static int on_close_timer(sd_event_source *source, uint64_t usec, void *userdata) {

@@ -25,6 +25,10 @@
 
 #include <systemd/sd-event.h>
 
+/* The sandbox's /dev/shm in its workspace: DIR/ID/shm, root's, as the host's /dev/shm. */
+#define WORKSPACE_SHM "shm"
+#define WORKSPACE_SHM_MODE 01777
+
 typedef struct WorkspacePool WorkspacePool;
 /* A call to sandboxd-workspace under way. */
 typedef struct WorkspaceCall WorkspaceCall;
@@ -64,6 +68,13 @@ void workspace_call_cancel(WorkspaceCall *c);
 /* "DIR/ID/sub", or "DIR/ID" for sub NULL (owned). */
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
 bool workspace_exists(const WorkspacePool *p, const char *id);
+/* "DIR/ID/shm", the sandbox's /dev/shm on disk (owned): a directory of root's, mode 01777
+ * as the host's /dev/shm, made here if the workspace has none (one a sandboxd older than
+ * it made, or a fork of one). Root's, so that sandboxd (root, owner of the workspace's
+ * root directory) makes it itself, with no privilege of sandboxd-workspace's. -errno if
+ * it is not there and cannot be made (the quota full, something else of that name): the
+ * caller then gives the sandbox a tmpfs. */
+int workspace_shm_dir(const WorkspacePool *p, const char *id, char **ret);
 
 /* Takes id's workspace out of the pool at once (a rename) and has sandboxd-workspace
  * remove it in the background. 0 if there was none. */

@@ -461,12 +461,14 @@ static int op_mkdir(const struct agent_file *f) {
         return r;
 }
 
-static int remove_tree(int dirfd, const char *name);
+static int remove_tree(int dirfd, const char *name, bool force);
 
-/* Empties the directory fd (taken). */
-static int remove_contents(int fd) {
+/* Empties the directory fd (taken). ret_left NULL: stops at the first failure; else goes
+ * on past what cannot be removed, and says how many entries were left there. */
+static int remove_contents(int fd, bool force, unsigned *ret_left) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
+        unsigned left = 0;
         int r;
 
         d = fdopendir(fd);
@@ -481,30 +483,48 @@ static int remove_contents(int fd) {
         while ((de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
-                r = remove_tree(dirfd(d), de->d_name);
-                if (r < 0)
+                r = remove_tree(dirfd(d), de->d_name, force);
+                if (r < 0 && !ret_left)
                         return r;
+                if (r < 0)
+                        left++;
                 errno = 0;
         }
+        if (ret_left)
+                *ret_left = left;
         return errno != 0 ? -errno : 0;
 }
 
-static int remove_tree(int dirfd, const char *name) {
+/* force: directories of ours that we may not read or write (chmod 0, 0500) are made so
+ * first, as nothing else of the sandbox runs (agent_empty_dir()). */
+static int remove_tree(int dirfd, const char *name, bool force) {
+        struct stat st;
         int fd, r;
 
         /* A symlink (to a directory or not) fails here with ELOOP, and is removed itself,
          * never what it points to. */
         fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES && force && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 &&
+            S_ISDIR(st.st_mode) && fchmodat(dirfd, name, 0700, 0) >= 0)
+                fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
         if (fd < 0) {
                 if (errno != ENOTDIR && errno != ELOOP)
                         return -errno;
                 return unlinkat(dirfd, name, 0) < 0 ? -errno : 0;
         }
+        if (force)
+                (void) fchmod(fd, 0700);
 
-        r = remove_contents(fd);
+        r = remove_contents(fd, force, NULL);
         if (r < 0)
                 return r;
         return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+int agent_empty_dir(const char *path, unsigned *ret_left) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+
+        return fd < 0 ? -errno : remove_contents(fd, true, ret_left);
 }
 
 static int op_remove(const struct agent_file *f) {
@@ -520,7 +540,7 @@ static int op_remove(const struct agent_file *f) {
                 return -EINVAL;
 
         if (f->recursive)
-                return remove_tree(dirfd, name);
+                return remove_tree(dirfd, name, false);
 
         if (unlinkat(dirfd, name, 0) >= 0)
                 return 0;

@@ -651,11 +651,12 @@ int main(int argc, char *argv[]) {
                 { "renew-server",   no_argument,       NULL, 'R' },
                 { "archive-workspace", no_argument,    NULL, 'A' },
                 { "log-over-control", no_argument,     NULL, 'L' },
+                { "empty-dev-shm",  no_argument,       NULL, 'E' },
                 {}
         };
         const char *connect_path = NULL, *seccomp_path = NULL;
         unsigned inner_uid, inner_gid;
-        bool userns = false, egress = false, log_over = false;
+        bool userns = false, egress = false, log_over = false, empty_shm = false;
         struct agent a = {};
         sigset_t mask;
         int sfd, type, c, r;
@@ -681,6 +682,9 @@ int main(int argc, char *argv[]) {
                 case 'L':
                         log_over = true;
                         break;
+                case 'E':
+                        empty_shm = true;
+                        break;
                 case 'H':
                         hold();
                 case 'R':
@@ -688,7 +692,7 @@ int main(int argc, char *argv[]) {
                 case 'A':
                         exit(agent_archive_workspace());
                 default:
-                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] [--log-over-control] | --hold | --renew-server | --archive-workspace",
+                        die("usage: sandbox-init [--connect PATH] [--user-namespace UID:GID] [--seccomp FILE] [--egress] [--log-over-control] [--empty-dev-shm] | --hold | --renew-server | --archive-workspace",
                             EINVAL);
                 }
         if (optind != argc)
@@ -741,6 +745,20 @@ int main(int argc, char *argv[]) {
         sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (sfd < 0)
                 die("signalfd", errno);
+
+        /* A sandbox on disk keeps its /dev/shm (a directory of its workspace) across its
+         * stops: what was there is gone once it starts again, as after a boot. Before
+         * "ready", so that no command of the sandbox's runs meanwhile; as the sandbox's
+         * uid, in its namespaces, never following a link it made. */
+        if (empty_shm) {
+                unsigned left = 0;
+
+                r = agent_empty_dir("/dev/shm", &left);
+                if (r < 0)
+                        fprintf(stderr, "sandbox-init: cannot empty /dev/shm: %s\n", strerror(-r));
+                else if (left > 0)
+                        fprintf(stderr, "sandbox-init: %u entries of /dev/shm could not be removed.\n", left);
+        }
 
         /* When not PID 1 (a test, docker --init), still be the one that reaps orphans. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -29,6 +29,11 @@ _noreturn_ void tty_relay(int master, int in, int out);
  * Never returns. */
 _noreturn_ void file_op_run(const struct agent_file *f, int fd);
 
+/* Removes everything in the directory path, never following a link (those are removed
+ * themselves), going on past what it cannot remove: *ret_left of the entries in path
+ * are left. 0, or -errno if path cannot be read. */
+int agent_empty_dir(const char *path, unsigned *ret_left);
+
 /* snapshot.c: the "archive" (fd: out) and "extract" (fd: in) file operations. */
 int op_archive(const struct agent_file *f, int out, struct agent_file_result *res);
 int op_extract(const struct agent_file *f, int in, struct agent_file_result *res);

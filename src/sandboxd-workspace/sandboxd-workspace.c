@@ -379,10 +379,14 @@ static int method_clone(VarlinkCall *call, json_object *parameters, VarlinkCallF
                 return -ENOMEM;
         j->q = q;
         /* -h -P: links are changed themselves, never followed; --from: only what the source
-         * sandbox owned (all of it, as nothing else can write there). */
+         * sandbox owned (all of it, as nothing else can write there). shm/ (root's itself)
+         * too, so that the fork's agent can empty it as it starts: a workspace made by an
+         * older sandboxd has none (sandboxd makes it as the sandbox starts). */
         r = child_run(h, (char *[]) { (char *) "/bin/sh", (char *) "-c",
                                       (char *) "\"$0\" -q subvolume snapshot -- \"$1\" \"$2\" >/dev/null && "
-                                               "chown -h -R -P --from=\"$3\" -- \"$4\" \"$2/work\" \"$2/tmp\"",
+                                               "chown -h -R -P --from=\"$3\" -- \"$4\" \"$2/work\" \"$2/tmp\" && "
+                                               "{ ! [ -d \"$2/shm\" ] || "
+                                               "chown -h -R -P --from=\"$3\" -- \"$4\" \"$2/shm\"; }",
                                       (char *) h->btrfs_path, from, to, from_owner, to_owner, NULL },
                       clone_done, j);
         if (r < 0) {

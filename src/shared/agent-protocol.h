@@ -116,6 +116,9 @@
  *       go in time (sandboxd then destroys the sandbox). /work, /tmp and /dev/shm are
  *       replaced by sandboxd afterwards, from outside (payload-bwrap.c).
  *
+ * --empty-dev-shm (a sandbox on disk, whose /dev/shm is its workspace's shm/): the agent
+ * empties /dev/shm before it says "ready", as its uid, following no link.
+ *
  * Its stderr (version 4): until it is ready, the agent's stderr is a pipe to the
  * sandboxd that started it (bwrap's too), which logs each line. Started with
  * --log-over-control, the agent makes its stderr a pipe of its own just before "ready"

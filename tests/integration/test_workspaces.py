@@ -340,6 +340,160 @@ class WorkspaceTest(harness.SandboxTestCase):
         self.assertNotIn('secret', res['stdout'])
 
 
+# POSIX shared memory as Python uses it: a shared_memory block (shm_open) and a semaphore
+# (sem_open), both files in /dev/shm.
+SHM_PY = r'''
+import multiprocessing, os
+from multiprocessing import shared_memory
+m = shared_memory.SharedMemory(create=True, size=1 << 20, name="devshm-test")
+m.buf[:5] = b"hello"
+print(os.path.exists("/dev/shm/devshm-test"))
+def child(q):
+    o = shared_memory.SharedMemory(name="devshm-test")
+    q.put(bytes(o.buf[:5]).decode())
+    o.close()
+q = multiprocessing.Queue()
+p = multiprocessing.Process(target=child, args=(q,))
+p.start()
+print(q.get(timeout=30))
+p.join()
+s = multiprocessing.Semaphore(2)
+s.acquire(); s.acquire(); print(s.acquire(block=False)); s.release()
+m.close(); m.unlink()
+'''
+
+
+class DevShmTest(harness.SandboxTestCase):
+    """A sandbox on disk has its /dev/shm in its workspace (DIR/ID/shm): no tmpfs of its
+    own, so one superblock fewer per sandbox (each is kernel state in every memory cgroup:
+    docs/ARCHITECTURE.md, "Many sandboxes"); bounded by DiskMax; emptied as the sandbox
+    starts again. docs/WORKSPACES.md, "/dev/shm"."""
+
+    def pool(self):
+        return S.workspace_dir
+
+    def sh(self, sid, script, timeout=None):
+        return self.exec_json(sid, 'sh', '-c', script, timeout=timeout)[1]
+
+    @staticmethod
+    def mounts(pid):
+        """[(mount point, fs type, superblock's device)] of pid's mount namespace, from
+        /proc/PID/mountinfo (the device is the superblock's s_dev, field 3)."""
+        out = []
+        with open(f'/proc/{pid}/mountinfo') as f:
+            for line in f:
+                pre, _, post = line.partition(' - ')
+                fields = pre.split()
+                out.append((fields[4], post.split()[0], fields[2]))
+        return out
+
+    def agent_pid(self, sid):
+        for pid in S.unit_pids(f'sandbox-{sid}.scope') or ():
+            try:
+                with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                    if f.read().split(b'\0')[0] == b'/run/sandbox-init':
+                        return pid
+            except OSError:
+                pass
+        self.fail(f'no agent found in sandbox-{sid}.scope')
+
+    def own_superblocks(self, sid):
+        """{device: [(mount point, fs type)]} of the superblocks mounted in the sandbox that
+        are its own: not also in sandboxd's mount namespace (the host's /usr, the pool, the
+        agent's binary and /etc tree are shared by every sandbox)."""
+        daemon = next(iter(S.unit_pids('sandboxd.service')))
+        shared = {dev for _, _, dev in self.mounts(daemon)}
+        own = {}
+        for point, fstype, dev in self.mounts(self.agent_pid(sid)):
+            if dev not in shared:
+                own.setdefault(dev, []).append((point, fstype))
+        return own
+
+    def dev_of(self, sid, point):
+        return next(dev for p, _, dev in self.mounts(self.agent_pid(sid)) if p == point)
+
+    def test_superblocks_per_sandbox(self):
+        """Idle on disk: its own superblocks are bwrap's root, /proc, /dev and /dev/pts
+        (plus its IPC namespace's mqueue, which is mounted nowhere); /dev/shm, /work and
+        /tmp are the pool's. In memory, /dev/shm, /work and /tmp are three more."""
+        sid = self.create('--storage=disk')
+        own = self.own_superblocks(sid)
+        # Each by its first mount (bwrap's root also holds the files it binds from data,
+        # /etc/machine-id).
+        kinds = sorted(min(mounts) for mounts in own.values())
+        self.assertEqual(kinds, [('/', 'tmpfs'), ('/dev', 'tmpfs'), ('/dev/pts', 'devpts'), ('/proc', 'proc')],
+                         f'superblocks of sandbox {sid} on disk: {own}')
+        pool = self.dev_of(sid, '/work')
+        self.assertEqual(self.dev_of(sid, '/dev/shm'), pool)
+        self.assertEqual(self.dev_of(sid, '/tmp'), pool)
+        print(f'\n  superblocks of an idle sandbox on disk: {len(own)} mounted + its mqueue = {len(own) + 1}',
+              file=sys.stderr)
+
+        mem = self.create('--storage=tmpfs', '--memory=256M', '--disk=64M')
+        own = self.own_superblocks(mem)
+        kinds = sorted(min(mounts) for mounts in own.values())
+        self.assertEqual(kinds, [('/', 'tmpfs'), ('/dev', 'tmpfs'), ('/dev/pts', 'devpts'), ('/dev/shm', 'tmpfs'),
+                                 ('/proc', 'proc'), ('/tmp', 'tmpfs'), ('/work', 'tmpfs')],
+                         f'superblocks of sandbox {mem} in memory: {own}')
+
+    def test_shm_works_and_counts_to_the_disk(self):
+        """POSIX shared memory (Python's shared_memory, semaphores) works; what is in
+        /dev/shm is on the pool, within DiskMax: EDQUOT at it, never an OOM kill."""
+        sid = self.create('--memory=128M', '--disk=48M')
+        _, res = self.exec_json(sid, 'python3', '-c', SHM_PY, timeout=120)
+        self.assertEqual(res['exit_code'], 0, res)
+        self.assertEqual(res['stdout'].split(), ['True', 'hello', 'False'])
+        res = self.sh(sid, 'stat -f -c %T /dev/shm; stat -c %a /dev/shm; df --output=target /dev/shm | tail -1')
+        self.assertEqual(res['stdout'].split(), ['btrfs', '1777', '/dev/shm'], res)
+        res = self.sh(sid, 'dd if=/dev/zero of=/dev/shm/big bs=1M count=200 status=none; echo rc=$?', timeout=120)
+        self.assertFalse(res['oom_killed'], res)
+        self.assertIn('rc=1', res['stdout'])
+        self.assertIn('Disk quota exceeded', res['stderr'])
+        st = json.loads(self.ok(self.ctl('status', '--json', sid)).stdout)
+        self.assertGreater(st['disk_bytes_used'], 40 * MiB, st)
+        self.assert_exec_works(sid, 'after its /dev/shm filled its disk')
+
+    def test_emptied_when_started_again(self):
+        """What was in /dev/shm is gone once the sandbox starts again (Wake), links
+        removed, not followed; /work stays. A workspace without shm/ (made by an older
+        sandboxd) gets one; one that cannot hold one gets a tmpfs."""
+        sid = self.create('--name=shmwake')
+        shm = f'{self.pool()}/{sid}/shm'
+        self.sh(sid, 'echo k > /work/k; echo x > /dev/shm/x; mkdir -p /dev/shm/d/e; echo y > /dev/shm/d/e/y; '
+                'chmod 0500 /dev/shm/d/e; ln -s /work/k /dev/shm/l; ln -s /work /dev/shm/dl')
+        self.ok(self.ctl('hibernate', sid))
+        self.assertEqual(S.run(['test', '-e', f'{shm}/x']).returncode, 0)
+        self.ok(self.ctl('wake', sid))
+        res = self.sh(sid, 'ls -A /dev/shm; cat /work/k; ls /work')
+        self.assertEqual(res['stdout'], 'k\nk\n', res)
+
+        # As an older sandboxd left it: no shm/.
+        self.ok(self.ctl('hibernate', sid))
+        self.assertEqual(S.run(['rm', '-rf', '--one-file-system', shm]).returncode, 0)
+        self.ok(self.ctl('wake', sid))
+        _, res = self.exec_json(sid, 'python3', '-c', SHM_PY, timeout=120)
+        self.assertEqual(res['stdout'].split(), ['True', 'hello', 'False'], res)
+        self.assertEqual(S.run(['stat', '-c', '%a %u', shm]).stdout.split(), ['1777', '0'])
+
+        # shm/ cannot be made (something else has the name): a tmpfs, and it starts.
+        self.ok(self.ctl('hibernate', sid))
+        self.assertEqual(S.run(['rmdir', shm]).returncode, 0)
+        self.assertEqual(S.run(['touch', shm]).returncode, 0)
+        self.ok(self.ctl('wake', sid))
+        res = self.sh(sid, 'stat -f -c %T /dev/shm; echo s > /dev/shm/s && cat /dev/shm/s /work/k')
+        self.assertEqual(res['stdout'].split(), ['tmpfs', 's', 'k'], res)
+
+    def test_fork_starts_with_an_empty_shm(self):
+        """A fork's /dev/shm is empty: the snapshot's shm/ is given to the fork's uid with
+        its work/ and tmp/, and the fork's agent empties it; the source keeps its own."""
+        src = self.create()
+        self.sh(src, 'echo s > /dev/shm/s; mkdir /dev/shm/d; echo t > /dev/shm/d/t')
+        fork = self.ok(self.ctl('fork', src)).stdout.strip()
+        self.addCleanup(self.destroy_quietly, S, fork)
+        self.assertEqual(self.sh(fork, 'ls -A /dev/shm; stat -f -c %T /dev/shm')['stdout'], 'btrfs\n')
+        self.assertEqual(self.sh(src, 'cat /dev/shm/s /dev/shm/d/t')['stdout'], 's\nt\n')
+
+
 # Capabilities by bit (capability.h): what the workspaces need, and sandboxd no longer holds.
 CAP_CHOWN, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 2, 21
 HELPER_SOCKET = '/run/sandboxd/workspace'

@@ -130,6 +130,42 @@ static void test_argv_shm_size(void **state) {
         assert_int_equal(find_seq(argv, "--ro-bind-data", NULL, NULL), -1);
 }
 
+/* On disk: /dev/shm is the workspace's shm/, bound (no tmpfs: no superblock of its own,
+ * within the workspace's quota), and the agent empties it as it starts. */
+static void test_argv_shm_on_disk(void **state) {
+        char *binds[] = { (char *) "/usr", NULL };
+        Template t = { .name = (char *) "shell", .ro_binds = binds, .shm_max = 1 << 20 };
+        PayloadParams p = {
+                .template = &t, .bwrap_path = "/usr/bin/bwrap", .agent_path = "/a", .disk_max = 1 << 20,
+                .seccomp_fd = 9, .workspace_dir = "/var/lib/sandboxd/workspaces/0123456789abcdef",
+                .shm_dir = "/var/lib/sandboxd/workspaces/0123456789abcdef/shm",
+        };
+        _cleanup_strv_free_ char **argv = NULL, **argv2 = NULL;
+        int i, sep;
+
+        assert_int_equal(bwrap_build_argv(&p, &argv), 0);
+        i = find_seq(argv, "--bind", "/var/lib/sandboxd/workspaces/0123456789abcdef/shm", "/dev/shm");
+        assert_true(i > find_seq(argv, "--dev", "/dev", NULL));
+        assert_true(find_seq(argv, "--remount-ro", "/dev", NULL) > i);
+        assert_true(find_seq(argv, "--bind", "/var/lib/sandboxd/workspaces/0123456789abcdef/work", "/work") > 0);
+        assert_true(find_seq(argv, "--bind", "/var/lib/sandboxd/workspaces/0123456789abcdef/tmp", "/tmp") > 0);
+        /* No tmpfs at all but bwrap's root and /dev, and no size of shm_max. */
+        assert_int_equal(find_seq(argv, "--tmpfs", NULL, NULL), -1);
+        assert_int_equal(find_seq(argv, "--size", NULL, NULL), -1);
+        sep = find_seq(argv, "--", NULL, NULL);
+        assert_true(sep > 0);
+        assert_true(find_seq(argv, "--empty-dev-shm", NULL, NULL) > sep);
+
+        /* A workspace that cannot hold one: a tmpfs /dev/shm as in memory, left alone. */
+        p.shm_dir = NULL;
+        assert_int_equal(bwrap_build_argv(&p, &argv2), 0);
+        i = find_seq(argv2, "--tmpfs", "/dev/shm", NULL);
+        assert_true(i > 4);
+        assert_string_equal(argv2[i - 3], "1048576");
+        assert_int_equal(find_seq(argv2, "--bind", NULL, "/dev/shm"), -1);
+        assert_int_equal(find_seq(argv2, "--empty-dev-shm", NULL, NULL), -1);
+}
+
 static void test_argv_without_seccomp(void **state) {
         char *binds[] = { (char *) "/usr", NULL };
         Template t = { .name = (char *) "shell", .ro_binds = binds };
@@ -170,6 +206,7 @@ int main(void) {
                 cmocka_unit_test(test_argv),
                 cmocka_unit_test(test_argv_without_seccomp),
                 cmocka_unit_test(test_argv_shm_size),
+                cmocka_unit_test(test_argv_shm_on_disk),
                 cmocka_unit_test(test_parse_info),
                 cmocka_unit_test(test_kind_strings),
         };
