@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Issue 11: real programs run unchanged in a sandbox. A user with a name and a home,
-localhost, a small /etc of the sandbox's own (never the host's), a bounded /dev/shm and a
-read-only /dev; whoami, git, pip, venv and Node.js as their users would run them.
+localhost, a small /etc of the sandbox's own (never the host's), a bounded /dev/shm (a
+tmpfs in memory; on disk see test_workspaces) and a read-only /dev; whoami, git, pip, venv and Node.js as their users would run them.
 
 Run through run.py, or directly: python3 -m unittest -v test_programs
 """
@@ -33,11 +33,12 @@ def tearDownModule():
 
 class Base(harness.SystemTestCase):
     template = 'python'
+    create_opts = ()
     sid = None
 
     @classmethod
     def setUpClass(cls):
-        cp = S.sandboxctl('create', '--template', cls.template)
+        cp = S.sandboxctl('create', '--template', cls.template, *cls.create_opts)
         if cp.returncode != 0:
             raise AssertionError(f'sandboxctl create --template {cls.template} failed: {cp.stderr}')
         cls.sid = cp.stdout.strip()
@@ -155,6 +156,10 @@ class Etc(Base):
 
 
 class Dev(Base):
+    """In memory, /dev/shm is a tmpfs of the template's shm_max; on disk it is the
+    workspace's shm/ (test_workspaces.DevShmTest)."""
+    create_opts = ('--storage=tmpfs',)
+
     def test_shm_is_a_bounded_tmpfs(self):
         cp = self.sh('stat -f -c %T /dev/shm; stat -c %a /dev/shm; df -B1 --output=size /dev/shm | tail -1')
         fstype, mode, size = cp.stdout.split()
