@@ -43,8 +43,9 @@ kernel's unreclaimable slab (namespaces, mounts, superblocks: not all of it is c
 a cgroup); and the RSS of sandboxd, systemd, the bus daemon and journald. Idle counts above
 sandboxd's default maximum (4,096) raise it for this system only: a drop-in with
 --max-sandboxes= and FileDescriptorStoreMax= (each persistent sandbox's control socket is
-kept in systemd's fd store). Each idle sandbox is two processes (bwrap's monitor and
-sandbox-init) of the machine's pid_max: the bench says what is short instead of starting.
+kept in systemd's fd store). Each idle sandbox is one process (sandbox-init; bwrap's
+monitor goes once it is ready) of the machine's pid_max: the bench says what is short
+instead of starting.
 With --perf DIR, each
 ephemeral run with idle sandboxes is recorded (perf record -g of systemd, the bus daemon
 and sandboxd, and what they fork) into DIR/perf-<idle>.data and the top symbols printed;
@@ -297,7 +298,7 @@ def main():
 
 
 SANDBOX_MAX_DEFAULT = 4096  # sandboxd's --max-sandboxes default (src/core/manager.h)
-TASKS_PER_IDLE_SANDBOX = 2  # bwrap's monitor and sandbox-init
+TASKS_PER_IDLE_SANDBOX = 1  # sandbox-init (bwrap's monitor goes once it is ready)
 
 
 def meminfo():

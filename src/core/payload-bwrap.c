@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "agent-protocol.h"
 #include "cgroup.h"
@@ -65,7 +67,10 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         ARG("--hostname"); ARG(SANDBOX_HOSTNAME);
         ARG("--cap-drop"); ARG("ALL");
         ARG("--new-session");
-        ARG("--die-with-parent");
+        /* Not --die-with-parent: the agent outlives bwrap's monitor, which sandboxd kills
+         * once the sandbox is ready (bwrap_running()). What the flag did before that,
+         * killing an agent whose monitor was killed, the scope does (docs/ARCHITECTURE.md,
+         * "Many sandboxes"). */
         ARG("--as-pid-1");
         ARG("--clearenv");
         /* Held after its setup until the daemon has put it into its scope. */
@@ -329,9 +334,10 @@ int payload_spawn_held(const PayloadParams *p, int control_fd, PayloadProcess *r
         }
 
         /* SPAWN_PARENT: the payload is a child of our own parent (the service manager),
-         * not of sandboxd, so that sandboxes outlive a restart of the daemon and bwrap's
-         * --die-with-parent ties the sandbox to its monitor, not to us. The pidfd lets us
-         * watch it all the same. Nothing of our memory is copied for it (spawn_vfork()). */
+         * not of sandboxd, so that sandboxes outlive a restart of the daemon, and the
+         * agent, once its monitor is killed (bwrap_running()), is reaped by the service
+         * manager. The pidfd lets us watch it all the same. Nothing of our memory is
+         * copied for it (spawn_vfork()). */
         r = spawn_vfork(SPAWN_PARENT, payload_child,
                         &(PayloadChildArgs) {
                                 .params = p,
@@ -413,13 +419,40 @@ int payload_read_info(PayloadProcess *p) {
 
 /* The backend: bwrap's monitor, held, goes into the scope with StartTransientUnit; the
  * sandbox's PID 1 follows through AttachProcessesToUnit once bwrap has named it; only
- * then is it released to run the agent. */
+ * then is it released to run the agent. Once the agent is ready, the monitor is killed:
+ * it would only wait for its child, and cost the host a process for every idle sandbox
+ * (docs/ARCHITECTURE.md, "Many sandboxes"). The agent is the payload's process from then
+ * on.
+ *
+ * What --die-with-parent did (the agent died with its monitor), and why nothing is left
+ * without it:
+ * - bwrap is killed while held (abort, before the release): bwrap sets its child's
+ *   parent-death signal only right before its exec, after the release, so the flag never
+ *   covered a held child. payload_process_kill() kills the child itself once bwrap named
+ *   it (bwrap_abort() reads what bwrap said first). One never named (bwrap killed before
+ *   it wrote its info) would go on at the release pipe's end, but all it runs is the
+ *   agent, which exits when sandboxd closes the other end of its control socket, as it
+ *   does with the sandbox.
+ * - a stop, a failure or the start timeout after the release: the unit is stopped
+ *   (sandbox_payload_stopped()), and the agent, attached before its release, is in it;
+ *   bwrap_stop() kills it besides.
+ * - sandboxd crashes (or is killed) mid-start: no state file was written (that is done
+ *   at "ready", once the monitor is gone), so the next sandboxd stops the scope as an
+ *   orphan (manager_stop_orphans()), agent and monitor with it; the agent exits anyway as
+ *   its control socket ends (a starting sandbox's is not kept in the fd store).
+ * - sandboxd crashes after "ready": the state file names the agent; the next sandboxd
+ *   adopts it, or stops its unit. */
 
 /* How long a payload may take from release to its agent's "ready". */
 #define BWRAP_START_TIMEOUT_USEC (15ULL * 1000000ULL)
 
 typedef struct BwrapState {
-        PayloadProcess process;        /* bwrap's monitor */
+        PayloadProcess process;        /* bwrap's monitor, then the agent (pid_is_agent) */
+        /* process.pid is the agent's: bwrap's monitor is gone. False while starting, and
+         * for a sandbox adopted from a state file written before sandboxd killed monitors
+         * (its "payload_pid" is a monitor started with --die-with-parent: killed, it
+         * still takes its agent with it). */
+        bool pid_is_agent;
         sd_event_source *info_source;  /* bwrap's --info-fd, until it names its child */
         bool unit_running;
         bool attach_pending;           /* AttachProcessesToUnit in flight */
@@ -591,9 +624,10 @@ static void on_renewed(int error, void *userdata) {
         sandbox_payload_renewed(s, NULL);
 }
 
-/* The agent has ended everything else: in the unit, only bwrap's monitor and the agent
- * (the sandbox's PID 1) may be left. Else a process outlived the reset, out of the
- * agent's reach (an outside one moved in, or one of another PID namespace). */
+/* The agent has ended everything else: in the unit, only the agent (the sandbox's PID 1)
+ * may be left, and bwrap's monitor for a sandbox adopted from an older sandboxd. Else a
+ * process outlived the reset, out of the agent's reach (an outside one moved in, or one
+ * of another PID namespace). */
 static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
         BwrapState *b = sandbox_payload_state(s);
         _cleanup_free_ pid_t *pids = NULL;
@@ -605,11 +639,13 @@ static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
         r = cgroup_read_pids(sandbox_payload_cgroup(s), 8, &pids, &n);
         if (r < 0)
                 return log_sandbox(s, LOG_ERR, r, "Failed to list the processes of %s: %m", sandbox_payload_unit(s));
+        pid_t known = b->pid_is_agent ? b->process.pid : b->process.child_pid;
         for (size_t i = 0; i < n; i++) {
-                if (pids[i] == b->process.pid)
-                        continue;
-                /* An adopted sandbox's agent is known only as the one process left. */
-                if (agent == 0 && (b->process.child_pid <= 0 || pids[i] == b->process.child_pid)) {
+                if (!b->pid_is_agent && pids[i] == b->process.pid)
+                        continue; /* bwrap's monitor */
+                /* The agent of one adopted from an older sandboxd is known only as the
+                 * one process left beside its monitor. */
+                if (agent == 0 && (known <= 0 || pids[i] == known)) {
                         agent = pids[i];
                         continue;
                 }
@@ -662,6 +698,10 @@ static void bwrap_abort(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
+        /* Its child's pid, if bwrap said it and we have not read it yet: the child is
+         * killed with the monitor (payload_process_kill()). */
+        if (b->process.child_pid <= 0 && b->process.info_fd >= 0)
+                (void) payload_read_info(&b->process);
         /* The source first: its fd is one that abort closes. */
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_abort(&b->process, sandbox_payload_unit(s));
@@ -670,32 +710,65 @@ static void bwrap_abort(Sandbox *s) {
 static void bwrap_stop(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
 
-        /* Kill the payload ourselves as systemd is asked to stop the unit: its monitor's
-         * death takes the sandbox with it (--die-with-parent, PID 1 of its namespace), so
-         * systemd mostly finds an empty cgroup and the stop job ends at once. */
+        /* Kill the payload ourselves as systemd is asked to stop the unit, so that
+         * systemd mostly finds an empty cgroup and the stop job ends at once: the agent's
+         * death takes the sandbox with it (PID 1 of its namespace); a monitor's (while
+         * starting, or adopted from an older sandboxd, pid_is_agent false) its child too,
+         * by payload_process_kill() or by --die-with-parent as the older one started it. */
         payload_process_kill(&b->process, sandbox_payload_unit(s));
         sandbox_payload_stopped(s);
 }
+
+/* The key that says payload_pid is the agent's: a state file without it was written by a
+ * sandboxd that kept bwrap's monitor, and names that. */
+#define BWRAP_PID_IS_AGENT "pid_is_agent"
 
 static int bwrap_save(Sandbox *s, SandboxPersist *st) {
         BwrapState *b = sandbox_payload_state(s);
 
         st->payload_pid = b->process.pid;
-        return 0;
+        if (!b->pid_is_agent)
+                return 0;
+        st->payload_data = json_object_new_object();
+        if (!st->payload_data)
+                return -ENOMEM;
+        return json_add(st->payload_data, BWRAP_PID_IS_AGENT, json_object_new_boolean(true));
 }
 
+/* The agent is ready, in the unit: bwrap's monitor, which would only wait for it, goes.
+ * Its watch first, so that its end is not taken for the sandbox's; killed through its
+ * pidfd before payload_process_running() closes that. The agent, orphaned, is the
+ * service manager's child (SPAWN_PARENT), reaped by it when it ends, and the payload's
+ * process from here on. */
 static void bwrap_running(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
 
+        b->process.exit_source = sd_event_source_disable_unref(b->process.exit_source);
+        if (b->process.pidfd >= 0 && b->process.child_pid > 0) {
+                if (syscall(SYS_pidfd_send_signal, b->process.pidfd, SIGKILL, NULL, 0) < 0)
+                        log_sandbox(s, LOG_WARNING, errno, "Failed to end the bwrap monitor of sandbox %s, keeping it: %m",
+                                    sandbox_get_id(s));
+                else {
+                        b->process.pid = b->process.child_pid;
+                        b->pid_is_agent = true;
+                }
+        }
         payload_process_running(&b->process);
 }
 
 /* Running: as after bwrap_running(), its agent's messages come over its control socket,
- * and its monitor is known by pid only. */
+ * and its payload's process (the agent, or an older sandboxd's monitor) is known by pid
+ * only. */
 static int bwrap_adopt(Sandbox *s, const SandboxPersist *st) {
         BwrapState *b = sandbox_payload_state(s);
+        json_object *v;
 
         b->process.pid = st->payload_pid;
+        if (json_object_object_get_ex(st->payload_data, BWRAP_PID_IS_AGENT, &v)) {
+                if (!json_object_is_type(v, json_type_boolean))
+                        return -EBADMSG;
+                b->pid_is_agent = json_object_get_boolean(v);
+        }
         b->unit_running = true;
         return 0;
 }

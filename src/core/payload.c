@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -71,10 +72,48 @@ bool payload_pid_in_unit(pid_t pid, const char *unit) {
         return strstr(buf, needle) != NULL;
 }
 
+/* Whether pid's parent is ppid (the PPid line of /proc/PID/status). */
+static bool pid_parent_is(pid_t pid, pid_t ppid) {
+        char path[64], buf[4096];
+        _cleanup_close_ int fd = -EBADF;
+        const char *l;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%i/status", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        l = strstr(buf, "\nPPid:");
+        return l && atoi(l + sizeof("\nPPid:") - 1) == (int) ppid;
+}
+
+/* bwrap's child, once bwrap named it, while p->pid is still bwrap's monitor (its pidfd
+ * open): SIGKILLed if it is in unit (attached) or still the monitor's child (held, not
+ * yet attached). Not left to the monitor's death: bwrap sets no parent-death signal
+ * without --die-with-parent, and a child still held would read the release pipe's EOF
+ * once we close it as "go" (docs/ARCHITECTURE.md, "Many sandboxes"). */
+static void payload_process_kill_child(PayloadProcess *p, const char *unit) {
+        _cleanup_close_ int pidfd = -EBADF;
+
+        if (p->child_pid <= 0 || p->pidfd < 0)
+                return;
+        /* Opened first, checked after, as below: a pid reused meanwhile is neither in the
+         * unit nor a child of the monitor (whose only child is the sandbox's PID 1). */
+        pidfd = (int) syscall(SYS_pidfd_open, p->child_pid, 0);
+        if (pidfd >= 0 && ((unit && payload_pid_in_unit(p->child_pid, unit)) || pid_parent_is(p->child_pid, p->pid)))
+                (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+}
+
 void payload_process_kill(PayloadProcess *p, const char *unit) {
         _cleanup_close_ int pidfd = -EBADF;
 
         if (p->pidfd >= 0) {
+                /* The child first: its check needs the monitor alive. */
+                payload_process_kill_child(p, unit);
                 (void) syscall(SYS_pidfd_send_signal, p->pidfd, SIGKILL, NULL, 0);
                 return;
         }
@@ -89,7 +128,7 @@ void payload_process_kill(PayloadProcess *p, const char *unit) {
 
 void payload_process_abort(PayloadProcess *p, const char *unit) {
         /* Kill first: EOF on the block pipe would let bwrap go on (it reads "anything"
-         * as go). The child dies with its monitor (--die-with-parent). */
+         * as go). Its child too, once named (payload_process_kill_child()). */
         payload_process_kill(p, unit);
         payload_process_done(p);
 }
@@ -137,11 +176,10 @@ static int on_payload_log(sd_event_source *source, int fd, uint32_t revents, voi
 
 void payload_process_running(PayloadProcess *p) {
         /* What bwrap and the agent said before "ready" is in the pipe by now: logged, and
-         * the pipe goes (bwrap's monitor keeps its end, which it writes to only if it
-         * fails as it ends). The agent's messages come over the control socket from here
-         * on, and the payload's end shows as that socket's: its other end is held by
-         * bwrap's monitor and the agent alone, and each ends with the other
-         * (--die-with-parent; the monitor exits with its child). */
+         * the pipe goes. The agent's messages come over the control socket from here on,
+         * and the payload's end shows as that socket's: its other end is the agent's
+         * alone (bwrap's monitor closed its copy before the agent ran, and is gone by
+         * now, bwrap_running(); Docker's holder never had one). */
         while (p->log_fd >= 0 && payload_log_read(p) > 0)
                 ;
         p->log_source = sd_event_source_disable_unref(p->log_source);

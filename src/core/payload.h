@@ -123,7 +123,7 @@ bool sandbox_payload_going(Sandbox *s);
 /* Helpers for backends: a process of ours in the unit, started by spawn_vfork(SPAWN_PARENT)
  * so that it is a child of the service manager and outlives sandboxd. */
 typedef struct PayloadProcess {
-        pid_t pid;        /* bwrap's monitor; goes into the scope */
+        pid_t pid;        /* bwrap's monitor (goes into the scope), the agent once running */
         pid_t child_pid;  /* the sandbox's PID 1, once known; goes into the scope too */
         int pidfd;        /* readable when the payload has ended */
         int release_fd;   /* write one byte to release; close to abort */
@@ -151,8 +151,9 @@ int payload_spawn_holder(const char *agent_path, uid_t holder_uid, PayloadProces
 /* Calls sandbox_payload_exited(s) when p ends. */
 int payload_process_watch(PayloadProcess *p, sd_event *event, Sandbox *s);
 int payload_release(PayloadProcess *p);
-/* SIGKILLs p if it runs (held or not); its descriptors stay. Without its pidfd (closed
- * once running), p->pid is opened again and killed only if it is still in unit. */
+/* SIGKILLs p if it runs (held or not), and its child_pid if known (bwrap's child, in
+ * unit or still the child of p); its descriptors stay. Without its pidfd (closed once
+ * running), p->pid is opened again and killed only if it is still in unit. */
 void payload_process_kill(PayloadProcess *p, const char *unit);
 /* SIGKILLs a payload that is still held or running and closes its descriptors. */
 void payload_process_abort(PayloadProcess *p, const char *unit);

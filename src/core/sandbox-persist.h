@@ -20,7 +20,8 @@ typedef struct SandboxPersist {
         uint64_t created_at;        /* µs CLOCK_REALTIME */
         uint64_t deadline_realtime; /* µs CLOCK_REALTIME, 0 = none */
         uint64_t lifetime_left_usec; /* paused: the lifetime left, counted again on resume */
-        pid_t payload_pid;          /* the backend's process in the unit (bwrap's monitor), 0: none */
+        pid_t payload_pid;          /* the backend's process in the unit (bwrap: the agent, or
+                                     * its monitor if written before "pid_is_agent"), 0: none */
         char *pause_method;         /* NULL if running */
         char *cgroup;
         char *payload;              /* "bwrap" or "docker" */

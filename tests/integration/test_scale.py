@@ -6,9 +6,11 @@ stay within their time) created side by side over varlink (bench/bench_scale.py 
 spread over the sub-slices sandbox-xx.slice of sandbox.slice as systemctl shows them;
 ListSandboxes paged (Offset, Limit) and filtered (State, Template, Name) on both, with
 bad filters refused; each costing sandboxd one descriptor and PID 1 one (counted over
-all of them); then all destroyed, and no unit, process or listing left. And across
-a kill -9 of sandboxd: sandboxes in their sub-slices are adopted; an ephemeral one (whose
-control socket is not kept in systemd's fd store) is stopped, as before.
+all of them) and the host one process, its agent; then all destroyed, and no unit,
+process or listing left. And across a kill -9 of sandboxd: sandboxes in their sub-slices
+are adopted; an ephemeral one (whose control socket is not kept in systemd's fd store)
+is stopped, as before; an idle sandbox's one process, its agent, is adopted by the pid its
+state file names and stopped by it, leaving nothing.
 """
 
 import json
@@ -137,6 +139,31 @@ class Scale(unittest.TestCase):
               f'PID 1 {grown[1] / COUNT:.3f}', file=sys.stderr)
         self.assertLessEqual(abs(grown[0] - COUNT), 10, f'sandboxd: {self.fds_before} -> {self.fds_after}')
         self.assertLessEqual(abs(grown[1] - COUNT), 10, f'PID 1: {self.fds_before} -> {self.fds_after}')
+
+    def test_0_one_process_each(self):
+        """docs/ARCHITECTURE.md, "Many sandboxes": an idle sandbox is one process, its
+        agent (bwrap's monitor is gone once it is ready), at this scale too. Counted in
+        sandbox.slice's cgroups, one walk."""
+        top = S.cgroup_dir(S.show('sandbox.slice', 'ControlGroup')['ControlGroup'])
+        ours = {f'sandbox-{sid}.scope' for sid in self.ids}
+        deadline = time.monotonic() + 30
+        while True:
+            counts = {}
+            for dirpath, _dirs, _files in os.walk(top):
+                scope = os.path.basename(dirpath)
+                if scope in ours:
+                    try:
+                        with open(os.path.join(dirpath, 'cgroup.procs')) as f:
+                            counts[scope] = len(f.read().split())
+                    except OSError:
+                        pass
+            if set(counts.values()) == {1} or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        many = {u: n for u, n in counts.items() if n != 1}
+        print(f'\n# processes per idle sandbox over {COUNT}: {sum(counts.values()) / COUNT:.3f}', file=sys.stderr)
+        self.assertEqual(len(counts), COUNT)
+        self.assertEqual(many, {}, f'{len(many)} idle sandboxes hold other than one process')
 
     def test_1_scopes_spread_over_sub_slices(self):
         scopes = set(S.sandbox_scopes())
@@ -281,6 +308,59 @@ class RestartAdoption(harness.SandboxTestCase):
     @classmethod
     def tearDownClass(cls):
         S.daemon_restart_on_failure(False)
+
+    def the_agent_alone(self, sid):
+        """The one process in an idle sandbox's unit, once bwrap's monitor is gone (killed
+        as the sandbox became ready): its agent, sandbox-init, PID 1 of the sandbox's PID
+        namespace and a child of the system's service manager. Its host pid."""
+        deadline = time.monotonic() + 10
+        while True:
+            pids = self.unit_pids(sid)
+            if len(pids) == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        cmdlines = {}
+        for p in pids:
+            try:
+                with open(f'/proc/{p}/cmdline', 'rb') as f:
+                    cmdlines[p] = f.read().replace(b'\0', b' ').decode(errors='replace')
+            except OSError:
+                pass
+        self.assertEqual(len(pids), 1, f'the unit of idle sandbox {sid} holds {cmdlines}')
+        (pid,) = pids
+        self.assertIn('sandbox-init', cmdlines[pid])
+        with open(f'/proc/{pid}/status') as f:
+            status = dict(line.rstrip('\n').split(':\t', 1) for line in f if ':\t' in line)
+        self.assertEqual(status['NSpid'].split()[-1], '1', status)
+        with open(f'/proc/{status["PPid"]}/comm') as f:
+            self.assertEqual(f.read().strip(), 'systemd', f'the agent\'s parent is pid {status["PPid"]}')
+        return pid, int(status['NSpid'].split()[1])
+
+    def test_idle_sandbox_is_its_agent_alone_across_kill9(self):
+        """An idle bwrap sandbox keeps one process (docs/ARCHITECTURE.md, "Many
+        sandboxes"); its state file names that agent, by which a sandboxd restarted after
+        kill -9 adopts it, and stops it: nothing of it is left."""
+        sid = self.create()
+        agent, agent_ns = self.the_agent_alone(sid)
+        with open(S.path(f'{S.state_dir}/sandboxes/{sid}.json')) as f:
+            state = json.load(f)
+        # The pid as sandboxd sees it (in the system's PID namespace), marked as the agent's:
+        # a state file without the mark names the monitor of an older sandboxd.
+        self.assertEqual((state['payload_pid'], state.get('pid_is_agent')), (agent_ns, True), state)
+        self.assert_exec_works(sid)
+        self.assertEqual(self.the_agent_alone(sid)[0], agent)
+
+        since = time.time()
+        S.kill9_daemon()
+        self.assert_exec_works(sid, 'after kill -9')
+        self.assertEqual(self.the_agent_alone(sid)[0], agent)
+        self.assertNotIn(f'Not adopting sandbox {sid}', S.journal(units=('sandboxd.service',), since=since))
+
+        unit = self.unit(sid)
+        self.ok(self.ctl('destroy', sid))
+        self.assertIsNotNone(self.wait_gone(sid, 30), f'{unit} outlived its destroy')
+        self.assertFalse(S.unit_pids(unit), f'processes left in {unit}')
+        self.assertFalse(os.path.exists(f'/proc/{agent}'), f'the agent (host pid {agent}) outlived its sandbox')
 
     def test_kill9_adopts_sub_slice_sandboxes_and_stops_ephemeral(self):
         sids = [self.create() for _ in range(3)]

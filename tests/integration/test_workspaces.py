@@ -652,10 +652,11 @@ class DescriptorTest(harness.SandboxTestCase):
         self.assertLessEqual(abs(after[1] - before[1] - n), 3, f'PID 1: {before[1]} -> {after[1]}')
 
     def test_end_seen_without_pidfd(self):
-        """Without a pidfd of its payload, an idle sandbox whose bwrap monitor is killed is
-        still seen to end (its control socket's end), and its unit goes."""
+        """Without a pidfd of its payload, an idle sandbox whose agent (its one process,
+        bwrap's monitor gone) is killed is still seen to end (its control socket's end),
+        and its unit goes."""
         sid = self.create('--storage=tmpfs')
-        pid = self.host_pid_of(sid, 'bwrap')
+        pid = self.host_pid_of(sid, 'sandbox-init')
         os.kill(pid, 9)
         deadline = time.monotonic() + 20
         while True:

@@ -301,8 +301,8 @@ sleep 0.3
         host_uid = real.pop()
         self.assertGreaterEqual(host_uid, 0x70000000, f'sandbox runs as host uid {host_uid}')
         self.assertEqual(uids, {(host_uid,) * 4}, f'mixed uids in {unit}: {uids}')
-        # One user namespace for all of the sandbox but bwrap's monitor (in the host's),
-        # mapping uid 1000 to that host uid alone: none nested (no bwrap
+        # One user namespace for all of the sandbox (bwrap's monitor, in the host's, is
+        # gone once the sandbox is ready), mapping uid 1000 to that host uid alone: none nested (no bwrap
         # --disable-userns; the seccomp policy refuses new ones: test_exposure and
         # test_seccomp).
         userns = {}
