@@ -396,7 +396,9 @@ class Recycle(unittest.TestCase):
                            for h in ('', 'systemd', 'unified', 'pids'))
         S.run(['sh', '-c', 'sleep 600 </dev/null >/dev/null 2>&1 & p=$!; '
                f'for f in {targets}; do [ -e "$f" ] && echo $p > "$f"; done; true'], check=True)
-        self.assertGreater(len(S.unit_pids(unit)), 2)
+        # The agent and the process put in (bwrap's monitor is killed as the sandbox became
+        # ready; it may take a moment to go).
+        self.assertTrue(wait_for(lambda: len(S.unit_pids(unit)) == 2), S.unit_pids(unit))
         reply = vl_ok('ReleaseSandbox', {'id': sid})
         self.assertEqual(reply, {'recycled': False})
         self.assertTrue(wait_for(lambda: not S.unit_pids(unit)), 'the sandbox (and the process) must be gone')
