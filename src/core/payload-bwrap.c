@@ -580,6 +580,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .data_files = data_files,
                 .n_data_files = n_data_files,
         };
+        b->pid_is_agent = false; /* a monitor again, until bwrap_running() */
         r = payload_spawn_held(&params, pair[1], &b->process);
         sandbox_data_files_free(data_files, n_data_files);
         if (r < 0)
