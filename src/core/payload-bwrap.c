@@ -453,6 +453,13 @@ typedef struct BwrapState {
          * (its "payload_pid" is a monitor started with --die-with-parent: killed, it
          * still takes its agent with it). */
         bool pid_is_agent;
+        /* bwrap's monitor, killed at "ready", until it is seen gone (reaped by the service
+         * manager): its start time (/proc/PID/stat) tells it from a process given its pid
+         * after it. Until then it may still be in the unit, and counts in pids.current. */
+        pid_t monitor_pid;
+        uint64_t monitor_start;
+        sd_event_source *monitor_wait; /* a reset waiting for it to be gone */
+        uint64_t monitor_wait_until;   /* CLOCK_MONOTONIC µs */
         sd_event_source *info_source;  /* bwrap's --info-fd, until it names its child */
         bool unit_running;
         bool attach_pending;           /* AttachProcessesToUnit in flight */
@@ -581,6 +588,7 @@ static int bwrap_start(Sandbox *s, const Template *t) {
                 .n_data_files = n_data_files,
         };
         b->pid_is_agent = false; /* a monitor again, until bwrap_running() */
+        b->monitor_pid = 0;
         r = payload_spawn_held(&params, pair[1], &b->process);
         sandbox_data_files_free(data_files, n_data_files);
         if (r < 0)
@@ -668,7 +676,20 @@ static int bwrap_find_agent(Sandbox *s, pid_t *ret) {
         return 0;
 }
 
-static int bwrap_renew(Sandbox *s) {
+/* Whether bwrap's monitor, killed at "ready", may still be there (alive, or a zombie that
+ * pids.current counts): its pid names a process with its start time. */
+static bool bwrap_monitor_lingers(BwrapState *b) {
+        uint64_t start;
+
+        if (b->monitor_pid <= 0)
+                return false;
+        if (payload_pid_start_time(b->monitor_pid, &start) >= 0 && start == b->monitor_start)
+                return true;
+        b->monitor_pid = 0;
+        return false;
+}
+
+static int bwrap_renew_now(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
         const Template *t;
         pid_t agent = 0;
@@ -695,10 +716,60 @@ static int bwrap_renew(Sandbox *s) {
         return 0;
 }
 
+/* How long a reset waits for a killed monitor to be gone before it checks the unit, and
+ * how often it looks. It is gone within milliseconds but on a machine out of CPU. */
+#define BWRAP_MONITOR_WAIT_USEC (5ULL * 1000000ULL)
+#define BWRAP_MONITOR_POLL_USEC (10ULL * 1000ULL)
+
+static int on_monitor_wait(sd_event_source *source, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+        BwrapState *b = sandbox_payload_state(s);
+        int r;
+
+        if (bwrap_monitor_lingers(b) && usec < b->monitor_wait_until) {
+                r = sd_event_source_set_time_relative(source, BWRAP_MONITOR_POLL_USEC);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(source, SD_EVENT_ONESHOT);
+                if (r >= 0)
+                        return 0;
+        }
+        b->monitor_wait = sd_event_source_disable_unref(b->monitor_wait);
+        if (bwrap_monitor_lingers(b)) {
+                log_sandbox(s, LOG_WARNING, 0, "The bwrap monitor (pid %d) of sandbox %s did not end.",
+                            (int) b->monitor_pid, sandbox_get_id(s));
+                sandbox_payload_renewed(s, "a process in its unit outlived the reset.");
+                return 0;
+        }
+        r = bwrap_renew_now(s);
+        if (r < 0)
+                sandbox_payload_renewed(s, r == -EBUSY ? "a process in its unit outlived the reset." :
+                                                         "its mounts could not be renewed.");
+        return 0;
+}
+
+/* The unit is checked once bwrap's monitor, killed at "ready", is gone: a reset that
+ * comes at once (a sandbox released as soon as it was made) may find it still there. */
+static int bwrap_renew(Sandbox *s) {
+        BwrapState *b = sandbox_payload_state(s);
+        uint64_t now;
+        int r;
+
+        if (!bwrap_monitor_lingers(b))
+                return bwrap_renew_now(s);
+        b->monitor_wait = sd_event_source_disable_unref(b->monitor_wait);
+        r = sd_event_now(sandbox_payload_host(s)->event, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return r;
+        b->monitor_wait_until = now + BWRAP_MONITOR_WAIT_USEC;
+        return sd_event_add_time_relative(sandbox_payload_host(s)->event, &b->monitor_wait, CLOCK_MONOTONIC,
+                                          BWRAP_MONITOR_POLL_USEC, 0, on_monitor_wait, s);
+}
+
 static void bwrap_abort(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
+        b->monitor_wait = sd_event_source_disable_unref(b->monitor_wait);
         /* Its child's pid, if bwrap said it and we have not read it yet: the child is
          * killed with the monitor (payload_process_kill()). */
         if (b->process.child_pid <= 0 && b->process.info_fd >= 0)
@@ -746,10 +817,17 @@ static void bwrap_running(Sandbox *s) {
 
         b->process.exit_source = sd_event_source_disable_unref(b->process.exit_source);
         if (b->process.pidfd >= 0 && b->process.child_pid > 0) {
+                /* Its start time read holding its pidfd: still the monitor's. */
+                uint64_t start = 0;
+                bool known = payload_pid_start_time(b->process.pid, &start) >= 0;
                 if (syscall(SYS_pidfd_send_signal, b->process.pidfd, SIGKILL, NULL, 0) < 0)
                         log_sandbox(s, LOG_WARNING, errno, "Failed to end the bwrap monitor of sandbox %s, keeping it: %m",
                                     sandbox_get_id(s));
                 else {
+                        if (known) {
+                                b->monitor_pid = b->process.pid;
+                                b->monitor_start = start;
+                        }
                         b->process.pid = b->process.child_pid;
                         b->pid_is_agent = true;
                 }
@@ -778,6 +856,7 @@ static void bwrap_detach(Sandbox *s) {
         BwrapState *b = sandbox_payload_state(s);
 
         b->renewal = mount_renewal_free(b->renewal);
+        b->monitor_wait = sd_event_source_disable_unref(b->monitor_wait);
         b->info_source = sd_event_source_disable_unref(b->info_source);
         payload_process_done(&b->process);
 }

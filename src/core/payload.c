@@ -108,6 +108,37 @@ static void payload_process_kill_child(PayloadProcess *p, const char *unit) {
                 (void) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 }
 
+int payload_pid_start_time(pid_t pid, uint64_t *ret) {
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -EBADF;
+        unsigned long long start;
+        const char *p;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%i/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        /* After the command's closing parenthesis (the command may hold any): state is
+         * field 3, starttime field 22. */
+        p = strrchr(buf, ')');
+        if (!p)
+                return -EBADMSG;
+        p++;
+        for (int field = 3; field < 22; field++) {
+                p += strspn(p, " ");
+                p += strcspn(p, " ");
+        }
+        if (sscanf(p, " %llu", &start) != 1)
+                return -EBADMSG;
+        *ret = start;
+        return 0;
+}
+
 void payload_process_kill(PayloadProcess *p, const char *unit) {
         _cleanup_close_ int pidfd = -EBADF;
 

@@ -160,6 +160,9 @@ void payload_process_abort(PayloadProcess *p, const char *unit);
 /* The payload runs: what came through its stderr pipe is logged, and the pipe and the
  * pidfd are closed (PayloadOps.running). */
 void payload_process_running(PayloadProcess *p);
+/* pid's start time (/proc/PID/stat's starttime, clock ticks after boot): with the pid, it
+ * names one process, a zombie included, and none that gets its pid after it. */
+int payload_pid_start_time(pid_t pid, uint64_t *ret);
 /* Whether pid is a process of unit (a line of /proc/PID/cgroup ends in "/UNIT"). */
 bool payload_pid_in_unit(pid_t pid, const char *unit);
 /* Closes our ends of p (its watch first), leaving the process be. */

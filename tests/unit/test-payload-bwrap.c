@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "payload-bwrap.h"
 #include "strv.h"
@@ -194,6 +197,29 @@ static void test_parse_info(void **state) {
         assert_int_equal(bwrap_parse_info("]", 1, &pid), -EBADMSG);
 }
 
+/* A killed bwrap monitor is told from a process given its pid later by its start time,
+ * which a zombie still shows and which is gone once it is reaped (bwrap_monitor_lingers()). */
+static void test_pid_start_time(void **state) {
+        uint64_t a = 0, b = 0, z = 0;
+        pid_t pid;
+
+        assert_int_equal(payload_pid_start_time(getpid(), &a), 0);
+        assert_int_equal(payload_pid_start_time(getpid(), &b), 0);
+        assert_true(a > 0);
+        assert_true(a == b);
+
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(0);
+        assert_int_equal(waitid(P_PID, (id_t) pid, NULL, WEXITED | WNOWAIT), 0);
+        /* A zombie: still there, with its start time, no earlier than ours. */
+        assert_int_equal(payload_pid_start_time(pid, &z), 0);
+        assert_true(z >= a);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        assert_true(payload_pid_start_time(pid, &z) < 0);
+}
+
 static void test_kind_strings(void **state) {
         assert_string_equal(payload_kind_to_string(PAYLOAD_BWRAP), "bwrap");
         assert_int_equal(payload_kind_from_string("docker"), PAYLOAD_DOCKER);
@@ -210,6 +236,7 @@ int main(void) {
                 cmocka_unit_test(test_argv_shm_on_disk),
                 cmocka_unit_test(test_parse_info),
                 cmocka_unit_test(test_kind_strings),
+                cmocka_unit_test(test_pid_start_time),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
