@@ -68,38 +68,84 @@ SANDBOX_UID = 0x70000000  # SANDBOX_UID_BASE_DEFAULT in src/core/manager.h
 BWRAP_FD_OPTIONS = {'--block-fd': 1, '--info-fd': 1, '--seccomp': 1, '--ro-bind-data': 2}
 
 
+# A --bwrap= for sandboxd that says its arguments on its stderr (which sandboxd logs under
+# the sandbox's id: docs/ARCHITECTURE.md) and execs the real bwrap. bwrap's own process
+# outside the sandbox is killed once the sandbox is ready, so its /proc/PID/cmdline is not
+# there to read. In chunks: sandboxd logs lines of 2,000 characters at most.
+BWRAP_SAYING_ARGV = """#!/usr/bin/python3
+import json, os, sys
+args = sys.argv[1:]
+for i in range(0, len(args), 20):
+    sys.stderr.write('bench-bwrap-argv ' + json.dumps(args[i:i + 20]) + '\\n')
+sys.stderr.flush()
+os.execv(%r, [%r] + args)
+"""
+
+
+def daemon_bwrap_argv(system, template):
+    """The argv sandboxd gives the bwrap of a sandbox of TEMPLATE (with Storage=tmpfs): read
+    from a sandbox started with --bwrap= a script that logs it (BWRAP_SAYING_ARGV), through
+    a drop-in after every other one (its ExecStart the last one's, plus --bwrap=); sandboxd
+    is restarted with it and again without it."""
+    import harness
+    real = shutil.which('bwrap') or '/usr/bin/bwrap'
+    script = f'/run/{system.name}-bench-bwrap'
+    with open(system.path(script), 'w') as f:
+        f.write(BWRAP_SAYING_ARGV % (real, real))
+    os.chmod(system.path(script), 0o755)
+    dropins = system.path('/run/systemd/system/sandboxd.service.d')
+    exec_start = ' '.join(harness._systemd_quote(a) for a in system.exec_start)
+    for name in sorted(os.listdir(dropins)):
+        with open(os.path.join(dropins, name)) as f:
+            for line in f:
+                if line.startswith('ExecStart=') and line.strip() != 'ExecStart=':
+                    exec_start = line.strip()[len('ExecStart='):]
+    dropin = os.path.join(dropins, '99-bench-bwrap-argv.conf')
+
+    def restart():
+        system.systemctl('daemon-reload', check=True)
+        cp = system.systemctl('stop', 'sandboxd.service', timeout=90)
+        if cp.returncode != 0:
+            raise RuntimeError(f'systemctl stop sandboxd failed: {cp.stderr}')
+        system.start_daemon()
+
+    with open(dropin, 'w') as f:
+        f.write(f'{harness.MARKER}\n[Service]\nExecStart=\nExecStart={exec_start} '
+                f'{harness._systemd_quote("--bwrap=" + script)}\n')
+    sid = None
+    try:
+        restart()
+        cp = system.sandboxctl('create', '--template', template, '--storage=tmpfs')
+        if cp.returncode != 0:
+            raise RuntimeError(f'sandboxctl create --template {template} failed: {cp.stderr}')
+        sid = cp.stdout.strip()
+        lines = system.run(['journalctl', '--no-pager', '-o', 'cat', f'SANDBOX_ID={sid}',
+                            f'SYSLOG_IDENTIFIER=sandbox-{sid}.scope'], timeout=30).stdout.splitlines()
+        argv = [real]
+        for line in lines:
+            if line.startswith('bench-bwrap-argv '):
+                argv += json.loads(line[len('bench-bwrap-argv '):])
+        if '--' not in argv:
+            raise RuntimeError(f'sandbox {sid}: its bwrap\'s arguments are not in the journal: {lines}')
+        return argv
+    finally:
+        if sid:
+            system.sandboxctl('destroy', sid)
+        os.unlink(dropin)
+        os.unlink(system.path(script))
+        restart()
+
+
 def bwrap_floor_argv(system, template):
     """The bare-bwrap floor: the very argv sandboxd gave the bwrap of a sandbox of TEMPLATE
-    (read off /proc/PID/cmdline of that bwrap, so that the floor makes the same mounts:
-    the template's binds, its /etc tree, the /proc masks, /dev/shm, /work and /tmp), running
-    /bin/true instead of the agent. What only the daemon can pass is left out or replaced:
-    --block-fd and --info-fd (they only hold bwrap until its scope exists) and --seccomp
-    (one BPF load) go; --ro-bind-data FD /etc/machine-id becomes a bind of a file (one bind
-    mount either way). The sandbox is made with Storage=tmpfs, as the ephemeral ones measured
-    are: a workspace on disk is removed with its sandbox, and the floor could not bind it."""
-    cp = system.sandboxctl('create', '--template', template, '--storage=tmpfs')
-    if cp.returncode != 0:
-        raise RuntimeError(f'sandboxctl create --template {template} failed: {cp.stderr}')
-    sid = cp.stdout.strip()
-    try:
-        pids = system.unit_pids(f'sandbox-{sid}.scope') or set()
-        argvs = {}
-        for pid in pids:
-            try:
-                with open(f'/proc/{pid}/cmdline', 'rb') as f:
-                    argv = [a.decode() for a in f.read().split(b'\0')[:-1]]
-                with open(f'/proc/{pid}/stat') as f:
-                    ppid = int(f.read().rsplit(')', 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if argv and os.path.basename(argv[0]) == 'bwrap':
-                argvs[pid] = (ppid, argv)
-        outer = [argv for pid, (ppid, argv) in argvs.items() if ppid not in argvs]
-        if len(outer) != 1:
-            raise RuntimeError(f'sandbox {sid}: expected one outer bwrap in its scope, found {len(outer)}')
-        daemon = outer[0]
-    finally:
-        system.sandboxctl('destroy', sid)
+    (daemon_bwrap_argv(), so that the floor makes the same mounts: the template's binds, its
+    /etc tree, the /proc masks, /dev/shm, /work and /tmp), running /bin/true instead of the
+    agent. What only the daemon can pass is left out or replaced: --block-fd and --info-fd
+    (they only hold bwrap until its scope exists) and --seccomp (one BPF load) go;
+    --ro-bind-data FD /etc/machine-id becomes a bind of a file (one bind mount either way).
+    The sandbox is made with Storage=tmpfs, as the ephemeral ones measured are: a workspace
+    on disk is removed with its sandbox, and the floor could not bind it."""
+    daemon = daemon_bwrap_argv(system, template)
     sep = daemon.index('--')
     floor, i = [], 0
     while i < sep:
