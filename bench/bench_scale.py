@@ -10,7 +10,7 @@ How to run (as root, after building; the default build dir is build/):
     python3 bench/bench_scale.py --idle 0,1000 --inflight 4 --perf DIR   # and where the CPU goes
     python3 bench/bench_scale.py --idle 0,10000 --inflight '' --memory   # 10,000 at once: memory
     SANDBOXD_BUILD_DIR=build-release python3 bench/bench_scale.py
-    python3 bench/bench_scale.py --check 10000 --fill-k 8  # CI's check (tools/test): see check()
+    python3 bench/bench_scale.py --check 10000           # CI's check (tools/test): see check()
 
 It boots a system with tests/integration/harness.py and runs the C client
 <build>/bench/sandbox-scale in it (one process, one bus connection, K calls in flight):
