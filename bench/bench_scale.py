@@ -640,6 +640,20 @@ def superblocks_of_sandbox(system, sid):
     return len(mine - devs(system.pid))
 
 
+def memcg_count():
+    """Memory cgroups on the machine (/proc/cgroups: dying ones included until freed): each
+    has the shrinker state too, and grows with it as a fill adds superblocks."""
+    try:
+        with open('/proc/cgroups') as f:
+            for line in f:
+                v = line.split()
+                if v and v[0] == 'memory':
+                    return int(v[2])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def shrinker_case(pre_kib, post_kib, n, k):
     """Is the kernel's per-memcg shrinker state sized by this run ('fresh': the figure is
     what a freshly booted machine shows) or by an earlier, larger history ('history')?
@@ -789,6 +803,7 @@ def check(args):
         probe = Probe(system)
         base = ['--template', args.template, '--uid', str(bench.SANDBOX_UID)]
         pre_kib = memcg_kernel_cost(system)
+        memcgs0 = memcg_count()
         fds0 = {k: fd_count(probe.pids[k]) for k in ('sandboxd', 'systemd')}
         mem0 = memory_sample(system, probe)
         t0 = time.monotonic()
@@ -817,10 +832,10 @@ def check(args):
         case, extra_mib = shrinker_case(pre_kib, post_kib, made, k)
         host = mem['MemAvailable'] / 1024
         res.update(memory_mib=host, case=case, memcg_pre_kib=pre_kib, memcg_post_kib=post_kib,
-                   superblocks_per_sandbox=k)
+                   superblocks_per_sandbox=k, memcgs_before=memcgs0)
         memcg = (f'one empty memory cgroup costs {pre_kib or 0:.0f} KiB of kmalloc-1k before the fill and '
                  f'{post_kib or 0:.0f} KiB after it; {k} superblocks per sandbox × {made} sandboxes need '
-                 f'{made * k / 64:.0f} KiB')
+                 f'{made * k / 64:.0f} KiB; memory cgroups on the machine before the fill: {memcgs0}')
         print(f'check: per idle sandbox: host {host:.2f} MiB, system cgroup '
               f'{mem.get("system_cgroup", float("nan")) / 1024:.2f} MiB, unreclaimable slab '
               f'{mem["SUnreclaim"] / 1024:.2f} MiB (kmalloc-1k {mem["kmalloc_1k"] / 1024:.2f}); {memcg}',
@@ -918,6 +933,7 @@ def self_test():
         left = leftovers(name, ws, wd)
         assert left == [f'{ws}.img exists', f'{wd} exists'], left
     assert processes_in_cgroup_named('sandboxd-test-selftest-none') == []
+    assert memcg_count() is None or memcg_count() >= 1
     print('bench_scale.py --self-test: ok')
     return 0
 
