@@ -755,9 +755,13 @@ def check_teardown(system, client, probe, args, base, ids_file, all_ids):
     system.daemon_started = False
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 600
+    t_kill = time.monotonic()
     while processes_in_cgroup_named(name) and time.monotonic() < deadline:
         time.sleep(0.5)
+    t_gone = time.monotonic()
     problems += harness.release()
+    print(f'check: teardown: {t_gone - t_kill:.1f} s until the last process of the system was gone, '
+          f'{time.monotonic() - t_gone:.1f} s to remove its cgroups, pool and work directory', file=sys.stderr)
     return problems, time.monotonic() - t0
 
 
