@@ -626,18 +626,29 @@ def fd_count(pid):
 
 
 def superblocks_of_sandbox(system, sid):
-    """Superblocks a sandbox has that its system's PID 1 has not (the distinct devices of
-    its processes' mounts): each is a shrinker id, k in the N·k/64 KiB per memory cgroup."""
+    """Superblocks a sandbox has that its system's PID 1 has not: each is a shrinker id, k in
+    the N·k/64 KiB per memory cgroup. The distinct devices of its processes' mounts, and the
+    mqueue file system the kernel mounts internally for each IPC namespace (in no mountinfo),
+    where the sandbox has an IPC namespace of its own."""
     def devs(pid):
         try:
             with open(f'/proc/{pid}/mountinfo') as f:
                 return {line.split()[2] for line in f}
         except OSError:
             return set()
-    mine = set()
+
+    def ipc_ns(pid):
+        try:
+            return os.readlink(f'/proc/{pid}/ns/ipc')
+        except OSError:
+            return None
+    mine, ipcs = set(), set()
     for pid in system.unit_pids(f'sandbox-{sid}.scope') or ():
         mine |= devs(pid)
-    return len(mine - devs(system.pid))
+        ipcs.add(ipc_ns(pid))
+    ipcs.discard(None)
+    mqueue = os.path.isdir('/proc/sys/fs/mqueue')
+    return len(mine - devs(system.pid)) + (len(ipcs - {ipc_ns(system.pid)}) if mqueue else 0)
 
 
 def memcg_count():
