@@ -617,13 +617,27 @@ class DescriptorTest(harness.SandboxTestCase):
         """How many descriptors process pid (of the test system) holds."""
         return len(S.run(['ls', f'/proc/{pid}/fd'], check=True).stdout.split())
 
+    def settled_fds(self, pid, timeout=10):
+        """fds(pid) once it has not changed for a second: what an earlier test's cleanup
+        still holds (a destroy's workspace helper connection, a stop's pidfd) goes first."""
+        deadline = time.monotonic() + timeout
+        last, since = self.fds(pid), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            now = self.fds(pid)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= 1:
+                break
+        return last
+
     def test_one_descriptor_per_idle_sandbox(self):
         """An idle sandbox costs sandboxd one descriptor (its agent's control socket) and
         PID 1 one (the same socket in sandboxd's fd store), on disk or in memory, after an
         exec as before one: counted over N of them."""
         n = 50
         pid = S.show('sandboxd.service', 'MainPID')['MainPID']
-        before = (self.fds(pid), self.fds(1))
+        before = (self.settled_fds(pid), self.settled_fds(1))
         with S.varlink() as c:
             for i in range(n):
                 replies, error, params = c.call(f'{harness.VARLINK_IFACE}.CreateSandbox', {
@@ -643,6 +657,7 @@ class DescriptorTest(harness.SandboxTestCase):
         while after[1] < before[1] + n and time.monotonic() < deadline:
             time.sleep(0.2)
             after = (self.fds(pid), self.fds(1))
+        after = (self.settled_fds(pid), after[1])
         per_sandbox = [(a - b) / n for a, b in zip(after, before)]
         print(f'\n  descriptors per idle sandbox: sandboxd {per_sandbox[0]:.2f}, PID 1 {per_sandbox[1]:.2f} '
               f'(over {n}; sandboxd {before[0]} -> {after[0]}, PID 1 {before[1]} -> {after[1]})', file=sys.stderr)
