@@ -8,7 +8,8 @@
 #        {"type": "stdout"|"stderr", "text": "..."}
 #        {"type": "result", "data": {mime: value}, "isMainResult": bool}
 #        {"type": "error", "name": ..., "value": ..., "traceback": [...]}
-#        {"type": "end", "executionCount": n, "status": "ok"|"error"|"aborted"}
+#        {"type": "end", "executionCount": n, "status": "ok"|"error"}  after the cell's
+#                                         execute_reply AND its iopub "idle": every output
 #        {"type": "lost", "reason": "..."}  the kernel ended; the driver exits
 # SIGINT interrupts the cell (jupyter_client's interrupt: SIGINT to the kernel's group).
 import ctypes
@@ -143,6 +144,10 @@ def lost(reason):
     sys.exit(3)
 
 
+# Every cell runs, whatever the one before it raised: stop_on_error (a notebook's "run all"
+# stops at the first error) makes ipykernel abort, with no output and status "aborted",
+# any execute_request that reaches it soon after an error (before its event loop turns
+# again); for separate RunCode calls that is a race a loaded machine loses (CONTEXTS.md).
 def start_next():
     global current, reply, idle
     if current or not queue:
@@ -150,7 +155,7 @@ def start_next():
     current = session.send(shell, "execute_request",
                            {"code": queue.pop(0), "silent": False, "store_history": True,
                             "user_expressions": {}, "allow_stdin": False,
-                            "stop_on_error": True})["header"]["msg_id"]
+                            "stop_on_error": False})["header"]["msg_id"]
     reply, idle = None, False
 
 

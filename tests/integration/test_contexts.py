@@ -194,6 +194,34 @@ class VarlinkContexts(Base):
         sid, cid = self.shared()
         events, result, err = self.run_code(sid, FIGURE, cid)
         self.assertIsNone(err)
+        self.assertEqual(result['status'], 'ok', result)
+        images = [e for e in events if e['type'] == 'result' and 'image/png' in e['data']]
+        self.assertEqual(len(images), 1, events)
+        self.assertEqual(png_size(base64.b64decode(images[0]['data']['image/png'])), (200, 150))
+
+    def test_cell_after_error_runs(self):
+        """A cell runs whatever the cell before it raised. Jupyter's stop_on_error made
+        ipykernel abort ("aborted", no output at all) a request that reached it before its
+        next loop turn after an error: under load, test_figure_png (right after
+        test_exception) once came back with no events. This kernel's abort window is 60 s
+        (stop_on_error_timeout), so a cell after an error is always in it."""
+        sid, cid = self.shared()
+        ipy = '/tmp/ipython-abort-window'
+        config = f'{ipy}/profile_default/ipython_kernel_config.py'
+        self.assertIsNone(self.run_code(sid, f'import os\nos.makedirs("{ipy}/profile_default", exist_ok=True)\n'
+                                             f'open("{config}", "w").write("c.Kernel.stop_on_error_timeout = 60.0")',
+                                        cid)[2])
+        ctx = self.ok_call('CreateContext', {'id': sid, 'language': 'python',
+                                             'options': {'Environment': [f'IPYTHONDIR={ipy}']}})[-1]['context']
+        self.addCleanup(self.call, 'RemoveContext', {'id': sid, 'context': ctx['id']})
+        # The window is there (else this test could not fail).
+        events, result, err = self.run_code(sid, 'print(get_ipython().kernel.stop_on_error_timeout)', ctx['id'])
+        self.assertEqual(self.text_of(events), '60.0\n', (events, result, err))
+        events, result, err = self.run_code(sid, 'raise ValueError("first")', ctx['id'])
+        self.assertEqual(result['status'], 'error', result)
+        events, result, err = self.run_code(sid, FIGURE, ctx['id'])
+        self.assertIsNone(err)
+        self.assertEqual(result['status'], 'ok', result)
         images = [e for e in events if e['type'] == 'result' and 'image/png' in e['data']]
         self.assertEqual(len(images), 1, events)
         self.assertEqual(png_size(base64.b64decode(images[0]['data']['image/png'])), (200, 150))
