@@ -493,6 +493,23 @@ class DevShmTest(harness.SandboxTestCase):
         self.assertEqual(self.sh(fork, 'ls -A /dev/shm; stat -f -c %T /dev/shm')['stdout'], 'btrfs\n')
         self.assertEqual(self.sh(src, 'cat /dev/shm/s /dev/shm/d/t')['stdout'], 's\nt\n')
 
+    def test_fork_of_a_workspace_without_shm(self):
+        """A running source whose workspace has no shm/ (started by an older sandboxd,
+        adopted by this one; here removed from the host) forks: the fork's snapshot has no
+        shm/, and the fork makes its own as it starts, on the pool and usable."""
+        src = self.create()
+        self.sh(src, 'echo k > /work/k')
+        shm = f'{self.pool()}/{src}/shm'
+        self.assertEqual(S.run(['rm', '-rf', '--one-file-system', shm]).returncode, 0)
+        fork = self.ok(self.ctl('fork', src)).stdout.strip()
+        self.addCleanup(self.destroy_quietly, S, fork)
+        res = self.sh(fork, 'cat /work/k; stat -f -c %T /dev/shm; ls -A /dev/shm')
+        self.assertEqual(res['stdout'].split(), ['k', 'btrfs'], res)
+        _, res = self.exec_json(fork, 'python3', '-c', SHM_PY, timeout=120)
+        self.assertEqual(res['stdout'].split(), ['True', 'hello', 'False'], res)
+        self.assertEqual(S.run(['stat', '-c', '%a %u', f'{self.pool()}/{fork}/shm']).stdout.split(), ['1777', '0'])
+        self.assert_exec_works(src, 'after its fork')
+
 
 # Capabilities by bit (capability.h): what the workspaces need, and sandboxd no longer holds.
 CAP_CHOWN, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 2, 21
