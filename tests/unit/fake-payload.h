@@ -54,6 +54,8 @@ typedef struct FakeSystemd {
         const char *start_result;       /* JobRemoved's result for StartTransientUnit: "done" */
         const char *freeze_error;       /* FreezeUnit fails with this D-Bus error */
         const char *hold;               /* calls of this member wait for fake_systemd_release() */
+        char **units;                   /* what ListUnitsByPatterns lists; all of them active */
+        char **stopped;                 /* the units StopUnit was called for, in order */
         sd_bus_message *held[FAKE_HELD_MAX];
         unsigned n_held;
 } FakeSystemd;
@@ -95,6 +97,34 @@ static void fake_reply_control_group(sd_bus_message *m) {
         assert_true(sd_bus_reply_method_return(m, "v", "s", cgroup) >= 0);
 }
 
+/* Get: a unit's ActiveState ("active" if it is one of systemd_fake.units, else
+ * "inactive"), or its ControlGroup. */
+static void fake_reply_property(sd_bus_message *m) {
+        const char *interface, *property;
+        _cleanup_free_ char *unit = NULL;
+
+        assert_true(sd_bus_message_read(m, "ss", &interface, &property) > 0);
+        if (!streq(property, "ActiveState")) {
+                fake_reply_control_group(m);
+                return;
+        }
+        assert_true(sd_bus_path_decode(sd_bus_message_get_path(m), "/org/freedesktop/systemd1/unit", &unit) > 0);
+        assert_true(sd_bus_reply_method_return(m, "v", "s", strv_contains(systemd_fake.units, unit) ? "active" :
+                                               "inactive") >= 0);
+}
+
+static void fake_reply_units(sd_bus_message *m) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+
+        assert_true(sd_bus_message_new_method_return(m, &reply) >= 0);
+        assert_true(sd_bus_message_open_container(reply, 'a', "(ssssssouso)") >= 0);
+        for (char **u = systemd_fake.units; u && *u; u++)
+                assert_true(sd_bus_message_append(reply, "(ssssssouso)", *u, "", "loaded", "active", "running", "",
+                                                  "/org/freedesktop/systemd1/unit/x", 0, "", "/") >= 0);
+        assert_true(sd_bus_message_close_container(reply) >= 0);
+        assert_true(sd_bus_send(NULL, reply, NULL) >= 0);
+}
+
 static void fake_systemd_answer(sd_bus_message *m) {
         const char *member = sd_bus_message_get_member(m);
 
@@ -102,7 +132,12 @@ static void fake_systemd_answer(sd_bus_message *m) {
                 systemd_fake.n_start++;
                 fake_reply_job(m, systemd_fake.start_result ?: "done");
         } else if (streq(member, "StopUnit")) {
+                const char *unit;
+
                 systemd_fake.n_stop++;
+                assert_true(sd_bus_message_read(m, "s", &unit) > 0);
+                assert_int_equal(strv_extend(&systemd_fake.stopped, unit), 0);
+                assert_true(sd_bus_message_rewind(m, true) >= 0);
                 fake_reply_job(m, "done");
         } else if (streq(member, "FreezeUnit")) {
                 systemd_fake.n_freeze++;
@@ -121,8 +156,10 @@ static void fake_systemd_answer(sd_bus_message *m) {
                 assert_true(sd_bus_reply_method_return(m, NULL) >= 0);
         else if (streq(member, "Get")) {
                 systemd_fake.n_get++;
-                fake_reply_control_group(m);
-        } else
+                fake_reply_property(m);
+        } else if (streq(member, "ListUnitsByPatterns"))
+                fake_reply_units(m);
+        else
                 assert_true(sd_bus_reply_method_errorf(m, SD_BUS_ERROR_UNKNOWN_METHOD, "No %s here.", member) >= 0);
 }
 
@@ -411,6 +448,24 @@ _unused_ static void on_sandbox(Sandbox *s, const SandboxError *error, void *use
         }
 }
 
+/* Destroyed, and answered so: what was under way is answered (while the answers' storage
+ * lives). */
+_unused_ static void fake_destroy(Sandbox *s) {
+        Answer d = {};
+
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
+        RUN_UNTIL(d.n > 0);
+        assert_int_equal(d.code, SANDBOX_ERR_NONE);
+}
+
+/* Whether sandbox id has a state file (what a restarted sandboxd adopts it by). */
+_unused_ static bool state_file_exists(const char *id) {
+        char path[256];
+
+        snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
+        return access(path, F_OK) == 0;
+}
+
 /* ---- the core ---- */
 
 static void write_text(const char *path, const char *text) {
@@ -485,6 +540,8 @@ static void fake_core_free(void) {
         for (unsigned i = 0; i < systemd_fake.n_held; i++)
                 sd_bus_message_unref(systemd_fake.held[i]);
         systemd_fake.n_held = 0;
+        systemd_fake.units = strv_free(systemd_fake.units);
+        systemd_fake.stopped = strv_free(systemd_fake.stopped);
         fake_peer_done(&core_bus, &fake_bus);
         snprintf(cmd, sizeof(cmd), "rm -rf -- '%s'", state_dir);
         assert_int_equal(system(cmd), 0);

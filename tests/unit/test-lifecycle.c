@@ -115,13 +115,6 @@ static void exec_config_argv(ExecConfig *c, const char *arg) {
         assert_int_equal(exec_config_set_argv(c, STRV("sh", "-c", (char *) arg), &error), 0);
 }
 
-static bool state_file_exists(const char *id) {
-        char path[256];
-
-        snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
-        return access(path, F_OK) == 0;
-}
-
 static void destroy(Sandbox *s) {
         Answer a = {};
         char id[SANDBOX_ID_LEN + 1];

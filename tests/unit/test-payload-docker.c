@@ -312,14 +312,6 @@ static Sandbox *create_running(int *ret_agent) {
         return s;
 }
 
-static void destroy(Sandbox *s) {
-        Answer d = {};
-
-        assert_int_equal(sandbox_destroy(s, on_sandbox, &d), 0);
-        RUN_UNTIL(d.n > 0);
-        assert_int_equal(d.code, SANDBOX_ERR_NONE);
-}
-
 /* A create that fails: its answer's message. */
 static void create_fails(const char *message) {
         Answer a = {};
@@ -367,12 +359,12 @@ static void test_create_and_destroy(void **state) {
 
         /* The driver is asked once, not per sandbox. */
         safe_close(agent);
-        destroy(s);
+        fake_destroy(s);
         assert_int_equal(engine_count("DELETE /containers/" CONTAINER_ID "?force=1&v=1"), 1);
         assert_false(socket_exists(id));
         s = create_running(&agent);
         assert_int_equal(engine_count("GET /info"), 1);
-        destroy(s);
+        fake_destroy(s);
         safe_close(agent);
 }
 
@@ -443,13 +435,13 @@ static void test_remove_fails(void **state) {
         unsigned stops = systemd_fake.n_stop;
 
         engine_script((EngineRule) { "DELETE", "/containers/", 500, "{\"message\":\"device busy\"}", .uses = 1 });
-        destroy(s);
+        fake_destroy(s);
         assert_int_equal(systemd_fake.n_stop, stops + 1);
         safe_close(agent);
 
         s = create_running(&agent);
         engine_script((EngineRule) { "DELETE", "/containers/", 404, "{\"message\":\"No such container\"}", .uses = 1 });
-        destroy(s);
+        fake_destroy(s);
         assert_null(manager_next_sandbox(manager, NULL));
         assert_int_equal(engine_count("DELETE"), 2);
         safe_close(agent);
@@ -489,7 +481,7 @@ static void test_restart_keeps_the_container(void **state) {
         assert_int_equal(sandbox_adopt(manager, &st, kept, &adopted), 0);
         sandbox_persist_done(&st);
         assert_int_equal(adopted->state, SANDBOX_RUNNING);
-        destroy(adopted);
+        fake_destroy(adopted);
         assert_int_equal(engine_count("DELETE /containers/" CONTAINER_ID "?force=1&v=1"), 1);
         safe_close(agent);
 }

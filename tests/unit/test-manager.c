@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The manager's own state (src/core/manager.c) through its entry points, without a system
+ * (fake-payload.h): templates created, replaced and removed through the API; names (taken,
+ * reused, freed by a stop), lookups across tenants and ListSandboxes' filters and pages; a
+ * template's requirements and idle defaults; a create that fails to start (out of
+ * descriptors or otherwise) leaving nothing registered; and a restarted sandboxd adopting
+ * what its state files and systemd's fd store say (garbled and unclaimed files, units gone,
+ * orphaned units stopped). What a user sees is asserted: the error's name and message, the
+ * state after, what is left registered and on disk. */
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "fake-payload.h"
+#include "manager-quota.h"
+#include "sandbox-errors.h"
+#include "statistics.h"
+#include "strv.h"
+
+#define SHELL_TEMPLATE                                                                          \
+        "{ \"description\": \"a shell\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"] }"
+#define IDLE_TEMPLATE                                                                           \
+        "{ \"description\": \"idles\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"      \
+        "  \"limits\": { \"IdleTimeout\": 600 }, \"idle_action\": \"pause\" }"
+#define NEEDS_TEMPLATE                                                                          \
+        "{ \"description\": \"needs a tool\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"\
+        "  \"requires\": [ { \"path\": \"/usr/lib/no-such-tool-for-sandboxd\","                \
+        "                    \"install\": \"apt-get install no-such-tool\" } ] }"
+
+/* A bwrap template with only a description. */
+#define DESCRIBED(d) "{ \"description\": \"" d "\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"] }"
+
+static const char *const templates[] = { "shell", SHELL_TEMPLATE, "idle", IDLE_TEMPLATE, "needs", NEEDS_TEMPLATE,
+                                         NULL };
+
+static const SandboxCaller root = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 0, .granted = true };
+
+static void store_reserve(void);
+
+static int setup(void **state) {
+        fake_core_new(templates);
+        return 0;
+}
+
+/* The core goes, and the fd store's descriptors are ours again (a test handed some to the
+ * manager). */
+static int teardown(void **state) {
+        fake_core_free();
+        store_reserve();
+        return 0;
+}
+
+static const char *error_name(const SandboxError *e) {
+        return sandbox_error_code_to_name(e->code);
+}
+
+/* A create of template by caller with config's name (NULL: none), answered: the sandbox. */
+static Sandbox *create_as(const SandboxCaller *caller, const char *template, const char *name) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+
+        if (name)
+                snprintf(config.name, sizeof(config.name), "%s", name);
+        assert_int_equal(manager_create_sandbox(manager, caller, template, &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_int_equal(a.state, SANDBOX_RUNNING);
+        sandbox_config_done(&config);
+        return a.sandbox;
+}
+
+/* ---- templates through the API ---- */
+
+static unsigned n_template_records;
+static char last_template_record[TEMPLATE_NAME_MAX + 1];
+
+static void on_template_record(const TemplateRecordEvent *ev, void *userdata) {
+        n_template_records++;
+        snprintf(last_template_record, sizeof(last_template_record), "%s", ev->name);
+}
+
+/* The shipped templates in <state>/vendor, before the writable <state>/templates. */
+static void use_vendor_dir(const char *name, const char *json) {
+        char dir[256], path[512];
+
+        snprintf(dir, sizeof(dir), "%s/vendor", state_dir);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+        write_text(path, json);
+        manager->settings.template_dirs = strv_free(manager->settings.template_dirs);
+        assert_int_equal(strv_extend(&manager->settings.template_dirs, dir), 0);
+        assert_int_equal(strv_extendf(&manager->settings.template_dirs, "%s/templates", state_dir), 0);
+        assert_true(manager_load_templates(manager) > 0);
+}
+
+/* CreateTemplate that succeeds. */
+static void create_template(const char *name, const char *json) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        int r = manager_create_template(manager, name, json, &error);
+
+        if (r < 0)
+                fprintf(stderr, "CreateTemplate %s: %s\n", name, sandbox_error_message(&error));
+        assert_int_equal(r, 0);
+}
+
+static const char *template_description(const char *name) {
+        const Template *t = template_set_find(manager_get_templates(manager), name);
+        return t ? t->description : NULL;
+}
+
+static void test_create_template_refusals(void **state) {
+        _cleanup_free_ char *big = NULL;
+        char path[256];
+
+        struct {
+                const char *name, *json, *message;
+        } refused[] = {
+                { ".hidden", SHELL_TEMPLATE, "Invalid template name '.hidden'" },
+                { "a/b", SHELL_TEMPLATE, "Invalid template name 'a/b'" },
+                { "broken", "{ \"payload\": ", "Template broken: " },
+                { "wrong", "{ \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"], \"idle_action\": \"sleep\" }",
+                  "Template wrong: \"idle_action\" must be" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_create_template(manager, refused[i].name, refused[i].json, &error) < 0);
+                assert_string_equal(error_name(&error), "InvalidOption");
+                if (!strstr(sandbox_error_message(&error), refused[i].message))
+                        fprintf(stderr, "MSG: %s\n", sandbox_error_message(&error));
+                assert_non_null(strstr(sandbox_error_message(&error), refused[i].message));
+                snprintf(path, sizeof(path), "%s/templates/%s.json", state_dir, refused[i].name);
+                assert_int_equal(access(path, F_OK), -1);
+                assert_null(template_set_find(manager_get_templates(manager), refused[i].name));
+        }
+
+        /* The loader's size bound, before anything is parsed. */
+        big = malloc(TEMPLATE_FILE_MAX + 1);
+        assert_non_null(big);
+        memset(big, ' ', TEMPLATE_FILE_MAX);
+        big[0] = '{';
+        big[TEMPLATE_FILE_MAX - 1] = '}';
+        big[TEMPLATE_FILE_MAX] = 0;
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_create_template(manager, "big", big, &error) < 0);
+                assert_string_equal(error_name(&error), "InvalidOption");
+                assert_non_null(strstr(sandbox_error_message(&error), "Template big: 65536 bytes or more."));
+        }
+
+        /* A writable directory that cannot be made: said, nothing loaded. */
+        snprintf(path, sizeof(path), "%s/file", state_dir);
+        write_text(path, "");
+        manager->settings.template_dirs = strv_free(manager->settings.template_dirs);
+        assert_int_equal(strv_extendf(&manager->settings.template_dirs, "%s/file/templates", state_dir), 0);
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_create_template(manager, "new", SHELL_TEMPLATE, &error) < 0);
+                assert_non_null(strstr(sandbox_error_message(&error), "Failed to create"));
+                assert_null(template_set_find(manager_get_templates(manager), "new"));
+        }
+
+        /* No template directory at all. */
+        manager->settings.template_dirs = strv_free(manager->settings.template_dirs);
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_create_template(manager, "new", SHELL_TEMPLATE, &error) < 0);
+                assert_string_equal(error_name(&error), "NotSupported");
+                assert_string_equal(sandbox_error_message(&error), "sandboxd has no template directory.");
+        }
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_remove_template(manager, "shell", &error) < 0);
+                assert_string_equal(error_name(&error), "NoSuchTemplate");
+        }
+}
+
+static void test_create_replace_remove_template(void **state) {
+        ManagerHooks hooks = { .template_record = on_template_record };
+        char path[256];
+
+        use_vendor_dir("vendored", DESCRIBED("shipped"));
+        n_template_records = 0;
+        assert_int_equal(manager_subscribe(manager, &hooks, NULL, NULL), 0);
+
+        /* Created: on disk, listed, recorded, and a sandbox of it starts at once. */
+        create_template("mine", DESCRIBED("first"));
+        snprintf(path, sizeof(path), "%s/templates/mine.json", state_dir);
+        assert_int_equal(access(path, F_OK), 0);
+        assert_string_equal(template_description("mine"), "first");
+        assert_int_equal(n_template_records, 1);
+        assert_string_equal(last_template_record, "mine");
+        fake_destroy(create_as(&root, "mine", NULL));
+
+        /* Replaced in place. */
+        create_template("mine", DESCRIBED("second"));
+        assert_string_equal(template_description("mine"), "second");
+        assert_int_equal(n_template_records, 2);
+
+        /* Removed: gone from disk and from the set; a create of it says so. */
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                SandboxConfig config = {};
+                Answer a = {};
+
+                assert_int_equal(manager_remove_template(manager, "mine", &error), 0);
+                assert_int_equal(access(path, F_OK), -1);
+                assert_null(template_set_find(manager_get_templates(manager), "mine"));
+                assert_true(manager_create_sandbox(manager, &root, "mine", &config, on_sandbox, &a, &error) < 0);
+                assert_string_equal(error_name(&error), "NoSuchTemplate");
+                assert_string_equal(sandbox_error_message(&error), "No template 'mine'.");
+                assert_int_equal(manager_n_sandboxes(manager), 0);
+        }
+        /* Twice: there is none. */
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_remove_template(manager, "mine", &error) < 0);
+                assert_string_equal(error_name(&error), "NoSuchTemplate");
+                assert_string_equal(sandbox_error_message(&error), "No template 'mine'.");
+        }
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_remove_template(manager, "../shell", &error) < 0);
+                assert_string_equal(error_name(&error), "NoSuchTemplate");
+                assert_non_null(template_set_find(manager_get_templates(manager), "shell"));
+        }
+
+        /* A shipped one is read-only; overridden, removing the override brings it back. */
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                assert_true(manager_remove_template(manager, "vendored", &error) < 0);
+                assert_string_equal(error_name(&error), "TemplateReadOnly");
+                assert_non_null(strstr(sandbox_error_message(&error), "Template vendored is shipped with sandboxd"));
+                assert_string_equal(template_description("vendored"), "shipped");
+        }
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+
+                create_template("vendored", DESCRIBED("local"));
+                assert_string_equal(template_description("vendored"), "local");
+                assert_int_equal(manager_remove_template(manager, "vendored", &error), 0);
+                assert_string_equal(template_description("vendored"), "shipped");
+        }
+}
+
+/* ---- names, lookups, lists ---- */
+
+static void test_names_taken_and_reused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Sandbox *s = create_as(&root, "shell", "build"), *found = NULL;
+        char message[256];
+        Answer a = {};
+
+        /* Taken. */
+        snprintf(config.name, sizeof(config.name), "build");
+        assert_true(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error) < 0);
+        assert_string_equal(error_name(&error), "SandboxExists");
+        snprintf(message, sizeof(message), "A sandbox named 'build' exists already: %s.", s->id);
+        assert_string_equal(sandbox_error_message(&error), message);
+        sandbox_error_done(&error);
+
+        /* Reused, of its own template only. */
+        config.reuse_existing = true;
+        assert_true(manager_create_sandbox(manager, &root, "idle", &config, on_sandbox, &a, &error) < 0);
+        assert_string_equal(error_name(&error), "SandboxExists");
+        snprintf(message, sizeof(message), "Sandbox 'build' (%s) is of template shell, not idle.", s->id);
+        assert_string_equal(sandbox_error_message(&error), message);
+        sandbox_error_done(&error);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_ptr_equal(a.sandbox, s);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(backend.n_start, 1);
+
+        /* Found by name by its owner, not by another uid, not for a tenant. */
+        assert_int_equal(manager_lookup_sandbox(manager, &root, "build", &found, &error), 0);
+        assert_ptr_equal(found, s);
+        assert_int_equal(manager_lookup_sandbox(manager, &root, s->id, &found, &error), 0);
+        assert_ptr_equal(found, s);
+        found = NULL;
+        assert_true(manager_lookup_sandbox(manager, &(SandboxCaller) { .uid = 1000 }, "build", &found, &error) < 0);
+        assert_string_equal(error_name(&error), "NoSuchSandbox");
+        assert_string_equal(sandbox_error_message(&error), "No sandbox 'build'.");
+        sandbox_error_done(&error);
+        assert_true(manager_lookup_sandbox(manager, &(SandboxCaller) { .uid = 0, .tenant = "acme", .granted = true },
+                                           s->id, &found, &error) < 0);
+        assert_string_equal(error_name(&error), "NoSuchSandbox");
+        sandbox_error_done(&error);
+        assert_true(manager_lookup_sandbox(manager, &root, "no such/name", &found, &error) < 0);
+        assert_string_equal(error_name(&error), "NoSuchSandbox");
+        sandbox_error_done(&error);
+        assert_null(found);
+
+        /* A stopping sandbox's name is free again. */
+        backend.hold_stop = true;
+        a = (Answer) {};
+        assert_int_equal(sandbox_destroy(s, on_sandbox, &a), 0);
+        RUN_UNTIL(backend.stop_held);
+        assert_true(manager_lookup_sandbox(manager, &root, "build", &found, &error) < 0);
+        sandbox_error_done(&error);
+        Sandbox *again = create_as(&root, "shell", "build");
+        assert_ptr_not_equal(again, s);
+        fake_payload_stopped();
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        sandbox_config_done(&config);
+        fake_destroy(again);
+}
+
+/* A second create of a name, with ReuseExisting, while the first still starts: both are
+ * answered with the one sandbox once it runs; one unit started. */
+static void test_reuse_while_starting(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig first = {}, second = { .reuse_existing = true };
+        Answer a = {}, b = {};
+
+        snprintf(first.name, sizeof(first.name), "web");
+        snprintf(second.name, sizeof(second.name), "web");
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &first, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &second, on_sandbox, &b, &error), 0);
+        run_briefly();
+        assert_int_equal(a.n + b.n, 0);
+        fake_systemd_release();
+        RUN_UNTIL(a.n > 0 && b.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_int_equal(b.code, SANDBOX_ERR_NONE);
+        assert_ptr_equal(a.sandbox, b.sandbox);
+        assert_int_equal(b.state, SANDBOX_RUNNING);
+        assert_int_equal(systemd_fake.n_start, 1);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        sandbox_config_done(&first);
+        sandbox_config_done(&second);
+        fake_destroy(a.sandbox);
+}
+
+typedef struct Listed {
+        unsigned n;
+        Sandbox *sandboxes[8];
+        int fail_at;    /* the callback fails at this one (1-based); 0 never */
+} Listed;
+
+static int on_listed(Sandbox *s, void *userdata) {
+        Listed *l = userdata;
+
+        assert_true(l->n < ELEMENTSOF(l->sandboxes));
+        l->sandboxes[l->n++] = s;
+        return (int) l->n == l->fail_at ? -ECANCELED : 0;
+}
+
+static void list(const SandboxCaller *caller, const SandboxListQuery *q, Listed *l, uint64_t *total) {
+        *l = (Listed) { .fail_at = l->fail_at };
+        assert_int_equal(manager_list_sandboxes(manager, caller, q, on_listed, l, total), 0);
+}
+
+static void test_list_filters_and_pages(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxCaller user = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000 };
+        Sandbox *a = create_as(&root, "shell", "a"), *b = create_as(&root, "idle", "b"),
+                *c = create_as(&root, "shell", NULL);
+        SandboxListQuery q = SANDBOX_LIST_QUERY_INIT;
+        Answer p = {};
+        uint64_t total = 0;
+        Listed l = {};
+
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 3);
+        assert_int_equal(total, 3);
+        assert_ptr_equal(l.sandboxes[0], a);
+        assert_ptr_equal(l.sandboxes[1], b);
+        assert_ptr_equal(l.sandboxes[2], c);
+
+        /* A page: the total is of all that match. */
+        q.offset = 1;
+        q.limit = 1;
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 1);
+        assert_ptr_equal(l.sandboxes[0], b);
+        assert_int_equal(total, 3);
+        q.offset = 5;
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 0);
+        assert_int_equal(total, 3);
+        q.offset = 0;
+        q.limit = 0;
+
+        snprintf(q.template_name, sizeof(q.template_name), "shell");
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 2);
+        assert_ptr_equal(l.sandboxes[1], c);
+        snprintf(q.name, sizeof(q.name), "a");
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 1);
+        assert_ptr_equal(l.sandboxes[0], a);
+        q = (SandboxListQuery) SANDBOX_LIST_QUERY_INIT;
+
+        assert_int_equal(sandbox_pause(b, on_sandbox, &p, &error), 0);
+        RUN_UNTIL(p.n > 0);
+        q.state = SANDBOX_PAUSED;
+        list(&root, &q, &l, &total);
+        assert_int_equal(l.n, 1);
+        assert_ptr_equal(l.sandboxes[0], b);
+        assert_int_equal(total, 1);
+        q.state = -1;
+
+        /* Another uid sees none of root's; a tenant's caller none of no tenant's. */
+        list(&user, &q, &l, &total);
+        assert_int_equal(l.n, 0);
+        assert_int_equal(total, 0);
+        list(&(SandboxCaller) { .uid = 0, .tenant = "acme", .granted = true }, &q, &l, &total);
+        assert_int_equal(l.n, 0);
+
+        /* The callback's error stops the walk and is returned. */
+        l = (Listed) { .fail_at = 2 };
+        assert_int_equal(manager_list_sandboxes(manager, &root, &q, on_listed, &l, &total), -ECANCELED);
+        assert_int_equal(l.n, 2);
+
+        fake_destroy(a);
+        fake_destroy(b);
+        fake_destroy(c);
+        list(&root, &q, &l, &total);
+        assert_int_equal(total, 0);
+}
+
+/* ---- what a template asks for ---- */
+
+static void test_template_requires_and_idle_defaults(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer a = {};
+        Sandbox *s;
+
+        assert_true(manager_create_sandbox(manager, &root, "needs", &config, on_sandbox, &a, &error) < 0);
+        assert_string_equal(error_name(&error), "NotSupported");
+        assert_string_equal(sandbox_error_message(&error),
+                            "Template needs needs /usr/lib/no-such-tool-for-sandboxd, which is not installed on this "
+                            "host. As root: apt-get install no-such-tool");
+        run_briefly();
+        assert_int_equal(a.n, 0);
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_int_equal(backend.n_start, 0);
+        assert_int_equal(systemd_fake.n_start, 0);
+        sandbox_config_done(&config);
+
+        /* The template's IdleTimeout and idle_action, unless the caller said otherwise. */
+        s = create_as(&root, "idle", NULL);
+        assert_int_equal(s->config.idle_timeout_sec, 600);
+        assert_int_equal(s->config.idle_action, IDLE_ACTION_PAUSE);
+        fake_destroy(s);
+
+        config = (SandboxConfig) { .idle_timeout_sec = 30, .idle_timeout_set = true,
+                                   .idle_action = IDLE_ACTION_DESTROY, .idle_action_set = true };
+        a = (Answer) {};
+        assert_int_equal(manager_create_sandbox(manager, &root, "idle", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_int_equal(a.sandbox->config.idle_timeout_sec, 30);
+        assert_int_equal(a.sandbox->config.idle_action, IDLE_ACTION_DESTROY);
+        sandbox_config_done(&config);
+        fake_destroy(a.sandbox);
+}
+
+/* ---- a create that cannot start ---- */
+
+static void test_start_failure_leaves_nothing(void **state) {
+        struct {
+                int error;
+                const char *name, *message;
+        } cases[] = {
+                { -EMFILE, "TooManySandboxes",
+                  "Failed to start sandbox: sandboxd is out of file descriptors (0 sandboxes, RLIMIT_NOFILE): " },
+                { -ENFILE, "TooManySandboxes", "Failed to start sandbox: sandboxd is out of file descriptors" },
+                { -EIO, "SandboxFailed", "Failed to start sandbox: Input/output error" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                SandboxConfig config = {};
+                Answer a = {};
+
+                backend.start_error = cases[i].error;
+                snprintf(config.name, sizeof(config.name), "named");
+                assert_true(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error) < 0);
+                assert_string_equal(error_name(&error), cases[i].name);
+                assert_non_null(strstr(sandbox_error_message(&error), cases[i].message));
+                run_briefly();
+                assert_int_equal(a.n, 0);
+                assert_int_equal(manager_n_sandboxes(manager), 0);
+                assert_null(manager_next_sandbox(manager, NULL));
+                assert_int_equal(manager->statistics.create_failures, i + 1);
+                assert_int_equal(manager_creates_waiting(manager), 0);
+                sandbox_config_done(&config);
+        }
+        /* Its name was not taken, nor a turn: the next create runs. */
+        backend.start_error = 0;
+        fake_destroy(create_as(&root, "shell", "named"));
+}
+
+/* ---- a restarted sandboxd ---- */
+
+/* systemd's fd store, as sd_listen_fds() hands it over: descriptors 3 to 6, kept ours
+ * (on /dev/null) from main() on, so that a test can put a sandbox's socket there. */
+#define STORE_FDS 4
+
+static void store_reserve(void) {
+        for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + STORE_FDS; fd++)
+                if (fcntl(fd, F_GETFD) < 0) {
+                        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+                        assert_true(null >= 0);
+                        if (null != fd) {
+                                assert_int_equal(dup2(null, fd), fd);
+                                safe_close(null);
+                        }
+                }
+}
+
+/* The fake systemd, answering from a thread while the manager asks it synchronously
+ * (manager_adopt_sandboxes() does, before sandboxd serves). */
+static volatile bool answering;
+
+static void *answer_thread(void *arg) {
+        while (answering) {
+                int r = sd_bus_process(fake_bus, NULL);
+                assert_true(r >= 0);
+                if (r == 0)
+                        (void) sd_bus_wait(fake_bus, 10 * 1000);
+        }
+        return NULL;
+}
+
+static int adopt_answered(void) {
+        pthread_t thread;
+        int n;
+
+        answering = true;
+        assert_int_equal(pthread_create(&thread, NULL, answer_thread, NULL), 0);
+        n = manager_adopt_sandboxes(manager);
+        answering = false;
+        assert_int_equal(pthread_join(thread, NULL), 0);
+        return n;
+}
+
+static void test_adopt_after_restart(void **state) {
+        _cleanup_free_ char *unit_kept = NULL, *unit_gone = NULL, *unit_lost = NULL;
+        char kept[SANDBOX_ID_LEN + 1], gone[SANDBOX_ID_LEN + 1], lost[SANDBOX_ID_LEN + 1], path[256],
+             names[256];
+        Sandbox *s_kept = create_as(&root, "shell", "kept"), *s_gone = create_as(&root, "shell", NULL),
+                *s_lost = create_as(&root, "shell", NULL), *s;
+        const char *orphan = "sandbox-0123456789abcdef.scope";
+
+        snprintf(kept, sizeof(kept), "%s", s_kept->id);
+        snprintf(gone, sizeof(gone), "%s", s_gone->id);
+        snprintf(lost, sizeof(lost), "%s", s_lost->id);
+        unit_kept = strdup(s_kept->unit);
+        unit_gone = strdup(s_gone->unit);
+        unit_lost = strdup(s_lost->unit);
+        assert_true(unit_kept && unit_gone && unit_lost);
+
+        /* What systemd keeps in its fd store: kept's and gone's control sockets, the daemon's
+         * own (not ours to close), and the output of a process of a sandbox nobody knows. */
+        assert_int_equal(dup2(s_kept->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
+        assert_int_equal(dup2(s_gone->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
+        snprintf(names, sizeof(names), "ctl-%s:ctl-%s:varlink:out-0123456789abcdef-1", kept, gone);
+        assert_int_equal(setenv("LISTEN_FDNAMES", names, 1), 0);
+        assert_int_equal(setenv("LISTEN_FDS", "4", 1), 0);
+        snprintf(path, sizeof(path), "%d", (int) getpid());
+        assert_int_equal(setenv("LISTEN_PID", path, 1), 0);
+
+        manager = manager_free(manager);
+        assert_int_equal(backend.n_detach, 3);
+        assert_true(state_file_exists(kept) && state_file_exists(gone) && state_file_exists(lost));
+        /* A state file garbled, one not of ours, a hidden one. */
+        snprintf(path, sizeof(path), "%s/sandboxes/fedcba9876543210.json", state_dir);
+        write_text(path, "{ \"id\": ");
+        snprintf(path, sizeof(path), "%s/sandboxes/notes.txt", state_dir);
+        write_text(path, "kept");
+        snprintf(path, sizeof(path), "%s/sandboxes/.partial.json", state_dir);
+        write_text(path, "{");
+
+        /* systemd runs kept's unit and an orphan (a sandboxd that crashed while starting
+         * it), and units whose names are not ours; gone's and lost's are not active any more. */
+        assert_int_equal(strv_extend(&systemd_fake.units, unit_kept), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, orphan), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, "sandbox-ab.slice"), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, "sandbox-0123456789ABCDEF.scope"), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, "sandbox-0123456789abcdef.service"), 0);
+        systemd_fake.n_stop = 0;
+
+        fake_manager_new();
+        assert_int_equal(adopt_answered(), 1);
+        run_briefly();
+
+        /* The environment is consumed; gone's socket and the unclaimed descriptor of ours
+         * closed, the daemon's left open. */
+        assert_null(getenv("LISTEN_FDS"));
+        assert_true(fcntl(SD_LISTEN_FDS_START + 1, F_GETFD) < 0);
+        assert_true(fcntl(SD_LISTEN_FDS_START + 2, F_GETFD) >= 0);
+        assert_true(fcntl(SD_LISTEN_FDS_START + 3, F_GETFD) < 0);
+
+        /* kept is back, running, by name too, its state file kept. */
+        s = manager_get_sandbox(manager, kept);
+        assert_non_null(s);
+        assert_int_equal(sandbox_get_state(s), SANDBOX_RUNNING);
+        assert_string_equal(sandbox_get_name(s), "kept");
+        assert_int_equal(s->control_fd, SD_LISTEN_FDS_START);
+        assert_true(state_file_exists(kept));
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+
+        /* gone (its unit ended) and lost (its socket not kept) were stopped and forgotten;
+         * so was the orphan unit, and only it of the units nobody has. */
+        assert_null(manager_get_sandbox(manager, gone));
+        assert_null(manager_get_sandbox(manager, lost));
+        assert_false(state_file_exists(gone));
+        assert_false(state_file_exists(lost));
+        assert_int_equal(systemd_fake.n_stop, 3);
+        assert_true(strv_contains(systemd_fake.stopped, unit_gone));
+        assert_true(strv_contains(systemd_fake.stopped, unit_lost));
+        assert_true(strv_contains(systemd_fake.stopped, orphan));
+        assert_false(strv_contains(systemd_fake.stopped, unit_kept));
+
+        /* The garbled state file is removed, what is not a state file is not. */
+        snprintf(path, sizeof(path), "%s/sandboxes/fedcba9876543210.json", state_dir);
+        assert_int_equal(access(path, F_OK), -1);
+        snprintf(path, sizeof(path), "%s/sandboxes/notes.txt", state_dir);
+        assert_int_equal(access(path, F_OK), 0);
+        snprintf(path, sizeof(path), "%s/sandboxes/.partial.json", state_dir);
+        assert_int_equal(access(path, F_OK), 0);
+
+        fake_destroy(s);
+        assert_false(state_file_exists(kept));
+}
+
+/* Without the fd store (sandboxd not run by systemd), nothing can be taken up: every
+ * sandbox left is stopped, and adopting twice finds nothing more. */
+static void test_adopt_without_fd_store(void **state) {
+        Sandbox *a = create_as(&root, "shell", NULL), *b = create_as(&root, "idle", NULL);
+        char ida[SANDBOX_ID_LEN + 1], idb[SANDBOX_ID_LEN + 1];
+
+        snprintf(ida, sizeof(ida), "%s", a->id);
+        snprintf(idb, sizeof(idb), "%s", b->id);
+        assert_int_equal(unsetenv("LISTEN_FDS"), 0);
+        manager = manager_free(manager);
+        fake_manager_new();
+        systemd_fake.n_stop = 0;
+        assert_int_equal(adopt_answered(), 0);
+        run_briefly();
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_int_equal(systemd_fake.n_stop, 2);
+        assert_false(state_file_exists(ida));
+        assert_false(state_file_exists(idb));
+        assert_int_equal(backend.n_adopt, 0);
+
+        assert_int_equal(adopt_answered(), 0);
+        run_briefly();
+        assert_int_equal(systemd_fake.n_stop, 2);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_create_template_refusals, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_create_replace_remove_template, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_names_taken_and_reused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reuse_while_starting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_list_filters_and_pages, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_template_requires_and_idle_defaults, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_start_failure_leaves_nothing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
+        };
+
+        store_reserve();
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
