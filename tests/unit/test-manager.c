@@ -6,7 +6,8 @@
  * template's requirements and idle defaults; a create that fails to start (out of
  * descriptors or otherwise) leaving nothing registered; and a restarted sandboxd adopting
  * what its state files and systemd's fd store say (garbled and unclaimed files, units gone,
- * orphaned units stopped). What a user sees is asserted: the error's name and message, the
+ * a payload not to be found, orphaned units stopped); the warm pool drained at a clean
+ * stop. What a user sees is asserted: the error's name and message, the
  * state after, what is left registered and on disk. */
 
 #include <errno.h>
@@ -651,6 +652,60 @@ static void test_adopt_after_restart(void **state) {
         assert_false(state_file_exists(kept));
 }
 
+/* A sandbox whose state file and socket are there but that cannot be taken up (here: the
+ * backend finds no payload of it): stopped and forgotten, its socket closed, nothing left
+ * registered; an ephemeral one taken up is stopped at once (its one command went). */
+static void test_adopt_failure_releases_everything(void **state) {
+        _cleanup_free_ char *unit = NULL, *eunit = NULL;
+        Sandbox *s = create_as(&root, "shell", "doomed"), *e;
+        char id[SANDBOX_ID_LEN + 1], eid[SANDBOX_ID_LEN + 1], pid[32], names[128];
+        SandboxConfig config = { .ephemeral = true };
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Answer a = {};
+
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        e = a.sandbox;
+        snprintf(id, sizeof(id), "%s", s->id);
+        snprintf(eid, sizeof(eid), "%s", e->id);
+        unit = strdup(s->unit);
+        eunit = strdup(e->unit);
+        assert_true(unit && eunit);
+        assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
+        assert_int_equal(dup2(e->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
+        snprintf(names, sizeof(names), "ctl-%s:ctl-%s", id, eid);
+        assert_int_equal(setenv("LISTEN_FDNAMES", names, 1), 0);
+        assert_int_equal(setenv("LISTEN_FDS", "2", 1), 0);
+        snprintf(pid, sizeof(pid), "%d", (int) getpid());
+        assert_int_equal(setenv("LISTEN_PID", pid, 1), 0);
+
+        manager = manager_free(manager);
+        assert_true(state_file_exists(id));
+        /* Its payload is not to be found by the next sandboxd's backend. */
+        for (unsigned i = 0; i < n_agents; i++)
+                if (streq(agents[i].id, id))
+                        agents[i].id[0] = 0;
+        assert_int_equal(strv_extend(&systemd_fake.units, unit), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, eunit), 0);
+        systemd_fake.n_stop = 0;
+
+        fake_manager_new();
+        /* The ephemeral one is taken up, to be stopped. */
+        assert_int_equal(adopt_answered(), 1);
+        RUN_UNTIL(manager_n_sandboxes(manager) == 0);
+        run_briefly();
+        assert_null(manager_get_sandbox(manager, id));
+        assert_null(manager_get_sandbox(manager, eid));
+        assert_false(state_file_exists(id));
+        assert_false(state_file_exists(eid));
+        assert_true(strv_contains(systemd_fake.stopped, unit));
+        /* The descriptors systemd gave back are all let go of. */
+        assert_true(fcntl(SD_LISTEN_FDS_START, F_GETFD) < 0);
+        assert_true(fcntl(SD_LISTEN_FDS_START + 1, F_GETFD) < 0);
+        sandbox_config_done(&config);
+}
+
 /* Without the fd store (sandboxd not run by systemd), nothing can be taken up: every
  * sandbox left is stopped, and adopting twice finds nothing more. */
 static void test_adopt_without_fd_store(void **state) {
@@ -676,6 +731,59 @@ static void test_adopt_without_fd_store(void **state) {
         assert_int_equal(systemd_fake.n_stop, 2);
 }
 
+/* ---- the warm pool at a clean stop ---- */
+
+#define POOL_TEMPLATE                                                                           \
+        "{ \"description\": \"pooled\", \"payload\": \"bwrap\", \"ro_binds\": [\"/usr\"],"    \
+        "  \"pool\": { \"size\": 1 } }"
+
+static int setup_pool(void **state) {
+        static const char *const pool_templates[] = { "pooled", POOL_TEMPLATE, "shell", SHELL_TEMPLATE, NULL };
+
+        fake_core_new(pool_templates);
+        return 0;
+}
+
+static void on_drained(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+/* DrainPool: the pool's sandboxes go, the callback once they are gone, no refill after;
+ * a caller's sandbox is not the pool's and stays. */
+static void test_drain_pool(void **state) {
+        Sandbox *mine = create_as(&root, "shell", NULL), *pooled;
+        unsigned drained = 0, n_start;
+
+        pool_schedule_refill(manager, 0);
+        RUN_UNTIL(manager->pooled && manager->pooled->state == SANDBOX_RUNNING);
+        pooled = manager->pooled;
+        assert_int_equal(manager_n_sandboxes(manager), 2);
+
+        backend.hold_stop = true;
+        assert_int_equal(manager_drain_pool(manager, on_drained, &drained), 1);
+        RUN_UNTIL(backend.stop_held == pooled);
+        run_briefly();
+        assert_int_equal(drained, 0);
+        fake_payload_stopped();
+        RUN_UNTIL(drained > 0);
+        assert_int_equal(drained, 1);
+        assert_null(manager->pooled);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(mine->state, SANDBOX_RUNNING);
+
+        /* Drained for good: nothing refills it. */
+        n_start = backend.n_start;
+        pool_schedule_refill(manager, 0);
+        run_briefly();
+        assert_int_equal(backend.n_start, n_start);
+        assert_null(manager->pooled);
+
+        /* Nothing to drain: at once. */
+        assert_int_equal(manager_drain_pool(manager, on_drained, &drained), 0);
+        assert_int_equal(drained, 2);
+        fake_destroy(mine);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_create_template_refusals, setup, teardown),
@@ -686,7 +794,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_template_requires_and_idle_defaults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_failure_leaves_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_drain_pool, setup_pool, teardown),
         };
 
         store_reserve();
