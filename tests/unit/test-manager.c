@@ -536,6 +536,19 @@ static void store_reserve(void) {
                 }
 }
 
+/* What systemd's fd store gives the next sandboxd: the descriptors from 3 on, named by
+ * names (colon-separated), in the environment as sd_listen_fds() reads it. */
+static void store_hand_over(unsigned n, const char *names) {
+        char text[32];
+
+        assert_true(n <= STORE_FDS);
+        assert_int_equal(setenv("LISTEN_FDNAMES", names, 1), 0);
+        snprintf(text, sizeof(text), "%u", n);
+        assert_int_equal(setenv("LISTEN_FDS", text, 1), 0);
+        snprintf(text, sizeof(text), "%d", (int) getpid());
+        assert_int_equal(setenv("LISTEN_PID", text, 1), 0);
+}
+
 /* The fake systemd, answering from a thread while the manager asks it synchronously
  * (manager_adopt_sandboxes() does, before sandboxd serves). */
 static volatile bool answering;
@@ -583,10 +596,7 @@ static void test_adopt_after_restart(void **state) {
         assert_int_equal(dup2(s_kept->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
         assert_int_equal(dup2(s_gone->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
         snprintf(names, sizeof(names), "ctl-%s:ctl-%s:varlink:out-0123456789abcdef-1", kept, gone);
-        assert_int_equal(setenv("LISTEN_FDNAMES", names, 1), 0);
-        assert_int_equal(setenv("LISTEN_FDS", "4", 1), 0);
-        snprintf(path, sizeof(path), "%d", (int) getpid());
-        assert_int_equal(setenv("LISTEN_PID", path, 1), 0);
+        store_hand_over(4, names);
 
         manager = manager_free(manager);
         assert_int_equal(backend.n_detach, 3);
@@ -658,7 +668,7 @@ static void test_adopt_after_restart(void **state) {
 static void test_adopt_failure_releases_everything(void **state) {
         _cleanup_free_ char *unit = NULL, *eunit = NULL;
         Sandbox *s = create_as(&root, "shell", "doomed"), *e;
-        char id[SANDBOX_ID_LEN + 1], eid[SANDBOX_ID_LEN + 1], pid[32], names[128];
+        char id[SANDBOX_ID_LEN + 1], eid[SANDBOX_ID_LEN + 1], names[128];
         SandboxConfig config = { .ephemeral = true };
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         Answer a = {};
@@ -675,10 +685,7 @@ static void test_adopt_failure_releases_everything(void **state) {
         assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
         assert_int_equal(dup2(e->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
         snprintf(names, sizeof(names), "ctl-%s:ctl-%s", id, eid);
-        assert_int_equal(setenv("LISTEN_FDNAMES", names, 1), 0);
-        assert_int_equal(setenv("LISTEN_FDS", "2", 1), 0);
-        snprintf(pid, sizeof(pid), "%d", (int) getpid());
-        assert_int_equal(setenv("LISTEN_PID", pid, 1), 0);
+        store_hand_over(2, names);
 
         manager = manager_free(manager);
         assert_true(state_file_exists(id));
