@@ -6,8 +6,8 @@
  * template's requirements and idle defaults; a create that fails to start (out of
  * descriptors or otherwise) leaving nothing registered; and a restarted sandboxd adopting
  * what its state files and systemd's fd store say (garbled and unclaimed files, units gone,
- * a payload not to be found, orphaned units stopped); the warm pool drained at a clean
- * stop. What a user sees is asserted: the error's name and message, the
+ * a payload not to be found, orphaned units stopped); quotas (creates a second, a tenant's
+ * over the fleet) and the turns of creates; the warm pool drained at a clean stop. What a user sees is asserted: the error's name and message, the
  * state after, what is left registered and on disk. */
 
 #include <errno.h>
@@ -517,6 +517,153 @@ static void test_start_failure_leaves_nothing(void **state) {
         fake_destroy(create_as(&root, "shell", "named"));
 }
 
+/* ---- quotas and turns ---- */
+
+static int create_refused(const SandboxCaller *caller, const char *template, SandboxError *error) {
+        SandboxConfig config = {};
+        Answer a = {};
+        int r;
+
+        r = manager_create_sandbox(manager, caller, template, &config, on_sandbox, &a, error);
+        run_briefly();
+        assert_int_equal(a.n, 0);
+        sandbox_config_done(&config);
+        return r;
+}
+
+/* [OwnerQuota] CreatesPerSecond=: the second create within the second is refused, with
+ * its name and message, and starts nothing; root's own have no quota. */
+static void test_creates_per_second(void **state) {
+        SandboxCaller user = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000, .granted = true };
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s, *r1, *r2;
+
+        manager->settings.tenancy.quota.owner.creates_per_sec = 1;
+        manager->settings.tenancy.quota.owner.creates_burst = 1;
+        s = create_as(&user, "shell", NULL);
+        assert_true(create_refused(&user, "shell", &error) < 0);
+        assert_string_equal(error_name(&error), "QuotaExceeded");
+        assert_string_equal(sandbox_error_message(&error),
+                            "Quota exceeded: owner 1000 may create 1 sandboxes a second (CreatesPerSecond=, a "
+                            "burst of 1); try again later.");
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(backend.n_start, 1);
+
+        r1 = create_as(&root, "shell", NULL);
+        r2 = create_as(&root, "shell", NULL);
+        fake_destroy(r1);
+        fake_destroy(r2);
+        fake_destroy(s);
+}
+
+/* [TenantQuota] Sandboxes=, counted over the fleet: what the other nodes hold (as last
+ * read) counts; what this node holds is what manager_tenant_uses() tells them. */
+static void test_tenant_quota_over_the_fleet(void **state) {
+        SandboxCaller acme = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000, .tenant = "acme", .granted = true };
+        SandboxCaller other = { .kind = SANDBOX_CALLER_UNIX_PROCESS, .uid = 1000, .tenant = "other", .granted = true };
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        TenantUse *uses = NULL, *fleet;
+        QuotaReport report;
+        size_t n = 0;
+        Sandbox *s;
+
+        manager->settings.tenancy.quota.tenant.sandboxes = 2;
+        s = create_as(&acme, "shell", NULL);
+        assert_string_equal(sandbox_get_tenant(s), "acme");
+        /* A sandbox of no tenant is no tenant's use. */
+        Sandbox *mine = create_as(&root, "shell", NULL);
+
+        assert_int_equal(manager_tenant_uses(manager, &uses, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(uses[0].tenant, "acme");
+        assert_int_equal(uses[0].use.sandboxes, 1);
+        free(uses);
+
+        /* Another node holds one of acme's: acme is full. */
+        fleet = calloc(2, sizeof(TenantUse));
+        assert_non_null(fleet);
+        snprintf(fleet[0].tenant, sizeof(fleet[0].tenant), "acme");
+        fleet[0].use.sandboxes = 1;
+        snprintf(fleet[1].tenant, sizeof(fleet[1].tenant), "elsewhere");
+        fleet[1].use.sandboxes = 5;
+        manager_fleet_uses_set(manager, fleet, 2);
+        assert_true(create_refused(&acme, "shell", &error) < 0);
+        assert_string_equal(error_name(&error), "QuotaExceeded");
+        assert_string_equal(sandbox_error_message(&error),
+                            "Quota exceeded: tenant acme has 2 of 2 sandboxes (Sandboxes=).");
+        sandbox_error_done(&error);
+        assert_int_equal(manager_get_quota(manager, &acme, &report), 0);
+        assert_string_equal(report.scope, "tenant acme");
+        assert_int_equal(report.entries[QUOTA_SANDBOXES].limit, 2);
+        assert_int_equal(report.entries[QUOTA_SANDBOXES].use, 2);
+        /* Another tenant's quota is its own. */
+        fake_destroy(create_as(&other, "shell", NULL));
+        assert_int_equal(manager_n_sandboxes(manager), 2);
+
+        /* The other node's use gone: room again. */
+        manager_fleet_uses_set(manager, NULL, 0);
+        fake_destroy(create_as(&acme, "shell", NULL));
+        fake_destroy(s);
+        fake_destroy(mine);
+        assert_int_equal(manager_tenant_uses(manager, &uses, &n), 0);
+        assert_int_equal(n, 0);
+        free(uses);
+}
+
+/* A create waiting for its turn ([Node] StartsInFlight=) whose template is removed
+ * meanwhile: answered NoSuchTemplate when its turn comes, nothing started for it. */
+static void test_template_removed_while_waiting(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer first = {}, waiting = {};
+
+        create_template("brief", DESCRIBED("short-lived"));
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &first, &error), 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "brief", &config, on_sandbox, &waiting, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        assert_int_equal(manager_creates_waiting(manager), 1);
+
+        assert_int_equal(manager_remove_template(manager, "brief", &error), 0);
+        fake_systemd_release();
+        RUN_UNTIL(first.n > 0 && waiting.n > 0);
+        assert_int_equal(first.code, SANDBOX_ERR_NONE);
+        assert_int_equal(waiting.code, SANDBOX_ERR_NO_SUCH_TEMPLATE);
+        assert_string_equal(waiting.message, "Template 'brief' was removed while the create waited.");
+        assert_int_equal(manager_creates_waiting(manager), 0);
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(backend.n_start, 1);
+        sandbox_config_done(&config);
+        fake_destroy(first.sandbox);
+}
+
+/* Creates still waiting for their turn when sandboxd stops are answered NoReply (what
+ * the bus would say), the one starting goes (it has no state to be adopted by). */
+static void test_stop_answers_the_waiting(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        Answer first = {}, waiting = {};
+        char id[SANDBOX_ID_LEN + 1];
+
+        manager->settings.tenancy.node.starts_in_flight = 1;
+        systemd_fake.hold = "StartTransientUnit";
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &first, &error), 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &waiting, &error), 0);
+        RUN_UNTIL(systemd_fake.n_held > 0);
+        snprintf(id, sizeof(id), "%s", manager_next_sandbox(manager, NULL)->id);
+
+        manager = manager_free(manager);
+        assert_int_equal(waiting.n, 1);
+        assert_int_equal(waiting.code, SANDBOX_ERR_NO_REPLY);
+        assert_string_equal(waiting.message, "sandboxd stopped before the call was answered.");
+        assert_int_equal(first.n, 1);
+        assert_int_equal(first.code, SANDBOX_ERR_NO_REPLY);
+        assert_int_equal(backend.n_detach, 0);
+        assert_false(state_file_exists(id));
+        sandbox_config_done(&config);
+}
+
 /* ---- a restarted sandboxd ---- */
 
 /* systemd's fd store, as sd_listen_fds() hands it over: descriptors 3 to 6, kept ours
@@ -800,6 +947,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_list_filters_and_pages, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_template_requires_and_idle_defaults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_failure_leaves_nothing, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_creates_per_second, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tenant_quota_over_the_fleet, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_template_removed_while_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
