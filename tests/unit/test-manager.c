@@ -7,7 +7,8 @@
  * descriptors or otherwise) leaving nothing registered; and a restarted sandboxd adopting
  * what its state files and systemd's fd store say (garbled and unclaimed files, units gone,
  * a payload not to be found, orphaned units stopped); quotas (creates a second, a tenant's
- * over the fleet) and the turns of creates; the warm pool drained at a clean stop. What a user sees is asserted: the error's name and message, the
+ * over the fleet) and the turns of creates; the warm pool drained at a clean stop; a
+ * manager that cannot start. What a user sees is asserted: the error's name and message, the
  * state after, what is left registered and on disk. */
 
 #include <errno.h>
@@ -664,6 +665,56 @@ static void test_stop_answers_the_waiting(void **state) {
         sandbox_config_done(&config);
 }
 
+/* ---- a manager that cannot start ---- */
+
+/* manager_new() over state directory dir: its error; nothing is left behind (under ASan:
+ * no leak of what it had built). */
+static int manager_new_in(const char *dir) {
+        ManagerSettings settings;
+        Manager *m = NULL;
+        int r;
+
+        assert_int_equal(manager_settings_init(&settings), 0);
+        free(settings.state_dir);
+        settings.state_dir = strdup(dir);
+        assert_non_null(settings.state_dir);
+        free(settings.snapshots.directory);
+        assert_true(asprintf(&settings.snapshots.directory, "%s/snapshots", state_dir) > 0);
+        r = manager_new(event, core_bus, &settings, &m);
+        manager_settings_done(&settings);
+        if (r >= 0)
+                manager_free(m);
+        else
+                assert_null(m);
+        return r;
+}
+
+static void test_manager_new_refusals(void **state) {
+        char dir[256], path[512];
+
+        /* The empty directory bound over /proc's hidden parts has something in it. */
+        snprintf(dir, sizeof(dir), "%s/other", state_dir);
+        assert_int_equal(mkdir(dir, 0755), 0);
+        snprintf(path, sizeof(path), "%s/empty", dir);
+        assert_int_equal(mkdir(path, 0755), 0);
+        snprintf(path, sizeof(path), "%s/empty/planted", dir);
+        write_text(path, "");
+        assert_int_equal(manager_new_in(dir), -ENOTEMPTY);
+
+        /* The state directory is a file. */
+        snprintf(dir, sizeof(dir), "%s/a-file", state_dir);
+        write_text(dir, "");
+        assert_int_equal(manager_new_in(dir), -ENOTDIR);
+
+        /* Emptied, the first starts. */
+        snprintf(dir, sizeof(dir), "%s/other", state_dir);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(manager_new_in(dir), 0);
+
+        /* The manager of the test is untouched by all this. */
+        fake_destroy(create_as(&root, "shell", NULL));
+}
+
 /* ---- a restarted sandboxd ---- */
 
 /* systemd's fd store, as sd_listen_fds() hands it over: descriptors 3 to 6, kept ours
@@ -951,6 +1002,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_tenant_quota_over_the_fleet, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_template_removed_while_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_manager_new_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
