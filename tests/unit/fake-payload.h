@@ -478,15 +478,20 @@ static void write_text(const char *path, const char *text) {
 
 /* A manager over the fake systemd with the fake backend for bwrap, in state_dir (the
  * templates in its "templates"); again over the same state: sandboxd restarted. */
+/* The defaults, with dir as the state directory and the snapshots in state_dir's. */
+static void fake_settings_init(ManagerSettings *settings, const char *dir) {
+        assert_int_equal(manager_settings_init(settings), 0);
+        free(settings->state_dir);
+        settings->state_dir = strdup(dir);
+        assert_non_null(settings->state_dir);
+        free(settings->snapshots.directory);
+        assert_true(asprintf(&settings->snapshots.directory, "%s/snapshots", state_dir) > 0);
+}
+
 static void fake_manager_new(void) {
         ManagerSettings settings;
 
-        assert_int_equal(manager_settings_init(&settings), 0);
-        free(settings.state_dir);
-        settings.state_dir = strdup(state_dir);
-        assert_non_null(settings.state_dir);
-        free(settings.snapshots.directory);
-        assert_true(asprintf(&settings.snapshots.directory, "%s/snapshots", state_dir) > 0);
+        fake_settings_init(&settings, state_dir);
         settings.snapshots.retention_sec = fake_retention_sec;
         if (fake_docker_socket) {
                 free(settings.docker_socket);

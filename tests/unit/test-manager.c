@@ -674,12 +674,7 @@ static int manager_new_in(const char *dir) {
         Manager *m = NULL;
         int r;
 
-        assert_int_equal(manager_settings_init(&settings), 0);
-        free(settings.state_dir);
-        settings.state_dir = strdup(dir);
-        assert_non_null(settings.state_dir);
-        free(settings.snapshots.directory);
-        assert_true(asprintf(&settings.snapshots.directory, "%s/snapshots", state_dir) > 0);
+        fake_settings_init(&settings, dir);
         r = manager_new(event, core_bus, &settings, &m);
         manager_settings_done(&settings);
         if (r >= 0)
