@@ -1547,6 +1547,67 @@ static void test_hibernate_and_wake(void **state) {
         destroy(w.sandbox);
 }
 
+/* Wake refused, and the hibernated sandbox kept for a later one: its name taken by another
+ * sandbox meanwhile, its template gone, or woken already (a second Wake while the first
+ * restores). */
+static void test_wake_refused(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        SandboxConfig config = {};
+        SnapshotMeta meta = {};
+        Answer h = {}, a = {}, w = {};
+        char id[SANDBOX_ID_LEN + 1], message[256];
+        Sandbox *s;
+
+        snprintf(config.name, sizeof(config.name), "db");
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        s = a.sandbox;
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_int_equal(sandbox_hibernate(s, NULL, on_snapshot, &h, &error), 0);
+        agent_archive(agent_of(s), "files", 0);
+        RUN_UNTIL(h.n > 0);
+        assert_int_equal(h.code, SANDBOX_ERR_NONE);
+
+        /* Its name is another's now. */
+        a = (Answer) {};
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+        RUN_UNTIL(a.n > 0);
+        assert_int_equal(a.code, SANDBOX_ERR_NONE);
+        assert_true(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_SANDBOX_EXISTS);
+        assert_string_equal(sandbox_error_message(&error), "A sandbox named 'db' exists already; it cannot wake.");
+        sandbox_error_done(&error);
+        destroy(a.sandbox);
+
+        /* Its template is gone. */
+        assert_int_equal(manager_remove_template(manager, "shell", &error), 0);
+        assert_true(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_TEMPLATE);
+        assert_string_equal(sandbox_error_message(&error), "No template 'shell' any more.");
+        sandbox_error_done(&error);
+        assert_int_equal(manager_create_template(manager, "shell", SHELL_TEMPLATE, &error), 0);
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        run_briefly();
+        assert_int_equal(w.n, 0);
+
+        /* Woken twice at once: the second is refused, the first is answered. */
+        assert_int_equal(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
+        RUN_UNTIL(n_agents == 3);
+        assert_true(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &a, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_SANDBOX_EXISTS);
+        snprintf(message, sizeof(message), "Sandbox %s is awake already.", id);
+        assert_string_equal(sandbox_error_message(&error), message);
+        agent_extract(&agents[2], 0);
+        RUN_UNTIL(w.n > 0);
+        assert_int_equal(w.code, SANDBOX_ERR_NONE);
+        assert_string_equal(w.id, id);
+        assert_string_equal(sandbox_get_name(w.sandbox), "db");
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_true(snapshot_lookup_hibernated(manager, &root, id, &meta, &error) < 0);
+        sandbox_config_done(&config);
+        destroy(w.sandbox);
+}
+
 /* Secret bindings given at create (not the template's) come back with Wake: the record
  * keeps their names, the values stay in the store. */
 static void test_hibernation_keeps_its_secret_bindings(void **state) {
@@ -2254,6 +2315,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_stop_during_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_snapshot_while_paused_pauses_again, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hibernate_and_wake, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_wake_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_and_restore_failure, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_create_from_snapshot, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fork_quota_rechecked, setup, teardown),
