@@ -12,6 +12,7 @@
  * state after, what is left registered and on disk. */
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -611,6 +612,31 @@ static void test_tenant_quota_over_the_fleet(void **state) {
         free(uses);
 }
 
+/* The maximum of sandboxes, lowered to what RLIMIT_NOFILE has room for (sandboxd.c):
+ * refused with TooManySandboxes saying why, before a start could fail with EMFILE. */
+static void test_maximum_by_descriptors(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        Sandbox *s;
+
+        assert_int_equal(sandbox_fds_needed(10), SANDBOX_FDS_BASE + 10 * SANDBOX_FDS_PER_SANDBOX);
+        assert_int_equal(sandbox_fds_room(sandbox_fds_needed(10)), 10);
+        assert_int_equal(sandbox_fds_room(1024), 1);
+        assert_int_equal(sandbox_fds_room(UINT64_MAX), UINT_MAX);
+
+        manager->settings.max_sandboxes = 1;
+        manager->settings.max_sandboxes_by_fds = true;
+        s = create_as(&root, "shell", NULL);
+        assert_true(create_refused(&root, "shell", &error) < 0);
+        assert_string_equal(error_name(&error), "TooManySandboxes");
+        assert_string_equal(sandbox_error_message(&error),
+                            "The maximum of 1 sandboxes is reached (all sandboxd's descriptor limit, RLIMIT_NOFILE, "
+                            "has room for).");
+        assert_int_equal(manager_n_sandboxes(manager), 1);
+        assert_int_equal(backend.n_start, 1);
+        fake_destroy(s);
+        fake_destroy(create_as(&root, "shell", NULL));
+}
+
 /* A create waiting for its turn ([Node] StartsInFlight=) whose template is removed
  * meanwhile: answered NoSuchTemplate when its turn comes, nothing started for it. */
 static void test_template_removed_while_waiting(void **state) {
@@ -995,6 +1021,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_start_failure_leaves_nothing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_creates_per_second, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tenant_quota_over_the_fleet, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_maximum_by_descriptors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_template_removed_while_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_manager_new_refusals, setup, teardown),
