@@ -891,7 +891,9 @@ static bool unit_is_active(Manager *m, const char *unit) {
         return streq(state, "active") || streq(state, "reloading");
 }
 
-static int manager_stop_orphans(Manager *m) {
+/* Units of ours that no sandbox goes with, but for those stopped already (the sandboxes
+ * not adopted). */
+static int manager_stop_orphans(Manager *m, char **stopped) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         const char *name;
@@ -912,7 +914,7 @@ static int manager_stop_orphans(Manager *m) {
                 if (sscanf(name, "sandbox-%16[0-9a-f].%7s", id, suffix) != 2 || strlen(id) != SANDBOX_ID_LEN ||
                     (!streq(suffix, "scope") && !streq(suffix, "slice")))
                         continue;
-                if (manager_find_sandbox(m, id) || manager_find_by_unit(m, name))
+                if (manager_find_sandbox(m, id) || manager_find_by_unit(m, name) || strv_contains(stopped, name))
                         continue;
                 log_warning("Stopping %s: no sandbox of ours goes with it (left by a sandboxd that crashed while starting it?).", name);
                 (void) unit_stop(m->systemd, name, on_orphan_stopped, NULL);
@@ -998,7 +1000,7 @@ static unsigned manager_load_all_stopped(Manager *m) {
 }
 
 int manager_adopt_sandboxes(Manager *m) {
-        _cleanup_strv_free_ char **names = NULL;
+        _cleanup_strv_free_ char **names = NULL, **units_stopped = NULL;
         unsigned adopted = 0;
         struct dirent *de;
         DIR *d;
@@ -1080,6 +1082,7 @@ int manager_adopt_sandboxes(Manager *m) {
 
                 log_warning("Not adopting sandbox %s: %s; stopping it.", st.id, strempty(why));
                 (void) unit_stop(m->systemd, unit, on_orphan_stopped, NULL);
+                (void) strv_extend(&units_stopped, unit);   /* not again as an orphan */
                 (void) sandbox_persist_remove(m->sandboxes_dir, st.id);
                 sandbox_remove_processes(m->sandboxes_dir, st.id);
                 manager_forget_fd(fdname);
@@ -1099,7 +1102,7 @@ int manager_adopt_sandboxes(Manager *m) {
                         manager_forget_fd(names[i]);
                 }
 
-        (void) manager_stop_orphans(m);
+        (void) manager_stop_orphans(m, units_stopped);
         if (m->workspaces) {
                 unsigned stopped = manager_load_all_stopped(m);
                 if (stopped > 0)

@@ -210,6 +210,7 @@ typedef struct FakeBackend {
         bool hold_renew;        /* renew() waits for fake_payload_renewed() */
         Sandbox *renew_held;
         const char *renew_failure;
+        pid_t payload_pid;      /* what the state file says the payload's pid is (0: none) */
 } FakeBackend;
 
 static FakeBackend backend;
@@ -278,7 +279,7 @@ static void fake_stop(Sandbox *s) {
 }
 
 static int fake_save(Sandbox *s, SandboxPersist *st) {
-        st->payload_pid = 0;
+        st->payload_pid = backend.payload_pid;
         return 0;
 }
 

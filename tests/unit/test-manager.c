@@ -4,12 +4,13 @@
  * (fake-payload.h): templates created, replaced and removed through the API; names (taken,
  * reused, freed by a stop), lookups across tenants and ListSandboxes' filters and pages; a
  * template's requirements and idle defaults; a create that fails to start (out of
- * descriptors or otherwise) leaving nothing registered; and a restarted sandboxd adopting
- * what its state files and systemd's fd store say (garbled and unclaimed files, units gone,
- * a payload not to be found, orphaned units stopped); quotas (creates a second, a tenant's
- * over the fleet) and the turns of creates; the warm pool drained at a clean stop; a
- * manager that cannot start. What a user sees is asserted: the error's name and message, the
- * state after, what is left registered and on disk. */
+ * descriptors or otherwise) leaving nothing registered; quotas (creates a second, a
+ * tenant's over the fleet, the maximum by descriptors) and the turns of creates; a manager
+ * that cannot start; a restarted sandboxd adopting what its state files and systemd's fd
+ * store say (garbled and unclaimed files, units gone, a payload not to be found or gone,
+ * orphaned units stopped once, the fd store told what to forget); the warm pool drained
+ * at a clean stop. What a user sees is asserted: the error's name and message, the state
+ * after, what is left registered and on disk. */
 
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include <systemd/sd-daemon.h>
@@ -932,6 +935,99 @@ static void test_adopt_failure_releases_everything(void **state) {
         sandbox_config_done(&config);
 }
 
+/* A datagram socket as $NOTIFY_SOCKET, for what sandboxd tells systemd. */
+static int notify_socket_new(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        assert_true(fd >= 0);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", state_dir);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
+        return fd;
+}
+
+/* Every message sent to it so far, each line-terminated. */
+static char *notify_read_all(int fd) {
+        char *all = strdup(""), buf[512];
+        ssize_t n;
+
+        assert_non_null(all);
+        while ((n = recv(fd, buf, sizeof(buf) - 1, 0)) > 0) {
+                char *more;
+
+                buf[n] = 0;
+                assert_true(asprintf(&more, "%s%s\n", all, buf) > 0);
+                free(all);
+                all = more;
+        }
+        return all;
+}
+
+/* Whose payload process is gone (its pid dead, or alive but not in its unit: reused) is
+ * not adopted; what systemd's fd store keeps of a sandbox not adopted, and of ours nobody
+ * claims, systemd is told to forget (FDSTOREREMOVE), and nothing else. */
+static void test_adopt_payload_gone_fd_store_cleared(void **state) {
+        _cleanup_close_ int notify = -EBADF;
+        _cleanup_free_ char *said = NULL, *unit_dead = NULL, *unit_reused = NULL;
+        char dead[SANDBOX_ID_LEN + 1], reused[SANDBOX_ID_LEN + 1], names[256], line[128];
+        Sandbox *s;
+        pid_t child;
+
+        /* A pid that was a process and is none now. */
+        child = fork();
+        assert_true(child >= 0);
+        if (child == 0)
+                _exit(0);
+        assert_int_equal(waitpid(child, NULL, 0), child);
+        backend.payload_pid = child;
+        s = create_as(&root, "shell", NULL);
+        snprintf(dead, sizeof(dead), "%s", s->id);
+        unit_dead = strdup(s->unit);
+        assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
+        /* A live process (the test) that is not in the sandbox's unit. */
+        backend.payload_pid = getpid();
+        s = create_as(&root, "shell", NULL);
+        snprintf(reused, sizeof(reused), "%s", s->id);
+        unit_reused = strdup(s->unit);
+        assert_true(unit_dead && unit_reused);
+        assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
+        snprintf(names, sizeof(names), "ctl-%s:ctl-%s:varlink:err-0123456789abcdef-2", dead, reused);
+        store_hand_over(4, names);
+
+        manager = manager_free(manager);
+        assert_int_equal(strv_extend(&systemd_fake.units, unit_dead), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, unit_reused), 0);
+        fake_manager_new();
+        notify = notify_socket_new();
+        assert_int_equal(adopt_answered(), 0);
+        assert_int_equal(unsetenv("NOTIFY_SOCKET"), 0);
+        run_briefly();
+
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_false(state_file_exists(dead));
+        assert_false(state_file_exists(reused));
+        /* Each stopped once: not again as an orphan (whose warning would blame a crash). */
+        assert_int_equal(strv_length(systemd_fake.stopped), 2);
+        assert_true(strv_contains(systemd_fake.stopped, unit_dead));
+        assert_true(strv_contains(systemd_fake.stopped, unit_reused));
+        assert_true(fcntl(SD_LISTEN_FDS_START, F_GETFD) < 0);
+        assert_true(fcntl(SD_LISTEN_FDS_START + 1, F_GETFD) < 0);
+        assert_true(fcntl(SD_LISTEN_FDS_START + 3, F_GETFD) < 0);
+
+        said = notify_read_all(notify);
+        for (size_t i = 0; i < 2; i++) {
+                const char *id = i == 0 ? dead : reused;
+
+                snprintf(line, sizeof(line), "FDSTOREREMOVE=1\nFDNAME=ctl-%s\n", id);
+                assert_non_null(strstr(said, line));
+                snprintf(line, sizeof(line), "FDSTOREREMOVE=1\nFDNAME=egr-%s\n", id);
+                assert_non_null(strstr(said, line));
+        }
+        assert_non_null(strstr(said, "FDSTOREREMOVE=1\nFDNAME=err-0123456789abcdef-2\n"));
+        assert_null(strstr(said, "varlink"));
+}
+
 /* Without the fd store (sandboxd not run by systemd), nothing can be taken up: every
  * sandbox left is stopped, and adopting twice finds nothing more. */
 static void test_adopt_without_fd_store(void **state) {
@@ -1027,6 +1123,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_manager_new_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adopt_payload_gone_fd_store_cleared, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_pool, setup_pool, teardown),
         };
