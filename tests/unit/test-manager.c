@@ -8,9 +8,9 @@
  * tenant's over the fleet, the maximum by descriptors) and the turns of creates; a manager
  * that cannot start; a restarted sandboxd adopting what its state files and systemd's fd
  * store say (garbled and unclaimed files, units gone, a payload not to be found or gone,
- * orphaned units stopped once, the fd store told what to forget); the warm pool drained
- * at a clean stop. What a user sees is asserted: the error's name and message, the state
- * after, what is left registered and on disk. */
+ * orphaned units stopped once, the fd store told what to keep and what to forget); the
+ * warm pool drained at a clean stop. What a user sees is asserted: the error's name and
+ * message, the state after, what is left registered and on disk. */
 
 #include <errno.h>
 #include <limits.h>
@@ -1028,6 +1028,96 @@ static void test_adopt_payload_gone_fd_store_cleared(void **state) {
         assert_null(strstr(said, "varlink"));
 }
 
+/* The next message to the notify socket: its text, and the descriptor it carries (or
+ * -EBADF); false if none came. */
+static bool notify_recv(int fd, char *text, size_t size, int *ret_fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = text, .iov_len = size - 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                             .msg_controllen = sizeof(control) };
+        ssize_t n;
+
+        *ret_fd = -EBADF;
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+                assert_int_equal(errno, EAGAIN);
+                return false;
+        }
+        text[n] = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        assert_int_equal(c->cmsg_len, CMSG_LEN(sizeof(int)));
+                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+                }
+        return true;
+}
+
+/* Under systemd: a sandbox's control socket goes into the fd store once it is ready (an
+ * ephemeral one's does not: a restart stops it anyway), a restarted sandboxd adopts the
+ * sandbox from exactly that descriptor, and its destroy takes it out again. */
+static void test_fd_store_round_trip(void **state) {
+        _cleanup_close_ int notify = notify_socket_new(), stored = -EBADF;
+        char id[SANDBOX_ID_LEN + 1], text[256], expect[128];
+        Sandbox *s;
+        int fd;
+
+        s = create_as(&root, "shell", "keep");
+        snprintf(id, sizeof(id), "%s", s->id);
+        assert_true(notify_recv(notify, text, sizeof(text), &stored));
+        snprintf(expect, sizeof(expect), "FDSTORE=1\nFDNAME=ctl-%s", id);
+        assert_string_equal(text, expect);
+        assert_true(stored >= 0);
+        /* The sandbox's own control socket. */
+        {
+                struct stat a, b;
+
+                assert_int_equal(fstat(stored, &a), 0);
+                assert_int_equal(fstat(s->control_fd, &b), 0);
+                assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+        }
+        assert_false(notify_recv(notify, text, sizeof(text), &fd));
+
+        /* An ephemeral one: nothing stored, nothing to drop. */
+        {
+                _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+                SandboxConfig config = { .ephemeral = true };
+                Answer a = {};
+
+                assert_int_equal(manager_create_sandbox(manager, &root, "shell", &config, on_sandbox, &a, &error), 0);
+                RUN_UNTIL(a.n > 0);
+                assert_int_equal(a.code, SANDBOX_ERR_NONE);
+                fake_destroy(a.sandbox);
+                sandbox_config_done(&config);
+                assert_false(notify_recv(notify, text, sizeof(text), &fd));
+        }
+
+        /* sandboxd restarts; systemd hands back what it stored. */
+        manager = manager_free(manager);
+        assert_false(notify_recv(notify, text, sizeof(text), &fd));
+        assert_int_equal(dup2(stored, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
+        stored = safe_close(stored);
+        snprintf(text, sizeof(text), "ctl-%s", id);
+        store_hand_over(1, text);
+        assert_int_equal(strv_consume(&systemd_fake.units, sandbox_unit_name(id, "scope")), 0);
+        fake_manager_new();
+        assert_int_equal(adopt_answered(), 1);
+        s = manager_get_sandbox(manager, id);
+        assert_non_null(s);
+        assert_int_equal(sandbox_get_state(s), SANDBOX_RUNNING);
+        assert_int_equal(s->control_fd, SD_LISTEN_FDS_START);
+
+        /* Destroyed: dropped from the store. */
+        fake_destroy(s);
+        assert_true(notify_recv(notify, text, sizeof(text), &fd));
+        assert_true(fd < 0);
+        snprintf(expect, sizeof(expect), "FDSTOREREMOVE=1\nFDNAME=ctl-%s", id);
+        assert_string_equal(text, expect);
+        assert_int_equal(unsetenv("NOTIFY_SOCKET"), 0);
+}
+
 /* Without the fd store (sandboxd not run by systemd), nothing can be taken up: every
  * sandbox left is stopped, and adopting twice finds nothing more. */
 static void test_adopt_without_fd_store(void **state) {
@@ -1124,6 +1214,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_adopt_after_restart, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_payload_gone_fd_store_cleared, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fd_store_round_trip, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_pool, setup_pool, teardown),
         };
