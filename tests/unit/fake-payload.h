@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "agent-protocol.h"
@@ -465,6 +466,64 @@ _unused_ static bool state_file_exists(const char *id) {
 
         snprintf(path, sizeof(path), "%s/sandboxes/%s.json", state_dir, id);
         return access(path, F_OK) == 0;
+}
+
+/* ---- what sandboxd tells systemd ($NOTIFY_SOCKET) ---- */
+
+/* A datagram socket as $NOTIFY_SOCKET, for what sandboxd tells systemd. */
+_unused_ static int notify_socket_new(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        assert_true(fd >= 0);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify", state_dir);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(setenv("NOTIFY_SOCKET", sa.sun_path, 1), 0);
+        return fd;
+}
+
+/* Every message sent to it so far, each line-terminated. */
+_unused_ static char *notify_read_all(int fd) {
+        char *all = strdup(""), buf[512];
+        ssize_t n;
+
+        assert_non_null(all);
+        while ((n = recv(fd, buf, sizeof(buf) - 1, 0)) > 0) {
+                char *more;
+
+                buf[n] = 0;
+                assert_true(asprintf(&more, "%s%s\n", all, buf) > 0);
+                free(all);
+                all = more;
+        }
+        return all;
+}
+
+/* The next message to the notify socket: its text, and the descriptor it carries (or
+ * -EBADF); false if none came. */
+_unused_ static bool notify_recv(int fd, char *text, size_t size, int *ret_fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct iovec iov = { .iov_base = text, .iov_len = size - 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                             .msg_controllen = sizeof(control) };
+        ssize_t n;
+
+        *ret_fd = -EBADF;
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+                assert_int_equal(errno, EAGAIN);
+                return false;
+        }
+        text[n] = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        assert_int_equal(c->cmsg_len, CMSG_LEN(sizeof(int)));
+                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+                }
+        return true;
 }
 
 /* ---- the core ---- */

@@ -923,6 +923,42 @@ static void test_recycled_for_the_same_owner(void **state) {
         destroy(again);
 }
 
+/* Under systemd, a recycled sandbox's control socket is filed in the fd store under its
+ * new id once handed out (the old name dropped): what a restarted sandboxd looks for. */
+static void test_recycled_refiled_in_the_fd_store(void **state) {
+        _cleanup_close_ int notify = notify_socket_new();
+        Answer rel = {};
+        Sandbox *s = create("recycled", false), *again;
+        char first[SANDBOX_ID_LEN + 1], text[256], expect[128];
+        int fd;
+
+        snprintf(first, sizeof(first), "%s", s->id);
+        assert_true(notify_recv(notify, text, sizeof(text), &fd));
+        safe_close(fd);
+        snprintf(expect, sizeof(expect), "FDSTORE=1\nFDNAME=ctl-%s", first);
+        assert_string_equal(text, expect);
+
+        assert_int_equal(sandbox_release(s, on_sandbox, &rel), 0);
+        agent_reset(agent_of(s), 0);
+        RUN_UNTIL(rel.n > 0);
+        again = create("recycled", false);
+        assert_ptr_equal(again, s);
+
+        assert_true(notify_recv(notify, text, sizeof(text), &fd));
+        assert_true(fd < 0);
+        snprintf(expect, sizeof(expect), "FDSTOREREMOVE=1\nFDNAME=ctl-%s", first);
+        assert_string_equal(text, expect);
+        assert_true(notify_recv(notify, text, sizeof(text), &fd));
+        assert_true(fd >= 0);
+        safe_close(fd);
+        snprintf(expect, sizeof(expect), "FDSTORE=1\nFDNAME=ctl-%s", again->id);
+        assert_string_equal(text, expect);
+        assert_false(notify_recv(notify, text, sizeof(text), &fd));
+
+        destroy(again);
+        assert_int_equal(unsetenv("NOTIFY_SOCKET"), 0);
+}
+
 /* An owner with two sandboxes being reset (one working, one resetting, alternately): its
  * next create waits for a reset rather than start a unit, and is handed that sandbox once
  * kept; or, when that reset fails, goes on and gets a new one. */
@@ -2295,6 +2331,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_wait_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_after_the_agent_is_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_recycled_for_the_same_owner, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_recycled_refiled_in_the_fd_store, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_renewal_answers_late, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ephemeral_recycled_after_its_exec, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_create_waits_for_the_reset, setup, teardown),
