@@ -332,19 +332,26 @@ static void test_names_taken_and_reused(void **state) {
         fake_destroy(again);
 }
 
-/* A second create of a name, with ReuseExisting, while the first still starts: both are
- * answered with the one sandbox once it runs; one unit started. */
-static void test_reuse_while_starting(void **state) {
+/* A create of "web" whose unit systemd holds, and a second one with ReuseExisting. */
+static void create_twice_while_starting(Answer *a, Answer *b) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         SandboxConfig first = {}, second = { .reuse_existing = true };
-        Answer a = {}, b = {};
 
         snprintf(first.name, sizeof(first.name), "web");
         snprintf(second.name, sizeof(second.name), "web");
         systemd_fake.hold = "StartTransientUnit";
-        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &first, on_sandbox, &a, &error), 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &first, on_sandbox, a, &error), 0);
         RUN_UNTIL(systemd_fake.n_held > 0);
-        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &second, on_sandbox, &b, &error), 0);
+        assert_int_equal(manager_create_sandbox(manager, &root, "shell", &second, on_sandbox, b, &error), 0);
+        sandbox_config_done(&first);
+        sandbox_config_done(&second);
+}
+
+/* The second is answered with the one sandbox once it runs; one unit started. */
+static void test_reuse_while_starting(void **state) {
+        Answer a = {}, b = {};
+
+        create_twice_while_starting(&a, &b);
         run_briefly();
         assert_int_equal(a.n + b.n, 0);
         fake_systemd_release();
@@ -355,9 +362,28 @@ static void test_reuse_while_starting(void **state) {
         assert_int_equal(b.state, SANDBOX_RUNNING);
         assert_int_equal(systemd_fake.n_start, 1);
         assert_int_equal(manager_n_sandboxes(manager), 1);
-        sandbox_config_done(&first);
-        sandbox_config_done(&second);
         fake_destroy(a.sandbox);
+}
+
+/* Destroyed before it runs: both creates are answered with the failure, the destroy as
+ * done, and nothing is left. */
+static void test_reuse_then_destroy_while_starting(void **state) {
+        Answer a = {}, b = {}, d = {};
+
+        create_twice_while_starting(&a, &b);
+        assert_int_equal(sandbox_destroy(manager_next_sandbox(manager, NULL), on_sandbox, &d), 0);
+        fake_systemd_release();
+        RUN_UNTIL(a.n > 0 && b.n > 0 && d.n > 0);
+        assert_int_equal(a.n, 1);
+        assert_int_equal(b.n, 1);
+        assert_int_equal(a.code, SANDBOX_ERR_SANDBOX_FAILED);
+        assert_string_equal(a.message, "Failed to start sandbox: it stopped while starting.");
+        assert_int_equal(b.code, a.code);
+        assert_string_equal(b.message, a.message);
+        assert_int_equal(d.code, SANDBOX_ERR_NONE);
+        run_briefly();
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_int_equal(backend.n_unit_started, 0);
 }
 
 typedef struct Listed {
@@ -1145,6 +1171,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_create_replace_remove_template, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_names_taken_and_reused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reuse_while_starting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reuse_then_destroy_while_starting, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_filters_and_pages, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_template_requires_and_idle_defaults, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_failure_leaves_nothing, setup, teardown),
