@@ -57,6 +57,7 @@ typedef struct FakeSystemd {
         const char *hold;               /* calls of this member wait for fake_systemd_release() */
         char **units;                   /* what ListUnitsByPatterns lists; all of them active */
         char **stopped;                 /* the units StopUnit was called for, in order */
+        const char *fail;               /* calls of this member fail (AccessDenied) */
         sd_bus_message *held[FAKE_HELD_MAX];
         unsigned n_held;
 } FakeSystemd;
@@ -128,6 +129,11 @@ static void fake_reply_units(sd_bus_message *m) {
 
 static void fake_systemd_answer(sd_bus_message *m) {
         const char *member = sd_bus_message_get_member(m);
+
+        if (systemd_fake.fail && streq(member, systemd_fake.fail)) {
+                assert_true(sd_bus_reply_method_errorf(m, SD_BUS_ERROR_ACCESS_DENIED, "No %s for you.", member) >= 0);
+                return;
+        }
 
         if (streq(member, "StartTransientUnit")) {
                 systemd_fake.n_start++;

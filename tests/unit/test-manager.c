@@ -822,6 +822,13 @@ static int adopt_answered(void) {
         return n;
 }
 
+/* What a test keeps of sandbox s across a restart (s itself goes): its id and unit. */
+static void remember(Sandbox *s, char id[static SANDBOX_ID_LEN + 1], char **ret_unit) {
+        snprintf(id, SANDBOX_ID_LEN + 1, "%s", s->id);
+        *ret_unit = strdup(s->unit);
+        assert_non_null(*ret_unit);
+}
+
 static void test_adopt_after_restart(void **state) {
         _cleanup_free_ char *unit_kept = NULL, *unit_gone = NULL, *unit_lost = NULL;
         char kept[SANDBOX_ID_LEN + 1], gone[SANDBOX_ID_LEN + 1], lost[SANDBOX_ID_LEN + 1], path[256],
@@ -830,13 +837,9 @@ static void test_adopt_after_restart(void **state) {
                 *s_lost = create_as(&root, "shell", NULL), *s;
         const char *orphan = "sandbox-0123456789abcdef.scope";
 
-        snprintf(kept, sizeof(kept), "%s", s_kept->id);
-        snprintf(gone, sizeof(gone), "%s", s_gone->id);
-        snprintf(lost, sizeof(lost), "%s", s_lost->id);
-        unit_kept = strdup(s_kept->unit);
-        unit_gone = strdup(s_gone->unit);
-        unit_lost = strdup(s_lost->unit);
-        assert_true(unit_kept && unit_gone && unit_lost);
+        remember(s_kept, kept, &unit_kept);
+        remember(s_gone, gone, &unit_gone);
+        remember(s_lost, lost, &unit_lost);
 
         /* What systemd keeps in its fd store: kept's and gone's control sockets, the daemon's
          * own (not ours to close), and the output of a process of a sandbox nobody knows. */
@@ -924,11 +927,8 @@ static void test_adopt_failure_releases_everything(void **state) {
         RUN_UNTIL(a.n > 0);
         assert_int_equal(a.code, SANDBOX_ERR_NONE);
         e = a.sandbox;
-        snprintf(id, sizeof(id), "%s", s->id);
-        snprintf(eid, sizeof(eid), "%s", e->id);
-        unit = strdup(s->unit);
-        eunit = strdup(e->unit);
-        assert_true(unit && eunit);
+        remember(s, id, &unit);
+        remember(e, eid, &eunit);
         assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
         assert_int_equal(dup2(e->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
         snprintf(names, sizeof(names), "ctl-%s:ctl-%s", id, eid);
@@ -978,15 +978,12 @@ static void test_adopt_payload_gone_fd_store_cleared(void **state) {
         assert_int_equal(waitpid(child, NULL, 0), child);
         backend.payload_pid = child;
         s = create_as(&root, "shell", NULL);
-        snprintf(dead, sizeof(dead), "%s", s->id);
-        unit_dead = strdup(s->unit);
+        remember(s, dead, &unit_dead);
         assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
         /* A live process (the test) that is not in the sandbox's unit. */
         backend.payload_pid = getpid();
         s = create_as(&root, "shell", NULL);
-        snprintf(reused, sizeof(reused), "%s", s->id);
-        unit_reused = strdup(s->unit);
-        assert_true(unit_dead && unit_reused);
+        remember(s, reused, &unit_reused);
         assert_int_equal(dup2(s->control_fd, SD_LISTEN_FDS_START + 1), SD_LISTEN_FDS_START + 1);
         snprintf(names, sizeof(names), "ctl-%s:ctl-%s:varlink:err-0123456789abcdef-2", dead, reused);
         store_hand_over(4, names);
@@ -1087,6 +1084,42 @@ static void test_fd_store_round_trip(void **state) {
         assert_int_equal(unsetenv("NOTIFY_SOCKET"), 0);
 }
 
+/* systemd failing what adoption asks: without the list of units, the sandboxes are still
+ * taken up (orphans wait for the next start); a StopUnit that fails leaves no state file
+ * or sandbox behind all the same. */
+static void test_adopt_when_systemd_fails(void **state) {
+        _cleanup_free_ char *unit_kept = NULL, *unit_lost = NULL;
+        Sandbox *kept = create_as(&root, "shell", NULL), *lost = create_as(&root, "shell", NULL);
+        char id_kept[SANDBOX_ID_LEN + 1], id_lost[SANDBOX_ID_LEN + 1], names[64];
+
+        remember(kept, id_kept, &unit_kept);
+        remember(lost, id_lost, &unit_lost);
+        assert_int_equal(dup2(kept->control_fd, SD_LISTEN_FDS_START), SD_LISTEN_FDS_START);
+        snprintf(names, sizeof(names), "ctl-%s", id_kept);
+        store_hand_over(1, names);
+        manager = manager_free(manager);
+
+        assert_int_equal(strv_extend(&systemd_fake.units, unit_kept), 0);
+        assert_int_equal(strv_extend(&systemd_fake.units, "sandbox-0123456789abcdef.scope"), 0);
+        fake_manager_new();
+        systemd_fake.fail = "ListUnitsByPatterns";
+        assert_int_equal(adopt_answered(), 1);
+        run_briefly();
+        assert_non_null(manager_get_sandbox(manager, id_kept));
+        assert_null(manager_get_sandbox(manager, id_lost));
+        assert_false(state_file_exists(id_lost));
+        /* lost's unit only: the orphan was not listed. */
+        assert_int_equal(strv_length(systemd_fake.stopped), 1);
+        assert_string_equal(systemd_fake.stopped[0], unit_lost);
+
+        /* Now its stop fails: the sandbox is gone for the caller all the same. */
+        systemd_fake.fail = "StopUnit";
+        fake_destroy(manager_get_sandbox(manager, id_kept));
+        assert_int_equal(manager_n_sandboxes(manager), 0);
+        assert_false(state_file_exists(id_kept));
+        systemd_fake.fail = NULL;
+}
+
 /* Without the fd store (sandboxd not run by systemd), nothing can be taken up: every
  * sandbox left is stopped, and adopting twice finds nothing more. */
 static void test_adopt_without_fd_store(void **state) {
@@ -1185,6 +1218,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_adopt_failure_releases_everything, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_payload_gone_fd_store_cleared, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fd_store_round_trip, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_adopt_when_systemd_fails, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_adopt_without_fd_store, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_drain_pool, setup_pool, teardown),
         };
