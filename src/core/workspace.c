@@ -138,9 +138,88 @@ bool workspace_exists(const WorkspacePool *p, const char *id) {
         return faccessat(p->dir_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
 }
 
-int workspace_shm_dir(const WorkspacePool *p, const char *id, char **ret) {
+/* Whether the directory name in dir_fd has anything in it: one getdents, whatever it holds. */
+static int dir_is_empty_at(int dir_fd, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+        struct dirent *de;
+        DIR *d;
+        int r = 1;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+                        r = 0;
+                        break;
+                }
+        closedir(d);
+        return r;
+}
+
+static int workspace_remove_trash(WorkspacePool *p, const char *id, const char *trash);
+
+/* Asks for the removal of every old shm/ in the root of the workspace at fd: this start's,
+ * one a crash or a reboot left before it was removed, a fork's copy of its source's. The
+ * root holds a handful of entries; sandboxd-workspace does not start one twice. */
+static unsigned workspace_collect_trash(WorkspacePool *p, int fd, const char *id) {
+        _cleanup_close_ int dfd = -EBADF;
+        struct dirent *de;
+        unsigned n = 0;
+        DIR *d;
+
+        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0)
+                return 0;
+        d = fdopendir(dfd);
+        if (!d)
+                return 0;
+        TAKE_FD(dfd);
+        rewinddir(d);
+        while ((de = readdir(d)))
+                if (de->d_type == DT_DIR && startswith_str(de->d_name, WORKSPACE_TRASH_PREFIX) &&
+                    workspace_remove_trash(p, id, de->d_name) >= 0)
+                        n++;
+        closedir(d);
+        return n;
+}
+
+/* shm/ (not empty) renamed out of the sandbox's sight, in the workspace's root, and a new
+ * one made: O(1), whatever the sandbox left in it. 1 if renewed, 0 if it was empty, -errno
+ * if it could not be (then it stays as it is, and the agent empties it). */
+static int workspace_shm_renew(WorkspacePool *p, int fd, const char *id) {
+        char trash[sizeof(WORKSPACE_TRASH_PREFIX) + 32];
+        int r;
+
+        r = dir_is_empty_at(fd, WORKSPACE_SHM);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        for (unsigned attempt = 0;; attempt++) {
+                snprintf(trash, sizeof(trash), WORKSPACE_TRASH_PREFIX "%u-%d", p->removals++, (int) getpid());
+                if (renameat2(fd, WORKSPACE_SHM, fd, trash, RENAME_NOREPLACE) >= 0)
+                        break;
+                if (errno != EEXIST || attempt >= 16)
+                        return -errno;
+        }
+        if (mkdirat(fd, WORKSPACE_SHM, WORKSPACE_SHM_MODE) < 0) {
+                r = -errno;
+                /* (The quota full, say.) Back as it was: the agent empties it as it starts. */
+                if (renameat2(fd, trash, fd, WORKSPACE_SHM, RENAME_NOREPLACE) < 0)
+                        log_warning_errno(errno, "Failed to put %s/%s/%s back as %s: %m", p->dir, id, trash,
+                                          WORKSPACE_SHM);
+                return r;
+        }
+        return 1;
+}
+
+int workspace_shm_dir(WorkspacePool *p, const char *id, char **ret) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
+        int r;
 
         /* The workspace's root is root's, mode 0711: nothing the sandbox made can be here
          * (only in work/, tmp/ and shm/ themselves). */
@@ -154,7 +233,16 @@ int workspace_shm_dir(const WorkspacePool *p, const char *id, char **ret) {
                         return -errno;
                 if (fstatat(fd, WORKSPACE_SHM, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         return -errno;
+        } else if (S_ISDIR(st.st_mode) && st.st_uid == 0) {
+                /* What the sandbox left there: set aside, removed off the start path. */
+                r = workspace_shm_renew(p, fd, id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to set %s/%s/%s aside, the sandbox's agent empties it as it "
+                                          "starts: %m", p->dir, id, WORKSPACE_SHM);
+                if (r > 0 && fstatat(fd, WORKSPACE_SHM, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
         }
+        (void) workspace_collect_trash(p, fd, id);
         if (!S_ISDIR(st.st_mode))
                 return -ENOTDIR;
         if (st.st_uid != 0)
@@ -330,6 +418,15 @@ static int workspace_delete_subvolume(WorkspacePool *p, const char *name) {
                               NULL);
 }
 
+/* Asks sandboxd-workspace to remove DIR/id/trash, an old shm/ (nobody waits for it). */
+static int workspace_remove_trash(WorkspacePool *p, const char *id, const char *trash) {
+        _cleanup_json_ json_object *o = params_new(id, NULL, -1, -1, 0);
+
+        if (!o || json_add(o, "trash", json_object_new_string(trash)) < 0)
+                return -ENOMEM;
+        return workspace_call(p, WORKSPACE_METHOD_REMOVE_TRASH, TAKE_PTR(o), id, false, NULL, NULL, NULL);
+}
+
 int workspace_remove(WorkspacePool *p, const char *id) {
         char name[sizeof(WORKSPACE_REMOVING_PREFIX) + WORKSPACE_NAME_MAX];
         int r;
@@ -409,7 +506,7 @@ void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, 
         _cleanup_close_ int fd = -EBADF;
         struct dirent *de;
         DIR *d;
-        unsigned n = 0;
+        unsigned n = 0, trash = 0;
 
         fd = fcntl(p->dir_fd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
@@ -440,14 +537,22 @@ void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, 
                                 n++;
                         continue;
                 }
-                if (is_live(de->d_name, userdata))
+                if (is_live(de->d_name, userdata)) {
+                        /* Its old /dev/shm a crash or a reboot left, still counting to its DiskMax. */
+                        _cleanup_close_ int ws = openat(p->dir_fd, de->d_name,
+                                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (ws >= 0)
+                                trash += workspace_collect_trash(p, ws, de->d_name);
                         continue;
+                }
                 if (workspace_remove(p, de->d_name) > 0)
                         n++;
         }
         closedir(d);
         if (n > 0)
                 log_info("Removing %u workspace(s) of sandboxes that are gone.", n);
+        if (trash > 0)
+                log_info("Removing %u old /dev/shm of sandboxes (left by a crash or a reboot).", trash);
 }
 
 /* ---- sandboxd --setup-workspaces ---------------------------------------------------- */

@@ -68,13 +68,16 @@ void workspace_call_cancel(WorkspaceCall *c);
 /* "DIR/ID/sub", or "DIR/ID" for sub NULL (owned). */
 char *workspace_path(const WorkspacePool *p, const char *id, const char *sub);
 bool workspace_exists(const WorkspacePool *p, const char *id);
-/* "DIR/ID/shm", the sandbox's /dev/shm on disk (owned): a directory of root's, mode 01777
- * as the host's /dev/shm, made here if the workspace has none (one a sandboxd older than
- * it made, or a fork of one). Root's, so that sandboxd (root, owner of the workspace's
- * root directory) makes it itself, with no privilege of sandboxd-workspace's. -errno if
- * it is not there and cannot be made (the quota full, something else of that name): the
- * caller then gives the sandbox a tmpfs. */
-int workspace_shm_dir(const WorkspacePool *p, const char *id, char **ret);
+/* "DIR/ID/shm", the sandbox's /dev/shm on disk (owned), for a sandbox about to start: a
+ * directory of root's, mode 01777 as the host's /dev/shm, made here if the workspace has
+ * none (one a sandboxd older than it made, or a fork of one). Root's, so that sandboxd
+ * (root, owner of the workspace's root directory) makes it itself, with no privilege of
+ * sandboxd-workspace's. One the sandbox left files in is renamed to DIR/ID/.shm-trash-N-PID
+ * and a new, empty one made (O(1)); sandboxd-workspace removes that trash, and any other
+ * in DIR/ID, in the background (RemoveTrash). If it cannot be set aside, it is returned as
+ * it is (the agent empties it). -errno if it is not there and cannot be made (the quota
+ * full, something else of that name): the caller then gives the sandbox a tmpfs. */
+int workspace_shm_dir(WorkspacePool *p, const char *id, char **ret);
 
 /* Takes id's workspace out of the pool at once (a rename) and has sandboxd-workspace
  * remove it in the background. 0 if there was none. */
@@ -88,7 +91,8 @@ int workspace_usage(const WorkspacePool *p, const char *id, uint64_t *qgroup, ui
 int workspace_pool_space(const WorkspacePool *p, uint64_t *ret_size, uint64_t *ret_free);
 
 /* Every workspace (and record ID.json) for which is_live(id) says no, and what removals
- * a crash interrupted, removed (at start, after adoption and the stopped sandboxes). */
+ * a crash interrupted, removed (at start, after adoption and the stopped sandboxes); the
+ * old shm/s (.shm-trash-*) of the live ones too. */
 void workspace_remove_orphans(WorkspacePool *p, bool (*is_live)(const char *id, void *userdata), void *userdata);
 
 /* sandboxd --setup-workspaces: makes dir the pool (see above) unless it is one already.

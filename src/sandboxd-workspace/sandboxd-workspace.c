@@ -5,7 +5,8 @@
  * sandboxd, so that sandboxd.service holds none of CAP_SYS_ADMIN (a qgroup's limit, a
  * subvolume's deletion, a qgroup's destroy), CAP_CHOWN (work/ and tmp/ given to the
  * sandbox's uid) and CAP_DAC_READ_SEARCH (a fork's snapshot walked to give it to the fork's
- * uid). Started by its socket (sandboxd-workspace.socket, root's only), it answers
+ * uid), CAP_DAC_OVERRIDE (an old /dev/shm removed, directories the sandbox made unwritable
+ * included). Started by its socket (sandboxd-workspace.socket, root's only), it answers
  * io.sandboxd.Workspace to the process of sandboxd.service and to no other, takes no path
  * (workspace-request.c), and exits once nothing has used it for a while.
  * docs/WORKSPACES.md, "Capabilities".
@@ -56,6 +57,7 @@ typedef struct Helper {
         uid_t uid_base;
         unsigned children;    /* clones and removals under way */
         unsigned removals;    /* names the next removal's rename */
+        struct TrashJob *trash_jobs;  /* old shm/s being removed, each by a child */
         uint64_t idle_exit_usec;
         uint64_t idle_since;
         sd_event_source *idle_timer;
@@ -263,6 +265,73 @@ static int remove_workspace(Helper *h, const char *name) {
         return delete_subvolume(h, name);
 }
 
+/* ---- a workspace's old /dev/shm --------------------------------------------------- */
+
+/* One old shm/ being removed: asked for again (sandboxd restarted and sweeps, the sandbox
+ * starts again meanwhile), it is not removed twice at once. Our children die with us (the
+ * unit's cgroup), so what is not in this list is being removed by no one. */
+typedef struct TrashJob {
+        char id[WORKSPACE_NAME_MAX];
+        char trash[WORKSPACE_NAME_MAX];
+        struct TrashJob *next;
+} TrashJob;
+
+static void trash_done(Helper *h, int error, void *userdata) {
+        TrashJob *j = userdata;
+
+        if (error < 0)
+                log_warning("Removing %s/%s/%s did not finish (rm failed; what is left is removed when the "
+                            "sandbox starts again or sandboxd restarts).", h->pool_dir, j->id, j->trash);
+        for (TrashJob **p = &h->trash_jobs; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        break;
+                }
+        free(j);
+}
+
+/* DIR/id/trash removed by rm -r in a child: the workspace's root is root's (0711) and only
+ * root writes there, so no component of the path is the sandbox's; inside, rm follows no
+ * link and enters no other file system (--one-file-system), and CAP_DAC_OVERRIDE lets it
+ * into directories the sandbox made unreadable or unwritable. Nothing of the sandbox can
+ * reach the trash meanwhile: it is not bound into the sandbox, whose processes were all
+ * gone when sandboxd renamed it. */
+static int remove_trash(Helper *h, const char *id, const char *trash) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        TrashJob *j;
+        int r;
+
+        for (j = h->trash_jobs; j; j = j->next)
+                if (streq(j->id, id) && streq(j->trash, trash))
+                        return 0;  /* under way */
+        fd = openat(h->pool_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstatat(fd, trash, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if (asprintf(&path, "%s/%s/%s", h->pool_dir, id, trash) < 0)
+                return -ENOMEM;
+        j = calloc(1, sizeof(TrashJob));
+        if (!j)
+                return -ENOMEM;
+        strcpy(j->id, id);
+        strcpy(j->trash, trash);
+        r = child_run(h, (char *[]) { (char *) "/bin/sh", (char *) "-c",
+                                      (char *) "exec rm -r -f --one-file-system -- \"$0\"", path, NULL },
+                      trash_done, j);
+        if (r < 0) {
+                free(j);
+                return r;
+        }
+        j->next = h->trash_jobs;
+        h->trash_jobs = j;
+        return 0;
+}
+
 /* ---- the methods ------------------------------------------------------------------- */
 
 /* work/ (0700) and tmp/ (0755, as bwrap makes a --tmpfs) of uid in the subvolume at fd,
@@ -334,6 +403,20 @@ static int method_remove(VarlinkCall *call, json_object *parameters, VarlinkCall
         r = remove_workspace(h, q.id);
         if (r < 0 && r != -ENOENT)
                 log_error_errno(r, "Failed to start removing workspace %s/%s: %m", h->pool_dir, q.id);
+        return answer(call, r);
+}
+
+static int method_remove_trash(VarlinkCall *call, json_object *parameters, VarlinkCallFlags flags, void *userdata) {
+        Helper *h = userdata;
+        WorkspaceRequest q;
+        int r;
+
+        r = request_begin(h, call, WORKSPACE_REMOVE_TRASH, parameters, &q);
+        if (r <= 0)
+                return r;
+        r = remove_trash(h, q.id, q.trash);
+        if (r < 0 && r != -ENOENT)
+                log_error_errno(r, "Failed to start removing %s/%s/%s: %m", h->pool_dir, q.id, q.trash);
         return answer(call, r);
 }
 
@@ -545,6 +628,8 @@ int main(int argc, char *argv[]) {
         if (r >= 0)
                 r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_REMOVE, method_remove, &h);
         if (r >= 0)
+                r = varlink_server_bind_method(h.server, WORKSPACE_METHOD_REMOVE_TRASH, method_remove_trash, &h);
+        if (r >= 0)
                 r = varlink_server_listen_fd(h.server, SD_LISTEN_FDS_START);
         if (r >= 0)
                 r = varlink_server_attach_event(h.server, h.event, 0);
@@ -563,6 +648,11 @@ int main(int argc, char *argv[]) {
         (void) sd_notify(false, "READY=1");
         r = sd_event_loop(h.event);
 
+        while (h.trash_jobs) {
+                TrashJob *j = h.trash_jobs;
+                h.trash_jobs = j->next;
+                free(j);
+        }
         sd_event_source_disable_unref(h.idle_timer);
         varlink_server_unref(h.server);
         sd_event_unref(h.event);

@@ -25,6 +25,11 @@ const char workspace_interface_idl[] =
         "# and its qgroup; answered at once, the deletion runs in a child process.\n"
         "method Remove(id: string) -> ()\n"
         "\n"
+        "# The workspace's old /dev/shm, trash (\".shm-trash-N-PID\" in its root, where sandboxd\n"
+        "# renamed it as the sandbox started), removed; answered at once, the removal runs in a\n"
+        "# child process (rm -r: no link followed, no other file system entered).\n"
+        "method RemoveTrash(id: string, trash: string) -> ()\n"
+        "\n"
         "# The operation failed with this errno.\n"
         "error Failed(errno: int)\n";
 
@@ -69,6 +74,15 @@ bool workspace_removing_name_is_valid(const char *s) {
         return *s == 0;
 }
 
+bool workspace_trash_name_is_valid(const char *s) {
+        if (strncmp(s, WORKSPACE_TRASH_PREFIX, strlen(WORKSPACE_TRASH_PREFIX)) != 0)
+                return false;
+        s += strlen(WORKSPACE_TRASH_PREFIX);
+        if (!skip_digits(&s) || *s++ != '-' || !skip_digits(&s))
+                return false;
+        return *s == 0;
+}
+
 bool workspace_uid_is_valid(uid_t uid_base, int64_t uid) {
         return uid >= (int64_t) uid_base && uid < (int64_t) uid_base + (int64_t) SANDBOX_UID_RANGE;
 }
@@ -79,6 +93,7 @@ typedef enum Param {
         P_UID = 1 << 2,
         P_FROM_UID = 1 << 3,
         P_MAX_BYTES = 1 << 4,
+        P_TRASH = 1 << 5,
 } Param;
 
 static const struct {
@@ -90,12 +105,14 @@ static const struct {
         { "uid", P_UID },
         { "fromUid", P_FROM_UID },
         { "maxBytes", P_MAX_BYTES },
+        { "trash", P_TRASH },
 };
 
 static const Param method_params[] = {
         [WORKSPACE_CREATE] = P_ID | P_UID | P_MAX_BYTES,
         [WORKSPACE_CLONE] = P_FROM | P_ID | P_FROM_UID | P_UID | P_MAX_BYTES,
         [WORKSPACE_REMOVE] = P_ID,
+        [WORKSPACE_REMOVE_TRASH] = P_ID | P_TRASH,
 };
 
 static bool param_valid(WorkspaceMethod m, Param p, json_object *v, uid_t uid_base, WorkspaceRequest *r) {
@@ -111,6 +128,12 @@ static bool param_valid(WorkspaceMethod m, Param p, json_object *v, uid_t uid_ba
                 if (!workspace_id_is_valid(s) && !(p == P_ID && m == WORKSPACE_REMOVE && workspace_removing_name_is_valid(s)))
                         return false;
                 strcpy(p == P_ID ? r->id : r->from, s);  /* at most 48 bytes, as checked */
+                return true;
+        case P_TRASH:
+                if (!json_object_is_type(v, json_type_string) ||
+                    !workspace_trash_name_is_valid(json_object_get_string(v)))
+                        return false;
+                strcpy(r->trash, json_object_get_string(v));  /* at most 33 bytes, as checked */
                 return true;
         case P_UID:
         case P_FROM_UID:

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* What sandboxd-workspace accepts (workspace-request.h): workspace ids of 16 lowercase hex
- * digits, a removal's own names for Remove only, uids within sandboxd's range, limits
- * above 0, and nothing else: no path, no "..", no parameter a method does not take. */
+ * digits, a removal's own names for Remove only, an old shm/'s trash name for RemoveTrash
+ * only, uids within sandboxd's range, limits above 0, and nothing else: no path, no "..",
+ * no parameter a method does not take. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -51,6 +52,26 @@ static void test_removing_names(void **state) {
         assert_false(workspace_removing_name_is_valid(".removing-"));
         assert_false(workspace_removing_name_is_valid("removing-" ID "-0-1"));
         assert_false(workspace_removing_name_is_valid(ID));
+}
+
+static void test_trash_names(void **state) {
+        assert_true(workspace_trash_name_is_valid(".shm-trash-0-1"));
+        assert_true(workspace_trash_name_is_valid(".shm-trash-4294967295-4194304"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-0"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-0-"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash--1"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-0-1-2"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-0-1/.."));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-0-1/../../etc"));
+        assert_false(workspace_trash_name_is_valid(".shm-trash-12345678901-1"));  /* 11 digits */
+        assert_false(workspace_trash_name_is_valid(".shm-trash-x-1"));
+        assert_false(workspace_trash_name_is_valid("shm"));
+        assert_false(workspace_trash_name_is_valid("work"));
+        assert_false(workspace_trash_name_is_valid(".."));
+        assert_false(workspace_trash_name_is_valid("shm-trash-0-1"));
+        assert_false(workspace_trash_name_is_valid(".removing-" ID "-0-1"));
+        assert_false(workspace_trash_name_is_valid(ID));
 }
 
 static void test_uids(void **state) {
@@ -110,6 +131,11 @@ static void test_requests(void **state) {
         assert_int_equal(parse(WORKSPACE_REMOVE, "{\"id\":\".removing-" ID "-3-99\"}", &r, bad, sizeof(bad)), 0);
         assert_string_equal(r.id, ".removing-" ID "-3-99");
 
+        assert_int_equal(parse(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\".shm-trash-7-42\"}", &r, bad,
+                               sizeof(bad)), 0);
+        assert_string_equal(r.id, ID);
+        assert_string_equal(r.trash, ".shm-trash-7-42");
+
         /* Paths, in any parameter or as one of their own. */
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"/etc\",\"uid\":1879048193,\"maxBytes\":1}", "id");
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"../..\",\"uid\":1879048193,\"maxBytes\":1}", "id");
@@ -120,6 +146,18 @@ static void test_requests(void **state) {
         expect_refused(WORKSPACE_CREATE, "{\"id\":\"" ID "\",\"uid\":1879048193,\"maxBytes\":1,\"path\":\"/etc\"}",
                        "path");
         expect_refused(WORKSPACE_REMOVE, "{\"id\":\"" ID "\",\"directory\":\"/\"}", "directory");
+        /* RemoveTrash: a workspace's id (never a removal's) and a trash name, both, only. */
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\"shm\"}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\"work\"}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\".shm-trash-1-2/../..\"}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\"..\"}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":5}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\"}", "trash");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\".removing-" ID "-0-1\",\"trash\":\".shm-trash-1-2\"}", "id");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"..\",\"trash\":\".shm-trash-1-2\"}", "id");
+        expect_refused(WORKSPACE_REMOVE_TRASH, "{\"id\":\"" ID "\",\"trash\":\".shm-trash-1-2\",\"path\":\"/\"}",
+                       "path");
+        expect_refused(WORKSPACE_REMOVE, "{\"id\":\"" ID "\",\"trash\":\".shm-trash-1-2\"}", "trash");
         /* A removal's name is Remove's only. */
         expect_refused(WORKSPACE_CREATE, "{\"id\":\".removing-" ID "-0-1\",\"uid\":1879048193,\"maxBytes\":1}", "id");
         expect_refused(WORKSPACE_CLONE, "{\"from\":\".removing-" ID "-0-1\",\"id\":\"" ID2 "\",\"fromUid\":1879048193,"
@@ -145,6 +183,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ids),
                 cmocka_unit_test(test_removing_names),
+                cmocka_unit_test(test_trash_names),
                 cmocka_unit_test(test_uids),
                 cmocka_unit_test(test_requests),
         };
