@@ -363,6 +363,15 @@ m.close(); m.unlink()
 '''
 
 
+# Fills /dev/shm/many with argv[1] empty files.
+FILL_PY = r'''
+import os, sys
+os.mkdir("/dev/shm/many")
+for i in range(int(sys.argv[1])):
+    os.close(os.open(f"/dev/shm/many/{i}", os.O_CREAT | os.O_WRONLY, 0o600))
+'''
+
+
 class DevShmTest(harness.SandboxTestCase):
     """A sandbox on disk has its /dev/shm in its workspace (DIR/ID/shm): no tmpfs of its
     own, so one superblock fewer per sandbox (each is kernel state in every memory cgroup:
@@ -484,14 +493,110 @@ class DevShmTest(harness.SandboxTestCase):
         self.assertEqual(res['stdout'].split(), ['tmpfs', 's', 'k'], res)
 
     def test_fork_starts_with_an_empty_shm(self):
-        """A fork's /dev/shm is empty: the snapshot's shm/ is given to the fork's uid with
-        its work/ and tmp/, and the fork's agent empties it; the source keeps its own."""
+        """A fork's /dev/shm is empty: the snapshot's shm/ is set aside as the fork starts
+        and removed; so is an old /dev/shm of the source's the snapshot carries (here one
+        a crash left); the source keeps its own."""
         src = self.create()
         self.sh(src, 'echo s > /dev/shm/s; mkdir /dev/shm/d; echo t > /dev/shm/d/t')
+        old = f'{self.pool()}/{src}/.shm-trash-98-1'
+        self.assertEqual(S.run(['sh', '-c', f'mkdir {old} && echo o > {old}/o && ln -s /etc {old}/etc']).returncode, 0)
         fork = self.ok(self.ctl('fork', src)).stdout.strip()
         self.addCleanup(self.destroy_quietly, S, fork)
         self.assertEqual(self.sh(fork, 'ls -A /dev/shm; stat -f -c %T /dev/shm')['stdout'], 'btrfs\n')
+        self.wait_trash_gone(fork)
         self.assertEqual(self.sh(src, 'cat /dev/shm/s /dev/shm/d/t')['stdout'], 's\nt\n')
+        self.assertEqual(S.run(['cat', f'{old}/o']).stdout, 'o\n')   # the source has not started again
+
+    def trash(self, sid):
+        """The old /dev/shm(s) in sid's workspace's root, not yet removed."""
+        cp = S.run(['ls', '-A', f'{self.pool()}/{sid}'])
+        return [n for n in cp.stdout.split('\n') if n.startswith('.shm-trash-')]
+
+    def wait_trash_gone(self, sid, timeout=180):
+        deadline = time.monotonic() + timeout
+        while self.trash(sid):
+            self.assertLess(time.monotonic(), deadline, f'old /dev/shm of {sid} not removed: {self.trash(sid)}')
+            time.sleep(0.3)
+
+    def used(self, sid):
+        S.run(['btrfs', 'filesystem', 'sync', self.pool()])   # the qgroup's bytes are a commit's
+        return json.loads(self.ok(self.ctl('status', '--json', sid)).stdout)['disk_bytes_used']
+
+    def test_full_shm_set_aside_at_start(self):
+        """Wake does not wait for what /dev/shm holds: 100,000 files (and links to a host
+        file, to /work and to /, a hard link, directories made unwritable and unreadable, a
+        deep tree, a name of odd bytes) are set aside as it starts, so it is ready with an
+        empty /dev/shm while they are still there; they are then removed in the background,
+        DiskBytesUsed drops, and nothing a link points at is touched."""
+        n = int(os.environ.get('SANDBOXD_TEST_SHM_FILES', '100000'))
+        target = f'/var/tmp/shm-target-{os.getpid()}'
+        self.assertEqual(S.run(['sh', '-c', f'echo keep > {target}']).returncode, 0)
+        self.addCleanup(S.run, ['rm', '-f', target])
+        sid = self.create('--disk=1G')
+        res = self.sh(sid, f'echo k > /work/k && ln -s {target} /dev/shm/host && ln -s /work/k /dev/shm/k && '
+                      'ln -s / /dev/shm/root && mkdir -p /dev/shm/ro/in && echo y > /dev/shm/ro/in/y && '
+                      'chmod 0500 /dev/shm/ro/in /dev/shm/ro && mkdir /dev/shm/none && chmod 0 /dev/shm/none && '
+                      'echo h > /dev/shm/h1 && ln /dev/shm/h1 /dev/shm/h2 && '
+                      'touch "$(printf "/dev/shm/odd\\001\\n\\377 name")" && '
+                      'd=/dev/shm/deep; for i in $(seq 300); do d=$d/d; done; mkdir -p $d && touch $d/f && echo ok')
+        self.assertEqual(res['stdout'], 'ok\n', res)
+        _, res = self.exec_json(sid, 'python3', '-c', FILL_PY, str(n), timeout=600)
+        self.assertEqual(res['exit_code'], 0, res)
+        before = self.used(sid)
+        self.ok(self.ctl('hibernate', sid))
+        t0 = time.monotonic()
+        self.ok(self.ctl('wake', sid))
+        wake = time.monotonic() - t0
+        # Ready, its /dev/shm new and empty, while the old one is still being removed.
+        trash = self.trash(sid)
+        print(f'\n  wake with {n} files in /dev/shm: {wake:.2f} s', file=sys.stderr)
+        self.assertTrue(trash, f'woken with no old /dev/shm set aside ({wake:.2f} s)')
+        self.assertEqual(self.sh(sid, 'ls -A /dev/shm; stat -c %a /dev/shm')['stdout'], '1777\n')
+        self.wait_trash_gone(sid)
+        deadline = time.monotonic() + 60
+        while (after := self.used(sid)) > before - 16 * MiB:
+            self.assertLess(time.monotonic(), deadline, f'DiskBytesUsed {before} then {after}')
+            time.sleep(0.5)
+        self.assertEqual(S.run(['cat', target]).stdout, 'keep\n')
+        self.assertEqual(self.sh(sid, 'cat /work/k; ls /')['stdout'].split()[0], 'k')
+        self.assert_exec_works(sid, 'after its old /dev/shm was removed')
+
+    def test_trash_removed_after_restart(self):
+        """An old /dev/shm a crash or a reboot left (here planted in a stopped sandbox's
+        workspace, links and an unwritable directory in it) is removed when sandboxd starts,
+        and counts no more; a second one while the first is removed (two starts in a row)
+        goes too."""
+        sid = self.create()
+        self.sh(sid, 'echo k > /work/k')
+        self.ok(self.ctl('hibernate', sid))
+        ws = f'{self.pool()}/{sid}'
+        uid = S.run(['stat', '-c', '%u', f'{ws}/work']).stdout.strip()
+        for name in ('.shm-trash-7-1', '.shm-trash-8-1'):
+            cp = S.run(['sh', '-c', f'mkdir -m 1777 {ws}/{name} && cd {ws}/{name} && mkdir -p a/b && echo x > a/b/x && '
+                        f'ln -s {ws}/work/k l && ln -s / r && chown -R -h {uid}:{uid} a l r && chmod 0500 a/b a'])
+            self.assertEqual(cp.returncode, 0, cp.stderr)
+        self.assertEqual(S.systemctl('restart', 'sandboxd.service', timeout=90).returncode, 0)
+        self.wait_trash_gone(sid)
+        self.ok(self.ctl('wake', sid))
+        self.assertEqual(self.sh(sid, 'cat /work/k')['stdout'], 'k\n')
+        # Two starts in a row, the first's old /dev/shm not yet gone when the second comes.
+        self.sh(sid, 'mkdir /dev/shm/m && cd /dev/shm/m && seq 20000 | xargs touch')
+        self.ok(self.ctl('hibernate', sid))
+        self.ok(self.ctl('wake', sid))
+        self.sh(sid, 'mkdir /dev/shm/m && cd /dev/shm/m && seq 20000 | xargs touch')
+        self.ok(self.ctl('hibernate', sid))
+        self.ok(self.ctl('wake', sid))
+        self.wait_trash_gone(sid)
+        self.assertEqual(self.sh(sid, 'ls -A /dev/shm; cat /work/k')['stdout'], 'k\n')
+        # Destroyed while its old /dev/shm is being removed: the workspace goes all the same.
+        self.sh(sid, 'mkdir /dev/shm/m && cd /dev/shm/m && seq 20000 | xargs touch')
+        self.ok(self.ctl('hibernate', sid))
+        self.ok(self.ctl('wake', sid))
+        self.ok(self.ctl('destroy', sid))
+        deadline = time.monotonic() + 120
+        while S.run(['ls', '-A', self.pool()]).stdout.find(sid) >= 0:
+            self.assertLess(time.monotonic(), deadline, 'destroyed workspace still in the pool')
+            time.sleep(0.3)
 
     def test_fork_of_a_workspace_without_shm(self):
         """A running source whose workspace has no shm/ (started by an older sandboxd,
@@ -512,7 +617,7 @@ class DevShmTest(harness.SandboxTestCase):
 
 
 # Capabilities by bit (capability.h): what the workspaces need, and sandboxd no longer holds.
-CAP_CHOWN, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 2, 21
+CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_SYS_ADMIN = 0, 1, 2, 21
 HELPER_SOCKET = '/run/sandboxd/workspace'
 HELPER_UNIT = 'sandboxd-workspace.service'
 VARLINKPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'varlinkprobe.py')
@@ -538,8 +643,8 @@ class HelperTest(harness.SandboxTestCase):
     def test_sandboxd_lacks_capabilities(self):
         pid = S.show('sandboxd.service', 'MainPID')['MainPID']
         caps = self.caps(pid)
-        for name, bit in (('CAP_CHOWN', CAP_CHOWN), ('CAP_DAC_READ_SEARCH', CAP_DAC_READ_SEARCH),
-                          ('CAP_SYS_ADMIN', CAP_SYS_ADMIN)):
+        for name, bit in (('CAP_CHOWN', CAP_CHOWN), ('CAP_DAC_OVERRIDE', CAP_DAC_OVERRIDE),
+                          ('CAP_DAC_READ_SEARCH', CAP_DAC_READ_SEARCH), ('CAP_SYS_ADMIN', CAP_SYS_ADMIN)):
             for kind in ('CapBnd', 'CapEff', 'CapPrm'):
                 self.assertFalse(caps[kind] & (1 << bit), f'sandboxd (pid {pid}) has {name} in {kind}: {caps}')
         # And a workspace is made all the same: by the helper, which has them.
@@ -547,7 +652,7 @@ class HelperTest(harness.SandboxTestCase):
         self.assertTrue(S.run(['test', '-d', f'{S.workspace_dir}/{sid}/work']).returncode == 0)
         helper = S.show(HELPER_UNIT, 'MainPID')['MainPID']
         self.assertNotEqual(helper, '0', 'sandboxd-workspace.service is not running after a create')
-        want = (1 << CAP_CHOWN) | (1 << CAP_DAC_READ_SEARCH) | (1 << CAP_SYS_ADMIN)
+        want = (1 << CAP_CHOWN) | (1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH) | (1 << CAP_SYS_ADMIN)
         self.assertEqual(self.caps(helper)['CapBnd'], want)
 
     def probe(self, calls, wrap=()):
@@ -561,7 +666,10 @@ class HelperTest(harness.SandboxTestCase):
         sid = self.create('--storage=disk')
         victim = f'{S.workspace_dir}/{sid}'
         uid = int(S.run(['stat', '-c', '%u', f'{victim}/work']).stdout)
+        self.assertEqual(S.run(['sh', '-c', f'mkdir {victim}/.shm-trash-1-1 && touch {victim}/.shm-trash-1-1/f'])
+                         .returncode, 0)
         calls = [{'method': 'io.sandboxd.Workspace.Remove', 'parameters': {'id': sid}},
+                 {'method': 'io.sandboxd.Workspace.RemoveTrash', 'parameters': {'id': sid, 'trash': '.shm-trash-1-1'}},
                  {'method': 'io.sandboxd.Workspace.Clone',
                   'parameters': {'from': sid, 'id': '0123456789abcdee', 'fromUid': uid, 'uid': uid,
                                  'maxBytes': 1 << 40}},
@@ -572,6 +680,7 @@ class HelperTest(harness.SandboxTestCase):
             for call, res in zip(calls, results):
                 self.assertEqual(res.get('error'), 'org.varlink.service.PermissionDenied', f'{wrap} {call}: {res}')
         self.assertTrue(S.run(['test', '-d', f'{victim}/work']).returncode == 0, 'the workspace was removed')
+        self.assertTrue(S.run(['test', '-e', f'{victim}/.shm-trash-1-1/f']).returncode == 0, 'the trash was removed')
         self.assertFalse(S.run(['test', '-e', f'{S.workspace_dir}/0123456789abcdef']).returncode == 0)
         self.assert_exec_works(sid, 'after refused calls on its workspace')
 
