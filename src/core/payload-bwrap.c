@@ -152,7 +152,8 @@ int bwrap_build_argv(const PayloadParams *p, char ***ret) {
         /* Its messages over the control socket once it is ready: no pipe of ours a sandbox. */
         ARG("--log-over-control");
         /* POSIX shared memory does not outlive the processes (as after a boot): what a
-         * sandbox on disk left in /dev/shm is removed as it starts again. */
+         * sandbox on disk left in /dev/shm was set aside by workspace_shm_dir(), so the
+         * agent finds it empty; if it could not be, the agent empties it as it starts. */
         if (p->shm_dir)
                 ARG("--empty-dev-shm");
         if (p->egress)

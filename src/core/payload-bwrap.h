@@ -38,7 +38,8 @@ typedef struct PayloadParams {
                                     * are bound there (workspace.h) */
         const char *shm_dir;       /* NULL: /dev/shm is a tmpfs of the template's shm_max; else
                                     * bound there (the workspace's shm/: workspace_shm_dir()),
-                                    * and emptied by the agent as it starts */
+                                    * empty unless workspace_shm_dir() could not set the old
+                                    * one aside: then the agent empties it as it starts */
         char * const *proc_masks;  /* /proc files to hide (those that exist on this kernel) */
         char * const *proc_mask_dirs;
         const char *empty_dir;     /* an empty host directory bound over each mask dir; NULL: a

@@ -747,9 +747,11 @@ int main(int argc, char *argv[]) {
                 die("signalfd", errno);
 
         /* A sandbox on disk keeps its /dev/shm (a directory of its workspace) across its
-         * stops: what was there is gone once it starts again, as after a boot. Before
-         * "ready", so that no command of the sandbox's runs meanwhile; as the sandbox's
-         * uid, in its namespaces, never following a link it made. */
+         * stops: what was there is gone once it starts again, as after a boot. sandboxd
+         * sets an old one aside before the start, so this normally finds it empty; when
+         * it could not, the work is here. Before "ready", so that no command of the
+         * sandbox's runs meanwhile; as the sandbox's uid, in its namespaces, never
+         * following a link it made. */
         if (empty_shm) {
                 unsigned left = 0;
 

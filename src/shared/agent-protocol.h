@@ -117,7 +117,9 @@
  *       replaced by sandboxd afterwards, from outside (payload-bwrap.c).
  *
  * --empty-dev-shm (a sandbox on disk, whose /dev/shm is its workspace's shm/): the agent
- * empties /dev/shm before it says "ready", as its uid, following no link.
+ * empties /dev/shm before it says "ready", as its uid, following no link. sandboxd sets
+ * an old shm/ aside before the start (workspace_shm_dir()), so this finds it empty unless
+ * that failed (the quota full, say): the fallback, at the old cost.
  *
  * Its stderr (version 4): until it is ready, the agent's stderr is a pipe to the
  * sandboxd that started it (bwrap's too), which logs each line. Started with
