@@ -1584,8 +1584,8 @@ static void test_hibernate_and_wake(void **state) {
 }
 
 /* Wake refused, and the hibernated sandbox kept for a later one: its name taken by another
- * sandbox meanwhile, its template gone, or woken already (a second Wake while the first
- * restores). */
+ * sandbox meanwhile, its template gone, another user's, or woken already (a second Wake
+ * while the first restores). */
 static void test_wake_refused(void **state) {
         _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
         SandboxConfig config = {};
@@ -1626,8 +1626,15 @@ static void test_wake_refused(void **state) {
         run_briefly();
         assert_int_equal(w.n, 0);
 
-        /* Woken twice at once: the second is refused, the first is answered. */
-        assert_int_equal(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &w, &error), 0);
+        /* Not another user's to wake: for them there is none. */
+        assert_true(snapshot_wake_sandbox(manager, &(SandboxCaller) { .uid = 1000 }, id, on_sandbox, &w, &error) < 0);
+        assert_int_equal(error.code, SANDBOX_ERR_NO_SUCH_SANDBOX);
+        snprintf(message, sizeof(message), "No hibernated sandbox '%s'.", id);
+        assert_string_equal(sandbox_error_message(&error), message);
+        sandbox_error_done(&error);
+
+        /* Woken (by its name) twice at once: the second is refused, the first answered. */
+        assert_int_equal(snapshot_wake_sandbox(manager, &root, "db", on_sandbox, &w, &error), 0);
         RUN_UNTIL(n_agents == 3);
         assert_true(snapshot_wake_sandbox(manager, &root, id, on_sandbox, &a, &error) < 0);
         assert_int_equal(error.code, SANDBOX_ERR_SANDBOX_EXISTS);
