@@ -191,6 +191,7 @@ Exec *exec_free(Exec *e) {
                 f->exec = NULL;
         }
         exec_stdin_done(e);
+        sd_event_source_disable_unref(e->resize_timer);
         sd_event_source_disable_unref(e->out_source);
         sd_event_source_disable_unref(e->err_source);
         sd_event_source_disable_unref(e->timeout_source);
@@ -959,6 +960,47 @@ const ExecResult *exec_get_result(const Exec *e) {
         return &e->result;
 }
 
+static int on_stdin_writable(sd_event_source *source, int fd, uint32_t revents, void *userdata);
+
+/* The resizes are answered (or waited for long enough): what input waited goes. */
+static void exec_stdin_release(Exec *e) {
+        int r;
+
+        e->resizes_unanswered = 0;
+        e->resize_timer = sd_event_source_disable_unref(e->resize_timer);
+        e->stdin_unheld = 0;
+        if (e->stdin_pending_size == 0)
+                return;
+        if (e->stdin_source) {
+                r = sd_event_source_set_enabled(e->stdin_source, SD_EVENT_ON);
+                if (r >= 0)
+                        return;
+        } else
+                r = sd_event_add_io(e->sandbox->manager->event, &e->stdin_source, e->stdin_fd, EPOLLOUT, on_stdin_writable, e);
+        if (r < 0) {
+                log_sandbox(e->sandbox, LOG_WARNING, r, "Input of process %" PRIu64 " lost: %m", e->id);
+                exec_stdin_done(e);
+        }
+}
+
+static int on_resize_wait_over(sd_event_source *source, uint64_t usec, void *userdata) {
+        Exec *e = userdata;
+
+        log_sandbox(e->sandbox, LOG_DEBUG, 0, "No answer to the resize of process %" PRIu64 "'s terminal "
+                    "(an agent before protocol version 6): its input goes on.", e->id);
+        exec_stdin_release(e);
+        return 0;
+}
+
+void exec_on_agent_resized(Sandbox *s, uint64_t id) {
+        for (Exec *e = s->execs; e; e = e->next)
+                if (e->id == id) {
+                        if (e->resizes_unanswered > 0 && --e->resizes_unanswered == 0)
+                                exec_stdin_release(e);
+                        return;
+                }
+}
+
 int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *error) {
         struct agent_winsize ws = { .rows = (uint16_t) rows, .cols = (uint16_t) cols };
         json_object *msg;
@@ -975,10 +1017,21 @@ int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *er
                 return -ENOMEM;
         r = agent_send(e->sandbox->control_fd, msg, NULL, 0);
         json_object_put(msg);
-        return r;
+        if (r < 0)
+                return r;
+        /* Input written from now on waits for the agent's "resized"; what waits already
+         * was written before the resize, and goes on. */
+        if (e->stdin_fd >= 0 && !e->stdin_close_pending) {
+                e->resize_timer = sd_event_source_disable_unref(e->resize_timer);
+                r = sd_event_add_time_relative(e->sandbox->manager->event, &e->resize_timer, CLOCK_MONOTONIC,
+                                               EXEC_RESIZE_WAIT_USEC, 0, on_resize_wait_over, e);
+                if (r < 0)
+                        return r;
+                if (e->resizes_unanswered++ == 0)
+                        e->stdin_unheld = e->stdin_pending_size;
+        }
+        return 0;
 }
-
-static int on_stdin_writable(sd_event_source *source, int fd, uint32_t revents, void *userdata);
 
 /* Writes what it can of data: the bytes written, or -EPIPE (the process closed its
  * input) or another -errno. */
@@ -994,14 +1047,19 @@ static ssize_t exec_stdin_push(Exec *e, const void *data, size_t size) {
 }
 
 static int exec_stdin_flush(Exec *e) {
-        ssize_t n = exec_stdin_push(e, e->stdin_pending, e->stdin_pending_size);
+        bool held = e->resizes_unanswered > 0;
+        size_t may = held ? e->stdin_unheld : e->stdin_pending_size;
+        ssize_t n = may > 0 ? exec_stdin_push(e, e->stdin_pending, may) : 0;
 
         if (n < 0)
                 return (int) n;
         memmove(e->stdin_pending, e->stdin_pending + n, e->stdin_pending_size - (size_t) n);
         e->stdin_pending_size -= (size_t) n;
+        e->stdin_unheld -= MIN((size_t) n, e->stdin_unheld);
         if (e->stdin_pending_size > 0)
-                return sd_event_source_set_enabled(e->stdin_source, SD_EVENT_ON);
+                /* Off while only what waits for a resize's answer is left. */
+                return sd_event_source_set_enabled(e->stdin_source,
+                                                   held && e->stdin_unheld == 0 ? SD_EVENT_OFF : SD_EVENT_ON);
         e->stdin_source = sd_event_source_disable_unref(e->stdin_source);
         if (e->stdin_close_pending)
                 exec_stdin_done(e);
@@ -1042,7 +1100,7 @@ int exec_write_stdin(Exec *e, const void *data, size_t size, SandboxError *error
                                          "Process %" PRIu64 " has not read %zu bytes of its input yet; at most %u "
                                          "may wait: retry once it has read them.",
                                          e->id, e->stdin_pending_size, EXEC_STDIN_PENDING_MAX);
-        if (e->stdin_pending_size == 0) {
+        if (e->stdin_pending_size == 0 && e->resizes_unanswered == 0) {
                 n = exec_stdin_push(e, data, size);
                 if (n < 0) {
                         exec_stdin_done(e);
@@ -1060,7 +1118,7 @@ int exec_write_stdin(Exec *e, const void *data, size_t size, SandboxError *error
         memcpy(p + e->stdin_pending_size, (const char *) data + n, size - (size_t) n);
         e->stdin_pending = p;
         e->stdin_pending_size += size - (size_t) n;
-        if (!e->stdin_source)
+        if (!e->stdin_source && e->resizes_unanswered == 0)
                 return sd_event_add_io(e->sandbox->manager->event, &e->stdin_source, e->stdin_fd, EPOLLOUT,
                                        on_stdin_writable, e);
         return 0;

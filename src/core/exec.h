@@ -74,7 +74,10 @@ Exec *exec_new_adopted(Sandbox *s, uint64_t id, char **argv, bool tty, uint64_t 
 int exec_adopt_running(Exec *e, pid_t pid, uint64_t started_at, int out_fd, int err_fd, uint64_t timeout_left_usec);
 void exec_adopt_finished(Exec *e, Exec **tail);
 uint64_t exec_timeout_left_usec(const Exec *e);   /* 0: none */
-/* rows and cols: 1 to 65535. */
+/* rows and cols: 1 to 65535. Input written after it (exec_write_stdin()) reaches the
+ * terminal once the agent has resized it, so it meets the new size; an agent that does not
+ * say so (before protocol version 6) is waited for EXEC_RESIZE_WAIT_USEC at most. */
+#define EXEC_RESIZE_WAIT_USEC (250U * 1000U)
 int exec_resize_terminal(Exec *e, uint64_t rows, uint64_t cols, SandboxError *error);
 pid_t exec_get_pid(const Exec *e);               /* inside the sandbox; 0 if not known yet */
 char * const *exec_get_argv(const Exec *e);

@@ -114,6 +114,12 @@ struct Exec {
         char *stdin_pending;
         size_t stdin_pending_size;
         bool stdin_close_pending;
+        /* Resizes of its terminal the agent has not yet said done: input waits meanwhile
+         * (so what is typed after a resize meets the new size), at most
+         * EXEC_RESIZE_WAIT_USEC (an agent older than protocol version 6 never says). */
+        unsigned resizes_unanswered;
+        size_t stdin_unheld;  /* of stdin_pending, what was written before the resize */
+        sd_event_source *resize_timer;
         /* Who reads the output live (exec_follow()); while any holds, the pipes wait. */
         struct ExecFollower *followers;
         unsigned n_holds;
@@ -396,6 +402,7 @@ FileOp *file_op_free(FileOp *op);
 int exec_start(Sandbox *s, ExecConfig *c, exec_callback_t cb, void *userdata, SandboxError *error);
 void exec_on_agent_exit(Sandbox *s, const struct agent_exit *x);
 void exec_on_agent_started(Sandbox *s, uint64_t id, pid_t pid);
+void exec_on_agent_resized(Sandbox *s, uint64_t id);
 /* The sandbox ended under the exec: a result if the OOM killer did it, else an error. */
 void exec_abort(Exec *e, const char *reason);
 /* Answers e's caller and those waiting on e with error; e itself stays. */

@@ -899,6 +899,10 @@ static int on_control(sd_event_source *source, int fd, uint32_t revents, void *u
                         pid_t pid;
                         if (agent_parse_started(msg, &id, &pid) >= 0)
                                 exec_on_agent_started(s, id, pid);
+                } else if (streq(type, "resized")) {
+                        uint64_t id;
+                        if (agent_parse_resized(msg, &id) >= 0)
+                                exec_on_agent_resized(s, id);
                 } else if (streq(type, "reset-result")) {
                         uint64_t id;
                         int error;

@@ -311,8 +311,10 @@ static void handle_resize(struct agent *a, json_object *msg) {
                         /* The kernel sends the session's foreground SIGWINCH. */
                         (void) ioctl(a->children[i].tty_fd, TIOCSWINSZ,
                                      &(struct winsize) { .ws_row = ws.rows, .ws_col = ws.cols });
-                        return;
+                        break;
                 }
+        /* Answered either way: the daemon holds the input back until then. */
+        send_or_die(agent_msg_resized(id));
 }
 
 static void handle_file(struct agent *a, json_object *msg, int fds[], size_t n_fds) {

@@ -573,6 +573,18 @@ int agent_parse_resize(json_object *obj, uint64_t *ret_id, struct agent_winsize 
         return 0;
 }
 
+json_object *agent_msg_resized(uint64_t id) {
+        _cleanup_json_ json_object *obj = agent_msg_new("resized");
+
+        if (!obj || json_add_u64(obj, "id", id) < 0)
+                return NULL;
+        return TAKE_PTR(obj);
+}
+
+int agent_parse_resized(json_object *obj, uint64_t *ret_id) {
+        return get_u64(obj, "id", ret_id);
+}
+
 static const char * const file_op_table[_AGENT_FILE_OP_MAX] = {
         [AGENT_FILE_READ] = "read",
         [AGENT_FILE_WRITE] = "write",

@@ -31,6 +31,11 @@
  *   controlling terminal, and relays: fds[0] -> master, master -> fds[1] (fds[2] is
  *   unused). The relay must not stall the agent's loop (a helper process per tty).
  *   {"type":"resize","id":N,"rows":R,"cols":C}   TIOCSWINSZ on that exec's terminal
+ *   agent -> daemon {"type":"resized","id":N}   (version 6) once that is done, for
+ *       every resize (also of an exec that ended or has no terminal): input the daemon
+ *       holds back after a resize goes to the terminal only then, so what is typed after
+ *       a resize meets the new size. An agent older than version 6 does not answer: the
+ *       daemon then sends the input after EXEC_RESIZE_WAIT_USEC.
  *   agent -> daemon {"type":"started","id":N,"pid":P}   after fork, P in the sandbox's
  *       PID namespace; sent for every exec (the daemon lists running processes).
  *
@@ -160,7 +165,7 @@
 #include "sandbox-api.h"
 
 #define AGENT_CONTROL_FD 3
-#define AGENT_PROTOCOL_VERSION 5
+#define AGENT_PROTOCOL_VERSION 6
 #define AGENT_MESSAGE_MAX (1024U * 1024U)
 #define AGENT_EXEC_NFDS 3
 #define AGENT_EGRESS_PORT 3128
@@ -243,6 +248,9 @@ int agent_parse_exec_tty(json_object *obj, struct agent_winsize *ret);
 /* "resize": TIOCSWINSZ on the terminal of exec id (ignored for an exec without one). */
 json_object *agent_msg_resize(uint64_t id, const struct agent_winsize *ws);
 int agent_parse_resize(json_object *obj, uint64_t *ret_id, struct agent_winsize *ret);
+/* "resized" (version 6): the agent's answer to "resize", once the terminal has the size. */
+json_object *agent_msg_resized(uint64_t id);
+int agent_parse_resized(json_object *obj, uint64_t *ret_id);
 
 /* Version 2: files. */
 

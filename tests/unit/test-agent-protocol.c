@@ -709,6 +709,18 @@ static void test_tty_roundtrip(void **state) {
         assert_int_equal(ws.rows, 0);
         assert_int_equal(ws.cols, 132);
 
+        /* Version 6: the answer, with the exec's id. */
+        {
+                _cleanup_json_ json_object *resized = agent_msg_resized(5), *gotd = NULL, *bad = NULL;
+                uint64_t rid = 0;
+
+                gotd = roundtrip(*state, resized, "resized");
+                assert_int_equal(agent_parse_resized(gotd, &rid), 0);
+                assert_int_equal(rid, 5);
+                bad = json_tokener_parse("{\"type\":\"resized\",\"id\":-1}");
+                assert_int_equal(agent_parse_resized(bad, &rid), -EBADMSG);
+        }
+
         assert_null(agent_msg_exec_tty(1, NULL, NULL, NULL, NULL));
         assert_null(agent_msg_resize(1, NULL));
 

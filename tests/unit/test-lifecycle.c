@@ -744,6 +744,93 @@ static void test_terminal(void **state) {
         destroy(s);
 }
 
+/* Reads what fds[0] has (non-blocking): the bytes, or -1 (EAGAIN: nothing yet). */
+static ssize_t read_now(int fd, char *buf, size_t size) {
+        ssize_t k = read(fd, buf, size);
+
+        assert_true(k >= 0 || errno == EAGAIN);
+        return k;
+}
+
+/* Input written after a resize reaches the terminal once the agent has resized it (its
+ * "resized", protocol version 6), so what is typed after a resize meets the new size; what
+ * was written before goes at once. An agent that never answers (older than version 6) is
+ * waited for EXEC_RESIZE_WAIT_USEC, then the input goes. */
+static void test_terminal_input_waits_for_resize(void **state) {
+        _cleanup_(sandbox_error_done) SandboxError error = SANDBOX_ERROR_NULL;
+        _cleanup_json_ json_object *msg = NULL, *r1 = NULL, *r2 = NULL, *r3 = NULL;
+        Sandbox *s = create("shell", false);
+        int fds[AGENT_EXEC_NFDS];
+        uint64_t id, agent_id, t0;
+        char buf[64];
+        ExecConfig c;
+        size_t n;
+        Exec *e;
+
+        exec_config_argv(&c, "sh");
+        c.tty = true;
+        c.tty_rows = 24;
+        c.tty_cols = 80;
+        assert_int_equal(sandbox_start_process(s, &c, &id, &error), 0);
+        exec_config_done(&c);
+        msg = agent_expect(agent_of(s), "exec", fds, AGENT_EXEC_NFDS, &n);
+        agent_id = msg_id(msg);
+        agent_say(agent_of(s), agent_msg_started(agent_id, 11));
+        RUN_UNTIL((e = sandbox_find_process(s, id)) && exec_get_pid(e) == 11);
+        assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+
+        assert_int_equal(exec_write_stdin(e, "before\n", 7, &error), 0);
+        assert_int_equal(exec_resize_terminal(e, 40, 120, &error), 0);
+        assert_int_equal(exec_write_stdin(e, "after\n", 6, &error), 0);
+        r1 = agent_expect(agent_of(s), "resize", NULL, 0, NULL);
+        assert_int_equal(msg_id(r1), agent_id);
+        run_briefly();
+        assert_int_equal(read_now(fds[0], buf, sizeof(buf)), 7);
+        assert_memory_equal(buf, "before\n", 7);
+        assert_int_equal(read_now(fds[0], buf, sizeof(buf)), -1);
+
+        /* Two resizes: it waits for both answers. */
+        assert_int_equal(exec_resize_terminal(e, 41, 121, &error), 0);
+        r2 = agent_expect(agent_of(s), "resize", NULL, 0, NULL);
+        agent_say(agent_of(s), agent_msg_resized(agent_id));
+        run_briefly();
+        assert_int_equal(read_now(fds[0], buf, sizeof(buf)), -1);
+        /* More input waits behind it, in order. */
+        assert_int_equal(exec_write_stdin(e, "exit\n", 5, &error), 0);
+        agent_say(agent_of(s), agent_msg_resized(agent_id));
+        RUN_UNTIL(read_now(fds[0], buf, sizeof(buf)) == 11);
+        assert_memory_equal(buf, "after\nexit\n", 11);
+
+        /* An agent that does not answer: the input goes after EXEC_RESIZE_WAIT_USEC. */
+        t0 = now_usec(CLOCK_MONOTONIC);
+        assert_int_equal(exec_resize_terminal(e, 50, 132, &error), 0);
+        r3 = agent_expect(agent_of(s), "resize", NULL, 0, NULL);
+        assert_int_equal(exec_write_stdin(e, "late\n", 5, &error), 0);
+        RUN_UNTIL(read_now(fds[0], buf, sizeof(buf)) == 5);
+        assert_true(now_usec(CLOCK_MONOTONIC) - t0 >= EXEC_RESIZE_WAIT_USEC);
+        assert_memory_equal(buf, "late\n", 5);
+        /* Its answer, late, changes nothing: input goes at once again. */
+        agent_say(agent_of(s), agent_msg_resized(agent_id));
+        run_briefly();
+        assert_int_equal(exec_write_stdin(e, "now\n", 4, &error), 0);
+        assert_int_equal(read_now(fds[0], buf, sizeof(buf)), 4);
+
+        /* Closed while input waits for an answer: closed once it is out. */
+        assert_int_equal(exec_resize_terminal(e, 51, 133, &error), 0);
+        assert_int_equal(exec_write_stdin(e, "bye\n", 4, &error), 0);
+        assert_int_equal(exec_close_stdin(e, &error), 0);
+        run_briefly();
+        assert_int_equal(read_now(fds[0], buf, sizeof(buf)), -1);
+        agent_say(agent_of(s), agent_msg_resized(agent_id));
+        RUN_UNTIL(read_now(fds[0], buf, sizeof(buf)) == 4);
+        assert_memory_equal(buf, "bye\n", 4);
+        RUN_UNTIL(read_now(fds[0], buf, sizeof(buf)) == 0);
+
+        for (size_t i = 0; i < n; i++)
+                safe_close(fds[i]);
+        destroy(s);
+}
+
 typedef struct Followed {
         char data[64];
         size_t size;
@@ -2334,6 +2421,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exec_timeout_stands_still_while_paused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_output_to_the_callers_descriptors, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_terminal, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_terminal_input_waits_for_resize, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stdin_and_follow, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_wait_times_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_exec_after_the_agent_is_gone, setup, teardown),

@@ -1005,6 +1005,19 @@ static void send_resize(struct agent *a, uint64_t id, uint16_t rows, uint16_t co
         assert_int_equal(agent_send(a->sock, msg, NULL, 0), 0);
 }
 
+/* Version 6: every resize is answered, once done (of an ended exec, or one without a
+ * terminal, too: the daemon holds input back until then). */
+static void expect_resized(struct agent *a, uint64_t id) {
+        _cleanup_json_ json_object *msg = recv_msg(a);
+        const char *type;
+        uint64_t got;
+
+        assert_int_equal(agent_get_string(msg, "type", &type), 0);
+        assert_string_equal(type, "resized");
+        assert_int_equal(agent_parse_resized(msg, &got), 0);
+        assert_int_equal(got, id);
+}
+
 static unsigned proc_tty_nr(pid_t pid) {
         char path[64], buf[1024], *p;
         unsigned tty_nr = UINT_MAX;
@@ -1051,6 +1064,7 @@ static void test_tty(void **state) {
         assert_string_equal(o2, "hello\r\ngot: hello\r\n");
 
         send_resize(a, 70, 50, 132);
+        expect_resized(a, 70);
         o3 = read_until(r.out, "\r\n");
         assert_string_equal(o3, "winch: yes, size: 50 132\r\n");
 
@@ -1066,9 +1080,12 @@ static void test_tty(void **state) {
         assert_string_equal(err, "");
         run_close(&r);
 
-        /* A resize after the end, or for an exec without terminal, is ignored. */
+        /* A resize after the end, or for an exec without terminal, changes nothing; it is
+         * answered all the same. */
         send_resize(a, 70, 1, 1);
+        expect_resized(a, 70);
         send_resize(a, 71, 1, 1);
+        expect_resized(a, 71);
         expect_silence(a, 100);
 }
 
